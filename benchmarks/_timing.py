@@ -1,0 +1,27 @@
+"""Shared timing helper for the benchmark scripts: medians, never means."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_us(
+    fn: Callable[[], object], *, number: int = 2000, repeat: int = 15
+) -> float:
+    """Median over ``repeat`` runs of the per-call time of ``fn``, in microseconds."""
+    for _ in range(min(number, 200)):  # warm caches and lazy imports
+        fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - start) / number * 1e6)
+    return statistics.median(samples)
+
+
+def row(label: str, value: float, unit: str = "us", note: str = "") -> None:
+    """Print one result line."""
+    print(f"  {label:<58} {value:>10.2f} {unit}  {note}")

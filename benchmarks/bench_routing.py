@@ -1,0 +1,84 @@
+"""Routing and hashing overhead, beside the floors they are compared with.
+
+Run: python benchmarks/bench_routing.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sys
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import median_us, row
+
+from intentusnet import IntentEnvelope, IntentRef, IntentRouter, compute_hash
+
+
+def payload_1kb() -> dict[str, object]:
+    """A 1 KB payload shaped like an LLM request: strings, ints, a float, a list."""
+    payload: dict[str, object] = {
+        "model": "small-model-1",
+        "temperature": 0.7,
+        "max_tokens": 256,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Summarise: " + "lorem ipsum " * 50},
+        ],
+        "tags": ["bench", "routing", "hash"],
+    }
+    while len(orjson.dumps(payload)) < 1024:
+        payload["tags"].append("pad")  # type: ignore[attr-defined]
+    return payload
+
+
+def main() -> None:
+    """Print the medians."""
+    router = IntentRouter()
+
+    @router.agent("echo", name="echo")
+    def echo(env: IntentEnvelope, ctx: object) -> dict[str, object]:
+        return env.payload
+
+    small = IntentEnvelope(intent=IntentRef(name="echo"), payload={"text": "hi"})
+    big = IntentEnvelope(intent=IntentRef(name="echo"), payload=payload_1kb())
+    raw = big.payload
+    size = len(orjson.dumps(raw))
+
+    print("routing (no store, DIRECT, echo agent)")
+    direct = median_us(lambda: echo(small, None), number=20000)
+    sync = median_us(lambda: router.route_intent(small), number=20000)
+    row("floor: direct call of the agent function", direct)
+    row("route_intent", sync)
+    row("route_intent overhead (minus floor)", sync - direct, note="target <= 10 us")
+
+    loop = asyncio.new_event_loop()
+    try:
+
+        async def many(n: int) -> None:
+            for _ in range(n):
+                await router.route(small)
+
+        n = 2000
+        asyncio_us = median_us(lambda: loop.run_until_complete(many(n)), number=1)
+        row("route (async; sync agent runs on a worker thread)", asyncio_us / n)
+    finally:
+        loop.close()
+
+    print(f"hashing (payload {size} bytes)")
+    floor = median_us(
+        lambda: hashlib.sha256(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)).digest(),
+        number=20000,
+    )
+    hashed = median_us(lambda: compute_hash(big), number=20000)
+    row("floor: orjson sorted dump + sha256 of the payload", floor)
+    row("compute_hash(envelope)", hashed, note="target <= 4 us")
+    row("compute_hash / floor", hashed / floor, unit="x ", note="target <= 2x")
+    router.close()
+
+
+if __name__ == "__main__":
+    main()

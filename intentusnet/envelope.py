@@ -1,0 +1,382 @@
+"""The wire models: the envelope a caller sends and the response it gets back.
+
+Models are pydantic v2, snake_case in Python and camelCase on the wire. They
+validate once, where data comes in; the router then trusts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from ._ids import new_execution_id as new_execution_id
+from ._ids import new_request_id
+from ._json import JSONObject, JSONValue, check_json
+from .errors import EnvelopeValidationError
+
+__all__ = [
+    "AgentResponse",
+    "AttemptInfo",
+    "CacheDirective",
+    "ErrorCode",
+    "ErrorInfo",
+    "IntentContext",
+    "IntentEnvelope",
+    "IntentMetadata",
+    "IntentRef",
+    "ResponseMetadata",
+    "RoutingDecision",
+    "RoutingOptions",
+    "RoutingStrategy",
+    "new_execution_id",
+]
+
+
+def _json_object(value: object) -> JSONObject:
+    if type(value) is not dict:
+        raise ValueError(f"must be a JSON object (dict), got {type(value).__name__}")
+    check_json(value)
+    return value
+
+
+def _as_is(value: JSONObject) -> JSONObject:
+    return value
+
+
+def _dict_only(value: object) -> JSONObject:
+    if type(value) is not dict:
+        raise ValueError(f"must be a JSON object (dict), got {type(value).__name__}")
+    return value
+
+
+if TYPE_CHECKING:
+    JSONObjectField = JSONObject
+    _PayloadField = JSONObject
+else:
+    #: The envelope payload: the model's own validator walks it (see
+    #: ``IntentEnvelope._check_payload``).
+    _PayloadField = Annotated[
+        dict,
+        PlainValidator(_dict_only),
+        PlainSerializer(_as_is, return_type=Any),
+        WithJsonSchema({"type": "object"}),
+    ]
+    #: A JSON object, checked by our own iterative walk (pydantic's recursive
+    #: validation would overflow on hostile nesting) and serialized as it is.
+    JSONObjectField = Annotated[
+        dict,
+        PlainValidator(_json_object),
+        PlainSerializer(_as_is, return_type=Any),
+        WithJsonSchema({"type": "object"}),
+    ]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RoutingStrategy(StrEnum):
+    """How the router runs the candidate agents of an intent."""
+
+    DIRECT = "DIRECT"
+    FALLBACK = "FALLBACK"
+    BROADCAST = "BROADCAST"
+    PARALLEL = "PARALLEL"
+
+
+class CacheDirective(StrEnum):
+    """Per-request instruction to the replay cache."""
+
+    DEFAULT = "default"
+    BYPASS = "bypass"
+    NO_STORE = "no_store"
+
+
+_Name = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class IntentRef(_Model):
+    """Names an intent: what the caller wants done."""
+
+    name: _Name
+    version: Annotated[str, Field(min_length=1, max_length=64)] = "1.0"
+
+
+class IntentContext(_Model):
+    """Who is asking. Only ``tenant`` is hashed."""
+
+    caller: str | None = None
+    tenant: str | None = None
+    priority: int = 0
+    tags: list[str] = Field(default_factory=list)
+
+
+class IntentMetadata(_Model):
+    """Volatile facts about one request; never hashed."""
+
+    request_id: str = Field(default_factory=new_request_id)
+    trace_id: str | None = None
+    created_at: datetime = Field(default_factory=_now)
+    source: str | None = None
+    identity_chain: list[str] = Field(default_factory=list)
+
+
+class RoutingOptions(_Model):
+    """How the caller wants the intent routed."""
+
+    strategy: RoutingStrategy = RoutingStrategy.DIRECT
+    target_agent: _Name | None = None
+    fallback_agents: list[_Name] = Field(default_factory=list)
+    timeout_ms: Annotated[int, Field(gt=0, le=86_400_000)] | None = None
+    cache: CacheDirective = CacheDirective.DEFAULT
+
+
+class IntentEnvelope(_Model):
+    """One intent as a caller sends it.
+
+    Only ``intent`` is required; the request id and creation time are filled in.
+    The payload must be a JSON object; values JSON cannot carry are refused here,
+    naming their path. Treat an envelope as immutable: its hash is computed from
+    its contents each time it is asked for.
+
+    Raises:
+        EnvelopeValidationError: on construction or ``model_validate`` with
+            invalid data (it is also a ``ValueError``).
+    """
+
+    version: Literal["1.0"] = "1.0"
+    intent: IntentRef
+    payload: _PayloadField = Field(default_factory=dict)
+    context: IntentContext = Field(default_factory=IntentContext)
+    metadata: IntentMetadata = Field(default_factory=IntentMetadata)
+    routing: RoutingOptions = Field(default_factory=RoutingOptions)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _envelope_error(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> IntentEnvelope:
+        """Validate a wire-form (camelCase) or Python-form envelope."""
+        if not isinstance(obj, dict):
+            raise EnvelopeValidationError(
+                f"an envelope must be a JSON object, got {type(obj).__name__}"
+            )
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise _envelope_error(exc) from None
+
+    @classmethod
+    def model_validate_json(
+        cls, json_data: str | bytes | bytearray, **kwargs: Any
+    ) -> IntentEnvelope:
+        """Parse and validate an envelope from JSON text."""
+        import orjson
+
+        try:
+            data = orjson.loads(json_data)
+        except orjson.JSONDecodeError as exc:
+            raise EnvelopeValidationError(f"not valid JSON: {exc}") from None
+        return cls.model_validate(data, **kwargs)
+
+    _plain: bool = PrivateAttr(default=False)
+    _view: dict[str, JSONValue] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_payload(self) -> IntentEnvelope:
+        # One walk of the payload: refuse what JSON cannot carry, and note
+        # whether its canonical form may take the fast path (hashing.py). The
+        # rest of the hashed view cannot change (the model is frozen), so it is
+        # built once here.
+        private = self.__pydantic_private__
+        assert private is not None
+        private["_plain"] = check_json(self.payload, "payload")
+        routing = self.routing
+        private["_view"] = {
+            "version": self.version,
+            "intent": {"name": self.intent.name, "version": self.intent.version},
+            "tenant": self.context.tenant,
+            "routing": {
+                "strategy": routing.strategy.value,
+                "targetAgent": routing.target_agent,
+                "fallbackAgents": list(routing.fallback_agents),
+            },
+        }
+        return self
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> IntentEnvelope:
+        """Copy the envelope; fields in ``update`` are checked like new input."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            try:
+                copy = self.model_validate(copy.model_dump(by_alias=True))
+            except ValidationError as exc:
+                raise _envelope_error(exc) from None
+        return copy
+
+    @property
+    def canonical_is_plain(self) -> bool:
+        """True when orjson's sorted output of the payload is already RFC 8785."""
+        # Read the slot directly: pydantic's private-attribute lookup costs
+        # microseconds, and this is on the hashing hot path.
+        return self.__pydantic_private__["_plain"]  # type: ignore[index,no-any-return]
+
+    def hashed_view(self) -> dict[str, JSONValue]:
+        """Return the part of the envelope that is hashed (DESIGN §3)."""
+        view = self.__pydantic_private__["_view"]  # type: ignore[index]
+        return {**view, "payload": self.payload}
+
+    def to_wire(self) -> JSONObject:
+        """Return the camelCase wire form as plain JSON data."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def _envelope_error(exc: ValidationError) -> EnvelopeValidationError:
+    first = exc.errors(include_url=False)[0]
+    path = ""
+    for part in first["loc"]:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, EnvelopeValidationError) and not path:
+        return cause  # raised by a nested __init__, already precise
+    if isinstance(cause, EnvelopeValidationError):
+        # Our own JSON check names the path inside the field.
+        inner = cause.path
+        if inner and inner != "$":
+            path = f"{path}{inner if inner.startswith('[') else '.' + inner}"
+        message = str(cause).split(": ", 1)[-1] if cause.path else str(cause)
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif first["type"] == "missing":
+            message = "field required"
+    extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return EnvelopeValidationError(message + extra, path)
+
+
+class ErrorCode(StrEnum):
+    """Why a routed intent failed. Stable: codes are never renamed or reused."""
+
+    NO_AGENT = "NO_AGENT"
+    AGENT_ERROR = "AGENT_ERROR"
+    AGENT_TIMEOUT = "AGENT_TIMEOUT"
+    AGENT_UNAVAILABLE = "AGENT_UNAVAILABLE"
+    INVALID_RESPONSE = "INVALID_RESPONSE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    CANCELLED = "CANCELLED"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+class ErrorInfo(_Model):
+    """An agent fault, as data."""
+
+    code: ErrorCode
+    message: str
+    agent: str | None = None
+    retryable: bool = False
+    details: JSONObjectField = Field(default_factory=dict)
+
+
+class AttemptInfo(_Model):
+    """One agent run within an execution."""
+
+    agent: str
+    outcome: Literal["success", "error", "timeout", "cancelled"]
+    duration_ms: float
+    error_code: ErrorCode | None = None
+
+
+class RoutingDecision(_Model):
+    """Which agents the router chose for an intent, in order, and why."""
+
+    strategy: RoutingStrategy
+    candidates: list[str]
+    skipped: dict[str, str] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class ResponseMetadata(_Model):
+    """What happened while answering: who, how, how long, from where."""
+
+    model_config = ConfigDict(extra="allow")
+
+    execution_id: str | None = None
+    agent: str | None = None
+    strategy: RoutingStrategy | None = None
+    decision: RoutingDecision | None = None
+    attempts: list[AttemptInfo] = Field(default_factory=list)
+    duration_ms: float = 0.0
+    envelope_hash: str | None = None
+    from_replay: bool = False
+    original_execution_id: str | None = None
+    recording_error: str | None = None
+
+
+class AgentResponse(_Model):
+    """The answer to an intent. Agent faults arrive here as ``error``, not raised."""
+
+    status: Literal["success", "error"] = "success"
+    payload: JSONObjectField | None = None
+    error: ErrorInfo | None = None
+    metadata: ResponseMetadata = Field(default_factory=ResponseMetadata)
+
+    def to_wire(self) -> JSONObject:
+        """Return the camelCase wire form as plain JSON data."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_ALLOWS_EXTRA: dict[type[BaseModel], bool] = {}
+
+
+def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Build a model from values the library made itself, without validation.
+
+    ``model_construct`` costs microseconds per call; the router builds several
+    models per execution from values it already checked, so it sets the state
+    pydantic keeps directly. ``values`` must name every field of ``cls``.
+    """
+    extra = _ALLOWS_EXTRA.get(cls)
+    if extra is None:
+        extra = _ALLOWS_EXTRA[cls] = cls.model_config.get("extra") == "allow"
+    obj = cls.__new__(cls)
+    setattr_ = object.__setattr__
+    setattr_(obj, "__dict__", values)
+    setattr_(obj, "__pydantic_fields_set__", set(values))
+    setattr_(obj, "__pydantic_extra__", {} if extra else None)
+    setattr_(obj, "__pydantic_private__", None)
+    return obj

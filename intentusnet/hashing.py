@@ -1,0 +1,179 @@
+"""Canonical JSON (RFC 8785) and the envelope hash.
+
+``canonical_json`` produces the JSON Canonicalization Scheme bytes of a value. The
+common case goes through orjson with sorted keys, which gives the same bytes as
+RFC 8785 except for a few known shapes: floats that orjson prints differently
+(integral floats such as ``1.0``, exponents, tiny fractions), integers of 16 or
+more digits, and keys outside the Basic Multilingual Plane (RFC 8785 sorts keys
+by UTF-16 code units). ``check_json``, which every value passes through anyway,
+notes whether any of those shapes occur; if so, the value takes the reference
+algorithm written out below. A property test holds both paths against the
+``rfc8785`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import TYPE_CHECKING, Final
+
+import orjson
+
+from ._json import JSONValue, check_json
+
+if TYPE_CHECKING:
+    from .envelope import IntentEnvelope
+
+HASH_PREFIX: Final = "sha256:"
+
+
+def canonical_json(value: JSONValue) -> bytes:
+    """Return the RFC 8785 canonical JSON encoding of ``value``.
+
+    Raises:
+        EnvelopeValidationError: ``value`` holds something JSON cannot carry (NaN,
+            infinities, non-string keys, bytes, sets, arbitrary objects, integers
+            beyond +-(2**53-1)); the message names the path.
+    """
+    return _encode(value, plain=check_json(value))
+
+
+def _encode(value: JSONValue, *, plain: bool) -> bytes:
+    # ``plain``: check_json found none of the shapes where orjson and RFC 8785
+    # differ, so orjson's sorted output is the canonical form.
+    if plain:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return _reference(value).encode("utf-8")
+
+
+def hashed_view(wire: dict[str, JSONValue]) -> dict[str, JSONValue]:
+    """Return the hashed view of an envelope given in wire form (camelCase).
+
+    Omitted fields take the envelope's defaults, so a wire envelope read from a
+    file and the model built from it have the same view.
+    """
+    intent = wire.get("intent")
+    context = wire.get("context")
+    routing = wire.get("routing")
+    intent_d = intent if isinstance(intent, dict) else {}
+    context_d = context if isinstance(context, dict) else {}
+    routing_d = routing if isinstance(routing, dict) else {}
+    return {
+        "version": wire.get("version", "1.0"),
+        "intent": {
+            "name": intent_d.get("name"),
+            "version": intent_d.get("version", "1.0"),
+        },
+        "payload": wire.get("payload", {}),
+        "tenant": context_d.get("tenant"),
+        "routing": {
+            "strategy": routing_d.get("strategy", "DIRECT"),
+            "targetAgent": routing_d.get("targetAgent"),
+            "fallbackAgents": routing_d.get("fallbackAgents", []),
+        },
+    }
+
+
+def hash_bytes(data: bytes) -> str:
+    """Return ``"sha256:"`` + the hex SHA-256 of ``data``."""
+    return HASH_PREFIX + hashlib.sha256(data).hexdigest()
+
+
+def compute_hash(envelope: IntentEnvelope | dict[str, JSONValue]) -> str:
+    """Return the envelope hash: ``"sha256:"`` + hex SHA-256 of its canonical view.
+
+    Args:
+        envelope: an ``IntentEnvelope``, or an envelope in wire form (a dict as
+            found in a record file or an envelope JSON file).
+
+    Raises:
+        EnvelopeValidationError: a wire-form envelope holds a non-JSON value.
+    """
+    if isinstance(envelope, dict):
+        return hash_bytes(canonical_json(hashed_view(envelope)))
+    # The model checked its payload at construction and kept the verdict; the
+    # rest of the view is plain ASCII-keyed strings.
+    view = envelope.hashed_view()
+    return hash_bytes(_encode(view, plain=envelope.canonical_is_plain))
+
+
+# -- the reference algorithm (RFC 8785 section 3.2) -------------------------------
+
+_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+def _string(text: str) -> str:
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be")
+
+
+def _number(value: int | float) -> str:
+    if type(value) is int:
+        return str(value)
+    if value == 0:
+        return "0"  # also for -0.0
+    # repr gives the shortest round-trip digits; RFC 8785 (ECMAScript
+    # Number.prototype.toString) lays them out differently.
+    digits, _, exp_text = repr(value).partition("e")
+    sign = "-" if digits.startswith("-") else ""
+    digits = digits.lstrip("-")
+    exponent = int(exp_text) if exp_text else 0
+    whole, _, frac = digits.partition(".")
+    frac = frac.rstrip("0") if frac != "0" else ""
+    mantissa = (whole + frac).lstrip("0")
+    # the decimal exponent n such that value = 0.mantissa * 10**n
+    n = (
+        len(whole.lstrip("0")) + exponent
+        if whole != "0"
+        else exponent - (len(frac) - len(frac.lstrip("0")))
+    )
+    k = len(mantissa)
+    if k <= n <= 21:
+        return sign + mantissa + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + mantissa[:n] + "." + mantissa[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + mantissa
+    e = n - 1
+    exp_str = f"e+{e}" if e >= 0 else f"e-{-e}"
+    if k == 1:
+        return sign + mantissa + exp_str
+    return sign + mantissa[0] + "." + mantissa[1:] + exp_str
+
+
+def _reference(value: JSONValue) -> str:
+    # Recursion depth is bounded by check_json's MAX_DEPTH, which ran first.
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("non-finite float")  # unreachable after check_json
+        return _number(value)
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda kv: _utf16_key(kv[0]))
+        return "{" + ",".join(f"{_string(k)}:{_reference(v)}" for k, v in items) + "}"
+    return "[" + ",".join(_reference(v) for v in value) + "]"

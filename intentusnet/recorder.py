@@ -1,0 +1,90 @@
+"""Turns what the router does into record events, written through the store.
+
+A recorder never raises into routing: the first write that fails marks the
+execution as not recorded, leaves a ``RECORDING_FAILURE`` event if the store
+can still take one, and the caller still gets the answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._json import JSONObject
+from .errors import IntentusNetError
+
+if TYPE_CHECKING:
+    from .store import ExecutionStore, RecordWriter
+
+__all__ = ["Recorder"]
+
+
+class Recorder:
+    """Writes the events of one execution; created per execution by the router."""
+
+    __slots__ = ("_writer", "error", "execution_id")
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        envelope: JSONObject,
+        envelope_hash: str,
+        request_id: str,
+        *,
+        execution_id: str | None = None,
+        parent_execution_id: str | None = None,
+    ) -> None:
+        from .record import EventType
+
+        self.error: str | None = None
+        self._writer: RecordWriter | None = None
+        try:
+            self._writer = store.open(
+                envelope,
+                envelope_hash=envelope_hash,
+                execution_id=execution_id,
+                parent_execution_id=parent_execution_id,
+            )
+        except (OSError, IntentusNetError) as exc:
+            self.error = f"could not open the record: {exc}"
+            self.execution_id = execution_id
+            return
+        self.execution_id = self._writer.execution_id
+        self.event(
+            EventType.INTENT_RECEIVED,
+            {"requestId": request_id, "envelopeHash": envelope_hash},
+        )
+
+    def event(self, event_type: str, data: JSONObject) -> None:
+        """Append one event; on failure, stop recording and remember why."""
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            writer.append(event_type, data)
+        except (OSError, IntentusNetError) as exc:
+            self._fail(f"could not append {event_type}: {exc}")
+
+    def complete(self, response: JSONObject) -> None:
+        """Write the final response and close the record."""
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            writer.complete(response)
+        except (OSError, IntentusNetError) as exc:
+            self._fail(f"could not write the final response: {exc}")
+        self._writer = None
+
+    def _fail(self, message: str) -> None:
+        from .record import EventType
+
+        self.error = message
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        try:  # best effort: the store may be able to say why, or may not
+            writer.append(EventType.RECORDING_FAILURE, {"error": message})
+        except (OSError, IntentusNetError):
+            pass
+        finally:
+            writer.close()

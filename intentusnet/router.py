@@ -1,0 +1,411 @@
+"""The intent router: deterministic agent selection, agent runs, recording.
+
+``route`` (async) and ``route_intent`` (sync) drive the one strategy plan of
+``strategies.plan``. The synchronous path runs sync agents inline on the calling
+thread (or on a worker thread when a timeout must be enforced) and hands async
+agents and races to one long-lived background event loop: never a new loop per
+call, and safe from many threads at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
+
+from ._ids import new_execution_id
+from ._json import JSONValue
+from .agents import (
+    Agent,
+    AgentContext,
+    AgentDefinition,
+    AgentHandler,
+    AgentRegistry,
+    RegisteredAgent,
+    make_definition,
+)
+from .envelope import AgentResponse, ErrorCode, IntentEnvelope, IntentRef
+from .hashing import compute_hash
+from .recorder import Recorder
+from .strategies import (
+    Execution,
+    Outcome,
+    Plan,
+    Run,
+    cancelled,
+    decide,
+    from_exception,
+    from_result,
+    ms_since,
+    plan,
+    timed_out,
+)
+
+if TYPE_CHECKING:
+    from .envelope import RoutingDecision
+    from .store import ExecutionStore
+
+__all__ = ["CallNext", "IntentRouter", "Middleware"]
+
+#: The rest of the chain, as a middleware sees it.
+CallNext: TypeAlias = Callable[[IntentEnvelope], Awaitable[AgentResponse]]
+#: ``async def mw(envelope, call_next) -> AgentResponse``; the first is outermost.
+Middleware: TypeAlias = Callable[[IntentEnvelope, CallNext], Awaitable[AgentResponse]]
+
+_H = TypeVar("_H", bound=Callable[..., object])
+_DECISION_CACHE_SIZE: Final = 1024
+_DecisionKey: TypeAlias = tuple[str, str, str, str | None, tuple[str, ...]]
+
+
+class IntentRouter:
+    """Routes intents to agents and records every execution.
+
+    Args:
+        registry: the agents to route to; a new empty registry by default.
+        store: where executions are recorded; ``None`` records nothing and
+            costs nothing.
+        middleware: ``async def mw(envelope, call_next)`` callables, outermost
+            first, wrapping every routing call.
+        max_workers: threads for sync agents that run under a timeout or in a
+            race, and for sync agents called from ``route``.
+    """
+
+    def __init__(
+        self,
+        registry: AgentRegistry | None = None,
+        *,
+        store: ExecutionStore | None = None,
+        middleware: Sequence[Middleware] = (),
+        max_workers: int = 32,
+    ) -> None:
+        self.registry = registry if registry is not None else AgentRegistry()
+        self.store = store
+        self._middleware: list[Middleware] = list(middleware)
+        self._decisions: dict[
+            _DecisionKey, tuple[int, RoutingDecision, tuple[RegisteredAgent, ...]]
+        ] = {}
+        self._executor = cf.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="intentusnet-agent"
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
+
+    # -- registration ----------------------------------------------------------
+
+    def agent(
+        self,
+        intent: str | IntentRef | Sequence[str | IntentRef],
+        *,
+        name: str | None = None,
+        version: str = "1.0",
+        priority: int = 100,
+        description: str | None = None,
+    ) -> Callable[[_H], _H]:
+        """Register the decorated function (or class instance) as an agent.
+
+        Args:
+            intent: the intent name(s) it handles (version ``1.0``), or
+                ``IntentRef`` values for other versions.
+            name: unique agent name; the function's name by default.
+            version: the agent's version.
+            priority: lower runs first.
+            description: free text.
+        """
+
+        def register(handler: _H) -> _H:
+            agent_name = name or str(
+                getattr(handler, "__name__", type(handler).__name__)
+            )
+            definition = make_definition(
+                intent,
+                name=agent_name,
+                version=version,
+                priority=priority,
+                description=description,
+            )
+            self.registry.register(definition, handler)  # type: ignore[arg-type]
+            return handler
+
+        return register
+
+    def register(
+        self, definition: AgentDefinition, handler: AgentHandler | Agent
+    ) -> RegisteredAgent:
+        """Register an agent from its definition and handler.
+
+        Raises:
+            AgentRegistrationError: the name is taken or the handler is unusable.
+        """
+        return self.registry.register(definition, handler)
+
+    def use(self, middleware: Middleware) -> None:
+        """Add a middleware inside those already added."""
+        self._middleware.append(middleware)
+
+    # -- routing ---------------------------------------------------------------
+
+    async def route(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Route an intent and return the answer; agent faults come back as data.
+
+        Raises:
+            EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
+                envelope.
+        """
+        env = _as_envelope(envelope)
+        if not self._middleware:
+            return await self._route_async(env)
+        call: CallNext = self._route_async
+        for mw in reversed(self._middleware):
+            call = _bind(mw, call)
+        return await call(env)
+
+    def route_intent(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Synchronous ``route``: same strategies, same records, same answers.
+
+        Raises:
+            EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
+                envelope.
+        """
+        env = _as_envelope(envelope)
+        if self._middleware:
+            return self._in_loop(self.route(env))
+        gen, ex = self._begin(env)
+        try:
+            run = next(gen)
+            while True:
+                run = gen.send(self._run_sync(run, env, ex))
+        except StopIteration as stop:
+            response: AgentResponse = stop.value
+        return self._finish(ex, response)
+
+    async def _route_async(self, env: IntentEnvelope) -> AgentResponse:
+        gen, ex = self._begin(env)
+        try:
+            run = next(gen)
+            while True:
+                run = gen.send(await self._run_async(run, env, ex))
+        except StopIteration as stop:
+            response: AgentResponse = stop.value
+        return self._finish(ex, response)
+
+    def _begin(self, env: IntentEnvelope) -> tuple[Plan, Execution]:
+        started = time.perf_counter()
+        decision, order = self._decide(env)
+        store = self.store
+        if store is None:
+            ex = Execution(new_execution_id(), None, None, started)
+        else:
+            envelope_hash = compute_hash(env)
+            recorder = Recorder(
+                store, env.to_wire(), envelope_hash, env.metadata.request_id
+            )
+            ex = Execution(
+                recorder.execution_id or new_execution_id(),
+                envelope_hash,
+                recorder,
+                started,
+            )
+        return plan(env, decision, order, ex), ex
+
+    def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
+        recorder = ex.recorder
+        if recorder is None:
+            return response
+        if recorder.error is None:
+            recorder.complete(response.to_wire())
+        if recorder.error is None:
+            return response
+        metadata = response.metadata.model_copy(
+            update={"recording_error": recorder.error}
+        )
+        return response.model_copy(update={"metadata": metadata})
+
+    def _decide(
+        self, env: IntentEnvelope
+    ) -> tuple[RoutingDecision, tuple[RegisteredAgent, ...]]:
+        routing = env.routing
+        key = (
+            env.intent.name,
+            env.intent.version,
+            routing.strategy.value,
+            routing.target_agent,
+            tuple(routing.fallback_agents),
+        )
+        generation = self.registry.generation
+        cached = self._decisions.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2]
+        decision, order = decide(self.registry, env)
+        if len(self._decisions) >= _DECISION_CACHE_SIZE:
+            self._decisions.clear()
+        self._decisions[key] = (generation, decision, order)
+        return decision, order
+
+    # -- the drivers -----------------------------------------------------------
+
+    def _context(
+        self, agent: RegisteredAgent, env: IntentEnvelope, ex: Execution, attempt: int
+    ) -> AgentContext:
+        timeout_ms = env.routing.timeout_ms
+        return AgentContext(
+            execution_id=ex.execution_id,
+            agent=agent.name,
+            attempt=attempt,
+            envelope=env,
+            deadline=time.monotonic() + timeout_ms / 1000 if timeout_ms else None,
+            router=self,
+        )
+
+    def _run_sync(self, run: Run, env: IntentEnvelope, ex: Execution) -> list[Outcome]:
+        agent = run.agents[0]
+        if run.race or agent.is_async:
+            return self._in_loop(self._run_async(run, env, ex))
+        ctx = self._context(agent, env, ex, run.first_attempt)
+        timeout_ms = env.routing.timeout_ms
+        start = time.perf_counter()
+        if timeout_ms is None:
+            try:
+                result = agent.call(env, ctx)
+            except Exception as exc:
+                return [from_exception(agent.name, exc, ms_since(start))]
+        else:
+            future = self._executor.submit(agent.call, env, ctx)
+            done, _ = cf.wait([future], timeout=timeout_ms / 1000)
+            if not done:
+                # A thread cannot be stopped: the attempt is abandoned and its
+                # eventual result ignored.
+                future.cancel()
+                return [timed_out(agent.name, timeout_ms, ms_since(start))]
+            error = future.exception()
+            if error is not None:
+                return [from_exception(agent.name, error, ms_since(start))]
+            result = future.result()
+        if inspect.isawaitable(result):
+            return self._in_loop(self._await_result(agent, result, start))
+        return [from_result(agent.name, result, ms_since(start))]
+
+    async def _await_result(
+        self, agent: RegisteredAgent, result: Awaitable[object], start: float
+    ) -> list[Outcome]:
+        try:
+            value = await result
+        except Exception as exc:
+            return [from_exception(agent.name, exc, ms_since(start))]
+        return [from_result(agent.name, value, ms_since(start))]
+
+    async def _invoke(
+        self, agent: RegisteredAgent, env: IntentEnvelope, ctx: AgentContext
+    ) -> object:
+        if agent.is_async:
+            result: object = agent.call(env, ctx)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._executor, agent.call, env, ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _run_async(
+        self, run: Run, env: IntentEnvelope, ex: Execution
+    ) -> list[Outcome]:
+        timeout_ms = env.routing.timeout_ms
+        start = time.perf_counter()
+        tasks = {
+            asyncio.ensure_future(
+                self._invoke(agent, env, self._context(agent, env, ex, number))
+            ): agent
+            for number, agent in enumerate(run.agents, run.first_attempt)
+        }
+        deadline = start + timeout_ms / 1000 if timeout_ms else None
+        outcomes: list[Outcome] = []
+        pending = set(tasks)
+        while pending:
+            remaining = None if deadline is None else deadline - time.perf_counter()
+            done, pending = await asyncio.wait(
+                pending,
+                timeout=remaining if remaining is None else max(remaining, 0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if not done:
+                break  # the deadline passed
+            for task in done:
+                name = tasks[task].name
+                error = task.exception()
+                if error is not None:
+                    outcomes.append(from_exception(name, error, ms_since(start)))
+                else:
+                    outcomes.append(from_result(name, task.result(), ms_since(start)))
+            if run.race and any(o.ok for o in outcomes):
+                break
+        for task in pending:
+            task.cancel()
+            name = tasks[task].name
+            if timeout_ms is not None and (
+                deadline is not None and time.perf_counter() >= deadline
+            ):
+                outcomes.append(timed_out(name, timeout_ms, ms_since(start)))
+            else:
+                outcomes.append(cancelled(name, ms_since(start)))
+        return outcomes
+
+    # -- the background loop ---------------------------------------------------
+
+    def _in_loop(self, coro: Awaitable[_T]) -> _T:
+        loop = self._loop or self._start_loop()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
+
+    def _start_loop(self) -> asyncio.AbstractEventLoop:
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="intentusnet-loop", daemon=True
+                )
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    def close(self) -> None:
+        """Stop the background loop and the worker threads (idempotent)."""
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
+            thread, self._loop_thread = self._loop_thread, None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> IntentRouter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+_T = TypeVar("_T")
+
+
+def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
+    async def call(env: IntentEnvelope) -> AgentResponse:
+        return await mw(env, call_next)
+
+    return call
+
+
+def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:
+    if isinstance(envelope, IntentEnvelope):
+        return envelope
+    return IntentEnvelope.model_validate(envelope)
+
+
+_UNUSED = ErrorCode  # re-exported codes are documented with the router
