@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -28,6 +29,7 @@ from ._ids import new_execution_id as new_execution_id
 from ._ids import new_request_id
 from ._json import JSONObject, JSONValue, check_json
 from .errors import EnvelopeValidationError
+from .hashing import hash_parts
 
 __all__ = [
     "AgentResponse",
@@ -96,8 +98,31 @@ class _Model(BaseModel):
     )
 
 
+class _EnvelopePart(_Model):
+    """A model that is part of an envelope: its errors are envelope errors."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _envelope_error(exc) from None
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # A timestamp without an offset is taken to be UTC; others are converted.
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+#: Bounded strings: the bound also makes pydantic refuse lone surrogates, which
+#: no JSON encoder can write.
+_Text = Annotated[str, Field(max_length=1024)]
+_Short = Annotated[str, Field(max_length=256)]
 
 
 class RoutingStrategy(StrEnum):
@@ -120,33 +145,35 @@ class CacheDirective(StrEnum):
 _Name = Annotated[str, Field(min_length=1, max_length=256)]
 
 
-class IntentRef(_Model):
+class IntentRef(_EnvelopePart):
     """Names an intent: what the caller wants done."""
 
     name: _Name
     version: Annotated[str, Field(min_length=1, max_length=64)] = "1.0"
 
 
-class IntentContext(_Model):
+class IntentContext(_EnvelopePart):
     """Who is asking. Only ``tenant`` is hashed."""
 
-    caller: str | None = None
-    tenant: str | None = None
+    caller: _Short | None = None
+    tenant: _Short | None = None
     priority: int = 0
-    tags: list[str] = Field(default_factory=list)
+    tags: list[_Short] = Field(default_factory=list)
 
 
-class IntentMetadata(_Model):
+class IntentMetadata(_EnvelopePart):
     """Volatile facts about one request; never hashed."""
 
-    request_id: str = Field(default_factory=new_request_id)
-    trace_id: str | None = None
-    created_at: datetime = Field(default_factory=_now)
-    source: str | None = None
-    identity_chain: list[str] = Field(default_factory=list)
+    request_id: _Short = Field(default_factory=new_request_id)
+    trace_id: _Short | None = None
+    created_at: Annotated[datetime, AfterValidator(_as_utc)] = Field(
+        default_factory=_now
+    )
+    source: _Text | None = None
+    identity_chain: list[_Short] = Field(default_factory=list)
 
 
-class RoutingOptions(_Model):
+class RoutingOptions(_EnvelopePart):
     """How the caller wants the intent routed."""
 
     strategy: RoutingStrategy = RoutingStrategy.DIRECT
@@ -156,7 +183,7 @@ class RoutingOptions(_Model):
     cache: CacheDirective = CacheDirective.DEFAULT
 
 
-class IntentEnvelope(_Model):
+class IntentEnvelope(_EnvelopePart):
     """One intent as a caller sends it.
 
     Only ``intent`` is required; the request id and creation time are filled in.
@@ -175,12 +202,6 @@ class IntentEnvelope(_Model):
     context: IntentContext = Field(default_factory=IntentContext)
     metadata: IntentMetadata = Field(default_factory=IntentMetadata)
     routing: RoutingOptions = Field(default_factory=RoutingOptions)
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _envelope_error(exc) from None
 
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> IntentEnvelope:
@@ -209,6 +230,7 @@ class IntentEnvelope(_Model):
 
     _plain: bool = PrivateAttr(default=False)
     _view: dict[str, JSONValue] = PrivateAttr(default_factory=dict)
+    _parts: tuple[bytes, bytes] = PrivateAttr(default=(b"", b""))
 
     @model_validator(mode="after")
     def _check_payload(self) -> IntentEnvelope:
@@ -220,7 +242,7 @@ class IntentEnvelope(_Model):
         assert private is not None
         private["_plain"] = check_json(self.payload, "payload")
         routing = self.routing
-        private["_view"] = {
+        view = private["_view"] = {
             "version": self.version,
             "intent": {"name": self.intent.name, "version": self.intent.version},
             "tenant": self.context.tenant,
@@ -230,6 +252,7 @@ class IntentEnvelope(_Model):
                 "fallbackAgents": list(routing.fallback_agents),
             },
         }
+        private["_parts"] = hash_parts(view)
         return self
 
     def model_copy(
@@ -244,12 +267,18 @@ class IntentEnvelope(_Model):
                 raise _envelope_error(exc) from None
         return copy
 
-    @property
-    def canonical_is_plain(self) -> bool:
-        """True when orjson's sorted output of the payload is already RFC 8785."""
+    def hash_parts(self) -> tuple[bytes, bytes, bool]:
+        """Canonical bytes before and after the payload, and the payload's verdict.
+
+        For ``compute_hash``: the prefix and suffix bracket the payload's
+        canonical bytes; the flag says whether orjson's sorted output of the
+        payload already is RFC 8785.
+        """
         # Read the slot directly: pydantic's private-attribute lookup costs
         # microseconds, and this is on the hashing hot path.
-        return self.__pydantic_private__["_plain"]  # type: ignore[index,no-any-return]
+        private = self.__pydantic_private__
+        prefix, suffix = private["_parts"]  # type: ignore[index]
+        return prefix, suffix, private["_plain"]  # type: ignore[index]
 
     def hashed_view(self) -> dict[str, JSONValue]:
         """Return the part of the envelope that is hashed (DESIGN §3)."""

@@ -88,14 +88,53 @@ def compute_hash(envelope: IntentEnvelope | dict[str, JSONValue]) -> str:
             found in a record file or an envelope JSON file).
 
     Raises:
-        EnvelopeValidationError: a wire-form envelope holds a non-JSON value.
+        EnvelopeValidationError: a wire-form envelope holds a value JSON cannot
+            carry in a hashed field; the message names its path. (A model
+            refused such values when it was built.)
     """
     if isinstance(envelope, dict):
-        return hash_bytes(canonical_json(hashed_view(envelope)))
-    # The model checked its payload at construction and kept the verdict; the
-    # rest of the view is plain ASCII-keyed strings.
-    view = envelope.hashed_view()
-    return hash_bytes(_encode(view, plain=envelope.canonical_is_plain))
+        view = hashed_view(envelope)
+        return hash_bytes(_encode(view, plain=_check_view(view)))
+    # The model checked its payload at construction and kept the verdict, and
+    # holds the canonical bytes of the rest of the view (it is frozen): only the
+    # payload is encoded per call.
+    prefix, suffix, plain = envelope.hash_parts()
+    digest = hashlib.sha256(prefix)
+    digest.update(_encode(envelope.payload, plain=plain))
+    digest.update(suffix)
+    return HASH_PREFIX + digest.hexdigest()
+
+
+def hash_parts(view: dict[str, JSONValue]) -> tuple[bytes, bytes]:
+    """Split a hashed view's canonical bytes around its payload.
+
+    Returns ``(prefix, suffix)`` such that ``prefix + canonical_json(payload) +
+    suffix == canonical_json(view)``: the keys of the view sort as ``intent``,
+    ``payload``, ``routing``, ``tenant``, ``version``.
+    """
+    return (
+        b'{"intent":' + canonical_json(view["intent"]) + b',"payload":',
+        b',"routing":'
+        + canonical_json(view["routing"])
+        + b',"tenant":'
+        + canonical_json(view["tenant"])
+        + b',"version":'
+        + canonical_json(view["version"])
+        + b"}",
+    )
+
+
+#: Where each part of the hashed view lives in the wire form, for error paths.
+_WIRE_PATHS: Final = {"tenant": "context.tenant"}
+
+
+def _check_view(view: dict[str, JSONValue]) -> bool:
+    # Each part from its own root, as the model checks its payload: a payload
+    # at the nesting limit must hash from its wire form too.
+    plain = True
+    for key, part in view.items():
+        plain = check_json(part, _WIRE_PATHS.get(key, key)) and plain
+    return plain
 
 
 # -- the reference algorithm (RFC 8785 section 3.2) -------------------------------

@@ -40,6 +40,7 @@ from .strategies import (
     decide,
     from_exception,
     from_result,
+    internal_error,
     ms_since,
     plan,
     timed_out,
@@ -185,6 +186,8 @@ class IntentRouter:
                 run = gen.send(self._run_sync(run, env, ex))
         except StopIteration as stop:
             response: AgentResponse = stop.value
+        except Exception as exc:  # a bug of ours: still an answer, never a crash
+            response = internal_error(ex, exc)
         return self._finish(ex, response)
 
     async def _route_async(self, env: IntentEnvelope) -> AgentResponse:
@@ -195,6 +198,8 @@ class IntentRouter:
                 run = gen.send(await self._run_async(run, env, ex))
         except StopIteration as stop:
             response: AgentResponse = stop.value
+        except Exception as exc:  # a bug of ours: still an answer, never a crash
+            response = internal_error(ex, exc)
         return self._finish(ex, response)
 
     def _begin(self, env: IntentEnvelope) -> tuple[Plan, Execution]:

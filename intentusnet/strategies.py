@@ -29,7 +29,15 @@ from .envelope import (
 from .errors import EnvelopeValidationError
 from .recorder import Recorder
 
-__all__ = ["Execution", "Outcome", "Plan", "Run", "decide", "plan"]
+__all__ = [
+    "Execution",
+    "Outcome",
+    "Plan",
+    "Run",
+    "decide",
+    "internal_error",
+    "plan",
+]
 
 
 class Outcome:
@@ -436,3 +444,28 @@ def _answer(
             "metadata": metadata,
         },
     )
+
+
+def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
+    """The answer when IntentusNet itself fails mid-execution: data, with the trace."""
+    if ex.recorder is not None:
+        ex.recorder.event(
+            "RECORDING_FAILURE",
+            {"error": f"internal error: {type(exc).__name__}: {exc}"},
+        )
+    error = _error(
+        ErrorCode.INTERNAL_ERROR,
+        f"internal error in IntentusNet ({type(exc).__name__}: {exc}); "
+        "please report it with the traceback in details",
+        details={"traceback": "".join(traceback.format_exception(exc))},
+    )
+    decision = trusted(
+        RoutingDecision,
+        {
+            "strategy": RoutingStrategy.DIRECT,
+            "candidates": [],
+            "skipped": {},
+            "reason": "",
+        },
+    )
+    return _answer(ex, decision, [], None, error)

@@ -502,3 +502,21 @@ def test_decision_changes_when_agents_register(router):
         return {"by": "a"}
 
     assert router.route_intent(env()).payload == {"by": "a"}
+
+
+def test_internal_fault_is_an_internal_error_response(router, monkeypatch):
+    """A fault inside the router itself comes back as INTERNAL_ERROR, not a raise."""
+    import intentusnet.router as router_module
+
+    @router.agent("work", name="a")
+    def a(e, ctx):
+        return {}
+
+    def broken(*args):
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(router_module, "from_result", broken)
+    resp = router.route_intent(env())
+    assert resp.status == "error"
+    assert resp.error.code is ErrorCode.INTERNAL_ERROR
+    assert "RuntimeError: bug" in resp.error.details["traceback"]
