@@ -1,0 +1,270 @@
+"""Execution records: event types and the frozen model ``store.load`` returns.
+
+A record is read from its file by :func:`intentusnet._recordfile.parse_record`;
+this module holds only the data it is read into. Attributes are snake_case;
+``to_json()`` gives the camelCase wire form used on disk and by ``--json`` output.
+Nothing here imports pydantic: the read path stays light (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+from ._json import JSONObject, JSONValue
+
+#: The record file format this release writes and reads.
+SCHEMA_VERSION: Final = 1
+
+
+class EventType(StrEnum):
+    """What one line of a record tells (DESIGN §4)."""
+
+    INTENT_RECEIVED = "INTENT_RECEIVED"
+    ROUTER_DECISION = "ROUTER_DECISION"
+    AGENT_ATTEMPT_START = "AGENT_ATTEMPT_START"
+    AGENT_ATTEMPT_END = "AGENT_ATTEMPT_END"
+    FALLBACK_TRIGGERED = "FALLBACK_TRIGGERED"
+    STEP_START = "STEP_START"
+    STEP_END = "STEP_END"
+    CACHE_HIT = "CACHE_HIT"
+    FINAL_RESPONSE = "FINAL_RESPONSE"
+    INVALIDATED = "INVALIDATED"
+    RECORDING_FAILURE = "RECORDING_FAILURE"
+
+
+class RecordStatus(StrEnum):
+    """Where an execution got to; derived when the record is loaded."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    IN_PROGRESS = "in_progress"
+    INCOMPLETE = "incomplete"
+
+
+def status_filter(status: str | None) -> RecordStatus | None:
+    """Turn a ``status=`` argument into a RecordStatus.
+
+    Raises:
+        ValueError: not a status; the message lists the valid ones.
+    """
+    if status is None:
+        return None
+    try:
+        return RecordStatus(status)
+    except ValueError:
+        valid = ", ".join(repr(s.value) for s in RecordStatus)
+        raise ValueError(f"unknown status {status!r}; use one of {valid}") from None
+
+
+class ReplayableReason(StrEnum):
+    """Why a record is not replayable (``None`` when it is)."""
+
+    EXECUTION_INCOMPLETE = "execution_incomplete"
+    RECORDING_FAILURE = "recording_failure"
+    ENVELOPE_INVALID = "envelope_invalid"
+    INTEGRITY_FAILURE = "integrity_failure"
+    MANUALLY_INVALIDATED = "manually_invalidated"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionEvent:
+    """One line of a record after the header.
+
+    Attributes:
+        seq: position in the record; the header line is 0, events count from 1.
+        type: what happened.
+        at_ms: milliseconds since the record was opened.
+        data: the event's data (camelCase keys, see docs/records.md).
+        prev_hash: ``hash`` of the line before this one.
+        hash: ``"sha256:"`` + hex SHA-256 of this line's bytes up to its hash field.
+    """
+
+    seq: int
+    type: EventType
+    at_ms: float
+    data: JSONObject
+    prev_hash: str
+    hash: str
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "seq": self.seq,
+            "type": self.type.value,
+            "atMs": self.at_ms,
+            "data": self.data,
+            "prevHash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionHeader:
+    """What a record is about and what state it is in.
+
+    ``created_utc`` and ``completed_utc`` are ISO 8601 strings in UTC with a
+    ``Z`` suffix. ``status``, ``replayable`` and ``replayable_reason`` are derived
+    on load (DESIGN §4); ``owner`` is the process that wrote the record.
+    """
+
+    schema_version: int
+    execution_id: str
+    created_utc: str
+    completed_utc: str | None
+    envelope_hash: str
+    intent_name: str
+    intent_version: str
+    status: RecordStatus
+    replayable: bool
+    replayable_reason: ReplayableReason | None
+    parent_execution_id: str | None
+    agent: str | None
+    duration_ms: float | None
+    chain_head: str
+    owner: JSONObject | None = None
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        reason = self.replayable_reason
+        return {
+            "schemaVersion": self.schema_version,
+            "executionId": self.execution_id,
+            "createdUtc": self.created_utc,
+            "completedUtc": self.completed_utc,
+            "envelopeHash": self.envelope_hash,
+            "intent": {"name": self.intent_name, "version": self.intent_version},
+            "status": self.status.value,
+            "replayable": self.replayable,
+            "replayableReason": None if reason is None else reason.value,
+            "parentExecutionId": self.parent_execution_id,
+            "agent": self.agent,
+            "durationMs": self.duration_ms,
+            "chainHead": self.chain_head,
+            "owner": self.owner,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionRecord:
+    """A loaded, verified record.
+
+    Attributes:
+        header: identity and derived state.
+        envelope: the envelope as received, in wire form (metadata included).
+        events: every event line, in order.
+        final_response: the ``AgentResponse`` wire dict returned to the caller,
+            or ``None`` when the execution did not finish.
+        torn_tail: the file ended in a partly written line (a crash mid-write),
+            which was left out.
+    """
+
+    header: ExecutionHeader
+    envelope: JSONObject
+    events: tuple[ExecutionEvent, ...]
+    final_response: JSONObject | None
+    torn_tail: bool = False
+
+    @property
+    def execution_id(self) -> str:
+        """The record's execution id."""
+        return self.header.execution_id
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form (what ``records show --json`` prints)."""
+        events: list[JSONValue] = [event.to_json() for event in self.events]
+        return {
+            "header": self.header.to_json(),
+            "envelope": self.envelope,
+            "events": events,
+            "finalResponse": self.final_response,
+            "tornTail": self.torn_tail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSummary:
+    """One row of ``store.list()``: a record's header without its events."""
+
+    execution_id: str
+    created_utc: str
+    intent_name: str
+    intent_version: str
+    envelope_hash: str
+    status: RecordStatus
+    replayable: bool
+    replayable_reason: ReplayableReason | None
+    agent: str | None
+    duration_ms: float | None
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        reason = self.replayable_reason
+        return {
+            "executionId": self.execution_id,
+            "createdUtc": self.created_utc,
+            "intent": {"name": self.intent_name, "version": self.intent_version},
+            "envelopeHash": self.envelope_hash,
+            "status": self.status.value,
+            "replayable": self.replayable,
+            "replayableReason": None if reason is None else reason.value,
+            "agent": self.agent,
+            "durationMs": self.duration_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """The outcome of checking a record's hash chain line by line.
+
+    Attributes:
+        execution_id: the record checked.
+        events_total: lines in the file, the header line included.
+        events_verified: lines whose own hash and link to the line before hold.
+        failures: one message per problem, each naming its line.
+        valid: no failures.
+        notes: remarks that are not failures (e.g. a torn last line).
+    """
+
+    execution_id: str
+    events_total: int
+    events_verified: int
+    failures: tuple[str, ...]
+    valid: bool
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "executionId": self.execution_id,
+            "eventsTotal": self.events_total,
+            "eventsVerified": self.events_verified,
+            "failures": list(self.failures),
+            "valid": self.valid,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counts over a whole store, from its catalog.
+
+    ``bytes_on_disk`` sums the sizes of the record files and the catalog.
+    """
+
+    records: int
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_intent: dict[str, int] = field(default_factory=dict)
+    bytes_on_disk: int = 0
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        by_status: JSONObject = dict(self.by_status)
+        by_intent: JSONObject = dict(self.by_intent)
+        return {
+            "records": self.records,
+            "byStatus": by_status,
+            "byIntent": by_intent,
+            "bytesOnDisk": self.bytes_on_disk,
+        }

@@ -1,0 +1,176 @@
+"""Record files: exclusive creation, whole reads, and appends to finished records."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from pathlib import Path
+from typing import Final
+
+from .._recordfile import invalidated_line
+from .._recordread import parse_record
+from .._utc import utc_now
+from ..errors import RecordExists, RecordNotFound, StoreError
+from ..record import VerifyReport
+from ._layout import FILE_MODE, fsync_dir, make_dirs
+from .catalog import CatalogRow
+
+_CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+_CHUNK: Final = 65536
+
+
+def create(root: str, relative: str, line: bytes, *, fsync: bool) -> int:
+    """Create ``root/relative`` exclusively (0600), lock it, write line 1.
+
+    Returns the open descriptor; the writer holds an exclusive ``flock`` on it
+    until the record completes or is closed, which tells readers it is live.
+
+    Raises:
+        RecordExists: the file exists already.
+        StoreError: it could not be created or written (nothing is left behind).
+    """
+    path = f"{root}/{relative}"
+    execution_id = relative[3:-6]
+    fd = -1
+    for _attempt in range(2):
+        try:
+            fd = os.open(path, _CREATE, FILE_MODE)
+            break
+        except FileNotFoundError:
+            if make_dirs(Path(root, relative[:2])) and fsync:
+                fsync_dir(root)
+                fsync_dir(os.path.dirname(os.path.abspath(root)))
+        except FileExistsError:
+            raise RecordExists(
+                f"record {execution_id} already exists in store {root}; "
+                "records are never rewritten"
+            ) from None
+        except OSError as exc:
+            raise StoreError(f"record {execution_id}: cannot create: {exc}") from exc
+    if fd < 0:
+        raise StoreError(f"record {execution_id}: cannot create {path}")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.write(fd, line) != len(line):
+            raise OSError(28, "short write of the header line")
+        if fsync:
+            os.fsync(fd)
+            fsync_dir(f"{root}/{relative[:2]}")
+    except OSError as exc:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # a record that never opened must not look torn
+        raise StoreError(
+            f"record {execution_id}: cannot write its header: {exc}"
+        ) from exc
+    return fd
+
+
+def open_existing(path: str, execution_id: str, flags: int = os.O_RDONLY) -> int:
+    """Open a record file, raising RecordNotFound if there is none."""
+    try:
+        return os.open(path, flags | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise not_found(execution_id, os.path.dirname(os.path.dirname(path))) from None
+    except OSError as exc:
+        raise StoreError(f"record {execution_id}: cannot open: {exc}") from exc
+
+
+def not_found(execution_id: str, root: str) -> RecordNotFound:
+    """The error for a record that does not exist."""
+    return RecordNotFound(f"no record {execution_id} in store {root}")
+
+
+def read(path: str, execution_id: str) -> bytes:
+    """Return a record file's bytes."""
+    fd = open_existing(path, execution_id)
+    try:
+        return read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def read_all(fd: int) -> bytes:
+    """Read a whole file from offset 0 (one system call for most records)."""
+    chunk = os.pread(fd, _CHUNK, 0)
+    if len(chunk) < _CHUNK:
+        return chunk
+    parts = [chunk]
+    offset = len(chunk)
+    while chunk:
+        chunk = os.pread(fd, 1 << 20, offset)
+        parts.append(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def append_invalidated(
+    path: str, execution_id: str, reason: str, *, fsync: bool
+) -> None:
+    """Append an ``INVALIDATED`` line to a record no process is writing.
+
+    A torn last line left by a crash is cut off first (it holds no complete
+    event), so that the new line continues the chain.
+
+    Raises:
+        RecordNotFound, RecordIntegrityError: as for loading the record.
+        StoreError: a process is still writing it, or the write failed.
+    """
+    fd = open_existing(path, execution_id, os.O_RDWR | os.O_APPEND)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(
+                f"record {execution_id} is still being written; invalidate it "
+                "once it has finished"
+            ) from None
+        data = read_all(fd)
+        record = parse_record(data, execution_id, lambda _owner: False)
+        if record.torn_tail:
+            os.ftruncate(fd, data.rfind(b"\n") + 1)
+        line = invalidated_line(record, reason, utc_now()[1])
+        if os.write(fd, line) != len(line):
+            raise OSError(28, "short write")
+        if fsync:
+            os.fsync(fd)
+    except StoreError:
+        raise
+    except OSError as exc:
+        raise StoreError(f"record {execution_id}: cannot invalidate: {exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def cross_check(
+    report: VerifyReport, data: bytes, row: CatalogRow | None
+) -> VerifyReport:
+    """Add to ``report`` what the catalog knows and the file alone cannot show.
+
+    The catalog remembers how many lines it last saw and the hash of the last
+    one, so whole lines cut from the end of a record are found.
+    """
+    if row is None or not row.chain_head:
+        return report
+    lines = data.split(b"\n")[:-1]
+    failure = None
+    if row.lines > len(lines):
+        failure = (
+            f"line {len(lines) + 1}: missing; the catalog saw {row.lines} lines "
+            f"but the file has {len(lines)} (lines were cut from its end)"
+        )
+    elif row.lines >= 1 and (
+        b"sha256:" + lines[row.lines - 1][-66:-2] != row.chain_head.encode()
+    ):
+        failure = f"line {row.lines}: its hash is not the one the catalog recorded"
+    if failure is None:
+        return report
+    return VerifyReport(
+        execution_id=report.execution_id,
+        events_total=report.events_total,
+        events_verified=report.events_verified,
+        failures=(*report.failures, failure),
+        valid=False,
+        notes=report.notes,
+    )

@@ -1,0 +1,113 @@
+"""Where records live on disk, which ids are allowed, and UTC timestamps."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from hashlib import sha256
+from pathlib import Path
+from typing import Final
+
+from ..errors import InvalidExecutionId
+
+_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_SHARD: Final = re.compile(r"[0-9a-f]{2}")
+SUFFIX: Final = ".jsonl"
+CATALOG_NAME: Final = "catalog.sqlite3"
+DIR_MODE: Final = 0o700
+FILE_MODE: Final = 0o600
+
+
+def check_id(execution_id: object) -> str:
+    """Return ``execution_id`` if it is an allowed id, else raise.
+
+    Allowed: 1 to 128 of ``A-Z a-z 0-9 _ . -``, not starting with a dot. Checked
+    before any file-system access, so no id can name a path outside the store.
+
+    Raises:
+        InvalidExecutionId: anything else (``../x``, ``a/b``, ``''``, NUL, ...).
+    """
+    if (
+        type(execution_id) is str
+        and _ID.fullmatch(execution_id) is not None
+        and execution_id[0] != "."
+    ):
+        return execution_id
+    shown = repr(execution_id)
+    if len(shown) > 60:
+        shown = shown[:40] + "..." + shown[-10:]
+    raise InvalidExecutionId(
+        f"invalid execution id {shown}: use 1-128 characters of A-Z a-z 0-9 _ . -,"
+        " not starting with a dot"
+    )
+
+
+def relative_path(execution_id: str) -> str:
+    """Return ``<2 hex of sha256(id)>/<id>.jsonl`` for an id already checked."""
+    shard = sha256(execution_id.encode()).hexdigest()[:2]
+    return f"{shard}/{execution_id}{SUFFIX}"
+
+
+def is_shard(name: str) -> bool:
+    """Whether a directory name is one of the 256 shard directories."""
+    return _SHARD.fullmatch(name) is not None
+
+
+def make_dirs(path: Path) -> bool:
+    """Create ``path`` and missing parents with mode 0700; True if any was made."""
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    made = False
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+            made = True
+        except FileExistsError:
+            pass
+    return made
+
+
+def fsync_dir(path: str) -> None:
+    """Flush a directory entry to disk (POSIX has no other way)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def walk_ids(root: str) -> Iterator[str]:
+    """Yield the id of every record file under ``root``, in a stable order.
+
+    Files that are not records (wrong name, wrong shard) are skipped.
+    """
+    try:
+        shards = sorted(
+            entry.name for entry in os.scandir(root) if is_shard(entry.name)
+        )
+    except FileNotFoundError:
+        return
+    for shard in shards:
+        try:
+            names = sorted(os.listdir(f"{root}/{shard}"))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            execution_id = name[: -len(SUFFIX)]
+            if (
+                name.endswith(SUFFIX)
+                and _ID.fullmatch(execution_id) is not None
+                and execution_id[0] != "."
+                and relative_path(execution_id)[:2] == shard
+            ):
+                yield execution_id
+
+
+def has_records(root: str) -> bool:
+    """Whether at least one record file exists under ``root``."""
+    return next(walk_ids(root), None) is not None

@@ -1,0 +1,297 @@
+"""The catalog: one SQLite row per record, so lookups need not read files.
+
+The catalog is derived data: the record files are the truth, and
+``FileExecutionStore.reindex()`` rebuilds the catalog from them. It lives at
+``<root>/catalog.sqlite3`` (see ``_sqlite.Database``: WAL, busy timeout, one
+connection per process, corruption recovery), so several processes can share
+one store.
+
+Two tables hold the rows. ``live`` gets a record's row when it opens: a small
+table without secondary indexes, so that making a record visible costs one
+cheap commit. When the record completes, its row moves to ``records``, which is
+indexed for hash lookups and listings (the store batches these moves).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from ._sqlite import Database
+
+#: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
+CATALOG_SCHEMA: Final = "2"
+_COLUMNS: Final = (
+    "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
+    "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
+    "chain_head"
+)
+_TABLE: Final = (
+    "(id TEXT PRIMARY KEY, "
+    "created_us INTEGER NOT NULL, created_utc TEXT NOT NULL, intent TEXT NOT NULL, "
+    "intent_version TEXT NOT NULL, envelope_hash TEXT NOT NULL, "
+    "status TEXT NOT NULL, replayable INTEGER NOT NULL, reason TEXT, agent TEXT, "
+    "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
+    "size INTEGER NOT NULL, chain_head TEXT NOT NULL)"
+)
+_DDL: Final = (
+    f"CREATE TABLE IF NOT EXISTS records {_TABLE}",
+    f"CREATE TABLE IF NOT EXISTS live {_TABLE} WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS records_by_hash "
+    "ON records (envelope_hash, replayable, created_us)",
+    "CREATE INDEX IF NOT EXISTS records_by_created ON records (created_us)",
+    "CREATE INDEX IF NOT EXISTS records_by_intent ON records (intent, created_us)",
+)
+# Rows only move forward: a row describing fewer lines never replaces one
+# describing more (records are append-only), so a slow reindex cannot undo a
+# writer's newer update.
+_UPSERT: Final = (
+    f"INSERT INTO records ({_COLUMNS}) VALUES ({', '.join('?' * 16)}) "
+    "ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+    "replayable = excluded.replayable, reason = excluded.reason, "
+    "agent = excluded.agent, duration_ms = excluded.duration_ms, "
+    "lines = excluded.lines, size = excluded.size, "
+    "chain_head = excluded.chain_head WHERE excluded.lines >= records.lines"
+)
+_ADD_LIVE: Final = f"INSERT OR REPLACE INTO live VALUES ({', '.join('?' * 16)})"
+_DROP_LIVE: Final = "DELETE FROM live WHERE id = ?"
+_DROP: Final = "DELETE FROM records WHERE id = ?"
+_COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
+_ORDER: Final = " ORDER BY created_us DESC, id DESC"
+
+
+class CatalogRow(NamedTuple):
+    """One record as the catalog knows it (columns in table order).
+
+    ``status`` is ``in_progress`` for a record that was open when last seen;
+    readers decide whether its owner is still there. ``lines`` counts the
+    record's complete lines, header included, and ``chain_head`` is the hash of
+    the last of them.
+    """
+
+    id: str
+    created_us: int
+    created_utc: str
+    intent: str
+    intent_version: str
+    envelope_hash: str
+    status: str
+    replayable: int
+    reason: str | None
+    agent: str | None
+    duration_ms: float | None
+    parent_id: str | None
+    owner: str | None
+    lines: int
+    size: int
+    chain_head: str
+
+
+class Catalog:
+    """The SQLite index of one store; every method is one short transaction."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        is_empty: Callable[[], bool] = lambda: False,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.path = path
+        self._is_empty = is_empty
+        self._complete = False
+        self._db = Database(
+            path, self._setup, on_reset=self._forget_complete, timeout_s=timeout_s
+        )
+
+    # -- writes -------------------------------------------------------------------
+
+    def add_live(self, row: CatalogRow) -> None:
+        """Record that a record has opened (one small commit)."""
+        self._db.run(lambda db: db.execute(_ADD_LIVE, row))
+
+    def upsert(self, row: CatalogRow) -> None:
+        """Insert a record's row, or move an existing one forward."""
+        self.upsert_many([row])
+
+    def upsert_many(self, rows: Sequence[CatalogRow]) -> None:
+        """Upsert rows into ``records`` (leaving ``live``), in one transaction."""
+
+        def run(db: sqlite3.Connection) -> None:
+            db.executemany(_UPSERT, rows)
+            db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
+
+        self._db.transaction(run)
+
+    def remove(self, ids: Sequence[str]) -> None:
+        """Forget records (their files were deleted)."""
+        keys = [(i,) for i in ids]
+
+        def run(db: sqlite3.Connection) -> None:
+            db.executemany(_DROP, keys)
+            db.executemany(_DROP_LIVE, keys)
+
+        self._db.transaction(run)
+
+    def rebuild(
+        self, rows: Iterable[CatalogRow], exists: Callable[[str], bool]
+    ) -> None:
+        """Upsert ``rows`` (read from the files); drop rows whose file is gone."""
+
+        def run(db: sqlite3.Connection) -> None:
+            seen = set()
+            for row in rows:
+                seen.add(row.id)
+                db.execute(_UPSERT, row)
+            # Rows the walk did not see are kept if their file exists (a record
+            # opened during the walk); rows of opened records it saw move over.
+            indexed = [i for (i,) in db.execute("SELECT id FROM records")]
+            db.executemany(
+                _DROP, [(i,) for i in indexed if i not in seen and not exists(i)]
+            )
+            opened = [i for (i,) in db.execute("SELECT id FROM live")]
+            db.executemany(
+                _DROP_LIVE, [(i,) for i in opened if i in seen or not exists(i)]
+            )
+            db.execute(_COMPLETE)
+
+        self._db.transaction(run)
+        self._complete = True
+
+    def mark_complete(self) -> None:
+        """Record that the catalog lists every record file of the store."""
+        self._db.run(lambda db: db.execute(_COMPLETE))
+        self._complete = True
+
+    def connect(self) -> None:
+        """Open (creating if needed) the catalog now rather than on first use."""
+        self._db.run(lambda db: None)
+
+    def close(self) -> None:
+        """Close this process's connection (it reopens on next use)."""
+        self._db.close()
+
+    # -- reads --------------------------------------------------------------------
+
+    def is_complete(self) -> bool:
+        """Whether the catalog was built from all files (False after it was lost)."""
+        if not self._complete:
+            found = self._db.run(
+                lambda db: db.execute(
+                    "SELECT value FROM meta WHERE key = 'complete'"
+                ).fetchone()
+            )
+            self._complete = found is not None
+        return self._complete
+
+    def get(self, execution_id: str) -> CatalogRow | None:
+        """Return one record's row, from either table."""
+
+        def run(db: sqlite3.Connection) -> CatalogRow | None:
+            for table in ("records", "live"):
+                found = db.execute(
+                    f"SELECT {_COLUMNS} FROM {table} WHERE id = ?", (execution_id,)
+                ).fetchone()
+                if found is not None:
+                    return CatalogRow(*found)
+            return None
+
+        return self._db.run(run)
+
+    def ids_by_hash(
+        self, envelope_hash: str, *, replayable_only: bool, limit: int
+    ) -> list[tuple[str, bool]]:
+        """Ids of records with this envelope hash, newest first, then opened ones.
+
+        Each id comes with whether it is in the table of opened records (whose
+        completion may not be written yet); that small table is unindexed.
+        """
+        indexed = "SELECT id FROM records WHERE envelope_hash = ?"
+        if replayable_only:
+            indexed += " AND replayable = 1"
+        sql = (
+            f"SELECT id, 0 FROM ({indexed}{_ORDER} LIMIT ?) UNION ALL "
+            f"SELECT id, 1 FROM (SELECT id, created_us FROM live "
+            f"WHERE envelope_hash = ?{_ORDER} LIMIT ?)"
+        )
+        params = (envelope_hash, limit, envelope_hash, limit)
+        found = self._db.run(lambda db: db.execute(sql, params).fetchall())
+        return [(i, bool(live)) for i, live in found]
+
+    def query(
+        self,
+        *,
+        intent: str | None = None,
+        statuses: Sequence[str] = (),
+        since_us: int | None = None,
+        before_us: int | None = None,
+        limit: int | None = None,
+        live: bool = False,
+    ) -> list[CatalogRow]:
+        """Return rows matching every filter given, newest first.
+
+        ``live=True`` reads the rows of opened, unfinished records instead.
+        """
+        where: list[str] = []
+        params: list[object] = []
+        if intent is not None:
+            where.append("intent = ?")
+            params.append(intent)
+        if statuses:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            params.extend(statuses)
+        if since_us is not None:
+            where.append("created_us >= ?")
+            params.append(since_us)
+        if before_us is not None:
+            where.append("created_us < ?")
+            params.append(before_us)
+        sql = f"SELECT {_COLUMNS} FROM {'live' if live else 'records'}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += _ORDER
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        found = self._db.run(lambda db: db.execute(sql, params).fetchall())
+        return [CatalogRow(*row) for row in found]
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int], int]:
+        """Return records per stored status, per intent, and total bytes."""
+
+        def run(db: sqlite3.Connection) -> tuple[dict[str, int], dict[str, int], int]:
+            statuses = dict(
+                db.execute("SELECT status, count(*) FROM records GROUP BY status")
+            )
+            intents = dict(
+                db.execute("SELECT intent, count(*) FROM records GROUP BY intent")
+            )
+            (size,) = db.execute(
+                "SELECT coalesce(sum(size), 0) FROM records"
+            ).fetchone()
+            return statuses, intents, int(size)
+
+        return self._db.run(run)
+
+    # -- schema -------------------------------------------------------------------
+
+    def _setup(self, db: sqlite3.Connection, fresh: bool) -> None:
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if found is not None and found[0] != CATALOG_SCHEMA:
+            # Derived data: another layout is dropped and rebuilt, not migrated.
+            db.execute("DROP TABLE IF EXISTS records")
+            db.execute("DROP TABLE IF EXISTS live")
+            db.execute("DELETE FROM meta")
+        for statement in _DDL:
+            db.execute(statement)
+        db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (CATALOG_SCHEMA,)
+        )
+        if fresh and self._is_empty():
+            db.execute(_COMPLETE)  # a new catalog of a store without records
+
+    def _forget_complete(self) -> None:
+        self._complete = False

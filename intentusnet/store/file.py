@@ -1,0 +1,388 @@
+"""FileExecutionStore: one JSON Lines file per execution, indexed by SQLite.
+
+Layout (DESIGN §5)::
+
+    <root>/catalog.sqlite3            the catalog (derived; rebuilt by reindex())
+    <root>/<2 hex of sha256(id)>/<id>.jsonl   one record
+
+Record files are created exclusively with mode 0600, directories with 0700. The
+files are the truth: a lost or corrupt catalog is rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Final, Literal, TypeAlias
+
+import orjson
+
+from .._ids import new_execution_id
+from .._json import JSONObject
+from .._recordfile import header_line
+from .._recordread import parse_record
+from .._recordverify import verify_bytes
+from .._utc import utc_now
+from ..errors import StoreError
+from ..record import (
+    ExecutionRecord,
+    RecordSummary,
+    StoreStats,
+    VerifyReport,
+    status_filter,
+)
+from . import _files
+from ._index import StoreIndex
+from ._layout import (
+    CATALOG_NAME,
+    check_id,
+    has_records,
+    make_dirs,
+    relative_path,
+    walk_ids,
+)
+from ._owner import current_owner, owner_alive
+from .catalog import Catalog, CatalogRow
+from .writer import FileRecordWriter, wire_object
+
+# ``list`` is also a method name below; these keep annotations unambiguous.
+_Summaries: TypeAlias = list[RecordSummary]
+_Ids: TypeAlias = list[str]
+
+_log = logging.getLogger("intentusnet.store")
+
+#: How record writes reach the disk: ``"flush"`` hands every line to the OS
+#: before returning (a killed process loses nothing); ``"fsync"`` also forces the
+#: record to the disk when it opens and completes (a power cut loses nothing).
+Durability = Literal["flush", "fsync"]
+DEFAULT_ROOT: Final = ".intentusnet/records"
+
+
+class FileExecutionStore:
+    """Execution records as files on a local disk, safe for several processes.
+
+    Args:
+        root: the store directory; default ``$INTENTUSNET_STORE`` or
+            ``.intentusnet/records``. Created (mode 0700) on first write.
+        durability: ``"flush"`` (default) or ``"fsync"``, see :data:`Durability`.
+
+    Raises:
+        ValueError: an unknown durability.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        durability: Durability = "flush",
+    ) -> None:
+        if durability not in ("flush", "fsync"):
+            raise ValueError(
+                f"durability must be 'flush' or 'fsync', not {durability!r}"
+            )
+        if root is None:
+            root = os.environ.get("INTENTUSNET_STORE") or DEFAULT_ROOT
+        self.root = Path(root)
+        self.durability = durability
+        self._root = os.fspath(self.root)
+        self._fsync = durability == "fsync"
+        catalog = Catalog(
+            self.root / CATALOG_NAME, is_empty=lambda: not has_records(self._root)
+        )
+        self._index = StoreIndex(catalog, self._root, self._read, self.load)
+        self._connected = False
+        self._owner: tuple[JSONObject, str] | None = None
+
+    def __repr__(self) -> str:
+        return f"FileExecutionStore({self._root!r}, durability={self.durability!r})"
+
+    def __enter__(self) -> FileExecutionStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write queued catalog rows and close the catalog connection.
+
+        The store stays usable: the connection reopens when needed.
+        """
+        self._index.writes.flush()
+        self._index.catalog.close()
+
+    # -- writing ------------------------------------------------------------------
+
+    def open(
+        self,
+        envelope: JSONObject,
+        *,
+        envelope_hash: str,
+        execution_id: str | None = None,
+        parent_execution_id: str | None = None,
+    ) -> FileRecordWriter:
+        """Create a record and write its header line; return its writer.
+
+        Args:
+            envelope: the envelope in wire form (or an object with ``to_wire()``).
+            envelope_hash: its hash, as computed by ``compute_hash``.
+            execution_id: the record's id; a new time-sortable id if ``None``.
+            parent_execution_id: the execution this one belongs to, if any.
+
+        Raises:
+            InvalidExecutionId: a given id is not allowed (nothing was touched).
+            RecordExists: a record with this id exists; records are never rewritten.
+            StoreError: the file could not be created or written.
+        """
+        execution_id = (
+            new_execution_id() if execution_id is None else check_id(execution_id)
+        )
+        if parent_execution_id is not None:
+            check_id(parent_execution_id)
+        created_utc, created_us = utc_now()
+        owner, owner_text = self._owner_fields()
+        try:
+            wire = wire_object(envelope)
+            line, digest = header_line(
+                execution_id=execution_id,
+                created_utc=created_utc,
+                envelope_hash=envelope_hash,
+                envelope=wire,
+                parent_execution_id=parent_execution_id,
+                owner=owner,
+            )
+        except TypeError as exc:
+            raise StoreError(
+                f"record {execution_id}: envelope is not JSON ({exc})"
+            ) from exc
+        if not self._connected:
+            self._connect()
+        fd = _files.create(
+            self._root, relative_path(execution_id), line, fsync=self._fsync
+        )
+        found = wire.get("intent")
+        intent: JSONObject = found if isinstance(found, dict) else {}
+        row = CatalogRow(
+            execution_id,
+            created_us,
+            created_utc,
+            name if isinstance(name := intent.get("name"), str) else "",
+            version if isinstance(version := intent.get("version"), str) else "1.0",
+            envelope_hash,
+            "in_progress",
+            0,
+            "execution_incomplete",
+            None,
+            None,
+            parent_execution_id,
+            owner_text,
+            1,
+            len(line),
+            digest,
+        )
+        self._index.writes.opened(row)
+        return FileRecordWriter(
+            execution_id,
+            fd=fd,
+            header_hash=digest,
+            size=len(line),
+            fsync=self._fsync,
+            row=row,
+            on_complete=self._index.writes.write_later,
+        )
+
+    def invalidate(self, execution_id: str, reason: str) -> None:
+        """Mark a record not replayable by appending an ``INVALIDATED`` event.
+
+        The record is not rewritten; a torn last line left by a crash is cut off
+        first, so that the new line continues the chain.
+
+        Raises:
+            InvalidExecutionId, RecordNotFound: as for :meth:`load`.
+            RecordIntegrityError: the record is damaged.
+            StoreError: a process is still writing the record.
+        """
+        check_id(execution_id)
+        _files.append_invalidated(
+            self._path(execution_id), execution_id, reason, fsync=self._fsync
+        )
+        self._index.refresh(execution_id)
+
+    def delete(self, execution_id: str) -> None:
+        """Delete a record's file and its catalog row.
+
+        Raises:
+            InvalidExecutionId, RecordNotFound: as for :meth:`load`.
+        """
+        check_id(execution_id)
+        try:
+            os.unlink(self._path(execution_id))
+        except FileNotFoundError:
+            raise _files.not_found(execution_id, self._root) from None
+        except OSError as exc:
+            raise StoreError(f"record {execution_id}: could not delete: {exc}") from exc
+        self._index.writes.forget([execution_id])
+
+    # -- reading ------------------------------------------------------------------
+
+    def load(self, execution_id: str) -> ExecutionRecord:
+        """Read, verify and assemble a record.
+
+        Raises:
+            InvalidExecutionId: the id is not allowed (nothing was touched).
+            RecordNotFound: no such record.
+            UnsupportedSchemaVersion: the record is of a newer format.
+            RecordIntegrityError: the record is damaged (other than a torn last
+                line, which makes it incomplete); the message names the line.
+        """
+        check_id(execution_id)
+        path = f"{self._root}/{relative_path(execution_id)}"
+        data = _files.read(path, execution_id)
+        return parse_record(data, execution_id, lambda owner: owner_alive(path, owner))
+
+    def exists(self, execution_id: str) -> bool:
+        """Whether a record with this id exists (raises InvalidExecutionId)."""
+        return os.path.exists(self._path(check_id(execution_id)))
+
+    def verify(self, execution_id: str) -> VerifyReport:
+        """Check a record line by line; report every failure instead of raising.
+
+        Beyond the hash chain, the catalog's last seen line count and chain head
+        are compared with the file, which reveals whole lines cut from its end.
+
+        Raises:
+            InvalidExecutionId, RecordNotFound, UnsupportedSchemaVersion.
+        """
+        check_id(execution_id)
+        data = self._read(execution_id)
+        report = verify_bytes(data, execution_id)
+        return _files.cross_check(report, data, self._index.row(execution_id))
+
+    def iter_ids(self) -> Iterator[str]:
+        """Yield the id of every record file, in a stable order."""
+        return walk_ids(self._root)
+
+    # -- catalog queries ----------------------------------------------------------
+
+    def list(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> _Summaries:
+        """Summaries of the records matching every filter given, newest first.
+
+        Args:
+            intent: only records of this intent name.
+            status: only records in this state (a :class:`RecordStatus` value).
+            since: only records created at or after this moment (naive = UTC).
+            limit: at most this many.
+
+        Raises:
+            ValueError: an unknown status or a negative limit.
+            StoreError: the catalog cannot be read or rebuilt.
+        """
+        wanted = status_filter(status)
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, not {limit}")
+        if not os.path.isdir(self._root):
+            return []
+        return self._index.summaries(
+            intent=intent, status=wanted, since=since, limit=limit
+        )
+
+    def find_by_hash(
+        self, envelope_hash: str, replayable_only: bool = True
+    ) -> ExecutionRecord | None:
+        """The newest record made from an envelope with this hash, or None.
+
+        With ``replayable_only`` (default) only replayable records count. The
+        record is loaded and verified before it is returned.
+        """
+        if not os.path.isdir(self._root):
+            return None
+        return self._index.find(envelope_hash, replayable_only)
+
+    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
+        """Delete records created more than ``older_than`` ago; return their ids.
+
+        Records still being written are kept. With ``dry_run`` nothing is deleted.
+        """
+        if older_than < timedelta(0):
+            raise ValueError("older_than must not be negative")
+        if not os.path.isdir(self._root):
+            return []
+        ids = self._index.older_than(datetime.now(UTC) - older_than)
+        if dry_run:
+            return ids
+        removed: _Ids = []
+        try:
+            for execution_id in ids:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._path(execution_id))
+                removed.append(execution_id)
+        except OSError as exc:
+            raise StoreError(
+                f"prune stopped after {len(removed)} records: {exc}"
+            ) from exc
+        finally:
+            self._index.writes.forget(removed)
+        return removed
+
+    def reindex(self) -> int:
+        """Rebuild the catalog from the record files; return records indexed.
+
+        Damaged records are indexed as ``integrity_failure`` where line 1 can be
+        read; files of a newer format or without a readable header are skipped
+        (and logged).
+        """
+        if not os.path.isdir(self._root):
+            return 0
+        return self._index.rebuild(self.iter_ids())
+
+    def stats(self) -> StoreStats:
+        """Counts per status and intent, and bytes used, from the catalog."""
+        if not os.path.isdir(self._root):
+            return StoreStats(records=0)
+        catalog = self._index.catalog.path
+        extra = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                extra += os.stat(f"{catalog}{suffix}").st_size
+        return self._index.stats(extra)
+
+    # -- internals ----------------------------------------------------------------
+
+    def _path(self, execution_id: str) -> str:
+        return f"{self._root}/{relative_path(execution_id)}"
+
+    def _owner_fields(self) -> tuple[JSONObject, str]:
+        owner = current_owner()
+        if self._owner is None or self._owner[0] is not owner:
+            self._owner = (owner, orjson.dumps(owner).decode())
+        return self._owner
+
+    def _connect(self) -> None:
+        # Before the first record file is made, so that a new catalog of a new
+        # store can tell it is complete.
+        self._connected = True
+        try:
+            make_dirs(self.root)
+            self._index.catalog.connect()
+        except (sqlite3.Error, OSError) as exc:
+            _log.warning("catalog %s unavailable (%s)", self._index.catalog.path, exc)
+
+    def _read(self, execution_id: str) -> bytes:
+        return _files.read(self._path(execution_id), execution_id)

@@ -1,0 +1,228 @@
+"""MemoryExecutionStore: the in-memory twin of FileExecutionStore, for tests.
+
+Records are kept as the same sealed bytes a file would hold and read back by the
+same code, so a test against this store exercises the real format; only the
+disk, the catalog and the processes are left out. Queries scan every record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeAlias
+
+from .._ids import new_execution_id
+from .._json import JSONObject
+from .._recordfile import header_line, invalidated_line
+from .._recordread import parse_record
+from .._recordverify import verify_bytes
+from .._utc import micros_of, parse_utc, utc_now
+from ..errors import RecordExists, RecordNotFound, StoreError
+from ..record import (
+    ExecutionRecord,
+    RecordStatus,
+    RecordSummary,
+    StoreStats,
+    VerifyReport,
+    status_filter,
+)
+from ._layout import check_id
+from ._owner import current_owner
+from .writer import ChainWriter, wire_object
+
+# ``list`` is also a method name below; these keep annotations unambiguous.
+_Summaries: TypeAlias = list[RecordSummary]
+_Ids: TypeAlias = list[str]
+_Records: TypeAlias = list[ExecutionRecord]
+
+
+class MemoryRecordWriter(ChainWriter):
+    """Appends lines to a record held by a :class:`MemoryExecutionStore`."""
+
+    def __init__(
+        self, store: MemoryExecutionStore, execution_id: str, header_hash: str
+    ) -> None:
+        super().__init__(execution_id, header_hash, len(store._data[execution_id]))
+        self._store = store
+
+    def _emit(self, line: bytes) -> None:
+        with self._store._lock:
+            if self.execution_id not in self._store._data:
+                raise StoreError(f"record {self.execution_id} was deleted")
+            self._store._data[self.execution_id] += line
+
+    def _finish(self, *, completed: bool) -> None:
+        self._store._writing.discard(self.execution_id)
+
+
+class MemoryExecutionStore:
+    """An :class:`ExecutionStore` in memory; nothing survives the process."""
+
+    def __init__(self) -> None:
+        self.root = Path(":memory:")
+        self._data: dict[str, bytearray] = {}
+        self._writing: set[str] = set()
+        self._lock = threading.RLock()
+
+    def open(
+        self,
+        envelope: JSONObject,
+        *,
+        envelope_hash: str,
+        execution_id: str | None = None,
+        parent_execution_id: str | None = None,
+    ) -> MemoryRecordWriter:
+        """Create a record and write its header line; return its writer."""
+        execution_id = (
+            new_execution_id() if execution_id is None else check_id(execution_id)
+        )
+        line, digest = header_line(
+            execution_id=execution_id,
+            created_utc=utc_now()[0],
+            envelope_hash=envelope_hash,
+            envelope=wire_object(envelope),
+            parent_execution_id=parent_execution_id,
+            owner=current_owner(),
+        )
+        with self._lock:
+            if execution_id in self._data:
+                raise RecordExists(f"record {execution_id} already exists")
+            self._data[execution_id] = bytearray(line)
+            self._writing.add(execution_id)
+        return MemoryRecordWriter(self, execution_id, digest)
+
+    def raw(self, execution_id: str) -> bytes:
+        """The record's bytes, exactly as a file would hold them."""
+        with self._lock:
+            try:
+                return bytes(self._data[check_id(execution_id)])
+            except KeyError:
+                raise RecordNotFound(f"no record {execution_id}") from None
+
+    def load(self, execution_id: str) -> ExecutionRecord:
+        """Read, verify and assemble a record."""
+        return parse_record(
+            self.raw(execution_id),
+            execution_id,
+            lambda _owner: execution_id in self._writing,
+        )
+
+    def exists(self, execution_id: str) -> bool:
+        """Whether a record with this id exists."""
+        return check_id(execution_id) in self._data
+
+    def iter_ids(self) -> Iterator[str]:
+        """Every record id, sorted."""
+        with self._lock:
+            return iter(sorted(self._data))
+
+    def list(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> _Summaries:
+        """Summaries of matching records, newest first."""
+        wanted = status_filter(status)
+        since_us = None if since is None else micros_of(since)
+        found: _Summaries = []
+        for record in self._newest_first():
+            h = record.header
+            if (
+                (intent is None or h.intent_name == intent)
+                and (wanted is None or h.status is wanted)
+                and (since_us is None or (parse_utc(h.created_utc) or 0) >= since_us)
+            ):
+                found.append(_summary(record))
+        return found if limit is None else found[:limit]
+
+    def find_by_hash(
+        self, envelope_hash: str, replayable_only: bool = True
+    ) -> ExecutionRecord | None:
+        """The newest record with this envelope hash."""
+        for record in self._newest_first():
+            if record.header.envelope_hash == envelope_hash and (
+                record.header.replayable or not replayable_only
+            ):
+                return record
+        return None
+
+    def invalidate(self, execution_id: str, reason: str) -> None:
+        """Append an ``INVALIDATED`` event to a record no one is writing."""
+        with self._lock:
+            if execution_id in self._writing:
+                raise StoreError(f"record {execution_id} is still being written")
+            record = self.load(execution_id)
+            line = invalidated_line(record, reason, utc_now()[1])
+            data = self._data[execution_id]
+            del data[data.rfind(b"\n") + 1 :]  # drop a torn last line
+            data += line
+
+    def delete(self, execution_id: str) -> None:
+        """Delete one record."""
+        with self._lock:
+            if self._data.pop(check_id(execution_id), None) is None:
+                raise RecordNotFound(f"no record {execution_id}")
+
+    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
+        """Delete records created before now - ``older_than``; return their ids."""
+        cutoff = micros_of(datetime.now(UTC) - older_than)
+        ids = [
+            r.execution_id
+            for r in self._newest_first()
+            if (parse_utc(r.header.created_utc) or 0) < cutoff
+            and r.header.status is not RecordStatus.IN_PROGRESS
+        ]
+        if not dry_run:
+            with self._lock:
+                for execution_id in ids:
+                    self._data.pop(execution_id, None)
+        return ids
+
+    def verify(self, execution_id: str) -> VerifyReport:
+        """Check one record line by line."""
+        return verify_bytes(self.raw(execution_id), execution_id)
+
+    def reindex(self) -> int:
+        """Nothing to rebuild; return the number of records."""
+        return len(self._data)
+
+    def stats(self) -> StoreStats:
+        """Counts per status and intent, and bytes held."""
+        by_status: dict[str, int] = {}
+        by_intent: dict[str, int] = {}
+        for record in self._newest_first():
+            status = record.header.status.value
+            by_status[status] = by_status.get(status, 0) + 1
+            intent = record.header.intent_name
+            by_intent[intent] = by_intent.get(intent, 0) + 1
+        with self._lock:
+            size = sum(len(data) for data in self._data.values())
+        return StoreStats(len(self._data), by_status, by_intent, size)
+
+    def _newest_first(self) -> _Records:
+        with self._lock:
+            ids = list(self._data)
+        records = [self.load(i) for i in ids]
+        records.sort(key=lambda r: (r.header.created_utc, r.execution_id), reverse=True)
+        return records
+
+
+def _summary(record: ExecutionRecord) -> RecordSummary:
+    h = record.header
+    return RecordSummary(
+        execution_id=h.execution_id,
+        created_utc=h.created_utc,
+        intent_name=h.intent_name,
+        intent_version=h.intent_version,
+        envelope_hash=h.envelope_hash,
+        status=h.status,
+        replayable=h.replayable,
+        replayable_reason=h.replayable_reason,
+        agent=h.agent,
+        duration_ms=h.duration_ms,
+    )

@@ -1,0 +1,125 @@
+"""The seams between the router (and CLI) and a store of execution records.
+
+Any backend that provides these methods works with the router and the CLI
+(``FileExecutionStore`` and ``MemoryExecutionStore`` here; a PostgreSQL catalog
+or object storage later). They are typing protocols: structural, checked
+by mypy, not base classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol, TypeAlias
+
+from .._json import JSONObject
+from ..record import (
+    EventType,
+    ExecutionRecord,
+    RecordSummary,
+    StoreStats,
+    VerifyReport,
+)
+
+# ``list`` is also a method name below; these keep annotations unambiguous.
+_Summaries: TypeAlias = list[RecordSummary]
+_Ids: TypeAlias = list[str]
+
+
+class RecordWriter(Protocol):
+    """Appends the events of one execution to its record, in order."""
+
+    @property
+    def execution_id(self) -> str:
+        """The record's id."""
+        ...
+
+    def append(self, event_type: EventType | str, data: JSONObject) -> None:
+        """Append one event; it has reached the OS when this returns.
+
+        Raises:
+            StoreError: the event could not be written.
+        """
+        ...
+
+    def complete(self, response: JSONObject) -> None:
+        """Append ``FINAL_RESPONSE`` with ``response``, close, update the catalog."""
+        ...
+
+    def close(self) -> None:
+        """Stop without completing (the record reads as incomplete); idempotent."""
+        ...
+
+
+class ExecutionStore(Protocol):
+    """Where execution records are kept (DESIGN §5)."""
+
+    @property
+    def root(self) -> Path:
+        """Where the store lives (informational for stores without a directory)."""
+        ...
+
+    def open(
+        self,
+        envelope: JSONObject,
+        *,
+        envelope_hash: str,
+        execution_id: str | None = None,
+        parent_execution_id: str | None = None,
+    ) -> RecordWriter:
+        """Create a record and write its header, before any agent runs."""
+        ...
+
+    def load(self, execution_id: str) -> ExecutionRecord:
+        """Read and verify one record."""
+        ...
+
+    def exists(self, execution_id: str) -> bool:
+        """Whether a record with this id exists."""
+        ...
+
+    def list(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> _Summaries:
+        """Summaries of matching records, newest first."""
+        ...
+
+    def find_by_hash(
+        self, envelope_hash: str, replayable_only: bool = True
+    ) -> ExecutionRecord | None:
+        """The newest record made from an envelope with this hash."""
+        ...
+
+    def invalidate(self, execution_id: str, reason: str) -> None:
+        """Mark a record not replayable (appends an ``INVALIDATED`` event)."""
+        ...
+
+    def delete(self, execution_id: str) -> None:
+        """Delete one record."""
+        ...
+
+    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
+        """Delete records older than ``older_than``; return their ids."""
+        ...
+
+    def verify(self, execution_id: str) -> VerifyReport:
+        """Check one record line by line."""
+        ...
+
+    def reindex(self) -> int:
+        """Rebuild any index from the records; return how many were indexed."""
+        ...
+
+    def stats(self) -> StoreStats:
+        """Counts and sizes over the store."""
+        ...
+
+    def iter_ids(self) -> Iterator[str]:
+        """Every record id, in a stable order."""
+        ...

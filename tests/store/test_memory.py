@@ -1,0 +1,69 @@
+"""MemoryExecutionStore behaves as FileExecutionStore does, minus the disk."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from recordkit import Store, finished, response, start
+
+from intentusnet.errors import RecordExists, RecordNotFound, StoreError
+from intentusnet.record import RecordStatus, ReplayableReason
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """Each store implementation in turn."""
+    from intentusnet.store import FileExecutionStore, MemoryExecutionStore
+
+    if request.param == "file":
+        return FileExecutionStore(tmp_path)
+    return MemoryExecutionStore()
+
+
+def test_both_stores_derive_the_same_states(store: Store) -> None:
+    """Completed, failed, in progress and incomplete records read the same."""
+    done = finished(store)
+    failed = finished(store, "b", status="error")
+    live = start(store, "c")
+    gone = start(store, "d")
+    gone.close()
+    statuses = {s.execution_id: s.status for s in store.list()}
+    assert statuses == {
+        done: RecordStatus.COMPLETED,
+        failed: RecordStatus.FAILED,
+        live.execution_id: RecordStatus.IN_PROGRESS,
+        gone.execution_id: RecordStatus.INCOMPLETE,
+    }
+    live.close()
+
+
+def test_both_stores_find_invalidate_prune_and_delete(store: Store) -> None:
+    """The store operations the CLI uses behave alike."""
+    old, new = finished(store, "same"), finished(store, "same")
+    env_hash = store.load(old).header.envelope_hash
+    found = store.find_by_hash(env_hash)
+    assert found is not None
+    assert found.execution_id == new
+    store.invalidate(new, "stale")
+    reason = store.load(new).header.replayable_reason
+    assert reason is ReplayableReason.MANUALLY_INVALIDATED
+    assert store.verify(new).valid
+    assert store.stats().records == 2
+    store.delete(old)
+    with pytest.raises(RecordNotFound):
+        store.load(old)
+    assert store.prune(timedelta(0)) == [new]
+    assert list(store.iter_ids()) == []
+
+
+def test_both_stores_refuse_rewrites_and_live_invalidation(store: Store) -> None:
+    """An existing id cannot be opened again; a live record cannot be invalidated."""
+    writer = start(store, execution_id="fixed")
+    with pytest.raises(RecordExists):
+        start(store, execution_id="fixed")
+    with pytest.raises(StoreError, match="still being written"):
+        store.invalidate("fixed", "early")
+    writer.complete(response("fixed"))
+    assert store.load("fixed").header.status is RecordStatus.COMPLETED

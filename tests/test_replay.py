@@ -1,0 +1,258 @@
+"""ReplayEngine: the recorded answer, what it refuses, and what forcing gives."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from recordkit import attempt_end, envelope, finished, response, start
+
+from intentusnet._json import JSONObject
+from intentusnet.errors import ReplayHashMismatch, ReplayNotAllowed
+from intentusnet.hashing import compute_hash
+from intentusnet.record import EventType
+from intentusnet.replay import ReplayEngine, diff_paths
+from intentusnet.store import FileExecutionStore, MemoryExecutionStore
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay must not reach outside the record: any connection attempt fails."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("replay tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.fixture
+def store() -> MemoryExecutionStore:
+    """An in-memory store."""
+    return MemoryExecutionStore()
+
+
+def test_replay_returns_the_recorded_response(store: MemoryExecutionStore) -> None:
+    """A completed record replays its exact payload, status, error and metadata."""
+    execution_id = finished(store)
+    result = ReplayEngine(store.load(execution_id)).replay()
+    recorded = response(execution_id)
+    assert result.payload == recorded["payload"]
+    assert result.metadata == recorded["metadata"]
+    assert (result.status, result.error) == ("success", None)
+    assert result.from_replay
+    assert result.original_execution_id == execution_id
+    assert (result.forced, result.partial, result.warnings) == (False, False, ())
+
+
+def test_failed_record_replays_its_error(store: MemoryExecutionStore) -> None:
+    """The error response of a failed execution is what replays."""
+    execution_id = finished(store, status="error")
+    result = ReplayEngine(store.load(execution_id)).replay()
+    assert result.status == "error"
+    assert result.payload is None
+    assert result.error == response(execution_id, status="error")["error"]
+
+
+def test_from_store_loads_and_verifies(tmp_path: Path) -> None:
+    """from_store reads the record through the store."""
+    with FileExecutionStore(tmp_path) as store:
+        execution_id = finished(store)
+        engine = ReplayEngine.from_store(store, execution_id)
+    assert engine.is_replayable() == (True, None)
+    assert engine.replay().original_execution_id == execution_id
+
+
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [
+        ("unfinished", "execution_incomplete"),
+        ("invalidated", "manually_invalidated"),
+        ("recording_failure", "recording_failure"),
+        ("wrong_hash", "envelope_invalid"),
+    ],
+)
+def test_not_replayable_record_is_refused_with_its_reason(
+    store: MemoryExecutionStore, spoil: str, reason: str
+) -> None:
+    """Each reason a record is not replayable is the reason replay() refuses."""
+    if spoil == "wrong_hash":
+        writer = start(store, envelope_hash="sha256:" + "1" * 64)
+    else:
+        writer = start(store)
+    if spoil == "recording_failure":
+        writer.append(EventType.RECORDING_FAILURE, {"error": "disk full"})
+    if spoil == "unfinished":
+        writer.close()
+    else:
+        writer.complete(response(writer.execution_id))
+    if spoil == "invalidated":
+        store.invalidate(writer.execution_id, "stale")
+    engine = ReplayEngine(store.load(writer.execution_id))
+    assert engine.is_replayable() == (False, reason)
+    with pytest.raises(ReplayNotAllowed) as caught:
+        engine.replay()
+    assert caught.value.reason == reason
+    assert caught.value.execution_id == writer.execution_id
+
+
+def test_matching_envelope_replays_even_with_other_volatile_fields(
+    store: MemoryExecutionStore,
+) -> None:
+    """An envelope that differs only in unhashed fields (request id) matches."""
+    execution_id = finished(store)
+    again = envelope()
+    again["metadata"] = {"requestId": "req-other", "createdAt": "2030-01-01T00:00:00Z"}
+    result = ReplayEngine(store.load(execution_id)).replay(env=again)
+    assert result.payload == {"echo": "hello"}
+
+
+def test_mismatching_envelope_names_both_hashes_and_the_paths(
+    store: MemoryExecutionStore,
+) -> None:
+    """A different envelope raises ReplayHashMismatch saying what changed."""
+    record = store.load(finished(store))
+    other = envelope("goodbye")
+    other["context"] = {"tenant": "acme"}
+    with pytest.raises(ReplayHashMismatch) as caught:
+        ReplayEngine(record).replay(env=other)
+    error = caught.value
+    assert error.expected == record.header.envelope_hash
+    assert error.actual == compute_hash(other)
+    assert error.paths == ["payload.text", "tenant"]
+    assert "payload.text" in str(error)
+
+
+def test_envelope_object_with_to_wire_is_accepted(store: MemoryExecutionStore) -> None:
+    """Any object with to_wire() (an IntentEnvelope) can be checked against a record."""
+
+    class Wired:
+        def to_wire(self) -> JSONObject:
+            return envelope()
+
+    record = store.load(finished(store))
+    assert ReplayEngine(record).replay(env=Wired()).payload == {"echo": "hello"}
+
+
+def test_forced_incomplete_replay_gives_last_successful_output(
+    store: MemoryExecutionStore,
+) -> None:
+    """Forcing an unfinished record returns the last agent output, marked partial."""
+    writer = start(store)
+    writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"draft": 1}))
+    writer.append(EventType.AGENT_ATTEMPT_START, {"agent": "echo", "attempt": 2})
+    writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"draft": 2}))
+    writer.append(EventType.AGENT_ATTEMPT_END, attempt_end(None, outcome="error"))
+    writer.close()
+    result = ReplayEngine(store.load(writer.execution_id)).replay(force=True)
+    assert (result.partial, result.forced, result.status) == (True, True, "success")
+    assert result.payload == {"draft": 2}
+    assert result.metadata["eventsRecorded"] == 7
+    assert result.metadata["lastEvent"] == "AGENT_ATTEMPT_END"
+    text = " ".join(result.warnings)
+    assert "execution_incomplete" in text
+    assert "never finished" in text
+    assert "'echo'" in text
+
+
+def test_forced_replay_with_no_finished_agent_has_no_payload(
+    store: MemoryExecutionStore,
+) -> None:
+    """If no agent finished, a forced replay has payload None and says so."""
+    writer = start(store)
+    writer.close()
+    result = ReplayEngine(store.load(writer.execution_id)).replay(force=True)
+    assert result.payload is None
+    assert result.partial
+    assert result.status == "error"
+    assert result.error is not None
+    assert any("no agent finished" in w for w in result.warnings)
+
+
+def test_forced_invalidated_replay_returns_response_with_warning(
+    store: MemoryExecutionStore,
+) -> None:
+    """Forcing an invalidated record returns its response, loudly."""
+    execution_id = finished(store)
+    store.invalidate(execution_id, "stale")
+    result = ReplayEngine(store.load(execution_id)).replay(force=True)
+    assert result.payload == {"echo": "hello"}
+    assert result.forced
+    assert not result.partial
+    assert result.warnings
+    assert "manually_invalidated" in result.warnings[0]
+
+
+def test_force_on_replayable_record_changes_nothing(
+    store: MemoryExecutionStore,
+) -> None:
+    """force=True on a replayable record is a normal replay without warnings."""
+    result = ReplayEngine(store.load(finished(store))).replay(force=True)
+    assert (result.forced, result.warnings) == (False, ())
+
+
+def test_result_to_json_is_camel_case(store: MemoryExecutionStore) -> None:
+    """ReplayResult.to_json() gives the wire form the CLI prints."""
+    wire = ReplayEngine(store.load(finished(store))).replay().to_json()
+    assert set(wire) == {
+        "payload",
+        "metadata",
+        "status",
+        "error",
+        "fromReplay",
+        "originalExecutionId",
+        "forced",
+        "partial",
+        "warnings",
+    }
+    assert orjson.loads(orjson.dumps(wire)) == wire
+
+
+def test_diff_paths_names_every_difference() -> None:
+    """diff_paths reports changed, added and removed values at their JSON paths."""
+    left = {"a": {"b": [1, 2, 3], "c": 1}, "d": True, "odd key": 1}
+    right = {"a": {"b": [1, 5], "c": 1.0}, "d": 1, "e": None, "odd key": 2}
+    assert diff_paths(left, right) == [
+        "a.b[1]",
+        "a.b[2]",
+        "d",
+        "e",
+        "['odd key']",
+    ]
+    assert diff_paths(left, left) == []
+    assert len(diff_paths(list(range(100)), list(range(1, 101)), limit=5)) == 5
+
+
+def test_replay_runs_no_agent_code(tmp_path: Path) -> None:
+    """A routed execution replays without calling its agent again."""
+    router_module = pytest.importorskip("intentusnet.router")
+    calls: list[int] = []
+    with FileExecutionStore(tmp_path) as store:
+        with router_module.IntentRouter(store=store) as router:
+
+            @router.agent("echo", name="echo")
+            def echo(env: object, ctx: object) -> JSONObject:
+                calls.append(1)
+                return {"echo": "hello"}
+
+            answer = router.route_intent(envelope())
+        execution_id = answer.metadata.execution_id
+        assert calls == [1]
+        result = ReplayEngine.from_store(store, execution_id).replay(env=envelope())
+    assert calls == [1]
+    assert result.payload == answer.payload == {"echo": "hello"}
+
+
+def test_read_path_imports_neither_pydantic_nor_httpx() -> None:
+    """Loading, verifying and replaying records needs no pydantic or httpx."""
+    probe = (
+        "import sys, intentusnet.replay, intentusnet.store; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic', 'httpx') or m == 'intentusnet.envelope'); "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
