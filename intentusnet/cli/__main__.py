@@ -1,0 +1,7 @@
+"""``python -m intentusnet.cli``: the same as the ``intentusnet`` command."""
+
+from __future__ import annotations
+
+from .app import main
+
+main()

@@ -1,0 +1,120 @@
+"""The ``intentusnet`` command group: global options and the exit-code mapping.
+
+Every ``IntentusNetError`` a command lets through becomes one ``Error:`` line on
+stderr and exits with that error's ``exit_code`` (DESIGN §8); anything else is
+an internal error (exit 1). ``--debug`` prints the traceback as well.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import IntentusNetError
+from .context import Settings
+from .params import CliFailure
+
+_HELP_OPTIONS = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
+
+#: command name -> ``module:attribute`` in this package. A command's module is
+#: imported only when that command runs (or help lists it), so ``replay`` does
+#: not pay for ``run`` or ``inspect``.
+COMMANDS = {
+    "records": "records:records",
+    "inspect": "records:inspect",
+    "replay": "replay:replay",
+    "verify": "maintain:verify",
+    "invalidate": "maintain:invalidate",
+    "reindex": "maintain:reindex",
+    "prune": "maintain:prune",
+    "stats": "maintain:stats",
+    "run": "run:run",
+    "serve": "serve:serve",
+}
+
+
+class _Group(click.Group):
+    """A click group that loads its commands lazily and maps errors to exit codes."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Return the command names, sorted."""
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import and return the command called ``cmd_name``, if there is one."""
+        ref = COMMANDS.get(cmd_name)
+        if ref is None:
+            return None
+        module, _, attr = ref.partition(":")
+        command: click.Command = getattr(
+            importlib.import_module(f".{module}", __package__), attr
+        )
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, mapping failures to one line and an exit code."""
+        debug = bool(ctx.params.get("debug"))
+        try:
+            return super().invoke(ctx)
+        except CliFailure as exc:
+            exc.debug = debug
+            raise
+        except IntentusNetError as exc:
+            raise CliFailure(str(exc), exc.exit_code, cause=exc, debug=debug) from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise  # click quiets a closed pipe (``intentusnet ... | head``)
+            raise _internal(exc, debug) from exc
+        except Exception as exc:
+            raise _internal(exc, debug) from exc
+
+
+def _internal(exc: Exception, debug: bool) -> CliFailure:
+    hint = "" if debug else " (rerun with --debug for the traceback)"
+    message = f"internal error: {type(exc).__name__}: {exc}{hint}"
+    return CliFailure(message, 1, cause=exc, debug=debug)
+
+
+@click.group(cls=_Group, context_settings=_HELP_OPTIONS)
+@click.option(
+    "--store",
+    "store",
+    type=click.Path(path_type=Path),
+    envvar="INTENTUSNET_STORE",
+    show_envvar=True,
+    metavar="PATH",
+    help="Execution store directory.  [default: .intentusnet/records]",
+)
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Show the full traceback when a command fails.",
+)
+@click.version_option(
+    __version__, "--version", prog_name="intentusnet", message="%(prog)s %(version)s"
+)
+@click.pass_context
+def cli(ctx: click.Context, store: Path | None, debug: bool) -> None:
+    """Inspect, replay, verify and manage IntentusNet execution records.
+
+    Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
+    or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
+    failure. See docs/cli.md.
+    """
+    if os.environ.get("NO_COLOR"):
+        ctx.color = False
+    ctx.obj = Settings(store_path=store)  # --debug is read by _Group.invoke
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Run the ``intentusnet`` command (the console script's entry point)."""
+    cli.main(args=args, prog_name="intentusnet")

@@ -1,0 +1,176 @@
+"""``verify``, ``invalidate``, ``reindex``, ``prune`` and ``stats``: store upkeep."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import click
+
+from .._json import JSONValue
+from ..errors import RecordIntegrityError
+from .context import open_store
+from .output import emit_json, note, progress, working
+from .params import Duration
+
+if TYPE_CHECKING:
+    from ..record import VerifyReport
+    from ..store import FileExecutionStore
+
+#: Exit code when a record fails verification (DESIGN §8).
+INTEGRITY_EXIT = RecordIntegrityError.exit_code
+_JSON_HELP = "Print JSON instead of text."
+
+
+def _verdict(valid: bool) -> str:
+    return (
+        click.style("VALID", fg="green") if valid else click.style("INVALID", fg="red")
+    )
+
+
+@click.command()
+@click.argument("execution_ids", nargs=-1, metavar="[ID]...")
+@click.option("--all", "all_records", is_flag=True, help="Verify every record.")
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+@click.pass_context
+def verify(
+    ctx: click.Context, execution_ids: tuple[str, ...], all_records: bool, as_json: bool
+) -> None:
+    """Check the hash chains of the records named (or --all); exit 6 on failure."""
+    if bool(execution_ids) == all_records:
+        raise click.UsageError("give one or more IDs, or --all (not both)")
+    store = open_store()
+    ids = store.iter_ids() if all_records else iter(execution_ids)
+    reports = [
+        _verify_one(store, execution_id)
+        for execution_id in progress(ids, label="Verifying records")
+    ]
+    total_events = sum(r.events_total for r in reports)
+    verified = sum(r.events_verified for r in reports)
+    failures = sum(len(r.failures) for r in reports)
+    invalid = sum(not r.valid for r in reports)
+    if as_json:
+        rows: list[JSONValue] = [r.to_json() for r in reports]
+        total: JSONValue = {
+            "records": len(reports),
+            "invalid": invalid,
+            "eventsTotal": total_events,
+            "eventsVerified": verified,
+            "failures": failures,
+            "valid": invalid == 0,
+        }
+        emit_json({"records": rows, "total": total})
+    else:
+        for r in reports:
+            click.echo(
+                f"{r.execution_id}: {r.events_verified}/{r.events_total} events "
+                f"verified, {len(r.failures)} failures - {_verdict(r.valid)}"
+            )
+            for failure in r.failures:
+                click.echo(f"  {failure}")
+            for remark in r.notes:
+                click.echo(f"  note: {remark}")
+        click.echo(
+            f"Total: {len(reports)} records ({invalid} invalid), "
+            f"{verified}/{total_events} events verified, {failures} failures - "
+            f"{_verdict(invalid == 0)}"
+        )
+    if invalid:
+        ctx.exit(INTEGRITY_EXIT)
+
+
+def _verify_one(store: FileExecutionStore, execution_id: str) -> VerifyReport:
+    from ..record import VerifyReport
+
+    try:
+        return store.verify(execution_id)
+    except RecordIntegrityError as exc:
+        # A file that cannot be checked at all (e.g. a newer format) fails, and
+        # the other records are still checked.
+        return VerifyReport(execution_id, 0, 0, (str(exc),), valid=False)
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option("--reason", required=True, metavar="TEXT", help="Why (recorded).")
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+def invalidate(execution_id: str, reason: str, as_json: bool) -> None:
+    """Mark record ID not replayable (appends an INVALIDATED event)."""
+    open_store().invalidate(execution_id, reason)
+    if as_json:
+        emit_json({"executionId": execution_id, "invalidated": True, "reason": reason})
+    else:
+        click.echo(f"Invalidated {execution_id}: {reason}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+def reindex(as_json: bool) -> None:
+    """Rebuild the catalog from the record files."""
+    store = open_store()
+    # The library reports no progress while it rebuilds; say that work started.
+    working(f"Reindexing {store.root} ...")
+    count = store.reindex()
+    if as_json:
+        emit_json({"records": count})
+    else:
+        click.echo(f"Reindexed {count} records.")
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    type=Duration(),
+    required=True,
+    metavar="DURATION",
+    help="Delete records created longer ago than this (e.g. 30d, 12h).",
+)
+@click.option("--dry-run", is_flag=True, help="List what would go; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
+    """Delete whole records older than a duration."""
+    store = open_store()
+    working(f"Pruning {store.root} ...")
+    ids = store.prune(older_than, dry_run=dry_run)
+    if as_json:
+        listed: list[JSONValue] = list(ids)
+        emit_json({"executionIds": listed, "count": len(ids), "dryRun": dry_run})
+        return
+    for execution_id in ids:
+        click.echo(execution_id)
+    verb = "Would delete" if dry_run else "Deleted"
+    note(f"{verb} {len(ids)} records.")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+def stats(as_json: bool) -> None:
+    """Count records by status and intent; show the store's size on disk."""
+    store = open_store()
+    found = store.stats()
+    if as_json:
+        emit_json(found.to_json())
+        return
+    click.echo(f"Store:   {store.root}")
+    click.echo(f"Records: {found.records} ({_size(found.bytes_on_disk)} on disk)")
+    for title, counts in (
+        ("By status", found.by_status),
+        ("By intent", found.by_intent),
+    ):
+        if counts:
+            click.echo(f"{title}:")
+            width = max(map(len, counts))
+            for key, count in sorted(counts.items()):
+                click.echo(f"  {key:<{width}}  {count}")
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    size, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"

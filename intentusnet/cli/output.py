@@ -1,0 +1,109 @@
+"""How the command talks: JSON on stdout, people's text, notes on stderr, progress.
+
+Data goes to stdout; warnings, notes and errors go to stderr, so a pipe carries
+only data. Colour and progress appear only on a terminal: ``click.echo`` strips
+colour when its stream is not one, and ``progress`` hides its bar likewise.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final, TypeVar
+
+import click
+
+from .._json import JSONValue
+
+_T = TypeVar("_T")
+
+#: Colours of record states in people's output.
+STATUS_COLOURS: Final = {
+    "completed": "green",
+    "failed": "red",
+    "in_progress": "yellow",
+    "incomplete": "yellow",
+}
+
+
+def emit_json(value: JSONValue, *, compact: bool = False) -> None:
+    """Write ``value`` to stdout as JSON: indented, or on one line if ``compact``."""
+    import orjson  # not at module level: `--help` needs no JSON
+
+    option = orjson.OPT_APPEND_NEWLINE
+    if not compact:
+        option |= orjson.OPT_INDENT_2
+    click.echo(orjson.dumps(value, option=option), nl=False)
+
+
+def note(message: str) -> None:
+    """Write a note for people to stderr."""
+    click.echo(message, err=True)
+
+
+def warn(message: str) -> None:
+    """Write ``WARNING: message`` to stderr, in yellow on a terminal."""
+    click.secho(f"WARNING: {message}", err=True, fg="yellow")
+
+
+def status_text(status: str) -> str:
+    """Return a record status, coloured for a terminal."""
+    return click.style(status, fg=STATUS_COLOURS.get(status))
+
+
+def ms(value: float | None) -> str:
+    """Format a duration in milliseconds for people, ``-`` when unknown."""
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value / 1000:.2f} s"
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Print rows under headers in aligned columns (colour codes do not count)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(click.unstyle(cell)))
+    click.echo(_line(headers, widths, bold=True))
+    for row in rows:
+        click.echo(_line(row, widths))
+
+
+def _line(cells: Sequence[str], widths: Sequence[int], *, bold: bool = False) -> str:
+    parts = []
+    for cell, width in zip(cells, widths, strict=True):
+        pad = " " * (width - len(click.unstyle(cell)))
+        parts.append((click.style(cell, bold=True) if bold else cell) + pad)
+    return "  ".join(parts).rstrip()
+
+
+def one_line(message: str, limit: int = 2000) -> str:
+    """Fold ``message`` onto one line of at most ``limit`` characters."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def working(message: str) -> None:
+    """Say on stderr, only on a terminal, that a long step without steps started."""
+    if sys.stderr.isatty():
+        click.echo(message, err=True)
+
+
+def progress(
+    items: Iterable[_T], *, label: str, length: int | None = None
+) -> Iterator[_T]:
+    """Iterate ``items``, drawing a progress bar on stderr when it is a terminal."""
+    if not sys.stderr.isatty():
+        yield from items
+        return
+    with click.progressbar(
+        items,
+        length=length,
+        label=label,
+        file=sys.stderr,
+        show_pos=True,
+        show_eta=length is not None,
+    ) as bar:
+        yield from bar

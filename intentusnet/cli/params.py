@@ -1,0 +1,165 @@
+"""What the command reads from people: durations, times, JSON files, failures.
+
+Parsing user input belongs here; everything the input means belongs to the
+library. ``CliFailure`` is the one way a command reports a mistake: one line on
+stderr and the exit code of DESIGN §8.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import click
+
+from .._json import JSONObject
+from ..errors import EnvelopeValidationError
+from .output import one_line
+
+#: Exit code of a usage error (click's own, and ours for bad files and stores).
+USAGE: Final = 2
+#: Envelope files larger than this are refused rather than read into memory.
+MAX_JSON_FILE_BYTES: Final = 64 * 1024 * 1024
+
+_UNITS: Final = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_DURATION: Final = re.compile(r"(?:(\d+(?:\.\d+)?)([wdhms]))+")
+_PART: Final = re.compile(r"(\d+(?:\.\d+)?)([wdhms])")
+
+
+if TYPE_CHECKING:
+    _DurationType = click.ParamType[timedelta]
+    _TimeType = click.ParamType[datetime]
+else:  # click < 8.2 has no generic ParamType
+    _DurationType = _TimeType = click.ParamType
+
+
+class CliFailure(click.ClickException):
+    """A failure shown as one ``Error:`` line on stderr, exiting with ``exit_code``.
+
+    Args:
+        message: what went wrong, folded onto one line.
+        exit_code: the process exit code (DESIGN §8).
+        cause: the exception behind it, whose traceback ``--debug`` prints.
+        debug: print that traceback before the line.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        exit_code: int,
+        *,
+        cause: BaseException | None = None,
+        debug: bool = False,
+    ) -> None:
+        super().__init__(one_line(message))
+        self.exit_code = exit_code
+        self.cause = cause
+        self.debug = debug
+
+    def show(self, file: object = None) -> None:
+        """Print the traceback when debugging, then the one-line message."""
+        if self.debug and self.cause is not None:
+            import traceback  # only when debugging: it costs start-up time
+
+            click.echo("".join(traceback.format_exception(self.cause)), err=True)
+        click.secho(f"Error: {self.message}", err=True, fg="red")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or a sum such as ``1h30m``.
+
+    Raises:
+        ValueError: ``text`` is not of that form.
+    """
+    cleaned = text.strip().lower()
+    if not _DURATION.fullmatch(cleaned):
+        raise ValueError(
+            f"{text!r} is not a duration; use a number and a unit of "
+            "s, m, h, d or w, e.g. 30m, 12h, 7d, 1h30m"
+        )
+    seconds = sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(cleaned))
+    return timedelta(seconds=seconds)
+
+
+class Duration(_DurationType):
+    """A click parameter holding a duration such as ``7d`` or ``1h30m``."""
+
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        """Parse the value, or fail as a usage error."""
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Since(_TimeType):
+    """A click parameter for a point in time: ISO 8601, or a duration ago."""
+
+    name = "iso|duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        """Parse ``2026-11-01``, ``2026-11-01T09:30:00Z`` or ``7d`` (7 days ago)."""
+        if isinstance(value, datetime):
+            return value
+        text = str(value).strip()
+        try:
+            return datetime.now(UTC) - parse_duration(text)
+        except ValueError:
+            pass
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(
+                f"{text!r} is neither an ISO 8601 time (2026-11-01, "
+                "2026-11-01T09:30:00Z) nor a duration (7d, 12h)",
+                param,
+                ctx,
+            )
+        # A time without a zone is read as UTC, the zone records are written in.
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
+    """Read a JSON object from the file ``name``, or from stdin when it is ``-``.
+
+    Raises:
+        CliFailure: the file cannot be read or is too large (exit 2).
+        EnvelopeValidationError: it is not JSON, or not a JSON object.
+    """
+    import orjson
+
+    shown = "stdin" if name == "-" else repr(name)
+    try:
+        if name == "-":
+            data = click.get_binary_stream("stdin").read(MAX_JSON_FILE_BYTES + 1)
+        else:
+            with Path(name).open("rb") as file:
+                data = file.read(MAX_JSON_FILE_BYTES + 1)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CliFailure(f"cannot read {what} {shown}: {reason}", USAGE) from exc
+    if len(data) > MAX_JSON_FILE_BYTES:
+        limit = MAX_JSON_FILE_BYTES // (1024 * 1024)
+        raise CliFailure(f"{what} {shown} is larger than {limit} MiB", USAGE)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise EnvelopeValidationError(
+            f"{what} {shown} is not valid JSON: {exc}"
+        ) from None
+    if not isinstance(value, dict):
+        kind = "array" if isinstance(value, list) else type(value).__name__
+        raise EnvelopeValidationError(
+            f"{what} {shown} holds a {kind}, not a JSON object"
+        )
+    return value

@@ -1,0 +1,73 @@
+"""``intentusnet replay``: the recorded answer, without running any agent.
+
+This is the command that must start fast: it imports the store and the replay
+engine, which read records with orjson, and never pydantic or httpx. An
+envelope given with ``--verify-envelope`` is hashed from its wire form.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ReplayHashMismatch, ReplayNotAllowed
+from .context import open_store
+from .output import emit_json, note, warn
+from .params import CliFailure, read_json_object
+
+#: Exit code when ``--verify-envelope`` finds another envelope (DESIGN §8).
+HASH_MISMATCH_EXIT = ReplayHashMismatch.exit_code
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option(
+    "--verify-envelope",
+    "envelope_file",
+    metavar="FILE",
+    help="Replay only if the envelope in FILE (- for stdin) hashes as recorded.",
+)
+@click.option(
+    "--force", is_flag=True, help="Replay even a record that is not replayable."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
+@click.pass_context
+def replay(
+    ctx: click.Context,
+    execution_id: str,
+    envelope_file: str | None,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Print the recorded result of execution ID as JSON; runs no agent code."""
+    from ..replay import ReplayEngine
+
+    envelope = None if envelope_file is None else read_json_object(envelope_file)
+    engine = ReplayEngine.from_store(open_store(), execution_id)
+    replayable, reason = engine.is_replayable()
+    if force and not replayable:
+        warn(f"Forcing replay of non-replayable record ({reason})")
+    try:
+        result = engine.replay(env=envelope, force=force)
+    except ReplayNotAllowed as exc:
+        raise CliFailure(
+            f"record {execution_id} is not replayable ({exc.reason}); "
+            "use --force to replay it anyway",
+            exc.exit_code,
+            cause=exc,
+        ) from exc
+    except ReplayHashMismatch as exc:
+        _show_mismatch(exc)
+        ctx.exit(HASH_MISMATCH_EXIT)
+    if envelope is not None:
+        note("Envelope hash matches.")
+    # The result's own warnings are part of the JSON printed.
+    emit_json(result.to_json(), compact=as_json)
+
+
+def _show_mismatch(exc: ReplayHashMismatch) -> None:
+    click.secho("Envelope hash mismatch.", err=True, fg="red")
+    click.echo(f"  recorded: {exc.expected}", err=True)
+    click.echo(f"  given:    {exc.actual}", err=True)
+    click.echo("  differing paths:", err=True)
+    for path in exc.paths or ["(none found in the hashed view)"]:
+        click.echo(f"    {path}", err=True)

@@ -1,0 +1,168 @@
+"""``intentusnet serve``: the application's router as an HTTP service.
+
+Needs the ``server`` extra (FastAPI and uvicorn). With ``--workers N`` uvicorn
+starts N processes; each imports the application and builds its own app from
+the settings this command leaves in the environment (:func:`worker_app`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+from typing import TYPE_CHECKING, Final
+
+import click
+
+from .params import USAGE, CliFailure
+from .run import load_router
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+#: Where the command hands its settings to worker processes.
+SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
+_SIZE: Final = re.compile(r"(\d+)\s*(|b|k|kb|kib|m|mb|mib)", re.IGNORECASE)
+_UNITS: Final = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024}
+_UNITS.update({"m": 1024**2, "mb": 1000**2, "mib": 1024**2})
+_LOG_LEVELS: Final = ("critical", "error", "warning", "info", "debug")
+
+
+def parse_size(text: str) -> int:
+    """Parse ``1048576``, ``512KiB``, ``1MiB`` or ``2MB`` as a number of bytes.
+
+    Raises:
+        ValueError: not of that form, or zero.
+    """
+    match = _SIZE.fullmatch(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise ValueError(f"{text!r} is not a size; use e.g. 1048576, 512KiB or 1MiB")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@click.command()
+@click.option(
+    "--app",
+    "app_ref",
+    required=True,
+    metavar="MODULE:ATTR",
+    help="The IntentRouter to serve, e.g. myapp.routing:router.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; other than loopback only with an API key.",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes.",
+)
+@click.option(
+    "--api-keys-file",
+    type=click.Path(dir_okay=False),
+    envvar="INTENTUSNET_API_KEYS_FILE",
+    show_envvar=True,
+    metavar="PATH",
+    help="File of API keys, one a line; ro:KEY is read-only.",
+)
+@click.option(
+    "--max-body-size",
+    default="1MiB",
+    show_default=True,
+    callback=_size,
+    metavar="SIZE",
+    help="Refuse larger request bodies (413).",
+)
+@click.option(
+    "--graceful-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="On shutdown, wait this long for executions in flight.",
+)
+@click.option(
+    "--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True
+)
+def serve(
+    app_ref: str,
+    host: str,
+    port: int,
+    workers: int,
+    api_keys_file: str | None,
+    max_body_size: int,
+    graceful_timeout: float,
+    log_level: str,
+) -> None:
+    """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM)."""
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliFailure(
+            f"serve needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
+            USAGE,
+        )
+    import uvicorn
+
+    from ..server.auth import KeyRing, check_bind
+
+    try:
+        keys = KeyRing.from_env(keys_file=api_keys_file)
+        check_bind(host, keys)
+    except (ValueError, OSError) as exc:
+        raise CliFailure(str(exc), USAGE) from exc
+    load_router(app_ref)  # fail here, with a clear message, not in a worker
+    os.environ[SETTINGS_ENV] = json.dumps(
+        {
+            "app": app_ref,
+            "keysFile": api_keys_file,
+            "maxBody": max_body_size,
+            "drain": graceful_timeout,
+        }
+    )
+    app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
+    try:
+        uvicorn.run(
+            app,
+            factory=workers > 1,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=log_level,
+            timeout_graceful_shutdown=math.ceil(graceful_timeout) or None,
+            server_header=False,
+            proxy_headers=False,
+        )
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise CliFailure(
+                f"the server could not start on {host}:{port} (see the log above)", 1
+            ) from exc
+
+
+def worker_app() -> FastAPI:
+    """Build the app from the settings ``serve`` left in the environment."""
+    from ..server import KeyRing, create_app
+
+    settings = json.loads(os.environ[SETTINGS_ENV])
+    router = load_router(settings["app"])
+    return create_app(
+        router,
+        keys=KeyRing.from_env(keys_file=settings["keysFile"]),
+        max_body_bytes=int(settings["maxBody"]),
+        drain_timeout=float(settings["drain"]),
+        close_router=True,
+    )

@@ -1,0 +1,76 @@
+"""Helpers shared by the command's tests."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from click.testing import Result
+
+from intentusnet import JSONObject, JSONValue
+
+Invoke = Callable[..., Result]
+
+#: An application module for ``run --app`` and for making records: an echo agent,
+#: a failing agent, and a FALLBACK pair where the first one fails.
+APP_SOURCE = textwrap.dedent(
+    """
+    import os
+    from intentusnet import IntentRouter
+
+    store = None
+    if os.environ.get("DEMO_STORE"):
+        from intentusnet.store import FileExecutionStore
+        store = FileExecutionStore(os.environ["DEMO_STORE"])
+
+    router = IntentRouter(store=store)
+    not_a_router = 42
+
+    @router.agent("echo")
+    def echo(envelope, ctx):
+        return {"echo": envelope.payload}
+
+    @router.agent("boom")
+    def boom(envelope, ctx):
+        raise RuntimeError("agent exploded")
+
+    @router.agent("flaky", priority=1)
+    def first(envelope, ctx):
+        raise ValueError("first one fails")
+
+    @router.agent("flaky", priority=2)
+    def second(envelope, ctx):
+        return {"from": "second"}
+    """
+)
+
+
+def envelope(intent: str = "echo", **payload: JSONValue) -> JSONObject:
+    """Return a wire envelope for ``intent`` with ``payload``."""
+    routing: JSONObject = {"strategy": "FALLBACK"} if intent == "flaky" else {}
+    body: JSONObject = dict(payload)
+    return {"intent": {"name": intent}, "payload": body, "routing": routing}
+
+
+def write_json(path: Path, value: object) -> Path:
+    """Write ``value`` as JSON to ``path`` and return the path."""
+    path.write_bytes(orjson.dumps(value))
+    return path
+
+
+def record_file(root: Path, execution_id: str) -> Path:
+    """Return the file of record ``execution_id`` in the store at ``root``."""
+    (path,) = root.glob(f"*/{execution_id}.jsonl")
+    return path
+
+
+def tamper(root: Path, execution_id: str) -> None:
+    """Flip one byte in the middle of a record's second line."""
+    path = record_file(root, execution_id)
+    data = bytearray(path.read_bytes())
+    second = data.index(b"\n") + 1
+    middle = second + (data.index(b"\n", second) - second) // 2
+    data[middle] ^= 0x01
+    path.write_bytes(bytes(data))

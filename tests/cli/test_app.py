@@ -1,0 +1,178 @@
+"""The command group: global options, the store it opens, exit-code mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+import intentusnet
+from intentusnet import errors
+from intentusnet.store import DEFAULT_ROOT, FileExecutionStore
+
+from .support import Invoke
+
+COMMANDS = {
+    "records",
+    "inspect",
+    "replay",
+    "verify",
+    "invalidate",
+    "reindex",
+    "prune",
+    "stats",
+    "run",
+    "serve",
+}
+
+
+def test_help_lists_every_command(invoke: Invoke) -> None:
+    """--help names every command and the exit codes."""
+    result = invoke("--help")
+    assert result.exit_code == 0
+    listed = {
+        line.split()[0]
+        for line in result.stdout.split("Commands:")[1].splitlines()
+        if line.strip()
+    }
+    assert listed == COMMANDS
+    assert "5 envelope hash mismatch" in result.stdout
+    assert f"[default: {DEFAULT_ROOT}]" in result.stdout
+
+
+def test_version(invoke: Invoke) -> None:
+    """--version prints the package version."""
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.stdout == f"intentusnet {intentusnet.__version__}\n"
+
+
+def test_unknown_command_is_usage_error(invoke: Invoke) -> None:
+    """click's own usage errors exit 2."""
+    assert invoke("frobnicate").exit_code == 2
+    assert invoke("records", "list", "--bogus").exit_code == 2
+
+
+def test_missing_store_exits_2(invoke: Invoke, tmp_path: Path) -> None:
+    """A store that does not exist is one line, exit 2, and is not created."""
+    missing = tmp_path / "nowhere"
+    for args in (["records", "list"], ["replay", "exec-1"], ["verify", "--all"]):
+        result = invoke("--store", str(missing), *args)
+        assert result.exit_code == 2, args
+        assert result.stderr == (
+            f"Error: no execution store at '{missing}' "
+            "(give --store PATH or set INTENTUSNET_STORE)\n"
+        )
+    assert not missing.exists()
+
+
+def test_store_path_that_is_a_file_exits_2(invoke: Invoke, tmp_path: Path) -> None:
+    """A store path naming a file is one line, exit 2."""
+    file = tmp_path / "file.txt"
+    file.write_text("not a store")
+    result = invoke("--store", str(file), "stats")
+    assert result.exit_code == 2
+    assert result.stderr == f"Error: store path '{file}' is not a directory\n"
+
+
+def test_store_from_environment(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """INTENTUSNET_STORE names the store; --store wins over it."""
+    result = invoke("stats", "--json", INTENTUSNET_STORE=str(store_root))
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout)["records"] == len(ids)
+    other = store_root.parent / "other"
+    other.mkdir()
+    result = invoke(
+        "--store", str(other), "stats", "--json", INTENTUSNET_STORE=str(store_root)
+    )
+    assert orjson.loads(result.stdout)["records"] == 0
+
+
+def test_default_store_is_relative(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --store or the variable, .intentusnet/records is used."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("INTENTUSNET_STORE", raising=False)
+    result = invoke("stats")
+    assert result.exit_code == 2
+    assert "'.intentusnet/records'" in result.stderr
+    (tmp_path / ".intentusnet" / "records").mkdir(parents=True)
+    assert invoke("stats").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.StoreError("disk on fire"),
+        errors.InvalidExecutionId("bad id"),
+        errors.RecordNotFound("no such record"),
+        errors.RecordIntegrityError("chain broken", "exec-1", line=3),
+        errors.UnsupportedSchemaVersion("from the future"),
+        errors.ReplayError("cannot replay"),
+        errors.EnvelopeValidationError("bad", "payload.x"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_library_errors_map_to_their_exit_code(
+    invoke: Invoke,
+    store_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    error: errors.IntentusNetError,
+) -> None:
+    """Each IntentusNetError exits with its own exit_code and one line."""
+
+    def fail(self: FileExecutionStore) -> None:
+        raise error
+
+    monkeypatch.setattr(FileExecutionStore, "stats", fail)
+    result = invoke("--store", str(store_root), "stats")
+    assert result.exit_code == type(error).exit_code
+    assert result.stderr == f"Error: {error}\n"
+
+
+def test_internal_error_exits_1_and_debug_shows_traceback(
+    invoke: Invoke, store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected exception: one line and exit 1; --debug adds the traceback."""
+
+    def fail(self: FileExecutionStore) -> None:
+        raise RuntimeError("unexpected\nsecond line")
+
+    monkeypatch.setattr(FileExecutionStore, "stats", fail)
+    result = invoke("--store", str(store_root), "stats")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: internal error: RuntimeError: unexpected second line "
+        "(rerun with --debug for the traceback)\n"
+    )
+    result = invoke("--debug", "--store", str(store_root), "stats")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Traceback (most recent call last)")
+    assert 'raise RuntimeError("unexpected\\nsecond line")' in result.stderr
+    assert result.stderr.endswith(
+        "Error: internal error: RuntimeError: unexpected second line\n"
+    )
+
+
+def test_debug_shows_traceback_of_user_mistakes(
+    invoke: Invoke, store_root: Path
+) -> None:
+    """--debug also shows where a library error was raised; the exit code stays."""
+    result = invoke("--debug", "--store", str(store_root), "replay", "../x")
+    assert result.exit_code == 3
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "InvalidExecutionId" in result.stderr
+
+
+def test_colour_on_a_terminal_only(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """Piped output has no colour, a terminal has it, and NO_COLOR turns it off."""
+    args = ("--store", str(store_root), "verify", ids["completed"])
+    assert "\x1b[" not in invoke(*args).stdout
+    assert "\x1b[32mVALID\x1b[0m" in invoke(*args, color=True).stdout
+    assert "\x1b[" not in invoke(*args, color=True, NO_COLOR="1").stdout

@@ -1,0 +1,169 @@
+"""The installed ``intentusnet`` console script, run as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .support import envelope, write_json
+
+HEAVY = ("pydantic", "httpx")
+
+
+@pytest.fixture(scope="module")
+def script() -> str:
+    """The console script pip installed (not a version-manager shim)."""
+    path = Path(sysconfig.get_path("scripts")) / "intentusnet"
+    assert path.exists(), "run `pip install -e '.[dev]'` to install the script"
+    return str(path)
+
+
+def run(
+    *argv: str, root: Path | None = None, input: bytes | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run argv with the store and extra environment; capture text output."""
+    full_env = {**os.environ, **env}
+    full_env.pop("INTENTUSNET_STORE", None)
+    if root is not None:
+        full_env["INTENTUSNET_STORE"] = str(root)
+    return subprocess.run(
+        argv,
+        input=input.decode() if input is not None else None,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=30,
+        check=False,
+    )
+
+
+def imported(stderr: str) -> set[str]:
+    """Top-level packages named in ``PYTHONPROFILEIMPORTTIME`` output."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def test_replay_exit_codes(
+    script: str, store_root: Path, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """0, 3, 4, 5 and 6 from the real script, errors on one line of stderr."""
+    ok = run(script, "replay", ids["completed"], root=store_root)
+    assert ok.returncode == 0, ok.stderr
+    assert orjson.loads(ok.stdout)["originalExecutionId"] == ids["completed"]
+    missing = run(script, "replay", "exec-missing", root=store_root)
+    assert missing.returncode == 3
+    assert missing.stderr.count("\n") == 1
+    assert run(script, "replay", ids["incomplete"], root=store_root).returncode == 4
+    other = write_json(tmp_path / "other.json", envelope(text="other"))
+    mismatch = run(
+        script,
+        "replay",
+        ids["completed"],
+        "--verify-envelope",
+        str(other),
+        root=store_root,
+    )
+    assert mismatch.returncode == 5
+    assert "payload.text" in mismatch.stderr
+    assert run(script, "replay", ids["tampered"], root=store_root).returncode == 6
+
+
+def test_usage_error_and_internal_paths(script: str, tmp_path: Path) -> None:
+    """click's usage errors exit 2; a missing store is one line, exit 2."""
+    assert run(script, "no-such-command").returncode == 2
+    missing = run(script, "--store", str(tmp_path / "nope"), "records", "list")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("Error: no execution store at")
+    assert "Traceback" not in missing.stderr
+
+
+def test_replay_does_not_import_pydantic_or_httpx(
+    script: str, store_root: Path, ids: dict[str, str]
+) -> None:
+    """`intentusnet replay ID` and `--help` never import pydantic or httpx."""
+    for argv in (["replay", ids["completed"]], ["--help"]):
+        done = run(script, *argv, root=store_root, PYTHONPROFILEIMPORTTIME="1")
+        assert done.returncode == 0, done.stderr
+        names = imported(done.stderr)
+        assert "intentusnet" in names  # the profile really ran
+        assert not names & set(HEAVY), argv
+
+
+def test_sys_modules_after_replay(
+    store_root: Path, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """After a replay with --verify-envelope, neither heavy package is loaded."""
+    file = write_json(tmp_path / "env.json", envelope(text="hello"))
+    code = (
+        "import sys\n"
+        "from intentusnet.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "sys.stderr.write('HEAVY=' + ','.join(heavy))\n"
+    )
+    done = run(
+        sys.executable,
+        "-c",
+        code,
+        "replay",
+        ids["completed"],
+        "--verify-envelope",
+        str(file),
+        root=store_root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Envelope hash matches." in done.stderr
+    assert done.stderr.endswith("HEAVY=")
+    assert orjson.loads(done.stdout)["payload"] == {"echo": {"text": "hello"}}
+
+
+def test_run_through_stdin(script: str, app_dir: Path) -> None:
+    """`run --app MODULE:ATTR -` routes an envelope read from stdin."""
+    done = run(
+        script,
+        "run",
+        "--app",
+        "demo_app:router",
+        "--json",
+        "-",
+        input=orjson.dumps(envelope(word="hi")),
+    )
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["payload"] == {"echo": {"word": "hi"}}
+
+
+def test_verify_all_piped_has_no_progress(
+    script: str, store_root: Path, ids: dict[str, str]
+) -> None:
+    """Piped, verify --all prints results only: no progress bar, no colour."""
+    done = run(script, "verify", "--all", root=store_root)
+    assert done.returncode == 6
+    assert done.stderr == ""
+    assert "\x1b[" not in done.stdout
+    assert len(done.stdout.splitlines()) >= len(ids) + 1
+
+
+def test_shell_completion(script: str) -> None:
+    """click's completion script and completions work for the command."""
+    source = run(script, _INTENTUSNET_COMPLETE="bash_source")
+    assert source.returncode == 0
+    assert "_intentusnet_completion" in source.stdout
+    words = run(
+        script,
+        _INTENTUSNET_COMPLETE="bash_complete",
+        COMP_WORDS="intentusnet records list --status c",
+        COMP_CWORD="4",
+    )
+    assert words.stdout.split() == ["plain,completed"]

@@ -1,0 +1,267 @@
+"""``verify``, ``invalidate``, ``reindex``, ``prune`` and ``stats``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from intentusnet.errors import UnsupportedSchemaVersion
+from intentusnet.record import VerifyReport
+from intentusnet.store import FileExecutionStore
+
+from .support import Invoke, record_file
+
+VERDICT = re.compile(
+    r"^(?P<id>\S+): (?P<ok>\d+)/(?P<total>\d+) events verified, "
+    r"(?P<failures>\d+) failures - (?P<verdict>VALID|INVALID)$"
+)
+
+
+def test_verify_one_valid_record(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """A sound record: N/N events verified, 0 failures - VALID, exit 0."""
+    result = invoke("--store", str(store_root), "verify", ids["completed"])
+    assert result.exit_code == 0, result.output
+    first, total = result.stdout.splitlines()
+    match = VERDICT.match(first)
+    assert match is not None, first
+    assert match["id"] == ids["completed"]
+    assert match["ok"] == match["total"]
+    assert (match["failures"], match["verdict"]) == ("0", "VALID")
+    assert total.startswith("Total: 1 records (0 invalid)")
+    assert total.endswith("0 failures - VALID")
+
+
+def test_verify_tampered_exits_6(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """A flipped byte: INVALID with its failure listed, exit 6."""
+    result = invoke(
+        "--store", str(store_root), "verify", ids["completed"], ids["tampered"]
+    )
+    assert result.exit_code == 6
+    lines = result.stdout.splitlines()
+    verdicts = {m["id"]: m for m in map(VERDICT.match, lines) if m is not None}
+    assert verdicts[ids["completed"]]["verdict"] == "VALID"
+    bad = verdicts[ids["tampered"]]
+    assert bad["verdict"] == "INVALID"
+    assert int(bad["failures"]) >= 1
+    assert int(bad["ok"]) < int(bad["total"])
+    assert any(line.startswith("  line ") for line in lines)
+    assert lines[-1].startswith("Total: 2 records (1 invalid)")
+    assert lines[-1].endswith("INVALID")
+
+
+def test_verify_all_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> None:
+    """--all --json reports every record and a total; exit 6 for the tampered one."""
+    result = invoke("--store", str(store_root), "verify", "--all", "--json")
+    assert result.exit_code == 6
+    doc = orjson.loads(result.stdout)
+    reports = {r["executionId"]: r for r in doc["records"]}
+    assert set(reports) == set(ids.values())
+    assert reports[ids["tampered"]]["valid"] is False
+    assert reports[ids["completed"]]["valid"] is True
+    assert set(reports[ids["completed"]]) == {
+        "executionId",
+        "eventsTotal",
+        "eventsVerified",
+        "failures",
+        "valid",
+        "notes",
+    }
+    total = doc["total"]
+    assert total["records"] == len(ids)
+    assert total["invalid"] == 1
+    assert total["valid"] is False
+    assert total["eventsTotal"] == sum(r["eventsTotal"] for r in doc["records"])
+
+
+def test_verify_all_valid_store_exits_0(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """Without the tampered record every record verifies: exit 0, no progress text."""
+    record_file(store_root, ids["tampered"]).unlink()
+    result = invoke("--store", str(store_root), "verify", "--all")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].endswith("- VALID")
+    assert result.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_verify_goes_on_past_an_unreadable_record(
+    invoke: Invoke,
+    store_root: Path,
+    ids: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A record that cannot be checked fails; the others are still verified."""
+    real_verify = FileExecutionStore.verify
+
+    def verify(self: FileExecutionStore, execution_id: str) -> VerifyReport:
+        if execution_id == ids["completed"]:
+            raise UnsupportedSchemaVersion("schemaVersion 99", execution_id)
+        return real_verify(self, execution_id)
+
+    monkeypatch.setattr(FileExecutionStore, "verify", verify)
+    result = invoke(
+        "--store", str(store_root), "verify", ids["completed"], ids["failed"]
+    )
+    assert result.exit_code == 6
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{ids['completed']}: 0/0 events verified, 1 failures - INVALID"
+    assert "schemaVersion 99" in lines[1]
+    assert lines[2].startswith(f"{ids['failed']}: ")
+    assert lines[2].endswith("- VALID")
+
+
+def test_verify_needs_ids_or_all(invoke: Invoke, store_root: Path) -> None:
+    """Neither IDs nor --all, or both, is a usage error (exit 2)."""
+    assert invoke("--store", str(store_root), "verify").exit_code == 2
+    both = invoke("--store", str(store_root), "verify", "--all", "exec-x")
+    assert both.exit_code == 2
+
+
+def test_verify_unknown_id_exits_3(invoke: Invoke, store_root: Path) -> None:
+    """An unknown id is exit 3, with one line."""
+    result = invoke("--store", str(store_root), "verify", "exec-none")
+    assert result.exit_code == 3
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_verify_empty_store(invoke: Invoke, store_root: Path) -> None:
+    """--all over an empty store verifies nothing and succeeds."""
+    result = invoke("--store", str(store_root), "verify", "--all")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Total: 0 records")
+
+
+def test_invalidate(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> None:
+    """invalidate marks the record; --json confirms; the header shows the reason."""
+    result = invoke(
+        "--store",
+        str(store_root),
+        "invalidate",
+        ids["completed"],
+        "--reason",
+        "bad answer",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout) == {
+        "executionId": ids["completed"],
+        "invalidated": True,
+        "reason": "bad answer",
+    }
+    shown = invoke("--store", str(store_root), "records", "show", ids["completed"])
+    header = orjson.loads(shown.stdout)["header"]
+    assert header["replayableReason"] == "manually_invalidated"
+
+
+def test_invalidate_while_being_written_exits_1(
+    invoke: Invoke, store_root: Path
+) -> None:
+    """A record another writer still holds cannot be invalidated: StoreError, 1."""
+    store = FileExecutionStore(store_root)
+    writer = store.open(
+        {"intent": {"name": "echo"}}, envelope_hash="sha256:" + "0" * 64
+    )
+    try:
+        result = invoke(
+            "--store",
+            str(store_root),
+            "invalidate",
+            writer.execution_id,
+            "--reason",
+            "x",
+        )
+    finally:
+        writer.close()
+        store.close()
+    assert result.exit_code == 1
+    assert "still being written" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_invalidate_needs_reason(invoke: Invoke, store_root: Path) -> None:
+    """--reason is required: exit 2."""
+    assert invoke("--store", str(store_root), "invalidate", "exec-x").exit_code == 2
+
+
+def test_invalidate_unknown_exits_3(invoke: Invoke, store_root: Path) -> None:
+    """Invalidating a record that does not exist exits 3."""
+    result = invoke(
+        "--store", str(store_root), "invalidate", "exec-none", "--reason", "x"
+    )
+    assert result.exit_code == 3
+
+
+def test_reindex_restores_the_catalog(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """After the catalog is deleted, reindex brings every record back."""
+    for path in store_root.glob("catalog.sqlite3*"):
+        path.unlink()
+    result = invoke("--store", str(store_root), "reindex", "--json")
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout) == {"records": len(ids)}
+    listed = invoke("--store", str(store_root), "records", "list", "--json")
+    assert len(orjson.loads(listed.stdout)) == len(ids)
+    text = invoke("--store", str(store_root), "reindex")
+    assert text.stdout == f"Reindexed {len(ids)} records.\n"
+
+
+def test_prune_dry_run_then_for_real(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """--dry-run lists and keeps; without it the records are deleted."""
+    kept = invoke("--store", str(store_root), "prune", "--older-than", "1d", "--json")
+    assert orjson.loads(kept.stdout) == {
+        "executionIds": [],
+        "count": 0,
+        "dryRun": False,
+    }
+    dry = invoke(
+        "--store", str(store_root), "prune", "--older-than", "0s", "--dry-run", "--json"
+    )
+    assert dry.exit_code == 0, dry.output
+    listed = orjson.loads(dry.stdout)
+    assert listed["dryRun"] is True
+    assert set(listed["executionIds"]) == set(ids.values())
+    assert record_file(store_root, ids["completed"]).exists()
+    real = invoke("--store", str(store_root), "prune", "--older-than", "0s")
+    assert real.exit_code == 0, real.output
+    assert set(real.stdout.split()) == set(ids.values())
+    assert real.stderr == f"Deleted {len(ids)} records.\n"
+    assert list(store_root.glob("*/*.jsonl")) == []
+
+
+def test_prune_bad_duration_exits_2(invoke: Invoke, store_root: Path) -> None:
+    """A duration click cannot parse is a usage error."""
+    result = invoke("--store", str(store_root), "prune", "--older-than", "soon")
+    assert result.exit_code == 2
+    assert "is not a duration" in result.stderr
+
+
+def test_stats(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> None:
+    """stats counts by status and intent, in text and in JSON."""
+    result = invoke("--store", str(store_root), "stats", "--json")
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert doc["records"] == len(ids)
+    assert doc["byStatus"]["failed"] == 1
+    assert doc["byIntent"]["flaky"] == 1
+    assert doc["bytesOnDisk"] > 0
+    text = invoke("--store", str(store_root), "stats").stdout
+    assert f"Records: {len(ids)} (" in text
+    assert "By status:" in text
+    assert "By intent:" in text
+
+
+def test_stats_empty_store(invoke: Invoke, store_root: Path) -> None:
+    """An empty store has zero records."""
+    result = invoke("--store", str(store_root), "stats", "--json")
+    assert result.exit_code == 0
+    assert orjson.loads(result.stdout)["records"] == 0

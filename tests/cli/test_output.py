@@ -1,0 +1,84 @@
+"""Output helpers and input parsing: progress, durations, times, one-line errors."""
+
+from __future__ import annotations
+
+import io
+import sys
+from datetime import UTC, datetime, timedelta
+
+import click
+import pytest
+
+from intentusnet.cli.output import one_line, progress, working
+from intentusnet.cli.params import Since, parse_duration
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_draws_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the bar and its label appear on stderr; items pass through."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert list(progress(iter(range(3)), label="Verifying records")) == [0, 1, 2]
+    assert "Verifying records" in terminal.getvalue()
+    working("Reindexing")
+    assert terminal.getvalue().endswith("Reindexing\n")
+
+
+def test_progress_is_silent_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped, nothing is written to stderr."""
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    assert list(progress(range(3), label="Verifying records")) == [0, 1, 2]
+    working("Reindexing")
+    assert piped.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("45s", timedelta(seconds=45)),
+        ("15m", timedelta(minutes=15)),
+        ("12h", timedelta(hours=12)),
+        ("7d", timedelta(days=7)),
+        ("2w", timedelta(weeks=2)),
+        ("1h30m", timedelta(minutes=90)),
+        ("1.5d", timedelta(hours=36)),
+        ("0s", timedelta(0)),
+        (" 7D ", timedelta(days=7)),
+    ],
+)
+def test_parse_duration(text: str, expected: timedelta) -> None:
+    """Durations are a number and a unit, or a sum of them."""
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "7", "d", "7 days", "-1d", "1y", "1h 30m"])
+def test_parse_duration_refuses(text: str) -> None:
+    """Anything else is a ValueError that shows the accepted form."""
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration(text)
+
+
+def test_since_accepts_times_and_durations() -> None:
+    """ISO dates and times (naive = UTC) and durations ago."""
+    since = Since()
+    assert since.convert("2026-11-01", None, None) == datetime(2026, 11, 1, tzinfo=UTC)
+    assert since.convert("2026-11-01T09:30:00+02:00", None, None) == datetime(
+        2026, 11, 1, 7, 30, tzinfo=UTC
+    )
+    ago = datetime.now(UTC) - since.convert("1h", None, None)
+    assert timedelta(minutes=59) < ago < timedelta(minutes=61)
+    with pytest.raises(click.BadParameter, match="neither an ISO 8601 time"):
+        since.convert("last tuesday", None, None)
+
+
+def test_one_line_folds_and_truncates() -> None:
+    """Messages are folded onto one line and cut to the limit."""
+    assert one_line("a\nb\r\n  c") == "a b c"
+    long = one_line("x" * 5000, limit=100)
+    assert len(long) == 100
+    assert long.endswith("...")

@@ -1,0 +1,212 @@
+"""``records list``, ``records show`` and ``inspect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from intentusnet.cli.records import STATUSES
+from intentusnet.record import RecordStatus
+
+from .support import Invoke
+
+HOSTILE_IDS = ["../x", "/etc/passwd", "a/b", ".hidden", "x" * 129, "a\x00b", ""]
+
+
+def test_list_table_newest_first(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """The table has a header row and one row per record, newest first."""
+    result = invoke("--store", str(store_root), "records", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "ID",
+        "CREATED",
+        "INTENT",
+        "AGENT",
+        "STATUS",
+        "REPLAYABLE",
+        "DURATION",
+    ]
+    shown = [line.split()[0] for line in lines[1:]]
+    created = [line.split()[1] for line in lines[1:]]
+    assert sorted(created, reverse=True) == created
+    assert set(shown) == set(ids.values())
+    assert "\x1b[" not in result.stdout  # no colour when not a terminal
+
+
+def test_list_json_round_trips(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """--json prints an array of summaries with stable camelCase keys."""
+    result = invoke("--store", str(store_root), "records", "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows = orjson.loads(result.stdout)
+    assert {row["executionId"] for row in rows} == set(ids.values())
+    by_id = {row["executionId"]: row for row in rows}
+    completed = by_id[ids["completed"]]
+    assert set(completed) == {
+        "executionId",
+        "createdUtc",
+        "intent",
+        "envelopeHash",
+        "status",
+        "replayable",
+        "replayableReason",
+        "agent",
+        "durationMs",
+    }
+    assert completed["status"] == "completed"
+    assert completed["agent"] == "echo"
+    assert by_id[ids["incomplete"]]["replayableReason"] == "execution_incomplete"
+
+
+def test_list_filters(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> None:
+    """--intent, --status, --since and --limit narrow the list."""
+
+    def listed(*options: str) -> list[str]:
+        result = invoke(
+            "--store", str(store_root), "records", "list", "--json", *options
+        )
+        assert result.exit_code == 0, result.output
+        return [row["executionId"] for row in orjson.loads(result.stdout)]
+
+    assert listed("--intent", "flaky") == [ids["fallback"]]
+    assert listed("--status", "failed") == [ids["failed"]]
+    assert len(listed("--limit", "2")) == 2
+    assert len(listed("--since", "1h")) == len(ids)
+    assert listed("--since", "2999-01-01") == []
+    assert len(listed("--since", "2000-01-01T00:00:00Z")) == len(ids)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--status", "done"], ["--since", "yesterday"], ["--limit", "0"]],
+)
+def test_list_bad_filter_is_usage_error(
+    invoke: Invoke, store_root: Path, options: list[str]
+) -> None:
+    """A filter value click cannot parse exits 2."""
+    result = invoke("--store", str(store_root), "records", "list", *options)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_status_choices_are_the_record_states() -> None:
+    """--status offers exactly the library's RecordStatus values."""
+    assert tuple(status.value for status in RecordStatus) == STATUSES
+
+
+def test_list_empty_store(invoke: Invoke, store_root: Path) -> None:
+    """An empty store lists nothing: a note for people, [] for machines."""
+    result = invoke("--store", str(store_root), "records", "list")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == "No records.\n"
+    result = invoke("--store", str(store_root), "records", "list", "--json")
+    assert orjson.loads(result.stdout) == []
+
+
+def test_show_prints_the_record(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """records show prints the assembled record; --json prints it on one line."""
+    result = invoke("--store", str(store_root), "records", "show", ids["completed"])
+    assert result.exit_code == 0, result.output
+    record = orjson.loads(result.stdout)
+    assert record["header"]["executionId"] == ids["completed"]
+    assert record["envelope"]["payload"] == {"text": "hello"}
+    assert [e["type"] for e in record["events"]][-1] == "FINAL_RESPONSE"
+    assert record["finalResponse"]["payload"] == {"echo": {"text": "hello"}}
+    compact = invoke(
+        "--store", str(store_root), "records", "show", "--json", ids["completed"]
+    )
+    assert compact.stdout.count("\n") == 1
+    assert orjson.loads(compact.stdout) == record
+
+
+@pytest.mark.parametrize("command", [["records", "show"], ["inspect"]])
+def test_unknown_id_exits_3(
+    invoke: Invoke, store_root: Path, ids: dict[str, str], command: list[str]
+) -> None:
+    """An id with no record is one line on stderr and exit 3."""
+    result = invoke("--store", str(store_root), *command, "exec-0000")
+    assert result.exit_code == 3
+    assert result.stderr == f"Error: no record exec-0000 in store {store_root}\n"
+
+
+@pytest.mark.parametrize("bad_id", HOSTILE_IDS)
+def test_hostile_ids_exit_3(invoke: Invoke, store_root: Path, bad_id: str) -> None:
+    """Ids that could name a path outside the store are refused with exit 3."""
+    result = invoke("--store", str(store_root), "records", "show", bad_id)
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: invalid execution id")
+    assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["records", "show"], ["inspect"]])
+def test_tampered_record_exits_6(
+    invoke: Invoke, store_root: Path, ids: dict[str, str], command: list[str]
+) -> None:
+    """Reading a record with a broken chain is an integrity failure: exit 6."""
+    result = invoke("--store", str(store_root), *command, ids["tampered"])
+    assert result.exit_code == 6
+    assert ids["tampered"] in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_inspect_shows_timeline_and_traceback(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """inspect shows the header, every event, the fallback and its traceback."""
+    result = invoke("--store", str(store_root), "inspect", ids["fallback"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert f"Execution {ids['fallback']}" in out
+    assert "flaky@1.0" in out
+    for event in ("ROUTER_DECISION", "FALLBACK_TRIGGERED", "FINAL_RESPONSE"):
+        assert event in out
+    assert "first -> second (AGENT_ERROR)" in out
+    assert "ValueError: first one fails" in out
+    assert "Traceback (most recent call last)" in out
+    assert '"n": 2' in out
+
+
+def test_inspect_incomplete_says_so(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """An unfinished record shows its state and that there is no response."""
+    result = invoke("--store", str(store_root), "inspect", ids["incomplete"])
+    assert result.exit_code == 0, result.output
+    assert "no (execution_incomplete)" in result.stdout
+    assert "none: the execution did not finish" in result.stdout
+
+
+def test_inspect_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> None:
+    """inspect --json gives header, timeline rows and the final response."""
+    result = invoke("--store", str(store_root), "inspect", "--json", ids["fallback"])
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert set(doc) == {"header", "timeline", "finalResponse", "tornTail"}
+    ends = [row for row in doc["timeline"] if row["type"] == "AGENT_ATTEMPT_END"]
+    assert [(r["agent"], r["outcome"]) for r in ends] == [
+        ("first", "error"),
+        ("second", "success"),
+    ]
+    assert ends[0]["error"]["code"] == "AGENT_ERROR"
+    assert "ValueError" in ends[0]["traceback"]
+    assert set(ends[0]) == {
+        "seq",
+        "offsetMs",
+        "type",
+        "agent",
+        "durationMs",
+        "outcome",
+        "detail",
+        "error",
+        "traceback",
+    }
+    assert doc["finalResponse"]["payload"] == {"n": 2}

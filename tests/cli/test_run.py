@@ -1,0 +1,111 @@
+"""``intentusnet run``: route an envelope through an application's router."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from .support import Invoke, envelope, write_json
+
+
+def test_run_prints_the_response(invoke: Invoke, app_dir: Path) -> None:
+    """The echo agent's answer comes back as the response JSON."""
+    file = write_json(app_dir / "env.json", envelope(text="hi"))
+    result = invoke("run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 0, result.output
+    response = orjson.loads(result.stdout)
+    assert response["status"] == "success"
+    assert response["payload"] == {"echo": {"text": "hi"}}
+    assert response["metadata"]["agent"] == "echo"
+
+
+def test_run_reads_stdin(invoke: Invoke, app_dir: Path) -> None:
+    """``-`` reads the envelope from stdin; --json prints one line."""
+    data = orjson.dumps(envelope(n=1))
+    result = invoke("run", "--app", "demo_app:router", "--json", "-", input=data)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("\n") == 1
+    assert orjson.loads(result.stdout)["payload"] == {"echo": {"n": 1}}
+
+
+def test_agent_failure_is_data_and_exits_0(invoke: Invoke, app_dir: Path) -> None:
+    """An agent that raises gives an error response, not a failing command."""
+    file = write_json(app_dir / "env.json", envelope("boom"))
+    result = invoke("run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 0, result.output
+    response = orjson.loads(result.stdout)
+    assert response["status"] == "error"
+    assert response["error"]["code"] == "AGENT_ERROR"
+
+
+def test_invalid_envelope_exits_2(invoke: Invoke, app_dir: Path) -> None:
+    """An envelope the model refuses is a usage error naming the field."""
+    file = write_json(app_dir / "env.json", {"intent": {"name": ""}})
+    result = invoke("run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "intent.name" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_not_json_exits_2(invoke: Invoke, app_dir: Path) -> None:
+    """Invalid JSON in the envelope file is one line and exit 2."""
+    (app_dir / "env.json").write_text("{not json")
+    result = invoke("run", "--app", "demo_app:router", "env.json")
+    assert result.exit_code == 2
+    assert "'env.json' is not valid JSON" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_json_array_exits_2(invoke: Invoke, app_dir: Path) -> None:
+    """A JSON document that is not an object is refused."""
+    write_json(app_dir / "env.json", [1, 2])
+    result = invoke("run", "--app", "demo_app:router", "env.json")
+    assert result.exit_code == 2
+    assert "holds a array, not a JSON object" in result.stderr
+
+
+def test_missing_file_exits_2(invoke: Invoke, app_dir: Path) -> None:
+    """A missing envelope file is one line and exit 2."""
+    result = invoke("run", "--app", "demo_app:router", "missing.json")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "Error: cannot read envelope file 'missing.json': No such file or directory\n"
+    )
+
+
+def test_directory_as_file_exits_2(invoke: Invoke, app_dir: Path) -> None:
+    """A directory given as the envelope file cannot be read: exit 2."""
+    result = invoke("run", "--app", "demo_app:router", str(app_dir))
+    assert result.exit_code == 2
+    assert "Is a directory" in result.stderr
+
+
+def test_bad_app_reference_exits_2(invoke: Invoke, app_dir: Path) -> None:
+    """--app without a colon, a missing module or attribute, or a non-router."""
+    write_json(app_dir / "env.json", envelope())
+    cases = {
+        "demo_app": "--app must be MODULE:ATTR",
+        "no_such_module:router": "cannot import 'no_such_module'",
+        "demo_app:missing": "no attribute 'missing'",
+        "demo_app:not_a_router": "is a int, not an IntentRouter",
+    }
+    for ref, message in cases.items():
+        result = invoke("run", "--app", ref, "env.json")
+        assert result.exit_code == 2, ref
+        assert message in result.stderr, ref
+        assert len(result.stderr.splitlines()) == 1, ref
+
+
+def test_app_raising_on_import_exits_1(invoke: Invoke, app_dir: Path) -> None:
+    """An app whose import raises: exit 1, one line; --debug adds the traceback."""
+    (app_dir / "demo_app_broken.py").write_text("import nowhere_to_be_found\n")
+    write_json(app_dir / "env.json", envelope())
+    result = invoke("run", "--app", "demo_app_broken:router", "env.json")
+    assert result.exit_code == 1
+    assert "importing 'demo_app_broken' failed: ModuleNotFoundError" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = invoke("--debug", "run", "--app", "demo_app_broken:router", "env.json")
+    assert result.exit_code == 1
+    assert "Traceback (most recent call last)" in result.stderr
