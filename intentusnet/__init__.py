@@ -18,32 +18,59 @@ _EXPORTS: dict[str, str] = {
     "AgentRegistrationError": "errors",
     "AgentRegistry": "agents",
     "AgentResponse": "envelope",
+    "AsyncIntentusClient": "client",
     "AttemptInfo": "envelope",
     "CacheDirective": "envelope",
     "EnvelopeValidationError": "errors",
     "ErrorCode": "envelope",
     "ErrorInfo": "envelope",
+    "EventType": "record",
+    "ExecutionEvent": "record",
+    "ExecutionHeader": "record",
+    "ExecutionPage": "client",
+    "ExecutionRecord": "record",
+    "ExecutionStore": "store",
+    "FileExecutionStore": "store",
+    "Forbidden": "errors",
     "IntentContext": "envelope",
     "IntentEnvelope": "envelope",
     "IntentMetadata": "envelope",
     "IntentRef": "envelope",
     "IntentRouter": "router",
+    "IntentusClient": "client",
     "IntentusNetError": "errors",
     "InvalidExecutionId": "errors",
     "JSONObject": "_json",
     "JSONValue": "_json",
+    "MalformedRequest": "errors",
+    "MemoryExecutionStore": "store",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
     "RecordNotFound": "errors",
+    "RecordStatus": "record",
+    "RecordSummary": "record",
+    "RecordWriter": "store",
+    "RemoteAgent": "remote",
+    "ReplayEngine": "replay",
     "ReplayError": "errors",
     "ReplayHashMismatch": "errors",
     "ReplayNotAllowed": "errors",
+    "ReplayResult": "replay",
+    "ReplayableReason": "record",
+    "RequestInvalid": "errors",
+    "RequestTooLarge": "errors",
     "ResponseMetadata": "envelope",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
+    "ServiceError": "errors",
+    "ServiceUnavailable": "errors",
     "StoreError": "errors",
+    "StoreStats": "record",
+    "Unauthorized": "errors",
     "UnsupportedSchemaVersion": "errors",
+    "VerifyReport": "record",
+    "agent_app": "agent_service",
     "canonical_json": "hashing",
     "compute_hash": "hashing",
     "new_execution_id": "_ids",
@@ -55,9 +82,13 @@ if TYPE_CHECKING:
     from ._ids import new_execution_id as new_execution_id
     from ._json import JSONObject as JSONObject
     from ._json import JSONValue as JSONValue
+    from .agent_service import agent_app as agent_app
     from .agents import AgentContext as AgentContext
     from .agents import AgentDefinition as AgentDefinition
     from .agents import AgentRegistry as AgentRegistry
+    from .client import AsyncIntentusClient as AsyncIntentusClient
+    from .client import ExecutionPage as ExecutionPage
+    from .client import IntentusClient as IntentusClient
     from .envelope import AgentResponse as AgentResponse
     from .envelope import AttemptInfo as AttemptInfo
     from .envelope import CacheDirective as CacheDirective
@@ -73,19 +104,42 @@ if TYPE_CHECKING:
     from .envelope import RoutingStrategy as RoutingStrategy
     from .errors import AgentRegistrationError as AgentRegistrationError
     from .errors import EnvelopeValidationError as EnvelopeValidationError
+    from .errors import Forbidden as Forbidden
     from .errors import IntentusNetError as IntentusNetError
     from .errors import InvalidExecutionId as InvalidExecutionId
+    from .errors import MalformedRequest as MalformedRequest
     from .errors import RecordExists as RecordExists
     from .errors import RecordIntegrityError as RecordIntegrityError
     from .errors import RecordNotFound as RecordNotFound
     from .errors import ReplayError as ReplayError
     from .errors import ReplayHashMismatch as ReplayHashMismatch
     from .errors import ReplayNotAllowed as ReplayNotAllowed
+    from .errors import RequestInvalid as RequestInvalid
+    from .errors import RequestTooLarge as RequestTooLarge
+    from .errors import ServiceError as ServiceError
+    from .errors import ServiceUnavailable as ServiceUnavailable
     from .errors import StoreError as StoreError
+    from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
     from .hashing import canonical_json as canonical_json
     from .hashing import compute_hash as compute_hash
+    from .record import EventType as EventType
+    from .record import ExecutionEvent as ExecutionEvent
+    from .record import ExecutionHeader as ExecutionHeader
+    from .record import ExecutionRecord as ExecutionRecord
+    from .record import RecordStatus as RecordStatus
+    from .record import RecordSummary as RecordSummary
+    from .record import ReplayableReason as ReplayableReason
+    from .record import StoreStats as StoreStats
+    from .record import VerifyReport as VerifyReport
+    from .remote import RemoteAgent as RemoteAgent
+    from .replay import ReplayEngine as ReplayEngine
+    from .replay import ReplayResult as ReplayResult
     from .router import IntentRouter as IntentRouter
+    from .store import ExecutionStore as ExecutionStore
+    from .store import FileExecutionStore as FileExecutionStore
+    from .store import MemoryExecutionStore as MemoryExecutionStore
+    from .store import RecordWriter as RecordWriter
 
 
 def __getattr__(name: str) -> object:

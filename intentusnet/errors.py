@@ -13,9 +13,20 @@ with, and also subclasses the builtin it behaves like::
     │   ├── RecordExists (FileExistsError)        record_exists          1
     │   ├── RecordIntegrityError (ValueError)     integrity_failure      6
     │   └── UnsupportedSchemaVersion (ValueError) unsupported_schema     6
-    └── ReplayError                               replay_error           1
-        ├── ReplayNotAllowed                      replay_not_allowed     4
-        └── ReplayHashMismatch                    replay_hash_mismatch   5
+    ├── ReplayError                               replay_error           1
+    │   ├── ReplayNotAllowed                      replay_not_allowed     4
+    │   └── ReplayHashMismatch                    replay_hash_mismatch   5
+    └── ServiceError                              service_error          1
+        ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
+        ├── Unauthorized (PermissionError)        unauthorized           1
+        ├── Forbidden (PermissionError)           forbidden              1
+        ├── RequestTooLarge (ValueError)          request_too_large      2
+        └── RequestInvalid (ValueError)           request_invalid        2
+            └── MalformedRequest                  malformed_request      2
+
+``ServiceError`` and its subclasses come from the HTTP service (``intentusnet
+serve``) and its client: the client raises them for answers the in-process
+library has no error for, and the library's own errors for everything else.
 
 Agent faults during routing are not exceptions: they come back as ``ErrorInfo`` on
 the ``AgentResponse`` (see ``envelope.ErrorCode``).
@@ -23,7 +34,7 @@ the ``AgentResponse`` (see ``envelope.ErrorCode``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 
@@ -162,3 +173,69 @@ class ReplayHashMismatch(ReplayError):
             f"envelope hash mismatch: recorded {expected}, given {actual}; "
             f"differs at {differ}"
         )
+
+
+class ServiceError(IntentusNetError):
+    """The HTTP service refused a request or could not be reached.
+
+    Attributes:
+        status: the HTTP status of the answer, or ``None`` when there was none.
+        problem: the ``application/problem+json`` document the service sent
+            (empty when there was none).
+    """
+
+    code: ClassVar[str] = "service_error"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        problem: Mapping[str, object] | None = None,
+    ) -> None:
+        self.status = status
+        self.problem = dict(problem or {})
+        super().__init__(message)
+
+
+class ServiceUnavailable(ServiceError, ConnectionError):
+    """The service could not be reached, timed out, or is shutting down."""
+
+    code: ClassVar[str] = "service_unavailable"
+    exit_code: ClassVar[int] = 1
+
+
+class Unauthorized(ServiceError, PermissionError):
+    """The request carried no API key, or one the service does not know."""
+
+    code: ClassVar[str] = "unauthorized"
+    exit_code: ClassVar[int] = 1
+
+
+class Forbidden(ServiceError, PermissionError):
+    """The API key may not do this (a read-only key cannot route intents)."""
+
+    code: ClassVar[str] = "forbidden"
+    exit_code: ClassVar[int] = 1
+
+
+class RequestTooLarge(ServiceError, ValueError):
+    """The request body is larger than the service accepts."""
+
+    code: ClassVar[str] = "request_too_large"
+    exit_code: ClassVar[int] = 2
+
+
+class RequestInvalid(ServiceError, ValueError):
+    """A request parameter or body field (other than an envelope) is not valid."""
+
+    code: ClassVar[str] = "request_invalid"
+    exit_code: ClassVar[int] = 2
+
+
+class MalformedRequest(RequestInvalid):
+    """The request body is not a JSON document of the expected shape."""
+
+    code: ClassVar[str] = "malformed_request"
+    exit_code: ClassVar[int] = 2

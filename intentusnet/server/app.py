@@ -1,0 +1,431 @@
+"""The router as an HTTP service: ``create_app(router)`` builds a FastAPI app.
+
+Endpoints (all JSON, versioned under ``/v1``)::
+
+    POST /v1/intents                         an envelope in, an AgentResponse out
+    GET  /v1/executions                      record summaries, newest first, paged
+    GET  /v1/executions/{id}                 one record
+    POST /v1/executions/{id}/replay          its recorded answer, no agent runs
+    GET  /v1/executions/{id}/verify          its hash chain, checked
+    GET  /healthz                            liveness, no key needed
+    GET  /metrics                            Prometheus text
+
+Routing runs on the server's event loop (``router.route``); store reads run on
+worker threads. An execution, once started, runs to its end even if its caller
+goes away, and shutdown waits for every execution in flight, so no record is
+left unfinished by a graceful stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
+from fastapi import Depends, FastAPI, Path, Query
+from fastapi.security import HTTPBearer
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import __version__
+from .._json import JSONObject, JSONValue
+from ..envelope import AgentResponse, IntentEnvelope
+from ..errors import (
+    Forbidden,
+    MalformedRequest,
+    RecordNotFound,
+    RequestInvalid,
+    ServiceUnavailable,
+)
+from ..record import RecordStatus
+from ..remote import aclose_pools
+from ..replay import ReplayEngine
+from .auth import Access, KeyRing, is_loopback
+from .bodies import DEFAULT_MAX_BODY, read_json
+from .metrics import CONTENT_TYPE, Metrics
+from .openapi import build_openapi, ok, problem
+from .pagination import MAX_LIMIT, Cursor, page
+from .problems import install_handlers, invalid_request
+from .schemas import ReplayRequest
+
+if TYPE_CHECKING:
+    from ..router import IntentRouter
+    from ..store import ExecutionStore
+
+__all__ = ["create_app"]
+
+_log = logging.getLogger("intentusnet.server")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key. Read-only keys can read and replay, not route.",
+)
+_ID = Annotated[str, Path(description="The execution id.", max_length=256)]
+
+
+class _Service:
+    """What the endpoints share: the router, the store, keys, metrics, work."""
+
+    def __init__(
+        self,
+        router: IntentRouter,
+        store: ExecutionStore | None,
+        keys: KeyRing,
+        max_body_bytes: int,
+    ) -> None:
+        self.router = router
+        self.store = store
+        self.keys = keys
+        self.max_body_bytes = max_body_bytes
+        self.metrics = Metrics()
+        self.in_flight: set[asyncio.Task[AgentResponse]] = set()
+        self.draining = False
+
+    def authorize(self, request: Request, needed: Access) -> None:
+        if self.keys:
+            self.keys.authorize(request.headers.get("authorization"), needed)
+            return
+        # No key configured: this service is for this machine only.
+        server = request.scope.get("server")
+        host = server[0] if isinstance(server, tuple | list) and server else ""
+        if not is_loopback(str(host)):
+            raise Forbidden(
+                "no API key is configured, so this service answers only on loopback"
+            )
+
+    async def route(self, envelope: IntentEnvelope) -> AgentResponse:
+        if self.draining:
+            raise ServiceUnavailable("the service is shutting down")
+        started = time.perf_counter()
+        self.metrics.route_started()
+        task = asyncio.ensure_future(self.router.route(envelope))
+        self.in_flight.add(task)
+        task.add_done_callback(lambda done: self._finished(done, started))
+        # The caller may go away; the execution still runs to its end.
+        return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Task[AgentResponse], started: float) -> None:
+        self.in_flight.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            self.metrics.route_abandoned()
+            return
+        response = task.result()
+        error = response.error
+        self.metrics.route_finished(
+            time.perf_counter() - started,
+            response.status,
+            None if error is None else error.code.value,
+            response.metadata.from_replay,
+        )
+
+    async def drain(self, timeout: float) -> None:
+        self.draining = True
+        if self.in_flight:
+            _log.info("waiting for %d executions in flight", len(self.in_flight))
+            _, pending = await asyncio.wait(set(self.in_flight), timeout=timeout)
+            if pending:
+                _log.warning(
+                    "%d executions still running after %.1f s; their records stay "
+                    "incomplete",
+                    len(pending),
+                    timeout,
+                )
+
+    def require_store(self) -> ExecutionStore:
+        if self.store is None:
+            raise RecordNotFound("this service records no executions (no store)")
+        return self.store
+
+
+def _json(data: JSONObject, status: int = 200) -> Response:
+    return Response(
+        orjson.dumps(data), status_code=status, media_type="application/json"
+    )
+
+
+def create_app(
+    router: IntentRouter,
+    *,
+    store: ExecutionStore | None = None,
+    keys: KeyRing | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
+    drain_timeout: float = 30.0,
+    close_router: bool = False,
+) -> FastAPI:
+    """Build the HTTP service around ``router``.
+
+    Args:
+        router: routes the intents; its store is where executions are read.
+        store: read executions here instead of ``router.store``.
+        keys: the API keys accepted; none means loopback callers only.
+        max_body_bytes: larger request bodies are refused with 413.
+        drain_timeout: at shutdown, how long to wait for executions in flight.
+        close_router: close the router when the app shuts down.
+    """
+    if max_body_bytes < 1:
+        raise ValueError("max_body_bytes must be positive")
+    service = _Service(
+        router,
+        store if store is not None else router.store,
+        keys or KeyRing(),
+        max_body_bytes,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await service.drain(drain_timeout)
+        await aclose_pools()
+        if close_router:
+            router.close()
+        close = getattr(service.store, "close", None)
+        if callable(close):
+            close()
+
+    app = FastAPI(
+        title="IntentusNet",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        redirect_slashes=False,
+    )
+    app.state.intentusnet = service
+    install_handlers(app, service.metrics)
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    _add_routes(app, service)
+    return app
+
+
+def _needs(service: _Service, access: Access) -> Callable[..., Awaitable[None]]:
+    async def check(request: Request, _: Annotated[object, Depends(_bearer)]) -> None:
+        service.authorize(request, access)
+
+    return check
+
+
+def _add_routes(app: FastAPI, service: _Service) -> None:
+    read = [Depends(_needs(service, Access.READ))]
+    write = [Depends(_needs(service, Access.ROUTE))]
+    auth: dict[int | str, dict[str, Any]] = {
+        401: problem("No API key, or an unknown one."),
+        403: problem("Not allowed."),
+    }
+
+    @app.post(
+        "/v1/intents",
+        dependencies=write,
+        tags=["intents"],
+        summary="Route an intent",
+        operation_id="routeIntent",
+        responses={
+            200: ok("AgentResponse", "The answer; agent faults are data here."),
+            400: problem("The body is not JSON."),
+            **auth,
+            413: problem("The body is too large."),
+            422: problem("The envelope is not valid."),
+            503: problem("The service is shutting down."),
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/IntentEnvelope"}
+                    }
+                },
+            }
+        },
+    )
+    async def route_intent(request: Request) -> Response:
+        body = await read_json(request, service.max_body_bytes)
+        if body is None:
+            raise MalformedRequest("the request body is empty; send an IntentEnvelope")
+        envelope = IntentEnvelope.model_validate(body)
+        response = await service.route(envelope)
+        return _json(response.to_wire())
+
+    @app.get(
+        "/v1/executions",
+        dependencies=read,
+        tags=["executions"],
+        summary="List execution records, newest first",
+        operation_id="listExecutions",
+        responses={
+            200: ok("ExecutionPage", "One page of record summaries."),
+            **auth,
+            422: problem("A parameter is not valid."),
+        },
+    )
+    async def list_executions(
+        intent: Annotated[str | None, Query(max_length=256)] = None,
+        status: RecordStatus | None = None,
+        since: Annotated[
+            datetime | None, Query(description="Created at or after (ISO 8601).")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+        cursor: Annotated[
+            str | None, Query(max_length=1024, description="nextCursor of a page.")
+        ] = None,
+    ) -> Response:
+        after = None if cursor is None else Cursor.decode(cursor)
+        if service.store is None:
+            return _json({"items": [], "nextCursor": None})
+        store = service.store
+        items, following = await run_in_threadpool(
+            lambda: page(
+                store,
+                limit=limit,
+                cursor=after,
+                intent=intent,
+                status=None if status is None else status.value,
+                since=since,
+            )
+        )
+        return _json(
+            {
+                "items": [summary.to_json() for summary in items],
+                "nextCursor": None if following is None else following.encode(),
+            }
+        )
+
+    @app.get(
+        "/v1/executions/{execution_id}",
+        dependencies=read,
+        tags=["executions"],
+        summary="Show one execution record",
+        operation_id="getExecution",
+        responses={
+            200: ok("ExecutionRecord", "The record, verified while loaded."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem("The record is damaged."),
+        },
+    )
+    async def get_execution(execution_id: _ID) -> Response:
+        store = service.require_store()
+        record = await run_in_threadpool(store.load, execution_id)
+        return _json(record.to_json())
+
+    @app.post(
+        "/v1/executions/{execution_id}/replay",
+        dependencies=read,
+        tags=["executions"],
+        summary="Replay an execution: its recorded answer, without running agents",
+        operation_id="replayExecution",
+        responses={
+            200: ok("ReplayResult", "The recorded answer."),
+            400: problem("The body is not JSON."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem("The record is not replayable (use force) or is damaged."),
+            413: problem("The body is too large."),
+            422: problem("Invalid body, or the envelope does not hash as recorded."),
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": False,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/ReplayRequest"}
+                    }
+                },
+            }
+        },
+    )
+    async def replay_execution(request: Request, execution_id: _ID) -> Response:
+        body = await read_json(request, service.max_body_bytes)
+        try:
+            wanted = ReplayRequest.model_validate({} if body is None else body)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        envelope = (
+            None
+            if wanted.envelope is None
+            else IntentEnvelope.model_validate(wanted.envelope)
+        )
+        store = service.require_store()
+
+        def replay() -> JSONObject:
+            engine = ReplayEngine.from_store(store, execution_id)
+            return engine.replay(env=envelope, force=wanted.force).to_json()
+
+        result = await run_in_threadpool(replay)
+        service.metrics.replayed()
+        return _json(result)
+
+    @app.get(
+        "/v1/executions/{execution_id}/verify",
+        dependencies=read,
+        tags=["executions"],
+        summary="Verify the hash chain of an execution record",
+        operation_id="verifyExecution",
+        responses={
+            200: ok("VerifyReport", "The report; `valid` says whether it holds."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem("The record cannot be read at all."),
+        },
+    )
+    async def verify_execution(execution_id: _ID) -> Response:
+        store = service.require_store()
+        report = await run_in_threadpool(store.verify, execution_id)
+        return _json(report.to_json())
+
+    @app.get(
+        "/healthz",
+        tags=["service"],
+        summary="Liveness: 200 while the service takes work",
+        operation_id="health",
+        responses={
+            200: ok("Health", "Taking work."),
+            503: {
+                "description": "Shutting down.",
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/Health"}
+                    }
+                },
+            },
+        },
+    )
+    async def health() -> Response:
+        state = "draining" if service.draining else "ok"
+        return _json(
+            {"status": state, "version": __version__}, 503 if service.draining else 200
+        )
+
+    @app.get(
+        "/metrics",
+        dependencies=read,
+        tags=["service"],
+        summary="Metrics in the Prometheus text format",
+        operation_id="metrics",
+        responses={
+            200: {
+                "description": "Prometheus text exposition format 0.0.4.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            **auth,
+        },
+    )
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+
+
+def _invalid(exc: ValidationError) -> RequestInvalid:
+    errors: list[JSONValue] = []
+    summaries: list[str] = []
+    for error in exc.errors(include_url=False):
+        where = "body." + ".".join(str(part) for part in error["loc"])
+        extra = error["type"] == "extra_forbidden"
+        message = "unknown field" if extra else error["msg"]
+        errors.append({"location": where, "message": message, "type": error["type"]})
+        summaries.append(f"{where}: {message}")
+    return invalid_request(errors, summaries)

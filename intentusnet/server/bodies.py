@@ -1,0 +1,57 @@
+"""Reading request bodies: bounded in size, parsed with orjson.
+
+The limit is checked against ``Content-Length`` before anything is read, and
+again while a chunked body streams in, so an oversized body is refused without
+being held in memory. orjson refuses nesting deeper than 1024 levels, and the
+envelope check refuses more than 200, so hostile nesting cannot exhaust the
+stack.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import orjson
+from starlette.requests import Request
+
+from .._json import JSONValue
+from ..errors import MalformedRequest, RequestTooLarge
+
+__all__ = ["DEFAULT_MAX_BODY", "read_json"]
+
+#: Default request body limit: 1 MiB.
+DEFAULT_MAX_BODY: Final = 1024 * 1024
+
+
+def _too_large(limit: int) -> RequestTooLarge:
+    return RequestTooLarge(f"the request body is larger than {limit} bytes")
+
+
+async def read_json(request: Request, limit: int) -> JSONValue | None:
+    """Read the body as JSON, whatever its ``Content-Type``; ``None`` if empty.
+
+    Raises:
+        RequestTooLarge: the body is over ``limit`` bytes.
+        MalformedRequest: the body is not JSON (or ``Content-Length`` is bad).
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise MalformedRequest("Content-Length is not a number")
+        if int(declared) > limit:
+            raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    if not data.strip():
+        return None
+    try:
+        value: JSONValue = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
+    return value

@@ -1,0 +1,109 @@
+"""Every error the service answers with is ``application/problem+json``.
+
+The documents and the status mapping are :mod:`intentusnet._problem`'s; this
+module hooks them into FastAPI: library errors, FastAPI's parameter validation,
+Starlette's own HTTP errors (unknown path, wrong method) and, last, anything
+unexpected, which answers 500 without internals and logs the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import orjson
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._json import JSONObject, JSONValue
+from .._problem import MEDIA_TYPE, document, from_error
+from ..errors import IntentusNetError, RequestInvalid
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .metrics import Metrics
+
+__all__ = ["install_handlers", "problem_response"]
+
+_log = logging.getLogger("intentusnet.server")
+
+#: Codes of Starlette's own HTTP errors.
+_HTTP_CODES: Mapping[int, str] = {404: "not_found", 405: "method_not_allowed"}
+
+
+def problem_response(
+    body: JSONObject, headers: Mapping[str, str] | None = None
+) -> Response:
+    """Send a problem document; a 401 also says how to authenticate."""
+    status = body["status"]
+    assert isinstance(status, int)
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="intentusnet"'}
+    return Response(
+        orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE, headers=headers
+    )
+
+
+def invalid_request(errors: list[JSONValue], summaries: list[str]) -> RequestInvalid:
+    """A ``RequestInvalid`` listing every invalid parameter or field."""
+    more = f" (and {len(summaries) - 1} more)" if len(summaries) > 1 else ""
+    first = summaries[0] if summaries else "not valid"
+    invalid = RequestInvalid(f"invalid request: {first}{more}")
+    invalid.problem = {"errors": errors}
+    return invalid
+
+
+def _from_validation(exc: RequestValidationError) -> RequestInvalid:
+    errors: list[JSONValue] = []
+    summaries: list[str] = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        message = str(error.get("msg", ""))
+        kind = str(error.get("type", ""))
+        errors.append({"location": where, "message": message, "type": kind})
+        summaries.append(f"{where}: {message}")
+    return invalid_request(errors, summaries)
+
+
+def install_handlers(app: FastAPI, metrics: Metrics) -> None:
+    """Make every error the app answers with a problem document."""
+
+    async def on_library_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, IntentusNetError)
+        metrics.problem(exc.code)
+        return problem_response(from_error(exc, request.url.path))
+
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return await on_library_error(request, _from_validation(exc))
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        metrics.problem(code)
+        body = document(
+            exc.status_code, code, str(exc.detail), instance=request.url.path
+        )
+        return problem_response(body, exc.headers)
+
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        _log.error(
+            "internal error answering %s %s",
+            request.method,
+            request.url.path,
+            exc_info=exc,
+        )
+        metrics.problem("internal_error")
+        detail = "internal error in the IntentusNet service; see the server log"
+        return problem_response(
+            document(500, "internal_error", detail, instance=request.url.path)
+        )
+
+    app.add_exception_handler(IntentusNetError, on_library_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)

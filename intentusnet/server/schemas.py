@@ -1,0 +1,203 @@
+"""The wire models of the HTTP API that the library has no pydantic model for.
+
+Envelopes and responses are the library's own models (``IntentEnvelope``,
+``AgentResponse``). Records, summaries, verify reports and replay results are
+frozen dataclasses on the library's light read path; the models here describe
+their ``to_json()`` form field for field, with the library's enums, so the
+OpenAPI document states exactly what the service sends. A test holds each
+model against real ``to_json()`` output.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+from .._json import JSONObject
+from ..record import EventType, RecordStatus, ReplayableReason
+
+__all__ = [
+    "ENVELOPE_REF",
+    "ExecutionEvent",
+    "ExecutionHeader",
+    "ExecutionPage",
+    "ExecutionRecord",
+    "ExecutionSummary",
+    "Health",
+    "IntentName",
+    "Problem",
+    "ReplayRequest",
+    "ReplayResult",
+    "VerifyReport",
+]
+
+#: Where the OpenAPI document keeps the envelope's schema.
+ENVELOPE_REF = "#/components/schemas/IntentEnvelope"
+
+_Object = JSONObject
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class IntentName(_Wire):
+    """An intent's name and version."""
+
+    name: str
+    version: str
+
+
+class ExecutionSummary(_Wire):
+    """One record without its events (``RecordSummary.to_json()``)."""
+
+    execution_id: str
+    created_utc: str
+    intent: IntentName
+    envelope_hash: str
+    status: RecordStatus
+    replayable: bool
+    replayable_reason: ReplayableReason | None
+    agent: str | None
+    duration_ms: float | None
+
+
+class ExecutionPage(_Wire):
+    """A page of summaries, newest first, and the cursor of the next page."""
+
+    items: list[ExecutionSummary]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page."
+    )
+
+
+class ExecutionHeader(_Wire):
+    """A record's identity and derived state (``ExecutionHeader.to_json()``)."""
+
+    schema_version: int
+    execution_id: str
+    created_utc: str
+    completed_utc: str | None
+    envelope_hash: str
+    intent: IntentName
+    status: RecordStatus
+    replayable: bool
+    replayable_reason: ReplayableReason | None
+    parent_execution_id: str | None
+    agent: str | None
+    duration_ms: float | None
+    chain_head: str
+    owner: _Object | None
+
+
+class ExecutionEvent(_Wire):
+    """One event line of a record."""
+
+    seq: int
+    type: EventType
+    at_ms: float
+    data: _Object
+    prev_hash: str
+    hash: str
+
+
+class ExecutionRecord(_Wire):
+    """A loaded, verified record (``ExecutionRecord.to_json()``)."""
+
+    header: ExecutionHeader
+    envelope: _Object
+    events: list[ExecutionEvent]
+    final_response: _Object | None
+    torn_tail: bool
+
+
+class VerifyReport(_Wire):
+    """The outcome of checking a record's hash chain line by line."""
+
+    execution_id: str
+    events_total: int
+    events_verified: int
+    failures: list[str]
+    valid: bool
+    notes: list[str]
+
+
+class ReplayResult(_Wire):
+    """The recorded answer of an execution (``ReplayResult.to_json()``)."""
+
+    payload: _Object | None
+    metadata: _Object
+    status: str
+    error: _Object | None
+    from_replay: bool
+    original_execution_id: str
+    forced: bool
+    partial: bool
+    warnings: list[str]
+
+
+class ReplayRequest(_Wire):
+    """The body of a replay request; both fields may be left out."""
+
+    envelope: Annotated[
+        _Object | None,
+        WithJsonSchema({"anyOf": [{"$ref": ENVELOPE_REF}, {"type": "null"}]}),
+    ] = Field(
+        default=None,
+        description="Replay only if this envelope hashes as the recorded one.",
+    )
+    force: StrictBool = Field(
+        default=False, description="Replay a record that is not replayable."
+    )
+
+
+class Health(_Wire):
+    """Whether the service takes work."""
+
+    status: Literal["ok", "draining"]
+    version: str
+
+
+class Problem(BaseModel):
+    """An error, as ``application/problem+json`` (RFC 9457).
+
+    ``code`` is the stable error code (``IntentusNetError.code``); the other
+    members beyond RFC 9457 carry the error's own attributes.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow"
+    )
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    instance: str | None = None
+    path: str | None = Field(
+        default=None, description="envelope_invalid: the offending field's path."
+    )
+    execution_id: str | None = None
+    reason: str | None = Field(
+        default=None, description="replay_not_allowed: why the record is refused."
+    )
+    expected: str | None = Field(
+        default=None, description="replay_hash_mismatch: the recorded hash."
+    )
+    actual: str | None = Field(
+        default=None, description="replay_hash_mismatch: the given envelope's hash."
+    )
+    paths: list[str] | None = Field(
+        default=None, description="replay_hash_mismatch: where the envelopes differ."
+    )
+    line: int | None = Field(
+        default=None, description="integrity_failure: the damaged line."
+    )
+    errors: list[_Object] | None = Field(
+        default=None, description="request_invalid: every invalid parameter."
+    )

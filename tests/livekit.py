@@ -1,0 +1,187 @@
+"""A real uvicorn on 127.0.0.1 with an ephemeral port, for the HTTP tests.
+
+The server runs on a thread of the test process and is stopped (gracefully, as
+on SIGTERM) by ``stop()``; every test using one stops it, bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from intentusnet import IntentRouter
+from intentusnet.server import KeyRing, create_app
+from intentusnet.store import FileExecutionStore
+
+#: API keys the tests configure: one that may route, one read-only.
+ROUTE_KEY = "route-key-0123456789abcdef"
+READ_KEY = "read-only-key-0123456789abcdef"
+
+
+class LiveServer:
+    """Serve an ASGI app on 127.0.0.1:<ephemeral port> in a thread."""
+
+    def __init__(self, app: object, *, graceful_timeout: int = 5) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            app,  # type: ignore[arg-type]
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=graceful_timeout,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self._run, name="live-uvicorn", daemon=True
+        )
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self.sock]))
+
+    def start(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+        assert not self.thread.is_alive(), "uvicorn did not stop"
+
+
+@contextmanager
+def serving(app: object) -> Iterator[LiveServer]:
+    """Run ``app`` for the duration of the block."""
+    live = LiveServer(app).start()
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+def echo_router(root: Path) -> IntentRouter:
+    """A router recording to ``root`` with agents ``echo``, ``flaky`` and ``slow``."""
+    router = IntentRouter(store=FileExecutionStore(root))
+    router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+
+    @router.agent("flaky", name="first", priority=1)
+    def first(env: object, ctx: object) -> dict[str, object]:
+        raise ValueError("first one fails")
+
+    router.agent("flaky", name="second", priority=2)(lambda env, ctx: {"n": 2})
+
+    @router.agent("slow", name="slow")
+    async def slow(env: object, ctx: object) -> dict[str, object]:
+        await asyncio.sleep(0.3)
+        return {"slept": True}
+
+    return router
+
+
+def keyed_app(router: IntentRouter, **options: object) -> object:
+    """The app of ``router`` with ROUTE_KEY and READ_KEY configured."""
+    keys = KeyRing.parse(f"{ROUTE_KEY}\nro:{READ_KEY}")
+    return create_app(router, keys=keys, **options)  # type: ignore[arg-type]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ServeProcess:
+    """``intentusnet serve`` in a subprocess on 127.0.0.1 with an ephemeral port.
+
+    Args:
+        directory: holds the application module; the working directory.
+        app: ``MODULE:ATTR``.
+        args: more ``serve`` options.
+        env: more environment variables.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        app: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "intentusnet.cli",
+            "serve",
+            "--app",
+            app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            *args,
+        ]
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            command,
+            cwd=directory,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.url = f"http://127.0.0.1:{command[command.index('--port') + 1]}"
+        self._wait_until_ready()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        with httpx.Client(base_url=self.url, trust_env=False, timeout=1) as http:
+            while time.monotonic() < deadline and self.process.poll() is None:
+                try:
+                    if http.get("/healthz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("serve did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> int:
+        """SIGTERM, wait (bounded) and return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait(timeout=10)
+        self._reader.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code

@@ -1,0 +1,359 @@
+"""The HTTP API against a real uvicorn on loopback: every endpoint and error."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from livekit import ROUTE_KEY, LiveServer, echo_router, serving
+
+from intentusnet import IntentEnvelope, IntentRouter, compute_hash
+from intentusnet.record import EventType
+from intentusnet.server import create_app
+from intentusnet.store import FileExecutionStore
+
+PROBLEM = "application/problem+json"
+
+
+def envelope(intent: str = "echo", **payload: object) -> dict[str, object]:
+    """A wire envelope."""
+    return {"intent": {"name": intent}, "payload": payload}
+
+
+def route(http: httpx.Client, env: dict[str, object]) -> dict[str, object]:
+    """Route one envelope and return the AgentResponse wire dict."""
+    answer = http.post("/v1/intents", json=env)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert isinstance(body, dict)
+    return body
+
+
+def execution_id(answer: dict[str, object]) -> str:
+    """The execution id of an AgentResponse wire dict."""
+    metadata = answer["metadata"]
+    assert isinstance(metadata, dict)
+    return str(metadata["executionId"])
+
+
+def problem(answer: httpx.Response, status: int, code: str) -> dict[str, object]:
+    """Check that ``answer`` is a problem document with this status and code."""
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == PROBLEM
+    body = answer.json()
+    assert body["code"] == code
+    assert body["status"] == status
+    assert body["type"] == f"urn:intentusnet:problem:{code}"
+    return dict(body)
+
+
+def record_path(root: Path, execution_id: str) -> Path:
+    """The file of one record."""
+    return next(root.glob(f"*/{execution_id}.jsonl"))
+
+
+def incomplete_record(root: Path) -> str:
+    """Write a record whose execution never finished; return its id."""
+    wire = IntentEnvelope.model_validate(envelope(text="crashed")).to_wire()
+    with FileExecutionStore(root) as store:
+        writer = store.open(wire, envelope_hash=compute_hash(wire))
+        writer.append(EventType.AGENT_ATTEMPT_START, {"agent": "echo", "attempt": 1})
+        writer.append(
+            EventType.AGENT_ATTEMPT_END,
+            {
+                "agent": "echo",
+                "attempt": 1,
+                "outcome": "success",
+                "durationMs": 1.0,
+                "output": {"echo": "partial"},
+                "error": None,
+                "traceback": None,
+            },
+        )
+        writer.close()
+        return writer.execution_id
+
+
+def test_route_answers_and_records(http: httpx.Client, store_root: Path) -> None:
+    """POST /v1/intents answers an AgentResponse and the execution is recorded."""
+    answer = route(http, envelope(text="hi"))
+    assert answer["status"] == "success"
+    assert answer["payload"] == {"echo": {"text": "hi"}}
+    with FileExecutionStore(store_root) as store:
+        record = store.load(execution_id(answer))
+    assert record.header.status == "completed"
+    assert record.final_response == answer
+
+
+def test_agent_faults_are_data(http: httpx.Client) -> None:
+    """A failing agent is a 200 error answer; FALLBACK moves on to the next agent."""
+    direct = route(http, envelope("flaky"))
+    assert direct["status"] == "error"
+    assert direct["error"]["code"] == "AGENT_ERROR"  # type: ignore[index]
+    env = {**envelope("flaky"), "routing": {"strategy": "FALLBACK"}}
+    assert route(http, env)["payload"] == {"n": 2}
+    nobody = route(http, envelope("nobody"))
+    assert nobody["error"]["code"] == "NO_AGENT"  # type: ignore[index]
+
+
+def test_list_pages_with_cursor(http: httpx.Client, store_root: Path) -> None:
+    """Pages of 3 walk every record once, newest first, and end with no cursor."""
+    for n in range(7):
+        route(http, envelope(n=n))
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, str | int] = {"limit": 3}
+        if cursor:
+            params["cursor"] = cursor
+        page = http.get("/v1/executions", params=params).json()
+        seen += [item["executionId"] for item in page["items"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    with FileExecutionStore(store_root) as store:
+        assert seen == [s.execution_id for s in store.list()]
+    assert pages == 3
+    assert len(set(seen)) == 7
+
+
+def test_list_cursor_survives_new_records(http: httpx.Client) -> None:
+    """Records routed between two pages neither repeat nor shift the next page."""
+    ids = [execution_id(route(http, envelope(n=n))) for n in range(4)]
+    first = http.get("/v1/executions", params={"limit": 2}).json()
+    for n in range(5):
+        route(http, envelope(late=n))
+    params = {"limit": 2, "cursor": first["nextCursor"]}
+    second = http.get("/v1/executions", params=params).json()
+    got = [i["executionId"] for i in first["items"] + second["items"]]
+    assert got == ids[::-1]
+
+
+def test_list_filters(http: httpx.Client) -> None:
+    """intent and status filter as ``records list`` does."""
+    route(http, envelope(text="a"))
+    route(http, envelope("nobody"))
+    echo = http.get("/v1/executions", params={"intent": "echo"}).json()["items"]
+    assert [i["intent"]["name"] for i in echo] == ["echo"]
+    failed = http.get("/v1/executions", params={"status": "failed"}).json()["items"]
+    assert [i["intent"]["name"] for i in failed] == ["nobody"]
+    since = http.get("/v1/executions", params={"since": "2999-01-01T00:00:00Z"})
+    assert since.json() == {"items": [], "nextCursor": None}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"cursor": "not-a-cursor"}, {"limit": 0}, {"limit": 5000}, {"status": "x"}],
+)
+def test_list_refuses_bad_parameters(
+    http: httpx.Client, params: dict[str, object]
+) -> None:
+    """A bad cursor, limit or status is a 422 request_invalid problem."""
+    answer = http.get("/v1/executions", params=params)  # type: ignore[arg-type]
+    body = problem(answer, 422, "request_invalid")
+    assert body["errors"] or "cursor" in str(body["detail"])
+
+
+def test_show_returns_the_record(http: httpx.Client, store_root: Path) -> None:
+    """GET /v1/executions/{id} is the record's to_json()."""
+    eid = execution_id(route(http, envelope(text="show me")))
+    shown = http.get(f"/v1/executions/{eid}").json()
+    with FileExecutionStore(store_root) as store:
+        assert shown == store.load(eid).to_json()
+
+
+def test_show_unknown_and_invalid_ids(http: httpx.Client) -> None:
+    """Unknown ids are record_not_found, malformed ones invalid_execution_id: 404."""
+    problem(http.get("/v1/executions/exec-nope"), 404, "record_not_found")
+    problem(http.get("/v1/executions/.hidden"), 404, "invalid_execution_id")
+    problem(http.get("/v1/executions/a%2F..%2Fb"), 404, "not_found")
+
+
+def test_replay_returns_the_recorded_answer(http: httpx.Client) -> None:
+    """Replay gives the recorded payload; with the same envelope it still matches."""
+    env = envelope(text="again")
+    answer = route(http, env)
+    eid = execution_id(answer)
+    replayed = http.post(f"/v1/executions/{eid}/replay").json()
+    assert replayed["payload"] == answer["payload"]
+    assert replayed["fromReplay"] is True
+    assert replayed["originalExecutionId"] == eid
+    checked = http.post(f"/v1/executions/{eid}/replay", json={"envelope": env})
+    assert checked.status_code == 200
+
+
+def test_replay_envelope_mismatch(http: httpx.Client) -> None:
+    """Another envelope is 422 replay_hash_mismatch naming both hashes and paths."""
+    eid = execution_id(route(http, envelope(text="one")))
+    answer = http.post(
+        f"/v1/executions/{eid}/replay", json={"envelope": envelope(text="two")}
+    )
+    body = problem(answer, 422, "replay_hash_mismatch")
+    assert body["paths"] == ["payload.text"]
+    assert str(body["expected"]).startswith("sha256:")
+    assert body["expected"] != body["actual"]
+
+
+def test_replay_force(live: LiveServer, http: httpx.Client, store_root: Path) -> None:
+    """An unfinished record is 409 unless forced; forced, it is partial."""
+    eid = incomplete_record(store_root)
+    body = problem(http.post(f"/v1/executions/{eid}/replay"), 409, "replay_not_allowed")
+    assert body["reason"] == "execution_incomplete"
+    forced = http.post(f"/v1/executions/{eid}/replay", json={"force": True}).json()
+    assert forced["forced"] is True
+    assert forced["partial"] is True
+    assert forced["payload"] == {"echo": "partial"}
+    assert forced["warnings"]
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"force": "yes"}, "request_invalid"),
+        ({"bogus": 1}, "request_invalid"),
+        ({"envelope": {"intent": {"name": "echo"}, "bogus": 1}}, "envelope_invalid"),
+        ([1, 2], "request_invalid"),
+    ],
+)
+def test_replay_refuses_bad_bodies(http: httpx.Client, body: object, code: str) -> None:
+    """Unknown fields and wrong types in a replay body are 422 problems."""
+    eid = execution_id(route(http, envelope(text="x")))
+    problem(http.post(f"/v1/executions/{eid}/replay", json=body), 422, code)
+
+
+def test_verify(http: httpx.Client, store_root: Path) -> None:
+    """Verify reports a valid chain, and a flipped byte as invalid (show: 409)."""
+    eid = execution_id(route(http, envelope(text="verify")))
+    report = http.get(f"/v1/executions/{eid}/verify").json()
+    assert report["valid"] is True
+    assert report["eventsVerified"] == report["eventsTotal"]
+    path = record_path(store_root, eid)
+    data = bytearray(path.read_bytes())
+    second = data.index(b"\n") + 1
+    data[second + 20] ^= 0x01
+    path.write_bytes(bytes(data))
+    report = http.get(f"/v1/executions/{eid}/verify").json()
+    assert report["valid"] is False
+    assert report["failures"]
+    problem(http.get(f"/v1/executions/{eid}"), 409, "integrity_failure")
+
+
+def test_malformed_json(http: httpx.Client) -> None:
+    """A body that is not JSON is a 400 malformed_request problem."""
+    answer = http.post("/v1/intents", content=b'{"intent": ')
+    problem(answer, 400, "malformed_request")
+    problem(http.post("/v1/intents", content=b""), 400, "malformed_request")
+    deep = b"[" * 5000 + b"]" * 5000
+    problem(http.post("/v1/intents", content=deep), 400, "malformed_request")
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"intent": {"name": "echo"}, "surprise": 1}, "surprise"),
+        ({"intent": {"name": "echo", "colour": "red"}}, "intent.colour"),
+        ({"intent": {"name": "echo"}, "routing": {"strategy": "NOPE"}}, ""),
+        ({"payload": {}}, "intent"),
+        ([1], ""),
+    ],
+)
+def test_invalid_envelopes(http: httpx.Client, body: object, path: str) -> None:
+    """Unknown fields and invalid values are 422 envelope_invalid naming the path."""
+    found = problem(http.post("/v1/intents", json=body), 422, "envelope_invalid")
+    assert str(found["path"]).startswith(path)
+
+
+def test_oversized_bodies(http: httpx.Client) -> None:
+    """A body over the limit is 413, whether declared or streamed in chunks."""
+    big = envelope(text="x" * (65 * 1024))
+    problem(http.post("/v1/intents", json=big), 413, "request_too_large")
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"intent": {"name": "echo"}, "payload": {"text": "'
+        for _ in range(80):
+            yield b"y" * 1024
+        yield b'"}}'
+
+    problem(http.post("/v1/intents", content=chunks()), 413, "request_too_large")
+    route(http, envelope(text="still fine"))
+
+
+def test_unknown_path_and_method(http: httpx.Client) -> None:
+    """Unknown paths and methods answer problems too."""
+    problem(http.get("/v1/nothing"), 404, "not_found")
+    problem(http.get("/v1/executions/"), 404, "not_found")
+    problem(http.delete("/v1/intents"), 405, "method_not_allowed")
+
+
+def test_healthz_needs_no_key(live: LiveServer) -> None:
+    """/healthz answers without a key."""
+    with httpx.Client(base_url=live.url, trust_env=False) as client:
+        assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_metrics(http: httpx.Client) -> None:
+    """/metrics counts routed intents, error codes, cache misses and latency."""
+    route(http, envelope(text="m"))
+    route(http, envelope("nobody"))
+    http.post("/v1/intents", content=b"nope")
+    text = http.get("/metrics").text
+    assert 'intentusnet_intents_routed_total{status="success"} 1' in text
+    assert 'intentusnet_intents_routed_total{status="error"} 1' in text
+    assert 'intentusnet_intent_errors_total{code="NO_AGENT"} 1' in text
+    assert 'intentusnet_http_problems_total{code="malformed_request"} 1' in text
+    assert "intentusnet_cache_misses_total 2" in text
+    assert 'intentusnet_route_duration_seconds_bucket{le="+Inf"} 2' in text
+    assert "intentusnet_route_duration_seconds_count 2" in text
+
+
+def test_without_a_store(tmp_path: Path) -> None:
+    """A router with no store routes, lists nothing and finds no record."""
+    with IntentRouter() as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {"ok": True})
+        with (
+            serving(create_app(router)) as live,
+            httpx.Client(base_url=live.url, trust_env=False) as http,
+        ):
+            assert route(http, envelope())["payload"] == {"ok": True}
+            page = http.get("/v1/executions").json()
+            assert page == {"items": [], "nextCursor": None}
+            problem(http.get("/v1/executions/exec-x"), 404, "record_not_found")
+
+
+def test_shutdown_finishes_executions_in_flight(tmp_path: Path) -> None:
+    """Stopping the server while slow intents run answers them all, records whole."""
+    root = tmp_path / "records"
+    answers: list[httpx.Response] = []
+    with echo_router(root) as router:
+        live = LiveServer(create_app(router)).start()
+        headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
+
+        def call() -> None:
+            with httpx.Client(
+                base_url=live.url, headers=headers, trust_env=False, timeout=10
+            ) as client:
+                answers.append(client.post("/v1/intents", json=envelope("slow")))
+
+        threads = [threading.Thread(target=call) for _ in range(5)]
+        for thread in threads:
+            thread.start()
+        service = live.server.config.app.state.intentusnet  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 10
+        while service.metrics.in_flight < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        live.stop()
+        for thread in threads:
+            thread.join(10)
+    assert [a.status_code for a in answers] == [200] * 5
+    with FileExecutionStore(root) as store:
+        summaries = store.list()
+        assert len(summaries) == 5
+        assert {s.status for s in summaries} == {"completed"}
+        for s in summaries:
+            assert store.verify(s.execution_id).valid
