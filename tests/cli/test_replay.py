@@ -218,13 +218,26 @@ def test_unreadable_envelope_file_exits_2(
         assert len(result.stderr.splitlines()) == 1
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
 def test_permission_denied_exits_2(
-    invoke: Invoke, store_root: Path, ids: dict[str, str], tmp_path: Path
+    invoke: Invoke,
+    store_root: Path,
+    ids: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A file without read permission is one line, exit 2."""
     file = write_json(tmp_path / "env.json", envelope())
     file.chmod(0)
+    if os.geteuid() == 0:
+        # root reads every file: make the open fail the way it fails for users
+        real_open = Path.open
+
+        def denied(self: Path, *args: object, **kwargs: object) -> object:
+            if self == file:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Path, "open", denied)
     result = replay(
         invoke, store_root, ids["completed"], "--verify-envelope", str(file)
     )
