@@ -1,0 +1,5 @@
+"""Integrations with other libraries; each module imports its library on use.
+
+``intentusnet.integrations.httpx``: transports that record and replay HTTP
+calls, for any client or SDK built on ``httpx``.
+"""

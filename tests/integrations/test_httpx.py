@@ -1,0 +1,307 @@
+"""The httpx transports: record, replay and cache HTTP calls, never storing secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from intentusnet import FileExecutionStore
+from intentusnet.errors import CacheMiss
+from intentusnet.integrations.httpx import (
+    AsyncRecordingTransport,
+    RecordingTransport,
+    TransportMode,
+)
+
+from .fakellm import API_KEY, COOKIE, FakeLLM
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+BEARER = {"authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    """The fake LLM API, running."""
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[FileExecutionStore]:
+    """A file store in a temporary directory."""
+    s = FileExecutionStore(tmp_path / "records")
+    yield s
+    s.close()
+
+
+def client(store, mode="cache", **options) -> httpx.Client:
+    return httpx.Client(transport=RecordingTransport(store, mode, **options))
+
+
+def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_cache_mode_calls_once(store, llm):
+    """The second identical request is answered from the record."""
+    with client(store) as http:
+        first = http.post(f"{llm.url}/v1/chat/completions", json=CHAT, headers=BEARER)
+        second = http.post(f"{llm.url}/v1/chat/completions", json=CHAT, headers=BEARER)
+    assert llm.calls == 1
+    assert first.status_code == second.status_code == 200
+    assert second.json() == first.json()
+    assert second.json()["choices"][0]["message"]["content"] == "echo: hello"
+    assert second.headers["content-type"] == "application/json"
+    assert second.headers["x-request-id"] == "req-fake"
+    assert second.request.url == f"{llm.url}/v1/chat/completions"
+
+
+def test_secrets_are_never_hashed_nor_stored(store, llm, tmp_path):
+    """Keys, cookies, named headers and key parameters reach no file of the store."""
+    custom = "org-SECRET-value"
+    with client(store, secret_headers=["X-Org"]) as http:
+        http.post(
+            f"{llm.url}/v1/chat/completions?api_key={API_KEY}",
+            json=CHAT,
+            headers={**BEARER, "x-org": custom, "cookie": f"c={COOKIE}"},
+        )
+        anthropic = {"x-api-key": API_KEY, "anthropic-version": "2023-06-01"}
+        http.post(f"{llm.url}/v1/messages", json=CHAT, headers=anthropic)
+        again = http.post(  # another key: the same request, so a hit
+            f"{llm.url}/v1/chat/completions?api_key=other",
+            json=CHAT,
+            headers={"authorization": "Bearer other", "x-org": "other"},
+        )
+    assert again.json()["choices"][0]["message"]["content"] == "echo: hello"
+    assert llm.calls == 2
+    files = [p for p in store.root.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".jsonl" for p in files)
+    for path in files:
+        data = path.read_bytes()
+        for secret in (API_KEY, COOKIE, custom):
+            assert secret.encode() not in data, f"{secret} found in {path}"
+
+
+def test_credential_in_hash_headers_is_refused(store):
+    """Listing a credential header among the hashed ones is a ValueError."""
+    with pytest.raises(ValueError, match="authorization"):
+        RecordingTransport(store, hash_headers=["accept", "Authorization"])
+    with pytest.raises(ValueError, match="x-mine"):
+        RecordingTransport(store, hash_headers=["x-mine"], secret_headers=["X-Mine"])
+
+
+def test_bad_mode_lists_the_valid_ones(store):
+    """An unknown mode names 'record', 'replay' and 'cache'."""
+    with pytest.raises(ValueError, match="'record', 'replay', 'cache'"):
+        RecordingTransport(store, mode="playback")
+    assert RecordingTransport(store, mode="replay").mode is TransportMode.REPLAY
+
+
+def test_json_body_is_hashed_in_canonical_form(store, llm):
+    """Key order and spacing of a JSON body do not matter; its values do."""
+    url = f"{llm.url}/echo"
+    with client(store) as http:
+        http.post(url, content=b'{"a": 1, "b": [1.0, 2]}')
+        same = http.post(url, content=b'{"b":[1,2],"a":1}')
+        other = http.post(url, content=b'{"b":[1,2],"a":2}')
+    assert llm.calls == 2
+    assert same.content == b'{"a": 1, "b": [1.0, 2]}'
+    assert other.content == b'{"b":[1,2],"a":2}'
+
+
+def test_raw_body_is_hashed_as_bytes(store, llm):
+    """A body that is not JSON counts by its bytes, which are not stored."""
+    url = f"{llm.url}/echo"
+    with client(store) as http:
+        http.post(url, content=b"\x00\x01binary")
+        again = http.post(url, content=b"\x00\x01binary")
+        http.post(url, content=b"\x00\x02binary")
+    assert llm.calls == 2
+    assert again.content == b"\x00\x01binary"
+    (record,) = [
+        store.load(s.execution_id)
+        for s in store.list()
+        if store.load(s.execution_id).envelope["payload"].get("bodySize") == 8
+        and store.load(s.execution_id).envelope["payload"]["url"].endswith("/echo")
+    ][:1]
+    assert "bodySha256" in record.envelope["payload"]
+
+
+def test_hashed_headers_and_query_order(store, llm):
+    """An allow-listed header is part of the request; query order is not."""
+    url = f"{llm.url}/v1/messages"
+    key = {"x-api-key": API_KEY}
+    with client(store) as http:
+        http.post(
+            f"{url}?a=1&b=2", json=CHAT, headers={**key, "anthropic-version": "1"}
+        )
+        http.post(
+            f"{url}?b=2&a=1", json=CHAT, headers={**key, "anthropic-version": "1"}
+        )
+        http.post(
+            url + "?a=1&b=2", json=CHAT, headers={**key, "anthropic-version": "2"}
+        )
+        http.post(
+            url + "?a=1&b=2",
+            json=CHAT,
+            headers={**key, "x-stainless-retry": "3", "anthropic-version": "2"},
+        )
+    assert llm.calls == 2
+
+
+def test_stream_recorded_whole_and_replayed_as_a_stream(store, llm):
+    """A server-sent event stream comes back event by event, live or replayed."""
+    ask = {**CHAT, "stream": True}
+    chunks = []
+    for _ in range(2):
+        with (
+            client(store) as http,
+            http.stream(
+                "POST", f"{llm.url}/v1/chat/completions", json=ask, headers=BEARER
+            ) as response,
+        ):
+            assert response.headers["content-type"] == "text/event-stream"
+            chunks.append(list(response.iter_bytes()))
+    assert llm.calls == 1
+    assert chunks[0] == chunks[1]
+    assert len(chunks[1]) == 4  # three events and [DONE]
+    assert chunks[1][-1] == b"data: [DONE]\n\n"
+
+
+def test_replay_mode_with_the_network_blocked(store, llm, monkeypatch):
+    """Replay mode answers recorded requests without any connection."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store, "record") as http:
+        recorded = http.post(url, json=CHAT, headers=BEARER).json()
+    block_network(monkeypatch)
+    with client(store, "replay") as http:
+        assert http.post(url, json=CHAT, headers=BEARER).json() == recorded
+    assert llm.calls == 1
+
+
+def test_replay_mode_miss_names_the_request(store, monkeypatch):
+    """A request nobody recorded raises CacheMiss with method and URL."""
+    block_network(monkeypatch)
+    with client(store, "replay") as http, pytest.raises(CacheMiss) as caught:
+        http.post("https://api.example.com/v1/chat?api_key=SECRET", json=CHAT)
+    message = str(caught.value)
+    assert "POST https://api.example.com/v1/chat" in message
+    assert "SECRET" not in message
+    assert caught.value.envelope_hash.startswith("sha256:")
+
+
+def test_record_mode_always_calls_and_refreshes(store, llm):
+    """record mode calls every time; its latest answer is the one cached."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store, "record") as http:
+        http.post(url, json=CHAT, headers=BEARER)
+        latest = http.post(url, json=CHAT, headers=BEARER)
+    with client(store) as http:
+        assert http.post(url, json=CHAT, headers=BEARER).json() == latest.json()
+    assert llm.calls == 2
+    assert latest.json()["id"] == "chatcmpl-2"
+
+
+def test_error_statuses_are_not_served_from_the_cache(store, llm):
+    """A 429 is returned as it came but asked again next time; replay replays it."""
+    url = f"{llm.url}/v1/fail/429"
+    with client(store) as http:
+        assert http.post(url, json=CHAT).status_code == 429
+        assert http.post(url, json=CHAT).status_code == 429
+    assert llm.calls == 2
+    with client(store, "replay") as http:
+        assert http.post(url, json=CHAT).status_code == 429
+    assert llm.calls == 2
+
+
+def test_connection_errors_reach_the_client(store):
+    """A refused connection raises httpx's own error, and is not cached."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with client(store) as http:
+        for _ in range(2):
+            with pytest.raises(httpx.ConnectError):
+                http.post(f"http://127.0.0.1:{port}/v1", json=CHAT)
+    assert [s.status.value for s in store.list()] == ["failed", "failed"]
+
+
+def test_concurrent_identical_requests_call_once(store, llm):
+    """Ten threads asking the same at once make one call."""
+    start = threading.Barrier(10)
+    url = f"{llm.url}/v1/chat/completions"
+
+    with client(store) as http:
+
+        def ask(_n: int) -> str:
+            start.wait()
+            return http.post(url, json=CHAT, headers=BEARER).json()["id"]
+
+        with ThreadPoolExecutor(10) as pool:
+            ids = set(pool.map(ask, range(10)))
+    assert len(ids) == 1
+    assert llm.calls == 1
+
+
+def test_async_transport(store, llm):
+    """The async twin records, serves hits and replays streams the same way."""
+    url = f"{llm.url}/v1/chat/completions"
+
+    async def main() -> tuple[dict[str, object], dict[str, object], list[bytes]]:
+        transport = AsyncRecordingTransport(store)
+        async with httpx.AsyncClient(transport=transport) as http:
+            first = (await http.post(url, json=CHAT, headers=BEARER)).json()
+            second = (await http.post(url, json=CHAT, headers=BEARER)).json()
+            ask = {**CHAT, "stream": True}
+            async with http.stream("POST", url, json=ask, headers=BEARER) as r:
+                await r.aread()
+            async with http.stream("POST", url, json=ask, headers=BEARER) as r:
+                chunks = [chunk async for chunk in r.aiter_bytes()]
+        return first, second, chunks
+
+    first, second, chunks = asyncio.run(main())
+    assert first == second
+    assert len(chunks) == 4
+    assert llm.calls == 2
+
+
+def test_hits_are_listed_as_cache_hits(store, llm):
+    """Transport hits leave CACHE_HIT entries naming the recorded call."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store) as http:
+        http.post(url, json=CHAT, headers=BEARER)
+        http.post(url, json=CHAT, headers=BEARER)
+    (record,) = store.list()
+    (hit,) = store.cache_hits()
+    assert hit.source_execution_id == record.execution_id
+    assert hit.intent_name == "http.request"
+
+
+def test_example_runs(tmp_path):
+    """examples/llm_cache.py runs end to end against its own fake server."""
+    example = Path(__file__).parents[2] / "examples" / "llm_cache.py"
+    done = subprocess.run(
+        [sys.executable, str(example), "--store", str(tmp_path / "records")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("the model was called 1 time(s)") == 1
+    assert "the model was called 2 time(s)" in done.stdout
+    assert "CacheMiss: POST http://127.0.0.1:" in done.stdout
+    assert "2 calls recorded, 3 answered from records." in done.stdout

@@ -1,0 +1,589 @@
+"""The replay cache in front of the router: hits, misses, directives, policy, safety."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from intentusnet import (
+    FileExecutionStore,
+    IntentEnvelope,
+    IntentRouter,
+    MemoryExecutionStore,
+    compute_hash,
+)
+from intentusnet.cache import CachePolicy, ReplayCache
+from intentusnet.errors import CacheError
+
+
+class Echo:
+    """An agent for intent 'echo' that counts its calls."""
+
+    def __init__(self, delay: float = 0.0, fail: bool = False) -> None:
+        self.calls = 0
+        self.delay = delay
+        self.fail = fail
+        self._lock = threading.Lock()
+
+    def __call__(self, env: IntentEnvelope, ctx: object) -> dict[str, object]:
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("model overloaded")
+        return {"echo": env.payload, "call": n}
+
+
+def envelope(text: str = "hi", tenant: str | None = None, cache: str = "default"):
+    return {
+        "intent": {"name": "echo"},
+        "payload": {"text": text},
+        "context": {"tenant": tenant},
+        "routing": {"cache": cache},
+    }
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[FileExecutionStore]:
+    """A file store in a temporary directory."""
+    s = FileExecutionStore(tmp_path / "records")
+    yield s
+    s.close()
+
+
+def routed(store, agent=None, **options) -> tuple[IntentRouter, Echo]:
+    """A router with an 'echo' agent and a fresh cache over ``store``."""
+    agent = agent or Echo()
+    router = IntentRouter(store=store, cache=ReplayCache(**options))
+    router.agent("echo", name="echo")(agent)
+    return router, agent
+
+
+def record_files(store: FileExecutionStore) -> int:
+    return len(list(store.root.glob("??/*.jsonl")))
+
+
+def test_hit_returns_recorded_answer_without_running_the_agent(store):
+    """A repeat is answered from the record: from_replay, original id, no agent."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        second = router.route_intent(envelope())
+    assert agent.calls == 1
+    assert first.metadata.from_replay is False
+    assert second.metadata.from_replay is True
+    assert second.metadata.original_execution_id == first.metadata.execution_id
+    assert second.payload == first.payload
+    assert second.status == "success"
+    assert record_files(store) == 1
+
+
+def test_volatile_fields_do_not_prevent_a_hit(store):
+    """Request id, caller and tags are not hashed: a new request id still hits."""
+    router, agent = routed(store)
+    with router:
+        router.route_intent(envelope())
+        other = {**envelope(), "metadata": {"requestId": "req-other"}}
+        other["context"] = {"caller": "someone-else", "tags": ["x"]}
+        assert router.route_intent(other).metadata.from_replay
+    assert agent.calls == 1
+
+
+def test_miss_routes_and_records(store):
+    """A different payload misses: the agent runs and a record is written."""
+    router, agent = routed(store)
+    with router:
+        router.route_intent(envelope("a"))
+        response = router.route_intent(envelope("b"))
+    assert agent.calls == 2
+    assert response.metadata.from_replay is False
+    assert record_files(store) == 2
+
+
+def test_async_route_hits(store):
+    """The async route uses the same cache as route_intent."""
+    router, agent = routed(store)
+
+    async def main() -> tuple[bool, bool]:
+        a = await router.route(envelope())
+        b = await router.route(envelope())
+        return a.metadata.from_replay, b.metadata.from_replay
+
+    with router:
+        assert asyncio.run(main()) == (False, True)
+        assert router.route_intent(envelope()).metadata.from_replay
+    assert agent.calls == 1
+
+
+def test_hit_through_middleware(store):
+    """Middleware wraps the cache: it sees the answer served from the cache."""
+    seen: list[bool] = []
+
+    async def watch(env, call_next):
+        response = await call_next(env)
+        seen.append(response.metadata.from_replay)
+        return response
+
+    router, agent = routed(store)
+    router.use(watch)
+    with router:
+        router.route_intent(envelope())
+        router.route_intent(envelope())
+    assert seen == [False, True]
+    assert agent.calls == 1
+
+
+def test_bypass_does_not_read_but_refreshes_the_answer(store):
+    """bypass runs the agent and its new record becomes the cached answer."""
+    router, agent = routed(store)
+    with router:
+        router.route_intent(envelope())
+        fresh = router.route_intent(envelope(cache="bypass"))
+        again = router.route_intent(envelope())
+    assert agent.calls == 2
+    assert fresh.metadata.from_replay is False
+    assert again.metadata.original_execution_id == fresh.metadata.execution_id
+    assert again.payload == {"echo": {"text": "hi"}, "call": 2}
+
+
+def test_no_store_reads_but_does_not_become_the_answer(store):
+    """no_store is served a cached answer, but its own answer is not cached."""
+    router, agent = routed(store)
+    with router:
+        own = router.route_intent(envelope("x", cache="no_store"))
+        assert own.metadata.from_replay is False
+        after = router.route_intent(envelope("x"))
+        assert after.metadata.from_replay is False  # no_store's answer not kept
+        served = router.route_intent(envelope("x", cache="no_store"))
+    assert served.metadata.from_replay is True
+    assert served.metadata.original_execution_id == after.metadata.execution_id
+    assert agent.calls == 2
+
+
+def test_ttl_expiry(store):
+    """An answer older than ttl is not served, not even from the store."""
+    router, agent = routed(store, ttl=0.3)
+    with router:
+        router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay
+        time.sleep(0.4)
+        assert router.route_intent(envelope()).metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_max_age_applies_to_records_found_in_the_store(store):
+    """A record older than max_age is not adopted from the store."""
+    first, agent = routed(store)
+    with first:
+        first.route_intent(envelope())
+    time.sleep(0.3)
+    router, _ = routed(store, agent, policy=CachePolicy(max_age=0.2))
+    with router:
+        assert router.route_intent(envelope()).metadata.from_replay is False
+        assert router.route_intent(envelope()).metadata.from_replay is True
+    assert agent.calls == 2
+
+
+def test_eviction_at_size_limit(store, tmp_path):
+    """Beyond size_limit the oldest entries are evicted from the disk tier."""
+    big = "x" * 40_000  # values this big are kept as files by diskcache
+    directory = tmp_path / "cache"
+    router, _agent = routed(store, directory=directory, size_limit=300_000)
+    with router:
+        for n in range(30):
+            router.route_intent(envelope(f"{n} {big}"))
+        stats = router.cache.stats()
+    assert 0 < stats.entries < 30
+    assert stats.bytes <= 300_000 + 200_000  # the limit, give or take a cull
+    cold = ReplayCache(directory, store=store, warm_from_store=False)
+    hashes = [
+        compute_hash(IntentEnvelope.model_validate(envelope(f"{n} {big}")))
+        for n in (0, 29)
+    ]
+    assert cold.get(hashes[0]) is None  # oldest: evicted
+    assert cold.get(hashes[1]) is not None  # newest: kept
+
+
+def test_error_responses_are_not_served_by_default(store):
+    """An agent failure is recorded but not cached: the next request runs again."""
+    agent = Echo(fail=True)
+    router, _ = routed(store, agent)
+    with router:
+        first = router.route_intent(envelope())
+        second = router.route_intent(envelope())
+    assert first.status == second.status == "error"
+    assert second.metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_error_responses_served_when_the_policy_says_so(store):
+    """CachePolicy(serve_errors=True) replays a recorded failure."""
+    agent = Echo(fail=True)
+    router, _ = routed(store, agent, policy=CachePolicy(serve_errors=True))
+    with router:
+        router.route_intent(envelope())
+        second = router.route_intent(envelope())
+    assert second.status == "error"
+    assert second.metadata.from_replay is True
+    assert agent.calls == 1
+
+
+def test_invalidated_source_is_not_served(store):
+    """Invalidating the source record (from any store object) stops its hits."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay
+        other = FileExecutionStore(store.root)  # as the CLI would
+        other.invalidate(first.metadata.execution_id, "wrong answer")
+        other.close()
+        after = router.route_intent(envelope())
+    assert after.metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_invalidated_source_is_not_served_by_a_cold_cache(store):
+    """A disk entry whose record was invalidated is dropped, not served."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+    store.invalidate(first.metadata.execution_id, "stale")
+    again, _ = routed(store, agent)
+    with again:
+        assert again.route_intent(envelope()).metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_deleted_source_is_not_served(store):
+    """A deleted or pruned source record is never served."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        store.delete(first.metadata.execution_id)
+        assert router.route_intent(envelope()).metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_tampered_source_is_not_served(store):
+    """A record edited after it was cached fails verification and is not served."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        (path,) = store.root.glob(f"*/{first.metadata.execution_id}.jsonl")
+        data = bytearray(path.read_bytes())
+        data[data.index(b'"echo"') + 1] ^= 0x01
+        path.write_bytes(bytes(data))
+        after = router.route_intent(envelope())
+    assert after.metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_incomplete_record_is_not_adopted(store):
+    """A record without a final response is never served from the store."""
+    env = IntentEnvelope.model_validate(envelope())
+    writer = store.open(env.to_wire(), envelope_hash=compute_hash(env))
+    writer.close()
+    router, agent = routed(store)
+    with router:
+        assert router.route_intent(envelope()).metadata.from_replay is False
+    assert agent.calls == 1
+
+
+def test_tenants_never_see_each_others_answers(store):
+    """The tenant is hashed: the same payload for two tenants runs twice."""
+    router, agent = routed(store)
+    with router:
+        a = router.route_intent(envelope(tenant="acme"))
+        b = router.route_intent(envelope(tenant="globex"))
+        a2 = router.route_intent(envelope(tenant="acme"))
+        b2 = router.route_intent(envelope(tenant="globex"))
+        none = router.route_intent(envelope())
+    assert agent.calls == 3
+    assert not b.metadata.from_replay
+    assert not none.metadata.from_replay
+    assert a2.metadata.original_execution_id == a.metadata.execution_id
+    assert b2.metadata.original_execution_id == b.metadata.execution_id
+    assert a.payload["call"] != b.payload["call"]
+
+
+def test_single_flight_threads(store):
+    """20 identical concurrent route_intent calls run the agent once."""
+    agent = Echo(delay=0.3)
+    router, _ = routed(store, agent)
+    start = threading.Barrier(20)
+
+    def call(_n: int):
+        start.wait()
+        return router.route_intent(envelope())
+
+    with router, ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(call, range(20)))
+    assert agent.calls == 1
+    assert sum(not a.metadata.from_replay for a in answers) == 1
+    assert {a.payload["call"] for a in answers} == {1}
+    assert record_files(store) == 1
+
+
+def test_single_flight_async(store):
+    """20 identical concurrent route() calls run an async agent once."""
+    calls = 0
+
+    async def slow(env, ctx):
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.2)
+        return {"ok": True}
+
+    router = IntentRouter(store=store, cache=ReplayCache())
+    router.agent("echo", name="slow")(slow)
+
+    async def main():
+        return await asyncio.gather(*(router.route(envelope()) for _ in range(20)))
+
+    with router:
+        answers = asyncio.run(main())
+    assert calls == 1
+    assert all(a.payload == {"ok": True} for a in answers)
+    assert sum(a.metadata.from_replay for a in answers) == 19
+
+
+def test_single_flight_leader_failure_lets_waiters_run(store):
+    """A leader that raises (a middleware bug) does not leave waiters hanging."""
+    boom = threading.Event()
+
+    async def flaky(env, call_next):
+        if not boom.is_set():
+            boom.set()
+            await asyncio.sleep(0.2)
+            raise RuntimeError("middleware bug")
+        return await call_next(env)
+
+    router, agent = routed(store)
+    router.use(flaky)
+    with router, ThreadPoolExecutor(2) as pool:
+        first = pool.submit(router.route_intent, envelope())
+        time.sleep(0.05)
+        second = pool.submit(router.route_intent, envelope())
+        with pytest.raises(RuntimeError):
+            first.result()
+        assert second.result().status == "success"
+    assert agent.calls == 1
+
+
+def test_cold_cache_warms_from_the_store(store):
+    """Records made without a cache are served by a new cache, which keeps them."""
+    plain = IntentRouter(store=store)
+    agent = Echo()
+    plain.agent("echo", name="echo")(agent)
+    with plain:
+        made = plain.route_intent(envelope())
+    router, _ = routed(store, agent)
+    with router:
+        hit = router.route_intent(envelope())
+        assert router.cache.stats().entries == 1
+    assert hit.metadata.original_execution_id == made.metadata.execution_id
+    assert agent.calls == 1
+
+
+def test_rebuild_from_the_store(store):
+    """rebuild() writes one entry per hash, the newest servable record."""
+    plain = IntentRouter(store=store)
+    agent = Echo()
+    plain.agent("echo", name="echo")(agent)
+    with plain:
+        plain.route_intent(envelope("a"))
+        newest = plain.route_intent(envelope("a"))
+        plain.route_intent(envelope("b"))
+    cache = ReplayCache(store=store, warm_from_store=False)
+    assert cache.rebuild() == 2
+    served = cache.get(IntentEnvelope.model_validate(envelope("a")))
+    assert served is not None
+    assert served.metadata.original_execution_id == newest.metadata.execution_id
+
+
+def test_corrupted_cache_database_is_rebuilt_on_open(store, tmp_path, caplog):
+    """A cache.db that is not a database is moved aside and rebuilt from the store."""
+    directory = tmp_path / "cache"
+    router, agent = routed(store, directory=directory)
+    with router:
+        router.route_intent(envelope())
+    router.cache.close()
+    (directory / "cache.db").write_bytes(b"this is not a database" * 100)
+    with caplog.at_level(logging.WARNING, logger="intentusnet.cache"):
+        again, _ = routed(store, agent, directory=directory, warm_from_store=False)
+    with again:
+        assert again.route_intent(envelope()).metadata.from_replay
+    assert agent.calls == 1
+    assert "corrupt" in caplog.text
+    assert list(tmp_path.glob("cache.corrupt-*"))
+
+
+def test_corrupted_cache_database_while_running(store, tmp_path, caplog):
+    """Corruption found on reconnecting never fails routing; it is rebuilt."""
+    directory = tmp_path / "cache"
+    router, agent = routed(store, directory=directory, warm_from_store=False)
+    with router:
+        router.route_intent(envelope("a"))
+        router.cache.close()  # connections reopen on the next use
+        with open(directory / "cache.db", "r+b") as db:
+            db.write(b"\x00garbage" * 512)
+        with caplog.at_level(logging.WARNING, logger="intentusnet.cache"):
+            answer = router.route_intent(envelope("b"))
+        assert answer.status == "success"
+        assert router.route_intent(envelope("b")).metadata.from_replay
+        # "a" was rebuilt from the store along with the rest
+        router.cache._memory.clear()
+        assert router.route_intent(envelope("a")).metadata.from_replay
+    assert agent.calls == 2
+    assert "corrupt" in caplog.text
+
+
+def test_unusable_directory_is_a_cache_error(store, tmp_path):
+    """A cache directory that cannot be created raises CacheError at bind time."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(CacheError):
+        ReplayCache(blocker / "cache", store=store)
+
+
+def test_hits_leave_a_trace_without_new_files(store):
+    """Each hit adds a CACHE_HIT journal line pointing at the source, no record."""
+    router, _ = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        files = record_files(store)
+        for _ in range(5):
+            router.route_intent(envelope())
+    assert record_files(store) == files
+    hits = store.cache_hits()
+    assert len(hits) == 5
+    assert {h.source_execution_id for h in hits} == {first.metadata.execution_id}
+    assert hits[0].envelope_hash == first.metadata.envelope_hash
+    assert store.cache_hit_count() == 5
+
+
+def test_record_hits_false_leaves_no_trace(store):
+    """With record_hits=False a hit writes nothing at all."""
+    router, _ = routed(store, record_hits=False)
+    with router:
+        router.route_intent(envelope())
+        router.route_intent(envelope())
+    assert store.cache_hits() == []
+    assert not (store.root / "cache-hits").exists()
+
+
+def test_policy_intents_list_and_predicate(store):
+    """Only the intents the policy names are cached; others always run."""
+    for intents in (["other"], lambda name: name != "echo"):
+        router, agent = routed(store, policy=CachePolicy(intents=intents))
+        with router:
+            router.route_intent(envelope())
+            assert router.route_intent(envelope()).metadata.from_replay is False
+        assert agent.calls == 2
+
+
+def test_stats_count_hits_misses_and_bytes(store):
+    """stats() gives hits, misses, entries and bytes, persisted on close."""
+    router, _ = routed(store, namespace="counted")
+    with router:
+        router.route_intent(envelope("a"))
+        router.route_intent(envelope("a"))
+        router.route_intent(envelope("b"))
+        stats = router.cache.stats()
+    assert (stats.hits, stats.misses, stats.entries) == (1, 2, 2)
+    assert stats.bytes > 0
+    router.cache.close()
+    fresh = ReplayCache(store=store, namespace="counted").stats()
+    assert (fresh.hits, fresh.misses) == (1, 2)
+
+
+def test_namespaces_keep_entries_apart(store):
+    """clear() of one namespace leaves another's entries alone."""
+    a = ReplayCache(store=store, namespace="a", warm_from_store=False)
+    b = ReplayCache(store=store, namespace="b", warm_from_store=False)
+    agent = Echo()
+    for cache in (a, b):
+        with IntentRouter(store=store, cache=cache) as router:
+            router.agent("echo", name="echo")(agent)
+            router.route_intent(envelope())
+    a.clear()
+    assert a.stats().entries == 0
+    assert b.stats().entries == 1
+
+
+def test_memory_store_works_too():
+    """The in-memory store backs a cache (its directory is temporary)."""
+    store = MemoryExecutionStore()
+    router, agent = routed(store)
+    with router:
+        router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay
+        assert store.cache_hit_count() == 1
+    assert agent.calls == 1
+
+
+def test_cache_needs_a_store():
+    """A cache without a store is refused; one cache serves one store."""
+    with pytest.raises(ValueError, match="store"):
+        IntentRouter(cache=ReplayCache())
+    cache = ReplayCache(store=MemoryExecutionStore())
+    with pytest.raises(ValueError, match="give each store its own cache"):
+        IntentRouter(store=MemoryExecutionStore(), cache=cache)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"namespace": "a|b"},
+        {"namespace": ""},
+        {"ttl": 0},
+        {"size_limit": 0},
+        {"memory_items": 0},
+    ],
+)
+def test_bad_options(options):
+    """Bad namespaces, durations and sizes are refused with ValueError."""
+    with pytest.raises(ValueError, match="must"):
+        ReplayCache(**options)
+
+
+def test_no_cache_router_is_unchanged(store):
+    """Without a cache every request runs: the router never reads answers."""
+    router = IntentRouter(store=store)
+    agent = Echo()
+    router.agent("echo", name="echo")(agent)
+    with router:
+        router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_child_intents_are_not_served_from_the_cache(store):
+    """ctx.route runs its child under the id the parent recorded: no cache."""
+    child = Echo()
+    router = IntentRouter(store=store, cache=ReplayCache())
+    router.agent("echo", name="echo")(child)
+
+    @router.agent("parent", name="parent")
+    def parent(env, ctx):
+        answer = ctx.route({"intent": {"name": "echo"}, "payload": {"text": "hi"}})
+        return {"child": answer.metadata.execution_id, "n": env.payload["n"]}
+
+    with router:
+        first = router.route_intent({"intent": {"name": "parent"}, "payload": {"n": 1}})
+        second = router.route_intent(
+            {"intent": {"name": "parent"}, "payload": {"n": 2}}
+        )
+    assert child.calls == 2
+    for answer in (first, second):
+        assert answer.payload is not None
+        assert store.exists(answer.payload["child"])
