@@ -21,6 +21,14 @@ _EXPORTS: dict[str, str] = {
     "AsyncIntentusClient": "client",
     "AttemptInfo": "envelope",
     "CacheDirective": "envelope",
+    "CacheError": "errors",
+    "CacheHit": "store.hits",
+    "CacheMiss": "errors",
+    "CachePolicy": "cache",
+    "CacheStats": "cache",
+    "CachedCallError": "errors",
+    "CassetteMiss": "errors",
+    "DiffEntry": "diff",
     "EnvelopeValidationError": "errors",
     "ErrorCode": "envelope",
     "ErrorInfo": "envelope",
@@ -30,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "ExecutionPage": "client",
     "ExecutionRecord": "record",
     "ExecutionStore": "store",
+    "Explanation": "explain",
     "FileExecutionStore": "store",
     "Forbidden": "errors",
     "IntentContext": "envelope",
@@ -44,36 +53,50 @@ _EXPORTS: dict[str, str] = {
     "JSONValue": "_json",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
+    "NotCacheable": "errors",
+    "RecordDiff": "diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
     "RecordNotFound": "errors",
     "RecordStatus": "record",
     "RecordSummary": "record",
     "RecordWriter": "store",
+    "RecordedStep": "stepview",
     "RemoteAgent": "remote",
+    "ReplayCache": "cache",
     "ReplayEngine": "replay",
     "ReplayError": "errors",
     "ReplayHashMismatch": "errors",
     "ReplayNotAllowed": "errors",
     "ReplayResult": "replay",
     "ReplayableReason": "record",
+    "ReplayedStepError": "errors",
     "RequestInvalid": "errors",
     "RequestTooLarge": "errors",
+    "RerunResult": "rerun",
     "ResponseMetadata": "envelope",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
+    "SideEffectMismatch": "errors",
+    "StepRun": "stepview",
     "StoreError": "errors",
     "StoreStats": "record",
     "Unauthorized": "errors",
     "UnsupportedSchemaVersion": "errors",
     "VerifyReport": "record",
     "agent_app": "agent_service",
+    "cached": "cached",
     "canonical_json": "hashing",
     "compute_hash": "hashing",
+    "current_context": "agents",
+    "diff_records": "diff",
+    "explain": "explain",
     "new_execution_id": "_ids",
+    "record_steps": "stepview",
+    "step": "steps",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -86,9 +109,17 @@ if TYPE_CHECKING:
     from .agents import AgentContext as AgentContext
     from .agents import AgentDefinition as AgentDefinition
     from .agents import AgentRegistry as AgentRegistry
+    from .agents import current_context as current_context
+    from .cache import CachePolicy as CachePolicy
+    from .cache import CacheStats as CacheStats
+    from .cache import ReplayCache as ReplayCache
+    from .cached import cached as cached
     from .client import AsyncIntentusClient as AsyncIntentusClient
     from .client import ExecutionPage as ExecutionPage
     from .client import IntentusClient as IntentusClient
+    from .diff import DiffEntry as DiffEntry
+    from .diff import RecordDiff as RecordDiff
+    from .diff import diff_records as diff_records
     from .envelope import AgentResponse as AgentResponse
     from .envelope import AttemptInfo as AttemptInfo
     from .envelope import CacheDirective as CacheDirective
@@ -103,14 +134,20 @@ if TYPE_CHECKING:
     from .envelope import RoutingOptions as RoutingOptions
     from .envelope import RoutingStrategy as RoutingStrategy
     from .errors import AgentRegistrationError as AgentRegistrationError
+    from .errors import CachedCallError as CachedCallError
+    from .errors import CacheError as CacheError
+    from .errors import CacheMiss as CacheMiss
+    from .errors import CassetteMiss as CassetteMiss
     from .errors import EnvelopeValidationError as EnvelopeValidationError
     from .errors import Forbidden as Forbidden
     from .errors import IntentusNetError as IntentusNetError
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import MalformedRequest as MalformedRequest
+    from .errors import NotCacheable as NotCacheable
     from .errors import RecordExists as RecordExists
     from .errors import RecordIntegrityError as RecordIntegrityError
     from .errors import RecordNotFound as RecordNotFound
+    from .errors import ReplayedStepError as ReplayedStepError
     from .errors import ReplayError as ReplayError
     from .errors import ReplayHashMismatch as ReplayHashMismatch
     from .errors import ReplayNotAllowed as ReplayNotAllowed
@@ -118,9 +155,12 @@ if TYPE_CHECKING:
     from .errors import RequestTooLarge as RequestTooLarge
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
+    from .errors import SideEffectMismatch as SideEffectMismatch
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
+    from .explain import Explanation as Explanation
+    from .explain import explain as explain
     from .hashing import canonical_json as canonical_json
     from .hashing import compute_hash as compute_hash
     from .record import EventType as EventType
@@ -135,11 +175,17 @@ if TYPE_CHECKING:
     from .remote import RemoteAgent as RemoteAgent
     from .replay import ReplayEngine as ReplayEngine
     from .replay import ReplayResult as ReplayResult
+    from .rerun import RerunResult as RerunResult
     from .router import IntentRouter as IntentRouter
+    from .steps import step as step
+    from .stepview import RecordedStep as RecordedStep
+    from .stepview import StepRun as StepRun
+    from .stepview import record_steps as record_steps
     from .store import ExecutionStore as ExecutionStore
     from .store import FileExecutionStore as FileExecutionStore
     from .store import MemoryExecutionStore as MemoryExecutionStore
     from .store import RecordWriter as RecordWriter
+    from .store.hits import CacheHit as CacheHit
 
 
 def __getattr__(name: str) -> object:

@@ -11,18 +11,28 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Protocol, TypeAlias, runtime_checkable
+from types import ModuleType
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ._json import JSONObject
+from ._json import JSONObject, JSONValue
 from .envelope import AgentResponse, IntentEnvelope, IntentRef
 from .errors import AgentRegistrationError
 
 if TYPE_CHECKING:
     from .router import IntentRouter
+    from .strategies import Execution
 
 __all__ = [
     "Agent",
@@ -32,12 +42,43 @@ __all__ = [
     "AgentRegistry",
     "AgentResult",
     "RegisteredAgent",
+    "current_context",
 ]
 
 AgentResult: TypeAlias = JSONObject | AgentResponse
 AgentHandler: TypeAlias = Callable[
     [IntentEnvelope, "AgentContext"], AgentResult | Awaitable[AgentResult]
 ]
+_T = TypeVar("_T")
+
+#: The attempt running in this context; the router sets it around every agent
+#: call (in worker threads too), so ``@step`` functions find their execution.
+CURRENT: ContextVar[AgentContext | None] = ContextVar(
+    "intentusnet_agent_context", default=None
+)
+
+
+_STEPS: ModuleType | None = None
+
+
+def _steps() -> ModuleType:
+    """``intentusnet.steps``, imported at the first step (it imports this module)."""
+    global _STEPS
+    if _STEPS is None:
+        from . import steps
+
+        _STEPS = steps
+    return _STEPS
+
+
+def current_context() -> AgentContext | None:
+    """Return the ``AgentContext`` of the agent running in this context, if any.
+
+    Set for the whole agent call: through ``await``, in nested calls, and in
+    the router's worker threads. A thread the agent starts itself sees it only
+    if started under ``contextvars.copy_context().run``. Added in 0.2.0.
+    """
+    return CURRENT.get()
 
 
 @runtime_checkable
@@ -92,7 +133,15 @@ class AgentContext:
         router: the router running the agent.
     """
 
-    __slots__ = ("agent", "attempt", "deadline", "envelope", "execution_id", "router")
+    __slots__ = (
+        "_execution",
+        "agent",
+        "attempt",
+        "deadline",
+        "envelope",
+        "execution_id",
+        "router",
+    )
 
     def __init__(
         self,
@@ -103,6 +152,7 @@ class AgentContext:
         envelope: IntentEnvelope,
         deadline: float | None,
         router: IntentRouter,
+        execution: Execution | None = None,
     ) -> None:
         self.execution_id = execution_id
         self.agent = agent
@@ -110,6 +160,8 @@ class AgentContext:
         self.envelope = envelope
         self.deadline = deadline
         self.router = router
+        # the execution's recorder and step state; None: steps are plain calls
+        self._execution = execution
 
     @property
     def remaining_ms(self) -> float | None:
@@ -117,6 +169,75 @@ class AgentContext:
         if self.deadline is None:
             return None
         return max(0.0, (self.deadline - time.monotonic()) * 1000.0)
+
+    def step(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., _T],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """Call ``fn(**args)`` as a recorded step and return what it returns.
+
+        The record gets ``STEP_START``/``STEP_END`` lines with ``name``, the
+        args and their canonical hash, the output (or the error and its
+        traceback) and the duration; values that are not JSON are recorded as
+        their ``repr`` and make the step not replayable. In a re-run the record
+        answers the call instead (docs/debugging.md). Added in 0.2.0.
+
+        Args:
+            name: what is called, e.g. ``crm.lookup``.
+            args: keyword arguments for ``fn``; recorded and matched on re-run.
+            fn: the call to make.
+            side_effect: the call changes the world: a re-run never makes it
+                again but serves it from the record.
+
+        Raises:
+            CassetteMiss: in a strict re-run, the record holds no such call.
+        """
+        kwargs = dict(args) if args else {}
+        result: _T = _steps().run_step(
+            self, name, kwargs, lambda: fn(**kwargs), side_effect
+        )
+        return result
+
+    async def astep(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., Awaitable[_T]],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """Await ``fn(**args)`` as a recorded step: the async ``step``.
+
+        Added in 0.2.0.
+        """
+        kwargs = dict(args) if args else {}
+        result: _T = await _steps().arun_step(
+            self, name, kwargs, lambda: fn(**kwargs), side_effect
+        )
+        return result
+
+    def route(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Route a child intent; it gets its own record, linked to this one.
+
+        The child's record names this execution as its parent, and this record
+        names the child (a ``route:INTENT`` step). Blocking: from a coroutine
+        use :meth:`aroute`. Added in 0.2.0.
+        """
+        response: AgentResponse = _steps().route_child(self, envelope)
+        return response
+
+    async def aroute(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Route a child intent: the async ``route``. Added in 0.2.0."""
+        response: AgentResponse = await _steps().aroute_child(self, envelope)
+        return response
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,14 @@ with, and also subclasses the builtin it behaves like::
     │   └── UnsupportedSchemaVersion (ValueError) unsupported_schema     6
     ├── ReplayError                               replay_error           1
     │   ├── ReplayNotAllowed                      replay_not_allowed     4
-    │   └── ReplayHashMismatch                    replay_hash_mismatch   5
+    │   ├── ReplayHashMismatch                    replay_hash_mismatch   5
+    │   ├── CassetteMiss (LookupError)            cassette_miss          7
+    │   │   └── SideEffectMismatch                side_effect_mismatch   7
+    │   ├── ReplayedStepError (RuntimeError)      replayed_step_error    1
+    │   ├── CacheMiss (LookupError)               cache_miss             3
+    │   └── CachedCallError (RuntimeError)        cached_call_error      1
+    ├── CacheError (OSError)                      cache_error            1
+    ├── NotCacheable (TypeError)                  not_cacheable          2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -175,6 +182,98 @@ class ReplayHashMismatch(ReplayError):
         )
 
 
+class CassetteMiss(ReplayError, LookupError):
+    """A re-run needed a step that the original record does not hold.
+
+    Raised by ``ReplayEngine.rerun`` after the re-run finished routing (the
+    agent may have caught it; it is raised again regardless). The re-run's own
+    record exists and shows where it stopped. Added in 0.2.0.
+
+    Attributes:
+        name: the step's name.
+        args_hash: the canonical hash of the arguments it was called with.
+        occurrence: 1-based: which call of this step with these arguments.
+        candidates: the nearest recorded steps, one description each.
+        execution_id: the record re-run.
+        rerun_execution_id: the record of the re-run, once known.
+    """
+
+    code: ClassVar[str] = "cassette_miss"
+    exit_code: ClassVar[int] = 7
+
+    def __init__(
+        self,
+        name: str,
+        args_hash: str,
+        *,
+        occurrence: int = 1,
+        candidates: Sequence[str] = (),
+        execution_id: str = "",
+        why: str = "",
+    ) -> None:
+        self.name = name
+        self.args_hash = args_hash
+        self.occurrence = occurrence
+        self.candidates = list(candidates)
+        self.execution_id = execution_id
+        self.rerun_execution_id: str | None = None
+        where = f"record {execution_id}" if execution_id else "the record"
+        nth = f" (call {occurrence} with these arguments)" if occurrence > 1 else ""
+        message = (
+            f"step {name!r} with args {args_hash[:19]}...{nth} is not in {where}"
+            + (f": {why}" if why else "")
+        )
+        if self.candidates:
+            message += "; nearest recorded: " + "; ".join(self.candidates)
+        else:
+            message += "; no recorded step is like it"
+        super().__init__(message)
+
+
+class SideEffectMismatch(CassetteMiss):
+    """A re-run would repeat a side-effect step with other arguments.
+
+    A step marked ``side_effect=True`` (an e-mail sent, a row written) never
+    runs again on a re-run: it is served from the record. When the re-run needs
+    it with arguments the record does not hold while the record holds a call of
+    that step not yet served, running it would do something the original run
+    did not, so the re-run stops instead. Added in 0.2.0.
+    """
+
+    code: ClassVar[str] = "side_effect_mismatch"
+    exit_code: ClassVar[int] = 7
+
+
+class ReplayedStepError(ReplayError, RuntimeError):
+    """A step that failed in the original run fails the same way in a re-run.
+
+    Raised inside agent code by a strict re-run in place of the recorded
+    exception, which cannot be rebuilt from the record. What is raised is a
+    subclass named like the recorded type, with the recorded message, so the
+    re-run records the same failure; when the recorded type is a builtin
+    exception (``TimeoutError``, ``KeyError``, ...) it is also an instance of
+    that type, so ``except TimeoutError`` still catches it. Added in 0.2.0.
+
+    Attributes:
+        name: the step's name.
+        error_type: the recorded exception's type name, e.g. ``TimeoutError``.
+        message: the recorded exception's message (also ``str()`` of this).
+    """
+
+    code: ClassVar[str] = "replayed_step_error"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, name: str, error_type: str, message: str) -> None:
+        self.name = name
+        self.error_type = error_type
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        # The recorded text, as recorded (KeyError would quote it again).
+        return self.message
+
+
 class ServiceError(IntentusNetError):
     """The HTTP service refused a request or could not be reached.
 
@@ -239,3 +338,77 @@ class MalformedRequest(RequestInvalid):
 
     code: ClassVar[str] = "malformed_request"
     exit_code: ClassVar[int] = 2
+
+
+class CacheMiss(ReplayError, LookupError):
+    """Replay-only mode needed an answer that no record holds.
+
+    Raised by the httpx transports in ``replay`` mode instead of making the call.
+    Added in 0.2.0.
+
+    Attributes:
+        request: what was asked, e.g. ``POST https://api.example/v1/chat``.
+        envelope_hash: the hash it was looked up by.
+    """
+
+    code: ClassVar[str] = "cache_miss"
+    exit_code: ClassVar[int] = 3
+
+    def __init__(self, request: str, envelope_hash: str, where: str = "") -> None:
+        self.request = request
+        self.envelope_hash = envelope_hash
+        store = f" in store {where}" if where else ""
+        super().__init__(
+            f"no recorded response for {request} (envelope {envelope_hash})"
+            f"{store}; replay mode never makes the call: record it first with "
+            "mode='record' or mode='cache'"
+        )
+
+
+class CachedCallError(ReplayError, RuntimeError):
+    """A ``@cached`` function's recorded call failed, and the failure was served.
+
+    The original exception cannot be rebuilt from a record; this carries what
+    the record holds. Added in 0.2.0.
+
+    Attributes:
+        error: the recorded ``ErrorInfo`` in wire form.
+        execution_id: the record of the failed call.
+    """
+
+    code: ClassVar[str] = "cached_call_error"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, error: Mapping[str, object], execution_id: str = "") -> None:
+        self.error = dict(error)
+        self.execution_id = execution_id
+        of = f" (record {execution_id})" if execution_id else ""
+        super().__init__(f"the recorded call failed{of}: {error.get('message')}")
+
+
+class CacheError(IntentusNetError, OSError):
+    """The replay cache's directory or database cannot be used.
+
+    Raised only when a cache is created; during routing a failing cache is
+    logged and routing carries on without it. Added in 0.2.0.
+    """
+
+    code: ClassVar[str] = "cache_error"
+    exit_code: ClassVar[int] = 1
+
+
+class NotCacheable(IntentusNetError, TypeError):
+    """A ``@cached`` function got an argument, or returned a value, JSON cannot carry.
+
+    Added in 0.2.0.
+
+    Attributes:
+        argument: the parameter's name, or ``"return value"``.
+    """
+
+    code: ClassVar[str] = "not_cacheable"
+    exit_code: ClassVar[int] = 2
+
+    def __init__(self, message: str, argument: str) -> None:
+        self.argument = argument
+        super().__init__(message)

@@ -171,6 +171,31 @@ class ExecutionRecord:
         """The record's execution id."""
         return self.header.execution_id
 
+    @property
+    def fingerprint(self) -> str:
+        """The hash of this execution's decision path and steps.
+
+        Two records with the same fingerprint decided alike and made the same
+        step calls with the same results (docs/records.md says exactly what is
+        hashed). Stored in the ``FINAL_RESPONSE`` line; computed from the
+        events for a record that has none (unfinished, or written before
+        0.2.0). Added in 0.2.0.
+        """
+        from ._fingerprint import record_fingerprint
+
+        return record_fingerprint(self)
+
+    @property
+    def replay_of(self) -> str | None:
+        """The execution this one re-ran (``ReplayEngine.rerun``), or ``None``.
+
+        Added in 0.2.0.
+        """
+        if self.events and self.events[0].type is EventType.INTENT_RECEIVED:
+            value = self.events[0].data.get("replayOf")
+            return value if isinstance(value, str) else None
+        return None
+
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form (what ``records show --json`` prints)."""
         events: list[JSONValue] = [event.to_json() for event in self.events]

@@ -7,9 +7,11 @@ can still take one, and the caller still gets the answer.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
-from ._json import JSONObject
+from ._fingerprint import PATH_EVENTS, fingerprint, path_entry
+from ._json import JSONObject, JSONValue
 from .errors import IntentusNetError
 
 if TYPE_CHECKING:
@@ -21,7 +23,7 @@ __all__ = ["Recorder"]
 class Recorder:
     """Writes the events of one execution; created per execution by the router."""
 
-    __slots__ = ("_writer", "error", "execution_id")
+    __slots__ = ("_lock", "_path", "_writer", "error", "execution_id")
 
     def __init__(
         self,
@@ -32,11 +34,15 @@ class Recorder:
         *,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        received: JSONObject | None = None,
     ) -> None:
         from .record import EventType
 
         self.error: str | None = None
         self._writer: RecordWriter | None = None
+        #: the fingerprint entries of the events written so far, in file order
+        self._path: list[JSONValue] = []
+        self._lock = threading.Lock()
         try:
             self._writer = store.open(
                 envelope,
@@ -49,18 +55,30 @@ class Recorder:
             self.execution_id = execution_id
             return
         self.execution_id = self._writer.execution_id
-        self.event(
-            EventType.INTENT_RECEIVED,
-            {"requestId": request_id, "envelopeHash": envelope_hash},
-        )
+        intent_received: JSONObject = {
+            "requestId": request_id,
+            "envelopeHash": envelope_hash,
+        }
+        if received:  # e.g. replayOf, for a re-run
+            intent_received.update(received)
+        self.event(EventType.INTENT_RECEIVED, intent_received)
 
     def event(self, event_type: str, data: JSONObject) -> None:
         """Append one event; on failure, stop recording and remember why."""
         writer = self._writer
         if writer is None:
             return
+        if event_type not in PATH_EVENTS:
+            try:
+                writer.append(event_type, data)
+            except (OSError, IntentusNetError) as exc:
+                self._fail(f"could not append {event_type}: {exc}")
+            return
+        entry = path_entry(event_type, data)
         try:
-            writer.append(event_type, data)
+            with self._lock:  # agents on several threads: keep the file's order
+                writer.append(event_type, data)
+                self._path.append(entry)
         except (OSError, IntentusNetError) as exc:
             self._fail(f"could not append {event_type}: {exc}")
 
@@ -69,8 +87,14 @@ class Recorder:
         writer = self._writer
         if writer is None:
             return
+        status = response.get("status")
         try:
-            writer.complete(response)
+            writer.complete(
+                response,
+                fingerprint=fingerprint(
+                    self._path, status if isinstance(status, str) else ""
+                ),
+            )
         except (OSError, IntentusNetError) as exc:
             self._fail(f"could not write the final response: {exc}")
         self._writer = None

@@ -17,6 +17,8 @@ from .hashing import compute_hash, hashed_view
 from .record import EventType, ExecutionRecord
 
 if TYPE_CHECKING:
+    from .rerun import RerunResult
+    from .router import IntentRouter
     from .store.protocol import ExecutionStore
 
 #: At most this many differing paths are reported by ReplayHashMismatch.
@@ -80,8 +82,12 @@ class ReplayEngine:
         result = engine.replay()  # ReplayNotAllowed(reason) unless ok
     """
 
-    def __init__(self, record: ExecutionRecord) -> None:
+    def __init__(
+        self, record: ExecutionRecord, *, store: ExecutionStore | None = None
+    ) -> None:
         self.record = record
+        #: where the record came from; a re-run loads child records from it
+        self.store = store
 
     @classmethod
     def from_store(cls, store: ExecutionStore, execution_id: str) -> ReplayEngine:
@@ -90,7 +96,51 @@ class ReplayEngine:
         Raises:
             RecordNotFound, InvalidExecutionId, RecordIntegrityError: from the store.
         """
-        return cls(store.load(execution_id))
+        return cls(store.load(execution_id), store=store)
+
+    def rerun(
+        self,
+        router: IntentRouter,
+        *,
+        from_failure: bool = False,
+        allow_live: bool = False,
+        store: ExecutionStore | None = None,
+    ) -> RerunResult:
+        """Run the recorded envelope again with today's agents, steps from the record.
+
+        Unlike :meth:`replay`, agent code runs: each step it calls is matched to
+        the record by ``(name, argsHash)`` and occurrence and served from it,
+        so a strict re-run makes no model, tool or network call. The re-run is
+        recorded (in ``store``, else the router's store, else in memory) and
+        linked to this record by ``replayOf``. See docs/debugging.md.
+        Added in 0.2.0.
+
+        Args:
+            router: today's router and agents.
+            from_failure: resume: serve the steps that succeeded before the
+                first failure, run the failing step and everything after live.
+            allow_live: run a step the record cannot answer (marked as a
+                miss) instead of raising ``CassetteMiss``.
+            store: where to record the re-run.
+
+        Returns:
+            The new response and record id, which steps were served and which
+            ran, and the diff against this record.
+
+        Raises:
+            CassetteMiss: a step the record cannot answer, in a strict re-run.
+            SideEffectMismatch: a side-effect step needed with other arguments.
+        """
+        from .rerun import rerun
+
+        return rerun(
+            self.record,
+            router,
+            from_failure=from_failure,
+            allow_live=allow_live,
+            store=store,
+            source_store=self.store,
+        )
 
     def is_replayable(self) -> tuple[bool, str | None]:
         """Return whether the record may be replayed and, if not, why."""

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import contextvars
 import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
+from ._hints import carry_hints, claim_hints, hints_pending
 from ._ids import new_execution_id
 from ._json import JSONValue
 from .agents import (
+    CURRENT,
     Agent,
     AgentContext,
     AgentDefinition,
@@ -47,6 +50,7 @@ from .strategies import (
 )
 
 if TYPE_CHECKING:
+    from .cache import ReplayCache
     from .envelope import RoutingDecision
     from .store import ExecutionStore
 
@@ -73,6 +77,12 @@ class IntentRouter:
             first, wrapping every routing call.
         max_workers: threads for sync agents that run under a timeout or in a
             race, and for sync agents called from ``route``.
+        cache: a ``ReplayCache`` answering equal envelopes from earlier
+            records before any record is opened or agent runs (needs
+            ``store``, which it is bound to). Added in 0.2.0.
+
+    Raises:
+        ValueError: ``cache`` without ``store``.
     """
 
     def __init__(
@@ -82,9 +92,15 @@ class IntentRouter:
         store: ExecutionStore | None = None,
         middleware: Sequence[Middleware] = (),
         max_workers: int = 32,
+        cache: ReplayCache | None = None,
     ) -> None:
         self.registry = registry if registry is not None else AgentRegistry()
         self.store = store
+        self.cache = cache
+        if cache is not None:
+            if store is None:
+                raise ValueError("a ReplayCache serves records: give a store too")
+            cache.bind(store)
         self._middleware: list[Middleware] = list(middleware)
         self._decisions: dict[
             _DecisionKey, tuple[int, RoutingDecision, tuple[RegisteredAgent, ...]]
@@ -178,7 +194,12 @@ class IntentRouter:
         """
         env = _as_envelope(envelope)
         if self._middleware:
-            return self._in_loop(self.route(env))
+            return self._in_loop(carry_hints(self.route(env)))
+        if self.cache is not None and not hints_pending():
+            return self.cache.serve(env, self._execute_sync)
+        return self._execute_sync(env)
+
+    def _execute_sync(self, env: IntentEnvelope) -> AgentResponse:
         gen, ex = self._begin(env)
         try:
             run = next(gen)
@@ -191,6 +212,11 @@ class IntentRouter:
         return self._finish(ex, response)
 
     async def _route_async(self, env: IntentEnvelope) -> AgentResponse:
+        if self.cache is not None and not hints_pending():
+            return await self.cache.aserve(env, self._execute_async)
+        return await self._execute_async(env)
+
+    async def _execute_async(self, env: IntentEnvelope) -> AgentResponse:
         gen, ex = self._begin(env)
         try:
             run = next(gen)
@@ -205,20 +231,36 @@ class IntentRouter:
     def _begin(self, env: IntentEnvelope) -> tuple[Plan, Execution]:
         started = time.perf_counter()
         decision, order = self._decide(env)
-        store = self.store
+        # A child intent (ctx.route) or a re-run: its id, links and step state.
+        hints = claim_hints()
+        store = self.store if hints is None or hints.store is None else hints.store
         if store is None:
-            ex = Execution(new_execution_id(), None, None, started)
+            given = None if hints is None else hints.execution_id
+            ex = Execution(given or new_execution_id(), None, None, started)
         else:
             envelope_hash = compute_hash(env)
-            recorder = Recorder(
-                store, env.to_wire(), envelope_hash, env.metadata.request_id
-            )
+            if hints is None:
+                recorder = Recorder(
+                    store, env.to_wire(), envelope_hash, env.metadata.request_id
+                )
+            else:
+                recorder = Recorder(
+                    store,
+                    env.to_wire(),
+                    envelope_hash,
+                    env.metadata.request_id,
+                    execution_id=hints.execution_id,
+                    parent_execution_id=hints.parent_execution_id,
+                    received=hints.received,
+                )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),
                 envelope_hash,
                 recorder,
                 started,
             )
+        if hints is not None and hints.session is not None:
+            ex.steps = hints.session(ex)
         return plan(env, decision, order, ex), ex
 
     def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
@@ -268,6 +310,7 @@ class IntentRouter:
             envelope=env,
             deadline=time.monotonic() + timeout_ms / 1000 if timeout_ms else None,
             router=self,
+            execution=ex,
         )
 
     def _run_sync(self, run: Run, env: IntentEnvelope, ex: Execution) -> list[Outcome]:
@@ -278,12 +321,15 @@ class IntentRouter:
         timeout_ms = env.routing.timeout_ms
         start = time.perf_counter()
         if timeout_ms is None:
+            token = CURRENT.set(ctx)  # for @step functions the agent calls
             try:
                 result = agent.call(env, ctx)
             except Exception as exc:
                 return [from_exception(agent.name, exc, ms_since(start))]
+            finally:
+                CURRENT.reset(token)
         else:
-            future = self._executor.submit(agent.call, env, ctx)
+            future = self._executor.submit(_entered(ctx).run, agent.call, env, ctx)
             done, _ = cf.wait([future], timeout=timeout_ms / 1000)
             if not done:
                 # A thread cannot be stopped: the attempt is abandoned and its
@@ -295,12 +341,17 @@ class IntentRouter:
                 return [from_exception(agent.name, error, ms_since(start))]
             result = future.result()
         if inspect.isawaitable(result):
-            return self._in_loop(self._await_result(agent, result, start))
+            return self._in_loop(self._await_result(agent, result, start, ctx))
         return [from_result(agent.name, result, ms_since(start))]
 
     async def _await_result(
-        self, agent: RegisteredAgent, result: Awaitable[object], start: float
+        self,
+        agent: RegisteredAgent,
+        result: Awaitable[object],
+        start: float,
+        ctx: AgentContext,
     ) -> list[Outcome]:
+        CURRENT.set(ctx)  # in this task's own context: nothing to reset
         try:
             value = await result
         except Exception as exc:
@@ -310,11 +361,14 @@ class IntentRouter:
     async def _invoke(
         self, agent: RegisteredAgent, env: IntentEnvelope, ctx: AgentContext
     ) -> object:
+        CURRENT.set(ctx)  # in this task's own context: nothing to reset
         if agent.is_async:
             result: object = agent.call(env, ctx)
         else:
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._executor, agent.call, env, ctx)
+            result = await loop.run_in_executor(
+                self._executor, contextvars.copy_context().run, agent.call, env, ctx
+            )
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -398,6 +452,17 @@ class IntentRouter:
 
 
 _T = TypeVar("_T")
+
+
+def _entered(ctx: AgentContext) -> contextvars.Context:
+    """A copy of this context in which ``ctx`` is the running agent's context.
+
+    Sync agents that run on worker threads get it, so that ``@step`` functions
+    (and the caller's own context variables) work there too.
+    """
+    context = contextvars.copy_context()
+    context.run(CURRENT.set, ctx)
+    return context
 
 
 def _bind(mw: Middleware, call_next: CallNext) -> CallNext:

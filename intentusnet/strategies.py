@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Generator
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from ._json import JSONObject, check_json
 from .agents import AgentRegistry, RegisteredAgent
@@ -28,6 +28,9 @@ from .envelope import (
 )
 from .errors import EnvelopeValidationError
 from .recorder import Recorder
+
+if TYPE_CHECKING:
+    from ._stepsession import StepSession
 
 __all__ = [
     "Execution",
@@ -316,7 +319,7 @@ def _all_failed(outcomes: list[Outcome]) -> ErrorInfo:
 class Execution:
     """What one execution carries from the router into its plan."""
 
-    __slots__ = ("envelope_hash", "execution_id", "recorder", "started")
+    __slots__ = ("envelope_hash", "execution_id", "recorder", "started", "steps")
 
     def __init__(
         self,
@@ -329,6 +332,8 @@ class Execution:
         self.envelope_hash = envelope_hash
         self.recorder = recorder
         self.started = started
+        #: step numbering and state, made at the first step (or by a re-run)
+        self.steps: StepSession | None = None
 
 
 def plan(

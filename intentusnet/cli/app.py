@@ -37,6 +37,9 @@ COMMANDS = {
     "stats": "maintain:stats",
     "run": "run:run",
     "serve": "serve:serve",
+    "rerun": "debugging:rerun",
+    "diff": "debugging:diff",
+    "debug": "debugging:debug",
 }
 
 
@@ -108,7 +111,7 @@ def cli(ctx: click.Context, store: Path | None, debug: bool) -> None:
 
     Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
     or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
-    failure. See docs/cli.md.
+    failure, 7 cassette miss (rerun). See docs/cli.md.
     """
     if os.environ.get("NO_COLOR"):
         ctx.color = False

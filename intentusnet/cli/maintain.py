@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -144,16 +145,35 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
 
 
 @click.command()
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="PATH",
+    help="Replay cache directory to report.  [default: STORE/replay-cache]",
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
-def stats(as_json: bool) -> None:
-    """Count records by status and intent; show the store's size on disk."""
+def stats(cache_dir: Path | None, as_json: bool) -> None:
+    """Count records by status and intent, cache hits; show sizes on disk."""
+    from ..cache import CACHE_DIR, read_stats
+
     store = open_store()
     found = store.stats()
+    hits = store.cache_hit_count()
+    caches = read_stats(cache_dir or store.root / CACHE_DIR)
     if as_json:
-        emit_json(found.to_json())
+        doc = found.to_json()
+        doc["cacheHits"] = hits
+        doc["caches"] = [cache.to_json() for cache in caches]
+        emit_json(doc)
         return
     click.echo(f"Store:   {store.root}")
     click.echo(f"Records: {found.records} ({_size(found.bytes_on_disk)} on disk)")
+    click.echo(f"Cache hits recorded: {hits}")
+    for cache in caches:
+        click.echo(
+            f"Cache {cache.namespace!r}: {cache.hits} hits, {cache.misses} misses, "
+            f"{cache.entries} entries ({_size(cache.bytes)} in {cache.directory})"
+        )
     for title, counts in (
         ("By status", found.by_status),
         ("By intent", found.by_intent),

@@ -14,6 +14,7 @@ from .timeline import print_inspection, timeline_json
 
 if TYPE_CHECKING:
     from ..record import RecordSummary
+    from ..store.hits import CacheHit
 
 _JSON_HELP = "Print JSON instead of a table."
 #: ``RecordStatus`` values, spelled out so that ``--help`` need not import the
@@ -41,26 +42,68 @@ def records() -> None:
 @click.option(
     "--limit", type=click.IntRange(min=1), metavar="N", help="At most N records."
 )
+@click.option(
+    "--hits/--no-hits",
+    default=True,
+    show_default=True,
+    help="List answers served from the replay cache too (not with --status).",
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def list_records(
     intent: str | None,
     status: str | None,
     since: datetime | None,
     limit: int | None,
+    hits: bool,
     as_json: bool,
 ) -> None:
-    """List records, newest first."""
-    found = open_store().list(intent=intent, status=status, since=since, limit=limit)
+    """List records (and cache hits), newest first."""
+    store = open_store()
+    found: list[RecordSummary | CacheHit] = list(
+        store.list(intent=intent, status=status, since=since, limit=limit)
+    )
+    if hits and status is None:
+        served = store.cache_hits(intent=intent, since=since, limit=limit)
+        if served:
+            found = sorted([*found, *served], key=_created, reverse=True)[:limit]
     if as_json:
-        emit_json([summary.to_json() for summary in found])
+        emit_json([row.to_json() for row in found])
         return
     if not found:
         click.echo("No records.", err=True)
         return
+    from ..store.hits import CacheHit
+
+    headers = ["ID", "CREATED", "INTENT", "AGENT", "STATUS", "REPLAYABLE", "DURATION"]
+    with_source = any(isinstance(row, CacheHit) for row in found)
+    if with_source:
+        headers.append("SOURCE")
+    source = ["-"] if with_source else []
     table(
-        ["ID", "CREATED", "INTENT", "AGENT", "STATUS", "REPLAYABLE", "DURATION"],
-        [_row(summary) for summary in found],
+        headers,
+        [
+            _hit_row(row) if isinstance(row, CacheHit) else _row(row) + source
+            for row in found
+        ],
     )
+
+
+def _created(row: RecordSummary | CacheHit) -> str:
+    return row.created_utc
+
+
+def _hit_row(hit: CacheHit) -> list[str]:
+    # SOURCE: the record whose answer was served (``inspect`` shows it).
+    return [
+        hit.hit_id,
+        hit.created_utc,
+        f"{hit.intent_name}@{hit.intent_version}",
+        "-",
+        click.style("cache_hit", fg="cyan"),
+        "-",
+        "-",
+        hit.source_execution_id,
+    ]
 
 
 def _row(summary: RecordSummary) -> list[str]:
@@ -88,9 +131,14 @@ def show(execution_id: str, as_json: bool) -> None:
 @click.argument("execution_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def inspect(execution_id: str, as_json: bool) -> None:
-    """Show record ID: header, timeline of events, errors, final response."""
-    record = open_store().load(execution_id)
+    """Show record ID: header, timeline, errors, final response, execution tree."""
+    from .tree import execution_tree, print_tree
+
+    store = open_store()
+    record = store.load(execution_id)
+    tree = execution_tree(store, record)
     if as_json:
-        emit_json(timeline_json(record))
+        emit_json({**timeline_json(record), "tree": tree})
     else:
         print_inspection(record)
+        print_tree(tree)

@@ -57,9 +57,19 @@ def _detail(event: ExecutionEvent) -> str | None:
     if kind == "INTENT_RECEIVED":
         return _text(data, "requestId")
     if kind.startswith("STEP_"):
-        return _text(data, "name")
+        return _step_detail(data)
     attempt = data.get("attempt")
     return None if attempt is None else f"attempt {attempt}"
+
+
+_STEP_SOURCES = {"record": " [from record]", "miss": " [no recording]"}
+
+
+def _step_detail(data: JSONObject) -> str:
+    text = f"{data.get('name')} (step {data.get('step')})"
+    if data.get("liveMiss") is True:
+        return text + " [ran live: no recording]"
+    return text + _STEP_SOURCES.get(str(data.get("source")), "")
 
 
 def timeline_row(event: ExecutionEvent) -> JSONObject:
@@ -83,6 +93,8 @@ def timeline_json(record: ExecutionRecord) -> JSONObject:
     rows: list[JSONValue] = [timeline_row(event) for event in record.events]
     return {
         "header": record.header.to_json(),
+        "fingerprint": record.fingerprint,
+        "replayOf": record.replay_of,
         "timeline": rows,
         "finalResponse": record.final_response,
         "tornTail": record.torn_tail,
@@ -106,13 +118,15 @@ def print_inspection(record: ExecutionRecord) -> None:
         ("duration", ms(header.duration_ms)),
         ("envelope", header.envelope_hash),
         ("parent", header.parent_execution_id or "-"),
+        ("replay of", record.replay_of or "-"),
+        ("fingerprint", record.fingerprint),
     ]
     click.secho(f"Execution {header.execution_id}", bold=True)
     for name, value in fields:
-        click.echo(f"  {name + ':':<12}{value}")
+        click.echo(f"  {name + ':':<13}{value}")
     click.secho("\nTimeline", bold=True)
     for event in record.events:
-        _print_row(timeline_row(event))
+        print_row(timeline_row(event))
     if record.torn_tail:
         click.secho("  (the last line was torn by a crash and left out)", fg="yellow")
     click.secho("\nFinal response", bold=True)
@@ -122,7 +136,8 @@ def print_inspection(record: ExecutionRecord) -> None:
         emit_json(record.final_response)
 
 
-def _print_row(row: JSONObject) -> None:
+def print_row(row: JSONObject) -> None:
+    """Print one timeline row, with its error and traceback if it has them."""
     offset, duration, outcome = row["offsetMs"], row["durationMs"], row["outcome"]
     cells = [
         f"{offset:>10.3f} ms" if isinstance(offset, float | int) else f"{'?':>13}",
@@ -136,7 +151,8 @@ def _print_row(row: JSONObject) -> None:
     indent = " " * 17
     error = row["error"]
     if isinstance(error, dict):
-        click.secho(f"{indent}{error.get('code')}: {error.get('message')}", fg="red")
+        kind = error.get("code") or error.get("type")  # an attempt's, or a step's
+        click.secho(f"{indent}{kind}: {error.get('message')}", fg="red")
     traceback = row["traceback"]
     if isinstance(traceback, str):
         for line in traceback.rstrip().splitlines():

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -49,11 +49,13 @@ from ._layout import (
 )
 from ._owner import current_owner, owner_alive
 from .catalog import Catalog, CatalogRow
+from .hits import CacheHit, HitJournal
 from .writer import FileRecordWriter, wire_object
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
+_Hits: TypeAlias = list[CacheHit]
 
 _log = logging.getLogger("intentusnet.store")
 
@@ -98,6 +100,7 @@ class FileExecutionStore:
         self._index = StoreIndex(catalog, self._root, self._read, self.load)
         self._connected = False
         self._owner: tuple[JSONObject, str] | None = None
+        self._hits = HitJournal(self.root)
 
     def __repr__(self) -> str:
         return f"FileExecutionStore({self._root!r}, durability={self.durability!r})"
@@ -120,6 +123,7 @@ class FileExecutionStore:
         """
         self._index.writes.flush()
         self._index.catalog.close()
+        self._hits.close()
 
     # -- writing ------------------------------------------------------------------
 
@@ -324,9 +328,11 @@ class FileExecutionStore:
             raise ValueError("older_than must not be negative")
         if not os.path.isdir(self._root):
             return []
-        ids = self._index.older_than(datetime.now(UTC) - older_than)
+        cutoff = datetime.now(UTC) - older_than
+        ids = self._index.older_than(cutoff)
         if dry_run:
             return ids
+        self._hits.prune(cutoff)
         removed: _Ids = []
         try:
             for execution_id in ids:
@@ -353,15 +359,92 @@ class FileExecutionStore:
         return self._index.rebuild(self.iter_ids())
 
     def stats(self) -> StoreStats:
-        """Counts per status and intent, and bytes used, from the catalog."""
+        """Counts per status and intent, and bytes used, from the catalog.
+
+        The bytes include the catalog and the cache-hit journal.
+        """
         if not os.path.isdir(self._root):
             return StoreStats(records=0)
         catalog = self._index.catalog.path
-        extra = 0
+        extra = self._hits.size()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
                 extra += os.stat(f"{catalog}{suffix}").st_size
         return self._index.stats(extra)
+
+    # -- cache hits (see store/hits.py) -------------------------------------------
+
+    def record_cache_hit(
+        self,
+        source_execution_id: str,
+        *,
+        envelope_hash: str,
+        intent_name: str,
+        intent_version: str = "1.0",
+        request_id: str | None = None,
+        namespace: str = "default",
+    ) -> str:
+        """Note that a cached answer of ``source_execution_id`` was served.
+
+        One line appended to the day's hit journal; no record file is made.
+        Added in 0.2.0.
+
+        Returns:
+            The hit's id (``hit-...``).
+
+        Raises:
+            StoreError: the journal could not be written.
+        """
+        try:
+            return self._hits.append(
+                source_execution_id,
+                envelope_hash=envelope_hash,
+                intent_name=intent_name,
+                intent_version=intent_version,
+                request_id=request_id,
+                namespace=namespace,
+            )
+        except (OSError, TypeError) as exc:
+            raise StoreError(f"could not record a cache hit: {exc}") from exc
+
+    def cache_hits(
+        self,
+        *,
+        intent: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> _Hits:
+        """Cache hits matching every filter given, newest first (added in 0.2.0)."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, not {limit}")
+        return self._hits.read(intent=intent, since=since, limit=limit)
+
+    def cache_hit_count(self) -> int:
+        """How many cache hits the journal holds (added in 0.2.0)."""
+        return self._hits.count()
+
+    def change_probe(self, execution_id: str) -> Callable[[], object]:
+        """Return a cheap check whose answer changes whenever the record changes.
+
+        One ``stat()``: the file's size, modification time and inode, or
+        ``None`` once the file is gone. An appended ``INVALIDATED`` line, an
+        edited byte or a deletion all change the answer; the replay cache asks
+        it on every hit. Added in 0.2.0.
+
+        Raises:
+            InvalidExecutionId: the id is not allowed.
+        """
+        path = self._path(check_id(execution_id))
+        stat = os.stat
+
+        def probe() -> object:
+            try:
+                found = stat(path)
+            except OSError:
+                return None
+            return (found.st_size, found.st_mtime_ns, found.st_ino)
+
+        return probe
 
     # -- internals ----------------------------------------------------------------
 

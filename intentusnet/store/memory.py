@@ -8,7 +8,7 @@ disk, the catalog and the processes are left out. Queries scan every record.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeAlias
@@ -30,12 +30,14 @@ from ..record import (
 )
 from ._layout import check_id
 from ._owner import current_owner
+from .hits import CacheHit, hit_line, parse_hits, select
 from .writer import ChainWriter, wire_object
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
 _Records: TypeAlias = list[ExecutionRecord]
+_Hits: TypeAlias = list[CacheHit]
 
 
 class MemoryRecordWriter(ChainWriter):
@@ -65,6 +67,7 @@ class MemoryExecutionStore:
         self._data: dict[str, bytearray] = {}
         self._writing: set[str] = set()
         self._lock = threading.RLock()
+        self._hits = bytearray()
 
     def open(
         self,
@@ -181,6 +184,13 @@ class MemoryExecutionStore:
             with self._lock:
                 for execution_id in ids:
                     self._data.pop(execution_id, None)
+                lines = bytes(self._hits).splitlines(keepends=True)
+                self._hits = bytearray().join(
+                    line
+                    for line in lines
+                    for hit in parse_hits(line)
+                    if (parse_utc(hit.created_utc) or 0) >= cutoff
+                )
         return ids
 
     def verify(self, execution_id: str) -> VerifyReport:
@@ -203,6 +213,59 @@ class MemoryExecutionStore:
         with self._lock:
             size = sum(len(data) for data in self._data.values())
         return StoreStats(len(self._data), by_status, by_intent, size)
+
+    def record_cache_hit(
+        self,
+        source_execution_id: str,
+        *,
+        envelope_hash: str,
+        intent_name: str,
+        intent_version: str = "1.0",
+        request_id: str | None = None,
+        namespace: str = "default",
+    ) -> str:
+        """Append one hit to the in-memory journal; return its id."""
+        line, hit_id, _created = hit_line(
+            source_execution_id,
+            envelope_hash=envelope_hash,
+            intent_name=intent_name,
+            intent_version=intent_version,
+            request_id=request_id,
+            namespace=namespace,
+        )
+        with self._lock:
+            self._hits += line
+        return hit_id
+
+    def cache_hits(
+        self,
+        *,
+        intent: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> _Hits:
+        """Cache hits matching every filter given, newest first."""
+        with self._lock:
+            data = bytes(self._hits)
+        since_us = None if since is None else micros_of(since)
+        found = select(parse_hits(data), intent=intent, since_us=since_us)
+        return found if limit is None else found[:limit]
+
+    def cache_hit_count(self) -> int:
+        """How many cache hits the journal holds."""
+        with self._lock:
+            return self._hits.count(b"\n")
+
+    def change_probe(self, execution_id: str) -> Callable[[], object]:
+        """A check whose answer changes whenever the record changes (its length)."""
+        check_id(execution_id)
+        data = self._data
+
+        def probe() -> object:
+            found = data.get(execution_id)
+            return None if found is None else (len(found), id(found))
+
+        return probe
 
     def _newest_first(self) -> _Records:
         with self._lock:

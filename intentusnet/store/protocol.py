@@ -8,7 +8,7 @@ by mypy, not base classes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol, TypeAlias
@@ -21,10 +21,12 @@ from ..record import (
     StoreStats,
     VerifyReport,
 )
+from .hits import CacheHit
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
+_Hits: TypeAlias = list[CacheHit]
 
 
 class RecordWriter(Protocol):
@@ -43,8 +45,12 @@ class RecordWriter(Protocol):
         """
         ...
 
-    def complete(self, response: JSONObject) -> None:
-        """Append ``FINAL_RESPONSE`` with ``response``, close, update the catalog."""
+    def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
+        """Append ``FINAL_RESPONSE`` with ``response``, close, update the catalog.
+
+        ``fingerprint`` (the execution's, see ``ExecutionRecord.fingerprint``)
+        is stored in the same line when given.
+        """
         ...
 
     def close(self) -> None:
@@ -122,4 +128,40 @@ class ExecutionStore(Protocol):
 
     def iter_ids(self) -> Iterator[str]:
         """Every record id, in a stable order."""
+        ...
+
+    # -- for the replay cache (added in 0.2.0) -----------------------------------
+
+    def change_probe(self, execution_id: str) -> Callable[[], object]:
+        """A cheap check whose answer changes whenever the record changes.
+
+        ``None`` once the record is gone. The replay cache asks it on every hit.
+        """
+        ...
+
+    def record_cache_hit(
+        self,
+        source_execution_id: str,
+        *,
+        envelope_hash: str,
+        intent_name: str,
+        intent_version: str = "1.0",
+        request_id: str | None = None,
+        namespace: str = "default",
+    ) -> str:
+        """Note that a cached answer was served (no new record); the hit's id."""
+        ...
+
+    def cache_hits(
+        self,
+        *,
+        intent: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+    ) -> _Hits:
+        """Cache hits, newest first."""
+        ...
+
+    def cache_hit_count(self) -> int:
+        """How many cache hits are recorded."""
         ...

@@ -78,10 +78,12 @@ class ChainWriter:
         with self._lock:
             self._write(kind, data)
 
-    def complete(self, response: JSONObject) -> None:
+    def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` with the response and close the record.
 
-        ``response`` is an ``AgentResponse`` wire dict (or has ``to_wire()``).
+        ``response`` is an ``AgentResponse`` wire dict (or has ``to_wire()``);
+        ``fingerprint``, when given, is stored beside it (the recorder computes
+        it from the events it wrote).
 
         Raises:
             StoreError: as for :meth:`append`; the record then stays open.
@@ -91,7 +93,10 @@ class ChainWriter:
                 wire = wire_object(response)
             except TypeError as exc:
                 raise StoreError(f"record {self.execution_id}: {exc}") from exc
-            self._write(_FINAL, {"response": wire})
+            data: JSONObject = {"response": wire}
+            if fingerprint is not None:
+                data["fingerprint"] = fingerprint
+            self._write(_FINAL, data)
             self._open = False
             self._finish(completed=True)
         self._completed(self._outcome(wire))

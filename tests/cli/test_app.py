@@ -24,6 +24,9 @@ COMMANDS = {
     "stats",
     "run",
     "serve",
+    "rerun",
+    "diff",
+    "debug",
 }
 
 

@@ -265,3 +265,32 @@ def test_stats_empty_store(invoke: Invoke, store_root: Path) -> None:
     result = invoke("--store", str(store_root), "stats", "--json")
     assert result.exit_code == 0
     assert orjson.loads(result.stdout)["records"] == 0
+
+
+def test_stats_show_cache_hits_and_counts(invoke: Invoke, store_root: Path) -> None:
+    """stats reports recorded hits and the default cache directory's counts."""
+    from intentusnet import IntentRouter
+    from intentusnet.cache import ReplayCache
+
+    store = FileExecutionStore(store_root)
+    cache = ReplayCache()
+    with IntentRouter(store=store, cache=cache) as router:
+        router.agent("cached", name="echo")(lambda env, ctx: {"ok": True})
+        for _ in range(3):
+            router.route_intent({"intent": {"name": "cached"}})
+    cache.close()
+    store.close()
+    doc = orjson.loads(invoke("--store", str(store_root), "stats", "--json").stdout)
+    assert doc["cacheHits"] == 2
+    (counts,) = doc["caches"]
+    assert (counts["namespace"], counts["hits"], counts["misses"]) == ("default", 2, 1)
+    assert counts["entries"] == 1
+    text = invoke("--store", str(store_root), "stats").stdout
+    assert "Cache hits recorded: 2" in text
+    assert "Cache 'default': 2 hits, 1 misses, 1 entries" in text
+    elsewhere = store_root.parent / "elsewhere"
+    result = invoke(
+        "--store", str(store_root), "stats", "--json", "--cache-dir", str(elsewhere)
+    )
+    assert orjson.loads(result.stdout)["caches"] == []
+    assert not elsewhere.exists()

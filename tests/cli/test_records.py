@@ -190,7 +190,15 @@ def test_inspect_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> 
     result = invoke("--store", str(store_root), "inspect", "--json", ids["fallback"])
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
-    assert set(doc) == {"header", "timeline", "finalResponse", "tornTail"}
+    assert set(doc) == {
+        "header",
+        "fingerprint",
+        "replayOf",
+        "timeline",
+        "finalResponse",
+        "tornTail",
+        "tree",
+    }
     ends = [row for row in doc["timeline"] if row["type"] == "AGENT_ATTEMPT_END"]
     assert [(r["agent"], r["outcome"]) for r in ends] == [
         ("first", "error"),
@@ -210,3 +218,45 @@ def test_inspect_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> 
         "traceback",
     }
     assert doc["finalResponse"]["payload"] == {"n": 2}
+
+
+def _served_twice(store_root: Path) -> str:
+    """Route one envelope three times through a cached router; the source id."""
+    from intentusnet import IntentRouter
+    from intentusnet.cache import ReplayCache
+    from intentusnet.store import FileExecutionStore
+
+    store = FileExecutionStore(store_root)
+    cache = ReplayCache()
+    with IntentRouter(store=store, cache=cache) as router:
+        router.agent("cached", name="echo")(lambda env, ctx: {"ok": True})
+        source = router.route_intent({"intent": {"name": "cached"}})
+        router.route_intent({"intent": {"name": "cached"}})
+        router.route_intent({"intent": {"name": "cached"}})
+    cache.close()
+    store.close()
+    assert source.metadata.execution_id is not None
+    return source.metadata.execution_id
+
+
+def test_list_shows_cache_hits(invoke: Invoke, store_root: Path) -> None:
+    """Hits are listed as cache_hit rows naming their source; --no-hits hides."""
+    source = _served_twice(store_root)
+    result = invoke("--store", str(store_root), "records", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[-1] == "SOURCE"
+    hits = [line.split() for line in lines[1:] if "cache_hit" in line]
+    assert len(hits) == 2
+    assert all(row[0].startswith("hit-") and row[-1] == source for row in hits)
+    rows = orjson.loads(
+        invoke("--store", str(store_root), "records", "list", "--json").stdout
+    )
+    assert [row.get("kind") for row in rows] == ["cache_hit", "cache_hit", None]
+    assert rows[0]["sourceExecutionId"] == source
+    for options in (["--no-hits"], ["--status", "completed"]):
+        listed = invoke("--store", str(store_root), "records", "list", *options)
+        assert "cache_hit" not in listed.stdout
+        assert "SOURCE" not in listed.stdout
+    limited = invoke("--store", str(store_root), "records", "list", "--limit", "1")
+    assert len(limited.stdout.splitlines()) == 2

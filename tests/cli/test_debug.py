@@ -1,0 +1,212 @@
+"""``debug``, ``rerun`` and ``diff`` on the example CRM pipeline; the inspect tree."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from intentusnet import AgentContext, IntentEnvelope, IntentRouter, record_steps
+from intentusnet.store import FileExecutionStore
+
+from .support import Invoke, write_json
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "debug_fix_replay.py"
+APP = "debug_fix_replay:router"
+REQUEST = {"intent": {"name": "crm.qualify"}, "payload": {"email": "grace@x.io"}}
+
+
+def _forget_app() -> None:
+    module = sys.modules.pop("debug_fix_replay", None)
+    if module is not None:
+        module.router.close()
+
+
+@pytest.fixture
+def crm(
+    tmp_path: Path, store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """The example app importable from the working directory, recording to the store."""
+    directory = tmp_path / "app"
+    directory.mkdir()
+    shutil.copyfile(EXAMPLE, directory / "debug_fix_replay.py")
+    monkeypatch.chdir(directory)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("CRM_STORE", str(store_root))
+    monkeypatch.delenv("CRM_FIXED", raising=False)
+    _forget_app()
+    yield directory
+    _forget_app()
+
+
+def _failed_run(invoke: Invoke, tmp_path: Path) -> str:
+    """Route the request that fails; return its execution id."""
+    result = invoke("run", "--app", APP, str(write_json(tmp_path / "e.json", REQUEST)))
+    assert result.exit_code == 0, result.output
+    response = orjson.loads(result.stdout)
+    assert response["status"] == "error"
+    _forget_app()
+    return str(response["metadata"]["executionId"])
+
+
+def test_debug_names_the_root_cause_and_how_to_resume(
+    invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """debug prints the explanation, the timeline to the failure, how to resume."""
+    failed = _failed_run(invoke, tmp_path)
+    result = invoke("--store", str(store_root), "debug", failed)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "crm.lookup returned None; crm.score failed with AssertionError: " in out
+    assert "root cause: crm.lookup (step 1)" in out
+    timeline = out.split("Timeline up to the failure")[1].split("Once fixed")[0]
+    assert "crm.score (step 3)" in timeline
+    assert "FINAL_RESPONSE" not in timeline
+    assert f"rerun {failed} --app MODULE:ATTR --from-failure" in out
+    assert f"--store {store_root}" in out
+
+    doc = orjson.loads(
+        invoke("--store", str(store_root), "debug", "--json", failed).stdout
+    )
+    assert set(doc) == {"explanation", "timeline", "resume"}
+    assert doc["explanation"]["rootCause"]["name"] == "crm.lookup"
+
+
+def test_rerun_strict_then_fixed_then_resumed(
+    invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """Strict re-runs reproduce or miss; --from-failure resumes without a 2nd e-mail."""
+    failed = _failed_run(invoke, tmp_path)
+    store = ("--store", str(store_root))
+
+    same = invoke(*store, "rerun", failed, "--app", APP, "--json")
+    assert same.exit_code == 0, same.output
+    assert orjson.loads(same.stdout)["diff"]["same"] is True
+    _forget_app()
+
+    miss = invoke(*store, "rerun", failed, "--app", APP, CRM_FIXED="1")
+    assert miss.exit_code == 7
+    assert "'crm.score'" in miss.stderr
+    assert "--allow-live" in miss.stderr
+    _forget_app()
+
+    resumed = invoke(
+        *store, "rerun", failed, "--app", APP, "--from-failure", CRM_FIXED="1"
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "served: crm.lookup (step 1), email.send (step 2)" in resumed.stdout
+    assert "ran:    crm.score (step 3)" in resumed.stdout
+    assert "> args_changed" in resumed.stdout
+    assert sys.modules["debug_fix_replay"].MAILBOX == []  # served, not sent again
+    new_id = resumed.stdout.split(" as ", 1)[1].split(":", 1)[0]
+
+    diff = invoke(*store, "diff", failed, new_id)
+    assert diff.exit_code == 0, diff.output
+    assert "first deviation: crm.score (args_changed)" in diff.stdout
+    doc = orjson.loads(invoke(*store, "diff", failed, new_id, "--json").stdout)
+    steps = [e for e in doc["entries"] if e["scope"] == "step"]
+    assert [(e["kind"], e["name"]) for e in steps] == [("args_changed", "crm.score")]
+
+    shown = invoke(*store, "inspect", new_id)
+    assert f"replay of:   {failed}" in shown.stdout
+
+
+def test_allow_live_runs_the_changed_step(
+    invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """--allow-live runs a step the record cannot answer, and says so."""
+    failed = _failed_run(invoke, tmp_path)
+    result = invoke(
+        "--store",
+        str(store_root),
+        "rerun",
+        failed,
+        "--app",
+        APP,
+        "--allow-live",
+        "--json",
+        CRM_FIXED="1",
+    )
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert doc["status"] == "success"
+    assert doc["served"] == ["crm.lookup", "email.send"]
+    assert [s["name"] for s in doc["steps"] if s["miss"]] == ["crm.score"]
+
+
+def test_debug_of_a_completed_record(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """A completed record has nothing to debug, and no resume command."""
+    result = invoke("--store", str(store_root), "debug", ids["completed"])
+    assert result.exit_code == 0
+    assert "nothing failed" in result.stdout
+    assert "Once fixed" not in result.stdout
+
+
+def test_unknown_records_exit_3(invoke: Invoke, store_root: Path) -> None:
+    """debug, diff and rerun on a missing record exit 3."""
+    store = ("--store", str(store_root))
+    assert invoke(*store, "debug", "exec-missing").exit_code == 3
+    assert invoke(*store, "diff", "exec-a", "exec-b").exit_code == 3
+    assert invoke(*store, "rerun", "exec-a", "--app", APP).exit_code == 3
+
+
+def test_inspect_shows_the_tree_of_child_intents(
+    invoke: Invoke, store_root: Path
+) -> None:
+    """inspect shows a child among its parent's children, in text and JSON."""
+
+    def parent(env: IntentEnvelope, ctx: AgentContext) -> dict[str, Any]:
+        return {"child": ctx.route({"intent": {"name": "leaf"}}).status}
+
+    store = FileExecutionStore(store_root)
+    with IntentRouter(store=store) as router:
+        router.agent("leaf", name="leaf")(lambda env, ctx: {"ok": True})
+        router.agent("root", name="root")(parent)
+        response = router.route_intent({"intent": {"name": "root"}})
+    store.close()
+    parent_id = response.metadata.execution_id
+    assert parent_id is not None
+    reader = FileExecutionStore(store_root)
+    (child_id,) = [s.child_execution_id for s in record_steps(reader.load(parent_id))]
+    reader.close()
+    assert child_id is not None
+    text = invoke("--store", str(store_root), "inspect", child_id).stdout
+    tree = text.split("\nTree\n")[1]
+    assert parent_id in tree.splitlines()[0]
+    assert f"└─ {child_id}" in tree
+    assert "(route:leaf, step 1)  <- this record" in tree
+    doc = orjson.loads(
+        invoke("--store", str(store_root), "inspect", "--json", parent_id).stdout
+    )
+    assert doc["tree"]["current"] is True
+    assert [c["executionId"] for c in doc["tree"]["children"]] == [child_id]
+
+
+def test_example_walks_the_whole_loop(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """examples/debug_fix_replay.py fails, explains, resumes once, diffs one step."""
+    import runpy
+    import tempfile
+
+    monkeypatch.delenv("CRM_STORE", raising=False)
+    monkeypatch.delenv("CRM_FIXED", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    namespace = runpy.run_path(str(EXAMPLE), run_name="__main__")
+    namespace["router"].close()
+    out = capsys.readouterr().out
+    assert "crm.lookup returned None; crm.score failed with AssertionError" in out
+    assert "served ['crm.lookup', 'email.send'], ran ['crm.score']" in out
+    assert "e-mails sent: 1 (before: 1); CRM lookups: 1 (before: 1)" in out
+    diff = out.split("5. ")[1]
+    assert diff.count("<- deviation point") == 1
+    assert "args_changed     crm.score" in diff
