@@ -12,13 +12,19 @@ import time
 _rng = random.Random()
 _random_bits = _rng.getrandbits
 os.register_at_fork(after_in_child=_rng.seed)
+_VARIANT = 0x8 << 60
+_RAND_B = (1 << 62) - 1
 
 
 def uuid7_hex() -> str:
     """Return a UUIDv7 (RFC 9562) as 32 hex digits: sortable by creation time."""
-    ms = time.time_ns() // 1_000_000
-    # 12 bits rand_a, then the variant, then 62 bits rand_b
-    return f"{ms:012x}7{_random_bits(12):03x}{0x8 << 60 | _random_bits(62):016x}"
+    # 48-bit milliseconds, version 7, then 74 random bits: 12 of rand_a, the
+    # RFC 9562 variant (binary 10), and 62 of rand_b.
+    bits = _random_bits(74)
+    return "%012x7%019x" % (  # noqa: UP031 -- %-format is the fastest here
+        time.time_ns() // 1_000_000,
+        (bits >> 62) << 64 | _VARIANT | (bits & _RAND_B),
+    )
 
 
 def new_execution_id() -> str:

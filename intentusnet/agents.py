@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import (
     TYPE_CHECKING,
@@ -145,7 +145,6 @@ class AgentContext:
 
     def __init__(
         self,
-        *,
         execution_id: str,
         agent: str,
         attempt: int,
@@ -247,11 +246,11 @@ class RegisteredAgent:
     definition: AgentDefinition
     call: AgentHandler
     is_async: bool
+    #: the definition's name, kept at hand: the router reads it on every attempt
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        """The agent's name."""
-        return self.definition.name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.definition.name)
 
 
 def _as_callable(handler: AgentHandler | Agent) -> AgentHandler:

@@ -303,14 +303,9 @@ class IntentRouter:
         self, agent: RegisteredAgent, env: IntentEnvelope, ex: Execution, attempt: int
     ) -> AgentContext:
         timeout_ms = env.routing.timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         return AgentContext(
-            execution_id=ex.execution_id,
-            agent=agent.name,
-            attempt=attempt,
-            envelope=env,
-            deadline=time.monotonic() + timeout_ms / 1000 if timeout_ms else None,
-            router=self,
-            execution=ex,
+            ex.execution_id, agent.name, attempt, env, deadline, self, ex
         )
 
     def _run_sync(self, run: Run, env: IntentEnvelope, ex: Execution) -> list[Outcome]:
@@ -340,7 +335,7 @@ class IntentRouter:
             if error is not None:
                 return [from_exception(agent.name, error, ms_since(start))]
             result = future.result()
-        if inspect.isawaitable(result):
+        if type(result) is not dict and inspect.isawaitable(result):
             return self._in_loop(self._await_result(agent, result, start, ctx))
         return [from_result(agent.name, result, ms_since(start))]
 

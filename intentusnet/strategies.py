@@ -354,12 +354,7 @@ def plan(
     outcomes: list[Outcome] = []
 
     def run(agents: tuple[RegisteredAgent, ...], race: bool) -> Run:
-        if recorder is not None:
-            for number, agent in enumerate(agents, len(outcomes) + 1):
-                recorder.event(
-                    "AGENT_ATTEMPT_START", {"agent": agent.name, "attempt": number}
-                )
-        return Run(agents, race, len(outcomes) + 1)
+        return _start(recorder, agents, race, len(outcomes) + 1)
 
     if not order:
         return _answer(ex, decision, outcomes, None, _no_agent(env, decision))
@@ -403,6 +398,20 @@ def plan(
                 },
             )
     return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
+
+
+def _start(
+    recorder: Recorder | None,
+    agents: tuple[RegisteredAgent, ...],
+    race: bool,
+    first_attempt: int,
+) -> Run:
+    if recorder is not None:
+        for number, agent in enumerate(agents, first_attempt):
+            recorder.event(
+                "AGENT_ATTEMPT_START", {"agent": agent.name, "attempt": number}
+            )
+    return Run(agents, race, first_attempt)
 
 
 def _no_agent(env: IntentEnvelope, decision: RoutingDecision) -> ErrorInfo:
