@@ -11,7 +11,6 @@ per execution instead of two.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import sqlite3
 import threading
@@ -20,9 +19,9 @@ import weakref
 from collections.abc import Sequence
 from typing import Final
 
+from . import _log
 from .catalog import Catalog, CatalogRow
 
-_log = logging.getLogger("intentusnet.store")
 #: Rows of completed records are written in batches of at most this many ...
 BATCH_ROWS: Final = 128
 #: ... or once the oldest queued row is this old.

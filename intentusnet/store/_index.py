@@ -8,7 +8,6 @@ seen, and a catalog not known to be complete is rebuilt before it is queried.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -31,12 +30,12 @@ from ..record import (
     ReplayableReason,
     StoreStats,
 )
+from . import _log
 from ._catalog_writer import CatalogWriter
 from ._layout import has_records, relative_path, walk_ids
 from ._owner import owner_alive
 from .catalog import Catalog, CatalogRow
 
-_log = logging.getLogger("intentusnet.store")
 _T = TypeVar("_T")
 _FIND_LIMIT: Final = 64
 _STATUSES: Final = {s.value: s for s in RecordStatus}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 from typing import Final
 
 from .._json import JSONObject
@@ -51,7 +50,7 @@ def current_owner() -> JSONObject:
     boot = _read(_BOOT_ID_PATH)
     owner: JSONObject = {
         "pid": pid,
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # socket.gethostname(), unimported
         "bootId": boot.strip() if boot else None,
         "startTicks": _start_ticks(pid)[0],
     }

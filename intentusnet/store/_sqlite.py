@@ -9,7 +9,6 @@ keeps only derived data in it, which it can rebuild.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 import threading
@@ -19,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-_log = logging.getLogger("intentusnet.store")
+from . import _log
+
 _T = TypeVar("_T")
 _CORRUPT: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()

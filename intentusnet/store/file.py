@@ -12,7 +12,6 @@ files are the truth: a lost or corrupt catalog is rebuilt from them.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -37,7 +36,7 @@ from ..record import (
     VerifyReport,
     status_filter,
 )
-from . import _files
+from . import _files, _log
 from ._index import StoreIndex
 from ._layout import (
     CATALOG_NAME,
@@ -57,7 +56,6 @@ _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
 _Hits: TypeAlias = list[CacheHit]
 
-_log = logging.getLogger("intentusnet.store")
 
 #: How record writes reach the disk: ``"flush"`` hands every line to the OS
 #: before returning (a killed process loses nothing); ``"fsync"`` also forces the

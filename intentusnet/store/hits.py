@@ -15,7 +15,6 @@ to one journal. Retention deletes whole day files, as it deletes whole records.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -30,11 +29,11 @@ import orjson
 from .._ids import uuid7_hex
 from .._json import JSONObject
 from .._utc import micros_of, parse_utc, utc_now
+from . import _log
 from ._layout import FILE_MODE, make_dirs
 
 __all__ = ["HITS_DIR", "CacheHit", "HitJournal", "hit_line", "parse_hits"]
 
-_log = logging.getLogger("intentusnet.store")
 #: The journal directory under a store's root.
 HITS_DIR: Final = "cache-hits"
 #: The journal line format this release writes and reads.

@@ -8,7 +8,6 @@ execution; its methods are safe to call from several threads.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -22,7 +21,6 @@ from ..errors import StoreError
 from ..record import EventType, RecordStatus, ReplayableReason
 from .catalog import CatalogRow
 
-_log = logging.getLogger("intentusnet.store")
 _FINAL: Final = EventType.FINAL_RESPONSE
 
 
