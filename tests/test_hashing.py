@@ -118,7 +118,14 @@ KEY_CHARS = st.one_of(
     st.characters(min_codepoint=0x10000),
 )
 KEYS = st.text(KEY_CHARS, max_size=3)
-STRINGS = st.text(st.one_of(st.characters(max_codepoint=0x1F), st.characters()))
+# Lone surrogates are excluded explicitly: they are not JSON text (refused by
+# check_json, tested on their own), and newer Hypothesis versions generate them.
+STRINGS = st.text(
+    st.one_of(
+        st.characters(max_codepoint=0x1F),
+        st.characters(exclude_categories=("Cs",)),
+    )
+)
 EDGE_FLOATS = [
     0.0,
     1.0,

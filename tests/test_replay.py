@@ -229,7 +229,8 @@ def test_diff_paths_names_every_difference() -> None:
 
 def test_replay_runs_no_agent_code(tmp_path: Path) -> None:
     """A routed execution replays without calling its agent again."""
-    router_module = pytest.importorskip("intentusnet.router")
+    import intentusnet.router as router_module
+
     calls: list[int] = []
     with FileExecutionStore(tmp_path) as store:
         with router_module.IntentRouter(store=store) as router:

@@ -8,6 +8,7 @@ stderr and the exit code of DESIGN §8.
 from __future__ import annotations
 
 import re
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -54,7 +55,9 @@ class CliFailure(click.ClickException):
         debug: bool = False,
     ) -> None:
         super().__init__(one_line(message))
-        self.exit_code = exit_code
+        # click 8.5 declares exit_code a ClassVar; ours differs per failure, and
+        # click reads it from the instance.
+        setattr(self, "exit_code", exit_code)  # noqa: B010
         self.cause = cause
         self.debug = debug
 
@@ -141,7 +144,7 @@ def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
     shown = "stdin" if name == "-" else repr(name)
     try:
         if name == "-":
-            data = click.get_binary_stream("stdin").read(MAX_JSON_FILE_BYTES + 1)
+            data = sys.stdin.buffer.read(MAX_JSON_FILE_BYTES + 1)
         else:
             with Path(name).open("rb") as file:
                 data = file.read(MAX_JSON_FILE_BYTES + 1)
