@@ -31,7 +31,7 @@ from .agents import (
     RegisteredAgent,
     make_definition,
 )
-from .envelope import AgentResponse, ErrorCode, IntentEnvelope, IntentRef
+from .envelope import AgentResponse, IntentEnvelope, IntentRef
 from .hashing import compute_hash
 from .recorder import Recorder
 from .strategies import (
@@ -471,6 +471,3 @@ def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEn
     if isinstance(envelope, IntentEnvelope):
         return envelope
     return IntentEnvelope.model_validate(envelope)
-
-
-_UNUSED = ErrorCode  # re-exported codes are documented with the router
