@@ -36,7 +36,7 @@ class CachePolicy:
         max_age: never serve an answer whose record is older than this
             (a ``timedelta`` or seconds).
 
-    Added in 0.2.0.
+    Added in 0.1.0.
     """
 
     __slots__ = ("_known", "_test", "intents", "max_age", "serve_errors")
@@ -90,7 +90,7 @@ class CacheStats:
         directory: the cache directory.
 
     Hits and misses are totals over every process using the directory, brought
-    up to date at most once a second and when a cache is closed. Added in 0.2.0.
+    up to date at most once a second and when a cache is closed. Added in 0.1.0.
     """
 
     namespace: str

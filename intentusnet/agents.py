@@ -76,7 +76,7 @@ def current_context() -> AgentContext | None:
 
     Set for the whole agent call: through ``await``, in nested calls, and in
     the router's worker threads. A thread the agent starts itself sees it only
-    if started under ``contextvars.copy_context().run``. Added in 0.2.0.
+    if started under ``contextvars.copy_context().run``. Added in 0.1.0.
     """
     return CURRENT.get()
 
@@ -183,7 +183,7 @@ class AgentContext:
         args and their canonical hash, the output (or the error and its
         traceback) and the duration; values that are not JSON are recorded as
         their ``repr`` and make the step not replayable. In a re-run the record
-        answers the call instead (docs/debugging.md). Added in 0.2.0.
+        answers the call instead (docs/debugging.md). Added in 0.1.0.
 
         Args:
             name: what is called, e.g. ``crm.lookup``.
@@ -211,7 +211,7 @@ class AgentContext:
     ) -> _T:
         """Await ``fn(**args)`` as a recorded step: the async ``step``.
 
-        Added in 0.2.0.
+        Added in 0.1.0.
         """
         kwargs = dict(args) if args else {}
         result: _T = await _steps().arun_step(
@@ -226,7 +226,7 @@ class AgentContext:
 
         The child's record names this execution as its parent, and this record
         names the child (a ``route:INTENT`` step). Blocking: from a coroutine
-        use :meth:`aroute`. Added in 0.2.0.
+        use :meth:`aroute`. Added in 0.1.0.
         """
         response: AgentResponse = _steps().route_child(self, envelope)
         return response
@@ -234,7 +234,7 @@ class AgentContext:
     async def aroute(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]
     ) -> AgentResponse:
-        """Route a child intent: the async ``route``. Added in 0.2.0."""
+        """Route a child intent: the async ``route``. Added in 0.1.0."""
         response: AgentResponse = await _steps().aroute_child(self, envelope)
         return response
 

@@ -88,7 +88,7 @@ class ReplayCache:
         ValueError: a bad namespace, size or duration.
         CacheError: the directory cannot be used.
 
-    Added in 0.2.0.
+    Added in 0.1.0.
     """
 
     def __init__(

@@ -80,7 +80,7 @@ def cached(
         CachedCallError: at call time, a cached failure was served (only with
             ``CachePolicy(serve_errors=True)``).
 
-    Added in 0.2.0.
+    Added in 0.1.0.
     """
     if cache is not None and (
         namespace != "default" or ttl is not None or policy is not None

@@ -52,7 +52,7 @@ _PAIR_KINDS: Final = (
 
 @dataclass(frozen=True, slots=True)
 class DiffEntry:
-    """One difference between two records. Added in 0.2.0.
+    """One difference between two records. Added in 0.1.0.
 
     Attributes:
         kind: ``step_added``, ``step_removed``, ``args_changed``,
@@ -103,7 +103,7 @@ class DiffEntry:
 
 @dataclass(frozen=True, slots=True)
 class RecordDiff:
-    """The differences between two records, in execution order. Added in 0.2.0.
+    """The differences between two records, in execution order. Added in 0.1.0.
 
     Attributes:
         a: the first record's execution id.
@@ -156,7 +156,7 @@ def diff_records(
     duration_ratio: float = 2.0,
     duration_min_ms: float = 10.0,
 ) -> RecordDiff:
-    """Compare two records: what the second did differently. Added in 0.2.0.
+    """Compare two records: what the second did differently. Added in 0.1.0.
 
     Args:
         a: the first record (e.g. the original run).

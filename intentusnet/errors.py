@@ -187,7 +187,7 @@ class CassetteMiss(ReplayError, LookupError):
 
     Raised by ``ReplayEngine.rerun`` after the re-run finished routing (the
     agent may have caught it; it is raised again regardless). The re-run's own
-    record exists and shows where it stopped. Added in 0.2.0.
+    record exists and shows where it stopped. Added in 0.1.0.
 
     Attributes:
         name: the step's name.
@@ -237,7 +237,7 @@ class SideEffectMismatch(CassetteMiss):
     runs again on a re-run: it is served from the record. When the re-run needs
     it with arguments the record does not hold while the record holds a call of
     that step not yet served, running it would do something the original run
-    did not, so the re-run stops instead. Added in 0.2.0.
+    did not, so the re-run stops instead. Added in 0.1.0.
     """
 
     code: ClassVar[str] = "side_effect_mismatch"
@@ -252,7 +252,7 @@ class ReplayedStepError(ReplayError, RuntimeError):
     subclass named like the recorded type, with the recorded message, so the
     re-run records the same failure; when the recorded type is a builtin
     exception (``TimeoutError``, ``KeyError``, ...) it is also an instance of
-    that type, so ``except TimeoutError`` still catches it. Added in 0.2.0.
+    that type, so ``except TimeoutError`` still catches it. Added in 0.1.0.
 
     Attributes:
         name: the step's name.
@@ -344,7 +344,7 @@ class CacheMiss(ReplayError, LookupError):
     """Replay-only mode needed an answer that no record holds.
 
     Raised by the httpx transports in ``replay`` mode instead of making the call.
-    Added in 0.2.0.
+    Added in 0.1.0.
 
     Attributes:
         request: what was asked, e.g. ``POST https://api.example/v1/chat``.
@@ -369,7 +369,7 @@ class CachedCallError(ReplayError, RuntimeError):
     """A ``@cached`` function's recorded call failed, and the failure was served.
 
     The original exception cannot be rebuilt from a record; this carries what
-    the record holds. Added in 0.2.0.
+    the record holds. Added in 0.1.0.
 
     Attributes:
         error: the recorded ``ErrorInfo`` in wire form.
@@ -390,7 +390,7 @@ class CacheError(IntentusNetError, OSError):
     """The replay cache's directory or database cannot be used.
 
     Raised only when a cache is created; during routing a failing cache is
-    logged and routing carries on without it. Added in 0.2.0.
+    logged and routing carries on without it. Added in 0.1.0.
     """
 
     code: ClassVar[str] = "cache_error"
@@ -400,7 +400,7 @@ class CacheError(IntentusNetError, OSError):
 class NotCacheable(IntentusNetError, TypeError):
     """A ``@cached`` function got an argument, or returned a value, JSON cannot carry.
 
-    Added in 0.2.0.
+    Added in 0.1.0.
 
     Attributes:
         argument: the parameter's name, or ``"return value"``.

@@ -37,7 +37,7 @@ _MAX_DEPTH: Final = 8
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """The failure path of one record. Added in 0.2.0.
+    """The failure path of one record. Added in 0.1.0.
 
     Attributes:
         execution_id: the record explained.
@@ -92,7 +92,7 @@ class Explanation:
 def explain(
     record: ExecutionRecord, store: ExecutionStore | None = None
 ) -> Explanation:
-    """Explain why ``record`` failed (or say that it did not). Added in 0.2.0.
+    """Explain why ``record`` failed (or say that it did not). Added in 0.1.0.
 
     Args:
         record: the record to explain.

@@ -179,7 +179,7 @@ class ExecutionRecord:
         step calls with the same results (docs/records.md says exactly what is
         hashed). Stored in the ``FINAL_RESPONSE`` line; computed from the
         events for a record that has none (unfinished, or written before
-        0.2.0). Added in 0.2.0.
+        0.2.0). Added in 0.1.0.
         """
         from ._fingerprint import record_fingerprint
 
@@ -189,7 +189,7 @@ class ExecutionRecord:
     def replay_of(self) -> str | None:
         """The execution this one re-ran (``ReplayEngine.rerun``), or ``None``.
 
-        Added in 0.2.0.
+        Added in 0.1.0.
         """
         if self.events and self.events[0].type is EventType.INTENT_RECEIVED:
             value = self.events[0].data.get("replayOf")

@@ -113,7 +113,7 @@ class ReplayEngine:
         so a strict re-run makes no model, tool or network call. The re-run is
         recorded (in ``store``, else the router's store, else in memory) and
         linked to this record by ``replayOf``. See docs/debugging.md.
-        Added in 0.2.0.
+        Added in 0.1.0.
 
         Args:
             router: today's router and agents.

@@ -33,7 +33,7 @@ __all__ = ["RerunResult", "rerun"]
 
 @dataclass(frozen=True, slots=True)
 class RerunResult:
-    """What a re-run did. Added in 0.2.0.
+    """What a re-run did. Added in 0.1.0.
 
     Attributes:
         response: the re-run's answer, as routing returned it.

@@ -79,7 +79,7 @@ class IntentRouter:
             race, and for sync agents called from ``route``.
         cache: a ``ReplayCache`` answering equal envelopes from earlier
             records before any record is opened or agent runs (needs
-            ``store``, which it is bound to). Added in 0.2.0.
+            ``store``, which it is bound to). Added in 0.1.0.
 
     Raises:
         ValueError: ``cache`` without ``store``.

@@ -236,7 +236,7 @@ def step(
     applied, are the step's args (a first parameter ``self`` or ``cls`` is
     left out, and so are those named in ``exclude``). Called outside an agent,
     the function runs as if undecorated. Works on async functions too.
-    Added in 0.2.0.
+    Added in 0.1.0.
 
     Example::
 

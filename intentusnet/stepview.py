@@ -22,7 +22,7 @@ UNFINISHED: Final = "unfinished"
 
 @dataclass(frozen=True, slots=True)
 class RecordedStep:
-    """One step of a record. Added in 0.2.0.
+    """One step of a record. Added in 0.1.0.
 
     Attributes:
         number: the step's number in its record, from 1, in the order started.
@@ -118,7 +118,7 @@ class RecordedStep:
 
 @dataclass(frozen=True, slots=True)
 class StepRun:
-    """How a re-run answered one step call. Added in 0.2.0.
+    """How a re-run answered one step call. Added in 0.1.0.
 
     Attributes:
         number: the step's number in the re-run's record.
@@ -163,7 +163,7 @@ def _int(value: JSONValue | None) -> int | None:
 
 
 def record_steps(record: ExecutionRecord) -> tuple[RecordedStep, ...]:
-    """Return the steps of a record in the order they started. Added in 0.2.0."""
+    """Return the steps of a record in the order they started. Added in 0.1.0."""
     starts: dict[int, tuple[int, JSONObject]] = {}
     ends: dict[int, tuple[int, JSONObject]] = {}
     start_type, end_type = EventType.STEP_START, EventType.STEP_END

@@ -388,7 +388,7 @@ class RecordingTransport(httpx.BaseTransport):
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
 
-    Added in 0.2.0.
+    Added in 0.1.0.
     """
 
     def __init__(
@@ -449,7 +449,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
     """The async twin of :class:`RecordingTransport`, for ``httpx.AsyncClient``.
 
     Takes the same arguments; ``wrapped`` is an async transport
-    (``httpx.AsyncHTTPTransport()`` by default). Added in 0.2.0.
+    (``httpx.AsyncHTTPTransport()`` by default). Added in 0.1.0.
     """
 
     def __init__(

@@ -385,7 +385,7 @@ class FileExecutionStore:
         """Note that a cached answer of ``source_execution_id`` was served.
 
         One line appended to the day's hit journal; no record file is made.
-        Added in 0.2.0.
+        Added in 0.1.0.
 
         Returns:
             The hit's id (``hit-...``).
@@ -427,7 +427,7 @@ class FileExecutionStore:
         One ``stat()``: the file's size, modification time and inode, or
         ``None`` once the file is gone. An appended ``INVALIDATED`` line, an
         edited byte or a deletion all change the answer; the replay cache asks
-        it on every hit. Added in 0.2.0.
+        it on every hit. Added in 0.1.0.
 
         Raises:
             InvalidExecutionId: the id is not allowed.

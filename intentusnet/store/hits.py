@@ -58,7 +58,7 @@ class CacheHit:
         request_id: the caller's request id, when there was one.
         namespace: the cache namespace that served it.
 
-    Added in 0.2.0.
+    Added in 0.1.0.
     """
 
     hit_id: str
