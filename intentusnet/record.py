@@ -179,7 +179,7 @@ class ExecutionRecord:
         step calls with the same results (docs/records.md says exactly what is
         hashed). Stored in the ``FINAL_RESPONSE`` line; computed from the
         events for a record that has none (unfinished, or written before
-        0.2.0). Added in 0.1.0.
+        fingerprints were stored). Added in 0.1.0.
         """
         from ._fingerprint import record_fingerprint
 

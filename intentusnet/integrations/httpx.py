@@ -77,7 +77,7 @@ _READY_KEPT: Final = 1024
 
 
 class TransportMode(StrEnum):
-    """What a recording transport does with a request (added in 0.2.0)."""
+    """What a recording transport does with a request (added in 0.1.0)."""
 
     RECORD = "record"
     REPLAY = "replay"

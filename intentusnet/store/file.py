@@ -412,13 +412,13 @@ class FileExecutionStore:
         since: datetime | None = None,
         limit: int | None = None,
     ) -> _Hits:
-        """Cache hits matching every filter given, newest first (added in 0.2.0)."""
+        """Cache hits matching every filter given, newest first (added in 0.1.0)."""
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, not {limit}")
         return self._hits.read(intent=intent, since=since, limit=limit)
 
     def cache_hit_count(self) -> int:
-        """How many cache hits the journal holds (added in 0.2.0)."""
+        """How many cache hits the journal holds (added in 0.1.0)."""
         return self._hits.count()
 
     def change_probe(self, execution_id: str) -> Callable[[], object]:

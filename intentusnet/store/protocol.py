@@ -130,7 +130,7 @@ class ExecutionStore(Protocol):
         """Every record id, in a stable order."""
         ...
 
-    # -- for the replay cache (added in 0.2.0) -----------------------------------
+    # -- for the replay cache (added in 0.1.0) -----------------------------------
 
     def change_probe(self, execution_id: str) -> Callable[[], object]:
         """A cheap check whose answer changes whenever the record changes.
