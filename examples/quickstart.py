@@ -177,11 +177,13 @@ def main() -> None:
         child(sys.argv[2])
         return
     part_one()
-    with tempfile.TemporaryDirectory(prefix="intentusnet-") as tmp:
-        root = os.path.join(tmp, "records")
-        part_two(root)
-        part_three(root)
-        print(f"\nTry the CLI on a store: intentusnet --store {root} records list")
+    # Kept after the demo, so that the CLI can be tried on it.
+    root = os.path.join(tempfile.mkdtemp(prefix="intentusnet-quickstart-"), "records")
+    part_two(root)
+    part_three(root)
+    print(f"\nThe records are kept in {root}; try:")
+    print(f"   intentusnet --store {root} records list")
+    print(f"   intentusnet --store {root} verify --all")
 
 
 if __name__ == "__main__":
