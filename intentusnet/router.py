@@ -239,20 +239,20 @@ class IntentRouter:
             ex = Execution(given or new_execution_id(), None, None, started)
         else:
             envelope_hash = compute_hash(env)
-            if hints is None:
-                recorder = Recorder(
-                    store, env.to_wire(), envelope_hash, env.metadata.request_id
-                )
-            else:
-                recorder = Recorder(
-                    store,
-                    env.to_wire(),
-                    envelope_hash,
-                    env.metadata.request_id,
-                    execution_id=hints.execution_id,
-                    parent_execution_id=hints.parent_execution_id,
-                    received=hints.received,
-                )
+            given, parent, received = (
+                (None, None, None)
+                if hints is None
+                else (hints.execution_id, hints.parent_execution_id, hints.received)
+            )
+            recorder = Recorder(
+                store,
+                env.to_wire(),
+                envelope_hash,
+                env.metadata.request_id,
+                execution_id=given,
+                parent_execution_id=parent,
+                received=received,
+            )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),
                 envelope_hash,

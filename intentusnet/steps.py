@@ -92,6 +92,14 @@ def _replayed_type(kind: str) -> type[ReplayedStepError]:
     return type(kind, (ReplayedStepError,), namespace)
 
 
+def _served(session: StepSession, opened: OpenStep) -> object:
+    """Return a served step's recorded output, or raise its recorded error."""
+    output = session.serve(opened)
+    if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
+        raise _replayed(opened)
+    return output
+
+
 def run_step(
     ctx: AgentContext,
     name: str,
@@ -108,10 +116,7 @@ def run_step(
         return call()
     opened = session.open(ctx, name, args, side_effect=side_effect)
     if opened.served:
-        output = session.serve(opened)
-        if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
-            raise _replayed(opened)
-        return cast(_T, output)
+        return cast(_T, _served(session, opened))
     token = enter_step(session, opened.number)
     try:
         value = call()
@@ -138,10 +143,7 @@ async def arun_step(
         return await result if inspect.isawaitable(result) else result
     opened = session.open(ctx, name, args, side_effect=side_effect)
     if opened.served:
-        output = session.serve(opened)
-        if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
-            raise _replayed(opened)
-        return cast(_T, output)
+        return cast(_T, _served(session, opened))
     token = enter_step(session, opened.number)
     try:
         result = call()

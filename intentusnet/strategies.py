@@ -353,16 +353,13 @@ def plan(
         recorder.event("ROUTER_DECISION", decision.model_dump(mode="json"))
     outcomes: list[Outcome] = []
 
-    def run(agents: tuple[RegisteredAgent, ...], race: bool) -> Run:
-        return _start(recorder, agents, race, len(outcomes) + 1)
-
     if not order:
         return _answer(ex, decision, outcomes, None, _no_agent(env, decision))
 
     if strategy is RoutingStrategy.BROADCAST:
         results: JSONObject = {}
         for agent in order:
-            got = yield run((agent,), False)
+            got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
             _record_attempts(recorder, got, len(outcomes) + 1)
             outcomes += got
             if got[0].ok:
@@ -372,7 +369,7 @@ def plan(
         return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
     if strategy is RoutingStrategy.PARALLEL:
-        got = yield run(order, True)
+        got = yield _start(recorder, order, True, 1)
         _record_attempts(recorder, got, 1)
         outcomes += got
         winner = next((o for o in got if o.ok), None)
@@ -383,7 +380,7 @@ def plan(
     # DIRECT runs the first agent of the order; FALLBACK walks it until success.
     last = order[:1] if strategy is RoutingStrategy.DIRECT else order
     for index, agent in enumerate(last):
-        got = yield run((agent,), False)
+        got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
         _record_attempts(recorder, got, len(outcomes) + 1)
         outcomes += got
         if got[0].ok:
