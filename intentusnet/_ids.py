@@ -12,18 +12,20 @@ import time
 _rng = random.Random()
 _random_bits = _rng.getrandbits
 os.register_at_fork(after_in_child=_rng.seed)
+_time_ns = time.time_ns
 _VARIANT = 0x8 << 60
-_RAND_B = (1 << 62) - 1
+# %-formatting is the fastest way to build these strings.
+_UUID7 = "%012x7%03x%016x"
 
 
 def uuid7_hex() -> str:
     """Return a UUIDv7 (RFC 9562) as 32 hex digits: sortable by creation time."""
-    # 48-bit milliseconds, version 7, then 74 random bits: 12 of rand_a, the
-    # RFC 9562 variant (binary 10), and 62 of rand_b.
-    bits = _random_bits(74)
-    return "%012x7%019x" % (  # noqa: UP031 -- %-format is the fastest here
-        time.time_ns() // 1_000_000,
-        (bits >> 62) << 64 | _VARIANT | (bits & _RAND_B),
+    # 48-bit milliseconds, version 7, 12 random bits of rand_a, then the RFC 9562
+    # variant (binary 10) and 62 random bits of rand_b.
+    return _UUID7 % (
+        _time_ns() // 1_000_000,
+        _random_bits(12),
+        _VARIANT | _random_bits(62),
     )
 
 

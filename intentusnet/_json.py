@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from .errors import EnvelopeValidationError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     JSONValue: TypeAlias = (
         dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
     )
@@ -68,70 +70,87 @@ def check_json(value: object, path: str = "") -> bool:
         the canonical form can take the fast path.
     """
     plain = True
-    stack: list[tuple[object, _Path, int]] = [(value, path, 0)]
+    # The stack holds containers still to walk, as (children, path, depth, is_dict);
+    # scalars are checked where they are met, and a child's path is built only
+    # when it is reported or when the child is itself a container. A root that
+    # is not a dict is the only child of a pseudo-container at depth -1, whose
+    # child sits at ``path`` itself.
+    stack: list[tuple[Iterable[tuple[Any, Any]], _Path, int, bool]] = [
+        (value.items(), path, 0, True)
+        if type(value) is dict
+        else (((None, value),), path, -1, False)
+    ]
     pop, push = stack.pop, stack.append
     while stack:
-        item, where, depth = pop()
-        kind = type(item)
-        if kind is str:
-            if not item.isascii():  # type: ignore[attr-defined]
-                _check_utf8(item, where)  # type: ignore[arg-type]
-        elif kind is int:
-            if not -_PLAIN_INT_MAX <= item <= _PLAIN_INT_MAX:  # type: ignore[operator]
-                plain = False
-                if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:  # type: ignore[operator]
+        children, where, depth, is_dict = pop()
+        for key, item in children:
+            kind = type(item)
+            if kind is str:
+                if not item.isascii():
+                    _check_utf8(item, _child(where, key, depth))
+            elif kind is int:
+                if not -_PLAIN_INT_MAX <= item <= _PLAIN_INT_MAX:
+                    plain = False
+                    if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
+                        raise EnvelopeValidationError(
+                            f"integer {item} is beyond +-(2**53-1) and would lose "
+                            "precision in JSON; send it as a string",
+                            render_path(_child(where, key, depth)),
+                        )
+            elif kind is float:
+                if not math.isfinite(item):
                     raise EnvelopeValidationError(
-                        f"integer {item} is beyond +-(2**53-1) and would lose "
-                        "precision in JSON; send it as a string",
+                        f"{item} is not a JSON number (NaN and infinities are not "
+                        "allowed)",
+                        render_path(_child(where, key, depth)),
+                    )
+                if plain and (
+                    item.is_integer()
+                    or not _PLAIN_FLOAT_MIN <= abs(item) < _PLAIN_FLOAT_MAX
+                ):
+                    plain = False
+            elif kind is bool or item is None:
+                pass
+            elif kind is dict or kind is list or kind is tuple:
+                here = _child(where, key, depth)
+                if depth + 1 >= MAX_DEPTH:
+                    raise EnvelopeValidationError(
+                        f"nested deeper than {MAX_DEPTH} levels", render_path(here)
+                    )
+                if kind is dict:
+                    push((item.items(), here, depth + 1, True))
+                else:
+                    push((enumerate(item), here, depth + 1, False))
+            elif isinstance(item, str | int | float | dict | list):
+                # Subclasses (enums, IntEnum, OrderedDict, ...) serialize differently
+                # across libraries; refuse rather than guess.
+                raise EnvelopeValidationError(
+                    f"{kind.__name__} is a subclass of a JSON type; "
+                    "pass a plain str, int, float, dict or list",
+                    render_path(_child(where, key, depth)),
+                )
+            else:
+                raise EnvelopeValidationError(
+                    f"{kind.__name__} is not a JSON value",
+                    render_path(_child(where, key, depth)),
+                )
+            if is_dict:
+                if type(key) is not str:
+                    raise EnvelopeValidationError(
+                        f"object key {key!r} is a {type(key).__name__}, "
+                        "JSON keys must be strings",
                         render_path(where),
                     )
-        elif kind is float:
-            if not math.isfinite(item):  # type: ignore[arg-type]
-                raise EnvelopeValidationError(
-                    f"{item} is not a JSON number (NaN and infinities are not allowed)",
-                    render_path(where),
-                )
-            if plain and (
-                item.is_integer()  # type: ignore[attr-defined]
-                or not _PLAIN_FLOAT_MIN <= abs(item) < _PLAIN_FLOAT_MAX  # type: ignore[arg-type]
-            ):
-                plain = False
-        elif kind is bool or item is None:
-            continue
-        elif kind is dict or kind is list or kind is tuple:
-            if depth >= MAX_DEPTH:
-                raise EnvelopeValidationError(
-                    f"nested deeper than {MAX_DEPTH} levels", render_path(where)
-                )
-            if kind is dict:
-                for key, child in item.items():  # type: ignore[attr-defined]
-                    if type(key) is not str:
-                        raise EnvelopeValidationError(
-                            f"object key {key!r} is a {type(key).__name__}, "
-                            "JSON keys must be strings",
-                            render_path(where),
-                        )
-                    if not key.isascii():
-                        _check_utf8(key, where)
-                        if plain and max(key) > "\uffff":
-                            plain = False  # RFC 8785 sorts keys in UTF-16 order
-                    push((child, (where, key), depth + 1))
-            else:
-                for index, child in enumerate(item):  # type: ignore[arg-type]
-                    push((child, (where, index), depth + 1))
-        elif isinstance(item, str | int | float | dict | list):
-            # Subclasses (enums, IntEnum, OrderedDict, ...) serialize differently
-            # across libraries; refuse rather than guess.
-            raise EnvelopeValidationError(
-                f"{kind.__name__} is a subclass of a JSON type; "
-                "pass a plain str, int, float, dict or list",
-                render_path(where),
-            )
-        else:
-            raise EnvelopeValidationError(
-                f"{kind.__name__} is not a JSON value", render_path(where)
-            )
+                if not key.isascii():
+                    _check_utf8(key, where)
+                    if plain and max(key) > "\uffff":
+                        plain = False  # RFC 8785 sorts keys in UTF-16 order
     return plain
+
+
+def _child(where: _Path, key: str | int, depth: int) -> _Path:
+    """The path of the child at ``key`` of the container at ``where``."""
+    return where if depth < 0 else (where, key)
 
 
 def _check_utf8(text: str, where: _Path) -> None:

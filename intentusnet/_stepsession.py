@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 import orjson
 
+from ._clock import ms_since
 from ._json import JSONObject, JSONValue, check_json
 from .cassette import LIVE, Cassette, Decision
 from .errors import CassetteMiss, EnvelopeValidationError
@@ -83,10 +84,6 @@ def _format(exc: BaseException) -> str:
     while tb is not None and tb.tb_frame.f_code.co_filename == _STEPS_FILE:
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
-
-
-def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000.0, 3)
 
 
 class OpenStep:
@@ -225,7 +222,7 @@ class StepSession:
             "name": step.name,
             "argsHash": step.args_hash,
             "outcome": recorded.outcome,
-            "durationMs": _ms(step.start),
+            "durationMs": ms_since(step.start),
             "output": recorded.output,
             "outputHash": recorded.output_hash,
             "error": recorded.error,
@@ -319,7 +316,7 @@ class StepSession:
             "name": step.name,
             "argsHash": step.args_hash,
             "outcome": outcome,
-            "durationMs": _ms(step.start),
+            "durationMs": ms_since(step.start),
             "output": output,
             "outputHash": output_hash,
             "error": error,

@@ -389,7 +389,17 @@ class AgentResponse(_Model):
 
 
 _M = TypeVar("_M", bound=BaseModel)
-_ALLOWS_EXTRA: dict[type[BaseModel], bool] = {}
+
+# Pydantic keeps a model's state in four slots; ``trusted`` fills them through
+# their descriptors, the cheapest way CPython offers.
+_slot = BaseModel.__dict__
+_set_dict = _slot["__dict__"].__set__
+_set_fields_set = _slot["__pydantic_fields_set__"].__set__
+_set_extra = _slot["__pydantic_extra__"].__set__
+_set_private = _slot["__pydantic_private__"].__set__
+_new = object.__new__
+#: per model class: the set of all its field names, and whether it allows extras
+_TRUSTED: dict[type[BaseModel], tuple[set[str], bool]] = {}
 
 
 def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
@@ -398,14 +408,23 @@ def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
     ``model_construct`` costs microseconds per call; the router builds several
     models per execution from values it already checked, so it sets the state
     pydantic keeps directly. ``values`` must name every field of ``cls``.
+
+    Every instance of a frozen model built here shares one fields-set: nothing
+    mutates it in place (``model_copy`` copies it before adding to it).
     """
-    extra = _ALLOWS_EXTRA.get(cls)
-    if extra is None:
-        extra = _ALLOWS_EXTRA[cls] = cls.model_config.get("extra") == "allow"
-    obj = cls.__new__(cls)
-    setattr_ = object.__setattr__
-    setattr_(obj, "__dict__", values)
-    setattr_(obj, "__pydantic_fields_set__", set(values))
-    setattr_(obj, "__pydantic_extra__", {} if extra else None)
-    setattr_(obj, "__pydantic_private__", None)
+    spec = _TRUSTED.get(cls)
+    if spec is None:
+        spec = _TRUSTED[cls] = _trusted_spec(cls)
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields_set(obj, spec[0])
+    _set_extra(obj, {} if spec[1] else None)
+    _set_private(obj, None)
     return obj
+
+
+def _trusted_spec(cls: type[BaseModel]) -> tuple[set[str], bool]:
+    config = cls.model_config
+    if not config.get("frozen"):
+        raise TypeError(f"trusted() builds frozen models only, not {cls.__name__}")
+    return set(cls.model_fields), config.get("extra") == "allow"

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
+from ._clock import ms_since
 from ._hints import carry_hints, claim_hints, hints_pending
 from ._ids import new_execution_id
 from ._json import JSONValue
@@ -44,14 +45,13 @@ from .strategies import (
     from_exception,
     from_result,
     internal_error,
-    ms_since,
     plan,
     timed_out,
 )
 
 if TYPE_CHECKING:
     from .cache import ReplayCache
-    from .envelope import RoutingDecision
+    from .envelope import RoutingDecision, RoutingStrategy
     from .store import ExecutionStore
 
 __all__ = ["CallNext", "IntentRouter", "Middleware"]
@@ -63,7 +63,9 @@ Middleware: TypeAlias = Callable[[IntentEnvelope, CallNext], Awaitable[AgentResp
 
 _H = TypeVar("_H", bound=Callable[..., object])
 _DECISION_CACHE_SIZE: Final = 1024
-_DecisionKey: TypeAlias = tuple[str, str, str, str | None, tuple[str, ...]]
+_DecisionKey: TypeAlias = tuple[
+    str, str, "RoutingStrategy", str | None, tuple[str, ...]
+]
 
 
 class IntentRouter:
@@ -209,7 +211,7 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
-        return self._finish(ex, response)
+        return response if ex.recorder is None else self._finish(ex, response)
 
     async def _route_async(self, env: IntentEnvelope) -> AgentResponse:
         if self.cache is not None and not hints_pending():
@@ -226,7 +228,7 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
-        return self._finish(ex, response)
+        return response if ex.recorder is None else self._finish(ex, response)
 
     def _begin(self, env: IntentEnvelope) -> tuple[Plan, Execution]:
         started = time.perf_counter()
@@ -265,8 +267,7 @@ class IntentRouter:
 
     def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
         recorder = ex.recorder
-        if recorder is None:
-            return response
+        assert recorder is not None  # the drivers call this only when recording
         if recorder.error is None:
             recorder.complete(response.to_wire())
         if recorder.error is None:
@@ -280,12 +281,14 @@ class IntentRouter:
         self, env: IntentEnvelope
     ) -> tuple[RoutingDecision, tuple[RegisteredAgent, ...]]:
         routing = env.routing
+        intent = env.intent
+        fallback = routing.fallback_agents
         key = (
-            env.intent.name,
-            env.intent.version,
-            routing.strategy.value,
+            intent.name,
+            intent.version,
+            routing.strategy,
             routing.target_agent,
-            tuple(routing.fallback_agents),
+            tuple(fallback) if fallback else (),
         )
         generation = self.registry.generation
         cached = self._decisions.get(key)
@@ -303,7 +306,7 @@ class IntentRouter:
         self, agent: RegisteredAgent, env: IntentEnvelope, ex: Execution, attempt: int
     ) -> AgentContext:
         timeout_ms = env.routing.timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         return AgentContext(
             ex.execution_id, agent.name, attempt, env, deadline, self, ex
         )

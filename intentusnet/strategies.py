@@ -8,11 +8,11 @@ about strategies.
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Generator
 from typing import TYPE_CHECKING, TypeAlias
 
+from ._clock import ms_since
 from ._json import JSONObject, check_json
 from .agents import AgentRegistry, RegisteredAgent
 from .envelope import (
@@ -46,7 +46,15 @@ __all__ = [
 class Outcome:
     """The result of one agent attempt, normalised."""
 
-    __slots__ = ("agent", "duration_ms", "error", "outcome", "payload", "traceback")
+    __slots__ = (
+        "agent",
+        "duration_ms",
+        "error",
+        "ok",
+        "outcome",
+        "payload",
+        "traceback",
+    )
 
     def __init__(
         self,
@@ -59,15 +67,12 @@ class Outcome:
     ) -> None:
         self.agent = agent
         self.outcome = outcome
+        #: True when the agent answered successfully
+        self.ok = outcome == "success"
         self.duration_ms = duration_ms
         self.payload = payload
         self.error = error
         self.traceback = tb
-
-    @property
-    def ok(self) -> bool:
-        """True when the agent answered successfully."""
-        return self.outcome == "success"
 
 
 class Run:
@@ -190,10 +195,6 @@ def cancelled(agent: str, duration_ms: float) -> Outcome:
     )
 
 
-def ms_since(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000.0, 3)
-
-
 # -- deciding ----------------------------------------------------------------------
 
 
@@ -261,18 +262,6 @@ def decide(
 
 
 # -- planning ----------------------------------------------------------------------
-
-
-def _attempt_info(outcome: Outcome) -> AttemptInfo:
-    return trusted(
-        AttemptInfo,
-        {
-            "agent": outcome.agent,
-            "outcome": outcome.outcome,
-            "duration_ms": outcome.duration_ms,
-            "error_code": outcome.error.code if outcome.error else None,
-        },
-    )
 
 
 def _record_attempts(
@@ -438,7 +427,18 @@ def _answer(
             "agent": agent,
             "strategy": decision.strategy,
             "decision": decision,
-            "attempts": [_attempt_info(o) for o in outcomes],
+            "attempts": [
+                trusted(
+                    AttemptInfo,
+                    {
+                        "agent": o.agent,
+                        "outcome": o.outcome,
+                        "duration_ms": o.duration_ms,
+                        "error_code": None if o.error is None else o.error.code,
+                    },
+                )
+                for o in outcomes
+            ],
             "duration_ms": ms_since(ex.started),
             "envelope_hash": ex.envelope_hash,
             "from_replay": False,
