@@ -14,19 +14,17 @@ _random_bits = _rng.getrandbits
 os.register_at_fork(after_in_child=_rng.seed)
 _time_ns = time.time_ns
 _VARIANT = 0x8 << 60
-# %-formatting is the fastest way to build these strings.
-_UUID7 = "%012x7%03x%016x"
+_VERSION = 0x7 << 12
 
 
 def uuid7_hex() -> str:
     """Return a UUIDv7 (RFC 9562) as 32 hex digits: sortable by creation time."""
-    # 48-bit milliseconds, version 7, 12 random bits of rand_a, then the RFC 9562
-    # variant (binary 10) and 62 random bits of rand_b.
-    return _UUID7 % (
-        _time_ns() // 1_000_000,
-        _random_bits(12),
-        _VARIANT | _random_bits(62),
-    )
+    # 48 bits of milliseconds, version 7, 12 random bits (rand_a), the RFC 9562
+    # variant (binary 10) and 62 random bits (rand_b).
+    ms = _time_ns() // 1_000_000
+    rand_a = _VERSION | _random_bits(12)
+    value = ms << 80 | rand_a << 64 | _VARIANT | _random_bits(62)
+    return value.to_bytes(16).hex()
 
 
 def new_execution_id() -> str:

@@ -194,7 +194,7 @@ class IntentRouter:
             EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
                 envelope.
         """
-        env = _as_envelope(envelope)
+        env = envelope if type(envelope) is IntentEnvelope else _as_envelope(envelope)
         if self._middleware:
             return self._in_loop(carry_hints(self.route(env)))
         if self.cache is not None and not hints_pending():
@@ -312,10 +312,11 @@ class IntentRouter:
         )
 
     def _run_sync(self, run: Run, env: IntentEnvelope, ex: Execution) -> list[Outcome]:
-        agent = run.agents[0]
-        if run.race or agent.is_async:
+        agents, race, attempt = run
+        agent = agents[0]
+        if race or agent.is_async:
             return self._in_loop(self._run_async(run, env, ex))
-        ctx = self._context(agent, env, ex, run.first_attempt)
+        ctx = self._context(agent, env, ex, attempt)
         timeout_ms = env.routing.timeout_ms
         start = time.perf_counter()
         if timeout_ms is None:
@@ -374,13 +375,14 @@ class IntentRouter:
     async def _run_async(
         self, run: Run, env: IntentEnvelope, ex: Execution
     ) -> list[Outcome]:
+        agents, race, first_attempt = run
         timeout_ms = env.routing.timeout_ms
         start = time.perf_counter()
         tasks = {
             asyncio.ensure_future(
                 self._invoke(agent, env, self._context(agent, env, ex, number))
             ): agent
-            for number, agent in enumerate(run.agents, run.first_attempt)
+            for number, agent in enumerate(agents, first_attempt)
         }
         deadline = start + timeout_ms / 1000 if timeout_ms else None
         outcomes: list[Outcome] = []
@@ -401,7 +403,7 @@ class IntentRouter:
                     outcomes.append(from_exception(name, error, ms_since(start)))
                 else:
                     outcomes.append(from_result(name, task.result(), ms_since(start)))
-            if run.race and any(o.ok for o in outcomes):
+            if race and any(o.ok for o in outcomes):
                 break
         for task in pending:
             task.cancel()

@@ -75,18 +75,12 @@ class Outcome:
         self.traceback = tb
 
 
-class Run:
-    """A request from the plan to its driver: run these agents."""
-
-    __slots__ = ("agents", "first_attempt", "race")
-
-    def __init__(
-        self, agents: tuple[RegisteredAgent, ...], race: bool, first_attempt: int
-    ) -> None:
-        self.agents = agents
-        self.race = race
-        self.first_attempt = first_attempt
-
+#: A request from the plan to its driver: run ``agents`` (all at once when
+#: ``race``, else the one agent), numbering attempts from ``first_attempt``. A
+#: bare tuple: one is made per agent run, on the routing hot path.
+Run: TypeAlias = (
+    "tuple[tuple[RegisteredAgent, ...], bool, int]"  # agents, race, first_attempt
+)
 
 Plan: TypeAlias = Generator[Run, list["Outcome"], AgentResponse]
 
@@ -127,7 +121,7 @@ def from_result(agent: str, result: object, duration_ms: float) -> Outcome:
                     agent,
                 ),
             )
-        return Outcome(agent, "success", duration_ms, payload=result)
+        return Outcome(agent, "success", duration_ms, result)
     if isinstance(result, AgentResponse):
         if result.status == "success":
             return Outcome(agent, "success", duration_ms, payload=result.payload or {})
@@ -265,10 +259,8 @@ def decide(
 
 
 def _record_attempts(
-    recorder: Recorder | None, outcomes: list[Outcome], first_attempt: int
+    recorder: Recorder, outcomes: list[Outcome], first_attempt: int
 ) -> None:
-    if recorder is None:
-        return
     for number, out in enumerate(outcomes, first_attempt):
         recorder.event(
             "AGENT_ATTEMPT_END",
@@ -349,7 +341,8 @@ def plan(
         results: JSONObject = {}
         for agent in order:
             got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
-            _record_attempts(recorder, got, len(outcomes) + 1)
+            if recorder is not None:
+                _record_attempts(recorder, got, len(outcomes) + 1)
             outcomes += got
             if got[0].ok:
                 results[agent.name] = got[0].payload
@@ -359,7 +352,8 @@ def plan(
 
     if strategy is RoutingStrategy.PARALLEL:
         got = yield _start(recorder, order, True, 1)
-        _record_attempts(recorder, got, 1)
+        if recorder is not None:
+            _record_attempts(recorder, got, 1)
         outcomes += got
         winner = next((o for o in got if o.ok), None)
         if winner is not None:
@@ -370,7 +364,8 @@ def plan(
     last = order[:1] if strategy is RoutingStrategy.DIRECT else order
     for index, agent in enumerate(last):
         got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
-        _record_attempts(recorder, got, len(outcomes) + 1)
+        if recorder is not None:
+            _record_attempts(recorder, got, len(outcomes) + 1)
         outcomes += got
         if got[0].ok:
             return _answer(ex, decision, outcomes, got[0].payload, None, agent.name)
@@ -397,7 +392,7 @@ def _start(
             recorder.event(
                 "AGENT_ATTEMPT_START", {"agent": agent.name, "attempt": number}
             )
-    return Run(agents, race, first_attempt)
+    return agents, race, first_attempt
 
 
 def _no_agent(env: IntentEnvelope, decision: RoutingDecision) -> ErrorInfo:
