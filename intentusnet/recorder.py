@@ -49,8 +49,6 @@ class Recorder:
         parent_execution_id: str | None = None,
         received: JSONObject | None = None,
     ) -> None:
-        from .record import EventType
-
         self.error: str | None = None
         self._writer: RecordWriter | None = None
         self._soon: Callable[[str, JSONObject], None] | None = None
@@ -76,7 +74,7 @@ class Recorder:
         }
         if received:  # e.g. replayOf, for a re-run
             intent_received.update(received)
-        self.event(EventType.INTENT_RECEIVED, intent_received)
+        self.event("INTENT_RECEIVED", intent_received)
 
     def event(self, event_type: str, data: JSONObject) -> None:
         """Append one event; on failure, stop recording and remember why."""
@@ -117,14 +115,12 @@ class Recorder:
         self._writer = None
 
     def _fail(self, message: str) -> None:
-        from .record import EventType
-
         self.error = message
         writer, self._writer = self._writer, None
         if writer is None:
             return
         try:  # best effort: the store may be able to say why, or may not
-            writer.append(EventType.RECORDING_FAILURE, {"error": message})
+            writer.append("RECORDING_FAILURE", {"error": message})
         except (OSError, IntentusNetError):
             pass
         finally:

@@ -63,6 +63,7 @@ _ADD_OPENED: Final = (
     + " WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1)"
 )
 _DROP_LIVE: Final = "DELETE FROM live WHERE id = ?"
+_ANY_LIVE: Final = "SELECT 1 FROM live LIMIT 1"
 _DROP: Final = "DELETE FROM records WHERE id = ?"
 _COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
 _ORDER: Final = " ORDER BY created_us DESC, id DESC"
@@ -132,11 +133,15 @@ class Catalog:
         """
 
         def run(db: sqlite3.Connection) -> None:
+            # sqlite3 binds plain tuples faster than named ones (about 2 us a
+            # row here), and "live" is usually empty: most records complete
+            # within their batch and never enter it.
             if rows:
-                db.executemany(_UPSERT, rows)
-                db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
+                db.executemany(_UPSERT, map(tuple, rows))
+                if db.execute(_ANY_LIVE).fetchone() is not None:
+                    db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
             if opened:
-                db.executemany(_ADD_OPENED, opened)
+                db.executemany(_ADD_OPENED, map(tuple, opened))
 
         self._db.transaction(run)
 
@@ -146,7 +151,7 @@ class Catalog:
         Rows copied from a log of opened records may be older than the row the
         record has by now; they never replace it.
         """
-        self._db.transaction(lambda db: db.executemany(_ADD_OPENED, rows))
+        self._db.transaction(lambda db: db.executemany(_ADD_OPENED, map(tuple, rows)))
 
     def remove(self, ids: Sequence[str]) -> None:
         """Forget records (their files were deleted)."""

@@ -59,6 +59,11 @@ class Outcome(NamedTuple):
     chain_head: str
 
 
+# FileRecordWriter._completed relies on the column order.
+assert CatalogRow._fields[6:11] == Outcome._fields[:5]
+assert CatalogRow._fields[13:] == Outcome._fields[5:]
+
+
 class ChainWriter:
     """Turns events into sealed lines of one record; subclasses store the lines."""
 
@@ -285,8 +290,13 @@ class FileRecordWriter(ChainWriter):
                 os.close(fd)  # also releases the flock
 
     def _completed(self, outcome: Outcome) -> None:
-        if self._row is not None:
-            self._on_complete(self._row._replace(**outcome._asdict()))
+        row = self._row
+        if row is not None:  # the row as opened, with what completing changed
+            self._on_complete(
+                CatalogRow(
+                    *row[:6], *outcome[:5], row.parent_id, row.owner, *outcome[5:]
+                )
+            )
 
     def __del__(self) -> None:
         # A writer dropped without close() must not keep its lock for the life
