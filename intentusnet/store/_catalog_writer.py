@@ -107,7 +107,7 @@ class CatalogWriter:
         if rows:
             self.catalog.add_opened(rows)
         for path in dead:  # their rows are committed now
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(path)
 
     def forget(self, ids: Sequence[str]) -> None:

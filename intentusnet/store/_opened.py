@@ -162,11 +162,11 @@ class OtherLogs:
         """
         try:
             mtime = os.stat(self.directory).st_mtime_ns
-        except FileNotFoundError:
-            return [], []
-        if mtime == self._quiet_mtime and not self._read:
-            return [], []  # nothing but our own log, as last time
-        names = [n for n in os.listdir(self.directory) if n.endswith(_SUFFIX)]
+            if mtime == self._quiet_mtime and not self._read:
+                return [], []  # nothing but our own log, as last time
+            names = [n for n in os.listdir(self.directory) if n.endswith(_SUFFIX)]
+        except OSError:
+            return [], []  # no logs (or none we may read): the catalog alone
         rows: list[CatalogRow] = []
         dead: list[str] = []
         read: dict[str, tuple[int, int]] = {}
@@ -176,8 +176,8 @@ class OtherLogs:
             path = f"{self.directory}/{name}"
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
-                continue  # deleted meanwhile: its rows are committed
+            except OSError:
+                continue  # deleted meanwhile (its rows are committed), or not ours
             try:
                 alive = _locked(fd)
                 inode, size = (found := os.fstat(fd)).st_ino, found.st_size
@@ -185,6 +185,8 @@ class OtherLogs:
                 if seen_inode != inode or not alive:
                     offset = 0
                 data = os.pread(fd, size - offset, offset) if size > offset else b""
+            except OSError:
+                continue
             finally:
                 os.close(fd)
             rows += parse_rows(data)
