@@ -87,7 +87,7 @@ class CatalogWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write every queued row now, in one transaction; start a new log."""
+        """Write every queued row now, in one transaction."""
         self._commit(keep_log=True)
 
     def close(self) -> None:

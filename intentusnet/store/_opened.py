@@ -7,8 +7,8 @@ the record opens: cheaper than a SQLite commit, and kept by the OS if the
 process is then killed. A log is made under a dot name, locked with an
 exclusive ``flock`` and only then renamed into place, so a log without a lock
 belongs to a process that is gone (the kernel drops the lock however a process
-dies). After each committed batch the owner starts a new log and deletes the
-old one: a log only ever grows, and holds the rows of at most one batch.
+dies). Once a log is large and its rows are committed, the owner starts a new
+log and deletes the old one: a log only ever grows, and stays small.
 
 A store's queries first copy the rows of other processes' logs into the
 catalog's table of opened records (``OtherLogs.collect``); logs of processes
@@ -34,6 +34,10 @@ from .catalog import CatalogRow
 LOG_DIR: Final = "opened"
 _SUFFIX: Final = ".rows"
 _CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+#: A log whose rows are all committed is replaced once it is this large (each
+#: row is about 400 bytes): often enough to keep logs small, rarely enough that
+#: making files (slow on some file systems) costs nothing per execution.
+RENEW_BYTES: Final = 256 * 1024
 #: A directory unchanged for this long cannot have changed unseen within the
 #: same tick of the file system's clock.
 _SETTLED_NS: Final = 50_000_000
@@ -92,12 +96,13 @@ class OpenedLog:
         return self._size == 0 or self._pid != os.getpid()
 
     def renew(self) -> None:
-        """Start a new, empty log and delete the old one (its rows are committed).
+        """Once the log is large, start a new one and delete the old (committed) one.
 
-        If no new log can be made, the old one is kept: its rows are already in
-        the catalog, so readers copying them again changes nothing.
+        Rows already committed may stay in the log meanwhile: readers copying
+        them again changes nothing. If no new log can be made, the old one is
+        kept.
         """
-        if self.empty:
+        if self.empty or self._size < RENEW_BYTES:
             return
         old_fd, old_name = self._fd, self.name
         try:

@@ -14,7 +14,7 @@ import pytest
 from recordkit import finished, response, start
 
 from intentusnet.record import RecordStatus
-from intentusnet.store import FileExecutionStore
+from intentusnet.store import FileExecutionStore, _opened
 from intentusnet.store._opened import LOG_DIR, OpenedLog, parse_rows, row_line
 
 
@@ -59,15 +59,22 @@ def test_opened_record_is_listed_by_another_reader_before_any_commit(
     assert _rows(store.root, "live") == []
 
 
-def test_a_committed_batch_starts_a_new_log(store: FileExecutionStore) -> None:
-    """After a batch the old log is gone; rows of records still open are in "live"."""
+def test_a_batch_commits_logged_rows_and_a_large_log_is_replaced(
+    store: FileExecutionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch puts rows of open records in "live"; a large log is then replaced."""
     done = finished(store)
     still_open = start(store)
     (first,) = _logs(store.root)
     store._index.writes.flush()
     assert _rows(store.root, "records") == [done]
     assert _rows(store.root, "live") == [still_open.execution_id]
-    assert first not in _logs(store.root)
+    assert _logs(store.root) == [first]  # small: kept, no file made per batch
+    monkeypatch.setattr(_opened, "RENEW_BYTES", 1)
+    finished(store, "again")
+    store._index.writes.flush()
+    (second,) = _logs(store.root)
+    assert second != first
     still_open.close()
 
 
