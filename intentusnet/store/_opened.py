@@ -77,7 +77,7 @@ class OpenedLog:
             OSError: the log could not be made or written (nothing is left of
                 the line).
         """
-        if self._pid != os.getpid():
+        if self._fd < 0:  # also after fork: the child lets go of the log
             self._start()
         line = row_line(row)
         try:
@@ -93,7 +93,7 @@ class OpenedLog:
     @property
     def empty(self) -> bool:
         """Whether this process's current log holds no rows."""
-        return self._size == 0 or self._pid != os.getpid()
+        return self._size == 0 or self._fd < 0
 
     def renew(self) -> None:
         """Once the log is large, start a new one and delete the old (committed) one.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -184,3 +185,28 @@ def test_reading_while_processes_write_sees_each_record_once(tmp_path: Path) -> 
         assert statuses.count(RecordStatus.INCOMPLETE) == 30
         assert reader.stats().records == 330
     assert _logs(root) == []
+
+
+def test_a_forked_child_keeps_its_own_log(store: FileExecutionStore) -> None:
+    """After fork, the child logs to a log of its own; the parent's is untouched."""
+    parents = start(store)
+    (parent_log,) = _logs(store.root)
+    pid = os.fork()
+    if pid == 0:  # the child: record one execution, then vanish without cleanup
+        try:
+            finished(store, "from the child")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert parent_log in _logs(store.root)
+    with FileExecutionStore(store.root) as other:
+        found = {s.execution_id: s.status for s in other.list()}
+        children = [i for i in found if i != parents.execution_id]
+        (child_id,) = children
+        assert other.load(child_id).header.owner["pid"] == pid  # type: ignore[index]
+    assert found == {
+        parents.execution_id: RecordStatus.IN_PROGRESS,
+        child_id: RecordStatus.COMPLETED,
+    }
+    assert _logs(store.root) == [parent_log]  # the child's, copied and deleted
+    parents.close()
