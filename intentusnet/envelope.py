@@ -247,7 +247,7 @@ class IntentEnvelope(_EnvelopePart):
             "intent": {"name": self.intent.name, "version": self.intent.version},
             "tenant": self.context.tenant,
             "routing": {
-                "strategy": routing.strategy.value,
+                "strategy": routing.strategy._value_,
                 "targetAgent": routing.target_agent,
                 "fallbackAgents": list(routing.fallback_agents),
             },
@@ -286,8 +286,60 @@ class IntentEnvelope(_EnvelopePart):
         return {**view, "payload": self.payload}
 
     def to_wire(self) -> JSONObject:
-        """Return the camelCase wire form as plain JSON data."""
-        return self.model_dump(mode="json", by_alias=True)
+        """Return the camelCase wire form as plain JSON data (the caller's to change).
+
+        Equal to ``model_dump(mode="json", by_alias=True)``, built directly: the
+        model is frozen and its values were checked when it was made.
+        """
+        import orjson
+
+        # The payload was checked (check_json): exact JSON types, integers
+        # within 2**53, so orjson copies it exactly (tuples become lists).
+        return self._wire(orjson.loads(orjson.dumps(self.payload)))
+
+    def wire_to_write(self) -> JSONObject:
+        """The wire form for serialising at once, sharing the payload: never change it.
+
+        What the router hands the store when it records an execution; it saves
+        copying the payload only to serialise it.
+        """
+        return self._wire(self.payload)
+
+    def _wire(self, payload: JSONObject) -> JSONObject:
+        intent, context, meta, routing = (
+            self.intent,
+            self.context,
+            self.metadata,
+            self.routing,
+        )
+        created = meta.created_at.isoformat()  # UTC (see _as_utc)
+        if created[-6:] == "+00:00":
+            created = created[:-6] + "Z"  # as pydantic writes it
+        return {
+            "version": self.version,
+            "intent": {"name": intent.name, "version": intent.version},
+            "payload": payload,
+            "context": {
+                "caller": context.caller,
+                "tenant": context.tenant,
+                "priority": context.priority,
+                "tags": list(context.tags),
+            },
+            "metadata": {
+                "requestId": meta.request_id,
+                "traceId": meta.trace_id,
+                "createdAt": created,
+                "source": meta.source,
+                "identityChain": list(meta.identity_chain),
+            },
+            "routing": {
+                "strategy": routing.strategy._value_,
+                "targetAgent": routing.target_agent,
+                "fallbackAgents": list(routing.fallback_agents),
+                "timeoutMs": routing.timeout_ms,
+                "cache": routing.cache._value_,
+            },
+        }
 
 
 def _envelope_error(exc: ValidationError) -> EnvelopeValidationError:

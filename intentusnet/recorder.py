@@ -3,27 +3,40 @@
 A recorder never raises into routing: the first write that fails marks the
 execution as not recorded, leaves a ``RECORDING_FAILURE`` event if the store
 can still take one, and the caller still gets the answer.
+
+Every event has reached the OS before agent or user code runs. Events the
+router always follows with another one before running such code (see
+:data:`_FOLLOWED`) wait for it and share its ``write()``, where the store's
+writer can do that (``append_soon``).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ._fingerprint import PATH_EVENTS, fingerprint, path_entry
 from ._json import JSONObject, JSONValue
 from .errors import IntentusNetError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .store import ExecutionStore, RecordWriter
 
 __all__ = ["Recorder"]
+
+#: Events after which the router writes another event before any agent or user
+#: code runs (the first agent attempt's start, a fallback's, or the final response).
+_FOLLOWED: Final = frozenset(
+    {"INTENT_RECEIVED", "ROUTER_DECISION", "AGENT_ATTEMPT_END", "FALLBACK_TRIGGERED"}
+)
 
 
 class Recorder:
     """Writes the events of one execution; created per execution by the router."""
 
-    __slots__ = ("_lock", "_path", "_writer", "error", "execution_id")
+    __slots__ = ("_lock", "_path", "_soon", "_writer", "error", "execution_id")
 
     def __init__(
         self,
@@ -36,10 +49,9 @@ class Recorder:
         parent_execution_id: str | None = None,
         received: JSONObject | None = None,
     ) -> None:
-        from .record import EventType
-
         self.error: str | None = None
         self._writer: RecordWriter | None = None
+        self._soon: Callable[[str, JSONObject], None] | None = None
         #: the fingerprint entries of the events written so far, in file order
         self._path: list[JSONValue] = []
         self._lock = threading.Lock()
@@ -55,29 +67,32 @@ class Recorder:
             self.execution_id = execution_id
             return
         self.execution_id = self._writer.execution_id
+        self._soon = getattr(self._writer, "append_soon", self._writer.append)
         intent_received: JSONObject = {
             "requestId": request_id,
             "envelopeHash": envelope_hash,
         }
         if received:  # e.g. replayOf, for a re-run
             intent_received.update(received)
-        self.event(EventType.INTENT_RECEIVED, intent_received)
+        self.event("INTENT_RECEIVED", intent_received)
 
     def event(self, event_type: str, data: JSONObject) -> None:
         """Append one event; on failure, stop recording and remember why."""
         writer = self._writer
         if writer is None:
             return
+        write = self._soon if event_type in _FOLLOWED else writer.append
+        assert write is not None  # set with the writer
         if event_type not in PATH_EVENTS:
             try:
-                writer.append(event_type, data)
+                write(event_type, data)
             except (OSError, IntentusNetError) as exc:
                 self._fail(f"could not append {event_type}: {exc}")
             return
         entry = path_entry(event_type, data)
         try:
             with self._lock:  # agents on several threads: keep the file's order
-                writer.append(event_type, data)
+                write(event_type, data)
                 self._path.append(entry)
         except (OSError, IntentusNetError) as exc:
             self._fail(f"could not append {event_type}: {exc}")
@@ -100,14 +115,12 @@ class Recorder:
         self._writer = None
 
     def _fail(self, message: str) -> None:
-        from .record import EventType
-
         self.error = message
         writer, self._writer = self._writer, None
         if writer is None:
             return
         try:  # best effort: the store may be able to say why, or may not
-            writer.append(EventType.RECORDING_FAILURE, {"error": message})
+            writer.append("RECORDING_FAILURE", {"error": message})
         except (OSError, IntentusNetError):
             pass
         finally:

@@ -248,7 +248,7 @@ class IntentRouter:
             )
             recorder = Recorder(
                 store,
-                env.to_wire(),
+                env.wire_to_write(),
                 envelope_hash,
                 env.metadata.request_id,
                 execution_id=given,

@@ -144,6 +144,33 @@ def test_wire_round_trip():
     assert compute_hash(from_text) == compute_hash(env)
 
 
+@pytest.mark.parametrize(
+    "created",
+    [
+        "2026-01-02T03:04:05Z",
+        "2026-01-02T03:04:05.250000+02:00",
+        "2026-01-02T03:04:05.000001",
+        "0999-12-31T23:59:59-01:30",
+    ],
+)
+def test_to_wire_is_pydantic_dump_and_a_copy(created):
+    """to_wire() is the pydantic dump, copied; wire_to_write serialises the same."""
+    wire = full_envelope().to_wire()
+    wire["payload"] = {"t": ("a", {"b": (1, 2.5)}), "deep": [[{"x": None}]]}
+    wire["metadata"]["createdAt"] = created
+    env = IntentEnvelope.model_validate(wire)
+    fast = env.to_wire()
+    assert fast == env.model_dump(mode="json", by_alias=True)
+    assert fast["payload"]["t"] == ["a", {"b": [1, 2.5]}]  # tuples become lists
+    fast["payload"]["deep"][0][0]["x"] = 1
+    fast["context"]["tags"].append("changed")
+    assert env.payload["deep"][0][0]["x"] is None
+    assert env.context.tags == ["a"]
+    assert orjson.dumps(env.wire_to_write()) == orjson.dumps(
+        env.model_dump(mode="json", by_alias=True)
+    )
+
+
 def test_snake_case_names_are_accepted_too():
     """Python field names validate to the same envelope as the wire aliases."""
     by_name = IntentEnvelope.model_validate(

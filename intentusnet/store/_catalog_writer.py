@@ -1,16 +1,18 @@
-"""Writing catalog rows: opened records at once, completed ones in batches.
+"""Writing catalog rows behind, in batches, without hiding any record.
 
-A record's row is written when it opens, so that it is listed from its first
-line on, even if its process is then killed. The update of a completed record
-is written behind, in batches of at most :data:`BATCH_ROWS` rows or
-:data:`BATCH_SECONDS` old (checked on the next write), and always before this
-process reads the catalog, closes the store or exits: about one SQLite commit
-per execution instead of two.
+A record's row is written when its batch is committed: at most
+:data:`BATCH_ROWS` rows or :data:`BATCH_SECONDS` old (checked on the next
+write), and always before this process reads the catalog, closes the store or
+exits. A record that opens is listed at once all the same, even if its process
+is then killed: its row is first a line of this process's log of opened records
+(see ``_opened``), which every query copies into the catalog. So recording costs
+one ``write()`` and a share of one SQLite commit per execution.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sqlite3
 import threading
@@ -20,9 +22,11 @@ from collections.abc import Sequence
 from typing import Final
 
 from . import _log
+from ._layout import relative_path
+from ._opened import OpenedLog, OtherLogs
 from .catalog import Catalog, CatalogRow
 
-#: Rows of completed records are written in batches of at most this many ...
+#: Rows are written in batches of at most this many ...
 BATCH_ROWS: Final = 128
 #: ... or once the oldest queued row is this old.
 BATCH_SECONDS: Final = 0.02
@@ -36,17 +40,122 @@ class CatalogWriter:
     recording. The record files are intact and ``reindex()`` repairs the rows.
     """
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, root: str) -> None:
         self.catalog = catalog
+        self._root = root
+        #: rows of completed (or re-read) records, newest per id
         self._pending: dict[str, CatalogRow] = {}
-        self._pending_since = 0.0
+        #: rows of opened records that are in the log but not in the catalog yet
+        self._opened: dict[str, CatalogRow] = {}
+        self._since = 0.0  # when the oldest of them was queued
+        self._log = OpenedLog(root)
+        self._others = OtherLogs(root)
         self._lock = threading.Lock()
         _WRITERS.add(self)
 
     def opened(self, row: CatalogRow) -> None:
-        """Make a just-opened record visible now (one small commit)."""
-        if self._pending and time.monotonic() - self._pending_since > BATCH_SECONDS:
+        """Make a just-opened record visible now (one line of this process's log)."""
+        with self._lock:
+            try:
+                self._log.append(row)
+            except OSError:
+                logged = False
+            else:
+                logged = True
+                self._queued()
+                self._opened[row.id] = row
+            due = self._due()
+        if not logged:
+            self._add_live(row)  # no log here: one small commit instead
+        if due:
             self.flush()
+
+    def write(self, row: CatalogRow) -> None:
+        """Upsert a row now (with the rows queued so far)."""
+        with self._lock:
+            self._queued()
+            self._pending[row.id] = row
+        self.flush()
+
+    def write_later(self, row: CatalogRow) -> None:
+        """Queue a row; it is written with the next batch."""
+        with self._lock:
+            self._queued()
+            self._pending[row.id] = row
+            due = self._due()
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every queued row now, in one transaction."""
+        self._commit(keep_log=True)
+
+    def close(self) -> None:
+        """Write every queued row and delete this process's log."""
+        self._commit(keep_log=False)
+
+    def settle(self) -> None:
+        """Before a query: flush, and copy other processes' logged rows in.
+
+        Raises:
+            sqlite3.Error, OSError: the catalog could not be written.
+        """
+        self.flush()
+        rows, dead = self._others.collect(self._log.name)
+        root = self._root
+        rows = [r for r in rows if os.path.exists(f"{root}/{relative_path(r.id)}")]
+        if rows:
+            self.catalog.add_opened(rows)
+        for path in dead:  # their rows are committed now
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def forget(self, ids: Sequence[str]) -> None:
+        """Drop rows of deleted records (logged on failure)."""
+        with self._lock:
+            for execution_id in ids:
+                self._pending.pop(execution_id, None)
+                self._opened.pop(execution_id, None)
+        try:
+            self.catalog.remove(ids)
+        except (sqlite3.Error, OSError) as exc:
+            _log.warning("catalog could not forget %s (%s)", ", ".join(ids), exc)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _queued(self) -> None:
+        if not self._pending and not self._opened:
+            self._since = time.monotonic()
+
+    def _due(self) -> bool:
+        return (
+            len(self._pending) >= BATCH_ROWS
+            or len(self._opened) >= BATCH_ROWS
+            or time.monotonic() - self._since > BATCH_SECONDS
+        ) and bool(self._pending or self._opened)
+
+    def _commit(self, *, keep_log: bool) -> None:
+        # Under the lock throughout: a row logged while the batch commits must
+        # not go with the log that is deleted after it.
+        with self._lock:
+            done, opened = self._pending, self._opened
+            if done or opened:
+                still_open = [row for i, row in opened.items() if i not in done]
+                try:
+                    self.catalog.upsert_many(list(done.values()), opened=still_open)
+                except (sqlite3.Error, OSError) as exc:
+                    self._pending = {}  # the files are intact; the log stays
+                    _warn_failed(list(done.values()) or still_open, exc)
+                    if not keep_log:
+                        self._log.release()  # readers will copy its rows
+                    return
+                self._pending, self._opened = {}, {}
+            if keep_log:
+                self._log.renew()
+            else:
+                self._log.remove()
+
+    def _add_live(self, row: CatalogRow) -> None:
         try:
             self.catalog.add_live(row)
         except (sqlite3.Error, OSError) as exc:
@@ -57,69 +166,32 @@ class CatalogWriter:
                 exc,
             )
 
-    def write(self, row: CatalogRow) -> None:
-        """Upsert a row now (with any rows written behind that are due)."""
-        if self._pending:
-            with self._lock:
-                self._pending.pop(row.id, None)  # this row is newer
-        if self._pending and time.monotonic() - self._pending_since > BATCH_SECONDS:
-            self.write_later(row)
-            self.flush()
-            return
-        self._upsert([row])
+    def _after_fork(self) -> None:
+        # A lock held by another thread at fork time would stay held in the
+        # child; the parent's log and its rows are the parent's to commit.
+        self._lock = threading.Lock()
+        self._log.release()
+        self._opened = {}
 
-    def write_later(self, row: CatalogRow) -> None:
-        """Queue a row; it is written with the next batch."""
-        with self._lock:
-            if not self._pending:
-                self._pending_since = time.monotonic()
-            self._pending[row.id] = row
-            due = len(self._pending) >= BATCH_ROWS
-        if due:
-            self.flush()
 
-    def flush(self) -> None:
-        """Write every queued row now, in one transaction."""
-        with self._lock:
-            rows, self._pending = list(self._pending.values()), {}
-        if rows:
-            self._upsert(rows)
-
-    def _upsert(self, rows: list[CatalogRow]) -> None:
-        # The catalog is derived data: failing to update it must not fail the
-        # recording. The record files are intact and reindex() repairs the rows.
-        try:
-            self.catalog.upsert_many(rows)
-        except (sqlite3.Error, OSError) as exc:
-            _log.warning(
-                "catalog update for %s failed (%s); the record file is intact, "
-                "run `intentusnet reindex` to repair the catalog",
-                ", ".join(row.id for row in rows[:3])
-                + (" ..." if len(rows) > 3 else ""),
-                exc,
-            )
-
-    def forget(self, ids: Sequence[str]) -> None:
-        """Drop rows of deleted records (logged on failure)."""
-        with self._lock:
-            for execution_id in ids:
-                self._pending.pop(execution_id, None)
-        try:
-            self.catalog.remove(ids)
-        except (sqlite3.Error, OSError) as exc:
-            _log.warning("catalog could not forget %s (%s)", ", ".join(ids), exc)
+def _warn_failed(rows: list[CatalogRow], exc: BaseException) -> None:
+    _log.warning(
+        "catalog update for %s failed (%s); the record file is intact, "
+        "run `intentusnet reindex` to repair the catalog",
+        ", ".join(row.id for row in rows[:3]) + (" ..." if len(rows) > 3 else ""),
+        exc,
+    )
 
 
 @atexit.register
 def _flush_all() -> None:
     for writer in list(_WRITERS):
-        writer.flush()
+        writer.close()
 
 
 def _after_fork() -> None:
-    # A lock held by another thread at fork time would stay held in the child.
     for writer in list(_WRITERS):
-        writer._lock = threading.Lock()
+        writer._after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -90,7 +90,7 @@ class StoreIndex:
         self._root = root
         self._read = read
         self._load = load
-        self.writes = CatalogWriter(catalog)
+        self.writes = CatalogWriter(catalog, root)
 
     def refresh(self, execution_id: str) -> CatalogRow | None:
         """Re-read one record's file into its catalog row; return the row."""
@@ -253,8 +253,8 @@ class StoreIndex:
 
     def _ask(self, question: Callable[[Catalog], _T]) -> _T:
         """Run a query on a complete catalog, rebuilding it first if needed."""
-        self.writes.flush()
         try:
+            self.writes.settle()
             if not self.catalog.is_complete():
                 if has_records(self._root):
                     _log.warning(

@@ -44,9 +44,9 @@ def _start_ticks(pid: int) -> tuple[int | None, bool]:
 def current_owner() -> JSONObject:
     """Return the owner fields for records this process writes (cached per pid)."""
     global _owner_cache
-    pid = os.getpid()
-    if _owner_cache is not None and _owner_cache[0] == pid:
+    if _owner_cache is not None:  # forgotten in a forked child (below)
         return _owner_cache[1]
+    pid = os.getpid()
     boot = _read(_BOOT_ID_PATH)
     owner: JSONObject = {
         "pid": pid,
@@ -106,3 +106,11 @@ def owner_alive(path: str, owner: JSONObject | None) -> bool:
         return False
     locked = _locked(path)
     return locked if locked is not None else owner is not None
+
+
+def _forget_owner() -> None:
+    global _owner_cache
+    _owner_cache = None
+
+
+os.register_at_fork(after_in_child=_forget_owner)

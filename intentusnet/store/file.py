@@ -119,7 +119,7 @@ class FileExecutionStore:
 
         The store stays usable: the connection reopens when needed.
         """
-        self._index.writes.flush()
+        self._index.writes.close()
         self._index.catalog.close()
         self._hits.close()
 

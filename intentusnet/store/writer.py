@@ -22,6 +22,7 @@ from ..record import EventType, RecordStatus, ReplayableReason
 from .catalog import CatalogRow
 
 _FINAL: Final = EventType.FINAL_RESPONSE
+_KINDS: Final[dict[str, EventType]] = {kind.value: kind for kind in EventType}
 
 
 def wire_object(value: object) -> JSONObject:
@@ -31,6 +32,18 @@ def wire_object(value: object) -> JSONObject:
     if not isinstance(result, dict):
         raise TypeError(f"expected a JSON object, got {type(result).__name__}")
     return result
+
+
+def _kind(event_type: EventType | str) -> EventType:
+    try:
+        kind = _KINDS.get(event_type)
+    except TypeError:  # unhashable
+        kind = None
+    if kind is None:
+        raise ValueError(f"{event_type!r} is not a valid EventType")
+    if kind is _FINAL:
+        raise ValueError("FINAL_RESPONSE is written by complete(response)")
+    return kind
 
 
 class Outcome(NamedTuple):
@@ -44,6 +57,11 @@ class Outcome(NamedTuple):
     lines: int
     size: int
     chain_head: str
+
+
+# FileRecordWriter._completed relies on the column order.
+assert CatalogRow._fields[6:11] == Outcome._fields[:5]
+assert CatalogRow._fields[13:] == Outcome._fields[5:]
 
 
 class ChainWriter:
@@ -60,6 +78,8 @@ class ChainWriter:
         self._broken = False
         self._invalidated = False
         self._recording_failed = False
+        #: sealed lines waiting for the next write (see append_soon)
+        self._held: list[bytes] = []
 
     def append(self, event_type: EventType | str, data: JSONObject) -> None:
         """Append one event; it has reached the OS when this returns.
@@ -70,11 +90,24 @@ class ChainWriter:
             StoreError: the record is closed, ``data`` is not JSON, or the write
                 failed (the record is left as it was before the call).
         """
-        kind = event_type if type(event_type) is EventType else EventType(event_type)
-        if kind is _FINAL:
-            raise ValueError("FINAL_RESPONSE is written by complete(response)")
+        kind = _kind(event_type)
         with self._lock:
             self._write(kind, data)
+
+    def append_soon(self, event_type: EventType | str, data: JSONObject) -> None:
+        """Seal one event now; write it with the next append, complete or close.
+
+        For a caller that appends another event before any code but its own
+        runs: the lines then share one ``write()``, and a crash between the two
+        calls leaves the record as a crash just before this one would.
+
+        Raises:
+            ValueError, StoreError: as for :meth:`append` (but the write's own
+                failure is raised by the call that writes the line).
+        """
+        kind = _kind(event_type)
+        with self._lock:
+            self._write(kind, data, soon=True)
 
     def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` with the response and close the record.
@@ -107,6 +140,9 @@ class ChainWriter:
         with self._lock:
             if self._open:
                 self._open = False
+                if self._held:  # best effort: the record reads as incomplete anyway
+                    with contextlib.suppress(StoreError):
+                        self._emit_with(b"")
                 self._finish(completed=False)
 
     def __enter__(self) -> ChainWriter:
@@ -123,7 +159,7 @@ class ChainWriter:
     # -- for subclasses ------------------------------------------------------------
 
     def _emit(self, line: bytes) -> None:
-        """Store one line whole, or raise StoreError leaving nothing of it."""
+        """Store sealed lines whole, or raise StoreError leaving nothing of them."""
         raise NotImplementedError
 
     def _finish(self, *, completed: bool) -> None:
@@ -134,7 +170,7 @@ class ChainWriter:
 
     # -- internals -----------------------------------------------------------------
 
-    def _write(self, kind: EventType, data: JSONObject) -> None:
+    def _write(self, kind: EventType, data: JSONObject, *, soon: bool = False) -> None:
         if not self._open:
             raise StoreError(f"record {self.execution_id} is closed")
         if self._broken:
@@ -156,13 +192,25 @@ class ChainWriter:
             raise StoreError(
                 f"record {self.execution_id}: {kind} data is not JSON ({exc})"
             ) from exc
-        self._emit(line)
+        if soon:
+            self._held.append(line)
+        else:
+            self._emit_with(line)
         self._seq, self._prev = seq, digest
-        self._size += len(line)
         if kind is EventType.RECORDING_FAILURE:
             self._recording_failed = True
         elif kind is EventType.INVALIDATED:
             self._invalidated = True
+
+    def _emit_with(self, line: bytes) -> None:
+        """Emit the held lines and ``line`` in one piece; on failure keep them held."""
+        held = self._held
+        if held:
+            line = b"".join((*held, line))
+        self._emit(line)
+        self._size += len(line)
+        if held:
+            self._held = []
 
     def _outcome(self, response: JSONObject) -> Outcome:
         if self._invalidated:
@@ -242,13 +290,21 @@ class FileRecordWriter(ChainWriter):
                 os.close(fd)  # also releases the flock
 
     def _completed(self, outcome: Outcome) -> None:
-        if self._row is not None:
-            self._on_complete(self._row._replace(**outcome._asdict()))
+        row = self._row
+        if row is not None:  # the row as opened, with what completing changed
+            self._on_complete(
+                CatalogRow(
+                    *row[:6], *outcome[:5], row.parent_id, row.owner, *outcome[5:]
+                )
+            )
 
     def __del__(self) -> None:
         # A writer dropped without close() must not keep its lock for the life
         # of the process (the record would look in progress).
         fd = getattr(self, "_fd", -1)
         if fd >= 0:
+            with contextlib.suppress(OSError):
+                if self._held:  # sealed lines still waiting: keep them
+                    os.write(fd, b"".join(self._held))
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -1,0 +1,221 @@
+"""The recorder: every event is on disk before agent code runs, in few writes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from recordkit import record_file, response, start
+
+from intentusnet import (
+    AgentDefinition,
+    IntentEnvelope,
+    IntentRef,
+    IntentRouter,
+    RoutingOptions,
+)
+from intentusnet.errors import StoreError
+from intentusnet.record import EventType, RecordStatus, ReplayableReason
+from intentusnet.store import FileExecutionStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[FileExecutionStore]:
+    """A file store in a temporary directory, closed after the test."""
+    with FileExecutionStore(tmp_path / "records") as opened:
+        yield opened
+
+
+def _types(path: Path) -> list[str]:
+    """The event types of a record file's complete lines (line 1 is the header)."""
+    import orjson
+
+    lines = path.read_bytes().split(b"\n")[1:-1]
+    return [orjson.loads(line)["type"] for line in lines]
+
+
+def test_an_agent_sees_every_earlier_event_on_disk(
+    store: FileExecutionStore,
+) -> None:
+    """When agent code runs, each event before it has reached the OS, sealed."""
+    seen: dict[str, list[str]] = {}
+    router = IntentRouter(store=store)
+
+    def first(env: IntentEnvelope, ctx: object) -> dict[str, object]:
+        path = record_file(store, ctx.execution_id)  # type: ignore[attr-defined]
+        seen["first"] = _types(path)
+        raise RuntimeError("fall back")
+
+    def second(env: IntentEnvelope, ctx: object) -> dict[str, object]:
+        path = record_file(store, ctx.execution_id)  # type: ignore[attr-defined]
+        seen["second"] = _types(path)
+        return {"ok": True}
+
+    router.register(AgentDefinition(name="a", intents=["work"], priority=1), first)
+    router.register(AgentDefinition(name="b", intents=["work"], priority=2), second)
+    envelope = IntentEnvelope(
+        intent=IntentRef(name="work"), routing=RoutingOptions(strategy="FALLBACK")
+    )
+    answer = router.route_intent(envelope)
+    router.close()
+    assert answer.status == "success"
+    assert seen["first"] == [
+        "INTENT_RECEIVED",
+        "ROUTER_DECISION",
+        "AGENT_ATTEMPT_START",
+    ]
+    assert seen["second"] == [
+        *seen["first"],
+        "AGENT_ATTEMPT_END",
+        "FALLBACK_TRIGGERED",
+        "AGENT_ATTEMPT_START",
+    ]
+    execution_id = answer.metadata.execution_id
+    assert execution_id is not None
+    assert store.verify(execution_id).valid
+    assert store.load(execution_id).header.status is RecordStatus.COMPLETED
+
+
+def test_events_followed_by_router_code_share_one_write(
+    store: FileExecutionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DIRECT execution is three writes: header, before and after the agent."""
+    router = IntentRouter(store=store)
+    router.register(AgentDefinition(name="echo", intents=["echo"]), lambda e, c: {})
+    router.route_intent(IntentEnvelope(intent=IntentRef(name="echo")))  # warm up
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def spy(fd: int, data: bytes) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".jsonl"):
+            writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", spy)
+    answer = router.route_intent(IntentEnvelope(intent=IntentRef(name="echo")))
+    monkeypatch.undo()
+    router.close()
+    assert [chunk.count(b"\n") for chunk in writes] == [1, 3, 2]
+    execution_id = answer.metadata.execution_id
+    assert execution_id is not None
+    assert b"".join(writes) == record_file(store, execution_id).read_bytes()
+    assert store.verify(execution_id).valid
+
+
+def test_a_held_line_is_written_by_close(store: FileExecutionStore) -> None:
+    """append_soon's line reaches the file with the next write, or on close()."""
+    writer = start(store)
+    path = record_file(store, writer.execution_id)
+    writer.append_soon(EventType.AGENT_ATTEMPT_END, {"agent": "echo", "attempt": 1})
+    assert path.read_bytes().count(b"\n") == 4
+    writer.close()
+    assert path.read_bytes().count(b"\n") == 5
+    record = store.load(writer.execution_id)
+    assert record.events[-1].type is EventType.AGENT_ATTEMPT_END
+    assert record.header.status is RecordStatus.INCOMPLETE
+    assert store.verify(writer.execution_id).valid
+
+
+def test_held_lines_survive_a_failed_write(
+    store: FileExecutionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails is undone; the held line goes with the next one, chained."""
+    writer = start(store)
+    writer.append_soon(EventType.AGENT_ATTEMPT_END, {"agent": "echo", "attempt": 1})
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(StoreError, match="No space left"):
+        writer.append(EventType.AGENT_ATTEMPT_START, {"agent": "b", "attempt": 2})
+    monkeypatch.undo()
+    writer.append(EventType.RECORDING_FAILURE, {"error": "disk was full"})
+    writer.complete(response(writer.execution_id))
+    record = store.load(writer.execution_id)
+    assert [e.type for e in record.events[3:]] == [
+        EventType.AGENT_ATTEMPT_END,
+        EventType.RECORDING_FAILURE,
+        EventType.FINAL_RESPONSE,
+    ]
+    assert store.verify(writer.execution_id).valid
+    assert record.header.replayable_reason is ReplayableReason.RECORDING_FAILURE
+
+
+def test_append_soon_refuses_what_append_refuses(store: FileExecutionStore) -> None:
+    """Unknown types, FINAL_RESPONSE and data that is not JSON raise at once."""
+    writer = start(store)
+    with pytest.raises(ValueError, match="NOT_A_TYPE"):
+        writer.append_soon("NOT_A_TYPE", {})
+    with pytest.raises(ValueError, match="complete"):
+        writer.append_soon(EventType.FINAL_RESPONSE, {})
+    with pytest.raises(StoreError, match="not JSON"):
+        writer.append_soon(EventType.STEP_START, {"x": object()})  # type: ignore[dict-item]
+    writer.complete(response(writer.execution_id))
+    assert store.verify(writer.execution_id).valid
+
+
+ROUTING_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from intentusnet import AgentDefinition, IntentEnvelope, IntentRef, IntentRouter
+    from intentusnet.store import FileExecutionStore
+
+    router = IntentRouter(store=FileExecutionStore(sys.argv[1]))
+
+    def agent(env, ctx):
+        if env.payload.get("hang"):
+            print(ctx.execution_id, flush=True)
+            time.sleep(120)  # killed here
+        return {"ok": True}
+
+    router.register(AgentDefinition(name="slow", intents=["work"]), agent)
+    done = router.route_intent(IntentEnvelope(intent=IntentRef(name="work")))
+    print(done.metadata.execution_id, flush=True)
+    router.route_intent(
+        IntentEnvelope(intent=IntentRef(name="work"), payload={"hang": True})
+    )
+    """
+)
+
+
+def test_sigkill_mid_agent_loses_no_event_and_the_record_is_listed(
+    store: FileExecutionStore,
+) -> None:
+    """A router killed inside an agent: both records listed, nothing written lost."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", ROUTING_CHILD, str(store.root)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        done = child.stdout.readline().strip()
+        killed = child.stdout.readline().strip()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    record = store.load(killed)
+    assert record.header.status is RecordStatus.INCOMPLETE
+    assert [e.type.value for e in record.events] == [
+        "INTENT_RECEIVED",
+        "ROUTER_DECISION",
+        "AGENT_ATTEMPT_START",
+    ]
+    assert store.verify(killed).valid
+    assert {(s.execution_id, s.status) for s in store.list()} == {
+        (killed, RecordStatus.INCOMPLETE),
+        (done, RecordStatus.COMPLETED),
+    }
+    assert store.stats().records == 2
