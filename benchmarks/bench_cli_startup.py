@@ -85,7 +85,9 @@ def main() -> None:
     options = parser.parse_args()
     script = console_script()
     checkouts: list[Path | None] = options.checkout or [None]
-    floor = "import intentusnet.store, intentusnet.replay"
+    floor = (
+        "import intentusnet.replay; from intentusnet.store import FileExecutionStore"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "records"
         execution_id = record_one(root)
