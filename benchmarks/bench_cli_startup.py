@@ -7,11 +7,21 @@ this shell sets PYTHONDONTWRITEBYTECODE (else every run would recompile the
 package and measure the compiler). The record replayed is a real one, routed
 into a temporary store first.
 
-Run: python benchmarks/bench_cli_startup.py [RUNS]
+By default this times the installed console script and the installed package.
+``--checkout DIR`` times the same script with the package of the source
+checkout DIR instead (``DIR`` first on ``PYTHONPATH``, ahead of an editable
+install); give it twice, e.g. a base worktree and a changed one, to compare
+them: their runs are interleaved, so load on the machine hits both alike. The
+rows that do not depend on the package (``python -c pass``, ``import click``,
+``import orjson``) run once per round, and every ``+`` figure is over the same
+``pass`` median.
+
+Run: python benchmarks/bench_cli_startup.py [RUNS] [--checkout DIR ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -25,8 +35,6 @@ from pathlib import Path
 from intentusnet import IntentRouter
 from intentusnet.store import FileExecutionStore
 
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-
 
 def console_script() -> list[str]:
     """The installed ``intentusnet`` script itself (not a pyenv/asdf shim)."""
@@ -37,18 +45,14 @@ def console_script() -> list[str]:
     return [found] if found else [sys.executable, "-m", "intentusnet.cli"]
 
 
-def median_ms(argv: list[str], env: dict[str, str]) -> float:
-    """Median wall-clock milliseconds of running ``argv`` to completion."""
-    samples = []
-    for i in range(RUNS + 2):
-        start = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, check=False)
-        elapsed = (time.perf_counter() - start) * 1000
-        if done.returncode != 0:
-            raise SystemExit(f"{argv} failed: {done.stderr.decode()}")
-        if i >= 2:
-            samples.append(elapsed)
-    return statistics.median(samples)
+def wall_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall-clock milliseconds of running ``argv`` to completion."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=False)
+    elapsed = (time.perf_counter() - start) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr.decode()}")
+    return elapsed
 
 
 def record_one(root: Path) -> str:
@@ -63,30 +67,71 @@ def record_one(root: Path) -> str:
     return execution_id
 
 
+def environment(root: Path, checkout: Path | None) -> dict[str, str]:
+    """The environment of every run: the store, and the checkout's package."""
+    env = {**os.environ, "INTENTUSNET_STORE": str(root)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if checkout is not None:
+        paths = [str(checkout.resolve()), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return env
+
+
 def main() -> None:
-    """Print the medians."""
+    """Print the medians, per checkout when given some."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", type=int, default=20)
+    parser.add_argument("--checkout", type=Path, action="append", default=[])
+    options = parser.parse_args()
     script = console_script()
+    checkouts: list[Path | None] = options.checkout or [None]
+    floor = (
+        "import intentusnet.replay; from intentusnet.store import FileExecutionStore"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "records"
         execution_id = record_one(root)
-        env = {**os.environ, "INTENTUSNET_STORE": str(root)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        floor = "import intentusnet.store, intentusnet.replay"
-        rows = [
+        # Rows that do not depend on the checkout run once per round; the
+        # others once per checkout.
+        shared = [
             ("python -c pass", [sys.executable, "-c", "pass"]),
-            # The floors under the command: its framework and the library read path.
+            # The floors under the command: its framework, the JSON library
+            # under every record read (it imports datetime, uuid, dataclasses,
+            # json), and the library read path.
             ("python -c 'import click'", [sys.executable, "-c", "import click"]),
+            ("python -c 'import orjson'", [sys.executable, "-c", "import orjson"]),
+        ]
+        own = [
             ("python -c '<store+replay>'", [sys.executable, "-c", floor]),
             ("intentusnet --help", [*script, "--help"]),
             ("intentusnet replay ID", [*script, "replay", execution_id]),
         ]
-        print(f"median wall-clock of {RUNS} runs each ({' '.join(script)})")
-        medians = {label: median_ms(argv, env) for label, argv in rows}
-    base = medians["python -c pass"]
+        envs = [environment(root, checkout) for checkout in checkouts]
+        samples: dict[tuple[int, str], list[float]] = {}
+        # Two warm-up rounds, then RUNS rounds; each round runs every command
+        # once per checkout, so no checkout gets a quieter stretch of time.
+        # The runs start in the temporary directory: ``python -c`` puts the
+        # current directory on sys.path, which must not pick the package.
+        for round_ in range(options.runs + 2):
+            runs = [(0, label, argv) for label, argv in shared]
+            runs += [(i, label, argv) for label, argv in own for i in range(len(envs))]
+            for index, label, argv in runs:
+                elapsed = wall_ms(argv, envs[index], Path(tmp))
+                if round_ >= 2:
+                    samples.setdefault((index, label), []).append(elapsed)
+    print(f"median wall-clock of {options.runs} runs each ({' '.join(script)})")
     print(f"  (<store+replay> = {floor})")
-    for label, value in medians.items():
+    base = statistics.median(samples[0, "python -c pass"])
+    for label, _ in shared:
+        value = statistics.median(samples[0, label])
         extra = "" if label == "python -c pass" else f"  (+{value - base:.1f} ms)"
         print(f"  {label:<28} {value:7.1f} ms{extra}")
+    for index, checkout in enumerate(checkouts):
+        if checkout is not None:
+            print(f"checkout {checkout}")
+        for label, _ in own:
+            value = statistics.median(samples[index, label])
+            print(f"  {label:<28} {value:7.1f} ms  (+{value - base:.1f} ms)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +75,13 @@ class _Group(click.Group):
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise  # click quiets a closed pipe (``intentusnet ... | head``)
-            raise _internal(exc, debug) from exc
+            raise internal_error(exc, debug) from exc
         except Exception as exc:
-            raise _internal(exc, debug) from exc
+            raise internal_error(exc, debug) from exc
 
 
-def _internal(exc: Exception, debug: bool) -> CliFailure:
+def internal_error(exc: Exception, debug: bool) -> CliFailure:
+    """The failure shown for an exception no command expected (exit 1)."""
     hint = "" if debug else " (rerun with --debug for the traceback)"
     message = f"internal error: {type(exc).__name__}: {exc}{hint}"
     return CliFailure(message, 1, cause=exc, debug=debug)
@@ -116,8 +116,3 @@ def cli(ctx: click.Context, store: Path | None, debug: bool) -> None:
     if os.environ.get("NO_COLOR"):
         ctx.color = False
     ctx.obj = Settings(store_path=store)  # --debug is read by _Group.invoke
-
-
-def main(args: Sequence[str] | None = None) -> None:
-    """Run the ``intentusnet`` command (the console script's entry point)."""
-    cli.main(args=args, prog_name="intentusnet")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,16 +13,24 @@ if TYPE_CHECKING:
     from ..store import FileExecutionStore
 
 
-@dataclass
 class Settings:
     """What the global options say, kept on the click context for the commands.
+
+    A plain class, not a dataclass: every command start makes one, and
+    ``--help`` would otherwise import ``dataclasses`` for it alone.
 
     Attributes:
         store_path: ``--store`` or ``INTENTUSNET_STORE``; ``None`` means the
             library's default root.
     """
 
-    store_path: Path | None
+    __slots__ = ("store_path",)
+
+    def __init__(self, store_path: Path | None) -> None:
+        self.store_path = store_path
+
+    def __repr__(self) -> str:
+        return f"Settings(store_path={self.store_path!r})"
 
 
 def open_store() -> FileExecutionStore:

@@ -7,7 +7,6 @@ steps served from the record; ``diff A B`` shows where two runs part ways.
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 import click
@@ -177,6 +176,8 @@ def _rows_until(record: ExecutionRecord, seq: int | None) -> list[JSONValue]:
 
 
 def _resume_command(execution_id: str) -> str:
+    import shlex  # here: `--help` imports this module to list its commands
+
     settings = click.get_current_context().find_object(Settings)
     store = (
         ""

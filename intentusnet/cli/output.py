@@ -14,6 +14,7 @@ from typing import Final, TypeVar
 import click
 
 from .._json import JSONValue
+from ._quick import json_bytes
 
 _T = TypeVar("_T")
 
@@ -28,12 +29,7 @@ STATUS_COLOURS: Final = {
 
 def emit_json(value: JSONValue, *, compact: bool = False) -> None:
     """Write ``value`` to stdout as JSON: indented, or on one line if ``compact``."""
-    import orjson  # not at module level: `--help` needs no JSON
-
-    option = orjson.OPT_APPEND_NEWLINE
-    if not compact:
-        option |= orjson.OPT_INDENT_2
-    click.echo(orjson.dumps(value, option=option), nl=False)
+    click.echo(json_bytes(value, compact=compact), nl=False)
 
 
 def note(message: str) -> None:

@@ -25,8 +25,10 @@ USAGE: Final = 2
 MAX_JSON_FILE_BYTES: Final = 64 * 1024 * 1024
 
 _UNITS: Final = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_DURATION: Final = re.compile(r"(?:(\d+(?:\.\d+)?)([wdhms]))+")
-_PART: Final = re.compile(r"(\d+(?:\.\d+)?)([wdhms])")
+# Patterns, not compiled ones: ``re`` compiles (and caches) them on first use, so
+# commands that take no duration do not pay for compiling them at start-up.
+_DURATION: Final = r"(?:(\d+(?:\.\d+)?)([wdhms]))+"
+_PART: Final = r"(\d+(?:\.\d+)?)([wdhms])"
 
 
 if TYPE_CHECKING:
@@ -77,12 +79,12 @@ def parse_duration(text: str) -> timedelta:
         ValueError: ``text`` is not of that form.
     """
     cleaned = text.strip().lower()
-    if not _DURATION.fullmatch(cleaned):
+    if not re.fullmatch(_DURATION, cleaned):
         raise ValueError(
             f"{text!r} is not a duration; use a number and a unit of "
             "s, m, h, d or w, e.g. 30m, 12h, 7d, 1h30m"
         )
-    seconds = sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(cleaned))
+    seconds = sum(float(n) * _UNITS[unit] for n, unit in re.findall(_PART, cleaned))
     return timedelta(seconds=seconds)
 
 

@@ -8,7 +8,6 @@ the settings this command leaves in the environment (:func:`worker_app`).
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import re
@@ -24,7 +23,9 @@ if TYPE_CHECKING:
 
 #: Where the command hands its settings to worker processes.
 SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
-_SIZE: Final = re.compile(r"(\d+)\s*(|b|k|kb|kib|m|mb|mib)", re.IGNORECASE)
+# A pattern, compiled (and cached by ``re``) on first use: ``intentusnet --help``
+# imports this module to list the command, and should not compile it.
+_SIZE: Final = r"(?i)(\d+)\s*(|b|k|kb|kib|m|mb|mib)"
 _UNITS: Final = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024}
 _UNITS.update({"m": 1024**2, "mb": 1000**2, "mib": 1024**2})
 _LOG_LEVELS: Final = ("critical", "error", "warning", "info", "debug")
@@ -36,7 +37,7 @@ def parse_size(text: str) -> int:
     Raises:
         ValueError: not of that form, or zero.
     """
-    match = _SIZE.fullmatch(text.strip())
+    match = re.fullmatch(_SIZE, text.strip())
     if match is None or int(match.group(1)) == 0:
         raise ValueError(f"{text!r} is not a size; use e.g. 1048576, 512KiB or 1MiB")
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
@@ -115,6 +116,8 @@ def serve(
             f"serve needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
             USAGE,
         )
+    import json
+
     import uvicorn
 
     from ..server.auth import KeyRing, check_bind
@@ -155,6 +158,8 @@ def serve(
 
 def worker_app() -> FastAPI:
     """Build the app from the settings ``serve`` left in the environment."""
+    import json
+
     from ..server import KeyRing, create_app
 
     settings = json.loads(os.environ[SETTINGS_ENV])

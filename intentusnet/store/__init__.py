@@ -3,27 +3,33 @@
 ``ExecutionStore`` is the protocol the router and the CLI use;
 ``FileExecutionStore`` keeps records as files with a SQLite catalog, and
 ``MemoryExecutionStore`` keeps them in memory, for tests.
+
+Names load lazily (PEP 562): ``intentusnet replay ID`` imports the file store
+alone, not the memory store or the protocol.
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
-from .file import DEFAULT_ROOT as DEFAULT_ROOT
-from .file import Durability as Durability
-from .file import FileExecutionStore as FileExecutionStore
-from .memory import MemoryExecutionStore as MemoryExecutionStore
-from .protocol import ExecutionStore as ExecutionStore
-from .protocol import RecordWriter as RecordWriter
+# name -> module of this package that defines it
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_ROOT": "file",
+    "Durability": "file",
+    "ExecutionStore": "protocol",
+    "FileExecutionStore": "file",
+    "MemoryExecutionStore": "memory",
+    "RecordWriter": "protocol",
+}
 
-__all__ = [
-    "DEFAULT_ROOT",
-    "Durability",
-    "ExecutionStore",
-    "FileExecutionStore",
-    "MemoryExecutionStore",
-    "RecordWriter",
-]
+__all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from .file import DEFAULT_ROOT as DEFAULT_ROOT
+    from .file import Durability as Durability
+    from .file import FileExecutionStore as FileExecutionStore
+    from .memory import MemoryExecutionStore as MemoryExecutionStore
+    from .protocol import ExecutionStore as ExecutionStore
+    from .protocol import RecordWriter as RecordWriter
 
     def _conforms(
         file: FileExecutionStore, memory: MemoryExecutionStore
@@ -35,3 +41,16 @@ if TYPE_CHECKING:
             file.open({}, envelope_hash=""),
             memory.open({}, envelope_hash=""),
         )
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'intentusnet.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return [*globals(), *__all__]

@@ -6,7 +6,7 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._recordfile import invalidated_line
 from .._recordread import parse_record
@@ -14,7 +14,9 @@ from .._utc import utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
 from ..record import VerifyReport
 from ._layout import FILE_MODE, fsync_dir, make_dirs
-from .catalog import CatalogRow
+
+if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
+    from .catalog import CatalogRow
 
 _CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
 _CHUNK: Final = 65536

@@ -14,12 +14,14 @@ indexed for hash lookups and listings (the store batches these moves).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-from ._sqlite import Database
+# A record's writer builds CatalogRow; only a Catalog needs the database, so
+# sqlite3 loads when the first Catalog is made.
+if TYPE_CHECKING:
+    import sqlite3
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
 CATALOG_SCHEMA: Final = "2"
@@ -106,6 +108,8 @@ class Catalog:
         is_empty: Callable[[], bool] = lambda: False,
         timeout_s: float = 30.0,
     ) -> None:
+        from ._sqlite import Database
+
         self.path = path
         self._is_empty = is_empty
         self._complete = False

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 import orjson
 
@@ -37,7 +37,6 @@ from ..record import (
     status_filter,
 )
 from . import _files, _log
-from ._index import StoreIndex
 from ._layout import (
     CATALOG_NAME,
     check_id,
@@ -47,14 +46,21 @@ from ._layout import (
     walk_ids,
 )
 from ._owner import current_owner, owner_alive
-from .catalog import Catalog, CatalogRow
-from .hits import CacheHit, HitJournal
+from .catalog import CatalogRow
 from .writer import FileRecordWriter, wire_object
+
+# The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
+# journal load when first used, so that reading one record (``intentusnet
+# replay ID``) imports neither.
+if TYPE_CHECKING:
+    from ._index import StoreIndex
+    from .hits import CacheHit, HitJournal
+
+    _Hits: TypeAlias = list[CacheHit]
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
-_Hits: TypeAlias = list[CacheHit]
 
 
 #: How record writes reach the disk: ``"flush"`` hands every line to the OS
@@ -92,13 +98,31 @@ class FileExecutionStore:
         self.durability = durability
         self._root = os.fspath(self.root)
         self._fsync = durability == "fsync"
+        self._connected = False
+        self._owner: tuple[JSONObject, str] | None = None
+
+    # The catalog and the hit journal are made on first use. Threads racing to
+    # make one may both build it (the constructors touch nothing outside the
+    # object), but ``setdefault`` hands every thread the first one stored.
+
+    @cached_property
+    def _index(self) -> StoreIndex:
+        from ._index import StoreIndex
+        from .catalog import Catalog
+
         catalog = Catalog(
             self.root / CATALOG_NAME, is_empty=lambda: not has_records(self._root)
         )
-        self._index = StoreIndex(catalog, self._root, self._read, self.load)
-        self._connected = False
-        self._owner: tuple[JSONObject, str] | None = None
-        self._hits = HitJournal(self.root)
+        made = StoreIndex(catalog, self._root, self._read, self.load)
+        index: StoreIndex = self.__dict__.setdefault("_index", made)
+        return index
+
+    @cached_property
+    def _hits(self) -> HitJournal:
+        from .hits import HitJournal
+
+        journal: HitJournal = self.__dict__.setdefault("_hits", HitJournal(self.root))
+        return journal
 
     def __repr__(self) -> str:
         return f"FileExecutionStore({self._root!r}, durability={self.durability!r})"
@@ -119,9 +143,13 @@ class FileExecutionStore:
 
         The store stays usable: the connection reopens when needed.
         """
-        self._index.writes.close()
-        self._index.catalog.close()
-        self._hits.close()
+        # Only what was made: closing must not build the catalog of a store
+        # that never used it.
+        if "_index" in self.__dict__:
+            self._index.writes.close()
+            self._index.catalog.close()
+        if "_hits" in self.__dict__:
+            self._hits.close()
 
     # -- writing ------------------------------------------------------------------
 
@@ -458,6 +486,8 @@ class FileExecutionStore:
     def _connect(self) -> None:
         # Before the first record file is made, so that a new catalog of a new
         # store can tell it is complete.
+        import sqlite3
+
         self._connected = True
         try:
             make_dirs(self.root)

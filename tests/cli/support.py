@@ -9,9 +9,14 @@ from pathlib import Path
 import orjson
 from click.testing import Result
 
+import intentusnet
 from intentusnet import JSONObject, JSONValue
 
 Invoke = Callable[..., Result]
+
+#: The source tree under test, for subprocesses: put first on PYTHONPATH, it makes
+#: the installed script run this checkout's package, not an editable install's.
+CHECKOUT = str(Path(intentusnet.__file__).resolve().parents[1])
 
 #: An application module for ``run --app`` and for making records: an echo agent,
 #: a failing agent, and a FALLBACK pair where the first one fails.

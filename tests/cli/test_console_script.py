@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .support import envelope, write_json
+from .support import CHECKOUT, envelope, write_json
 
 HEAVY = ("pydantic", "httpx")
 
@@ -30,6 +30,9 @@ def run(
     """Run argv with the store and extra environment; capture text output."""
     full_env = {**os.environ, **env}
     full_env.pop("INTENTUSNET_STORE", None)
+    # First on the path: the installed script runs the package under test.
+    paths = [CHECKOUT, full_env.get("PYTHONPATH", "")]
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     if root is not None:
         full_env["INTENTUSNET_STORE"] = str(root)
     return subprocess.run(
@@ -127,6 +130,62 @@ def test_sys_modules_after_replay(
     assert "Envelope hash matches." in done.stderr
     assert done.stderr.endswith("HEAVY=")
     assert orjson.loads(done.stdout)["payload"] == {"echo": {"text": "hello"}}
+
+
+#: Never imported by either command line below: the router, the cache, the
+#: catalog (sqlite3), the hit journal, the memory store, logging.
+NEVER = frozenset(
+    {
+        *HEAVY,
+        "diskcache",
+        "sqlite3",
+        "logging",
+        "intentusnet.envelope",
+        "intentusnet.router",
+        "intentusnet.cache",
+        "intentusnet.store._index",
+        "intentusnet.store.hits",
+        "intentusnet.store.memory",
+        "intentusnet.store.protocol",
+    }
+)
+#: ``replay ID`` is answered without click (see cli/_quick.py).
+REPLAY_NEVER = NEVER | {"click", "intentusnet.cli.app"}
+#: ``--help`` is click's, but needs no record, store, JSON or hash.
+HELP_NEVER = NEVER | {
+    "orjson",
+    "json",
+    "hashlib",
+    "dataclasses",
+    "intentusnet.record",
+    "intentusnet.replay",
+    "intentusnet.store",
+}
+
+
+@pytest.mark.parametrize(
+    ("argv", "never"), [(["replay"], REPLAY_NEVER), (["--help"], HELP_NEVER)]
+)
+def test_start_up_imports_only_what_the_command_needs(
+    argv: list[str], never: frozenset[str], store_root: Path, ids: dict[str, str]
+) -> None:
+    """`replay ID` and `--help` leave the modules they do not need unimported."""
+    if argv == ["replay"]:
+        argv = ["replay", ids["completed"]]
+    code = (
+        "import sys\n"
+        "from intentusnet.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
+    )
+    done = run(sys.executable, "-c", code, *argv, root=store_root)
+    assert done.returncode == 0, done.stderr
+    modules = set(done.stderr.rpartition("MODULES=")[2].split())
+    assert "intentusnet.cli" in modules  # the probe really ran
+    assert not {m for m in modules if m in never or m.split(".")[0] in never}
 
 
 def test_run_through_stdin(script: str, app_dir: Path) -> None:

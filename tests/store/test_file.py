@@ -501,3 +501,48 @@ def test_appends_from_many_threads_keep_one_chain(store: FileExecutionStore) -> 
     record = store.load(writer.execution_id)
     assert len(record.events) == 3 + 8 * 50 + 1
     assert store.verify(writer.execution_id).valid
+
+
+def test_reading_a_record_needs_no_catalog(tmp_path: Path) -> None:
+    """load() and close() import no sqlite3 and make no catalog."""
+    root = tmp_path / "records"
+    with FileExecutionStore(root) as writing:
+        execution_id = finished(writing)
+    for catalog in root.glob("catalog.sqlite3*"):
+        catalog.unlink()
+    probe = textwrap.dedent(
+        f"""
+        import sys
+        from intentusnet.store import FileExecutionStore
+        store = FileExecutionStore({str(root)!r})
+        assert store.load({execution_id!r}).execution_id == {execution_id!r}
+        store.close()
+        lazy = ("sqlite3", "intentusnet.store._index", "intentusnet.store.hits")
+        loaded = [name for name in lazy if name in sys.modules]
+        assert not loaded, loaded
+        """
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=Path.cwd())
+    assert not list(root.glob("catalog.sqlite3*"))
+
+
+def test_threads_using_a_new_store_at_once_share_one_catalog(tmp_path: Path) -> None:
+    """The catalog made on first use is one object, whichever thread came first."""
+    store = FileExecutionStore(tmp_path / "records")
+    barrier = threading.Barrier(8)
+    seen: list[object] = []
+
+    def first_use() -> None:
+        barrier.wait()
+        seen.append(store._index)
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8
+    assert all(index is store._index for index in seen)
+    execution_id = finished(store)
+    assert [s.execution_id for s in store.list()] == [execution_id]
+    store.close()

@@ -1,0 +1,179 @@
+"""``main`` answers ``replay ID`` without click, exactly as the click command does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from intentusnet.cli import cli, main
+from intentusnet.replay import ReplayEngine
+
+from .support import CHECKOUT
+
+#: The two ways in: the entry point (may answer itself), and click alone.
+ENTRY = "import sys; from intentusnet.cli import main; main(sys.argv[1:])"
+CLICK = (
+    "import sys; from intentusnet.cli import cli; "
+    "cli.main(args=sys.argv[1:], prog_name='intentusnet')"
+)
+
+
+def both(
+    argv: list[str], env: dict[str, str], cwd: Path, stdout: int | None = None
+) -> list[tuple[int, bytes, bytes]]:
+    """Exit code, stdout and stderr of ``argv`` run each way."""
+    full_env = {**os.environ, **env, "PYTHONPATH": CHECKOUT}
+    if "INTENTUSNET_STORE" not in env:
+        full_env.pop("INTENTUSNET_STORE", None)
+    results = []
+    for code in (ENTRY, CLICK):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *argv],
+            env=full_env,
+            cwd=cwd,
+            stdout=stdout if stdout is not None else subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=30,
+            check=False,
+        )
+        results.append((done.returncode, done.stdout or b"", done.stderr))
+    return results
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra", "exit_code"),
+    [
+        ("completed", [], 0),
+        ("completed", ["--json"], 0),
+        ("fallback", ["--json"], 0),
+        ("failed", [], 0),
+        ("incomplete", [], 4),
+        ("tampered", ["--json"], 6),
+        ("exec-missing", [], 3),
+        ("../x", [], 3),
+        ("completed", ["--json", "--json"], 0),
+        ("completed", ["--force"], 0),
+        ("--json", [], 2),
+    ],
+)
+def test_replay_id_prints_what_click_prints(
+    kind: str,
+    extra: list[str],
+    exit_code: int,
+    store_root: Path,
+    ids: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """Output and exit code are the same whichever path answers."""
+    argv = ["replay", ids.get(kind, kind), *extra]
+    quick, slow = both(argv, {"INTENTUSNET_STORE": str(store_root)}, tmp_path)
+    assert quick == slow
+    assert quick[0] == exit_code, quick[2]
+
+
+def test_json_may_come_before_the_id(store_root: Path, ids: dict[str, str]) -> None:
+    """`replay --json ID` is `replay ID --json`, as click reads it."""
+    env = {"INTENTUSNET_STORE": str(store_root)}
+    before = both(["replay", "--json", ids["completed"]], env, store_root)
+    after = both(["replay", ids["completed"], "--json"], env, store_root)
+    assert before[0] == before[1] == after[0]
+    assert before[0][1].count(b"\n") == 1
+
+
+@pytest.mark.parametrize("store", ["missing", "file", "default"])
+def test_a_store_that_is_not_there_is_clicks_usage_error(
+    store: str, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """No store directory: the same one-line error, exit 2."""
+    env = {}
+    if store == "missing":
+        env["INTENTUSNET_STORE"] = str(tmp_path / "nope")
+    elif store == "file":
+        (tmp_path / "file").write_text("")
+        env["INTENTUSNET_STORE"] = str(tmp_path / "file")
+    quick, slow = both(["replay", ids["completed"]], env, tmp_path)
+    assert quick == slow
+    assert quick[0] == 2
+    assert quick[2].startswith(b"Error: ")
+
+
+def test_the_default_store_is_found_in_the_working_directory(
+    store_root: Path, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """Without INTENTUSNET_STORE, both read .intentusnet/records."""
+    (tmp_path / ".intentusnet").mkdir()
+    store_root.rename(tmp_path / ".intentusnet" / "records")
+    quick, slow = both(["replay", ids["completed"]], {}, tmp_path)
+    assert quick == slow
+    assert quick[0] == 0
+
+
+def test_a_closed_pipe_ends_both_alike(
+    store_root: Path, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """Writing into a pipe nobody reads: exit 1, nothing on stderr."""
+    outcomes = []
+    for _ in range(2):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            env = {"INTENTUSNET_STORE": str(store_root)}
+            outcomes.append(both(["replay", ids["completed"]], env, tmp_path, write))
+        finally:
+            os.close(write)
+    for quick, slow in outcomes:
+        assert quick == slow == (1, b"", b"")
+
+
+def test_a_full_disk_is_an_internal_error_both_ways(
+    store_root: Path, ids: dict[str, str], tmp_path: Path
+) -> None:
+    """Output to /dev/full: the same internal-error line, exit 1."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    with open("/dev/full", "wb") as full:
+        env = {"INTENTUSNET_STORE": str(store_root)}
+        quick, slow = both(["replay", ids["completed"]], env, tmp_path, full.fileno())
+    assert quick == slow
+    assert quick[0] == 1
+    assert b"No space left on device" in quick[2]
+
+
+def test_completion_is_left_to_click(tmp_path: Path) -> None:
+    """A shell asking for completions gets click's answer, never a replay."""
+    env = {
+        "_INTENTUSNET_COMPLETE": "bash_complete",
+        "COMP_WORDS": "intentusnet replay x",
+        "COMP_CWORD": "2",
+        "INTENTUSNET_STORE": str(tmp_path),
+    }
+    quick, slow = both(["replay", "x"], env, tmp_path)
+    assert quick == slow
+    assert quick[0] == 0
+
+
+@pytest.mark.parametrize("entry", ["quick", "click"])
+def test_ctrl_c_aborts_as_click_does(
+    entry: str,
+    store_root: Path,
+    ids: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Interrupted while replaying: a blank line, `Aborted!`, exit 1."""
+
+    def interrupted(*args: object) -> ReplayEngine:
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("INTENTUSNET_STORE", str(store_root))
+    monkeypatch.setattr(ReplayEngine, "from_store", interrupted)
+    argv = ["replay", ids["completed"]]
+    run = main if entry == "quick" else lambda a: cli.main(a, "intentusnet")
+    with pytest.raises(SystemExit) as stopped:
+        run(argv)
+    assert stopped.value.code == 1
+    assert capsys.readouterr().err == "\nAborted!\n"
