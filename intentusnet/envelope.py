@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
+import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -291,8 +292,6 @@ class IntentEnvelope(_EnvelopePart):
         Equal to ``model_dump(mode="json", by_alias=True)``, built directly: the
         model is frozen and its values were checked when it was made.
         """
-        import orjson
-
         # The payload was checked (check_json): exact JSON types, integers
         # within 2**53, so orjson copies it exactly (tuples become lists).
         return self._wire(orjson.loads(orjson.dumps(self.payload)))

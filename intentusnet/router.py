@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 from ._clock import ms_since
 from ._hints import carry_hints, claim_hints, hints_pending
 from ._ids import new_execution_id
-from ._json import JSONValue
+from ._json import JSONObject, JSONValue
 from .agents import (
     CURRENT,
     Agent,
@@ -105,7 +105,8 @@ class IntentRouter:
             cache.bind(store)
         self._middleware: list[Middleware] = list(middleware)
         self._decisions: dict[
-            _DecisionKey, tuple[int, RoutingDecision, tuple[RegisteredAgent, ...]]
+            _DecisionKey,
+            tuple[int, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]],
         ] = {}
         self._executor = cf.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="intentusnet-agent"
@@ -232,7 +233,7 @@ class IntentRouter:
 
     def _begin(self, env: IntentEnvelope) -> tuple[Plan, Execution]:
         started = time.perf_counter()
-        decision, order = self._decide(env)
+        decision, decision_wire, order = self._decide(env)
         # A child intent (ctx.route) or a re-run: its id, links and step state.
         hints = claim_hints()
         store = self.store if hints is None or hints.store is None else hints.store
@@ -263,7 +264,7 @@ class IntentRouter:
             )
         if hints is not None and hints.session is not None:
             ex.steps = hints.session(ex)
-        return plan(env, decision, order, ex), ex
+        return plan(env, decision, decision_wire, order, ex), ex
 
     def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
         recorder = ex.recorder
@@ -279,7 +280,12 @@ class IntentRouter:
 
     def _decide(
         self, env: IntentEnvelope
-    ) -> tuple[RoutingDecision, tuple[RegisteredAgent, ...]]:
+    ) -> tuple[RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
+        """The decision for ``env``, its wire form and the agents to run, in order.
+
+        Cached per intent, strategy, target and fallback agents until the
+        registry changes; the wire form is shared by every record of it.
+        """
         routing = env.routing
         intent = env.intent
         fallback = routing.fallback_agents
@@ -293,12 +299,13 @@ class IntentRouter:
         generation = self.registry.generation
         cached = self._decisions.get(key)
         if cached is not None and cached[0] == generation:
-            return cached[1], cached[2]
+            return cached[1], cached[2], cached[3]
         decision, order = decide(self.registry, env)
+        wire = decision.model_dump(mode="json")
         if len(self._decisions) >= _DECISION_CACHE_SIZE:
             self._decisions.clear()
-        self._decisions[key] = (generation, decision, order)
-        return decision, order
+        self._decisions[key] = (generation, decision, wire, order)
+        return decision, wire, order
 
     # -- the drivers -----------------------------------------------------------
 

@@ -320,18 +320,20 @@ class Execution:
 def plan(
     env: IntentEnvelope,
     decision: RoutingDecision,
+    decision_wire: JSONObject,
     order: tuple[RegisteredAgent, ...],
     ex: Execution,
 ) -> Plan:
     """Run the strategy: yield ``Run`` requests, receive outcomes, return the answer.
 
     The response's metadata holds the execution id, the decision, the attempts
-    and the duration.
+    and the duration. ``decision_wire`` is the decision's JSON form, recorded
+    as is (shared between executions: never changed).
     """
     strategy = decision.strategy
     recorder = ex.recorder
     if recorder is not None:
-        recorder.event("ROUTER_DECISION", decision.model_dump(mode="json"))
+        recorder.event("ROUTER_DECISION", decision_wire)
     outcomes: list[Outcome] = []
 
     if not order:
