@@ -11,9 +11,9 @@ Measures, on the local disk (the store lives in a temporary directory unless
     list(limit=20) on a store of --records records;
   * bytes on disk per record for a 1 KB payload.
 
-"first load" clears the per-process memo of envelope-hash verdicts (keyed by the
-verified bytes of a record's first line), so it includes canonicalising and
-hashing the envelope; "record loaded before" is the repeat case (a popular
+"first load" clears the per-process memo of verified records (keyed by a record
+file's exact bytes), so it includes checking the hash chain and canonicalising
+and hashing the envelope; "record loaded before" is the repeat case (a popular
 cached answer). Run it once with --dir on a tmpfs (/dev/shm) to see the cost of
 the code without the disk.
 """
@@ -36,7 +36,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import row
 
-from intentusnet._recordread import _ENVELOPE_OK
+from intentusnet._recordread import _VERIFIED
 from intentusnet.hashing import compute_hash
 from intentusnet.record import EventType
 from intentusnet.replay import ReplayEngine
@@ -166,7 +166,7 @@ def bench_replay(base: Path) -> None:
             return ReplayEngine(store.load(execution_id)).replay()
 
         def first_replay(_i: int, execution_id: str = execution_id) -> object:
-            _ENVELOPE_OK.clear()  # as if this record had never been loaded
+            _VERIFIED.clear()  # as if this record had never been loaded
             return ReplayEngine(store.load(execution_id)).replay()
 
         per_call_median(replay, 500)  # warm up

@@ -9,6 +9,7 @@ fields off its raw bytes and hashes them: nothing is ever re-serialised.
 
 from __future__ import annotations
 
+import re
 from hashlib import sha256
 from typing import Final
 
@@ -39,6 +40,10 @@ _HEADER_KEYS: Final = (
     "envelope",
 )
 HEADER_SET: Final = frozenset(_HEADER_KEYS)
+#: How every event line this library writes begins. It gives a line's seq and
+#: type without parsing the rest; where a line begins so, its parsed fields
+#: must agree (``event_of_line``), so that the two readings cannot differ.
+EVENT_HEAD: Final = re.compile(rb'\{"seq":([1-9][0-9]*),"type":"([A-Z_]+)",')
 
 
 def seal(fields: JSONObject) -> tuple[bytes, str]:
@@ -235,6 +240,29 @@ def event_from_fields(
         str(fields.get("prevHash", "")),
         str(fields.get("hash", "")),
     )
+
+
+def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent:
+    """Parse and check event line ``number``; raise ``RecordIntegrityError`` if bad.
+
+    Beyond :func:`event_from_fields`: a line that begins like the writer's
+    lines (:data:`EVENT_HEAD`) must not state another seq or type later on (a
+    duplicated key, of which JSON keeps the last).
+    """
+    event = event_from_fields(
+        load_json(line, execution_id, number), number, execution_id
+    )
+    head = EVENT_HEAD.match(line)
+    if head is not None and (
+        int(head[1]) != event.seq or head[2] != event.type.value.encode()
+    ):
+        raise RecordIntegrityError(
+            f"the line begins as seq {int(head[1])}, {head[2].decode()} but its "
+            f"fields say seq {event.seq}, {event.type.value} (a duplicated key)",
+            execution_id,
+            number,
+        )
+    return event
 
 
 def newline_replaced(torn: bytes, prev: bytes) -> bool:

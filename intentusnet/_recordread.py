@@ -4,6 +4,14 @@
 nothing; at the first sign of trouble the thorough reader walks the lines again
 and raises an error naming the line and what failed. Status and replayability
 are derived here, for every row of the table in DESIGN §4.
+
+The fast reader verifies the whole hash chain on the raw bytes, parses the
+header line and the ``FINAL_RESPONSE`` line, and reads every other event's seq
+and type from the start of its line (:data:`EVENT_HEAD`): that is all status,
+replayability and a replay need. The rest of each event line is parsed when the
+record's ``events`` are first read. What a sound file's bytes say is remembered
+by those exact bytes (``_Verified``), so loading an unchanged record again, such
+as a popular cached answer, skips the checks its bytes have passed already.
 """
 
 from __future__ import annotations
@@ -14,16 +22,14 @@ from typing import Final
 import orjson
 
 from ._json import JSONObject
-from ._recordbuild import new_event, new_header, new_record
 from ._recordfile import (
     AFTER_FINAL,
+    EVENT_HEAD,
     HEADER_SET,
-    TYPES,
     chain_holds,
     check_header,
     check_line,
-    event_from_fields,
-    load_json,
+    event_of_line,
     newline_replaced,
     split_lines,
 )
@@ -34,6 +40,7 @@ from .record import (
     SCHEMA_VERSION,
     EventType,
     ExecutionEvent,
+    ExecutionHeader,
     ExecutionRecord,
     RecordStatus,
     ReplayableReason,
@@ -48,13 +55,13 @@ _FLAGGED: Final = {
     EventType.INVALIDATED: _INVALIDATED,
     EventType.RECORDING_FAILURE: _RECORDING_FAILED,
 }
-_FLAG_NAMES: Final = {kind.value: flag for kind, flag in _FLAGGED.items()}
-#: Verdicts of the envelope-hash check, keyed by the header line's own hash.
-#: The check is a pure function of that line's verified bytes, so a record
-#: loaded again (a popular cached answer) need not re-canonicalise its envelope.
-_ENVELOPE_OK: dict[str, bool] = {}
-_ENVELOPE_OK_MAX: Final = 4096
+#: Event types by the bytes of their name, as ``EVENT_HEAD`` finds them.
+_TYPE_NAMES: Final = {kind.value.encode(): kind for kind in EventType}
+_FLAG_NAMES: Final = {kind.value.encode(): flag for kind, flag in _FLAGGED.items()}
+_AFTER_FINAL_NAMES: Final = frozenset(kind.value.encode() for kind in AFTER_FINAL)
+_SCALAR: Final = frozenset({str, int, float, bool, type(None)})
 _loads = orjson.loads
+_head = EVENT_HEAD.match
 
 
 def parse_record(
@@ -65,32 +72,45 @@ def parse_record(
     Raises:
         UnsupportedSchemaVersion: line 1 names a newer format.
         RecordIntegrityError: any damage other than a torn last line; the message
-            names the line and what failed.
+            names the line and what failed. An event line whose seq and type
+            are sound but whose other fields are not raises when the record's
+            ``events`` are first read instead.
     """
+    known = _VERIFIED.get(data) if len(data) <= _VERIFIED_MAX_SIZE else None
+    if known is not None and known.execution_id == execution_id:
+        # The same bytes as a record verified before: only the response, which
+        # the caller gets as a dict of its own, is parsed again.
+        final = None
+        if known.final_seq:
+            final = _loads(known.lines[known.final_seq])["data"]["response"]
+        return _assemble(known, None, known, final, owner_alive)
     lines, torn = split_lines(data)
-    record = _read_fast(lines, torn, execution_id, owner_alive)
-    if record is None:
+    found = _read_fast(lines, torn, execution_id)
+    if found is None:
         # Something is off; the thorough reader finds the first problem and
         # raises an error naming its line.
-        record = _read_thorough(lines, torn, execution_id, owner_alive)
-    return record
+        return _read_thorough(lines, torn, execution_id, owner_alive)
+    known, envelope, final = found
+    if len(data) <= _VERIFIED_MAX_SIZE and known.owner_is_flat():
+        if len(_VERIFIED) >= _VERIFIED_MAX:
+            _VERIFIED.clear()
+        _VERIFIED[data] = known
+    return _assemble(known, envelope, known, final, owner_alive)
 
 
 def _read_fast(
-    lines: list[bytes], torn: bytes, execution_id: str, owner_alive: OwnerAlive
-) -> ExecutionRecord | None:
-    """Read a sound record quickly; return None at the first sign of trouble.
+    lines: list[bytes], torn: bytes, execution_id: str
+) -> tuple[_Verified, JSONObject, JSONObject | None] | None:
+    """Check a sound record quickly; return None at the first sign of trouble.
 
-    One orjson call parses every line; the chain is checked on the raw bytes of
-    each line by slicing its fixed-width tail and hashing the rest.
+    Returns what its bytes say, its envelope and its final response.
     """
+    if not lines or not chain_holds(lines):
+        return None
     try:
-        parsed = _loads(b"[" + b",".join(lines) + b"]")
+        header = _loads(lines[0])
     except orjson.JSONDecodeError:
         return None
-    if len(parsed) != len(lines) or not lines:
-        return None
-    header = parsed[0]
     if (
         type(header) is not dict
         or type(header.get("schemaVersion")) is not int
@@ -99,46 +119,155 @@ def _read_fast(
         or not HEADER_SET.issubset(header)
     ):
         return None
-    if not chain_holds(lines):
-        return None
-    events: list[ExecutionEvent] = []
-    append = events.append
-    final: JSONObject | None = None
-    final_at: float | None = None
-    flags = 0
-    # Event types are compared as strings: hashing an Enum member calls Python.
-    for seq in range(1, len(parsed)):
-        fields = parsed[seq]
-        try:
-            name = fields["type"]
-            kind, at_ms, body = TYPES[name], fields["atMs"], fields["data"]
-            prev_hash, own_hash = fields["prevHash"], fields["hash"]
-            if (
-                type(fields["seq"]) is not int
-                or fields["seq"] != seq
-                or type(body) is not dict
-                or type(at_ms) not in _NUMBER
-            ):
-                return None
-        except (KeyError, TypeError):
+    # Names stay bytes: the checks below are dict and set lookups on them.
+    names: list[bytes] = []
+    final_seq = flags = 0
+    for seq in range(1, len(lines)):
+        head = _head(lines[seq])
+        if head is None:
+            return None
+        number, name = head.groups()
+        if int(number) != seq or name not in _TYPE_NAMES:
+            return None
+        if final_seq and name not in _AFTER_FINAL_NAMES:
             return None
         if name in _FLAG_NAMES:
-            if final is not None and name != "INVALIDATED":
-                return None
             flags |= _FLAG_NAMES[name]
-            if name == "FINAL_RESPONSE":
-                final = body.get("response")
-                if type(final) is not dict:
-                    return None
-                final_at = at_ms
-        elif final is not None and name != "CACHE_HIT":
+            if name == b"FINAL_RESPONSE":
+                final_seq = seq
+        names.append(name)
+    final: JSONObject | None = None
+    final_at: float | None = None
+    if final_seq:
+        event = _event_fast(lines[final_seq], final_seq, EventType.FINAL_RESPONSE)
+        if event is None:
             return None
-        append(new_event(seq, kind, at_ms, body, prev_hash, own_hash))
+        response = event.data.get("response")
+        if type(response) is not dict:
+            return None
+        final, final_at = response, event.at_ms
     if torn and newline_replaced(torn, lines[-1][-66:-2]):
         return None
-    return _assemble(
-        header, tuple(events), final, final_at, flags, bool(torn), owner_alive
+    known = _Verified(header, lines, names, final_seq, final_at, flags, bool(torn))
+    return known, _envelope_of(header), final
+
+
+def _event_fast(line: bytes, seq: int, kind: EventType) -> ExecutionEvent | None:
+    """Parse an event line whose seq and type were read; None if anything is off."""
+    try:
+        fields = _loads(line)
+        at_ms, body = fields["atMs"], fields["data"]
+        if (
+            fields["type"] != kind.value
+            or fields["seq"] != seq
+            or type(fields["seq"]) is not int
+            or type(body) is not dict
+            or type(at_ms) not in _NUMBER
+        ):
+            return None
+        return ExecutionEvent(
+            seq, kind, at_ms, body, fields["prevHash"], fields["hash"]
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+class _Verified:
+    """What a record file's bytes say, as far as assembling the record needs.
+
+    Built from bytes that have passed every check of the fast reader, and a
+    pure function of them: it is remembered by those exact bytes. It also
+    parses, when first asked, what the fast reader left unparsed: the
+    envelope and the events of its record.
+    """
+
+    __slots__ = (
+        "created",
+        "envelope_hash",
+        "envelope_ok",
+        "execution_id",
+        "final_at",
+        "final_seq",
+        "flags",
+        "intent_name",
+        "intent_version",
+        "lines",
+        "names",
+        "owner",
+        "parent",
+        "start_us",
+        "torn",
     )
+
+    def __init__(
+        self,
+        header: JSONObject,
+        lines: list[bytes],
+        names: list[bytes],
+        final_seq: int,
+        final_at: float | None,
+        flags: int,
+        torn: bool,
+    ) -> None:
+        envelope, intent = header["envelope"], header["intent"]
+        created, owner = header["createdUtc"], header.get("owner")
+        parent = header.get("parentExecutionId")
+        self.execution_id = str(header["executionId"])
+        self.created = str(created)
+        self.start_us = parse_utc(created) if type(created) is str else None
+        self.envelope_hash = str(header["envelopeHash"])
+        self.parent = parent if type(parent) is str else None
+        self.owner: JSONObject | None = owner if type(owner) is dict else None
+        if type(intent) is dict:
+            self.intent_name = _text(intent.get("name"))
+            self.intent_version = _text(intent.get("version"))
+        else:
+            self.intent_name = self.intent_version = ""
+        self.envelope_ok = (
+            type(envelope) is dict
+            and type(intent) is dict
+            and _envelope_hash_ok(envelope, header["envelopeHash"])
+        )
+        self.lines = lines
+        self.names = names  # each event's type, as read from the start of its line
+        self.final_seq = final_seq
+        self.final_at = final_at
+        self.flags = flags
+        self.torn = torn
+
+    def owner_is_flat(self) -> bool:
+        """Whether a shallow copy of the owner shares nothing with it."""
+        owner = self.owner
+        return owner is None or all(type(v) in _SCALAR for v in owner.values())
+
+    def envelope(self) -> JSONObject:
+        """Parse the envelope from line 1."""
+        return _envelope_of(_loads(self.lines[0]))
+
+    def events(self) -> tuple[ExecutionEvent, ...]:
+        """Parse every event line, or raise ``RecordIntegrityError`` naming one."""
+        lines, names = self.lines, self.names
+        events: list[ExecutionEvent] = []
+        for seq in range(1, len(lines)):
+            event = _event_fast(lines[seq], seq, _TYPE_NAMES[names[seq - 1]])
+            if event is None:
+                # Raises naming what is wrong with the line: its seq and type
+                # were read from its start, so only the rest can be at fault.
+                event = event_of_line(lines[seq], seq + 1, self.execution_id)
+            events.append(event)
+        return tuple(events)
+
+
+#: Records verified before, by their files' exact bytes (see ``_Verified``).
+#: Bounded in entries and in the size of a file remembered.
+_VERIFIED: dict[bytes, _Verified] = {}
+_VERIFIED_MAX: Final = 256
+_VERIFIED_MAX_SIZE: Final = 65536
+
+
+def _envelope_of(header: JSONObject) -> JSONObject:
+    envelope = header["envelope"]
+    return envelope if type(envelope) is dict else {}
 
 
 def _read_thorough(
@@ -163,9 +292,7 @@ def _read_thorough(
         if problem is not None:
             raise RecordIntegrityError(problem, execution_id, number)
         prev = line[-66:-2]
-        event = event_from_fields(
-            load_json(line, execution_id, number), number, execution_id
-        )
+        event = event_of_line(line, number, execution_id)
         if final is not None and event.type not in AFTER_FINAL:
             raise RecordIntegrityError(
                 f"{event.type.value} after FINAL_RESPONSE", execution_id, number
@@ -187,32 +314,25 @@ def _read_thorough(
             execution_id,
             len(lines) + 1,
         )
-    return _assemble(
-        header, tuple(events), final, final_at, flags, bool(torn), owner_alive
-    )
+    names = [event.type.value.encode() for event in events]
+    known = _Verified(header, lines, names, 0, final_at, flags, bool(torn))
+    return _assemble(known, _envelope_of(header), tuple(events), final, owner_alive)
 
 
 def _assemble(
-    header: JSONObject,
-    events: tuple[ExecutionEvent, ...],
+    known: _Verified,
+    envelope: JSONObject | None,
+    events: tuple[ExecutionEvent, ...] | _Verified,
     final: JSONObject | None,
-    final_at: float | None,
-    flags: int,
-    torn: bool,
     owner_alive: OwnerAlive,
 ) -> ExecutionRecord:
-    envelope, intent, owner = header["envelope"], header["intent"], header.get("owner")
-    owner_d = owner if type(owner) is dict else None
-    if type(envelope) is dict and type(intent) is dict:
-        envelope_ok = _envelope_hash_ok(header, envelope)
-    else:
-        envelope_ok = False
-        envelope = envelope if type(envelope) is dict else {}
-        intent = intent if type(intent) is dict else {}
+    owner = known.owner
+    if owner is not None:
+        owner = dict(owner)  # the record's own: ``known`` may be shared
+    final_at = known.final_at
     agent: str | None = None
     duration: float | None = None
     completed: str | None = None
-    created = header["createdUtc"]
     if final is not None and final_at is not None:
         status = (
             RecordStatus.FAILED
@@ -220,42 +340,39 @@ def _assemble(
             else RecordStatus.COMPLETED
         )
         agent, duration = _answered_by(final, final_at)
-        start = parse_utc(created) if type(created) is str else None
+        start = known.start_us
         completed = None if start is None else utc_text(start + round(final_at * 1000))
-    elif owner_alive(owner_d):
+    elif owner_alive(owner):
         status = RecordStatus.IN_PROGRESS
     else:
         status = RecordStatus.INCOMPLETE
     reason = derive_reason(
-        envelope_ok=envelope_ok,
-        invalidated=bool(flags & _INVALIDATED),
-        recording_failed=bool(flags & _RECORDING_FAILED),
+        envelope_ok=known.envelope_ok,
+        invalidated=bool(known.flags & _INVALIDATED),
+        recording_failed=bool(known.flags & _RECORDING_FAILED),
         finished=final is not None,
     )
-    parent = header.get("parentExecutionId")
-    return new_record(
-        new_header(
-            SCHEMA_VERSION,
-            str(header["executionId"]),
-            str(created),
-            completed,
-            str(header["envelopeHash"]),
-            _text(intent.get("name")),
-            _text(intent.get("version")),
-            status,
-            reason is None,
-            reason,
-            parent if type(parent) is str else None,
-            agent,
-            duration,
-            events[-1].hash if events else str(header.get("hash")),
-            owner_d,
-        ),
-        envelope,
-        events,
-        final,
-        torn,
+    header = ExecutionHeader(
+        SCHEMA_VERSION,
+        known.execution_id,
+        known.created,
+        completed,
+        known.envelope_hash,
+        known.intent_name,
+        known.intent_version,
+        status,
+        reason is None,
+        reason,
+        known.parent,
+        agent,
+        duration,
+        "sha256:" + known.lines[-1][-66:-2].decode(),
+        owner,
     )
+    if isinstance(events, tuple):
+        assert envelope is not None  # the thorough reader parsed line 1
+        return ExecutionRecord(header, envelope, events, final, known.torn)
+    return ExecutionRecord._deferred(header, envelope, events, final, known.torn)
 
 
 def derive_reason(
@@ -273,21 +390,11 @@ def derive_reason(
     return None
 
 
-def _envelope_hash_ok(header: JSONObject, envelope: JSONObject) -> bool:
-    key = header.get("hash")
-    if type(key) is str:
-        known = _ENVELOPE_OK.get(key)
-        if known is not None:
-            return known
+def _envelope_hash_ok(envelope: JSONObject, envelope_hash: object) -> bool:
     try:
-        ok = compute_hash(envelope) == header["envelopeHash"]
+        return compute_hash(envelope) == envelope_hash
     except (EnvelopeValidationError, RecursionError):
-        ok = False
-    if type(key) is str:
-        if len(_ENVELOPE_OK) >= _ENVELOPE_OK_MAX:
-            _ENVELOPE_OK.clear()
-        _ENVELOPE_OK[key] = ok
-    return ok
+        return False
 
 
 def _answered_by(final: JSONObject, at_ms: float) -> tuple[str | None, float]:

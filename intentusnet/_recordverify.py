@@ -15,7 +15,7 @@ from ._recordfile import (
     check_header,
     check_line,
     check_schema,
-    event_from_fields,
+    event_of_line,
     load_json,
     split_lines,
 )
@@ -51,7 +51,7 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
                 # Also raises UnsupportedSchemaVersion, which is not a failure.
                 check_header(line, execution_id)
             else:
-                event = event_from_fields(load_json(line, "", number), number, "")
+                event = event_of_line(line, number, "")
                 if finished and event.type not in AFTER_FINAL:
                     raise RecordIntegrityError(f"{event.type} after FINAL_RESPONSE")
                 finished = finished or event.type is EventType.FINAL_RESPONSE

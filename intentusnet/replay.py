@@ -8,13 +8,12 @@ says, in ``warnings``, what it could not guarantee.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from ._json import JSONObject, JSONValue
 from .errors import ReplayHashMismatch, ReplayNotAllowed
 from .hashing import compute_hash, hashed_view
-from .record import EventType, ExecutionRecord
+from .record import EventType, ExecutionRecord, _Frozen
 
 if TYPE_CHECKING:
     from .rerun import RerunResult
@@ -29,8 +28,7 @@ class _HasWire(Protocol):
     def to_wire(self) -> JSONObject: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayResult:
+class ReplayResult(_Frozen):
     """What a replay returns: the recorded answer and how it was obtained.
 
     Attributes:
@@ -46,15 +44,49 @@ class ReplayResult:
         warnings: what the caller should know, one sentence each.
     """
 
+    _fields = (
+        "payload",
+        "metadata",
+        "status",
+        "error",
+        "original_execution_id",
+        "from_replay",
+        "forced",
+        "partial",
+        "warnings",
+    )
+    __slots__ = tuple(f"_{name}" for name in _fields)
     payload: JSONObject | None
     metadata: JSONObject
     status: str
     error: JSONObject | None
     original_execution_id: str
-    from_replay: bool = True
-    forced: bool = False
-    partial: bool = False
-    warnings: tuple[str, ...] = ()
+    from_replay: bool
+    forced: bool
+    partial: bool
+    warnings: tuple[str, ...]
+
+    def __init__(
+        self,
+        payload: JSONObject | None,
+        metadata: JSONObject,
+        status: str,
+        error: JSONObject | None,
+        original_execution_id: str,
+        from_replay: bool = True,
+        forced: bool = False,
+        partial: bool = False,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self._payload = payload
+        self._metadata = metadata
+        self._status = status
+        self._error = error
+        self._original_execution_id = original_execution_id
+        self._from_replay = from_replay
+        self._forced = forced
+        self._partial = partial
+        self._warnings = warnings
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -18,8 +22,10 @@ from recordkit import (
     start,
 )
 
+from intentusnet._json import JSONObject
 from intentusnet._recordfile import GENESIS_HASH, seal
 from intentusnet._recordread import parse_record
+from intentusnet._recordverify import verify_bytes
 from intentusnet.errors import RecordIntegrityError, UnsupportedSchemaVersion
 from intentusnet.record import (
     SCHEMA_VERSION,
@@ -27,6 +33,7 @@ from intentusnet.record import (
     RecordStatus,
     ReplayableReason,
 )
+from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 
 DOCS = Path(__file__).parent.parent / "docs" / "records.md"
@@ -369,3 +376,140 @@ def test_documented_json_schemas_match_real_lines(store: FileExecutionStore) -> 
         jsonschema.validate(orjson.loads(line), schemas["event-line"])
     header = store.load(writer.execution_id).header.to_json()
     jsonschema.validate(header, schemas["header"])
+
+
+def _resealed(data: bytes, change: Callable[[int, JSONObject], bytes | None]) -> bytes:
+    """Re-chain a record after ``change(seq, fields)`` edits event lines.
+
+    ``change`` edits the fields in place, or returns a line body (without its
+    hash field) to seal as it is; every line after the header is sealed again.
+    """
+    lines = data.split(b"\n")[:-1]
+    out = [lines[0] + b"\n"]
+    prev = "sha256:" + lines[0][-66:-2].decode()
+    for line in lines[1:]:
+        fields = orjson.loads(line)
+        del fields["hash"]
+        fields["prevHash"] = prev
+        body = change(fields["seq"], fields) or orjson.dumps(fields)[:-1]
+        digest = hashlib.sha256(body).hexdigest()
+        out.append(body + b',"hash":"sha256:' + digest.encode() + b'"}\n')
+        prev = "sha256:" + digest
+    return b"".join(out)
+
+
+def _at_ms_not_a_number(seq: int, fields: JSONObject) -> None:
+    if seq == 2:
+        fields["atMs"] = "soon"
+
+
+def test_malformed_event_past_its_type_raises_when_events_are_read(
+    store: FileExecutionStore,
+) -> None:
+    """A sealed event whose seq and type hold but not the rest: found on reading events.
+
+    Loading checks the chain, every seq and type, and the final response; the
+    record replays. Its events raise, naming the line; verify() reports it.
+    """
+    execution_id = finished(store)
+    path = record_file(store, execution_id)
+    path.write_bytes(_resealed(path.read_bytes(), _at_ms_not_a_number))
+    record = store.load(execution_id)
+    assert record.header.status is RecordStatus.COMPLETED
+    assert ReplayEngine(record).replay().payload == {"echo": "hello"}
+    with pytest.raises(RecordIntegrityError, match=r"line 3.*numeric atMs"):
+        _ = record.events
+    with pytest.raises(RecordIntegrityError, match="line 3"):
+        record.to_json()
+    report = verify_bytes(path.read_bytes(), execution_id)
+    assert not report.valid
+    assert [f.split(":")[0] for f in report.failures] == ["line 3"]
+
+
+def test_catalog_lists_a_record_with_a_malformed_event_as_damaged(
+    store: FileExecutionStore,
+) -> None:
+    """reindex() reads every line: such a record is listed as integrity_failure."""
+    execution_id = finished(store)
+    path = record_file(store, execution_id)
+    path.write_bytes(_resealed(path.read_bytes(), _at_ms_not_a_number))
+    assert store.reindex() == 1
+    (summary,) = store.list()
+    assert summary.replayable_reason is ReplayableReason.INTEGRITY_FAILURE
+
+
+def test_type_given_twice_in_a_line_is_refused_where_it_is_parsed(
+    store: FileExecutionStore,
+) -> None:
+    """A line beginning as one type whose fields say another (a duplicated key).
+
+    JSON keeps the last of two equal keys, so the start of the line and its
+    parsed fields would disagree; reading the events and verify refuse it.
+    """
+    execution_id = finished(store)
+    path = record_file(store, execution_id)
+
+    def twice(seq: int, fields: JSONObject) -> bytes | None:
+        if seq != 2:
+            return None
+        body = orjson.dumps(fields)[:-1]
+        return body.replace(b',"prevHash"', b',"type":"INVALIDATED","prevHash"')
+
+    path.write_bytes(_resealed(path.read_bytes(), twice))
+    record = store.load(execution_id)
+    with pytest.raises(RecordIntegrityError, match=r"line 3.*duplicated key"):
+        _ = record.events
+    report = verify_bytes(path.read_bytes(), execution_id)
+    assert [f.split(":")[0] for f in report.failures] == ["line 3"]
+    assert "duplicated key" in report.failures[0]
+
+
+def test_a_record_loaded_before_is_checked_again_after_an_edit(
+    store: FileExecutionStore,
+) -> None:
+    """What a load remembers is keyed by the file's exact bytes: an edit is found."""
+    execution_id = finished(store)
+    store.load(execution_id)
+    store.load(execution_id)
+    path = record_file(store, execution_id)
+    edit(path, line_offsets(path)[-1] + 40)
+    with pytest.raises(RecordIntegrityError, match="line 6"):
+        store.load(execution_id)
+
+
+def test_every_load_returns_objects_of_its_own(store: FileExecutionStore) -> None:
+    """Changing what one load returned does not change what the next returns."""
+    execution_id = finished(store)
+    first = store.load(execution_id)
+    assert first.final_response is not None
+    first.final_response["payload"] = {"echo": "changed"}
+    first.envelope["payload"] = {"text": "changed"}
+    assert first.header.owner is not None
+    first.header.owner["pid"] = -1
+    again = store.load(execution_id)
+    assert again.final_response == response(execution_id)
+    assert again.envelope == envelope()
+    assert again.header.owner is not None
+    assert again.header.owner["pid"] != -1
+
+
+def test_record_types_are_immutable_values(store: FileExecutionStore) -> None:
+    """Loaded records compare, hash, print and pickle by field and refuse changes."""
+    execution_id = finished(store)
+    record, again = store.load(execution_id), store.load(execution_id)
+    assert record == again
+    assert record.events[0] == again.events[0]
+    assert record != store.load(finished(store, "other"))
+    with pytest.raises(AttributeError):
+        record.header.status = RecordStatus.FAILED  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        record.events[0].seq = 9  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        record.extra = 1  # type: ignore[attr-defined]
+    (summary,) = store.list()[:1]
+    assert hash(summary) == hash(store.list()[0])
+    assert repr(record.events[0]).startswith("ExecutionEvent(seq=1, type=")
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert copy.copy(record.header) == record.header
+    result = ReplayEngine(record).replay()
+    assert pickle.loads(pickle.dumps(result)) == result

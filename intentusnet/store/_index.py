@@ -16,7 +16,6 @@ from typing import Final, TypeVar
 
 import orjson
 
-from .._recordbuild import new_summary
 from .._recordread import parse_record
 from .._recordverify import salvage_header
 from .._utc import micros_of, parse_utc
@@ -242,9 +241,13 @@ class StoreIndex:
 
     def _load_bytes(self, execution_id: str, data: bytes) -> ExecutionHeader:
         path = f"{self._root}/{relative_path(execution_id)}"
-        return parse_record(
+        record = parse_record(
             data, execution_id, lambda owner: owner_alive(path, owner)
-        ).header
+        )
+        # A record's events are parsed when first read; a row is only written
+        # for a record whose every line is sound (else integrity_failure).
+        _ = record.events
+        return record.header
 
     # -- helpers ------------------------------------------------------------------
 
@@ -286,7 +289,7 @@ class StoreIndex:
             # lost when that process was killed). The file knows.
             row = self.refresh(row.id) or row
             status = "incomplete" if row.status == "in_progress" else row.status
-        return new_summary(
+        return RecordSummary(
             row.id,
             row.created_utc,
             row.intent,

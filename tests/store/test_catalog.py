@@ -172,7 +172,7 @@ def test_unfinished_rows_are_probed_for_their_owner(store: FileExecutionStore) -
 
 
 def test_hash_lookup_uses_the_index(store: FileExecutionStore) -> None:
-    """find_by_hash is served by an index, not a table scan."""
+    """find_by_hash is answered from one index alone: no table rows, no sorting."""
     finished(store)
     with sqlite3.connect(_catalog(store)) as db:
         plan = db.execute(
@@ -181,7 +181,31 @@ def test_hash_lookup_uses_the_index(store: FileExecutionStore) -> None:
             ("sha256:x",),
         ).fetchall()
     db.close()
-    assert "records_by_hash" in str(plan)
+    assert "COVERING INDEX records_by_hash_id" in str(plan)
+    assert "TEMP B-TREE" not in str(plan)
+
+
+def test_hash_index_without_id_is_replaced_in_place(
+    store: FileExecutionStore,
+) -> None:
+    """A catalog with the hash index of before keeps its rows; the index is swapped."""
+    execution_id = finished(store)
+    store.close()
+    with sqlite3.connect(_catalog(store)) as db:
+        db.execute("DROP INDEX records_by_hash_id")
+        db.execute(
+            "CREATE INDEX records_by_hash ON records "
+            "(envelope_hash, replayable, created_us)"
+        )
+    db.close()
+    found = store.find_by_hash(store.load(execution_id).header.envelope_hash)
+    assert found is not None
+    assert found.execution_id == execution_id
+    with sqlite3.connect(_catalog(store)) as db:
+        names = {n for (n,) in db.execute("SELECT name FROM sqlite_master")}
+    db.close()
+    assert "records_by_hash_id" in names
+    assert "records_by_hash" not in names
 
 
 def test_catalog_of_another_layout_version_is_rebuilt(
