@@ -6,8 +6,9 @@ the light read path (``intentusnet replay ID``) never imports pydantic or httpx.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -188,13 +189,7 @@ if TYPE_CHECKING:
     from .store.hits import CacheHit as CacheHit
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'intentusnet' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

@@ -8,8 +8,9 @@ Names load lazily (PEP 562): ``intentusnet replay ID`` imports the file store
 alone, not the memory store or the protocol.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 # name -> module of this package that defines it
 _EXPORTS: dict[str, str] = {
@@ -43,13 +44,7 @@ if TYPE_CHECKING:
         )
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'intentusnet.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

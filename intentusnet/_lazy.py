@@ -1,0 +1,27 @@
+"""Package names imported on first use (PEP 562): start-up loads only what runs."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, MutableMapping
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, str], namespace: MutableMapping[str, object]
+) -> Callable[[str], object]:
+    """Return a module ``__getattr__`` that imports ``exports[name]`` on first use.
+
+    ``exports`` maps each name to the submodule of ``package`` that defines it; the
+    value found is stored in ``namespace`` (the package's globals), so later
+    lookups do not come back here.
+    """
+
+    def __getattr__(name: str) -> object:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module}", package), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
