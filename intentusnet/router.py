@@ -38,7 +38,6 @@ from .recorder import Recorder
 from .strategies import (
     Execution,
     Outcome,
-    Plan,
     Run,
     cancelled,
     decide,
@@ -46,6 +45,8 @@ from .strategies import (
     from_result,
     internal_error,
     plan,
+    settle,
+    single_run,
     timed_out,
 )
 
@@ -203,13 +204,20 @@ class IntentRouter:
         return self._execute_sync(env)
 
     def _execute_sync(self, env: IntentEnvelope) -> AgentResponse:
-        gen, ex = self._begin(env)
+        ex, decision, decision_wire, order = self._begin(env)
+        response: AgentResponse
         try:
-            run = next(gen)
-            while True:
-                run = gen.send(self._run_sync(run, env, ex))
-        except StopIteration as stop:
-            response: AgentResponse = stop.value
+            run = single_run(decision, order, ex)
+            if run is not None:  # one agent run, nothing recorded: no plan to drive
+                response = settle(ex, decision, self._run_sync(run, env, ex))
+            else:
+                gen = plan(env, decision, decision_wire, order, ex)
+                try:
+                    run = next(gen)
+                    while True:
+                        run = gen.send(self._run_sync(run, env, ex))
+                except StopIteration as stop:
+                    response = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
         return response if ex.recorder is None else self._finish(ex, response)
@@ -220,7 +228,8 @@ class IntentRouter:
         return await self._execute_async(env)
 
     async def _execute_async(self, env: IntentEnvelope) -> AgentResponse:
-        gen, ex = self._begin(env)
+        ex, decision, decision_wire, order = self._begin(env)
+        gen = plan(env, decision, decision_wire, order, ex)
         try:
             run = next(gen)
             while True:
@@ -231,7 +240,10 @@ class IntentRouter:
             response = internal_error(ex, exc)
         return response if ex.recorder is None else self._finish(ex, response)
 
-    def _begin(self, env: IntentEnvelope) -> tuple[Plan, Execution]:
+    def _begin(
+        self, env: IntentEnvelope
+    ) -> tuple[Execution, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
+        """Open an execution: its decision, its id and, with a store, its record."""
         started = time.perf_counter()
         decision, decision_wire, order = self._decide(env)
         # A child intent (ctx.route) or a re-run: its id, links and step state.
@@ -264,7 +276,7 @@ class IntentRouter:
             )
         if hints is not None and hints.session is not None:
             ex.steps = hints.session(ex)
-        return plan(env, decision, decision_wire, order, ex), ex
+        return ex, decision, decision_wire, order
 
     def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
         recorder = ex.recorder

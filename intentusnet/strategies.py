@@ -370,7 +370,7 @@ def plan(
             _record_attempts(recorder, got, len(outcomes) + 1)
         outcomes += got
         if got[0].ok:
-            return _answer(ex, decision, outcomes, got[0].payload, None, agent.name)
+            return settle(ex, decision, outcomes)
         if index + 1 < len(last) and recorder is not None:
             recorder.event(
                 "FALLBACK_TRIGGERED",
@@ -380,6 +380,29 @@ def plan(
                     "reason": got[0].error.code.value if got[0].error else "error",
                 },
             )
+    return settle(ex, decision, outcomes)
+
+
+def single_run(
+    decision: RoutingDecision, order: tuple[RegisteredAgent, ...], ex: Execution
+) -> Run | None:
+    """The run of a plan that is one agent run and records nothing, else ``None``.
+
+    DIRECT without a recorder is just that: its answer is ``settle`` of the run's
+    outcome. A driver may then run it and skip driving ``plan``.
+    """
+    if decision.strategy is RoutingStrategy.DIRECT and order and ex.recorder is None:
+        return order[:1], False, 1
+    return None
+
+
+def settle(
+    ex: Execution, decision: RoutingDecision, outcomes: list[Outcome]
+) -> AgentResponse:
+    """The answer of DIRECT or FALLBACK once the last agent it will run has run."""
+    last = outcomes[-1]
+    if last.ok:
+        return _answer(ex, decision, outcomes, last.payload, None, last.agent)
     return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
 
