@@ -438,6 +438,63 @@ class AgentResponse(_Model):
         """Return the camelCase wire form as plain JSON data."""
         return self.model_dump(mode="json", by_alias=True)
 
+    def wire_to_write(self) -> JSONObject:
+        """The wire form for serialising at once, sharing payload and details.
+
+        What the router hands the store for ``FINAL_RESPONSE``: it serialises to
+        the same JSON as ``to_wire()``, built directly (pydantic's serializer
+        costs most of a recorded answer's Python time). Never change it.
+        """
+        meta = self.metadata
+        if meta.__pydantic_extra__:  # keys beyond the model's: pydantic writes them
+            return self.to_wire()
+        error = self.error
+        decision = meta.decision
+        return {
+            "status": self.status,
+            "payload": self.payload,
+            "error": None if error is None else _error_wire(error),
+            "metadata": {
+                "executionId": meta.execution_id,
+                "agent": meta.agent,
+                "strategy": None if meta.strategy is None else meta.strategy._value_,
+                "decision": None
+                if decision is None
+                else {
+                    "strategy": decision.strategy._value_,
+                    "candidates": list(decision.candidates),
+                    "skipped": dict(decision.skipped),
+                    "reason": decision.reason,
+                },
+                "attempts": [
+                    {
+                        "agent": a.agent,
+                        "outcome": a.outcome,
+                        "durationMs": a.duration_ms,
+                        "errorCode": None
+                        if a.error_code is None
+                        else a.error_code._value_,
+                    }
+                    for a in meta.attempts
+                ],
+                "durationMs": meta.duration_ms,
+                "envelopeHash": meta.envelope_hash,
+                "fromReplay": meta.from_replay,
+                "originalExecutionId": meta.original_execution_id,
+                "recordingError": meta.recording_error,
+            },
+        }
+
+
+def _error_wire(error: ErrorInfo) -> JSONObject:
+    return {
+        "code": error.code._value_,
+        "message": error.message,
+        "agent": error.agent,
+        "retryable": error.retryable,
+        "details": error.details,
+    }
+
 
 _M = TypeVar("_M", bound=BaseModel)
 

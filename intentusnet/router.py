@@ -282,7 +282,7 @@ class IntentRouter:
         recorder = ex.recorder
         assert recorder is not None  # the drivers call this only when recording
         if recorder.error is None:
-            recorder.complete(response.to_wire())
+            recorder.complete(response.wire_to_write())
         if recorder.error is None:
             return response
         metadata = response.metadata.model_copy(

@@ -395,3 +395,40 @@ def test_ten_megabyte_payload_is_handled_quickly():
         assert compute_hash(env) == compute_hash(from_text)
         assert compute_hash(env.to_wire()) == compute_hash(env)
     assert time.perf_counter() - start < 5
+
+
+def _router_answers():
+    """Responses as the router makes them: success, fallback, all failed, broadcast."""
+    from intentusnet import IntentRouter
+
+    router = IntentRouter()
+    router.agent("ok", name="good")(lambda env, ctx: {"got": env.payload, "t": (1, 2)})
+    router.agent("fails", name="bad", priority=1)(lambda env, ctx: 1 / 0)
+    router.agent("fails", name="good2", priority=2)(lambda env, ctx: {"n": 2.5})
+    with router:
+        yield router.route_intent({"intent": {"name": "ok"}, "payload": {"a": [1]}})
+        for strategy in ("DIRECT", "FALLBACK", "BROADCAST", "PARALLEL"):
+            yield router.route_intent(
+                {"intent": {"name": "fails"}, "routing": {"strategy": strategy}}
+            )
+        yield router.route_intent({"intent": {"name": "missing"}})
+
+
+def test_response_wire_to_write_serialises_as_to_wire():
+    """The store gets the same JSON for a response as pydantic's dump gives."""
+    from intentusnet import AgentResponse
+
+    answers = list(_router_answers())
+    assert {a.status for a in answers} == {"success", "error"}
+    answers.append(
+        AgentResponse.model_validate(
+            {
+                "status": "error",
+                "error": {"code": "AGENT_ERROR", "message": "m", "details": {"k": [1]}},
+                "metadata": {"fromReplay": True, "originalExecutionId": "exec-1"},
+            }
+        )
+    )
+    answers.append(AgentResponse.model_validate({"metadata": {"custom": {"x": 1}}}))
+    for answer in answers:
+        assert orjson.dumps(answer.wire_to_write()) == orjson.dumps(answer.to_wire())
