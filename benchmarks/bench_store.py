@@ -31,10 +31,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
-
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import row
+from bench_routing import payload_1kb
 
 from intentusnet._recordread import _VERIFIED
 from intentusnet.hashing import compute_hash
@@ -65,23 +64,6 @@ def envelope(payload: dict[str, object], n: int = 0) -> dict[str, object]:
             "cache": "default",
         },
     }
-
-
-def payload_1kb() -> dict[str, object]:
-    """A 1 KB payload shaped like an LLM request."""
-    payload: dict[str, object] = {
-        "model": "small-model-1",
-        "temperature": 0.7,
-        "max_tokens": 256,
-        "messages": [
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Summarise: " + "lorem ipsum " * 50},
-        ],
-        "tags": ["bench"],
-    }
-    while len(orjson.dumps(payload)) < 1024:
-        payload["tags"].append("pad")  # type: ignore[attr-defined]
-    return payload
 
 
 def record_one(store: FileExecutionStore, env: dict[str, object], env_hash: str) -> str:
