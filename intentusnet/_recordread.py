@@ -10,8 +10,10 @@ header line and the ``FINAL_RESPONSE`` line, and reads every other event's seq
 and type from the start of its line (:data:`EVENT_HEAD`): that is all status,
 replayability and a replay need. The rest of each event line is parsed when the
 record's ``events`` are first read. What a sound file's bytes say is remembered
-by those exact bytes (``_Verified``), so loading an unchanged record again, such
-as a popular cached answer, skips the checks its bytes have passed already.
+with those bytes (``_Verified``), so loading an unchanged record again, such as
+a popular cached answer, compares its bytes and skips the checks they passed.
+The envelope hash is checked by ``parsed_envelope_hash``, which relies on the
+envelope having been parsed from JSON just now.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ._recordfile import (
 )
 from ._utc import parse_utc, utc_text
 from .errors import EnvelopeValidationError, RecordIntegrityError
-from .hashing import compute_hash
+from .hashing import parsed_envelope_hash
 from .record import (
     SCHEMA_VERSION,
     EventType,
@@ -57,7 +59,7 @@ _FLAGGED: Final = {
 }
 #: Event types by the bytes of their name, as ``EVENT_HEAD`` finds them.
 _TYPE_NAMES: Final = {kind.value.encode(): kind for kind in EventType}
-_FLAG_NAMES: Final = {kind.value.encode(): flag for kind, flag in _FLAGGED.items()}
+_TYPE_SET: Final = frozenset(_TYPE_NAMES)
 _AFTER_FINAL_NAMES: Final = frozenset(kind.value.encode() for kind in AFTER_FINAL)
 _SCALAR: Final = frozenset({str, int, float, bool, type(None)})
 _loads = orjson.loads
@@ -76,30 +78,30 @@ def parse_record(
             are sound but whose other fields are not raises when the record's
             ``events`` are first read instead.
     """
-    known = _VERIFIED.get(data) if len(data) <= _VERIFIED_MAX_SIZE else None
-    if known is not None and known.execution_id == execution_id:
+    known = _VERIFIED.get(execution_id)
+    if known is not None and known.data == data:
         # The same bytes as a record verified before: only the response, which
         # the caller gets as a dict of its own, is parsed again.
         final = None
         if known.final_seq:
             final = _loads(known.lines[known.final_seq])["data"]["response"]
-        return _assemble(known, None, known, final, owner_alive)
+        return _assemble(known, None, final, owner_alive)
     lines, torn = split_lines(data)
-    found = _read_fast(lines, torn, execution_id)
+    found = _read_fast(data, lines, torn, execution_id)
     if found is None:
         # Something is off; the thorough reader finds the first problem and
         # raises an error naming its line.
-        return _read_thorough(lines, torn, execution_id, owner_alive)
+        return _read_thorough(data, lines, torn, execution_id, owner_alive)
     known, envelope, final = found
     if len(data) <= _VERIFIED_MAX_SIZE and known.owner_is_flat():
         if len(_VERIFIED) >= _VERIFIED_MAX:
             _VERIFIED.clear()
-        _VERIFIED[data] = known
-    return _assemble(known, envelope, known, final, owner_alive)
+        _VERIFIED[execution_id] = known
+    return _assemble(known, envelope, final, owner_alive)
 
 
 def _read_fast(
-    lines: list[bytes], torn: bytes, execution_id: str
+    data: bytes, lines: list[bytes], torn: bytes, execution_id: str
 ) -> tuple[_Verified, JSONObject, JSONObject | None] | None:
     """Check a sound record quickly; return None at the first sign of trouble.
 
@@ -119,37 +121,59 @@ def _read_fast(
         or not HEADER_SET.issubset(header)
     ):
         return None
-    # Names stay bytes: the checks below are dict and set lookups on them.
+    # Names stay bytes: the checks below are set lookups on them.
     names: list[bytes] = []
-    final_seq = flags = 0
     for seq in range(1, len(lines)):
         head = _head(lines[seq])
         if head is None:
             return None
         number, name = head.groups()
-        if int(number) != seq or name not in _TYPE_NAMES:
+        if int(number) != seq:
             return None
-        if final_seq and name not in _AFTER_FINAL_NAMES:
-            return None
-        if name in _FLAG_NAMES:
-            flags |= _FLAG_NAMES[name]
-            if name == b"FINAL_RESPONSE":
-                final_seq = seq
         names.append(name)
+    if not _TYPE_SET.issuperset(names):
+        return None
+    final_seq = 0
     final: JSONObject | None = None
     final_at: float | None = None
-    if final_seq:
-        event = _event_fast(lines[final_seq], final_seq, EventType.FINAL_RESPONSE)
-        if event is None:
+    if b"FINAL_RESPONSE" in names:
+        final_seq = names.index(b"FINAL_RESPONSE") + 1
+        if not _AFTER_FINAL_NAMES.issuperset(names[final_seq:]):
             return None
-        response = event.data.get("response")
-        if type(response) is not dict:
+        found_final = _final_fast(lines[final_seq], final_seq)
+        if found_final is None:
             return None
-        final, final_at = response, event.at_ms
+        final, final_at = found_final
     if torn and newline_replaced(torn, lines[-1][-66:-2]):
         return None
-    known = _Verified(header, lines, names, final_seq, final_at, flags, bool(torn))
+    flags = _FINISHED if final_seq else 0
+    if b"INVALIDATED" in names:
+        flags |= _INVALIDATED
+    if b"RECORDING_FAILURE" in names:
+        flags |= _RECORDING_FAILED
+    known = _Verified(
+        data, lines, header, names, final_seq, final_at, flags, bool(torn)
+    )
     return known, _envelope_of(header), final
+
+
+def _final_fast(line: bytes, seq: int) -> tuple[JSONObject, float] | None:
+    """The response and ``atMs`` of a sound ``FINAL_RESPONSE`` line, else None."""
+    try:
+        fields = _loads(line)
+        found_seq, kind, at_ms = fields["seq"], fields["type"], fields["atMs"]
+        response = fields["data"]["response"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if (
+        kind != "FINAL_RESPONSE"
+        or type(found_seq) is not int
+        or found_seq != seq
+        or type(response) is not dict
+        or type(at_ms) not in _NUMBER
+    ):
+        return None
+    return response, at_ms
 
 
 def _event_fast(line: bytes, seq: int, kind: EventType) -> ExecutionEvent | None:
@@ -176,13 +200,15 @@ class _Verified:
     """What a record file's bytes say, as far as assembling the record needs.
 
     Built from bytes that have passed every check of the fast reader, and a
-    pure function of them: it is remembered by those exact bytes. It also
+    pure function of them: it is remembered with them, by execution id. It also
     parses, when first asked, what the fast reader left unparsed: the
     envelope and the events of its record.
     """
 
     __slots__ = (
+        "chain_head",
         "created",
+        "data",
         "envelope_hash",
         "envelope_ok",
         "execution_id",
@@ -201,8 +227,9 @@ class _Verified:
 
     def __init__(
         self,
-        header: JSONObject,
+        data: bytes,
         lines: list[bytes],
+        header: JSONObject,
         names: list[bytes],
         final_seq: int,
         final_at: float | None,
@@ -228,7 +255,9 @@ class _Verified:
             and type(intent) is dict
             and _envelope_hash_ok(envelope, header["envelopeHash"])
         )
+        self.data = data
         self.lines = lines
+        self.chain_head = "sha256:" + lines[-1][-66:-2].decode()
         self.names = names  # each event's type, as read from the start of its line
         self.final_seq = final_seq
         self.final_at = final_at
@@ -258,9 +287,10 @@ class _Verified:
         return tuple(events)
 
 
-#: Records verified before, by their files' exact bytes (see ``_Verified``).
-#: Bounded in entries and in the size of a file remembered.
-_VERIFIED: dict[bytes, _Verified] = {}
+#: Records verified before, by execution id; an entry counts only for a file
+#: of exactly its bytes (see ``_Verified``). Bounded in entries and in the size
+#: of a file remembered.
+_VERIFIED: dict[str, _Verified] = {}
 _VERIFIED_MAX: Final = 256
 _VERIFIED_MAX_SIZE: Final = 65536
 
@@ -271,7 +301,11 @@ def _envelope_of(header: JSONObject) -> JSONObject:
 
 
 def _read_thorough(
-    lines: list[bytes], torn: bytes, execution_id: str, owner_alive: OwnerAlive
+    data: bytes,
+    lines: list[bytes],
+    torn: bytes,
+    execution_id: str,
+    owner_alive: OwnerAlive,
 ) -> ExecutionRecord:
     """Read line by line, raising at the first problem with a precise message."""
     if not lines:
@@ -315,17 +349,23 @@ def _read_thorough(
             len(lines) + 1,
         )
     names = [event.type.value.encode() for event in events]
-    known = _Verified(header, lines, names, 0, final_at, flags, bool(torn))
-    return _assemble(known, _envelope_of(header), tuple(events), final, owner_alive)
+    known = _Verified(data, lines, header, names, 0, final_at, flags, bool(torn))
+    envelope = _envelope_of(header)
+    return _assemble(known, envelope, final, owner_alive, tuple(events))
 
 
 def _assemble(
     known: _Verified,
     envelope: JSONObject | None,
-    events: tuple[ExecutionEvent, ...] | _Verified,
     final: JSONObject | None,
     owner_alive: OwnerAlive,
+    events: tuple[ExecutionEvent, ...] | None = None,
 ) -> ExecutionRecord:
+    """Build the record ``known`` describes.
+
+    Its events are parsed when first read, unless the thorough reader has
+    them already (and then the envelope too).
+    """
     owner = known.owner
     if owner is not None:
         owner = dict(owner)  # the record's own: ``known`` may be shared
@@ -346,11 +386,15 @@ def _assemble(
         status = RecordStatus.IN_PROGRESS
     else:
         status = RecordStatus.INCOMPLETE
-    reason = derive_reason(
-        envelope_ok=known.envelope_ok,
-        invalidated=bool(known.flags & _INVALIDATED),
-        recording_failed=bool(known.flags & _RECORDING_FAILED),
-        finished=final is not None,
+    reason = (
+        None
+        if known.envelope_ok and known.flags == _FINISHED and final is not None
+        else derive_reason(
+            envelope_ok=known.envelope_ok,
+            invalidated=bool(known.flags & _INVALIDATED),
+            recording_failed=bool(known.flags & _RECORDING_FAILED),
+            finished=final is not None,
+        )
     )
     header = ExecutionHeader(
         SCHEMA_VERSION,
@@ -366,13 +410,13 @@ def _assemble(
         known.parent,
         agent,
         duration,
-        "sha256:" + known.lines[-1][-66:-2].decode(),
+        known.chain_head,
         owner,
     )
-    if isinstance(events, tuple):
+    if events is not None:
         assert envelope is not None  # the thorough reader parsed line 1
         return ExecutionRecord(header, envelope, events, final, known.torn)
-    return ExecutionRecord._deferred(header, envelope, events, final, known.torn)
+    return ExecutionRecord._deferred(header, envelope, known, final, known.torn)
 
 
 def derive_reason(
@@ -392,7 +436,7 @@ def derive_reason(
 
 def _envelope_hash_ok(envelope: JSONObject, envelope_hash: object) -> bool:
     try:
-        return compute_hash(envelope) == envelope_hash
+        return parsed_envelope_hash(envelope) == envelope_hash
     except (EnvelopeValidationError, RecursionError):
         return False
 
