@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-import orjson
-
 from ._json import JSONObject
+from ._jsoncodec import JSONDecodeError
+from ._jsoncodec import loads as _loads
 from ._recordfile import (
     AFTER_FINAL,
     EVENT_HEAD,
@@ -60,7 +60,6 @@ _TYPE_NAMES: Final = {kind.value.encode(): kind for kind in EventType}
 _FLAG_NAMES: Final = {kind.value.encode(): flag for kind, flag in _FLAGGED.items()}
 _AFTER_FINAL_NAMES: Final = frozenset(kind.value.encode() for kind in AFTER_FINAL)
 _SCALAR: Final = frozenset({str, int, float, bool, type(None)})
-_loads = orjson.loads
 _head = EVENT_HEAD.match
 
 
@@ -109,7 +108,7 @@ def _read_fast(
         return None
     try:
         header = _loads(lines[0])
-    except orjson.JSONDecodeError:
+    except JSONDecodeError:
         return None
     if (
         type(header) is not dict
@@ -168,7 +167,7 @@ def _event_fast(line: bytes, seq: int, kind: EventType) -> ExecutionEvent | None
         return ExecutionEvent(
             seq, kind, at_ms, body, fields["prevHash"], fields["hash"]
         )
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except (JSONDecodeError, KeyError, TypeError):
         return None
 
 

@@ -18,9 +18,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Final
 
-import orjson
-
 from ._json import JSONValue, check_json
+from ._jsoncodec import OPT_SORT_KEYS, dumps
 
 if TYPE_CHECKING:
     from .envelope import IntentEnvelope
@@ -43,7 +42,7 @@ def _encode(value: JSONValue, *, plain: bool) -> bytes:
     # ``plain``: check_json found none of the shapes where orjson and RFC 8785
     # differ, so orjson's sorted output is the canonical form.
     if plain:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        return dumps(value, option=OPT_SORT_KEYS)
     return _reference(value).encode("utf-8")
 
 

@@ -48,12 +48,12 @@ def main(args: Sequence[str] | None = None) -> None:
 
 def json_bytes(value: JSONValue, *, compact: bool = False) -> bytes:
     """``value`` as the command prints JSON: indented, or on one line if ``compact``."""
-    import orjson
+    from .. import _jsoncodec as codec
 
-    option = orjson.OPT_APPEND_NEWLINE
+    option = codec.OPT_APPEND_NEWLINE
     if not compact:
-        option |= orjson.OPT_INDENT_2
-    return orjson.dumps(value, option=option)
+        option |= codec.OPT_INDENT_2
+    return codec.dumps(value, option=option)
 
 
 def _quick_replay(argv: list[str]) -> bytes | None:
@@ -68,6 +68,10 @@ def _quick_replay(argv: list[str]) -> bytes | None:
         return None
     if getattr(sys.stdout, "buffer", None) is None:
         return None  # no stdout, or not an ordinary one: click knows what to do
+    from .._jsoncodec import use_stdlib
+
+    # Before the record modules are imported: they bind the JSON functions then.
+    use_stdlib()
     from ..replay import ReplayEngine
     from ..store import FileExecutionStore
 

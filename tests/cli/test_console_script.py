@@ -149,8 +149,9 @@ NEVER = frozenset(
         "intentusnet.store.protocol",
     }
 )
-#: ``replay ID`` is answered without click (see cli/_quick.py).
-REPLAY_NEVER = NEVER | {"click", "intentusnet.cli.app"}
+#: ``replay ID`` is answered without click (see cli/_quick.py), and reads and
+#: prints a record the stdlib reads alike without orjson (see _stdjson.py).
+REPLAY_NEVER = NEVER | {"click", "intentusnet.cli.app", "orjson"}
 #: ``--help`` is click's, but needs no record, store, JSON or hash.
 HELP_NEVER = NEVER | {
     "orjson",

@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
+from intentusnet import IntentRouter, JSONObject
 from intentusnet.cli import cli, main
 from intentusnet.replay import ReplayEngine
+from intentusnet.store import FileExecutionStore
 
-from .support import CHECKOUT
+from .support import CHECKOUT, envelope
 
 #: The two ways in: the entry point (may answer itself), and click alone.
 ENTRY = "import sys; from intentusnet.cli import main; main(sys.argv[1:])"
@@ -82,6 +85,38 @@ def test_json_may_come_before_the_id(store_root: Path, ids: dict[str, str]) -> N
     after = both(["replay", ids["completed"], "--json"], env, store_root)
     assert before[0] == before[1] == after[0]
     assert before[0][1].count(b"\n") == 1
+
+
+#: Values the stdlib twins leave to orjson (cli/_quick.py reads and prints with
+#: them): exponents, long integers, tiny fractions, a key beyond the BMP, control
+#: and separator characters, deep nesting.
+AWKWARD: JSONObject = {
+    "tiny": 1.5e-7,
+    "small": 2.5e-5,
+    "big": 1e20,
+    "long": 9007199254740991,
+    "integral": 3.0,
+    "\U0001f600": "a key beyond the BMP",
+    "text": '\x00\x1f\u2028\ufeff"\\ é',
+    "deep": [[[[[[[[[[{"x": -0.0}]]]]]]]]]],
+}
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_awkward_values_print_what_click_prints(
+    extra: list[str], store_root: Path, tmp_path: Path
+) -> None:
+    """A record of numbers and strings the stdlib cannot vouch for: same bytes."""
+    with IntentRouter(store=FileExecutionStore(store_root)) as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+        response = router.route_intent(envelope(**AWKWARD))
+    execution_id = response.metadata.execution_id
+    assert execution_id is not None
+    env = {"INTENTUSNET_STORE": str(store_root)}
+    quick, slow = both(["replay", execution_id, *extra], env, tmp_path)
+    assert quick == slow
+    assert quick[0] == 0, quick[2]
+    assert orjson.loads(quick[1])["payload"]["echo"] == AWKWARD
 
 
 @pytest.mark.parametrize("store", ["missing", "file", "default"])
