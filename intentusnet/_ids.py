@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import _random
 import os
-import random
 import time
 
 # Ids need uniqueness, not secrecy: a Mersenne Twister seeded from the OS costs a
 # fraction of an os.urandom call on the routing hot path. Forked children reseed
-# so that they never repeat their parent's sequence.
-_rng = random.Random()
+# so that they never repeat their parent's sequence. ``_random.Random`` is the C
+# generator that ``random.Random`` extends: the same seeding and getrandbits,
+# without importing ``random`` (with bisect and _sha512) into every process.
+_rng = _random.Random()
 _random_bits = _rng.getrandbits
 os.register_at_fork(after_in_child=_rng.seed)
 _time_ns = time.time_ns

@@ -13,9 +13,8 @@ import re
 from hashlib import sha256
 from typing import Final
 
-import orjson
-
 from ._json import JSONObject
+from ._jsoncodec import JSONDecodeError, dumps, loads
 from ._utc import parse_utc
 from .errors import RecordIntegrityError, UnsupportedSchemaVersion
 from .record import SCHEMA_VERSION, EventType, ExecutionEvent, ExecutionRecord
@@ -55,7 +54,7 @@ def seal(fields: JSONObject) -> tuple[bytes, str]:
     Raises:
         TypeError: a value is not JSON-serialisable (orjson's error).
     """
-    body = orjson.dumps(fields)[:-1]
+    body = dumps(fields)[:-1]
     digest = sha256(body).hexdigest()
     return body + _HASH_TAG + digest.encode() + b'"}\n', "sha256:" + digest
 
@@ -201,8 +200,8 @@ def check_header(line: bytes, execution_id: str) -> JSONObject:
 def load_json(line: bytes, execution_id: str, number: int) -> JSONObject:
     """Parse one line as a JSON object or raise ``RecordIntegrityError``."""
     try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
+        value = loads(line)
+    except JSONDecodeError as exc:
         raise RecordIntegrityError(
             f"not valid JSON ({exc})", execution_id, number
         ) from None

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-import orjson
-
 from ._json import JSONObject
+from ._jsoncodec import JSONDecodeError
+from ._jsoncodec import loads as _loads
 from ._recordfile import (
     AFTER_FINAL,
     EVENT_HEAD,
@@ -62,7 +62,6 @@ _TYPE_NAMES: Final = {kind.value.encode(): kind for kind in EventType}
 _TYPE_SET: Final = frozenset(_TYPE_NAMES)
 _AFTER_FINAL_NAMES: Final = frozenset(kind.value.encode() for kind in AFTER_FINAL)
 _SCALAR: Final = frozenset({str, int, float, bool, type(None)})
-_loads = orjson.loads
 _head = EVENT_HEAD.match
 
 
@@ -111,7 +110,7 @@ def _read_fast(
         return None
     try:
         header = _loads(lines[0])
-    except orjson.JSONDecodeError:
+    except JSONDecodeError:
         return None
     if (
         type(header) is not dict
@@ -163,7 +162,7 @@ def _final_fast(line: bytes, seq: int) -> tuple[JSONObject, float] | None:
         fields = _loads(line)
         found_seq, kind, at_ms = fields["seq"], fields["type"], fields["atMs"]
         response = fields["data"]["response"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except (JSONDecodeError, KeyError, TypeError):
         return None
     if (
         kind != "FINAL_RESPONSE"
@@ -192,7 +191,7 @@ def _event_fast(line: bytes, seq: int, kind: EventType) -> ExecutionEvent | None
         return ExecutionEvent(
             seq, kind, at_ms, body, fields["prevHash"], fields["hash"]
         )
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+    except (JSONDecodeError, KeyError, TypeError):
         return None
 
 

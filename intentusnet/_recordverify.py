@@ -7,9 +7,8 @@ reads what it can of a damaged record so the catalog can still list it.
 
 from __future__ import annotations
 
-import orjson
-
 from ._json import JSONObject
+from ._jsoncodec import JSONDecodeError, loads
 from ._recordfile import (
     AFTER_FINAL,
     check_header,
@@ -131,8 +130,8 @@ def salvage_header(data: bytes, execution_id: str) -> ExecutionHeader | None:
 def _salvage_final(lines: list[bytes]) -> JSONObject | None:
     for line in reversed(lines):
         try:
-            fields = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            fields = loads(line)
+        except JSONDecodeError:
             continue
         if isinstance(fields, dict) and fields.get("type") == "FINAL_RESPONSE":
             data = fields.get("data")

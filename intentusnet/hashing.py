@@ -18,9 +18,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Final
 
-import orjson
-
 from ._json import MAX_DEPTH, JSONValue, check_json
+from ._jsoncodec import OPT_SORT_KEYS, dumps
 
 if TYPE_CHECKING:
     from .envelope import IntentEnvelope
@@ -43,7 +42,7 @@ def _encode(value: JSONValue, *, plain: bool) -> bytes:
     # ``plain``: check_json found none of the shapes where orjson and RFC 8785
     # differ, so orjson's sorted output is the canonical form.
     if plain:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        return dumps(value, option=OPT_SORT_KEYS)
     return _reference(value).encode("utf-8")
 
 
@@ -106,7 +105,11 @@ def compute_hash(envelope: IntentEnvelope | dict[str, JSONValue]) -> str:
 
 
 def parsed_envelope_hash(wire: dict[str, JSONValue]) -> str:
-    """``compute_hash(wire)`` for an envelope just parsed by ``orjson.loads``.
+    """``compute_hash(wire)`` for an envelope just parsed from JSON text.
+
+    Parsed, that is, by ``orjson.loads`` or the stdlib twin that gives the same
+    values (see ``_jsoncodec``); the sorted bytes searched below are orjson's
+    too, or the twin's identical ones.
 
     What orjson parses is JSON through and through: plain dicts, lists, str,
     int, float, bool and None, with no NaN, infinity or lone surrogate. So
@@ -124,9 +127,9 @@ def parsed_envelope_hash(wire: dict[str, JSONValue]) -> str:
         EnvelopeValidationError: as ``compute_hash``.
     """
     try:
-        data = orjson.dumps(hashed_view(wire), option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:
-        return compute_hash(wire)  # nested too deep for orjson: names the path
+        data = dumps(hashed_view(wire), option=OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError: nested too deep for orjson
+        return compute_hash(wire)  # which names the path
     digits = data.translate(_DIGITS_AS_ZERO)
     if (
         b".0," in data

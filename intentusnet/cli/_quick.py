@@ -18,6 +18,7 @@ imports click.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -35,12 +36,22 @@ def main(args: Sequence[str] | None = None) -> None:
     # click reads sys.argv[1:] too (on Windows it also expands globs, ~ and
     # variables, but no character of a valid execution id is one of those).
     argv = sys.argv[1:] if args is None else list(args)
+    # Run as the console script (no ``args``), the process ends with the
+    # command: a replay makes no garbage cycles worth collecting, so the cyclic
+    # collector stays off while it imports and replays, and what is alive at
+    # the end is frozen, so that the interpreter's shutdown does not walk it.
+    # That is about a seventh of the command's work. Click runs as usual.
+    own_process = args is None
+    if own_process:
+        gc.disable()
     try:
         answer = _quick_replay(argv)
     except KeyboardInterrupt:
         _aborted()
     if answer is not None:
-        _print(answer)
+        _print(answer, freeze=own_process)
+    if own_process:
+        gc.enable()
     from .app import cli
 
     cli.main(args=args, prog_name="intentusnet")
@@ -48,12 +59,12 @@ def main(args: Sequence[str] | None = None) -> None:
 
 def json_bytes(value: JSONValue, *, compact: bool = False) -> bytes:
     """``value`` as the command prints JSON: indented, or on one line if ``compact``."""
-    import orjson
+    from .. import _jsoncodec as codec
 
-    option = orjson.OPT_APPEND_NEWLINE
+    option = codec.OPT_APPEND_NEWLINE
     if not compact:
-        option |= orjson.OPT_INDENT_2
-    return orjson.dumps(value, option=option)
+        option |= codec.OPT_INDENT_2
+    return codec.dumps(value, option=option)
 
 
 def _quick_replay(argv: list[str]) -> bytes | None:
@@ -68,6 +79,10 @@ def _quick_replay(argv: list[str]) -> bytes | None:
         return None
     if getattr(sys.stdout, "buffer", None) is None:
         return None  # no stdout, or not an ordinary one: click knows what to do
+    from .._jsoncodec import use_stdlib
+
+    # Before the record modules are imported: they bind the JSON functions then.
+    use_stdlib()
     from ..replay import ReplayEngine
     from ..store import FileExecutionStore
 
@@ -85,8 +100,12 @@ def _quick_replay(argv: list[str]) -> bytes | None:
         store.close()
 
 
-def _print(answer: bytes) -> NoReturn:
-    """Write the answer as ``click.echo`` writes bytes, and exit as click does."""
+def _print(answer: bytes, *, freeze: bool = False) -> NoReturn:
+    """Write the answer as ``click.echo`` writes bytes, and exit as click does.
+
+    ``freeze``: move every object to the collector's permanent generation first
+    (the process is about to end; see ``main``).
+    """
     try:
         sys.stdout.flush()
         sys.stdout.buffer.write(answer)
@@ -106,6 +125,8 @@ def _print(answer: bytes) -> NoReturn:
         failure = internal_error(exc, debug=False)
         failure.show()
         sys.exit(failure.exit_code)
+    if freeze:
+        gc.freeze()
     sys.exit(0)
 
 

@@ -20,10 +20,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
-import orjson
-
 from .._ids import new_execution_id
 from .._json import JSONObject
+from .._jsoncodec import dumps
 from .._recordfile import header_line
 from .._recordread import parse_record
 from .._recordverify import verify_bytes
@@ -480,7 +479,7 @@ class FileExecutionStore:
     def _owner_fields(self) -> tuple[JSONObject, str]:
         owner = current_owner()
         if self._owner is None or self._owner[0] is not owner:
-            self._owner = (owner, orjson.dumps(owner).decode())
+            self._owner = (owner, dumps(owner).decode())
         return self._owner
 
     def _connect(self) -> None:

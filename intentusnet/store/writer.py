@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
+from _thread import allocate_lock
 from collections.abc import Callable
 from types import TracebackType
 from typing import Final, NamedTuple
@@ -73,7 +73,9 @@ class ChainWriter:
         self._prev = header_hash
         self._size = size
         self._t0 = time.perf_counter_ns()
-        self._lock = threading.Lock()
+        # threading.Lock is this function; importing threading for it would
+        # cost ``replay ID``, which opens no writer, a millisecond.
+        self._lock = allocate_lock()
         self._open = True
         self._broken = False
         self._invalidated = False

@@ -149,8 +149,10 @@ NEVER = frozenset(
         "intentusnet.store.protocol",
     }
 )
-#: ``replay ID`` is answered without click (see cli/_quick.py).
-REPLAY_NEVER = NEVER | {"click", "intentusnet.cli.app"}
+#: ``replay ID`` is answered without click (see cli/_quick.py), and reads and
+#: prints a record the stdlib reads alike without orjson (see _stdjson.py); it
+#: makes no id and opens no writer.
+REPLAY_NEVER = NEVER | {"click", "intentusnet.cli.app", "orjson", "random", "threading"}
 #: ``--help`` is click's, but needs no record, store, JSON or hash.
 HELP_NEVER = NEVER | {
     "orjson",
@@ -169,9 +171,14 @@ HELP_NEVER = NEVER | {
 def test_start_up_imports_only_what_the_command_needs(
     argv: list[str], never: frozenset[str], store_root: Path, ids: dict[str, str]
 ) -> None:
-    """`replay ID` and `--help` leave the modules they do not need unimported."""
+    """`replay ID` and `--help` leave the modules they do not need unimported.
+
+    Counted are the modules the command adds to a bare start: this machine's
+    site-packages may import some (``random``, ``threading``) at every start.
+    """
     if argv == ["replay"]:
         argv = ["replay", ids["completed"]]
+    show = "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
     code = (
         "import sys\n"
         "from intentusnet.cli import main\n"
@@ -179,12 +186,44 @@ def test_start_up_imports_only_what_the_command_needs(
         "    main(sys.argv[1:])\n"
         "except SystemExit as exc:\n"
         "    assert exc.code in (0, None), exc.code\n"
-        "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
-    )
+    ) + show
     done = run(sys.executable, "-c", code, *argv, root=store_root)
-    assert done.returncode == 0, done.stderr
+    bare = run(sys.executable, "-c", "import sys\n" + show)
+    assert done.returncode == bare.returncode == 0, done.stderr + bare.stderr
     modules = set(done.stderr.rpartition("MODULES=")[2].split())
+    modules -= set(bare.stderr.rpartition("MODULES=")[2].split())
     assert "intentusnet.cli" in modules  # the probe really ran
+    assert not {m for m in modules if m in never or m.split(".")[0] in never}
+
+
+def test_replay_id_runs_on_the_stdlib_alone(
+    store_root: Path, ids: dict[str, str]
+) -> None:
+    """Without site-packages (``python -S``), `replay ID` answers as usual.
+
+    So neither orjson nor click is needed to replay an ordinary record, and the
+    modules it adds to a bare start are counted without any that site-packages
+    would import at start (this machine's import ``random`` and ``threading``).
+    """
+    show = "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
+    code = (
+        "import sys\n"
+        "from intentusnet.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+    ) + show
+    argv = ["replay", ids["completed"]]
+    done = run(sys.executable, "-S", "-c", code, *argv, root=store_root)
+    bare = run(sys.executable, "-S", "-c", "import sys\n" + show)
+    assert done.returncode == bare.returncode == 0, done.stderr + bare.stderr
+    usual = run(sys.executable, "-c", code, *argv, root=store_root)
+    assert done.stdout == usual.stdout
+    modules = set(done.stderr.rpartition("MODULES=")[2].split())
+    modules -= set(bare.stderr.rpartition("MODULES=")[2].split())
+    assert "intentusnet.cli" in modules  # the probe really ran
+    never = REPLAY_NEVER
     assert not {m for m in modules if m in never or m.split(".")[0] in never}
 
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
+from intentusnet import IntentRouter, JSONObject
 from intentusnet.cli import cli, main
 from intentusnet.replay import ReplayEngine
+from intentusnet.store import FileExecutionStore
 
-from .support import CHECKOUT
+from .support import CHECKOUT, envelope
 
-#: The two ways in: the entry point (may answer itself), and click alone.
-ENTRY = "import sys; from intentusnet.cli import main; main(sys.argv[1:])"
+#: The two ways in: the entry point as the console script calls it (no
+#: arguments: it may answer itself, owning the process), and click alone.
+ENTRY = "from intentusnet.cli import main; main()"
 CLICK = (
     "import sys; from intentusnet.cli import cli; "
     "cli.main(args=sys.argv[1:], prog_name='intentusnet')"
@@ -82,6 +87,38 @@ def test_json_may_come_before_the_id(store_root: Path, ids: dict[str, str]) -> N
     after = both(["replay", ids["completed"], "--json"], env, store_root)
     assert before[0] == before[1] == after[0]
     assert before[0][1].count(b"\n") == 1
+
+
+#: Values the stdlib twins leave to orjson (cli/_quick.py reads and prints with
+#: them): exponents, long integers, tiny fractions, a key beyond the BMP, control
+#: and separator characters, deep nesting.
+AWKWARD: JSONObject = {
+    "tiny": 1.5e-7,
+    "small": 2.5e-5,
+    "big": 1e20,
+    "long": 9007199254740991,
+    "integral": 3.0,
+    "\U0001f600": "a key beyond the BMP",
+    "text": '\x00\x1f\u2028\ufeff"\\ é',
+    "deep": [[[[[[[[[[{"x": -0.0}]]]]]]]]]],
+}
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_awkward_values_print_what_click_prints(
+    extra: list[str], store_root: Path, tmp_path: Path
+) -> None:
+    """A record of numbers and strings the stdlib cannot vouch for: same bytes."""
+    with IntentRouter(store=FileExecutionStore(store_root)) as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+        response = router.route_intent(envelope(**AWKWARD))
+    execution_id = response.metadata.execution_id
+    assert execution_id is not None
+    env = {"INTENTUSNET_STORE": str(store_root)}
+    quick, slow = both(["replay", execution_id, *extra], env, tmp_path)
+    assert quick == slow
+    assert quick[0] == 0, quick[2]
+    assert orjson.loads(quick[1])["payload"]["echo"] == AWKWARD
 
 
 @pytest.mark.parametrize("store", ["missing", "file", "default"])
@@ -177,3 +214,54 @@ def test_ctrl_c_aborts_as_click_does(
         run(argv)
     assert stopped.value.code == 1
     assert capsys.readouterr().err == "\nAborted!\n"
+
+
+def test_called_with_arguments_it_leaves_the_collector_alone(
+    store_root: Path,
+    ids: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """In-process, main(argv) neither turns the collector off nor freezes objects."""
+    monkeypatch.setenv("INTENTUSNET_STORE", str(store_root))
+    frozen = gc.get_freeze_count()
+    with pytest.raises(SystemExit) as stopped:
+        main(["replay", ids["completed"]])
+    assert stopped.value.code == 0
+    assert ids["completed"] in capsys.readouterr().out
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+
+
+#: The console script's way in, reporting the collector's state at exit.
+PROBE = (
+    "import atexit, gc, sys\n"
+    "atexit.register(lambda: sys.stderr.write(\n"
+    "    f'FROZEN={gc.get_freeze_count() > 0} ENABLED={gc.isenabled()}'))\n"
+    "from intentusnet.cli import main\n"
+    "main()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "state"),
+    [
+        (["replay", "completed"], "FROZEN=True ENABLED=False"),
+        (["replay", "exec-missing"], "FROZEN=False ENABLED=True"),
+        (["--help"], "FROZEN=False ENABLED=True"),
+    ],
+)
+def test_only_a_quick_replay_ends_with_the_collector_frozen(
+    argv: list[str], state: str, store_root: Path, ids: dict[str, str]
+) -> None:
+    """The console script freezes objects only after answering a replay itself."""
+    argv = [ids.get(arg, arg) for arg in argv]
+    env = {**os.environ, "PYTHONPATH": CHECKOUT, "INTENTUSNET_STORE": str(store_root)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv],
+        env=env,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.stderr.decode().endswith(state), done.stderr
