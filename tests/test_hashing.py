@@ -215,9 +215,7 @@ def hash_outcome(hash_function, wire):
 def assert_parsed_hash_agrees(text):
     """parsed_envelope_hash answers for parsed ``text`` just as compute_hash."""
     wire = orjson.loads(text)
-    assert hash_outcome(parsed_envelope_hash, wire) == hash_outcome(
-        compute_hash, wire
-    )
+    assert hash_outcome(parsed_envelope_hash, wire) == hash_outcome(compute_hash, wire)
 
 
 @settings(max_examples=300, deadline=None)
@@ -244,8 +242,8 @@ NUMBER_TEXTS = st.one_of(
 @given(NUMBER_TEXTS, st.sampled_from(["{%s}", "[%s]", "%s", '":%s"']))
 def test_parsed_envelope_hash_equals_compute_hash_for_number_texts(number, shape):
     """Numbers as a file may spell them, beyond what the writer produces."""
-    inner = shape % f'"k":{number}' if shape == "{%s}" else shape % number
-    text = '{"intent":{"name":"p"},"payload":{"x":%s}}' % inner
+    inner = shape.replace("%s", f'"k":{number}' if shape == "{%s}" else number)
+    text = '{"intent":{"name":"p"},"payload":{"x":' + inner + "}}"
     try:
         orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -267,15 +265,15 @@ def test_parsed_envelope_hash_equals_compute_hash_for_number_texts(number, shape
         '{"s":"a:1e5 and [1.0] inside a string"}',
         r'{"\ud83d\ude00":1,"\uffff":2}',
         r'{"emoji":"\ud83d\ude00"}',
-        '{"deep":%s1%s}' % ("[" * (MAX_DEPTH - 1), "]" * (MAX_DEPTH - 1)),
-        '{"deep":%s1%s}' % ("[" * MAX_DEPTH, "]" * MAX_DEPTH),
-        '{"deep":%s1%s}' % ("[" * 300, "]" * 300),
-        '{"wide":[%s]}' % ",".join(["{}"] * (2 * MAX_DEPTH)),
+        '{"deep":' + json.dumps(nested(MAX_DEPTH - 1)) + "}",
+        '{"deep":' + json.dumps(nested(MAX_DEPTH)) + "}",
+        '{"deep":' + json.dumps(nested(300)) + "}",
+        '{"wide":' + json.dumps([{}] * (2 * MAX_DEPTH)) + "}",
     ],
 )
 def test_parsed_envelope_hash_equals_compute_hash_at_the_edges(payload):
     """Where orjson and RFC 8785 differ, or JSON cannot carry a value."""
-    assert_parsed_hash_agrees('{"intent":{"name":"p"},"payload":%s}' % payload)
+    assert_parsed_hash_agrees('{"intent":{"name":"p"},"payload":' + payload + "}")
 
 
 @settings(max_examples=100, deadline=None)
