@@ -29,6 +29,7 @@ from pydantic.alias_generators import to_camel
 from ._ids import new_execution_id as new_execution_id
 from ._ids import new_request_id
 from ._json import JSONObject, JSONValue, check_json
+from ._utc import wire_utc
 from .errors import EnvelopeValidationError
 from .hashing import hash_parts
 
@@ -311,9 +312,7 @@ class IntentEnvelope(_EnvelopePart):
             self.metadata,
             self.routing,
         )
-        created = meta.created_at.isoformat()  # UTC (see _as_utc)
-        if created[-6:] == "+00:00":
-            created = created[:-6] + "Z"  # as pydantic writes it
+        created = wire_utc(meta.created_at)  # UTC (see _as_utc)
         return {
             "version": self.version,
             "intent": {"name": intent.name, "version": intent.version},
