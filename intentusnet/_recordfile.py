@@ -56,7 +56,9 @@ def seal(fields: JSONObject) -> tuple[bytes, str]:
     """
     body = dumps(fields)[:-1]
     digest = sha256(body).hexdigest()
-    return body + _HASH_TAG + digest.encode() + b'"}\n', "sha256:" + digest
+    # One join copies the line once; chained + would copy it three times.
+    line = b"".join((body, _HASH_TAG, digest.encode(), b'"}\n'))
+    return line, "sha256:" + digest
 
 
 def header_line(

@@ -29,6 +29,7 @@ from pydantic.alias_generators import to_camel
 from ._ids import new_execution_id as new_execution_id
 from ._ids import new_request_id
 from ._json import JSONObject, JSONValue, check_json
+from ._utc import wire_utc
 from .errors import EnvelopeValidationError
 from .hashing import hash_parts
 
@@ -305,38 +306,38 @@ class IntentEnvelope(_EnvelopePart):
         return self._wire(self.payload)
 
     def _wire(self, payload: JSONObject) -> JSONObject:
-        intent, context, meta, routing = (
-            self.intent,
-            self.context,
-            self.metadata,
-            self.routing,
-        )
-        created = meta.created_at.isoformat()  # UTC (see _as_utc)
-        if created[-6:] == "+00:00":
-            created = created[:-6] + "Z"  # as pydantic writes it
+        # Fields are read from the models' __dict__: a pydantic model has a
+        # __getattr__, which sends every attribute read down CPython's slow
+        # path (several times a dict subscript's cost), and this runs per
+        # recorded execution.
+        fields = self.__dict__
+        intent = fields["intent"].__dict__
+        context = fields["context"].__dict__
+        meta = fields["metadata"].__dict__
+        routing = fields["routing"].__dict__
         return {
-            "version": self.version,
-            "intent": {"name": intent.name, "version": intent.version},
+            "version": fields["version"],
+            "intent": {"name": intent["name"], "version": intent["version"]},
             "payload": payload,
             "context": {
-                "caller": context.caller,
-                "tenant": context.tenant,
-                "priority": context.priority,
-                "tags": list(context.tags),
+                "caller": context["caller"],
+                "tenant": context["tenant"],
+                "priority": context["priority"],
+                "tags": list(context["tags"]),
             },
             "metadata": {
-                "requestId": meta.request_id,
-                "traceId": meta.trace_id,
-                "createdAt": created,
-                "source": meta.source,
-                "identityChain": list(meta.identity_chain),
+                "requestId": meta["request_id"],
+                "traceId": meta["trace_id"],
+                "createdAt": wire_utc(meta["created_at"]),  # UTC (see _as_utc)
+                "source": meta["source"],
+                "identityChain": list(meta["identity_chain"]),
             },
             "routing": {
-                "strategy": routing.strategy._value_,
-                "targetAgent": routing.target_agent,
-                "fallbackAgents": list(routing.fallback_agents),
-                "timeoutMs": routing.timeout_ms,
-                "cache": routing.cache._value_,
+                "strategy": routing["strategy"]._value_,
+                "targetAgent": routing["target_agent"],
+                "fallbackAgents": list(routing["fallback_agents"]),
+                "timeoutMs": routing["timeout_ms"],
+                "cache": routing["cache"]._value_,
             },
         }
 
@@ -445,45 +446,52 @@ class AgentResponse(_Model):
         the same JSON as ``to_wire()``, built directly (pydantic's serializer
         costs most of a recorded answer's Python time). Never change it.
         """
-        meta = self.metadata
-        if meta.__pydantic_extra__:  # keys beyond the model's: pydantic writes them
+        fields = self.__dict__
+        metadata = fields["metadata"]
+        if metadata.__pydantic_extra__:  # keys beyond the model's: pydantic writes them
             return self.to_wire()
-        error = self.error
-        decision = meta.decision
+        # Read through __dict__, as in IntentEnvelope._wire.
+        meta = metadata.__dict__
+        error = fields["error"]
+        decision = meta["decision"]
+        strategy = meta["strategy"]
         return {
-            "status": self.status,
-            "payload": self.payload,
+            "status": fields["status"],
+            "payload": fields["payload"],
             "error": None if error is None else _error_wire(error),
             "metadata": {
-                "executionId": meta.execution_id,
-                "agent": meta.agent,
-                "strategy": None if meta.strategy is None else meta.strategy._value_,
-                "decision": None
-                if decision is None
-                else {
-                    "strategy": decision.strategy._value_,
-                    "candidates": list(decision.candidates),
-                    "skipped": dict(decision.skipped),
-                    "reason": decision.reason,
-                },
-                "attempts": [
-                    {
-                        "agent": a.agent,
-                        "outcome": a.outcome,
-                        "durationMs": a.duration_ms,
-                        "errorCode": None
-                        if a.error_code is None
-                        else a.error_code._value_,
-                    }
-                    for a in meta.attempts
-                ],
-                "durationMs": meta.duration_ms,
-                "envelopeHash": meta.envelope_hash,
-                "fromReplay": meta.from_replay,
-                "originalExecutionId": meta.original_execution_id,
-                "recordingError": meta.recording_error,
+                "executionId": meta["execution_id"],
+                "agent": meta["agent"],
+                "strategy": None if strategy is None else strategy._value_,
+                "decision": None if decision is None else _decision_wire(decision),
+                "attempts": [_attempt_wire(a.__dict__) for a in meta["attempts"]],
+                "durationMs": meta["duration_ms"],
+                "envelopeHash": meta["envelope_hash"],
+                "fromReplay": meta["from_replay"],
+                "originalExecutionId": meta["original_execution_id"],
+                "recordingError": meta["recording_error"],
             },
         }
+
+
+def _decision_wire(decision: RoutingDecision) -> JSONObject:
+    fields = decision.__dict__
+    return {
+        "strategy": fields["strategy"]._value_,
+        "candidates": list(fields["candidates"]),
+        "skipped": dict(fields["skipped"]),
+        "reason": fields["reason"],
+    }
+
+
+def _attempt_wire(attempt: dict[str, Any]) -> JSONObject:
+    code = attempt["error_code"]
+    return {
+        "agent": attempt["agent"],
+        "outcome": attempt["outcome"],
+        "durationMs": attempt["duration_ms"],
+        "errorCode": None if code is None else code._value_,
+    }
 
 
 def _error_wire(error: ErrorInfo) -> JSONObject:

@@ -45,7 +45,7 @@ from .strategies import (
     from_result,
     internal_error,
     plan,
-    settle,
+    single_answer,
     single_run,
     timed_out,
 )
@@ -207,9 +207,9 @@ class IntentRouter:
         ex, decision, decision_wire, order = self._begin(env)
         response: AgentResponse
         try:
-            run = single_run(decision, order, ex)
-            if run is not None:  # one agent run, nothing recorded: no plan to drive
-                response = settle(ex, decision, self._run_sync(run, env, ex))
+            run = single_run(decision, decision_wire, order, ex)
+            if run is not None:  # one agent run: no plan to drive
+                response = single_answer(ex, decision, self._run_sync(run, env, ex))
             else:
                 gen = plan(env, decision, decision_wire, order, ex)
                 try:

@@ -330,6 +330,9 @@ def plan(
     and the duration. ``decision_wire`` is the decision's JSON form, recorded
     as is (shared between executions: never changed).
     """
+    run = single_run(decision, decision_wire, order, ex)
+    if run is not None:  # DIRECT: one agent run
+        return single_answer(ex, decision, (yield run))
     strategy = decision.strategy
     recorder = ex.recorder
     if recorder is not None:
@@ -362,21 +365,20 @@ def plan(
             return _answer(ex, decision, outcomes, winner.payload, None, winner.agent)
         return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
-    # DIRECT runs the first agent of the order; FALLBACK walks it until success.
-    last = order[:1] if strategy is RoutingStrategy.DIRECT else order
-    for index, agent in enumerate(last):
+    # FALLBACK walks the order until an agent succeeds (DIRECT ran above).
+    for index, agent in enumerate(order):
         got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
         if recorder is not None:
             _record_attempts(recorder, got, len(outcomes) + 1)
         outcomes += got
         if got[0].ok:
             return settle(ex, decision, outcomes)
-        if index + 1 < len(last) and recorder is not None:
+        if index + 1 < len(order) and recorder is not None:
             recorder.event(
                 "FALLBACK_TRIGGERED",
                 {
                     "from": agent.name,
-                    "to": last[index + 1].name,
+                    "to": order[index + 1].name,
                     "reason": got[0].error.code.value if got[0].error else "error",
                 },
             )
@@ -384,16 +386,35 @@ def plan(
 
 
 def single_run(
-    decision: RoutingDecision, order: tuple[RegisteredAgent, ...], ex: Execution
+    decision: RoutingDecision,
+    decision_wire: JSONObject,
+    order: tuple[RegisteredAgent, ...],
+    ex: Execution,
 ) -> Run | None:
-    """The run of a plan that is one agent run and records nothing, else ``None``.
+    """Begin a plan that is one agent run: return that run, else ``None``.
 
-    DIRECT without a recorder is just that: its answer is ``settle`` of the run's
-    outcome. A driver may then run it and skip driving ``plan``.
+    DIRECT with an agent is that: the decision and the attempt's start are
+    recorded, the one agent runs, and :func:`single_answer` of its outcome is
+    the answer. ``plan`` takes these steps itself; a driver may take them
+    instead and skip driving the generator (a saving on every such execution).
+    Nothing is recorded when ``None`` is returned.
     """
-    if decision.strategy is RoutingStrategy.DIRECT and order and ex.recorder is None:
+    if decision.strategy is not RoutingStrategy.DIRECT or not order:
+        return None
+    recorder = ex.recorder
+    if recorder is None:
         return order[:1], False, 1
-    return None
+    recorder.event("ROUTER_DECISION", decision_wire)
+    return _start(recorder, order[:1], False, 1)
+
+
+def single_answer(
+    ex: Execution, decision: RoutingDecision, outcomes: list[Outcome]
+) -> AgentResponse:
+    """The answer once the run of :func:`single_run` has run, its end recorded."""
+    if ex.recorder is not None:
+        _record_attempts(ex.recorder, outcomes, 1)
+    return settle(ex, decision, outcomes)
 
 
 def settle(

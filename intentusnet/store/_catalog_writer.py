@@ -55,6 +55,12 @@ class CatalogWriter:
 
     def opened(self, row: CatalogRow) -> None:
         """Make a just-opened record visible now (one line of this process's log)."""
+        # A batch that is due goes before this row joins it: the row of a record
+        # still being written would go to the table of live records, to be
+        # deleted from it again by the next batch. (Read without the lock: a
+        # stale answer only moves a batch by one row.)
+        if self._due():
+            self.flush()
         with self._lock:
             try:
                 self._log.append(row)
@@ -64,11 +70,8 @@ class CatalogWriter:
                 logged = True
                 self._queued()
                 self._opened[row.id] = row
-            due = self._due()
         if not logged:
             self._add_live(row)  # no log here: one small commit instead
-        if due:
-            self.flush()
 
     def write(self, row: CatalogRow) -> None:
         """Upsert a row now (with the rows queued so far)."""

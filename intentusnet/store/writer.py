@@ -13,7 +13,7 @@ import time
 from _thread import allocate_lock
 from collections.abc import Callable
 from types import TracebackType
-from typing import Final, NamedTuple
+from typing import Final
 
 from .._json import JSONObject, JSONValue
 from .._recordfile import seal
@@ -22,11 +22,19 @@ from ..record import EventType, RecordStatus, ReplayableReason
 from .catalog import CatalogRow
 
 _FINAL: Final = EventType.FINAL_RESPONSE
-_KINDS: Final[dict[str, EventType]] = {kind.value: kind for kind in EventType}
+_FAILURE: Final = EventType.RECORDING_FAILURE
+_INVALIDATED: Final = EventType.INVALIDATED
+#: What ``append`` takes, by name (a StrEnum member finds itself here too).
+_APPENDABLE: Final[dict[str, EventType]] = {
+    kind.value: kind for kind in EventType if kind is not _FINAL
+}
+_now_ns: Final = time.perf_counter_ns
 
 
 def wire_object(value: object) -> JSONObject:
     """Return ``value`` as a JSON object: its ``to_wire()``, or itself if a dict."""
+    if type(value) is dict:  # what the router hands over
+        return value
     to_wire = getattr(value, "to_wire", None)
     result = to_wire() if callable(to_wire) else value
     if not isinstance(result, dict):
@@ -34,34 +42,23 @@ def wire_object(value: object) -> JSONObject:
     return result
 
 
-def _kind(event_type: EventType | str) -> EventType:
-    try:
-        kind = _KINDS.get(event_type)
-    except TypeError:  # unhashable
-        kind = None
-    if kind is None:
-        raise ValueError(f"{event_type!r} is not a valid EventType")
-    if kind is _FINAL:
-        raise ValueError("FINAL_RESPONSE is written by complete(response)")
-    return kind
+def _refusal(event_type: object) -> ValueError:
+    """Why ``append`` does not take ``event_type``."""
+    if event_type == _FINAL:
+        return ValueError("FINAL_RESPONSE is written by complete(response)")
+    return ValueError(f"{event_type!r} is not a valid EventType")
 
 
-class Outcome(NamedTuple):
-    """The catalog fields a completed record changes."""
-
-    status: str
-    replayable: int
-    reason: str | None
-    agent: str | None
-    duration_ms: float | None
-    lines: int
-    size: int
-    chain_head: str
-
-
+#: What a completed record's catalog row says beyond the row it opened with:
+#: status, replayable, reason, agent and duration (see ``ChainWriter._outcome``).
+_OUTCOME_COLUMNS: Final = ("status", "replayable", "reason", "agent", "duration_ms")
 # FileRecordWriter._completed relies on the column order.
-assert CatalogRow._fields[6:11] == Outcome._fields[:5]
-assert CatalogRow._fields[13:] == Outcome._fields[5:]
+assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
+assert CatalogRow._fields[13:] == ("lines", "size", "chain_head")
+_COMPLETED: Final = RecordStatus.COMPLETED.value
+_FAILED: Final = RecordStatus.FAILED.value
+_MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
+_RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
 
 
 class ChainWriter:
@@ -92,9 +89,12 @@ class ChainWriter:
             StoreError: the record is closed, ``data`` is not JSON, or the write
                 failed (the record is left as it was before the call).
         """
-        kind = _kind(event_type)
+        try:
+            kind = _APPENDABLE[event_type]
+        except (KeyError, TypeError):  # not an event type's name, or unhashable
+            raise _refusal(event_type) from None
         with self._lock:
-            self._write(kind, data)
+            self._write(kind, data, False)
 
     def append_soon(self, event_type: EventType | str, data: JSONObject) -> None:
         """Seal one event now; write it with the next append, complete or close.
@@ -107,9 +107,12 @@ class ChainWriter:
             ValueError, StoreError: as for :meth:`append` (but the write's own
                 failure is raised by the call that writes the line).
         """
-        kind = _kind(event_type)
+        try:
+            kind = _APPENDABLE[event_type]
+        except (KeyError, TypeError):
+            raise _refusal(event_type) from None
         with self._lock:
-            self._write(kind, data, soon=True)
+            self._write(kind, data, True)
 
     def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` with the response and close the record.
@@ -129,10 +132,10 @@ class ChainWriter:
             data: JSONObject = {"response": wire}
             if fingerprint is not None:
                 data["fingerprint"] = fingerprint
-            self._write(_FINAL, data)
+            self._write(_FINAL, data, False)
             self._open = False
             self._finish(completed=True)
-        self._completed(self._outcome(wire))
+        self._completed(wire)
 
     def close(self) -> None:
         """Stop writing without completing (the record reads as incomplete).
@@ -167,29 +170,26 @@ class ChainWriter:
     def _finish(self, *, completed: bool) -> None:
         """Release what the writer holds (called once, with the lock held)."""
 
-    def _completed(self, outcome: Outcome) -> None:
-        """Called after ``complete`` with what the catalog should now say."""
+    def _completed(self, response: JSONObject) -> None:
+        """Called after ``complete`` with the response written."""
 
     # -- internals -----------------------------------------------------------------
 
-    def _write(self, kind: EventType, data: JSONObject, *, soon: bool = False) -> None:
-        if not self._open:
-            raise StoreError(f"record {self.execution_id} is closed")
-        if self._broken:
-            raise StoreError(
-                f"record {self.execution_id}: an earlier write failed and could not "
-                "be undone; nothing more can be appended"
-            )
+    def _write(self, kind: EventType, data: JSONObject, soon: bool) -> None:
+        """Seal one event; emit it now, or hold it for the next write if ``soon``."""
+        if not self._open or self._broken:
+            raise self._refused()
         seq = self._seq + 1
-        fields: JSONObject = {
-            "seq": seq,
-            "type": kind,  # a str; orjson writes its value
-            "atMs": (time.perf_counter_ns() - self._t0) // 1000 / 1000,
-            "data": data,
-            "prevHash": self._prev,
-        }
         try:
-            line, digest = seal(fields)
+            line, digest = seal(
+                {
+                    "seq": seq,
+                    "type": kind,  # a str; orjson writes its value
+                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
+                    "data": data,
+                    "prevHash": self._prev,
+                }
+            )
         except TypeError as exc:
             raise StoreError(
                 f"record {self.execution_id}: {kind} data is not JSON ({exc})"
@@ -198,11 +198,20 @@ class ChainWriter:
             self._held.append(line)
         else:
             self._emit_with(line)
-        self._seq, self._prev = seq, digest
-        if kind is EventType.RECORDING_FAILURE:
+        self._seq = seq
+        self._prev = digest
+        if kind is _FAILURE:
             self._recording_failed = True
-        elif kind is EventType.INVALIDATED:
+        elif kind is _INVALIDATED:
             self._invalidated = True
+
+    def _refused(self) -> StoreError:
+        if self._open:  # broken
+            return StoreError(
+                f"record {self.execution_id}: an earlier write failed and could not "
+                "be undone; nothing more can be appended"
+            )
+        return StoreError(f"record {self.execution_id} is closed")
 
     def _emit_with(self, line: bytes) -> None:
         """Emit the held lines and ``line`` in one piece; on failure keep them held."""
@@ -214,26 +223,25 @@ class ChainWriter:
         if held:
             self._held = []
 
-    def _outcome(self, response: JSONObject) -> Outcome:
+    def _outcome(
+        self, response: JSONObject
+    ) -> tuple[str, int, str | None, str | None, float | None]:
+        """The catalog's status, replayable, reason, agent and duration now."""
         if self._invalidated:
-            reason: str | None = ReplayableReason.MANUALLY_INVALIDATED.value
+            reason: str | None = _MANUALLY_INVALIDATED
         elif self._recording_failed:
-            reason = ReplayableReason.RECORDING_FAILURE.value
+            reason = _RECORDING_FAILURE
         else:
             reason = None
         meta = response.get("metadata")
         meta_d: dict[str, JSONValue] = meta if isinstance(meta, dict) else {}
         agent, duration = meta_d.get("agent"), meta_d.get("durationMs")
-        failed = response.get("status") == "error"
-        return Outcome(
-            status=(RecordStatus.FAILED if failed else RecordStatus.COMPLETED).value,
-            replayable=int(reason is None),
-            reason=reason,
-            agent=agent if isinstance(agent, str) else None,
-            duration_ms=float(duration) if isinstance(duration, int | float) else None,
-            lines=self._seq + 1,
-            size=self._size,
-            chain_head=self._prev,
+        return (
+            _FAILED if response.get("status") == "error" else _COMPLETED,
+            1 if reason is None else 0,
+            reason,
+            agent if isinstance(agent, str) else None,
+            float(duration) if isinstance(duration, (int, float)) else None,
         )
 
 
@@ -288,15 +296,24 @@ class FileRecordWriter(ChainWriter):
                 f"record {self.execution_id}: fsync failed: {exc.strerror or exc}"
             ) from exc
         finally:
-            with contextlib.suppress(OSError):
+            # Once per record: not contextlib.suppress, an object and two calls.
+            try:  # noqa: SIM105
                 os.close(fd)  # also releases the flock
+            except OSError:
+                pass
 
-    def _completed(self, outcome: Outcome) -> None:
+    def _completed(self, response: JSONObject) -> None:
         row = self._row
         if row is not None:  # the row as opened, with what completing changed
             self._on_complete(
                 CatalogRow(
-                    *row[:6], *outcome[:5], row.parent_id, row.owner, *outcome[5:]
+                    *row[:6],
+                    *self._outcome(response),
+                    row.parent_id,
+                    row.owner,
+                    self._seq + 1,
+                    self._size,
+                    self._prev,
                 )
             )
 
