@@ -109,6 +109,13 @@ class _EnvelopePart(_Model):
         except ValidationError as exc:
             raise _envelope_error(exc) from None
 
+    # Only ``IntentRef(...)`` and the like call this ``__init__``. Marked as
+    # pydantic's own (as pydantic-settings marks its ``__init__``), so that
+    # validation does not call it for every nested part, validating each part
+    # twice and running the envelope's after-validator twice; errors of parts
+    # validated inside an envelope reach the envelope's own conversion.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -230,9 +237,13 @@ class IntentEnvelope(_EnvelopePart):
             raise EnvelopeValidationError(f"not valid JSON: {exc}") from None
         return cls.model_validate(data, **kwargs)
 
-    _plain: bool = PrivateAttr(default=False)
-    _view: dict[str, JSONValue] = PrivateAttr(default_factory=dict)
-    _parts: tuple[bytes, bytes] = PrivateAttr(default=(b"", b""))
+    # Set by ``_check_payload``, which every validated envelope passes. No
+    # defaults: pydantic copies a default, or inspects a default factory's
+    # signature, for every instance, which cost more than the rest of an
+    # envelope's validation.
+    _plain: bool = PrivateAttr()
+    _view: dict[str, JSONValue] = PrivateAttr()
+    _parts: tuple[bytes, bytes] = PrivateAttr()
 
     @model_validator(mode="after")
     def _check_payload(self) -> IntentEnvelope:

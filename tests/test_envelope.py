@@ -432,3 +432,29 @@ def test_response_wire_to_write_serialises_as_to_wire():
     answers.append(AgentResponse.model_validate({"metadata": {"custom": {"x": 1}}}))
     for answer in answers:
         assert orjson.dumps(answer.wire_to_write()) == orjson.dumps(answer.to_wire())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: IntentEnvelope.model_validate(
+            {"intent": {"name": "x"}, "payload": {"a": 1}}
+        ),
+        lambda: IntentEnvelope(intent=IntentRef(name="x"), payload={"a": 1}),
+        lambda: IntentEnvelope(intent={"name": "x"}, payload={"a": 1}),
+    ],
+)
+def test_an_envelope_is_checked_once_per_validation(monkeypatch, make):
+    """Validation walks the payload once: parts are not validated twice over."""
+    import intentusnet.envelope as envelope_module
+
+    walked = []
+    check = envelope_module.check_json
+    monkeypatch.setattr(
+        envelope_module,
+        "check_json",
+        lambda value, path="": walked.append(path) or check(value, path),
+    )
+    env = make()
+    assert walked == ["payload"]
+    assert compute_hash(env) == compute_hash(env.to_wire())
