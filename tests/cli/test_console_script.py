@@ -101,18 +101,25 @@ def test_replay_does_not_import_pydantic_or_httpx(
         assert not names & set(HEAVY), argv
 
 
+#: Python code that runs the command's ``main`` on its arguments, as the
+#: console script does, and goes on after a successful exit.
+_RUN_MAIN = (
+    "import sys\n"
+    "from intentusnet.cli import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit as exc:\n"
+    "    assert exc.code in (0, None), exc.code\n"
+)
+_SHOW_MODULES = "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
+
+
 def test_sys_modules_after_replay(
     store_root: Path, ids: dict[str, str], tmp_path: Path
 ) -> None:
     """After a replay with --verify-envelope, neither heavy package is loaded."""
     file = write_json(tmp_path / "env.json", envelope(text="hello"))
-    code = (
-        "import sys\n"
-        "from intentusnet.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as exc:\n"
-        "    assert exc.code in (0, None), exc.code\n"
+    code = _RUN_MAIN + (
         f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
         "sys.stderr.write('HEAVY=' + ','.join(heavy))\n"
     )
@@ -178,22 +185,23 @@ def test_start_up_imports_only_what_the_command_needs(
     """
     if argv == ["replay"]:
         argv = ["replay", ids["completed"]]
-    show = "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
-    code = (
-        "import sys\n"
-        "from intentusnet.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as exc:\n"
-        "    assert exc.code in (0, None), exc.code\n"
-    ) + show
-    done = run(sys.executable, "-c", code, *argv, root=store_root)
-    bare = run(sys.executable, "-c", "import sys\n" + show)
+    _done, modules = modules_added(argv, store_root)
+    assert not {m for m in modules if m in never or m.split(".")[0] in never}
+
+
+def modules_added(
+    argv: list[str], store_root: Path, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run the command's ``main`` in a fresh Python (with ``flags``); return the
+    run and the modules it imported beyond a bare start with the same flags."""
+    code = _RUN_MAIN + _SHOW_MODULES
+    done = run(sys.executable, *flags, "-c", code, *argv, root=store_root)
+    bare = run(sys.executable, *flags, "-c", "import sys\n" + _SHOW_MODULES)
     assert done.returncode == bare.returncode == 0, done.stderr + bare.stderr
     modules = set(done.stderr.rpartition("MODULES=")[2].split())
     modules -= set(bare.stderr.rpartition("MODULES=")[2].split())
     assert "intentusnet.cli" in modules  # the probe really ran
-    assert not {m for m in modules if m in never or m.split(".")[0] in never}
+    return done, modules
 
 
 def test_replay_id_runs_on_the_stdlib_alone(
@@ -205,24 +213,10 @@ def test_replay_id_runs_on_the_stdlib_alone(
     modules it adds to a bare start are counted without any that site-packages
     would import at start (this machine's import ``random`` and ``threading``).
     """
-    show = "sys.stderr.write('MODULES=' + ' '.join(sorted(sys.modules)))\n"
-    code = (
-        "import sys\n"
-        "from intentusnet.cli import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as exc:\n"
-        "    assert exc.code in (0, None), exc.code\n"
-    ) + show
     argv = ["replay", ids["completed"]]
-    done = run(sys.executable, "-S", "-c", code, *argv, root=store_root)
-    bare = run(sys.executable, "-S", "-c", "import sys\n" + show)
-    assert done.returncode == bare.returncode == 0, done.stderr + bare.stderr
-    usual = run(sys.executable, "-c", code, *argv, root=store_root)
+    done, modules = modules_added(argv, store_root, "-S")
+    usual, _modules = modules_added(argv, store_root)
     assert done.stdout == usual.stdout
-    modules = set(done.stderr.rpartition("MODULES=")[2].split())
-    modules -= set(bare.stderr.rpartition("MODULES=")[2].split())
-    assert "intentusnet.cli" in modules  # the probe really ran
     never = REPLAY_NEVER
     assert not {m for m in modules if m in never or m.split(".")[0] in never}
 
