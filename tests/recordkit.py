@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
+
+import pytest
 
 from intentusnet._json import JSONObject
 from intentusnet.hashing import compute_hash
@@ -116,3 +120,17 @@ def line_offsets(path: Path) -> list[int]:
     offsets = [0]
     offsets += [i + 1 for i, byte in enumerate(data) if byte == 0x0A][:-1]
     return offsets
+
+
+def disk_fills_mid_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every ``os.write`` write half its bytes, then fail with ENOSPC.
+
+    ``monkeypatch.undo()`` frees the disk again.
+    """
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
@@ -12,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from recordkit import record_file, response, start
+from recordkit import disk_fills_mid_write, record_file, response, start
 
 from intentusnet import (
     AgentDefinition,
@@ -129,13 +128,7 @@ def test_held_lines_survive_a_failed_write(
     """A write that fails is undone; the held line goes with the next one, chained."""
     writer = start(store)
     writer.append_soon(EventType.AGENT_ATTEMPT_END, {"agent": "echo", "attempt": 1})
-    real_write = os.write
-
-    def half_then_full(fd: int, data: bytes) -> int:
-        real_write(fd, data[: len(data) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "write", half_then_full)
+    disk_fills_mid_write(monkeypatch)
     with pytest.raises(StoreError, match="No space left"):
         writer.append(EventType.AGENT_ATTEMPT_START, {"agent": "b", "attempt": 2})
     monkeypatch.undo()

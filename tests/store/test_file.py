@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -18,7 +17,15 @@ from hashlib import sha256
 from pathlib import Path
 
 import pytest
-from recordkit import attempt_end, envelope, finished, record_file, response, start
+from recordkit import (
+    attempt_end,
+    disk_fills_mid_write,
+    envelope,
+    finished,
+    record_file,
+    response,
+    start,
+)
 
 from intentusnet.errors import (
     InvalidExecutionId,
@@ -201,13 +208,7 @@ def test_failed_write_is_undone_and_the_chain_continues(
 ) -> None:
     """A write cut short (disk full) is rolled back; later appends still chain."""
     writer = start(store)
-    real_write = os.write
-
-    def half_then_full(fd: int, data: bytes) -> int:
-        real_write(fd, data[: len(data) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "write", half_then_full)
+    disk_fills_mid_write(monkeypatch)
     with pytest.raises(StoreError, match="No space left"):
         writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"echo": 1}))
     monkeypatch.undo()
