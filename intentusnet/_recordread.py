@@ -139,10 +139,13 @@ def _read_fast(
         final_seq = names.index(b"FINAL_RESPONSE") + 1
         if not _AFTER_FINAL_NAMES.issuperset(names[final_seq:]):
             return None
-        found_final = _final_fast(lines[final_seq], final_seq)
-        if found_final is None:
+        event = _event_fast(lines[final_seq], final_seq, EventType.FINAL_RESPONSE)
+        if event is None:
             return None
-        final, final_at = found_final
+        response = event.data.get("response")
+        if type(response) is not dict:
+            return None
+        final, final_at = response, event.at_ms
     if torn and newline_replaced(torn, lines[-1][-66:-2]):
         return None
     flags = _FINISHED if final_seq else 0
@@ -154,25 +157,6 @@ def _read_fast(
         data, lines, header, names, final_seq, final_at, flags, bool(torn)
     )
     return known, _envelope_of(header), final
-
-
-def _final_fast(line: bytes, seq: int) -> tuple[JSONObject, float] | None:
-    """The response and ``atMs`` of a sound ``FINAL_RESPONSE`` line, else None."""
-    try:
-        fields = _loads(line)
-        found_seq, kind, at_ms = fields["seq"], fields["type"], fields["atMs"]
-        response = fields["data"]["response"]
-    except (JSONDecodeError, KeyError, TypeError):
-        return None
-    if (
-        kind != "FINAL_RESPONSE"
-        or type(found_seq) is not int
-        or found_seq != seq
-        or type(response) is not dict
-        or type(at_ms) not in _NUMBER
-    ):
-        return None
-    return response, at_ms
 
 
 def _event_fast(line: bytes, seq: int, kind: EventType) -> ExecutionEvent | None:
