@@ -1,20 +1,12 @@
-"""Time-sortable identifiers (light: no third-party imports)."""
+"""Time-sortable identifiers."""
 
 from __future__ import annotations
 
-import _random
-import os
+import random
 import time
 
-# Ids need uniqueness, not secrecy: a Mersenne Twister seeded from the OS costs a
-# fraction of an os.urandom call on the routing hot path. Forked children reseed
-# so that they never repeat their parent's sequence. ``_random.Random`` is the C
-# generator that ``random.Random`` extends: the same seeding and getrandbits,
-# without importing ``random`` (with bisect and _sha512) into every process.
-_rng = _random.Random()
-_random_bits = _rng.getrandbits
-os.register_at_fork(after_in_child=_rng.seed)
-_time_ns = time.time_ns
+# Ids need uniqueness, not secrecy: the module's generator is seeded from the
+# OS, and reseeded in forked children, so they never repeat their parent's ids.
 _VARIANT = 0x8 << 60
 _VERSION = 0x7 << 12
 
@@ -23,9 +15,9 @@ def uuid7_hex() -> str:
     """Return a UUIDv7 (RFC 9562) as 32 hex digits: sortable by creation time."""
     # 48 bits of milliseconds, version 7, 12 random bits (rand_a), the RFC 9562
     # variant (binary 10) and 62 random bits (rand_b).
-    ms = _time_ns() // 1_000_000
-    rand_a = _VERSION | _random_bits(12)
-    value = ms << 80 | rand_a << 64 | _VARIANT | _random_bits(62)
+    ms = time.time_ns() // 1_000_000
+    rand_a = _VERSION | random.getrandbits(12)
+    value = ms << 80 | rand_a << 64 | _VARIANT | random.getrandbits(62)
     return value.to_bytes(16).hex()
 
 

@@ -14,7 +14,7 @@ from hashlib import sha256
 from typing import Final
 
 from ._json import JSONObject
-from ._jsoncodec import JSONDecodeError, dumps, loads
+from orjson import JSONDecodeError, dumps, loads
 from ._utc import parse_utc
 from .errors import RecordIntegrityError, UnsupportedSchemaVersion
 from .record import SCHEMA_VERSION, EventType, ExecutionEvent, ExecutionRecord

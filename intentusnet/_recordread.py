@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Final
 
 from ._json import JSONObject
-from ._jsoncodec import JSONDecodeError
-from ._jsoncodec import loads as _loads
+from orjson import JSONDecodeError
+from orjson import loads as _loads
 from ._recordfile import (
     AFTER_FINAL,
     EVENT_HEAD,

@@ -8,7 +8,7 @@ reads what it can of a damaged record so the catalog can still list it.
 from __future__ import annotations
 
 from ._json import JSONObject
-from ._jsoncodec import JSONDecodeError, loads
+from orjson import JSONDecodeError, loads
 from ._recordfile import (
     AFTER_FINAL,
     check_header,

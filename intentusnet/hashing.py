@@ -19,7 +19,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from ._json import MAX_DEPTH, JSONValue, check_json
-from ._jsoncodec import OPT_SORT_KEYS, dumps
+from orjson import OPT_SORT_KEYS, dumps
 
 if TYPE_CHECKING:
     from .envelope import IntentEnvelope

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,8 @@ def cli(ctx: click.Context, store: Path | None, debug: bool) -> None:
     if os.environ.get("NO_COLOR"):
         ctx.color = False
     ctx.obj = Settings(store_path=store)  # --debug is read by _Group.invoke
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Run the ``intentusnet`` command (the console script's entry point)."""
+    cli.main(args=args, prog_name="intentusnet")

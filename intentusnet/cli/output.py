@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, TypeVar
 
 import click
+import orjson
 
 from .._json import JSONValue
-from ._quick import json_bytes
 
 _T = TypeVar("_T")
 
@@ -29,7 +29,10 @@ STATUS_COLOURS: Final = {
 
 def emit_json(value: JSONValue, *, compact: bool = False) -> None:
     """Write ``value`` to stdout as JSON: indented, or on one line if ``compact``."""
-    click.echo(json_bytes(value, compact=compact), nl=False)
+    option = orjson.OPT_APPEND_NEWLINE
+    if not compact:
+        option |= orjson.OPT_INDENT_2
+    click.echo(orjson.dumps(value, option=option), nl=False)
 
 
 def note(message: str) -> None:

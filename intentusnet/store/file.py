@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from .._ids import new_execution_id
 from .._json import JSONObject
-from .._jsoncodec import dumps
+from orjson import dumps
 from .._recordfile import header_line
 from .._recordread import parse_record
 from .._recordverify import verify_bytes

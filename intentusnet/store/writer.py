@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from _thread import allocate_lock
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Final
@@ -70,9 +70,7 @@ class ChainWriter:
         self._prev = header_hash
         self._size = size
         self._t0 = time.perf_counter_ns()
-        # threading.Lock is this function; importing threading for it would
-        # cost ``replay ID``, which opens no writer, a millisecond.
-        self._lock = allocate_lock()
+        self._lock = threading.Lock()
         self._open = True
         self._broken = False
         self._invalidated = False
