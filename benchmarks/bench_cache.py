@@ -24,8 +24,8 @@ from bench_routing import payload_1kb
 
 from intentusnet import FileExecutionStore, IntentEnvelope, IntentRef, IntentRouter
 from intentusnet import compute_hash as compute_hash
-from intentusnet.cache import ReplayCache
-from intentusnet.cached import cached
+from intentusnet.cache.cached import cached
+from intentusnet.cache.replay_cache import ReplayCache
 from intentusnet.integrations.httpx import RecordingTransport
 
 

@@ -124,7 +124,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def _in_process_remote(agent_url: str, count: int) -> list[float]:
     from intentusnet import IntentRouter
-    from intentusnet.remote import RemoteAgent, RemotePool
+    from intentusnet.http.remote import RemoteAgent, RemotePool
 
     pool = RemotePool(trust_env=False)
     agent = RemoteAgent("far", agent_url, intents=["remote"], pool=pool)

@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import row
 from bench_routing import payload_1kb
 
-from intentusnet._recordread import _VERIFIED
 from intentusnet.hashing import compute_hash
-from intentusnet.record import EventType
+from intentusnet.record.model import EventType
+from intentusnet.record.reader import _VERIFIED
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore
 

@@ -8,73 +8,73 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._util.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
 # name -> module that defines it
 _EXPORTS: dict[str, str] = {
-    "AgentContext": "agents",
-    "AgentDefinition": "agents",
+    "AgentContext": "routing.agents",
+    "AgentDefinition": "routing.agents",
     "AgentRegistrationError": "errors",
-    "AgentRegistry": "agents",
+    "AgentRegistry": "routing.agents",
     "AgentResponse": "envelope",
-    "AsyncIntentusClient": "client",
+    "AsyncIntentusClient": "http.client",
     "AttemptInfo": "envelope",
     "CacheDirective": "envelope",
     "CacheError": "errors",
     "CacheHit": "store.hits",
     "CacheMiss": "errors",
-    "CachePolicy": "cache",
-    "CacheStats": "cache",
+    "CachePolicy": "cache.replay_cache",
+    "CacheStats": "cache.replay_cache",
     "CachedCallError": "errors",
     "CassetteMiss": "errors",
-    "DiffEntry": "diff",
+    "DiffEntry": "steps.diff",
     "EnvelopeValidationError": "errors",
     "ErrorCode": "envelope",
     "ErrorInfo": "envelope",
-    "EventType": "record",
-    "ExecutionEvent": "record",
-    "ExecutionHeader": "record",
-    "ExecutionPage": "client",
-    "ExecutionRecord": "record",
+    "EventType": "record.model",
+    "ExecutionEvent": "record.model",
+    "ExecutionHeader": "record.model",
+    "ExecutionPage": "http.client",
+    "ExecutionRecord": "record.model",
     "ExecutionStore": "store",
-    "Explanation": "explain",
+    "Explanation": "steps.explain",
     "FileExecutionStore": "store",
     "Forbidden": "errors",
     "IntentContext": "envelope",
     "IntentEnvelope": "envelope",
     "IntentMetadata": "envelope",
     "IntentRef": "envelope",
-    "IntentRouter": "router",
-    "IntentusClient": "client",
+    "IntentRouter": "routing.router",
+    "IntentusClient": "http.client",
     "IntentusNetError": "errors",
     "InvalidExecutionId": "errors",
-    "JSONObject": "_json",
-    "JSONValue": "_json",
+    "JSONObject": "_util.jsonvalue",
+    "JSONValue": "_util.jsonvalue",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NotCacheable": "errors",
-    "RecordDiff": "diff",
+    "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
     "RecordNotFound": "errors",
-    "RecordStatus": "record",
-    "RecordSummary": "record",
+    "RecordStatus": "record.model",
+    "RecordSummary": "record.model",
     "RecordWriter": "store",
-    "RecordedStep": "stepview",
-    "RemoteAgent": "remote",
-    "ReplayCache": "cache",
+    "RecordedStep": "steps.view",
+    "RemoteAgent": "http.remote",
+    "ReplayCache": "cache.replay_cache",
     "ReplayEngine": "replay",
     "ReplayError": "errors",
     "ReplayHashMismatch": "errors",
     "ReplayNotAllowed": "errors",
     "ReplayResult": "replay",
-    "ReplayableReason": "record",
+    "ReplayableReason": "record.model",
     "ReplayedStepError": "errors",
     "RequestInvalid": "errors",
     "RequestTooLarge": "errors",
-    "RerunResult": "rerun",
+    "RerunResult": "steps.rerun",
     "ResponseMetadata": "envelope",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
@@ -82,45 +82,34 @@ _EXPORTS: dict[str, str] = {
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
     "SideEffectMismatch": "errors",
-    "StepRun": "stepview",
+    "StepRun": "steps.view",
     "StoreError": "errors",
-    "StoreStats": "record",
+    "StoreStats": "record.model",
     "Unauthorized": "errors",
     "UnsupportedSchemaVersion": "errors",
-    "VerifyReport": "record",
-    "agent_app": "agent_service",
-    "cached": "cached",
+    "VerifyReport": "record.model",
+    "agent_app": "http.agent_app",
+    "cached": "cache.cached",
     "canonical_json": "hashing",
     "compute_hash": "hashing",
-    "current_context": "agents",
-    "diff_records": "diff",
-    "explain": "explain",
-    "new_execution_id": "_ids",
-    "record_steps": "stepview",
-    "step": "steps",
+    "current_context": "routing.agents",
+    "diff_records": "steps.diff",
+    "explain": "steps.explain",
+    "new_execution_id": "_util.ids",
+    "record_steps": "steps.view",
+    "step": "steps.step",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 if TYPE_CHECKING:
-    from ._ids import new_execution_id as new_execution_id
-    from ._json import JSONObject as JSONObject
-    from ._json import JSONValue as JSONValue
-    from .agent_service import agent_app as agent_app
-    from .agents import AgentContext as AgentContext
-    from .agents import AgentDefinition as AgentDefinition
-    from .agents import AgentRegistry as AgentRegistry
-    from .agents import current_context as current_context
-    from .cache import CachePolicy as CachePolicy
-    from .cache import CacheStats as CacheStats
-    from .cache import ReplayCache as ReplayCache
-    from .cached import cached as cached
-    from .client import AsyncIntentusClient as AsyncIntentusClient
-    from .client import ExecutionPage as ExecutionPage
-    from .client import IntentusClient as IntentusClient
-    from .diff import DiffEntry as DiffEntry
-    from .diff import RecordDiff as RecordDiff
-    from .diff import diff_records as diff_records
+    from ._util.ids import new_execution_id as new_execution_id
+    from ._util.jsonvalue import JSONObject as JSONObject
+    from ._util.jsonvalue import JSONValue as JSONValue
+    from .cache.cached import cached as cached
+    from .cache.replay_cache import CachePolicy as CachePolicy
+    from .cache.replay_cache import CacheStats as CacheStats
+    from .cache.replay_cache import ReplayCache as ReplayCache
     from .envelope import AgentResponse as AgentResponse
     from .envelope import AttemptInfo as AttemptInfo
     from .envelope import CacheDirective as CacheDirective
@@ -160,28 +149,39 @@ if TYPE_CHECKING:
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
-    from .explain import Explanation as Explanation
-    from .explain import explain as explain
     from .hashing import canonical_json as canonical_json
     from .hashing import compute_hash as compute_hash
-    from .record import EventType as EventType
-    from .record import ExecutionEvent as ExecutionEvent
-    from .record import ExecutionHeader as ExecutionHeader
-    from .record import ExecutionRecord as ExecutionRecord
-    from .record import RecordStatus as RecordStatus
-    from .record import RecordSummary as RecordSummary
-    from .record import ReplayableReason as ReplayableReason
-    from .record import StoreStats as StoreStats
-    from .record import VerifyReport as VerifyReport
-    from .remote import RemoteAgent as RemoteAgent
+    from .http.agent_app import agent_app as agent_app
+    from .http.client import AsyncIntentusClient as AsyncIntentusClient
+    from .http.client import ExecutionPage as ExecutionPage
+    from .http.client import IntentusClient as IntentusClient
+    from .http.remote import RemoteAgent as RemoteAgent
+    from .record.model import EventType as EventType
+    from .record.model import ExecutionEvent as ExecutionEvent
+    from .record.model import ExecutionHeader as ExecutionHeader
+    from .record.model import ExecutionRecord as ExecutionRecord
+    from .record.model import RecordStatus as RecordStatus
+    from .record.model import RecordSummary as RecordSummary
+    from .record.model import ReplayableReason as ReplayableReason
+    from .record.model import StoreStats as StoreStats
+    from .record.model import VerifyReport as VerifyReport
     from .replay import ReplayEngine as ReplayEngine
     from .replay import ReplayResult as ReplayResult
-    from .rerun import RerunResult as RerunResult
-    from .router import IntentRouter as IntentRouter
-    from .steps import step as step
-    from .stepview import RecordedStep as RecordedStep
-    from .stepview import StepRun as StepRun
-    from .stepview import record_steps as record_steps
+    from .routing.agents import AgentContext as AgentContext
+    from .routing.agents import AgentDefinition as AgentDefinition
+    from .routing.agents import AgentRegistry as AgentRegistry
+    from .routing.agents import current_context as current_context
+    from .routing.router import IntentRouter as IntentRouter
+    from .steps.diff import DiffEntry as DiffEntry
+    from .steps.diff import RecordDiff as RecordDiff
+    from .steps.diff import diff_records as diff_records
+    from .steps.explain import Explanation as Explanation
+    from .steps.explain import explain as explain
+    from .steps.rerun import RerunResult as RerunResult
+    from .steps.step import step as step
+    from .steps.view import RecordedStep as RecordedStep
+    from .steps.view import StepRun as StepRun
+    from .steps.view import record_steps as record_steps
     from .store import ExecutionStore as ExecutionStore
     from .store import FileExecutionStore as FileExecutionStore
     from .store import MemoryExecutionStore as MemoryExecutionStore

@@ -26,10 +26,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from ._ids import new_execution_id as new_execution_id
-from ._ids import new_request_id
-from ._json import JSONObject, JSONValue, check_json
-from ._utc import wire_utc
+from ._util.ids import new_execution_id as new_execution_id
+from ._util.ids import new_request_id
+from ._util.jsonvalue import JSONObject, JSONValue, check_json
+from ._util.time import wire_utc
 from .errors import EnvelopeValidationError
 from .hashing import hash_parts
 

@@ -18,8 +18,9 @@ import math
 import re
 from typing import TYPE_CHECKING, Final
 
-from ._json import MAX_DEPTH, JSONValue, check_json
 from orjson import OPT_SORT_KEYS, dumps
+
+from ._util.jsonvalue import MAX_DEPTH, JSONValue, check_json
 
 if TYPE_CHECKING:
     from .envelope import IntentEnvelope

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ._json import JSONObject, JSONValue
+from ._util.jsonvalue import JSONObject, JSONValue
 from .errors import ReplayHashMismatch, ReplayNotAllowed
 from .hashing import compute_hash, hashed_view
-from .record import EventType, ExecutionRecord, _Frozen
+from .record.model import EventType, ExecutionRecord, _Frozen
 
 if TYPE_CHECKING:
-    from .rerun import RerunResult
-    from .router import IntentRouter
+    from .routing.router import IntentRouter
+    from .steps.rerun import RerunResult
     from .store.protocol import ExecutionStore
 
 #: At most this many differing paths are reported by ReplayHashMismatch.
@@ -163,7 +163,7 @@ class ReplayEngine:
             CassetteMiss: a step the record cannot answer, in a strict re-run.
             SideEffectMismatch: a side-effect step needed with other arguments.
         """
-        from .rerun import rerun
+        from .steps.rerun import rerun
 
         return rerun(
             self.record,

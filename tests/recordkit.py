@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from intentusnet._json import JSONObject
+from intentusnet._util.jsonvalue import JSONObject
 from intentusnet.hashing import compute_hash
-from intentusnet.record import EventType
+from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 from intentusnet.store.writer import ChainWriter
 

@@ -19,7 +19,7 @@ from intentusnet import (
     MemoryExecutionStore,
     compute_hash,
 )
-from intentusnet.cache import CachePolicy, ReplayCache
+from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
 from intentusnet.errors import CacheError
 
 

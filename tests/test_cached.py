@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from intentusnet import FileExecutionStore, ReplayEngine
-from intentusnet.cache import CachePolicy, ReplayCache
-from intentusnet.cached import cached
+from intentusnet.cache.cached import cached
+from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
 from intentusnet.errors import CachedCallError, NotCacheable
 
 

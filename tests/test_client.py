@@ -19,7 +19,6 @@ from intentusnet import (
     ReplayHashMismatch,
     ReplayNotAllowed,
 )
-from intentusnet.client import AsyncIntentusClient, IntentusClient
 from intentusnet.errors import (
     Forbidden,
     RequestTooLarge,
@@ -27,6 +26,7 @@ from intentusnet.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
+from intentusnet.http.client import AsyncIntentusClient, IntentusClient
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore
 

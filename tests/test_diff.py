@@ -9,7 +9,7 @@ from recordkit import envelope
 
 from intentusnet import MemoryExecutionStore, diff_records
 from intentusnet.hashing import canonical_json, compute_hash, hash_bytes
-from intentusnet.record import EventType, ExecutionRecord
+from intentusnet.record.model import EventType, ExecutionRecord
 
 Spec = tuple[str, Any, Any]  # name, args, output (an Exception: the step failed)
 

@@ -14,7 +14,7 @@ from intentusnet import (
     MemoryExecutionStore,
     explain,
 )
-from intentusnet.record import ExecutionRecord
+from intentusnet.record.model import ExecutionRecord
 
 
 def _raise(kind: type[Exception], message: str) -> None:

@@ -25,7 +25,7 @@ from intentusnet import (
     canonical_json,
     compute_hash,
 )
-from intentusnet._json import MAX_DEPTH, MAX_SAFE_INT
+from intentusnet._util.jsonvalue import MAX_DEPTH, MAX_SAFE_INT
 from intentusnet.hashing import hashed_view, parsed_envelope_hash
 
 VECTORS_FILE = Path(__file__).parent.parent / "docs" / "envelope-hash-vectors.json"

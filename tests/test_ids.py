@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from intentusnet._ids import new_execution_id, new_request_id, uuid7_hex
+from intentusnet._util.ids import new_execution_id, new_request_id, uuid7_hex
 
 
 def test_ids_are_uuid7_in_hex() -> None:

@@ -22,17 +22,17 @@ from recordkit import (
     start,
 )
 
-from intentusnet._json import JSONObject
-from intentusnet._recordfile import GENESIS_HASH, seal
-from intentusnet._recordread import parse_record
-from intentusnet._recordverify import verify_bytes
+from intentusnet._util.jsonvalue import JSONObject
 from intentusnet.errors import RecordIntegrityError, UnsupportedSchemaVersion
-from intentusnet.record import (
+from intentusnet.record.format import GENESIS_HASH, seal
+from intentusnet.record.model import (
     SCHEMA_VERSION,
     EventType,
     RecordStatus,
     ReplayableReason,
 )
+from intentusnet.record.reader import parse_record
+from intentusnet.record.verify import verify_bytes
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 

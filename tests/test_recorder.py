@@ -21,7 +21,7 @@ from intentusnet import (
     RoutingOptions,
 )
 from intentusnet.errors import StoreError
-from intentusnet.record import EventType, RecordStatus, ReplayableReason
+from intentusnet.record.model import EventType, RecordStatus, ReplayableReason
 from intentusnet.store import FileExecutionStore
 
 

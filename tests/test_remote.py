@@ -20,9 +20,9 @@ from intentusnet import (
     IntentEnvelope,
     IntentRouter,
 )
-from intentusnet.agent_service import RemoteContext, agent_app
-from intentusnet.record import EventType
-from intentusnet.remote import RemoteAgent, RemotePool
+from intentusnet.http.agent_app import RemoteContext, agent_app
+from intentusnet.http.remote import RemoteAgent, RemotePool
+from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore
 
 ECHO = {"intent": {"name": "echo"}, "payload": {"text": "hi"}}

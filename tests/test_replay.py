@@ -11,10 +11,10 @@ import orjson
 import pytest
 from recordkit import attempt_end, envelope, finished, response, start
 
-from intentusnet._json import JSONObject
+from intentusnet._util.jsonvalue import JSONObject
 from intentusnet.errors import ReplayHashMismatch, ReplayNotAllowed
 from intentusnet.hashing import compute_hash
-from intentusnet.record import EventType
+from intentusnet.record.model import EventType
 from intentusnet.replay import ReplayEngine, diff_paths
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 
@@ -229,7 +229,7 @@ def test_diff_paths_names_every_difference() -> None:
 
 def test_replay_runs_no_agent_code(tmp_path: Path) -> None:
     """A routed execution replays without calling its agent again."""
-    import intentusnet.router as router_module
+    import intentusnet.routing.router as router_module
 
     calls: list[int] = []
     with FileExecutionStore(tmp_path) as store:

@@ -25,7 +25,7 @@ from intentusnet import (
     record_steps,
     step,
 )
-from intentusnet.record import EventType, RecordStatus
+from intentusnet.record.model import EventType, RecordStatus
 
 CALLS: Counter[str] = Counter()
 STATE: dict[str, Any] = {}
@@ -432,7 +432,7 @@ def test_golden_step_record_explains_and_resumes(tmp_path: Any) -> None:
     from test_samples import _into_store
 
     from intentusnet import explain
-    from intentusnet._fingerprint import compute_fingerprint
+    from intentusnet.record.fingerprint import compute_fingerprint
 
     def qualify(env: IntentEnvelope, ctx: AgentContext) -> dict[str, Any]:
         # The agent of records/make_step_sample.py, as it was recorded.
@@ -475,7 +475,7 @@ def test_golden_step_record_explains_and_resumes(tmp_path: Any) -> None:
 def test_rerun_is_not_answered_by_the_replay_cache(tmp_path: Any) -> None:
     """A router with a replay cache still runs the re-run (the directive is bypass)."""
     from intentusnet import FileExecutionStore
-    from intentusnet.cache import ReplayCache
+    from intentusnet.cache.replay_cache import ReplayCache
 
     store = FileExecutionStore(tmp_path / "store")
     with IntentRouter(store=store, cache=ReplayCache()) as router:

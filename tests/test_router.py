@@ -506,7 +506,7 @@ def test_decision_changes_when_agents_register(router):
 
 def test_internal_fault_is_an_internal_error_response(router, monkeypatch):
     """A fault inside the router itself comes back as INTERNAL_ERROR, not a raise."""
-    import intentusnet.router as router_module
+    import intentusnet.routing.router as router_module
 
     @router.agent("work", name="a")
     def a(e, ctx):

@@ -18,9 +18,9 @@ from intentusnet import (
     record_steps,
     step,
 )
-from intentusnet._fingerprint import compute_fingerprint
 from intentusnet.hashing import canonical_json, hash_bytes
-from intentusnet.record import EventType
+from intentusnet.record.fingerprint import compute_fingerprint
+from intentusnet.record.model import EventType
 
 CALLS: list[str] = []
 

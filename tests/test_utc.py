@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from intentusnet._utc import micros_of, utc_text, wire_utc
+from intentusnet._util.time import micros_of, utc_text, wire_utc
 
 _PYDANTIC = TypeAdapter(dt.datetime)
 _OFFSETS = st.sampled_from(

@@ -13,8 +13,8 @@ import os
 
 import uvicorn
 
-from intentusnet.agent_service import RemoteContext, agent_app
 from intentusnet.envelope import IntentEnvelope
+from intentusnet.http.agent_app import RemoteContext, agent_app
 
 
 def summarize(env: IntentEnvelope, ctx: RemoteContext) -> dict[str, object]:

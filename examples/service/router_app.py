@@ -14,7 +14,7 @@ import os
 
 from intentusnet import IntentRouter
 from intentusnet.envelope import IntentEnvelope
-from intentusnet.remote import RemoteAgent
+from intentusnet.http.remote import RemoteAgent
 from intentusnet.store import FileExecutionStore
 
 router = IntentRouter(store=FileExecutionStore())

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._json import JSONValue
+from .._util.jsonvalue import JSONValue
 from ..errors import CassetteMiss
 from .context import Settings, open_store
 from .output import emit_json, status_text
@@ -20,10 +20,10 @@ from .run import load_router
 from .timeline import print_row, timeline_row
 
 if TYPE_CHECKING:
-    from ..diff import RecordDiff
-    from ..explain import Explanation
-    from ..record import ExecutionRecord
-    from ..rerun import RerunResult
+    from ..record.model import ExecutionRecord
+    from ..steps.diff import RecordDiff
+    from ..steps.explain import Explanation
+    from ..steps.rerun import RerunResult
 
 _JSON_HELP = "Print JSON instead of text."
 
@@ -106,7 +106,7 @@ def _print_rerun(result: RerunResult) -> None:
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def diff(first: str, second: str, as_json: bool) -> None:
     """Show where record B differs from record A, first deviation marked."""
-    from ..diff import diff_records
+    from ..steps.diff import diff_records
 
     store = open_store()
     a, b = store.load(first), store.load(second)
@@ -147,7 +147,7 @@ def _print_diff(found: RecordDiff) -> None:
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def debug(execution_id: str, as_json: bool) -> None:
     """Explain why record ID failed: root cause, timeline, how to resume."""
-    from ..explain import explain
+    from ..steps.explain import explain
 
     store = open_store()
     record = store.load(execution_id)

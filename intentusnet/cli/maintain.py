@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._json import JSONValue
+from .._util.jsonvalue import JSONValue
 from ..errors import RecordIntegrityError
 from .context import open_store
 from .output import emit_json, note, progress, working
 from .params import Duration
 
 if TYPE_CHECKING:
-    from ..record import VerifyReport
+    from ..record.model import VerifyReport
     from ..store import FileExecutionStore
 
 #: Exit code when a record fails verification (DESIGN §8).
@@ -81,7 +81,7 @@ def verify(
 
 
 def _verify_one(store: FileExecutionStore, execution_id: str) -> VerifyReport:
-    from ..record import VerifyReport
+    from ..record.model import VerifyReport
 
     try:
         return store.verify(execution_id)
@@ -154,7 +154,7 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def stats(cache_dir: Path | None, as_json: bool) -> None:
     """Count records by status and intent, cache hits; show sizes on disk."""
-    from ..cache import CACHE_DIR, read_stats
+    from ..cache.replay_cache import CACHE_DIR, read_stats
 
     store = open_store()
     found = store.stats()

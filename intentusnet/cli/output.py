@@ -14,7 +14,7 @@ from typing import Final, TypeVar
 import click
 import orjson
 
-from .._json import JSONValue
+from .._util.jsonvalue import JSONValue
 
 _T = TypeVar("_T")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from .._json import JSONObject
+from .._util.jsonvalue import JSONObject
 from ..errors import EnvelopeValidationError
 from .output import one_line
 

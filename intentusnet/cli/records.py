@@ -13,7 +13,7 @@ from .params import Since
 from .timeline import print_inspection, timeline_json
 
 if TYPE_CHECKING:
-    from ..record import RecordSummary
+    from ..record.model import RecordSummary
     from ..store.hits import CacheHit
 
 _JSON_HELP = "Print JSON instead of a table."

@@ -13,7 +13,7 @@ from .output import emit_json
 from .params import USAGE, CliFailure, read_json_object
 
 if TYPE_CHECKING:
-    from ..router import IntentRouter
+    from ..routing.router import IntentRouter
 
 
 @click.command()
@@ -50,7 +50,7 @@ def load_router(ref: str) -> IntentRouter:
             missing, or the object is not an ``IntentRouter`` (exit 2); the
             module's own code raised while importing (exit 1).
     """
-    from ..router import IntentRouter
+    from ..routing.router import IntentRouter
 
     module_name, _, attr_path = ref.partition(":")
     if not module_name or not attr_path:

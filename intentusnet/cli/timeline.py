@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._json import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from .output import emit_json, ms, status_text
 
 if TYPE_CHECKING:
-    from ..record import ExecutionEvent, ExecutionRecord
+    from ..record.model import ExecutionEvent, ExecutionRecord
 
 _OUTCOME_COLOURS = {"success": "green", "error": "red", "timeout": "red"}
 

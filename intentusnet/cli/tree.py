@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from .._json import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from .output import status_text
 
 if TYPE_CHECKING:
-    from ..record import ExecutionRecord
+    from ..record.model import ExecutionRecord
     from ..store import ExecutionStore
 
 #: Bounds on the walk: a tree is shown, not crawled.
@@ -49,7 +49,7 @@ def _node(
     budget: list[int],
     depth: int,
 ) -> JSONObject:
-    from ..stepview import record_steps
+    from ..steps.view import record_steps
 
     budget[0] -= 1
     children: list[JSONValue] = []

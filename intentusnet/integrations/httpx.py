@@ -34,9 +34,9 @@ from urllib.parse import parse_qsl, urlencode
 import httpx
 import orjson
 
-from .._callrouter import AsyncJob, CallRouter, Job, JobResult
-from .._json import JSONObject
-from ..cache import CacheKey, ReplayCache
+from .._util.jsonvalue import JSONObject
+from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult
+from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
 from ..errors import CachedCallError, CacheMiss, EnvelopeValidationError
 

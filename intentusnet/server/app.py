@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import __version__
-from .._json import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
 from ..errors import (
     Forbidden,
@@ -44,8 +44,8 @@ from ..errors import (
     RequestInvalid,
     ServiceUnavailable,
 )
-from ..record import RecordStatus
-from ..remote import aclose_pools
+from ..http.remote import aclose_pools
+from ..record.model import RecordStatus
 from ..replay import ReplayEngine
 from .auth import Access, KeyRing, is_loopback
 from .bodies import DEFAULT_MAX_BODY, read_json
@@ -56,7 +56,7 @@ from .problems import install_handlers, invalid_request
 from .schemas import ReplayRequest
 
 if TYPE_CHECKING:
-    from ..router import IntentRouter
+    from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
 __all__ = ["create_app"]

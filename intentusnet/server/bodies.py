@@ -14,7 +14,7 @@ from typing import Final
 import orjson
 from starlette.requests import Request
 
-from .._json import JSONValue
+from .._util.jsonvalue import JSONValue
 from ..errors import MalformedRequest, RequestTooLarge
 
 __all__ = ["DEFAULT_MAX_BODY", "read_json"]

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from .. import __version__
-from .._problem import MEDIA_TYPE
 from ..envelope import AgentResponse, IntentEnvelope
+from ..http.problem import MEDIA_TYPE
 from .schemas import (
     ExecutionPage,
     ExecutionRecord,
@@ -31,7 +31,7 @@ from .schemas import (
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from .._json import JSONObject
+    from .._util.jsonvalue import JSONObject
 
 __all__ = ["build_openapi", "ok", "problem", "ref"]
 

@@ -23,7 +23,7 @@ import orjson
 from .problems import invalid_request
 
 if TYPE_CHECKING:
-    from ..record import RecordSummary
+    from ..record.model import RecordSummary
     from ..store import ExecutionStore
 
 __all__ = ["MAX_LIMIT", "Cursor", "page"]

@@ -1,6 +1,6 @@
 """Every error the service answers with is ``application/problem+json``.
 
-The documents and the status mapping are :mod:`intentusnet._problem`'s; this
+The documents and the status mapping are :mod:`intentusnet.http.problem`'s; this
 module hooks them into FastAPI: library errors, FastAPI's parameter validation,
 Starlette's own HTTP errors (unknown path, wrong method) and, last, anything
 unexpected, which answers 500 without internals and logs the traceback.
@@ -18,9 +18,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._json import JSONObject, JSONValue
-from .._problem import MEDIA_TYPE, document, from_error
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError, RequestInvalid
+from ..http.problem import MEDIA_TYPE, document, from_error
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

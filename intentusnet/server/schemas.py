@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from .._json import JSONObject
-from ..record import EventType, RecordStatus, ReplayableReason
+from .._util.jsonvalue import JSONObject
+from ..record.model import EventType, RecordStatus, ReplayableReason
 
 __all__ = [
     "ENVELOPE_REF",

@@ -10,7 +10,7 @@ alone, not the memory store or the protocol.
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._util.lazy import lazy_exports
 
 # name -> module of this package that defines it
 _EXPORTS: dict[str, str] = {

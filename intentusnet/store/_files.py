@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from .._recordfile import invalidated_line
-from .._recordread import parse_record
-from .._utc import utc_now
+from .._util.time import utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
-from ..record import VerifyReport
+from ..record.format import invalidated_line
+from ..record.model import VerifyReport
+from ..record.reader import parse_record
 from ._layout import FILE_MODE, fsync_dir, make_dirs
 
 if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record

@@ -16,12 +16,10 @@ from typing import Final, TypeVar
 
 import orjson
 
-from .._recordread import parse_record
-from .._recordverify import salvage_header
-from .._utc import micros_of, parse_utc
+from .._util.time import micros_of, parse_utc
 from ..errors import RecordIntegrityError, RecordNotFound, StoreError
 from ..errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
-from ..record import (
+from ..record.model import (
     ExecutionHeader,
     ExecutionRecord,
     RecordStatus,
@@ -29,6 +27,8 @@ from ..record import (
     ReplayableReason,
     StoreStats,
 )
+from ..record.reader import parse_record
+from ..record.verify import salvage_header
 from . import _log
 from ._catalog_writer import CatalogWriter
 from ._layout import has_records, relative_path, walk_ids

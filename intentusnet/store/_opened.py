@@ -26,7 +26,7 @@ from typing import Final
 
 import orjson
 
-from .._ids import uuid7_hex
+from .._util.ids import uuid7_hex
 from ._layout import FILE_MODE, make_dirs
 from .catalog import CatalogRow
 

@@ -14,7 +14,7 @@ import fcntl
 import os
 from typing import Final
 
-from .._json import JSONObject
+from .._util.jsonvalue import JSONObject
 
 _BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
 _owner_cache: tuple[int, JSONObject] | None = None

@@ -20,21 +20,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
-from .._ids import new_execution_id
-from .._json import JSONObject
 from orjson import dumps
-from .._recordfile import header_line
-from .._recordread import parse_record
-from .._recordverify import verify_bytes
-from .._utc import utc_now
+
+from .._util.ids import new_execution_id
+from .._util.jsonvalue import JSONObject
+from .._util.time import utc_now
 from ..errors import StoreError
-from ..record import (
+from ..record.format import header_line
+from ..record.model import (
     ExecutionRecord,
     RecordSummary,
     StoreStats,
     VerifyReport,
     status_filter,
 )
+from ..record.reader import parse_record
+from ..record.verify import verify_bytes
 from . import _files, _log
 from ._layout import (
     CATALOG_NAME,

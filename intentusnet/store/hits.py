@@ -26,9 +26,9 @@ from typing import Final
 
 import orjson
 
-from .._ids import uuid7_hex
-from .._json import JSONObject
-from .._utc import micros_of, parse_utc, utc_now
+from .._util.ids import uuid7_hex
+from .._util.jsonvalue import JSONObject
+from .._util.time import micros_of, parse_utc, utc_now
 from . import _log
 from ._layout import FILE_MODE, make_dirs
 

@@ -13,14 +13,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeAlias
 
-from .._ids import new_execution_id
-from .._json import JSONObject
-from .._recordfile import header_line, invalidated_line
-from .._recordread import parse_record
-from .._recordverify import verify_bytes
-from .._utc import micros_of, parse_utc, utc_now
+from .._util.ids import new_execution_id
+from .._util.jsonvalue import JSONObject
+from .._util.time import micros_of, parse_utc, utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
-from ..record import (
+from ..record.format import header_line, invalidated_line
+from ..record.model import (
     ExecutionRecord,
     RecordStatus,
     RecordSummary,
@@ -28,6 +26,8 @@ from ..record import (
     VerifyReport,
     status_filter,
 )
+from ..record.reader import parse_record
+from ..record.verify import verify_bytes
 from ._layout import check_id
 from ._owner import current_owner
 from .hits import CacheHit, hit_line, parse_hits, select

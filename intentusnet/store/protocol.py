@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol, TypeAlias
 
-from .._json import JSONObject
-from ..record import (
+from .._util.jsonvalue import JSONObject
+from ..record.model import (
     EventType,
     ExecutionRecord,
     RecordSummary,

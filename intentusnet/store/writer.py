@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Final
 
-from .._json import JSONObject, JSONValue
-from .._recordfile import seal
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import StoreError
-from ..record import EventType, RecordStatus, ReplayableReason
+from ..record.format import seal
+from ..record.model import EventType, RecordStatus, ReplayableReason
 from .catalog import CatalogRow
 
 _FINAL: Final = EventType.FINAL_RESPONSE

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from intentusnet import IntentRouter, JSONObject, compute_hash
 from intentusnet.cli import cli
-from intentusnet.record import EventType
+from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore
 
 from .support import APP_SOURCE, Invoke, envelope, tamper

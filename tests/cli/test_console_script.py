@@ -148,7 +148,8 @@ NEVER = frozenset(
         "sqlite3",
         "logging",
         "intentusnet.envelope",
-        "intentusnet.router",
+        "intentusnet.routing",
+        "intentusnet.steps",
         "intentusnet.cache",
         "intentusnet.store._index",
         "intentusnet.store.hits",
@@ -156,16 +157,11 @@ NEVER = frozenset(
         "intentusnet.store.protocol",
     }
 )
-#: ``replay ID`` is answered without click (see cli/_quick.py), and reads and
-#: prints a record the stdlib reads alike without orjson (see _stdjson.py); it
-#: makes no id and opens no writer.
-REPLAY_NEVER = NEVER | {"click", "intentusnet.cli.app", "orjson", "random", "threading"}
-#: ``--help`` is click's, but needs no record, store, JSON or hash.
+#: ``replay ID`` reads a record: it routes nothing and opens no server.
+REPLAY_NEVER = NEVER | {"intentusnet.server", "intentusnet.http"}
+#: ``--help`` needs no record, store or hash.
 HELP_NEVER = NEVER | {
-    "orjson",
-    "json",
     "hashlib",
-    "dataclasses",
     "intentusnet.record",
     "intentusnet.replay",
     "intentusnet.store",
@@ -202,23 +198,6 @@ def modules_added(
     modules -= set(bare.stderr.rpartition("MODULES=")[2].split())
     assert "intentusnet.cli" in modules  # the probe really ran
     return done, modules
-
-
-def test_replay_id_runs_on_the_stdlib_alone(
-    store_root: Path, ids: dict[str, str]
-) -> None:
-    """Without site-packages (``python -S``), `replay ID` answers as usual.
-
-    So neither orjson nor click is needed to replay an ordinary record, and the
-    modules it adds to a bare start are counted without any that site-packages
-    would import at start (this machine's import ``random`` and ``threading``).
-    """
-    argv = ["replay", ids["completed"]]
-    done, modules = modules_added(argv, store_root, "-S")
-    usual, _modules = modules_added(argv, store_root)
-    assert done.stdout == usual.stdout
-    never = REPLAY_NEVER
-    assert not {m for m in modules if m in never or m.split(".")[0] in never}
 
 
 def test_run_through_stdin(script: str, app_dir: Path) -> None:

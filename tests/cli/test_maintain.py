@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from intentusnet.errors import UnsupportedSchemaVersion
-from intentusnet.record import VerifyReport
+from intentusnet.record.model import VerifyReport
 from intentusnet.store import FileExecutionStore
 
 from .support import Invoke, record_file
@@ -270,7 +270,7 @@ def test_stats_empty_store(invoke: Invoke, store_root: Path) -> None:
 def test_stats_show_cache_hits_and_counts(invoke: Invoke, store_root: Path) -> None:
     """stats reports recorded hits and the default cache directory's counts."""
     from intentusnet import IntentRouter
-    from intentusnet.cache import ReplayCache
+    from intentusnet.cache.replay_cache import ReplayCache
 
     store = FileExecutionStore(store_root)
     cache = ReplayCache()

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from intentusnet.cli.records import STATUSES
-from intentusnet.record import RecordStatus
+from intentusnet.record.model import RecordStatus
 
 from .support import Invoke
 
@@ -223,7 +223,7 @@ def test_inspect_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> 
 def _served_twice(store_root: Path) -> str:
     """Route one envelope three times through a cached router; the source id."""
     from intentusnet import IntentRouter
-    from intentusnet.cache import ReplayCache
+    from intentusnet.cache.replay_cache import ReplayCache
     from intentusnet.store import FileExecutionStore
 
     store = FileExecutionStore(store_root)

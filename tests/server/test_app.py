@@ -12,7 +12,7 @@ import pytest
 from livekit import ROUTE_KEY, LiveServer, echo_router, serving
 
 from intentusnet import IntentEnvelope, IntentRouter, compute_hash
-from intentusnet.record import EventType
+from intentusnet.record.model import EventType
 from intentusnet.server import create_app
 from intentusnet.store import FileExecutionStore
 

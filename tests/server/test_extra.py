@@ -9,7 +9,7 @@ CHECK = """
 import sys
 import intentusnet
 from intentusnet import IntentRouter
-import intentusnet.agent_service, intentusnet.client, intentusnet.remote
+import intentusnet.http.agent_app, intentusnet.http.client, intentusnet.http.remote
 from intentusnet.cli import cli
 from intentusnet.cli.app import COMMANDS
 cli.get_command(None, "serve")

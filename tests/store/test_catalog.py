@@ -14,7 +14,7 @@ import pytest
 from recordkit import finished, record_file, response, start
 
 from intentusnet.errors import StoreError
-from intentusnet.record import SCHEMA_VERSION, RecordStatus, ReplayableReason
+from intentusnet.record.model import SCHEMA_VERSION, RecordStatus, ReplayableReason
 from intentusnet.store import FileExecutionStore
 from intentusnet.store.catalog import Catalog
 

@@ -34,7 +34,7 @@ from intentusnet.errors import (
     ReplayNotAllowed,
     StoreError,
 )
-from intentusnet.record import EventType, RecordStatus, ReplayableReason
+from intentusnet.record.model import EventType, RecordStatus, ReplayableReason
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore
 
@@ -375,7 +375,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys, time
     from intentusnet.hashing import compute_hash
-    from intentusnet.record import EventType
+    from intentusnet.record.model import EventType
     from intentusnet.store import FileExecutionStore
     sys.path.insert(0, sys.argv[2])
     from recordkit import attempt_end, finished, start

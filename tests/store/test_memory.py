@@ -9,7 +9,7 @@ import pytest
 from recordkit import Store, finished, response, start
 
 from intentusnet.errors import RecordExists, RecordNotFound, StoreError
-from intentusnet.record import RecordStatus, ReplayableReason
+from intentusnet.record.model import RecordStatus, ReplayableReason
 
 
 @pytest.fixture(params=["file", "memory"])

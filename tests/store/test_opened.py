@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from recordkit import finished, response, start
 
-from intentusnet.record import RecordStatus
+from intentusnet.record.model import RecordStatus
 from intentusnet.store import FileExecutionStore, _opened
 from intentusnet.store._opened import LOG_DIR, OpenedLog, parse_rows, row_line
 

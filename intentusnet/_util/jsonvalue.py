@@ -1,0 +1,165 @@
+"""The JSON value type and the one check that a Python value is JSON."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from ..errors import EnvelopeValidationError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    JSONValue: TypeAlias = (
+        dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
+    )
+    JSONObject: TypeAlias = dict[str, JSONValue]
+else:
+    # The recursive alias is for type checkers; at run time a flat union keeps
+    # ``X | JSONValue`` and pydantic happy.
+    JSONValue = dict[str, Any] | list[Any] | str | int | float | bool | None
+    JSONObject = dict[str, Any]
+
+#: Integers JSON numbers carry exactly in every language (IEEE 754 doubles).
+MAX_SAFE_INT = 2**53 - 1
+#: Nesting deeper than this is refused; it also keeps every serializer we use
+#: (orjson stops at 255) and every recursive reader safely inside its limits.
+MAX_DEPTH = 200
+
+# A path is built only when it is reported: (parent, key) pairs, rooted in a str.
+_Path: TypeAlias = "tuple[_Path, str | int] | str"
+
+#: Floats whose orjson text equals their RFC 8785 text: not integral (orjson
+#: writes ``1.0``, RFC 8785 ``1``) and in the range where both use plain
+#: decimal notation with the same shortest round-trip digits.
+_PLAIN_FLOAT_MIN: Final = 1e-5
+_PLAIN_FLOAT_MAX: Final = 1e15
+#: Integers with at most 15 digits: orjson and RFC 8785 agree on them.
+_PLAIN_INT_MAX: Final = 10**15 - 1
+
+
+def render_path(path: _Path) -> str:
+    """Turn a lazily built path into ``payload.items[3].price`` form."""
+    keys: list[str | int] = []
+    while isinstance(path, tuple):
+        path, key = path
+        keys.append(key)
+    text = path
+    for key in reversed(keys):
+        if isinstance(key, int):
+            text += f"[{key}]"
+        elif key.isidentifier():
+            text += f".{key}" if text else key
+        else:
+            text += f"[{key!r}]"
+    return text or "$"
+
+
+def check_json(value: object, path: str = "") -> bool:
+    """Raise ``EnvelopeValidationError`` naming the path unless ``value`` is JSON.
+
+    JSON here is what survives a round trip through any JSON implementation:
+    dicts with string keys, lists (tuples are read as lists), strings, booleans,
+    ``None``, integers within +-(2**53-1) and finite floats. Strings must be
+    encodable as UTF-8 (no lone surrogates). Iterative, so hostile nesting cannot
+    exhaust the stack.
+
+    Returns:
+        True when orjson with sorted keys writes ``value`` exactly as RFC 8785
+        does (no float, integer or key of the few shapes where they differ), so
+        the canonical form can take the fast path.
+    """
+    if value is None or (type(value) is str and value.isascii()):
+        return True  # the scalars of an envelope's hashed view (version, tenant)
+    plain = True
+    # The stack holds containers still to walk, as (children, path, depth, is_dict);
+    # scalars are checked where they are met, and a child's path is built only
+    # when it is reported or when the child is itself a container. A root that
+    # is not a dict is the only child of a pseudo-container at depth -1, whose
+    # child sits at ``path`` itself.
+    stack: list[tuple[Iterable[tuple[Any, Any]], _Path, int, bool]] = [
+        (value.items(), path, 0, True)
+        if type(value) is dict
+        else (((None, value),), path, -1, False)
+    ]
+    pop, push = stack.pop, stack.append
+    while stack:
+        children, where, depth, is_dict = pop()
+        for key, item in children:
+            kind = type(item)
+            if kind is str:
+                if not item.isascii():
+                    _check_utf8(item, _child(where, key, depth))
+            elif kind is int:
+                if not -_PLAIN_INT_MAX <= item <= _PLAIN_INT_MAX:
+                    plain = False
+                    if not -MAX_SAFE_INT <= item <= MAX_SAFE_INT:
+                        raise EnvelopeValidationError(
+                            f"integer {item} is beyond +-(2**53-1) and would lose "
+                            "precision in JSON; send it as a string",
+                            render_path(_child(where, key, depth)),
+                        )
+            elif kind is float:
+                if not math.isfinite(item):
+                    raise EnvelopeValidationError(
+                        f"{item} is not a JSON number (NaN and infinities are not "
+                        "allowed)",
+                        render_path(_child(where, key, depth)),
+                    )
+                if plain and (
+                    item.is_integer()
+                    or not _PLAIN_FLOAT_MIN <= abs(item) < _PLAIN_FLOAT_MAX
+                ):
+                    plain = False
+            elif kind is bool or item is None:
+                pass
+            elif kind is dict or kind is list or kind is tuple:
+                here = _child(where, key, depth)
+                if depth + 1 >= MAX_DEPTH:
+                    raise EnvelopeValidationError(
+                        f"nested deeper than {MAX_DEPTH} levels", render_path(here)
+                    )
+                if kind is dict:
+                    push((item.items(), here, depth + 1, True))
+                else:
+                    push((enumerate(item), here, depth + 1, False))
+            elif isinstance(item, str | int | float | dict | list):
+                # Subclasses (enums, IntEnum, OrderedDict, ...) serialize differently
+                # across libraries; refuse rather than guess.
+                raise EnvelopeValidationError(
+                    f"{kind.__name__} is a subclass of a JSON type; "
+                    "pass a plain str, int, float, dict or list",
+                    render_path(_child(where, key, depth)),
+                )
+            else:
+                raise EnvelopeValidationError(
+                    f"{kind.__name__} is not a JSON value",
+                    render_path(_child(where, key, depth)),
+                )
+            if is_dict:
+                if type(key) is not str:
+                    raise EnvelopeValidationError(
+                        f"object key {key!r} is a {type(key).__name__}, "
+                        "JSON keys must be strings",
+                        render_path(where),
+                    )
+                if not key.isascii():
+                    _check_utf8(key, where)
+                    if plain and max(key) > "\uffff":
+                        plain = False  # RFC 8785 sorts keys in UTF-16 order
+    return plain
+
+
+def _child(where: _Path, key: str | int, depth: int) -> _Path:
+    """The path of the child at ``key`` of the container at ``where``."""
+    return where if depth < 0 else (where, key)
+
+
+def _check_utf8(text: str, where: _Path) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EnvelopeValidationError(
+            "string holds a lone surrogate and cannot be encoded as UTF-8",
+            render_path(where),
+        ) from exc

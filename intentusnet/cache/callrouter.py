@@ -1,0 +1,171 @@
+"""One call of a plain callable, routed and recorded like any intent.
+
+``@cached`` and the httpx transports turn a call (a function's arguments, an
+HTTP request) into an envelope and route it through a router with one agent, so
+that it is recorded, hashed and replayed exactly like an intent a caller sends.
+The agent runs the call's own job, found by the envelope's request id; an
+exception the job raised is kept (by execution id) so that the caller gets the
+very exception back, not a description of it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+from .._util.ids import new_request_id
+from .._util.jsonvalue import JSONObject
+from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
+from ..hashing import canonical_json, hash_bytes, hash_parts
+from ..routing.agents import AgentContext
+from ..routing.router import IntentRouter
+from .replay_cache import CacheKey
+
+if TYPE_CHECKING:
+    from ..store import ExecutionStore
+
+#: What a job returns: the answer's payload, or an AgentResponse (an error).
+JobResult: TypeAlias = JSONObject | AgentResponse
+Job: TypeAlias = Callable[[], JobResult]
+AsyncJob: TypeAlias = Callable[[], Awaitable[JobResult]]
+#: Exceptions of failed calls are kept this long (in calls), for their waiters.
+_KEPT_FAILURES: Final = 64
+
+
+class CallRouter:
+    """Routes calls of one kind (one intent) through a one-agent router.
+
+    Args:
+        store: where the calls are recorded.
+        intent: the intent name of every call.
+        version: its version.
+        tenant: the tenant every call is made for (hashed).
+        agent: the agent's name in the records.
+        is_async: the jobs are coroutines (``arun``) rather than plain (``run``).
+    """
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        *,
+        intent: str,
+        version: str,
+        tenant: str | None,
+        agent: str,
+        is_async: bool,
+    ) -> None:
+        self.intent = intent
+        self.version = version
+        self.tenant = tenant
+        self.router = IntentRouter(store=store, max_workers=4)
+        self._jobs: dict[str, Job | AsyncJob] = {}
+        self._failures: OrderedDict[str, BaseException] = OrderedDict()
+        self._lock = threading.Lock()
+        handler = self._ahandle if is_async else self._handle
+        self.router.agent(IntentRef(name=intent, version=version), name=agent)(handler)
+        self._wire: JSONObject = {
+            "intent": {"name": intent, "version": version},
+            "context": {"tenant": tenant},
+        }
+        # The hashed view (DESIGN §3) but for the payload never changes: its
+        # canonical bytes around the payload are made once, as the envelope
+        # model does, so a call's hash costs one canonical encoding.
+        self._prefix, self._suffix = hash_parts(
+            {
+                "version": "1.0",
+                "intent": {"name": intent, "version": version},
+                "tenant": tenant,
+                "routing": {
+                    "strategy": "DIRECT",
+                    "targetAgent": None,
+                    "fallbackAgents": [],
+                },
+            }
+        )
+
+    def key(
+        self, payload: JSONObject, directive: CacheDirective = CacheDirective.DEFAULT
+    ) -> CacheKey:
+        """The cache key of a call with this payload (its envelope's hash).
+
+        Raises:
+            EnvelopeValidationError: the payload holds a value JSON cannot carry;
+                the path is relative to the payload.
+        """
+        body = canonical_json(payload)
+        return CacheKey(
+            hash_bytes(self._prefix + body + self._suffix),
+            self.intent,
+            self.version,
+            directive,
+        )
+
+    def envelope(self, payload: JSONObject, request_id: str) -> IntentEnvelope:
+        """The envelope a call is recorded with."""
+        return IntentEnvelope.model_validate(
+            {
+                **self._wire,
+                "payload": payload,
+                "metadata": {"requestId": request_id},
+            }
+        )
+
+    def run(self, payload: JSONObject, job: Job) -> AgentResponse:
+        """Route one call whose work is ``job``; its answer as a response."""
+        request_id = new_request_id()
+        self._jobs[request_id] = job
+        try:
+            return self.router.route_intent(self.envelope(payload, request_id))
+        finally:
+            del self._jobs[request_id]
+
+    async def arun(self, payload: JSONObject, job: AsyncJob) -> AgentResponse:
+        """The async ``run``."""
+        request_id = new_request_id()
+        self._jobs[request_id] = job
+        try:
+            return await self.router.route(self.envelope(payload, request_id))
+        finally:
+            del self._jobs[request_id]
+
+    def failure(self, response: AgentResponse) -> BaseException | None:
+        """The exception that made ``response`` an error, if this process saw it."""
+        metadata = response.metadata
+        execution_id = metadata.original_execution_id or metadata.execution_id
+        if execution_id is None:
+            return None
+        with self._lock:
+            return self._failures.get(execution_id)
+
+    def close(self) -> None:
+        """Stop the router's threads."""
+        self.router.close()
+
+    # -- the agent ----------------------------------------------------------------
+
+    def _handle(self, env: IntentEnvelope, ctx: AgentContext) -> JobResult:
+        job = self._jobs[env.metadata.request_id]
+        try:
+            result = job()
+        except Exception as exc:
+            self._keep(ctx.execution_id, exc)
+            raise
+        assert not isinstance(result, Awaitable)  # a sync job by construction
+        return result
+
+    async def _ahandle(self, env: IntentEnvelope, ctx: AgentContext) -> JobResult:
+        job = self._jobs[env.metadata.request_id]
+        try:
+            result = job()
+            return await result if isinstance(result, Awaitable) else result
+        except Exception as exc:
+            self._keep(ctx.execution_id, exc)
+            raise
+
+    def _keep(self, execution_id: str, exc: BaseException) -> None:
+        with self._lock:
+            self._failures[execution_id] = exc
+            while len(self._failures) > _KEPT_FAILURES:
+                self._failures.popitem(last=False)

@@ -1,0 +1,166 @@
+"""A cached answer: how it is stored on disk and checked against its record.
+
+On disk (diskcache) an entry is ``<namespace>|<envelope hash>`` -> a JSON object
+``{"v", "executionId", "storedAt", "expiresAt", "response"}``: the record that
+holds the answer, and the answer. In memory it is an :class:`Entry`: the answer
+ready to be returned, and a probe that tells whether its record has changed
+since it was verified.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+import orjson
+from pydantic import ValidationError
+
+from .._util.jsonvalue import JSONObject
+from .._util.time import parse_utc
+from ..envelope import AgentResponse, trusted
+from ..errors import IntentusNetError
+
+if TYPE_CHECKING:
+    from ..store import ExecutionStore
+
+#: The entry format this release writes and reads; others are misses.
+ENTRY_VERSION: Final = 1
+
+
+class Entry:
+    """An answer in the memory tier, ready to be served.
+
+    Attributes:
+        execution_id: the record that holds the answer.
+        is_error: the answer is an error response.
+        response: what every hit returns.
+        probe: the store's change probe of the record.
+        version: what the probe said when the record was verified.
+        deadline: epoch seconds after which the answer is not served.
+    """
+
+    __slots__ = ("deadline", "execution_id", "is_error", "probe", "response", "version")
+
+    def __init__(
+        self,
+        execution_id: str,
+        response: AgentResponse,
+        probe: Callable[[], object],
+        version: object,
+        deadline: float,
+    ) -> None:
+        self.execution_id = execution_id
+        self.is_error = response.status == "error"
+        # Every hit returns this one frozen response, as functools.lru_cache
+        # returns one object: its payload is shared, and is to be read, not
+        # changed (copying it would cost more than the rest of a hit).
+        self.response = trusted(
+            AgentResponse,
+            {
+                "status": response.status,
+                "payload": response.payload,
+                "error": response.error,
+                "metadata": response.metadata.model_copy(
+                    update={
+                        "execution_id": execution_id,
+                        "from_replay": True,
+                        "original_execution_id": execution_id,
+                        "recording_error": None,
+                    }
+                ),
+            },
+        )
+        self.probe = probe
+        self.version = version
+        self.deadline = deadline
+
+
+def encode(
+    execution_id: str, wire: JSONObject | None, deadline: float
+) -> tuple[bytes, float | None]:
+    """An entry's disk value, and the seconds diskcache should keep it."""
+    now = time.time()
+    expires = None if math.isinf(deadline) else deadline
+    value = orjson.dumps(
+        {
+            "v": ENTRY_VERSION,
+            "executionId": execution_id,
+            "storedAt": now,
+            "expiresAt": expires,
+            "response": wire,
+        }
+    )
+    # diskcache drops the entry when it could no longer be served anyway.
+    return value, None if expires is None else max(expires - now, 0.001)
+
+
+def decode(raw: bytes) -> tuple[str, float | None] | None:
+    """The execution id and expiry of a disk value; None if it is not one."""
+    try:
+        value = orjson.loads(raw)
+        execution_id = value["executionId"]
+        expires = value.get("expiresAt")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    if value.get("v") != ENTRY_VERSION or not isinstance(execution_id, str):
+        return None
+    if not isinstance(expires, int | float) or isinstance(expires, bool):
+        expires = None
+    return execution_id, None if expires is None else float(expires)
+
+
+def verify(
+    store: ExecutionStore,
+    execution_id: str,
+    envelope_hash: str,
+    *,
+    expires: float | None,
+    max_age: float | None,
+    adopted: bool,
+    ttl: float | None,
+) -> tuple[Entry, JSONObject] | None:
+    """Load and verify the record of an answer; the entry, if it may be served.
+
+    Never served: a record that is gone, damaged (its chain does not verify),
+    unfinished, invalidated, made from another envelope, or too old. A record
+    ``adopted`` from the store rather than named by an entry must also not have
+    been made with ``routing.cache == "no_store"``, and ``ttl`` counts from its
+    creation, as ``max_age`` does.
+
+    Returns:
+        The entry and the recorded response in wire form.
+    """
+    try:
+        probe = store.change_probe(execution_id)
+        version = probe()  # before loading: a change after it is noticed
+        if version is None:
+            return None
+        record = store.load(execution_id)
+    except (IntentusNetError, OSError):
+        return None
+    header = record.header
+    wire = record.final_response
+    if not header.replayable or header.envelope_hash != envelope_hash or not wire:
+        return None
+    if adopted and _directive(record.envelope) == "no_store":
+        return None
+    deadline = math.inf if expires is None else expires
+    created = parse_utc(header.created_utc)
+    if created is not None:
+        for limit in (max_age, ttl if adopted else None):
+            if limit is not None:
+                deadline = min(deadline, created / 1e6 + limit)
+    if time.time() >= deadline:
+        return None
+    try:
+        response = AgentResponse.model_validate(wire)
+    except (ValidationError, ValueError):
+        return None
+    return Entry(execution_id, response, probe, version, deadline), wire
+
+
+def _directive(envelope: JSONObject) -> object:
+    routing = envelope.get("routing")
+    return routing.get("cache") if isinstance(routing, dict) else None

@@ -1,0 +1,643 @@
+"""The replay cache: an earlier answer to an equal envelope, without running agents.
+
+``IntentRouter(store=store, cache=ReplayCache())`` looks every envelope's hash up
+before a record is opened or an agent runs (DESIGN §1, step 2). A hit returns
+the recorded answer marked ``from_replay``; a miss routes as usual and its
+record becomes the cached answer.
+
+Two tiers answer a lookup. The memory tier (a bounded dict per cache object)
+holds answers already served by this process; each hit there costs one
+``stat()`` of the source record, so an invalidated, deleted or edited record is
+noticed at once, whichever process changed it. The disk tier (diskcache,
+bounded by ``size_limit``) maps hashes to execution ids and answers across
+processes and restarts; an entry moving from disk to memory has its record
+loaded and verified first. A cold cache falls back to the store's catalog
+(``find_by_hash``) and warms itself; ``rebuild()`` refills it from the store.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import logging
+import math
+import shutil
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from .._util.jsonvalue import JSONObject
+from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, trusted
+from ..errors import IntentusNetError
+from ..hashing import compute_hash
+from . import flight as _flight
+from .disk import DiskTier, counter_key
+from .disk import read_stats as read_stats
+from .entry import Entry, decode, encode, verify
+from .policy import CacheKey as CacheKey
+from .policy import CachePolicy as CachePolicy
+from .policy import CacheStats as CacheStats
+from .policy import seconds
+
+if TYPE_CHECKING:
+    from ..record.model import ExecutionRecord
+    from ..store import ExecutionStore
+
+__all__ = ["CacheKey", "CachePolicy", "CacheStats", "ReplayCache", "read_stats"]
+
+_log = logging.getLogger("intentusnet.cache")
+DEFAULT_SIZE_LIMIT: Final = 1 << 30
+DEFAULT_MEMORY_ITEMS: Final = 4096
+#: The disk tier's directory under a store's root, when none is given.
+CACHE_DIR: Final = "replay-cache"
+#: Persisted hit and miss counts are brought up to date at most this often.
+_FLUSH_EVERY_S: Final = 1.0
+_DEFAULT: Final = CacheDirective.DEFAULT
+_BYPASS: Final = CacheDirective.BYPASS
+_now = time.time
+_CACHES: weakref.WeakSet[ReplayCache] = weakref.WeakSet()
+
+
+class ReplayCache:
+    """Answers equal envelopes from earlier records instead of running agents.
+
+    Args:
+        directory: the diskcache directory; ``<store root>/replay-cache`` by
+            default (a temporary directory for a store without a root).
+        store: the store whose records are served; the router binds its own
+            store when none is given here.
+        namespace: separates entries, counts and ``clear()`` of caches sharing a
+            directory (not ``|``). Records are shared: a cold namespace still
+            warms itself from the store unless ``warm_from_store=False``.
+        size_limit: bytes the disk tier may take; the oldest stored entries are
+            evicted beyond it.
+        ttl: entries expire this long after they were stored (a ``timedelta``
+            or seconds); never by default.
+        policy: which answers are cached (see :class:`CachePolicy`).
+        record_hits: leave a ``CACHE_HIT`` line in the store's hit journal for
+            every hit (one ``write()``, no new file).
+        memory_items: answers kept in this process's memory tier.
+        warm_from_store: on a miss in both tiers, look the hash up in the store.
+
+    Raises:
+        ValueError: a bad namespace, size or duration.
+        CacheError: the directory cannot be used.
+
+    Added in 0.1.0.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        store: ExecutionStore | None = None,
+        namespace: str = "default",
+        size_limit: int = DEFAULT_SIZE_LIMIT,
+        ttl: timedelta | float | None = None,
+        policy: CachePolicy | None = None,
+        record_hits: bool = True,
+        memory_items: int = DEFAULT_MEMORY_ITEMS,
+        warm_from_store: bool = True,
+    ) -> None:
+        if not namespace or "|" in namespace:
+            raise ValueError(
+                f"namespace must be non-empty and hold no '|': {namespace!r}"
+            )
+        if size_limit <= 0:
+            raise ValueError(f"size_limit must be > 0 bytes, not {size_limit}")
+        if memory_items < 1:
+            raise ValueError(f"memory_items must be >= 1, not {memory_items}")
+        self.namespace = namespace
+        self.policy = policy if policy is not None else CachePolicy()
+        self.ttl = seconds(ttl, "ttl")
+        self.record_hits = record_hits
+        self.size_limit = size_limit
+        self._directory = None if directory is None else Path(directory)
+        self._memory_items = memory_items
+        self._warm = warm_from_store
+        self._prefix = namespace + "|"
+        self._store: ExecutionStore | None = None
+        self._disk: DiskTier | None = None
+        self._memory: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+        self._flights: _flight.Flights[AgentResponse] = _flight.Flights()
+        self._hits = self._misses = 0
+        self._flushed = (0, 0)
+        self._flushed_at = time.monotonic()
+        self._trace_failed = False
+        if store is not None:
+            self.bind(store)
+        _CACHES.add(self)
+
+    def __repr__(self) -> str:
+        where = None if self._disk is None else str(self._disk.directory)
+        return f"ReplayCache({where!r}, namespace={self.namespace!r})"
+
+    @property
+    def directory(self) -> Path | None:
+        """The disk tier's directory, once bound to a store."""
+        return None if self._disk is None else self._disk.directory
+
+    @property
+    def store(self) -> ExecutionStore | None:
+        """The store whose records this cache serves."""
+        return self._store
+
+    def bind(self, store: ExecutionStore) -> None:
+        """Serve the records of ``store`` (the router calls this).
+
+        Raises:
+            ValueError: the cache already serves another store.
+            TypeError: ``store`` lacks what a cache needs (``change_probe``,
+                ``record_cache_hit``).
+            CacheError: the directory cannot be used.
+        """
+        if self._store is store:
+            return
+        if self._store is not None:
+            raise ValueError(
+                f"this ReplayCache serves store {self._store.root}; give each "
+                "store its own cache"
+            )
+        missing = [
+            name
+            for name in ("change_probe", "record_cache_hit", "find_by_hash", "load")
+            if not callable(getattr(store, name, None))
+        ]
+        if missing:
+            raise TypeError(
+                f"{type(store).__name__} cannot back a ReplayCache: it has no "
+                + ", ".join(missing)
+            )
+        directory = self._directory
+        if directory is None:
+            root = Path(store.root)
+            if str(root) == ":memory:":
+                # A store that keeps nothing on disk: neither does its cache,
+                # beyond this object's life.
+                temporary = tempfile.mkdtemp(prefix="intentusnet-cache-")
+                weakref.finalize(self, shutil.rmtree, temporary, ignore_errors=True)
+                directory = Path(temporary)
+            else:
+                directory = root / CACHE_DIR
+        self._store = store
+        self._disk = DiskTier(directory, self.size_limit, on_reset=self._after_reset)
+        if self._disk.was_reset:
+            self._after_reset()
+
+    # -- serving ----------------------------------------------------------------
+
+    def serve(
+        self,
+        env: IntentEnvelope,
+        execute: Callable[[IntentEnvelope], AgentResponse],
+    ) -> AgentResponse:
+        """Answer ``env`` from the cache, or by ``execute(env)`` (the router's seam)."""
+        intent = env.intent
+        if not self.policy.allows(intent.name):
+            return execute(env)
+        key = CacheKey(
+            compute_hash(env),
+            intent.name,
+            intent.version,
+            env.routing.cache,
+            env.metadata.request_id,
+        )
+        return self.answer(key, lambda: execute(env))
+
+    async def aserve(
+        self,
+        env: IntentEnvelope,
+        execute: Callable[[IntentEnvelope], Awaitable[AgentResponse]],
+    ) -> AgentResponse:
+        """The async ``serve``."""
+        intent = env.intent
+        if not self.policy.allows(intent.name):
+            return await execute(env)
+        key = CacheKey(
+            compute_hash(env),
+            intent.name,
+            intent.version,
+            env.routing.cache,
+            env.metadata.request_id,
+        )
+        return await self.aanswer(key, lambda: execute(env))
+
+    def answer(
+        self, key: CacheKey, execute: Callable[[], AgentResponse]
+    ) -> AgentResponse:
+        """Serve ``key`` from the cache, or run ``execute`` once for all askers.
+
+        ``bypass`` never reads and always runs; ``no_store`` reads, and runs
+        without making its answer the cached one.
+        """
+        while True:
+            directive = key.directive
+            if directive is not _BYPASS:
+                entry = self._find(key.envelope_hash)
+                if entry is not None:
+                    return self._serve(entry, key)
+            else:
+                self._count_miss()
+                return self._keep(key, execute())
+            flight, leader = self._flights.join(
+                key.envelope_hash, lead=directive is _DEFAULT
+            )
+            if flight is None:  # no_store, and nothing in flight
+                self._count_miss()
+                return execute()
+            if not leader:
+                shared = _flight.wait(flight)
+                if shared is not None:
+                    return self._share(shared, key)
+                continue  # the leader gave up: try again
+            return self._lead(key, flight, execute)
+
+    async def aanswer(
+        self, key: CacheKey, execute: Callable[[], Awaitable[AgentResponse]]
+    ) -> AgentResponse:
+        """The async ``answer``: flights are shared with sync callers too."""
+        while True:
+            directive = key.directive
+            if directive is not _BYPASS:
+                entry = self._find(key.envelope_hash)
+                if entry is not None:
+                    return self._serve(entry, key)
+            else:
+                self._count_miss()
+                return self._keep(key, await execute())
+            flight, leader = self._flights.join(
+                key.envelope_hash, lead=directive is _DEFAULT
+            )
+            if flight is None:
+                self._count_miss()
+                return await execute()
+            if not leader:
+                shared = await _flight.await_(flight)
+                if shared is not None:
+                    return self._share(shared, key)
+                continue
+            entry = self._find_in_memory(key.envelope_hash)
+            if entry is not None:  # answered between our lookup and our flight
+                response = self._serve(entry, key)
+                self._flights.land(key.envelope_hash, flight, response)
+                return response
+            self._count_miss()
+            try:
+                response = self._keep(key, await execute())
+            except BaseException:
+                self._flights.abort(key.envelope_hash, flight)
+                raise
+            self._flights.land(key.envelope_hash, flight, response)
+            return response
+
+    def _lead(
+        self,
+        key: CacheKey,
+        flight: cf.Future[AgentResponse],
+        execute: Callable[[], AgentResponse],
+    ) -> AgentResponse:
+        entry = self._find_in_memory(key.envelope_hash)
+        if entry is not None:  # answered between our lookup and our flight
+            response = self._serve(entry, key)
+            self._flights.land(key.envelope_hash, flight, response)
+            return response
+        self._count_miss()
+        try:
+            response = self._keep(key, execute())
+        except BaseException:
+            self._flights.abort(key.envelope_hash, flight)
+            raise
+        self._flights.land(key.envelope_hash, flight, response)
+        return response
+
+    def get(self, env: IntentEnvelope | str) -> AgentResponse | None:
+        """The answer the cache would serve for an envelope (or hash), or None.
+
+        A look only: no hit is counted or recorded.
+        """
+        envelope_hash = env if isinstance(env, str) else compute_hash(env)
+        entry = self._find(envelope_hash)
+        return None if entry is None else entry.response
+
+    def find(self, key: CacheKey, *, serve_errors: bool) -> AgentResponse | None:
+        """Serve ``key`` if any record answers it, without running anything.
+
+        With ``serve_errors`` a recorded error is served even when the policy
+        does not cache errors (replay-only mode replays what happened).
+        A hit is counted and recorded; a miss is counted.
+        """
+        entry = self._find(key.envelope_hash)
+        if entry is not None:
+            return self._serve(entry, key)
+        if serve_errors and self._store is not None:
+            record = self._lookup_store(key.envelope_hash)
+            if record is not None:
+                found = self._verify(
+                    record.execution_id, key.envelope_hash, adopted=True
+                )
+                if found is not None:
+                    return self._serve(found[0], key)
+        self._count_miss()
+        return None
+
+    # -- looking up ---------------------------------------------------------------
+
+    def _find(self, envelope_hash: str) -> Entry | None:
+        entry = self._memory.get(envelope_hash)
+        if entry is not None:
+            if entry.probe() == entry.version and _now() < entry.deadline:
+                return entry
+            # The record changed (invalidated, deleted, edited) or the entry is
+            # too old: check it again from the start.
+            self._memory.pop(envelope_hash, None)
+        return self._find_slow(envelope_hash)
+
+    def _find_in_memory(self, envelope_hash: str) -> Entry | None:
+        entry = self._memory.get(envelope_hash)
+        if (
+            entry is not None
+            and entry.probe() == entry.version
+            and _now() < entry.deadline
+        ):
+            return entry
+        return None
+
+    def _find_slow(self, envelope_hash: str) -> Entry | None:
+        disk = self._disk
+        if disk is None:
+            return None
+        raw = disk.get(self._prefix + envelope_hash)
+        if raw is not None:
+            entry = self._from_disk(raw, envelope_hash)
+            if entry is not None:
+                return self._remember(envelope_hash, entry)
+            disk.delete(self._prefix + envelope_hash)
+        if not self._warm:
+            return None
+        record = self._lookup_store(envelope_hash)
+        if record is None:
+            return None
+        found = self._verify(record.execution_id, envelope_hash, adopted=True)
+        if found is None or not self._servable(found[0]):
+            return None
+        entry, wire = found
+        self._write(envelope_hash, entry, wire)
+        return self._remember(envelope_hash, entry)
+
+    def _lookup_store(self, envelope_hash: str) -> ExecutionRecord | None:
+        store = self._store
+        if store is None:
+            return None
+        try:
+            return store.find_by_hash(envelope_hash)
+        except (IntentusNetError, OSError) as exc:
+            _log.warning("cache: store lookup failed (%s); a miss", exc)
+            return None
+
+    def _from_disk(self, raw: bytes, envelope_hash: str) -> Entry | None:
+        decoded = decode(raw)
+        if decoded is None:
+            return None
+        execution_id, expires = decoded
+        found = self._verify(execution_id, envelope_hash, expires=expires)
+        if found is None or not self._servable(found[0]):
+            return None
+        return found[0]
+
+    def _verify(
+        self,
+        execution_id: str,
+        envelope_hash: str,
+        *,
+        expires: float | None = None,
+        adopted: bool = False,
+    ) -> tuple[Entry, JSONObject] | None:
+        """Verify an answer's record (``adopted``: found in the store, not here)."""
+        store = self._store
+        if store is None:
+            return None
+        return verify(
+            store,
+            execution_id,
+            envelope_hash,
+            expires=expires,
+            max_age=self.policy.max_age,
+            adopted=adopted,
+            ttl=self.ttl,
+        )
+
+    def _servable(self, entry: Entry) -> bool:
+        return not entry.is_error or self.policy.serve_errors
+
+    def _remember(self, envelope_hash: str, entry: Entry) -> Entry:
+        memory = self._memory
+        with self._lock:
+            while len(memory) >= self._memory_items:
+                memory.pop(next(iter(memory)), None)  # oldest first
+            memory[envelope_hash] = entry
+        return entry
+
+    # -- answering ------------------------------------------------------------------
+
+    def _serve(self, entry: Entry, key: CacheKey) -> AgentResponse:
+        with self._lock:
+            self._hits += 1
+        if self.record_hits:
+            self._trace(entry.execution_id, key)
+        return entry.response
+
+    def _share(self, response: AgentResponse, key: CacheKey) -> AgentResponse:
+        """A leader's answer for a request that waited on its flight."""
+        metadata = response.metadata
+        execution_id = metadata.execution_id
+        if execution_id is None:
+            return response  # nothing recorded: nothing to point at
+        with self._lock:
+            self._hits += 1
+        if self.record_hits and metadata.recording_error is None:
+            self._trace(execution_id, key)
+        if metadata.from_replay or metadata.recording_error is not None:
+            # Served from the cache itself, or not replayable: shared as it is.
+            return response
+        return trusted(
+            AgentResponse,
+            {
+                "status": response.status,
+                "payload": response.payload,
+                "error": response.error,
+                "metadata": metadata.model_copy(
+                    update={
+                        "from_replay": True,
+                        "original_execution_id": execution_id,
+                    }
+                ),
+            },
+        )
+
+    def _keep(self, key: CacheKey, response: AgentResponse) -> AgentResponse:
+        """Make a fresh answer the cached one, unless it must not be."""
+        metadata = response.metadata
+        execution_id = metadata.execution_id
+        store = self._store
+        if (
+            key.directive is CacheDirective.NO_STORE
+            or store is None
+            or execution_id is None
+            or metadata.from_replay
+            or metadata.recording_error is not None
+            or (response.status == "error" and not self.policy.serve_errors)
+        ):
+            return response
+        probe = store.change_probe(execution_id)
+        version = probe()
+        if version is None:
+            return response
+        expires = self._expiry()
+        deadline = math.inf if expires is None else expires
+        if self.policy.max_age is not None:
+            deadline = min(deadline, _now() + self.policy.max_age)
+        entry = Entry(execution_id, response, probe, version, deadline)
+        self._write(key.envelope_hash, entry, response.to_wire())
+        self._remember(key.envelope_hash, entry)
+        return response
+
+    def _write(self, envelope_hash: str, entry: Entry, wire: JSONObject) -> None:
+        disk = self._disk
+        if disk is not None:
+            value, expire = encode(entry.execution_id, wire, entry.deadline)
+            disk.set(self._prefix + envelope_hash, value, expire)
+
+    def _expiry(self) -> float | None:
+        return None if self.ttl is None else _now() + self.ttl
+
+    def _trace(self, execution_id: str, key: CacheKey) -> None:
+        store = self._store
+        if store is None:
+            return
+        try:
+            store.record_cache_hit(
+                execution_id,
+                envelope_hash=key.envelope_hash,
+                intent_name=key.intent,
+                intent_version=key.intent_version,
+                request_id=key.request_id,
+                namespace=self.namespace,
+            )
+        except (IntentusNetError, OSError) as exc:
+            if not self._trace_failed:  # once: a full disk would flood the log
+                self._trace_failed = True
+                _log.warning("cache hits are not being recorded: %s", exc)
+
+    def _count_miss(self) -> None:
+        with self._lock:
+            self._misses += 1
+        if time.monotonic() - self._flushed_at > _FLUSH_EVERY_S:
+            self.flush_stats()
+
+    # -- upkeep -----------------------------------------------------------------------
+
+    def rebuild(self) -> int:
+        """Refill this namespace from the store; return the entries written.
+
+        Every hash gets the newest record the policy allows serving; each record
+        is loaded and verified.
+        """
+        store, disk = self._store, self._disk
+        if store is None or disk is None:
+            return 0
+        self._clear_entries()
+        written: set[str] = set()
+        try:
+            summaries = store.list()
+        except (IntentusNetError, OSError) as exc:
+            _log.warning("cache rebuild: cannot list the store (%s)", exc)
+            return 0
+        for summary in summaries:
+            envelope_hash = summary.envelope_hash
+            if (
+                envelope_hash in written
+                or not summary.replayable
+                or not self.policy.allows(summary.intent_name)
+            ):
+                continue
+            found = self._verify(summary.execution_id, envelope_hash, adopted=True)
+            if found is None or not self._servable(found[0]):
+                continue
+            self._write(envelope_hash, *found)
+            written.add(envelope_hash)
+        return len(written)
+
+    def clear(self) -> None:
+        """Forget every answer of this namespace (the records stay)."""
+        self._clear_entries()
+
+    def _clear_entries(self) -> None:
+        with self._lock:
+            self._memory.clear()
+        disk = self._disk
+        if disk is not None:
+            for name in disk.keys(self._prefix):
+                disk.delete(name)
+
+    def _after_reset(self) -> None:
+        with self._lock:
+            self._memory.clear()
+        count = self.rebuild()
+        _log.warning(
+            "cache %s rebuilt from the store: %d entries", self.directory, count
+        )
+
+    def stats(self) -> CacheStats:
+        """Hits, misses, entries and bytes of this namespace (see CacheStats)."""
+        disk = self._disk
+        with self._lock:
+            hits, misses = self._hits, self._misses
+            done_hits, done_misses = self._flushed
+        if disk is None:
+            return CacheStats(self.namespace, hits, misses, 0, 0, "")
+        return CacheStats(
+            namespace=self.namespace,
+            hits=disk.counter(counter_key(self.namespace, "hits")) + hits - done_hits,
+            misses=disk.counter(counter_key(self.namespace, "misses"))
+            + misses
+            - done_misses,
+            entries=len(disk.keys(self._prefix)),
+            bytes=disk.volume(),
+            directory=str(disk.directory),
+        )
+
+    def flush_stats(self) -> None:
+        """Add this process's new hits and misses to the persisted counts."""
+        disk = self._disk
+        with self._lock:
+            hits, misses = self._hits, self._misses
+            done_hits, done_misses = self._flushed
+            self._flushed = (hits, misses)
+            self._flushed_at = time.monotonic()
+        if disk is not None:
+            disk.add_to(counter_key(self.namespace, "hits"), hits - done_hits)
+            disk.add_to(counter_key(self.namespace, "misses"), misses - done_misses)
+
+    def close(self) -> None:
+        """Write the counts and close the database (it reopens on use)."""
+        self.flush_stats()
+        if self._disk is not None:
+            self._disk.close()
+
+    def __enter__(self) -> ReplayCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@atexit.register
+def _flush_all() -> None:
+    for cache in list(_CACHES):
+        cache.flush_stats()

@@ -1,0 +1,6 @@
+"""IntentusNet over HTTP: the client, remote agents and the agent service.
+
+``client``: ``IntentusClient`` and its async twin. ``wire``: the JSON forms
+they exchange. ``remote``: ``RemoteAgent``. ``agent_app``: an agent as an
+HTTP service. ``problem``: RFC 9457 problem details.
+"""

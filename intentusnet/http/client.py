@@ -1,0 +1,315 @@
+"""Python clients of the HTTP service: ``IntentusClient`` and ``AsyncIntentusClient``.
+
+Both speak to ``intentusnet serve`` over httpx and answer with the library's
+own types: ``route`` returns an ``AgentResponse`` (agent faults are data, as
+in-process), ``get_execution`` an ``ExecutionRecord``, ``replay`` a
+``ReplayResult``. Errors are raised as the library's own exceptions —
+``RecordNotFound``, ``ReplayNotAllowed``, ``ReplayHashMismatch``,
+``EnvelopeValidationError`` ... — so code behaves the same in-process and over
+HTTP. What only a service can refuse raises a ``ServiceError`` subclass
+(``Unauthorized``, ``Forbidden``, ``RequestTooLarge``, ``ServiceUnavailable``).
+
+Example::
+
+    with IntentusClient("http://127.0.0.1:8765", api_key=key) as client:
+        answer = client.route({"intent": {"name": "echo"}, "payload": {"x": 1}})
+        result = client.replay(answer.metadata.execution_id)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import httpx
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..envelope import AgentResponse, IntentEnvelope
+from . import wire as wire
+from .wire import ExecutionPage
+
+if TYPE_CHECKING:
+    from ..record.model import ExecutionRecord, RecordSummary, VerifyReport
+    from ..replay import ReplayResult
+
+__all__ = ["AsyncIntentusClient", "ExecutionPage", "IntentusClient"]
+
+_Envelope = IntentEnvelope | Mapping[str, JSONValue]
+
+
+def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", **(extra or {})}
+    if api_key is not None:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class IntentusClient:
+    """A blocking client of the IntentusNet HTTP service.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8765``.
+        api_key: sent as a bearer token.
+        timeout: seconds to wait for each answer.
+        headers: sent with every request.
+        transport: an httpx transport (e.g. ``httpx.MockTransport`` in tests).
+        trust_env: let httpx read proxy settings from the environment.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        trust_env: bool = True,
+    ) -> None:
+        self.base_url = base_url
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers=_headers(api_key, headers),
+            timeout=timeout,
+            transport=transport,
+            trust_env=trust_env,
+        )
+
+    def __enter__(self) -> IntentusClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
+    ) -> JSONObject:
+        try:
+            response = self._http.request(
+                method,
+                url,
+                content=content,
+                params=params,
+                headers=_JSON if content is not None else None,
+            )
+        except httpx.HTTPError as exc:
+            raise wire.transport_error(exc, self.base_url) from exc
+        if not response.is_success:
+            raise wire.error_from(response)
+        return wire.json_object(response)
+
+    def route(self, envelope: _Envelope) -> AgentResponse:
+        """Route an intent; agent faults come back as data, as in-process.
+
+        Raises:
+            EnvelopeValidationError: the envelope is not valid (checked before
+                sending, and by the service).
+            ServiceError: the service refused the request or was unreachable.
+        """
+        body = wire.envelope_body(envelope)
+        return wire.agent_response(self._call("POST", "/v1/intents", content=body))
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord:
+        """Load one record, verified by the service.
+
+        Raises:
+            RecordNotFound, InvalidExecutionId, RecordIntegrityError: as the store.
+        """
+        return wire.record(self._call("GET", wire.execution_path(execution_id)))
+
+    def list_executions(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """One page of record summaries, newest first (``limit`` at most 1000)."""
+        params = wire.list_params(intent, status, since, limit, cursor)
+        return wire.page(self._call("GET", "/v1/executions", params=params))
+
+    def iter_executions(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        page_size: int = 100,
+    ) -> Iterator[RecordSummary]:
+        """Every matching record summary, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_executions(
+                intent=intent,
+                status=status,
+                since=since,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def replay(
+        self,
+        execution_id: str,
+        envelope: _Envelope | None = None,
+        force: bool = False,
+    ) -> ReplayResult:
+        """The recorded answer of an execution; no agent runs.
+
+        Raises:
+            ReplayNotAllowed: the record is not replayable and ``force`` is False.
+            ReplayHashMismatch: ``envelope`` does not hash as the recorded one.
+            RecordNotFound, InvalidExecutionId, RecordIntegrityError: as the store.
+        """
+        path = wire.execution_path(execution_id, "/replay")
+        body = wire.replay_body(envelope, force)
+        return wire.replay_result(self._call("POST", path, content=body))
+
+    def verify(self, execution_id: str) -> VerifyReport:
+        """Check a record's hash chain; ``valid`` says whether it holds."""
+        path = wire.execution_path(execution_id, "/verify")
+        return wire.verify_report(self._call("GET", path))
+
+    def health(self) -> JSONObject:
+        """The service's ``/healthz`` answer."""
+        return self._call("GET", "/healthz")
+
+
+class AsyncIntentusClient:
+    """The asyncio twin of :class:`IntentusClient`: same methods, awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        trust_env: bool = True,
+    ) -> None:
+        self.base_url = base_url
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=_headers(api_key, headers),
+            timeout=timeout,
+            transport=transport,
+            trust_env=trust_env,
+        )
+
+    async def __aenter__(self) -> AsyncIntentusClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
+    ) -> JSONObject:
+        try:
+            response = await self._http.request(
+                method,
+                url,
+                content=content,
+                params=params,
+                headers=_JSON if content is not None else None,
+            )
+        except httpx.HTTPError as exc:
+            raise wire.transport_error(exc, self.base_url) from exc
+        if not response.is_success:
+            raise wire.error_from(response)
+        return wire.json_object(response)
+
+    async def route(self, envelope: _Envelope) -> AgentResponse:
+        """Route an intent (see ``IntentusClient.route``)."""
+        body = wire.envelope_body(envelope)
+        data = await self._call("POST", "/v1/intents", content=body)
+        return wire.agent_response(data)
+
+    async def get_execution(self, execution_id: str) -> ExecutionRecord:
+        """Load one record (see ``IntentusClient.get_execution``)."""
+        return wire.record(await self._call("GET", wire.execution_path(execution_id)))
+
+    async def list_executions(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """One page of record summaries (see ``IntentusClient.list_executions``)."""
+        params = wire.list_params(intent, status, since, limit, cursor)
+        return wire.page(await self._call("GET", "/v1/executions", params=params))
+
+    async def iter_executions(
+        self,
+        *,
+        intent: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[RecordSummary]:
+        """Every matching record summary, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_executions(
+                intent=intent,
+                status=status,
+                since=since,
+                limit=page_size,
+                cursor=cursor,
+            )
+            for item in page.items:
+                yield item
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def replay(
+        self,
+        execution_id: str,
+        envelope: _Envelope | None = None,
+        force: bool = False,
+    ) -> ReplayResult:
+        """The recorded answer of an execution (see ``IntentusClient.replay``)."""
+        path = wire.execution_path(execution_id, "/replay")
+        body = wire.replay_body(envelope, force)
+        return wire.replay_result(await self._call("POST", path, content=body))
+
+    async def verify(self, execution_id: str) -> VerifyReport:
+        """Check a record's hash chain (see ``IntentusClient.verify``)."""
+        path = wire.execution_path(execution_id, "/verify")
+        return wire.verify_report(await self._call("GET", path))
+
+    async def health(self) -> JSONObject:
+        """The service's ``/healthz`` answer."""
+        return await self._call("GET", "/healthz")

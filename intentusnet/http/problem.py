@@ -1,0 +1,102 @@
+"""Errors over HTTP: problem documents (RFC 9457) and the one status mapping.
+
+Light (no third-party imports), so that the plain-ASGI ``agent_app`` and the
+FastAPI service answer errors alike. A problem's ``code`` is the stable code
+of an ``IntentusNetError`` class, and its extra members carry the error's
+attributes, so a client can raise the very class the library raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, cast
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..errors import (
+    EnvelopeValidationError,
+    IntentusNetError,
+    RecordIntegrityError,
+    ReplayHashMismatch,
+    ReplayNotAllowed,
+    ServiceError,
+)
+
+__all__ = ["MEDIA_TYPE", "STATUS_BY_CODE", "document", "from_error", "status_for"]
+
+MEDIA_TYPE: Final = "application/problem+json"
+
+#: Error code -> HTTP status; a subclass without its own entry takes its
+#: parent's. Codes neither here nor inherited answer 500.
+STATUS_BY_CODE: Final[Mapping[str, int]] = {
+    "malformed_request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "record_not_found": 404,
+    "invalid_execution_id": 404,
+    "method_not_allowed": 405,
+    "replay_error": 409,
+    "replay_not_allowed": 409,
+    "integrity_failure": 409,
+    "record_exists": 409,
+    "request_too_large": 413,
+    "envelope_invalid": 422,
+    "replay_hash_mismatch": 422,
+    "request_invalid": 422,
+    "internal_error": 500,
+    "service_unavailable": 503,
+}
+
+
+def status_for(exc: IntentusNetError) -> int:
+    """The HTTP status of an error: its own code's, or its nearest parent's."""
+    for cls in type(exc).__mro__:
+        code = getattr(cls, "code", None)
+        if isinstance(code, str) and code in STATUS_BY_CODE:
+            return STATUS_BY_CODE[code]
+    return 500
+
+
+def document(
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    instance: str | None = None,
+    extra: JSONObject | None = None,
+) -> JSONObject:
+    """A problem document."""
+    body: JSONObject = {
+        "type": f"urn:intentusnet:problem:{code}",
+        "title": code.replace("_", " ").capitalize(),
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    if instance is not None:
+        body["instance"] = instance
+    if extra:
+        body.update(extra)
+    return body
+
+
+def from_error(exc: IntentusNetError, instance: str | None = None) -> JSONObject:
+    """The problem document of a library error, with its attributes."""
+    return document(
+        status_for(exc), exc.code, str(exc), instance=instance, extra=_members(exc)
+    )
+
+
+def _members(exc: IntentusNetError) -> JSONObject:
+    if isinstance(exc, EnvelopeValidationError):
+        return {"path": exc.path}
+    if isinstance(exc, ReplayNotAllowed):
+        return {"reason": exc.reason, "executionId": exc.execution_id}
+    if isinstance(exc, ReplayHashMismatch):
+        paths: list[JSONValue] = list(exc.paths)
+        return {"expected": exc.expected, "actual": exc.actual, "paths": paths}
+    if isinstance(exc, RecordIntegrityError):
+        return {"executionId": exc.execution_id, "line": exc.line}
+    if isinstance(exc, ServiceError):
+        return cast("JSONObject", dict(exc.problem))
+    return {}

@@ -1,0 +1,341 @@
+"""What the HTTP clients send and how they read answers, shared by both clients.
+
+Answers become the library's own types (``AgentResponse``, ``ExecutionRecord``,
+``RecordSummary``, ``VerifyReport``, ``ReplayResult``) and problem documents
+become the library's own exceptions, found by their stable ``code``, so code
+behaves the same in-process and over HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..envelope import AgentResponse, IntentEnvelope
+from ..errors import (
+    EnvelopeValidationError,
+    IntentusNetError,
+    InvalidExecutionId,
+    RecordIntegrityError,
+    ReplayHashMismatch,
+    ReplayNotAllowed,
+    ServiceError,
+    ServiceUnavailable,
+)
+from ..record.model import (
+    EventType,
+    ExecutionEvent,
+    ExecutionHeader,
+    ExecutionRecord,
+    RecordStatus,
+    RecordSummary,
+    ReplayableReason,
+    VerifyReport,
+)
+from ..replay import ReplayResult
+
+__all__ = [
+    "ExecutionPage",
+    "error_from",
+    "execution_path",
+    "list_params",
+    "transport_error",
+]
+
+_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionPage:
+    """One page of record summaries, newest first.
+
+    Attributes:
+        items: the summaries on this page.
+        next_cursor: pass as ``cursor`` for the next page; ``None`` on the last.
+    """
+
+    items: tuple[RecordSummary, ...]
+    next_cursor: str | None
+
+
+# -- requests ------------------------------------------------------------------------
+
+
+def envelope_body(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> bytes:
+    """The envelope as JSON, validated here as the router would validate it.
+
+    Raises:
+        EnvelopeValidationError: the envelope is not valid.
+    """
+    if not isinstance(envelope, IntentEnvelope):
+        envelope = IntentEnvelope.model_validate(dict(envelope))
+    return orjson.dumps(envelope.to_wire())
+
+
+def replay_body(
+    envelope: IntentEnvelope | Mapping[str, JSONValue] | None, force: bool
+) -> bytes:
+    """The body of a replay request."""
+    body: JSONObject = {"force": force}
+    if envelope is not None:
+        body["envelope"] = orjson.loads(envelope_body(envelope))
+    return orjson.dumps(body)
+
+
+def execution_path(execution_id: str, suffix: str = "") -> str:
+    """``/v1/executions/<id><suffix>``, refusing ids no store allows.
+
+    Raises:
+        InvalidExecutionId: as ``FileExecutionStore`` would, before any request.
+    """
+    if _ID.fullmatch(execution_id) is None or execution_id.startswith("."):
+        shown = repr(execution_id)
+        if len(shown) > 60:
+            shown = shown[:40] + "..." + shown[-10:]
+        raise InvalidExecutionId(
+            f"invalid execution id {shown}: use 1-128 characters of A-Z a-z 0-9 _ . "
+            "-, not starting with a dot"
+        )
+    return f"/v1/executions/{quote(execution_id, safe='')}{suffix}"
+
+
+def list_params(
+    intent: str | None,
+    status: str | None,
+    since: datetime | None,
+    limit: int | None,
+    cursor: str | None,
+) -> dict[str, str]:
+    """Query parameters of ``GET /v1/executions``."""
+    params: dict[str, str] = {}
+    if intent is not None:
+        params["intent"] = intent
+    if status is not None:
+        params["status"] = str(status)
+    if since is not None:
+        params["since"] = since.isoformat()
+    if limit is not None:
+        params["limit"] = str(limit)
+    if cursor is not None:
+        params["cursor"] = cursor
+    return params
+
+
+# -- answers -------------------------------------------------------------------------
+
+
+def json_object(response: httpx.Response) -> JSONObject:
+    """The answer's JSON object.
+
+    Raises:
+        ServiceError: the answer is not a JSON object.
+    """
+    try:
+        value = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise ServiceError(
+            f"the service answered {response.status_code} with a body that is not "
+            "a JSON object",
+            status=response.status_code,
+        )
+    return value
+
+
+def agent_response(data: JSONObject) -> AgentResponse:
+    """Read an ``AgentResponse``."""
+    return AgentResponse.model_validate(data)
+
+
+def summary(data: JSONObject) -> RecordSummary:
+    """Read a ``RecordSummary`` from its ``to_json()`` form."""
+    intent = _object(data["intent"])
+    reason = data["replayableReason"]
+    return RecordSummary(
+        execution_id=str(data["executionId"]),
+        created_utc=str(data["createdUtc"]),
+        intent_name=str(intent["name"]),
+        intent_version=str(intent["version"]),
+        envelope_hash=str(data["envelopeHash"]),
+        status=RecordStatus(str(data["status"])),
+        replayable=bool(data["replayable"]),
+        replayable_reason=None if reason is None else ReplayableReason(str(reason)),
+        agent=_text(data["agent"]),
+        duration_ms=_float(data["durationMs"]),
+    )
+
+
+def page(data: JSONObject) -> ExecutionPage:
+    """Read a page of summaries."""
+    items = data["items"]
+    assert isinstance(items, list)
+    return ExecutionPage(
+        tuple(summary(_object(item)) for item in items), _text(data["nextCursor"])
+    )
+
+
+def record(data: JSONObject) -> ExecutionRecord:
+    """Read an ``ExecutionRecord`` from its ``to_json()`` form."""
+    head = _object(data["header"])
+    intent = _object(head["intent"])
+    reason = head["replayableReason"]
+    owner = head.get("owner")
+    header = ExecutionHeader(
+        schema_version=int(str(head["schemaVersion"])),
+        execution_id=str(head["executionId"]),
+        created_utc=str(head["createdUtc"]),
+        completed_utc=_text(head["completedUtc"]),
+        envelope_hash=str(head["envelopeHash"]),
+        intent_name=str(intent["name"]),
+        intent_version=str(intent["version"]),
+        status=RecordStatus(str(head["status"])),
+        replayable=bool(head["replayable"]),
+        replayable_reason=None if reason is None else ReplayableReason(str(reason)),
+        parent_execution_id=_text(head["parentExecutionId"]),
+        agent=_text(head["agent"]),
+        duration_ms=_float(head["durationMs"]),
+        chain_head=str(head["chainHead"]),
+        owner=owner if isinstance(owner, dict) else None,
+    )
+    events = data["events"]
+    assert isinstance(events, list)
+    final = data["finalResponse"]
+    return ExecutionRecord(
+        header=header,
+        envelope=_object(data["envelope"]),
+        events=tuple(_event(_object(event)) for event in events),
+        final_response=final if isinstance(final, dict) else None,
+        torn_tail=bool(data.get("tornTail", False)),
+    )
+
+
+def _event(data: JSONObject) -> ExecutionEvent:
+    return ExecutionEvent(
+        seq=int(str(data["seq"])),
+        type=EventType(str(data["type"])),
+        at_ms=float(str(data["atMs"])),
+        data=_object(data["data"]),
+        prev_hash=str(data["prevHash"]),
+        hash=str(data["hash"]),
+    )
+
+
+def verify_report(data: JSONObject) -> VerifyReport:
+    """Read a ``VerifyReport``."""
+    return VerifyReport(
+        execution_id=str(data["executionId"]),
+        events_total=int(str(data["eventsTotal"])),
+        events_verified=int(str(data["eventsVerified"])),
+        failures=tuple(str(f) for f in _list(data["failures"])),
+        valid=bool(data["valid"]),
+        notes=tuple(str(n) for n in _list(data.get("notes", []))),
+    )
+
+
+def replay_result(data: JSONObject) -> ReplayResult:
+    """Read a ``ReplayResult``."""
+    payload, error = data["payload"], data["error"]
+    return ReplayResult(
+        payload=payload if isinstance(payload, dict) else None,
+        metadata=_object(data["metadata"]),
+        status=str(data["status"]),
+        error=error if isinstance(error, dict) else None,
+        original_execution_id=str(data["originalExecutionId"]),
+        from_replay=bool(data["fromReplay"]),
+        forced=bool(data["forced"]),
+        partial=bool(data["partial"]),
+        warnings=tuple(str(w) for w in _list(data["warnings"])),
+    )
+
+
+def _object(value: JSONValue) -> JSONObject:
+    if not isinstance(value, dict):
+        raise ServiceError(f"the service sent {type(value).__name__}, not an object")
+    return value
+
+
+def _list(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: JSONValue) -> str | None:
+    return None if value is None else str(value)
+
+
+def _float(value: JSONValue) -> float | None:
+    return None if value is None else float(str(value))
+
+
+# -- errors --------------------------------------------------------------------------
+
+
+def _codes() -> dict[str, type[IntentusNetError]]:
+    found: dict[str, type[IntentusNetError]] = {}
+    pending: list[type[IntentusNetError]] = [IntentusNetError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def error_from(response: httpx.Response) -> IntentusNetError:
+    """The library exception an error answer stands for."""
+    status = response.status_code
+    try:
+        problem = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        problem = None
+    if not isinstance(problem, dict) or not isinstance(problem.get("code"), str):
+        cls: type[ServiceError] = (
+            ServiceUnavailable if status in (502, 503, 504) else ServiceError
+        )
+        return cls(f"the service answered HTTP {status}", status=status)
+    code = str(problem["code"])
+    detail = str(problem.get("detail") or problem.get("title") or code)
+    found = _codes().get(code)
+    if found is None or found is IntentusNetError:
+        return ServiceError(detail, status=status, problem=problem)
+    exc = _build(found, problem, detail, status)
+    exc.args = (detail,)  # the service's exact message
+    return exc
+
+
+def _build(
+    cls: type[IntentusNetError], problem: JSONObject, detail: str, status: int
+) -> IntentusNetError:
+    execution_id = str(problem.get("executionId") or "")
+    if issubclass(cls, ServiceError):
+        return cls(detail, status=status, problem=problem)
+    if issubclass(cls, EnvelopeValidationError):
+        return cls(detail, str(problem.get("path") or ""))
+    if issubclass(cls, ReplayNotAllowed):
+        return cls(str(problem.get("reason") or "unknown"), execution_id)
+    if issubclass(cls, ReplayHashMismatch):
+        paths = problem.get("paths")
+        return cls(
+            str(problem.get("expected")),
+            str(problem.get("actual")),
+            [str(p) for p in paths] if isinstance(paths, list) else [],
+        )
+    if issubclass(cls, RecordIntegrityError):
+        line = problem.get("line")
+        return cls(detail, execution_id, line if isinstance(line, int) else None)
+    return cls(detail)
+
+
+def transport_error(exc: httpx.HTTPError, base_url: str) -> ServiceUnavailable:
+    """A ``ServiceUnavailable`` for a request that got no answer."""
+    kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+    return ServiceUnavailable(
+        f"request to {base_url} {kind}: {type(exc).__name__}: {exc}"
+    )

@@ -1,0 +1,547 @@
+"""Execution records: event types and the frozen model ``store.load`` returns.
+
+A record is read from its file by :func:`intentusnet._recordread.parse_record`;
+this module holds only the data it is read into. Attributes are snake_case;
+``to_json()`` gives the camelCase wire form used on disk and by ``--json`` output.
+Nothing here imports pydantic: the read path stays light (DESIGN §4).
+
+The types are immutable slotted classes that behave like frozen dataclasses
+(fields set once, equality, hash, repr and pickling by field). They are written
+out rather than made with ``@dataclass``, whose code generation at import time
+would cost ``intentusnet replay`` about as much as the rest of its read path.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from operator import attrgetter
+from typing import ClassVar, Final, Protocol
+
+from .._util.jsonvalue import JSONObject, JSONValue
+
+#: The record file format this release writes and reads.
+SCHEMA_VERSION: Final = 1
+
+
+class EventType(StrEnum):
+    """What one line of a record tells (DESIGN §4)."""
+
+    INTENT_RECEIVED = "INTENT_RECEIVED"
+    ROUTER_DECISION = "ROUTER_DECISION"
+    AGENT_ATTEMPT_START = "AGENT_ATTEMPT_START"
+    AGENT_ATTEMPT_END = "AGENT_ATTEMPT_END"
+    FALLBACK_TRIGGERED = "FALLBACK_TRIGGERED"
+    STEP_START = "STEP_START"
+    STEP_END = "STEP_END"
+    CACHE_HIT = "CACHE_HIT"
+    FINAL_RESPONSE = "FINAL_RESPONSE"
+    INVALIDATED = "INVALIDATED"
+    RECORDING_FAILURE = "RECORDING_FAILURE"
+
+
+class RecordStatus(StrEnum):
+    """Where an execution got to; derived when the record is loaded."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    IN_PROGRESS = "in_progress"
+    INCOMPLETE = "incomplete"
+
+
+def status_filter(status: str | None) -> RecordStatus | None:
+    """Turn a ``status=`` argument into a RecordStatus.
+
+    Raises:
+        ValueError: not a status; the message lists the valid ones.
+    """
+    if status is None:
+        return None
+    try:
+        return RecordStatus(status)
+    except ValueError:
+        valid = ", ".join(repr(s.value) for s in RecordStatus)
+        raise ValueError(f"unknown status {status!r}; use one of {valid}") from None
+
+
+class ReplayableReason(StrEnum):
+    """Why a record is not replayable (``None`` when it is)."""
+
+    EXECUTION_INCOMPLETE = "execution_incomplete"
+    RECORDING_FAILURE = "recording_failure"
+    ENVELOPE_INVALID = "envelope_invalid"
+    INTEGRITY_FAILURE = "integrity_failure"
+    MANUALLY_INVALIDATED = "manually_invalidated"
+
+
+class _Frozen:
+    """Base of the immutable record types.
+
+    A subclass lists its ``_fields`` in constructor order and keeps each in a
+    private slot (``_seq`` for ``seq``); every field it does not define itself
+    becomes a read-only property. Fields are set once, in ``__init__``, by plain
+    slot assignment, which costs far less than a frozen dataclass's
+    ``object.__setattr__`` per field. Equality, hash, repr and pickling go by
+    field, as for a frozen dataclass.
+    """
+
+    __slots__ = ()
+    #: The fields, in constructor order.
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        for name in cls._fields:
+            if name not in cls.__dict__:
+                setattr(cls, name, property(attrgetter(f"_{name}")))
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple([getattr(self, name) for name in self._fields])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Frozen) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        # Like a frozen dataclass: a type holding a dict is not hashable.
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({shown})"
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return type(self), self._values()
+
+
+class ExecutionEvent(_Frozen):
+    """One line of a record after the header.
+
+    Attributes:
+        seq: position in the record; the header line is 0, events count from 1.
+        type: what happened.
+        at_ms: milliseconds since the record was opened.
+        data: the event's data (camelCase keys, see docs/records.md).
+        prev_hash: ``hash`` of the line before this one.
+        hash: ``"sha256:"`` + hex SHA-256 of this line's bytes up to its hash field.
+    """
+
+    _fields = ("seq", "type", "at_ms", "data", "prev_hash", "hash")
+    __slots__ = tuple(f"_{name}" for name in _fields)
+    seq: int
+    type: EventType
+    at_ms: float
+    data: JSONObject
+    prev_hash: str
+    hash: str
+
+    def __init__(
+        self,
+        seq: int,
+        type: EventType,
+        at_ms: float,
+        data: JSONObject,
+        prev_hash: str,
+        hash: str,
+    ) -> None:
+        self._seq = seq
+        self._type = type
+        self._at_ms = at_ms
+        self._data = data
+        self._prev_hash = prev_hash
+        self._hash = hash
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "seq": self.seq,
+            "type": self.type.value,
+            "atMs": self.at_ms,
+            "data": self.data,
+            "prevHash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+
+class ExecutionHeader(_Frozen):
+    """What a record is about and what state it is in.
+
+    ``created_utc`` and ``completed_utc`` are ISO 8601 strings in UTC with a
+    ``Z`` suffix. ``status``, ``replayable`` and ``replayable_reason`` are derived
+    on load (DESIGN §4); ``owner`` is the process that wrote the record.
+    """
+
+    _fields = (
+        "schema_version",
+        "execution_id",
+        "created_utc",
+        "completed_utc",
+        "envelope_hash",
+        "intent_name",
+        "intent_version",
+        "status",
+        "replayable",
+        "replayable_reason",
+        "parent_execution_id",
+        "agent",
+        "duration_ms",
+        "chain_head",
+        "owner",
+    )
+    __slots__ = tuple(f"_{name}" for name in _fields)
+    schema_version: int
+    execution_id: str
+    created_utc: str
+    completed_utc: str | None
+    envelope_hash: str
+    intent_name: str
+    intent_version: str
+    status: RecordStatus
+    replayable: bool
+    replayable_reason: ReplayableReason | None
+    parent_execution_id: str | None
+    agent: str | None
+    duration_ms: float | None
+    chain_head: str
+    owner: JSONObject | None
+
+    def __init__(
+        self,
+        schema_version: int,
+        execution_id: str,
+        created_utc: str,
+        completed_utc: str | None,
+        envelope_hash: str,
+        intent_name: str,
+        intent_version: str,
+        status: RecordStatus,
+        replayable: bool,
+        replayable_reason: ReplayableReason | None,
+        parent_execution_id: str | None,
+        agent: str | None,
+        duration_ms: float | None,
+        chain_head: str,
+        owner: JSONObject | None = None,
+    ) -> None:
+        self._schema_version = schema_version
+        self._execution_id = execution_id
+        self._created_utc = created_utc
+        self._completed_utc = completed_utc
+        self._envelope_hash = envelope_hash
+        self._intent_name = intent_name
+        self._intent_version = intent_version
+        self._status = status
+        self._replayable = replayable
+        self._replayable_reason = replayable_reason
+        self._parent_execution_id = parent_execution_id
+        self._agent = agent
+        self._duration_ms = duration_ms
+        self._chain_head = chain_head
+        self._owner = owner
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        reason = self.replayable_reason
+        return {
+            "schemaVersion": self.schema_version,
+            "executionId": self.execution_id,
+            "createdUtc": self.created_utc,
+            "completedUtc": self.completed_utc,
+            "envelopeHash": self.envelope_hash,
+            "intent": {"name": self.intent_name, "version": self.intent_version},
+            "status": self.status.value,
+            "replayable": self.replayable,
+            "replayableReason": None if reason is None else reason.value,
+            "parentExecutionId": self.parent_execution_id,
+            "agent": self.agent,
+            "durationMs": self.duration_ms,
+            "chainHead": self.chain_head,
+            "owner": self.owner,
+        }
+
+
+class RecordLines(Protocol):
+    """Where a record parses its envelope and events from when first asked."""
+
+    def envelope(self) -> JSONObject:
+        """The envelope, parsed from line 1."""
+        ...
+
+    def events(self) -> tuple[ExecutionEvent, ...]:
+        """The events; raises ``RecordIntegrityError`` naming a bad line."""
+        ...
+
+
+class ExecutionRecord(_Frozen):
+    """A loaded, verified record.
+
+    Attributes:
+        header: identity and derived state.
+        envelope: the envelope as received, in wire form (metadata included).
+        events: every event line, in order.
+        final_response: the ``AgentResponse`` wire dict returned to the caller,
+            or ``None`` when the execution did not finish.
+        torn_tail: the file ended in a partly written line (a crash mid-write),
+            which was left out.
+
+    A record from the store has had its whole hash chain verified, and the
+    sequence number and type of every event checked, when it is loaded. The
+    rest of each event line is parsed when ``events`` is first read (a replay
+    never needs it); an event line that is not well-formed raises
+    ``RecordIntegrityError`` there, naming the line.
+    """
+
+    _fields = ("header", "envelope", "events", "final_response", "torn_tail")
+    __slots__ = (*(f"_{name}" for name in _fields), "_lines")
+    header: ExecutionHeader
+    final_response: JSONObject | None
+    torn_tail: bool
+
+    def __init__(
+        self,
+        header: ExecutionHeader,
+        envelope: JSONObject,
+        events: tuple[ExecutionEvent, ...],
+        final_response: JSONObject | None,
+        torn_tail: bool = False,
+    ) -> None:
+        self._header = header
+        self._envelope: JSONObject | None = envelope
+        self._events: tuple[ExecutionEvent, ...] | None = events
+        self._final_response = final_response
+        self._torn_tail = torn_tail
+        self._lines: RecordLines | None = None
+
+    @classmethod
+    def _deferred(
+        cls,
+        header: ExecutionHeader,
+        envelope: JSONObject | None,
+        lines: RecordLines,
+        final_response: JSONObject | None,
+        torn_tail: bool,
+    ) -> ExecutionRecord:
+        """A record that parses its events, and envelope if None, from ``lines``."""
+        record = cls(header, {}, (), final_response, torn_tail)
+        record._envelope, record._events, record._lines = envelope, None, lines
+        return record
+
+    @property
+    def envelope(self) -> JSONObject:
+        """The envelope as received, in wire form (parsed on first use)."""
+        envelope = self._envelope
+        if envelope is None:
+            assert self._lines is not None  # the reader gave one or the other
+            envelope = self._envelope = self._lines.envelope()
+        return envelope
+
+    @property
+    def events(self) -> tuple[ExecutionEvent, ...]:
+        """Every event line, in order (parsed on first use, see above)."""
+        events = self._events
+        if events is None:
+            assert self._lines is not None  # the reader gave one or the other
+            events = self._events = self._lines.events()
+        return events
+
+    @property
+    def execution_id(self) -> str:
+        """The record's execution id."""
+        return self.header.execution_id
+
+    @property
+    def fingerprint(self) -> str:
+        """The hash of this execution's decision path and steps.
+
+        Two records with the same fingerprint decided alike and made the same
+        step calls with the same results (docs/records.md says exactly what is
+        hashed). Stored in the ``FINAL_RESPONSE`` line; computed from the
+        events for a record that has none (unfinished, or written before
+        fingerprints were stored). Added in 0.1.0.
+        """
+        from .fingerprint import record_fingerprint
+
+        return record_fingerprint(self)
+
+    @property
+    def replay_of(self) -> str | None:
+        """The execution this one re-ran (``ReplayEngine.rerun``), or ``None``.
+
+        Added in 0.1.0.
+        """
+        events = self.events
+        if events and events[0].type is EventType.INTENT_RECEIVED:
+            value = events[0].data.get("replayOf")
+            return value if isinstance(value, str) else None
+        return None
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form (what ``records show --json`` prints)."""
+        events: list[JSONValue] = [event.to_json() for event in self.events]
+        return {
+            "header": self.header.to_json(),
+            "envelope": self.envelope,
+            "events": events,
+            "finalResponse": self.final_response,
+            "tornTail": self.torn_tail,
+        }
+
+
+class RecordSummary(_Frozen):
+    """One row of ``store.list()``: a record's header without its events."""
+
+    _fields = (
+        "execution_id",
+        "created_utc",
+        "intent_name",
+        "intent_version",
+        "envelope_hash",
+        "status",
+        "replayable",
+        "replayable_reason",
+        "agent",
+        "duration_ms",
+    )
+    __slots__ = tuple(f"_{name}" for name in _fields)
+    execution_id: str
+    created_utc: str
+    intent_name: str
+    intent_version: str
+    envelope_hash: str
+    status: RecordStatus
+    replayable: bool
+    replayable_reason: ReplayableReason | None
+    agent: str | None
+    duration_ms: float | None
+
+    def __init__(
+        self,
+        execution_id: str,
+        created_utc: str,
+        intent_name: str,
+        intent_version: str,
+        envelope_hash: str,
+        status: RecordStatus,
+        replayable: bool,
+        replayable_reason: ReplayableReason | None,
+        agent: str | None,
+        duration_ms: float | None,
+    ) -> None:
+        self._execution_id = execution_id
+        self._created_utc = created_utc
+        self._intent_name = intent_name
+        self._intent_version = intent_version
+        self._envelope_hash = envelope_hash
+        self._status = status
+        self._replayable = replayable
+        self._replayable_reason = replayable_reason
+        self._agent = agent
+        self._duration_ms = duration_ms
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        reason = self.replayable_reason
+        return {
+            "executionId": self.execution_id,
+            "createdUtc": self.created_utc,
+            "intent": {"name": self.intent_name, "version": self.intent_version},
+            "envelopeHash": self.envelope_hash,
+            "status": self.status.value,
+            "replayable": self.replayable,
+            "replayableReason": None if reason is None else reason.value,
+            "agent": self.agent,
+            "durationMs": self.duration_ms,
+        }
+
+
+class VerifyReport(_Frozen):
+    """The outcome of checking a record's hash chain line by line.
+
+    Attributes:
+        execution_id: the record checked.
+        events_total: lines in the file, the header line included.
+        events_verified: lines whose own hash and link to the line before hold.
+        failures: one message per problem, each naming its line.
+        valid: no failures.
+        notes: remarks that are not failures (e.g. a torn last line).
+    """
+
+    _fields = (
+        "execution_id",
+        "events_total",
+        "events_verified",
+        "failures",
+        "valid",
+        "notes",
+    )
+    __slots__ = tuple(f"_{name}" for name in _fields)
+    execution_id: str
+    events_total: int
+    events_verified: int
+    failures: tuple[str, ...]
+    valid: bool
+    notes: tuple[str, ...]
+
+    def __init__(
+        self,
+        execution_id: str,
+        events_total: int,
+        events_verified: int,
+        failures: tuple[str, ...],
+        valid: bool,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        self._execution_id = execution_id
+        self._events_total = events_total
+        self._events_verified = events_verified
+        self._failures = failures
+        self._valid = valid
+        self._notes = notes
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "executionId": self.execution_id,
+            "eventsTotal": self.events_total,
+            "eventsVerified": self.events_verified,
+            "failures": list(self.failures),
+            "valid": self.valid,
+            "notes": list(self.notes),
+        }
+
+
+class StoreStats(_Frozen):
+    """Counts over a whole store, from its catalog.
+
+    ``bytes_on_disk`` sums the sizes of the record files and the catalog.
+    """
+
+    _fields = ("records", "by_status", "by_intent", "bytes_on_disk")
+    __slots__ = tuple(f"_{name}" for name in _fields)
+    records: int
+    by_status: dict[str, int]
+    by_intent: dict[str, int]
+    bytes_on_disk: int
+
+    def __init__(
+        self,
+        records: int,
+        by_status: dict[str, int] | None = None,
+        by_intent: dict[str, int] | None = None,
+        bytes_on_disk: int = 0,
+    ) -> None:
+        self._records = records
+        self._by_status = {} if by_status is None else by_status
+        self._by_intent = {} if by_intent is None else by_intent
+        self._bytes_on_disk = bytes_on_disk
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        by_status: JSONObject = dict(self.by_status)
+        by_intent: JSONObject = dict(self.by_intent)
+        return {
+            "records": self.records,
+            "byStatus": by_status,
+            "byIntent": by_intent,
+            "bytesOnDisk": self.bytes_on_disk,
+        }

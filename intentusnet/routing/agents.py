@@ -1,0 +1,356 @@
+"""Agents: what they are, how they are registered, and how they are found.
+
+An agent is a function ``(envelope, ctx)`` or an object with such a ``handle``
+method, sync or async, returning a JSON object (``dict``) or an ``AgentResponse``.
+The registry orders the candidates of an intent deterministically: priority
+ascending, then name.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    runtime_checkable,
+)
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..envelope import AgentResponse, IntentEnvelope, IntentRef
+from ..errors import AgentRegistrationError
+
+if TYPE_CHECKING:
+    from .router import IntentRouter
+    from .strategies import Execution
+
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentDefinition",
+    "AgentHandler",
+    "AgentRegistry",
+    "AgentResult",
+    "RegisteredAgent",
+    "current_context",
+]
+
+AgentResult: TypeAlias = JSONObject | AgentResponse
+AgentHandler: TypeAlias = Callable[
+    [IntentEnvelope, "AgentContext"], AgentResult | Awaitable[AgentResult]
+]
+_T = TypeVar("_T")
+
+#: The attempt running in this context; the router sets it around every agent
+#: call (in worker threads too), so ``@step`` functions find their execution.
+CURRENT: ContextVar[AgentContext | None] = ContextVar(
+    "intentusnet_agent_context", default=None
+)
+
+
+_STEPS: ModuleType | None = None
+
+
+def _steps() -> ModuleType:
+    """``intentusnet.steps``, imported at the first step (it imports this module)."""
+    global _STEPS
+    if _STEPS is None:
+        from ..steps import step as steps
+
+        _STEPS = steps
+    return _STEPS
+
+
+def current_context() -> AgentContext | None:
+    """Return the ``AgentContext`` of the agent running in this context, if any.
+
+    Set for the whole agent call: through ``await``, in nested calls, and in
+    the router's worker threads. A thread the agent starts itself sees it only
+    if started under ``contextvars.copy_context().run``. Added in 0.1.0.
+    """
+    return CURRENT.get()
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """An object that handles intents; ``handle`` may be sync or async."""
+
+    def handle(
+        self, envelope: IntentEnvelope, ctx: AgentContext
+    ) -> AgentResult | Awaitable[AgentResult]:
+        """Handle one intent and return a JSON object or an ``AgentResponse``."""
+
+
+class AgentDefinition(BaseModel):
+    """Who an agent is and which intents it handles.
+
+    Args:
+        name: unique within a router; letters, digits and ``_ . : -``.
+        intents: the intents it handles; a plain string means version ``1.0``.
+        version: the agent's own version, recorded with its answers.
+        priority: lower runs first among the candidates of an intent.
+        description: free text for people.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+    intents: tuple[IntentRef, ...] = Field(min_length=1)
+    version: str = "1.0"
+    priority: int = 100
+    description: str | None = None
+
+    @field_validator("intents", mode="before")
+    @classmethod
+    def _intents_from_strings(cls, value: object) -> object:
+        if isinstance(value, str | IntentRef):
+            value = [value]
+        if isinstance(value, Sequence):
+            return [IntentRef(name=v) if isinstance(v, str) else v for v in value]
+        return value
+
+
+class AgentContext:
+    """What an agent knows about the execution it runs in.
+
+    Attributes:
+        execution_id: the id of this execution (and of its record).
+        agent: the name of the agent being run.
+        attempt: 1-based number of this attempt within the execution.
+        envelope: the envelope being handled.
+        deadline: ``time.monotonic()`` value after which the router gives up on
+            this attempt, or ``None`` when there is no timeout.
+        router: the router running the agent.
+    """
+
+    __slots__ = (
+        "_execution",
+        "agent",
+        "attempt",
+        "deadline",
+        "envelope",
+        "execution_id",
+        "router",
+    )
+
+    def __init__(
+        self,
+        execution_id: str,
+        agent: str,
+        attempt: int,
+        envelope: IntentEnvelope,
+        deadline: float | None,
+        router: IntentRouter,
+        execution: Execution | None = None,
+    ) -> None:
+        self.execution_id = execution_id
+        self.agent = agent
+        self.attempt = attempt
+        self.envelope = envelope
+        self.deadline = deadline
+        self.router = router
+        # the execution's recorder and step state; None: steps are plain calls
+        self._execution = execution
+
+    @property
+    def remaining_ms(self) -> float | None:
+        """Milliseconds left before the attempt times out, or ``None``."""
+        if self.deadline is None:
+            return None
+        return max(0.0, (self.deadline - time.monotonic()) * 1000.0)
+
+    def step(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., _T],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """Call ``fn(**args)`` as a recorded step and return what it returns.
+
+        The record gets ``STEP_START``/``STEP_END`` lines with ``name``, the
+        args and their canonical hash, the output (or the error and its
+        traceback) and the duration; values that are not JSON are recorded as
+        their ``repr`` and make the step not replayable. In a re-run the record
+        answers the call instead (docs/debugging.md). Added in 0.1.0.
+
+        Args:
+            name: what is called, e.g. ``crm.lookup``.
+            args: keyword arguments for ``fn``; recorded and matched on re-run.
+            fn: the call to make.
+            side_effect: the call changes the world: a re-run never makes it
+                again but serves it from the record.
+
+        Raises:
+            CassetteMiss: in a strict re-run, the record holds no such call.
+        """
+        kwargs = dict(args) if args else {}
+        result: _T = _steps().run_step(
+            self, name, kwargs, lambda: fn(**kwargs), side_effect
+        )
+        return result
+
+    async def astep(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., Awaitable[_T]],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """Await ``fn(**args)`` as a recorded step: the async ``step``.
+
+        Added in 0.1.0.
+        """
+        kwargs = dict(args) if args else {}
+        result: _T = await _steps().arun_step(
+            self, name, kwargs, lambda: fn(**kwargs), side_effect
+        )
+        return result
+
+    def route(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Route a child intent; it gets its own record, linked to this one.
+
+        The child's record names this execution as its parent, and this record
+        names the child (a ``route:INTENT`` step). Blocking: from a coroutine
+        use :meth:`aroute`. Added in 0.1.0.
+        """
+        response: AgentResponse = _steps().route_child(self, envelope)
+        return response
+
+    async def aroute(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Route a child intent: the async ``route``. Added in 0.1.0."""
+        response: AgentResponse = await _steps().aroute_child(self, envelope)
+        return response
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredAgent:
+    """An agent definition with its callable, as the router runs it."""
+
+    definition: AgentDefinition
+    call: AgentHandler
+    is_async: bool
+    #: the definition's name, kept at hand: the router reads it on every attempt
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.definition.name)
+
+
+def _as_callable(handler: AgentHandler | Agent) -> AgentHandler:
+    if isinstance(handler, Agent) and not inspect.isfunction(handler):
+        return handler.handle
+    if callable(handler):
+        return handler
+    raise AgentRegistrationError(
+        f"an agent must be callable or have a handle() method, got "
+        f"{type(handler).__name__}"
+    )
+
+
+def _is_async(call: object) -> bool:
+    if inspect.iscoroutinefunction(call):
+        return True
+    dunder = getattr(call, "__call__", None)  # noqa: B004 -- async __call__ objects
+    return inspect.iscoroutinefunction(dunder)
+
+
+class AgentRegistry:
+    """Agents by name, and the ordered candidates of each intent.
+
+    Thread-safe: registration takes a lock; lookups read immutable snapshots.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, RegisteredAgent] = {}
+        self._by_intent: dict[tuple[str, str], tuple[RegisteredAgent, ...]] = {}
+        #: bumped on every change, so callers can cache derived decisions
+        self.generation = 0
+
+    def register(
+        self, definition: AgentDefinition, handler: AgentHandler | Agent
+    ) -> RegisteredAgent:
+        """Add an agent.
+
+        Raises:
+            AgentRegistrationError: the name is taken, or the handler is not
+                callable.
+        """
+        call = _as_callable(handler)
+        entry = RegisteredAgent(definition, call, _is_async(call))
+        with self._lock:
+            if definition.name in self._by_name:
+                raise AgentRegistrationError(
+                    f"an agent named {definition.name!r} is already registered"
+                )
+            by_name = {**self._by_name, definition.name: entry}
+            by_intent = dict(self._by_intent)
+            for ref in definition.intents:
+                key = (ref.name, ref.version)
+                found = (*by_intent.get(key, ()), entry)
+                by_intent[key] = tuple(
+                    sorted(found, key=lambda a: (a.definition.priority, a.name))
+                )
+            self._by_name, self._by_intent = by_name, by_intent
+            self.generation += 1
+        return entry
+
+    def get(self, name: str) -> RegisteredAgent | None:
+        """Return the agent with that name, or ``None``."""
+        return self._by_name.get(name)
+
+    def candidates(self, intent: IntentRef) -> tuple[RegisteredAgent, ...]:
+        """Agents registered for the intent's name and version, in routing order."""
+        return self._by_intent.get((intent.name, intent.version), ())
+
+    def intents(self) -> list[tuple[str, str]]:
+        """Every (intent name, version) some agent handles, sorted."""
+        return sorted(self._by_intent)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+
+def make_definition(
+    intent: str | IntentRef | Sequence[str | IntentRef],
+    *,
+    name: str,
+    version: str,
+    priority: int,
+    description: str | None,
+) -> AgentDefinition:
+    """Build an ``AgentDefinition``, turning validation errors into ours."""
+    try:
+        return AgentDefinition(
+            name=name,
+            intents=intent,  # strings are converted
+            version=version,
+            priority=priority,
+            description=description,
+        )
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise AgentRegistrationError(
+            f"invalid agent definition {name!r}: {where}: {first['msg']}"
+        ) from None

@@ -1,0 +1,127 @@
+"""Turns what the router does into record events, written through the store.
+
+A recorder never raises into routing: the first write that fails marks the
+execution as not recorded, leaves a ``RECORDING_FAILURE`` event if the store
+can still take one, and the caller still gets the answer.
+
+Every event has reached the OS before agent or user code runs. Events the
+router always follows with another one before running such code (see
+:data:`_FOLLOWED`) wait for it and share its ``write()``, where the store's
+writer can do that (``append_soon``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Final
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..errors import IntentusNetError
+from ..record.fingerprint import PATH_EVENTS, fingerprint, path_entry
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..store import ExecutionStore, RecordWriter
+
+__all__ = ["Recorder"]
+
+#: Events after which the router writes another event before any agent or user
+#: code runs (the first agent attempt's start, a fallback's, or the final response).
+_FOLLOWED: Final = frozenset(
+    {"INTENT_RECEIVED", "ROUTER_DECISION", "AGENT_ATTEMPT_END", "FALLBACK_TRIGGERED"}
+)
+
+
+class Recorder:
+    """Writes the events of one execution; created per execution by the router."""
+
+    __slots__ = ("_lock", "_path", "_soon", "_writer", "error", "execution_id")
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        envelope: JSONObject,
+        envelope_hash: str,
+        request_id: str,
+        *,
+        execution_id: str | None = None,
+        parent_execution_id: str | None = None,
+        received: JSONObject | None = None,
+    ) -> None:
+        self.error: str | None = None
+        self._writer: RecordWriter | None = None
+        self._soon: Callable[[str, JSONObject], None] | None = None
+        #: the fingerprint entries of the events written so far, in file order
+        self._path: list[JSONValue] = []
+        self._lock = threading.Lock()
+        try:
+            self._writer = store.open(
+                envelope,
+                envelope_hash=envelope_hash,
+                execution_id=execution_id,
+                parent_execution_id=parent_execution_id,
+            )
+        except (OSError, IntentusNetError) as exc:
+            self.error = f"could not open the record: {exc}"
+            self.execution_id = execution_id
+            return
+        self.execution_id = self._writer.execution_id
+        self._soon = getattr(self._writer, "append_soon", self._writer.append)
+        intent_received: JSONObject = {
+            "requestId": request_id,
+            "envelopeHash": envelope_hash,
+        }
+        if received:  # e.g. replayOf, for a re-run
+            intent_received.update(received)
+        self.event("INTENT_RECEIVED", intent_received)
+
+    def event(self, event_type: str, data: JSONObject) -> None:
+        """Append one event; on failure, stop recording and remember why."""
+        writer = self._writer
+        if writer is None:
+            return
+        write = self._soon if event_type in _FOLLOWED else writer.append
+        assert write is not None  # set with the writer
+        if event_type not in PATH_EVENTS:
+            try:
+                write(event_type, data)
+            except (OSError, IntentusNetError) as exc:
+                self._fail(f"could not append {event_type}: {exc}")
+            return
+        entry = path_entry(event_type, data)
+        try:
+            with self._lock:  # agents on several threads: keep the file's order
+                write(event_type, data)
+                self._path.append(entry)
+        except (OSError, IntentusNetError) as exc:
+            self._fail(f"could not append {event_type}: {exc}")
+
+    def complete(self, response: JSONObject) -> None:
+        """Write the final response and close the record."""
+        writer = self._writer
+        if writer is None:
+            return
+        status = response.get("status")
+        try:
+            writer.complete(
+                response,
+                fingerprint=fingerprint(
+                    self._path, status if isinstance(status, str) else ""
+                ),
+            )
+        except (OSError, IntentusNetError) as exc:
+            self._fail(f"could not write the final response: {exc}")
+        self._writer = None
+
+    def _fail(self, message: str) -> None:
+        self.error = message
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        try:  # best effort: the store may be able to say why, or may not
+            writer.append("RECORDING_FAILURE", {"error": message})
+        except (OSError, IntentusNetError):
+            pass
+        finally:
+            writer.close()

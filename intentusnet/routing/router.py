@@ -1,0 +1,497 @@
+"""The intent router: deterministic agent selection, agent runs, recording.
+
+``route`` (async) and ``route_intent`` (sync) drive the one strategy plan of
+``strategies.plan``. The synchronous path runs sync agents inline on the calling
+thread (or on a worker thread when a timeout must be enforced) and hands async
+agents and races to one long-lived background event loop: never a new loop per
+call, and safe from many threads at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import contextvars
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
+
+from .._util.ids import new_execution_id
+from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.time import ms_since
+from ..envelope import AgentResponse, IntentEnvelope, IntentRef
+from ..hashing import compute_hash
+from .agents import (
+    CURRENT,
+    Agent,
+    AgentContext,
+    AgentDefinition,
+    AgentHandler,
+    AgentRegistry,
+    RegisteredAgent,
+    make_definition,
+)
+from .hints import carry_hints, claim_hints, hints_pending
+from .recorder import Recorder
+from .strategies import (
+    Execution,
+    Outcome,
+    Run,
+    cancelled,
+    decide,
+    from_exception,
+    from_result,
+    internal_error,
+    plan,
+    single_answer,
+    single_run,
+    timed_out,
+)
+
+if TYPE_CHECKING:
+    from ..cache.replay_cache import ReplayCache
+    from ..envelope import RoutingDecision, RoutingStrategy
+    from ..store import ExecutionStore
+
+__all__ = ["CallNext", "IntentRouter", "Middleware"]
+
+#: The rest of the chain, as a middleware sees it.
+CallNext: TypeAlias = Callable[[IntentEnvelope], Awaitable[AgentResponse]]
+#: ``async def mw(envelope, call_next) -> AgentResponse``; the first is outermost.
+Middleware: TypeAlias = Callable[[IntentEnvelope, CallNext], Awaitable[AgentResponse]]
+
+_H = TypeVar("_H", bound=Callable[..., object])
+_DECISION_CACHE_SIZE: Final = 1024
+_DecisionKey: TypeAlias = tuple[
+    str, str, "RoutingStrategy", str | None, tuple[str, ...]
+]
+
+
+class IntentRouter:
+    """Routes intents to agents and records every execution.
+
+    Args:
+        registry: the agents to route to; a new empty registry by default.
+        store: where executions are recorded; ``None`` records nothing and
+            costs nothing.
+        middleware: ``async def mw(envelope, call_next)`` callables, outermost
+            first, wrapping every routing call.
+        max_workers: threads for sync agents that run under a timeout or in a
+            race, and for sync agents called from ``route``.
+        cache: a ``ReplayCache`` answering equal envelopes from earlier
+            records before any record is opened or agent runs (needs
+            ``store``, which it is bound to). Added in 0.1.0.
+
+    Raises:
+        ValueError: ``cache`` without ``store``.
+    """
+
+    def __init__(
+        self,
+        registry: AgentRegistry | None = None,
+        *,
+        store: ExecutionStore | None = None,
+        middleware: Sequence[Middleware] = (),
+        max_workers: int = 32,
+        cache: ReplayCache | None = None,
+    ) -> None:
+        self.registry = registry if registry is not None else AgentRegistry()
+        self.store = store
+        self.cache = cache
+        if cache is not None:
+            if store is None:
+                raise ValueError("a ReplayCache serves records: give a store too")
+            cache.bind(store)
+        self._middleware: list[Middleware] = list(middleware)
+        self._decisions: dict[
+            _DecisionKey,
+            tuple[int, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]],
+        ] = {}
+        self._executor = cf.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="intentusnet-agent"
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._loop_lock = threading.Lock()
+
+    # -- registration ----------------------------------------------------------
+
+    def agent(
+        self,
+        intent: str | IntentRef | Sequence[str | IntentRef],
+        *,
+        name: str | None = None,
+        version: str = "1.0",
+        priority: int = 100,
+        description: str | None = None,
+    ) -> Callable[[_H], _H]:
+        """Register the decorated function (or class instance) as an agent.
+
+        Args:
+            intent: the intent name(s) it handles (version ``1.0``), or
+                ``IntentRef`` values for other versions.
+            name: unique agent name; the function's name by default.
+            version: the agent's version.
+            priority: lower runs first.
+            description: free text.
+        """
+
+        def register(handler: _H) -> _H:
+            agent_name = name or str(
+                getattr(handler, "__name__", type(handler).__name__)
+            )
+            definition = make_definition(
+                intent,
+                name=agent_name,
+                version=version,
+                priority=priority,
+                description=description,
+            )
+            self.registry.register(definition, handler)  # type: ignore[arg-type]
+            return handler
+
+        return register
+
+    def register(
+        self, definition: AgentDefinition, handler: AgentHandler | Agent
+    ) -> RegisteredAgent:
+        """Register an agent from its definition and handler.
+
+        Raises:
+            AgentRegistrationError: the name is taken or the handler is unusable.
+        """
+        return self.registry.register(definition, handler)
+
+    def use(self, middleware: Middleware) -> None:
+        """Add a middleware inside those already added."""
+        self._middleware.append(middleware)
+
+    # -- routing ---------------------------------------------------------------
+
+    async def route(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Route an intent and return the answer; agent faults come back as data.
+
+        Raises:
+            EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
+                envelope.
+        """
+        env = _as_envelope(envelope)
+        if not self._middleware:
+            return await self._route_async(env)
+        call: CallNext = self._route_async
+        for mw in reversed(self._middleware):
+            call = _bind(mw, call)
+        return await call(env)
+
+    def route_intent(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+    ) -> AgentResponse:
+        """Synchronous ``route``: same strategies, same records, same answers.
+
+        Raises:
+            EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
+                envelope.
+        """
+        env = envelope if type(envelope) is IntentEnvelope else _as_envelope(envelope)
+        if self._middleware:
+            return self._in_loop(carry_hints(self.route(env)))
+        if self.cache is not None and not hints_pending():
+            return self.cache.serve(env, self._execute_sync)
+        return self._execute_sync(env)
+
+    def _execute_sync(self, env: IntentEnvelope) -> AgentResponse:
+        ex, decision, decision_wire, order = self._begin(env)
+        response: AgentResponse
+        try:
+            run = single_run(decision, decision_wire, order, ex)
+            if run is not None:  # one agent run: no plan to drive
+                response = single_answer(ex, decision, self._run_sync(run, env, ex))
+            else:
+                gen = plan(env, decision, decision_wire, order, ex)
+                try:
+                    run = next(gen)
+                    while True:
+                        run = gen.send(self._run_sync(run, env, ex))
+                except StopIteration as stop:
+                    response = stop.value
+        except Exception as exc:  # a bug of ours: still an answer, never a crash
+            response = internal_error(ex, exc)
+        return response if ex.recorder is None else self._finish(ex, response)
+
+    async def _route_async(self, env: IntentEnvelope) -> AgentResponse:
+        if self.cache is not None and not hints_pending():
+            return await self.cache.aserve(env, self._execute_async)
+        return await self._execute_async(env)
+
+    async def _execute_async(self, env: IntentEnvelope) -> AgentResponse:
+        ex, decision, decision_wire, order = self._begin(env)
+        gen = plan(env, decision, decision_wire, order, ex)
+        try:
+            run = next(gen)
+            while True:
+                run = gen.send(await self._run_async(run, env, ex))
+        except StopIteration as stop:
+            response: AgentResponse = stop.value
+        except Exception as exc:  # a bug of ours: still an answer, never a crash
+            response = internal_error(ex, exc)
+        return response if ex.recorder is None else self._finish(ex, response)
+
+    def _begin(
+        self, env: IntentEnvelope
+    ) -> tuple[Execution, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
+        """Open an execution: its decision, its id and, with a store, its record."""
+        started = time.perf_counter()
+        decision, decision_wire, order = self._decide(env)
+        # A child intent (ctx.route) or a re-run: its id, links and step state.
+        hints = claim_hints()
+        store = self.store if hints is None or hints.store is None else hints.store
+        if store is None:
+            given = None if hints is None else hints.execution_id
+            ex = Execution(given or new_execution_id(), None, None, started)
+        else:
+            envelope_hash = compute_hash(env)
+            given, parent, received = (
+                (None, None, None)
+                if hints is None
+                else (hints.execution_id, hints.parent_execution_id, hints.received)
+            )
+            recorder = Recorder(
+                store,
+                env.wire_to_write(),
+                envelope_hash,
+                env.metadata.request_id,
+                execution_id=given,
+                parent_execution_id=parent,
+                received=received,
+            )
+            ex = Execution(
+                recorder.execution_id or new_execution_id(),
+                envelope_hash,
+                recorder,
+                started,
+            )
+        if hints is not None and hints.session is not None:
+            ex.steps = hints.session(ex)
+        return ex, decision, decision_wire, order
+
+    def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
+        recorder = ex.recorder
+        assert recorder is not None  # the drivers call this only when recording
+        if recorder.error is None:
+            recorder.complete(response.wire_to_write())
+        if recorder.error is None:
+            return response
+        metadata = response.metadata.model_copy(
+            update={"recording_error": recorder.error}
+        )
+        return response.model_copy(update={"metadata": metadata})
+
+    def _decide(
+        self, env: IntentEnvelope
+    ) -> tuple[RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
+        """The decision for ``env``, its wire form and the agents to run, in order.
+
+        Cached per intent, strategy, target and fallback agents until the
+        registry changes; the wire form is shared by every record of it.
+        """
+        routing = env.routing
+        intent = env.intent
+        fallback = routing.fallback_agents
+        key = (
+            intent.name,
+            intent.version,
+            routing.strategy,
+            routing.target_agent,
+            tuple(fallback) if fallback else (),
+        )
+        generation = self.registry.generation
+        cached = self._decisions.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2], cached[3]
+        decision, order = decide(self.registry, env)
+        wire = decision.model_dump(mode="json")
+        if len(self._decisions) >= _DECISION_CACHE_SIZE:
+            self._decisions.clear()
+        self._decisions[key] = (generation, decision, wire, order)
+        return decision, wire, order
+
+    # -- the drivers -----------------------------------------------------------
+
+    def _context(
+        self, agent: RegisteredAgent, env: IntentEnvelope, ex: Execution, attempt: int
+    ) -> AgentContext:
+        timeout_ms = env.routing.timeout_ms
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        return AgentContext(
+            ex.execution_id, agent.name, attempt, env, deadline, self, ex
+        )
+
+    def _run_sync(self, run: Run, env: IntentEnvelope, ex: Execution) -> list[Outcome]:
+        agents, race, attempt = run
+        agent = agents[0]
+        if race or agent.is_async:
+            return self._in_loop(self._run_async(run, env, ex))
+        ctx = self._context(agent, env, ex, attempt)
+        timeout_ms = env.routing.timeout_ms
+        start = time.perf_counter()
+        if timeout_ms is None:
+            token = CURRENT.set(ctx)  # for @step functions the agent calls
+            try:
+                result = agent.call(env, ctx)
+            except Exception as exc:
+                return [from_exception(agent.name, exc, ms_since(start))]
+            finally:
+                CURRENT.reset(token)
+        else:
+            future = self._executor.submit(_entered(ctx).run, agent.call, env, ctx)
+            done, _ = cf.wait([future], timeout=timeout_ms / 1000)
+            if not done:
+                # A thread cannot be stopped: the attempt is abandoned and its
+                # eventual result ignored.
+                future.cancel()
+                return [timed_out(agent.name, timeout_ms, ms_since(start))]
+            error = future.exception()
+            if error is not None:
+                return [from_exception(agent.name, error, ms_since(start))]
+            result = future.result()
+        if type(result) is not dict and inspect.isawaitable(result):
+            return self._in_loop(self._await_result(agent, result, start, ctx))
+        return [from_result(agent.name, result, ms_since(start))]
+
+    async def _await_result(
+        self,
+        agent: RegisteredAgent,
+        result: Awaitable[object],
+        start: float,
+        ctx: AgentContext,
+    ) -> list[Outcome]:
+        CURRENT.set(ctx)  # in this task's own context: nothing to reset
+        try:
+            value = await result
+        except Exception as exc:
+            return [from_exception(agent.name, exc, ms_since(start))]
+        return [from_result(agent.name, value, ms_since(start))]
+
+    async def _invoke(
+        self, agent: RegisteredAgent, env: IntentEnvelope, ctx: AgentContext
+    ) -> object:
+        CURRENT.set(ctx)  # in this task's own context: nothing to reset
+        if agent.is_async:
+            result: object = agent.call(env, ctx)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(
+                self._executor, contextvars.copy_context().run, agent.call, env, ctx
+            )
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _run_async(
+        self, run: Run, env: IntentEnvelope, ex: Execution
+    ) -> list[Outcome]:
+        agents, race, first_attempt = run
+        timeout_ms = env.routing.timeout_ms
+        start = time.perf_counter()
+        tasks = {
+            asyncio.ensure_future(
+                self._invoke(agent, env, self._context(agent, env, ex, number))
+            ): agent
+            for number, agent in enumerate(agents, first_attempt)
+        }
+        deadline = start + timeout_ms / 1000 if timeout_ms else None
+        outcomes: list[Outcome] = []
+        pending = set(tasks)
+        while pending:
+            remaining = None if deadline is None else deadline - time.perf_counter()
+            done, pending = await asyncio.wait(
+                pending,
+                timeout=remaining if remaining is None else max(remaining, 0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if not done:
+                break  # the deadline passed
+            for task in done:
+                name = tasks[task].name
+                error = task.exception()
+                if error is not None:
+                    outcomes.append(from_exception(name, error, ms_since(start)))
+                else:
+                    outcomes.append(from_result(name, task.result(), ms_since(start)))
+            if race and any(o.ok for o in outcomes):
+                break
+        for task in pending:
+            task.cancel()
+            name = tasks[task].name
+            if timeout_ms is not None and (
+                deadline is not None and time.perf_counter() >= deadline
+            ):
+                outcomes.append(timed_out(name, timeout_ms, ms_since(start)))
+            else:
+                outcomes.append(cancelled(name, ms_since(start)))
+        return outcomes
+
+    # -- the background loop ---------------------------------------------------
+
+    def _in_loop(self, coro: Awaitable[_T]) -> _T:
+        loop = self._loop or self._start_loop()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
+
+    def _start_loop(self) -> asyncio.AbstractEventLoop:
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="intentusnet-loop", daemon=True
+                )
+                thread.start()
+                self._loop, self._loop_thread = loop, thread
+            return self._loop
+
+    def close(self) -> None:
+        """Stop the background loop and the worker threads (idempotent)."""
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
+            thread, self._loop_thread = self._loop_thread, None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> IntentRouter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+_T = TypeVar("_T")
+
+
+def _entered(ctx: AgentContext) -> contextvars.Context:
+    """A copy of this context in which ``ctx`` is the running agent's context.
+
+    Sync agents that run on worker threads get it, so that ``@step`` functions
+    (and the caller's own context variables) work there too.
+    """
+    context = contextvars.copy_context()
+    context.run(CURRENT.set, ctx)
+    return context
+
+
+def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
+    async def call(env: IntentEnvelope) -> AgentResponse:
+        return await mw(env, call_next)
+
+    return call
+
+
+def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:
+    if isinstance(envelope, IntentEnvelope):
+        return envelope
+    return IntentEnvelope.model_validate(envelope)

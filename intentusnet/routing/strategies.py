@@ -1,0 +1,523 @@
+"""Routing strategies: which agents, in what order, and what the answer is.
+
+The strategy logic exists once, in ``plan``: a generator that yields the agent
+runs it needs (``Run``) and receives their outcomes. The router has two drivers
+that execute those runs, one async and one synchronous; neither knows anything
+about strategies.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Generator
+from typing import TYPE_CHECKING, TypeAlias
+
+from .._util.jsonvalue import JSONObject, check_json
+from .._util.time import ms_since
+from ..envelope import (
+    AgentResponse,
+    AttemptInfo,
+    ErrorCode,
+    ErrorInfo,
+    IntentEnvelope,
+    ResponseMetadata,
+    RoutingDecision,
+    RoutingStrategy,
+    trusted,
+)
+from ..errors import EnvelopeValidationError
+from .agents import AgentRegistry, RegisteredAgent
+from .recorder import Recorder
+
+if TYPE_CHECKING:
+    from ..steps.session import StepSession
+
+__all__ = [
+    "Execution",
+    "Outcome",
+    "Plan",
+    "Run",
+    "decide",
+    "internal_error",
+    "plan",
+]
+
+
+class Outcome:
+    """The result of one agent attempt, normalised."""
+
+    __slots__ = (
+        "agent",
+        "duration_ms",
+        "error",
+        "ok",
+        "outcome",
+        "payload",
+        "traceback",
+    )
+
+    def __init__(
+        self,
+        agent: str,
+        outcome: str,
+        duration_ms: float,
+        payload: JSONObject | None = None,
+        error: ErrorInfo | None = None,
+        tb: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.outcome = outcome
+        #: True when the agent answered successfully
+        self.ok = outcome == "success"
+        self.duration_ms = duration_ms
+        self.payload = payload
+        self.error = error
+        self.traceback = tb
+
+
+#: A request from the plan to its driver: run ``agents`` (all at once when
+#: ``race``, else the one agent), numbering attempts from ``first_attempt``. A
+#: bare tuple: one is made per agent run, on the routing hot path.
+Run: TypeAlias = (
+    "tuple[tuple[RegisteredAgent, ...], bool, int]"  # agents, race, first_attempt
+)
+
+Plan: TypeAlias = Generator[Run, list["Outcome"], AgentResponse]
+
+
+def _error(
+    code: ErrorCode,
+    message: str,
+    agent: str | None = None,
+    *,
+    retryable: bool = False,
+    details: JSONObject | None = None,
+) -> ErrorInfo:
+    return trusted(
+        ErrorInfo,
+        {
+            "code": code,
+            "message": message,
+            "agent": agent,
+            "retryable": retryable,
+            "details": details if details is not None else {},
+        },
+    )
+
+
+def from_result(agent: str, result: object, duration_ms: float) -> Outcome:
+    """Turn what an agent returned into an outcome; bad shapes are errors."""
+    if type(result) is dict:
+        try:
+            check_json(result, "payload")
+        except EnvelopeValidationError as exc:
+            return Outcome(
+                agent,
+                "error",
+                duration_ms,
+                error=_error(
+                    ErrorCode.INVALID_RESPONSE,
+                    f"agent {agent!r} returned a value that is not JSON: {exc}",
+                    agent,
+                ),
+            )
+        return Outcome(agent, "success", duration_ms, result)
+    if isinstance(result, AgentResponse):
+        if result.status == "success":
+            return Outcome(agent, "success", duration_ms, payload=result.payload or {})
+        error = result.error or _error(
+            ErrorCode.AGENT_ERROR, f"agent {agent!r} answered with an error", agent
+        )
+        if error.agent is None:
+            error = error.model_copy(update={"agent": agent})
+        return Outcome(agent, "error", duration_ms, error=error)
+    return Outcome(
+        agent,
+        "error",
+        duration_ms,
+        error=_error(
+            ErrorCode.INVALID_RESPONSE,
+            f"agent {agent!r} returned {type(result).__name__}; an agent must "
+            "return a JSON object (dict) or an AgentResponse",
+            agent,
+        ),
+    )
+
+
+def from_exception(agent: str, exc: BaseException, duration_ms: float) -> Outcome:
+    kind = type(exc).__name__
+    text = str(exc)
+    return Outcome(
+        agent,
+        "error",
+        duration_ms,
+        error=_error(
+            ErrorCode.AGENT_ERROR,
+            f"agent {agent!r} raised {kind}" + (f": {text}" if text else ""),
+            agent,
+            details={"exception": kind},
+        ),
+        tb="".join(traceback.format_exception(exc)),
+    )
+
+
+def timed_out(agent: str, timeout_ms: int, duration_ms: float) -> Outcome:
+    return Outcome(
+        agent,
+        "timeout",
+        duration_ms,
+        error=_error(
+            ErrorCode.AGENT_TIMEOUT,
+            f"agent {agent!r} did not answer within {timeout_ms} ms",
+            agent,
+            retryable=True,
+            details={"timeoutMs": timeout_ms},
+        ),
+    )
+
+
+def cancelled(agent: str, duration_ms: float) -> Outcome:
+    return Outcome(
+        agent,
+        "cancelled",
+        duration_ms,
+        error=_error(
+            ErrorCode.CANCELLED,
+            f"agent {agent!r} was cancelled: another agent answered first",
+            agent,
+        ),
+    )
+
+
+# -- deciding ----------------------------------------------------------------------
+
+
+def decide(
+    registry: AgentRegistry, env: IntentEnvelope
+) -> tuple[RoutingDecision, tuple[RegisteredAgent, ...]]:
+    """Return the routing decision for an envelope and the agents to run, in order.
+
+    Pure: the same registry and the same intent, strategy, target and fallback
+    agents always give the same decision.
+    """
+    routing = env.routing
+    strategy = routing.strategy
+    candidates = registry.candidates(env.intent)
+    intent = f"{env.intent.name!r} v{env.intent.version}"
+    skipped: dict[str, str] = {}
+
+    def handles(name: str) -> RegisteredAgent | None:
+        agent = registry.get(name)
+        if agent is None:
+            skipped[name] = "not registered"
+        elif agent not in candidates:
+            skipped[name] = f"does not handle intent {intent}"
+            agent = None
+        return agent
+
+    order: tuple[RegisteredAgent, ...]
+    if strategy is RoutingStrategy.DIRECT:
+        if routing.target_agent is not None:
+            target = handles(routing.target_agent)
+            order = (target,) if target else ()
+            reason = "targetAgent"
+        else:
+            order = candidates[:1]
+            reason = "first candidate by priority, then name"
+        for other in candidates:
+            if other not in order and other.name not in skipped:
+                skipped[other.name] = "not selected by DIRECT"
+    elif strategy is RoutingStrategy.FALLBACK:
+        named = [routing.target_agent] if routing.target_agent else []
+        named += routing.fallback_agents
+        chosen: list[RegisteredAgent] = []
+        for name in named:
+            agent = handles(name)
+            if agent is not None and agent not in chosen:
+                chosen.append(agent)
+        chosen += [a for a in candidates if a not in chosen]
+        order = tuple(chosen)
+        reason = "targetAgent, then fallbackAgents, then remaining candidates"
+    else:
+        order = candidates
+        reason = f"every candidate ({strategy.value})"
+        if routing.target_agent is not None:
+            reason += "; targetAgent is ignored by " + strategy.value
+    decision = trusted(
+        RoutingDecision,
+        {
+            "strategy": strategy,
+            "candidates": [a.name for a in order],
+            "skipped": skipped,
+            "reason": reason,
+        },
+    )
+    return decision, order
+
+
+# -- planning ----------------------------------------------------------------------
+
+
+def _record_attempts(
+    recorder: Recorder, outcomes: list[Outcome], first_attempt: int
+) -> None:
+    for number, out in enumerate(outcomes, first_attempt):
+        recorder.event(
+            "AGENT_ATTEMPT_END",
+            {
+                "agent": out.agent,
+                "attempt": number,
+                "outcome": out.outcome,
+                "durationMs": out.duration_ms,
+                "output": out.payload,
+                "error": out.error.model_dump(mode="json") if out.error else None,
+                "traceback": out.traceback,
+            },
+        )
+
+
+def _all_failed(outcomes: list[Outcome]) -> ErrorInfo:
+    last = outcomes[-1].error
+    assert last is not None  # every non-success outcome carries an error
+    if len(outcomes) == 1:
+        return last
+    summary = "; ".join(
+        f"{o.agent}: {o.error.code.value}" for o in outcomes if o.error is not None
+    )
+    return _error(
+        last.code,
+        f"all {len(outcomes)} agents failed ({summary}); last: {last.message}",
+        last.agent,
+        retryable=any(o.error.retryable for o in outcomes if o.error is not None),
+        details={
+            "attempts": [
+                o.error.model_dump(mode="json") for o in outcomes if o.error is not None
+            ]
+        },
+    )
+
+
+class Execution:
+    """What one execution carries from the router into its plan."""
+
+    __slots__ = ("envelope_hash", "execution_id", "recorder", "started", "steps")
+
+    def __init__(
+        self,
+        execution_id: str,
+        envelope_hash: str | None,
+        recorder: Recorder | None,
+        started: float,
+    ) -> None:
+        self.execution_id = execution_id
+        self.envelope_hash = envelope_hash
+        self.recorder = recorder
+        self.started = started
+        #: step numbering and state, made at the first step (or by a re-run)
+        self.steps: StepSession | None = None
+
+
+def plan(
+    env: IntentEnvelope,
+    decision: RoutingDecision,
+    decision_wire: JSONObject,
+    order: tuple[RegisteredAgent, ...],
+    ex: Execution,
+) -> Plan:
+    """Run the strategy: yield ``Run`` requests, receive outcomes, return the answer.
+
+    The response's metadata holds the execution id, the decision, the attempts
+    and the duration. ``decision_wire`` is the decision's JSON form, recorded
+    as is (shared between executions: never changed).
+    """
+    run = single_run(decision, decision_wire, order, ex)
+    if run is not None:  # DIRECT: one agent run
+        return single_answer(ex, decision, (yield run))
+    strategy = decision.strategy
+    recorder = ex.recorder
+    if recorder is not None:
+        recorder.event("ROUTER_DECISION", decision_wire)
+    outcomes: list[Outcome] = []
+
+    if not order:
+        return _answer(ex, decision, outcomes, None, _no_agent(env, decision))
+
+    if strategy is RoutingStrategy.BROADCAST:
+        results: JSONObject = {}
+        for agent in order:
+            got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
+            if recorder is not None:
+                _record_attempts(recorder, got, len(outcomes) + 1)
+            outcomes += got
+            if got[0].ok:
+                results[agent.name] = got[0].payload
+        if results:
+            return _answer(ex, decision, outcomes, results, None)
+        return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
+
+    if strategy is RoutingStrategy.PARALLEL:
+        got = yield _start(recorder, order, True, 1)
+        if recorder is not None:
+            _record_attempts(recorder, got, 1)
+        outcomes += got
+        winner = next((o for o in got if o.ok), None)
+        if winner is not None:
+            return _answer(ex, decision, outcomes, winner.payload, None, winner.agent)
+        return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
+
+    # FALLBACK walks the order until an agent succeeds (DIRECT ran above).
+    for index, agent in enumerate(order):
+        got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
+        if recorder is not None:
+            _record_attempts(recorder, got, len(outcomes) + 1)
+        outcomes += got
+        if got[0].ok:
+            return settle(ex, decision, outcomes)
+        if index + 1 < len(order) and recorder is not None:
+            recorder.event(
+                "FALLBACK_TRIGGERED",
+                {
+                    "from": agent.name,
+                    "to": order[index + 1].name,
+                    "reason": got[0].error.code.value if got[0].error else "error",
+                },
+            )
+    return settle(ex, decision, outcomes)
+
+
+def single_run(
+    decision: RoutingDecision,
+    decision_wire: JSONObject,
+    order: tuple[RegisteredAgent, ...],
+    ex: Execution,
+) -> Run | None:
+    """Begin a plan that is one agent run: return that run, else ``None``.
+
+    DIRECT with an agent is that: the decision and the attempt's start are
+    recorded, the one agent runs, and :func:`single_answer` of its outcome is
+    the answer. ``plan`` takes these steps itself; a driver may take them
+    instead and skip driving the generator (a saving on every such execution).
+    Nothing is recorded when ``None`` is returned.
+    """
+    if decision.strategy is not RoutingStrategy.DIRECT or not order:
+        return None
+    recorder = ex.recorder
+    if recorder is None:
+        return order[:1], False, 1
+    recorder.event("ROUTER_DECISION", decision_wire)
+    return _start(recorder, order[:1], False, 1)
+
+
+def single_answer(
+    ex: Execution, decision: RoutingDecision, outcomes: list[Outcome]
+) -> AgentResponse:
+    """The answer once the run of :func:`single_run` has run, its end recorded."""
+    if ex.recorder is not None:
+        _record_attempts(ex.recorder, outcomes, 1)
+    return settle(ex, decision, outcomes)
+
+
+def settle(
+    ex: Execution, decision: RoutingDecision, outcomes: list[Outcome]
+) -> AgentResponse:
+    """The answer of DIRECT or FALLBACK once the last agent it will run has run."""
+    last = outcomes[-1]
+    if last.ok:
+        return _answer(ex, decision, outcomes, last.payload, None, last.agent)
+    return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
+
+
+def _start(
+    recorder: Recorder | None,
+    agents: tuple[RegisteredAgent, ...],
+    race: bool,
+    first_attempt: int,
+) -> Run:
+    if recorder is not None:
+        for number, agent in enumerate(agents, first_attempt):
+            recorder.event(
+                "AGENT_ATTEMPT_START", {"agent": agent.name, "attempt": number}
+            )
+    return agents, race, first_attempt
+
+
+def _no_agent(env: IntentEnvelope, decision: RoutingDecision) -> ErrorInfo:
+    intent = f"{env.intent.name!r} v{env.intent.version}"
+    if decision.skipped:
+        why = "; ".join(f"{k}: {v}" for k, v in decision.skipped.items())
+        message = f"no agent can handle intent {intent} ({why})"
+    else:
+        message = f"no agent is registered for intent {intent}"
+    return _error(ErrorCode.NO_AGENT, message)
+
+
+def _answer(
+    ex: Execution,
+    decision: RoutingDecision,
+    outcomes: list[Outcome],
+    payload: JSONObject | None,
+    error: ErrorInfo | None,
+    agent: str | None = None,
+) -> AgentResponse:
+    if error is not None and agent is None:
+        agent = error.agent
+    metadata = trusted(
+        ResponseMetadata,
+        {
+            "execution_id": ex.execution_id,
+            "agent": agent,
+            "strategy": decision.strategy,
+            "decision": decision,
+            "attempts": [
+                trusted(
+                    AttemptInfo,
+                    {
+                        "agent": o.agent,
+                        "outcome": o.outcome,
+                        "duration_ms": o.duration_ms,
+                        "error_code": None if o.error is None else o.error.code,
+                    },
+                )
+                for o in outcomes
+            ],
+            "duration_ms": ms_since(ex.started),
+            "envelope_hash": ex.envelope_hash,
+            "from_replay": False,
+            "original_execution_id": None,
+            "recording_error": None,
+        },
+    )
+    return trusted(
+        AgentResponse,
+        {
+            "status": "error" if error is not None else "success",
+            "payload": payload,
+            "error": error,
+            "metadata": metadata,
+        },
+    )
+
+
+def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
+    """The answer when IntentusNet itself fails mid-execution: data, with the trace."""
+    if ex.recorder is not None:
+        ex.recorder.event(
+            "RECORDING_FAILURE",
+            {"error": f"internal error: {type(exc).__name__}: {exc}"},
+        )
+    error = _error(
+        ErrorCode.INTERNAL_ERROR,
+        f"internal error in IntentusNet ({type(exc).__name__}: {exc}); "
+        "please report it with the traceback in details",
+        details={"traceback": "".join(traceback.format_exception(exc))},
+    )
+    decision = trusted(
+        RoutingDecision,
+        {
+            "strategy": RoutingStrategy.DIRECT,
+            "candidates": [],
+            "skipped": {},
+            "reason": "",
+        },
+    )
+    return _answer(ex, decision, [], None, error)

@@ -1,0 +1,472 @@
+"""Where two runs of an intent part ways: a structured diff of two records.
+
+Steps are paired by content first: the n-th step named X with arguments hash H
+in one record pairs with the n-th such step in the other, wherever it stands.
+Only the steps left over are paired by position: within the same stretch
+between content-paired steps, a leftover step pairs with a leftover of the same
+name (its arguments changed). So a step inserted at the start does not shift
+every later step out of line: it is one ``step_added``.
+
+What is compared, and the kinds of entries:
+
+* the routing decision (``decision_changed``), which agents ran and which
+  answered (``agent_changed``), the final status (``status_changed``), the final
+  payload and error (``output_changed``, ``error_changed``, scope ``record``);
+* each step: ``step_added``, ``step_removed``, and for a pair ``args_changed``,
+  ``error_changed``, ``output_changed`` (the first of these that applies; every
+  aspect that differs is in ``changes``);
+* durations (``duration_changed``), only when the change is large: at least
+  ``duration_ratio`` times and ``duration_min_ms`` apart. A step served from a
+  record in a re-run has no comparable duration, nor has a run that served steps.
+
+The first entry that is not about duration, in execution order, is the
+``deviation_point``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Final, TypeAlias
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..record.model import EventType, ExecutionRecord
+from ..replay import diff_paths
+from .view import RecordedStep, record_steps
+
+__all__ = ["DiffEntry", "RecordDiff", "diff_records"]
+
+_MAX_PATHS: Final = 10
+#: Whether two durations differ enough to report.
+_Slower: TypeAlias = Callable[[float | None, float | None], bool]
+#: Entry kinds, in the order an entry's primary kind is chosen for a step pair.
+_PAIR_KINDS: Final = (
+    ("args", "args_changed"),
+    ("error", "error_changed"),
+    ("output", "output_changed"),
+    ("duration", "duration_changed"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DiffEntry:
+    """One difference between two records. Added in 0.1.0.
+
+    Attributes:
+        kind: ``step_added``, ``step_removed``, ``args_changed``,
+            ``output_changed``, ``error_changed``, ``duration_changed``,
+            ``decision_changed``, ``agent_changed`` or ``status_changed``.
+        scope: ``step`` or ``record``.
+        name: the step's name, or the record's aspect (``decision``, ``agent``,
+            ``status``, ``output``, ``error``, ``duration``).
+        a: the step in the first record (``None`` if added or record scope).
+        b: the step in the second record (``None`` if removed or record scope).
+        changes: every aspect that differs: ``args``, ``output``, ``error``,
+            ``duration`` (a step pair), or the ``name`` (record scope).
+        paths: JSON paths where the args (or else the output) differ.
+        before: the first record's value (record scope), else ``None``.
+        after: the second record's value (record scope), else ``None``.
+        deviation_point: this is where the two runs first part ways.
+        detail: one line for people.
+    """
+
+    kind: str
+    scope: str
+    name: str
+    a: RecordedStep | None = None
+    b: RecordedStep | None = None
+    changes: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    before: JSONValue = None
+    after: JSONValue = None
+    deviation_point: bool = False
+    detail: str = ""
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "kind": self.kind,
+            "scope": self.scope,
+            "name": self.name,
+            "a": None if self.a is None else self.a.to_json(),
+            "b": None if self.b is None else self.b.to_json(),
+            "changes": list(self.changes),
+            "paths": list(self.paths),
+            "before": self.before,
+            "after": self.after,
+            "deviationPoint": self.deviation_point,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecordDiff:
+    """The differences between two records, in execution order. Added in 0.1.0.
+
+    Attributes:
+        a: the first record's execution id.
+        b: the second record's execution id.
+        a_fingerprint: the first record's fingerprint.
+        b_fingerprint: the second record's fingerprint.
+        entries: the differences, in execution order.
+    """
+
+    a: str
+    b: str
+    a_fingerprint: str
+    b_fingerprint: str
+    entries: tuple[DiffEntry, ...]
+
+    @property
+    def same(self) -> bool:
+        """The runs did the same thing: nothing but durations differ."""
+        return all(e.kind == "duration_changed" for e in self.entries)
+
+    @property
+    def deviation_point(self) -> DiffEntry | None:
+        """The first entry where the runs part ways (not a duration), if any."""
+        return next((e for e in self.entries if e.deviation_point), None)
+
+    def of_kind(self, kind: str) -> tuple[DiffEntry, ...]:
+        """The entries of one kind, e.g. ``step_added``."""
+        return tuple(e for e in self.entries if e.kind == kind)
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form (what ``intentusnet diff --json`` prints)."""
+        entries: list[JSONValue] = [e.to_json() for e in self.entries]
+        point = self.deviation_point
+        return {
+            "a": self.a,
+            "b": self.b,
+            "aFingerprint": self.a_fingerprint,
+            "bFingerprint": self.b_fingerprint,
+            "sameFingerprint": self.a_fingerprint == self.b_fingerprint,
+            "same": self.same,
+            "deviationPoint": None if point is None else self.entries.index(point),
+            "entries": entries,
+        }
+
+
+def diff_records(
+    a: ExecutionRecord,
+    b: ExecutionRecord,
+    *,
+    duration_ratio: float = 2.0,
+    duration_min_ms: float = 10.0,
+) -> RecordDiff:
+    """Compare two records: what the second did differently. Added in 0.1.0.
+
+    Args:
+        a: the first record (e.g. the original run).
+        b: the second record (e.g. its re-run).
+        duration_ratio: a duration counts as changed only if one is at least
+            this many times the other ...
+        duration_min_ms: ... and they are at least this far apart.
+    """
+
+    def slower(x: float | None, y: float | None) -> bool:
+        if x is None or y is None:
+            return False
+        low, high = sorted((x, y))
+        return high - low >= duration_min_ms and high >= low * duration_ratio
+
+    head: list[DiffEntry] = []
+    decision_a, decision_b = _decision(a), _decision(b)
+    if decision_a != decision_b:
+        head.append(
+            DiffEntry(
+                "decision_changed",
+                "record",
+                "decision",
+                before=decision_a,
+                after=decision_b,
+                detail=f"routing decision {_short(decision_a)} -> {_short(decision_b)}",
+            )
+        )
+    steps_a, steps_b = record_steps(a), record_steps(b)
+    steps = _step_entries(steps_a, steps_b, slower)
+    # A run with steps served from a record took no comparable time.
+    served = any(s.source == "record" for s in (*steps_a, *steps_b))
+    tail = _outcome_entries(a, b, slower, compare_duration=not served)
+    entries = [*head, *steps, *tail]
+    for index, entry in enumerate(entries):
+        if entry.kind != "duration_changed":
+            entries[index] = replace(entry, deviation_point=True)
+            break
+    return RecordDiff(
+        a=a.execution_id,
+        b=b.execution_id,
+        a_fingerprint=a.fingerprint,
+        b_fingerprint=b.fingerprint,
+        entries=tuple(entries),
+    )
+
+
+# -- steps ---------------------------------------------------------------------------
+
+
+def _step_entries(
+    steps_a: tuple[RecordedStep, ...],
+    steps_b: tuple[RecordedStep, ...],
+    slower: _Slower,
+) -> list[DiffEntry]:
+    pairs = _content_pairs(steps_a, steps_b)
+    anchors = _increasing(sorted(pairs))
+    anchor_a = [i for i, _ in anchors]
+    anchor_b = [j for _, j in anchors]
+    paired_a = {i for i, _ in pairs}
+    paired_b = {j for _, j in pairs}
+    # Leftovers pair by name within the same stretch between anchors.
+    waiting: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for i, s in enumerate(steps_a):
+        if i not in paired_a:
+            waiting[bisect.bisect_left(anchor_a, i), s.name].append(i)
+    added: list[int] = []
+    for j, s in enumerate(steps_b):
+        if j in paired_b:
+            continue
+        queue = waiting.get((bisect.bisect_left(anchor_b, j), s.name))
+        if queue:
+            pairs.append((queue.pop(0), j))
+        else:
+            added.append(j)
+    removed = sorted(i for queue in waiting.values() for i in queue)
+
+    placed: list[tuple[float, int, DiffEntry]] = []
+    for i, j in pairs:
+        entry = _compare(steps_a[i], steps_b[j], slower)
+        if entry is not None:
+            placed.append((float(j), 1, entry))
+    for j in added:
+        step = steps_b[j]
+        placed.append(
+            (
+                float(j),
+                1,
+                DiffEntry(
+                    "step_added",
+                    "step",
+                    step.name,
+                    b=step,
+                    detail=f"{step.name} (step {step.number}) added",
+                ),
+            )
+        )
+    for i in removed:
+        step = steps_a[i]
+        stretch = bisect.bisect_left(anchor_a, i)
+        at = anchor_b[stretch - 1] + 0.5 if stretch else -0.5
+        placed.append(
+            (
+                at,
+                0,
+                DiffEntry(
+                    "step_removed",
+                    "step",
+                    step.name,
+                    a=step,
+                    detail=f"{step.name} (step {step.number}) removed",
+                ),
+            )
+        )
+    placed.sort(key=lambda item: (item[0], item[1]))
+    return [entry for _, _, entry in placed]
+
+
+def _content_pairs(
+    steps_a: tuple[RecordedStep, ...], steps_b: tuple[RecordedStep, ...]
+) -> list[tuple[int, int]]:
+    """Pair the n-th step with a (name, argsHash) in A with the n-th in B."""
+    in_b: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for j, s in enumerate(steps_b):
+        in_b[s.name, s.args_hash].append(j)
+    taken: dict[tuple[str, str], int] = defaultdict(int)
+    pairs: list[tuple[int, int]] = []
+    for i, s in enumerate(steps_a):
+        key = (s.name, s.args_hash)
+        queue = in_b.get(key)
+        if queue is not None and taken[key] < len(queue):
+            pairs.append((i, queue[taken[key]]))
+            taken[key] += 1
+    return pairs
+
+
+def _increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest run of pairs (sorted by A) whose B indices also increase."""
+    tails: list[int] = []  # B index ending the best run of each length
+    tail_at: list[int] = []  # which pair ends it
+    back: list[int] = []
+    for k, (_, j) in enumerate(pairs):
+        length = bisect.bisect_left(tails, j)
+        if length == len(tails):
+            tails.append(j)
+            tail_at.append(k)
+        else:
+            tails[length] = j
+            tail_at[length] = k
+        back.append(tail_at[length - 1] if length else -1)
+    chain: list[tuple[int, int]] = []
+    k = tail_at[-1] if tail_at else -1
+    while k >= 0:
+        chain.append(pairs[k])
+        k = back[k]
+    chain.reverse()
+    return chain
+
+
+def _compare(a: RecordedStep, b: RecordedStep, slower: _Slower) -> DiffEntry | None:
+    changes: list[str] = []
+    if a.args_hash != b.args_hash:
+        changes.append("args")
+    if (a.outcome, a.error_text) != (b.outcome, b.error_text):
+        changes.append("error")
+    if a.output_hash != b.output_hash and a.ok and b.ok:
+        changes.append("output")
+    served = a.source == "record" or b.source == "record"
+    if not served and slower(a.duration_ms, b.duration_ms):
+        changes.append("duration")
+    if not changes:
+        return None
+    kind = next(k for aspect, k in _PAIR_KINDS if aspect in changes)
+    paths: list[str] = []
+    if "args" in changes:
+        paths = diff_paths(a.args, b.args, _MAX_PATHS)
+    elif "output" in changes:
+        paths = diff_paths(a.output, b.output, _MAX_PATHS)
+    return DiffEntry(
+        kind,
+        "step",
+        b.name,
+        a=a,
+        b=b,
+        changes=tuple(changes),
+        paths=tuple(paths),
+        detail=_pair_detail(a, b, changes, paths),
+    )
+
+
+def _pair_detail(
+    a: RecordedStep, b: RecordedStep, changes: list[str], paths: list[str]
+) -> str:
+    parts: list[str] = []
+    if "args" in changes:
+        parts.append("args differ at " + (", ".join(paths) or "$"))
+    if "error" in changes:
+        parts.append(f"{a.error_text or a.outcome} -> {b.error_text or b.outcome}")
+    if "output" in changes:
+        where = ", ".join(paths) if paths and "args" not in changes else ""
+        parts.append("output differs" + (f" at {where}" if where else ""))
+    if "duration" in changes:
+        parts.append(f"{a.duration_ms} ms -> {b.duration_ms} ms")
+    return f"{b.name} (step {a.number} -> {b.number}): " + "; ".join(parts)
+
+
+# -- the record as a whole -------------------------------------------------------
+
+
+def _decision(record: ExecutionRecord) -> JSONValue:
+    for event in record.events:
+        if event.type is EventType.ROUTER_DECISION:
+            data = event.data
+            return {
+                "strategy": data.get("strategy"),
+                "candidates": data.get("candidates"),
+            }
+    return None
+
+
+def _attempts(record: ExecutionRecord) -> list[JSONValue]:
+    """The agents that ran, in order (their outcomes show in the status)."""
+    return [
+        event.data.get("agent")
+        for event in record.events
+        if event.type is EventType.AGENT_ATTEMPT_START
+    ]
+
+
+def _final(record: ExecutionRecord, key: str) -> JSONValue:
+    final = record.final_response
+    return None if final is None else final.get(key)
+
+
+def _brief(value: JSONValue) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object" if value else "an empty object"
+    return type(value).__name__
+
+
+def _short(value: JSONValue) -> str:
+    if isinstance(value, dict) and "candidates" in value:
+        names = value.get("candidates")
+        listed = ", ".join(map(str, names)) if isinstance(names, list) else ""
+        return f"{value.get('strategy')} [{listed}]"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
+def _outcome_entries(
+    a: ExecutionRecord, b: ExecutionRecord, slower: _Slower, *, compare_duration: bool
+) -> list[DiffEntry]:
+    found: list[DiffEntry] = []
+    ha, hb = a.header, b.header
+    attempts_a, attempts_b = _attempts(a), _attempts(b)
+    if ha.agent != hb.agent or attempts_a != attempts_b:
+        found.append(
+            DiffEntry(
+                "agent_changed",
+                "record",
+                "agent",
+                before={"agent": ha.agent, "attempts": attempts_a},
+                after={"agent": hb.agent, "attempts": attempts_b},
+                detail=f"agents run {_short(attempts_a)} -> {_short(attempts_b)}, "
+                f"answered by {ha.agent or '-'} -> {hb.agent or '-'}",
+            )
+        )
+    for key, kind in (("payload", "output_changed"), ("error", "error_changed")):
+        before, after = _final(a, key), _final(b, key)
+        paths = diff_paths(before, after, _MAX_PATHS)
+        if paths:
+            found.append(
+                DiffEntry(
+                    kind,
+                    "record",
+                    "output" if key == "payload" else "error",
+                    paths=tuple(paths),
+                    before=before,
+                    after=after,
+                    detail=f"final {key} "
+                    + (
+                        f"{_brief(before)} -> {_brief(after)}"
+                        if paths == ["$"]
+                        else "differs at " + ", ".join(paths)
+                    ),
+                )
+            )
+    if ha.status != hb.status:
+        found.append(
+            DiffEntry(
+                "status_changed",
+                "record",
+                "status",
+                before=ha.status.value,
+                after=hb.status.value,
+                detail=f"status {ha.status.value} -> {hb.status.value}",
+            )
+        )
+    if compare_duration and slower(ha.duration_ms, hb.duration_ms):
+        found.append(
+            DiffEntry(
+                "duration_changed",
+                "record",
+                "duration",
+                before=ha.duration_ms,
+                after=hb.duration_ms,
+                detail=f"duration {ha.duration_ms} ms -> {hb.duration_ms} ms",
+            )
+        )
+    return found

@@ -1,0 +1,230 @@
+"""The steps of a record, read back: each ``STEP_START``/``STEP_END`` pair as one.
+
+A step is a tool, model or HTTP call made inside an agent (``ctx.step``,
+``@step``, ``ctx.route``). Its two lines are paired by their ``step`` number;
+a step whose ``STEP_END`` line is missing (the process died during the call)
+is unfinished. Like the rest of the read path this needs no pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..record.model import EventType, ExecutionRecord
+
+__all__ = ["RecordedStep", "StepRun", "record_steps"]
+
+#: ``outcome`` of a step that started and never ended.
+UNFINISHED: Final = "unfinished"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedStep:
+    """One step of a record. Added in 0.1.0.
+
+    Attributes:
+        number: the step's number in its record, from 1, in the order started.
+        name: what was called, e.g. ``crm.lookup`` (``route:INTENT`` for a
+            child intent routed with ``ctx.route``).
+        agent: the agent that made the call.
+        attempt: that agent's attempt number.
+        parent: the number of the step this one was called from, if nested.
+        args: the arguments (a JSON object), or their ``repr`` when not JSON.
+        args_hash: canonical hash of the arguments (of the repr when not JSON).
+        side_effect: declared ``side_effect=True``: never run again on a re-run.
+        output: the value returned (its ``repr`` when not JSON), or ``None``.
+        output_hash: canonical hash of ``output``, ``None`` if the step failed.
+        outcome: ``success``, ``error``, ``cancelled`` or ``unfinished``.
+        error: ``{"type", "message"}`` when the step failed.
+        traceback: the recorded traceback of a failure.
+        duration_ms: how long the call took (serving it, if ``source`` is
+            ``record``).
+        replayable: args and output are JSON, so a re-run can serve it.
+        reason: why it is not replayable.
+        source: ``live`` (called) or ``record`` (served from ``served_from``).
+        served_from: the execution a served step came from.
+        live_miss: ran live in a re-run because no recording matched.
+        child_execution_id: the child execution of a ``route:`` step.
+        start_seq: the ``seq`` of its ``STEP_START`` line.
+        end_seq: the ``seq`` of its ``STEP_END`` line, ``None`` if unfinished.
+    """
+
+    number: int
+    name: str
+    agent: str | None
+    attempt: int | None
+    parent: int | None
+    args: JSONValue
+    args_hash: str
+    side_effect: bool
+    output: JSONValue
+    output_hash: str | None
+    outcome: str
+    error: JSONObject | None
+    traceback: str | None
+    duration_ms: float | None
+    replayable: bool
+    reason: str | None
+    source: str
+    served_from: str | None
+    live_miss: bool
+    child_execution_id: str | None
+    start_seq: int
+    end_seq: int | None
+
+    @property
+    def ok(self) -> bool:
+        """The step returned normally."""
+        return self.outcome == "success"
+
+    @property
+    def error_text(self) -> str:
+        """``Type: message`` of the failure, or ``""``."""
+        error = self.error
+        if error is None:
+            return UNFINISHED if self.outcome == UNFINISHED else ""
+        kind, message = str(error.get("type") or "Error"), error.get("message")
+        return f"{kind}: {message}" if message else kind
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "number": self.number,
+            "name": self.name,
+            "agent": self.agent,
+            "attempt": self.attempt,
+            "parent": self.parent,
+            "args": self.args,
+            "argsHash": self.args_hash,
+            "sideEffect": self.side_effect,
+            "output": self.output,
+            "outputHash": self.output_hash,
+            "outcome": self.outcome,
+            "error": self.error,
+            "traceback": self.traceback,
+            "durationMs": self.duration_ms,
+            "replayable": self.replayable,
+            "reason": self.reason,
+            "source": self.source,
+            "servedFrom": self.served_from,
+            "liveMiss": self.live_miss,
+            "childExecutionId": self.child_execution_id,
+            "startSeq": self.start_seq,
+            "endSeq": self.end_seq,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StepRun:
+    """How a re-run answered one step call. Added in 0.1.0.
+
+    Attributes:
+        number: the step's number in the re-run's record.
+        name: the step's name.
+        args_hash: canonical hash of the arguments it was called with.
+        source: ``record`` (served from the original record), ``live``
+            (called) or ``miss`` (``CassetteMiss`` raised; nothing ran).
+        recorded: the number of the original step that matched, if one did.
+        miss: no recording could answer it, so it ran live (``allow_live``,
+            or a new step after the failure point of ``from_failure``), or it
+            raised ``CassetteMiss``.
+        outcome: ``success``, ``error`` or ``cancelled``.
+    """
+
+    number: int
+    name: str
+    args_hash: str
+    source: str
+    recorded: int | None
+    miss: bool
+    outcome: str
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "number": self.number,
+            "name": self.name,
+            "argsHash": self.args_hash,
+            "source": self.source,
+            "recorded": self.recorded,
+            "miss": self.miss,
+            "outcome": self.outcome,
+        }
+
+
+def _str(value: JSONValue | None) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: JSONValue | None) -> int | None:
+    return value if type(value) is int else None
+
+
+def record_steps(record: ExecutionRecord) -> tuple[RecordedStep, ...]:
+    """Return the steps of a record in the order they started. Added in 0.1.0."""
+    starts: dict[int, tuple[int, JSONObject]] = {}
+    ends: dict[int, tuple[int, JSONObject]] = {}
+    start_type, end_type = EventType.STEP_START, EventType.STEP_END
+    for event in record.events:
+        kind = event.type
+        if kind is start_type or kind is end_type:
+            number = event.data.get("step")
+            if type(number) is int:
+                (starts if kind is start_type else ends)[number] = (
+                    event.seq,
+                    event.data,
+                )
+    found: list[RecordedStep] = []
+    for number, (start_seq, start) in starts.items():
+        end_seq, end = ends.get(number, (None, None))
+        found.append(_step(number, start_seq, start, end_seq, end))
+    found.sort(key=lambda s: s.start_seq)
+    return tuple(found)
+
+
+def _step(
+    number: int,
+    start_seq: int,
+    start: JSONObject,
+    end_seq: int | None,
+    end: JSONObject | None,
+) -> RecordedStep:
+    done = end if end is not None else {}
+    error = done.get("error")
+    duration = done.get("durationMs")
+    replayable = start.get("replayable") is not False and (
+        end is not None and done.get("replayable") is not False
+    )
+    reason = _str(done.get("reason")) or _str(start.get("reason"))
+    if end is None:
+        reason = reason or "the step never finished"
+    served = done.get("servedFrom")
+    return RecordedStep(
+        number=number,
+        name=str(start.get("name") or ""),
+        agent=_str(start.get("agent")),
+        attempt=_int(start.get("attempt")),
+        parent=_int(start.get("parent")),
+        args=start.get("args"),
+        args_hash=str(start.get("argsHash") or ""),
+        side_effect=start.get("sideEffect") is True,
+        output=done.get("output"),
+        output_hash=_str(done.get("outputHash")),
+        outcome=_str(done.get("outcome")) or UNFINISHED,
+        error=error if isinstance(error, dict) else None,
+        traceback=_str(done.get("traceback")),
+        duration_ms=float(duration) if isinstance(duration, int | float) else None,
+        replayable=replayable,
+        reason=None if replayable else reason,
+        source=_str(done.get("source")) or "live",
+        served_from=_str(served.get("executionId"))
+        if isinstance(served, dict)
+        else None,
+        live_miss=done.get("liveMiss") is True,
+        child_execution_id=_str(start.get("childExecutionId"))
+        or _str(done.get("childExecutionId")),
+        start_seq=start_seq,
+        end_seq=end_seq,
+    )
