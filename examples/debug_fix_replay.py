@@ -37,6 +37,7 @@ from intentusnet import (
     ReplayEngine,
     diff_records,
     explain,
+    rerun,
     step,
 )
 
@@ -122,7 +123,9 @@ def main() -> None:
         print("3. fixed: unknown senders become new leads")
 
         before = dict(CALLS), len(MAILBOX)
-        result = ReplayEngine.from_store(store, failed_id).rerun(app, from_failure=True)
+        result = rerun(
+            ReplayEngine.from_store(store, failed_id), app, from_failure=True
+        )
         print(
             f"4. intentusnet --store {root} rerun {failed_id} --app ... "
             f"--from-failure\n   {result.execution_id} {result.response.status}: "

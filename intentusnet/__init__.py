@@ -97,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "explain": "steps.explain",
     "new_execution_id": "_util.ids",
     "record_steps": "steps.view",
+    "rerun": "steps.rerun",
     "step": "steps.step",
 }
 
@@ -178,6 +179,7 @@ if TYPE_CHECKING:
     from .steps.explain import Explanation as Explanation
     from .steps.explain import explain as explain
     from .steps.rerun import RerunResult as RerunResult
+    from .steps.rerun import rerun as rerun
     from .steps.step import step as step
     from .steps.view import RecordedStep as RecordedStep
     from .steps.view import StepRun as StepRun

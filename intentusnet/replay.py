@@ -16,8 +16,6 @@ from .hashing import compute_hash, hashed_view
 from .record.model import EventType, ExecutionRecord, _Frozen
 
 if TYPE_CHECKING:
-    from .routing.router import IntentRouter
-    from .steps.rerun import RerunResult
     from .store.protocol import ExecutionStore
 
 #: At most this many differing paths are reported by ReplayHashMismatch.
@@ -129,50 +127,6 @@ class ReplayEngine:
             RecordNotFound, InvalidExecutionId, RecordIntegrityError: from the store.
         """
         return cls(store.load(execution_id), store=store)
-
-    def rerun(
-        self,
-        router: IntentRouter,
-        *,
-        from_failure: bool = False,
-        allow_live: bool = False,
-        store: ExecutionStore | None = None,
-    ) -> RerunResult:
-        """Run the recorded envelope again with today's agents, steps from the record.
-
-        Unlike :meth:`replay`, agent code runs: each step it calls is matched to
-        the record by ``(name, argsHash)`` and occurrence and served from it,
-        so a strict re-run makes no model, tool or network call. The re-run is
-        recorded (in ``store``, else the router's store, else in memory) and
-        linked to this record by ``replayOf``. See docs/debugging.md.
-        Added in 0.1.0.
-
-        Args:
-            router: today's router and agents.
-            from_failure: resume: serve the steps that succeeded before the
-                first failure, run the failing step and everything after live.
-            allow_live: run a step the record cannot answer (marked as a
-                miss) instead of raising ``CassetteMiss``.
-            store: where to record the re-run.
-
-        Returns:
-            The new response and record id, which steps were served and which
-            ran, and the diff against this record.
-
-        Raises:
-            CassetteMiss: a step the record cannot answer, in a strict re-run.
-            SideEffectMismatch: a side-effect step needed with other arguments.
-        """
-        from .steps.rerun import rerun
-
-        return rerun(
-            self.record,
-            router,
-            from_failure=from_failure,
-            allow_live=allow_live,
-            store=store,
-            source_store=self.store,
-        )
 
     def is_replayable(self) -> tuple[bool, str | None]:
         """Return whether the record may be replayed and, if not, why."""

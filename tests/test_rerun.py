@@ -23,6 +23,7 @@ from intentusnet import (
     ReplayEngine,
     SideEffectMismatch,
     record_steps,
+    rerun,
     step,
 )
 from intentusnet.record.model import EventType, RecordStatus
@@ -94,7 +95,7 @@ def test_strict_rerun_serves_every_step_and_calls_nothing(
     """A strict re-run answers each step from the record: no tool, model or mail."""
     original = _run(router)
     before = CALLS.copy()
-    result = _engine(store, original).rerun(router)
+    result = rerun(_engine(store, original), router)
     assert before == CALLS
     assert result.ok
     assert result.response.payload == {"score": 20}
@@ -154,7 +155,7 @@ def test_strict_rerun_makes_no_network_call(
         monkeypatch.setattr(socket, "create_connection", refuse)
         execution_id = original.metadata.execution_id
         assert execution_id is not None
-        result = _engine(store, execution_id).rerun(router)
+        result = rerun(_engine(store, execution_id), router)
     assert result.response.payload == {"weather": "sunny"}
 
 
@@ -178,7 +179,7 @@ def test_changed_args_raise_cassette_miss_naming_the_nearest(
     with IntentRouter(store=store) as today:
         today.agent("qualify", name="qualifier")(changed)
         with pytest.raises(CassetteMiss) as caught:
-            _engine(store, original).rerun(today)
+            rerun(_engine(store, original), today)
     miss = caught.value
     assert (miss.name, miss.occurrence, miss.execution_id) == (
         "crm.lookup",
@@ -208,8 +209,8 @@ def test_allow_live_runs_the_missing_step_and_marks_it(
     with IntentRouter(store=store) as today:
         today.agent("qualify", name="qualifier")(more)
         with pytest.raises(CassetteMiss):
-            _engine(store, original).rerun(today)
-        result = _engine(store, original).rerun(today, allow_live=True)
+            rerun(_engine(store, original), today)
+        result = rerun(_engine(store, original), today, allow_live=True)
     assert result.response.payload == {"score": 20, "extra": 2}
     assert [s.name for s in result.live_misses] == ["tools.extra"]
     assert result.record is not None
@@ -227,7 +228,7 @@ def test_resume_from_failure_serves_before_and_runs_from_the_failure(
     assert store.load(original).header.status is RecordStatus.FAILED
     assert CALLS == {"lookup": 1, "mail": 1, "model": 1}
     STATE["fixed"] = True
-    result = _engine(store, original).rerun(router, from_failure=True)
+    result = rerun(_engine(store, original), router, from_failure=True)
     assert result.ok
     assert result.mode == "from_failure"
     assert [s.name for s in result.served] == ["crm.lookup", "mail.send"]
@@ -255,7 +256,7 @@ def test_strict_rerun_of_a_failure_fails_the_same_way(
 
     with IntentRouter(store=store) as today:
         today.agent("qualify", name="qualifier")(watching)
-        result = _engine(store, original).rerun(today)
+        result = rerun(_engine(store, original), today)
     assert not result.ok
     (error,) = seen
     assert isinstance(error, ReplayedStepError)
@@ -277,7 +278,7 @@ def test_side_effect_with_other_args_stops_even_with_allow_live(
     STATE["subject"] = "Welcome!"
     for allow_live in (False, True):
         with pytest.raises(SideEffectMismatch) as caught:
-            _engine(store, original).rerun(router, allow_live=allow_live)
+            rerun(_engine(store, original), router, allow_live=allow_live)
         assert "side effects" in str(caught.value)
         assert caught.value.exit_code == 7
     assert CALLS["mail"] == 1
@@ -312,7 +313,7 @@ def test_resume_runs_recorded_steps_after_the_failure_live(
         execution_id = original.metadata.execution_id
         assert execution_id is not None
         STATE["fixed"] = True
-        result = _engine(store, execution_id).rerun(router, from_failure=True)
+        result = rerun(_engine(store, execution_id), router, from_failure=True)
     assert [s.name for s in result.served] == ["a", "notify"]
     assert [s.name for s in result.ran] == ["flaky", "b"]
     assert calls == {"a": 1, "flaky": 2, "b": 2, "notify": 1}
@@ -332,7 +333,7 @@ def test_rerun_without_a_store_records_in_memory() -> None:
         today.agent("calc", name="calc")(
             lambda env, ctx: {"v": ctx.step("f", {"x": 1}, int)}
         )
-        result = ReplayEngine(source.load(execution_id)).rerun(today)
+        result = rerun(ReplayEngine(source.load(execution_id)), today)
     assert result.record is not None
     assert result.record.replay_of == execution_id
     assert not source.exists(result.record.execution_id)
@@ -363,11 +364,11 @@ def test_child_intents_are_served_or_rerun_against_their_record(
         parent_id = original.metadata.execution_id
         assert parent_id is not None
         assert original.payload == {"child": "error"}
-        strict = _engine(store, parent_id).rerun(router)
+        strict = rerun(_engine(store, parent_id), router)
         assert calls == {"fetch": 1, "child": 1}
         assert [s.name for s in strict.served] == ["route:child"]
         STATE["fixed"] = True
-        resumed = _engine(store, parent_id).rerun(router, from_failure=True)
+        resumed = rerun(_engine(store, parent_id), router, from_failure=True)
     assert resumed.response.payload == {"child": "success"}
     assert calls == {"fetch": 1, "child": 2}  # the child's fetch was served
     assert resumed.record is not None
@@ -421,8 +422,8 @@ def test_resume_an_unfinished_record(store: MemoryExecutionStore) -> None:
     with IntentRouter(store=store) as router:
         router.agent("job")(job)
         with pytest.raises(CassetteMiss, match="cannot be served"):
-            _engine(store, writer.execution_id).rerun(router)
-        result = _engine(store, writer.execution_id).rerun(router, from_failure=True)
+            rerun(_engine(store, writer.execution_id), router)
+        result = rerun(_engine(store, writer.execution_id), router, from_failure=True)
     assert result.response.payload == {"total": 15}
     assert calls == ["s2"]
 
@@ -462,8 +463,8 @@ def test_golden_step_record_explains_and_resumes(tmp_path: Any) -> None:
     )
     with IntentRouter(store=store) as router:
         router.agent("crm.qualify", name="qualifier")(qualify)
-        resumed = ReplayEngine.from_store(store, execution_id).rerun(
-            router, from_failure=True
+        resumed = rerun(
+            ReplayEngine.from_store(store, execution_id), router, from_failure=True
         )
     assert [s.name for s in resumed.served] == ["crm.lookup", "email.send"]
     assert [s.name for s in resumed.ran] == ["crm.score"]
@@ -486,7 +487,7 @@ def test_rerun_is_not_answered_by_the_replay_cache(tmp_path: Any) -> None:
         assert router.route_intent({"intent": {"name": "x"}}).metadata.from_replay
         execution_id = first.metadata.execution_id
         assert execution_id is not None
-        result = ReplayEngine.from_store(store, execution_id).rerun(router)
+        result = rerun(ReplayEngine.from_store(store, execution_id), router)
     assert not result.response.metadata.from_replay
     assert [s.source for s in result.steps] == ["record"]
     assert result.record is not None
@@ -518,7 +519,7 @@ def test_served_step_answers_its_nested_steps_too(store: MemoryExecutionStore) -
         assert calls == ["outer", "inner", "inner"]
         execution_id = original.metadata.execution_id
         assert execution_id is not None
-        result = _engine(store, execution_id).rerun(router)
+        result = rerun(_engine(store, execution_id), router)
     assert result.response.payload == {"a": 11, "b": 10}
     assert calls == ["outer", "inner", "inner"]  # nothing ran again
     assert [(s.name, s.recorded) for s in result.steps] == [("outer", 1), ("inner", 3)]

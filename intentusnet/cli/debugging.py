@@ -53,12 +53,14 @@ def rerun(
 ) -> None:
     """Re-run record ID with today's code, its steps served from the record."""
     from ..replay import ReplayEngine
+    from ..steps.rerun import rerun as rerun_record
 
     store = open_store()
     engine = ReplayEngine.from_store(store, execution_id)
     router = load_router(app_ref)
     try:
-        result = engine.rerun(
+        result = rerun_record(
+            engine,
             router,
             from_failure=from_failure,
             allow_live=allow_live,

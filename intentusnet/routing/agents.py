@@ -14,9 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import (
-    TYPE_CHECKING,
     Annotated,
     Protocol,
     TypeAlias,
@@ -29,10 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
-
-if TYPE_CHECKING:
-    from .router import IntentRouter
-    from .strategies import Execution
+from .children import Router, aroute_child, route_child
+from .execution import Execution, arun_step, run_step
 
 __all__ = [
     "Agent",
@@ -56,19 +52,6 @@ _T = TypeVar("_T")
 CURRENT: ContextVar[AgentContext | None] = ContextVar(
     "intentusnet_agent_context", default=None
 )
-
-
-_STEPS: ModuleType | None = None
-
-
-def _steps() -> ModuleType:
-    """``intentusnet.steps``, imported at the first step (it imports this module)."""
-    global _STEPS
-    if _STEPS is None:
-        from ..steps import step as steps
-
-        _STEPS = steps
-    return _STEPS
 
 
 def current_context() -> AgentContext | None:
@@ -150,7 +133,7 @@ class AgentContext:
         attempt: int,
         envelope: IntentEnvelope,
         deadline: float | None,
-        router: IntentRouter,
+        router: Router,
         execution: Execution | None = None,
     ) -> None:
         self.execution_id = execution_id
@@ -196,10 +179,15 @@ class AgentContext:
             CassetteMiss: in a strict re-run, the record holds no such call.
         """
         kwargs = dict(args) if args else {}
-        result: _T = _steps().run_step(
-            self, name, kwargs, lambda: fn(**kwargs), side_effect
+        return run_step(
+            self._execution,
+            self.agent,
+            self.attempt,
+            name,
+            kwargs,
+            lambda: fn(**kwargs),
+            side_effect,
         )
-        return result
 
     async def astep(
         self,
@@ -214,10 +202,15 @@ class AgentContext:
         Added in 0.1.0.
         """
         kwargs = dict(args) if args else {}
-        result: _T = await _steps().arun_step(
-            self, name, kwargs, lambda: fn(**kwargs), side_effect
+        return await arun_step(
+            self._execution,
+            self.agent,
+            self.attempt,
+            name,
+            kwargs,
+            lambda: fn(**kwargs),
+            side_effect,
         )
-        return result
 
     def route(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]
@@ -228,15 +221,27 @@ class AgentContext:
         names the child (a ``route:INTENT`` step). Blocking: from a coroutine
         use :meth:`aroute`. Added in 0.1.0.
         """
-        response: AgentResponse = _steps().route_child(self, envelope)
-        return response
+        return route_child(
+            self.router,
+            self._execution,
+            self.agent,
+            self.attempt,
+            self.execution_id,
+            envelope,
+        )
 
     async def aroute(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]
     ) -> AgentResponse:
         """Route a child intent: the async ``route``. Added in 0.1.0."""
-        response: AgentResponse = await _steps().aroute_child(self, envelope)
-        return response
+        return await aroute_child(
+            self.router,
+            self._execution,
+            self.agent,
+            self.attempt,
+            self.execution_id,
+            envelope,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,10 +33,10 @@ from .agents import (
     RegisteredAgent,
     make_definition,
 )
-from .hints import carry_hints, claim_hints, hints_pending
+from .execution import Execution
 from .recorder import Recorder
+from .seams import ExecutionOptions, ResponseCache
 from .strategies import (
-    Execution,
     Outcome,
     Run,
     cancelled,
@@ -45,15 +45,12 @@ from .strategies import (
     from_result,
     internal_error,
     plan,
-    single_answer,
-    single_run,
     timed_out,
 )
 
 if TYPE_CHECKING:
-    from ..cache.replay_cache import ReplayCache
     from ..envelope import RoutingDecision, RoutingStrategy
-    from ..store import ExecutionStore
+    from ..store.protocol import ExecutionStore
 
 __all__ = ["CallNext", "IntentRouter", "Middleware"]
 
@@ -95,7 +92,7 @@ class IntentRouter:
         store: ExecutionStore | None = None,
         middleware: Sequence[Middleware] = (),
         max_workers: int = 32,
-        cache: ReplayCache | None = None,
+        cache: ResponseCache | None = None,
     ) -> None:
         self.registry = registry if registry is not None else AgentRegistry()
         self.store = store
@@ -171,24 +168,39 @@ class IntentRouter:
     # -- routing ---------------------------------------------------------------
 
     async def route(
-        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+        self,
+        envelope: IntentEnvelope | Mapping[str, JSONValue],
+        *,
+        options: ExecutionOptions | None = None,
     ) -> AgentResponse:
         """Route an intent and return the answer; agent faults come back as data.
+
+        Args:
+            envelope: the intent, as a model or in wire form.
+            options: what a child intent or a re-run tells the execution it
+                opens (its id, links and cassette); callers leave it out.
 
         Raises:
             EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
                 envelope.
         """
         env = _as_envelope(envelope)
-        if not self._middleware:
-            return await self._route_async(env)
-        call: CallNext = self._route_async
+
+        async def call_last(env: IntentEnvelope) -> AgentResponse:
+            if self.cache is not None and options is None:
+                return await self.cache.aserve(env, self._execute_async)
+            return await self._execute_async(env, options)
+
+        call: CallNext = call_last
         for mw in reversed(self._middleware):
             call = _bind(mw, call)
         return await call(env)
 
     def route_intent(
-        self, envelope: IntentEnvelope | Mapping[str, JSONValue]
+        self,
+        envelope: IntentEnvelope | Mapping[str, JSONValue],
+        *,
+        options: ExecutionOptions | None = None,
     ) -> AgentResponse:
         """Synchronous ``route``: same strategies, same records, same answers.
 
@@ -196,39 +208,32 @@ class IntentRouter:
             EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
                 envelope.
         """
-        env = envelope if type(envelope) is IntentEnvelope else _as_envelope(envelope)
+        env = _as_envelope(envelope)
         if self._middleware:
-            return self._in_loop(carry_hints(self.route(env)))
-        if self.cache is not None and not hints_pending():
+            return self._in_loop(self.route(env, options=options))
+        if self.cache is not None and options is None:
             return self.cache.serve(env, self._execute_sync)
-        return self._execute_sync(env)
+        return self._execute_sync(env, options)
 
-    def _execute_sync(self, env: IntentEnvelope) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env)
-        response: AgentResponse
+    def _execute_sync(
+        self, env: IntentEnvelope, options: ExecutionOptions | None = None
+    ) -> AgentResponse:
+        ex, decision, decision_wire, order = self._begin(env, options)
+        gen = plan(env, decision, decision_wire, order, ex)
         try:
-            run = single_run(decision, decision_wire, order, ex)
-            if run is not None:  # one agent run: no plan to drive
-                response = single_answer(ex, decision, self._run_sync(run, env, ex))
-            else:
-                gen = plan(env, decision, decision_wire, order, ex)
-                try:
-                    run = next(gen)
-                    while True:
-                        run = gen.send(self._run_sync(run, env, ex))
-                except StopIteration as stop:
-                    response = stop.value
+            run = next(gen)
+            while True:
+                run = gen.send(self._run_sync(run, env, ex))
+        except StopIteration as stop:
+            response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
         return response if ex.recorder is None else self._finish(ex, response)
 
-    async def _route_async(self, env: IntentEnvelope) -> AgentResponse:
-        if self.cache is not None and not hints_pending():
-            return await self.cache.aserve(env, self._execute_async)
-        return await self._execute_async(env)
-
-    async def _execute_async(self, env: IntentEnvelope) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env)
+    async def _execute_async(
+        self, env: IntentEnvelope, options: ExecutionOptions | None = None
+    ) -> AgentResponse:
+        ex, decision, decision_wire, order = self._begin(env, options)
         gen = plan(env, decision, decision_wire, order, ex)
         try:
             run = next(gen)
@@ -241,41 +246,40 @@ class IntentRouter:
         return response if ex.recorder is None else self._finish(ex, response)
 
     def _begin(
-        self, env: IntentEnvelope
+        self, env: IntentEnvelope, options: ExecutionOptions | None
     ) -> tuple[Execution, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
         """Open an execution: its decision, its id and, with a store, its record."""
         started = time.perf_counter()
         decision, decision_wire, order = self._decide(env)
-        # A child intent (ctx.route) or a re-run: its id, links and step state.
-        hints = claim_hints()
-        store = self.store if hints is None or hints.store is None else hints.store
+        opts = options or _NO_OPTIONS
+        store = opts.store or self.store
         if store is None:
-            given = None if hints is None else hints.execution_id
-            ex = Execution(given or new_execution_id(), None, None, started)
+            ex = Execution(
+                opts.execution_id or new_execution_id(),
+                None,
+                None,
+                started,
+                cassette=opts.cassette,
+            )
         else:
             envelope_hash = compute_hash(env)
-            given, parent, received = (
-                (None, None, None)
-                if hints is None
-                else (hints.execution_id, hints.parent_execution_id, hints.received)
-            )
             recorder = Recorder(
                 store,
                 env.wire_to_write(),
                 envelope_hash,
                 env.metadata.request_id,
-                execution_id=given,
-                parent_execution_id=parent,
-                received=received,
+                execution_id=opts.execution_id,
+                parent_execution_id=opts.parent_execution_id,
+                received=opts.received,
             )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),
                 envelope_hash,
                 recorder,
                 started,
+                store=store,
+                cassette=opts.cassette,
             )
-        if hints is not None and hints.session is not None:
-            ex.steps = hints.session(ex)
         return ex, decision, decision_wire, order
 
     def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
@@ -489,6 +493,9 @@ def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
         return await mw(env, call_next)
 
     return call
+
+
+_NO_OPTIONS: Final = ExecutionOptions()
 
 
 def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Generator
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Literal, TypeAlias
 
 from .._util.jsonvalue import JSONObject, check_json
 from .._util.time import ms_since
@@ -23,17 +23,13 @@ from ..envelope import (
     ResponseMetadata,
     RoutingDecision,
     RoutingStrategy,
-    trusted,
 )
 from ..errors import EnvelopeValidationError
 from .agents import AgentRegistry, RegisteredAgent
+from .execution import Execution
 from .recorder import Recorder
 
-if TYPE_CHECKING:
-    from ..steps.session import StepSession
-
 __all__ = [
-    "Execution",
     "Outcome",
     "Plan",
     "Run",
@@ -41,6 +37,10 @@ __all__ = [
     "internal_error",
     "plan",
 ]
+
+
+#: How an agent attempt ended.
+OutcomeKind: TypeAlias = Literal["success", "error", "timeout", "cancelled"]
 
 
 class Outcome:
@@ -59,7 +59,7 @@ class Outcome:
     def __init__(
         self,
         agent: str,
-        outcome: str,
+        outcome: OutcomeKind,
         duration_ms: float,
         payload: JSONObject | None = None,
         error: ErrorInfo | None = None,
@@ -93,15 +93,12 @@ def _error(
     retryable: bool = False,
     details: JSONObject | None = None,
 ) -> ErrorInfo:
-    return trusted(
-        ErrorInfo,
-        {
-            "code": code,
-            "message": message,
-            "agent": agent,
-            "retryable": retryable,
-            "details": details if details is not None else {},
-        },
+    return ErrorInfo.model_construct(
+        code=code,
+        message=message,
+        agent=agent,
+        retryable=retryable,
+        details=details if details is not None else {},
     )
 
 
@@ -243,14 +240,11 @@ def decide(
         reason = f"every candidate ({strategy.value})"
         if routing.target_agent is not None:
             reason += "; targetAgent is ignored by " + strategy.value
-    decision = trusted(
-        RoutingDecision,
-        {
-            "strategy": strategy,
-            "candidates": [a.name for a in order],
-            "skipped": skipped,
-            "reason": reason,
-        },
+    decision = RoutingDecision.model_construct(
+        strategy=strategy,
+        candidates=[a.name for a in order],
+        skipped=skipped,
+        reason=reason,
     )
     return decision, order
 
@@ -297,26 +291,6 @@ def _all_failed(outcomes: list[Outcome]) -> ErrorInfo:
     )
 
 
-class Execution:
-    """What one execution carries from the router into its plan."""
-
-    __slots__ = ("envelope_hash", "execution_id", "recorder", "started", "steps")
-
-    def __init__(
-        self,
-        execution_id: str,
-        envelope_hash: str | None,
-        recorder: Recorder | None,
-        started: float,
-    ) -> None:
-        self.execution_id = execution_id
-        self.envelope_hash = envelope_hash
-        self.recorder = recorder
-        self.started = started
-        #: step numbering and state, made at the first step (or by a re-run)
-        self.steps: StepSession | None = None
-
-
 def plan(
     env: IntentEnvelope,
     decision: RoutingDecision,
@@ -330,9 +304,6 @@ def plan(
     and the duration. ``decision_wire`` is the decision's JSON form, recorded
     as is (shared between executions: never changed).
     """
-    run = single_run(decision, decision_wire, order, ex)
-    if run is not None:  # DIRECT: one agent run
-        return single_answer(ex, decision, (yield run))
     strategy = decision.strategy
     recorder = ex.recorder
     if recorder is not None:
@@ -365,7 +336,7 @@ def plan(
             return _answer(ex, decision, outcomes, winner.payload, None, winner.agent)
         return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
-    # FALLBACK walks the order until an agent succeeds (DIRECT ran above).
+    # DIRECT runs its one agent; FALLBACK walks the order until one succeeds.
     for index, agent in enumerate(order):
         got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
         if recorder is not None:
@@ -382,38 +353,6 @@ def plan(
                     "reason": got[0].error.code.value if got[0].error else "error",
                 },
             )
-    return settle(ex, decision, outcomes)
-
-
-def single_run(
-    decision: RoutingDecision,
-    decision_wire: JSONObject,
-    order: tuple[RegisteredAgent, ...],
-    ex: Execution,
-) -> Run | None:
-    """Begin a plan that is one agent run: return that run, else ``None``.
-
-    DIRECT with an agent is that: the decision and the attempt's start are
-    recorded, the one agent runs, and :func:`single_answer` of its outcome is
-    the answer. ``plan`` takes these steps itself; a driver may take them
-    instead and skip driving the generator (a saving on every such execution).
-    Nothing is recorded when ``None`` is returned.
-    """
-    if decision.strategy is not RoutingStrategy.DIRECT or not order:
-        return None
-    recorder = ex.recorder
-    if recorder is None:
-        return order[:1], False, 1
-    recorder.event("ROUTER_DECISION", decision_wire)
-    return _start(recorder, order[:1], False, 1)
-
-
-def single_answer(
-    ex: Execution, decision: RoutingDecision, outcomes: list[Outcome]
-) -> AgentResponse:
-    """The answer once the run of :func:`single_run` has run, its end recorded."""
-    if ex.recorder is not None:
-        _record_attempts(ex.recorder, outcomes, 1)
     return settle(ex, decision, outcomes)
 
 
@@ -461,40 +400,31 @@ def _answer(
 ) -> AgentResponse:
     if error is not None and agent is None:
         agent = error.agent
-    metadata = trusted(
-        ResponseMetadata,
-        {
-            "execution_id": ex.execution_id,
-            "agent": agent,
-            "strategy": decision.strategy,
-            "decision": decision,
-            "attempts": [
-                trusted(
-                    AttemptInfo,
-                    {
-                        "agent": o.agent,
-                        "outcome": o.outcome,
-                        "duration_ms": o.duration_ms,
-                        "error_code": None if o.error is None else o.error.code,
-                    },
-                )
-                for o in outcomes
-            ],
-            "duration_ms": ms_since(ex.started),
-            "envelope_hash": ex.envelope_hash,
-            "from_replay": False,
-            "original_execution_id": None,
-            "recording_error": None,
-        },
+    metadata = ResponseMetadata.model_construct(
+        execution_id=ex.execution_id,
+        agent=agent,
+        strategy=decision.strategy,
+        decision=decision,
+        attempts=[
+            AttemptInfo.model_construct(
+                agent=o.agent,
+                outcome=o.outcome,
+                duration_ms=o.duration_ms,
+                error_code=None if o.error is None else o.error.code,
+            )
+            for o in outcomes
+        ],
+        duration_ms=ms_since(ex.started),
+        envelope_hash=ex.envelope_hash,
+        from_replay=False,
+        original_execution_id=None,
+        recording_error=None,
     )
-    return trusted(
-        AgentResponse,
-        {
-            "status": "error" if error is not None else "success",
-            "payload": payload,
-            "error": error,
-            "metadata": metadata,
-        },
+    return AgentResponse.model_construct(
+        status="error" if error is not None else "success",
+        payload=payload,
+        error=error,
+        metadata=metadata,
     )
 
 
@@ -511,13 +441,10 @@ def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
         "please report it with the traceback in details",
         details={"traceback": "".join(traceback.format_exception(exc))},
     )
-    decision = trusted(
-        RoutingDecision,
-        {
-            "strategy": RoutingStrategy.DIRECT,
-            "candidates": [],
-            "skipped": {},
-            "reason": "",
-        },
+    decision = RoutingDecision.model_construct(
+        strategy=RoutingStrategy.DIRECT,
+        candidates=[],
+        skipped={},
+        reason="",
     )
     return _answer(ex, decision, [], None, error)

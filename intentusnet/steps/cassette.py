@@ -29,18 +29,21 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._util.jsonvalue import JSONValue
-from ..errors import CassetteMiss, SideEffectMismatch
+from ..errors import CassetteMiss, IntentusNetError, SideEffectMismatch
 from ..record.model import ExecutionRecord
 from ..replay import diff_paths
-from .view import UNFINISHED, RecordedStep, record_steps
+from ..routing.seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
+from .view import UNFINISHED, RecordedStep, StepRun, record_steps
+
+if TYPE_CHECKING:
+    from ..store.protocol import ExecutionStore
 
 __all__ = ["Cassette", "Decision"]
 
 _MAX_CANDIDATES: Final = 3
-SERVE, LIVE, REPLAY_ERROR = "serve", "live", "replay_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +71,31 @@ class Cassette:
         record: the record re-run.
         from_failure: serve only what succeeded before the first failure.
         allow_live: run a step with no recording instead of raising.
+        source_store: where the record's children are loaded from, to re-run
+            them too; without it they run live.
+
+    Attributes:
+        runs: how each step call of the re-run ended, in that order.
+        misses: the calls no recording could answer, raised as
+            ``CassetteMiss`` (shared with the cassettes of its children).
     """
 
     def __init__(
-        self, record: ExecutionRecord, *, from_failure: bool, allow_live: bool
+        self,
+        record: ExecutionRecord,
+        *,
+        from_failure: bool,
+        allow_live: bool,
+        source_store: ExecutionStore | None = None,
+        misses: list[CassetteMiss] | None = None,
     ) -> None:
         self.execution_id = record.execution_id
         self.record = record
         self.from_failure = from_failure
         self.allow_live = allow_live
+        self.source_store = source_store
+        self.runs: list[StepRun] = []
+        self.misses: list[CassetteMiss] = [] if misses is None else misses
         self.steps = record_steps(record)
         self._lock = threading.Lock()
         self._queues: dict[tuple[str, str], list[RecordedStep]] = defaultdict(list)
@@ -109,6 +128,58 @@ class Cassette:
                 record does not hold, while a recorded call is still unserved.
             CassetteMiss: no recording answers it and it may not run live.
         """
+        try:
+            return self._match(name, args, args_hash, side_effect)
+        except CassetteMiss as miss:
+            with self._lock:
+                self.misses.append(miss)
+            raise
+
+    def ended(
+        self,
+        number: int,
+        name: str,
+        args_hash: str,
+        source: str,
+        decision: StepDecision | None,
+        outcome: str,
+    ) -> None:
+        """Note how step ``number`` of the re-run ended (see ``runs``)."""
+        recorded = None if decision is None else decision.recorded
+        run = StepRun(
+            number=number,
+            name=name,
+            args_hash=args_hash,
+            source=source,
+            recorded=None if recorded is None else recorded.number,
+            miss=source == "miss" or (decision is not None and decision.miss),
+            outcome=outcome,
+        )
+        with self._lock:
+            self.runs.append(run)
+
+    def child(self, execution_id: str) -> Cassette | None:
+        """The cassette of the recorded child ``execution_id``, same modes.
+
+        ``None`` without a source store, or when the child is gone or damaged.
+        """
+        if self.source_store is None:
+            return None
+        try:
+            record = self.source_store.load(execution_id)
+        except IntentusNetError:
+            return None
+        return Cassette(
+            record,
+            from_failure=self.from_failure,
+            allow_live=self.allow_live,
+            source_store=self.source_store,
+            misses=self.misses,
+        )
+
+    def _match(
+        self, name: str, args: JSONValue, args_hash: str, side_effect: bool
+    ) -> Decision:
         with self._lock:
             key = (name, args_hash)
             self._calls[key] += 1

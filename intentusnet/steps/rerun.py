@@ -1,9 +1,9 @@
 """Re-running a record with today's code, its steps served from the record.
 
-``ReplayEngine(record).rerun(router)`` routes the recorded envelope again
+``rerun(ReplayEngine(record), router)`` routes the recorded envelope again
 through ``router`` (today's agents), as a new execution whose record links to
 the original (``replayOf``). Each step the agents call is answered by the
-original record (see :mod:`intentusnet.cassette` for exactly when), so a strict
+original record (see :mod:`intentusnet.steps.cassette` for exactly when), so a strict
 re-run makes no model, tool or network call; ``from_failure=True`` resumes a
 failed run, serving what succeeded before the failure and running the rest.
 """
@@ -17,16 +17,16 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
 from ..errors import RecordNotFound
 from ..record.model import ExecutionRecord
-from ..routing.hints import RouteHints, hinted
+from ..replay import ReplayEngine
+from ..routing.router import IntentRouter
+from ..routing.seams import ExecutionOptions
+from ..store.memory import MemoryExecutionStore
 from .cassette import Cassette
 from .diff import RecordDiff, diff_records
-from .session import StepSession
 from .view import StepRun
 
 if TYPE_CHECKING:
-    from ..routing.router import IntentRouter
-    from ..routing.strategies import Execution
-    from ..store import ExecutionStore
+    from ..store.protocol import ExecutionStore
 
 __all__ = ["RerunResult", "rerun"]
 
@@ -94,27 +94,36 @@ class RerunResult:
 
 
 def rerun(
-    record: ExecutionRecord,
+    engine: ReplayEngine,
     router: IntentRouter,
     *,
     from_failure: bool = False,
     allow_live: bool = False,
     store: ExecutionStore | None = None,
-    source_store: ExecutionStore | None = None,
 ) -> RerunResult:
-    """Route ``record``'s envelope again through ``router``, steps from the record.
+    """Run a record's envelope again with today's agents, steps from the record.
+
+    Unlike ``engine.replay()``, agent code runs: each step it calls is matched
+    to the record by ``(name, argsHash)`` and occurrence and served from it, so
+    a strict re-run makes no model, tool or network call. The re-run is
+    recorded (in ``store``, else the router's store, else in memory) and
+    linked to the original by ``replayOf``. See docs/debugging.md.
+    Added in 0.1.0 (as ``ReplayEngine.rerun`` until 0.2.0).
 
     Args:
-        record: the execution to re-run (it need not be replayable: an
-            unfinished record can be resumed).
+        engine: the record to re-run (it need not be replayable: an
+            unfinished record can be resumed); the children of its ``route:``
+            steps are loaded from the engine's store, if it has one.
         router: today's router and agents.
-        from_failure: serve the steps that succeeded before the first failed
-            (or unfinished) step; run that step and every later one live.
-        allow_live: run a step the record cannot answer instead of raising.
-        store: where the re-run is recorded: the router's store by default,
-            else an in-memory store.
-        source_store: where the children of ``route:`` steps are loaded from
-            when they must run again; ``store`` by default.
+        from_failure: resume: serve the steps that succeeded before the first
+            failed (or unfinished) step; run that step and every later one live.
+        allow_live: run a step the record cannot answer (marked as a miss)
+            instead of raising ``CassetteMiss``.
+        store: where to record the re-run.
+
+    Returns:
+        The new response and record id, which steps were served and which ran,
+        and the diff against the original record.
 
     Raises:
         CassetteMiss: a step had no recording and may not run live; its
@@ -122,46 +131,35 @@ def rerun(
         SideEffectMismatch: a side-effect step was needed with other arguments.
         EnvelopeValidationError: the recorded envelope is not valid.
     """
-    from ..store import MemoryExecutionStore
-
+    record = engine.record
     target = store or router.store or MemoryExecutionStore()
-    cassette = Cassette(record, from_failure=from_failure, allow_live=allow_live)
-    made: list[StepSession] = []
-
-    def session(ex: Execution) -> StepSession:
-        made.append(
-            StepSession(
-                ex.execution_id,
-                ex.recorder,
-                cassette=cassette,
-                store=target,
-                source_store=source_store or target,
-            )
-        )
-        return made[-1]
-
+    cassette = Cassette(
+        record,
+        from_failure=from_failure,
+        allow_live=allow_live,
+        source_store=engine.store or target,
+    )
     env = IntentEnvelope.model_validate(record.envelope)
-    # The original answer must not come back from the cache: run it.
+    # Recorded as a re-run asks: never answered from the cache.
     routing = env.routing.model_copy(update={"cache": CacheDirective.BYPASS})
     env = env.model_copy(update={"routing": routing})
-    hints = RouteHints(
+    options = ExecutionOptions(
         received={
             "replayOf": record.execution_id,
             "rerunMode": cassette.mode,
             "allowLive": allow_live,
         },
         store=target,
-        session=session,
+        cassette=cassette,
     )
-    with hinted(hints):
-        response = router.route_intent(env)
+    response = router.route_intent(env, options=options)
     execution_id = response.metadata.execution_id
-    misses = [miss for s in made for miss in s.misses]
-    if misses:
-        misses[0].rerun_execution_id = execution_id
-        raise misses[0]
+    if cassette.misses:
+        miss = cassette.misses[0]
+        miss.rerun_execution_id = execution_id
+        raise miss
     new_record: ExecutionRecord | None = None
-    if execution_id is not None and made and made[0].recorder is not None:
+    if execution_id is not None:
         try:
             new_record = target.load(execution_id)
         except RecordNotFound:
@@ -172,7 +170,7 @@ def rerun(
         original_execution_id=record.execution_id,
         mode=cassette.mode,
         allow_live=allow_live,
-        steps=tuple(run for s in made for run in s.runs),
+        steps=tuple(cassette.runs),
         record=new_record,
         diff=None if new_record is None else diff_records(record, new_record),
     )

@@ -1,54 +1,67 @@
-"""The step state of one execution: numbering, recording, and (in a re-run) serving.
+"""One execution's state: its id, its recorder, and its steps.
 
-Every execution that records, or re-runs a record, has one ``StepSession``.
-A step call opens with :meth:`StepSession.open`, which numbers it, asks the
-cassette (in a re-run) what to do and writes ``STEP_START``; it closes with
-:meth:`~StepSession.serve`, :meth:`~StepSession.succeeded`,
-:meth:`~StepSession.failed` or :meth:`~StepSession.routed`, which write
-``STEP_END``. The event data is described in docs/records.md.
+``Execution`` is what the router carries through one execution. Its
+``StepSession`` numbers and records the steps the agents call (``ctx.step``,
+``@step``, ``ctx.route``): a step opens with :meth:`StepSession.open`, which
+numbers it, asks the re-run's cassette (if any) what to do and writes
+``STEP_START``; it closes with :meth:`~StepSession.serve`,
+:meth:`~StepSession.succeeded`, :meth:`~StepSession.failed` or
+:meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
+:func:`arun_step` drive one step call. The event data is described in
+docs/records.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
+import inspect
+import os
 import threading
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
-from hashlib import sha256
-from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeAlias, cast
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue, check_json
+from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
-from ..errors import CassetteMiss, EnvelopeValidationError
-from ..hashing import HASH_PREFIX, _encode, canonical_json, hash_bytes
+from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
+from ..hashing import canonical_json, hash_bytes
 from ..record.model import EventType
-from .cassette import LIVE, Cassette, Decision
-from .view import StepRun
+from .seams import LIVE, REPLAY_ERROR, Cassette, StepDecision
 
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
-    from ..routing.agents import AgentContext
-    from ..routing.recorder import Recorder
-    from ..store import ExecutionStore
+    from ..store.protocol import ExecutionStore
+    from .recorder import Recorder
 
-__all__ = ["OpenStep", "StepSession", "enter_step", "jsonish", "leave_step"]
+__all__ = [
+    "Execution",
+    "OpenStep",
+    "StepSession",
+    "arun_step",
+    "enter_step",
+    "jsonish",
+    "leave_step",
+    "run_step",
+]
 
-# Bound once: two values are hashed per step, on the agent's path.
-_dumps = orjson.dumps
-_SORTED: Final = orjson.OPT_SORT_KEYS
+_T = TypeVar("_T")
 #: A ``repr`` stored for a value that is not JSON is cut to this many characters.
 MAX_REPR: Final = 2000
 #: Frames of this file (which calls the step) are left out of step tracebacks.
-_STEPS_FILE: Final = str(Path(__file__).with_name("steps.py"))
+_PACKAGE: Final = os.path.dirname(os.path.dirname(__file__)) + os.sep
 
 _Active: TypeAlias = "tuple[StepSession, int] | None"
 #: The step running in this context, if any, and the session it belongs to:
 #: a step called from inside it is recorded as its child.
 _ACTIVE: ContextVar[_Active] = ContextVar("intentusnet_active_step", default=None)
+#: Replayed-error classes by recorded type name (bounded: names come from records).
+_REPLAYED: dict[str, type[ReplayedStepError]] = {}
+_MAX_REPLAYED: Final = 256
 
 
 def jsonish(value: object) -> tuple[JSONValue, str, str | None]:
@@ -58,16 +71,13 @@ def jsonish(value: object) -> tuple[JSONValue, str, str | None]:
     characters), hashed as that string, with the reason.
     """
     try:
-        plain = check_json(value)
+        data = canonical_json(cast(JSONValue, value))
     except EnvelopeValidationError as exc:
         text = repr(value)
         if len(text) > MAX_REPR:
             text = text[: MAX_REPR - 3] + "..."
         return text, hash_bytes(canonical_json(text)), f"not JSON ({exc})"
-    checked = cast(JSONValue, value)
-    # The canonical form, as hashing._encode makes it, without two calls.
-    data = _dumps(checked, option=_SORTED) if plain else _encode(checked, plain=False)
-    return checked, HASH_PREFIX + sha256(data).hexdigest(), None
+    return cast(JSONValue, value), hash_bytes(data), None
 
 
 def _copy(value: JSONValue) -> JSONValue:
@@ -81,7 +91,7 @@ def _copy(value: JSONValue) -> JSONValue:
 def _format(exc: BaseException) -> str:
     """The traceback of ``exc`` from the step's own code on (our frames left out)."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == _STEPS_FILE:
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
@@ -96,7 +106,7 @@ class OpenStep:
         number: int,
         name: str,
         args_hash: str,
-        decision: Decision | None,
+        decision: StepDecision | None,
         child: str | None,
     ) -> None:
         self.number = number
@@ -117,47 +127,24 @@ class StepSession:
     """Numbers, records and (in a re-run) serves the steps of one execution.
 
     Args:
-        execution_id: the execution.
         recorder: where events go, or ``None`` when nothing is recorded.
         cassette: the record being re-run, if any.
-        store: where a re-run records (children of its steps record there too).
-        source_store: where the re-run record's children can be loaded from.
     """
 
-    __slots__ = (
-        "_count",
-        "_lock",
-        "cassette",
-        "execution_id",
-        "misses",
-        "recorder",
-        "runs",
-        "source_store",
-        "store",
-    )
+    __slots__ = ("_count", "_lock", "cassette", "recorder")
 
     def __init__(
-        self,
-        execution_id: str,
-        recorder: Recorder | None,
-        *,
-        cassette: Cassette | None = None,
-        store: ExecutionStore | None = None,
-        source_store: ExecutionStore | None = None,
+        self, recorder: Recorder | None, cassette: Cassette | None = None
     ) -> None:
-        self.execution_id = execution_id
         self.recorder = recorder
         self.cassette = cassette
-        self.store = store
-        self.source_store = source_store
-        self.runs: list[StepRun] = []
-        self.misses: list[CassetteMiss] = []
         self._count = 0
         self._lock = threading.Lock()
 
     def open(
         self,
-        ctx: AgentContext,
+        agent: str,
+        attempt: int,
         name: str,
         args: object,
         *,
@@ -168,7 +155,7 @@ class StepSession:
 
         Raises:
             CassetteMiss: in a re-run, no recording answers the call (the miss
-                is recorded as the step's failure and kept in ``misses``).
+                is recorded as the step's failure).
         """
         recorded_args, args_hash, reason = jsonish(args)
         with self._lock:
@@ -178,8 +165,8 @@ class StepSession:
         data: JSONObject = {
             "step": number,
             "name": name,
-            "agent": ctx.agent,
-            "attempt": ctx.attempt,
+            "agent": agent,
+            "attempt": attempt,
             "parent": active[1] if active is not None and active[0] is self else None,
             "args": recorded_args,
             "argsHash": args_hash,
@@ -188,7 +175,7 @@ class StepSession:
         }
         if reason is not None:
             data["reason"] = f"args are {reason}"
-        decision: Decision | None = None
+        decision: StepDecision | None = None
         miss: CassetteMiss | None = None
         if self.cassette is not None:
             try:
@@ -206,7 +193,6 @@ class StepSession:
             recorder.event(EventType.STEP_START, data)
         step = OpenStep(number, name, args_hash, decision, child)
         if miss is not None:
-            self.misses.append(miss)
             self._end(step, "error", None, None, error=miss, tb=None, miss=True)
             raise miss
         return step
@@ -336,19 +322,66 @@ class StepSession:
         if recorder is not None:
             recorder.event(EventType.STEP_END, data)
         if self.cassette is not None:
-            decision = step.decision
-            recorded = None if decision is None else decision.recorded
-            run = StepRun(
-                number=step.number,
-                name=step.name,
-                args_hash=step.args_hash,
-                source=str(data["source"]),
-                recorded=None if recorded is None else recorded.number,
-                miss=data["source"] == "miss" or data.get("liveMiss") is True,
-                outcome=outcome,
+            self.cassette.ended(
+                step.number,
+                step.name,
+                step.args_hash,
+                str(data["source"]),
+                step.decision,
+                outcome,
             )
-            with self._lock:
-                self.runs.append(run)
+
+
+class Execution:
+    """What one execution carries from the router into its plan and its agents.
+
+    Attributes:
+        execution_id: the execution's id (and its record's).
+        envelope_hash: the envelope's hash, when recorded.
+        recorder: writes the record, or ``None`` when nothing is recorded.
+        store: the store recorded into; child intents record there too.
+        started: ``perf_counter()`` when routing began.
+    """
+
+    __slots__ = (
+        "_lock",
+        "_steps",
+        "envelope_hash",
+        "execution_id",
+        "recorder",
+        "started",
+        "store",
+    )
+
+    def __init__(
+        self,
+        execution_id: str,
+        envelope_hash: str | None,
+        recorder: Recorder | None,
+        started: float,
+        *,
+        store: ExecutionStore | None = None,
+        cassette: Cassette | None = None,
+    ) -> None:
+        self.execution_id = execution_id
+        self.envelope_hash = envelope_hash
+        self.recorder = recorder
+        self.started = started
+        self.store = store
+        self._lock = threading.Lock()
+        # A re-run's session exists from the start; else it is made at the
+        # first step of an execution that records.
+        self._steps = StepSession(recorder, cassette) if cassette else None
+
+    def steps(self) -> StepSession | None:
+        """The step session; ``None`` when steps are plain calls (no record)."""
+        session = self._steps
+        if session is None and self.recorder is not None:
+            with self._lock:  # the agents of one execution may run on several threads
+                session = self._steps
+                if session is None:
+                    session = self._steps = StepSession(self.recorder)
+        return session
 
 
 def enter_step(session: StepSession, number: int) -> Token[_Active]:
@@ -359,3 +392,102 @@ def enter_step(session: StepSession, number: int) -> Token[_Active]:
 def leave_step(token: Token[_Active]) -> None:
     """Undo :func:`enter_step`."""
     _ACTIVE.reset(token)
+
+
+def _replayed(step: OpenStep) -> ReplayedStepError:
+    """The recorded failure of a step, to raise again in a strict re-run."""
+    decision = step.decision
+    recorded = None if decision is None else decision.recorded
+    error = (recorded.error if recorded is not None else None) or {}
+    kind = str(error.get("type") or "Error")
+    message = str(error.get("message") or "")
+    cls = _REPLAYED.get(kind)
+    if cls is None:
+        cls = _replayed_type(kind)
+        if len(_REPLAYED) < _MAX_REPLAYED:
+            _REPLAYED[kind] = cls
+    return cls(step.name, kind, message)
+
+
+def _replayed_type(kind: str) -> type[ReplayedStepError]:
+    """A ``ReplayedStepError`` named ``kind``, and a ``kind`` if it is a builtin."""
+    namespace = {"__module__": "intentusnet.replayed", "__qualname__": kind}
+    builtin = getattr(builtins, kind, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        try:
+            made = type(kind, (ReplayedStepError, builtin), namespace)
+            made("probe", kind, "")  # some builtins need other arguments
+        except TypeError:
+            pass
+        else:
+            return made
+    return type(kind, (ReplayedStepError,), namespace)
+
+
+def _served(session: StepSession, opened: OpenStep) -> object:
+    """Return a served step's recorded output, or raise its recorded error."""
+    output = session.serve(opened)
+    if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
+        raise _replayed(opened)
+    return output
+
+
+def run_step(
+    ex: Execution | None,
+    agent: str,
+    attempt: int,
+    name: str,
+    args: object,
+    call: Callable[[], _T],
+    side_effect: bool,
+) -> _T:
+    """Run ``call`` as step ``name`` of ``ex``, made by ``agent``'s ``attempt``.
+
+    ``args`` is what is recorded and matched; ``call`` does the work.
+    """
+    session = None if ex is None else ex.steps()
+    if session is None:
+        return call()
+    opened = session.open(agent, attempt, name, args, side_effect=side_effect)
+    if opened.served:
+        return cast(_T, _served(session, opened))
+    token = enter_step(session, opened.number)
+    try:
+        value = call()
+    except BaseException as exc:
+        session.failed(opened, exc)
+        raise
+    finally:
+        leave_step(token)
+    session.succeeded(opened, value)
+    return value
+
+
+async def arun_step(
+    ex: Execution | None,
+    agent: str,
+    attempt: int,
+    name: str,
+    args: object,
+    call: Callable[[], Awaitable[_T] | _T],
+    side_effect: bool,
+) -> _T:
+    """The async ``run_step``: ``call`` may return an awaitable, which is awaited."""
+    session = None if ex is None else ex.steps()
+    if session is None:
+        result = call()
+        return await result if inspect.isawaitable(result) else result
+    opened = session.open(agent, attempt, name, args, side_effect=side_effect)
+    if opened.served:
+        return cast(_T, _served(session, opened))
+    token = enter_step(session, opened.number)
+    try:
+        result = call()
+        value = await result if inspect.isawaitable(result) else result
+    except BaseException as exc:
+        session.failed(opened, exc)
+        raise
+    finally:
+        leave_step(token)
+    session.succeeded(opened, value)
+    return value

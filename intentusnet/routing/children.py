@@ -1,0 +1,206 @@
+"""Child intents: ``ctx.route`` inside an agent, recorded as a step of the parent.
+
+The child gets its own execution and record, linked both ways: the parent's
+``route:INTENT`` step names the child's id (chosen here, so that the parent
+records it before the child starts), and the child's record names its parent.
+In a re-run of the parent, the step is served from the record, or the child is
+routed again as a re-run of the child it recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from contextvars import Token
+from typing import TYPE_CHECKING, Protocol
+
+from .._util.ids import new_execution_id
+from .._util.jsonvalue import JSONValue
+from ..envelope import AgentResponse, IntentEnvelope
+from ..hashing import hashed_view
+from .execution import Execution, OpenStep, StepSession, enter_step, leave_step
+from .seams import Cassette, ExecutionOptions
+
+if TYPE_CHECKING:
+    from .execution import _Active
+
+__all__ = ["Router", "aroute_child", "route_child"]
+
+
+class Router(Protocol):
+    """What an agent may ask of the router running it: to route another intent."""
+
+    def route_intent(
+        self,
+        envelope: IntentEnvelope | Mapping[str, JSONValue],
+        *,
+        options: ExecutionOptions | None = None,
+    ) -> AgentResponse:
+        """Route an intent and return the answer (blocking)."""
+
+    def route(
+        self,
+        envelope: IntentEnvelope | Mapping[str, JSONValue],
+        *,
+        options: ExecutionOptions | None = None,
+    ) -> Awaitable[AgentResponse]:
+        """Route an intent and return the answer."""
+
+
+class _ChildRoute:
+    """One ``ctx.route`` call: the parent's ``route:`` step and the child's options."""
+
+    __slots__ = ("env", "opened", "options", "session")
+
+    def __init__(
+        self,
+        ex: Execution | None,
+        agent: str,
+        attempt: int,
+        parent_id: str,
+        envelope: IntentEnvelope | Mapping[str, JSONValue],
+    ) -> None:
+        env = (
+            envelope
+            if isinstance(envelope, IntentEnvelope)
+            else IntentEnvelope.model_validate(envelope)
+        )
+        self.env = env
+        self.session = session = None if ex is None else ex.steps()
+        child_id = new_execution_id()
+        self.opened: OpenStep | None = None
+        if session is not None:
+            self.opened = session.open(
+                agent,
+                attempt,
+                f"route:{env.intent.name}",
+                hashed_view(env.to_wire()),
+                side_effect=False,
+                child=child_id,
+            )
+        recorded_child, cassette = _rerun_of_child(session, self.opened)
+        self.options = ExecutionOptions(
+            execution_id=child_id,
+            parent_execution_id=parent_id,
+            received=None if recorded_child is None else {"replayOf": recorded_child},
+            store=None if ex is None else ex.store,
+            cassette=cassette,
+        )
+
+    def served(self) -> AgentResponse | None:
+        """The recorded answer, when the re-run serves this step."""
+        opened, session = self.opened, self.session
+        if opened is None or session is None or not opened.served:
+            return None
+        return _served_response(opened, session.serve(opened))
+
+    def enter(self) -> Token[_Active] | None:
+        """Mark the step as running (a step inside the child is not its child)."""
+        if self.session is None or self.opened is None:
+            return None
+        return enter_step(self.session, self.opened.number)
+
+    def failed(self, exc: BaseException) -> None:
+        """Record that routing the child raised."""
+        if self.session is not None and self.opened is not None:
+            self.session.failed(self.opened, exc)
+
+    def done(self, response: AgentResponse) -> AgentResponse:
+        """Record the child's answer and return it."""
+        if self.session is not None and self.opened is not None:
+            self.session.routed(self.opened, response)
+        return response
+
+
+def _rerun_of_child(
+    session: StepSession | None, opened: OpenStep | None
+) -> tuple[str | None, Cassette | None]:
+    """The recorded child and its cassette, when a re-run's child re-runs too.
+
+    That is when the ``route:`` step runs live in a re-run; else (or when the
+    child cannot be loaded) the child runs live, as a new execution.
+    """
+    cassette = None if session is None else session.cassette
+    decision = None if opened is None else opened.decision
+    recorded = None if decision is None else decision.recorded
+    child_id = None if recorded is None else recorded.child_execution_id
+    if cassette is None or child_id is None or opened is None or opened.served:
+        return None, None
+    child = cassette.child(child_id)
+    return (None, None) if child is None else (child_id, child)
+
+
+def _served_response(opened: OpenStep, output: JSONValue) -> AgentResponse:
+    summary = output if isinstance(output, dict) else {}
+    child = opened.child
+    return AgentResponse.model_validate(
+        {
+            "status": summary.get("status", "error"),
+            "payload": summary.get("payload"),
+            "error": summary.get("error"),
+            "metadata": {
+                "executionId": child,
+                "fromReplay": True,
+                "originalExecutionId": child,
+            },
+        }
+    )
+
+
+def route_child(
+    router: Router,
+    ex: Execution | None,
+    agent: str,
+    attempt: int,
+    parent_id: str,
+    envelope: IntentEnvelope | Mapping[str, JSONValue],
+) -> AgentResponse:
+    """Route a child intent from inside an agent, as a step of the parent."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "ctx.route() blocks and cannot run inside a coroutine; "
+            "use `await ctx.aroute(envelope)`"
+        )
+    call = _ChildRoute(ex, agent, attempt, parent_id, envelope)
+    served = call.served()
+    if served is not None:
+        return served
+    token = call.enter()
+    try:
+        response = router.route_intent(call.env, options=call.options)
+    except BaseException as exc:
+        call.failed(exc)
+        raise
+    finally:
+        if token is not None:
+            leave_step(token)
+    return call.done(response)
+
+
+async def aroute_child(
+    router: Router,
+    ex: Execution | None,
+    agent: str,
+    attempt: int,
+    parent_id: str,
+    envelope: IntentEnvelope | Mapping[str, JSONValue],
+) -> AgentResponse:
+    """The async ``route_child``."""
+    call = _ChildRoute(ex, agent, attempt, parent_id, envelope)
+    served = call.served()
+    if served is not None:
+        return served
+    token = call.enter()
+    try:
+        response = await router.route(call.env, options=call.options)
+    except BaseException as exc:
+        call.failed(exc)
+        raise
+    finally:
+        if token is not None:
+            leave_step(token)
+    return call.done(response)

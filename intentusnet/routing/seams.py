@@ -1,0 +1,166 @@
+"""The seams of the router: what it needs from the parts built on top of it.
+
+The router never imports the replay cache (``cache/``) or the re-run machinery
+(``steps/``); they implement the Protocols here, and arrive through the
+router's constructor (``ResponseCache``) or through the options of one call
+(``ExecutionOptions``, whose ``cassette`` is a ``Cassette``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol
+
+from .._util.jsonvalue import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from ..envelope import AgentResponse, IntentEnvelope
+    from ..store.protocol import ExecutionStore
+
+__all__ = [
+    "LIVE",
+    "REPLAY_ERROR",
+    "SERVE",
+    "Cassette",
+    "ExecutionOptions",
+    "RecordedCall",
+    "ResponseCache",
+    "StepDecision",
+]
+
+
+class ResponseCache(Protocol):
+    """Answers an envelope from an earlier record instead of running agents."""
+
+    def bind(self, store: ExecutionStore) -> None:
+        """Serve the records of ``store``, the router's own."""
+
+    def serve(
+        self, env: IntentEnvelope, execute: Callable[[IntentEnvelope], AgentResponse]
+    ) -> AgentResponse:
+        """Answer ``env`` from a record, or by ``execute(env)``."""
+
+    async def aserve(
+        self,
+        env: IntentEnvelope,
+        execute: Callable[[IntentEnvelope], Awaitable[AgentResponse]],
+    ) -> AgentResponse:
+        """The async ``serve``."""
+
+
+#: How a re-run answers one step call: with the recorded output, by raising the
+#: recorded failure again, or by calling it.
+SERVE: Final = "serve"
+REPLAY_ERROR: Final = "replay_error"
+LIVE: Final = "live"
+
+
+class RecordedCall(Protocol):
+    """A recorded step, as a re-run serves it."""
+
+    @property
+    def number(self) -> int:
+        """The step's number in its record."""
+
+    @property
+    def outcome(self) -> str:
+        """``success``, ``error``, ``cancelled`` or ``unfinished``."""
+
+    @property
+    def output(self) -> JSONValue:
+        """The recorded output."""
+
+    @property
+    def output_hash(self) -> str | None:
+        """The canonical hash of ``output``."""
+
+    @property
+    def error(self) -> JSONObject | None:
+        """``{"type", "message"}`` of a failed step."""
+
+    @property
+    def traceback(self) -> str | None:
+        """The recorded traceback of a failure."""
+
+    @property
+    def child_execution_id(self) -> str | None:
+        """The child execution of a ``route:`` step."""
+
+
+class StepDecision(Protocol):
+    """What a re-run does with one step call."""
+
+    @property
+    def action(self) -> str:
+        """``SERVE``, ``REPLAY_ERROR`` or ``LIVE``."""
+
+    @property
+    def recorded(self) -> RecordedCall | None:
+        """The recorded step matched, if any."""
+
+    @property
+    def miss(self) -> bool:
+        """Runs live although no recording could answer it."""
+
+
+class Cassette(Protocol):
+    """A record's steps, answering the step calls of its re-run."""
+
+    @property
+    def execution_id(self) -> str:
+        """The record being re-run."""
+
+    def decide(
+        self, name: str, args: JSONValue, args_hash: str, *, side_effect: bool
+    ) -> StepDecision:
+        """Match one step call and say what to do.
+
+        Raises:
+            CassetteMiss: no recording answers it and it may not run live.
+            SideEffectMismatch: a side-effect step is needed with other args.
+        """
+
+    def ended(
+        self,
+        number: int,
+        name: str,
+        args_hash: str,
+        source: str,
+        decision: StepDecision | None,
+        outcome: str,
+    ) -> None:
+        """Note how step ``number`` of the re-run ended.
+
+        ``source`` is ``live`` (called), ``record`` (served) or ``miss``.
+        """
+
+    def child(self, execution_id: str) -> Cassette | None:
+        """The cassette of a recorded child execution, to re-run it.
+
+        ``None`` when it cannot be loaded: the child then runs live.
+        """
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionOptions:
+    """What one routing call tells the execution it opens, beyond the envelope.
+
+    A child intent (``ctx.route``) and a re-run pass them; a caller's
+    ordinary call needs none. An execution with options is never answered from
+    the replay cache: it must really run, under the id and links it was given.
+
+    Attributes:
+        execution_id: the id to give the execution (a child's is chosen by its
+            parent, which records it before the child starts).
+        parent_execution_id: the execution routing this one, if any.
+        received: extra ``INTENT_RECEIVED`` data (``replayOf`` for a re-run).
+        store: record into this store instead of the router's own.
+        cassette: answers the execution's step calls (a re-run).
+    """
+
+    execution_id: str | None = None
+    parent_execution_id: str | None = None
+    received: JSONObject | None = None
+    store: ExecutionStore | None = None
+    cassette: Cassette | None = None
