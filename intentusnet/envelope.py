@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -29,7 +29,6 @@ from pydantic.alias_generators import to_camel
 from ._util.ids import new_execution_id as new_execution_id
 from ._util.ids import new_request_id
 from ._util.jsonvalue import JSONObject, JSONValue, check_json
-from ._util.time import wire_utc
 from .errors import EnvelopeValidationError
 from .hashing import hash_parts
 
@@ -100,23 +99,6 @@ class _Model(BaseModel):
     )
 
 
-class _EnvelopePart(_Model):
-    """A model that is part of an envelope: its errors are envelope errors."""
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise _envelope_error(exc) from None
-
-    # Only ``IntentRef(...)`` and the like call this ``__init__``. Marked as
-    # pydantic's own (as pydantic-settings marks its ``__init__``), so that
-    # validation does not call it for every nested part, validating each part
-    # twice and running the envelope's after-validator twice; errors of parts
-    # validated inside an envelope reach the envelope's own conversion.
-    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -154,14 +136,14 @@ class CacheDirective(StrEnum):
 _Name = Annotated[str, Field(min_length=1, max_length=256)]
 
 
-class IntentRef(_EnvelopePart):
+class IntentRef(_Model):
     """Names an intent: what the caller wants done."""
 
     name: _Name
     version: Annotated[str, Field(min_length=1, max_length=64)] = "1.0"
 
 
-class IntentContext(_EnvelopePart):
+class IntentContext(_Model):
     """Who is asking. Only ``tenant`` is hashed."""
 
     caller: _Short | None = None
@@ -170,7 +152,7 @@ class IntentContext(_EnvelopePart):
     tags: list[_Short] = Field(default_factory=list)
 
 
-class IntentMetadata(_EnvelopePart):
+class IntentMetadata(_Model):
     """Volatile facts about one request; never hashed."""
 
     request_id: _Short = Field(default_factory=new_request_id)
@@ -182,7 +164,7 @@ class IntentMetadata(_EnvelopePart):
     identity_chain: list[_Short] = Field(default_factory=list)
 
 
-class RoutingOptions(_EnvelopePart):
+class RoutingOptions(_Model):
     """How the caller wants the intent routed."""
 
     strategy: RoutingStrategy = RoutingStrategy.DIRECT
@@ -192,7 +174,7 @@ class RoutingOptions(_EnvelopePart):
     cache: CacheDirective = CacheDirective.DEFAULT
 
 
-class IntentEnvelope(_EnvelopePart):
+class IntentEnvelope(_Model):
     """One intent as a caller sends it.
 
     Only ``intent`` is required; the request id and creation time are filled in.
@@ -212,60 +194,59 @@ class IntentEnvelope(_EnvelopePart):
     metadata: IntentMetadata = Field(default_factory=IntentMetadata)
     routing: RoutingOptions = Field(default_factory=RoutingOptions)
 
+    # The envelope is where outside data enters: its validation errors become
+    # EnvelopeValidationError naming the path, here and in model_validate.
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _envelope_error(exc) from None
+
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> IntentEnvelope:
-        """Validate a wire-form (camelCase) or Python-form envelope."""
+        """Validate a wire-form (camelCase) or Python-form envelope.
+
+        Raises:
+            EnvelopeValidationError: naming the first invalid field's path.
+        """
         if not isinstance(obj, dict):
             raise EnvelopeValidationError(
                 f"an envelope must be a JSON object, got {type(obj).__name__}"
             )
-        try:
-            return super().model_validate(obj, **kwargs)
-        except ValidationError as exc:
-            raise _envelope_error(exc) from None
+        if kwargs:  # pydantic's options (strict, context, ...): its own path
+            try:
+                return super().model_validate(obj, **kwargs)
+            except ValidationError as exc:
+                raise _envelope_error(exc) from None
+        if not all(isinstance(key, str) for key in obj):
+            raise EnvelopeValidationError("an envelope's keys must be strings")
+        # Through __init__, which converts errors: validated once.
+        return cls(**obj)
 
     @classmethod
     def model_validate_json(
         cls, json_data: str | bytes | bytearray, **kwargs: Any
     ) -> IntentEnvelope:
         """Parse and validate an envelope from JSON text."""
-        import orjson
-
         try:
             data = orjson.loads(json_data)
         except orjson.JSONDecodeError as exc:
             raise EnvelopeValidationError(f"not valid JSON: {exc}") from None
         return cls.model_validate(data, **kwargs)
 
-    # Set by ``_check_payload``, which every validated envelope passes. No
-    # defaults: pydantic copies a default, or inspects a default factory's
-    # signature, for every instance, which cost more than the rest of an
-    # envelope's validation.
-    _plain: bool = PrivateAttr()
-    _view: dict[str, JSONValue] = PrivateAttr()
-    _parts: tuple[bytes, bytes] = PrivateAttr()
+    #: The canonical bytes of the hashed view around its payload, and whether
+    #: the payload's sorted orjson output already is RFC 8785 (see hashing.py):
+    #: set by ``_check_payload``, which every envelope passes.
+    _hash_parts: tuple[bytes, bytes, bool] = PrivateAttr()
 
     @model_validator(mode="after")
     def _check_payload(self) -> IntentEnvelope:
-        # One walk of the payload: refuse what JSON cannot carry, and note
-        # whether its canonical form may take the fast path (hashing.py). The
-        # rest of the hashed view cannot change (the model is frozen), so it is
-        # built once here.
-        private = self.__pydantic_private__
-        assert private is not None
-        private["_plain"] = check_json(self.payload, "payload")
-        routing = self.routing
-        view = private["_view"] = {
-            "version": self.version,
-            "intent": {"name": self.intent.name, "version": self.intent.version},
-            "tenant": self.context.tenant,
-            "routing": {
-                "strategy": routing.strategy._value_,
-                "targetAgent": routing.target_agent,
-                "fallbackAgents": list(routing.fallback_agents),
-            },
-        }
-        private["_parts"] = hash_parts(view)
+        # One walk of the payload refuses what JSON cannot carry. The rest of
+        # the hashed view cannot change (the model is frozen), so its
+        # canonical bytes are made once, here.
+        plain = check_json(self.payload, "payload")
+        prefix, suffix = hash_parts(self.hashed_view())
+        self._hash_parts = (prefix, suffix, plain)
         return self
 
     def model_copy(
@@ -274,10 +255,7 @@ class IntentEnvelope(_EnvelopePart):
         """Copy the envelope; fields in ``update`` are checked like new input."""
         copy = super().model_copy(update=update, deep=deep)
         if update:
-            try:
-                copy = self.model_validate(copy.model_dump(by_alias=True))
-            except ValidationError as exc:
-                raise _envelope_error(exc) from None
+            copy = self.model_validate(copy.model_dump(by_alias=True))
         return copy
 
     def hash_parts(self) -> tuple[bytes, bytes, bool]:
@@ -287,70 +265,26 @@ class IntentEnvelope(_EnvelopePart):
         canonical bytes; the flag says whether orjson's sorted output of the
         payload already is RFC 8785.
         """
-        # Read the slot directly: pydantic's private-attribute lookup costs
-        # microseconds, and this is on the hashing hot path.
-        private = self.__pydantic_private__
-        prefix, suffix = private["_parts"]  # type: ignore[index]
-        return prefix, suffix, private["_plain"]  # type: ignore[index]
+        return self._hash_parts
 
     def hashed_view(self) -> dict[str, JSONValue]:
         """Return the part of the envelope that is hashed (DESIGN §3)."""
-        view = self.__pydantic_private__["_view"]  # type: ignore[index]
-        return {**view, "payload": self.payload}
-
-    def to_wire(self) -> JSONObject:
-        """Return the camelCase wire form as plain JSON data (the caller's to change).
-
-        Equal to ``model_dump(mode="json", by_alias=True)``, built directly: the
-        model is frozen and its values were checked when it was made.
-        """
-        # The payload was checked (check_json): exact JSON types, integers
-        # within 2**53, so orjson copies it exactly (tuples become lists).
-        return self._wire(orjson.loads(orjson.dumps(self.payload)))
-
-    def wire_to_write(self) -> JSONObject:
-        """The wire form for serialising at once, sharing the payload: never change it.
-
-        What the router hands the store when it records an execution; it saves
-        copying the payload only to serialise it.
-        """
-        return self._wire(self.payload)
-
-    def _wire(self, payload: JSONObject) -> JSONObject:
-        # Fields are read from the models' __dict__: a pydantic model has a
-        # __getattr__, which sends every attribute read down CPython's slow
-        # path (several times a dict subscript's cost), and this runs per
-        # recorded execution.
-        fields = self.__dict__
-        intent = fields["intent"].__dict__
-        context = fields["context"].__dict__
-        meta = fields["metadata"].__dict__
-        routing = fields["routing"].__dict__
+        routing = self.routing
         return {
-            "version": fields["version"],
-            "intent": {"name": intent["name"], "version": intent["version"]},
-            "payload": payload,
-            "context": {
-                "caller": context["caller"],
-                "tenant": context["tenant"],
-                "priority": context["priority"],
-                "tags": list(context["tags"]),
-            },
-            "metadata": {
-                "requestId": meta["request_id"],
-                "traceId": meta["trace_id"],
-                "createdAt": wire_utc(meta["created_at"]),  # UTC (see _as_utc)
-                "source": meta["source"],
-                "identityChain": list(meta["identity_chain"]),
-            },
+            "version": self.version,
+            "intent": {"name": self.intent.name, "version": self.intent.version},
+            "payload": self.payload,
+            "tenant": self.context.tenant,
             "routing": {
-                "strategy": routing["strategy"]._value_,
-                "targetAgent": routing["target_agent"],
-                "fallbackAgents": list(routing["fallback_agents"]),
-                "timeoutMs": routing["timeout_ms"],
-                "cache": routing["cache"]._value_,
+                "strategy": routing.strategy.value,
+                "targetAgent": routing.target_agent,
+                "fallbackAgents": list(routing.fallback_agents),
             },
         }
+
+    def to_wire(self) -> JSONObject:
+        """Return the camelCase wire form as plain JSON data."""
+        return self.model_dump(mode="json", by_alias=True)
 
 
 def _envelope_error(exc: ValidationError) -> EnvelopeValidationError:
@@ -449,109 +383,3 @@ class AgentResponse(_Model):
     def to_wire(self) -> JSONObject:
         """Return the camelCase wire form as plain JSON data."""
         return self.model_dump(mode="json", by_alias=True)
-
-    def wire_to_write(self) -> JSONObject:
-        """The wire form for serialising at once, sharing payload and details.
-
-        What the router hands the store for ``FINAL_RESPONSE``: it serialises to
-        the same JSON as ``to_wire()``, built directly (pydantic's serializer
-        costs most of a recorded answer's Python time). Never change it.
-        """
-        fields = self.__dict__
-        metadata = fields["metadata"]
-        if metadata.__pydantic_extra__:  # keys beyond the model's: pydantic writes them
-            return self.to_wire()
-        # Read through __dict__, as in IntentEnvelope._wire.
-        meta = metadata.__dict__
-        error = fields["error"]
-        decision = meta["decision"]
-        strategy = meta["strategy"]
-        return {
-            "status": fields["status"],
-            "payload": fields["payload"],
-            "error": None if error is None else _error_wire(error),
-            "metadata": {
-                "executionId": meta["execution_id"],
-                "agent": meta["agent"],
-                "strategy": None if strategy is None else strategy._value_,
-                "decision": None if decision is None else _decision_wire(decision),
-                "attempts": [_attempt_wire(a.__dict__) for a in meta["attempts"]],
-                "durationMs": meta["duration_ms"],
-                "envelopeHash": meta["envelope_hash"],
-                "fromReplay": meta["from_replay"],
-                "originalExecutionId": meta["original_execution_id"],
-                "recordingError": meta["recording_error"],
-            },
-        }
-
-
-def _decision_wire(decision: RoutingDecision) -> JSONObject:
-    fields = decision.__dict__
-    return {
-        "strategy": fields["strategy"]._value_,
-        "candidates": list(fields["candidates"]),
-        "skipped": dict(fields["skipped"]),
-        "reason": fields["reason"],
-    }
-
-
-def _attempt_wire(attempt: dict[str, Any]) -> JSONObject:
-    code = attempt["error_code"]
-    return {
-        "agent": attempt["agent"],
-        "outcome": attempt["outcome"],
-        "durationMs": attempt["duration_ms"],
-        "errorCode": None if code is None else code._value_,
-    }
-
-
-def _error_wire(error: ErrorInfo) -> JSONObject:
-    return {
-        "code": error.code._value_,
-        "message": error.message,
-        "agent": error.agent,
-        "retryable": error.retryable,
-        "details": error.details,
-    }
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-# Pydantic keeps a model's state in four slots; ``trusted`` fills them through
-# their descriptors, the cheapest way CPython offers.
-_slot = BaseModel.__dict__
-_set_dict = _slot["__dict__"].__set__
-_set_fields_set = _slot["__pydantic_fields_set__"].__set__
-_set_extra = _slot["__pydantic_extra__"].__set__
-_set_private = _slot["__pydantic_private__"].__set__
-_new = object.__new__
-#: per model class: the set of all its field names, and whether it allows extras
-_TRUSTED: dict[type[BaseModel], tuple[set[str], bool]] = {}
-
-
-def trusted(cls: type[_M], values: dict[str, Any]) -> _M:
-    """Build a model from values the library made itself, without validation.
-
-    ``model_construct`` costs microseconds per call; the router builds several
-    models per execution from values it already checked, so it sets the state
-    pydantic keeps directly. ``values`` must name every field of ``cls``.
-
-    Every instance of a frozen model built here shares one fields-set: nothing
-    mutates it in place (``model_copy`` copies it before adding to it).
-    """
-    spec = _TRUSTED.get(cls)
-    if spec is None:
-        spec = _TRUSTED[cls] = _trusted_spec(cls)
-    obj = _new(cls)
-    _set_dict(obj, values)
-    _set_fields_set(obj, spec[0])
-    _set_extra(obj, {} if spec[1] else None)
-    _set_private(obj, None)
-    return obj
-
-
-def _trusted_spec(cls: type[BaseModel]) -> tuple[set[str], bool]:
-    config = cls.model_config
-    if not config.get("frozen"):
-        raise TypeError(f"trusted() builds frozen models only, not {cls.__name__}")
-    return set(cls.model_fields), config.get("extra") == "allow"

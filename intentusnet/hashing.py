@@ -16,16 +16,32 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from orjson import OPT_SORT_KEYS, dumps
 
 from ._util.jsonvalue import MAX_DEPTH, JSONValue, check_json
 
-if TYPE_CHECKING:
-    from .envelope import IntentEnvelope
-
 HASH_PREFIX: Final = "sha256:"
+
+
+class HashableEnvelope(Protocol):
+    """An envelope that holds the canonical bytes of its view around the payload.
+
+    ``IntentEnvelope`` is one: it is frozen, so only its payload is encoded per
+    hash.
+    """
+
+    @property
+    def payload(self) -> dict[str, JSONValue]:
+        """The payload (checked by the envelope when it was made)."""
+
+    def hash_parts(self) -> tuple[bytes, bytes, bool]:
+        """The view's canonical bytes around the payload, and its verdict.
+
+        That is ``(prefix, suffix, plain)``: ``plain`` says whether orjson's
+        sorted output of the payload is RFC 8785.
+        """
 
 
 def canonical_json(value: JSONValue) -> bytes:
@@ -80,7 +96,7 @@ def hash_bytes(data: bytes) -> str:
     return HASH_PREFIX + hashlib.sha256(data).hexdigest()
 
 
-def compute_hash(envelope: IntentEnvelope | dict[str, JSONValue]) -> str:
+def compute_hash(envelope: HashableEnvelope | dict[str, JSONValue]) -> str:
     """Return the envelope hash: ``"sha256:"`` + hex SHA-256 of its canonical view.
 
     Args:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from .._util.jsonvalue import JSONObject
 from .._util.time import parse_utc
-from ..envelope import AgentResponse, trusted
+from ..envelope import AgentResponse
 from ..errors import IntentusNetError
 
 if TYPE_CHECKING:
@@ -56,22 +56,15 @@ class Entry:
         # Every hit returns this one frozen response, as functools.lru_cache
         # returns one object: its payload is shared, and is to be read, not
         # changed (copying it would cost more than the rest of a hit).
-        self.response = trusted(
-            AgentResponse,
-            {
-                "status": response.status,
-                "payload": response.payload,
-                "error": response.error,
-                "metadata": response.metadata.model_copy(
-                    update={
-                        "execution_id": execution_id,
-                        "from_replay": True,
-                        "original_execution_id": execution_id,
-                        "recording_error": None,
-                    }
-                ),
-            },
+        metadata = response.metadata.model_copy(
+            update={
+                "execution_id": execution_id,
+                "from_replay": True,
+                "original_execution_id": execution_id,
+                "recording_error": None,
+            }
         )
+        self.response = response.model_copy(update={"metadata": metadata})
         self.probe = probe
         self.version = version
         self.deadline = deadline

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from .._util.jsonvalue import JSONObject
-from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, trusted
+from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
 from ..errors import IntentusNetError
 from ..hashing import compute_hash
 from . import flight as _flight
@@ -465,20 +465,10 @@ class ReplayCache:
         if metadata.from_replay or metadata.recording_error is not None:
             # Served from the cache itself, or not replayable: shared as it is.
             return response
-        return trusted(
-            AgentResponse,
-            {
-                "status": response.status,
-                "payload": response.payload,
-                "error": response.error,
-                "metadata": metadata.model_copy(
-                    update={
-                        "from_replay": True,
-                        "original_execution_id": execution_id,
-                    }
-                ),
-            },
+        shared = metadata.model_copy(
+            update={"from_replay": True, "original_execution_id": execution_id}
         )
+        return response.model_copy(update={"metadata": shared})
 
     def _keep(self, key: CacheKey, response: AgentResponse) -> AgentResponse:
         """Make a fresh answer the cached one, unless it must not be."""

@@ -265,7 +265,7 @@ class IntentRouter:
             envelope_hash = compute_hash(env)
             recorder = Recorder(
                 store,
-                env.wire_to_write(),
+                env.to_wire(),
                 envelope_hash,
                 env.metadata.request_id,
                 execution_id=opts.execution_id,
@@ -286,7 +286,7 @@ class IntentRouter:
         recorder = ex.recorder
         assert recorder is not None  # the drivers call this only when recording
         if recorder.error is None:
-            recorder.complete(response.wire_to_write())
+            recorder.complete(response.to_wire())
         if recorder.error is None:
             return response
         metadata = response.metadata.model_copy(
