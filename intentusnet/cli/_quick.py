@@ -75,8 +75,8 @@ def _quick_replay(argv: list[str]) -> bytes | None:
     compact = "--json" in rest
     if compact:
         rest.remove("--json")
-    if len(rest) != 1 or rest[0].startswith("-"):
-        return None
+    if len(rest) != 1 or rest[0].startswith("-") or rest[0] == "last":
+        return None  # ``last`` is resolved by click's ID parameter
     if getattr(sys.stdout, "buffer", None) is None:
         return None  # no stdout, or not an ordinary one: click knows what to do
     from .._jsoncodec import use_stdlib
