@@ -1,8 +1,15 @@
 """IntentusNet in five minutes.
 
-Routing with every strategy, faults as data and timeouts; then recording to a
-store, inspecting a record, replaying it, checking an envelope against it, and
-force-replaying the record of a process that was killed mid-execution.
+Routing with every strategy, faults as data and timeouts; then, recording to the
+default store, force-replaying the record of a process that was killed
+mid-execution, and recording, inspecting and replaying a FALLBACK execution,
+checking an envelope against it.
+
+The records stay in the default store (``.intentusnet/records`` under the
+current directory, or ``$INTENTUSNET_STORE``), and the last execution's envelope
+in ``.intentusnet/envelope.json``, so that the README's commands can be tried
+next: ``intentusnet inspect last``, ``intentusnet replay last --verify-envelope
+.intentusnet/envelope.json``.
 
 Run: python examples/quickstart.py
 """
@@ -10,12 +17,13 @@ Run: python examples/quickstart.py
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+from pathlib import Path
 
 from intentusnet import (
     AgentContext,
@@ -31,6 +39,8 @@ from intentusnet import (
 )
 
 TEXT = "Routers pick agents. Records remember everything."
+#: Where the recorded FALLBACK envelope is kept for ``replay --verify-envelope``.
+ENVELOPE_FILE = Path(".intentusnet") / "envelope.json"
 
 
 def build_router(store: FileExecutionStore | None = None) -> IntentRouter:
@@ -105,35 +115,8 @@ def part_one() -> None:
 
 
 def part_two(root: str) -> None:
-    """Record, inspect, replay, verify an envelope."""
-    print(f"\nPART 2 - records (store: {root})")
-    store = FileExecutionStore(root)
-    with build_router(store) as router:
-        env = envelope("FALLBACK")
-        execution_id = show("a recorded FALLBACK execution", router, env)
-
-    record = store.load(execution_id)
-    header = record.header
-    print(
-        f"\n   record {header.execution_id}: {header.status.value}, "
-        f"replayable={header.replayable}, answered by {header.agent}"
-    )
-    for event in record.events:
-        print(f"   {event.at_ms:8.3f} ms  {event.type.value}")
-    report = store.verify(execution_id)
-    print(f"   {report.events_verified}/{report.events_total} events verified")
-
-    result = ReplayEngine(record).replay(env=env)  # nothing runs
-    print(f"\n== replay (from_replay={result.from_replay}): {result.payload}")
-    try:
-        ReplayEngine(record).replay(env=envelope("FALLBACK", text="Another text."))
-    except ReplayHashMismatch as exc:
-        print(f"== replay with another envelope is refused: differs at {exc.paths}")
-
-
-def part_three(root: str) -> None:
     """A child process killed mid-execution leaves an incomplete record."""
-    print("\nPART 3 - a killed process")
+    print(f"\nPART 2 - a killed process (store: {root})")
     child = subprocess.Popen(
         [sys.executable, __file__, "--child", root],
         stdout=subprocess.PIPE,
@@ -159,6 +142,36 @@ def part_three(root: str) -> None:
         print(f"     warning: {warning}")
 
 
+def part_three(root: str) -> None:
+    """Record, inspect, replay, verify an envelope; keep the envelope for the CLI."""
+    print(f"\nPART 3 - records (store: {root})")
+    store = FileExecutionStore(root)
+    with build_router(store) as router:
+        env = envelope("FALLBACK")
+        execution_id = show("a recorded FALLBACK execution", router, env)
+
+    record = store.load(execution_id)
+    header = record.header
+    print(
+        f"\n   record {header.execution_id}: {header.status.value}, "
+        f"replayable={header.replayable}, answered by {header.agent}"
+    )
+    for event in record.events:
+        print(f"   {event.at_ms:8.3f} ms  {event.type.value}")
+    report = store.verify(execution_id)
+    print(f"   {report.events_verified}/{report.events_total} events verified")
+
+    result = ReplayEngine(record).replay(env=env)  # nothing runs
+    print(f"\n== replay (from_replay={result.from_replay}): {result.payload}")
+    try:
+        ReplayEngine(record).replay(env=envelope("FALLBACK", text="Another text."))
+    except ReplayHashMismatch as exc:
+        print(f"== replay with another envelope is refused: differs at {exc.paths}")
+
+    ENVELOPE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    ENVELOPE_FILE.write_text(json.dumps(env.to_wire(), indent=2) + "\n")
+
+
 def child(root: str) -> None:
     """Broadcast to every agent; the last one hangs until the parent kills us."""
     with build_router(FileExecutionStore(root)) as router:
@@ -172,18 +185,20 @@ def child(root: str) -> None:
 
 
 def main() -> None:
-    """Run the three parts in a temporary store."""
+    """Run the three parts; the records stay in the default store."""
     if sys.argv[1:2] == ["--child"]:
         child(sys.argv[2])
         return
     part_one()
-    # Kept after the demo, so that the CLI can be tried on it.
-    root = os.path.join(tempfile.mkdtemp(prefix="intentusnet-quickstart-"), "records")
+    # The default store: $INTENTUSNET_STORE, or .intentusnet/records here.
+    root = str(FileExecutionStore().root)
     part_two(root)
-    part_three(root)
+    part_three(root)  # last, so that `last` names a replayable record
     print(f"\nThe records are kept in {root}; try:")
-    print(f"   intentusnet --store {root} records list")
-    print(f"   intentusnet --store {root} verify --all")
+    print("   intentusnet records list")
+    print("   intentusnet inspect last")
+    print(f"   intentusnet replay last --verify-envelope {ENVELOPE_FILE}")
+    print("   intentusnet verify --all")
 
 
 if __name__ == "__main__":

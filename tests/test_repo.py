@@ -1,6 +1,10 @@
-"""Repository promises: the README's two set-up commands, CI running the second."""
+"""Repository promises: the README's set-up commands, its CLI block, CI, changelog."""
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,3 +35,42 @@ def test_ci_runs_the_readme_test_command():
 def test_changelog_has_an_unreleased_section():
     """CHANGELOG.md keeps an Unreleased section for the next change."""
     assert "## [Unreleased]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def _cli_block() -> list[str]:
+    """The lines of the README's bash block of ``intentusnet`` commands."""
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    cli = [block for block in blocks if block.startswith("intentusnet ")]
+    assert len(cli) == 1, "the README has no single bash block of intentusnet commands"
+    return [line for line in cli[0].splitlines() if line.strip()]
+
+
+def test_readme_cli_block_runs_right_after_the_quickstart(tmp_path):
+    """After examples/quickstart.py, every line of the README's CLI block exits 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    env.pop("INTENTUSNET_STORE", None)
+    quickstart = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert quickstart.returncode == 0, quickstart.stderr
+    assert (tmp_path / ".intentusnet" / "records").is_dir()
+    lines = _cli_block()
+    assert len(lines) >= 4
+    for line in lines:
+        program, *args = shlex.split(line, comments=True)
+        assert program == "intentusnet", line
+        result = subprocess.run(
+            [sys.executable, "-m", "intentusnet.cli", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, f"{line}\n{result.stderr}"
+        assert result.stdout.strip(), f"{line} printed nothing"

@@ -13,7 +13,7 @@ import click
 
 from .._util.jsonvalue import JSONValue
 from ..errors import CassetteMiss
-from .context import Settings, open_store
+from .context import ExecutionId, Settings, open_store
 from .output import emit_json, status_text
 from .params import CliFailure
 from .run import load_router
@@ -29,7 +29,7 @@ _JSON_HELP = "Print JSON instead of text."
 
 
 @click.command()
-@click.argument("execution_id", metavar="ID")
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option(
     "--app",
     "app_ref",
@@ -103,8 +103,8 @@ def _print_rerun(result: RerunResult) -> None:
 
 
 @click.command()
-@click.argument("first", metavar="A")
-@click.argument("second", metavar="B")
+@click.argument("first", metavar="A", type=ExecutionId())
+@click.argument("second", metavar="B", type=ExecutionId())
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def diff(first: str, second: str, as_json: bool) -> None:
     """Show where record B differs from record A, first deviation marked."""
@@ -145,7 +145,7 @@ def _print_diff(found: RecordDiff) -> None:
 
 
 @click.command()
-@click.argument("execution_id", metavar="ID")
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def debug(execution_id: str, as_json: bool) -> None:
     """Explain why record ID failed: root cause, timeline, how to resume."""

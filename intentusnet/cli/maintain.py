@@ -10,7 +10,7 @@ import click
 
 from .._util.jsonvalue import JSONValue
 from ..errors import RecordIntegrityError
-from .context import open_store
+from .context import ExecutionId, open_store
 from .output import emit_json, note, progress, working
 from .params import Duration
 
@@ -30,7 +30,7 @@ def _verdict(valid: bool) -> str:
 
 
 @click.command()
-@click.argument("execution_ids", nargs=-1, metavar="[ID]...")
+@click.argument("execution_ids", nargs=-1, metavar="[ID]...", type=ExecutionId())
 @click.option("--all", "all_records", is_flag=True, help="Verify every record.")
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @click.pass_context
@@ -92,7 +92,7 @@ def _verify_one(store: FileExecutionStore, execution_id: str) -> VerifyReport:
 
 
 @click.command()
-@click.argument("execution_id", metavar="ID")
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option("--reason", required=True, metavar="TEXT", help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def invalidate(execution_id: str, reason: str, as_json: bool) -> None:

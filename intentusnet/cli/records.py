@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .context import open_store
+from .context import ExecutionId, open_store
 from .output import emit_json, ms, status_text, table
 from .params import Since
 from .timeline import print_inspection, timeline_json
@@ -120,7 +120,7 @@ def _row(summary: RecordSummary) -> list[str]:
 
 
 @records.command("show")
-@click.argument("execution_id", metavar="ID")
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
 def show(execution_id: str, as_json: bool) -> None:
     """Print the assembled record ID as JSON."""
@@ -128,7 +128,7 @@ def show(execution_id: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("execution_id", metavar="ID")
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def inspect(execution_id: str, as_json: bool) -> None:
     """Show record ID: header, timeline, errors, final response, execution tree."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ReplayHashMismatch, ReplayNotAllowed
-from .context import open_store
+from .context import ExecutionId, open_store
 from .output import emit_json, note, warn
 from .params import CliFailure, read_json_object
 
@@ -19,7 +19,7 @@ HASH_MISMATCH_EXIT = ReplayHashMismatch.exit_code
 
 
 @click.command()
-@click.argument("execution_id", metavar="ID")
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option(
     "--verify-envelope",
     "envelope_file",

@@ -4,3 +4,8 @@
 they exchange. ``remote``: ``RemoteAgent``. ``agent_app``: an agent as an
 HTTP service. ``problem``: RFC 9457 problem details.
 """
+
+from .remote import RemotePool as RemotePool
+from .remote import close_pools as close_pools
+
+__all__ = ["RemotePool", "close_pools"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -30,6 +31,7 @@ CHECKS = [
 ]
 
 
+@pytest.mark.slow
 def test_fuzz_finds_no_server_errors_or_schema_violations(live: LiveServer) -> None:
     """Generated requests to every operation get documented, conforming answers."""
     assert live.url.startswith("http://127.0.0.1:")

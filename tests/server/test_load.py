@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 from livekit import ServeProcess
 
 from intentusnet.store import FileExecutionStore
@@ -70,6 +71,7 @@ async def _load(port: int) -> list[str]:
     return [eid for ids in results for eid in ids]
 
 
+@pytest.mark.slow
 def test_load_loses_no_execution(tmp_path: Path) -> None:
     """50 clients x 200 intents: every answer's execution loads, completed."""
     (tmp_path / "loadapp.py").write_text(APP)

@@ -81,6 +81,7 @@ def test_parse_size() -> None:
             parse_size(bad)
 
 
+@pytest.mark.slow
 def test_workers_and_key_file(app_dir: Path) -> None:
     """Two worker processes share one store; the key file is enforced."""
     keys = app_dir / "keys"
@@ -116,6 +117,7 @@ def test_workers_and_key_file(app_dir: Path) -> None:
         assert {s.execution_id for s in store.list()} == ids
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_executions_in_flight(app_dir: Path) -> None:
     """SIGTERM while slow intents run: every caller is answered, no record torn."""
     root = app_dir / "records"

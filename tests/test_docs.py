@@ -1,0 +1,163 @@
+"""Every ```python block in README.md and docs/*.md runs as a user would paste it.
+
+Each block runs on its own, in a fresh Python process whose working directory is an
+empty temporary directory (holding only ``docs/envelope-hash-vectors.json``, which
+docs/hashing.md reads as from the repository root), with ``INTENTUSNET_STORE``
+unset, warnings turned into errors as in the suite, and every network connection
+refused but to loopback addresses: a block that needs a server starts its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: Files a block may read, by their path in the repository.
+DATA = ["docs/envelope-hash-vectors.json"]
+
+#: Run before each block: loopback only, then the block as ``__main__``.
+GUARD = textwrap.dedent(
+    """
+    import ipaddress, runpy, socket, sys
+
+    def _loopback(host):
+        if host in (None, "localhost", ""):
+            return True
+        try:
+            return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+        except ValueError:
+            return False
+
+    def _refuse(what):
+        raise ConnectionRefusedError(f"documentation blocks stay on loopback: {what}")
+
+    _getaddrinfo, _connect, _connect_ex = (
+        socket.getaddrinfo, socket.socket.connect, socket.socket.connect_ex
+    )
+
+    def getaddrinfo(host, *args, **kwargs):
+        if not _loopback(host):
+            _refuse(host)
+        return _getaddrinfo(host, *args, **kwargs)
+
+    def connect(self, address):
+        if isinstance(address, tuple) and not _loopback(address[0]):
+            _refuse(address)
+        return _connect(self, address)
+
+    def connect_ex(self, address):
+        if isinstance(address, tuple) and not _loopback(address[0]):
+            _refuse(address)
+        return _connect_ex(self, address)
+
+    socket.getaddrinfo = getaddrinfo
+    socket.socket.connect = connect
+    socket.socket.connect_ex = connect_ex
+    sys.argv = [sys.argv[1]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    """
+)
+
+
+def _blocks() -> Iterator[object]:
+    """Every python block as a pytest param named ``file:line``."""
+    for path in DOCS:
+        lines = path.read_text().splitlines()
+        start: int | None = None
+        for number, line in enumerate(lines, 1):
+            if start is None and line.strip() == "```python":
+                start = number
+            elif start is not None and line.strip() == "```":
+                code = "\n".join(lines[start : number - 1]) + "\n"
+                name = f"{path.relative_to(ROOT)}:{start}"
+                yield pytest.param(name, code, id=name)
+                start = None
+        assert start is None, f"{path.name}:{start}: a python block is never closed"
+
+
+BLOCKS = list(_blocks())
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """An empty working directory, but for the data files the docs read."""
+    for name in DATA:
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / name, target)
+    return tmp_path
+
+
+def test_blocks_are_found() -> None:
+    """The collector finds the README's blocks and those of the docs."""
+    names = [param.values[0] for param in BLOCKS]
+    assert any(name.startswith("README.md:") for name in names)
+    assert len({name.split(":")[0] for name in names}) >= 8
+
+
+def _run(name: str, code: str, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` as a block would run: its own process, guarded, in ``workdir``."""
+    script = workdir / ("doc_" + re.sub(r"\W", "_", name) + ".py")
+    script.write_text(code)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("INTENTUSNET_STORE", None)
+    return subprocess.run(
+        [sys.executable, "-W", "error", "-c", GUARD, script.name],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import socket\nsocket.create_connection(('192.0.2.1', 80), timeout=1)\n",
+        "import httpx\nhttpx.get('http://example.com/', timeout=1)\n",
+    ],
+    ids=["socket", "httpx"],
+)
+def test_blocks_cannot_reach_the_network(code: str, workdir: Path) -> None:
+    """A block connecting beyond loopback fails, refused before any packet leaves."""
+    result = _run("network", code, workdir)
+    assert result.returncode != 0
+    assert "documentation blocks stay on loopback" in result.stderr
+
+
+def test_blocks_run_in_an_empty_directory(workdir: Path) -> None:
+    """A block sees no INTENTUSNET_STORE and only the data files in its directory."""
+    code = (
+        "import os\n"
+        "assert 'INTENTUSNET_STORE' not in os.environ\n"
+        "assert sorted(os.listdir()) == ['doc_cwd.py', 'docs']\n"
+    )
+    result = _run("cwd", code, workdir)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("name", "code"), BLOCKS)
+def test_block_runs(name: str, code: str, workdir: Path) -> None:
+    """The block runs to the end on its own, exit status 0, network refused."""
+    result = _run(name, code, workdir)
+    if result.returncode != 0:
+        pytest.fail(f"{name} failed:\n{result.stderr[-3000:]}", pytrace=False)
+
+
+def test_python_is_fenced_as_python() -> None:
+    """No block of Python hides from this test under another fence (py, python3)."""
+    for path in DOCS:
+        fences = re.findall(r"^\s*```(\w+)", path.read_text(), re.M)
+        odd = {fence for fence in fences if fence.lower().startswith("py")}
+        assert odd <= {"python"}, f"{path.name}: fenced as {sorted(odd)}"
