@@ -44,7 +44,7 @@ from bench_routing import payload_1kb
 from intentusnet import EventType
 from intentusnet.hashing import compute_hash
 from intentusnet.replay import ReplayEngine
-from intentusnet.store import FileExecutionStore
+from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 
 
 def envelope(payload: dict[str, object], n: int = 0) -> dict[str, object]:
@@ -71,7 +71,16 @@ def envelope(payload: dict[str, object], n: int = 0) -> dict[str, object]:
     }
 
 
-def record_one(store: FileExecutionStore, env: dict[str, object], env_hash: str) -> str:
+#: The fingerprint the router stores for ``record_one``'s execution; ``main``
+#: sets it from :func:`path_fingerprint`.
+FINGERPRINT: str | None = None
+
+
+def record_one(
+    store: FileExecutionStore | MemoryExecutionStore,
+    env: dict[str, object],
+    env_hash: str,
+) -> str:
     """What the router writes for one DIRECT execution of an echo agent."""
     payload = env["payload"]
     writer = store.open(env, envelope_hash=env_hash)  # type: ignore[arg-type]
@@ -108,9 +117,21 @@ def record_one(store: FileExecutionStore, env: dict[str, object], env_hash: str)
                 "envelopeHash": env_hash,
                 "fromReplay": False,
             },
-        }
+        },
+        fingerprint=FINGERPRINT,
     )
     return writer.execution_id
+
+
+def path_fingerprint() -> str:
+    """The fingerprint of ``record_one``'s execution, read from a record without one.
+
+    Public API only, so the script also runs against older checkouts.
+    """
+    store = MemoryExecutionStore()
+    env = envelope({})
+    execution_id = record_one(store, env, compute_hash(env))  # type: ignore[arg-type]
+    return store.load(execution_id).fingerprint
 
 
 def per_call_median(fn: Callable[[int], object], calls: int) -> float:
@@ -273,6 +294,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
+    global FINGERPRINT
+    FINGERPRINT = path_fingerprint()
     base = Path(tempfile.mkdtemp(prefix="bench-store-", dir=args.dir))
     try:
         bench_recording(base)
