@@ -20,7 +20,7 @@ from typing import Final, Protocol
 
 from orjson import OPT_SORT_KEYS, dumps
 
-from ._util.jsonvalue import MAX_DEPTH, JSONValue, check_json
+from ._util.jsonvalue import JSONValue, check_json
 
 HASH_PREFIX: Final = "sha256:"
 
@@ -119,51 +119,6 @@ def compute_hash(envelope: HashableEnvelope | dict[str, JSONValue]) -> str:
     digest.update(_encode(envelope.payload, plain=plain))
     digest.update(suffix)
     return HASH_PREFIX + digest.hexdigest()
-
-
-def parsed_envelope_hash(wire: dict[str, JSONValue]) -> str:
-    """``compute_hash(wire)`` for an envelope just parsed from JSON text.
-
-    Parsed, that is, by ``orjson.loads`` or the stdlib twin that gives the same
-    values (see ``_jsoncodec``); the sorted bytes searched below are orjson's
-    too, or the twin's identical ones.
-
-    What orjson parses is JSON through and through: plain dicts, lists, str,
-    int, float, bool and None, with no NaN, infinity or lone surrogate. So
-    instead of walking the view with ``check_json``, its sorted orjson bytes
-    are searched for what can make orjson's text differ from RFC 8785's, or
-    mark an integer JSON cannot carry exactly: an integral float (``2.0``), an
-    exponent (orjson writes a digit, then ``e``), a run of 16 digits, a
-    character outside the Basic Multilingual Plane (RFC 8785 sorts such keys
-    by UTF-16), or enough brackets to nest past ``MAX_DEPTH``. The searches
-    see strings too; any hit, true or not, hands the envelope to
-    ``compute_hash``, so this answers only where the two agree. Property
-    tests hold it against ``compute_hash``.
-
-    Raises:
-        EnvelopeValidationError: as ``compute_hash``.
-    """
-    try:
-        data = dumps(hashed_view(wire), option=OPT_SORT_KEYS)
-    except TypeError:  # orjson.JSONEncodeError: nested too deep for orjson
-        return compute_hash(wire)  # which names the path
-    digits = data.translate(_DIGITS_AS_ZERO)
-    if (
-        b".0," in data
-        or b".0}" in data
-        or b".0]" in data
-        or b"0e" in digits
-        or b"0000000000000000" in digits
-        or data.count(b"{") + data.count(b"[") >= MAX_DEPTH
-        or (not data.isascii() and data.translate(None, _BELOW_NON_BMP))
-    ):
-        return compute_hash(wire)
-    return hash_bytes(data)
-
-
-_DIGITS_AS_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
-#: Every byte that cannot begin a UTF-8 character outside the BMP.
-_BELOW_NON_BMP: Final = bytes(range(0xF0))
 
 
 def hash_parts(view: dict[str, JSONValue]) -> tuple[bytes, bytes]:

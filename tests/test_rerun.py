@@ -456,7 +456,9 @@ def test_golden_step_record_explains_and_resumes(tmp_path: Any) -> None:
         "crm.score",
     ]
     assert "fingerprint" in record.events[-1].data
-    assert record.fingerprint == compute_fingerprint(record)
+    assert record.fingerprint == compute_fingerprint(
+        record.events, record.final_response
+    )
     assert explain(record).summary == (
         "crm.lookup returned None; crm.score failed with "
         "AssertionError: contact required"

@@ -291,7 +291,9 @@ def test_fingerprint_is_stored_and_equals_the_computed_one(
     final = record.events[-1]
     assert final.type is EventType.FINAL_RESPONSE
     assert (
-        final.data["fingerprint"] == record.fingerprint == compute_fingerprint(record)
+        final.data["fingerprint"]
+        == record.fingerprint
+        == compute_fingerprint(record.events, record.final_response)
     )
     assert record.fingerprint.startswith("sha256:")
 
@@ -320,7 +322,9 @@ def test_record_without_stored_fingerprint_computes_it() -> None:
 
     record = store.load(finished(store))
     assert "fingerprint" not in record.events[-1].data
-    assert record.fingerprint == compute_fingerprint(record)
+    assert record.fingerprint == compute_fingerprint(
+        record.events, record.final_response
+    )
 
 
 def test_child_intent_is_its_own_record_linked_both_ways(
@@ -426,4 +430,6 @@ def test_fingerprint_follows_file_order_under_concurrency(
     record = store.load(_route(router, "race", strategy="BROADCAST"))
     parallel = store.load(_route(router, "race", strategy="PARALLEL"))
     for made in (record, parallel):
-        assert made.events[-1].data["fingerprint"] == compute_fingerprint(made)
+        assert made.events[-1].data["fingerprint"] == compute_fingerprint(
+            made.events, made.final_response
+        )

@@ -30,6 +30,7 @@ from ..errors import (
     ServiceError,
     ServiceUnavailable,
 )
+from ..record.fingerprint import record_fingerprint
 from ..record.model import (
     EventType,
     ExecutionEvent,
@@ -206,14 +207,17 @@ def record(data: JSONObject) -> ExecutionRecord:
         chain_head=str(head["chainHead"]),
         owner=owner if isinstance(owner, dict) else None,
     )
-    events = data["events"]
-    assert isinstance(events, list)
+    items = data["events"]
+    assert isinstance(items, list)
+    events = tuple(_event(_object(event)) for event in items)
     final = data["finalResponse"]
+    final_response = final if isinstance(final, dict) else None
     return ExecutionRecord(
         header=header,
         envelope=_object(data["envelope"]),
-        events=tuple(_event(_object(event)) for event in events),
-        final_response=final if isinstance(final, dict) else None,
+        events=events,
+        final_response=final_response,
+        fingerprint=record_fingerprint(events, final_response),
         torn_tail=bool(data.get("tornTail", False)),
     )
 

@@ -4,8 +4,9 @@ A fingerprint hashes the decision path and the steps of an execution, in
 order, and nothing volatile (no ids, times or durations), so two runs with the
 same fingerprint decided the same way and made the same calls with the same
 results. It is computed from a record's event lines alone: the recorder
-computes it while writing and stores it in the ``FINAL_RESPONSE`` line, and a
-record written before fingerprints existed gets the same value computed on load.
+computes it while writing and stores it in the ``FINAL_RESPONSE`` line, and the
+reader computes the same value for a record without one (unfinished, or written
+before fingerprints existed) when it assembles the record.
 
 The hashed value is the RFC 8785 JSON of ``[1, entry, ...]``, one entry per
 event, in record order (docs/records.md):
@@ -20,15 +21,14 @@ Missing values are written as ``""``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import Final
 
 import orjson
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..hashing import canonical_json, hash_bytes
-
-if TYPE_CHECKING:
-    from .model import ExecutionRecord
+from .model import EventType, ExecutionEvent
 
 #: The version of the fingerprint construction, the first item hashed.
 FINGERPRINT_VERSION: Final = 1
@@ -78,24 +78,27 @@ def fingerprint(entries: list[JSONValue], final_status: str | None) -> str:
         return hash_bytes(canonical_json(body))  # raises, naming the bad value
 
 
-def compute_fingerprint(record: ExecutionRecord) -> str:
-    """Compute a record's fingerprint from its events (ignoring any stored one)."""
+def compute_fingerprint(
+    events: Sequence[ExecutionEvent], final_response: JSONObject | None
+) -> str:
+    """Compute a record's fingerprint from its events, ignoring any stored one."""
     entries: list[JSONValue] = [
         path_entry(event.type.value, event.data)
-        for event in record.events
+        for event in events
         if event.type.value in PATH_EVENTS
     ]
-    final = record.final_response
-    status = None if final is None else _text(final.get("status"))
+    status = None if final_response is None else _text(final_response.get("status"))
     return fingerprint(entries, status)
 
 
-def record_fingerprint(record: ExecutionRecord) -> str:
+def record_fingerprint(
+    events: Sequence[ExecutionEvent], final_response: JSONObject | None
+) -> str:
     """Return the fingerprint stored in a record's final line, or compute it."""
-    for event in reversed(record.events):
-        if event.type.value == "FINAL_RESPONSE":
+    for event in reversed(events):
+        if event.type is EventType.FINAL_RESPONSE:
             stored = event.data.get("fingerprint")
             if isinstance(stored, str):
                 return stored
             break
-    return compute_fingerprint(record)
+    return compute_fingerprint(events, final_response)

@@ -9,7 +9,6 @@ fields off its raw bytes and hashes them: nothing is ever re-serialised.
 
 from __future__ import annotations
 
-import re
 from hashlib import sha256
 from typing import Final
 
@@ -28,9 +27,7 @@ TAIL: Final = len(_HASH_TAG) + 64 + 2  # ,"hash":"sha256:<hex>"}
 PREV_TAIL: Final = len(PREV_TAG) + 64 + 1  # ,"prevHash":"sha256:<hex>"
 #: Events that may follow FINAL_RESPONSE: records are appended to, never rewritten.
 AFTER_FINAL: Final = frozenset({EventType.INVALIDATED, EventType.CACHE_HIT})
-SEAM: Final = b'"' + _HASH_TAG  # the end of prevHash, then the hash field
 _MIN_LINE: Final = TAIL + PREV_TAIL + 2
-sha256_ = sha256
 TYPES: Final = {t.value: t for t in EventType}
 _HEADER_KEYS: Final = (
     "executionId",
@@ -39,11 +36,6 @@ _HEADER_KEYS: Final = (
     "intent",
     "envelope",
 )
-HEADER_SET: Final = frozenset(_HEADER_KEYS)
-#: How every event line this library writes begins. It gives a line's seq and
-#: type without parsing the rest; where a line begins so, its parsed fields
-#: must agree (``event_of_line``), so that the two readings cannot differ.
-EVENT_HEAD: Final = re.compile(rb'\{"seq":([1-9][0-9]*),"type":"([A-Z_]+)",')
 
 
 def seal(fields: JSONObject) -> tuple[bytes, str]:
@@ -162,25 +154,6 @@ def check_schema(header: object, execution_id: str) -> None:
     )
 
 
-def chain_holds(lines: list[bytes]) -> bool:
-    """Whether every line's own hash and its link to the line before hold.
-
-    The fixed-width tail ``,"prevHash":"sha256:<prev>","hash":"sha256:`` is
-    compared in one piece; then the bytes before ``,"hash"`` are hashed.
-    """
-    prev = GENESIS_HEX
-    for line in lines:
-        own = line[-66:-2]
-        if (
-            line[-TAIL - PREV_TAIL : -66] != PREV_TAG + prev + SEAM
-            or line[-2:] != b'"}'
-            or sha256_(line[:-TAIL]).hexdigest().encode() != own
-        ):
-            return False
-        prev = own
-    return True
-
-
 def check_header(line: bytes, execution_id: str) -> JSONObject:
     """Parse and check line 1, raising ``RecordIntegrityError`` naming the fault."""
     header = load_json(line, execution_id, 1)
@@ -213,10 +186,14 @@ def load_json(line: bytes, execution_id: str, number: int) -> JSONObject:
     return value
 
 
-def event_from_fields(
-    fields: JSONObject, number: int, execution_id: str
-) -> ExecutionEvent:
-    """Build the event of line ``number`` from its parsed fields, checking them."""
+def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent:
+    """Parse event line ``number`` and check its fields.
+
+    Raises:
+        RecordIntegrityError: the line is not a JSON object, or its seq, type,
+            atMs or data is not what line ``number`` must hold.
+    """
+    fields = load_json(line, execution_id, number)
     seq, kind, at_ms, data = (
         fields.get("seq"),
         fields.get("type"),
@@ -242,29 +219,6 @@ def event_from_fields(
         str(fields.get("prevHash", "")),
         str(fields.get("hash", "")),
     )
-
-
-def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent:
-    """Parse and check event line ``number``; raise ``RecordIntegrityError`` if bad.
-
-    Beyond :func:`event_from_fields`: a line that begins like the writer's
-    lines (:data:`EVENT_HEAD`) must not state another seq or type later on (a
-    duplicated key, of which JSON keeps the last).
-    """
-    event = event_from_fields(
-        load_json(line, execution_id, number), number, execution_id
-    )
-    head = EVENT_HEAD.match(line)
-    if head is not None and (
-        int(head[1]) != event.seq or head[2] != event.type.value.encode()
-    ):
-        raise RecordIntegrityError(
-            f"the line begins as seq {int(head[1])}, {head[2].decode()} but its "
-            f"fields say seq {event.seq}, {event.type.value} (a duplicated key)",
-            execution_id,
-            number,
-        )
-    return event
 
 
 def newline_replaced(torn: bytes, prev: bytes) -> bool:

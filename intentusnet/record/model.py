@@ -1,6 +1,6 @@
 """Execution records: event types and the frozen model ``store.load`` returns.
 
-A record is read from its file by :func:`intentusnet._recordread.parse_record`;
+A record is read from its file by :func:`intentusnet.record.reader.parse_record`;
 this module holds only the data it is read into. Attributes are snake_case;
 ``to_json()`` gives the camelCase wire form used on disk and by ``--json`` output.
 Nothing here imports pydantic: the read path stays light (DESIGN §4).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from operator import attrgetter
-from typing import ClassVar, Final, Protocol
+from typing import ClassVar, Final
 
 from .._util.jsonvalue import JSONObject, JSONValue
 
@@ -260,18 +260,6 @@ class ExecutionHeader(_Frozen):
         }
 
 
-class RecordLines(Protocol):
-    """Where a record parses its envelope and events from when first asked."""
-
-    def envelope(self) -> JSONObject:
-        """The envelope, parsed from line 1."""
-        ...
-
-    def events(self) -> tuple[ExecutionEvent, ...]:
-        """The events; raises ``RecordIntegrityError`` naming a bad line."""
-        ...
-
-
 class ExecutionRecord(_Frozen):
     """A loaded, verified record.
 
@@ -281,20 +269,33 @@ class ExecutionRecord(_Frozen):
         events: every event line, in order.
         final_response: the ``AgentResponse`` wire dict returned to the caller,
             or ``None`` when the execution did not finish.
+        fingerprint: the hash of this execution's decision path and steps. Two
+            records with the same fingerprint decided alike and made the same
+            step calls with the same results (docs/records.md says exactly what
+            is hashed). Stored in the ``FINAL_RESPONSE`` line; computed from
+            the events for a record that has none (unfinished, or written
+            before fingerprints were stored). Added in 0.1.0.
         torn_tail: the file ended in a partly written line (a crash mid-write),
             which was left out.
 
-    A record from the store has had its whole hash chain verified, and the
-    sequence number and type of every event checked, when it is loaded. The
-    rest of each event line is parsed when ``events`` is first read (a replay
-    never needs it); an event line that is not well-formed raises
-    ``RecordIntegrityError`` there, naming the line.
+    A record from the store has had its whole hash chain and every line
+    checked when it is loaded.
     """
 
-    _fields = ("header", "envelope", "events", "final_response", "torn_tail")
-    __slots__ = (*(f"_{name}" for name in _fields), "_lines")
+    _fields = (
+        "header",
+        "envelope",
+        "events",
+        "final_response",
+        "fingerprint",
+        "torn_tail",
+    )
+    __slots__ = tuple(f"_{name}" for name in _fields)
     header: ExecutionHeader
+    envelope: JSONObject
+    events: tuple[ExecutionEvent, ...]
     final_response: JSONObject | None
+    fingerprint: str
     torn_tail: bool
 
     def __init__(
@@ -303,65 +304,20 @@ class ExecutionRecord(_Frozen):
         envelope: JSONObject,
         events: tuple[ExecutionEvent, ...],
         final_response: JSONObject | None,
+        fingerprint: str,
         torn_tail: bool = False,
     ) -> None:
         self._header = header
-        self._envelope: JSONObject | None = envelope
-        self._events: tuple[ExecutionEvent, ...] | None = events
+        self._envelope = envelope
+        self._events = events
         self._final_response = final_response
+        self._fingerprint = fingerprint
         self._torn_tail = torn_tail
-        self._lines: RecordLines | None = None
-
-    @classmethod
-    def _deferred(
-        cls,
-        header: ExecutionHeader,
-        envelope: JSONObject | None,
-        lines: RecordLines,
-        final_response: JSONObject | None,
-        torn_tail: bool,
-    ) -> ExecutionRecord:
-        """A record that parses its events, and envelope if None, from ``lines``."""
-        record = cls(header, {}, (), final_response, torn_tail)
-        record._envelope, record._events, record._lines = envelope, None, lines
-        return record
-
-    @property
-    def envelope(self) -> JSONObject:
-        """The envelope as received, in wire form (parsed on first use)."""
-        envelope = self._envelope
-        if envelope is None:
-            assert self._lines is not None  # the reader gave one or the other
-            envelope = self._envelope = self._lines.envelope()
-        return envelope
-
-    @property
-    def events(self) -> tuple[ExecutionEvent, ...]:
-        """Every event line, in order (parsed on first use, see above)."""
-        events = self._events
-        if events is None:
-            assert self._lines is not None  # the reader gave one or the other
-            events = self._events = self._lines.events()
-        return events
 
     @property
     def execution_id(self) -> str:
         """The record's execution id."""
         return self.header.execution_id
-
-    @property
-    def fingerprint(self) -> str:
-        """The hash of this execution's decision path and steps.
-
-        Two records with the same fingerprint decided alike and made the same
-        step calls with the same results (docs/records.md says exactly what is
-        hashed). Stored in the ``FINAL_RESPONSE`` line; computed from the
-        events for a record that has none (unfinished, or written before
-        fingerprints were stored). Added in 0.1.0.
-        """
-        from .fingerprint import record_fingerprint
-
-        return record_fingerprint(self)
 
     @property
     def replay_of(self) -> str | None:

@@ -13,6 +13,7 @@ from .._util.jsonvalue import JSONObject
 from ..errors import RecordIntegrityError
 from .format import (
     AFTER_FINAL,
+    GENESIS_HEX,
     check_header,
     check_line,
     check_schema,
@@ -29,8 +30,6 @@ from .model import (
     VerifyReport,
 )
 
-_GENESIS_HEX = b"0" * 64
-
 
 def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
     """Check every line of a record file and report what holds and what fails.
@@ -42,7 +41,7 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
     lines, torn = split_lines(data)
     failures: list[str] = []
     verified = 0
-    prev: bytes | None = _GENESIS_HEX
+    prev: bytes | None = GENESIS_HEX
     finished = False
     for number, line in enumerate(lines, 1):
         problem = check_line(line, prev)
