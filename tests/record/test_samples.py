@@ -14,7 +14,7 @@ from intentusnet import (
     compute_hash,
 )
 
-SAMPLES = Path(__file__).resolve().parent.parent / "records"
+SAMPLES = Path(__file__).resolve().parents[2] / "records"
 
 
 def _into_store(tmp_path: Path, state: str) -> tuple[FileExecutionStore, str]:

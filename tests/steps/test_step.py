@@ -394,7 +394,7 @@ def test_step_lines_match_the_documented_schema(
     """Step lines of a real record validate against the schemas in docs/records.md."""
     import jsonschema
     import orjson
-    from test_record import _schemas
+    from record.test_reader import _schemas
 
     @router.agent("calc")
     def calc(env: IntentEnvelope, ctx: AgentContext) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from intentusnet.record.verify import verify_bytes
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 
-DOCS = Path(__file__).parent.parent / "docs" / "records.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 
 
 @pytest.fixture

@@ -430,7 +430,7 @@ def test_resume_an_unfinished_record(store: MemoryExecutionStore) -> None:
 
 def test_golden_step_record_explains_and_resumes(tmp_path: Any) -> None:
     """records/steps.jsonl still loads, explains, and resumes with today's code."""
-    from test_samples import _into_store
+    from record.test_samples import _into_store
 
     from intentusnet import explain
     from intentusnet.record.fingerprint import compute_fingerprint
