@@ -1,0 +1,126 @@
+"""The public API: the names users import from ``intentusnet``, pinned."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import intentusnet
+
+#: Every public name. Adding one is a deliberate change (and a CHANGELOG line);
+#: removing or renaming one breaks users.
+PUBLIC = [
+    "AgentContext",
+    "AgentDefinition",
+    "AgentRegistrationError",
+    "AgentRegistry",
+    "AgentResponse",
+    "AsyncIntentusClient",
+    "AttemptInfo",
+    "CacheDirective",
+    "CacheError",
+    "CacheHit",
+    "CacheMiss",
+    "CachePolicy",
+    "CacheStats",
+    "CachedCallError",
+    "CassetteMiss",
+    "DiffEntry",
+    "EnvelopeValidationError",
+    "ErrorCode",
+    "ErrorInfo",
+    "EventType",
+    "ExecutionEvent",
+    "ExecutionHeader",
+    "ExecutionPage",
+    "ExecutionRecord",
+    "ExecutionStore",
+    "Explanation",
+    "FileExecutionStore",
+    "Forbidden",
+    "IntentContext",
+    "IntentEnvelope",
+    "IntentMetadata",
+    "IntentRef",
+    "IntentRouter",
+    "IntentusClient",
+    "IntentusNetError",
+    "InvalidExecutionId",
+    "JSONObject",
+    "JSONValue",
+    "MalformedRequest",
+    "MemoryExecutionStore",
+    "NotCacheable",
+    "RecordDiff",
+    "RecordExists",
+    "RecordIntegrityError",
+    "RecordNotFound",
+    "RecordStatus",
+    "RecordSummary",
+    "RecordWriter",
+    "RecordedStep",
+    "RemoteAgent",
+    "ReplayCache",
+    "ReplayEngine",
+    "ReplayError",
+    "ReplayHashMismatch",
+    "ReplayNotAllowed",
+    "ReplayResult",
+    "ReplayableReason",
+    "ReplayedStepError",
+    "RequestInvalid",
+    "RequestTooLarge",
+    "RerunResult",
+    "ResponseMetadata",
+    "RoutingDecision",
+    "RoutingOptions",
+    "RoutingStrategy",
+    "ServiceError",
+    "ServiceUnavailable",
+    "SideEffectMismatch",
+    "StepRun",
+    "StoreError",
+    "StoreStats",
+    "Unauthorized",
+    "UnsupportedSchemaVersion",
+    "VerifyReport",
+    "__version__",
+    "agent_app",
+    "cached",
+    "canonical_json",
+    "compute_hash",
+    "current_context",
+    "diff_records",
+    "explain",
+    "new_execution_id",
+    "record_steps",
+    "rerun",
+    "step",
+]
+
+
+def test_all_is_pinned() -> None:
+    """``intentusnet.__all__`` is exactly the pinned list, sorted."""
+    assert intentusnet.__all__ == PUBLIC
+
+
+def test_each_name_imports() -> None:
+    """``from intentusnet import NAME`` works for every name, in a fresh interpreter."""
+    probe = "\n".join(f"from intentusnet import {name}" for name in PUBLIC)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_dir_lists_the_public_names() -> None:
+    """``dir(intentusnet)`` shows the public names, not the modules behind them."""
+    assert dir(intentusnet) == PUBLIC
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    """A misspelt name fails as any module attribute does."""
+    with pytest.raises(AttributeError, match="no attribute 'IntentRuoter'"):
+        intentusnet.IntentRuoter  # noqa: B018
