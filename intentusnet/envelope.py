@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
@@ -19,7 +20,6 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
-    PrivateAttr,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -234,20 +234,24 @@ class IntentEnvelope(_Model):
             raise EnvelopeValidationError(f"not valid JSON: {exc}") from None
         return cls.model_validate(data, **kwargs)
 
-    #: The canonical bytes of the hashed view around its payload, and whether
-    #: the payload's sorted orjson output already is RFC 8785 (see hashing.py):
-    #: set by ``_check_payload``, which every envelope passes.
-    _hash_parts: tuple[bytes, bytes, bool] = PrivateAttr()
-
     @model_validator(mode="after")
     def _check_payload(self) -> IntentEnvelope:
-        # One walk of the payload refuses what JSON cannot carry. The rest of
-        # the hashed view cannot change (the model is frozen), so its
-        # canonical bytes are made once, here.
-        plain = check_json(self.payload, "payload")
-        prefix, suffix = hash_parts(self.hashed_view())
-        self._hash_parts = (prefix, suffix, plain)
+        # pydantic checked the payload is a dict; this refuses, naming the path,
+        # what JSON cannot carry inside it (NaN, bytes, deep nesting, ...).
+        check_json(self.payload, "payload")
         return self
+
+    @cached_property
+    def hash_parts(self) -> tuple[bytes, bytes, bool]:
+        """Canonical bytes before and after the payload, and the payload's verdict.
+
+        For ``compute_hash``: the prefix and suffix bracket the payload's
+        canonical bytes; the flag says whether orjson's sorted output of the
+        payload already is RFC 8785. Made at the first hash and kept: the
+        envelope is frozen (a changed copy is validated anew).
+        """
+        prefix, suffix = hash_parts(self.hashed_view())
+        return prefix, suffix, check_json(self.payload, "payload")
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -257,15 +261,6 @@ class IntentEnvelope(_Model):
         if update:
             copy = self.model_validate(copy.model_dump(by_alias=True))
         return copy
-
-    def hash_parts(self) -> tuple[bytes, bytes, bool]:
-        """Canonical bytes before and after the payload, and the payload's verdict.
-
-        For ``compute_hash``: the prefix and suffix bracket the payload's
-        canonical bytes; the flag says whether orjson's sorted output of the
-        payload already is RFC 8785.
-        """
-        return self._hash_parts
 
     def hashed_view(self) -> dict[str, JSONValue]:
         """Return the part of the envelope that is hashed (DESIGN §3)."""

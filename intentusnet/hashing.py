@@ -36,6 +36,7 @@ class HashableEnvelope(Protocol):
     def payload(self) -> dict[str, JSONValue]:
         """The payload (checked by the envelope when it was made)."""
 
+    @property
     def hash_parts(self) -> tuple[bytes, bytes, bool]:
         """The view's canonical bytes around the payload, and its verdict.
 
@@ -114,7 +115,7 @@ def compute_hash(envelope: HashableEnvelope | dict[str, JSONValue]) -> str:
     # The model checked its payload at construction and kept the verdict, and
     # holds the canonical bytes of the rest of the view (it is frozen): only the
     # payload is encoded per call.
-    prefix, suffix, plain = envelope.hash_parts()
+    prefix, suffix, plain = envelope.hash_parts
     digest = hashlib.sha256(prefix)
     digest.update(_encode(envelope.payload, plain=plain))
     digest.update(suffix)

@@ -93,7 +93,7 @@ def _error(
     retryable: bool = False,
     details: JSONObject | None = None,
 ) -> ErrorInfo:
-    return ErrorInfo.model_construct(
+    return ErrorInfo(
         code=code,
         message=message,
         agent=agent,
@@ -240,7 +240,7 @@ def decide(
         reason = f"every candidate ({strategy.value})"
         if routing.target_agent is not None:
             reason += "; targetAgent is ignored by " + strategy.value
-    decision = RoutingDecision.model_construct(
+    decision = RoutingDecision(
         strategy=strategy,
         candidates=[a.name for a in order],
         skipped=skipped,
@@ -400,13 +400,13 @@ def _answer(
 ) -> AgentResponse:
     if error is not None and agent is None:
         agent = error.agent
-    metadata = ResponseMetadata.model_construct(
+    metadata = ResponseMetadata(
         execution_id=ex.execution_id,
         agent=agent,
         strategy=decision.strategy,
         decision=decision,
         attempts=[
-            AttemptInfo.model_construct(
+            AttemptInfo(
                 agent=o.agent,
                 outcome=o.outcome,
                 duration_ms=o.duration_ms,
@@ -420,7 +420,7 @@ def _answer(
         original_execution_id=None,
         recording_error=None,
     )
-    return AgentResponse.model_construct(
+    return AgentResponse(
         status="error" if error is not None else "success",
         payload=payload,
         error=error,
@@ -441,7 +441,7 @@ def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
         "please report it with the traceback in details",
         details={"traceback": "".join(traceback.format_exception(exc))},
     )
-    decision = RoutingDecision.model_construct(
+    decision = RoutingDecision(
         strategy=RoutingStrategy.DIRECT,
         candidates=[],
         skipped={},
