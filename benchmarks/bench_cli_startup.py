@@ -1,4 +1,9 @@
-"""Cold start of the ``intentusnet`` command, beside a bare Python start.
+"""Cold start of the ``intentusnet`` command and of a first routed intent.
+
+Beside a bare Python start, three rows depend on the package: ``intentusnet
+--help``, ``intentusnet replay ID``, and a fresh process's first routed intent
+(``import intentusnet``, build a router, route one intent, as
+``FIRST_ROUTE`` below does).
 
 Each command runs as a fresh subprocess; the figure is the median wall-clock
 time over RUNS runs, after two warm-up runs that fill the OS file cache and
@@ -47,6 +52,15 @@ from typing import NamedTuple
 
 from intentusnet import IntentRouter
 from intentusnet.store import FileExecutionStore
+
+#: A fresh process's first routed intent: import, build a router, route one.
+FIRST_ROUTE = """
+from intentusnet import IntentRouter
+router = IntentRouter()
+router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+answer = router.route_intent({"intent": {"name": "echo"}, "payload": {"x": 1}})
+assert answer.status == "success", answer
+"""
 
 
 def console_script() -> list[str]:
@@ -157,11 +171,17 @@ def main() -> None:
             # dataclasses, json), and the library read path.
             ("python -c 'import click'", [python, "-c", "import click"]),
             ("python -c 'import orjson'", [python, "-c", "import orjson"]),
+            # Both: the floor under any command that reads a record.
+            (
+                "python -c 'import click, orjson'",
+                [python, "-c", "import click, orjson"],
+            ),
         ]
         own = [
             ("python -c '<store+replay>'", lambda t: [t.python, "-c", floor]),
             ("intentusnet --help", lambda t: [*t.script, "--help"]),
             ("intentusnet replay ID", lambda t: [*t.script, "replay", execution_id]),
+            ("first routed intent", lambda t: [t.python, "-c", FIRST_ROUTE]),
         ]
         samples: dict[tuple[int, str], list[float]] = {}
         # Two warm-up rounds, then RUNS rounds; each round runs every command
