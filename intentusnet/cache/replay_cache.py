@@ -29,12 +29,13 @@ import weakref
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
 from ..errors import IntentusNetError
 from ..hashing import compute_hash
+from ..store.protocol import CacheHitJournal, ExecutionStore
 from . import flight as _flight
 from .disk import DiskTier, counter_key
 from .disk import read_stats as read_stats
@@ -46,11 +47,14 @@ from .policy import seconds
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
-    from ..store import ExecutionStore
 
 __all__ = ["CacheKey", "CachePolicy", "CacheStats", "ReplayCache", "read_stats"]
 
 _log = logging.getLogger("intentusnet.cache")
+
+
+class _Store(ExecutionStore, CacheHitJournal, Protocol):
+    """What the cache serves from: a store of records that keeps a hit journal."""
 DEFAULT_SIZE_LIMIT: Final = 1 << 30
 DEFAULT_MEMORY_ITEMS: Final = 4096
 #: The disk tier's directory under a store's root, when none is given.
@@ -121,7 +125,7 @@ class ReplayCache:
         self._memory_items = memory_items
         self._warm = warm_from_store
         self._prefix = namespace + "|"
-        self._store: ExecutionStore | None = None
+        self._store: _Store | None = None
         self._disk: DiskTier | None = None
         self._memory: dict[str, Entry] = {}
         self._lock = threading.Lock()
@@ -169,10 +173,10 @@ class ReplayCache:
             for name in ("change_probe", "record_cache_hit", "find_by_hash", "load")
             if not callable(getattr(store, name, None))
         ]
-        if missing:
+        if missing or not isinstance(store, CacheHitJournal):
             raise TypeError(
                 f"{type(store).__name__} cannot back a ReplayCache: it has no "
-                + ", ".join(missing)
+                + ", ".join(missing or ["cache-hit journal"])
             )
         directory = self._directory
         if directory is None:

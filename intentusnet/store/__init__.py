@@ -14,6 +14,7 @@ from .._util.lazy import lazy_exports
 
 # name -> module of this package that defines it
 _EXPORTS: dict[str, str] = {
+    "CacheHitJournal": "protocol",
     "DEFAULT_ROOT": "file",
     "Durability": "file",
     "ExecutionStore": "protocol",
@@ -29,14 +30,24 @@ if TYPE_CHECKING:
     from .file import Durability as Durability
     from .file import FileExecutionStore as FileExecutionStore
     from .memory import MemoryExecutionStore as MemoryExecutionStore
+    from .protocol import CacheHitJournal as CacheHitJournal
     from .protocol import ExecutionStore as ExecutionStore
     from .protocol import RecordWriter as RecordWriter
 
     def _conforms(
         file: FileExecutionStore, memory: MemoryExecutionStore
-    ) -> tuple[ExecutionStore, ExecutionStore, RecordWriter, RecordWriter]:
+    ) -> tuple[
+        ExecutionStore,
+        ExecutionStore,
+        CacheHitJournal,
+        CacheHitJournal,
+        RecordWriter,
+        RecordWriter,
+    ]:
         # mypy holds both stores and their writers to the protocols here.
         return (
+            file,
+            memory,
             file,
             memory,
             file.open({}, envelope_hash=""),

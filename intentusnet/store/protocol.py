@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from .._util.jsonvalue import JSONObject
 from ..record.model import (
@@ -138,6 +138,15 @@ class ExecutionStore(Protocol):
         ``None`` once the record is gone. The replay cache asks it on every hit.
         """
         ...
+
+
+@runtime_checkable
+class CacheHitJournal(Protocol):
+    """Where a store notes the answers served from the replay cache.
+
+    A hit is not an execution: it gets a journal line, not a record. The replay
+    cache needs a store that is also a journal (both file and memory stores are).
+    """
 
     def record_cache_hit(
         self,
