@@ -46,6 +46,9 @@ class RecordStatus(StrEnum):
     FAILED = "failed"
     IN_PROGRESS = "in_progress"
     INCOMPLETE = "incomplete"
+    #: the file has no complete first line: its process was stopped between
+    #: creating it and writing the header, so nothing was recorded (added in 0.2.0)
+    RECORDING_FAILURE = "recording_failure"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:
@@ -464,6 +467,9 @@ class VerifyReport(_Frozen):
         failures: one message per problem, each naming its line.
         valid: no failures.
         notes: remarks that are not failures (e.g. a torn last line).
+        recording_failure: the file has no complete first line (its process
+            was stopped before writing the header): nothing was recorded, which
+            is not evidence of tampering (added in 0.2.0).
     """
 
     _fields = (
@@ -473,6 +479,7 @@ class VerifyReport(_Frozen):
         "failures",
         "valid",
         "notes",
+        "recording_failure",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
@@ -481,6 +488,7 @@ class VerifyReport(_Frozen):
     failures: tuple[str, ...]
     valid: bool
     notes: tuple[str, ...]
+    recording_failure: bool
 
     def __init__(
         self,
@@ -490,6 +498,7 @@ class VerifyReport(_Frozen):
         failures: tuple[str, ...],
         valid: bool,
         notes: tuple[str, ...] = (),
+        recording_failure: bool = False,
     ) -> None:
         self._execution_id = execution_id
         self._events_total = events_total
@@ -497,6 +506,7 @@ class VerifyReport(_Frozen):
         self._failures = failures
         self._valid = valid
         self._notes = notes
+        self._recording_failure = recording_failure
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -507,6 +517,7 @@ class VerifyReport(_Frozen):
             "failures": list(self.failures),
             "valid": self.valid,
             "notes": list(self.notes),
+            "recordingFailure": self.recording_failure,
         }
 
 
