@@ -60,7 +60,7 @@ class StoreIndex:
         self.catalog = catalog
         self._root = root
         self._load = load
-        self.writes = CatalogWriter(catalog)
+        self.writes = CatalogWriter(catalog, root)
 
     def refresh(
         self, execution_id: str, known: CatalogRow | None = None
@@ -254,7 +254,7 @@ class StoreIndex:
     def _ask(self, question: Callable[[Catalog], _T]) -> _T:
         """Run a query on a complete catalog, rebuilding it first if needed."""
         try:
-            self.writes.flush()
+            self.writes.settle()
             if not self.catalog.is_complete():
                 if has_records(self._root):
                     _log.warning(

@@ -6,11 +6,10 @@ The catalog is derived data: the record files are the truth, and
 connection per process, corruption recovery), so several processes can share
 one store.
 
-Two tables hold the rows. ``live`` gets a record's row when it opens, committed
-before the record's file is created: a small table without secondary indexes,
-so that this commit is cheap. When the record completes, its row moves to
-``records``, which is indexed for hash lookups and listings (the store batches
-these moves). ``counts`` holds records and bytes per status and intent of
+Two tables hold the rows. ``live`` holds the rows of records still being
+written (see ``_catalog_writer``): a small table without secondary indexes.
+When a record completes, its row moves to ``records``, which is indexed for
+hash lookups and listings. ``counts`` holds records and bytes per status and intent of
 ``records``, kept by triggers in the same transactions, so counting a large
 store reads a few rows.
 """
@@ -82,7 +81,13 @@ _UPSERT: Final = (
     "lines = excluded.lines, size = excluded.size, "
     "chain_head = excluded.chain_head WHERE excluded.lines >= records.lines"
 )
-_ADD_LIVE: Final = f"INSERT OR IGNORE INTO live VALUES ({', '.join('?' * 16)})"
+_ADD_LIVE: Final = f"INSERT OR REPLACE INTO live VALUES ({', '.join('?' * 16)})"
+# A logged row of an opened record, unless the record's row is there already.
+_ADD_OPENED: Final = (
+    "INSERT OR IGNORE INTO live SELECT "
+    + ", ".join(f"?{n}" for n in range(1, 17))
+    + " WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1)"
+)
 _DROP_LIVE: Final = "DELETE FROM live WHERE id = ?"
 _ANY_LIVE: Final = "SELECT 1 FROM live LIMIT 1"
 _DROP: Final = "DELETE FROM records WHERE id = ?"
@@ -139,34 +144,43 @@ class Catalog:
     # -- writes -------------------------------------------------------------------
 
     def add_live(self, row: CatalogRow) -> None:
-        """Record that a record is opening (one small commit, before its file)."""
+        """Record that a record is opening (one small commit)."""
         self._db.run(lambda db: db.execute(_ADD_LIVE, row))
-
-    def drop_live(self, row: CatalogRow) -> None:
-        """Take back :meth:`add_live` of a record whose file could not be made."""
-        self._db.run(
-            lambda db: db.execute(
-                "DELETE FROM live WHERE id = ? AND created_us = ? AND owner IS ?",
-                (row.id, row.created_us, row.owner),
-            )
-        )
 
     def upsert(self, row: CatalogRow) -> None:
         """Insert a record's row, or move an existing one forward."""
         self.upsert_many([row])
 
-    def upsert_many(self, rows: Sequence[CatalogRow]) -> None:
-        """Upsert rows into ``records`` (leaving ``live``), in one transaction."""
+    def upsert_many(
+        self, rows: Sequence[CatalogRow], *, opened: Sequence[CatalogRow] = ()
+    ) -> None:
+        """Upsert rows into ``records`` (leaving ``live``), in one transaction.
+
+        ``opened`` rows, of records still being written, are added to ``live``
+        in the same transaction (see :meth:`add_opened`).
+        """
 
         def run(db: sqlite3.Connection) -> None:
             # sqlite3 binds plain tuples faster than named ones (about 2 us a
-            # row here), and "live" is usually empty of these rows' ids.
-            db.executemany(_UPSERT, map(tuple, rows))
-            if db.execute(_ANY_LIVE).fetchone() is not None:
-                db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
+            # row here), and "live" is usually empty: most records complete
+            # within their batch and never enter it.
+            if rows:
+                db.executemany(_UPSERT, map(tuple, rows))
+                if db.execute(_ANY_LIVE).fetchone() is not None:
+                    db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
+            if opened:
+                db.executemany(_ADD_OPENED, map(tuple, opened))
 
-        if rows:
+        if rows or opened:
             self._db.transaction(run)
+
+    def add_opened(self, rows: Sequence[CatalogRow]) -> None:
+        """Add rows of opened records to ``live``, except records already indexed.
+
+        Rows copied from a log of opened records may be older than the row the
+        record has by now; they never replace it.
+        """
+        self._db.transaction(lambda db: db.executemany(_ADD_OPENED, map(tuple, rows)))
 
     def remove(self, ids: Sequence[str]) -> None:
         """Forget records (their files were deleted, or never made)."""

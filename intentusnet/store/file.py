@@ -146,7 +146,7 @@ class FileExecutionStore:
         # Only what was made: closing must not build the catalog of a store
         # that never used it.
         if "_index" in self.__dict__:
-            self._index.writes.flush()
+            self._index.writes.close()
             self._index.catalog.close()
         if "_hits" in self.__dict__:
             self._hits.close()
@@ -199,7 +199,7 @@ class FileExecutionStore:
             self._connect()
         found = wire.get("intent")
         intent: JSONObject = found if isinstance(found, dict) else {}
-        # Listed before the file exists (lines 0: no line of it is on disk
+        # Logged before the file exists (lines 0: no line of it is on disk
         # yet), so that a record is listed from its first byte on, whenever
         # its process is killed; readers skip a row whose file is missing.
         row = CatalogRow(

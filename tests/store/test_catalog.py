@@ -6,8 +6,6 @@ import logging
 import sqlite3
 import subprocess
 import sys
-import textwrap
-import time
 from collections.abc import Iterator
 from hashlib import sha256
 from pathlib import Path
@@ -263,47 +261,3 @@ def test_rows_queued_at_exit_are_written(tmp_path: Path) -> None:
         rows = db.execute("SELECT status, replayable FROM records").fetchall()
     db.close()
     assert rows == [("completed", 1)] * 5
-
-
-LISTED_WRITER = textwrap.dedent(
-    """
-    import sys
-    from intentusnet.store import FileExecutionStore
-    sys.path.insert(0, sys.argv[2])
-    from recordkit import finished, start
-
-    with FileExecutionStore(sys.argv[1]) as store:
-        for n in range(int(sys.argv[3])):
-            finished(store, f"{sys.argv[4]}-{n}")
-            if n % 10 == 0:
-                start(store, f"{sys.argv[4]}-open-{n}").close()  # left incomplete
-    """
-)
-
-
-def test_reading_while_processes_write_sees_each_record_once(tmp_path: Path) -> None:
-    """Listings taken while three processes write never repeat or lose a record."""
-    root = tmp_path / "shared"
-    tests = str(Path(__file__).parent.parent)
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", LISTED_WRITER, str(root), tests, "100", f"p{p}"]
-        )
-        for p in range(3)
-    ]
-    seen_most = 0
-    with FileExecutionStore(root) as reader:
-        while any(child.poll() is None for child in children):
-            if not root.exists():
-                time.sleep(0.005)
-                continue
-            ids = [s.execution_id for s in reader.list()]
-            assert len(ids) == len(set(ids))
-            assert len(ids) >= seen_most  # records are never unlisted
-            seen_most = len(ids)
-        assert [child.wait() for child in children] == [0, 0, 0]
-        summaries = reader.list()
-        statuses = [s.status for s in summaries]
-        assert statuses.count(RecordStatus.COMPLETED) == 300
-        assert statuses.count(RecordStatus.INCOMPLETE) == 30
-        assert reader.stats().records == 330
