@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -24,6 +25,14 @@ if TYPE_CHECKING:
 #: Exit code when a record fails verification (DESIGN §8).
 INTEGRITY_EXIT = RecordIntegrityError.exit_code
 _JSON_HELP = "Print JSON instead of text."
+_JOBS_HELP = (
+    "Worker processes reading the files of a store of 20,000 records or more."
+    "  [default: the CPUs this process may use]"
+)
+
+
+def _jobs(given: int | None) -> int:
+    return given if given is not None else len(os.sched_getaffinity(0))
 
 
 def _verdict(report: VerifyReport | None, valid: bool) -> str:
@@ -61,6 +70,7 @@ def _progress_bar(label: str) -> Iterator[Callable[[int], None] | None]:
 @click.option(
     "--each", is_flag=True, help="With --all: print every record, valid ones too."
 )
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help=_JOBS_HELP)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @click.pass_context
 def verify(
@@ -68,6 +78,7 @@ def verify(
     execution_ids: tuple[str, ...],
     all_records: bool,
     each: bool,
+    jobs: int | None,
     as_json: bool,
 ) -> None:
     """Check the hash chains of the records named (or --all); exit 6 on failure.
@@ -78,8 +89,10 @@ def verify(
     """
     if bool(execution_ids) == all_records:
         raise click.UsageError("give one or more IDs, or --all (not both)")
-    if each and not all_records:
-        raise click.UsageError("--each goes with --all (named records are all shown)")
+    if (each or jobs is not None) and not all_records:
+        raise click.UsageError(
+            "--each and --jobs go with --all (named records are all shown)"
+        )
     store = open_store()
     shown: list[JSONValue] = []
     records = invalid = recording_failures = total_events = verified = failures = 0
@@ -101,7 +114,9 @@ def verify(
 
     if all_records:
         with _progress_bar("Verifying records") as advance:
-            run = store.verify_all(each=each, on_progress=advance)
+            run = store.verify_all(
+                each=each, processes=_jobs(jobs), on_progress=advance
+            )
             for report in run:
                 show(report)
         records, invalid = run.records, run.invalid
@@ -162,13 +177,14 @@ def invalidate(execution_id: str, reason: str, as_json: bool) -> None:
 
 
 @click.command()
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help=_JOBS_HELP)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
-def reindex(as_json: bool) -> None:
+def reindex(jobs: int | None, as_json: bool) -> None:
     """Rebuild the catalog from the record files."""
     store = open_store()
     working(f"Reindexing {store.root} ...")
     with _progress_bar("Reading records") as advance:
-        count = store.reindex(on_progress=advance)
+        count = store.reindex(processes=_jobs(jobs), on_progress=advance)
     if as_json:
         emit_json({"records": count})
     else:

@@ -30,7 +30,7 @@ from . import _log
 from ._catalog_writer import CatalogWriter
 from ._layout import has_records, relative_path
 from ._owner import opener_alive, owner_alive
-from ._scan import file_row, index_shard, over_shards
+from ._scan import Progress, file_row, index_shard, over_shards
 from .catalog import Catalog, CatalogRow
 
 _T = TypeVar("_T")
@@ -39,8 +39,6 @@ _STATUSES: Final = {s.value: s for s in RecordStatus}
 _REASONS: Final = {r.value: r for r in ReplayableReason}
 _IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
 _FAILED: Final = RecordStatus.RECORDING_FAILURE.value
-#: Called with the number of record files done so far.
-Progress = Callable[[int], None]
 
 
 class StoreIndex:
@@ -220,18 +218,23 @@ class StoreIndex:
 
     # -- rebuilding ---------------------------------------------------------------
 
-    def rebuild(self, on_progress: Progress | None = None) -> int:
+    def rebuild(self, on_progress: Progress | None = None, processes: int = 1) -> int:
         """Rebuild the catalog from the record files; return rows indexed.
 
-        One shard directory at a time (in worker processes for a large store),
-        then rows whose file is gone are dropped and the counts derived again.
+        One shard directory at a time (in ``processes`` worker processes for a
+        large store), then rows whose file is gone are dropped and the counts
+        derived again.
         """
         self.writes.flush()
         done = indexed = 0
         try:
-            for seen, rows in over_shards(self.catalog, self._root, index_shard):
+            shards = over_shards(
+                self.catalog, self._root, index_shard, processes=processes
+            )
+            for seen, rows in shards:
+                self.catalog.upsert_many(rows)
                 done += seen
-                indexed += rows
+                indexed += len(rows)
                 if on_progress is not None:
                     on_progress(done)
             root = self._root

@@ -1,11 +1,11 @@
 """Reading record files into catalog rows and reports: one file, or the whole store.
 
 Whole-store work (``reindex``, ``verify --all``) goes one shard directory at a
-time, in one worker process per CPU for a large store: each worker reads and
-checks the files of its shard and answers with a count, or with the reports
-worth showing, so that memory does not grow with the store. Workers write the
-rows of their shard to the catalog themselves, one transaction a shard; SQLite
-serialises the writes while the other worker reads its files.
+time, in worker processes for a large store if asked: each worker reads and
+checks the files of its shard and answers with the shard's catalog rows, or
+with a tally and the reports worth showing, so that memory does not grow with
+the store. Only the calling process writes the catalog, one transaction a
+shard (workers writing would wait for each other's locks).
 """
 
 from __future__ import annotations
@@ -148,15 +148,17 @@ def _headerless_row(
 # -- whole-store work, one shard directory at a time ------------------------------
 
 
-def index_shard(catalog: Catalog, root: str, shard: str) -> tuple[int, int]:
-    """Upsert the rows of one shard's files (one transaction).
+def index_shard(
+    catalog: Catalog, root: str, shard: str
+) -> tuple[int, list[CatalogRow]]:
+    """Read the rows of one shard's files; return the files read and the rows.
 
-    Returns the files read and the rows written.
+    The caller writes the rows: one writer, so that workers never wait for
+    each other's locks on the catalog.
     """
     ids = ids_in_shard(root, shard)
     rows = [row for i in ids if (row := file_row(root, i, catalog.get)) is not None]
-    catalog.upsert_many(rows)
-    return len(ids), len(rows)
+    return len(ids), rows
 
 
 #: (records, invalid, recording failures, lines, lines verified, reports)
@@ -203,25 +205,22 @@ def over_shards(
     root: str,
     work: ShardWork[_T],
     *args: object,
-    processes: int | None = None,
+    processes: int = 1,
 ) -> Iterator[_T]:
     """Yield ``work(catalog, root, shard, *args)`` for every shard, in order.
 
-    A store of :data:`PARALLEL_FROM` records or more (judged by its first
-    shard) is worked on by ``processes`` worker processes (default: one per
-    CPU), each with its own catalog connection and at most two shards ahead of
-    the consumer, so that results do not pile up in memory; a smaller store,
-    in this process with ``catalog``.
+    With ``processes`` above 1 and a store of :data:`PARALLEL_FROM` records or
+    more (judged by its first shard), the shards go to that many worker
+    processes (multiprocessing's "forkserver": fresh processes, not forks of
+    this one, which may hold other threads' locks), each with its own catalog
+    connection and at most two shards ahead of the consumer, so that results
+    do not pile up in memory. Otherwise the work runs here, with ``catalog``.
     """
     found = shards(root)
-    if processes is None:
-        processes = len(os.sched_getaffinity(0))
     if processes <= 1 or _estimate(root, found) < PARALLEL_FROM:
         for shard in found:
             yield work(catalog, root, shard, *args)
         return
-    # A fresh process per worker ("forkserver"), not a fork of this one, which
-    # may hold other threads' locks and a catalog connection.
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
@@ -272,9 +271,16 @@ class StoreVerification:
     """
 
     def __init__(
-        self, catalog: Catalog, root: str, each: bool, on_progress: Progress | None
+        self,
+        catalog: Catalog,
+        root: str,
+        *,
+        each: bool,
+        processes: int,
+        on_progress: Progress | None,
     ) -> None:
         self._catalog = catalog
+        self._processes = processes
         self._root = root
         self._each = each
         self._on_progress = on_progress
@@ -290,7 +296,13 @@ class StoreVerification:
         self.events_verified = 0
 
     def __iter__(self) -> Iterator[VerifyReport]:
-        tallies = over_shards(self._catalog, self._root, verify_shard, self._each)
+        tallies = over_shards(
+            self._catalog,
+            self._root,
+            verify_shard,
+            self._each,
+            processes=self._processes,
+        )
         for records, invalid, failed, lines, verified, shown in tallies:
             self.records += records
             self.invalid += invalid

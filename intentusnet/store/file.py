@@ -317,9 +317,13 @@ class FileExecutionStore:
         return verify_file(data, execution_id, self._index.row(execution_id))
 
     def verify_all(
-        self, *, each: bool = False, on_progress: Progress | None = None
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
     ) -> StoreVerification:
-        """Verify every record file, in worker processes for a large store.
+        """Verify every record file, one shard directory at a time.
 
         Iterate the result for the reports with failures or notes (every
         report with ``each``); its totals count every record checked so far.
@@ -328,13 +332,23 @@ class FileExecutionStore:
 
         Args:
             each: yield every report, not only those with failures or notes.
+            processes: worker processes for a store of 20,000 records or more
+                (multiprocessing "forkserver": a script calling this with more
+                than 1 must guard its main code with ``if __name__ ==
+                "__main__":``, as multiprocessing requires).
             on_progress: called with the number of files checked so far.
         """
         from ._scan import StoreVerification
 
         if os.path.isdir(self._root):
             self._index.writes.flush()  # the catalog is compared with the files
-        return StoreVerification(self._index.catalog, self._root, each, on_progress)
+        return StoreVerification(
+            self._index.catalog,
+            self._root,
+            each=each,
+            processes=processes,
+            on_progress=on_progress,
+        )
 
     def iter_ids(self) -> Iterator[str]:
         """Yield the id of every record file, in a stable order."""
@@ -414,23 +428,26 @@ class FileExecutionStore:
             self._index.writes.forget(removed)
         return removed
 
-    def reindex(self, *, on_progress: Progress | None = None) -> int:
+    def reindex(
+        self, *, processes: int = 1, on_progress: Progress | None = None
+    ) -> int:
         """Rebuild the catalog from the record files; return records indexed.
 
-        Each record's hash chain is checked and its header and final response
-        read, one shard directory at a time (in worker processes for a large
-        store), so memory does not grow with the store. Damaged records are
-        indexed as ``integrity_failure`` where line 1 can be read, files with no
-        complete first line as ``recording_failure``; files of a newer format
-        or with an unreadable header are left out (and logged).
+        Each record's hash chain is checked and its lines read, one shard
+        directory at a time, so memory does not grow with the store. Damaged
+        records are indexed as ``integrity_failure`` where line 1 can be read,
+        files with no complete first line as ``recording_failure``; files of a
+        newer format or with an unreadable header are left out (and logged).
 
         Args:
+            processes: worker processes reading the files of a store of 20,000
+                records or more, as for :meth:`verify_all` (added in 0.2.0).
             on_progress: called with the number of files read so far (added in
                 0.2.0).
         """
         if not os.path.isdir(self._root):
             return 0
-        return self._index.rebuild(on_progress)
+        return self._index.rebuild(on_progress, processes)
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and bytes used, from the catalog.

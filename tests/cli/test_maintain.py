@@ -103,10 +103,10 @@ def test_verify_all_each_prints_every_record(
 def test_verify_each_needs_all(
     invoke: Invoke, store_root: Path, ids: dict[str, str]
 ) -> None:
-    """--each without --all is a usage error (exit 2)."""
+    """--each (or --jobs) without --all is a usage error (exit 2)."""
     result = invoke("--store", str(store_root), "verify", "--each", ids["completed"])
     assert result.exit_code == 2
-    assert "--each goes with --all" in result.stderr
+    assert "--each and --jobs go with --all" in result.stderr
 
 
 def test_verify_reports_a_headerless_file_as_a_recording_failure(
