@@ -55,6 +55,8 @@ _log = logging.getLogger("intentusnet.cache")
 
 class _Store(ExecutionStore, CacheHitJournal, Protocol):
     """What the cache serves from: a store of records that keeps a hit journal."""
+
+
 DEFAULT_SIZE_LIMIT: Final = 1 << 30
 DEFAULT_MEMORY_ITEMS: Final = 4096
 #: The disk tier's directory under a store's root, when none is given.

@@ -19,7 +19,13 @@ if TYPE_CHECKING:
 _JSON_HELP = "Print JSON instead of a table."
 #: ``RecordStatus`` values, spelled out so that ``--help`` need not import the
 #: record model (a test keeps them equal).
-STATUSES = ("completed", "failed", "in_progress", "incomplete")
+STATUSES = (
+    "completed",
+    "failed",
+    "in_progress",
+    "incomplete",
+    "recording_failure",
+)
 
 
 @click.group()

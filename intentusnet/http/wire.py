@@ -242,6 +242,7 @@ def verify_report(data: JSONObject) -> VerifyReport:
         failures=tuple(str(f) for f in _list(data["failures"])),
         valid=bool(data["valid"]),
         notes=tuple(str(n) for n in _list(data.get("notes", []))),
+        recording_failure=bool(data.get("recordingFailure", False)),
     )
 
 

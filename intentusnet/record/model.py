@@ -46,6 +46,9 @@ class RecordStatus(StrEnum):
     FAILED = "failed"
     IN_PROGRESS = "in_progress"
     INCOMPLETE = "incomplete"
+    #: the file has no complete first line: its process was stopped between
+    #: creating it and writing the header, so nothing was recorded (added in 0.2.0)
+    RECORDING_FAILURE = "recording_failure"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:
@@ -420,6 +423,9 @@ class VerifyReport(_Frozen):
         failures: one message per problem, each naming its line.
         valid: no failures.
         notes: remarks that are not failures (e.g. a torn last line).
+        recording_failure: the file has no complete first line (its process
+            was stopped before writing the header): nothing was recorded, which
+            is not evidence of tampering (added in 0.2.0).
     """
 
     _fields = (
@@ -429,6 +435,7 @@ class VerifyReport(_Frozen):
         "failures",
         "valid",
         "notes",
+        "recording_failure",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
@@ -437,6 +444,7 @@ class VerifyReport(_Frozen):
     failures: tuple[str, ...]
     valid: bool
     notes: tuple[str, ...]
+    recording_failure: bool
 
     def __init__(
         self,
@@ -446,6 +454,7 @@ class VerifyReport(_Frozen):
         failures: tuple[str, ...],
         valid: bool,
         notes: tuple[str, ...] = (),
+        recording_failure: bool = False,
     ) -> None:
         self._execution_id = execution_id
         self._events_total = events_total
@@ -453,6 +462,7 @@ class VerifyReport(_Frozen):
         self._failures = failures
         self._valid = valid
         self._notes = notes
+        self._recording_failure = recording_failure
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -463,6 +473,7 @@ class VerifyReport(_Frozen):
             "failures": list(self.failures),
             "valid": self.valid,
             "notes": list(self.notes),
+            "recordingFailure": self.recording_failure,
         }
 
 

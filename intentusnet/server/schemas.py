@@ -124,6 +124,7 @@ class VerifyReport(_Wire):
     failures: list[str]
     valid: bool
     notes: list[str]
+    recording_failure: bool = False
 
 
 class ReplayResult(_Wire):

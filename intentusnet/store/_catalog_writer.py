@@ -1,12 +1,16 @@
 """Writing catalog rows behind, in batches, without hiding any record.
 
-A record's row is written when its batch is committed: at most
-:data:`BATCH_ROWS` rows or :data:`BATCH_SECONDS` old (checked on the next
-write), and always before this process reads the catalog, closes the store or
-exits. A record that opens is listed at once all the same, even if its process
-is then killed: its row is first a line of this process's log of opened records
-(see ``_opened``), which every query copies into the catalog. So recording costs
-one ``write()`` and a share of one SQLite commit per execution.
+This is the store's one mechanism for keeping the catalog cheap to write. A
+record's row is committed with its batch: at most :data:`BATCH_ROWS` rows or
+:data:`BATCH_SECONDS` old (checked on the next write), and always before this
+process reads the catalog, closes the store or exits. A record is listed from
+its first byte on all the same, even if its process is then killed: *before*
+its file is created, its row is a line of this process's log of opened records
+(see ``_opened``), which every query copies into the catalog. Readers skip a
+row whose file does not exist (yet), and drop it once its process is gone. So
+recording costs one ``write()`` and a share of one SQLite commit per execution,
+where committing each opened record's row would cost a commit each (about 30
+us on the development VM, a third more for a routed and recorded execution).
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from collections.abc import Sequence
 from typing import Final
 
 from . import _log
-from ._layout import relative_path
 from ._opened import OpenedLog, OtherLogs
 from .catalog import Catalog, CatalogRow
 
@@ -54,7 +57,7 @@ class CatalogWriter:
         _WRITERS.add(self)
 
     def opened(self, row: CatalogRow) -> None:
-        """Make a just-opened record visible now (one line of this process's log)."""
+        """List a record about to be created (one line of this process's log)."""
         # A batch that is due goes before this row joins it: the row of a record
         # still being written would go to the table of live records, to be
         # deleted from it again by the next batch. (Read without the lock: a
@@ -72,6 +75,15 @@ class CatalogWriter:
                 self._opened[row.id] = row
         if not logged:
             self._add_live(row)  # no log here: one small commit instead
+
+    def not_opened(self, row: CatalogRow) -> None:
+        """Take back :meth:`opened`: the record's file could not be made.
+
+        A copy of the row that other readers took from the log is never listed
+        (it has no file), and is dropped once this process is gone.
+        """
+        with self._lock:
+            self._opened.pop(row.id, None)
 
     def write(self, row: CatalogRow) -> None:
         """Upsert a row now (with the rows queued so far)."""
@@ -104,9 +116,9 @@ class CatalogWriter:
             sqlite3.Error, OSError: the catalog could not be written.
         """
         self.flush()
+        # Rows of records whose file is not there (yet) are copied too: the
+        # file may come a moment later, and readers skip them until it does.
         rows, dead = self._others.collect(self._log.name)
-        root = self._root
-        rows = [r for r in rows if os.path.exists(f"{root}/{relative_path(r.id)}")]
         if rows:
             self.catalog.add_opened(rows)
         for path in dead:  # their rows are committed now

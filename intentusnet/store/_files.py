@@ -13,6 +13,7 @@ from ..errors import RecordExists, RecordNotFound, StoreError
 from ..record.format import invalidated_line
 from ..record.model import VerifyReport
 from ..record.reader import parse_record
+from ..record.verify import verify_bytes
 from ._layout import FILE_MODE, fsync_dir, make_dirs
 
 if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
@@ -67,6 +68,44 @@ def create(root: str, relative: str, line: bytes, *, fsync: bool) -> int:
             f"record {execution_id}: cannot write its header: {exc}"
         ) from exc
     return fd
+
+
+def headerless(data: bytes) -> bool:
+    """Whether a record file has no complete first line (a recording failure).
+
+    Its process was stopped between creating the file and writing the header:
+    nothing was recorded, and nothing was tampered with.
+    """
+    return b"\n" not in data
+
+
+def verify_file(data: bytes, execution_id: str, row: CatalogRow | None) -> VerifyReport:
+    """Check a record file's bytes, and what the catalog remembers of it.
+
+    A file with no complete first line gives a valid report marked
+    ``recording_failure``, with a note, unless the catalog saw lines in it.
+
+    Raises:
+        UnsupportedSchemaVersion: the record is of a newer format.
+    """
+    if headerless(data):
+        report = VerifyReport(
+            execution_id,
+            0,
+            0,
+            (),
+            valid=True,
+            notes=(
+                f"recording failure: the file has no complete first line "
+                f"({len(data)} bytes); its process was stopped between creating "
+                "it and writing the header, so nothing was recorded. Not "
+                "evidence of tampering; `intentusnet prune` removes it",
+            ),
+            recording_failure=True,
+        )
+    else:
+        report = verify_bytes(data, execution_id)
+    return cross_check(report, data, row)
 
 
 def open_existing(path: str, execution_id: str, flags: int = os.O_RDONLY) -> int:
@@ -168,11 +207,13 @@ def cross_check(
         failure = f"line {row.lines}: its hash is not the one the catalog recorded"
     if failure is None:
         return report
+    # Lines the catalog saw are gone: no longer a recording failure, if the
+    # file now looks like one.
     return VerifyReport(
         execution_id=report.execution_id,
         events_total=report.events_total,
         events_verified=report.events_verified,
         failures=(*report.failures, failure),
         valid=False,
-        notes=report.notes,
+        notes=tuple(n for n in report.notes if not n.startswith("recording failure")),
     )

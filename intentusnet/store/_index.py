@@ -10,64 +10,36 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Final, TypeVar
 
 import orjson
 
-from .._util.time import micros_of, parse_utc
+from .._util.jsonvalue import JSONObject
+from .._util.time import micros_of
 from ..errors import RecordIntegrityError, RecordNotFound, StoreError
 from ..errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
 from ..record.model import (
-    ExecutionHeader,
     ExecutionRecord,
     RecordStatus,
     RecordSummary,
     ReplayableReason,
     StoreStats,
 )
-from ..record.reader import parse_record
-from ..record.verify import salvage_header
 from . import _log
 from ._catalog_writer import CatalogWriter
-from ._layout import has_records, relative_path, walk_ids
-from ._owner import owner_alive
+from ._layout import has_records, relative_path
+from ._owner import opener_alive, owner_alive
+from ._scan import Progress, file_row, index_shard, over_shards
 from .catalog import Catalog, CatalogRow
 
 _T = TypeVar("_T")
 _FIND_LIMIT: Final = 64
 _STATUSES: Final = {s.value: s for s in RecordStatus}
 _REASONS: Final = {r.value: r for r in ReplayableReason}
-_STORED: Final = {
-    RecordStatus.COMPLETED: ("completed",),
-    RecordStatus.FAILED: ("failed",),
-    RecordStatus.IN_PROGRESS: ("in_progress",),
-    RecordStatus.INCOMPLETE: ("in_progress", "incomplete"),
-}
-
-
-def row_for(header: ExecutionHeader, lines: int, size: int) -> CatalogRow:
-    """Return the catalog row describing a record as read from its file."""
-    reason = header.replayable_reason
-    return CatalogRow(
-        header.execution_id,
-        parse_utc(header.created_utc) or 0,
-        header.created_utc,
-        header.intent_name,
-        header.intent_version,
-        header.envelope_hash,
-        header.status.value,
-        int(header.replayable),
-        None if reason is None else reason.value,
-        header.agent,
-        header.duration_ms,
-        header.parent_execution_id,
-        None if header.owner is None else orjson.dumps(header.owner).decode(),
-        lines,
-        size,
-        header.chain_head,
-    )
+_IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
+_FAILED: Final = RecordStatus.RECORDING_FAILURE.value
 
 
 class StoreIndex:
@@ -82,19 +54,26 @@ class StoreIndex:
         self,
         catalog: Catalog,
         root: str,
-        read: Callable[[str], bytes],
         load: Callable[[str], ExecutionRecord],
     ) -> None:
         self.catalog = catalog
         self._root = root
-        self._read = read
         self._load = load
         self.writes = CatalogWriter(catalog, root)
 
-    def refresh(self, execution_id: str) -> CatalogRow | None:
-        """Re-read one record's file into its catalog row; return the row."""
-        row = self._row_from_file(execution_id)
-        if row is not None:
+    def refresh(
+        self, execution_id: str, known: CatalogRow | None = None
+    ) -> CatalogRow | None:
+        """Re-read one record's file into its catalog row; return the row.
+
+        ``known`` is the row the catalog has, if the caller has read it.
+        """
+        row = file_row(
+            self._root,
+            execution_id,
+            (lambda _id: known) if known is not None else self.catalog.get,
+        )
+        if row is not None and row is not known:
             self.writes.write(row)
         return row
 
@@ -109,28 +88,32 @@ class StoreIndex:
         limit: int | None,
     ) -> list[RecordSummary]:
         """Rows matching the filters as summaries, newest first."""
-        probe = status in (RecordStatus.IN_PROGRESS, RecordStatus.INCOMPLETE)
         since_us = None if since is None else micros_of(since)
+        # Rows of unfinished records may turn out to be in any state once
+        # probed, so with a status filter they are read too (they are few).
+        statuses = () if status is None else (status.value, _IN_PROGRESS)
         rows = self._ask(
             lambda cat: cat.query(
                 intent=intent,
-                statuses=_STORED[status] if status is not None else (),
+                statuses=statuses,
                 since_us=since_us,
-                limit=None if probe else limit,
+                limit=limit if status is None else None,
             )
         )
-        if status is None or probe:
-            opened = self._ask(
-                lambda cat: cat.query(intent=intent, since_us=since_us, live=True)
+        opened = self._ask(
+            lambda cat: cat.query(intent=intent, since_us=since_us, live=True)
+        )
+        if opened:
+            indexed = {row.id for row in rows}
+            rows = sorted(
+                [*rows, *(row for row in opened if row.id not in indexed)],
+                key=lambda r: (r.created_us, r.id),
+                reverse=True,
             )
-            if opened:
-                rows = sorted(
-                    [*rows, *opened], key=lambda r: (r.created_us, r.id), reverse=True
-                )
         found: list[RecordSummary] = []
         for row in rows:
             summary = self._summary(row)
-            if status is None or summary.status is status:
+            if summary is not None and (status is None or summary.status is status):
                 found.append(summary)
                 if limit is not None and len(found) >= limit:
                     break
@@ -151,8 +134,10 @@ class StoreIndex:
             try:
                 record = self._load(execution_id)
             except RecordNotFound:
-                self.writes.forget([execution_id])
-                continue
+                path = f"{self._root}/{relative_path(execution_id)}"
+                if not live and not os.path.exists(path):
+                    self.writes.forget([execution_id])
+                continue  # deleted, or a file with no header
             except RecordIntegrityError:
                 self.refresh(execution_id)
                 continue
@@ -168,36 +153,61 @@ class StoreIndex:
                 return record
         return None
 
-    def stats(self, extra_bytes: int) -> StoreStats:
-        """Counts over the store; unfinished records are probed for their owner."""
-        # Settle first: rows of writers that are gone are re-read from their
-        # files (and so leave "in_progress"); what remains is being written.
-        unsettled = self._ask(lambda cat: cat.query(live=True))
-        unsettled += self._ask(lambda cat: cat.query(statuses=("in_progress",)))
-        for row in unsettled:
-            self._summary(row)
-        statuses, intents, size = self._ask(lambda cat: cat.counts())
+    def settle(self) -> list[CatalogRow]:
+        """Probe every unfinished row; return the opened rows still being written.
+
+        Rows of writers that are gone are re-read from their files (and so
+        leave "in_progress"); rows of records whose process died before
+        creating the file are dropped.
+        """
+        indexed = self._ask(lambda cat: cat.query(statuses=(_IN_PROGRESS,)))
+        for row in indexed:
+            self._settled(row)
+        ids = {row.id for row in indexed}
+        writing: list[CatalogRow] = []
         for row in self._ask(lambda cat: cat.query(live=True)):
-            statuses["in_progress"] = statuses.get("in_progress", 0) + 1
+            settled = None if row.id in ids else self._settled(row)
+            if settled is not None and settled.status == _IN_PROGRESS:
+                writing.append(settled)
+        return writing
+
+    def stats(self, extra_bytes: int) -> StoreStats:
+        """Counts over the store: a few rows of the catalog's counts table."""
+        writing = self.settle()  # opened rows, which are not counted yet
+        statuses: dict[str, int] = {}
+        intents: dict[str, int] = {}
+        size = extra_bytes
+        counted = self._ask(lambda cat: cat.counts())
+        for status, intent, records, total in counted:
+            statuses[status] = statuses.get(status, 0) + records
+            intents[intent] = intents.get(intent, 0) + records
+            size += total
+        for row in writing:
+            statuses[_IN_PROGRESS] = statuses.get(_IN_PROGRESS, 0) + 1
             intents[row.intent] = intents.get(row.intent, 0) + 1
             size += row.size
         return StoreStats(
             records=sum(statuses.values()),
             by_status=statuses,
             by_intent=intents,
-            bytes_on_disk=size + extra_bytes,
+            bytes_on_disk=size,
         )
 
-    def older_than(self, cutoff: datetime) -> list[str]:
-        """Ids created before ``cutoff``, except records still being written."""
+    def prunable(self, cutoff: datetime) -> list[str]:
+        """Ids to prune: created before ``cutoff``, and every recording failure.
+
+        Records still being written are kept; a file with no complete first
+        line holds nothing, so it goes whatever its age once its process is gone.
+        """
+        self.settle()
         before = micros_of(cutoff)
         rows = self._ask(lambda cat: cat.query(before_us=before))
-        rows += self._ask(lambda cat: cat.query(before_us=before, live=True))
-        return [
-            row.id
-            for row in rows
-            if not (row.status == "in_progress" and self._alive(row))
-        ]
+        rows += self._ask(lambda cat: cat.query(statuses=(_FAILED,)))
+        ids: dict[str, None] = {}
+        for row in rows:
+            if not (row.status == _IN_PROGRESS and self._alive(row)):
+                ids[row.id] = None
+        return list(ids)
 
     def row(self, execution_id: str) -> CatalogRow | None:
         """The catalog's row for one record, or None (also if no catalog)."""
@@ -209,45 +219,36 @@ class StoreIndex:
 
     # -- rebuilding ---------------------------------------------------------------
 
-    def rebuild(self, ids: Iterable[str]) -> int:
-        """Rebuild the catalog from the record files; return rows indexed."""
+    def rebuild(self, on_progress: Progress | None = None, processes: int = 1) -> int:
+        """Rebuild the catalog from the record files; return rows indexed.
+
+        One shard directory at a time (in ``processes`` worker processes for a
+        large store), then rows whose file is gone are dropped and the counts
+        derived again.
+        """
         self.writes.flush()
-        rows = [row for row in map(self._row_from_file, ids) if row is not None]
+        done = indexed = 0
         try:
-            self.catalog.rebuild(
-                rows, lambda i: os.path.exists(f"{self._root}/{relative_path(i)}")
+            shards = over_shards(
+                self.catalog, self._root, index_shard, processes=processes
             )
+            for seen, rows in shards:
+                self.catalog.upsert_many(rows)
+                done += seen
+                indexed += len(rows)
+                if on_progress is not None:
+                    on_progress(done)
+            root = self._root
+            gone = self.catalog.stale(
+                lambda i: os.path.exists(f"{root}/{relative_path(i)}")
+            )
+            self.catalog.remove(gone)
+            self.catalog.recount()
+            self.catalog.mark_complete()
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"could not rebuild the catalog: {exc}") from exc
-        return len(rows)
-
-    def _row_from_file(self, execution_id: str) -> CatalogRow | None:
-        try:
-            data = self._read(execution_id)
-        except RecordNotFound:
-            return None
-        lines = data.count(b"\n")
-        try:
-            return row_for(self._load_bytes(execution_id, data), lines, len(data))
-        except UnsupportedSchemaVersion as exc:
-            _log.warning("not indexed: %s", exc)
-            return None
-        except RecordIntegrityError as exc:
-            header = salvage_header(data, execution_id)
-            if header is None:
-                _log.warning("not indexed, unreadable: %s", exc)
-                return None
-            return row_for(header, lines, len(data))
-
-    def _load_bytes(self, execution_id: str, data: bytes) -> ExecutionHeader:
-        path = f"{self._root}/{relative_path(execution_id)}"
-        record = parse_record(
-            data, execution_id, lambda owner: owner_alive(path, owner)
-        )
-        # A record's events are parsed when first read; a row is only written
-        # for a record whose every line is sound (else integrity_failure).
-        _ = record.events
-        return record.header
+        self.settle()
+        return indexed
 
     # -- helpers ------------------------------------------------------------------
 
@@ -265,7 +266,7 @@ class StoreIndex:
                         "record files",
                         self.catalog.path,
                     )
-                    self.rebuild(walk_ids(self._root))
+                    self.rebuild()
                 else:
                     self.catalog.mark_complete()
             return question(self.catalog)
@@ -278,26 +279,46 @@ class StoreIndex:
             ) from exc
 
     def _alive(self, row: CatalogRow) -> bool:
-        owner = orjson.loads(row.owner) if row.owner else None
-        return owner_alive(f"{self._root}/{relative_path(row.id)}", owner)
+        return owner_alive(f"{self._root}/{relative_path(row.id)}", self._owner(row))
 
-    def _summary(self, row: CatalogRow) -> RecordSummary:
-        status = row.status
-        if status == "in_progress" and not self._alive(row):
-            # Its writer is gone: the record is incomplete, or it completed and
-            # the row was not updated yet (written behind by another process, or
-            # lost when that process was killed). The file knows.
-            row = self.refresh(row.id) or row
-            status = "incomplete" if row.status == "in_progress" else row.status
+    @staticmethod
+    def _owner(row: CatalogRow) -> JSONObject | None:
+        found = orjson.loads(row.owner) if row.owner else None
+        return found if isinstance(found, dict) else None
+
+    def _settled(self, row: CatalogRow) -> CatalogRow | None:
+        """The row, re-read from its file if its writer is gone; None if no file."""
+        if row.status != _IN_PROGRESS:
+            return row
+        path = f"{self._root}/{relative_path(row.id)}"
+        if not os.path.exists(path):
+            # Opening (the file comes next), or its process died before making
+            # it: either way, nothing to list; a dead one's row is dropped.
+            if not opener_alive(path, self._owner(row)):
+                self.writes.forget([row.id])
+            return None
+        if self._alive(row):
+            return row
+        # Its writer is gone: the file knows. The record is incomplete, or it
+        # completed and the row was not updated yet (written behind by another
+        # process, or lost when that process was killed), or its file never got
+        # a header (a recording failure).
+        fresh = self.refresh(row.id, row)
+        return row._replace(status="incomplete") if fresh is None else fresh
+
+    def _summary(self, row: CatalogRow) -> RecordSummary | None:
+        settled = self._settled(row)
+        if settled is None:
+            return None
         return RecordSummary(
-            row.id,
-            row.created_utc,
-            row.intent,
-            row.intent_version,
-            row.envelope_hash,
-            _STATUSES[status],
-            bool(row.replayable),
-            _REASONS[row.reason] if row.reason else None,
-            row.agent,
-            row.duration_ms,
+            settled.id,
+            settled.created_utc,
+            settled.intent,
+            settled.intent_version,
+            settled.envelope_hash,
+            _STATUSES[settled.status],
+            bool(settled.replayable),
+            _REASONS[settled.reason] if settled.reason else None,
+            settled.agent,
+            settled.duration_ms,
         )

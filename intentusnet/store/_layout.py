@@ -81,31 +81,44 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def walk_ids(root: str) -> Iterator[str]:
-    """Yield the id of every record file under ``root``, in a stable order.
+def shards(root: str) -> list[str]:
+    """The shard directories under ``root`` that exist, in order."""
+    try:
+        return sorted(entry.name for entry in os.scandir(root) if is_shard(entry.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def ids_in_shard(root: str, shard: str) -> list[str]:
+    """The ids of the record files in one shard directory, in order.
 
     Files that are not records (wrong name, wrong shard) are skipped.
     """
     try:
-        shards = sorted(
-            entry.name for entry in os.scandir(root) if is_shard(entry.name)
-        )
-    except FileNotFoundError:
-        return
-    for shard in shards:
-        try:
-            names = sorted(os.listdir(f"{root}/{shard}"))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for name in names:
-            execution_id = name[: -len(SUFFIX)]
-            if (
-                name.endswith(SUFFIX)
-                and _ID.fullmatch(execution_id) is not None
-                and execution_id[0] != "."
-                and relative_path(execution_id)[:2] == shard
-            ):
-                yield execution_id
+        names = sorted(os.listdir(f"{root}/{shard}"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found: list[str] = []
+    for name in names:
+        execution_id = name[: -len(SUFFIX)]
+        if (
+            name.endswith(SUFFIX)
+            and _ID.fullmatch(execution_id) is not None
+            and execution_id[0] != "."
+            and relative_path(execution_id)[:2] == shard
+        ):
+            found.append(execution_id)
+    return found
+
+
+def walk_ids(root: str) -> Iterator[str]:
+    """Yield the id of every record file under ``root``, in a stable order.
+
+    One shard directory is listed at a time, so memory does not grow with the
+    store.
+    """
+    for shard in shards(root):
+        yield from ids_in_shard(root, shard)
 
 
 def has_records(root: str) -> bool:

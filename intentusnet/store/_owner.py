@@ -108,6 +108,18 @@ def owner_alive(path: str, owner: JSONObject | None) -> bool:
     return locked if locked is not None else owner is not None
 
 
+def opener_alive(path: str, owner: JSONObject | None) -> bool:
+    """Whether the process that created the header-less file at ``path`` lives on.
+
+    Such a process is between creating the file and writing its header, and
+    may not hold the file's lock yet: its pid decides when the catalog knows
+    it, else the lock.
+    """
+    if owner is not None:
+        return _pid_may_be_owner(owner)
+    return _locked(path) is True
+
+
 def _forget_owner() -> None:
     global _owner_cache
     _owner_cache = None

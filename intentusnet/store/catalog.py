@@ -6,15 +6,17 @@ The catalog is derived data: the record files are the truth, and
 connection per process, corruption recovery), so several processes can share
 one store.
 
-Two tables hold the rows. ``live`` gets a record's row when it opens: a small
-table without secondary indexes, so that making a record visible costs one
-cheap commit. When the record completes, its row moves to ``records``, which is
-indexed for hash lookups and listings (the store batches these moves).
+Two tables hold the rows. ``live`` holds the rows of records still being
+written (see ``_catalog_writer``): a small table without secondary indexes.
+When a record completes, its row moves to ``records``, which is indexed for
+hash lookups and listings. ``counts`` holds records and bytes per status and intent of
+``records``, kept by triggers in the same transactions, so counting a large
+store reads a few rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "2"
+CATALOG_SCHEMA: Final = "3"
 _COLUMNS: Final = (
     "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
     "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
@@ -38,6 +40,14 @@ _TABLE: Final = (
     "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
     "size INTEGER NOT NULL, chain_head TEXT NOT NULL)"
 )
+_COUNT_NEW: Final = (
+    "INSERT INTO counts VALUES (new.status, new.intent, 1, new.size) "
+    "ON CONFLICT DO UPDATE SET records = records + 1, bytes = bytes + excluded.bytes;"
+)
+_UNCOUNT_OLD: Final = (
+    "UPDATE counts SET records = records - 1, bytes = bytes - old.size "
+    "WHERE status = old.status AND intent = old.intent;"
+)
 _DDL: Final = (
     f"CREATE TABLE IF NOT EXISTS records {_TABLE}",
     f"CREATE TABLE IF NOT EXISTS live {_TABLE} WITHOUT ROWID",
@@ -49,6 +59,16 @@ _DDL: Final = (
     "ON records (envelope_hash, replayable, created_us, id)",
     "CREATE INDEX IF NOT EXISTS records_by_created ON records (created_us)",
     "CREATE INDEX IF NOT EXISTS records_by_intent ON records (intent, created_us)",
+    "CREATE INDEX IF NOT EXISTS records_by_status ON records (status, created_us)",
+    "CREATE TABLE IF NOT EXISTS counts (status TEXT NOT NULL, intent TEXT NOT NULL, "
+    "records INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (status, intent)) "
+    "WITHOUT ROWID",
+    "CREATE TRIGGER IF NOT EXISTS records_counted AFTER INSERT ON records BEGIN "
+    f"{_COUNT_NEW} END",
+    "CREATE TRIGGER IF NOT EXISTS records_recounted AFTER UPDATE ON records BEGIN "
+    f"{_UNCOUNT_OLD} {_COUNT_NEW} END",
+    "CREATE TRIGGER IF NOT EXISTS records_uncounted AFTER DELETE ON records BEGIN "
+    f"{_UNCOUNT_OLD} END",
 )
 # Rows only move forward: a row describing fewer lines never replaces one
 # describing more (records are append-only), so a slow reindex cannot undo a
@@ -124,7 +144,7 @@ class Catalog:
     # -- writes -------------------------------------------------------------------
 
     def add_live(self, row: CatalogRow) -> None:
-        """Record that a record has opened (one small commit)."""
+        """Record that a record is opening (one small commit)."""
         self._db.run(lambda db: db.execute(_ADD_LIVE, row))
 
     def upsert(self, row: CatalogRow) -> None:
@@ -151,7 +171,8 @@ class Catalog:
             if opened:
                 db.executemany(_ADD_OPENED, map(tuple, opened))
 
-        self._db.transaction(run)
+        if rows or opened:
+            self._db.transaction(run)
 
     def add_opened(self, rows: Sequence[CatalogRow]) -> None:
         """Add rows of opened records to ``live``, except records already indexed.
@@ -162,39 +183,39 @@ class Catalog:
         self._db.transaction(lambda db: db.executemany(_ADD_OPENED, map(tuple, rows)))
 
     def remove(self, ids: Sequence[str]) -> None:
-        """Forget records (their files were deleted)."""
+        """Forget records (their files were deleted, or never made)."""
         keys = [(i,) for i in ids]
 
         def run(db: sqlite3.Connection) -> None:
             db.executemany(_DROP, keys)
             db.executemany(_DROP_LIVE, keys)
 
-        self._db.transaction(run)
+        if keys:
+            self._db.transaction(run)
 
-    def rebuild(
-        self, rows: Iterable[CatalogRow], exists: Callable[[str], bool]
-    ) -> None:
-        """Upsert ``rows`` (read from the files); drop rows whose file is gone."""
+    def stale(self, exists: Callable[[str], bool]) -> list[str]:
+        """Ids of ``records`` rows whose file is gone, reading the ids as a stream.
+
+        Only the answer is held in memory, so that a large catalog costs time,
+        not memory.
+        """
+
+        def run(db: sqlite3.Connection) -> list[str]:
+            return [i for (i,) in db.execute("SELECT id FROM records") if not exists(i)]
+
+        return self._db.run(run)
+
+    def recount(self) -> None:
+        """Derive ``counts`` from ``records`` again (after a rebuild)."""
 
         def run(db: sqlite3.Connection) -> None:
-            seen = set()
-            for row in rows:
-                seen.add(row.id)
-                db.execute(_UPSERT, row)
-            # Rows the walk did not see are kept if their file exists (a record
-            # opened during the walk); rows of opened records it saw move over.
-            indexed = [i for (i,) in db.execute("SELECT id FROM records")]
-            db.executemany(
-                _DROP, [(i,) for i in indexed if i not in seen and not exists(i)]
+            db.execute("DELETE FROM counts")
+            db.execute(
+                "INSERT INTO counts SELECT status, intent, count(*), sum(size) "
+                "FROM records GROUP BY status, intent"
             )
-            opened = [i for (i,) in db.execute("SELECT id FROM live")]
-            db.executemany(
-                _DROP_LIVE, [(i,) for i in opened if i in seen or not exists(i)]
-            )
-            db.execute(_COMPLETE)
 
         self._db.transaction(run)
-        self._complete = True
 
     def mark_complete(self) -> None:
         """Record that the catalog lists every record file of the store."""
@@ -233,6 +254,21 @@ class Catalog:
                 if found is not None:
                     return CatalogRow(*found)
             return None
+
+        return self._db.run(run)
+
+    def rows(self, ids: Sequence[str]) -> dict[str, CatalogRow]:
+        """The ``records`` rows of ``ids`` that exist, by id."""
+
+        def run(db: sqlite3.Connection) -> dict[str, CatalogRow]:
+            found: dict[str, CatalogRow] = {}
+            for start in range(0, len(ids), 500):  # SQLite's limit on parameters
+                part = ids[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                sql = f"SELECT {_COLUMNS} FROM records WHERE id IN ({marks})"
+                for values in db.execute(sql, part):
+                    found[values[0]] = CatalogRow(*values)
+            return found
 
         return self._db.run(run)
 
@@ -294,22 +330,13 @@ class Catalog:
         found = self._db.run(lambda db: db.execute(sql, params).fetchall())
         return [CatalogRow(*row) for row in found]
 
-    def counts(self) -> tuple[dict[str, int], dict[str, int], int]:
-        """Return records per stored status, per intent, and total bytes."""
-
-        def run(db: sqlite3.Connection) -> tuple[dict[str, int], dict[str, int], int]:
-            statuses = dict(
-                db.execute("SELECT status, count(*) FROM records GROUP BY status")
-            )
-            intents = dict(
-                db.execute("SELECT intent, count(*) FROM records GROUP BY intent")
-            )
-            (size,) = db.execute(
-                "SELECT coalesce(sum(size), 0) FROM records"
-            ).fetchone()
-            return statuses, intents, int(size)
-
-        return self._db.run(run)
+    def counts(self) -> list[tuple[str, str, int, int]]:
+        """Return (status, intent, records, bytes) of ``records``, from ``counts``."""
+        return self._db.run(
+            lambda db: db.execute(
+                "SELECT status, intent, records, bytes FROM counts WHERE records > 0"
+            ).fetchall()
+        )
 
     # -- schema -------------------------------------------------------------------
 

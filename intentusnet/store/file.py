@@ -25,7 +25,7 @@ from orjson import dumps
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
-from ..errors import StoreError
+from ..errors import RecordNotFound, StoreError
 from ..record.format import header_line
 from ..record.model import (
     ExecutionRecord,
@@ -35,8 +35,8 @@ from ..record.model import (
     status_filter,
 )
 from ..record.reader import parse_record
-from ..record.verify import verify_bytes
 from . import _files, _log
+from ._files import headerless, verify_file
 from ._layout import (
     CATALOG_NAME,
     check_id,
@@ -54,6 +54,7 @@ from .writer import FileRecordWriter, wire_object
 # replay ID``) imports neither.
 if TYPE_CHECKING:
     from ._index import StoreIndex
+    from ._scan import Progress, StoreVerification
     from .hits import CacheHit, HitJournal
 
     _Hits: TypeAlias = list[CacheHit]
@@ -113,7 +114,7 @@ class FileExecutionStore:
         catalog = Catalog(
             self.root / CATALOG_NAME, is_empty=lambda: not has_records(self._root)
         )
-        made = StoreIndex(catalog, self._root, self._read, self.load)
+        made = StoreIndex(catalog, self._root, self.load)
         index: StoreIndex = self.__dict__.setdefault("_index", made)
         return index
 
@@ -197,11 +198,11 @@ class FileExecutionStore:
             ) from exc
         if not self._connected:
             self._connect()
-        fd = _files.create(
-            self._root, relative_path(execution_id), line, fsync=self._fsync
-        )
         found = wire.get("intent")
         intent: JSONObject = found if isinstance(found, dict) else {}
+        # Logged before the file exists (lines 0: no line of it is on disk
+        # yet), so that a record is listed from its first byte on, whenever
+        # its process is killed; readers skip a row whose file is missing.
         row = CatalogRow(
             execution_id,
             created_us,
@@ -216,11 +217,19 @@ class FileExecutionStore:
             None,
             parent_execution_id,
             owner_text,
-            1,
+            0,
             len(line),
-            digest,
+            "",
         )
-        self._index.writes.opened(row)
+        writes = self._index.writes
+        writes.opened(row)
+        try:
+            fd = _files.create(
+                self._root, relative_path(execution_id), line, fsync=self._fsync
+            )
+        except BaseException:
+            writes.not_opened(row)
+            raise
         return FileRecordWriter(
             execution_id,
             fd=fd,
@@ -228,7 +237,7 @@ class FileExecutionStore:
             size=len(line),
             fsync=self._fsync,
             row=row,
-            on_complete=self._index.writes.write_later,
+            on_complete=writes.write_later,
         )
 
     def invalidate(self, execution_id: str, reason: str) -> None:
@@ -274,10 +283,19 @@ class FileExecutionStore:
             UnsupportedSchemaVersion: the record is of a newer format.
             RecordIntegrityError: the record is damaged (other than a torn last
                 line, which makes it incomplete); the message names the line.
+            RecordNotFound: also for a file with no complete first line (status
+                ``recording_failure``): there is no record in it to load.
         """
         check_id(execution_id)
         path = f"{self._root}/{relative_path(execution_id)}"
         data = _files.read(path, execution_id)
+        if headerless(data):
+            raise RecordNotFound(
+                f"record {execution_id} holds nothing to load: its file has no "
+                f"complete first line ({len(data)} bytes), because its process was "
+                "stopped between creating it and writing the header (status "
+                "recording_failure). `intentusnet prune` removes it."
+            )
         return parse_record(data, execution_id, lambda owner: owner_alive(path, owner))
 
     def exists(self, execution_id: str) -> bool:
@@ -289,14 +307,49 @@ class FileExecutionStore:
 
         Beyond the hash chain, the catalog's last seen line count and chain head
         are compared with the file, which reveals whole lines cut from its end.
+        A file with no complete first line is a recording failure, not a
+        failure: the report is valid, with ``recording_failure`` and a note.
 
         Raises:
             InvalidExecutionId, RecordNotFound, UnsupportedSchemaVersion.
         """
         check_id(execution_id)
         data = self._read(execution_id)
-        report = verify_bytes(data, execution_id)
-        return _files.cross_check(report, data, self._index.row(execution_id))
+        return verify_file(data, execution_id, self._index.row(execution_id))
+
+    def verify_all(
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+    ) -> StoreVerification:
+        """Verify every record file, one shard directory at a time.
+
+        Iterate the result for the reports with failures or notes (every
+        report with ``each``); its totals count every record checked so far.
+        Memory does not grow with the store. A file of a newer format is a
+        failure here (it cannot be judged). Added in 0.2.0.
+
+        Args:
+            each: yield every report, not only those with failures or notes.
+            processes: worker processes for a store of 20,000 records or more
+                (multiprocessing "forkserver": a script calling this with more
+                than 1 must guard its main code with ``if __name__ ==
+                "__main__":``, as multiprocessing requires).
+            on_progress: called with the number of files checked so far.
+        """
+        from ._scan import StoreVerification
+
+        if os.path.isdir(self._root):
+            self._index.writes.flush()  # the catalog is compared with the files
+        return StoreVerification(
+            self._index.catalog,
+            self._root,
+            each=each,
+            processes=processes,
+            on_progress=on_progress,
+        )
 
     def iter_ids(self) -> Iterator[str]:
         """Yield the id of every record file, in a stable order."""
@@ -348,14 +401,17 @@ class FileExecutionStore:
     def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
         """Delete records created more than ``older_than`` ago; return their ids.
 
-        Records still being written are kept. With ``dry_run`` nothing is deleted.
+        Records still being written are kept. Files with no complete first line
+        (status ``recording_failure``: nothing was recorded in them) are deleted
+        whatever their age, once their process is gone. With ``dry_run``
+        nothing is deleted.
         """
         if older_than < timedelta(0):
             raise ValueError("older_than must not be negative")
         if not os.path.isdir(self._root):
             return []
         cutoff = datetime.now(UTC) - older_than
-        ids = self._index.older_than(cutoff)
+        ids = self._index.prunable(cutoff)
         if dry_run:
             return ids
         self._hits.prune(cutoff)
@@ -373,16 +429,26 @@ class FileExecutionStore:
             self._index.writes.forget(removed)
         return removed
 
-    def reindex(self) -> int:
+    def reindex(
+        self, *, processes: int = 1, on_progress: Progress | None = None
+    ) -> int:
         """Rebuild the catalog from the record files; return records indexed.
 
-        Damaged records are indexed as ``integrity_failure`` where line 1 can be
-        read; files of a newer format or without a readable header are skipped
-        (and logged).
+        Each record's hash chain is checked and its lines read, one shard
+        directory at a time, so memory does not grow with the store. Damaged
+        records are indexed as ``integrity_failure`` where line 1 can be read,
+        files with no complete first line as ``recording_failure``; files of a
+        newer format or with an unreadable header are left out (and logged).
+
+        Args:
+            processes: worker processes reading the files of a store of 20,000
+                records or more, as for :meth:`verify_all` (added in 0.2.0).
+            on_progress: called with the number of files read so far (added in
+                0.2.0).
         """
         if not os.path.isdir(self._root):
             return 0
-        return self._index.rebuild(self.iter_ids())
+        return self._index.rebuild(on_progress, processes)
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and bytes used, from the catalog.

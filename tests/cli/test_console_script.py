@@ -218,12 +218,16 @@ def test_run_through_stdin(script: str, app_dir: Path) -> None:
 def test_verify_all_piped_has_no_progress(
     script: str, store_root: Path, ids: dict[str, str]
 ) -> None:
-    """Piped, verify --all prints results only: no progress bar, no colour."""
+    """Piped, verify --all prints failures and a summary: no progress, no colour."""
     done = run(script, "verify", "--all", root=store_root)
     assert done.returncode == 6
     assert done.stderr == ""
     assert "\x1b[" not in done.stdout
-    assert len(done.stdout.splitlines()) >= len(ids) + 1
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("exec-")] == [
+        ids["tampered"]
+    ]
+    assert lines[-1].startswith(f"Total: {len(ids)} records (1 invalid")
 
 
 def test_shell_completion(script: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from intentusnet.errors import UnsupportedSchemaVersion
 from intentusnet.record.model import VerifyReport
 from intentusnet.store import FileExecutionStore
+from intentusnet.store._layout import relative_path
 
 from .support import Invoke, record_file
 
@@ -32,7 +33,7 @@ def test_verify_one_valid_record(
     assert match["id"] == ids["completed"]
     assert match["ok"] == match["total"]
     assert (match["failures"], match["verdict"]) == ("0", "VALID")
-    assert total.startswith("Total: 1 records (0 invalid)")
+    assert total.startswith("Total: 1 records (0 invalid, 0 recording failures)")
     assert total.endswith("0 failures - VALID")
 
 
@@ -52,32 +53,84 @@ def test_verify_tampered_exits_6(
     assert int(bad["failures"]) >= 1
     assert int(bad["ok"]) < int(bad["total"])
     assert any(line.startswith("  line ") for line in lines)
-    assert lines[-1].startswith("Total: 2 records (1 invalid)")
+    assert lines[-1].startswith("Total: 2 records (1 invalid,")
     assert lines[-1].endswith("INVALID")
 
 
 def test_verify_all_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> None:
-    """--all --json reports every record and a total; exit 6 for the tampered one."""
+    """--all --json reports the failing record and a total over all; exit 6."""
     result = invoke("--store", str(store_root), "verify", "--all", "--json")
     assert result.exit_code == 6
     doc = orjson.loads(result.stdout)
-    reports = {r["executionId"]: r for r in doc["records"]}
-    assert set(reports) == set(ids.values())
-    assert reports[ids["tampered"]]["valid"] is False
-    assert reports[ids["completed"]]["valid"] is True
-    assert set(reports[ids["completed"]]) == {
+    (report,) = doc["records"]
+    assert report["executionId"] == ids["tampered"]
+    assert report["valid"] is False
+    assert set(report) == {
         "executionId",
         "eventsTotal",
         "eventsVerified",
         "failures",
         "valid",
         "notes",
+        "recordingFailure",
     }
     total = doc["total"]
     assert total["records"] == len(ids)
     assert total["invalid"] == 1
+    assert total["recordingFailures"] == 0
+    assert total["failures"] == len(report["failures"])
     assert total["valid"] is False
-    assert total["eventsTotal"] == sum(r["eventsTotal"] for r in doc["records"])
+
+
+def test_verify_all_each_prints_every_record(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """--all --each prints one line per record; the totals are the same."""
+    result = invoke("--store", str(store_root), "verify", "--all", "--each", "--json")
+    assert result.exit_code == 6
+    doc = orjson.loads(result.stdout)
+    reports = {r["executionId"]: r for r in doc["records"]}
+    assert set(reports) == set(ids.values())
+    assert reports[ids["completed"]]["valid"] is True
+    assert doc["total"]["eventsTotal"] == sum(
+        r["eventsTotal"] for r in reports.values()
+    )
+    text = invoke("--store", str(store_root), "verify", "--all", "--each")
+    verdicts = [m for m in map(VERDICT.match, text.stdout.splitlines()) if m]
+    assert len(verdicts) == len(ids)
+
+
+def test_verify_each_needs_all(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """--each (or --jobs) without --all is a usage error (exit 2)."""
+    result = invoke("--store", str(store_root), "verify", "--each", ids["completed"])
+    assert result.exit_code == 2
+    assert "--each and --jobs go with --all" in result.stderr
+
+
+def test_verify_reports_a_headerless_file_as_a_recording_failure(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """A file with no complete first line: a note, not a failure; exit 0."""
+    record_file(store_root, ids["tampered"]).unlink()
+    target = store_root / relative_path("exec-headerless")
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(b'{"schemaVersion": 1, "execu')  # a torn first line
+    result = invoke("--store", str(store_root), "verify", "--all")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        "exec-headerless: 0/0 events verified, 0 failures - RECORDING FAILURE"
+    )
+    assert lines[1].startswith("  note: recording failure: the file has no complete")
+    assert lines[-1].startswith(
+        f"Total: {len(ids)} records (0 invalid, 1 recording failures)"
+    )
+    assert lines[-1].endswith("- VALID")
+    one = invoke("--store", str(store_root), "verify", "--json", "exec-headerless")
+    assert one.exit_code == 0
+    assert orjson.loads(one.stdout)["records"][0]["recordingFailure"] is True
 
 
 def test_verify_all_valid_store_exits_0(

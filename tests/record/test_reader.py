@@ -23,7 +23,11 @@ from recordkit import (
 )
 
 from intentusnet._util.jsonvalue import JSONObject
-from intentusnet.errors import RecordIntegrityError, UnsupportedSchemaVersion
+from intentusnet.errors import (
+    RecordIntegrityError,
+    RecordNotFound,
+    UnsupportedSchemaVersion,
+)
 from intentusnet.record.format import GENESIS_HASH, seal
 from intentusnet.record.model import (
     SCHEMA_VERSION,
@@ -185,13 +189,19 @@ def test_torn_last_line_on_disk_reads_as_incomplete(store: FileExecutionStore) -
     assert record.events[-1].type is EventType.AGENT_ATTEMPT_END
 
 
-def test_cut_header_line_is_an_integrity_error(store: FileExecutionStore) -> None:
-    """A file without a whole first line cannot be read and says so."""
+def test_cut_header_line_holds_no_record_and_verify_sees_the_cut(
+    store: FileExecutionStore,
+) -> None:
+    """A file cut inside line 1 loads as nothing; the catalog shows lines were cut."""
     execution_id = finished(store)
     path = record_file(store, execution_id)
     path.write_bytes(path.read_bytes()[:30])
-    with pytest.raises(RecordIntegrityError, match="line 1: no complete header"):
+    with pytest.raises(RecordNotFound, match="no complete first line"):
         store.load(execution_id)
+    report = store.verify(execution_id)
+    assert not report.valid
+    assert not report.recording_failure
+    assert "lines were cut from its end" in report.failures[0]
 
 
 @pytest.mark.parametrize("which", ["first", "middle", "last"])

@@ -1,0 +1,314 @@
+"""Reading record files into catalog rows and reports: one file, or the whole store.
+
+Whole-store work (``reindex``, ``verify --all``) goes one shard directory at a
+time, in worker processes for a large store if asked: each worker reads and
+checks the files of its shard and answers with the shard's catalog rows, or
+with a tally and the reports worth showing, so that memory does not grow with
+the store. Only the calling process writes the catalog, one transaction a
+shard (workers writing would wait for each other's locks).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import orjson
+
+from .._util.jsonvalue import JSONObject
+from .._util.time import parse_utc, utc_text
+from ..errors import RecordIntegrityError, RecordNotFound, UnsupportedSchemaVersion
+from ..record.model import ExecutionHeader, RecordStatus, ReplayableReason, VerifyReport
+from ..record.reader import parse_record
+from ..record.verify import salvage_header
+from . import _files, _log
+from ._files import headerless, verify_file
+from ._layout import CATALOG_NAME, ids_in_shard, relative_path, shards
+from ._owner import opener_alive, owner_alive
+from .catalog import Catalog, CatalogRow
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
+_T = TypeVar("_T")
+#: Below about this many records, starting worker processes costs more than
+#: they save; the work then runs in the calling process.
+PARALLEL_FROM: Final = 20_000
+_FAILED: Final = RecordStatus.RECORDING_FAILURE.value
+#: Looks up what the catalog knows of a record (only asked for a file that has
+#: no header, which alone cannot say what it was meant to hold).
+Lookup = Callable[[str], CatalogRow | None]
+
+
+def row_for(header: ExecutionHeader, lines: int, size: int) -> CatalogRow:
+    """Return the catalog row describing a record as read from its file."""
+    reason = header.replayable_reason
+    return CatalogRow(
+        header.execution_id,
+        parse_utc(header.created_utc) or 0,
+        header.created_utc,
+        header.intent_name,
+        header.intent_version,
+        header.envelope_hash,
+        header.status.value,
+        int(header.replayable),
+        None if reason is None else reason.value,
+        header.agent,
+        header.duration_ms,
+        header.parent_execution_id,
+        None if header.owner is None else orjson.dumps(header.owner).decode(),
+        lines,
+        size,
+        header.chain_head,
+    )
+
+
+def file_row(root: str, execution_id: str, lookup: Lookup) -> CatalogRow | None:
+    """The catalog row of one record file; None if there is nothing to index.
+
+    A damaged record is indexed as ``integrity_failure`` where line 1 can be
+    read. A file without a complete first line is a ``recording_failure``
+    once the process that created it is gone; until then it is left as the
+    catalog has it. A newer format or an unreadable header is logged and left
+    out.
+    """
+    path = f"{root}/{relative_path(execution_id)}"
+    try:
+        data = _files.read(path, execution_id)
+    except RecordNotFound:
+        return None
+    if headerless(data):
+        return _headerless_row(path, execution_id, len(data), lookup(execution_id))
+    lines = data.count(b"\n")
+    try:
+        record = parse_record(
+            data, execution_id, lambda owner: owner_alive(path, owner)
+        )
+        # Every event is parsed: a row is only written as sound for a record
+        # whose every line is (else integrity_failure).
+        _ = record.events
+        return row_for(record.header, lines, len(data))
+    except UnsupportedSchemaVersion as exc:
+        _log.warning("not indexed: %s", exc)
+        return None
+    except RecordIntegrityError as exc:
+        header = salvage_header(data, execution_id)
+        if header is None:
+            _log.warning("not indexed, unreadable: %s", exc)
+            return None
+        return row_for(header, lines, len(data))
+
+
+def _headerless_row(
+    path: str, execution_id: str, size: int, known: CatalogRow | None
+) -> CatalogRow | None:
+    owner: JSONObject | None = None
+    if known is not None and known.owner:
+        found = orjson.loads(known.owner)
+        owner = found if isinstance(found, dict) else None
+    if opener_alive(path, owner):
+        return known  # about to write its header
+    if known is not None:
+        return known._replace(
+            status=_FAILED,
+            replayable=0,
+            reason=ReplayableReason.RECORDING_FAILURE.value,
+            lines=0,
+            size=size,
+            chain_head="",
+        )
+    try:  # all the file can tell: when it was made
+        created_us = os.stat(path).st_mtime_ns // 1000
+    except OSError:
+        return None
+    return CatalogRow(
+        execution_id,
+        created_us,
+        utc_text(created_us),
+        "",
+        "",
+        "",
+        _FAILED,
+        0,
+        ReplayableReason.RECORDING_FAILURE.value,
+        None,
+        None,
+        None,
+        None,
+        0,
+        size,
+        "",
+    )
+
+
+# -- whole-store work, one shard directory at a time ------------------------------
+
+
+def index_shard(
+    catalog: Catalog, root: str, shard: str
+) -> tuple[int, list[CatalogRow]]:
+    """Read the rows of one shard's files; return the files read and the rows.
+
+    The caller writes the rows: one writer, so that workers never wait for
+    each other's locks on the catalog.
+    """
+    ids = ids_in_shard(root, shard)
+    rows = [row for i in ids if (row := file_row(root, i, catalog.get)) is not None]
+    return len(ids), rows
+
+
+#: (records, invalid, recording failures, lines, lines verified, reports)
+ShardTally = tuple[int, int, int, int, int, list[VerifyReport]]
+
+
+def verify_shard(catalog: Catalog, root: str, shard: str, each: bool) -> ShardTally:
+    """Verify one shard's files; return its tally and the reports worth showing.
+
+    With ``each``, every report; otherwise those with failures or notes.
+    """
+    ids = ids_in_shard(root, shard)
+    try:
+        rows = catalog.rows(ids)
+    except (sqlite3.Error, OSError):
+        rows = {}  # no catalog to compare with (say, a read-only store)
+    records = invalid = failed = lines = verified = 0
+    shown: list[VerifyReport] = []
+    for execution_id in ids:
+        try:
+            data = _files.read(f"{root}/{relative_path(execution_id)}", execution_id)
+        except RecordNotFound:
+            continue  # deleted meanwhile
+        try:
+            report = verify_file(data, execution_id, rows.get(execution_id))
+        except RecordIntegrityError as exc:  # a newer format: cannot be judged
+            report = VerifyReport(execution_id, 0, 0, (str(exc),), valid=False)
+        records += 1
+        invalid += not report.valid
+        failed += report.recording_failure
+        lines += report.events_total
+        verified += report.events_verified
+        if each or report.failures or report.notes:
+            shown.append(report)
+    return records, invalid, failed, lines, verified, shown
+
+
+#: Work on one shard: (catalog, root, shard, *args) -> result.
+ShardWork = Callable[..., _T]
+
+
+def over_shards(
+    catalog: Catalog,
+    root: str,
+    work: ShardWork[_T],
+    *args: object,
+    processes: int = 1,
+) -> Iterator[_T]:
+    """Yield ``work(catalog, root, shard, *args)`` for every shard, in order.
+
+    With ``processes`` above 1 and a store of :data:`PARALLEL_FROM` records or
+    more (judged by its first shard), the shards go to that many worker
+    processes (multiprocessing's "forkserver": fresh processes, not forks of
+    this one, which may hold other threads' locks), each with its own catalog
+    connection and at most two shards ahead of the consumer, so that results
+    do not pile up in memory. Otherwise the work runs here, with ``catalog``.
+    """
+    found = shards(root)
+    if processes <= 1 or _estimate(root, found) < PARALLEL_FROM:
+        for shard in found:
+            yield work(catalog, root, shard, *args)
+        return
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    with context.Pool(processes) as pool:
+        queue: deque[AsyncResult[_T]] = deque()
+        todo = iter(found)
+        for shard in todo:
+            queue.append(pool.apply_async(_in_worker, (work, root, shard, *args)))
+            if len(queue) >= 2 * processes:
+                break
+        while queue:
+            result = queue.popleft().get()
+            following = next(todo, None)
+            if following is not None:
+                queue.append(
+                    pool.apply_async(_in_worker, (work, root, following, *args))
+                )
+            yield result
+
+
+def _estimate(root: str, found: list[str]) -> int:
+    """Roughly how many records a store holds: its first shard times the shards."""
+    if len(found) < 256:
+        return len(found)  # ids fill all 256 shards long before 20,000 records
+    return len(ids_in_shard(root, found[0])) * len(found)
+
+
+_WORKER_CATALOGS: dict[str, Catalog] = {}
+
+
+def _in_worker(work: ShardWork[_T], root: str, shard: str, *args: object) -> _T:
+    """Run ``work`` in a worker process, with the worker's catalog connection."""
+    catalog = _WORKER_CATALOGS.get(root)
+    if catalog is None:
+        catalog = _WORKER_CATALOGS[root] = Catalog(Path(root, CATALOG_NAME))
+    return work(catalog, root, shard, *args)
+
+
+#: Called with the number of record files done so far.
+Progress = Callable[[int], None]
+
+
+class StoreVerification:
+    """``verify`` of every record file, run as it is iterated (see ``verify_all``).
+
+    Iterating yields the reports worth showing; the totals count every record
+    checked so far, and are final once iteration ends.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        root: str,
+        *,
+        each: bool,
+        processes: int,
+        on_progress: Progress | None,
+    ) -> None:
+        self._catalog = catalog
+        self._processes = processes
+        self._root = root
+        self._each = each
+        self._on_progress = on_progress
+        #: records checked
+        self.records = 0
+        #: records with failures
+        self.invalid = 0
+        #: files with no complete first line (valid, see ``VerifyReport``)
+        self.recording_failures = 0
+        #: lines checked, header lines included
+        self.events_total = 0
+        #: lines whose hash and link hold
+        self.events_verified = 0
+
+    def __iter__(self) -> Iterator[VerifyReport]:
+        tallies = over_shards(
+            self._catalog,
+            self._root,
+            verify_shard,
+            self._each,
+            processes=self._processes,
+        )
+        for records, invalid, failed, lines, verified, shown in tallies:
+            self.records += records
+            self.invalid += invalid
+            self.recording_failures += failed
+            self.events_total += lines
+            self.events_verified += verified
+            if self._on_progress is not None:
+                self._on_progress(self.records)
+            yield from shown
