@@ -30,7 +30,7 @@ from . import _log
 from ._catalog_writer import CatalogWriter
 from ._layout import has_records, relative_path
 from ._owner import opener_alive, owner_alive
-from ._scan import Progress, file_row, index_shard, over_shards
+from ._scan import Progress, file_row, index_chunk, over_shards
 from .catalog import Catalog, CatalogRow
 
 _T = TypeVar("_T")
@@ -229,7 +229,7 @@ class StoreIndex:
         done = indexed = 0
         try:
             shards = over_shards(
-                self.catalog, self._root, index_shard, processes=processes
+                self.catalog, self._root, index_chunk, processes=processes
             )
             for seen, rows in shards:
                 self.catalog.upsert_many(rows)
