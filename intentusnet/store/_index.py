@@ -31,7 +31,7 @@ from . import _log
 from ._catalog_writer import CatalogWriter
 from ._layout import has_records, relative_path
 from ._owner import opener_alive, owner_alive
-from ._scan import Progress, file_row, index_shard, over_shards
+from ._scan import Progress, file_row, index_chunk, over_shards
 from .catalog import Catalog, CatalogRow
 
 _T = TypeVar("_T")
@@ -89,21 +89,27 @@ class StoreIndex:
     ) -> list[RecordSummary]:
         """Rows matching the filters as summaries, newest first."""
         since_us = None if since is None else micros_of(since)
-        # Rows of unfinished records may turn out to be in any state once
-        # probed, so with a status filter they are read too (they are few).
-        statuses = () if status is None else (status.value, _IN_PROGRESS)
         rows = self._ask(
             lambda cat: cat.query(
                 intent=intent,
-                statuses=statuses,
+                statuses=() if status is None else (status.value,),
                 since_us=since_us,
-                limit=limit if status is None else None,
+                # unfinished rows whose writer is gone are not in_progress
+                limit=None if status is RecordStatus.IN_PROGRESS else limit,
             )
         )
+        if status is not None and status is not RecordStatus.IN_PROGRESS:
+            # Rows of unfinished records may turn out to be in any state once
+            # probed; they are few.
+            rows += self._ask(
+                lambda cat: cat.query(
+                    intent=intent, statuses=(_IN_PROGRESS,), since_us=since_us
+                )
+            )
         opened = self._ask(
             lambda cat: cat.query(intent=intent, since_us=since_us, live=True)
         )
-        if opened:
+        if opened or status is not None:
             indexed = {row.id for row in rows}
             rows = sorted(
                 [*rows, *(row for row in opened if row.id not in indexed)],
@@ -230,7 +236,7 @@ class StoreIndex:
         done = indexed = 0
         try:
             shards = over_shards(
-                self.catalog, self._root, index_shard, processes=processes
+                self.catalog, self._root, index_chunk, processes=processes
             )
             for seen, rows in shards:
                 self.catalog.upsert_many(rows)

@@ -1,11 +1,12 @@
 """Reading record files into catalog rows and reports: one file, or the whole store.
 
-Whole-store work (``reindex``, ``verify --all``) goes one shard directory at a
-time, in worker processes for a large store if asked: each worker reads and
-checks the files of its shard and answers with the shard's catalog rows, or
-with a tally and the reports worth showing, so that memory does not grow with
-the store. Only the calling process writes the catalog, one transaction a
-shard (workers writing would wait for each other's locks).
+Whole-store work (``reindex``, ``verify --all``) goes in chunks of at most
+:data:`CHUNK` files of one shard directory, in worker processes for a large
+store if asked: each worker reads and checks the files of its chunk and
+answers with their catalog rows, or with a tally and the reports worth
+showing, so that memory does not grow with the store. Only the calling process
+writes the catalog, one transaction a chunk (workers writing would wait for
+each other's locks).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _T = TypeVar("_T")
 #: Below about this many records, starting worker processes costs more than
 #: they save; the work then runs in the calling process.
 PARALLEL_FROM: Final = 20_000
+#: Files per piece of whole-store work.
+CHUNK: Final = 1000
 _FAILED: Final = RecordStatus.RECORDING_FAILURE.value
 #: Looks up what the catalog knows of a record (only asked for a file that has
 #: no header, which alone cannot say what it was meant to hold).
@@ -145,18 +148,17 @@ def _headerless_row(
     )
 
 
-# -- whole-store work, one shard directory at a time ------------------------------
+# -- whole-store work, a chunk of files at a time -----------------------------------
 
 
-def index_shard(
-    catalog: Catalog, root: str, shard: str
+def index_chunk(
+    catalog: Catalog, root: str, ids: list[str]
 ) -> tuple[int, list[CatalogRow]]:
-    """Read the rows of one shard's files; return the files read and the rows.
+    """Read the rows of some record files; return the files read and the rows.
 
     The caller writes the rows: one writer, so that workers never wait for
     each other's locks on the catalog.
     """
-    ids = ids_in_shard(root, shard)
     rows = [row for i in ids if (row := file_row(root, i, catalog.get)) is not None]
     return len(ids), rows
 
@@ -165,12 +167,11 @@ def index_shard(
 ShardTally = tuple[int, int, int, int, int, list[VerifyReport]]
 
 
-def verify_shard(catalog: Catalog, root: str, shard: str, each: bool) -> ShardTally:
-    """Verify one shard's files; return its tally and the reports worth showing.
+def verify_chunk(catalog: Catalog, root: str, ids: list[str], each: bool) -> ShardTally:
+    """Verify some record files; return their tally and the reports worth showing.
 
     With ``each``, every report; otherwise those with failures or notes.
     """
-    ids = ids_in_shard(root, shard)
     try:
         rows = catalog.rows(ids)
     except (sqlite3.Error, OSError):
@@ -196,7 +197,7 @@ def verify_shard(catalog: Catalog, root: str, shard: str, each: bool) -> ShardTa
     return records, invalid, failed, lines, verified, shown
 
 
-#: Work on one shard: (catalog, root, shard, *args) -> result.
+#: Work on some record files: (catalog, root, ids, *args) -> result.
 ShardWork = Callable[..., _T]
 
 
@@ -207,38 +208,47 @@ def over_shards(
     *args: object,
     processes: int = 1,
 ) -> Iterator[_T]:
-    """Yield ``work(catalog, root, shard, *args)`` for every shard, in order.
+    """Yield ``work(catalog, root, ids, *args)`` for every chunk of files, in order.
 
-    With ``processes`` above 1 and a store of :data:`PARALLEL_FROM` records or
-    more (judged by its first shard), the shards go to that many worker
-    processes (multiprocessing's "forkserver": fresh processes, not forks of
-    this one, which may hold other threads' locks), each with its own catalog
-    connection and at most two shards ahead of the consumer, so that results
-    do not pile up in memory. Otherwise the work runs here, with ``catalog``.
+    Chunks hold at most :data:`CHUNK` ids of one shard directory. With
+    ``processes`` above 1 and a store of :data:`PARALLEL_FROM` records or more
+    (judged by its first shard), the chunks go to that many worker processes
+    (multiprocessing's "forkserver": fresh processes, not forks of this one,
+    which may hold other threads' locks), each with its own catalog connection
+    and at most two chunks ahead of the consumer, so that results do not pile
+    up in memory. Otherwise the work runs here, with ``catalog``.
     """
     found = shards(root)
+    chunks = _chunks(root, found)
     if processes <= 1 or _estimate(root, found) < PARALLEL_FROM:
-        for shard in found:
-            yield work(catalog, root, shard, *args)
+        for ids in chunks:
+            yield work(catalog, root, ids, *args)
         return
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
     with context.Pool(processes) as pool:
         queue: deque[AsyncResult[_T]] = deque()
-        todo = iter(found)
-        for shard in todo:
-            queue.append(pool.apply_async(_in_worker, (work, root, shard, *args)))
+        for ids in chunks:
+            queue.append(pool.apply_async(_in_worker, (work, root, ids, *args)))
             if len(queue) >= 2 * processes:
                 break
         while queue:
             result = queue.popleft().get()
-            following = next(todo, None)
+            following = next(chunks, None)
             if following is not None:
                 queue.append(
                     pool.apply_async(_in_worker, (work, root, following, *args))
                 )
             yield result
+
+
+def _chunks(root: str, found: list[str]) -> Iterator[list[str]]:
+    """The ids of the record files, a shard directory at a time, in chunks."""
+    for shard in found:
+        ids = ids_in_shard(root, shard)
+        for start in range(0, len(ids), CHUNK):
+            yield ids[start : start + CHUNK]
 
 
 def _estimate(root: str, found: list[str]) -> int:
@@ -251,12 +261,12 @@ def _estimate(root: str, found: list[str]) -> int:
 _WORKER_CATALOGS: dict[str, Catalog] = {}
 
 
-def _in_worker(work: ShardWork[_T], root: str, shard: str, *args: object) -> _T:
+def _in_worker(work: ShardWork[_T], root: str, ids: list[str], *args: object) -> _T:
     """Run ``work`` in a worker process, with the worker's catalog connection."""
     catalog = _WORKER_CATALOGS.get(root)
     if catalog is None:
         catalog = _WORKER_CATALOGS[root] = Catalog(Path(root, CATALOG_NAME))
-    return work(catalog, root, shard, *args)
+    return work(catalog, root, ids, *args)
 
 
 #: Called with the number of record files done so far.
@@ -299,7 +309,7 @@ class StoreVerification:
         tallies = over_shards(
             self._catalog,
             self._root,
-            verify_shard,
+            verify_chunk,
             self._each,
             processes=self._processes,
         )
