@@ -185,7 +185,7 @@ class ReplayHashMismatch(ReplayError):
 class CassetteMiss(ReplayError, LookupError):
     """A re-run needed a step that the original record does not hold.
 
-    Raised by ``ReplayEngine.rerun`` after the re-run finished routing (the
+    Raised by ``intentusnet.rerun`` after the re-run finished routing (the
     agent may have caught it; it is raised again regardless). The re-run's own
     record exists and shows where it stopped. Added in 0.1.0.
 

@@ -324,7 +324,7 @@ class ExecutionRecord(_Frozen):
 
     @property
     def replay_of(self) -> str | None:
-        """The execution this one re-ran (``ReplayEngine.rerun``), or ``None``.
+        """The execution this one re-ran (``intentusnet.rerun``), or ``None``.
 
         Added in 0.1.0.
         """

@@ -108,7 +108,7 @@ def rerun(
     a strict re-run makes no model, tool or network call. The re-run is
     recorded (in ``store``, else the router's store, else in memory) and
     linked to the original by ``replayOf``. See docs/debugging.md.
-    Added in 0.1.0 (as ``ReplayEngine.rerun`` until 0.2.0).
+    Added in 0.1.0.
 
     Args:
         engine: the record to re-run (it need not be replayable: an
