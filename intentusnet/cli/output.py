@@ -24,6 +24,7 @@ STATUS_COLOURS: Final = {
     "failed": "red",
     "in_progress": "yellow",
     "incomplete": "yellow",
+    "recording_failure": "yellow",
 }
 
 
