@@ -32,32 +32,19 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_store import envelope
+
 from intentusnet import EventType
 from intentusnet.hashing import compute_hash
 from intentusnet.store import FileExecutionStore
 
 
 def _envelope(n: int) -> dict[str, object]:
-    return {
-        "version": "1.0",
-        "intent": {"name": f"intent-{n % 7}", "version": "1.0"},
-        "payload": {"text": f"request {n} " + "lorem ipsum " * 12},
-        "context": {"caller": None, "tenant": None, "priority": 0, "tags": []},
-        "metadata": {
-            "requestId": f"req-{n:032x}",
-            "traceId": None,
-            "createdAt": "2026-11-22T07:20:00.000000Z",
-            "source": None,
-            "identityChain": [],
-        },
-        "routing": {
-            "strategy": "DIRECT",
-            "targetAgent": None,
-            "fallbackAgents": [],
-            "timeoutMs": None,
-            "cache": "default",
-        },
-    }
+    """Envelope ``n``: bench_store's wire form, with one of seven intents."""
+    wire = envelope({"text": f"request {n} " + "lorem ipsum " * 12}, n)
+    wire["intent"] = {"name": f"intent-{n % 7}", "version": "1.0"}
+    return wire
 
 
 def _write(root: str, start: int, count: int) -> None:
