@@ -33,6 +33,7 @@ from intentusnet import (
     MemoryExecutionStore,
     ReplayEngine,
     diff_records,
+    rerun,
 )
 from intentusnet.store import ExecutionStore
 
@@ -97,7 +98,7 @@ def rerun_vs_original(steps: int = 50) -> tuple[float, float]:
 
         original_ms = median_ms(original, 9)
         engine = ReplayEngine(store.load(ids[-1]))
-        rerun_ms = median_ms(lambda: engine.rerun(router), 9)
+        rerun_ms = median_ms(lambda: rerun(engine, router), 9)
     return original_ms, rerun_ms
 
 
