@@ -33,7 +33,8 @@ import orjson
 APP = """
 import os
 from intentusnet import IntentRouter
-from intentusnet.remote import RemoteAgent, RemotePool
+from intentusnet import RemoteAgent
+from intentusnet.http import RemotePool
 from intentusnet.store import FileExecutionStore
 
 router = IntentRouter(store=FileExecutionStore(os.environ["BENCH_STORE"]))
@@ -47,7 +48,7 @@ remote = RemoteAgent("far", os.environ["BENCH_AGENT_URL"], intents=["remote"],
 router.register(remote.definition, remote)
 """
 AGENT = """
-from intentusnet.agent_service import agent_app
+from intentusnet import agent_app
 
 async def echo(env, ctx):
     return {"echo": env.payload}

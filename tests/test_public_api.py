@@ -115,6 +115,22 @@ def test_each_name_imports() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_module_imported_first_does_not_shadow_a_function() -> None:
+    """Importing the modules behind ``explain``, ``rerun``, ``cached`` and ``step``
+    first still leaves the functions, not the modules, on the package."""
+    probe = (
+        "import types, intentusnet.steps.explain, intentusnet.steps.rerun, "
+        "intentusnet.steps.step, intentusnet.cache.cached\n"
+        "from intentusnet import cached, explain, rerun, step\n"
+        "assert not any(isinstance(f, types.ModuleType) "
+        "for f in (cached, explain, rerun, step))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_dir_lists_the_public_names() -> None:
     """``dir(intentusnet)`` shows the public names, not the modules behind them."""
     assert dir(intentusnet) == PUBLIC

@@ -1,6 +1,6 @@
 """``agent_app(handler)``: a remote agent as a small ASGI app.
 
-The app answers what a :class:`~intentusnet.remote.RemoteAgent` sends:
+The app answers what a :class:`~intentusnet.http.remote.RemoteAgent` sends:
 ``POST /`` with an envelope in wire form. It validates the envelope, calls the
 handler as the router would call a local agent — ``handler(envelope, ctx)``,
 sync (on a worker thread) or async, returning a JSON object or an

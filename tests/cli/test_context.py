@@ -7,11 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-# ``explain`` resolved here, before ``debug`` first imports the module
-# ``intentusnet.explain``: importing that module directly first shadows the
-# package's ``explain`` function with it (a lazy-export bug the package
-# restructure removes), which would break tests that run after this file.
-from intentusnet import IntentRouter, explain  # noqa: F401
+from intentusnet import IntentRouter
 from intentusnet.store import FileExecutionStore
 
 from .support import Invoke, envelope
