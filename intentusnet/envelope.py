@@ -196,7 +196,7 @@ class IntentEnvelope(_Model):
 
     # The envelope is where outside data enters: its validation errors become
     # EnvelopeValidationError naming the path, here and in model_validate.
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, /, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:

@@ -221,6 +221,10 @@ def test_envelope_is_immutable():
         ({"intent": {"name": "x"}, "context": {"user": "u"}}, "context.user"),
         ({"intent": {"name": "x"}, "metadata": {"spanId": "s"}}, "metadata.spanId"),
         ({"intent": {"name": "x"}, "routing": {"retries": 2}}, "routing.retries"),
+        # keys that name the constructor's own parameters or the class
+        ({"intent": {"name": "x"}, "self": 1}, "self"),
+        ({"intent": {"name": "x"}, "data": 1}, "data"),
+        ({"intent": {"name": "x"}, "__class__": "X"}, "__class__"),
     ],
 )
 def test_unknown_fields_are_rejected(data, path):
@@ -228,6 +232,12 @@ def test_unknown_fields_are_rejected(data, path):
     with pytest.raises(EnvelopeValidationError, match="unknown field") as info:
         IntentEnvelope.model_validate(data)
     assert_clean(info.value, path)
+
+
+def test_non_string_keys_are_refused():
+    """A mapping with a non-string key is an envelope error, not a TypeError."""
+    with pytest.raises(EnvelopeValidationError, match="keys must be strings"):
+        IntentEnvelope.model_validate({1: "x", "intent": {"name": "x"}})
 
 
 # -- hostile envelopes ------------------------------------------------------------
