@@ -291,6 +291,40 @@ class PostgresExecutionStore:
             self._writing.add(execution_id)
             return PostgresRecordWriter(self, execution_id, digest, len(line))
 
+    def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
+        """Store a record's bytes as they are (e.g. a file store's), verified first.
+
+        The lines are kept byte for byte, so the record verifies and replays
+        here as it did where it came from. An unfinished record arrives
+        ``incomplete`` (no one here is writing it). Added in 0.2.0.
+
+        Raises:
+            InvalidExecutionId: the id is not allowed.
+            RecordIntegrityError, UnsupportedSchemaVersion: the bytes do not
+                hold a sound record of this id (a torn last line is left out).
+            RecordExists: a record with this id exists here.
+        """
+        check_id(execution_id)
+        data = data[: data.rfind(b"\n") + 1]  # a torn last line is not a line
+        record = parse_record(data, execution_id, _gone)
+        lines = [part + b"\n" for part in data.split(b"\n")[:-1]]
+        row = _row_values(row_for(record.header, len(lines), len(data)))
+        with self._db.lock:
+            added = self._db.run(
+                f"""WITH row AS (INSERT INTO intentusnet_records ({_COLUMNS}, lock_key)
+                    VALUES ({", ".join(["%s"] * 17)})
+                    ON CONFLICT DO NOTHING RETURNING execution_id)
+                INSERT INTO intentusnet_lines (execution_id, seq, line)
+                SELECT execution_id, s, l
+                FROM row, unnest(%s::integer[], %s::bytea[]) AS u(s, l)
+                RETURNING seq""",
+                [*row, lock_key(execution_id), list(range(len(lines))), lines],
+                doing=f"record {execution_id}: could not import",
+            )
+        if not added:
+            raise RecordExists(f"record {execution_id} already exists")
+        return record
+
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Append an ``INVALIDATED`` event to a record no one is writing.
 
