@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NotCacheable": "errors",
+    "PostgresExecutionStore": "store",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
@@ -187,6 +188,7 @@ if TYPE_CHECKING:
     from .store import ExecutionStore as ExecutionStore
     from .store import FileExecutionStore as FileExecutionStore
     from .store import MemoryExecutionStore as MemoryExecutionStore
+    from .store import PostgresExecutionStore as PostgresExecutionStore
     from .store import RecordWriter as RecordWriter
     from .store.hits import CacheHit as CacheHit
 

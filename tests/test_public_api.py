@@ -53,6 +53,7 @@ PUBLIC = [
     "MalformedRequest",
     "MemoryExecutionStore",
     "NotCacheable",
+    "PostgresExecutionStore",
     "RecordDiff",
     "RecordExists",
     "RecordIntegrityError",

@@ -2,7 +2,8 @@
 
 ``ExecutionStore`` is the protocol the router and the CLI use;
 ``FileExecutionStore`` keeps records as files with a SQLite catalog, and
-``MemoryExecutionStore`` keeps them in memory, for tests.
+``MemoryExecutionStore`` keeps them in memory, for tests, and
+``PostgresExecutionStore`` keeps them in PostgreSQL (the ``postgres`` extra).
 
 Names load lazily (PEP 562): ``intentusnet replay ID`` imports the file store
 alone, not the memory store or the protocol.
@@ -20,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "ExecutionStore": "protocol",
     "FileExecutionStore": "file",
     "MemoryExecutionStore": "memory",
+    "PostgresExecutionStore": "postgres",
     "RecordWriter": "protocol",
 }
 
@@ -30,28 +32,37 @@ if TYPE_CHECKING:
     from .file import Durability as Durability
     from .file import FileExecutionStore as FileExecutionStore
     from .memory import MemoryExecutionStore as MemoryExecutionStore
+    from .postgres import PostgresExecutionStore as PostgresExecutionStore
     from .protocol import CacheHitJournal as CacheHitJournal
     from .protocol import ExecutionStore as ExecutionStore
     from .protocol import RecordWriter as RecordWriter
 
     def _conforms(
-        file: FileExecutionStore, memory: MemoryExecutionStore
+        file: FileExecutionStore,
+        memory: MemoryExecutionStore,
+        postgres: PostgresExecutionStore,
     ) -> tuple[
         ExecutionStore,
         ExecutionStore,
+        ExecutionStore,
         CacheHitJournal,
         CacheHitJournal,
+        CacheHitJournal,
+        RecordWriter,
         RecordWriter,
         RecordWriter,
     ]:
-        # mypy holds both stores and their writers to the protocols here.
+        # mypy holds every store and its writer to the protocols here.
         return (
             file,
             memory,
+            postgres,
             file,
             memory,
+            postgres,
             file.open({}, envelope_hash=""),
             memory.open({}, envelope_hash=""),
+            postgres.open({}, envelope_hash=""),
         )
 
 

@@ -1,7 +1,8 @@
-"""MemoryExecutionStore behaves as FileExecutionStore does, minus the disk."""
+"""Memory and PostgreSQL stores behave as FileExecutionStore does (the contract)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,14 +13,22 @@ from intentusnet.errors import RecordExists, RecordNotFound, StoreError
 from intentusnet.record.model import RecordStatus, ReplayableReason
 
 
-@pytest.fixture(params=["file", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+@pytest.fixture(params=["file", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """Each store implementation in turn."""
-    from intentusnet.store import FileExecutionStore, MemoryExecutionStore
+    from intentusnet.store import (
+        FileExecutionStore,
+        MemoryExecutionStore,
+        PostgresExecutionStore,
+    )
 
     if request.param == "file":
-        return FileExecutionStore(tmp_path)
-    return MemoryExecutionStore()
+        yield FileExecutionStore(tmp_path)
+    elif request.param == "memory":
+        yield MemoryExecutionStore()
+    else:
+        with PostgresExecutionStore(request.getfixturevalue("pg_dsn")) as opened:
+            yield opened
 
 
 def test_both_stores_derive_the_same_states(store: Store) -> None:

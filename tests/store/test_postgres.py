@@ -1,0 +1,351 @@
+"""PostgresExecutionStore against a real server: processes, kills, lost connections.
+
+The store contract shared with the file and memory stores is in test_memory.py;
+these are what only a database shared by many processes can show.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+from pgkit import PASSWORD
+from recordkit import attempt_end, envelope, finished, start
+
+from intentusnet import AgentDefinition, IntentRouter
+from intentusnet.errors import InvalidExecutionId, RecordExists, StoreError
+from intentusnet.hashing import compute_hash
+from intentusnet.record.model import EventType, RecordStatus, ReplayableReason
+from intentusnet.replay import ReplayEngine
+from intentusnet.store import FileExecutionStore, PostgresExecutionStore
+
+TESTS = str(Path(__file__).parent.parent)
+ROOT = str(Path(__file__).parent.parent.parent)
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path[:0] = [sys.argv[3], sys.argv[4]]
+    from recordkit import attempt_end, start
+    from intentusnet.store import PostgresExecutionStore
+
+    store = PostgresExecutionStore(sys.argv[1])
+    writer = start(store, execution_id=sys.argv[2])
+    writer.append("AGENT_ATTEMPT_END", attempt_end({"echo": "before the kill"}))
+    print("ready", flush=True)
+    time.sleep(120)  # until killed
+    """
+)
+
+MANY = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[3], sys.argv[4]]
+    from recordkit import finished
+    from intentusnet.store import PostgresExecutionStore
+
+    with PostgresExecutionStore(sys.argv[1]) as store:
+        for _ in range(int(sys.argv[2])):
+            finished(store, "shared")
+    """
+)
+
+
+def _eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
+    """Ask ``check`` until it holds or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _drop_other_sessions(dsn: str) -> int:
+    """Terminate every other session on the database (as a DBA or a failover would)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_sigkilled_writer_leaves_an_incomplete_record_that_force_replays(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """A SIGKILLed writer: in progress, then incomplete at once; force-replayable."""
+    with subprocess.Popen(
+        [sys.executable, "-c", WRITER, pg_dsn, "killed", TESTS, ROOT],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+            (row,) = pg_store.list()
+            assert (row.execution_id, row.status) == (
+                "killed",
+                RecordStatus.IN_PROGRESS,
+            )
+        finally:
+            child.kill()
+            child.wait(timeout=30)
+    assert _eventually(lambda: pg_store.list()[0].status is RecordStatus.INCOMPLETE)
+    record = pg_store.load("killed")
+    assert record.header.status is RecordStatus.INCOMPLETE
+    result = ReplayEngine(record).replay(force=True)
+    assert result.partial
+    assert result.payload == {"echo": "before the kill"}
+    assert pg_store.verify("killed").valid
+
+
+def test_records_written_by_several_processes_are_all_listed(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Two processes writing at once: every record listed, the newest found by hash."""
+    children = [
+        subprocess.Popen([sys.executable, "-c", MANY, pg_dsn, "40", TESTS, ROOT])
+        for _ in range(2)
+    ]
+    assert [child.wait(timeout=120) for child in children] == [0, 0]
+    rows = pg_store.list()
+    assert len(rows) == 80
+    assert {row.status for row in rows} == {RecordStatus.COMPLETED}
+    assert pg_store.stats().records == 80
+    found = pg_store.find_by_hash(rows[0].envelope_hash)
+    assert found is not None
+    assert found.execution_id == rows[0].execution_id  # newest first, any process
+    assert all(pg_store.verify(row.execution_id).valid for row in rows[::10])
+
+
+def test_a_lost_connection_is_a_store_error_naming_the_host(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """pg_terminate_backend mid-record: StoreError names the host, not the password."""
+    writer = start(pg_store, execution_id="cut")
+    assert _drop_other_sessions(pg_dsn) >= 1
+    with pytest.raises(StoreError) as caught:
+        writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"x": 1}))
+    assert "127.0.0.1" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
+    writer.close()
+    # The store connects again; the record's lock went with the old session.
+    assert pg_store.load("cut").header.status is RecordStatus.INCOMPLETE
+
+
+def test_the_router_reports_a_connection_killed_mid_execution(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """An agent whose record's connection is killed: the response has recordingError."""
+    router = IntentRouter(store=pg_store)
+
+    def agent(env: object, ctx: object) -> dict[str, object]:
+        _drop_other_sessions(pg_dsn)
+        return {"ok": True}
+
+    router.register(AgentDefinition(name="a", intents=["work"]), agent)
+    answer = router.route_intent({"intent": {"name": "work"}, "payload": {}})
+    router.close()
+    assert answer.status == "success"
+    error = answer.metadata.recording_error
+    assert error is not None
+    assert "127.0.0.1" in error
+    assert PASSWORD not in error
+    execution_id = answer.metadata.execution_id
+    assert execution_id is not None
+    record = pg_store.load(execution_id)
+    assert record.header.status is RecordStatus.INCOMPLETE
+
+
+def test_a_file_record_copied_byte_for_byte_verifies_and_replays_alike(
+    pg_store: PostgresExecutionStore, tmp_path: Path
+) -> None:
+    """File store bytes imported into PostgreSQL read back identical, replay alike."""
+    with FileExecutionStore(tmp_path) as files:
+        done = finished(files, "copied")
+        files.invalidate(finished(files, "old"), "stale")
+        for execution_id in files.iter_ids():
+            data = next(files.root.glob(f"*/{execution_id}.jsonl")).read_bytes()
+            pg_store.import_raw(execution_id, data)
+            assert pg_store.raw(execution_id) == data
+            assert pg_store.verify(execution_id) == files.verify(execution_id)
+            assert pg_store.load(execution_id) == files.load(execution_id)
+        original = ReplayEngine(files.load(done)).replay()
+    copied = ReplayEngine(pg_store.load(done)).replay()
+    assert (copied.payload, copied.status) == (original.payload, original.status)
+    assert copied.original_execution_id == done
+    with pytest.raises(RecordExists):
+        pg_store.import_raw(done, pg_store.raw(done))
+
+
+HOSTILE = [
+    "../x",
+    "/etc/passwd",
+    "",
+    "a\x00b",
+    ".hidden",
+    "x" * 129,
+    "a'; DROP TABLE intentusnet_records; --",
+]
+
+
+@pytest.mark.parametrize("bad", HOSTILE)
+def test_hostile_ids_are_refused_before_any_query(
+    pg_store: PostgresExecutionStore, bad: str
+) -> None:
+    """Every method taking an id refuses a hostile one; the tables stay whole."""
+    finished(pg_store)
+    calls: list[Callable[[], object]] = [
+        lambda: start(pg_store, execution_id=bad),
+        lambda: pg_store.load(bad),
+        lambda: pg_store.exists(bad),
+        lambda: pg_store.verify(bad),
+        lambda: pg_store.delete(bad),
+        lambda: pg_store.invalidate(bad, "x"),
+        lambda: pg_store.change_probe(bad),
+        lambda: pg_store.import_raw(bad, b""),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidExecutionId):
+            call()
+    assert len(pg_store.list()) == 1
+
+
+def test_hostile_envelope_text_is_stored_as_data(
+    pg_store: PostgresExecutionStore,
+) -> None:
+    """SQL in an intent name and payload is data: stored, listed and hashed verbatim."""
+    name = "x'); DELETE FROM intentusnet_lines; --"
+    wire = envelope("'; DROP TABLE intentusnet_records; --")
+    wire["intent"] = {"name": name, "version": "1.0"}
+    writer = pg_store.open(wire, envelope_hash=compute_hash(wire))
+    writer.complete({"status": "success", "payload": None, "metadata": {}})
+    (row,) = pg_store.list(intent=name)
+    assert row.intent_name == name
+    assert pg_store.load(row.execution_id).envelope == wire
+
+
+def test_reindex_rebuilds_the_catalog_from_the_lines(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Catalog columns changed behind the store's back are rebuilt; edits are found."""
+    good, edited = finished(pg_store, "good"), finished(pg_store, "edited")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE intentusnet_records SET status = 'failed', intent = 'wrong'"
+        )
+        conn.execute(
+            "UPDATE intentusnet_lines SET line = overlay(line placing 'X' from 30) "
+            "WHERE execution_id = %s AND seq = 2",
+            [edited],
+        )
+    assert pg_store.reindex() == 2
+    rows = {row.execution_id: row for row in pg_store.list()}
+    assert rows[good].status is RecordStatus.COMPLETED
+    assert rows[good].intent_name == "echo"
+    assert rows[edited].replayable_reason is ReplayableReason.INTEGRITY_FAILURE
+    report = pg_store.verify(edited)
+    assert not report.valid
+    assert report.failures[0].startswith("line 3:")
+    assert pg_store.find_by_hash(rows[good].envelope_hash) is not None
+
+
+def test_lines_cut_from_a_record_end_fail_verification(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """A deleted last line leaves a sound chain, but the catalog row catches it."""
+    execution_id = finished(pg_store)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM intentusnet_lines WHERE execution_id = %s AND seq = "
+            "(SELECT max(seq) FROM intentusnet_lines WHERE execution_id = %s)",
+            [execution_id, execution_id],
+        )
+    report = pg_store.verify(execution_id)
+    assert not report.valid
+    assert "cut from its end" in report.failures[-1]
+
+
+def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
+    """Tables of a newer schema version are not written by an older release."""
+    with PostgresExecutionStore(pg_dsn) as store:
+        assert store.list() == []
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE intentusnet_schema SET version = 99")
+    with (
+        PostgresExecutionStore(pg_dsn) as store,
+        pytest.raises(StoreError, match="schema version 99"),
+    ):
+        store.list()
+
+
+@pytest.mark.parametrize(("durability", "setting"), [("flush", "off"), ("fsync", "on")])
+def test_durability_sets_synchronous_commit(
+    pg_dsn: str, durability: str, setting: str
+) -> None:
+    """Each durability commits with its documented synchronous_commit."""
+    with PostgresExecutionStore(pg_dsn, durability=durability) as store:  # type: ignore[arg-type]
+        finished(store)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            shown = conn.execute(
+                "SELECT setting FROM pg_settings WHERE name = 'synchronous_commit'"
+            ).fetchone()
+        assert shown == ("on",)  # the server default, untouched
+        assert store._db.run("SHOW synchronous_commit") == [(setting,)]
+
+
+def test_an_unknown_durability_is_refused() -> None:
+    """durability is flush or fsync; anything else says so at construction."""
+    with pytest.raises(ValueError, match="'flush' or 'fsync'"):
+        PostgresExecutionStore("postgresql://x/y", durability="always")  # type: ignore[arg-type]
+
+
+def test_an_unreachable_server_names_the_host_not_the_password() -> None:
+    """A refused connection is a StoreError with host and port, without the password."""
+    store = PostgresExecutionStore(
+        f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?connect_timeout=3"
+    )
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1/db") as caught:
+        store.list()
+    assert PASSWORD not in str(caught.value)
+
+
+def test_cache_hits_are_rows_read_back_newest_first(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """The cache-hit journal keeps sealed lines; an edited one is left out."""
+    first = pg_store.record_cache_hit("s1", envelope_hash="h", intent_name="a")
+    second = pg_store.record_cache_hit("s2", envelope_hash="h", intent_name="b")
+    assert [hit.hit_id for hit in pg_store.cache_hits()] == [second, first]
+    assert [hit.hit_id for hit in pg_store.cache_hits(intent="a")] == [first]
+    assert pg_store.cache_hit_count() == 2
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE intentusnet_cache_hits SET line = overlay(line placing 'Z' "
+            "from 40) WHERE hit_id = %s",
+            [first],
+        )
+    assert [hit.hit_id for hit in pg_store.cache_hits()] == [second]
+
+
+def test_psycopg_is_imported_only_by_the_postgres_store() -> None:
+    """import intentusnet and the file store leave psycopg unimported."""
+    code = (
+        "import sys, intentusnet\n"
+        "from intentusnet.store import FileExecutionStore, MemoryExecutionStore\n"
+        "intentusnet.IntentRouter\n"
+        "assert 'psycopg' not in sys.modules, 'imported'\n"
+        "intentusnet.PostgresExecutionStore\n"
+        "assert 'psycopg' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
