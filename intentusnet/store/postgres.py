@@ -15,144 +15,46 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeAlias
 
-from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject
-from .._util.time import micros_of, parse_utc, utc_now
-from ..errors import (
-    RecordExists,
-    RecordIntegrityError,
-    RecordNotFound,
-    StoreError,
-    UnsupportedSchemaVersion,
-)
-from ..record.format import header_line, invalidated_line
+from .._util.time import micros_of
+from ..errors import RecordIntegrityError, RecordNotFound, StoreError
 from ..record.model import (
-    ExecutionHeader,
     ExecutionRecord,
-    RecordStatus,
     RecordSummary,
-    ReplayableReason,
     StoreStats,
     VerifyReport,
     status_filter,
 )
 from ..record.reader import parse_record
-from ..record.verify import salvage_header, verify_bytes
-from . import _log
+from ..record.verify import verify_bytes
+from . import _pg_catalog
 from ._files import cross_check
 from ._layout import check_id
-from ._owner import current_owner
-from ._pg import HELD, Connection, Durability, lock_key
-from ._scan import row_for
+from ._pg import Connection, Durability
+from ._pg_catalog import COLUMNS, STATUS
+from ._pg_hits import PostgresHitJournal
+from ._pg_schema import HELD, lock_key
+from ._pg_writer import (
+    PostgresRecordWriter,
+    append_invalidated,
+    import_record,
+    lock_record,
+    open_record,
+    unlock,
+)
 from .catalog import CatalogRow
-from .hits import CacheHit, hit_line, parse_hits
-from .writer import ChainWriter, wire_object
 
-_Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
-_Hits: TypeAlias = list[CacheHit]
-_IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
-_UNFINISHED: Final = (RecordStatus.IN_PROGRESS, RecordStatus.INCOMPLETE)
-_COLUMNS: Final = (
-    "execution_id, created_us, created_utc, intent, intent_version, envelope_hash, "
-    "status, replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
-    "chain_head"
-)
-# The status a row shows: an unfinished record whose lock no session holds is
-# incomplete. Used with "WITH held(k) AS (HELD)".
-_STATUS: Final = (
-    "CASE WHEN status = 'in_progress' AND lock_key NOT IN (SELECT k FROM held) "
-    "THEN 'incomplete' ELSE status END"
-)
-_APPEND: Final = """WITH added AS (
-        INSERT INTO intentusnet_lines (execution_id, seq, line)
-        SELECT %s, s, l FROM unnest(%s::integer[], %s::bytea[]) AS u(s, l)
-        RETURNING 1)
-    UPDATE intentusnet_records SET lines = lines + (SELECT count(*) FROM added),
-        size = size + %s, chain_head = %s {outcome}
-    WHERE execution_id = %s"""
-_OUTCOME: Final = ", status = %s, replayable = %s, reason = %s, agent = %s, " \
-    "duration_ms = %s"  # fmt: skip
+_Summaries: TypeAlias = list[RecordSummary]
 
 
-class PostgresRecordWriter(ChainWriter):
-    """Appends the lines of one record, one statement (and commit) per write.
-
-    Made by :meth:`PostgresExecutionStore.open`; it holds the record's advisory
-    lock on the store's connection. If that connection is lost, the lock went
-    with it: every later write raises :class:`StoreError`.
-    """
-
-    def __init__(
-        self,
-        store: PostgresExecutionStore,
-        execution_id: str,
-        header_hash: str,
-        size: int,
-    ) -> None:
-        super().__init__(execution_id, header_hash, size)
-        self._db = store._db
-        self._session = self._db.session()
-        self._store = store
-        self._rows = 1  # the header is row 0
-        self._final: JSONObject | None = None
-
-    def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
-        """Append ``FINAL_RESPONSE`` and the catalog's outcome in one statement."""
-        with contextlib.suppress(TypeError):  # ChainWriter.complete raises for it
-            self._final = wire_object(response)
-        try:
-            super().complete(response, fingerprint=fingerprint)
-        finally:
-            self._final = None
-
-    def _emit(self, line: bytes) -> None:
-        lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
-        seqs = list(range(self._rows, self._rows + len(lines)))
-        head = "sha256:" + lines[-1][-67:-3].decode()
-        params: list[object] = [self.execution_id, seqs, lines, len(line), head]
-        outcome = ""
-        if self._final is not None:
-            outcome = _OUTCOME
-            status, replayable, reason, agent, duration = self._outcome(self._final)
-            params += [status, bool(replayable), reason, agent, duration]
-        params.append(self.execution_id)
-        with self._db.lock:
-            if self._db.session() is not self._session:
-                raise StoreError(
-                    f"PostgreSQL at {self._db.where}: record {self.execution_id}: the "
-                    "connection that opened it was lost, and its lock with it"
-                )
-            done = self._db.run(
-                _APPEND.format(outcome=outcome) + " RETURNING lines",
-                params,
-                doing=f"record {self.execution_id}: could not append",
-            )
-        if not done:
-            raise StoreError(f"record {self.execution_id} was deleted")
-        self._rows += len(lines)
-
-    def _finish(self, *, completed: bool) -> None:
-        self._store._writing.discard(self.execution_id)
-        with self._db.lock:
-            try:
-                if self._db.session() is self._session:
-                    self._db.run(
-                        "SELECT pg_advisory_unlock(%s)", [lock_key(self.execution_id)]
-                    )
-            except StoreError:
-                pass  # the connection is gone, and the lock with it
-
-
-class PostgresExecutionStore:
+class PostgresExecutionStore(PostgresHitJournal):
     """An :class:`ExecutionStore` and :class:`CacheHitJournal` in PostgreSQL.
 
     Args:
@@ -176,7 +78,6 @@ class PostgresExecutionStore:
         self.durability: Final = durability
         self._db = Connection(dsn, durability)
         self._writing: set[str] = set()
-        self._lock = threading.Lock()
 
     @property
     def root(self) -> Path:
@@ -229,67 +130,14 @@ class PostgresExecutionStore:
             RecordExists: a record with this id exists.
             StoreError: the database could not be reached or written.
         """
-        execution_id = (
-            new_execution_id() if execution_id is None else check_id(execution_id)
+        return open_record(
+            self._db,
+            self._writing,
+            envelope,
+            envelope_hash=envelope_hash,
+            execution_id=execution_id,
+            parent_execution_id=parent_execution_id,
         )
-        if parent_execution_id is not None:
-            check_id(parent_execution_id)
-        created_utc, created_us = utc_now()
-        try:
-            wire = wire_object(envelope)
-            line, digest = header_line(
-                execution_id=execution_id,
-                created_utc=created_utc,
-                envelope_hash=envelope_hash,
-                envelope=wire,
-                parent_execution_id=parent_execution_id,
-                owner=current_owner(),
-            )
-        except TypeError as exc:
-            raise StoreError(f"record {execution_id}: envelope is not JSON") from exc
-        intent = wire.get("intent")
-        intent_d = intent if isinstance(intent, dict) else {}
-        name, version = intent_d.get("name"), intent_d.get("version", "1.0")
-        key = lock_key(execution_id)
-        with self._db.lock:
-            # The lock first: a reader never sees the row without its lock.
-            (taken,) = self._db.run("SELECT pg_try_advisory_lock(%s)", [key])[0]
-            if not taken or execution_id in self._writing:
-                if taken:  # session locks count: undo this one
-                    self._unlock(key)
-                raise RecordExists(f"record {execution_id} already exists")
-            try:
-                added = self._db.run(
-                    f"""WITH row AS (INSERT INTO intentusnet_records
-                        ({_COLUMNS}, lock_key) VALUES
-                        (%s, %s, %s, %s, %s, %s, 'in_progress', false,
-                         'execution_incomplete', NULL, NULL, %s, NULL, 1, %s, %s, %s)
-                        ON CONFLICT DO NOTHING RETURNING execution_id)
-                    INSERT INTO intentusnet_lines (execution_id, seq, line)
-                    SELECT execution_id, 0, %s FROM row RETURNING seq""",
-                    [
-                        execution_id,
-                        created_us,
-                        created_utc,
-                        name if isinstance(name, str) else "",
-                        version if isinstance(version, str) else "1.0",
-                        envelope_hash,
-                        parent_execution_id,
-                        len(line),
-                        digest,
-                        key,
-                        line,
-                    ],
-                    doing=f"record {execution_id}: could not open",
-                )
-            except BaseException:
-                self._unlock(key)
-                raise
-            if not added:
-                self._unlock(key)
-                raise RecordExists(f"record {execution_id} already exists")
-            self._writing.add(execution_id)
-            return PostgresRecordWriter(self, execution_id, digest, len(line))
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a file store's), verified first.
@@ -304,26 +152,7 @@ class PostgresExecutionStore:
                 hold a sound record of this id (a torn last line is left out).
             RecordExists: a record with this id exists here.
         """
-        check_id(execution_id)
-        data = data[: data.rfind(b"\n") + 1]  # a torn last line is not a line
-        record = parse_record(data, execution_id, _gone)
-        lines = [part + b"\n" for part in data.split(b"\n")[:-1]]
-        row = _row_values(row_for(record.header, len(lines), len(data)))
-        with self._db.lock:
-            added = self._db.run(
-                f"""WITH row AS (INSERT INTO intentusnet_records ({_COLUMNS}, lock_key)
-                    VALUES ({", ".join(["%s"] * 17)})
-                    ON CONFLICT DO NOTHING RETURNING execution_id)
-                INSERT INTO intentusnet_lines (execution_id, seq, line)
-                SELECT execution_id, s, l
-                FROM row, unnest(%s::integer[], %s::bytea[]) AS u(s, l)
-                RETURNING seq""",
-                [*row, lock_key(execution_id), list(range(len(lines))), lines],
-                doing=f"record {execution_id}: could not import",
-            )
-        if not added:
-            raise RecordExists(f"record {execution_id} already exists")
-        return record
+        return import_record(self._db, check_id(execution_id), data)
 
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Append an ``INVALIDATED`` event to a record no one is writing.
@@ -333,33 +162,16 @@ class PostgresExecutionStore:
             RecordIntegrityError: the record is damaged.
             StoreError: a process (on any host) is still writing the record.
         """
-        key = lock_key(check_id(execution_id))
+        check_id(execution_id)
         with self._db.lock:
-            (taken,) = self._db.run("SELECT pg_try_advisory_lock(%s)", [key])[0]
-            if not taken or execution_id in self._writing:
-                if taken:
-                    self._unlock(key)
+            if not lock_record(self._db, execution_id, self._writing):
                 raise StoreError(f"record {execution_id} is still being written")
             try:
-                data = self.raw(execution_id)
-                record = parse_record(data, execution_id, _gone)
-                line = invalidated_line(record, reason, utc_now()[1])
-                data += line
-                self._db.run(
-                    _APPEND.format(outcome=_OUTCOME) + " RETURNING lines",
-                    [
-                        execution_id,
-                        [len(record.events) + 1],
-                        [line],
-                        len(line),
-                        "sha256:" + line[-67:-3].decode(),
-                        *_outcome_of(parse_record(data, execution_id, _gone)),
-                        execution_id,
-                    ],
-                    doing=f"record {execution_id}: could not invalidate",
+                append_invalidated(
+                    self._db, execution_id, self.raw(execution_id), reason
                 )
             finally:
-                self._unlock(key)
+                unlock(self._db, execution_id)
 
     def delete(self, execution_id: str) -> None:
         """Delete one record (its lines and catalog row, in one statement).
@@ -385,7 +197,7 @@ class PostgresExecutionStore:
         cutoff = micros_of(datetime.now(UTC) - older_than)
         chosen = f"""WITH held(k) AS ({HELD})
             SELECT execution_id FROM intentusnet_records
-            WHERE created_us < %s AND {_STATUS} <> 'in_progress'"""
+            WHERE created_us < %s AND {STATUS} <> 'in_progress'"""
         if dry_run:
             rows = self._db.run(chosen + " ORDER BY execution_id", [cutoff])
             return [str(row[0]) for row in rows]
@@ -405,37 +217,10 @@ class PostgresExecutionStore:
 
         Damaged records are indexed as ``integrity_failure`` where line 1 can be
         read; records of a newer format are left as they are (and logged).
-        Returns the number of records indexed.
+        Returns the number of records indexed. Records are read a batch at a
+        time, so memory does not grow with the store.
         """
-        count = 0
-        for execution_id in self.iter_ids():
-            try:
-                data = self.raw(execution_id)
-            except RecordNotFound:
-                continue  # deleted meanwhile
-            try:
-                record = parse_record(data, execution_id, _gone)
-                values = _row_values(
-                    row_for(record.header, data.count(b"\n"), len(data))
-                )
-            except UnsupportedSchemaVersion:
-                _log.warning("record %s is of a newer format; left out", execution_id)
-                continue
-            except RecordIntegrityError:
-                header = salvage_header(data, execution_id)
-                if header is None:
-                    _log.warning("record %s has no readable header", execution_id)
-                    continue
-                values = _row_values(row_for(header, data.count(b"\n"), len(data)))
-            self._db.run(
-                f"""UPDATE intentusnet_records SET ({_COLUMNS}, lock_key) =
-                    ROW(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                        %s, %s)
-                WHERE execution_id = %s""",
-                [*values, lock_key(execution_id), execution_id],
-            )
-            count += 1
-        return count
+        return _pg_catalog.reindex(self._db)
 
     # -- reading ------------------------------------------------------------------
 
@@ -482,7 +267,7 @@ class PostgresExecutionStore:
         """
         data = self.raw(execution_id)
         found = self._db.run(
-            f"SELECT {_COLUMNS} FROM intentusnet_records WHERE execution_id = %s",
+            f"SELECT {COLUMNS} FROM intentusnet_records WHERE execution_id = %s",
             [execution_id],
         )
         row = CatalogRow(*found[0]) if found else None
@@ -511,40 +296,13 @@ class PostgresExecutionStore:
         wanted = status_filter(status)
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0, not {limit}")
-        rows = self._db.run(
-            f"""WITH held(k) AS ({HELD})
-            SELECT * FROM (
-                SELECT execution_id, created_utc, intent, intent_version,
-                    envelope_hash, {_STATUS} AS status, replayable, reason, agent,
-                    duration_ms, created_us
-                FROM intentusnet_records
-                WHERE (%s::text IS NULL OR intent = %s)
-                AND (%s::bigint IS NULL OR created_us >= %s)) AS r
-            WHERE (%s::text IS NULL OR status = %s)
-            ORDER BY created_us DESC, execution_id DESC LIMIT %s""",
-            [
-                intent,
-                intent,
-                *[None if since is None else micros_of(since)] * 2,
-                *[None if wanted is None else wanted.value] * 2,
-                limit,
-            ],
+        return _pg_catalog.summaries(
+            self._db,
+            intent=intent,
+            status=wanted,
+            since_us=None if since is None else micros_of(since),
+            limit=limit,
         )
-        return [
-            RecordSummary(
-                str(r[0]),
-                str(r[1]),
-                str(r[2]),
-                str(r[3]),
-                str(r[4]),
-                RecordStatus(r[5]),
-                bool(r[6]),
-                None if r[7] is None else ReplayableReason(r[7]),
-                None if r[8] is None else str(r[8]),
-                None if r[9] is None else float(r[9]),
-            )
-            for r in rows
-        ]
 
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True
@@ -574,24 +332,7 @@ class PostgresExecutionStore:
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and the bytes the store's tables take."""
-        rows = self._db.run(
-            f"""WITH held(k) AS ({HELD})
-            SELECT {_STATUS}, intent, count(*) FROM intentusnet_records
-            GROUP BY 1, 2"""
-        )
-        by_status: dict[str, int] = {}
-        by_intent: dict[str, int] = {}
-        for status, intent, count in rows:
-            n = int(count)
-            by_status[str(status)] = by_status.get(str(status), 0) + n
-            by_intent[str(intent)] = by_intent.get(str(intent), 0) + n
-        ((size,),) = self._db.run(
-            "SELECT sum(pg_total_relation_size(t)) FROM unnest(ARRAY["
-            "'intentusnet_records', 'intentusnet_lines', 'intentusnet_cache_hits'"
-            "]::regclass[]) AS t"
-        )
-        total = int(size or 0)
-        return StoreStats(sum(by_status.values()), by_status, by_intent, total)
+        return _pg_catalog.stats(self._db)
 
     def change_probe(self, execution_id: str) -> Callable[[], object]:
         """A check whose answer changes whenever the record changes.
@@ -611,61 +352,6 @@ class PostgresExecutionStore:
 
         return probe
 
-    # -- cache hits ---------------------------------------------------------------
-
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
-        """Note that a cached answer was served (one row, no record); its id."""
-        line, hit_id, created = hit_line(
-            source_execution_id,
-            envelope_hash=envelope_hash,
-            intent_name=intent_name,
-            intent_version=intent_version,
-            request_id=request_id,
-            namespace=namespace,
-        )
-        self._db.run(
-            "INSERT INTO intentusnet_cache_hits (hit_id, created_us, intent, line) "
-            "VALUES (%s, %s, %s, %s)",
-            [hit_id, parse_utc(created) or 0, intent_name, line],
-        )
-        return hit_id
-
-    def cache_hits(
-        self,
-        *,
-        intent: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-    ) -> _Hits:
-        """Cache hits matching every filter given, newest first.
-
-        A line whose bytes were edited is logged and left out.
-        """
-        since_us = None if since is None else micros_of(since)
-        rows = self._db.run(
-            """SELECT line FROM intentusnet_cache_hits
-            WHERE (%s::text IS NULL OR intent = %s)
-            AND (%s::bigint IS NULL OR created_us >= %s)
-            ORDER BY created_us DESC, hit_id DESC LIMIT %s""",
-            [intent, intent, since_us, since_us, limit],
-        )
-        data = b"".join(bytes(row[0]) for row in rows)
-        return list(parse_hits(data, "cache-hit table"))
-
-    def cache_hit_count(self) -> int:
-        """How many cache hits are recorded."""
-        ((count,),) = self._db.run("SELECT count(*) FROM intentusnet_cache_hits")
-        return int(count)
-
     # -- internals ----------------------------------------------------------------
 
     def _held(self, execution_id: str) -> bool:
@@ -673,37 +359,3 @@ class PostgresExecutionStore:
         key = lock_key(execution_id)
         rows = self._db.run(f"SELECT 1 FROM ({HELD}) AS held(k) WHERE k = %s", [key])
         return bool(rows)
-
-    def _unlock(self, key: int) -> None:
-        with contextlib.suppress(
-            StoreError
-        ):  # if the connection is gone, so is the lock
-            self._db.run("SELECT pg_advisory_unlock(%s)", [key])
-
-
-def _gone(_owner: JSONObject | None) -> bool:
-    """For reading a record whose writer we know is not writing (we hold its lock)."""
-    return False
-
-
-def _row_values(row: CatalogRow) -> list[object]:
-    """A catalog row as the records table's columns (unfinished = in_progress)."""
-    values: list[object] = list(row)
-    if row.status == RecordStatus.INCOMPLETE.value:
-        values[6] = _IN_PROGRESS  # the lock, not the row, tells which it is
-    values[7] = bool(row.replayable)
-    return values
-
-
-def _outcome_of(record: ExecutionRecord) -> list[object]:
-    """A record's status, replayable, reason, agent and duration for its row."""
-    h: ExecutionHeader = record.header
-    status = _IN_PROGRESS if h.status in _UNFINISHED else h.status.value
-    reason = h.replayable_reason
-    return [
-        status,
-        h.replayable,
-        None if reason is None else reason.value,
-        h.agent,
-        h.duration_ms,
-    ]

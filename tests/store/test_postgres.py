@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +24,12 @@ from intentusnet.errors import InvalidExecutionId, RecordExists, StoreError
 from intentusnet.hashing import compute_hash
 from intentusnet.record.model import EventType, RecordStatus, ReplayableReason
 from intentusnet.replay import ReplayEngine
-from intentusnet.store import FileExecutionStore, PostgresExecutionStore
+from intentusnet.store import (
+    FileExecutionStore,
+    MemoryExecutionStore,
+    PostgresExecutionStore,
+)
+from intentusnet.store._pg_catalog import REINDEX_BATCH
 
 TESTS = str(Path(__file__).parent.parent)
 ROOT = str(Path(__file__).parent.parent.parent)
@@ -255,6 +261,43 @@ def test_reindex_rebuilds_the_catalog_from_the_lines(
     assert not report.valid
     assert report.failures[0].startswith("line 3:")
     assert pg_store.find_by_hash(rows[good].envelope_hash) is not None
+
+
+def test_reindex_streams_a_large_store_in_batches(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """3000 records are rebuilt a batch at a time, in memory that does not grow."""
+    memory = MemoryExecutionStore()
+    for number in range(3000):
+        execution_id = finished(memory, f"text {number}")
+        pg_store.import_raw(execution_id, memory.raw(execution_id))
+    pg_store.reindex()  # warm: first-use imports and caches are not the batch
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE intentusnet_records SET intent = 'wrong', lines = 0")
+        ((total,),) = conn.execute("SELECT sum(size)::bigint FROM intentusnet_records")
+    answered: list[int] = []
+    run = pg_store._db.run
+
+    def counted(*args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        rows = run(*args, **kwargs)  # type: ignore[arg-type]
+        answered.append(len(rows))
+        return rows
+
+    pg_store._db.run = counted  # type: ignore[method-assign]
+    tracemalloc.start()
+    try:
+        assert pg_store.reindex() == 3000
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        pg_store._db.run = run  # type: ignore[method-assign]
+    lines_per_record = 6
+    assert max(answered) <= REINDEX_BATCH * lines_per_record
+    assert len(answered) == 2 * (3000 // REINDEX_BATCH) + 1
+    assert peak < total * 0.75  # about one batch's worth, not the store's
+    rows = pg_store.list()
+    assert {row.intent_name for row in rows} == {"echo"}
+    assert all(pg_store.verify(row.execution_id).valid for row in rows[::300])
 
 
 def test_lines_cut_from_a_record_end_fail_verification(

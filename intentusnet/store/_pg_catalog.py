@@ -1,0 +1,188 @@
+"""The PostgreSQL store's catalog: ``intentusnet_records``, derived from the lines.
+
+One row per record, the file store's catalog columns plus the record's lock
+key. Writers keep it current (``_pg_writer``); this module reads it (list,
+stats) and rebuilds it from the stored lines (:func:`reindex`), in batches of
+records taken in id order, so memory stays flat however large the store.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Final
+
+from ..errors import RecordIntegrityError, UnsupportedSchemaVersion
+from ..record.model import (
+    ExecutionHeader,
+    ExecutionRecord,
+    RecordStatus,
+    RecordSummary,
+    ReplayableReason,
+    StoreStats,
+)
+from ..record.reader import parse_record
+from ..record.verify import salvage_header
+from . import _log
+from ._pg import Connection, Row
+from ._pg_schema import HELD, lock_key
+from ._scan import row_for
+from .catalog import CatalogRow
+
+COLUMNS: Final = (
+    "execution_id, created_us, created_utc, intent, intent_version, envelope_hash, "
+    "status, replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
+    "chain_head"
+)
+#: The status a row shows: an unfinished record whose lock no session holds is
+#: incomplete. Used with "WITH held(k) AS (HELD)".
+STATUS: Final = (
+    "CASE WHEN status = 'in_progress' AND lock_key NOT IN (SELECT k FROM held) "
+    "THEN 'incomplete' ELSE status END"
+)
+#: Records rebuilt per round trip by :func:`reindex`.
+REINDEX_BATCH: Final = 500
+_IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
+_UNFINISHED: Final = (RecordStatus.IN_PROGRESS, RecordStatus.INCOMPLETE)
+_LIST: Final = f"""WITH held(k) AS ({HELD})
+    SELECT * FROM (
+        SELECT execution_id, created_utc, intent, intent_version,
+            envelope_hash, {STATUS} AS status, replayable, reason, agent,
+            duration_ms, created_us
+        FROM intentusnet_records
+        WHERE (%s::text IS NULL OR intent = %s)
+        AND (%s::bigint IS NULL OR created_us >= %s)) AS r
+    WHERE (%s::text IS NULL OR status = %s)
+    ORDER BY created_us DESC, execution_id DESC LIMIT %s"""
+_REWRITE: Final = f"""UPDATE intentusnet_records SET ({COLUMNS}, lock_key) =
+    ROW({", ".join(["%s"] * 17)}) WHERE execution_id = %s"""
+
+
+def row_values(row: CatalogRow) -> list[object]:
+    """A catalog row as the records table's columns (unfinished = in_progress)."""
+    values: list[object] = list(row)
+    if row.status == RecordStatus.INCOMPLETE.value:
+        values[6] = _IN_PROGRESS  # the lock, not the row, tells which it is
+    values[7] = bool(row.replayable)
+    return values
+
+
+def outcome_of(record: ExecutionRecord) -> list[object]:
+    """A record's status, replayable, reason, agent and duration for its row."""
+    h: ExecutionHeader = record.header
+    status = _IN_PROGRESS if h.status in _UNFINISHED else h.status.value
+    reason = h.replayable_reason
+    return [
+        status,
+        h.replayable,
+        None if reason is None else reason.value,
+        h.agent,
+        h.duration_ms,
+    ]
+
+
+def not_running(_owner: object) -> bool:
+    """For reading a record no one is writing (we hold its lock, or rebuild it)."""
+    return False
+
+
+def summaries(
+    db: Connection,
+    *,
+    intent: str | None,
+    status: RecordStatus | None,
+    since_us: int | None,
+    limit: int | None,
+) -> list[RecordSummary]:
+    """Summaries of the rows matching every filter given, newest first."""
+    wanted = None if status is None else status.value
+    rows = db.run(_LIST, [intent, intent, since_us, since_us, wanted, wanted, limit])
+    return [
+        RecordSummary(
+            str(r[0]),
+            str(r[1]),
+            str(r[2]),
+            str(r[3]),
+            str(r[4]),
+            RecordStatus(r[5]),
+            bool(r[6]),
+            None if r[7] is None else ReplayableReason(r[7]),
+            None if r[8] is None else str(r[8]),
+            None if r[9] is None else float(r[9]),
+        )
+        for r in rows
+    ]
+
+
+def stats(db: Connection) -> StoreStats:
+    """Counts per status and intent, and the bytes the store's tables take."""
+    rows = db.run(
+        f"""WITH held(k) AS ({HELD})
+        SELECT {STATUS}, intent, count(*) FROM intentusnet_records GROUP BY 1, 2"""
+    )
+    by_status: dict[str, int] = {}
+    by_intent: dict[str, int] = {}
+    for status, intent, count in rows:
+        n = int(count)
+        by_status[str(status)] = by_status.get(str(status), 0) + n
+        by_intent[str(intent)] = by_intent.get(str(intent), 0) + n
+    ((size,),) = db.run(
+        "SELECT sum(pg_total_relation_size(t)) FROM unnest(ARRAY["
+        "'intentusnet_records', 'intentusnet_lines', 'intentusnet_cache_hits'"
+        "]::regclass[]) AS t"
+    )
+    return StoreStats(sum(by_status.values()), by_status, by_intent, int(size or 0))
+
+
+def reindex(db: Connection, batch: int = REINDEX_BATCH) -> int:
+    """Rebuild every catalog row from its record's lines; return how many.
+
+    Records are taken ``batch`` at a time in id order (keyset, not offset):
+    one query for the ids, one for their lines, one pipelined update.
+    """
+    count, after = 0, ""  # every allowed id sorts after ""
+    while True:
+        ids = db.run(
+            "SELECT execution_id FROM intentusnet_records WHERE execution_id > %s "
+            "ORDER BY execution_id LIMIT %s",
+            [after, batch],
+        )
+        if not ids:
+            return count
+        after = str(ids[-1][0])
+        rows = db.run(
+            "SELECT execution_id, line FROM intentusnet_lines "
+            "WHERE execution_id = ANY(%s) ORDER BY execution_id, seq",
+            [[row[0] for row in ids]],
+        )
+        updates = []
+        for key, lines in groupby(rows, key=_first):
+            execution_id = str(key)
+            values = _derived(execution_id, b"".join(bytes(r[1]) for r in lines))
+            if values is not None:
+                updates.append([*values, lock_key(execution_id), execution_id])
+        db.run_many(_REWRITE, updates, doing="reindex: could not update")
+        count += len(updates)
+
+
+def _first(row: Row) -> object:
+    return row[0]
+
+
+def _derived(execution_id: str, data: bytes) -> list[object] | None:
+    """The catalog columns of one record's bytes; None to leave its row as is.
+
+    Damaged records are indexed as ``integrity_failure`` where line 1 can be
+    read; records of a newer format are left as they are (and logged).
+    """
+    try:
+        record = parse_record(data, execution_id, not_running)
+        return row_values(row_for(record.header, data.count(b"\n"), len(data)))
+    except UnsupportedSchemaVersion:
+        _log.warning("record %s is of a newer format; left out", execution_id)
+        return None
+    except RecordIntegrityError:
+        header = salvage_header(data, execution_id)
+        if header is None:
+            _log.warning("record %s has no readable header", execution_id)
+            return None
+        return row_values(row_for(header, data.count(b"\n"), len(data)))

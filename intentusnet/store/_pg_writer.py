@@ -1,0 +1,255 @@
+"""Writing records to PostgreSQL: a record's lines, one row each.
+
+:func:`open_record` takes the record's session advisory lock and writes its
+header row and catalog row; :class:`PostgresRecordWriter` appends the rest, one
+statement (and commit) per write, keeping the catalog row current in the same
+statement. :func:`import_record` stores a finished record's bytes as they are,
+:func:`append_invalidated` adds an ``INVALIDATED`` line. The lock is released
+when the record is completed or closed, or by PostgreSQL when the writer's
+connection ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Final
+
+from .._util.ids import new_execution_id
+from .._util.jsonvalue import JSONObject
+from .._util.time import utc_now
+from ..errors import RecordExists, StoreError
+from ..record.format import header_line, invalidated_line
+from ..record.model import ExecutionRecord
+from ..record.reader import parse_record
+from ._layout import check_id
+from ._owner import current_owner
+from ._pg import Connection
+from ._pg_catalog import COLUMNS, not_running, outcome_of, row_values
+from ._pg_schema import lock_key
+from ._scan import row_for
+from .writer import ChainWriter, wire_object
+
+#: Append lines to a record and bring its catalog row up to date, in one
+#: statement; ``{outcome}`` is empty or :data:`OUTCOME`.
+APPEND: Final = """WITH added AS (
+        INSERT INTO intentusnet_lines (execution_id, seq, line)
+        SELECT %s, s, l FROM unnest(%s::integer[], %s::bytea[]) AS u(s, l)
+        RETURNING 1)
+    UPDATE intentusnet_records SET lines = lines + (SELECT count(*) FROM added),
+        size = size + %s, chain_head = %s {outcome}
+    WHERE execution_id = %s RETURNING lines"""
+OUTCOME: Final = ", status = %s, replayable = %s, reason = %s, agent = %s, " \
+    "duration_ms = %s"  # fmt: skip
+_OPEN: Final = f"""WITH row AS (INSERT INTO intentusnet_records
+        ({COLUMNS}, lock_key) VALUES
+        (%s, %s, %s, %s, %s, %s, 'in_progress', false,
+         'execution_incomplete', NULL, NULL, %s, NULL, 1, %s, %s, %s)
+        ON CONFLICT DO NOTHING RETURNING execution_id)
+    INSERT INTO intentusnet_lines (execution_id, seq, line)
+    SELECT execution_id, 0, %s FROM row RETURNING seq"""
+_IMPORT: Final = f"""WITH row AS (INSERT INTO intentusnet_records ({COLUMNS}, lock_key)
+        VALUES ({", ".join(["%s"] * 17)})
+        ON CONFLICT DO NOTHING RETURNING execution_id)
+    INSERT INTO intentusnet_lines (execution_id, seq, line)
+    SELECT execution_id, s, l
+    FROM row, unnest(%s::integer[], %s::bytea[]) AS u(s, l)
+    RETURNING seq"""
+
+
+def lock_record(db: Connection, execution_id: str, writing: set[str]) -> bool:
+    """Take the record's writer lock; False if a writer (any session) holds it.
+
+    ``writing`` holds the ids this store's own writers have open: session
+    locks are re-entrant, so the lock alone does not see them.
+    """
+    key = lock_key(execution_id)
+    with db.lock:
+        (taken,) = db.run("SELECT pg_try_advisory_lock(%s)", [key])[0]
+        if taken and execution_id in writing:
+            unlock(db, execution_id)  # session locks count: undo this one
+            return False
+        return bool(taken)
+
+
+def unlock(db: Connection, execution_id: str) -> None:
+    """Release the record's writer lock (gone anyway if the connection is)."""
+    with contextlib.suppress(StoreError):
+        db.run("SELECT pg_advisory_unlock(%s)", [lock_key(execution_id)])
+
+
+def open_record(
+    db: Connection,
+    writing: set[str],
+    envelope: JSONObject,
+    *,
+    envelope_hash: str,
+    execution_id: str | None,
+    parent_execution_id: str | None,
+) -> PostgresRecordWriter:
+    """Lock a new record, write its header and catalog rows; return its writer.
+
+    Raises:
+        InvalidExecutionId: a given id is not allowed (nothing was sent).
+        RecordExists: a record with this id exists or is being written.
+        StoreError: the database could not be reached or written.
+    """
+    execution_id = (
+        new_execution_id() if execution_id is None else check_id(execution_id)
+    )
+    if parent_execution_id is not None:
+        check_id(parent_execution_id)
+    created_utc, created_us = utc_now()
+    try:
+        wire = wire_object(envelope)
+        header, digest = header_line(
+            execution_id=execution_id,
+            created_utc=created_utc,
+            envelope_hash=envelope_hash,
+            envelope=wire,
+            parent_execution_id=parent_execution_id,
+            owner=current_owner(),
+        )
+    except TypeError as exc:
+        raise StoreError(f"record {execution_id}: envelope is not JSON") from exc
+    intent = wire.get("intent")
+    intent_d = intent if isinstance(intent, dict) else {}
+    name, version = intent_d.get("name"), intent_d.get("version", "1.0")
+    values = [
+        execution_id,
+        created_us,
+        created_utc,
+        name if isinstance(name, str) else "",
+        version if isinstance(version, str) else "1.0",
+        envelope_hash,
+        parent_execution_id,
+        len(header),
+        digest,
+        lock_key(execution_id),
+        header,
+    ]
+    with db.lock:
+        # The lock first: a reader never sees the row without its lock.
+        if not lock_record(db, execution_id, writing):
+            raise RecordExists(f"record {execution_id} already exists")
+        try:
+            added = db.run(
+                _OPEN, values, doing=f"record {execution_id}: could not open"
+            )
+        except BaseException:
+            unlock(db, execution_id)
+            raise
+        if not added:
+            unlock(db, execution_id)
+            raise RecordExists(f"record {execution_id} already exists")
+        writing.add(execution_id)
+        return PostgresRecordWriter(db, writing, execution_id, digest, len(header))
+
+
+def import_record(db: Connection, execution_id: str, data: bytes) -> ExecutionRecord:
+    """Store a sound record's bytes as they are, one row per line; return it.
+
+    Raises:
+        RecordIntegrityError, UnsupportedSchemaVersion: not a sound record.
+        RecordExists: a record with this id exists.
+    """
+    data = data[: data.rfind(b"\n") + 1]  # a torn last line is not a line
+    record = parse_record(data, execution_id, not_running)
+    lines = [part + b"\n" for part in data.split(b"\n")[:-1]]
+    row = row_values(row_for(record.header, len(lines), len(data)))
+    added = db.run(
+        _IMPORT,
+        [*row, lock_key(execution_id), list(range(len(lines))), lines],
+        doing=f"record {execution_id}: could not import",
+    )
+    if not added:
+        raise RecordExists(f"record {execution_id} already exists")
+    return record
+
+
+def append_invalidated(
+    db: Connection, execution_id: str, data: bytes, reason: str
+) -> None:
+    """Append ``INVALIDATED`` to a record's ``data``; the caller holds its lock."""
+    record = parse_record(data, execution_id, not_running)
+    line = invalidated_line(record, reason, utc_now()[1])
+    db.run(
+        APPEND.format(outcome=OUTCOME),
+        [
+            execution_id,
+            [len(record.events) + 1],
+            [line],
+            len(line),
+            "sha256:" + line[-67:-3].decode(),
+            *outcome_of(parse_record(data + line, execution_id, not_running)),
+            execution_id,
+        ],
+        doing=f"record {execution_id}: could not invalidate",
+    )
+
+
+class PostgresRecordWriter(ChainWriter):
+    """Appends the lines of one record, one statement (and commit) per write.
+
+    Made by :meth:`PostgresExecutionStore.open`; it holds the record's advisory
+    lock on the store's connection. If that connection is lost, the lock went
+    with it: every later write raises :class:`StoreError`.
+    """
+
+    def __init__(
+        self,
+        db: Connection,
+        writing: set[str],
+        execution_id: str,
+        header_hash: str,
+        size: int,
+    ) -> None:
+        super().__init__(execution_id, header_hash, size)
+        self._db = db
+        self._session = db.session()
+        self._writing = writing
+        self._rows = 1  # the header is row 0
+        self._final: JSONObject | None = None
+
+    def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
+        """Append ``FINAL_RESPONSE`` and the catalog's outcome in one statement."""
+        with contextlib.suppress(TypeError):  # ChainWriter.complete raises for it
+            self._final = wire_object(response)
+        try:
+            super().complete(response, fingerprint=fingerprint)
+        finally:
+            self._final = None
+
+    def _emit(self, line: bytes) -> None:
+        lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
+        seqs = list(range(self._rows, self._rows + len(lines)))
+        head = "sha256:" + lines[-1][-67:-3].decode()
+        params: list[object] = [self.execution_id, seqs, lines, len(line), head]
+        outcome = ""
+        if self._final is not None:
+            outcome = OUTCOME
+            status, replayable, reason, agent, duration = self._outcome(self._final)
+            params += [status, bool(replayable), reason, agent, duration]
+        params.append(self.execution_id)
+        with self._db.lock:
+            if self._db.session() is not self._session:
+                raise StoreError(
+                    f"PostgreSQL at {self._db.where}: record {self.execution_id}: the "
+                    "connection that opened it was lost, and its lock with it"
+                )
+            done = self._db.run(
+                APPEND.format(outcome=outcome),
+                params,
+                doing=f"record {self.execution_id}: could not append",
+            )
+        if not done:
+            raise StoreError(f"record {self.execution_id} was deleted")
+        self._rows += len(lines)
+
+    def _finish(self, *, completed: bool) -> None:
+        self._writing.discard(self.execution_id)
+        with self._db.lock:
+            try:
+                if self._db.session() is self._session:
+                    unlock(self._db, self.execution_id)
+            except StoreError:
+                pass  # the connection is gone, and the lock with it
