@@ -63,6 +63,52 @@ MANY = textwrap.dedent(
 )
 
 
+ROUTER = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[3]]
+    from intentusnet import AgentDefinition, IntentRouter
+    from intentusnet.store import PostgresExecutionStore
+
+    store = PostgresExecutionStore(sys.argv[1])
+    router = IntentRouter(store=store)
+    router.register(
+        AgentDefinition(name="echo", intents=["echo"]),
+        lambda env, ctx: {"echo": env.payload["n"]},
+    )
+    for n in range(int(sys.argv[2])):
+        answer = router.route_intent(
+            {"intent": {"name": "echo"}, "payload": {"n": f"{sys.argv[4]}-{n}"}}
+        )
+        assert answer.status == "success", answer
+        assert answer.metadata.recording_error is None, answer.metadata
+    router.close()
+    store.close()
+    """
+)
+
+READER = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[2]]
+    from intentusnet.record.model import RecordStatus
+    from intentusnet.replay import ReplayEngine
+    from intentusnet.store import PostgresExecutionStore
+
+    replayed = 0
+    with PostgresExecutionStore(sys.argv[1]) as store:
+        print("ready", flush=True)
+        while sys.stdin.readline() == "more\\n":
+            for row in store.list(limit=20):
+                if row.status is RecordStatus.COMPLETED:
+                    result = ReplayEngine(store.load(row.execution_id)).replay()
+                    assert result.payload is not None, row
+                    replayed += 1
+            print(replayed, flush=True)
+    """
+)
+
+
 def _eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
     """Ask ``check`` until it holds or ``seconds`` pass."""
     deadline = time.monotonic() + seconds
@@ -129,6 +175,53 @@ def test_records_written_by_several_processes_are_all_listed(
     assert found is not None
     assert found.execution_id == rows[0].execution_id  # newest first, any process
     assert all(pg_store.verify(row.execution_id).valid for row in rows[::10])
+
+
+def test_four_routers_and_a_reader_share_one_database(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """4 processes x 250 routed intents while a 5th lists and replays: 1000 sound."""
+    started = time.monotonic()
+    with subprocess.Popen(
+        [sys.executable, "-c", READER, pg_dsn, ROOT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as reader:
+        assert reader.stdin is not None
+        assert reader.stdout is not None
+        assert reader.stdout.readline() == "ready\n"
+        routers = [
+            subprocess.Popen(
+                [sys.executable, "-c", ROUTER, pg_dsn, "250", ROOT, f"p{number}"]
+            )
+            for number in range(4)
+        ]
+        rounds = replayed = 0
+        try:
+            while any(child.poll() is None for child in routers) or rounds < 3:
+                assert time.monotonic() - started < 120, "bounded in time"
+                reader.stdin.write("more\n")
+                reader.stdin.flush()
+                replayed = int(reader.stdout.readline())
+                rounds += 1
+        finally:
+            for child in routers:
+                if child.poll() is None:
+                    child.kill()
+            reader.stdin.close()
+        assert [child.wait(timeout=30) for child in routers] == [0] * 4
+        assert reader.wait(timeout=30) == 0
+    assert replayed > 0
+    rows = pg_store.list()
+    assert len(rows) == 1000
+    assert {row.status for row in rows} == {RecordStatus.COMPLETED}
+    assert all(pg_store.verify(row.execution_id).valid for row in rows)
+    payloads = {
+        pg_store.load(row.execution_id).envelope["payload"]["n"]  # type: ignore[index,call-overload]
+        for row in rows
+    }
+    assert payloads == {f"p{p}-{n}" for p in range(4) for n in range(250)}
 
 
 def test_a_lost_connection_is_a_store_error_naming_the_host(
