@@ -4,10 +4,10 @@ The server binaries are ``initdb``/``pg_ctl`` on PATH when present, otherwise th
 ones the ``pgserver`` package ships (pip-installable PostgreSQL). The server
 listens on 127.0.0.1 at a free port and on a Unix socket in its temporary
 directory, with a password for TCP, and ``fsync=off`` (the tests kill clients,
-not the machine). PostgreSQL refuses to run as root, so as root it runs as
-``nobody``; when ``nobody`` cannot reach the binaries (pgserver installed under
-``/root``), the binaries are copied into the temporary directory first. Every
-wait is bounded.
+not the machine; the benchmarks ask for ``durable=True``, a server's defaults).
+PostgreSQL refuses to run as root, so as root it runs as ``nobody``; when
+``nobody`` cannot reach the binaries (pgserver installed under ``/root``), the
+binaries are copied into the temporary directory first. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ class PgServer:
     def dsn(self, dbname: str = "postgres") -> str:
         """A TCP URL with the password (as a user would write one)."""
         return f"postgresql://{USER}:{PASSWORD}@{self.host}:{self.port}/{dbname}"
+
+    def socket_dsn(self, dbname: str = "postgres") -> str:
+        """A URL over the server's Unix socket (trusted: no password)."""
+        return f"postgresql://{USER}@/{dbname}?host={self.socket_dir}&port={self.port}"
 
 
 def _bin_dir() -> Path:
@@ -113,8 +117,12 @@ class _Runner:
 
 
 @contextlib.contextmanager
-def postgres_server() -> Iterator[PgServer]:
-    """Start a fresh server in a temporary directory; stop and delete it after."""
+def postgres_server(*, durable: bool = False) -> Iterator[PgServer]:
+    """Start a fresh server in a temporary directory; stop and delete it after.
+
+    ``durable`` keeps the server's defaults (fsync, full page writes) instead of
+    turning them off, for measurements.
+    """
     work = Path(tempfile.mkdtemp(prefix="intentusnet-pg-"))
     data, sock, pwfile = work / "data", work / "sock", work / "pw"
     started = False
@@ -141,9 +149,10 @@ def postgres_server() -> Iterator[PgServer]:
             "--no-sync",
         )
         options = (
-            f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c fsync=off "
-            "-c full_page_writes=off -c max_connections=100"
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c max_connections=100"
         )
+        if not durable:
+            options += " -c fsync=off -c full_page_writes=off"
         runner.check(
             "pg_ctl", "-D", str(data), "-l", str(work / "log"), "-w", "-t",
             str(TIMEOUT), "-o", options, "start",

@@ -177,6 +177,7 @@ def test_records_written_by_several_processes_are_all_listed(
     assert all(pg_store.verify(row.execution_id).valid for row in rows[::10])
 
 
+@pytest.mark.slow
 def test_four_routers_and_a_reader_share_one_database(
     pg_store: PostgresExecutionStore, pg_dsn: str
 ) -> None:
@@ -356,6 +357,7 @@ def test_reindex_rebuilds_the_catalog_from_the_lines(
     assert pg_store.find_by_hash(rows[good].envelope_hash) is not None
 
 
+@pytest.mark.slow
 def test_reindex_streams_a_large_store_in_batches(
     pg_store: PostgresExecutionStore, pg_dsn: str
 ) -> None:
