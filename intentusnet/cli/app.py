@@ -30,6 +30,7 @@ COMMANDS = {
     "inspect": "records:inspect",
     "replay": "replay:replay",
     "verify": "maintain:verify",
+    "copy": "copy:copy",
     "invalidate": "maintain:invalidate",
     "reindex": "maintain:reindex",
     "prune": "maintain:prune",
