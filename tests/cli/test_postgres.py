@@ -133,3 +133,17 @@ def test_unreachable_server_is_a_store_error_without_the_password(
         )
         assert PASSWORD not in result.output
     assert "Traceback" not in invoke("--store", url, "stats").output
+
+
+def test_writing_commands_work_on_the_database(
+    invoke: Invoke, pg_dsn: str, pg_ids: dict[str, str]
+) -> None:
+    """`invalidate`, `reindex` and `prune` change the database's records."""
+    done = invoke("--store", pg_dsn, "invalidate", "last", "--reason", "wrong")
+    assert done.exit_code == 0, done.output
+    assert invoke("--store", pg_dsn, "replay", "last").exit_code == 4
+    reindexed = invoke("--store", pg_dsn, "reindex", "--json")
+    assert orjson.loads(reindexed.stdout) == {"records": len(pg_ids)}
+    pruned = invoke("--store", pg_dsn, "prune", "--older-than", "0s", "--json")
+    assert orjson.loads(pruned.stdout)["count"] == len(pg_ids)
+    assert _listed(invoke, "--store", pg_dsn) == set()
