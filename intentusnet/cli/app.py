@@ -11,7 +11,6 @@ import errno
 import importlib
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import click
@@ -31,6 +30,7 @@ COMMANDS = {
     "inspect": "records:inspect",
     "replay": "replay:replay",
     "verify": "maintain:verify",
+    "copy": "copy:copy",
     "invalidate": "maintain:invalidate",
     "reindex": "maintain:reindex",
     "prune": "maintain:prune",
@@ -92,11 +92,13 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
 @click.option(
     "--store",
     "store",
-    type=click.Path(path_type=Path),
     envvar="INTENTUSNET_STORE",
     show_envvar=True,
-    metavar="PATH",
-    help="Execution store directory.  [default: .intentusnet/records]",
+    metavar="PATH|URL",
+    help=(
+        "Execution store: a directory, or a postgresql:// URL."
+        "  [default: .intentusnet/records]"
+    ),
 )
 @click.option(
     "--debug",
@@ -107,7 +109,7 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
     __version__, "--version", prog_name="intentusnet", message="%(prog)s %(version)s"
 )
 @click.pass_context
-def cli(ctx: click.Context, store: Path | None, debug: bool) -> None:
+def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
     """Inspect, replay, verify and manage IntentusNet execution records.
 
     Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
@@ -116,7 +118,7 @@ def cli(ctx: click.Context, store: Path | None, debug: bool) -> None:
     """
     if os.environ.get("NO_COLOR"):
         ctx.color = False
-    ctx.obj = Settings(store_path=store)  # --debug is read by _Group.invoke
+    ctx.obj = Settings(store_name=store or None)  # --debug is read by _Group.invoke
 
 
 def main(args: Sequence[str] | None = None) -> None:

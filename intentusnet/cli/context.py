@@ -6,7 +6,6 @@ newest record of the store, so every command that takes an id accepts it.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import click
@@ -15,7 +14,7 @@ from ..errors import RecordNotFound
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
-    from ..store import FileExecutionStore
+    from ..store.naming import NamedStore
 
     _IdType = click.ParamType[str]
 else:  # click < 8.2 has no generic ParamType
@@ -34,61 +33,73 @@ class Settings:
     ``--help`` would otherwise import ``dataclasses`` for it alone.
 
     Attributes:
-        store_path: ``--store`` or ``INTENTUSNET_STORE``; ``None`` means the
-            library's default root.
+        store_name: ``--store`` or ``INTENTUSNET_STORE``, a directory or a
+            ``postgresql://`` URL; ``None`` means the library's default root.
     """
 
-    __slots__ = ("store_path",)
+    __slots__ = ("store_name",)
 
-    def __init__(self, store_path: Path | None) -> None:
-        self.store_path = store_path
+    def __init__(self, store_name: str | None) -> None:
+        self.store_name = store_name
 
     def __repr__(self) -> str:
-        return f"Settings(store_path={self.store_path!r})"
+        return f"Settings(store_name={self.store_name!r})"
 
 
-def open_store() -> FileExecutionStore:
-    """Open the store the command line names; it must already exist.
+def open_store() -> NamedStore:
+    """Open the store the command line names (once per command run).
 
-    Reading commands never create a store: a mistyped ``--store`` is an error,
-    not a new empty store.
+    Reading commands never create a store: a mistyped ``--store`` path is an
+    error, not a new empty store.
 
     Raises:
-        CliFailure: the path does not exist or is not a directory (exit 2).
+        CliFailure: the path does not exist or is not a directory, or the URL
+            is malformed or needs the ``postgres`` extra (exit 2).
     """
-    from ..store import FileExecutionStore
-
     ctx = click.get_current_context()
-    opened: FileExecutionStore | None = ctx.meta.get(_STORE_KEY)
+    opened: NamedStore | None = ctx.meta.get(_STORE_KEY)
     if opened is not None:
         return opened
     settings = ctx.find_object(Settings)
     # None lets the library pick its default root.
-    store = FileExecutionStore(settings.store_path if settings else None)
-    root = store.root
-    if not root.exists():
-        raise CliFailure(
-            f"no execution store at {str(root)!r} "
-            "(give --store PATH or set INTENTUSNET_STORE)",
-            USAGE,
-        )
-    if not root.is_dir():
-        raise CliFailure(f"store path {str(root)!r} is not a directory", USAGE)
+    store = open_named(settings.store_name if settings else None, create=False)
     ctx.call_on_close(store.close)
     ctx.meta[_STORE_KEY] = store
     return store
 
 
-def newest_execution_id(store: FileExecutionStore) -> str:
+def open_named(name: str | None, *, create: bool) -> NamedStore:
+    """``store.open_store(name)``, its refusals turned into usage errors (exit 2).
+
+    Raises:
+        CliFailure: a missing directory (without ``create``), a path that is
+            not a directory, a malformed URL, or the ``postgres`` extra missing.
+    """
+    from ..store.naming import open_store as open_by_name
+
+    try:
+        return open_by_name(name, create=create)
+    except FileNotFoundError as exc:
+        raise CliFailure(
+            f"{exc} (give --store PATH or set INTENTUSNET_STORE)", USAGE
+        ) from None
+    except (NotADirectoryError, ValueError, ImportError) as exc:
+        # from None: the cause of a malformed URL may quote its password.
+        raise CliFailure(str(exc), USAGE) from None
+
+
+def newest_execution_id(store: NamedStore) -> str:
     """The id of the newest record in ``store`` (what ``last`` names).
 
     Raises:
         RecordNotFound: the store holds no record (exit 3).
     """
+    from ..store.naming import describe
+
     for summary in store.list(limit=1):
         return summary.execution_id
     raise RecordNotFound(
-        f"no records in {str(store.root)!r}, so {LAST!r} names none "
+        f"no records in {describe(store)!r}, so {LAST!r} names none "
         "('last' is the newest record)"
     )
 

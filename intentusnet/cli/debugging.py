@@ -180,12 +180,14 @@ def _rows_until(record: ExecutionRecord, seq: int | None) -> list[JSONValue]:
 def _resume_command(execution_id: str) -> str:
     import shlex  # here: `--help` imports this module to list its commands
 
+    from ..store.naming import is_url, public_url
+
     settings = click.get_current_context().find_object(Settings)
-    store = (
-        ""
-        if settings is None or settings.store_path is None
-        else (f" --store {shlex.quote(str(settings.store_path))}")
-    )
+    name = None if settings is None else settings.store_name
+    # A URL's password is never printed: libpq finds it in PGPASSWORD or ~/.pgpass.
+    if name is not None and is_url(name):
+        name = public_url(name)
+    store = "" if name is None else f" --store {shlex.quote(name)}"
     return (
         f"intentusnet{store} rerun {shlex.quote(execution_id)} "
         "--app MODULE:ATTR --from-failure"

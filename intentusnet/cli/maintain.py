@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,14 +10,14 @@ from typing import TYPE_CHECKING
 import click
 
 from .._util.jsonvalue import JSONValue
-from ..errors import RecordIntegrityError
+from ..errors import RecordIntegrityError, RecordNotFound
 from .context import ExecutionId, open_store
-from .output import emit_json, note, working
+from .output import emit_json, note, progress_counter, working
 from .params import Duration
 
 if TYPE_CHECKING:
     from ..record.model import VerifyReport
-    from ..store import FileExecutionStore
+    from ..store.naming import NamedStore
 
 #: Exit code when a record fails verification (DESIGN §8).
 INTEGRITY_EXIT = RecordIntegrityError.exit_code
@@ -41,22 +38,6 @@ def _verdict(report: VerifyReport | None, valid: bool) -> str:
     return (
         click.style("VALID", fg="green") if valid else click.style("INVALID", fg="red")
     )
-
-
-@contextlib.contextmanager
-def _progress_bar(label: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress callback counting records on stderr, only on a terminal."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-
-    def advance(done: int) -> None:
-        click.echo(f"\r{label}: {done:,} records", err=True, nl=False)
-
-    try:
-        yield advance
-    finally:
-        click.echo("", err=True)
 
 
 @click.command()
@@ -93,6 +74,8 @@ def verify(
         raise click.UsageError(
             "--each and --jobs go with --all (named records are all shown)"
         )
+    from ..store.file import FileExecutionStore
+
     store = open_store()
     shown: list[JSONValue] = []
     records = invalid = recording_failures = total_events = verified = failures = 0
@@ -112,8 +95,8 @@ def verify(
         for remark in r.notes:
             click.echo(f"  note: {remark}")
 
-    if all_records:
-        with _progress_bar("Verifying records") as advance:
+    if all_records and isinstance(store, FileExecutionStore):
+        with progress_counter("Verifying records") as advance:
             run = store.verify_all(
                 each=each, processes=_jobs(jobs), on_progress=advance
             )
@@ -123,14 +106,23 @@ def verify(
         recording_failures = run.recording_failures
         total_events, verified = run.events_total, run.events_verified
     else:
-        for execution_id in execution_ids:
-            report = _verify_one(store, execution_id)
-            show(report)
-            records += 1
-            invalid += not report.valid
-            recording_failures += report.recording_failure
-            total_events += report.events_total
-            verified += report.events_verified
+        # Named records, or every record of a store without a whole-store
+        # scan (PostgreSQL): one at a time, the same report each.
+        label = "Verifying records" if all_records else None
+        with progress_counter(label) as advance:
+            for execution_id in execution_ids or store.iter_ids():
+                found = _verify_one(store, execution_id, named=not all_records)
+                if found is None:
+                    continue  # deleted since it was listed
+                if not all_records or each or not found.valid or found.notes:
+                    show(found)
+                records += 1
+                invalid += not found.valid
+                recording_failures += found.recording_failure
+                total_events += found.events_total
+                verified += found.events_verified
+                if advance is not None:
+                    advance(records)
     if as_json:
         total: JSONValue = {
             "records": records,
@@ -152,11 +144,17 @@ def verify(
         ctx.exit(INTEGRITY_EXIT)
 
 
-def _verify_one(store: FileExecutionStore, execution_id: str) -> VerifyReport:
+def _verify_one(
+    store: NamedStore, execution_id: str, *, named: bool = True
+) -> VerifyReport | None:
     from ..record.model import VerifyReport
 
     try:
         return store.verify(execution_id)
+    except RecordNotFound:
+        if named:
+            raise
+        return None
     except RecordIntegrityError as exc:
         # A file that cannot be checked at all (e.g. a newer format) fails, and
         # the other records are still checked.
@@ -181,10 +179,16 @@ def invalidate(execution_id: str, reason: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def reindex(jobs: int | None, as_json: bool) -> None:
     """Rebuild the catalog from the record files."""
+    from ..store.file import FileExecutionStore
+    from ..store.naming import describe
+
     store = open_store()
-    working(f"Reindexing {store.root} ...")
-    with _progress_bar("Reading records") as advance:
-        count = store.reindex(processes=_jobs(jobs), on_progress=advance)
+    working(f"Reindexing {describe(store)} ...")
+    if isinstance(store, FileExecutionStore):
+        with progress_counter("Reading records") as advance:
+            count = store.reindex(processes=_jobs(jobs), on_progress=advance)
+    else:
+        count = store.reindex()  # one statement in the database
     if as_json:
         emit_json({"records": count})
     else:
@@ -208,8 +212,10 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
     Files with no complete first line (nothing was recorded in them) go
     whatever their age; records still being written are kept.
     """
+    from ..store.naming import describe
+
     store = open_store()
-    working(f"Pruning {store.root} ...")
+    working(f"Pruning {describe(store)} ...")
     ids = store.prune(older_than, dry_run=dry_run)
     if as_json:
         listed: list[JSONValue] = list(ids)
@@ -232,18 +238,23 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
 def stats(cache_dir: Path | None, as_json: bool) -> None:
     """Count records by status and intent, cache hits; show sizes on disk."""
     from ..cache.replay_cache import CACHE_DIR, read_stats
+    from ..store.file import FileExecutionStore
+    from ..store.naming import describe
 
     store = open_store()
     found = store.stats()
     hits = store.cache_hit_count()
-    caches = read_stats(cache_dir or store.root / CACHE_DIR)
+    if cache_dir is None and isinstance(store, FileExecutionStore):
+        cache_dir = store.root / CACHE_DIR
+    # A PostgreSQL store has no directory, so no default cache directory.
+    caches = read_stats(cache_dir) if cache_dir is not None else []
     if as_json:
         doc = found.to_json()
         doc["cacheHits"] = hits
         doc["caches"] = [cache.to_json() for cache in caches]
         emit_json(doc)
         return
-    click.echo(f"Store:   {store.root}")
+    click.echo(f"Store:   {describe(store)}")
     click.echo(f"Records: {found.records} ({_size(found.bytes_on_disk)} on disk)")
     click.echo(f"Cache hits recorded: {hits}")
     for cache in caches:

@@ -7,8 +7,9 @@ colour when its stream is not one, and ``progress`` hides its bar likewise.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, TypeVar
 
 import click
@@ -107,3 +108,22 @@ def progress(
         show_eta=length is not None,
     ) as bar:
         yield from bar
+
+
+@contextlib.contextmanager
+def progress_counter(label: str | None) -> Iterator[Callable[[int], None] | None]:
+    """A progress callback counting records on stderr, only on a terminal.
+
+    ``None`` for no label means no progress (the callback is ``None`` too).
+    """
+    if label is None or not sys.stderr.isatty():
+        yield None
+        return
+
+    def advance(done: int) -> None:
+        click.echo(f"\r{label}: {done:,} records", err=True, nl=False)
+
+    try:
+        yield advance
+    finally:
+        click.echo("", err=True)

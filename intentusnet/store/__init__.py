@@ -4,6 +4,7 @@
 ``FileExecutionStore`` keeps records as files with a SQLite catalog, and
 ``MemoryExecutionStore`` keeps them in memory, for tests, and
 ``PostgresExecutionStore`` keeps them in PostgreSQL (the ``postgres`` extra).
+``open_store(name)`` opens either from a path or a ``postgresql://`` URL.
 
 Names load lazily (PEP 562): ``intentusnet replay ID`` imports the file store
 alone, not the memory store or the protocol.
@@ -23,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryExecutionStore": "memory",
     "PostgresExecutionStore": "postgres",
     "RecordWriter": "protocol",
+    "open_store": "naming",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from .file import Durability as Durability
     from .file import FileExecutionStore as FileExecutionStore
     from .memory import MemoryExecutionStore as MemoryExecutionStore
+    from .naming import open_store as open_store
     from .postgres import PostgresExecutionStore as PostgresExecutionStore
     from .protocol import CacheHitJournal as CacheHitJournal
     from .protocol import ExecutionStore as ExecutionStore

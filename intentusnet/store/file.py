@@ -240,6 +240,35 @@ class FileExecutionStore:
             on_complete=writes.write_later,
         )
 
+    def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
+        """Store a record's bytes as they are (e.g. a PostgreSQL store's), verified.
+
+        The file holds the bytes unchanged, so the record verifies and replays
+        here as it did where it came from. An unfinished record arrives
+        ``incomplete`` (no one here is writing it). Added in 0.2.0.
+
+        Raises:
+            InvalidExecutionId: the id is not allowed (nothing was touched).
+            RecordIntegrityError, UnsupportedSchemaVersion: the bytes do not
+                hold a sound record of this id (a torn last line is left out).
+            RecordExists: a record with this id exists here.
+            StoreError: the file could not be written.
+        """
+        from ._scan import row_for
+
+        check_id(execution_id)
+        data = data[: data.rfind(b"\n") + 1]  # a torn last line is not a line
+        record = parse_record(data, execution_id, lambda _owner: False)
+        _ = record.events  # every line is checked before anything is written
+        if not self._connected:
+            self._connect()
+        fd = _files.create(
+            self._root, relative_path(execution_id), data, fsync=self._fsync
+        )
+        os.close(fd)
+        self._index.writes.write(row_for(record.header, data.count(b"\n"), len(data)))
+        return record
+
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Mark a record not replayable by appending an ``INVALIDATED`` event.
 
@@ -297,6 +326,16 @@ class FileExecutionStore:
                 "recording_failure). `intentusnet prune` removes it."
             )
         return parse_record(data, execution_id, lambda owner: owner_alive(path, owner))
+
+    def raw(self, execution_id: str) -> bytes:
+        """The record's file, byte for byte (a torn last line included).
+
+        Added in 0.2.0.
+
+        Raises:
+            InvalidExecutionId, RecordNotFound.
+        """
+        return self._read(check_id(execution_id))
 
     def exists(self, execution_id: str) -> bool:
         """Whether a record with this id exists (raises InvalidExecutionId)."""

@@ -18,6 +18,7 @@ COMMANDS = {
     "inspect",
     "replay",
     "verify",
+    "copy",
     "invalidate",
     "reindex",
     "prune",

@@ -140,11 +140,12 @@ def test_sys_modules_after_replay(
 
 
 #: Never imported by either command line below: the router, the cache, the
-#: catalog (sqlite3), the hit journal, the memory store, logging.
+#: catalog (sqlite3), the hit journal, the memory and PostgreSQL stores, logging.
 NEVER = frozenset(
     {
         *HEAVY,
         "diskcache",
+        "psycopg",
         "sqlite3",
         "logging",
         "intentusnet.envelope",
@@ -154,6 +155,7 @@ NEVER = frozenset(
         "intentusnet.store._index",
         "intentusnet.store.hits",
         "intentusnet.store.memory",
+        "intentusnet.store.postgres",
         "intentusnet.store.protocol",
     }
 )

@@ -1,32 +1,10 @@
-"""Fixtures of the store tests: a real PostgreSQL server for the session."""
+"""Fixtures of the store tests (the PostgreSQL server is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import pytest
-from pgkit import PgServer, postgres_server
-
-_numbers = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A throwaway PostgreSQL server, started once, stopped after the session."""
-    with postgres_server() as server:
-        yield server
-
-
-@pytest.fixture
-def pg_dsn(pg_server: PgServer) -> str:
-    """The URL of a new, empty database on the test server."""
-    import psycopg
-
-    name = f"t{next(_numbers)}"
-    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return pg_server.dsn(name)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from recordkit import (
 from intentusnet.errors import (
     InvalidExecutionId,
     RecordExists,
+    RecordIntegrityError,
     RecordNotFound,
     ReplayNotAllowed,
     StoreError,
@@ -548,3 +549,50 @@ def test_threads_using_a_new_store_at_once_share_one_catalog(tmp_path: Path) -> 
     execution_id = finished(store)
     assert [s.execution_id for s in store.list()] == [execution_id]
     store.close()
+
+
+def test_raw_is_the_file_byte_for_byte(store: FileExecutionStore) -> None:
+    """raw(id) returns the record file's bytes; an unknown id is RecordNotFound."""
+    execution_id = finished(store)
+    assert store.raw(execution_id) == record_file(store, execution_id).read_bytes()
+    with pytest.raises(RecordNotFound):
+        store.raw("exec-missing")
+    with pytest.raises(InvalidExecutionId):
+        store.raw("../x")
+
+
+def test_import_raw_keeps_bytes_and_lists_the_record(
+    store: FileExecutionStore, tmp_path: Path
+) -> None:
+    """Imported bytes are kept as they are, listed, verified and replayed alike."""
+    done = finished(store, "kept")
+    unfinished = start(store)
+    unfinished.close()
+    with FileExecutionStore(tmp_path / "other") as other:
+        for execution_id in (done, unfinished.execution_id):
+            other.import_raw(execution_id, store.raw(execution_id) + b'{"torn')
+            assert other.raw(execution_id) == store.raw(execution_id)
+            assert other.verify(execution_id).valid
+        assert other.load(done) == store.load(done)
+        statuses = {s.execution_id: s.status for s in other.list()}
+        assert statuses == {
+            done: RecordStatus.COMPLETED,
+            unfinished.execution_id: RecordStatus.INCOMPLETE,
+        }
+        with pytest.raises(RecordExists):
+            other.import_raw(done, store.raw(done))
+
+
+def test_import_raw_refuses_damaged_bytes_and_writes_nothing(
+    store: FileExecutionStore, tmp_path: Path
+) -> None:
+    """A changed byte is a RecordIntegrityError, and no file is created."""
+    execution_id = finished(store)
+    data = bytearray(store.raw(execution_id))
+    data[data.index(b"\n") + 20] ^= 0x01
+    with FileExecutionStore(tmp_path / "other") as other:
+        with pytest.raises(RecordIntegrityError):
+            other.import_raw(execution_id, bytes(data))
+        assert not other.exists(execution_id)
+        with pytest.raises(RecordIntegrityError):
+            other.import_raw("exec-other-id", store.raw(execution_id))

@@ -1,0 +1,140 @@
+"""One way to name a store: a directory path or a ``postgresql://`` URL.
+
+:func:`open_store` is what ``--store`` and ``INTENTUSNET_STORE`` go through: a
+URL opens a :class:`PostgresExecutionStore` (and only then imports psycopg),
+anything else a :class:`FileExecutionStore`. Messages about a URL never show
+its password: :func:`public_url` drops it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+if TYPE_CHECKING:
+    from .file import Durability, FileExecutionStore
+    from .postgres import PostgresExecutionStore
+
+    #: What :func:`open_store` returns: a store that is also a cache-hit journal.
+    NamedStore: TypeAlias = FileExecutionStore | PostgresExecutionStore
+
+#: URL schemes that name a PostgreSQL store (libpq accepts both).
+URL_SCHEMES: Final = ("postgresql://", "postgres://")
+_EXTRA_HINT: Final = "pip install 'intentusnet[postgres]'"
+# The user-info of a URL ("user:password@"), and a password given as a parameter.
+# Patterns, not compiled ones: ``re`` compiles them on first use, so opening a
+# file store (``intentusnet replay ID``) does not pay for them.
+_USERINFO: Final = r"(?i)^(postgres(?:ql)?://)([^/?#]*)@"
+_PASSWORD_PARAM: Final = r"(?i)([?&]password=)[^&#]*"
+
+
+def is_url(name: str | os.PathLike[str] | None) -> bool:
+    """Whether ``name`` is a PostgreSQL URL rather than a path (added in 0.2.0)."""
+    return isinstance(name, str) and name.lower().startswith(URL_SCHEMES)
+
+
+def public_url(url: str) -> str:
+    """``url`` without its password, fit for messages and logs (added in 0.2.0).
+
+    >>> public_url("postgresql://app:s3cret@db.internal:5432/records")
+    'postgresql://app@db.internal:5432/records'
+    """
+    match = re.match(_USERINFO, url)
+    if match is not None:
+        user = match.group(2).partition(":")[0]
+        url = f"{match.group(1)}{user}@{url[match.end() :]}"
+    return re.sub(_PASSWORD_PARAM, r"\1***", url)
+
+
+def describe(store: NamedStore) -> str:
+    """Where a store is, for people: its directory, or ``PostgreSQL at host``."""
+    where = getattr(store, "where", None)
+    return f"PostgreSQL at {where}" if isinstance(where, str) else str(store.root)
+
+
+def open_store(
+    name: str | os.PathLike[str] | None = None,
+    *,
+    create: bool = True,
+    durability: Durability = "flush",
+) -> NamedStore:
+    """Open the store ``name`` names: a ``postgresql://`` URL or a directory.
+
+    Added in 0.2.0.
+
+    Args:
+        name: a ``postgresql://`` or ``postgres://`` URL (a
+            :class:`PostgresExecutionStore`; needs the ``postgres`` extra), a
+            directory (a :class:`FileExecutionStore`), or ``None``:
+            ``$INTENTUSNET_STORE``, else ``.intentusnet/records``.
+        create: whether a directory that does not exist yet may become a new
+            store. With ``False`` it is an error, so that a mistyped path is
+            not taken for an empty store. A URL's database must exist in any
+            case (its tables are made on first use).
+        durability: ``"flush"`` or ``"fsync"``, as for either store.
+
+    Raises:
+        ValueError: a malformed URL (the message does not show the password).
+        ImportError: a URL, and the ``postgres`` extra is not installed.
+        FileNotFoundError, NotADirectoryError: with ``create=False``, the
+            directory does not exist, or is not a directory.
+    """
+    if name is None:
+        name = os.environ.get("INTENTUSNET_STORE") or None
+    if name is not None and is_url(name):
+        return _open_url(str(name), durability)
+    from .file import DEFAULT_ROOT, FileExecutionStore
+
+    store = FileExecutionStore(name or DEFAULT_ROOT, durability=durability)
+    if not create:
+        if not store.root.exists():
+            raise FileNotFoundError(f"no execution store at {str(store.root)!r}")
+        if not store.root.is_dir():
+            raise NotADirectoryError(
+                f"store path {str(store.root)!r} is not a directory"
+            )
+    return store
+
+
+def _open_url(url: str, durability: Durability) -> PostgresExecutionStore:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        from .postgres import PostgresExecutionStore
+    except ImportError as exc:
+        raise ImportError(
+            f"a PostgreSQL store ({public_url(url)}) needs the postgres extra: "
+            f"{_EXTRA_HINT}"
+        ) from exc
+    import psycopg
+
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        detail = _scrub(str(exc).strip().splitlines()[0], url)
+        raise ValueError(
+            f"malformed PostgreSQL URL {public_url(url)}: {detail}"
+        ) from None
+    port = str(params.get("port") or "")
+    if port and not all(part.isdigit() for part in port.split(",")):
+        raise ValueError(
+            f"malformed PostgreSQL URL {public_url(url)}: the port must be a number"
+        )
+    return PostgresExecutionStore(url, durability=durability)
+
+
+def _scrub(message: str, url: str) -> str:
+    """``message`` with every form of the URL's password replaced by ``***``."""
+    from urllib.parse import unquote
+
+    secrets = []
+    match = re.match(_USERINFO, url)
+    if match is not None and ":" in match.group(2):
+        secrets.append(match.group(2).partition(":")[2])
+    secrets += [m.group(0).partition("=")[2] for m in re.finditer(_PASSWORD_PARAM, url)]
+    for secret in secrets:
+        for form in {secret, unquote(secret)}:
+            if form:
+                message = message.replace(form, "***")
+    return message
