@@ -47,7 +47,7 @@ class RecordStatus(StrEnum):
     IN_PROGRESS = "in_progress"
     INCOMPLETE = "incomplete"
     #: the file has no complete first line: its process was stopped between
-    #: creating it and writing the header, so nothing was recorded (added in 0.2.0)
+    #: creating it and writing the header, so nothing was recorded (added in 0.1.0)
     RECORDING_FAILURE = "recording_failure"
 
 
@@ -425,7 +425,7 @@ class VerifyReport(_Frozen):
         notes: remarks that are not failures (e.g. a torn last line).
         recording_failure: the file has no complete first line (its process
             was stopped before writing the header): nothing was recorded, which
-            is not evidence of tampering (added in 0.2.0).
+            is not evidence of tampering (added in 0.1.0).
     """
 
     _fields = (

@@ -245,7 +245,7 @@ class FileExecutionStore:
 
         The file holds the bytes unchanged, so the record verifies and replays
         here as it did where it came from. An unfinished record arrives
-        ``incomplete`` (no one here is writing it). Added in 0.2.0.
+        ``incomplete`` (no one here is writing it). Added in 0.1.0.
 
         Raises:
             InvalidExecutionId: the id is not allowed (nothing was touched).
@@ -330,7 +330,7 @@ class FileExecutionStore:
     def raw(self, execution_id: str) -> bytes:
         """The record's file, byte for byte (a torn last line included).
 
-        Added in 0.2.0.
+        Added in 0.1.0.
 
         Raises:
             InvalidExecutionId, RecordNotFound.
@@ -368,7 +368,7 @@ class FileExecutionStore:
         Iterate the result for the reports with failures or notes (every
         report with ``each``); its totals count every record checked so far.
         Memory does not grow with the store. A file of a newer format is a
-        failure here (it cannot be judged). Added in 0.2.0.
+        failure here (it cannot be judged). Added in 0.1.0.
 
         Args:
             each: yield every report, not only those with failures or notes.
@@ -481,9 +481,9 @@ class FileExecutionStore:
 
         Args:
             processes: worker processes reading the files of a store of 20,000
-                records or more, as for :meth:`verify_all` (added in 0.2.0).
+                records or more, as for :meth:`verify_all` (added in 0.1.0).
             on_progress: called with the number of files read so far (added in
-                0.2.0).
+                0.1.0).
         """
         if not os.path.isdir(self._root):
             return 0

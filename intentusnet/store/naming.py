@@ -30,12 +30,12 @@ _PASSWORD_PARAM: Final = r"(?i)([?&]password=)[^&#]*"
 
 
 def is_url(name: str | os.PathLike[str] | None) -> bool:
-    """Whether ``name`` is a PostgreSQL URL rather than a path (added in 0.2.0)."""
+    """Whether ``name`` is a PostgreSQL URL rather than a path (added in 0.1.0)."""
     return isinstance(name, str) and name.lower().startswith(URL_SCHEMES)
 
 
 def public_url(url: str) -> str:
-    """``url`` without its password, fit for messages and logs (added in 0.2.0).
+    """``url`` without its password, fit for messages and logs (added in 0.1.0).
 
     >>> public_url("postgresql://app:s3cret@db.internal:5432/records")
     'postgresql://app@db.internal:5432/records'
@@ -61,7 +61,7 @@ def open_store(
 ) -> NamedStore:
     """Open the store ``name`` names: a ``postgresql://`` URL or a directory.
 
-    Added in 0.2.0.
+    Added in 0.1.0.
 
     Args:
         name: a ``postgresql://`` or ``postgres://`` URL (a

@@ -67,7 +67,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             (and its synchronous standbys) before the call returns.
 
     The tables are created on first use. Safe for several threads (they share
-    one connection) and any number of processes and hosts. Added in 0.2.0.
+    one connection) and any number of processes and hosts. Added in 0.1.0.
     """
 
     def __init__(self, dsn: str, *, durability: Durability = "flush") -> None:
@@ -144,7 +144,7 @@ class PostgresExecutionStore(PostgresHitJournal):
 
         The lines are kept byte for byte, so the record verifies and replays
         here as it did where it came from. An unfinished record arrives
-        ``incomplete`` (no one here is writing it). Added in 0.2.0.
+        ``incomplete`` (no one here is writing it). Added in 0.1.0.
 
         Raises:
             InvalidExecutionId: the id is not allowed.
