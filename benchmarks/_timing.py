@@ -22,6 +22,16 @@ def median_us(
     return statistics.median(samples)
 
 
+def per_call_median(fn: Callable[[int], object], calls: int) -> float:
+    """Median of individually timed calls, in microseconds."""
+    samples = []
+    for i in range(calls):
+        start = time.perf_counter_ns()
+        fn(i)
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1000
+
+
 def row(label: str, value: float, unit: str = "us", note: str = "") -> None:
     """Print one result line."""
     print(f"  {label:<58} {value:>10.2f} {unit}  {note}")

@@ -21,11 +21,9 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import random
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -33,7 +31,7 @@ import psycopg
 # pgkit: the server the tests start, started the same way here
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_us, row
+from _timing import median_us, per_call_median, row
 from pgkit import postgres_server
 
 from intentusnet import IntentEnvelope, IntentRef, IntentRouter
@@ -73,16 +71,6 @@ def envelope(n: int, tag: str = "") -> IntentEnvelope:
     return IntentEnvelope(
         intent=IntentRef(name="echo"), payload={"text": "hello", "n": n, "tag": tag}
     )
-
-
-def per_call_median(fn: Callable[[int], object], calls: int) -> float:
-    """Median of individually timed calls, in microseconds."""
-    samples = []
-    for i in range(calls):
-        start = time.perf_counter_ns()
-        fn(i)
-        samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples) / 1000
 
 
 def route_many(where: str, count: int, tag: str, ready: object, go: object) -> None:

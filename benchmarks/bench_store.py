@@ -32,13 +32,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import row
+from _timing import per_call_median, row
 from bench_routing import payload_1kb
 
 from intentusnet import EventType
@@ -132,16 +131,6 @@ def path_fingerprint() -> str:
     env = envelope({})
     execution_id = record_one(store, env, compute_hash(env))  # type: ignore[arg-type]
     return store.load(execution_id).fingerprint
-
-
-def per_call_median(fn: Callable[[int], object], calls: int) -> float:
-    """Median of individually timed calls, in microseconds."""
-    samples = []
-    for i in range(calls):
-        start = time.perf_counter_ns()
-        fn(i)
-        samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples) / 1000
 
 
 def bench_recording(base: Path) -> None:

@@ -9,6 +9,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Final
 
+from .._util.ids import new_execution_id
 from ..errors import InvalidExecutionId
 
 _ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -41,6 +42,19 @@ def check_id(execution_id: object) -> str:
         f"invalid execution id {shown}: use 1-128 characters of A-Z a-z 0-9 _ . -,"
         " not starting with a dot"
     )
+
+
+def new_record_id(execution_id: str | None, parent_execution_id: str | None) -> str:
+    """The id of a record being opened: the given one checked, else a new one.
+
+    Every store opens records through this, so they refuse the same ids.
+
+    Raises:
+        InvalidExecutionId: the given id, or the parent's, is not allowed.
+    """
+    if parent_execution_id is not None:
+        check_id(parent_execution_id)
+    return new_execution_id() if execution_id is None else check_id(execution_id)
 
 
 def relative_path(execution_id: str) -> str:

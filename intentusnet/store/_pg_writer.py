@@ -14,14 +14,13 @@ from __future__ import annotations
 import contextlib
 from typing import Final
 
-from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
 from ..errors import RecordExists, StoreError
 from ..record.format import header_line, invalidated_line
 from ..record.model import ExecutionRecord
 from ..record.reader import parse_record
-from ._layout import check_id
+from ._layout import new_record_id
 from ._owner import current_owner
 from ._pg import Connection
 from ._pg_catalog import COLUMNS, not_running, outcome_of, row_values
@@ -93,11 +92,7 @@ def open_record(
         RecordExists: a record with this id exists or is being written.
         StoreError: the database could not be reached or written.
     """
-    execution_id = (
-        new_execution_id() if execution_id is None else check_id(execution_id)
-    )
-    if parent_execution_id is not None:
-        check_id(parent_execution_id)
+    execution_id = new_record_id(execution_id, parent_execution_id)
     created_utc, created_us = utc_now()
     try:
         wire = wire_object(envelope)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from orjson import dumps
 
-from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
 from ..errors import RecordNotFound, StoreError
@@ -42,6 +41,7 @@ from ._layout import (
     check_id,
     has_records,
     make_dirs,
+    new_record_id,
     relative_path,
     walk_ids,
 )
@@ -175,11 +175,7 @@ class FileExecutionStore:
             RecordExists: a record with this id exists; records are never rewritten.
             StoreError: the file could not be created or written.
         """
-        execution_id = (
-            new_execution_id() if execution_id is None else check_id(execution_id)
-        )
-        if parent_execution_id is not None:
-            check_id(parent_execution_id)
+        execution_id = new_record_id(execution_id, parent_execution_id)
         created_utc, created_us = utc_now()
         owner, owner_text = self._owner_fields()
         try:

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeAlias
 
-from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of, parse_utc, utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
@@ -28,7 +27,7 @@ from ..record.model import (
 )
 from ..record.reader import parse_record
 from ..record.verify import verify_bytes
-from ._layout import check_id
+from ._layout import check_id, new_record_id
 from ._owner import current_owner
 from .hits import CacheHit, hit_line, parse_hits, select
 from .writer import ChainWriter, wire_object
@@ -78,9 +77,7 @@ class MemoryExecutionStore:
         parent_execution_id: str | None = None,
     ) -> MemoryRecordWriter:
         """Create a record and write its header line; return its writer."""
-        execution_id = (
-            new_execution_id() if execution_id is None else check_id(execution_id)
-        )
+        execution_id = new_record_id(execution_id, parent_execution_id)
         line, digest = header_line(
             execution_id=execution_id,
             created_utc=utc_now()[0],
