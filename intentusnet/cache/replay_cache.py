@@ -17,6 +17,7 @@ loaded and verified first. A cold cache falls back to the store's catalog
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import concurrent.futures as cf
 import logging
@@ -35,7 +36,7 @@ from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
 from ..errors import IntentusNetError
 from ..hashing import compute_hash
-from ..store.protocol import CacheHitJournal, ExecutionStore
+from ..store.protocol import CacheHitJournal, ExecutionStore, SharedFlights
 from . import flight as _flight
 from .disk import DiskTier, counter_key
 from .disk import read_stats as read_stats
@@ -63,6 +64,11 @@ DEFAULT_MEMORY_ITEMS: Final = 4096
 CACHE_DIR: Final = "replay-cache"
 #: Persisted hit and miss counts are brought up to date at most this often.
 _FLUSH_EVERY_S: Final = 1.0
+#: How long a process waiting for another's flight first sleeps, and at most.
+_POLL_FIRST_S: Final = 0.002
+_POLL_MAX_S: Final = 0.05
+# What one try at a flight across processes found (see ReplayCache._claim).
+_SERVED, _CLAIMED, _RUN, _WAIT = "served", "claimed", "run", "wait"
 _DEFAULT: Final = CacheDirective.DEFAULT
 _BYPASS: Final = CacheDirective.BYPASS
 _now = time.time
@@ -128,6 +134,7 @@ class ReplayCache:
         self._warm = warm_from_store
         self._prefix = namespace + "|"
         self._store: _Store | None = None
+        self._shared: SharedFlights | None = None
         self._disk: DiskTier | None = None
         self._memory: dict[str, Entry] = {}
         self._lock = threading.Lock()
@@ -192,6 +199,10 @@ class ReplayCache:
             else:
                 directory = root / CACHE_DIR
         self._store = store
+        # Across processes, waiters take the leader's answer from the store.
+        self._shared = (
+            store if self._warm and isinstance(store, SharedFlights) else None
+        )
         self._disk = DiskTier(directory, self.size_limit, on_reset=self._after_reset)
         if self._disk.was_reset:
             self._after_reset()
@@ -288,19 +299,7 @@ class ReplayCache:
                 if shared is not None:
                     return self._share(shared, key)
                 continue
-            entry = self._find_in_memory(key.envelope_hash)
-            if entry is not None:  # answered between our lookup and our flight
-                response = self._serve(entry, key)
-                self._flights.land(key.envelope_hash, flight, response)
-                return response
-            self._count_miss()
-            try:
-                response = self._keep(key, await execute())
-            except BaseException:
-                self._flights.abort(key.envelope_hash, flight)
-                raise
-            self._flights.land(key.envelope_hash, flight, response)
-            return response
+            return await self._alead(key, flight, execute)
 
     def _lead(
         self,
@@ -308,19 +307,90 @@ class ReplayCache:
         flight: cf.Future[AgentResponse],
         execute: Callable[[], AgentResponse],
     ) -> AgentResponse:
-        entry = self._find_in_memory(key.envelope_hash)
-        if entry is not None:  # answered between our lookup and our flight
+        envelope_hash = key.envelope_hash
+        entry = self._find_in_memory(envelope_hash)
+        claimed = False
+        if entry is None:  # not answered between our lookup and our flight
+            delay = _POLL_FIRST_S
+            while (state := self._claim(envelope_hash))[0] == _WAIT:
+                time.sleep(delay)  # another process runs it: wait for its record
+                delay = min(2 * delay, _POLL_MAX_S)
+            claimed, entry = state[0] == _CLAIMED, state[1]
+        if entry is not None:
             response = self._serve(entry, key)
-            self._flights.land(key.envelope_hash, flight, response)
+            self._flights.land(envelope_hash, flight, response)
             return response
         self._count_miss()
         try:
             response = self._keep(key, execute())
         except BaseException:
-            self._flights.abort(key.envelope_hash, flight)
+            self._flights.abort(envelope_hash, flight)
             raise
-        self._flights.land(key.envelope_hash, flight, response)
+        finally:
+            if claimed:
+                self._unclaim(envelope_hash)
+        self._flights.land(envelope_hash, flight, response)
         return response
+
+    async def _alead(
+        self,
+        key: CacheKey,
+        flight: cf.Future[AgentResponse],
+        execute: Callable[[], Awaitable[AgentResponse]],
+    ) -> AgentResponse:
+        """The async ``_lead``."""
+        envelope_hash = key.envelope_hash
+        entry = self._find_in_memory(envelope_hash)
+        claimed = False
+        if entry is None:
+            delay = _POLL_FIRST_S
+            while (state := self._claim(envelope_hash))[0] == _WAIT:
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, _POLL_MAX_S)
+            claimed, entry = state[0] == _CLAIMED, state[1]
+        if entry is not None:
+            response = self._serve(entry, key)
+            self._flights.land(envelope_hash, flight, response)
+            return response
+        self._count_miss()
+        try:
+            response = self._keep(key, await execute())
+        except BaseException:
+            self._flights.abort(envelope_hash, flight)
+            raise
+        finally:
+            if claimed:
+                self._unclaim(envelope_hash)
+        self._flights.land(envelope_hash, flight, response)
+        return response
+
+    def _claim(self, envelope_hash: str) -> tuple[str, Entry | None]:
+        """One try at running ``envelope_hash`` alone among the store's processes.
+
+        Returns ``(_SERVED, entry)``: answered meanwhile, by any process;
+        ``(_CLAIMED, None)``: ours to run, release with :meth:`_unclaim`;
+        ``(_RUN, None)``: ours to run, with nothing to release (the store
+        shares no flights, or could not be asked); ``(_WAIT, None)``: another
+        process is running it.
+        """
+        shared = self._shared
+        if shared is None:
+            return _RUN, None
+        try:
+            claimed = shared.try_flight(envelope_hash)
+        except (IntentusNetError, OSError) as exc:
+            _log.warning("cache: could not claim a flight (%s); running it", exc)
+            return _RUN, None
+        entry = self._find_slow(envelope_hash)
+        if entry is not None:
+            if claimed:
+                self._unclaim(envelope_hash)
+            return _SERVED, entry
+        return (_CLAIMED if claimed else _WAIT), None
+
+    def _unclaim(self, envelope_hash: str) -> None:
+        if self._shared is not None:
+            self._shared.end_flight(envelope_hash)
 
     def get(self, env: IntentEnvelope | str) -> AgentResponse | None:
         """The answer the cache would serve for an envelope (or hash), or None.

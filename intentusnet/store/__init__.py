@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryExecutionStore": "memory",
     "PostgresExecutionStore": "postgres",
     "RecordWriter": "protocol",
+    "SharedFlights": "protocol",
     "open_store": "naming",
 }
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from .protocol import CacheHitJournal as CacheHitJournal
     from .protocol import ExecutionStore as ExecutionStore
     from .protocol import RecordWriter as RecordWriter
+    from .protocol import SharedFlights as SharedFlights
 
     def _conforms(
         file: FileExecutionStore,
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
         RecordWriter,
         RecordWriter,
         RecordWriter,
+        SharedFlights,
     ]:
         # mypy holds every store and its writer to the protocols here.
         return (
@@ -66,6 +69,7 @@ if TYPE_CHECKING:
             file.open({}, envelope_hash=""),
             memory.open({}, envelope_hash=""),
             postgres.open({}, envelope_hash=""),
+            postgres,
         )
 
 

@@ -95,7 +95,7 @@ def summaries(
 ) -> list[RecordSummary]:
     """Summaries of the rows matching every filter given, newest first."""
     wanted = None if status is None else status.value
-    rows = db.run(_LIST, [intent, intent, since_us, since_us, wanted, wanted, limit])
+    rows = db.read(_LIST, [intent, intent, since_us, since_us, wanted, wanted, limit])
     return [
         RecordSummary(
             str(r[0]),
@@ -115,7 +115,7 @@ def summaries(
 
 def stats(db: Connection) -> StoreStats:
     """Counts per status and intent, and the bytes the store's tables take."""
-    rows = db.run(
+    rows = db.read(
         f"""WITH held(k) AS ({HELD})
         SELECT {STATUS}, intent, count(*) FROM intentusnet_records GROUP BY 1, 2"""
     )
@@ -125,7 +125,7 @@ def stats(db: Connection) -> StoreStats:
         n = int(count)
         by_status[str(status)] = by_status.get(str(status), 0) + n
         by_intent[str(intent)] = by_intent.get(str(intent), 0) + n
-    ((size,),) = db.run(
+    ((size,),) = db.read(
         "SELECT sum(pg_total_relation_size(t)) FROM unnest(ARRAY["
         "'intentusnet_records', 'intentusnet_lines', 'intentusnet_cache_hits'"
         "]::regclass[]) AS t"

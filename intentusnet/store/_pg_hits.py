@@ -57,7 +57,7 @@ class PostgresHitJournal:
         A line whose bytes were edited is logged and left out.
         """
         since_us = None if since is None else micros_of(since)
-        rows = self._db.run(
+        rows = self._db.read(
             """SELECT line FROM intentusnet_cache_hits
             WHERE (%s::text IS NULL OR intent = %s)
             AND (%s::bigint IS NULL OR created_us >= %s)
@@ -69,5 +69,5 @@ class PostgresHitJournal:
 
     def cache_hit_count(self) -> int:
         """How many cache hits are recorded."""
-        ((count,),) = self._db.run("SELECT count(*) FROM intentusnet_cache_hits")
+        ((count,),) = self._db.read("SELECT count(*) FROM intentusnet_cache_hits")
         return int(count)

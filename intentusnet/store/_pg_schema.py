@@ -68,7 +68,16 @@ SCHEMA: Final = (
 
 def lock_key(execution_id: str) -> int:
     """The record's session advisory-lock key: 63 bits of a SHA-256 of its id."""
-    digest = sha256(b"intentusnet-record:" + execution_id.encode()).digest()
+    return _key(b"intentusnet-record:", execution_id)
+
+
+def flight_key(envelope_hash: str) -> int:
+    """The advisory-lock key of a cache flight of an envelope hash."""
+    return _key(b"intentusnet-flight:", envelope_hash)
+
+
+def _key(kind: bytes, name: str) -> int:
+    digest = sha256(kind + name.encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
 

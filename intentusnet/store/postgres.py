@@ -15,6 +15,7 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,10 +37,10 @@ from ..record.verify import verify_bytes
 from . import _pg_catalog
 from ._files import cross_check
 from ._layout import check_id
-from ._pg import Connection, Durability
+from ._pg import POOL_SIZE, Connection, Durability
 from ._pg_catalog import COLUMNS, STATUS
 from ._pg_hits import PostgresHitJournal
-from ._pg_schema import HELD, lock_key
+from ._pg_schema import HELD, flight_key, lock_key
 from ._pg_writer import (
     PostgresRecordWriter,
     append_invalidated,
@@ -65,18 +66,34 @@ class PostgresExecutionStore(PostgresHitJournal):
             router process loses nothing written; ``"fsync"``: committed with
             ``synchronous_commit = on``, so each write is on the server's disk
             (and its synchronous standbys) before the call returns.
+        pool_size: connections in the read pool (psycopg_pool), opened on the
+            first read. Writes and advisory locks go through one more
+            connection, the store's session.
 
-    The tables are created on first use. Safe for several threads (they share
-    one connection) and any number of processes and hosts. Added in 0.1.0.
+    The tables are created on first use. Safe for any number of threads (reads
+    run in parallel on the pool; writes take turns on the session), processes
+    and hosts. Added in 0.1.0.
     """
 
-    def __init__(self, dsn: str, *, durability: Durability = "flush") -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        durability: Durability = "flush",
+        pool_size: int = POOL_SIZE,
+    ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
                 f"durability must be 'flush' or 'fsync', not {durability!r}"
             )
+        if (
+            isinstance(pool_size, bool)
+            or not isinstance(pool_size, int)
+            or pool_size < 1
+        ):
+            raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self.durability: Final = durability
-        self._db = Connection(dsn, durability)
+        self._db = Connection(dsn, durability, pool_size)
         self._writing: set[str] = set()
 
     @property
@@ -107,7 +124,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.close()
 
     def close(self) -> None:
-        """Close the connection; records still open read as incomplete from now."""
+        """Close the connections; records still open read as incomplete from now."""
         self._db.close()
 
     # -- writing ------------------------------------------------------------------
@@ -199,7 +216,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             SELECT execution_id FROM intentusnet_records
             WHERE created_us < %s AND {STATUS} <> 'in_progress'"""
         if dry_run:
-            rows = self._db.run(chosen + " ORDER BY execution_id", [cutoff])
+            rows = self._db.read(chosen + " ORDER BY execution_id", [cutoff])
             return [str(row[0]) for row in rows]
         with self._db.lock:
             rows = self._db.run(
@@ -230,7 +247,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         Raises:
             InvalidExecutionId, RecordNotFound.
         """
-        rows = self._db.run(
+        rows = self._db.read(
             "SELECT line FROM intentusnet_lines WHERE execution_id = %s ORDER BY seq",
             [check_id(execution_id)],
         )
@@ -251,7 +268,7 @@ class PostgresExecutionStore(PostgresHitJournal):
     def exists(self, execution_id: str) -> bool:
         """Whether a record with this id exists (raises InvalidExecutionId)."""
         return bool(
-            self._db.run(
+            self._db.read(
                 "SELECT 1 FROM intentusnet_records WHERE execution_id = %s",
                 [check_id(execution_id)],
             )
@@ -266,7 +283,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             InvalidExecutionId, RecordNotFound, UnsupportedSchemaVersion.
         """
         data = self.raw(execution_id)
-        found = self._db.run(
+        found = self._db.read(
             f"SELECT {COLUMNS} FROM intentusnet_records WHERE execution_id = %s",
             [execution_id],
         )
@@ -275,7 +292,7 @@ class PostgresExecutionStore(PostgresHitJournal):
 
     def iter_ids(self) -> Iterator[str]:
         """Every record id, sorted."""
-        rows = self._db.run(
+        rows = self._db.read(
             "SELECT execution_id FROM intentusnet_records ORDER BY execution_id"
         )
         return iter([str(row[0]) for row in rows])
@@ -313,7 +330,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         record is loaded and verified before it is returned; a row that no
         longer matches its record is corrected and passed over.
         """
-        rows = self._db.run(
+        rows = self._db.read(
             """SELECT execution_id FROM intentusnet_records
             WHERE envelope_hash = %s AND (replayable OR NOT %s)
             ORDER BY created_us DESC, execution_id DESC LIMIT 20""",
@@ -343,7 +360,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         check_id(execution_id)
 
         def probe() -> object:
-            rows = self._db.run(
+            rows = self._db.read(
                 "SELECT lines, chain_head, xmin::text FROM intentusnet_records "
                 "WHERE execution_id = %s",
                 [execution_id],
@@ -352,10 +369,29 @@ class PostgresExecutionStore(PostgresHitJournal):
 
         return probe
 
+    # -- single flight across processes -------------------------------------------
+
+    def try_flight(self, envelope_hash: str) -> bool:
+        """Claim the right to run an envelope; False if another session holds it.
+
+        A session advisory lock on the store's session connection, keyed by
+        the hash: PostgreSQL releases it with the connection, however the
+        claiming process ended. Claims of one store object are re-entrant.
+        """
+        (taken,) = self._db.run(
+            "SELECT pg_try_advisory_lock(%s)", [flight_key(envelope_hash)]
+        )[0]
+        return bool(taken)
+
+    def end_flight(self, envelope_hash: str) -> None:
+        """Give up a claim made by :meth:`try_flight` (gone anyway with the session)."""
+        with contextlib.suppress(StoreError):
+            self._db.run("SELECT pg_advisory_unlock(%s)", [flight_key(envelope_hash)])
+
     # -- internals ----------------------------------------------------------------
 
     def _held(self, execution_id: str) -> bool:
         """Whether any session (on any host) holds the record's writer lock."""
         key = lock_key(execution_id)
-        rows = self._db.run(f"SELECT 1 FROM ({HELD}) AS held(k) WHERE k = %s", [key])
+        rows = self._db.read(f"SELECT 1 FROM ({HELD}) AS held(k) WHERE k = %s", [key])
         return bool(rows)

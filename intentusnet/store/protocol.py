@@ -174,3 +174,26 @@ class CacheHitJournal(Protocol):
     def cache_hit_count(self) -> int:
         """How many cache hits are recorded."""
         ...
+
+
+@runtime_checkable
+class SharedFlights(Protocol):
+    """A store whose processes agree on who runs an envelope (added in 0.1.0).
+
+    The replay cache's single flight holds within one process by itself; over
+    a store that is also ``SharedFlights`` (PostgreSQL) it holds across every
+    process and host sharing the store: one claims an envelope hash and runs
+    it, the others wait for its record.
+    """
+
+    def try_flight(self, envelope_hash: str) -> bool:
+        """Claim the envelope hash; False while another process holds it.
+
+        A claim ends with :meth:`end_flight`, or with the claimer's connection
+        or process, however it ended.
+        """
+        ...
+
+    def end_flight(self, envelope_hash: str) -> None:
+        """Give up a claim made by :meth:`try_flight`."""
+        ...

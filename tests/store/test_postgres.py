@@ -9,9 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -443,6 +445,61 @@ def test_an_unknown_durability_is_refused() -> None:
     """durability is flush or fsync; anything else says so at construction."""
     with pytest.raises(ValueError, match="'flush' or 'fsync'"):
         PostgresExecutionStore("postgresql://x/y", durability="always")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, True, "4"])
+def test_a_bad_pool_size_is_refused(size: object) -> None:
+    """pool_size is an int of at least 1; anything else says so at construction."""
+    with pytest.raises(ValueError, match="pool_size must be an int >= 1"):
+        PostgresExecutionStore("postgresql://x/y", pool_size=size)  # type: ignore[arg-type]
+
+
+def test_reads_run_in_parallel_on_a_bounded_pool(pg_dsn: str) -> None:
+    """16 threads reading while one writes: all answered, never over pool_size + 1."""
+    peak, done = 0, threading.Event()
+
+    def watch() -> None:  # the store's sessions, seen from one more connection
+        nonlocal peak
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            while not done.is_set():
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                    "current_database() AND pid <> pg_backend_pid()"
+                ).fetchone()
+                peak = max(peak, int(row[0]) if row else 0)
+                time.sleep(0.002)
+
+    with PostgresExecutionStore(pg_dsn, pool_size=3) as store:
+        ids = [finished(store, f"r{n}") for n in range(20)]
+
+        def read(n: int) -> str:
+            record = store.load(ids[n % len(ids)])
+            assert store.find_by_hash(record.header.envelope_hash) is not None
+            return record.execution_id
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            with ThreadPoolExecutor(16) as pool:
+                writes = pool.submit(lambda: [finished(store, "w") for _ in range(20)])
+                assert sorted(pool.map(read, range(160))) == sorted(ids * 8)
+                assert len(writes.result(timeout=60)) == 20
+        finally:
+            done.set()
+            watcher.join(timeout=60)
+        assert 1 < peak <= 4  # the session and at most 3 pooled readers
+        assert len(store.list()) == 40
+
+
+def test_reads_outlive_pooled_connections_the_server_ended(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """A DBA ends every session: the next read works (writes see the lost lock)."""
+    execution_id = finished(pg_store, "before")
+    assert [row.execution_id for row in pg_store.list()] == [execution_id]
+    assert _drop_other_sessions(pg_dsn) >= 2  # the session and the pool's reader
+    assert [row.execution_id for row in pg_store.list()] == [execution_id]
+    assert pg_store.load(execution_id).execution_id == execution_id
 
 
 def test_an_unreachable_server_names_the_host_not_the_password() -> None:
