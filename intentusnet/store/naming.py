@@ -39,7 +39,9 @@ def open_store(
 ) -> NamedStore:
     """Open the store ``name`` names: a ``postgresql://`` URL or a directory.
 
-    Added in 0.1.0.
+    How an application names its store: ``IntentRouter(store=open_store())``
+    records where ``INTENTUSNET_STORE`` says, a directory or a URL, and in
+    ``.intentusnet/records`` without it. Added in 0.1.0.
 
     Args:
         name: a ``postgresql://`` or ``postgres://`` URL (a
