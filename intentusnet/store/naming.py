@@ -41,7 +41,9 @@ def open_store(
 
     How an application names its store: ``IntentRouter(store=open_store())``
     records where ``INTENTUSNET_STORE`` says, a directory or a URL, and in
-    ``.intentusnet/records`` without it. Added in 0.1.0.
+    ``.intentusnet/records`` without it; ``intentusnet run``, ``serve`` and
+    ``rerun`` put their ``--store`` there before importing the application.
+    Added in 0.1.0.
 
     Args:
         name: a ``postgresql://`` or ``postgres://`` URL (a

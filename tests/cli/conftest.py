@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,17 @@ from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore
 
 from .support import APP_SOURCE, Invoke, envelope, tamper
+
+
+@pytest.fixture(autouse=True)
+def _store_environment() -> Iterator[None]:
+    """INTENTUSNET_STORE as it was: run, serve and rerun put --store in it."""
+    saved = os.environ.get("INTENTUSNET_STORE")
+    yield
+    if saved is None:
+        os.environ.pop("INTENTUSNET_STORE", None)
+    else:
+        os.environ["INTENTUSNET_STORE"] = saved
 
 
 @pytest.fixture

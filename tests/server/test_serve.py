@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -68,6 +69,32 @@ def test_usage_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     code, output = _serve("--app", "no_such_module:router")
     assert code == 2
     assert "no_such_module" in output
+
+
+def test_router_recording_elsewhere_than_the_named_store_exits_2(
+    app_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named store the router does not record to: exit 2 before anything binds."""
+    monkeypatch.chdir(app_dir)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    own, named = app_dir / "own", app_dir / "named"
+    try:
+        code, output = _serve(
+            "--app",
+            "serveapp:router",
+            INTENTUSNET_STORE=str(named),
+            SERVE_STORE=str(own),
+        )
+    finally:
+        module = sys.modules.pop("serveapp", None)
+        if module is not None:
+            module.router.close()
+    assert code == 2
+    assert (
+        f"names {named.resolve()}, but serveapp:router records to {own.resolve()}"
+        in output
+    )
+    assert not named.exists()
 
 
 def test_parse_size() -> None:
