@@ -51,7 +51,11 @@ def invoke() -> Invoke:
 
 @pytest.fixture
 def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A working directory holding ``demo_app.py``; sys.path and modules restored."""
+    """A working directory holding ``demo_app.py``; sys.path and modules restored.
+
+    Every ``demo_app*`` module imported is forgotten after the test, its router
+    and that router's store closed.
+    """
     directory = tmp_path / "app"
     directory.mkdir()
     (directory / "demo_app.py").write_text(APP_SOURCE)
@@ -62,6 +66,8 @@ def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         router = getattr(sys.modules[name], "router", None)
         if router is not None:
             router.close()
+            if router.store is not None:  # a PostgreSQL store holds a connection
+                router.store.close()
         del sys.modules[name]
 
 
