@@ -4,8 +4,8 @@
 router through :func:`load_router`. A store named on the command line
 (``--store`` or ``INTENTUSNET_STORE``) goes into the environment before the
 import, so that an application building its router with
-``intentusnet.open_store()`` records there; ``run`` and ``serve`` then hold the
-router to that store with :func:`record_to`.
+``intentusnet.open_store()`` records there; ``run`` and ``serve`` load it with
+:func:`open_app`, which also holds the router to that store.
 """
 
 from __future__ import annotations
@@ -66,35 +66,44 @@ def load_router(ref: str, store_name: str | None = None) -> IntentRouter:
     return target
 
 
-def record_to(
-    router: IntentRouter, store_name: str | None, ref: str
-) -> NamedStore | None:
-    """Make ``router`` record to the named store, if the command line names one.
+def open_app(
+    ref: str, store_name: str | None
+) -> tuple[IntentRouter, NamedStore | None]:
+    """Load the router ``ref`` names, recording to the named store if there is one.
 
-    A router without a store is given the named store (opened, and created
-    if it is a new directory); a router recording to the same place (a file
-    store's directory, a PostgreSQL store's server and database) is left as
-    it is; a router recording anywhere else is refused, so that records never
-    go somewhere other than where the command line says.
+    The named store is opened first (created if it is a new directory), so a
+    malformed name is a usage error before any application code runs. Then
+    :func:`load_router` imports the application with the name in the
+    environment. A router without a store is given the named store; a router
+    recording to the same place (a file store's directory, a PostgreSQL
+    store's server and database) is left as it is; a router recording
+    anywhere else is refused, so that records never go somewhere other than
+    where the command line says.
 
     Returns:
-        The store given to the router, which the caller closes; ``None`` when
-        nothing was named or the router already records there.
+        The router, and the store given to it, which the caller closes
+        (``None`` when nothing was named or the router already records there).
 
     Raises:
         CliFailure: the router records elsewhere, or the name is refused (a
-            malformed URL, a path that is not a directory; exit 2).
+            malformed URL, a path that is not a directory; exit 2); as for
+            :func:`load_router`.
     """
     if not store_name:
-        return None
+        return load_router(ref), None
     named = open_named(store_name, create=True)
+    try:
+        router = load_router(ref, store_name)
+    except BaseException:
+        named.close()
+        raise
     if router.store is None:
         router.store = named
-        return named
+        return router, named
     ours, theirs = _place(named), _place(router.store)
     named.close()
     if ours == theirs:
-        return None
+        return router, None
     shown = theirs or f"a {type(router.store).__name__}"
     raise CliFailure(
         f"--store/INTENTUSNET_STORE names {ours}, but {ref} records to {shown}; "

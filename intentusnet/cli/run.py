@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .application import load_router, record_to
+from .application import open_app
 from .context import named_store
 from .output import emit_json
 from .params import read_json_object
@@ -30,9 +30,7 @@ def run(app_ref: str, envelope_file: str, as_json: bool) -> None:
     (status), so an agent's failure still exits 0.
     """
     envelope = read_json_object(envelope_file)
-    store_name = named_store()
-    router = load_router(app_ref, store_name)
-    given = record_to(router, store_name, app_ref)
+    router, given = open_app(app_ref, named_store())
     try:
         response = router.route_intent(envelope)
     finally:

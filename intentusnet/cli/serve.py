@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from .application import load_router, record_to
+from .application import open_app
 from .context import named_store
 from .params import USAGE, CliFailure
 
@@ -135,8 +135,7 @@ def serve(
         raise CliFailure(str(exc), USAGE) from exc
     # Fail here, with a clear message, not in a worker. This also leaves the
     # named store in the environment, where the workers find it.
-    store_name = named_store()
-    record_to(load_router(app_ref, store_name), store_name, app_ref)
+    open_app(app_ref, named_store())
     os.environ[SETTINGS_ENV] = json.dumps(
         {
             "app": app_ref,
@@ -176,9 +175,7 @@ def worker_app() -> FastAPI:
     from ..server import KeyRing, create_app
 
     settings = json.loads(os.environ[SETTINGS_ENV])
-    store_name = os.environ.get("INTENTUSNET_STORE") or None
-    router = load_router(settings["app"], store_name)
-    record_to(router, store_name, settings["app"])
+    router, _ = open_app(settings["app"], os.environ.get("INTENTUSNET_STORE"))
     return create_app(
         router,
         keys=KeyRing.from_env(keys_file=settings["keysFile"]),

@@ -226,6 +226,20 @@ def test_run_with_the_variable_and_an_app_on_open_store(
     assert not (app_dir / ".intentusnet").exists()
 
 
+def test_run_with_a_malformed_url_exits_2_before_importing_the_app(
+    invoke: Invoke, app_dir: Path
+) -> None:
+    """A malformed URL is refused (exit 2, no password) before the app is imported."""
+    (app_dir / "demo_app_named.py").write_text(NAMED_APP_SOURCE)
+    file = write_json(app_dir / "env.json", envelope())
+    url = "postgresql://app:pass-secret@127.0.0.1:port/records"
+    result = invoke("--store", url, "run", "--app", "demo_app_named:router", str(file))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: malformed PostgreSQL URL postgresql://app@")
+    assert "secret" not in result.output
+    assert "demo_app_named" not in sys.modules
+
+
 def test_run_refuses_a_router_recording_to_files(
     invoke: Invoke,
     app_dir: Path,
