@@ -97,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "diff_records": "steps.diff",
     "explain": "steps.explain",
     "new_execution_id": "_util.ids",
+    "open_store": "store",
     "record_steps": "steps.view",
     "rerun": "steps.rerun",
     "step": "steps.step",
@@ -190,6 +191,7 @@ if TYPE_CHECKING:
     from .store import MemoryExecutionStore as MemoryExecutionStore
     from .store import PostgresExecutionStore as PostgresExecutionStore
     from .store import RecordWriter as RecordWriter
+    from .store import open_store as open_store
     from .store.hits import CacheHit as CacheHit
 
 

@@ -119,6 +119,8 @@ class ServeProcess:
         app: ``MODULE:ATTR``.
         args: more ``serve`` options.
         env: more environment variables.
+        global_args: options of ``intentusnet`` itself (``--store``), given
+            before ``serve``.
     """
 
     def __init__(
@@ -127,11 +129,13 @@ class ServeProcess:
         app: str,
         *args: str,
         env: dict[str, str] | None = None,
+        global_args: tuple[str, ...] = (),
     ) -> None:
         command = [
             sys.executable,
             "-m",
             "intentusnet.cli",
+            *global_args,
             "serve",
             "--app",
             app,

@@ -96,6 +96,7 @@ PUBLIC = [
     "diff_records",
     "explain",
     "new_execution_id",
+    "open_store",
     "record_steps",
     "rerun",
     "step",

@@ -5,19 +5,21 @@ Start the remote agent first (``python agent.py``), then serve this router
 
     intentusnet serve --app router_app:router
 
-Records go to ``.intentusnet/records`` here (or ``$INTENTUSNET_STORE``).
+The router opens its store with ``open_store()``, so records go where the
+command line names the store, a directory or a PostgreSQL URL, and to
+``.intentusnet/records`` here when it names none::
+
+    intentusnet --store postgresql://router@db.internal/intentusnet \\
+        serve --app router_app:router
 """
 
 from __future__ import annotations
 
 import os
 
-from intentusnet import IntentRouter
-from intentusnet.envelope import IntentEnvelope
-from intentusnet.http.remote import RemoteAgent
-from intentusnet.store import FileExecutionStore
+from intentusnet import IntentEnvelope, IntentRouter, RemoteAgent, open_store
 
-router = IntentRouter(store=FileExecutionStore())
+router = IntentRouter(store=open_store())
 
 agent_key = os.environ.get("AGENT_KEY")
 summarizer = RemoteAgent(

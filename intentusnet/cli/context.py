@@ -46,6 +46,15 @@ class Settings:
         return f"Settings(store_name={self.store_name!r})"
 
 
+def named_store() -> str | None:
+    """The store the command line names (``--store`` or ``INTENTUSNET_STORE``).
+
+    ``None`` when neither is given: the library's default applies.
+    """
+    settings = click.get_current_context().find_object(Settings)
+    return None if settings is None else settings.store_name
+
+
 def open_store() -> NamedStore:
     """Open the store the command line names (once per command run).
 
@@ -60,9 +69,8 @@ def open_store() -> NamedStore:
     opened: NamedStore | None = ctx.meta.get(_STORE_KEY)
     if opened is not None:
         return opened
-    settings = ctx.find_object(Settings)
     # None lets the library pick its default root.
-    store = open_named(settings.store_name if settings else None, create=False)
+    store = open_named(named_store(), create=False)
     ctx.call_on_close(store.close)
     ctx.meta[_STORE_KEY] = store
     return store

@@ -13,10 +13,10 @@ import click
 
 from .._util.jsonvalue import JSONValue
 from ..errors import CassetteMiss
-from .context import ExecutionId, Settings, open_store
+from .application import load_router
+from .context import ExecutionId, named_store, open_store
 from .output import emit_json, status_text
 from .params import CliFailure
-from .run import load_router
 from .timeline import print_row, timeline_row
 
 if TYPE_CHECKING:
@@ -57,7 +57,9 @@ def rerun(
 
     store = open_store()
     engine = ReplayEngine.from_store(store, execution_id)
-    router = load_router(app_ref)
+    # The named store in the environment: an application that opens
+    # intentusnet.open_store() records the re-run beside the original.
+    router = load_router(app_ref, named_store())
     try:
         result = rerun_record(
             engine,
@@ -182,8 +184,7 @@ def _resume_command(execution_id: str) -> str:
 
     from ..store.naming import is_url, public_url
 
-    settings = click.get_current_context().find_object(Settings)
-    name = None if settings is None else settings.store_name
+    name = named_store()
     # A URL's password is never printed: libpq finds it in PGPASSWORD or ~/.pgpass.
     if name is not None and is_url(name):
         name = public_url(name)

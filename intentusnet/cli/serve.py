@@ -2,7 +2,8 @@
 
 Needs the ``server`` extra (FastAPI and uvicorn). With ``--workers N`` uvicorn
 starts N processes; each imports the application and builds its own app from
-the settings this command leaves in the environment (:func:`worker_app`).
+the settings this command leaves in the environment (:func:`worker_app`),
+``INTENTUSNET_STORE`` among them when the command line names a store.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
+from .application import open_app
+from .context import named_store
 from .params import USAGE, CliFailure
-from .run import load_router
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -109,7 +111,11 @@ def serve(
     graceful_timeout: float,
     log_level: str,
 ) -> None:
-    """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM)."""
+    """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM).
+
+    With --store (or INTENTUSNET_STORE) every worker records there, as run
+    does.
+    """
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
         raise CliFailure(
@@ -127,7 +133,9 @@ def serve(
         check_bind(host, keys)
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
-    load_router(app_ref)  # fail here, with a clear message, not in a worker
+    # Fail here, with a clear message, not in a worker. This also leaves the
+    # named store in the environment, where the workers find it.
+    open_app(app_ref, named_store())
     os.environ[SETTINGS_ENV] = json.dumps(
         {
             "app": app_ref,
@@ -157,13 +165,17 @@ def serve(
 
 
 def worker_app() -> FastAPI:
-    """Build the app from the settings ``serve`` left in the environment."""
+    """Build the app from the settings ``serve`` left in the environment.
+
+    The router records to the store ``serve`` was given (``INTENTUSNET_STORE``),
+    as in the command's own process; the app closes that store on shutdown.
+    """
     import json
 
     from ..server import KeyRing, create_app
 
     settings = json.loads(os.environ[SETTINGS_ENV])
-    router = load_router(settings["app"])
+    router, _ = open_app(settings["app"], os.environ.get("INTENTUSNET_STORE"))
     return create_app(
         router,
         keys=KeyRing.from_env(keys_file=settings["keysFile"]),

@@ -46,6 +46,7 @@ from ._layout import (
     walk_ids,
 )
 from ._owner import current_owner, owner_alive
+from ._url import is_url, public_url
 from .catalog import CatalogRow
 from .writer import FileRecordWriter, wire_object
 
@@ -71,6 +72,15 @@ Durability = Literal["flush", "fsync"]
 DEFAULT_ROOT: Final = ".intentusnet/records"
 
 
+def _url_refused(url: str, from_env: bool) -> str:
+    named = "INTENTUSNET_STORE" if from_env else "the root"
+    return (
+        f"{named} names a PostgreSQL store ({public_url(url)}), not a directory, "
+        "so a FileExecutionStore cannot open it: use intentusnet.open_store(), "
+        "which opens a URL or a path as --store does, or PostgresExecutionStore"
+    )
+
+
 class FileExecutionStore:
     """Execution records as files on a local disk, safe for several processes.
 
@@ -80,7 +90,9 @@ class FileExecutionStore:
         durability: ``"flush"`` (default) or ``"fsync"``, see :data:`Durability`.
 
     Raises:
-        ValueError: an unknown durability.
+        ValueError: an unknown durability, or a ``postgresql://`` URL for the
+            root (given, or in ``$INTENTUSNET_STORE``): a URL names a
+            PostgreSQL store, which ``intentusnet.open_store()`` opens.
     """
 
     def __init__(
@@ -93,8 +105,11 @@ class FileExecutionStore:
             raise ValueError(
                 f"durability must be 'flush' or 'fsync', not {durability!r}"
             )
+        from_env = root is None
         if root is None:
             root = os.environ.get("INTENTUSNET_STORE") or DEFAULT_ROOT
+        if is_url(root):
+            raise ValueError(_url_refused(str(root), from_env))
         self.root = Path(root)
         self.durability = durability
         self._root = os.fspath(self.root)

@@ -9,8 +9,9 @@ its password: :func:`public_url` drops it.
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING, Final, TypeAlias
+
+from ._url import is_url, public_url, scrub
 
 if TYPE_CHECKING:
     from .file import Durability, FileExecutionStore
@@ -19,32 +20,9 @@ if TYPE_CHECKING:
     #: What :func:`open_store` returns: a store that is also a cache-hit journal.
     NamedStore: TypeAlias = FileExecutionStore | PostgresExecutionStore
 
-#: URL schemes that name a PostgreSQL store (libpq accepts both).
-URL_SCHEMES: Final = ("postgresql://", "postgres://")
+__all__ = ["describe", "is_url", "open_store", "public_url"]
+
 _EXTRA_HINT: Final = "pip install 'intentusnet[postgres]'"
-# The user-info of a URL ("user:password@"), and a password given as a parameter.
-# Patterns, not compiled ones: ``re`` compiles them on first use, so opening a
-# file store (``intentusnet replay ID``) does not pay for them.
-_USERINFO: Final = r"(?i)^(postgres(?:ql)?://)([^/?#]*)@"
-_PASSWORD_PARAM: Final = r"(?i)([?&]password=)[^&#]*"
-
-
-def is_url(name: str | os.PathLike[str] | None) -> bool:
-    """Whether ``name`` is a PostgreSQL URL rather than a path (added in 0.1.0)."""
-    return isinstance(name, str) and name.lower().startswith(URL_SCHEMES)
-
-
-def public_url(url: str) -> str:
-    """``url`` without its password, fit for messages and logs (added in 0.1.0).
-
-    >>> public_url("postgresql://app:s3cret@db.internal:5432/records")
-    'postgresql://app@db.internal:5432/records'
-    """
-    match = re.match(_USERINFO, url)
-    if match is not None:
-        user = match.group(2).partition(":")[0]
-        url = f"{match.group(1)}{user}@{url[match.end() :]}"
-    return re.sub(_PASSWORD_PARAM, r"\1***", url)
 
 
 def describe(store: NamedStore) -> str:
@@ -61,6 +39,10 @@ def open_store(
 ) -> NamedStore:
     """Open the store ``name`` names: a ``postgresql://`` URL or a directory.
 
+    How an application names its store: ``IntentRouter(store=open_store())``
+    records where ``INTENTUSNET_STORE`` says, a directory or a URL, and in
+    ``.intentusnet/records`` without it; ``intentusnet run``, ``serve`` and
+    ``rerun`` put their ``--store`` there before importing the application.
     Added in 0.1.0.
 
     Args:
@@ -112,7 +94,7 @@ def _open_url(url: str, durability: Durability) -> PostgresExecutionStore:
     try:
         params = conninfo_to_dict(url)
     except psycopg.Error as exc:
-        detail = _scrub(str(exc).strip().splitlines()[0], url)
+        detail = scrub(str(exc).strip().splitlines()[0], url)
         raise ValueError(
             f"malformed PostgreSQL URL {public_url(url)}: {detail}"
         ) from None
@@ -122,19 +104,3 @@ def _open_url(url: str, durability: Durability) -> PostgresExecutionStore:
             f"malformed PostgreSQL URL {public_url(url)}: the port must be a number"
         )
     return PostgresExecutionStore(url, durability=durability)
-
-
-def _scrub(message: str, url: str) -> str:
-    """``message`` with every form of the URL's password replaced by ``***``."""
-    from urllib.parse import unquote
-
-    secrets = []
-    match = re.match(_USERINFO, url)
-    if match is not None and ":" in match.group(2):
-        secrets.append(match.group(2).partition(":")[2])
-    secrets += [m.group(0).partition("=")[2] for m in re.finditer(_PASSWORD_PARAM, url)]
-    for secret in secrets:
-        for form in {secret, unquote(secret)}:
-            if form:
-                message = message.replace(form, "***")
-    return message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,17 @@ from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore
 
 from .support import APP_SOURCE, Invoke, envelope, tamper
+
+
+@pytest.fixture(autouse=True)
+def _store_environment() -> Iterator[None]:
+    """INTENTUSNET_STORE as it was: run, serve and rerun put --store in it."""
+    saved = os.environ.get("INTENTUSNET_STORE")
+    yield
+    if saved is None:
+        os.environ.pop("INTENTUSNET_STORE", None)
+    else:
+        os.environ["INTENTUSNET_STORE"] = saved
 
 
 @pytest.fixture
@@ -39,7 +51,11 @@ def invoke() -> Invoke:
 
 @pytest.fixture
 def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A working directory holding ``demo_app.py``; sys.path and modules restored."""
+    """A working directory holding ``demo_app.py``; sys.path and modules restored.
+
+    Every ``demo_app*`` module imported is forgotten after the test, its router
+    and that router's store closed.
+    """
     directory = tmp_path / "app"
     directory.mkdir()
     (directory / "demo_app.py").write_text(APP_SOURCE)
@@ -50,6 +66,8 @@ def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         router = getattr(sys.modules[name], "router", None)
         if router is not None:
             router.close()
+            if router.store is not None:  # a PostgreSQL store holds a connection
+                router.store.close()
         del sys.modules[name]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,20 @@ Invoke = Callable[..., Result]
 #: The source tree under test, for subprocesses: put first on PYTHONPATH, it makes
 #: the installed script run this checkout's package, not an editable install's.
 CHECKOUT = str(Path(intentusnet.__file__).resolve().parents[1])
+
+#: The debugging example, an application for ``run`` and ``rerun`` (``CRM_APP``).
+CRM_EXAMPLE = Path(CHECKOUT) / "examples" / "debug_fix_replay.py"
+CRM_APP = "debug_fix_replay:router"
+#: What the example's agent is asked: a sender the CRM does not know (it fails).
+CRM_REQUEST = {"intent": {"name": "crm.qualify"}, "payload": {"email": "grace@x.io"}}
+
+
+def forget_crm_app() -> None:
+    """Close the example's router and unload it, so the next command imports it."""
+    module = sys.modules.pop("debug_fix_replay", None)
+    if module is not None:
+        module.router.close()
+
 
 #: An application module for ``run --app`` and for making records: an echo agent,
 #: a failing agent, and a FALLBACK pair where the first one fails.
@@ -79,3 +94,17 @@ def tamper(root: Path, execution_id: str) -> None:
     middle = second + (data.index(b"\n", second) - second) // 2
     data[middle] ^= 0x01
     path.write_bytes(bytes(data))
+
+
+#: An application that names its store the documented way: it follows ``--store``.
+NAMED_APP_SOURCE = textwrap.dedent(
+    """
+    from intentusnet import IntentRouter, open_store
+
+    router = IntentRouter(store=open_store())
+
+    @router.agent("echo")
+    def echo(envelope, ctx):
+        return {"echo": envelope.payload}
+    """
+)

@@ -14,17 +14,14 @@ import pytest
 from intentusnet import AgentContext, IntentEnvelope, IntentRouter, record_steps
 from intentusnet.store import FileExecutionStore
 
-from .support import Invoke, write_json
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "debug_fix_replay.py"
-APP = "debug_fix_replay:router"
-REQUEST = {"intent": {"name": "crm.qualify"}, "payload": {"email": "grace@x.io"}}
-
-
-def _forget_app() -> None:
-    module = sys.modules.pop("debug_fix_replay", None)
-    if module is not None:
-        module.router.close()
+from .support import (
+    CRM_APP,
+    CRM_EXAMPLE,
+    CRM_REQUEST,
+    Invoke,
+    forget_crm_app,
+    write_json,
+)
 
 
 @pytest.fixture
@@ -34,23 +31,25 @@ def crm(
     """The example app importable from the working directory, recording to the store."""
     directory = tmp_path / "app"
     directory.mkdir()
-    shutil.copyfile(EXAMPLE, directory / "debug_fix_replay.py")
+    shutil.copyfile(CRM_EXAMPLE, directory / "debug_fix_replay.py")
     monkeypatch.chdir(directory)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("CRM_STORE", str(store_root))
     monkeypatch.delenv("CRM_FIXED", raising=False)
-    _forget_app()
+    forget_crm_app()
     yield directory
-    _forget_app()
+    forget_crm_app()
 
 
 def _failed_run(invoke: Invoke, tmp_path: Path) -> str:
     """Route the request that fails; return its execution id."""
-    result = invoke("run", "--app", APP, str(write_json(tmp_path / "e.json", REQUEST)))
+    result = invoke(
+        "run", "--app", CRM_APP, str(write_json(tmp_path / "e.json", CRM_REQUEST))
+    )
     assert result.exit_code == 0, result.output
     response = orjson.loads(result.stdout)
     assert response["status"] == "error"
-    _forget_app()
+    forget_crm_app()
     return str(response["metadata"]["executionId"])
 
 
@@ -84,19 +83,19 @@ def test_rerun_strict_then_fixed_then_resumed(
     failed = _failed_run(invoke, tmp_path)
     store = ("--store", str(store_root))
 
-    same = invoke(*store, "rerun", failed, "--app", APP, "--json")
+    same = invoke(*store, "rerun", failed, "--app", CRM_APP, "--json")
     assert same.exit_code == 0, same.output
     assert orjson.loads(same.stdout)["diff"]["same"] is True
-    _forget_app()
+    forget_crm_app()
 
-    miss = invoke(*store, "rerun", failed, "--app", APP, CRM_FIXED="1")
+    miss = invoke(*store, "rerun", failed, "--app", CRM_APP, CRM_FIXED="1")
     assert miss.exit_code == 7
     assert "'crm.score'" in miss.stderr
     assert "--allow-live" in miss.stderr
-    _forget_app()
+    forget_crm_app()
 
     resumed = invoke(
-        *store, "rerun", failed, "--app", APP, "--from-failure", CRM_FIXED="1"
+        *store, "rerun", failed, "--app", CRM_APP, "--from-failure", CRM_FIXED="1"
     )
     assert resumed.exit_code == 0, resumed.output
     assert "served: crm.lookup (step 1), email.send (step 2)" in resumed.stdout
@@ -127,7 +126,7 @@ def test_allow_live_runs_the_changed_step(
         "rerun",
         failed,
         "--app",
-        APP,
+        CRM_APP,
         "--allow-live",
         "--json",
         CRM_FIXED="1",
@@ -154,7 +153,7 @@ def test_unknown_records_exit_3(invoke: Invoke, store_root: Path) -> None:
     store = ("--store", str(store_root))
     assert invoke(*store, "debug", "exec-missing").exit_code == 3
     assert invoke(*store, "diff", "exec-a", "exec-b").exit_code == 3
-    assert invoke(*store, "rerun", "exec-a", "--app", APP).exit_code == 3
+    assert invoke(*store, "rerun", "exec-a", "--app", CRM_APP).exit_code == 3
 
 
 def test_inspect_shows_the_tree_of_child_intents(
@@ -201,7 +200,7 @@ def test_example_walks_the_whole_loop(
     monkeypatch.delenv("CRM_STORE", raising=False)
     monkeypatch.delenv("CRM_FIXED", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    namespace = runpy.run_path(str(EXAMPLE), run_name="__main__")
+    namespace = runpy.run_path(str(CRM_EXAMPLE), run_name="__main__")
     namespace["router"].close()
     out = capsys.readouterr().out
     assert "crm.lookup returned None; crm.score failed with AssertionError" in out

@@ -1,17 +1,29 @@
-"""Every reading command against a PostgreSQL store named by a URL."""
+"""Every command against a PostgreSQL store named by a URL: reading, run, rerun."""
 
 from __future__ import annotations
 
+import shutil
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import psycopg
 import pytest
-from pgkit import PASSWORD
+from pgkit import PASSWORD, PgServer
 
 from intentusnet.store import FileExecutionStore, PostgresExecutionStore
 
-from .support import Invoke
+from .support import (
+    CRM_APP,
+    CRM_EXAMPLE,
+    CRM_REQUEST,
+    NAMED_APP_SOURCE,
+    Invoke,
+    envelope,
+    forget_crm_app,
+    write_json,
+)
 
 #: Records of the ``ids`` fixture that verify (the tampered one is left out).
 SOUND = ("completed", "failed", "fallback", "incomplete")
@@ -147,3 +159,213 @@ def test_writing_commands_work_on_the_database(
     pruned = invoke("--store", pg_dsn, "prune", "--older-than", "0s", "--json")
     assert orjson.loads(pruned.stdout)["count"] == len(pg_ids)
     assert _listed(invoke, "--store", pg_dsn) == set()
+
+
+# -- run and rerun: recording into the database ----------------------------------
+
+#: An application recording to the PostgreSQL store ``$APP_PG`` of its own.
+PG_APP_SOURCE = """
+import os
+from intentusnet import IntentRouter, PostgresExecutionStore
+
+router = IntentRouter(store=PostgresExecutionStore(os.environ["APP_PG"]))
+router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+"""
+
+
+def _where(dsn: str) -> str:
+    with PostgresExecutionStore(dsn) as store:
+        return f"PostgreSQL at {store.where}"
+
+
+def _second_database(pg_server: PgServer, pg_dsn: str) -> str:
+    """Another empty database on the same server as ``pg_dsn``."""
+    name = pg_dsn.rsplit("/", 1)[1] + "_other"
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_server.dsn(name)
+
+
+def _ids_in(dsn: str) -> list[str]:
+    with PostgresExecutionStore(dsn) as store:
+        return [summary.execution_id for summary in store.list()]
+
+
+def test_run_records_into_the_database(
+    invoke: Invoke, app_dir: Path, pg_dsn: str, store_root: Path
+) -> None:
+    """`--store URL run` records in PostgreSQL; list and replay find it; no files."""
+    file = write_json(app_dir / "env.json", envelope(text="to the database"))
+    result = invoke("--store", pg_dsn, "run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 0, result.output
+    execution_id = orjson.loads(result.stdout)["metadata"]["executionId"]
+    assert _listed(invoke, "--store", pg_dsn) == {execution_id}
+    replayed = invoke("replay", execution_id, INTENTUSNET_STORE=pg_dsn)
+    assert replayed.exit_code == 0, replayed.output
+    assert orjson.loads(replayed.stdout)["payload"] == {
+        "echo": {"text": "to the database"}
+    }
+    verified = invoke("--store", pg_dsn, "verify", execution_id)
+    assert verified.exit_code == 0, verified.output
+    assert _listed(invoke, "--store", str(store_root)) == set()
+    assert not (app_dir / ".intentusnet").exists()
+
+
+def test_run_with_the_variable_and_an_app_on_open_store(
+    invoke: Invoke, app_dir: Path, pg_dsn: str
+) -> None:
+    """INTENTUSNET_STORE=URL: an app built on open_store() records in PostgreSQL."""
+    (app_dir / "demo_app_named.py").write_text(NAMED_APP_SOURCE)
+    file = write_json(app_dir / "env.json", envelope(n=1))
+    result = invoke(
+        "run", "--app", "demo_app_named:router", str(file), INTENTUSNET_STORE=pg_dsn
+    )
+    assert result.exit_code == 0, result.output
+    execution_id = orjson.loads(result.stdout)["metadata"]["executionId"]
+    assert _ids_in(pg_dsn) == [execution_id]
+    assert not (app_dir / ".intentusnet").exists()
+
+
+def test_run_with_a_malformed_url_exits_2_before_importing_the_app(
+    invoke: Invoke, app_dir: Path
+) -> None:
+    """A malformed URL is refused (exit 2, no password) before the app is imported."""
+    (app_dir / "demo_app_named.py").write_text(NAMED_APP_SOURCE)
+    file = write_json(app_dir / "env.json", envelope())
+    url = "postgresql://app:pass-secret@127.0.0.1:port/records"
+    result = invoke("--store", url, "run", "--app", "demo_app_named:router", str(file))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: malformed PostgreSQL URL postgresql://app@")
+    assert "secret" not in result.output
+    assert "demo_app_named" not in sys.modules
+
+
+def test_run_refuses_a_router_recording_to_files(
+    invoke: Invoke,
+    app_dir: Path,
+    pg_dsn: str,
+    store_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file-store router and --store URL: exit 2 naming both, no password."""
+    monkeypatch.setenv("DEMO_STORE", str(store_root))
+    file = write_json(app_dir / "env.json", envelope())
+    result = invoke("--store", pg_dsn, "run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"Error: --store/INTENTUSNET_STORE names {_where(pg_dsn)}, "
+        f"but demo_app:router records to {store_root.resolve()}; name the store once"
+    )
+    assert "intentusnet.open_store()" in result.stderr
+    assert PASSWORD not in result.output
+    assert _ids_in(pg_dsn) == []
+    assert _listed(invoke, "--store", str(store_root)) == set()
+
+
+def test_run_refuses_another_database_and_takes_the_same_one(
+    invoke: Invoke,
+    app_dir: Path,
+    pg_server: PgServer,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another database is a conflict; the same one, spelled postgres://, is not."""
+    (app_dir / "demo_app_pg.py").write_text(PG_APP_SOURCE)
+    monkeypatch.setenv("APP_PG", pg_dsn)
+    file = write_json(app_dir / "env.json", envelope())
+    other = _second_database(pg_server, pg_dsn)
+    refused = invoke("--store", other, "run", "--app", "demo_app_pg:router", str(file))
+    assert refused.exit_code == 2
+    assert (
+        f"names {_where(other)}, but demo_app_pg:router records to {_where(pg_dsn)};"
+        in refused.stderr
+    )
+    assert PASSWORD not in refused.output
+    same = pg_dsn.replace("postgresql://", "postgres://", 1)
+    result = invoke("--store", same, "run", "--app", "demo_app_pg:router", str(file))
+    assert result.exit_code == 0, result.output
+    assert len(_ids_in(pg_dsn)) == 1
+    assert _ids_in(other) == []
+
+
+@pytest.fixture
+def crm_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The debugging example importable from the working directory, with no store."""
+    directory = tmp_path / "crm"
+    directory.mkdir()
+    shutil.copyfile(CRM_EXAMPLE, directory / "debug_fix_replay.py")
+    monkeypatch.chdir(directory)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("CRM_STORE", raising=False)
+    monkeypatch.delenv("CRM_FIXED", raising=False)
+    forget_crm_app()
+    yield directory
+    forget_crm_app()
+
+
+def _route_crm(invoke: Invoke, dsn: str, directory: Path, email: str) -> str:
+    """Route the example's request for ``email`` into the database; its id."""
+    request = {**CRM_REQUEST, "payload": {"email": email}}
+    file = write_json(directory / "request.json", request)
+    result = invoke("--store", dsn, "run", "--app", CRM_APP, str(file))
+    assert result.exit_code == 0, result.output
+    forget_crm_app()
+    return str(orjson.loads(result.stdout)["metadata"]["executionId"])
+
+
+def test_strict_rerun_serves_the_steps_from_the_database(
+    invoke: Invoke, crm_app: Path, pg_dsn: str
+) -> None:
+    """`--store URL rerun` answers every step from PostgreSQL and records there."""
+    original = _route_crm(invoke, pg_dsn, crm_app, "ada@example.com")
+    result = invoke("--store", pg_dsn, "rerun", "last", "--app", CRM_APP, "--json")
+    assert result.exit_code == 0, result.output
+    done = orjson.loads(result.stdout)
+    assert done["originalExecutionId"] == original
+    assert (done["mode"], done["status"]) == ("strict", "success")
+    assert done["served"] == ["crm.lookup", "email.send", "crm.score"]
+    assert done["ran"] == []
+    assert done["diff"]["same"] is True
+    app = sys.modules["debug_fix_replay"]
+    assert app.CALLS == {"crm": 0, "model": 0}  # nothing asked of the CRM or model
+    assert app.MAILBOX == []  # the e-mail was not sent again
+    assert set(_ids_in(pg_dsn)) == {original, done["executionId"]}
+    shown = invoke("--store", pg_dsn, "inspect", done["executionId"])
+    assert f"replay of:   {original}" in shown.stdout
+    assert not (crm_app / ".intentusnet").exists()
+
+
+def test_rerun_misses_then_resumes_against_the_database(
+    invoke: Invoke, crm_app: Path, pg_dsn: str
+) -> None:
+    """With the fix, strict stops on the changed step (7); --from-failure resumes."""
+    failed = _route_crm(invoke, pg_dsn, crm_app, "grace@x.io")
+    store = ("--store", pg_dsn)
+    miss = invoke(*store, "rerun", failed, "--app", CRM_APP, CRM_FIXED="1")
+    assert miss.exit_code == 7
+    assert "step 'crm.score'" in miss.stderr
+    assert PASSWORD not in miss.output
+    forget_crm_app()
+    missed = miss.stderr.split("(the re-run's record: ", 1)[1].split(")", 1)[0]
+    assert set(_ids_in(pg_dsn)) == {failed, missed}
+    resumed = invoke(
+        *store,
+        "rerun",
+        failed,
+        "--app",
+        CRM_APP,
+        "--from-failure",
+        "--json",
+        CRM_FIXED="1",
+    )
+    assert resumed.exit_code == 0, resumed.output
+    done = orjson.loads(resumed.stdout)
+    assert (done["served"], done["ran"]) == (
+        ["crm.lookup", "email.send"],
+        ["crm.score"],
+    )
+    assert done["status"] == "success"
+    app = sys.modules["debug_fix_replay"]
+    assert (app.MAILBOX, app.CALLS["crm"]) == ([], 0)  # served, not made again
+    assert set(_ids_in(pg_dsn)) == {failed, missed, done["executionId"]}
+    assert invoke(*store, "rerun", "exec-missing", "--app", CRM_APP).exit_code == 3

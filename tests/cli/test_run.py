@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
-from .support import Invoke, envelope, write_json
+from .support import NAMED_APP_SOURCE, Invoke, envelope, write_json
 
 
 def test_run_prints_the_response(invoke: Invoke, app_dir: Path) -> None:
@@ -109,3 +110,74 @@ def test_app_raising_on_import_exits_1(invoke: Invoke, app_dir: Path) -> None:
     result = invoke("--debug", "run", "--app", "demo_app_broken:router", "env.json")
     assert result.exit_code == 1
     assert "Traceback (most recent call last)" in result.stderr
+
+
+def _listed(invoke: Invoke, store: str) -> list[str]:
+    result = invoke("--store", store, "records", "list", "--json")
+    assert result.exit_code == 0, result.output
+    return [row["executionId"] for row in orjson.loads(result.stdout)]
+
+
+def test_store_option_records_a_router_without_a_store(
+    invoke: Invoke, app_dir: Path
+) -> None:
+    """--store gives a router without a store one: a new directory, then replay."""
+    file = write_json(app_dir / "env.json", envelope(text="kept"))
+    root = app_dir / "new-store"
+    result = invoke("--store", str(root), "run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 0, result.output
+    execution_id = orjson.loads(result.stdout)["metadata"]["executionId"]
+    assert _listed(invoke, str(root)) == [execution_id]
+    replayed = invoke("--store", str(root), "replay", execution_id)
+    assert replayed.exit_code == 0, replayed.output
+    assert orjson.loads(replayed.stdout)["payload"] == {"echo": {"text": "kept"}}
+    assert not (app_dir / ".intentusnet").exists()
+
+
+def test_an_app_on_open_store_follows_the_store_option(
+    invoke: Invoke, app_dir: Path
+) -> None:
+    """An app built on open_store() records where --store says, not by default."""
+    (app_dir / "demo_app_named.py").write_text(NAMED_APP_SOURCE)
+    file = write_json(app_dir / "env.json", envelope())
+    root = app_dir / "from-option"
+    result = invoke(
+        "--store", str(root), "run", "--app", "demo_app_named:router", str(file)
+    )
+    assert result.exit_code == 0, result.output
+    assert len(_listed(invoke, str(root))) == 1
+    assert not (app_dir / ".intentusnet").exists()
+
+
+def test_router_recording_elsewhere_is_a_usage_error(
+    invoke: Invoke, app_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A router with its own store and another --store: exit 2, nothing routed."""
+    own, named = app_dir / "own", app_dir / "named"
+    monkeypatch.setenv("DEMO_STORE", str(own))
+    file = write_json(app_dir / "env.json", envelope())
+    result = invoke(
+        "run", "--app", "demo_app:router", str(file), INTENTUSNET_STORE="named"
+    )
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: --store/INTENTUSNET_STORE names {named.resolve()}, "
+        f"but demo_app:router records to {own.resolve()}; name the store once: "
+        "drop --store and INTENTUSNET_STORE to use the application's store, or "
+        "build the router with IntentRouter(store=intentusnet.open_store()) so "
+        "that it follows them\n"
+    )
+    assert not own.exists()
+    assert not named.exists()
+
+
+def test_same_directory_named_twice_is_one_store(
+    invoke: Invoke, app_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--store naming the router's own directory (relative or not) is no conflict."""
+    monkeypatch.setenv("DEMO_STORE", str(app_dir / "records"))
+    file = write_json(app_dir / "env.json", envelope())
+    result = invoke("--store", "records", "run", "--app", "demo_app:router", str(file))
+    assert result.exit_code == 0, result.output
+    assert len(_listed(invoke, "records")) == 1

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner
 from livekit import ROUTE_KEY, ServeProcess
+from pgkit import PASSWORD
 
+from intentusnet import RecordStatus, ReplayEngine
 from intentusnet.cli import cli
 from intentusnet.cli.serve import parse_size
-from intentusnet.store import FileExecutionStore
+from intentusnet.store import FileExecutionStore, PostgresExecutionStore
 
 APP = """
 import asyncio, os
@@ -68,6 +72,32 @@ def test_usage_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     code, output = _serve("--app", "no_such_module:router")
     assert code == 2
     assert "no_such_module" in output
+
+
+def test_router_recording_elsewhere_than_the_named_store_exits_2(
+    app_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named store the router does not record to: exit 2 before anything binds."""
+    monkeypatch.chdir(app_dir)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    own, named = app_dir / "own", app_dir / "named"
+    try:
+        code, output = _serve(
+            "--app",
+            "serveapp:router",
+            INTENTUSNET_STORE=str(named),
+            SERVE_STORE=str(own),
+        )
+    finally:
+        module = sys.modules.pop("serveapp", None)
+        if module is not None:
+            module.router.close()
+    assert code == 2
+    assert (
+        f"names {named.resolve()}, but serveapp:router records to {own.resolve()}"
+        in output
+    )
+    assert not named.exists()
 
 
 def test_parse_size() -> None:
@@ -150,3 +180,110 @@ def test_sigterm_finishes_executions_in_flight(app_dir: Path) -> None:
             report = store.verify(summary.execution_id)
             assert report.valid
             assert not report.notes
+
+
+# -- a PostgreSQL store named on the command line ---------------------------------
+
+#: An application whose router has no store: ``serve`` gives it the named one.
+BARE_APP = """
+import os
+from intentusnet import IntentRouter
+
+router = IntentRouter()
+router.agent("echo", name="echo")(
+    lambda env, ctx: {"echo": env.payload, "pid": os.getpid()}
+)
+"""
+#: An application that opens its store the documented way.
+NAMED_APP = """
+import os
+from intentusnet import IntentRouter, open_store
+
+router = IntentRouter(store=open_store())
+router.agent("echo", name="echo")(
+    lambda env, ctx: {"echo": env.payload, "pid": os.getpid()}
+)
+"""
+
+
+def _route(url: str, n: int) -> dict[str, Any]:
+    with httpx.Client(base_url=url, trust_env=False, timeout=20) as http:
+        answer = http.post(
+            "/v1/intents", json={"intent": {"name": "echo"}, "payload": {"n": n}}
+        )
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+
+@pytest.mark.slow
+def test_serve_records_to_the_database_named_by_the_variable(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """INTENTUSNET_STORE=URL: routed, listed, replayed by the service; in PostgreSQL."""
+    (tmp_path / "bareapp.py").write_text(BARE_APP)
+    server = ServeProcess(tmp_path, "bareapp:router", env={"INTENTUSNET_STORE": pg_dsn})
+    try:
+        answer = _route(server.url, 1)
+        execution_id = answer["metadata"]["executionId"]
+        with httpx.Client(base_url=server.url, trust_env=False, timeout=20) as http:
+            listed = http.get("/v1/executions").json()
+            replayed = http.post(f"/v1/executions/{execution_id}/replay")
+    finally:
+        assert server.stop() in STOPPED
+    assert [item["executionId"] for item in listed["items"]] == [execution_id]
+    assert replayed.status_code == 200, replayed.text
+    assert replayed.json()["payload"] == answer["payload"]
+    with PostgresExecutionStore(pg_dsn) as store:
+        record = store.load(execution_id)
+        assert record.header.status == RecordStatus.COMPLETED
+        assert store.verify(execution_id).valid
+    assert ReplayEngine(record).replay().payload == {
+        "echo": {"n": 1},
+        "pid": answer["payload"]["pid"],
+    }
+    assert PASSWORD not in "".join(server.lines)
+    assert not (tmp_path / ".intentusnet").exists()
+
+
+@pytest.mark.slow
+def test_serve_workers_follow_the_store_option(tmp_path: Path, pg_dsn: str) -> None:
+    """--store URL reaches 2 worker processes: every answer is in the database."""
+    (tmp_path / "namedapp.py").write_text(NAMED_APP)
+    server = ServeProcess(
+        tmp_path, "namedapp:router", "--workers", "2", global_args=("--store", pg_dsn)
+    )
+    try:
+        answers = [_route(server.url, n) for n in range(12)]
+    finally:
+        assert server.stop() in STOPPED
+    with PostgresExecutionStore(pg_dsn) as store:
+        stored = {summary.execution_id for summary in store.list()}
+    assert stored == {a["metadata"]["executionId"] for a in answers}
+    # Answered by the workers uvicorn started, not by the command's own process.
+    assert server.process.pid not in {a["payload"]["pid"] for a in answers}
+    assert PASSWORD not in "".join(server.lines)
+    assert not (tmp_path / ".intentusnet").exists()
+
+
+def test_serve_refuses_a_router_on_files_when_a_url_is_named(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A router on its own files and --store URL: exit 2, both named, no password."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "serveapp.py").write_text(APP)
+    try:
+        code, output = _serve(
+            "--app",
+            "serveapp:router",
+            INTENTUSNET_STORE=pg_dsn,
+            SERVE_STORE=str(tmp_path / "own"),
+        )
+    finally:
+        module = sys.modules.pop("serveapp", None)
+        if module is not None:
+            module.router.close()
+    assert code == 2
+    assert "names PostgreSQL at 127.0.0.1:" in output
+    assert f"but serveapp:router records to {(tmp_path / 'own').resolve()}" in output
+    assert PASSWORD not in output

@@ -19,6 +19,7 @@ from intentusnet import (
     IntentEnvelope,
     IntentRouter,
     MemoryExecutionStore,
+    PostgresExecutionStore,
     ReplayedStepError,
     ReplayEngine,
     SideEffectMismatch,
@@ -337,6 +338,46 @@ def test_rerun_without_a_store_records_in_memory() -> None:
     assert result.record is not None
     assert result.record.replay_of == execution_id
     assert not source.exists(result.record.execution_id)
+
+
+def test_a_record_in_postgresql_reruns_from_the_database(pg_dsn: str) -> None:
+    """Records read back from PostgreSQL re-run strictly or resumed, served from
+    the database, and the re-runs are recorded there, linked and valid."""
+    CALLS.clear()
+    STATE.clear()
+    with PostgresExecutionStore(pg_dsn) as pg, IntentRouter(store=pg) as router:
+        router.agent("qualify", name="qualifier")(pipeline)
+        completed = _run(router)
+        failed = _run(router, "nobody@x.io")
+    before = CALLS.copy()
+    # Another connection, as a router in another process would have.
+    with PostgresExecutionStore(pg_dsn) as pg, IntentRouter(store=pg) as today:
+        today.agent("qualify", name="qualifier")(pipeline)
+        strict = rerun(ReplayEngine.from_store(pg, completed), today)
+        STATE["fixed"] = True
+        with pytest.raises(CassetteMiss) as caught:
+            rerun(ReplayEngine.from_store(pg, failed), today)
+        resumed = rerun(ReplayEngine.from_store(pg, failed), today, from_failure=True)
+    assert strict.ok
+    assert [s.name for s in strict.served] == ["crm.lookup", "mail.send", "model.score"]
+    assert strict.ran == ()
+    assert strict.diff is not None
+    assert strict.diff.same
+    assert resumed.ok
+    assert [s.name for s in resumed.served] == ["crm.lookup", "mail.send"]
+    assert [s.name for s in resumed.ran] == ["model.score"]
+    assert CALLS - before == Counter({"model": 1})  # no lookup, no second e-mail
+    missed = caught.value.rerun_execution_id
+    assert missed is not None
+    with PostgresExecutionStore(pg_dsn) as reader:
+        assert reader.load(missed).replay_of == failed
+        for result, original in ((strict, completed), (resumed, failed)):
+            assert result.execution_id is not None
+            record = reader.load(result.execution_id)
+            assert record.replay_of == original
+            assert reader.verify(result.execution_id).valid
+            same = record.fingerprint == reader.load(original).fingerprint
+            assert same is (result is strict)  # the resumed run behaved otherwise
 
 
 def test_child_intents_are_served_or_rerun_against_their_record(

@@ -185,6 +185,29 @@ def test_root_defaults_to_environment_variable(
     assert FileExecutionStore().root == Path(".intentusnet/records")
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://app:s3cret@db.internal/records", "POSTGRES://app:s3cret@db/x"],
+)
+def test_a_url_is_refused_pointing_at_open_store(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A URL root, given or from INTENTUSNET_STORE, is a ValueError, not a folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INTENTUSNET_STORE", url)
+    with pytest.raises(
+        ValueError, match=r"^INTENTUSNET_STORE names a PostgreSQL"
+    ) as env:
+        FileExecutionStore()
+    with pytest.raises(ValueError, match=r"^the root names a PostgreSQL") as given:
+        FileExecutionStore(url)
+    for message in (str(env.value), str(given.value)):
+        assert "use intentusnet.open_store()" in message
+        assert "app@db" in message
+        assert "s3cret" not in message
+    assert list(tmp_path.iterdir()) == []  # no directory named "postgresql:"
+
+
 def test_writer_refuses_misuse_without_damaging_the_record(
     store: FileExecutionStore,
 ) -> None:

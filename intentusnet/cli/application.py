@@ -1,0 +1,139 @@
+"""The user's application: ``--app MODULE:ATTR``, and the store it records to.
+
+``run``, ``serve`` (and each of its worker processes) and ``rerun`` import the
+router through :func:`load_router`. A store named on the command line
+(``--store`` or ``INTENTUSNET_STORE``) goes into the environment before the
+import, so that an application building its router with
+``intentusnet.open_store()`` records there; ``run`` and ``serve`` load it with
+:func:`open_app`, which also holds the router to that store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from .context import open_named
+from .params import USAGE, CliFailure
+
+if TYPE_CHECKING:
+    from ..routing.router import IntentRouter
+    from ..store.naming import NamedStore
+
+
+def load_router(ref: str, store_name: str | None = None) -> IntentRouter:
+    """Import ``MODULE:ATTR`` (the current directory first on the path).
+
+    Args:
+        ref: ``MODULE:ATTR``; ATTR may be dotted.
+        store_name: the store the command line names, if any: put in
+            ``INTENTUSNET_STORE`` before the import, for the application's
+            ``open_store()`` and for ``serve``'s worker processes.
+
+    Raises:
+        CliFailure: the reference is malformed, the module or attribute is
+            missing, or the object is not an ``IntentRouter`` (exit 2); the
+            module's own code raised while importing (exit 1).
+    """
+    from ..routing.router import IntentRouter
+
+    module_name, _, attr_path = ref.partition(":")
+    if not module_name or not attr_path:
+        raise CliFailure(f"--app must be MODULE:ATTR, got {ref!r}", USAGE)
+    if store_name:
+        os.environ["INTENTUSNET_STORE"] = store_name
+    if os.getcwd() not in sys.path:
+        # As `python -m` does: an application next to the caller is importable.
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: object = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and _names_module(module_name, exc.name):
+            raise CliFailure(f"cannot import {module_name!r}: {exc}", USAGE) from exc
+        raise _import_failed(module_name, exc) from exc
+    except Exception as exc:
+        raise _import_failed(module_name, exc) from exc
+    for attr in attr_path.split("."):
+        try:
+            target = getattr(target, attr)
+        except AttributeError as exc:
+            raise CliFailure(f"{ref!r}: no attribute {attr!r}", USAGE) from exc
+    if not isinstance(target, IntentRouter):
+        kind = type(target).__name__
+        raise CliFailure(f"{ref!r} is a {kind}, not an IntentRouter", USAGE)
+    return target
+
+
+def open_app(
+    ref: str, store_name: str | None
+) -> tuple[IntentRouter, NamedStore | None]:
+    """Load the router ``ref`` names, recording to the named store if there is one.
+
+    The named store is opened first (created if it is a new directory), so a
+    malformed name is a usage error before any application code runs. Then
+    :func:`load_router` imports the application with the name in the
+    environment. A router without a store is given the named store; a router
+    recording to the same place (a file store's directory, a PostgreSQL
+    store's server and database) is left as it is; a router recording
+    anywhere else is refused, so that records never go somewhere other than
+    where the command line says.
+
+    Returns:
+        The router, and the store given to it, which the caller closes
+        (``None`` when nothing was named or the router already records there).
+
+    Raises:
+        CliFailure: the router records elsewhere, or the name is refused (a
+            malformed URL, a path that is not a directory; exit 2); as for
+            :func:`load_router`.
+    """
+    if not store_name:
+        return load_router(ref), None
+    named = open_named(store_name, create=True)
+    try:
+        router = load_router(ref, store_name)
+    except BaseException:
+        named.close()
+        raise
+    if router.store is None:
+        router.store = named
+        return router, named
+    ours, theirs = _place(named), _place(router.store)
+    named.close()
+    if ours == theirs:
+        return router, None
+    shown = theirs or f"a {type(router.store).__name__}"
+    raise CliFailure(
+        f"--store/INTENTUSNET_STORE names {ours}, but {ref} records to {shown}; "
+        "name the store once: drop --store and INTENTUSNET_STORE to use the "
+        "application's store, or build the router with "
+        "IntentRouter(store=intentusnet.open_store()) so that it follows them",
+        USAGE,
+    )
+
+
+def _place(store: object) -> str | None:
+    """Where ``store`` keeps its records, for comparing two stores and for people.
+
+    A file store's directory, resolved; a PostgreSQL store's server and
+    database (never the password); ``None`` for a store of another kind.
+    """
+    from ..store.file import FileExecutionStore
+
+    if isinstance(store, FileExecutionStore):
+        return str(store.root.resolve())
+    where = getattr(store, "where", None)  # a PostgresExecutionStore
+    return f"PostgreSQL at {where}" if isinstance(where, str) else None
+
+
+def _import_failed(module_name: str, exc: Exception) -> CliFailure:
+    # The module exists but its own code failed: not a usage error.
+    message = f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+    return CliFailure(message, 1, cause=exc)
+
+
+def _names_module(module_name: str, missing: str) -> bool:
+    """Whether ``missing`` is ``module_name`` or one of its parent packages."""
+    return module_name == missing or module_name.startswith(missing + ".")
