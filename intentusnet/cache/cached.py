@@ -27,7 +27,7 @@ from typing import TypeVar, cast
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse
 from ..errors import CachedCallError, EnvelopeValidationError, NotCacheable
-from ..store import ExecutionStore, FileExecutionStore
+from ..store import ExecutionStore, open_store
 from .callrouter import CallRouter, JobResult
 from .replay_cache import CacheKey, CachePolicy, ReplayCache
 
@@ -59,8 +59,9 @@ def cached(
 
     Args:
         intent: the intent name the calls are recorded under.
-        store: where calls are recorded; ``FileExecutionStore()`` by default
-            (or the store ``cache`` serves).
+        store: where calls are recorded; by default the store ``cache``
+            serves, else ``open_store()`` (``$INTENTUSNET_STORE``, a directory or
+            a ``postgresql://`` URL, else ``.intentusnet/records``).
         version: the intent's version; change it to stop serving older answers.
         tenant: recorded and hashed with every call.
         cache: a ``ReplayCache`` to use; otherwise one is made from
@@ -88,7 +89,7 @@ def cached(
         raise TypeError("give either cache= or namespace/ttl/policy, not both")
     if store is None:
         store = cache.store if cache is not None and cache.store else None
-    the_store: ExecutionStore = store if store is not None else FileExecutionStore()
+    the_store: ExecutionStore = store if store is not None else open_store()
     # Bound on the first call, not here: decorating (often at import time)
     # must not create directories.
     the_cache = cache or ReplayCache(

@@ -55,7 +55,8 @@ ROUTER = textwrap.dedent(
     deadline = time.monotonic() + 30
     while not os.path.exists(start) and time.monotonic() < deadline:
         time.sleep(0.005)
-    answer = router.route_intent({"intent": {"name": "ask"}, "payload": {"question": 21}})
+    ask = {"intent": {"name": "ask"}, "payload": {"question": 21}}
+    answer = router.route_intent(ask)
     metadata = answer.metadata
     print(orjson.dumps({
         "payload": answer.payload,
@@ -80,9 +81,9 @@ class Routers:
 
     def spawn(self, delay: float) -> subprocess.Popen[str]:
         """Start a router process; return it once it is connected and waiting."""
+        args = [self.dsn, str(self.runs), str(delay), str(self.start), ROOT]
         process = subprocess.Popen(
-            [sys.executable, "-c", ROUTER, self.dsn, str(self.runs), str(delay)]
-            + [str(self.start), ROOT],
+            [sys.executable, "-c", ROUTER, *args],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -159,7 +160,7 @@ def test_four_processes_asking_at_once_run_the_agent_once(routers: Routers) -> N
 def test_waiters_take_over_when_the_running_process_is_killed(
     routers: Routers,
 ) -> None:
-    """SIGKILL the process running the agent: one waiter runs it, the rest wait again."""
+    """SIGKILL the process running the agent: one waiter runs it, the rest wait."""
     leader = routers.spawn(delay=LIMIT)  # runs until killed
     routers.go()
     _eventually(lambda: len(routers.runs_so_far()) == 1)
