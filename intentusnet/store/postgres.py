@@ -51,6 +51,11 @@ from ._pg_writer import (
 )
 from .catalog import CatalogRow
 
+#: The records made from one envelope hash (and replayable, unless the second
+#: parameter is false), newest first: find_by_hash's candidates.
+_CANDIDATES: Final = """SELECT execution_id FROM intentusnet_records
+    WHERE envelope_hash = %s AND (replayable OR NOT %s)
+    ORDER BY created_us DESC, execution_id DESC"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
 
@@ -262,8 +267,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             InvalidExecutionId, RecordNotFound, UnsupportedSchemaVersion,
             RecordIntegrityError, StoreError (the database).
         """
-        data = self.raw(execution_id)
-        return parse_record(data, execution_id, lambda _owner: self._held(execution_id))
+        return self._parse(execution_id, self.raw(execution_id))
 
     def exists(self, execution_id: str) -> bool:
         """Whether a record with this id exists (raises InvalidExecutionId)."""
@@ -327,24 +331,33 @@ class PostgresExecutionStore(PostgresHitJournal):
         """The newest record made from an envelope with this hash, or None.
 
         With ``replayable_only`` (default) only replayable records count. The
-        record is loaded and verified before it is returned; a row that no
-        longer matches its record is corrected and passed over.
+        record is loaded and verified before it is returned. The newest
+        candidate's lines come with the query that finds it (one round trip
+        in the usual case); if they do not verify, the next candidates are
+        read one at a time (up to 20 in all).
         """
-        rows = self._db.read(
-            """SELECT execution_id FROM intentusnet_records
-            WHERE envelope_hash = %s AND (replayable OR NOT %s)
-            ORDER BY created_us DESC, execution_id DESC LIMIT 20""",
-            [envelope_hash, replayable_only],
+        params = [envelope_hash, replayable_only]
+        newest = self._db.read(
+            f"""SELECT l.execution_id, l.line FROM ({_CANDIDATES} LIMIT 1) AS c
+            JOIN intentusnet_lines l USING (execution_id) ORDER BY l.seq""",
+            params,
         )
-        for (execution_id,) in rows:
+        if not newest:
+            return None
+        data = b"".join(bytes(row[1]) for row in newest)
+        found = self._servable(str(newest[0][0]), data, replayable_only)
+        if found is not None:
+            return found
+        for (execution_id,) in self._db.read(
+            f"{_CANDIDATES} OFFSET 1 LIMIT 19", params
+        ):
             try:
-                record = self.load(str(execution_id))
+                data = self.raw(str(execution_id))
             except RecordNotFound:
                 continue  # deleted meanwhile
-            except RecordIntegrityError:
-                continue
-            if record.header.replayable or not replayable_only:
-                return record
+            found = self._servable(str(execution_id), data, replayable_only)
+            if found is not None:
+                return found
         return None
 
     def stats(self) -> StoreStats:
@@ -389,6 +402,20 @@ class PostgresExecutionStore(PostgresHitJournal):
             self._db.run("SELECT pg_advisory_unlock(%s)", [flight_key(envelope_hash)])
 
     # -- internals ----------------------------------------------------------------
+
+    def _parse(self, execution_id: str, data: bytes) -> ExecutionRecord:
+        """The one reader over a record's bytes; asks the locks if it is unfinished."""
+        return parse_record(data, execution_id, lambda _owner: self._held(execution_id))
+
+    def _servable(
+        self, execution_id: str, data: bytes, replayable_only: bool
+    ) -> ExecutionRecord | None:
+        """The record in ``data`` if it verifies and may be returned by find_by_hash."""
+        try:
+            record = self._parse(execution_id, data)
+        except RecordIntegrityError:
+            return None
+        return record if record.header.replayable or not replayable_only else None
 
     def _held(self, execution_id: str) -> bool:
         """Whether any session (on any host) holds the record's writer lock."""

@@ -413,6 +413,30 @@ def test_lines_cut_from_a_record_end_fail_verification(
     assert "cut from its end" in report.failures[-1]
 
 
+def test_find_by_hash_passes_over_a_newest_record_that_fails_to_verify(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """An edited newest record is skipped for the next one; none left is None."""
+    older = finished(pg_store, "same")
+    time.sleep(0.002)
+    newer = finished(pg_store, "same")
+    envelope_hash = pg_store.load(newer).header.envelope_hash
+    assert pg_store.find_by_hash(envelope_hash).execution_id == newer  # type: ignore[union-attr]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for execution_id in (newer, older):
+            conn.execute(
+                "UPDATE intentusnet_lines SET line = convert_to(replace("
+                "convert_from(line, 'UTF8'), 'same', 'SAME'), 'UTF8') "
+                "WHERE execution_id = %s AND seq = 0",
+                [execution_id],
+            )
+            found = pg_store.find_by_hash(envelope_hash)
+            assert found is None if execution_id == older else found is not None
+            if found is not None:
+                assert found.execution_id == older
+    assert pg_store.find_by_hash("sha256:" + "0" * 64) is None
+
+
 def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
     """Tables of a newer schema version are not written by an older release."""
     with PostgresExecutionStore(pg_dsn) as store:
