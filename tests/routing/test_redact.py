@@ -15,7 +15,12 @@ from intentusnet import (
     IntentRouter,
     Redactor,
     ReplayCache,
+    ReplayEngine,
+    ReplayHashMismatch,
+    compute_hash,
+    rerun,
 )
+from intentusnet.record.model import EventType
 from intentusnet.routing._paths import parse
 
 KEY = b"k" * 32
@@ -174,3 +179,195 @@ def test_hook_sees_where_and_path():
     }
     assert ("payload", "keys[0]") in calls
     assert ("payload", "$") not in calls  # a payload stays an object
+
+
+# -- through the router ------------------------------------------------------------
+
+
+def test_secret_never_reaches_the_store(store):
+    """Envelope, step args, answers and error texts hold markers, on every file."""
+    router = kyc_router(store, standard())
+    with router:
+        router.route_intent(ask(SSN))
+        router.route_intent(ask(SSN))  # a hit: the journal and the cache files
+    assert leaked(store.root, SSN, TOKEN) == []
+    record = store.load(store.list()[0].execution_id)
+    assert record.header.replayable
+    assert record.envelope["payload"]["user"]["ssn"] == standard().marker(SSN)
+    assert compute_hash(record.envelope) == record.header.envelope_hash
+
+
+def test_equal_secrets_hit_and_different_ones_miss(store):
+    """The cache looks the redacted envelope up: equal SSNs hit, others run."""
+    seen: list[str] = []
+    with kyc_router(store, standard(), seen) as router:
+        first = router.route_intent(ask(SSN))
+        again = router.route_intent(ask(SSN))
+        other = router.route_intent(ask(OTHER_SSN))
+    assert seen == [SSN, OTHER_SSN]  # agents get the envelope as sent
+    assert not first.metadata.from_replay
+    assert again.metadata.from_replay
+    assert not other.metadata.from_replay
+    assert first.metadata.envelope_hash != other.metadata.envelope_hash
+
+
+def test_live_caller_gets_the_answer_replay_gets_markers(store):
+    """The caller sees the token; a cache hit and a replay see its marker."""
+    redactor = standard()
+    with kyc_router(store, redactor) as router:
+        live = router.route_intent(ask(SSN))
+        hit = router.route_intent(ask(SSN))
+    marker = redactor.marker(TOKEN)
+    assert live.payload == {"ok": True, "token": TOKEN, "echo": f"checked {SSN}"}
+    assert hit.payload["token"] == marker
+    assert hit.payload["echo"] == f"checked {redactor.marker(SSN)}"
+    replayed = ReplayEngine.from_store(store, live.metadata.execution_id).replay()
+    assert replayed.payload == hit.payload
+
+
+def test_replay_checks_a_redacted_envelope(store):
+    """replay(env=...) takes the envelope redacted; the raw one differs at its path."""
+    redactor = standard()
+    envelope = IntentEnvelope.model_validate(ask(SSN))
+    with kyc_router(store, redactor, cache=False) as router:
+        execution_id = router.route_intent(envelope).metadata.execution_id
+    engine = ReplayEngine.from_store(store, execution_id)
+    assert engine.replay(env=redactor.redact_envelope(envelope)).payload["ok"]
+    with pytest.raises(ReplayHashMismatch) as caught:
+        engine.replay(env=envelope)
+    assert "payload.user.ssn" in str(caught.value)
+
+
+def test_args_hash_is_stable_and_a_rerun_matches(store):
+    """Equal secrets give equal argsHash; a strict re-run serves the step."""
+    redactor = standard()
+    with kyc_router(store, redactor, cache=False) as router:
+        one = router.route_intent(ask(SSN)).metadata.execution_id
+        two = router.route_intent(ask(SSN)).metadata.execution_id
+        three = router.route_intent(ask(OTHER_SSN)).metadata.execution_id
+
+        def start(execution_id: str) -> dict[str, object]:
+            record = store.load(execution_id)
+            return next(e.data for e in record.events if e.type == EventType.STEP_START)
+
+        assert start(one)["args"] == {"ssn": redactor.marker(SSN)}
+        assert start(one)["argsHash"] == start(two)["argsHash"]
+        assert start(one)["argsHash"] != start(three)["argsHash"]
+        result = rerun(ReplayEngine.from_store(store, one), router)
+    assert [s.source for s in result.steps] == ["record"]
+    assert result.diff is not None
+    assert result.diff.same
+
+
+def test_agent_error_text_is_scrubbed(store):
+    """An exception quoting a redacted value is recorded with its marker."""
+    router = IntentRouter(store=store, redactor=standard())
+
+    @router.agent("kyc")
+    def kyc(env: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
+        raise ValueError(f"no such ssn {env.payload['user']['ssn']}")
+
+    with router:
+        response = router.route_intent(ask(SSN))
+    assert SSN in response.error.message  # the caller sees what happened
+    assert leaked(store.root, SSN) == []
+    assert standard().marker(SSN) in store.raw(response.metadata.execution_id).decode()
+
+
+def test_child_intents_inherit_the_redactor(store):
+    """A child's record, and its parent's route step, hold markers only."""
+    redactor = standard()
+    router = IntentRouter(store=store, redactor=redactor)
+
+    @router.agent("parent")
+    def parent(env: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
+        child = ctx.route(ask(env.payload["user"]["ssn"]))
+        return {"child": child.payload}
+
+    router.agent("kyc", name="kyc")(
+        lambda env, ctx: {"token": TOKEN, "ssn": env.payload["user"]["ssn"]}
+    )
+    with router:
+        response = router.route_intent(
+            {"intent": {"name": "parent"}, "payload": {"user": {"ssn": SSN}}}
+        )
+    assert response.payload == {"child": {"token": TOKEN, "ssn": SSN}}
+    # The child's token is a known secret of the parent: its answer quotes it.
+    assert leaked(store.root, TOKEN, SSN) == []
+    (child,) = [s for s in store.list() if s.intent_name == "kyc"]
+    loaded = store.load(child.execution_id).header
+    assert loaded.parent_execution_id == response.metadata.execution_id
+
+
+def test_broadcast_answers_are_redacted_per_agent(store):
+    """Each agent's answer in a BROADCAST response gets the response rules."""
+    redactor = standard()
+    router = IntentRouter(store=store, redactor=redactor)
+    router.agent("kyc", name="a")(lambda env, ctx: {"token": TOKEN})
+    router.agent("kyc", name="b")(lambda env, ctx: {"token": TOKEN + "-b"})
+    wire = {**ask(SSN), "routing": {"strategy": "BROADCAST"}}
+    with router:
+        response = router.route_intent(wire)
+    assert response.payload == {"a": {"token": TOKEN}, "b": {"token": TOKEN + "-b"}}
+    replayed = ReplayEngine.from_store(store, response.metadata.execution_id).replay()
+    assert replayed.payload == {
+        "a": {"token": redactor.marker(TOKEN)},
+        "b": {"token": redactor.marker(TOKEN + "-b")},
+    }
+
+
+def test_a_failing_hook_writes_nothing_unredacted(store):
+    """A hook that raises on answers stops the recording; the answer still comes."""
+
+    def hook(where: str, path: str, value: object) -> bool:
+        if where == "response":
+            raise RuntimeError(f"cannot judge {value}")
+        return False
+
+    router = IntentRouter(store=store, redactor=Redactor(KEY, hook=hook))
+    router.agent("kyc", name="kyc")(lambda env, ctx: {"token": TOKEN})
+    with router:
+        response = router.route_intent(ask(SSN))
+    assert response.payload == {"token": TOKEN}
+    assert "could not redact AGENT_ATTEMPT_END: RuntimeError" in (
+        response.metadata.recording_error or ""
+    )
+    assert leaked(store.root, TOKEN) == []
+    assert not store.load(response.metadata.execution_id).header.replayable
+
+
+@pytest.fixture
+def pg_store(pg_dsn: str) -> Iterator[object]:
+    """A PostgresExecutionStore on a new database (as in tests/store)."""
+    from intentusnet.store import PostgresExecutionStore
+
+    with PostgresExecutionStore(pg_dsn) as store:
+        yield store
+
+
+def test_secret_never_reaches_postgres(pg_store, pg_dsn):
+    """Over PostgreSQL, no row of any table holds the secret; the cache still hits."""
+    import psycopg
+
+    with kyc_router(pg_store, standard()) as router:
+        first = router.route_intent(ask(SSN))
+        again = router.route_intent(ask(SSN))
+    assert again.metadata.from_replay
+    assert again.metadata.original_execution_id == first.metadata.execution_id
+    with psycopg.connect(pg_dsn) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'intentusnet_%'"
+            )
+        ]
+        assert "intentusnet_lines" in tables
+        for table in tables:
+            text = f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s"
+            for secret in (SSN, TOKEN):
+                hex_secret = secret.encode().hex()
+                (plain,) = conn.execute(text, (f"%{secret}%",)).fetchone()
+                (raw,) = conn.execute(text, (f"%{hex_secret}%",)).fetchone()
+                assert (plain, raw) == (0, 0), f"{secret} in {table}"
+        (lines,) = conn.execute("SELECT count(*) FROM intentusnet_lines").fetchone()
+    assert lines > 0
