@@ -14,19 +14,26 @@ Segments are joined by dots; ``[N]`` is an array index, ``[*]`` and ``*`` any
 child (every key of an object, every item of an array), ``["..."]`` a key
 written as a JSON string, and ``**`` zero or more levels. A leading ``$.`` is
 allowed and changes nothing.
+
+:func:`rewrite` replaces the nodes paths (or a predicate) pick in a value.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Final, NoReturn, TypeAlias
 
-__all__ = ["ANY", "DEEP", "Path", "Segment", "parse", "render"]
+from .._util.jsonvalue import JSONValue
+
+__all__ = ["ANY", "DEEP", "Path", "Pick", "Segment", "parse", "render", "rewrite"]
 
 #: One step of a path: a key (``str``), an index (``int``), ANY or DEEP.
 Segment: TypeAlias = "str | int | _Wild"
 Path: TypeAlias = tuple[Segment, ...]
+#: ``pick(path, value) -> bool``: also replace this node (``path`` as rendered).
+Pick: TypeAlias = Callable[[str, JSONValue], bool]
 
 
 class _Wild:
@@ -125,3 +132,92 @@ def render(at: tuple[str | int, ...]) -> str:
         else:
             text += f"[{json.dumps(key)}]"
     return text or "$"
+
+
+def rewrite(
+    value: JSONValue,
+    paths: tuple[Path, ...],
+    replace: Callable[[JSONValue], JSONValue],
+    pick: Pick | None = None,
+    *,
+    whole: bool = True,
+) -> JSONValue:
+    """``value`` with ``replace(node)`` for each node a path or ``pick`` names.
+
+    ``pick`` is asked about every node from the root down, until it says
+    yes; a replaced node is not looked into. Containers are copied only where
+    something changed: an untouched value is returned as it is. Without
+    ``whole``, the root itself is never replaced nor shown to ``pick``.
+    """
+    if not paths and pick is None:
+        return value
+    return _visit(value, paths, replace, pick, (), whole)
+
+
+def _visit(
+    value: JSONValue,
+    alive: tuple[Path, ...],
+    replace: Callable[[JSONValue], JSONValue],
+    pick: Pick | None,
+    at: tuple[str | int, ...],
+    whole: bool = True,
+) -> JSONValue:
+    ends, onward = _expand(alive)
+    if (ends and whole) or (pick is not None and whole and pick(render(at), value)):
+        return replace(value)
+    if type(value) is dict:
+        changed: dict[str, JSONValue] | None = None
+        for key, item in value.items():
+            paths = _children(onward, key, str)
+            if not paths and pick is None:
+                continue
+            new = _visit(item, paths, replace, pick, (*at, key))
+            if new is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = new
+        return value if changed is None else changed
+    if type(value) is list:
+        items: list[JSONValue] | None = None
+        for index, item in enumerate(value):
+            paths = _children(onward, index, int)
+            if not paths and pick is None:
+                continue
+            new = _visit(item, paths, replace, pick, (*at, index))
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    return value
+
+
+def _expand(alive: tuple[Path, ...]) -> tuple[bool, tuple[Path, ...]]:
+    """Whether a path ends at this node, and the paths going on to its children.
+
+    ``**`` matches zero levels (the rest applies here) or more (it goes on).
+    """
+    ends = False
+    onward: dict[Path, None] = {}
+    stack = list(alive)
+    while stack:
+        path = stack.pop()
+        if not path:
+            ends = True
+            continue
+        onward[path] = None
+        if path[0] is DEEP:
+            stack.append(path[1:])
+    return ends, tuple(onward)
+
+
+def _children(onward: tuple[Path, ...], key: str | int, kind: type) -> tuple[Path, ...]:
+    """The paths that go on into the child at ``key``."""
+    found: list[Path] = []
+    for path in onward:
+        first = path[0]
+        if first is DEEP:
+            found.append(path)
+        elif first is ANY or (type(first) is kind and first == key):
+            found.append(path[1:])
+    return tuple(found)

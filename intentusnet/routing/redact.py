@@ -26,6 +26,7 @@ recorded later, e.g. an exception message, it is replaced by its marker too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope, RoutingStrategy
 from ..hashing import canonical_json
-from ._paths import ANY, DEEP, Path, parse, render
+from ._paths import DEEP, Path, parse, rewrite
 
 if TYPE_CHECKING:
     from ..envelope import ErrorInfo
@@ -367,89 +368,24 @@ def _rewrite(
 ) -> JSONValue:
     """``value`` with every node the rules or the hook pick replaced by its marker.
 
-    Containers are copied only where something changed: an untouched value is
-    returned as it is. ``found`` receives each replaced string (and integer, as
-    text) with its marker. Without ``whole`` the root itself is never replaced
-    (a payload stays an object): the hook is not asked about it.
+    An untouched value is returned as it is. ``found`` receives each replaced
+    string (and integer, as text) with its marker. Without ``whole`` the root
+    itself is never replaced (a payload stays an object).
     """
     hook = redactor._hook
     if not rules and hook is None:
         return value
-    return _visit(redactor, value, rules, where, (), found, hook, whole)
 
+    def replace(node: JSONValue) -> JSONValue:
+        if is_marker(node):
+            return node  # already redacted: a record redacts to itself
+        _collect(redactor, node, found)
+        return redactor.marker(node)
 
-def _visit(
-    redactor: Redactor,
-    value: JSONValue,
-    alive: tuple[Path, ...],
-    where: str,
-    at: tuple[str | int, ...],
-    found: dict[str, str],
-    hook: RedactHook | None,
-    whole: bool = True,
-) -> JSONValue:
-    if is_marker(value):
-        return value
-    ends, onward = _expand(alive)
-    if ends or (hook is not None and whole and hook(where, render(at), value)):
-        _collect(redactor, value, found)
-        return redactor.marker(value)
-    if type(value) is dict:
-        changed: dict[str, JSONValue] | None = None
-        for key, item in value.items():
-            paths = _children(onward, key, str)
-            if not paths and hook is None:
-                continue
-            new = _visit(redactor, item, paths, where, (*at, key), found, hook)
-            if new is not item:
-                if changed is None:
-                    changed = dict(value)
-                changed[key] = new
-        return value if changed is None else changed
-    if type(value) is list:
-        items: list[JSONValue] | None = None
-        for index, item in enumerate(value):
-            paths = _children(onward, index, int)
-            if not paths and hook is None:
-                continue
-            new = _visit(redactor, item, paths, where, (*at, index), found, hook)
-            if new is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = new
-        return value if items is None else items
-    return value
-
-
-def _expand(alive: tuple[Path, ...]) -> tuple[bool, tuple[Path, ...]]:
-    """Whether a path ends at this node, and the paths going on to its children.
-
-    ``**`` matches zero levels (the rest applies here) or more (it goes on).
-    """
-    ends = False
-    onward: dict[Path, None] = {}
-    stack = list(alive)
-    while stack:
-        path = stack.pop()
-        if not path:
-            ends = True
-            continue
-        onward[path] = None
-        if path[0] is DEEP:
-            stack.append(path[1:])
-    return ends, tuple(onward)
-
-
-def _children(onward: tuple[Path, ...], key: str | int, kind: type) -> tuple[Path, ...]:
-    """The paths that go on into the child at ``key``."""
-    found: list[Path] = []
-    for path in onward:
-        first = path[0]
-        if first is DEEP:
-            found.append(path)
-        elif first is ANY or (type(first) is kind and first == key):
-            found.append(path[1:])
-    return tuple(found)
+    pick = None
+    if hook is not None:
+        pick = functools.partial(hook, where)
+    return rewrite(value, rules, replace, pick, whole=whole)
 
 
 def _collect(redactor: Redactor, value: JSONValue, found: dict[str, str]) -> None:
