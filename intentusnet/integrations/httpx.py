@@ -198,48 +198,56 @@ class _Core:
     def payload(
         self, request: httpx.Request, body: bytes
     ) -> tuple[JSONObject, CacheKey, list[str]]:
-        """The envelope payload of a request, its key, and the secrets it holds.
+        """The envelope payload of a request, its key, and the values redacted.
 
         The payload is what makes the request this request: method, URL,
-        hashed headers (named ones as markers) and the body (redacted). The
-        secrets (credential headers and parameters, redacted values) are
-        replaced by markers wherever they show up in the record.
+        hashed headers (named ones as markers) and the body (redacted).
         """
         hashed, marked, redactor = self.hashed_names, self.marked, self.redactor
         kept: dict[str, list[str]] = {}
-        secrets: list[str] = []
         for raw_name, raw_value in request.headers.raw:
             name = raw_name.lower()
-            text = name.decode("latin-1")
-            value = raw_value.decode("latin-1")
-            if is_secret(text, self.secret) or text in marked:
-                secrets.extend(_credential_parts(value))
             if name in hashed:
+                text = name.decode("latin-1")
+                value = raw_value.decode("latin-1")
                 if redactor is not None and text in marked:
                     value = redactor.marker(value)
                 kept.setdefault(text, []).append(value)
         headers: JSONObject = {name: ", ".join(kept[name]) for name in sorted(kept)}
-        url, url_secrets = self.url_and_secrets(request.url)
-        secrets.extend(url_secrets)
+        url = self.url(request.url)
         payload: JSONObject = {"method": request.method, "url": url, "headers": headers}
+        found: dict[str, str] = {}
         if body:
             try:
-                payload["json"] = self._body(orjson.loads(body), secrets)
-                return payload, self.calls.key(payload, self.directive), secrets
+                payload["json"] = self._body(orjson.loads(body), found)
+                return payload, self.calls.key(payload, self.directive), list(found)
             except (orjson.JSONDecodeError, EnvelopeValidationError):
                 payload.pop("json", None)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)
-        return payload, self.calls.key(payload, self.directive), secrets
+        return payload, self.calls.key(payload, self.directive), list(found)
 
-    def _body(self, body: JSONValue, secrets: list[str]) -> JSONValue:
+    def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
         """A request body with the redactor's body paths applied."""
         if self.redactor is None:
             return body
-        found: dict[str, str] = {}
-        redacted = redact_body(self.redactor, body, "http.request", found)
-        secrets.extend(found)
-        return redacted
+        return redact_body(self.redactor, body, "http.request", found)
+
+    def secrets(self, request: httpx.Request, redacted: list[str]) -> list[str]:
+        """The secrets of a request that is being made (not needed for a hit).
+
+        Credential and named headers' values, credential parameters, the URL's
+        password and the values redacted from the body: they are replaced by
+        markers wherever they show up in the record (an error text, say).
+        """
+        found = list(redacted)
+        marked = self.marked
+        for raw_name, raw_value in request.headers.raw:
+            name = raw_name.decode("latin-1").lower()
+            if name in marked or is_secret(name, self.secret):
+                found.extend(_credential_parts(raw_value.decode("latin-1")))
+        found.extend(self.url_and_secrets(request.url)[1])
+        return found
 
     def url(self, url: httpx.URL) -> str:
         """The URL without user info, fragment and secret query parameters."""
@@ -557,7 +565,7 @@ class RecordingTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Answer a request from the records, or call and record it."""
         core = self._core
-        payload, key, secrets = core.payload(request, request.read())
+        payload, key, redacted = core.payload(request, request.read())
         if core.mode is TransportMode.REPLAY:
             return core.response(core.replay(key, request), request)
         wrapped = self._wrapped
@@ -574,7 +582,9 @@ class RecordingTransport(httpx.BaseTransport):
             return recorded
 
         run: Job = job
-        answer = core.cache.answer(key, lambda: core.calls.run(payload, run, secrets))
+        answer = core.cache.answer(
+            key, lambda: core.calls.run(payload, run, core.secrets(request, redacted))
+        )
         return core.live(live[0], request) if live else core.response(answer, request)
 
     def close(self) -> None:
@@ -623,7 +633,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Answer a request from the records, or call and record it."""
         core = self._core
-        payload, key, secrets = core.payload(request, await request.aread())
+        payload, key, redacted = core.payload(request, await request.aread())
         if core.mode is TransportMode.REPLAY:
             return core.response(core.replay(key, request), request)
         wrapped = self._wrapped
@@ -641,7 +651,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
 
         run: AsyncJob = job
         answer = await core.cache.aanswer(
-            key, lambda: core.calls.arun(payload, run, secrets)
+            key, lambda: core.calls.arun(payload, run, core.secrets(request, redacted))
         )
         return core.live(live[0], request) if live else core.response(answer, request)
 

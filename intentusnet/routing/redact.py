@@ -249,7 +249,10 @@ class Redaction:
         )
         if payload is env.payload:
             return env
-        return env.model_copy(update={"payload": payload})
+        # Not validated again: the payload was, and redaction only puts marker
+        # strings in place of its values.
+        fields = {name: getattr(env, name) for name in type(env).model_fields}
+        return type(env).model_construct(**{**fields, "payload": payload})
 
     def args(self, step: str, value: JSONValue) -> JSONValue:
         """A step's arguments, before they are hashed."""
@@ -379,8 +382,13 @@ def _rewrite(
     def replace(node: JSONValue) -> JSONValue:
         if is_marker(node):
             return node  # already redacted: a record redacts to itself
-        _collect(redactor, node, found)
-        return redactor.marker(node)
+        marker = redactor.marker(node)
+        if type(node) is str:  # the common case: its marker is the one in text
+            if len(node) >= MIN_SECRET_CHARS:
+                found[node] = marker
+        else:
+            _collect(redactor, node, found)
+        return marker
 
     pick = None
     if hook is not None:
