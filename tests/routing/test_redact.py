@@ -371,3 +371,35 @@ def test_secret_never_reaches_postgres(pg_store, pg_dsn):
                 assert (plain, raw) == (0, 0), f"{secret} in {table}"
         (lines,) = conn.execute("SELECT count(*) FROM intentusnet_lines").fetchone()
     assert lines > 0
+
+
+def test_step_outputs_and_async_routing(store):
+    """A whole step output becomes its marker; route() serves hits redacted too."""
+    import asyncio
+
+    redactor = Redactor(KEY, outputs={"vault.get": ["$"]})
+    router = IntentRouter(store=store, cache=ReplayCache(), redactor=redactor)
+
+    @router.agent("login")
+    async def login(env: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
+        token = await ctx.astep("vault.get", {}, _fetch_token)
+        return {"header": f"Bearer {token}"}
+
+    async def main() -> tuple[object, object]:
+        first = await router.route({"intent": {"name": "login"}})
+        again = await router.route({"intent": {"name": "login"}})
+        return first, again
+
+    with router:
+        first, again = asyncio.run(main())
+    assert first.payload == {"header": f"Bearer {TOKEN}"}
+    assert again.metadata.from_replay
+    assert again.payload == {"header": f"Bearer {redactor.marker(TOKEN)}"}
+    record = store.load(first.metadata.execution_id)
+    (end,) = [e.data for e in record.events if e.type == EventType.STEP_END]
+    assert end["output"] == redactor.marker(TOKEN)
+    assert leaked(store.root, TOKEN) == []
+
+
+async def _fetch_token() -> str:
+    return TOKEN
