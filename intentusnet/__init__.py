@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "RecordSummary": "record.model",
     "RecordWriter": "store",
     "RecordedStep": "steps.view",
+    "Redactor": "routing.redact",
     "RemoteAgent": "http.remote",
     "ReplayCache": "cache.replay_cache",
     "ReplayEngine": "replay",
@@ -174,6 +175,7 @@ if TYPE_CHECKING:
     from .routing.agents import AgentDefinition as AgentDefinition
     from .routing.agents import AgentRegistry as AgentRegistry
     from .routing.agents import current_context as current_context
+    from .routing.redact import Redactor as Redactor
     from .routing.router import IntentRouter as IntentRouter
     from .steps.diff import DiffEntry as DiffEntry
     from .steps.diff import RecordDiff as RecordDiff

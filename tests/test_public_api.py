@@ -62,6 +62,7 @@ PUBLIC = [
     "RecordSummary",
     "RecordWriter",
     "RecordedStep",
+    "Redactor",
     "RemoteAgent",
     "ReplayCache",
     "ReplayEngine",
