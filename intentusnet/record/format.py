@@ -221,6 +221,19 @@ def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent
     )
 
 
+def bytes_after_final(torn: bytes) -> str:
+    """What is wrong with a completed record that ends in a partial line.
+
+    A crash tears only the write in progress; a completed record's writer is
+    done, and later appends (``INVALIDATED``) are whole lines. So bytes after
+    its last line are an edit, not crash damage.
+    """
+    return (
+        f"{len(torn)} bytes after the last line of a completed record (a "
+        "completed record is appended to by whole lines only)"
+    )
+
+
 def newline_replaced(torn: bytes, prev: bytes) -> bool:
     """Whether a "torn" last line is a whole line whose newline was edited."""
     return len(torn) > _MIN_LINE and check_line(torn[:-1], prev) is None

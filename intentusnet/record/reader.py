@@ -19,6 +19,7 @@ from ..hashing import compute_hash
 from .fingerprint import record_fingerprint
 from .format import (
     AFTER_FINAL,
+    bytes_after_final,
     check_header,
     check_line,
     event_of_line,
@@ -72,6 +73,11 @@ def parse_record(
             "the line's newline was replaced by another byte",
             execution_id,
             len(lines) + 1,
+        )
+    if torn and final is not None and not owner_alive(_owner(header)):
+        # Its writer still holding it, the last write may be partly visible.
+        raise RecordIntegrityError(
+            bytes_after_final(torn), execution_id, len(lines) + 1
         )
     return ExecutionRecord(
         _header(
@@ -134,8 +140,7 @@ def _header(
     owner_alive: OwnerAlive,
 ) -> ExecutionHeader:
     """Build the header: line 1's fields and the state the events show."""
-    created, owner = fields["createdUtc"], fields.get("owner")
-    owner_d = owner if isinstance(owner, dict) else None
+    created, owner_d = fields["createdUtc"], _owner(fields)
     agent: str | None = None
     duration: float | None = None
     completed: str | None = None
@@ -216,6 +221,11 @@ def _answered_by(final: JSONObject, at_ms: float) -> tuple[str | None, float]:
         agent if isinstance(agent, str) else None,
         float(duration) if isinstance(duration, int | float) else at_ms,
     )
+
+
+def _owner(header: JSONObject) -> JSONObject | None:
+    owner = header.get("owner")
+    return owner if isinstance(owner, dict) else None
 
 
 def _object(value: object) -> JSONObject:

@@ -14,6 +14,7 @@ from ..errors import RecordIntegrityError
 from .format import (
     AFTER_FINAL,
     GENESIS_HEX,
+    bytes_after_final,
     check_header,
     check_line,
     check_schema,
@@ -72,6 +73,8 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
         failures.append(
             f"line {len(lines) + 1}: the line's newline was replaced by another byte"
         )
+    elif torn and finished:
+        failures.append(f"line {len(lines) + 1}: {bytes_after_final(torn)}")
     elif torn:
         notes.append(
             f"line {len(lines) + 1}: torn last line ({len(torn)} bytes, a write cut "
