@@ -177,22 +177,51 @@ def invalidate(execution_id: str, reason: str, as_json: bool) -> None:
 @click.command()
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help=_JOBS_HELP)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
-def reindex(jobs: int | None, as_json: bool) -> None:
-    """Rebuild the catalog from the record files."""
+@click.pass_context
+def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
+    """Rebuild the catalog from the record files; exit 6 if a record changed.
+
+    A record whose file no longer holds the last line the catalog saw (edited
+    and re-hashed, or cut) is listed and kept as integrity_failure, never
+    accepted as it is now.
+    """
     from ..store.file import FileExecutionStore
     from ..store.naming import describe
 
     store = open_store()
+    changed: list[tuple[str, str]] = []
+
+    def on_changed(execution_id: str, problem: str) -> None:
+        changed.append((execution_id, problem))
+
     working(f"Reindexing {describe(store)} ...")
     if isinstance(store, FileExecutionStore):
         with progress_counter("Reading records") as advance:
-            count = store.reindex(processes=_jobs(jobs), on_progress=advance)
+            count = store.reindex(
+                processes=_jobs(jobs), on_progress=advance, on_changed=on_changed
+            )
     else:
-        count = store.reindex()  # one statement in the database
+        count = store.reindex(on_changed=on_changed)  # in the database
     if as_json:
-        emit_json({"records": count})
+        listed: list[JSONValue] = [
+            {"executionId": execution_id, "problem": problem}
+            for execution_id, problem in changed
+        ]
+        emit_json({"records": count, "changed": listed})
     else:
         click.echo(f"Reindexed {count} records.")
+        for execution_id, problem in changed:
+            click.echo(
+                f"{execution_id}: changed since the catalog saw it - {problem} - "
+                + click.style("INVALID", fg="red")
+            )
+        if changed:
+            click.echo(
+                f"{len(changed)} records changed since they were indexed; kept as "
+                "integrity_failure (not accepted as they are now)."
+            )
+    if changed:
+        ctx.exit(INTEGRITY_EXIT)
 
 
 @click.command()

@@ -192,19 +192,9 @@ def cross_check(
     The catalog remembers how many lines it last saw and the hash of the last
     one, so whole lines cut from the end of a record are found.
     """
-    if row is None or not row.chain_head:
+    if row is None:
         return report
-    lines = data.split(b"\n")[:-1]
-    failure = None
-    if row.lines > len(lines):
-        failure = (
-            f"line {len(lines) + 1}: missing; the catalog saw {row.lines} lines "
-            f"but the file has {len(lines)} (lines were cut from its end)"
-        )
-    elif row.lines >= 1 and (
-        b"sha256:" + lines[row.lines - 1][-66:-2] != row.chain_head.encode()
-    ):
-        failure = f"line {row.lines}: its hash is not the one the catalog recorded"
+    failure = catalog_mismatch(data, row.lines, row.chain_head)
     if failure is None:
         return report
     # Lines the catalog saw are gone: no longer a recording failure, if the
@@ -217,3 +207,23 @@ def cross_check(
         valid=False,
         notes=tuple(n for n in report.notes if not n.startswith("recording failure")),
     )
+
+
+def catalog_mismatch(data: bytes, lines: int, chain_head: str) -> str | None:
+    """How a record's bytes differ from the catalog's memory of them, or None.
+
+    ``lines`` and ``chain_head`` are what the catalog last saw: how many
+    complete lines, and the hash of the last of them. Records are append-only,
+    so that line must still be there with that hash.
+    """
+    if not chain_head or lines < 1:
+        return None
+    complete = data.split(b"\n")[:-1]
+    if lines > len(complete):
+        return (
+            f"line {len(complete) + 1}: missing; the catalog saw {lines} lines "
+            f"but the file has {len(complete)} (lines were cut from its end)"
+        )
+    if b"sha256:" + complete[lines - 1][-66:-2] != chain_head.encode():
+        return f"line {lines}: its hash is not the one the catalog recorded"
+    return None

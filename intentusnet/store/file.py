@@ -465,7 +465,11 @@ class FileExecutionStore:
         return removed
 
     def reindex(
-        self, *, processes: int = 1, on_progress: Progress | None = None
+        self,
+        *,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+        on_changed: Callable[[str, str], None] | None = None,
     ) -> int:
         """Rebuild the catalog from the record files; return records indexed.
 
@@ -475,15 +479,25 @@ class FileExecutionStore:
         files with no complete first line as ``recording_failure``; files of a
         newer format or with an unreadable header are left out (and logged).
 
+        A record whose file no longer holds the last line the catalog saw
+        (same place, same hash: records are append-only) was changed or cut
+        since: even if its chain holds (every hash recomputed), it is not
+        accepted. Its row keeps the catalog's chain head, so ``verify`` still
+        fails it, and says ``integrity_failure``; it is logged and passed to
+        ``on_changed``. A catalog that was deleted remembers nothing: only a
+        signature then tells (docs/records.md, "Signatures").
+
         Args:
             processes: worker processes reading the files of a store of 20,000
                 records or more, as for :meth:`verify_all` (added in 0.1.0).
             on_progress: called with the number of files read so far (added in
                 0.1.0).
+            on_changed: called with the id of each record changed since the
+                catalog saw it and how it differs (added in 0.1.0).
         """
         if not os.path.isdir(self._root):
             return 0
-        return self._index.rebuild(on_progress, processes)
+        return self._index.rebuild(on_progress, processes, on_changed)
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and bytes used, from the catalog.

@@ -229,15 +229,18 @@ class PostgresExecutionStore(PostgresHitJournal):
             )
         return sorted(str(row[0]) for row in rows)
 
-    def reindex(self) -> int:
+    def reindex(self, *, on_changed: Callable[[str, str], None] | None = None) -> int:
         """Rebuild every catalog row from the record's stored lines.
 
         Damaged records are indexed as ``integrity_failure`` where line 1 can be
         read; records of a newer format are left as they are (and logged).
         Returns the number of records indexed. Records are read a batch at a
-        time, so memory does not grow with the store.
+        time, so memory does not grow with the store. A record whose lines no
+        longer hold the last line its row saw is not accepted: as for
+        ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
+        logged and passed to ``on_changed`` (added in 0.1.0).
         """
-        return _pg_catalog.reindex(self._db)
+        return _pg_catalog.reindex(self._db, on_changed=on_changed)
 
     # -- reading ------------------------------------------------------------------
 

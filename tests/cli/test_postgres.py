@@ -143,7 +143,7 @@ def test_writing_commands_work_on_the_database(
     assert done.exit_code == 0, done.output
     assert invoke("--store", pg_dsn, "replay", "last").exit_code == 4
     reindexed = invoke("--store", pg_dsn, "reindex", "--json")
-    assert orjson.loads(reindexed.stdout) == {"records": len(pg_ids)}
+    assert orjson.loads(reindexed.stdout) == {"records": len(pg_ids), "changed": []}
     pruned = invoke("--store", pg_dsn, "prune", "--older-than", "0s", "--json")
     assert orjson.loads(pruned.stdout)["count"] == len(pg_ids)
     assert _listed(invoke, "--store", pg_dsn) == set()

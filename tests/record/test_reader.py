@@ -260,7 +260,9 @@ def test_bytes_after_the_last_line_of_a_completed_record_fail(
     execution_id = finished(store)
     path = record_file(store, execution_id)
     path.write_bytes(path.read_bytes() + junk)
-    with pytest.raises(RecordIntegrityError, match="after the last line of a completed"):
+    with pytest.raises(
+        RecordIntegrityError, match="after the last line of a completed"
+    ):
         store.load(execution_id)
     report = store.verify(execution_id)
     assert not report.valid

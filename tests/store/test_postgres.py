@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from pgkit import PASSWORD
-from recordkit import attempt_end, envelope, finished, start
+from recordkit import attempt_end, change_answer, envelope, finished, reseal, start
 
 from intentusnet import AgentDefinition, IntentRouter
 from intentusnet.errors import InvalidExecutionId, RecordExists, StoreError
@@ -357,6 +357,39 @@ def test_reindex_rebuilds_the_catalog_from_the_lines(
     assert not report.valid
     assert report.failures[0].startswith("line 3:")
     assert pg_store.find_by_hash(rows[good].envelope_hash) is not None
+
+
+def rewrite_lines(dsn: str, execution_id: str, data: bytes) -> None:
+    """Replace a record's stored lines with ``data``, behind the store's back."""
+    lines = data.splitlines(keepends=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM intentusnet_lines WHERE execution_id = %s", [execution_id]
+        )
+        for seq, line in enumerate(lines):
+            conn.execute(
+                "INSERT INTO intentusnet_lines (execution_id, seq, line) "
+                "VALUES (%s, %s, %s)",
+                [execution_id, seq, line],
+            )
+
+
+def test_reindex_reports_a_record_edited_and_rehashed(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Lines edited and re-hashed in the database are named by reindex, not accepted."""
+    good, edited = finished(pg_store, "good"), finished(pg_store, "edited")
+    rewrite_lines(pg_dsn, edited, reseal(pg_store.raw(edited), change_answer("forged")))
+    changed: list[tuple[str, str]] = []
+    assert pg_store.reindex(on_changed=lambda *found: changed.append(found)) == 2
+    assert changed == [(edited, "line 6: its hash is not the one the catalog recorded")]
+    rows = {row.execution_id: row for row in pg_store.list()}
+    assert rows[good].replayable
+    assert rows[edited].replayable_reason is ReplayableReason.INTEGRITY_FAILURE
+    assert not pg_store.verify(edited).valid
+    again: list[tuple[str, str]] = []
+    pg_store.reindex(on_changed=lambda *found: again.append(found))
+    assert again == changed
 
 
 @pytest.mark.slow
