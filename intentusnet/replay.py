@@ -194,7 +194,8 @@ class ReplayEngine:
 
     def _partial(self, warnings: list[str], *, forced: bool) -> ReplayResult:
         record = self.record
-        events = record.events
+        # What the execution did; a signature closing the record is no step of it.
+        events = [e for e in record.events if e.type is not EventType.SIGNATURE]
         last = events[-1] if events else None
         progress = (
             f"{len(events)} events recorded, the last {last.type.value} at "

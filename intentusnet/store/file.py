@@ -26,6 +26,7 @@ from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
 from ..errors import RecordNotFound, StoreError
 from ..record.format import header_line
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordSummary,
@@ -78,9 +79,14 @@ class FileExecutionStore:
         root: the store directory; default ``$INTENTUSNET_STORE`` or
             ``.intentusnet/records``. Created (mode 0700) on first write.
         durability: ``"flush"`` (default) or ``"fsync"``, see :data:`Durability`.
+        signing_key: a :class:`SigningKey`, or the path of its private key file:
+            every record opened names its id in line 1 and is signed each time
+            it is closed (completed, closed unfinished, invalidated); see
+            docs/records.md, "Signatures". Added in 0.1.0.
 
     Raises:
         ValueError: an unknown durability.
+        SigningKeyError: ``signing_key`` cannot be read as an Ed25519 private key.
     """
 
     def __init__(
@@ -88,11 +94,13 @@ class FileExecutionStore:
         root: str | os.PathLike[str] | None = None,
         *,
         durability: Durability = "flush",
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
                 f"durability must be 'flush' or 'fsync', not {durability!r}"
             )
+        self._signer = load_signing_key(signing_key)
         if root is None:
             root = os.environ.get("INTENTUSNET_STORE") or DEFAULT_ROOT
         self.root = Path(root)
@@ -187,6 +195,7 @@ class FileExecutionStore:
                 envelope=wire,
                 parent_execution_id=parent_execution_id,
                 owner=owner,
+                key_id=None if self._signer is None else self._signer.key_id,
             )
         except TypeError as exc:
             raise StoreError(
@@ -234,6 +243,7 @@ class FileExecutionStore:
             fsync=self._fsync,
             row=row,
             on_complete=writes.write_later,
+            signer=self._signer,
         )
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
@@ -271,14 +281,22 @@ class FileExecutionStore:
         The record is not rewritten; a torn last line left by a crash is cut off
         first, so that the new line continues the chain.
 
+        A signed record's ``INVALIDATED`` line is signed too, by this store's
+        key.
+
         Raises:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
             RecordIntegrityError: the record is damaged.
             StoreError: a process is still writing the record.
+            SigningKeyError: the record is signed and this store has no key.
         """
         check_id(execution_id)
         _files.append_invalidated(
-            self._path(execution_id), execution_id, reason, fsync=self._fsync
+            self._path(execution_id),
+            execution_id,
+            reason,
+            fsync=self._fsync,
+            signer=self._signer,
         )
         self._index.refresh(execution_id)
 

@@ -16,6 +16,7 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Final, TypeAlias
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of
 from ..errors import RecordIntegrityError, RecordNotFound, StoreError
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordSummary,
@@ -69,6 +71,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         pool_size: connections in the read pool (psycopg_pool), opened on the
             first read. Writes and advisory locks go through one more
             connection, the store's session.
+        signing_key: as for ``FileExecutionStore``: records are signed by the
+            same code (added in 0.1.0).
 
     The tables are created on first use. Safe for any number of threads (reads
     run in parallel on the pool; writes take turns on the session), processes
@@ -81,6 +85,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         *,
         durability: Durability = "flush",
         pool_size: int = POOL_SIZE,
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -93,6 +98,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         ):
             raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self.durability: Final = durability
+        self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
         self._writing: set[str] = set()
 
@@ -154,6 +160,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             envelope_hash=envelope_hash,
             execution_id=execution_id,
             parent_execution_id=parent_execution_id,
+            signer=self._signer,
         )
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
@@ -178,6 +185,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
             RecordIntegrityError: the record is damaged.
             StoreError: a process (on any host) is still writing the record.
+            SigningKeyError: the record is signed and this store has no key.
         """
         check_id(execution_id)
         with self._db.lock:
@@ -185,7 +193,7 @@ class PostgresExecutionStore(PostgresHitJournal):
                 raise StoreError(f"record {execution_id} is still being written")
             try:
                 append_invalidated(
-                    self._db, execution_id, self.raw(execution_id), reason
+                    self._db, execution_id, self.raw(execution_id), reason, self._signer
                 )
             finally:
                 unlock(self._db, execution_id)

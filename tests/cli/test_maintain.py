@@ -74,6 +74,7 @@ def test_verify_all_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) 
         "valid",
         "notes",
         "recordingFailure",
+        "keyId",
     }
     total = doc["total"]
     assert total["records"] == len(ids)

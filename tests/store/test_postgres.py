@@ -392,6 +392,35 @@ def test_reindex_reports_a_record_edited_and_rehashed(
     assert again == changed
 
 
+def test_records_are_signed_by_the_same_code_as_files(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Signed in PostgreSQL, checked anywhere: forged lines fail the signature."""
+    from intentusnet.record.keys import SigningKey
+    from intentusnet.record.signing import KeyRing, SignatureStatus
+
+    key = SigningKey.generate()
+    ring = KeyRing([key.public_key])
+    with PostgresExecutionStore(pg_dsn, signing_key=key) as store:
+        done, withdrawn = finished(store, "kept"), finished(store, "withdrawn")
+        store.invalidate(withdrawn, "stale")
+        unfinished = start(store)
+        unfinished.close()
+        for execution_id in (done, withdrawn, unfinished.execution_id):
+            record = store.load(execution_id)
+            assert record.header.key_id == key.key_id
+            assert record.events[-1].type is EventType.SIGNATURE
+            assert ring.check(record).status is SignatureStatus.SIGNED_VALID
+            assert ring.check_report(store.verify(execution_id)).accepted
+        with FileExecutionStore(tmp_path / "copy") as files:
+            files.import_raw(done, store.raw(done))
+            assert ring.check(files.load(done)).status is SignatureStatus.SIGNED_VALID
+        rewrite_lines(pg_dsn, done, reseal(store.raw(done), change_answer("forged")))
+        forged = store.load(done)
+        assert forged.final_response["payload"] == {"echo": "forged"}
+        assert ring.check(forged).status is SignatureStatus.SIGNED_INVALID
+
+
 @pytest.mark.slow
 def test_reindex_streams_a_large_store_in_batches(
     pg_store: PostgresExecutionStore, pg_dsn: str
