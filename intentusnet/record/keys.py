@@ -308,6 +308,6 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def _kind(key: object) -> str:
-    """``RSA``, ``EllipticCurve``, ... for a key of another type than Ed25519."""
+    """``RSA``, ``EC``, ``Ed448``, ... for a key of another type than Ed25519."""
     name = type(key).__name__.lstrip("_")
     return name.removesuffix("PublicKey").removesuffix("PrivateKey") or name

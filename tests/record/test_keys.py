@@ -6,6 +6,8 @@ import hashlib
 import os
 import pickle
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,24 @@ def test_an_unreadable_key_file_says_so(saved: tuple[Path, Path]) -> None:
     saved[0].chmod(0)
     with pytest.raises(SigningKeyError, match="cannot read key file"):
         SigningKey.load(saved[0])
+
+
+def test_without_cryptography_keys_say_which_extra_to_install() -> None:
+    """No `sign` extra: a precise SigningKeyError, and unsigned stores still work."""
+    probe = (
+        "import sys; sys.modules['cryptography'] = None\n"
+        "from intentusnet import FileExecutionStore, SigningKey, SigningKeyError\n"
+        "FileExecutionStore('records')\n"
+        "try:\n"
+        "    SigningKey.generate()\n"
+        "except SigningKeyError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert "pip install 'intentusnet[sign]'" in done.stdout
