@@ -52,10 +52,12 @@ _EXPORTS: dict[str, str] = {
     "InvalidExecutionId": "errors",
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
+    "KeyRing": "record.signing",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NotCacheable": "errors",
     "PostgresExecutionStore": "store",
+    "PublicKey": "record.keys",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
@@ -84,6 +86,11 @@ _EXPORTS: dict[str, str] = {
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
     "SideEffectMismatch": "errors",
+    "SignatureCheck": "record.signing",
+    "SignatureError": "errors",
+    "SignatureStatus": "record.signing",
+    "SigningKey": "record.keys",
+    "SigningKeyError": "errors",
     "StepRun": "steps.view",
     "StoreError": "errors",
     "StoreStats": "record.model",
@@ -150,6 +157,8 @@ if TYPE_CHECKING:
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
     from .errors import SideEffectMismatch as SideEffectMismatch
+    from .errors import SignatureError as SignatureError
+    from .errors import SigningKeyError as SigningKeyError
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
@@ -160,6 +169,8 @@ if TYPE_CHECKING:
     from .http.client import ExecutionPage as ExecutionPage
     from .http.client import IntentusClient as IntentusClient
     from .http.remote import RemoteAgent as RemoteAgent
+    from .record.keys import PublicKey as PublicKey
+    from .record.keys import SigningKey as SigningKey
     from .record.model import EventType as EventType
     from .record.model import ExecutionEvent as ExecutionEvent
     from .record.model import ExecutionHeader as ExecutionHeader
@@ -169,6 +180,9 @@ if TYPE_CHECKING:
     from .record.model import ReplayableReason as ReplayableReason
     from .record.model import StoreStats as StoreStats
     from .record.model import VerifyReport as VerifyReport
+    from .record.signing import KeyRing as KeyRing
+    from .record.signing import SignatureCheck as SignatureCheck
+    from .record.signing import SignatureStatus as SignatureStatus
     from .replay import ReplayEngine as ReplayEngine
     from .replay import ReplayResult as ReplayResult
     from .routing.agents import AgentContext as AgentContext

@@ -12,6 +12,7 @@ with, and also subclasses the builtin it behaves like::
     │   ├── RecordNotFound (KeyError)             record_not_found       3
     │   ├── RecordExists (FileExistsError)        record_exists          1
     │   ├── RecordIntegrityError (ValueError)     integrity_failure      6
+    │   │   └── SignatureError                    signature_failure      6
     │   └── UnsupportedSchemaVersion (ValueError) unsupported_schema     6
     ├── ReplayError                               replay_error           1
     │   ├── ReplayNotAllowed                      replay_not_allowed     4
@@ -23,6 +24,7 @@ with, and also subclasses the builtin it behaves like::
     │   └── CachedCallError (RuntimeError)        cached_call_error      1
     ├── CacheError (OSError)                      cache_error            1
     ├── NotCacheable (TypeError)                  not_cacheable          2
+    ├── SigningKeyError (ValueError)              signing_key_error      2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -125,6 +127,29 @@ class RecordIntegrityError(StoreError, ValueError):
         where = f" at line {line}" if line is not None else ""
         prefix = f"record {execution_id}{where}: " if execution_id else ""
         super().__init__(prefix + message)
+
+
+class SignatureError(RecordIntegrityError):
+    """A record's signatures do not vouch for it, checked against a ``KeyRing``.
+
+    Raised where keys are configured (``ReplayEngine(..., keys=...)``): the
+    record was changed after it was signed (``signed-invalid``), was signed by
+    a key the ring does not hold (``unknown-key``), or is not signed while the
+    ring requires a signature (``unsigned``). ``force=True`` does not override
+    it. Added in 0.1.0.
+
+    Attributes:
+        status: the ``SignatureStatus`` value, e.g. ``"signed-invalid"``.
+        detail: what was found, one sentence.
+    """
+
+    code: ClassVar[str] = "signature_failure"
+    exit_code: ClassVar[int] = 6
+
+    def __init__(self, status: str, detail: str, execution_id: str = "") -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(f"signature check failed ({status}): {detail}", execution_id)
 
 
 class UnsupportedSchemaVersion(RecordIntegrityError):
@@ -412,3 +437,17 @@ class NotCacheable(IntentusNetError, TypeError):
     def __init__(self, message: str, argument: str) -> None:
         self.argument = argument
         super().__init__(message)
+
+
+class SigningKeyError(IntentusNetError, ValueError):
+    """A signing or public key cannot be used, or is missing where one is needed.
+
+    The message says which file and why: it does not exist, is not a PEM key,
+    holds a key of another type than Ed25519, is a private key where a public
+    one is expected (or the reverse), is encrypted; or a signed record is to
+    be invalidated by a store without a signing key; or the ``cryptography``
+    package (the ``sign`` extra) is not installed. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "signing_key_error"
+    exit_code: ClassVar[int] = 2

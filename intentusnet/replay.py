@@ -16,6 +16,7 @@ from .hashing import compute_hash, hashed_view
 from .record.model import EventType, ExecutionRecord, _Frozen
 
 if TYPE_CHECKING:
+    from .record.signing import KeyRing, SignatureCheck
     from .store.protocol import ExecutionStore
 
 #: At most this many differing paths are reported by ReplayHashMismatch.
@@ -110,23 +111,49 @@ class ReplayEngine:
         engine = ReplayEngine(store.load(execution_id))
         ok, reason = engine.is_replayable()
         result = engine.replay()  # ReplayNotAllowed(reason) unless ok
+
+    Args:
+        record: the record to replay.
+        store: where it came from; a re-run loads child records from it.
+        keys: check the record's signatures first (added in 0.1.0): a record
+            the ring does not accept (``signed-invalid``, ``unknown-key``, or
+            ``unsigned`` when the ring requires a signature) is refused, and
+            ``force`` does not override that.
+
+    Raises:
+        SignatureError: ``keys`` given, and they do not accept the record.
     """
 
     def __init__(
-        self, record: ExecutionRecord, *, store: ExecutionStore | None = None
+        self,
+        record: ExecutionRecord,
+        *,
+        store: ExecutionStore | None = None,
+        keys: KeyRing | None = None,
     ) -> None:
+        #: what ``keys`` found of the record's signatures (None without keys)
+        self.signature: SignatureCheck | None = (
+            None if keys is None else keys.enforce(record)
+        )
         self.record = record
         #: where the record came from; a re-run loads child records from it
         self.store = store
 
     @classmethod
-    def from_store(cls, store: ExecutionStore, execution_id: str) -> ReplayEngine:
+    def from_store(
+        cls,
+        store: ExecutionStore,
+        execution_id: str,
+        *,
+        keys: KeyRing | None = None,
+    ) -> ReplayEngine:
         """Load ``execution_id`` from ``store`` (verifying it) and wrap it.
 
         Raises:
             RecordNotFound, InvalidExecutionId, RecordIntegrityError: from the store.
+            SignatureError: ``keys`` given, and they do not accept the record.
         """
-        return cls(store.load(execution_id), store=store)
+        return cls(store.load(execution_id), store=store, keys=keys)
 
     def is_replayable(self) -> tuple[bool, str | None]:
         """Return whether the record may be replayed and, if not, why."""
@@ -194,7 +221,8 @@ class ReplayEngine:
 
     def _partial(self, warnings: list[str], *, forced: bool) -> ReplayResult:
         record = self.record
-        events = record.events
+        # What the execution did; a signature closing the record is no step of it.
+        events = [e for e in record.events if e.type is not EventType.SIGNATURE]
         last = events[-1] if events else None
         progress = (
             f"{len(events)} events recorded, the last {last.type.value} at "

@@ -9,12 +9,23 @@ from pathlib import Path
 
 import orjson
 import pytest
-from recordkit import attempt_end, envelope, finished, response, start
+from recordkit import (
+    attempt_end,
+    change_answer,
+    envelope,
+    finished,
+    record_file,
+    reseal,
+    response,
+    start,
+)
 
 from intentusnet._util.jsonvalue import JSONObject
-from intentusnet.errors import ReplayHashMismatch, ReplayNotAllowed
+from intentusnet.errors import ReplayHashMismatch, ReplayNotAllowed, SignatureError
 from intentusnet.hashing import compute_hash
+from intentusnet.record.keys import SigningKey
 from intentusnet.record.model import EventType
+from intentusnet.record.signing import KeyRing, SignatureStatus
 from intentusnet.replay import ReplayEngine, diff_paths
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 
@@ -257,3 +268,32 @@ def test_read_path_imports_neither_pydantic_nor_httpx() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def test_replay_with_keys_checks_the_signature_first(tmp_path: Path) -> None:
+    """Signed records replay; forged, unknown-key, unsigned-if-required ones never."""
+    key = SigningKey.generate()
+    ring = KeyRing([key.public_key])
+    signed = FileExecutionStore(tmp_path / "signed", signing_key=key)
+    good, forged = finished(signed, "good"), finished(signed, "forged")
+    engine = ReplayEngine.from_store(signed, good, keys=ring)
+    assert engine.signature is not None
+    assert engine.signature.status is SignatureStatus.SIGNED_VALID
+    assert engine.replay().payload == {"echo": "hello"}
+    path = record_file(signed, forged)
+    path.write_bytes(reseal(path.read_bytes(), change_answer("forged")))
+    record = signed.load(forged)
+    assert ReplayEngine(record).replay().payload == {"echo": "forged"}  # no keys
+    with pytest.raises(SignatureError, match="signed-invalid") as caught:
+        ReplayEngine(record, keys=ring)
+    assert (caught.value.status, caught.value.exit_code) == ("signed-invalid", 6)
+    with pytest.raises(SignatureError, match="unknown-key"):
+        ReplayEngine.from_store(
+            signed, good, keys=KeyRing([SigningKey.generate().public_key])
+        )
+    unsigned = MemoryExecutionStore()
+    plain = unsigned.load(finished(unsigned))
+    assert ReplayEngine(plain, keys=ring).replay().status == "success"
+    strict = KeyRing([key.public_key], require_signature=True)
+    with pytest.raises(SignatureError, match="unsigned"):
+        ReplayEngine(plain, keys=strict)

@@ -32,6 +32,7 @@ COMMANDS = {
     "verify": "maintain:verify",
     "copy": "copy:copy",
     "invalidate": "maintain:invalidate",
+    "keys": "keys:keys",
     "reindex": "maintain:reindex",
     "prune": "maintain:prune",
     "stats": "maintain:stats",
@@ -101,6 +102,17 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
     ),
 )
 @click.option(
+    "--signing-key",
+    "signing_key",
+    envvar="INTENTUSNET_SIGNING_KEY",
+    show_envvar=True,
+    metavar="FILE",
+    help=(
+        "Private key the store signs with where a command writes records "
+        "(invalidate). See `intentusnet keys generate`."
+    ),
+)
+@click.option(
     "--debug",
     is_flag=True,
     help="Show the full traceback when a command fails.",
@@ -109,16 +121,19 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
     __version__, "--version", prog_name="intentusnet", message="%(prog)s %(version)s"
 )
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context, store: str | None, signing_key: str | None, debug: bool
+) -> None:
     """Inspect, replay, verify and manage IntentusNet execution records.
 
     Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
     or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
-    failure, 7 cassette miss (rerun). See docs/cli.md.
+    or signature failure, 7 cassette miss (rerun). See docs/cli.md.
     """
     if os.environ.get("NO_COLOR"):
         ctx.color = False
-    ctx.obj = Settings(store_name=store or None)  # --debug is read by _Group.invoke
+    # --debug is read by _Group.invoke
+    ctx.obj = Settings(store_name=store or None, signing_key=signing_key or None)
 
 
 def main(args: Sequence[str] | None = None) -> None:

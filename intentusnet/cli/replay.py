@@ -11,6 +11,7 @@ import click
 
 from ..errors import ReplayHashMismatch, ReplayNotAllowed
 from .context import ExecutionId, open_store
+from .keys import key_options, key_ring
 from .output import emit_json, note, warn
 from .params import CliFailure, read_json_object
 
@@ -29,6 +30,7 @@ HASH_MISMATCH_EXIT = ReplayHashMismatch.exit_code
 @click.option(
     "--force", is_flag=True, help="Replay even a record that is not replayable."
 )
+@key_options
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
 @click.pass_context
 def replay(
@@ -36,13 +38,23 @@ def replay(
     execution_id: str,
     envelope_file: str | None,
     force: bool,
+    key_files: tuple[str, ...],
+    key_dirs: tuple[str, ...],
+    require_signature: bool,
     as_json: bool,
 ) -> None:
-    """Print the recorded result of execution ID as JSON; runs no agent code."""
+    """Print the recorded result of execution ID as JSON; runs no agent code.
+
+    With --key or --keys the record's signatures are checked first: a record
+    changed after it was signed, or signed by a key not given, is refused
+    with exit 6 (--force does not override it), and so is an unsigned one
+    with --require-signature.
+    """
     from ..replay import ReplayEngine
 
+    ring = key_ring(key_files, key_dirs, require_signature)
     envelope = None if envelope_file is None else read_json_object(envelope_file)
-    engine = ReplayEngine.from_store(open_store(), execution_id)
+    engine = ReplayEngine.from_store(open_store(), execution_id, keys=ring)
     replayable, reason = engine.is_replayable()
     if force and not replayable:
         warn(f"Forcing replay of non-replayable record ({reason})")

@@ -37,6 +37,10 @@ class EventType(StrEnum):
     FINAL_RESPONSE = "FINAL_RESPONSE"
     INVALIDATED = "INVALIDATED"
     RECORDING_FAILURE = "RECORDING_FAILURE"
+    #: an Ed25519 signature over the line before it, written when a record is
+    #: closed (completed, closed unfinished, invalidated) by a store given a
+    #: signing key (added in 0.1.0)
+    SIGNATURE = "SIGNATURE"
 
 
 class RecordStatus(StrEnum):
@@ -171,7 +175,9 @@ class ExecutionHeader(_Frozen):
 
     ``created_utc`` and ``completed_utc`` are ISO 8601 strings in UTC with a
     ``Z`` suffix. ``status``, ``replayable`` and ``replayable_reason`` are derived
-    on load (DESIGN §4); ``owner`` is the process that wrote the record.
+    on load (DESIGN §4); ``owner`` is the process that wrote the record;
+    ``key_id`` is the signing key the writer announced in line 1, or ``None``
+    for an unsigned record (added in 0.1.0).
     """
 
     _fields = (
@@ -190,6 +196,7 @@ class ExecutionHeader(_Frozen):
         "duration_ms",
         "chain_head",
         "owner",
+        "key_id",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     schema_version: int
@@ -207,6 +214,7 @@ class ExecutionHeader(_Frozen):
     duration_ms: float | None
     chain_head: str
     owner: JSONObject | None
+    key_id: str | None
 
     def __init__(
         self,
@@ -225,6 +233,7 @@ class ExecutionHeader(_Frozen):
         duration_ms: float | None,
         chain_head: str,
         owner: JSONObject | None = None,
+        key_id: str | None = None,
     ) -> None:
         self._schema_version = schema_version
         self._execution_id = execution_id
@@ -241,6 +250,7 @@ class ExecutionHeader(_Frozen):
         self._duration_ms = duration_ms
         self._chain_head = chain_head
         self._owner = owner
+        self._key_id = key_id
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -260,6 +270,7 @@ class ExecutionHeader(_Frozen):
             "durationMs": self.duration_ms,
             "chainHead": self.chain_head,
             "owner": self.owner,
+            "keyId": self.key_id,
         }
 
 
@@ -426,6 +437,11 @@ class VerifyReport(_Frozen):
         recording_failure: the file has no complete first line (its process
             was stopped before writing the header): nothing was recorded, which
             is not evidence of tampering (added in 0.1.0).
+        key_id: the signing key line 1 names, or ``None`` (added in 0.1.0).
+        signatures: the record's ``SIGNATURE`` lines, each found sound in
+            form and placed over the line before it; whether they were made
+            by their keys takes a ``KeyRing`` (``KeyRing.check_report``).
+            Added in 0.1.0.
     """
 
     _fields = (
@@ -436,6 +452,8 @@ class VerifyReport(_Frozen):
         "valid",
         "notes",
         "recording_failure",
+        "key_id",
+        "signatures",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
@@ -445,6 +463,8 @@ class VerifyReport(_Frozen):
     valid: bool
     notes: tuple[str, ...]
     recording_failure: bool
+    key_id: str | None
+    signatures: tuple[ExecutionEvent, ...]
 
     def __init__(
         self,
@@ -455,6 +475,8 @@ class VerifyReport(_Frozen):
         valid: bool,
         notes: tuple[str, ...] = (),
         recording_failure: bool = False,
+        key_id: str | None = None,
+        signatures: tuple[ExecutionEvent, ...] = (),
     ) -> None:
         self._execution_id = execution_id
         self._events_total = events_total
@@ -463,6 +485,8 @@ class VerifyReport(_Frozen):
         self._valid = valid
         self._notes = notes
         self._recording_failure = recording_failure
+        self._key_id = key_id
+        self._signatures = signatures
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -474,6 +498,7 @@ class VerifyReport(_Frozen):
             "valid": self.valid,
             "notes": list(self.notes),
             "recordingFailure": self.recording_failure,
+            "keyId": self.key_id,
         }
 
 

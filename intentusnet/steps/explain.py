@@ -218,7 +218,9 @@ def _attempt_error(data: JSONObject) -> JSONObject:
 
 def _unfinished(record: ExecutionRecord) -> tuple[JSONObject, str | None, int | None]:
     """The failure of a record with no failed attempt: an error answer or a crash."""
-    last = record.events[-1] if record.events else None
+    # A signature closing the record is not a step of the execution.
+    done = [e for e in record.events if e.type is not EventType.SIGNATURE]
+    last = done[-1] if done else None
     seq = None if last is None else last.seq
     final = record.final_response
     error = None if final is None else final.get("error")

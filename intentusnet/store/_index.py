@@ -225,12 +225,19 @@ class StoreIndex:
 
     # -- rebuilding ---------------------------------------------------------------
 
-    def rebuild(self, on_progress: Progress | None = None, processes: int = 1) -> int:
+    def rebuild(
+        self,
+        on_progress: Progress | None = None,
+        processes: int = 1,
+        on_changed: Callable[[str, str], None] | None = None,
+    ) -> int:
         """Rebuild the catalog from the record files; return rows indexed.
 
         One shard directory at a time (in ``processes`` worker processes for a
         large store), then rows whose file is gone are dropped and the counts
-        derived again.
+        derived again. A record whose file no longer holds the last line the
+        catalog saw is logged and passed to ``on_changed`` (its id, how it
+        differs); its row stays ``integrity_failure`` (see ``index_chunk``).
         """
         self.writes.flush()
         done = indexed = 0
@@ -238,8 +245,17 @@ class StoreIndex:
             shards = over_shards(
                 self.catalog, self._root, index_chunk, processes=processes
             )
-            for seen, rows in shards:
+            for seen, rows, changed in shards:
                 self.catalog.upsert_many(rows)
+                for execution_id, problem in changed:
+                    _log.warning(
+                        "record %s changed since the catalog saw it: %s; kept as "
+                        "integrity_failure",
+                        execution_id,
+                        problem,
+                    )
+                    if on_changed is not None:
+                        on_changed(execution_id, problem)
                 done += seen
                 indexed += len(rows)
                 if on_progress is not None:

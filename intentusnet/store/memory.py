@@ -7,6 +7,7 @@ disk, the catalog and the processes are left out. Queries scan every record.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,8 @@ from typing import TypeAlias
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of, parse_utc, utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
-from ..record.format import header_line, invalidated_line
+from ..record.format import header_line
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordStatus,
@@ -26,6 +28,7 @@ from ..record.model import (
     status_filter,
 )
 from ..record.reader import parse_record
+from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
@@ -45,7 +48,9 @@ class MemoryRecordWriter(ChainWriter):
     def __init__(
         self, store: MemoryExecutionStore, execution_id: str, header_hash: str
     ) -> None:
-        super().__init__(execution_id, header_hash, len(store._data[execution_id]))
+        super().__init__(
+            execution_id, header_hash, len(store._data[execution_id]), store._signer
+        )
         self._store = store
 
     def _emit(self, line: bytes) -> None:
@@ -59,9 +64,16 @@ class MemoryRecordWriter(ChainWriter):
 
 
 class MemoryExecutionStore:
-    """An :class:`ExecutionStore` in memory; nothing survives the process."""
+    """An :class:`ExecutionStore` in memory; nothing survives the process.
 
-    def __init__(self) -> None:
+    Args:
+        signing_key: as for ``FileExecutionStore`` (added in 0.1.0).
+    """
+
+    def __init__(
+        self, *, signing_key: SigningKey | str | os.PathLike[str] | None = None
+    ) -> None:
+        self._signer = load_signing_key(signing_key)
         self.root = Path(":memory:")
         self._data: dict[str, bytearray] = {}
         self._writing: set[str] = set()
@@ -85,6 +97,7 @@ class MemoryExecutionStore:
             envelope=wire_object(envelope),
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
+            key_id=None if self._signer is None else self._signer.key_id,
         )
         with self._lock:
             if execution_id in self._data:
@@ -157,7 +170,7 @@ class MemoryExecutionStore:
             if execution_id in self._writing:
                 raise StoreError(f"record {execution_id} is still being written")
             record = self.load(execution_id)
-            line = invalidated_line(record, reason, utc_now()[1])
+            line = invalidated_lines(record, reason, utc_now()[1], self._signer)
             data = self._data[execution_id]
             del data[data.rfind(b"\n") + 1 :]  # drop a torn last line
             data += line

@@ -16,6 +16,7 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Final, TypeAlias
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of
 from ..errors import RecordIntegrityError, RecordNotFound, StoreError
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordSummary,
@@ -74,6 +76,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         pool_size: connections in the read pool (psycopg_pool), opened on the
             first read. Writes and advisory locks go through one more
             connection, the store's session.
+        signing_key: as for ``FileExecutionStore``: records are signed by the
+            same code (added in 0.1.0).
 
     The tables are created on first use. Safe for any number of threads (reads
     run in parallel on the pool; writes take turns on the session), processes
@@ -86,6 +90,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         *,
         durability: Durability = "flush",
         pool_size: int = POOL_SIZE,
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -98,6 +103,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         ):
             raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self.durability: Final = durability
+        self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
         self._writing: set[str] = set()
 
@@ -159,6 +165,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             envelope_hash=envelope_hash,
             execution_id=execution_id,
             parent_execution_id=parent_execution_id,
+            signer=self._signer,
         )
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
@@ -183,6 +190,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
             RecordIntegrityError: the record is damaged.
             StoreError: a process (on any host) is still writing the record.
+            SigningKeyError: the record is signed and this store has no key.
         """
         check_id(execution_id)
         with self._db.lock:
@@ -190,7 +198,7 @@ class PostgresExecutionStore(PostgresHitJournal):
                 raise StoreError(f"record {execution_id} is still being written")
             try:
                 append_invalidated(
-                    self._db, execution_id, self.raw(execution_id), reason
+                    self._db, execution_id, self.raw(execution_id), reason, self._signer
                 )
             finally:
                 unlock(self._db, execution_id)
@@ -234,15 +242,18 @@ class PostgresExecutionStore(PostgresHitJournal):
             )
         return sorted(str(row[0]) for row in rows)
 
-    def reindex(self) -> int:
+    def reindex(self, *, on_changed: Callable[[str, str], None] | None = None) -> int:
         """Rebuild every catalog row from the record's stored lines.
 
         Damaged records are indexed as ``integrity_failure`` where line 1 can be
         read; records of a newer format are left as they are (and logged).
         Returns the number of records indexed. Records are read a batch at a
-        time, so memory does not grow with the store.
+        time, so memory does not grow with the store. A record whose lines no
+        longer hold the last line its row saw is not accepted: as for
+        ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
+        logged and passed to ``on_changed`` (added in 0.1.0).
         """
-        return _pg_catalog.reindex(self._db)
+        return _pg_catalog.reindex(self._db, on_changed=on_changed)
 
     # -- reading ------------------------------------------------------------------
 

@@ -18,15 +18,18 @@ from typing import Final
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import StoreError
 from ..record.format import seal
+from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
+from ..record.signing import signature_data
 from .catalog import CatalogRow
 
 _FINAL: Final = EventType.FINAL_RESPONSE
 _FAILURE: Final = EventType.RECORDING_FAILURE
 _INVALIDATED: Final = EventType.INVALIDATED
+_SIGNATURE: Final = EventType.SIGNATURE
 #: What ``append`` takes, by name (a StrEnum member finds itself here too).
 _APPENDABLE: Final[dict[str, EventType]] = {
-    kind.value: kind for kind in EventType if kind is not _FINAL
+    kind.value: kind for kind in EventType if kind not in (_FINAL, _SIGNATURE)
 }
 _now_ns: Final = time.perf_counter_ns
 
@@ -46,6 +49,8 @@ def _refusal(event_type: object) -> ValueError:
     """Why ``append`` does not take ``event_type``."""
     if event_type == _FINAL:
         return ValueError("FINAL_RESPONSE is written by complete(response)")
+    if event_type == _SIGNATURE:
+        return ValueError("SIGNATURE lines are written when the record is closed")
     return ValueError(f"{event_type!r} is not a valid EventType")
 
 
@@ -62,10 +67,22 @@ _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
 
 
 class ChainWriter:
-    """Turns events into sealed lines of one record; subclasses store the lines."""
+    """Turns events into sealed lines of one record; subclasses store the lines.
 
-    def __init__(self, execution_id: str, header_hash: str, size: int) -> None:
+    With a ``signer`` (the key whose id the store put in line 1), closing the
+    record, by :meth:`complete` or :meth:`close`, appends a ``SIGNATURE`` over
+    its last line, written in the same piece as the lines before it.
+    """
+
+    def __init__(
+        self,
+        execution_id: str,
+        header_hash: str,
+        size: int,
+        signer: SigningKey | None = None,
+    ) -> None:
         self.execution_id: Final = execution_id
+        self._signer = signer
         self._seq = 0
         self._prev = header_hash
         self._size = size
@@ -130,7 +147,17 @@ class ChainWriter:
             data: JSONObject = {"response": wire}
             if fingerprint is not None:
                 data["fingerprint"] = fingerprint
-            self._write(_FINAL, data, False)
+            if self._signer is None:
+                self._write(_FINAL, data, False)
+            else:
+                # One piece, or nothing: a failed write leaves the record open.
+                seq, prev, held = self._seq, self._prev, list(self._held)
+                try:
+                    self._write(_FINAL, data, True)
+                    self._sign(self._signer)
+                except BaseException:
+                    self._seq, self._prev, self._held = seq, prev, held
+                    raise
             self._open = False
             self._finish(completed=True)
         self._completed(wire)
@@ -142,6 +169,10 @@ class ChainWriter:
         """
         with self._lock:
             if self._open:
+                if self._signer is not None and not self._broken:
+                    # Writes the held lines too; best effort, as below.
+                    with contextlib.suppress(StoreError):
+                        self._sign(self._signer)
                 self._open = False
                 if self._held:  # best effort: the record reads as incomplete anyway
                     with contextlib.suppress(StoreError):
@@ -203,6 +234,11 @@ class ChainWriter:
         elif kind is _INVALIDATED:
             self._invalidated = True
 
+    def _sign(self, signer: SigningKey) -> None:
+        """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
+        data = signature_data(signer, self.execution_id, self._seq, self._prev)
+        self._write(_SIGNATURE, data, False)
+
     def _refused(self) -> StoreError:
         if self._open:  # broken
             return StoreError(
@@ -259,8 +295,9 @@ class FileRecordWriter(ChainWriter):
         fsync: bool,
         row: CatalogRow | None,
         on_complete: Callable[[CatalogRow], None],
+        signer: SigningKey | None = None,
     ) -> None:
-        super().__init__(execution_id, header_hash, size)
+        super().__init__(execution_id, header_hash, size, signer)
         self._fd = fd
         self._fsync = fsync
         self._row = row

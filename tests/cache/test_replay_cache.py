@@ -587,3 +587,31 @@ def test_child_intents_are_not_served_from_the_cache(store):
     for answer in (first, second):
         assert answer.payload is not None
         assert store.exists(answer.payload["child"])
+
+
+def test_a_record_whose_signature_fails_is_never_served(tmp_path, caplog):
+    """With keys, a forged (re-hashed) record is a logged miss; the agent runs."""
+    from recordkit import reseal
+
+    from intentusnet import KeyRing, SigningKey
+
+    key = SigningKey.generate()
+    store = FileExecutionStore(tmp_path / "records", signing_key=key)
+    router, agent = routed(store, keys=KeyRing([key.public_key]))
+    with router:
+        first = router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay
+        (path,) = store.root.glob(f"*/{first.metadata.execution_id}.jsonl")
+
+        def forge(number, fields):
+            if fields.get("type") == "FINAL_RESPONSE":
+                fields["data"]["response"]["payload"] = {"echo": "forged"}
+
+        path.write_bytes(reseal(path.read_bytes(), forge))
+        with caplog.at_level(logging.WARNING, logger="intentusnet.cache"):
+            third = router.route_intent(envelope())
+    assert not third.metadata.from_replay
+    assert third.payload["call"] == 2
+    assert agent.calls == 2
+    assert "not served: signed-invalid" in caplog.text
+    store.close()

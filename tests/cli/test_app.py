@@ -20,6 +20,7 @@ COMMANDS = {
     "verify",
     "copy",
     "invalidate",
+    "keys",
     "reindex",
     "prune",
     "stats",

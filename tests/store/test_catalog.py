@@ -11,7 +11,7 @@ from hashlib import sha256
 from pathlib import Path
 
 import pytest
-from recordkit import finished, record_file, response, start
+from recordkit import change_answer, finished, record_file, reseal, response, start
 
 from intentusnet.errors import StoreError
 from intentusnet.record.model import SCHEMA_VERSION, RecordStatus, ReplayableReason
@@ -261,3 +261,61 @@ def test_rows_queued_at_exit_are_written(tmp_path: Path) -> None:
         rows = db.execute("SELECT status, replayable FROM records").fetchall()
     db.close()
     assert rows == [("completed", 1)] * 5
+
+
+def test_reindex_reports_a_record_edited_and_rehashed_since_it_was_indexed(
+    store: FileExecutionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A re-hashed edit passes the chain, but reindex names it and never accepts it."""
+    good, edited = finished(store), finished(store, "edited")
+    store.close()  # the catalog has both records' chain heads
+    path = record_file(store, edited)
+    path.write_bytes(reseal(path.read_bytes(), change_answer("forged")))
+    assert store.load(edited).final_response["payload"] == {"echo": "forged"}
+    changed: list[tuple[str, str]] = []
+    with caplog.at_level(logging.WARNING, logger="intentusnet.store"):
+        assert store.reindex(on_changed=lambda *found: changed.append(found)) == 2
+    assert changed == [(edited, "line 6: its hash is not the one the catalog recorded")]
+    assert f"record {edited} changed since the catalog saw it" in caplog.text
+    by_id = {s.execution_id: s for s in store.list()}
+    assert by_id[good].replayable
+    assert by_id[edited].replayable_reason is ReplayableReason.INTEGRITY_FAILURE
+    assert store.find_by_hash(store.load(edited).header.envelope_hash) is None
+    assert not store.verify(edited).valid
+    again: list[tuple[str, str]] = []
+    store.reindex(on_changed=lambda *found: again.append(found))
+    assert again == changed  # the catalog still remembers what it saw
+
+
+def test_reindex_reports_lines_cut_from_the_end(store: FileExecutionStore) -> None:
+    """A record cut back to an earlier, chain-valid state is reported, not accepted."""
+    execution_id = finished(store)
+    store.close()
+    path = record_file(store, execution_id)
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+    changed: list[tuple[str, str]] = []
+    store.reindex(on_changed=lambda *found: changed.append(found))
+    assert changed == [
+        (
+            execution_id,
+            "line 6: missing; the catalog saw 6 lines but the file has 5 (lines "
+            "were cut from its end)",
+        )
+    ]
+
+
+def test_reindex_accepts_lines_appended_since_it_was_indexed(
+    store: FileExecutionStore,
+) -> None:
+    """Records only grow: lines added after the catalog saw the record are fine."""
+    execution_id = finished(store)
+    store.close()
+    with FileExecutionStore(store.root) as other:
+        other._index.writes.write = lambda row: None  # its catalog update is lost
+        other.invalidate(execution_id, "withdrawn")
+    changed: list[tuple[str, str]] = []
+    assert store.reindex(on_changed=lambda *found: changed.append(found)) == 1
+    assert changed == []
+    (summary,) = store.list()
+    assert summary.replayable_reason is ReplayableReason.MANUALLY_INVALIDATED
+    assert store.verify(execution_id).valid
