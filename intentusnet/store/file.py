@@ -553,10 +553,12 @@ class FileExecutionStore:
     def change_probe(self, execution_id: str) -> Callable[[], object]:
         """Return a cheap check whose answer changes whenever the record changes.
 
-        One ``stat()``: the file's size, modification time and inode, or
-        ``None`` once the file is gone. An appended ``INVALIDATED`` line, an
-        edited byte or a deletion all change the answer; the replay cache asks
-        it on every hit. Added in 0.1.0.
+        One ``stat()``: the file's size, inode, modification time and status
+        change time (``st_ctime_ns``), or ``None`` once the file is gone. An
+        appended ``INVALIDATED`` line, an edited byte or a deletion all change
+        the answer, also an edit of the same size whose modification time was
+        put back (``touch -d``, ``os.utime``): no call can set the change time.
+        The replay cache asks it on every hit. Added in 0.1.0.
 
         Raises:
             InvalidExecutionId: the id is not allowed.
@@ -569,7 +571,7 @@ class FileExecutionStore:
                 found = stat(path)
             except OSError:
                 return None
-            return (found.st_size, found.st_mtime_ns, found.st_ino)
+            return (found.st_size, found.st_ino, found.st_mtime_ns, found.st_ctime_ns)
 
         return probe
 
