@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, parse_json
 from ..errors import EnvelopeValidationError
 from .output import one_line
 
@@ -141,8 +141,6 @@ def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
         CliFailure: the file cannot be read or is too large (exit 2).
         EnvelopeValidationError: it is not JSON, or not a JSON object.
     """
-    import orjson
-
     shown = "stdin" if name == "-" else repr(name)
     try:
         if name == "-":
@@ -157,8 +155,8 @@ def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
         limit = MAX_JSON_FILE_BYTES // (1024 * 1024)
         raise CliFailure(f"{what} {shown} is larger than {limit} MiB", USAGE)
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = parse_json(data)
+    except ValueError as exc:
         raise EnvelopeValidationError(
             f"{what} {shown} is not valid JSON: {exc}"
         ) from None

@@ -32,13 +32,12 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
-import orjson
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, parse_json
 from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
-from ..errors import CachedCallError, CacheMiss, EnvelopeValidationError
+from ..errors import CachedCallError, CacheMiss
 
 if TYPE_CHECKING:
     from ..store import ExecutionStore
@@ -178,9 +177,9 @@ class _Core:
         }
         if body:
             try:
-                payload["json"] = orjson.loads(body)
+                payload["json"] = parse_json(body)
                 return payload, self.calls.key(payload, self.directive)
-            except (orjson.JSONDecodeError, EnvelopeValidationError):
+            except ValueError:  # not JSON, or not JSON every language reads alike
                 payload.pop("json", None)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)

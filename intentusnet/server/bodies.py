@@ -1,20 +1,20 @@
-"""Reading request bodies: bounded in size, parsed with orjson.
+"""Reading request bodies: bounded in size, parsed with exact integers.
 
 The limit is checked against ``Content-Length`` before anything is read, and
 again while a chunked body streams in, so an oversized body is refused without
-being held in memory. orjson refuses nesting deeper than 1024 levels, and the
-envelope check refuses more than 200, so hostile nesting cannot exhaust the
-stack.
+being held in memory. The parser (``parse_json``) keeps integers exact, so a
+30-digit integer is refused as the library refuses it, never rounded to a
+float; it refuses nesting deeper than about 200 levels, so hostile nesting
+cannot exhaust the stack.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-import orjson
 from starlette.requests import Request
 
-from .._util.jsonvalue import JSONValue
+from .._util.jsonvalue import JSONValue, parse_json
 from ..errors import MalformedRequest, RequestTooLarge
 
 __all__ = ["DEFAULT_MAX_BODY", "read_json"]
@@ -51,7 +51,6 @@ async def read_json(request: Request, limit: int) -> JSONValue | None:
     if not data.strip():
         return None
     try:
-        value: JSONValue = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        return parse_json(data)
+    except ValueError as exc:
         raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
-    return value

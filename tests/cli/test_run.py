@@ -109,3 +109,30 @@ def test_app_raising_on_import_exits_1(invoke: Invoke, app_dir: Path) -> None:
     result = invoke("--debug", "run", "--app", "demo_app_broken:router", "env.json")
     assert result.exit_code == 1
     assert "Traceback (most recent call last)" in result.stderr
+
+
+def test_integers_beyond_2_53_are_refused_as_in_the_library(
+    invoke: Invoke, app_dir: Path, tmp_path: Path
+) -> None:
+    """A 30-digit integer is exit 2 with the library's error; nothing is recorded."""
+    from intentusnet import IntentEnvelope
+    from intentusnet.errors import EnvelopeValidationError
+
+    huge = 123456789012345678901234567890
+    try:
+        IntentEnvelope.model_validate(
+            {"intent": {"name": "echo"}, "payload": {"n": huge}}
+        )
+    except EnvelopeValidationError as exc:
+        expected = f"Error: {exc}\n"
+    (app_dir / "env.json").write_bytes(
+        b'{"intent": {"name": "echo"}, "payload": {"n": %d}}' % huge
+    )
+    store = tmp_path / "recorded"
+    result = invoke(
+        "run", "--app", "demo_app:router", "env.json", DEMO_STORE=str(store)
+    )
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == expected
+    assert not list(store.glob("*/*.jsonl"))

@@ -357,3 +357,22 @@ def test_shutdown_finishes_executions_in_flight(tmp_path: Path) -> None:
         assert {s.status for s in summaries} == {"completed"}
         for s in summaries:
             assert store.verify(s.execution_id).valid
+
+
+def test_integers_beyond_2_53_are_refused_as_in_the_library(
+    http: httpx.Client, store_root: Path
+) -> None:
+    """A 30-digit integer is 422 with the library's error, and nothing is recorded."""
+    huge = 123456789012345678901234567890
+    with pytest.raises(ValueError, match="beyond") as library:
+        IntentEnvelope.model_validate(
+            {"intent": {"name": "echo"}, "payload": {"n": huge}}
+        )
+    for text in (str(huge), f"-{huge}"):
+        body = b'{"intent": {"name": "echo"}, "payload": {"n": %s}}' % text.encode()
+        found = problem(http.post("/v1/intents", content=body), 422, "envelope_invalid")
+        assert found["path"] == "payload.n"
+        if text == str(huge):
+            assert found["detail"] == str(library.value)
+    with FileExecutionStore(store_root) as store:
+        assert store.list() == []
