@@ -75,8 +75,11 @@ class ChainWriter:
         self._broken = False
         self._invalidated = False
         self._recording_failed = False
-        #: sealed lines waiting for the next write (see append_soon)
+        #: sealed lines waiting for the next write (see append_soon), their
+        #: event types, and the chain (seq, hash) of the last line written
         self._held: list[bytes] = []
+        self._held_kinds: list[str] = []
+        self._written = (0, header_hash)
 
     def append(self, event_type: EventType | str, data: JSONObject) -> None:
         """Append one event; it has reached the OS when this returns.
@@ -178,30 +181,63 @@ class ChainWriter:
         if not self._open or self._broken:
             raise self._refused()
         seq = self._seq + 1
-        try:
-            line, digest = seal(
-                {
-                    "seq": seq,
-                    "type": kind,  # a str; orjson writes its value
-                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
-                    "data": data,
-                    "prevHash": self._prev,
-                }
-            )
-        except TypeError as exc:
-            raise StoreError(
-                f"record {self.execution_id}: {kind} data is not JSON ({exc})"
-            ) from exc
+        line, digest = self._seal(kind, data, seq, self._prev)
         if soon:
+            if not self._held:
+                self._written = (self._seq, self._prev)
             self._held.append(line)
+            self._held_kinds.append(kind.value)
         else:
-            self._emit_with(line)
+            try:
+                self._emit_with(line)
+            except StoreError:
+                if kind is not _FAILURE or not self._held:
+                    raise
+                seq, digest = self._failure_alone(data)
         self._seq = seq
         self._prev = digest
         if kind is _FAILURE:
             self._recording_failed = True
         elif kind is _INVALIDATED:
             self._invalidated = True
+
+    def _seal(
+        self, kind: EventType, data: JSONObject, seq: int, prev: str
+    ) -> tuple[bytes, str]:
+        try:
+            return seal(
+                {
+                    "seq": seq,
+                    "type": kind,  # a str; orjson writes its value
+                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
+                    "data": data,
+                    "prevHash": prev,
+                }
+            )
+        except TypeError as exc:
+            raise StoreError(
+                f"record {self.execution_id}: {kind} data is not JSON ({exc})"
+            ) from exc
+
+    def _failure_alone(self, data: JSONObject) -> tuple[int, str]:
+        """Write ``RECORDING_FAILURE`` without the held lines; its (seq, hash).
+
+        On a full disk the failure line, a few hundred bytes, may fit where the
+        held lines with it did not (an attempt's output can be large): it then
+        follows the last line written, and names the events it leaves out, so
+        that the record says why it stops instead of reading as merely
+        unfinished.
+
+        Raises:
+            StoreError: it does not fit either (the held lines stay held).
+        """
+        seq, prev = self._written
+        data = {**data, "unwritten": list(self._held_kinds)}
+        line, digest = self._seal(_FAILURE, data, seq + 1, prev)
+        self._emit(line)
+        self._size += len(line)
+        self._held, self._held_kinds = [], []
+        return seq + 1, digest
 
     def _refused(self) -> StoreError:
         if self._open:  # broken
@@ -219,7 +255,7 @@ class ChainWriter:
         self._emit(line)
         self._size += len(line)
         if held:
-            self._held = []
+            self._held, self._held_kinds = [], []
 
     def _outcome(
         self, response: JSONObject
