@@ -37,7 +37,7 @@ from .._util.jsonvalue import JSONObject, parse_json
 from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
-from ..errors import CachedCallError, CacheMiss
+from ..errors import CacheMiss
 
 if TYPE_CHECKING:
     from ..store import ExecutionStore
@@ -262,12 +262,18 @@ class _Core:
             ),
         )
 
-    def response(self, answer: AgentResponse, request: httpx.Request) -> httpx.Response:
-        """Turn an answer (fresh or replayed) back into an httpx response."""
+    def response(
+        self, answer: AgentResponse, request: httpx.Request, *, ran: bool
+    ) -> httpx.Response:
+        """Turn an answer (fresh or replayed) back into an httpx response.
+
+        ``ran``: this request's own call was made (its exception is raised
+        again, where the call failed without a response).
+        """
         # A hit returns the same answer object each time: prepare it once.
         found = self._ready.get(id(answer))
         if found is None or found[0] is not answer:
-            ready = self._prepare(answer)
+            ready = self._prepare(answer, ran)
             if len(self._ready) >= _READY_KEPT:
                 self._ready.clear()
             self._ready[id(answer)] = (answer, ready)
@@ -284,23 +290,16 @@ class _Core:
             extensions=ready.extensions,
         )
 
-    def _prepare(self, answer: AgentResponse) -> _Ready:
+    def _prepare(self, answer: AgentResponse, ran: bool) -> _Ready:
         data: object = None
         if answer.payload is not None:
             data = answer.payload.get("response")
         elif answer.error is not None:
             data = answer.error.details.get("response")
         if not isinstance(data, dict):
-            failure = self.calls.failure(answer)
-            if failure is not None:
-                raise failure
-            error = answer.error
-            raise CachedCallError(
-                {} if error is None else error.model_dump(mode="json"),
-                answer.metadata.original_execution_id
-                or answer.metadata.execution_id
-                or "",
-            )
+            # Replay-only mode serves recorded failures, as a cache serving errors does.
+            served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
+            raise self.calls.failure(answer, ran=ran, from_records=served)
         body = data.get("body") or ""
         content = (
             base64.b64decode(str(body))
@@ -423,10 +422,13 @@ class RecordingTransport(httpx.BaseTransport):
         core = self._core
         payload, key = core.payload(request, request.read())
         if core.mode is TransportMode.REPLAY:
-            return core.response(core.replay(key, request), request)
+            return core.response(core.replay(key, request), request, ran=False)
         wrapped = self._wrapped
+        ran = False
 
         def job() -> JobResult:
+            nonlocal ran
+            ran = True
             response = wrapped.handle_request(request)
             try:
                 body = response.read()
@@ -436,7 +438,7 @@ class RecordingTransport(httpx.BaseTransport):
 
         run: Job = job
         answer = core.cache.answer(key, lambda: core.calls.run(payload, run))
-        return core.response(answer, request)
+        return core.response(answer, request, ran=ran)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router."""
@@ -484,10 +486,13 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         core = self._core
         payload, key = core.payload(request, await request.aread())
         if core.mode is TransportMode.REPLAY:
-            return core.response(core.replay(key, request), request)
+            return core.response(core.replay(key, request), request, ran=False)
         wrapped = self._wrapped
+        ran = False
 
         async def job() -> JobResult:
+            nonlocal ran
+            ran = True
             response = await wrapped.handle_async_request(request)
             try:
                 body = await response.aread()
@@ -497,7 +502,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
 
         run: AsyncJob = job
         answer = await core.cache.aanswer(key, lambda: core.calls.arun(payload, run))
-        return core.response(answer, request)
+        return core.response(answer, request, ran=ran)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router."""
