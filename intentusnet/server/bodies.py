@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from .._util.jsonvalue import JSONValue, parse_json
-from ..errors import MalformedRequest, RequestTooLarge
+from ..errors import ClientDisconnected, MalformedRequest, RequestTooLarge
 
 __all__ = ["DEFAULT_MAX_BODY", "read_json"]
 
@@ -33,6 +33,7 @@ async def read_json(request: Request, limit: int) -> JSONValue | None:
     Raises:
         RequestTooLarge: the body is over ``limit`` bytes.
         MalformedRequest: the body is not JSON (or ``Content-Length`` is bad).
+        ClientDisconnected: the client hung up before sending the whole body.
     """
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -42,11 +43,17 @@ async def read_json(request: Request, limit: int) -> JSONValue | None:
             raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        of = f" of {declared}" if declared is not None else ""
+        raise ClientDisconnected(
+            f"the client hung up after sending {size}{of} bytes of the request body"
+        ) from None
     data = b"".join(chunks)
     if not data.strip():
         return None

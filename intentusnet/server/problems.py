@@ -3,7 +3,9 @@
 The documents and the status mapping are :mod:`intentusnet.http.problem`'s; this
 module hooks them into FastAPI: library errors, FastAPI's parameter validation,
 Starlette's own HTTP errors (unknown path, wrong method) and, last, anything
-unexpected, which answers 500 without internals and logs the traceback.
+unexpected, which answers 500 without internals and logs the traceback. A client
+that hangs up before its body is read is not unexpected: it is counted as
+``client_disconnected`` (499) and logged in one line.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import IntentusNetError, RequestInvalid
+from ..errors import ClientDisconnected, IntentusNetError, RequestInvalid
 from ..http.problem import MEDIA_TYPE, document, from_error
 
 if TYPE_CHECKING:
@@ -75,6 +77,9 @@ def install_handlers(app: FastAPI, metrics: Metrics) -> None:
     async def on_library_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, IntentusNetError)
         metrics.problem(exc.code)
+        if isinstance(exc, ClientDisconnected):
+            # The client's doing: one line for the operator, no traceback.
+            _log.info("%s %s: %s", request.method, request.url.path, exc)
         return problem_response(from_error(exc, request.url.path))
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:

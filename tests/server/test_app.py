@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -376,3 +378,32 @@ def test_integers_beyond_2_53_are_refused_as_in_the_library(
             assert found["detail"] == str(library.value)
     with FileExecutionStore(store_root) as store:
         assert store.list() == []
+
+
+def test_a_client_hanging_up_mid_body_is_a_client_error(
+    live: LiveServer, http: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A body cut short by the client is counted as its doing: one line, no trace."""
+    caplog.set_level(logging.INFO)
+    with socket.create_connection(("127.0.0.1", live.port)) as sock:
+        sock.sendall(
+            b"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + ROUTE_KEY.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            b'{"intent": {"name": "echo"}, "payload": {"text": "'
+        )
+        time.sleep(0.2)  # the server is reading the body now
+    deadline = time.monotonic() + 10
+    counted = 'intentusnet_http_problems_total{code="client_disconnected"} 1'
+    while counted not in (text := http.get("/metrics").text):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
+    assert 'code="internal_error"' not in text
+    logged = [
+        r for r in caplog.records if r.name.startswith(("intentusnet", "uvicorn"))
+    ]
+    assert [r for r in logged if r.exc_info or r.levelno >= logging.ERROR] == []
+    hung_up = [r.getMessage() for r in logged if "client" in r.getMessage()]
+    assert len(hung_up) == 1, hung_up
+    assert "\n" not in hung_up[0]
+    route(http, envelope(text="still serving"))
