@@ -11,7 +11,7 @@ that hangs up before its body is read is not unexpected: it is counted as
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -21,15 +21,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import ClientDisconnected, IntentusNetError, RequestInvalid
-from ..http.problem import MEDIA_TYPE, document, from_error
+from ..errors import (
+    ClientDisconnected,
+    IntentusNetError,
+    RecordNotFound,
+    RequestInvalid,
+    ServiceUnavailable,
+)
+from ..http.problem import MEDIA_TYPE, document, from_error, status_for
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from .metrics import Metrics
 
-__all__ = ["install_handlers", "problem_response"]
+__all__ = ["install_handlers", "problem_response", "public_detail"]
 
 _log = logging.getLogger("intentusnet.server")
 
@@ -71,8 +77,36 @@ def _from_validation(exc: RequestValidationError) -> RequestInvalid:
     return invalid_request(errors, summaries)
 
 
-def install_handlers(app: FastAPI, metrics: Metrics) -> None:
-    """Make every error the app answers with a problem document."""
+def public_detail(
+    exc: IntentusNetError, request: Request, hidden: Sequence[str]
+) -> str:
+    """The error's message as a client may see it: no path of the server.
+
+    A store names itself where a record is missing (``in store <root>``), so
+    that detail is rebuilt from the id asked for; an error of the service's own
+    (500) says only that it happened, the log has the rest; and the ``hidden``
+    paths (the store's directory) are replaced by ``<store>`` in any other.
+    """
+    if isinstance(exc, RecordNotFound):
+        execution_id = request.path_params.get("execution_id")
+        return f"no record {execution_id}" if execution_id else "no such record"
+    if status_for(exc) >= 500 and not isinstance(exc, ServiceUnavailable):
+        _log.warning("%s %s: %s", request.method, request.url.path, exc)
+        kind = exc.code.replace("_", " ")
+        return f"{kind} in the IntentusNet service; see the server log"
+    text = str(exc)
+    for path in hidden:
+        text = text.replace(path, "<store>")
+    return text
+
+
+def install_handlers(
+    app: FastAPI, metrics: Metrics, *, hidden: Sequence[str] = ()
+) -> None:
+    """Make every error the app answers with a problem document.
+
+    ``hidden``: server paths no answer may show (see :func:`public_detail`).
+    """
 
     async def on_library_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, IntentusNetError)
@@ -80,7 +114,9 @@ def install_handlers(app: FastAPI, metrics: Metrics) -> None:
         if isinstance(exc, ClientDisconnected):
             # The client's doing: one line for the operator, no traceback.
             _log.info("%s %s: %s", request.method, request.url.path, exc)
-        return problem_response(from_error(exc, request.url.path))
+        body = from_error(exc, request.url.path)
+        body["detail"] = public_detail(exc, request, hidden)
+        return problem_response(body)
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

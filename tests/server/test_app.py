@@ -407,3 +407,30 @@ def test_a_client_hanging_up_mid_body_is_a_client_error(
     assert len(hung_up) == 1, hung_up
     assert "\n" not in hung_up[0]
     route(http, envelope(text="still serving"))
+
+
+def test_error_bodies_do_not_reveal_server_paths(
+    http: httpx.Client, store_root: Path
+) -> None:
+    """404 and 500 problem documents name no directory of the server."""
+    from intentusnet.store._layout import relative_path
+
+    eid = execution_id(route(http, envelope(text="here")))
+    missing = problem(http.get("/v1/executions/exec-nope"), 404, "record_not_found")
+    assert missing["detail"] == "no record exec-nope"
+    looping = store_root / relative_path("exec-loop")
+    looping.parent.mkdir(exist_ok=True)
+    looping.symlink_to(looping.name)  # a link to itself: opening it fails
+    broken = problem(http.get("/v1/executions/exec-loop"), 500, "store_error")
+    answers = [
+        missing,
+        broken,
+        problem(http.get("/v1/executions/exec-nope/verify"), 404, "record_not_found"),
+        problem(http.post("/v1/executions/exec-nope/replay"), 404, "record_not_found"),
+        problem(http.get("/v1/executions/exec-loop/verify"), 500, "store_error"),
+    ]
+    for body in answers:
+        text = str(body)
+        assert str(store_root) not in text
+        assert str(store_root.parent) not in text
+    assert http.get(f"/v1/executions/{eid}").status_code == 200
