@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import click
 from .. import __version__
 from ..errors import IntentusNetError
 from .context import Settings
+from .output import colour
 from .params import CliFailure
 
 _HELP_OPTIONS = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
@@ -75,10 +77,23 @@ class _Group(click.Group):
             raise
         except OSError as exc:
             if exc.errno == errno.EPIPE:
-                raise  # click quiets a closed pipe (``intentusnet ... | head``)
+                # The reader stopped reading (``intentusnet ... | head``): not
+                # an error of ours, and nothing more to say.
+                _stdout_to_devnull()
+                raise click.exceptions.Exit(0) from None
             raise internal_error(exc, debug) from exc
         except Exception as exc:
             raise internal_error(exc, debug) from exc
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a test's runner)
+        pass
 
 
 def internal_error(exc: Exception, debug: bool) -> CliFailure:
@@ -116,7 +131,7 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
     or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
     failure, 7 cassette miss (rerun). See docs/cli.md.
     """
-    if os.environ.get("NO_COLOR"):
+    if colour() is False:
         ctx.color = False
     ctx.obj = Settings(store_name=store or None)  # --debug is read by _Group.invoke
 

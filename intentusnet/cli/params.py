@@ -17,7 +17,7 @@ import click
 
 from .._util.jsonvalue import JSONObject, parse_json
 from ..errors import EnvelopeValidationError
-from .output import one_line
+from .output import colour, one_line
 
 #: Exit code of a usage error (click's own, and ours for bad files and stores).
 USAGE: Final = 2
@@ -69,7 +69,8 @@ class CliFailure(click.ClickException):
             import traceback  # only when debugging: it costs start-up time
 
             click.echo("".join(traceback.format_exception(self.cause)), err=True)
-        click.secho(f"Error: {self.message}", err=True, fg="red")
+        # Shown after the command's context is gone: NO_COLOR is asked here.
+        click.secho(f"Error: {self.message}", err=True, fg="red", color=colour())
 
 
 def parse_duration(text: str) -> timedelta:
