@@ -7,6 +7,7 @@ an internal error (exit 1). ``--debug`` prints the traceback as well.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib
 import os
@@ -62,6 +63,27 @@ class _Group(click.Group):
             importlib.import_module(f".{module}", __package__), attr
         )
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Find the command; a mistyped name gets the closest names suggested.
+
+        click suggests from the commands it holds, and this group loads them
+        only when asked: the names come from :data:`COMMANDS` here.
+        """
+        name = args[0] if args else ""
+        known = name in COMMANDS or name.startswith("-")
+        # Not while completing a word: completion lists the names itself.
+        if name and not known and not ctx.resilient_parsing:
+            close = difflib.get_close_matches(name, COMMANDS, n=3)
+            if close:
+                shown = ", ".join(repr(found) for found in close)
+                which = shown if len(close) == 1 else f"one of {shown}"
+                raise click.UsageError(
+                    f"No such command {name!r}. Did you mean {which}?", ctx
+                )
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, mapping failures to one line and an exit code."""
