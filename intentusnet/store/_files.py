@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 from .._util.time import utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
 from ..record.format import invalidated_line
-from ..record.model import VerifyReport
+from ..record.model import EventType, ExecutionRecord, VerifyReport
 from ..record.reader import parse_record
 from ..record.verify import verify_bytes
 from ._layout import FILE_MODE, fsync_dir, make_dirs
@@ -152,7 +152,8 @@ def append_invalidated(
     """Append an ``INVALIDATED`` line to a record no process is writing.
 
     A torn last line left by a crash is cut off first (it holds no complete
-    event), so that the new line continues the chain.
+    event), so that the new line continues the chain. A record invalidated
+    already is left as it is: its first reason stands.
 
     Raises:
         RecordNotFound, RecordIntegrityError: as for loading the record.
@@ -169,6 +170,8 @@ def append_invalidated(
             ) from None
         data = read_all(fd)
         record = parse_record(data, execution_id, lambda _owner: False)
+        if invalidated(record):
+            return
         if record.torn_tail:
             os.ftruncate(fd, data.rfind(b"\n") + 1)
         line = invalidated_line(record, reason, utc_now()[1])
@@ -182,6 +185,11 @@ def append_invalidated(
         raise StoreError(f"record {execution_id}: cannot invalidate: {exc}") from exc
     finally:
         os.close(fd)
+
+
+def invalidated(record: ExecutionRecord) -> bool:
+    """Whether a record holds an ``INVALIDATED`` event (a second adds nothing)."""
+    return any(event.type is EventType.INVALIDATED for event in record.events)
 
 
 def cross_check(

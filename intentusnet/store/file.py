@@ -269,7 +269,9 @@ class FileExecutionStore:
         """Mark a record not replayable by appending an ``INVALIDATED`` event.
 
         The record is not rewritten; a torn last line left by a crash is cut off
-        first, so that the new line continues the chain.
+        first, so that the new line continues the chain. Invalidating a record
+        that is invalidated already changes nothing: it keeps its first
+        ``INVALIDATED`` event and reason.
 
         Raises:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
