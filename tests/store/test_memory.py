@@ -99,3 +99,16 @@ def test_invalidating_twice_changes_nothing(
     assert [e.data["reason"] for e in invalidated] == ["stale"]
     assert record.header.replayable_reason is ReplayableReason.MANUALLY_INVALIDATED
     assert store.verify(execution_id).valid
+
+
+@pytest.mark.parametrize("new_id", ["-rf", "--store", "-"])
+def test_a_new_record_id_may_not_begin_with_a_hyphen(store: Store, new_id: str) -> None:
+    """Such an id would read as an option on the command line: refused, untouched."""
+    from intentusnet.errors import InvalidExecutionId
+
+    with pytest.raises(InvalidExecutionId, match="hyphen"):
+        start(store, execution_id=new_id)
+    assert store.list() == []
+    writer = start(store, execution_id="a-b-")  # a hyphen inside is fine
+    writer.close()
+    assert [s.execution_id for s in store.list()] == ["a-b-"]
