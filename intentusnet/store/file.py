@@ -494,7 +494,7 @@ class FileExecutionStore:
         """
         if not os.path.isdir(self._root):
             return StoreStats(records=0)
-        catalog = self._index.catalog.path
+        catalog = self.root / CATALOG_NAME  # the store's, whatever answers
         extra = self._hits.size()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):

@@ -57,6 +57,8 @@ assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
 assert CatalogRow._fields[13:] == ("lines", "size", "chain_head")
 _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
+_INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
+_EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
 _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
 
@@ -76,7 +78,7 @@ class ChainWriter:
         self._invalidated = False
         self._recording_failed = False
         #: sealed lines waiting for the next write (see append_soon), their
-        #: event types, and the chain (seq, hash) of the last line written
+        #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
         self._held_kinds: list[str] = []
         self._written = (0, header_hash)
@@ -149,7 +151,9 @@ class ChainWriter:
                 if self._held:  # best effort: the record reads as incomplete anyway
                     with contextlib.suppress(StoreError):
                         self._emit_with(b"")
+                        self._written = (self._seq, self._prev)
                 self._finish(completed=False)
+                self._closed()
 
     def __enter__(self) -> ChainWriter:
         return self
@@ -174,6 +178,9 @@ class ChainWriter:
     def _completed(self, response: JSONObject) -> None:
         """Called after ``complete`` with the response written."""
 
+    def _closed(self) -> None:
+        """Called after ``close`` stopped an unfinished record (lock held)."""
+
     # -- internals -----------------------------------------------------------------
 
     def _write(self, kind: EventType, data: JSONObject, soon: bool) -> None:
@@ -183,8 +190,6 @@ class ChainWriter:
         seq = self._seq + 1
         line, digest = self._seal(kind, data, seq, self._prev)
         if soon:
-            if not self._held:
-                self._written = (self._seq, self._prev)
             self._held.append(line)
             self._held_kinds.append(kind.value)
         else:
@@ -194,6 +199,7 @@ class ChainWriter:
                 if kind is not _FAILURE or not self._held:
                     raise
                 seq, digest = self._failure_alone(data)
+            self._written = (seq, digest)
         self._seq = seq
         self._prev = digest
         if kind is _FAILURE:
@@ -237,6 +243,7 @@ class ChainWriter:
         self._emit(line)
         self._size += len(line)
         self._held, self._held_kinds = [], []
+        self._written = (seq + 1, digest)
         return seq + 1, digest
 
     def _refused(self) -> StoreError:
@@ -257,16 +264,19 @@ class ChainWriter:
         if held:
             self._held, self._held_kinds = [], []
 
+    def _reason(self) -> str | None:
+        """Why the record is not replayable, as far as this writer knows."""
+        if self._invalidated:
+            return _MANUALLY_INVALIDATED
+        if self._recording_failed:
+            return _RECORDING_FAILURE
+        return None
+
     def _outcome(
         self, response: JSONObject
     ) -> tuple[str, int, str | None, str | None, float | None]:
         """The catalog's status, replayable, reason, agent and duration now."""
-        if self._invalidated:
-            reason: str | None = _MANUALLY_INVALIDATED
-        elif self._recording_failed:
-            reason = _RECORDING_FAILURE
-        else:
-            reason = None
+        reason = self._reason()
         meta = response.get("metadata")
         meta_d: dict[str, JSONValue] = meta if isinstance(meta, dict) else {}
         agent, duration = meta_d.get("agent"), meta_d.get("durationMs")
@@ -348,6 +358,29 @@ class FileRecordWriter(ChainWriter):
                     self._seq + 1,
                     self._size,
                     self._prev,
+                )
+            )
+
+    def _closed(self) -> None:
+        # Stopped unfinished by its own process: incomplete from now on, and
+        # the row says so (readers need not find out; only a killed process's
+        # row is left "in_progress" for them to settle).
+        row = self._row
+        if row is not None:
+            seq, head = self._written
+            self._on_complete(
+                CatalogRow(
+                    *row[:6],
+                    _INCOMPLETE,
+                    0,
+                    self._reason() or _EXECUTION_INCOMPLETE,
+                    None,
+                    None,
+                    row.parent_id,
+                    row.owner,
+                    seq + 1,
+                    self._size,
+                    head,
                 )
             )
 
