@@ -419,38 +419,41 @@ def test_reading_commands_never_write_the_catalog(tmp_path: Path) -> None:
     assert _catalog_state(root) == before
 
 
-def _unprivileged() -> list[str] | None:
+def _unprivileged(where: Path) -> list[str] | None:
     """A command prefix running a process that file permissions bind.
 
     ``[]`` when this process is bound by them already; for root, a prefix that
     drops every capability (still uid 0, so the interpreter stays reachable),
-    or runs as ``nobody``; ``None`` when neither works here.
+    or runs as ``nobody``; ``None`` when neither can read ``where`` and be
+    refused a write there.
     """
     if os.geteuid() != 0:
         return []
     import shutil
-    import tempfile
 
     setpriv = shutil.which("setpriv")
     candidates = []
     if setpriv is not None:
         candidates.append([setpriv, "--inh-caps=-all", "--bounding-set=-all"])
         candidates.append([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"])
-    with tempfile.TemporaryDirectory() as directory:
-        probe = Path(directory, "probe")
-        probe.write_text("")
-        probe.chmod(0o444)
-        Path(directory).chmod(0o755)
+    probe = where / "probe"
+    probe.write_text("")
+    probe.chmod(0o444)
+    # Exit 0: it runs, reads the file, and may not write it.
+    check = (
+        f"import sys\nopen({str(probe)!r}).read()\n"
+        f"try:\n    open({str(probe)!r}, 'a')\n"
+        "except PermissionError:\n    sys.exit(0)\nsys.exit(4)\n"
+    )
+    try:
         for prefix in candidates:
             done = subprocess.run(
-                [*prefix, sys.executable, "-c", f"open({str(probe)!r}, 'a')"],
-                capture_output=True,
+                [*prefix, sys.executable, "-c", check], capture_output=True
             )
-            runs = subprocess.run(
-                [*prefix, sys.executable, "-c", "pass"], capture_output=True
-            )
-            if runs.returncode == 0 and done.returncode != 0:
+            if done.returncode == 0:
                 return prefix
+    finally:
+        probe.unlink()
     return None
 
 
@@ -465,7 +468,8 @@ def _make_read_only(root: Path, writable: bool = False) -> None:
 @pytest.fixture
 def read_only_store(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     """The assorted store, made read-only, and how to run a process bound by it."""
-    prefix = _unprivileged()
+    tmp_path.chmod(0o755)
+    prefix = _unprivileged(tmp_path)
     if prefix is None:
         pytest.skip(
             "running as root, and neither dropping capabilities (setpriv) nor "
@@ -473,7 +477,6 @@ def read_only_store(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         )
     root = tmp_path / "records"
     _assorted_store(root)
-    tmp_path.chmod(0o755)
     _make_read_only(root)
     yield root, prefix
     _make_read_only(root, writable=True)
