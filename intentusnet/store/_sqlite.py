@@ -178,6 +178,11 @@ class Database:
             # write a readonly database"): read the file as it is.
             if db is not None:
                 db.close()
+        wal = Path(f"{self.path}-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            # Rows a writer has in its log, which this process cannot read:
+            # the file alone would answer from an older state.
+            raise DatabaseReadOnly(f"{self.path}: its write-ahead log cannot be read")
         return sqlite3.connect(
             f"{uri}?mode=ro&immutable=1",
             uri=True,

@@ -542,3 +542,39 @@ def test_a_read_only_store_without_a_usable_catalog_is_read_from_its_files(
         assert stats.returncode == 0, stats.stderr
         assert orjson.loads(stats.stdout)["records"] == len(expected)
         _make_read_only(root, writable=True)
+
+
+def test_a_read_only_reader_sees_what_a_writer_has_not_checkpointed(
+    read_only_store: tuple[Path, list[str]],
+) -> None:
+    """Rows still in another process's write-ahead log are listed, never lost."""
+    root, prefix = read_only_store
+    if not prefix:
+        pytest.skip("needs a writer allowed what the reader is not (run as root)")
+    # A connection held open keeps the log from being checkpointed when the
+    # writer closes (and the writer's log of opened records goes with it).
+    catalog = root / "catalog.sqlite3"
+    hold = sqlite3.connect(catalog)
+    hold.execute("SELECT count(*) FROM meta").fetchone()
+    writer = FileExecutionStore(root)  # this process may write anyway (root)
+    try:
+        new = finished(writer, "written while a reader reads")
+        writer.close()  # its row is committed: in the catalog's -wal file
+        assert Path(f"{catalog}-wal").stat().st_size > 0
+        assert not list((root / "opened").glob("*.rows"))
+        listed = _cli(prefix, root, "records", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert new in [row["executionId"] for row in orjson.loads(listed.stdout)]
+        # Its log unreadable to the reader: the answer comes from the files.
+        for name in ("catalog.sqlite3-shm", "catalog.sqlite3-wal"):
+            (root / name).chmod(0o000)
+        prefix_nobody = prefix  # uid 0 without capabilities: mode 000 binds it
+        again = _cli(prefix_nobody, root, "records", "list", "--json")
+        assert again.returncode == 0, again.stderr
+        assert new in [row["executionId"] for row in orjson.loads(again.stdout)]
+    finally:
+        for name in ("catalog.sqlite3-shm", "catalog.sqlite3-wal"):
+            if (root / name).exists():
+                (root / name).chmod(0o644)
+        writer.close()
+        hold.close()
