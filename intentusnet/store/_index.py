@@ -294,8 +294,9 @@ class StoreIndex:
         """Run a query on a complete, sound catalog, rebuilding it first if needed.
 
         A catalog found damaged is rebuilt (it was moved aside) and asked
-        again, once; where it may not be written, the answer comes from a
-        private catalog (see :meth:`_answer_from_files`).
+        again; where it may not be written, the answer comes from a private
+        catalog (see :meth:`_answer_from_files`). A third failure is a
+        ``StoreError`` saying how to mend it.
         """
         for attempt in range(3):
             try:
