@@ -30,8 +30,9 @@ with, and also subclasses the builtin it behaves like::
         ├── Unauthorized (PermissionError)        unauthorized           1
         ├── Forbidden (PermissionError)           forbidden              1
         ├── RequestTooLarge (ValueError)          request_too_large      2
-        └── RequestInvalid (ValueError)           request_invalid        2
-            └── MalformedRequest                  malformed_request      2
+        ├── RequestInvalid (ValueError)           request_invalid        2
+        │   └── MalformedRequest                  malformed_request      2
+        └── ClientDisconnected (ConnectionError)  client_disconnected    1
 
 ``ServiceError`` and its subclasses come from the HTTP service (``intentusnet
 serve``) and its client: the client raises them for answers the in-process
@@ -363,6 +364,17 @@ class MalformedRequest(RequestInvalid):
 
     code: ClassVar[str] = "malformed_request"
     exit_code: ClassVar[int] = 2
+
+
+class ClientDisconnected(ServiceError, ConnectionError):
+    """The client hung up before the service had read its request body.
+
+    The client's doing, not the service's: the service counts it (HTTP 499, as
+    nginx names it) and logs one line. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "client_disconnected"
+    exit_code: ClassVar[int] = 1
 
 
 class CacheMiss(ReplayError, LookupError):

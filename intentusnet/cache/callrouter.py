@@ -5,7 +5,8 @@ HTTP request) into an envelope and route it through a router with one agent, so
 that it is recorded, hashed and replayed exactly like an intent a caller sends.
 The agent runs the call's own job, found by the envelope's request id; an
 exception the job raised is kept (by execution id) so that the caller gets the
-very exception back, not a description of it.
+very exception back, not a description of it. A failure served from a record
+later is a ``CachedCallError``, in this process as in any other.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from .._util.ids import new_request_id
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
+from ..errors import CachedCallError
 from ..hashing import canonical_json, hash_bytes, hash_parts
 from ..routing.agents import AgentContext, add_secrets
 from ..routing.router import IntentRouter
@@ -154,14 +156,36 @@ class CallRouter:
             del self._jobs[request_id]
         return kept[0] if kept else live
 
-    def failure(self, response: AgentResponse) -> BaseException | None:
-        """The exception that made ``response`` an error, if this process saw it."""
+    def failure(
+        self, response: AgentResponse, *, ran: bool, from_records: bool
+    ) -> BaseException:
+        """What to raise for an error ``response`` that carries no answer.
+
+        The call's own exception, if this process saw it and the caller ran the
+        job or waited on the call that did (``ran``, or ``from_records`` False:
+        the cache serves no recorded failure, so one shared with the caller came
+        from a call in flight). Otherwise the failure was served from a record,
+        here or in another process: ``CachedCallError`` carrying the recorded
+        error, as documented.
+
+        Args:
+            response: the error answer.
+            ran: this caller's own call ran the job.
+            from_records: recorded failures may be served to this caller (the
+                cache serves errors, or replay-only mode).
+        """
         metadata = response.metadata
         execution_id = metadata.original_execution_id or metadata.execution_id
-        if execution_id is None:
-            return None
-        with self._lock:
-            return self._failures.get(execution_id)
+        if execution_id is not None and (ran or not from_records):
+            with self._lock:
+                kept = self._failures.get(execution_id)
+            if kept is not None:
+                return kept
+        error = response.error
+        return CachedCallError(
+            {} if error is None else error.model_dump(mode="json"),
+            execution_id or "",
+        )
 
     def close(self) -> None:
         """Stop the router's threads."""

@@ -17,7 +17,7 @@ from .output import emit_json, note, progress_counter, working
 from .params import Duration
 
 if TYPE_CHECKING:
-    from ..record.model import VerifyReport
+    from ..record.model import ExecutionRecord, VerifyReport
     from ..record.signing import SignatureCheck
     from ..store.naming import NamedStore
 
@@ -226,12 +226,38 @@ def _verify_one(
 @click.option("--reason", required=True, metavar="TEXT", help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def invalidate(execution_id: str, reason: str, as_json: bool) -> None:
-    """Mark record ID not replayable (appends an INVALIDATED event)."""
-    open_store().invalidate(execution_id, reason)
+    """Mark record ID not replayable (appends an INVALIDATED event).
+
+    A record invalidated already is left as it is, and the command says so.
+    """
+    store = open_store()
+    first = _invalidated_for(store.load(execution_id))
+    if first is None:
+        store.invalidate(execution_id, reason)
     if as_json:
-        emit_json({"executionId": execution_id, "invalidated": True, "reason": reason})
-    else:
+        emit_json(
+            {
+                "executionId": execution_id,
+                "invalidated": True,
+                "reason": reason if first is None else first,
+                "appended": first is None,
+            }
+        )
+    elif first is None:
         click.echo(f"Invalidated {execution_id}: {reason}")
+    else:
+        click.echo(
+            f"{execution_id} was already invalidated (reason: {first}); "
+            "nothing appended"
+        )
+
+
+def _invalidated_for(record: ExecutionRecord) -> str | None:
+    """The reason of the record's INVALIDATED event, if it has one."""
+    for event in record.events:
+        if event.type.value == "INVALIDATED":
+            return str(event.data.get("reason"))
+    return None
 
 
 @click.command()

@@ -39,11 +39,11 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode
 import httpx
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, parse_json
 from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
-from ..errors import CachedCallError, CacheMiss, EnvelopeValidationError
+from ..errors import CacheMiss
 from ..routing.redact import Redactor, header_names, keyed, redact_body
 
 if TYPE_CHECKING:
@@ -219,9 +219,9 @@ class _Core:
         found: dict[str, str] = {}
         if body:
             try:
-                payload["json"] = self._body(orjson.loads(body), found)
+                payload["json"] = self._body(parse_json(body), found)
                 return payload, self.calls.key(payload, self.directive), list(found)
-            except (orjson.JSONDecodeError, EnvelopeValidationError):
+            except ValueError:  # not JSON, or not JSON every language reads alike
                 payload.pop("json", None)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)
@@ -371,12 +371,18 @@ class _Core:
                 shown["body"] = orjson.dumps(redacted).decode()
         return shown
 
-    def response(self, answer: AgentResponse, request: httpx.Request) -> httpx.Response:
-        """Turn an answer (fresh or replayed) back into an httpx response."""
+    def response(
+        self, answer: AgentResponse, request: httpx.Request, *, ran: bool
+    ) -> httpx.Response:
+        """Turn an answer (fresh or replayed) back into an httpx response.
+
+        ``ran``: this request's own call was made (its exception is raised
+        again, where the call failed without a response).
+        """
         # A hit returns the same answer object each time: prepare it once.
         found = self._ready.get(id(answer))
         if found is None or found[0] is not answer:
-            ready = self._prepare(answer)
+            ready = self._prepare(answer, ran)
             if len(self._ready) >= _READY_KEPT:
                 self._ready.clear()
             self._ready[id(answer)] = (answer, ready)
@@ -388,23 +394,16 @@ class _Core:
         """The response a fresh call returned, as the client gets it (unredacted)."""
         return _response(_ready(data), request)
 
-    def _prepare(self, answer: AgentResponse) -> _Ready:
+    def _prepare(self, answer: AgentResponse, ran: bool) -> _Ready:
         data: object = None
         if answer.payload is not None:
             data = answer.payload.get("response")
         elif answer.error is not None:
             data = answer.error.details.get("response")
         if not isinstance(data, dict):
-            failure = self.calls.failure(answer)
-            if failure is not None:
-                raise failure
-            error = answer.error
-            raise CachedCallError(
-                {} if error is None else error.model_dump(mode="json"),
-                answer.metadata.original_execution_id
-                or answer.metadata.execution_id
-                or "",
-            )
+            # Replay-only mode serves recorded failures, as a cache serving errors does.
+            served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
+            raise self.calls.failure(answer, ran=ran, from_records=served)
         return _ready(data)
 
 
@@ -567,11 +566,14 @@ class RecordingTransport(httpx.BaseTransport):
         core = self._core
         payload, key, redacted = core.payload(request, request.read())
         if core.mode is TransportMode.REPLAY:
-            return core.response(core.replay(key, request), request)
+            return core.response(core.replay(key, request), request, ran=False)
         wrapped = self._wrapped
         live: list[JSONObject] = []  # the response as it came, when we called
+        ran = False
 
         def job() -> JobResult:
+            nonlocal ran
+            ran = True
             response = wrapped.handle_request(request)
             try:
                 body = response.read()
@@ -585,7 +587,9 @@ class RecordingTransport(httpx.BaseTransport):
         answer = core.cache.answer(
             key, lambda: core.calls.run(payload, run, core.secrets(request, redacted))
         )
-        return core.live(live[0], request) if live else core.response(answer, request)
+        if live:
+            return core.live(live[0], request)
+        return core.response(answer, request, ran=ran)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router."""
@@ -635,11 +639,14 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         core = self._core
         payload, key, redacted = core.payload(request, await request.aread())
         if core.mode is TransportMode.REPLAY:
-            return core.response(core.replay(key, request), request)
+            return core.response(core.replay(key, request), request, ran=False)
         wrapped = self._wrapped
         live: list[JSONObject] = []
+        ran = False
 
         async def job() -> JobResult:
+            nonlocal ran
+            ran = True
             response = await wrapped.handle_async_request(request)
             try:
                 body = await response.aread()
@@ -653,7 +660,9 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         answer = await core.cache.aanswer(
             key, lambda: core.calls.arun(payload, run, core.secrets(request, redacted))
         )
-        return core.live(live[0], request) if live else core.response(answer, request)
+        if live:
+            return core.live(live[0], request)
+        return core.response(answer, request, ran=ran)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router."""

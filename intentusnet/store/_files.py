@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Final
 
 from .._util.time import utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
-from ..record.model import VerifyReport
+from ..record.model import EventType, ExecutionRecord, VerifyReport
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
@@ -159,7 +159,8 @@ def append_invalidated(
 
     A torn last line left by a crash is cut off first (it holds no complete
     event), so that the new line continues the chain. A signed record gets a
-    ``SIGNATURE`` by ``signer`` after it, in the same write.
+    ``SIGNATURE`` by ``signer`` after it, in the same write. A record invalidated
+    already is left as it is: its first reason stands.
 
     Raises:
         RecordNotFound, RecordIntegrityError: as for loading the record.
@@ -177,6 +178,8 @@ def append_invalidated(
             ) from None
         data = read_all(fd)
         record = parse_record(data, execution_id, lambda _owner: False)
+        if invalidated(record):
+            return
         line = invalidated_lines(record, reason, utc_now()[1], signer)
         if record.torn_tail:
             os.ftruncate(fd, data.rfind(b"\n") + 1)
@@ -190,6 +193,11 @@ def append_invalidated(
         raise StoreError(f"record {execution_id}: cannot invalidate: {exc}") from exc
     finally:
         os.close(fd)
+
+
+def invalidated(record: ExecutionRecord) -> bool:
+    """Whether a record holds an ``INVALIDATED`` event (a second adds nothing)."""
+    return any(event.type is EventType.INVALIDATED for event in record.events)
 
 
 def cross_check(

@@ -22,6 +22,7 @@ from ..record.keys import SigningKey
 from ..record.model import ExecutionRecord
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
+from ._files import invalidated
 from ._layout import new_record_id
 from ._owner import current_owner
 from ._pg import Connection
@@ -178,12 +179,15 @@ def append_invalidated(
 ) -> None:
     """Append ``INVALIDATED`` to a record's ``data``; the caller holds its lock.
 
-    A signed record's line is signed by ``signer``, in the same statement.
+    A signed record's line is signed by ``signer``, in the same statement. A
+    record invalidated already is left as it is: its first reason stands.
 
     Raises:
         SigningKeyError: the record is signed and there is no ``signer``.
     """
     record = parse_record(data, execution_id, not_running)
+    if invalidated(record):
+        return
     line = invalidated_lines(record, reason, utc_now()[1], signer)
     lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
     first = len(record.events) + 1

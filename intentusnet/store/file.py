@@ -294,7 +294,9 @@ class FileExecutionStore:
         """Mark a record not replayable by appending an ``INVALIDATED`` event.
 
         The record is not rewritten; a torn last line left by a crash is cut off
-        first, so that the new line continues the chain.
+        first, so that the new line continues the chain. Invalidating a record
+        that is invalidated already changes nothing: it keeps its first
+        ``INVALIDATED`` event and reason.
 
         A signed record's ``INVALIDATED`` line is signed too, by this store's
         key.
@@ -539,7 +541,7 @@ class FileExecutionStore:
         """
         if not os.path.isdir(self._root):
             return StoreStats(records=0)
-        catalog = self._index.catalog.path
+        catalog = self.root / CATALOG_NAME  # the store's, whatever answers
         extra = self._hits.size()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
@@ -600,10 +602,12 @@ class FileExecutionStore:
     def change_probe(self, execution_id: str) -> Callable[[], object]:
         """Return a cheap check whose answer changes whenever the record changes.
 
-        One ``stat()``: the file's size, modification time and inode, or
-        ``None`` once the file is gone. An appended ``INVALIDATED`` line, an
-        edited byte or a deletion all change the answer; the replay cache asks
-        it on every hit. Added in 0.1.0.
+        One ``stat()``: the file's size, inode, modification time and status
+        change time (``st_ctime_ns``), or ``None`` once the file is gone. An
+        appended ``INVALIDATED`` line, an edited byte or a deletion all change
+        the answer, also an edit of the same size whose modification time was
+        put back (``touch -d``, ``os.utime``): no call can set the change time.
+        The replay cache asks it on every hit. Added in 0.1.0.
 
         Raises:
             InvalidExecutionId: the id is not allowed.
@@ -616,7 +620,7 @@ class FileExecutionStore:
                 found = stat(path)
             except OSError:
                 return None
-            return (found.st_size, found.st_mtime_ns, found.st_ino)
+            return (found.st_size, found.st_ino, found.st_mtime_ns, found.st_ctime_ns)
 
         return probe
 

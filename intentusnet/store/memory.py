@@ -30,6 +30,7 @@ from ..record.model import (
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
+from ._files import invalidated
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
 from .hits import CacheHit, hit_line, parse_hits, select
@@ -165,11 +166,16 @@ class MemoryExecutionStore:
         return None
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Append an ``INVALIDATED`` event to a record no one is writing."""
+        """Append an ``INVALIDATED`` event to a record no one is writing.
+
+        A record invalidated already is left as it is.
+        """
         with self._lock:
             if execution_id in self._writing:
                 raise StoreError(f"record {execution_id} is still being written")
             record = self.load(execution_id)
+            if invalidated(record):
+                return  # its first reason stands, as in every store
             line = invalidated_lines(record, reason, utc_now()[1], self._signer)
             data = self._data[execution_id]
             del data[data.rfind(b"\n") + 1 :]  # drop a torn last line

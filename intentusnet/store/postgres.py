@@ -186,6 +186,8 @@ class PostgresExecutionStore(PostgresHitJournal):
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Append an ``INVALIDATED`` event to a record no one is writing.
 
+        A record invalidated already is left as it is (its first reason stands).
+
         Raises:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
             RecordIntegrityError: the record is damaged.

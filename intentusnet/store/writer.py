@@ -62,6 +62,8 @@ assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
 assert CatalogRow._fields[13:] == ("lines", "size", "chain_head")
 _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
+_INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
+_EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
 _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
 
@@ -92,8 +94,11 @@ class ChainWriter:
         self._broken = False
         self._invalidated = False
         self._recording_failed = False
-        #: sealed lines waiting for the next write (see append_soon)
+        #: sealed lines waiting for the next write (see append_soon), their
+        #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
+        self._held_kinds: list[str] = []
+        self._written = (0, header_hash)
 
     def append(self, event_type: EventType | str, data: JSONObject) -> None:
         """Append one event; it has reached the OS when this returns.
@@ -151,12 +156,14 @@ class ChainWriter:
                 self._write(_FINAL, data, False)
             else:
                 # One piece, or nothing: a failed write leaves the record open.
-                seq, prev, held = self._seq, self._prev, list(self._held)
+                seq, prev = self._seq, self._prev
+                held, kinds = list(self._held), list(self._held_kinds)
                 try:
                     self._write(_FINAL, data, True)
                     self._sign(self._signer)
                 except BaseException:
-                    self._seq, self._prev, self._held = seq, prev, held
+                    self._seq, self._prev = seq, prev
+                    self._held, self._held_kinds = held, kinds
                     raise
             self._open = False
             self._finish(completed=True)
@@ -177,7 +184,9 @@ class ChainWriter:
                 if self._held:  # best effort: the record reads as incomplete anyway
                     with contextlib.suppress(StoreError):
                         self._emit_with(b"")
+                        self._written = (self._seq, self._prev)
                 self._finish(completed=False)
+                self._closed()
 
     def __enter__(self) -> ChainWriter:
         return self
@@ -202,6 +211,9 @@ class ChainWriter:
     def _completed(self, response: JSONObject) -> None:
         """Called after ``complete`` with the response written."""
 
+    def _closed(self) -> None:
+        """Called after ``close`` stopped an unfinished record (lock held)."""
+
     # -- internals -----------------------------------------------------------------
 
     def _write(self, kind: EventType, data: JSONObject, soon: bool) -> None:
@@ -209,24 +221,18 @@ class ChainWriter:
         if not self._open or self._broken:
             raise self._refused()
         seq = self._seq + 1
-        try:
-            line, digest = seal(
-                {
-                    "seq": seq,
-                    "type": kind,  # a str; orjson writes its value
-                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
-                    "data": data,
-                    "prevHash": self._prev,
-                }
-            )
-        except TypeError as exc:
-            raise StoreError(
-                f"record {self.execution_id}: {kind} data is not JSON ({exc})"
-            ) from exc
+        line, digest = self._seal(kind, data, seq, self._prev)
         if soon:
             self._held.append(line)
+            self._held_kinds.append(kind.value)
         else:
-            self._emit_with(line)
+            try:
+                self._emit_with(line)
+            except StoreError:
+                if kind is not _FAILURE or not self._held:
+                    raise
+                seq, digest = self._failure_alone(data)
+            self._written = (seq, digest)
         self._seq = seq
         self._prev = digest
         if kind is _FAILURE:
@@ -238,6 +244,45 @@ class ChainWriter:
         """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
         data = signature_data(signer, self.execution_id, self._seq, self._prev)
         self._write(_SIGNATURE, data, False)
+
+    def _seal(
+        self, kind: EventType, data: JSONObject, seq: int, prev: str
+    ) -> tuple[bytes, str]:
+        try:
+            return seal(
+                {
+                    "seq": seq,
+                    "type": kind,  # a str; orjson writes its value
+                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
+                    "data": data,
+                    "prevHash": prev,
+                }
+            )
+        except TypeError as exc:
+            raise StoreError(
+                f"record {self.execution_id}: {kind} data is not JSON ({exc})"
+            ) from exc
+
+    def _failure_alone(self, data: JSONObject) -> tuple[int, str]:
+        """Write ``RECORDING_FAILURE`` without the held lines; its (seq, hash).
+
+        On a full disk the failure line, a few hundred bytes, may fit where the
+        held lines with it did not (an attempt's output can be large): it then
+        follows the last line written, and names the events it leaves out, so
+        that the record says why it stops instead of reading as merely
+        unfinished.
+
+        Raises:
+            StoreError: it does not fit either (the held lines stay held).
+        """
+        seq, prev = self._written
+        data = {**data, "unwritten": list(self._held_kinds)}
+        line, digest = self._seal(_FAILURE, data, seq + 1, prev)
+        self._emit(line)
+        self._size += len(line)
+        self._held, self._held_kinds = [], []
+        self._written = (seq + 1, digest)
+        return seq + 1, digest
 
     def _refused(self) -> StoreError:
         if self._open:  # broken
@@ -255,18 +300,21 @@ class ChainWriter:
         self._emit(line)
         self._size += len(line)
         if held:
-            self._held = []
+            self._held, self._held_kinds = [], []
+
+    def _reason(self) -> str | None:
+        """Why the record is not replayable, as far as this writer knows."""
+        if self._invalidated:
+            return _MANUALLY_INVALIDATED
+        if self._recording_failed:
+            return _RECORDING_FAILURE
+        return None
 
     def _outcome(
         self, response: JSONObject
     ) -> tuple[str, int, str | None, str | None, float | None]:
         """The catalog's status, replayable, reason, agent and duration now."""
-        if self._invalidated:
-            reason: str | None = _MANUALLY_INVALIDATED
-        elif self._recording_failed:
-            reason = _RECORDING_FAILURE
-        else:
-            reason = None
+        reason = self._reason()
         meta = response.get("metadata")
         meta_d: dict[str, JSONValue] = meta if isinstance(meta, dict) else {}
         agent, duration = meta_d.get("agent"), meta_d.get("durationMs")
@@ -349,6 +397,29 @@ class FileRecordWriter(ChainWriter):
                     self._seq + 1,
                     self._size,
                     self._prev,
+                )
+            )
+
+    def _closed(self) -> None:
+        # Stopped unfinished by its own process: incomplete from now on, and
+        # the row says so (readers need not find out; only a killed process's
+        # row is left "in_progress" for them to settle).
+        row = self._row
+        if row is not None:
+            seq, head = self._written
+            self._on_complete(
+                CatalogRow(
+                    *row[:6],
+                    _INCOMPLETE,
+                    0,
+                    self._reason() or _EXECUTION_INCOMPLETE,
+                    None,
+                    None,
+                    row.parent_id,
+                    row.owner,
+                    seq + 1,
+                    self._size,
+                    head,
                 )
             )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -615,3 +616,29 @@ def test_a_record_whose_signature_fails_is_never_served(tmp_path, caplog):
     assert agent.calls == 2
     assert "not served: signed-invalid" in caplog.text
     store.close()
+
+
+def test_source_edited_in_place_with_its_mtime_put_back_is_not_served(store):
+    """An edit of the same size whose mtime is restored is still noticed (ctime)."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay is True
+        (path,) = store.root.glob(f"*/{first.metadata.execution_id}.jsonl")
+        before = path.stat()
+        with path.open("r+b") as file:  # as an editor saving in place would
+            data = file.read()
+            offset = data.rindex(b'"hi"') + 1
+            file.seek(offset)
+            file.write(b"H")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = path.stat()
+        assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+            before.st_size,
+            before.st_mtime_ns,
+            before.st_ino,
+        )
+        again = router.route_intent(envelope())
+    assert again.metadata.from_replay is False
+    assert again.payload == {"echo": {"text": "hi"}, "call": 2}
+    assert agent.calls == 2

@@ -209,6 +209,7 @@ def test_invalidate(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> No
         "executionId": ids["completed"],
         "invalidated": True,
         "reason": "bad answer",
+        "appended": True,
     }
     shown = invoke("--store", str(store_root), "records", "show", ids["completed"])
     header = orjson.loads(shown.stdout)["header"]
@@ -375,3 +376,28 @@ def test_stats_show_cache_hits_and_counts(invoke: Invoke, store_root: Path) -> N
     )
     assert orjson.loads(result.stdout)["caches"] == []
     assert not elsewhere.exists()
+
+
+def test_invalidating_twice_is_a_no_op_that_says_so(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """The second invalidate appends nothing, exits 0 and names the first reason."""
+    store = ("--store", str(store_root))
+    target = ids["completed"]
+    first = invoke(*store, "invalidate", target, "--reason", "bad answer")
+    assert first.exit_code == 0, first.output
+    path = next(store_root.glob(f"*/{target}.jsonl"))
+    before = path.read_bytes()
+    again = invoke(*store, "invalidate", target, "--reason", "still bad")
+    assert again.exit_code == 0, again.output
+    assert again.stdout == (
+        f"{target} was already invalidated (reason: bad answer); nothing appended\n"
+    )
+    as_json = invoke(*store, "invalidate", target, "--reason", "x", "--json")
+    assert orjson.loads(as_json.stdout) == {
+        "executionId": target,
+        "invalidated": True,
+        "reason": "bad answer",
+        "appended": False,
+    }
+    assert path.read_bytes() == before

@@ -240,6 +240,26 @@ def test_connection_errors_reach_the_client(store):
     assert [s.status.value for s in store.list()] == ["failed", "failed"]
 
 
+def test_a_served_connection_error_is_cached_call_error_in_the_same_process(store):
+    """Once a failed call is served from its record, it is CachedCallError here too."""
+    from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
+    from intentusnet.errors import CachedCallError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    cache = ReplayCache(policy=CachePolicy(serve_errors=True))
+    with client(store, cache=cache) as http:
+        with pytest.raises(httpx.ConnectError):
+            http.post(url, json=CHAT)
+        with pytest.raises(CachedCallError, match="ConnectError"):
+            http.post(url, json=CHAT)
+    with client(store, "replay") as http, pytest.raises(CachedCallError):
+        http.post(url, json=CHAT)
+    assert [s.status.value for s in store.list()] == ["failed"]
+
+
 def test_concurrent_identical_requests_call_once(store, llm):
     """Ten threads asking the same at once make one call."""
     start = threading.Barrier(10)
