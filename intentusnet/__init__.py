@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "CachePolicy": "cache.replay_cache",
     "CacheStats": "cache.replay_cache",
     "CachedCallError": "errors",
+    "Cassette": "steps.cassette",
     "CassetteMiss": "errors",
     "DiffEntry": "steps.diff",
     "EnvelopeValidationError": "errors",
@@ -50,11 +51,13 @@ _EXPORTS: dict[str, str] = {
     "IntentusClient": "http.client",
     "IntentusNetError": "errors",
     "InvalidExecutionId": "errors",
+    "InvalidRerunOption": "errors",
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NotCacheable": "errors",
+    "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
@@ -75,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "ReplayedStepError": "errors",
     "RequestInvalid": "errors",
     "RequestTooLarge": "errors",
+    "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
     "ResponseMetadata": "envelope",
     "RoutingDecision": "envelope",
@@ -83,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
     "SideEffectMismatch": "errors",
+    "SideEffectRefused": "errors",
     "StepRun": "steps.view",
     "StoreError": "errors",
     "StoreStats": "record.model",
@@ -98,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "explain": "steps.explain",
     "new_execution_id": "_util.ids",
     "open_store": "store",
+    "plan_rerun": "steps.plan",
     "record_steps": "steps.view",
     "rerun": "steps.rerun",
     "step": "steps.step",
@@ -135,6 +141,7 @@ if TYPE_CHECKING:
     from .errors import Forbidden as Forbidden
     from .errors import IntentusNetError as IntentusNetError
     from .errors import InvalidExecutionId as InvalidExecutionId
+    from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import MalformedRequest as MalformedRequest
     from .errors import NotCacheable as NotCacheable
     from .errors import RecordExists as RecordExists
@@ -149,6 +156,7 @@ if TYPE_CHECKING:
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
     from .errors import SideEffectMismatch as SideEffectMismatch
+    from .errors import SideEffectRefused as SideEffectRefused
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
@@ -175,11 +183,15 @@ if TYPE_CHECKING:
     from .routing.agents import AgentRegistry as AgentRegistry
     from .routing.agents import current_context as current_context
     from .routing.router import IntentRouter as IntentRouter
+    from .steps.cassette import Cassette as Cassette
     from .steps.diff import DiffEntry as DiffEntry
     from .steps.diff import RecordDiff as RecordDiff
     from .steps.diff import diff_records as diff_records
     from .steps.explain import Explanation as Explanation
     from .steps.explain import explain as explain
+    from .steps.plan import PlannedStep as PlannedStep
+    from .steps.plan import RerunPlan as RerunPlan
+    from .steps.plan import plan_rerun as plan_rerun
     from .steps.rerun import RerunResult as RerunResult
     from .steps.rerun import rerun as rerun
     from .steps.step import step as step
@@ -193,7 +205,6 @@ if TYPE_CHECKING:
     from .store import RecordWriter as RecordWriter
     from .store import open_store as open_store
     from .store.hits import CacheHit as CacheHit
-
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import (
     Annotated,
+    Final,
     Protocol,
     TypeAlias,
     TypeVar,
@@ -24,13 +25,14 @@ from typing import (
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
 from .children import Router, aroute_child, route_child
 from .execution import Execution, arun_step, run_step
 
 __all__ = [
+    "SNAPSHOT_PREFIX",
     "Agent",
     "AgentContext",
     "AgentDefinition",
@@ -46,6 +48,9 @@ AgentHandler: TypeAlias = Callable[
     [IntentEnvelope, "AgentContext"], AgentResult | Awaitable[AgentResult]
 ]
 _T = TypeVar("_T")
+_J = TypeVar("_J", bound=JSONValue)
+#: A snapshot is recorded as a step named ``snapshot:NAME`` (added in 0.1.0).
+SNAPSHOT_PREFIX: Final = "snapshot:"
 
 #: The attempt running in this context; the router sets it around every agent
 #: call (in worker threads too), so ``@step`` functions find their execution.
@@ -210,6 +215,33 @@ class AgentContext:
             kwargs,
             lambda: fn(**kwargs),
             side_effect,
+        )
+
+    def snapshot(self, name: str, state: _J) -> _J:
+        """Record ``state`` under ``name`` and return the state to go on with.
+
+        Use it as ``state = ctx.snapshot("scored", state)``. In a run, it
+        records ``state`` (a JSON value) and returns it. In a re-run, the record
+        answers, as for a step: a re-run started with ``from_snapshot=NAME``
+        (``intentusnet rerun ID --from-snapshot NAME``) serves every step before
+        it and returns the recorded state here, restored, then runs the rest
+        live; a strict re-run returns the recorded state too. It is recorded
+        as a step named ``snapshot:NAME`` whose output is the state; a re-run of
+        a record made before the call existed just returns ``state``.
+        Added in 0.1.0.
+
+        Raises:
+            EnvelopeValidationError: ``state`` is not JSON (names the path).
+        """
+        check_json(state, f"snapshot {name!r}")
+        return run_step(
+            self._execution,
+            self.agent,
+            self.attempt,
+            SNAPSHOT_PREFIX + name,
+            {},
+            lambda: state,
+            False,
         )
 
     def route(

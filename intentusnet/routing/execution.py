@@ -46,6 +46,7 @@ __all__ = [
     "enter_step",
     "jsonish",
     "leave_step",
+    "replayed_error",
     "run_step",
 ]
 
@@ -222,6 +223,8 @@ class StepSession:
         }
         if recorded.child_execution_id is not None:
             data["childExecutionId"] = recorded.child_execution_id
+        if decision.overridden:
+            data["overridden"] = True
         self._write_end(step, data, recorded.outcome)
         return _copy(recorded.output)
 
@@ -398,7 +401,12 @@ def _replayed(step: OpenStep) -> ReplayedStepError:
     """The recorded failure of a step, to raise again in a strict re-run."""
     decision = step.decision
     recorded = None if decision is None else decision.recorded
-    error = (recorded.error if recorded is not None else None) or {}
+    return replayed_error(step.name, None if recorded is None else recorded.error)
+
+
+def replayed_error(name: str, error: JSONObject | None) -> ReplayedStepError:
+    """The recorded failure ``error`` (``{"type", "message"}``) of step ``name``."""
+    error = error or {}
     kind = str(error.get("type") or "Error")
     message = str(error.get("message") or "")
     cls = _REPLAYED.get(kind)
@@ -406,7 +414,7 @@ def _replayed(step: OpenStep) -> ReplayedStepError:
         cls = _replayed_type(kind)
         if len(_REPLAYED) < _MAX_REPLAYED:
             _REPLAYED[kind] = cls
-    return cls(step.name, kind, message)
+    return cls(name, kind, message)
 
 
 def _replayed_type(kind: str) -> type[ReplayedStepError]:
