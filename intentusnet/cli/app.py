@@ -114,7 +114,8 @@ def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
 
     Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
     or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
-    failure, 7 cassette miss (rerun). See docs/cli.md.
+    failure, 7 cassette miss (rerun), 8 the re-run's execution failed (rerun). See
+    docs/cli.md.
     """
     if os.environ.get("NO_COLOR"):
         ctx.color = False

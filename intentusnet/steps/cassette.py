@@ -279,6 +279,7 @@ class Cassette:
             recorded=None if recorded is None else recorded.number,
             miss=source == "miss" or (decision is not None and decision.miss),
             outcome=outcome,
+            overridden=decision is not None and decision.overridden,
         )
         with self._lock:
             self.runs.append(run)

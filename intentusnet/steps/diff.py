@@ -356,8 +356,11 @@ def _pair_detail(
     if "error" in changes:
         parts.append(f"{a.error_text or a.outcome} -> {b.error_text or b.outcome}")
     if "output" in changes:
-        where = ", ".join(paths) if paths and "args" not in changes else ""
-        parts.append("output differs" + (f" at {where}" if where else ""))
+        if paths == ["$"] and "args" not in changes:
+            parts.append(f"output {_brief(a.output)} -> {_brief(b.output)}")
+        else:
+            where = ", ".join(paths) if paths and "args" not in changes else ""
+            parts.append("output differs" + (f" at {where}" if where else ""))
     if "duration" in changes:
         parts.append(f"{a.duration_ms} ms -> {b.duration_ms} ms")
     return f"{b.name} (step {a.number} -> {b.number}): " + "; ".join(parts)
