@@ -93,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "StoreStats": "record.model",
     "Unauthorized": "errors",
     "UnsupportedSchemaVersion": "errors",
+    "VerifiedEvent": "replay",
     "VerifyReport": "record.model",
     "agent_app": "http.agent_app",
     "cached": "cache.cached",
@@ -178,6 +179,7 @@ if TYPE_CHECKING:
     from .record.model import VerifyReport as VerifyReport
     from .replay import ReplayEngine as ReplayEngine
     from .replay import ReplayResult as ReplayResult
+    from .replay import VerifiedEvent as VerifiedEvent
     from .routing.agents import AgentContext as AgentContext
     from .routing.agents import AgentDefinition as AgentDefinition
     from .routing.agents import AgentRegistry as AgentRegistry

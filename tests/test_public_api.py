@@ -91,6 +91,7 @@ PUBLIC = [
     "StoreStats",
     "Unauthorized",
     "UnsupportedSchemaVersion",
+    "VerifiedEvent",
     "VerifyReport",
     "__version__",
     "agent_app",
