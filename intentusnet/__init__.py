@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "AgentResponse": "envelope",
     "AsyncIntentusClient": "http.client",
     "AttemptInfo": "envelope",
+    "BranchDiff": "steps.diff",
     "CacheDirective": "envelope",
     "CacheError": "errors",
     "CacheHit": "store.hits",
@@ -186,6 +187,7 @@ if TYPE_CHECKING:
     from .routing.agents import current_context as current_context
     from .routing.router import IntentRouter as IntentRouter
     from .steps.cassette import Cassette as Cassette
+    from .steps.diff import BranchDiff as BranchDiff
     from .steps.diff import DiffEntry as DiffEntry
     from .steps.diff import RecordDiff as RecordDiff
     from .steps.diff import diff_records as diff_records

@@ -19,6 +19,7 @@ PUBLIC = [
     "AgentResponse",
     "AsyncIntentusClient",
     "AttemptInfo",
+    "BranchDiff",
     "CacheDirective",
     "CacheError",
     "CacheHit",

@@ -313,8 +313,19 @@ def _print_diff(found: RecordDiff) -> None:
         click.echo(f"{len(found.entries)} differences{where}")
     for entry in found.entries:
         mark = ">" if entry.deviation_point else " "
-        line = f"  {mark} {entry.kind:<17}{entry.detail}"
+        branch = f"[{entry.branch}] " if entry.branch and entry.scope == "step" else ""
+        line = f"  {mark} {entry.kind:<17}{branch}{entry.detail}"
         click.secho(line, fg="yellow" if entry.deviation_point else None)
+    if found.branches:
+        click.echo("Branches")
+        for each in found.branches:
+            point = each.deviation_point
+            where = (
+                "same"
+                if point is None
+                else f"first deviation: {point.name} ({point.kind})"
+            )
+            click.echo(f"  {each.agent}: {where}")
 
 
 @click.command()

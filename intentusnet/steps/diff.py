@@ -21,6 +21,12 @@ What is compared, and the kinds of entries:
 
 The first entry that is not about duration, in execution order, is the
 ``deviation_point``.
+
+A ``BROADCAST`` or ``PARALLEL`` execution runs several agents, each its own
+branch: their steps are paired within each agent only, each agent's attempt is
+compared (``attempt_changed``), and every branch gets its own deviation point
+(``RecordDiff.branches``). The record's deviation point is then the branch
+deviation that happened first in the second record.
 """
 
 from __future__ import annotations
@@ -32,15 +38,17 @@ from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..record.model import EventType, ExecutionRecord
+from ..record.model import EventType, ExecutionEvent, ExecutionRecord
 from ..replay import diff_paths
 from .view import RecordedStep, record_steps
 
-__all__ = ["DiffEntry", "RecordDiff", "diff_records"]
+__all__ = ["BranchDiff", "DiffEntry", "RecordDiff", "diff_records"]
 
 _MAX_PATHS: Final = 10
 #: Whether two durations differ enough to report.
 _Slower: TypeAlias = Callable[[float | None, float | None], bool]
+#: Strategies whose agents run as branches, each diffed on its own.
+_BRANCHED: Final = frozenset({"BROADCAST", "PARALLEL"})
 #: Entry kinds, in the order an entry's primary kind is chosen for a step pair.
 _PAIR_KINDS: Final = (
     ("args", "args_changed"),
@@ -57,8 +65,9 @@ class DiffEntry:
     Attributes:
         kind: ``step_added``, ``step_removed``, ``args_changed``,
             ``output_changed``, ``error_changed``, ``duration_changed``,
-            ``decision_changed``, ``agent_changed`` or ``status_changed``.
-        scope: ``step`` or ``record``.
+            ``decision_changed``, ``agent_changed``, ``status_changed`` or
+            ``attempt_changed`` (a branch's agent answered differently).
+        scope: ``step``, ``branch`` or ``record``.
         name: the step's name, or the record's aspect (``decision``, ``agent``,
             ``status``, ``output``, ``error``, ``duration``).
         a: the step in the first record (``None`` if added or record scope).
@@ -70,6 +79,8 @@ class DiffEntry:
         after: the second record's value (record scope), else ``None``.
         deviation_point: this is where the two runs first part ways.
         detail: one line for people.
+        branch: in a ``BROADCAST`` or ``PARALLEL`` execution, the agent whose
+            branch this entry is about (added in 0.1.0).
     """
 
     kind: str
@@ -83,6 +94,7 @@ class DiffEntry:
     after: JSONValue = None
     deviation_point: bool = False
     detail: str = ""
+    branch: str | None = None
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -98,7 +110,31 @@ class DiffEntry:
             "after": self.after,
             "deviationPoint": self.deviation_point,
             "detail": self.detail,
+            "branch": self.branch,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDiff:
+    """One agent's branch of a ``BROADCAST`` or ``PARALLEL`` execution, diffed.
+
+    Added in 0.1.0.
+
+    Attributes:
+        agent: the agent.
+        entries: the differences in its steps and its attempt.
+        deviation_point: where this branch parts ways (not a duration), if it
+            does.
+    """
+
+    agent: str
+    entries: tuple[DiffEntry, ...]
+    deviation_point: DiffEntry | None
+
+    @property
+    def same(self) -> bool:
+        """The branch did the same thing in both runs."""
+        return self.deviation_point is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +146,10 @@ class RecordDiff:
         b: the second record's execution id.
         a_fingerprint: the first record's fingerprint.
         b_fingerprint: the second record's fingerprint.
-        entries: the differences, in execution order.
+        entries: the differences, in execution order (branch by branch for
+            ``BROADCAST`` and ``PARALLEL``).
+        branches: for ``BROADCAST`` and ``PARALLEL``, each agent's branch with
+            its own deviation point; empty otherwise (added in 0.1.0).
     """
 
     a: str
@@ -118,6 +157,7 @@ class RecordDiff:
     a_fingerprint: str
     b_fingerprint: str
     entries: tuple[DiffEntry, ...]
+    branches: tuple[BranchDiff, ...] = ()
 
     @property
     def same(self) -> bool:
@@ -137,6 +177,17 @@ class RecordDiff:
         """Return the camelCase wire form (what ``intentusnet diff --json`` prints)."""
         entries: list[JSONValue] = [e.to_json() for e in self.entries]
         point = self.deviation_point
+        branches: list[JSONValue] = [
+            {
+                "agent": branch.agent,
+                "same": branch.same,
+                "deviationPoint": None
+                if branch.deviation_point is None
+                else self._index(branch.deviation_point),
+                "entries": [self._index(e) for e in branch.entries],
+            }
+            for branch in self.branches
+        ]
         return {
             "a": self.a,
             "b": self.b,
@@ -146,7 +197,12 @@ class RecordDiff:
             "same": self.same,
             "deviationPoint": None if point is None else self.entries.index(point),
             "entries": entries,
+            "branches": branches,
         }
+
+    def _index(self, entry: DiffEntry) -> int:
+        # by identity: two entries may be equal
+        return next(i for i, e in enumerate(self.entries) if e is entry)
 
 
 def diff_records(
@@ -186,10 +242,12 @@ def diff_records(
             )
         )
     steps_a, steps_b = record_steps(a), record_steps(b)
-    steps = _step_entries(steps_a, steps_b, slower)
     # A run with steps served from a record took no comparable time.
     served = any(s.source == "record" for s in (*steps_a, *steps_b))
     tail = _outcome_entries(a, b, slower, compare_duration=not served)
+    if _branched(decision_a) or _branched(decision_b):
+        return _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
+    steps = _step_entries(steps_a, steps_b, slower)
     entries = [*head, *steps, *tail]
     for index, entry in enumerate(entries):
         if entry.kind != "duration_changed":
@@ -201,6 +259,144 @@ def diff_records(
         a_fingerprint=a.fingerprint,
         b_fingerprint=b.fingerprint,
         entries=tuple(entries),
+    )
+
+
+# -- branches ------------------------------------------------------------------------
+
+
+def _branched(decision: JSONValue) -> bool:
+    return isinstance(decision, dict) and decision.get("strategy") in _BRANCHED
+
+
+def _branched_diff(
+    a: ExecutionRecord,
+    b: ExecutionRecord,
+    head: list[DiffEntry],
+    tail: list[DiffEntry],
+    steps_a: tuple[RecordedStep, ...],
+    steps_b: tuple[RecordedStep, ...],
+    slower: _Slower,
+) -> RecordDiff:
+    """Diff each agent's branch on its own; each branch gets its deviation point."""
+    ends_a, ends_b = _attempt_ends(a), _attempt_ends(b)
+    named = [*ends_b, *ends_a, *(s.agent for s in (*steps_b, *steps_a))]
+    agents = [agent for agent in dict.fromkeys(named) if agent is not None]
+    branches: list[tuple[str, list[DiffEntry]]] = []
+    for agent in agents:
+        found = [
+            replace(entry, branch=agent)
+            for entry in _step_entries(
+                tuple(s for s in steps_a if s.agent == agent),
+                tuple(s for s in steps_b if s.agent == agent),
+                slower,
+            )
+        ]
+        attempt = _attempt_entry(agent, ends_a.get(agent), ends_b.get(agent))
+        if attempt is not None:
+            found.append(attempt)
+        branches.append((agent, found))
+
+    def when(entry: DiffEntry) -> float:
+        """Where the entry happened in B (A for what B lacks), to order branches."""
+        step = entry.b or entry.a
+        if step is not None:
+            return step.start_seq
+        end = ends_b.get(entry.branch or "") or ends_a.get(entry.branch or "")
+        return end.seq if end is not None else float("inf")
+
+    points = {agent: _first(found) for agent, found in branches}
+    first = _first(head)
+    if first is None:
+        reached = [(when(p), i) for i, p in enumerate(points.values()) if p is not None]
+        if reached:
+            first = list(points.values())[min(reached)[1]]
+    if first is None:
+        first = _first(tail)
+    marked: dict[int, DiffEntry] = {}
+
+    def mark(entries: list[DiffEntry]) -> tuple[DiffEntry, ...]:
+        done = []
+        for entry in entries:
+            new = replace(entry, deviation_point=True) if entry is first else entry
+            marked[id(entry)] = new
+            done.append(new)
+        return tuple(done)
+
+    entries = [*mark(head)]
+    kept: list[BranchDiff] = []
+    for agent, found in branches:
+        mine = mark(found)
+        point = points[agent]
+        kept.append(
+            BranchDiff(agent, mine, None if point is None else marked[id(point)])
+        )
+        entries.extend(mine)
+    entries.extend(mark(tail))
+    return RecordDiff(
+        a=a.execution_id,
+        b=b.execution_id,
+        a_fingerprint=a.fingerprint,
+        b_fingerprint=b.fingerprint,
+        entries=tuple(entries),
+        branches=tuple(kept),
+    )
+
+
+def _first(entries: list[DiffEntry]) -> DiffEntry | None:
+    """The first entry that is not about duration."""
+    return next((e for e in entries if e.kind != "duration_changed"), None)
+
+
+def _attempt_ends(record: ExecutionRecord) -> dict[str, ExecutionEvent]:
+    """Each agent's first ``AGENT_ATTEMPT_END``, by agent."""
+    found: dict[str, ExecutionEvent] = {}
+    for event in record.events:
+        if event.type is EventType.AGENT_ATTEMPT_END:
+            agent = event.data.get("agent")
+            if isinstance(agent, str) and agent not in found:
+                found[agent] = event
+    return found
+
+
+def _attempt_view(end: ExecutionEvent | None) -> JSONValue:
+    if end is None:
+        return None
+    error = end.data.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return {
+        "outcome": end.data.get("outcome"),
+        "output": end.data.get("output"),
+        "error": message,
+    }
+
+
+def _attempt_entry(
+    agent: str, end_a: ExecutionEvent | None, end_b: ExecutionEvent | None
+) -> DiffEntry | None:
+    """How one branch's agent answered, if it answered differently."""
+    before, after = _attempt_view(end_a), _attempt_view(end_b)
+    paths = diff_paths(before, after, _MAX_PATHS)
+    if not paths:
+        return None
+    if end_a is None or end_b is None:
+        detail = f"{agent}: attempt only in {'B' if end_a is None else 'A'}"
+    else:
+        outcome_a, outcome_b = end_a.data.get("outcome"), end_b.data.get("outcome")
+        detail = (
+            f"{agent}: attempt {outcome_a} -> {outcome_b}"
+            if outcome_a != outcome_b
+            else f"{agent}: attempt {outcome_b}, differs at " + ", ".join(paths)
+        )
+    return DiffEntry(
+        "attempt_changed",
+        "branch",
+        agent,
+        paths=tuple(paths),
+        before=before,
+        after=after,
+        detail=detail,
+        branch=agent,
     )
 
 
