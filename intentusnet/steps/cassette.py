@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
@@ -158,35 +158,74 @@ class Cassette:
 
     # -- plain code -------------------------------------------------------------
 
-    def serve(self, name: str, args: Mapping[str, object] | None = None) -> JSONValue:
+    def serve(
+        self,
+        name: str,
+        args: Mapping[str, object] | None = None,
+        *,
+        side_effect: bool = False,
+    ) -> JSONValue:
         """The recorded output of the call ``name`` with ``args``.
 
         The call is matched as a re-run matches it: by name, the canonical hash
-        of ``args`` and occurrence. Added in 0.1.0.
+        of ``args`` (a mapping of keyword arguments, as ``ctx.step`` records
+        them) and occurrence. Added in 0.1.0.
 
         Raises:
             CassetteMiss: the record holds no such call (the nearest recorded
                 calls are named), or cannot serve it.
+            SideEffectMismatch: a side effect is called with arguments the
+                record does not hold while a recorded call of it is unserved.
             ReplayedStepError: the recorded call failed: its failure again.
         """
-        return cast(JSONValue, self._answer(name, args, None))
+        kwargs, decision, number, args_hash = self._plain(name, args, side_effect)
+        if decision.action == LIVE:  # allow_live, but there is nothing to call
+            raise self._miss(name, args_hash, kwargs, decision.recorded)
+        return self._served(name, decision, number, args_hash)
 
     def call(
         self,
         name: str,
         args: Mapping[str, object] | None,
         fn: Callable[..., _T],
+        *,
+        side_effect: bool = False,
     ) -> _T:
-        """``fn(**args)`` answered from the record: ``serve``, or the live call.
+        """``fn(**args)`` answered from the record, as :meth:`serve` answers it.
 
         ``fn`` runs only when the record cannot answer and the cassette was
         opened with ``allow_live=True``. Added in 0.1.0.
 
         Raises:
             CassetteMiss: no recording answers and ``allow_live`` is off.
+            SideEffectMismatch: as for :meth:`serve`.
             ReplayedStepError: the recorded call failed: its failure again.
         """
-        return cast(_T, self._answer(name, args, fn))
+        kwargs, decision, number, args_hash = self._plain(name, args, side_effect)
+        if decision.action != LIVE:
+            return cast(_T, self._served(name, decision, number, args_hash))
+        value = fn(**kwargs)
+        self.ended(number, name, args_hash, "live", decision, "success")
+        return value
+
+    async def acall(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., Awaitable[_T]],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """The async :meth:`call`: ``fn(**args)`` is awaited when it runs.
+
+        Added in 0.1.0.
+        """
+        kwargs, decision, number, args_hash = self._plain(name, args, side_effect)
+        if decision.action != LIVE:
+            return cast(_T, self._served(name, decision, number, args_hash))
+        value = await fn(**kwargs)
+        self.ended(number, name, args_hash, "live", decision, "success")
+        return value
 
     def __enter__(self) -> Cassette:
         """Answer every ``@step`` call made outside an agent from this cassette."""
@@ -196,28 +235,22 @@ class Cassette:
     def __exit__(self, *exc_info: object) -> None:
         _ACTIVE.reset(self._tokens.pop())
 
-    def _answer(
-        self,
-        name: str,
-        args: Mapping[str, object] | None,
-        fn: Callable[..., object] | None,
-    ) -> object:
+    def _plain(
+        self, name: str, args: Mapping[str, object] | None, side_effect: bool
+    ) -> tuple[dict[str, object], Decision, int, str]:
+        """Match a call from plain code: its kwargs, decision, number, args hash."""
         kwargs = dict(args) if args else {}
         recorded_args, args_hash, _reason = jsonish(kwargs)
         with self._lock:
             self._count += 1
             number = self._count
-        decision = self.decide(name, recorded_args, args_hash, side_effect=False)
+        decision = self.decide(name, recorded_args, args_hash, side_effect=side_effect)
+        return kwargs, decision, number, args_hash
+
+    def _served(
+        self, name: str, decision: Decision, number: int, args_hash: str
+    ) -> JSONValue:
         found = decision.recorded
-        if decision.action == LIVE:
-            if fn is None:  # allow_live, but serve() has nothing to call
-                miss = self._miss(name, args_hash, recorded_args, found)
-                with self._lock:
-                    self.misses.append(miss)
-                raise miss
-            value = fn(**kwargs)
-            self.ended(number, name, args_hash, "live", decision, "success")
-            return value
         assert found is not None  # served and replayed calls have a recording
         self.ended(number, name, args_hash, "record", decision, found.outcome)
         if decision.action == REPLAY_ERROR:
@@ -228,18 +261,21 @@ class Cassette:
         self,
         name: str,
         args_hash: str,
-        args: JSONValue,
+        args: object,
         found: RecordedStep | None,
     ) -> CassetteMiss:
-        why = "" if found is None else "the recorded call cannot be served"
-        return CassetteMiss(
+        recorded_args = jsonish(args)[0]
+        miss = CassetteMiss(
             name,
             args_hash,
             occurrence=self._calls[name, args_hash],
-            candidates=self.nearest(name, args),
+            candidates=self.nearest(name, recorded_args),
             execution_id=self.execution_id,
-            why=why,
+            why="" if found is None else "the recorded call cannot be served",
         )
+        with self._lock:
+            self.misses.append(miss)
+        return miss
 
     # -- a re-run's step session asks these ------------------------------------
 
