@@ -30,6 +30,7 @@ from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
 from .children import Router, aroute_child, route_child
 from .execution import Execution, arun_step, run_step
+from .guard import AttemptGuard
 
 __all__ = [
     "SNAPSHOT_PREFIX",
@@ -119,6 +120,9 @@ class AgentContext:
         deadline: ``time.monotonic()`` value after which the router gives up on
             this attempt, or ``None`` when there is no timeout.
         router: the router running the agent.
+        guard: the attempt's side-effect guard: when the router stops the
+            attempt (timeout, a lost race), a running side-effect step is let
+            finish and a new one is refused (added in 0.1.0).
     """
 
     __slots__ = (
@@ -128,6 +132,7 @@ class AgentContext:
         "deadline",
         "envelope",
         "execution_id",
+        "guard",
         "router",
     )
 
@@ -149,6 +154,7 @@ class AgentContext:
         self.router = router
         # the execution's recorder and step state; None: steps are plain calls
         self._execution = execution
+        self.guard = AttemptGuard(agent, attempt)
 
     @property
     def remaining_ms(self) -> float | None:
@@ -178,20 +184,36 @@ class AgentContext:
             args: keyword arguments for ``fn``; recorded and matched on re-run.
             fn: the call to make.
             side_effect: the call changes the world: a re-run never makes it
-                again but serves it from the record.
+                again but serves it from the record, and a timeout or a lost
+                ``PARALLEL`` race never cuts it in half (it is let finish, or
+                refused if the attempt was stopped before it started).
 
         Raises:
             CassetteMiss: in a strict re-run, the record holds no such call.
+            SideEffectRefused: a side effect, after its attempt was stopped.
         """
         kwargs = dict(args) if args else {}
-        return run_step(
-            self._execution,
-            self.agent,
-            self.attempt,
+        if not side_effect:
+            return run_step(
+                self._execution,
+                self.agent,
+                self.attempt,
+                name,
+                kwargs,
+                lambda: fn(**kwargs),
+                False,
+            )
+        guard = self.guard  # never cut in half by a timeout or a lost race
+
+        def call() -> _T:
+            guard.check(name)
+            return fn(**kwargs)
+
+        return guard.run(
             name,
-            kwargs,
-            lambda: fn(**kwargs),
-            side_effect,
+            lambda: run_step(
+                self._execution, self.agent, self.attempt, name, kwargs, call, True
+            ),
         )
 
     async def astep(
@@ -207,14 +229,27 @@ class AgentContext:
         Added in 0.1.0.
         """
         kwargs = dict(args) if args else {}
-        return await arun_step(
-            self._execution,
-            self.agent,
-            self.attempt,
+        if not side_effect:
+            return await arun_step(
+                self._execution,
+                self.agent,
+                self.attempt,
+                name,
+                kwargs,
+                lambda: fn(**kwargs),
+                False,
+            )
+        guard = self.guard  # never cut in half by a timeout or a lost race
+
+        def call() -> Awaitable[_T]:
+            guard.check(name)
+            return fn(**kwargs)
+
+        return await guard.arun(
             name,
-            kwargs,
-            lambda: fn(**kwargs),
-            side_effect,
+            lambda: arun_step(
+                self._execution, self.agent, self.attempt, name, kwargs, call, True
+            ),
         )
 
     def snapshot(self, name: str, state: _J) -> _J:

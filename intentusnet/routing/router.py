@@ -355,9 +355,12 @@ class IntentRouter:
             done, _ = cf.wait([future], timeout=timeout_ms / 1000)
             if not done:
                 # A thread cannot be stopped: the attempt is abandoned and its
-                # eventual result ignored.
+                # eventual result ignored; a side effect it is making is let
+                # finish first, and none is started after.
                 future.cancel()
-                return [timed_out(agent.name, timeout_ms, ms_since(start))]
+                guard = ctx.guard
+                finished = guard.wait() if guard.stop("timeout") else []
+                return [timed_out(agent.name, timeout_ms, ms_since(start), finished)]
             error = future.exception()
             if error is not None:
                 return [from_exception(agent.name, error, ms_since(start))]
@@ -401,12 +404,15 @@ class IntentRouter:
         agents, race, first_attempt = run
         timeout_ms = env.routing.timeout_ms
         start = time.perf_counter()
-        tasks = {
-            asyncio.ensure_future(
-                self._invoke(agent, env, self._context(agent, env, ex, number))
-            ): agent
+        contexts = [
+            self._context(agent, env, ex, number)
             for number, agent in enumerate(agents, first_attempt)
+        ]
+        tasks = {
+            asyncio.ensure_future(self._invoke(agent, env, ctx)): agent
+            for agent, ctx in zip(agents, contexts, strict=True)
         }
+        guards = {task: ctx.guard for task, ctx in zip(tasks, contexts, strict=True)}
         deadline = start + timeout_ms / 1000 if timeout_ms else None
         outcomes: list[Outcome] = []
         pending = set(tasks)
@@ -428,15 +434,22 @@ class IntentRouter:
                     outcomes.append(from_result(name, task.result(), ms_since(start)))
             if race and any(o.ok for o in outcomes):
                 break
+        expired = deadline is not None and time.perf_counter() >= deadline
+        running = [
+            guards[task]
+            for task in pending
+            if guards[task].stop("timeout" if expired else "cancelled")
+        ]
         for task in pending:
             task.cancel()
-            name = tasks[task].name
-            if timeout_ms is not None and (
-                deadline is not None and time.perf_counter() >= deadline
-            ):
-                outcomes.append(timed_out(name, timeout_ms, ms_since(start)))
+        for guard in running:  # side effects are let finish, never cut in half
+            await asyncio.to_thread(guard.wait)
+        for task in pending:
+            name, finished = tasks[task].name, guards[task].finished
+            if timeout_ms is not None and expired:
+                outcomes.append(timed_out(name, timeout_ms, ms_since(start), finished))
             else:
-                outcomes.append(cancelled(name, ms_since(start)))
+                outcomes.append(cancelled(name, ms_since(start), finished))
         return outcomes
 
     # -- the background loop ---------------------------------------------------
