@@ -19,7 +19,8 @@ lookup's recorded None, so the fixed lookup never runs and scoring fails again.
 Run: python examples/debug_fix_replay.py
 
 The module is also an application for the command line: ``router`` records to
-``$CRM_STORE`` and ``CRM_FIXED=1`` turns the fix on, e.g.::
+``$CRM_STORE``, ``CRM_FIXED=1`` turns the fix on and ``CRM_VERSION`` sets the
+agent's version (a configuration change ``debug`` and ``diff`` report), e.g.::
 
     CRM_STORE=/tmp/crm CRM_FIXED=1 intentusnet --store /tmp/crm \\
         rerun last --app debug_fix_replay:router --from-root-cause
@@ -97,7 +98,9 @@ def build_router(store_path: str | Path | None) -> IntentRouter:
     """A router recording to the store at ``store_path`` (none: no recording)."""
     store = None if store_path is None else FileExecutionStore(store_path)
     router = IntentRouter(store=store)
-    router.agent("crm.qualify", name="qualifier")(qualify)
+    # CRM_VERSION plays a deployment of a new version of the agent
+    version = os.environ.get("CRM_VERSION", "1.0")
+    router.agent("crm.qualify", name="qualifier", version=version)(qualify)
     return router
 
 

@@ -160,9 +160,8 @@ def test_session_runs_as_documented(block: list[str], tmp_path: Path) -> None:
     outputs = done.stdout.split(_END + "\n")
     for index, (command, expected) in enumerate(commands):
         assert index < len(outputs), f"the session stopped before: $ {command}"
+        # the session's own ``echo`` ended the output with a newline
         actual = outputs[index].removesuffix("\n").splitlines()
-        if actual and actual[-1] == "":
-            actual.pop()
         if not _matches(expected, actual):
             shown = "\n".join(actual)
             want = "\n".join(expected)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 import click
 
-from .._util.jsonvalue import JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss
 from .application import load_router
 from .context import (
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..steps.explain import Explanation
     from ..steps.plan import RerunPlan
     from ..steps.rerun import RerunResult
+    from ..store.protocol import ExecutionStore
 
 _JSON_HELP = "Print JSON instead of text."
 if TYPE_CHECKING:
@@ -291,8 +292,10 @@ def diff(first: str, second: str, as_json: bool) -> None:
         return
     for tag, record in (("A", a), ("B", b)):
         header = record.header
+        status = header.status.value
+        pad = " " * max(9 - len(status), 0)  # padded outside the colour codes
         click.echo(
-            f"{tag}  {record.execution_id}  {status_text(header.status.value):<9}  "
+            f"{tag}  {record.execution_id}  {status_text(status)}{pad}  "
             f"fingerprint {record.fingerprint[:23]}..."
         )
     click.echo()
@@ -345,10 +348,19 @@ def debug(execution_id: str, as_json: bool) -> None:
     if found.failed:
         start = "--from-root-cause" if found.root_cause else "--from-failure"
         resume = _resume_command(execution_id, start)
+    drift = _configuration_drift(store, record)
     if as_json:
-        emit_json({"explanation": found.to_json(), "timeline": rows, "resume": resume})
+        emit_json(
+            {
+                "explanation": found.to_json(),
+                "timeline": rows,
+                "resume": resume,
+                "configuration": drift,
+            }
+        )
         return
     _print_explanation(record, found)
+    _print_drift(drift)
     click.secho("\nTimeline up to the failure", bold=True)
     for row in rows:
         if isinstance(row, dict):
@@ -356,6 +368,84 @@ def debug(execution_id: str, as_json: bool) -> None:
     if resume is not None:
         click.secho("\nOnce fixed, resume with", bold=True)
         click.echo(f"  {resume}")
+
+
+#: How many earlier records of the intent ``debug`` looks through for a
+#: completed run to compare the configuration with.
+_COMPARE_WITHIN: Final = 200
+
+
+def _configuration_drift(store: ExecutionStore, record: ExecutionRecord) -> JSONObject:
+    """Whether ``record`` ran under the configuration of a run to compare with.
+
+    That run is the original, for a re-run; else the newest earlier completed
+    record of the same intent. Returns ``{"fingerprint", "comparedWith", "why",
+    "same", "changes"}`` (``same`` is ``None`` when there is nothing to compare).
+    """
+    from ..steps.diff import configuration_changes
+
+    mine = record.header.configuration
+    fingerprint = None if mine is None else mine.get("fingerprint")
+    other, why = _comparison(store, record)
+    theirs = None if other is None else other.header.configuration
+    same: bool | None = None
+    changes: list[JSONValue] = []
+    if mine is not None and theirs is not None:
+        same = mine.get("fingerprint") == theirs.get("fingerprint")
+        changes = list[JSONValue](configuration_changes(theirs, mine))
+    return {
+        "fingerprint": fingerprint,
+        "comparedWith": None if other is None else other.execution_id,
+        "why": why,
+        "same": same,
+        "changes": changes,
+    }
+
+
+def _comparison(
+    store: ExecutionStore, record: ExecutionRecord
+) -> tuple[ExecutionRecord | None, str]:
+    """The record to compare the configuration with, and what it is."""
+    from ..errors import IntentusNetError
+
+    original = record.replay_of
+    if original is not None:
+        try:
+            return store.load(original), "the run this one re-ran"
+        except IntentusNetError:
+            return None, f"the run this one re-ran ({original}) cannot be loaded"
+    header = record.header
+    intent = header.intent_name
+    for summary in store.list(intent=intent, status="completed", limit=_COMPARE_WITHIN):
+        if (
+            summary.execution_id != record.execution_id
+            and summary.created_utc <= header.created_utc
+        ):
+            try:
+                return store.load(summary.execution_id), (
+                    f"the last completed {intent} run before it"
+                )
+            except IntentusNetError:
+                continue
+    return None, f"no completed {intent} run before it"
+
+
+def _print_drift(drift: JSONObject) -> None:
+    other, why, same = drift["comparedWith"], drift["why"], drift["same"]
+    if drift["fingerprint"] is None:
+        line = "not recorded (the record was made without it)"
+    elif other is None:
+        line = f"nothing to compare with: {why}"
+    elif same is None:
+        line = f"{other} ({why}) recorded none to compare with"
+    elif same:
+        line = f"the same as {other} ({why})"
+    else:
+        changes = drift["changes"]
+        listed = "; ".join(map(str, changes)) if isinstance(changes, list) else ""
+        line = f"CHANGED since {other} ({why}): {listed}"
+    click.secho("\nConfiguration", bold=True)
+    click.secho(f"  {line}", fg="yellow" if same is False else None)
 
 
 def _rows_until(record: ExecutionRecord, seq: int | None) -> list[JSONValue]:

@@ -62,8 +62,12 @@ def header_line(
     envelope: JSONObject,
     parent_execution_id: str | None,
     owner: JSONObject,
+    configuration: JSONObject | None = None,
 ) -> tuple[bytes, str]:
     """Seal line 1: the header as opened, and the envelope.
+
+    ``configuration`` (the router's configuration for the intent, with its
+    fingerprint) is written only when given (added in 0.1.0).
 
     Raises:
         TypeError: the envelope is not JSON-serialisable.
@@ -82,6 +86,7 @@ def header_line(
             },
             "parentExecutionId": parent_execution_id,
             "owner": owner,
+            **({} if configuration is None else {"configuration": configuration}),
             "envelope": envelope,
             "prevHash": GENESIS_HASH,
         }

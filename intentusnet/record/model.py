@@ -172,6 +172,10 @@ class ExecutionHeader(_Frozen):
     ``created_utc`` and ``completed_utc`` are ISO 8601 strings in UTC with a
     ``Z`` suffix. ``status``, ``replayable`` and ``replayable_reason`` are derived
     on load (DESIGN §4); ``owner`` is the process that wrote the record.
+    ``configuration`` is the router's configuration for the intent when the
+    record was made — ``{"fingerprint", "strategy", "agents": [{"name",
+    "version", "priority"}, ...]}`` — or ``None`` for a record made without
+    one (added in 0.1.0).
     """
 
     _fields = (
@@ -190,6 +194,7 @@ class ExecutionHeader(_Frozen):
         "duration_ms",
         "chain_head",
         "owner",
+        "configuration",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     schema_version: int
@@ -207,6 +212,7 @@ class ExecutionHeader(_Frozen):
     duration_ms: float | None
     chain_head: str
     owner: JSONObject | None
+    configuration: JSONObject | None
 
     def __init__(
         self,
@@ -225,6 +231,7 @@ class ExecutionHeader(_Frozen):
         duration_ms: float | None,
         chain_head: str,
         owner: JSONObject | None = None,
+        configuration: JSONObject | None = None,
     ) -> None:
         self._schema_version = schema_version
         self._execution_id = execution_id
@@ -241,6 +248,7 @@ class ExecutionHeader(_Frozen):
         self._duration_ms = duration_ms
         self._chain_head = chain_head
         self._owner = owner
+        self._configuration = configuration
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -260,6 +268,7 @@ class ExecutionHeader(_Frozen):
             "durationMs": self.duration_ms,
             "chainHead": self.chain_head,
             "owner": self.owner,
+            "configuration": self.configuration,
         }
 
 

@@ -33,6 +33,7 @@ from .agents import (
     RegisteredAgent,
     make_definition,
 )
+from .config import configuration
 from .execution import Execution
 from .recorder import Recorder
 from .seams import ExecutionOptions, ResponseCache
@@ -106,6 +107,8 @@ class IntentRouter:
             _DecisionKey,
             tuple[int, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]],
         ] = {}
+        #: the header's configuration per (generation, intent, version, strategy)
+        self._configs: dict[tuple[int, str, str, RoutingStrategy], JSONObject] = {}
         self._executor = cf.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="intentusnet-agent"
         )
@@ -271,6 +274,7 @@ class IntentRouter:
                 execution_id=opts.execution_id,
                 parent_execution_id=opts.parent_execution_id,
                 received=opts.received,
+                configuration=self._configuration(env),
             )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),
@@ -281,6 +285,22 @@ class IntentRouter:
                 cassette=opts.cassette,
             )
         return ex, decision, decision_wire, order
+
+    def _configuration(self, env: IntentEnvelope) -> JSONObject:
+        """The configuration ``env`` is routed under, for the record's header."""
+        key = (
+            self.registry.generation,
+            env.intent.name,
+            env.intent.version,
+            env.routing.strategy,
+        )
+        found = self._configs.get(key)
+        if found is None:
+            if len(self._configs) >= _DECISION_CACHE_SIZE:
+                self._configs.clear()
+            found = configuration(self.registry, env.intent, env.routing.strategy)
+            self._configs[key] = found
+        return found
 
     def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
         recorder = ex.recorder

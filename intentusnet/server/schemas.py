@@ -92,6 +92,11 @@ class ExecutionHeader(_Wire):
     duration_ms: float | None
     chain_head: str
     owner: _Object | None
+    configuration: _Object | None = Field(
+        default=None,
+        description="The router's configuration for the intent when the record was "
+        "made: fingerprint, strategy, agents (name, version, priority).",
+    )
 
 
 class ExecutionEvent(_Wire):

@@ -22,6 +22,11 @@ What is compared, and the kinds of entries:
 The first entry that is not about duration, in execution order, is the
 ``deviation_point``.
 
+When both records carry the router's configuration (their headers' fingerprint
+of the agents, versions, priorities and strategy) and it differs, a
+``config_changed`` entry comes first and says what changed. It is context, not
+behaviour: like a duration, it is never the deviation point.
+
 A ``BROADCAST`` or ``PARALLEL`` execution runs several agents, each its own
 branch: their steps are paired within each agent only, each agent's attempt is
 compared (``attempt_changed``), and every branch gets its own deviation point
@@ -42,11 +47,19 @@ from ..record.model import EventType, ExecutionEvent, ExecutionRecord
 from ..replay import diff_paths
 from .view import RecordedStep, record_steps
 
-__all__ = ["BranchDiff", "DiffEntry", "RecordDiff", "diff_records"]
+__all__ = [
+    "BranchDiff",
+    "DiffEntry",
+    "RecordDiff",
+    "configuration_changes",
+    "diff_records",
+]
 
 _MAX_PATHS: Final = 10
 #: Whether two durations differ enough to report.
 _Slower: TypeAlias = Callable[[float | None, float | None], bool]
+#: Entry kinds that are context, never the deviation point.
+_CONTEXT: Final = frozenset({"duration_changed", "config_changed"})
 #: Strategies whose agents run as branches, each diffed on its own.
 _BRANCHED: Final = frozenset({"BROADCAST", "PARALLEL"})
 #: Entry kinds, in the order an entry's primary kind is chosen for a step pair.
@@ -65,8 +78,9 @@ class DiffEntry:
     Attributes:
         kind: ``step_added``, ``step_removed``, ``args_changed``,
             ``output_changed``, ``error_changed``, ``duration_changed``,
-            ``decision_changed``, ``agent_changed``, ``status_changed`` or
-            ``attempt_changed`` (a branch's agent answered differently).
+            ``decision_changed``, ``agent_changed``, ``status_changed``,
+            ``attempt_changed`` (a branch's agent answered differently) or
+            ``config_changed`` (the router's configuration differs).
         scope: ``step``, ``branch`` or ``record``.
         name: the step's name, or the record's aspect (``decision``, ``agent``,
             ``status``, ``output``, ``error``, ``duration``).
@@ -150,6 +164,9 @@ class RecordDiff:
             ``BROADCAST`` and ``PARALLEL``).
         branches: for ``BROADCAST`` and ``PARALLEL``, each agent's branch with
             its own deviation point; empty otherwise (added in 0.1.0).
+        a_configuration: the fingerprint of the router's configuration in the
+            first record's header, ``None`` if it has none (added in 0.1.0).
+        b_configuration: the same for the second record.
     """
 
     a: str
@@ -158,11 +175,20 @@ class RecordDiff:
     b_fingerprint: str
     entries: tuple[DiffEntry, ...]
     branches: tuple[BranchDiff, ...] = ()
+    a_configuration: str | None = None
+    b_configuration: str | None = None
 
     @property
     def same(self) -> bool:
-        """The runs did the same thing: nothing but durations differ."""
-        return all(e.kind == "duration_changed" for e in self.entries)
+        """The runs did the same thing: only durations or the configuration differ."""
+        return all(e.kind in _CONTEXT for e in self.entries)
+
+    @property
+    def same_configuration(self) -> bool | None:
+        """Both ran under the same configuration; ``None`` if one has none."""
+        if self.a_configuration is None or self.b_configuration is None:
+            return None
+        return self.a_configuration == self.b_configuration
 
     @property
     def deviation_point(self) -> DiffEntry | None:
@@ -198,6 +224,9 @@ class RecordDiff:
             "deviationPoint": None if point is None else self.entries.index(point),
             "entries": entries,
             "branches": branches,
+            "aConfiguration": self.a_configuration,
+            "bConfiguration": self.b_configuration,
+            "sameConfiguration": self.same_configuration,
         }
 
     def _index(self, entry: DiffEntry) -> int:
@@ -229,6 +258,9 @@ def diff_records(
         return high - low >= duration_min_ms and high >= low * duration_ratio
 
     head: list[DiffEntry] = []
+    config = _config_entry(a, b)
+    if config is not None:
+        head.append(config)
     decision_a, decision_b = _decision(a), _decision(b)
     if decision_a != decision_b:
         head.append(
@@ -250,7 +282,7 @@ def diff_records(
     steps = _step_entries(steps_a, steps_b, slower)
     entries = [*head, *steps, *tail]
     for index, entry in enumerate(entries):
-        if entry.kind != "duration_changed":
+        if entry.kind not in _CONTEXT:
             entries[index] = replace(entry, deviation_point=True)
             break
     return RecordDiff(
@@ -259,6 +291,71 @@ def diff_records(
         a_fingerprint=a.fingerprint,
         b_fingerprint=b.fingerprint,
         entries=tuple(entries),
+        a_configuration=_config_fingerprint(a),
+        b_configuration=_config_fingerprint(b),
+    )
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+def _config_fingerprint(record: ExecutionRecord) -> str | None:
+    configuration = record.header.configuration
+    found = None if configuration is None else configuration.get("fingerprint")
+    return found if isinstance(found, str) else None
+
+
+def configuration_changes(before: JSONValue, after: JSONValue) -> list[str]:
+    """What differs between two header configurations, one phrase each.
+
+    E.g. ``scorer 1.0 -> 1.1``, ``lookup added``, ``strategy DIRECT -> FALLBACK``.
+    Added in 0.1.0.
+    """
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []
+    changes: list[str] = []
+    if before.get("strategy") != after.get("strategy"):
+        changes.append(f"strategy {before.get('strategy')} -> {after.get('strategy')}")
+    agents_a, agents_b = _agents(before), _agents(after)
+    for name, old in agents_a.items():
+        new = agents_b.get(name)
+        if new is None:
+            changes.append(f"{name} removed")
+            continue
+        if old.get("version") != new.get("version"):
+            changes.append(f"{name} {old.get('version')} -> {new.get('version')}")
+        if old.get("priority") != new.get("priority"):
+            changes.append(
+                f"{name} priority {old.get('priority')} -> {new.get('priority')}"
+            )
+    changes += [f"{name} added" for name in agents_b if name not in agents_a]
+    if not changes and before.get("fingerprint") != after.get("fingerprint"):
+        changes.append("the agents' order")
+    return changes
+
+
+def _agents(configuration: JSONObject) -> dict[str, JSONObject]:
+    found = configuration.get("agents")
+    agents = found if isinstance(found, list) else []
+    return {
+        str(agent.get("name")): agent for agent in agents if isinstance(agent, dict)
+    }
+
+
+def _config_entry(a: ExecutionRecord, b: ExecutionRecord) -> DiffEntry | None:
+    before, after = a.header.configuration, b.header.configuration
+    fingerprints = _config_fingerprint(a), _config_fingerprint(b)
+    if None in fingerprints or fingerprints[0] == fingerprints[1]:
+        return None
+    changes = configuration_changes(before, after)
+    return DiffEntry(
+        "config_changed",
+        "record",
+        "configuration",
+        changes=tuple(changes),
+        before=before,
+        after=after,
+        detail="configuration changed: " + "; ".join(changes),
     )
 
 
@@ -340,12 +437,14 @@ def _branched_diff(
         b_fingerprint=b.fingerprint,
         entries=tuple(entries),
         branches=tuple(kept),
+        a_configuration=_config_fingerprint(a),
+        b_configuration=_config_fingerprint(b),
     )
 
 
 def _first(entries: list[DiffEntry]) -> DiffEntry | None:
-    """The first entry that is not about duration."""
-    return next((e for e in entries if e.kind != "duration_changed"), None)
+    """The first entry that is not context (a duration, the configuration)."""
+    return next((e for e in entries if e.kind not in _CONTEXT), None)
 
 
 def _attempt_ends(record: ExecutionRecord) -> dict[str, ExecutionEvent]:

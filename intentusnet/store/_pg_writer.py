@@ -84,6 +84,7 @@ def open_record(
     envelope_hash: str,
     execution_id: str | None,
     parent_execution_id: str | None,
+    configuration: JSONObject | None = None,
 ) -> PostgresRecordWriter:
     """Lock a new record, write its header and catalog rows; return its writer.
 
@@ -103,6 +104,7 @@ def open_record(
             envelope=wire,
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
+            configuration=configuration,
         )
     except TypeError as exc:
         raise StoreError(f"record {execution_id}: envelope is not JSON") from exc

@@ -75,6 +75,7 @@ class MemoryExecutionStore:
         envelope_hash: str,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> MemoryRecordWriter:
         """Create a record and write its header line; return its writer."""
         execution_id = new_record_id(execution_id, parent_execution_id)
@@ -85,6 +86,7 @@ class MemoryExecutionStore:
             envelope=wire_object(envelope),
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
+            configuration=configuration,
         )
         with self._lock:
             if execution_id in self._data:

@@ -136,6 +136,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         envelope_hash: str,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> PostgresRecordWriter:
         """Create a record and write its header line; return its writer.
 
@@ -154,6 +155,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             envelope_hash=envelope_hash,
             execution_id=execution_id,
             parent_execution_id=parent_execution_id,
+            configuration=configuration,
         )
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:

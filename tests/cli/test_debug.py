@@ -40,7 +40,7 @@ def test_debug_names_the_root_cause_and_how_to_resume(
     doc = orjson.loads(
         invoke("--store", str(store_root), "debug", "--json", failed).stdout
     )
-    assert set(doc) == {"explanation", "timeline", "resume"}
+    assert set(doc) == {"explanation", "timeline", "resume", "configuration"}
     assert doc["explanation"]["rootCause"]["name"] == "crm.lookup"
 
 

@@ -7,7 +7,13 @@ from typing import Any
 
 import orjson
 
-from intentusnet import AgentContext, IntentEnvelope, IntentRouter
+from intentusnet import (
+    AgentContext,
+    IntentEnvelope,
+    IntentRouter,
+    ReplayEngine,
+    rerun,
+)
 from intentusnet.store import FileExecutionStore
 
 from .support import Invoke
@@ -55,3 +61,68 @@ def test_diff_prints_each_branch_and_its_deviation_point(
         ("alpha", True),
         ("beta", False),
     ]
+
+
+def _qualifier(version: str, store: FileExecutionStore) -> IntentRouter:
+    def qualify(env: IntentEnvelope, ctx: AgentContext) -> dict[str, Any]:
+        if env.payload["email"] != "ada@x.io":
+            raise ValueError("unknown sender")
+        return {"ok": True}
+
+    router = IntentRouter(store=store)
+    router.agent("crm.qualify", name="qualifier", version=version)(qualify)
+    return router
+
+
+def _qualify(root: Path, version: str, email: str) -> str:
+    store = FileExecutionStore(root)
+    with _qualifier(version, store) as router:
+        response = router.route_intent(
+            {"intent": {"name": "crm.qualify"}, "payload": {"email": email}}
+        )
+    store.close()
+    assert response.metadata.execution_id is not None
+    return response.metadata.execution_id
+
+
+def test_debug_reports_configuration_drift(invoke: Invoke, store_root: Path) -> None:
+    """debug compares the configuration with the last completed run of the intent."""
+    store = ("--store", str(store_root))
+    alone = _qualify(store_root, "1.0", "eve@x.io")
+    doc = orjson.loads(invoke(*store, "debug", alone, "--json").stdout)
+    assert doc["configuration"]["comparedWith"] is None
+    assert doc["configuration"]["why"] == "no completed crm.qualify run before it"
+    assert doc["configuration"]["same"] is None
+
+    good = _qualify(store_root, "1.0", "ada@x.io")
+    same = _qualify(store_root, "1.0", "eve@x.io")
+    doc = orjson.loads(invoke(*store, "debug", same, "--json").stdout)
+    assert (doc["configuration"]["comparedWith"], doc["configuration"]["same"]) == (
+        good,
+        True,
+    )
+    text = invoke(*store, "debug", same).stdout
+    assert f"  the same as {good} (the last completed crm.qualify run before it)" in (
+        text
+    )
+
+    drifted = _qualify(store_root, "2.0", "eve@x.io")
+    doc = orjson.loads(invoke(*store, "debug", drifted, "--json").stdout)
+    assert doc["configuration"]["same"] is False
+    assert doc["configuration"]["changes"] == ["qualifier 1.0 -> 2.0"]
+    assert doc["configuration"]["fingerprint"].startswith("sha256:")
+    text = invoke(*store, "debug", drifted).stdout
+    assert f"CHANGED since {good} (the last completed crm.qualify run before it): " in (
+        text
+    )
+
+    # a re-run is compared with the run it re-ran
+    source = FileExecutionStore(store_root)
+    with _qualifier("3.0", source) as router:
+        result = rerun(ReplayEngine.from_store(source, same), router)
+    source.close()
+    rerun_id = str(result.execution_id)
+    doc = orjson.loads(invoke(*store, "debug", rerun_id, "--json").stdout)
+    assert doc["configuration"]["comparedWith"] == same
+    assert doc["configuration"]["why"] == "the run this one re-ran"
+    assert doc["configuration"]["changes"] == ["qualifier 1.0 -> 3.0"]
