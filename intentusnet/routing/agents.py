@@ -50,6 +50,8 @@ AgentHandler: TypeAlias = Callable[
 ]
 _T = TypeVar("_T")
 _J = TypeVar("_J", bound=JSONValue)
+#: Taken only to make an attempt's side-effect guard, once per attempt at most.
+_GUARD_LOCK: Final = threading.Lock()
 #: A snapshot is recorded as a step named ``snapshot:NAME`` (added in 0.1.0).
 SNAPSHOT_PREFIX: Final = "snapshot:"
 
@@ -127,12 +129,12 @@ class AgentContext:
 
     __slots__ = (
         "_execution",
+        "_guard",
         "agent",
         "attempt",
         "deadline",
         "envelope",
         "execution_id",
-        "guard",
         "router",
     )
 
@@ -154,7 +156,18 @@ class AgentContext:
         self.router = router
         # the execution's recorder and step state; None: steps are plain calls
         self._execution = execution
-        self.guard = AttemptGuard(agent, attempt)
+        self._guard: AttemptGuard | None = None  # made when first needed
+
+    @property
+    def guard(self) -> AttemptGuard:
+        """The attempt's side-effect guard (made on first use: most need none)."""
+        guard = self._guard
+        if guard is None:
+            with _GUARD_LOCK:  # the agent's thread and the router's may race here
+                guard = self._guard
+                if guard is None:
+                    guard = self._guard = AttemptGuard(self.agent, self.attempt)
+        return guard
 
     @property
     def remaining_ms(self) -> float | None:

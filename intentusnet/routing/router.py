@@ -432,7 +432,7 @@ class IntentRouter:
             asyncio.ensure_future(self._invoke(agent, env, ctx)): agent
             for agent, ctx in zip(agents, contexts, strict=True)
         }
-        guards = {task: ctx.guard for task, ctx in zip(tasks, contexts, strict=True)}
+        attempts = dict(zip(tasks, contexts, strict=True))
         deadline = start + timeout_ms / 1000 if timeout_ms else None
         outcomes: list[Outcome] = []
         pending = set(tasks)
@@ -455,6 +455,7 @@ class IntentRouter:
             if race and any(o.ok for o in outcomes):
                 break
         expired = deadline is not None and time.perf_counter() >= deadline
+        guards = {task: attempts[task].guard for task in pending}
         running = [
             guards[task]
             for task in pending

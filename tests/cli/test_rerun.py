@@ -212,3 +212,41 @@ def test_intent_without_last_or_matching_nothing(
     assert none.exit_code == 3
     assert "no records of intent 'nothing-like-it'" in none.stderr
     assert "'last --intent nothing-like-it' names none" in none.stderr
+
+
+def test_from_root_cause_of_a_record_that_did_not_fail(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """No failure, no root cause to start from: exit 2, nothing run."""
+    result = invoke(
+        "--store",
+        str(store_root),
+        "rerun",
+        ids["completed"],
+        "--from-root-cause",
+        "--dry-run",
+    )
+    assert result.exit_code == 2
+    assert "did not fail: it has no root cause to start from" in result.stderr
+
+
+def test_live_lookup_strictly_stops_on_the_changed_scoring(
+    invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """--live runs the fixed lookup; scoring then needs other args: a miss, exit 7."""
+    failed = record_crm_failure(invoke, tmp_path)
+    result = invoke(
+        "--store",
+        str(store_root),
+        "rerun",
+        failed,
+        "--app",
+        CRM_APP,
+        "--live",
+        "crm.lookup",
+        CRM_FIXED="1",
+    )
+    assert result.exit_code == 7
+    assert "step 'crm.score'" in result.stderr
+    assert "--allow-live runs such steps live" in result.stderr
+    assert sys.modules["debug_fix_replay"].MAILBOX == []
