@@ -1,6 +1,7 @@
 """The PostgreSQL store beside the file store: medians of issue 13's targets.
 
 Run: python benchmarks/bench_postgres.py [--records 20000] [--dir PATH]
+         [--only recording|cache|lookups|sizes ...]
 
 Starts a throwaway PostgreSQL server on this machine (tests/pgkit.py: initdb
 and pg_ctl on PATH, or the pgserver package) with the server's durable
@@ -45,6 +46,7 @@ from intentusnet.store import (
 
 Store = FileExecutionStore | PostgresExecutionStore
 PROCESSES = 4
+SECTIONS = ["recording", "cache", "lookups", "sizes"]
 
 
 def open_store(where: str) -> Store:
@@ -211,6 +213,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--dir", default=None, help="where the file store goes")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=SECTIONS,
+        help="run these sections only (default: all)",
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-pg-", dir=args.dir))
     with postgres_server(durable=True) as server:
@@ -219,10 +228,14 @@ def main() -> None:
                 conn.execute(f"CREATE DATABASE {name}")
             (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
         print(f"PostgreSQL {version} over its Unix socket; file store in {base}")
-        bench_recording(server.socket_dsn("routing"), str(base / "routing"))
-        bench_cache(server.socket_dsn("hits"), str(base / "hits"))
-        bench_lookups(server.socket_dsn("lookups"), args.records)
-        file_bytes_per_record(str(base))
+        if "recording" in args.only:
+            bench_recording(server.socket_dsn("routing"), str(base / "routing"))
+        if "cache" in args.only:
+            bench_cache(server.socket_dsn("hits"), str(base / "hits"))
+        if "lookups" in args.only:
+            bench_lookups(server.socket_dsn("lookups"), args.records)
+        if "sizes" in args.only:
+            file_bytes_per_record(str(base))
 
 
 if __name__ == "__main__":

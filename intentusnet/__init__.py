@@ -55,11 +55,13 @@ _EXPORTS: dict[str, str] = {
     "InvalidRerunOption": "errors",
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
+    "KeyRing": "record.signing",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NotCacheable": "errors",
     "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
+    "PublicKey": "record.keys",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
@@ -68,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "RecordSummary": "record.model",
     "RecordWriter": "store",
     "RecordedStep": "steps.view",
+    "Redactor": "routing.redact",
     "RemoteAgent": "http.remote",
     "ReplayCache": "cache.replay_cache",
     "ReplayEngine": "replay",
@@ -89,6 +92,11 @@ _EXPORTS: dict[str, str] = {
     "ServiceUnavailable": "errors",
     "SideEffectMismatch": "errors",
     "SideEffectRefused": "errors",
+    "SignatureCheck": "record.signing",
+    "SignatureError": "errors",
+    "SignatureStatus": "record.signing",
+    "SigningKey": "record.keys",
+    "SigningKeyError": "errors",
     "StepRun": "steps.view",
     "StoreError": "errors",
     "StoreStats": "record.model",
@@ -159,6 +167,8 @@ if TYPE_CHECKING:
     from .errors import ServiceUnavailable as ServiceUnavailable
     from .errors import SideEffectMismatch as SideEffectMismatch
     from .errors import SideEffectRefused as SideEffectRefused
+    from .errors import SignatureError as SignatureError
+    from .errors import SigningKeyError as SigningKeyError
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
@@ -169,6 +179,8 @@ if TYPE_CHECKING:
     from .http.client import ExecutionPage as ExecutionPage
     from .http.client import IntentusClient as IntentusClient
     from .http.remote import RemoteAgent as RemoteAgent
+    from .record.keys import PublicKey as PublicKey
+    from .record.keys import SigningKey as SigningKey
     from .record.model import EventType as EventType
     from .record.model import ExecutionEvent as ExecutionEvent
     from .record.model import ExecutionHeader as ExecutionHeader
@@ -178,6 +190,9 @@ if TYPE_CHECKING:
     from .record.model import ReplayableReason as ReplayableReason
     from .record.model import StoreStats as StoreStats
     from .record.model import VerifyReport as VerifyReport
+    from .record.signing import KeyRing as KeyRing
+    from .record.signing import SignatureCheck as SignatureCheck
+    from .record.signing import SignatureStatus as SignatureStatus
     from .replay import ReplayEngine as ReplayEngine
     from .replay import ReplayResult as ReplayResult
     from .replay import VerifiedEvent as VerifiedEvent
@@ -185,6 +200,7 @@ if TYPE_CHECKING:
     from .routing.agents import AgentDefinition as AgentDefinition
     from .routing.agents import AgentRegistry as AgentRegistry
     from .routing.agents import current_context as current_context
+    from .routing.redact import Redactor as Redactor
     from .routing.router import IntentRouter as IntentRouter
     from .steps.cassette import Cassette as Cassette
     from .steps.diff import BranchDiff as BranchDiff

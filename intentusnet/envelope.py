@@ -12,7 +12,6 @@ from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import orjson
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -28,7 +27,7 @@ from pydantic.alias_generators import to_camel
 
 from ._util.ids import new_execution_id as new_execution_id
 from ._util.ids import new_request_id
-from ._util.jsonvalue import JSONObject, JSONValue, check_json
+from ._util.jsonvalue import JSONObject, JSONValue, check_json, parse_json
 from .errors import EnvelopeValidationError
 from .hashing import hash_parts
 
@@ -54,6 +53,11 @@ def _json_object(value: object) -> JSONObject:
     if type(value) is not dict:
         raise ValueError(f"must be a JSON object (dict), got {type(value).__name__}")
     check_json(value)
+    return value
+
+
+def _json_int(value: int) -> int:
+    check_json(value)  # within +-(2**53-1), refused with the payload's error
     return value
 
 
@@ -148,7 +152,7 @@ class IntentContext(_Model):
 
     caller: _Short | None = None
     tenant: _Short | None = None
-    priority: int = 0
+    priority: Annotated[int, AfterValidator(_json_int)] = 0
     tags: list[_Short] = Field(default_factory=list)
 
 
@@ -229,8 +233,8 @@ class IntentEnvelope(_Model):
     ) -> IntentEnvelope:
         """Parse and validate an envelope from JSON text."""
         try:
-            data = orjson.loads(json_data)
-        except orjson.JSONDecodeError as exc:
+            data = parse_json(json_data)
+        except ValueError as exc:
             raise EnvelopeValidationError(f"not valid JSON: {exc}") from None
         return cls.model_validate(data, **kwargs)
 

@@ -12,6 +12,7 @@ with, and also subclasses the builtin it behaves like::
     │   ├── RecordNotFound (KeyError)             record_not_found       3
     │   ├── RecordExists (FileExistsError)        record_exists          1
     │   ├── RecordIntegrityError (ValueError)     integrity_failure      6
+    │   │   └── SignatureError                    signature_failure      6
     │   └── UnsupportedSchemaVersion (ValueError) unsupported_schema     6
     ├── ReplayError                               replay_error           1
     │   ├── ReplayNotAllowed                      replay_not_allowed     4
@@ -25,13 +26,15 @@ with, and also subclasses the builtin it behaves like::
     ├── CacheError (OSError)                      cache_error            1
     ├── NotCacheable (TypeError)                  not_cacheable          2
     ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
+    ├── SigningKeyError (ValueError)              signing_key_error      2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
         ├── Forbidden (PermissionError)           forbidden              1
         ├── RequestTooLarge (ValueError)          request_too_large      2
-        └── RequestInvalid (ValueError)           request_invalid        2
-            └── MalformedRequest                  malformed_request      2
+        ├── RequestInvalid (ValueError)           request_invalid        2
+        │   └── MalformedRequest                  malformed_request      2
+        └── ClientDisconnected (ConnectionError)  client_disconnected    1
 
 ``ServiceError`` and its subclasses come from the HTTP service (``intentusnet
 serve``) and its client: the client raises them for answers the in-process
@@ -127,6 +130,29 @@ class RecordIntegrityError(StoreError, ValueError):
         where = f" at line {line}" if line is not None else ""
         prefix = f"record {execution_id}{where}: " if execution_id else ""
         super().__init__(prefix + message)
+
+
+class SignatureError(RecordIntegrityError):
+    """A record's signatures do not vouch for it, checked against a ``KeyRing``.
+
+    Raised where keys are configured (``ReplayEngine(..., keys=...)``): the
+    record was changed after it was signed (``signed-invalid``), was signed by
+    a key the ring does not hold (``unknown-key``), or is not signed while the
+    ring requires a signature (``unsigned``). ``force=True`` does not override
+    it. Added in 0.1.0.
+
+    Attributes:
+        status: the ``SignatureStatus`` value, e.g. ``"signed-invalid"``.
+        detail: what was found, one sentence.
+    """
+
+    code: ClassVar[str] = "signature_failure"
+    exit_code: ClassVar[int] = 6
+
+    def __init__(self, status: str, detail: str, execution_id: str = "") -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(f"signature check failed ({status}): {detail}", execution_id)
 
 
 class UnsupportedSchemaVersion(RecordIntegrityError):
@@ -342,6 +368,17 @@ class MalformedRequest(RequestInvalid):
     exit_code: ClassVar[int] = 2
 
 
+class ClientDisconnected(ServiceError, ConnectionError):
+    """The client hung up before the service had read its request body.
+
+    The client's doing, not the service's: the service counts it (HTTP 499, as
+    nginx names it) and logs one line. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "client_disconnected"
+    exit_code: ClassVar[int] = 1
+
+
 class CacheMiss(ReplayError, LookupError):
     """Replay-only mode needed an answer that no record holds.
 
@@ -454,3 +491,17 @@ class SideEffectRefused(IntentusNetError, RuntimeError):
     def __init__(self, name: str, why: str) -> None:
         self.name = name
         super().__init__(f"side-effect step {name!r} not started: {why}")
+
+
+class SigningKeyError(IntentusNetError, ValueError):
+    """A signing or public key cannot be used, or is missing where one is needed.
+
+    The message says which file and why: it does not exist, is not a PEM key,
+    holds a key of another type than Ed25519, is a private key where a public
+    one is expected (or the reverse), is encrypted; or a signed record is to
+    be invalidated by a store without a signing key; or the ``cryptography``
+    package (the ``sign`` extra) is not installed. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "signing_key_error"
+    exit_code: ClassVar[int] = 2

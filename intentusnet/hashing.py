@@ -16,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from typing import Final, Protocol
 
 from orjson import OPT_SORT_KEYS, dumps
 
 from ._util.jsonvalue import JSONValue, check_json
+from .errors import EnvelopeValidationError
 
 HASH_PREFIX: Final = "sha256:"
 
@@ -97,25 +99,32 @@ def hash_bytes(data: bytes) -> str:
     return HASH_PREFIX + hashlib.sha256(data).hexdigest()
 
 
-def compute_hash(envelope: HashableEnvelope | dict[str, JSONValue]) -> str:
+def compute_hash(envelope: HashableEnvelope | Mapping[str, JSONValue]) -> str:
     """Return the envelope hash: ``"sha256:"`` + hex SHA-256 of its canonical view.
 
     Args:
-        envelope: an ``IntentEnvelope``, or an envelope in wire form (a dict as
-            found in a record file or an envelope JSON file).
+        envelope: an ``IntentEnvelope``, or an envelope in wire form (a dict, or
+            another mapping, as found in a record file or an envelope JSON file).
 
     Raises:
-        EnvelopeValidationError: a wire-form envelope holds a value JSON cannot
-            carry in a hashed field; the message names its path. (A model
-            refused such values when it was built.)
+        EnvelopeValidationError: ``envelope`` is neither; or a wire-form
+            envelope holds a value JSON cannot carry in a hashed field, and the
+            message names its path. (A model refused such values when it was
+            built.)
     """
-    if isinstance(envelope, dict):
-        view = hashed_view(envelope)
+    if isinstance(envelope, Mapping):
+        view = hashed_view(envelope if type(envelope) is dict else dict(envelope))
         return hash_bytes(_encode(view, plain=_check_view(view)))
+    parts: tuple[bytes, bytes, bool] | None = getattr(envelope, "hash_parts", None)
+    if parts is None:
+        raise EnvelopeValidationError(
+            "an envelope must be a JSON object (a dict) or an IntentEnvelope, "
+            f"not {type(envelope).__name__}"
+        )
     # The model checked its payload at construction and kept the verdict, and
     # holds the canonical bytes of the rest of the view (it is frozen): only the
     # payload is encoded per call.
-    prefix, suffix, plain = envelope.hash_parts
+    prefix, suffix, plain = parts
     digest = hashlib.sha256(prefix)
     digest.update(_encode(envelope.payload, plain=plain))
     digest.update(suffix)

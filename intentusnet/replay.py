@@ -18,14 +18,18 @@ from .errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
 from .hashing import compute_hash, hashed_view
 from .record.format import (
     GENESIS_HEX,
+    EventOrder,
     check_header,
     check_line,
     event_of_line,
+    key_id_of,
+    load_json,
     split_lines,
 )
 from .record.model import EventType, ExecutionEvent, ExecutionRecord, _Frozen
 
 if TYPE_CHECKING:
+    from .record.signing import KeyRing, SignatureCheck
     from .store.protocol import ExecutionStore
 
 #: At most this many differing paths are reported by ReplayHashMismatch.
@@ -43,6 +47,14 @@ class RecordBytes(Protocol):
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, as stored."""
         ...
+
+
+def _key_id(line: bytes, execution_id: str) -> str | None:
+    """The signing key line 1 names, if it can be read at all."""
+    try:
+        return key_id_of(load_json(line, execution_id, 1))
+    except RecordIntegrityError:
+        return None
 
 
 class VerifiedEvent(_Frozen):
@@ -184,30 +196,59 @@ class ReplayEngine:
         engine = ReplayEngine(store.load(execution_id))
         ok, reason = engine.is_replayable()
         result = engine.replay()  # ReplayNotAllowed(reason) unless ok
+
+    Args:
+        record: the record to replay.
+        store: where it came from; a re-run loads child records from it.
+        keys: check the record's signatures first (added in 0.1.0): a record
+            the ring does not accept (``signed-invalid``, ``unknown-key``, or
+            ``unsigned`` when the ring requires a signature) is refused, and
+            ``force`` does not override that.
+
+    Raises:
+        SignatureError: ``keys`` given, and they do not accept the record.
     """
 
     def __init__(
-        self, record: ExecutionRecord, *, store: ExecutionStore | None = None
+        self,
+        record: ExecutionRecord,
+        *,
+        store: ExecutionStore | None = None,
+        keys: KeyRing | None = None,
     ) -> None:
+        #: what ``keys`` found of the record's signatures (None without keys)
+        self.signature: SignatureCheck | None = (
+            None if keys is None else keys.enforce(record)
+        )
         self.record = record
         #: where the record came from; a re-run loads child records from it
         self.store = store
 
     @classmethod
-    def from_store(cls, store: ExecutionStore, execution_id: str) -> ReplayEngine:
+    def from_store(
+        cls,
+        store: ExecutionStore,
+        execution_id: str,
+        *,
+        keys: KeyRing | None = None,
+    ) -> ReplayEngine:
         """Load ``execution_id`` from ``store`` (verifying it) and wrap it.
 
         Raises:
             RecordNotFound, InvalidExecutionId, RecordIntegrityError: from the store.
+            SignatureError: ``keys`` given, and they do not accept the record.
         """
-        return cls(store.load(execution_id), store=store)
+        return cls(store.load(execution_id), store=store, keys=keys)
 
     def events(self, data: bytes | None = None) -> Iterator[VerifiedEvent]:
         """Yield the record's lines one at a time, each line's hash checked.
 
         The header line comes first, then each event. A line is verified when
-        it is yielded: its bytes hash to the hash it states and it links to the
-        line before, so a walk shows where a record was changed. Reads the
+        it is yielded: its bytes hash to the hash it states, it links to the
+        line before, and it may follow the lines before it (no event after a
+        signed record was closed, a ``SIGNATURE`` line only where its header
+        names a key, and a signed record's last line is its signature), so a
+        walk shows where a record was changed. Reads the
         record's bytes from the engine's store, or ``data``. Added in 0.1.0.
 
         Raises:
@@ -224,6 +265,7 @@ class ReplayEngine:
             data = store.raw(self.record.execution_id)
         lines, _torn = split_lines(data)
         execution_id = self.record.execution_id
+        order = EventOrder(_key_id(lines[0], execution_id) if lines else None)
         prev: bytes | None = GENESIS_HEX
         verified = 0
         for number, line in enumerate(lines, 1):
@@ -234,8 +276,14 @@ class ReplayEngine:
                     check_header(line, execution_id)
                 else:
                     event = event_of_line(line, number, execution_id)
+                    # the order verify() holds a record to: signature lines too
+                    out_of_order = order.problem(event)
+                    if out_of_order is not None:
+                        raise RecordIntegrityError(out_of_order, execution_id, number)
             except RecordIntegrityError as exc:
                 problem = problem or str(exc)
+            if problem is None and number == len(lines):
+                problem = order.end_problem()  # a signed record closed unsigned
             verified += problem is None
             stated = line[-66:-2] if len(line) >= 66 else b""
             yield VerifiedEvent(
@@ -317,7 +365,8 @@ class ReplayEngine:
 
     def _partial(self, warnings: list[str], *, forced: bool) -> ReplayResult:
         record = self.record
-        events = record.events
+        # What the execution did; a signature closing the record is no step of it.
+        events = [e for e in record.events if e.type is not EventType.SIGNATURE]
         last = events[-1] if events else None
         progress = (
             f"{len(events)} events recorded, the last {last.type.value} at "

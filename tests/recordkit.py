@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 
 from intentusnet._util.jsonvalue import JSONObject
@@ -134,3 +137,46 @@ def disk_fills_mid_write(monkeypatch: pytest.MonkeyPatch) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "write", half_then_full)
+
+
+def reseal(data: bytes, change: Callable[[int, JSONObject], None]) -> bytes:
+    """Edit a record's lines and recompute every hash, as a careful forger would.
+
+    ``change(line_number, fields)`` edits each line's fields in place (line 1 is
+    the header). Every line is then sealed again the way record/format.py seals
+    it (orjson, ``hash`` the SHA-256 of the bytes before ``,"hash"``), and a
+    ``SIGNATURE`` line's ``seq`` and ``chainHead`` are pointed at the new line
+    before it: only the signature itself can tell.
+    """
+    out: list[bytes] = []
+    prev = "sha256:" + "0" * 64
+    for number, line in enumerate(data.split(b"\n")[:-1], 1):
+        fields = orjson.loads(line)
+        del fields["hash"], fields["prevHash"]
+        change(number, fields)
+        if fields.get("type") == "SIGNATURE":
+            fields["data"]["seq"] = number - 2
+            fields["data"]["chainHead"] = prev
+        fields["prevHash"] = prev
+        body = orjson.dumps(fields)[:-1]
+        digest = hashlib.sha256(body).hexdigest()
+        out.append(body + b',"hash":"sha256:' + digest.encode() + b'"}\n')
+        prev = "sha256:" + digest
+    return b"".join(out)
+
+
+def change_answer(text: str) -> Callable[[int, JSONObject], None]:
+    """A ``reseal`` change: every recorded answer of ``finished`` now says ``text``."""
+
+    def change(number: int, fields: JSONObject) -> None:
+        data = fields.get("data")
+        if not isinstance(data, dict):
+            return
+        if fields["type"] == "AGENT_ATTEMPT_END":
+            data["output"] = {"echo": text}
+        elif fields["type"] == "FINAL_RESPONSE":
+            answer = data["response"]
+            assert isinstance(answer, dict)
+            answer["payload"] = {"echo": text}
+
+    return change

@@ -466,3 +466,43 @@ def test_an_envelope_is_checked_once_per_validation(monkeypatch, make):
     env = make()
     assert walked == ["payload"]
     assert compute_hash(env) == compute_hash(env.to_wire())
+
+
+HUGE = 123456789012345678901234567890
+HUGE_MESSAGE = (
+    f"integer {HUGE} is beyond +-(2**53-1) and would lose precision in JSON; "
+    "send it as a string"
+)
+
+
+def test_huge_integers_in_json_text_are_refused_like_in_python():
+    """A 30-digit integer in JSON text gets the error it gets from Python values."""
+    text = b'{"intent": {"name": "x"}, "payload": {"n": %d}}' % HUGE
+    with pytest.raises(EnvelopeValidationError) as from_python:
+        IntentEnvelope.model_validate({"intent": {"name": "x"}, "payload": {"n": HUGE}})
+    with pytest.raises(EnvelopeValidationError) as from_text:
+        IntentEnvelope.model_validate_json(text)
+    assert (
+        str(from_text.value) == str(from_python.value) == f"payload.n: {HUGE_MESSAGE}"
+    )
+    assert from_text.value.path == "payload.n"
+    negative = text.replace(b"%d" % HUGE, b"-%d" % HUGE)
+    with pytest.raises(EnvelopeValidationError, match=r"^payload\.n: integer -1234"):
+        IntentEnvelope.model_validate_json(negative)
+
+
+@pytest.mark.parametrize("value", [HUGE, 2**53, -(2**53)])
+def test_priority_beyond_2_53_is_refused_with_the_same_error(value):
+    """No integer field takes what JSON cannot carry exactly."""
+    with pytest.raises(EnvelopeValidationError) as info:
+        IntentEnvelope.model_validate(
+            {"intent": {"name": "x"}, "context": {"priority": value}}
+        )
+    assert info.value.path == "context.priority"
+    assert str(info.value).endswith("would lose precision in JSON; send it as a string")
+    assert (
+        IntentEnvelope.model_validate(
+            {"intent": {"name": "x"}, "context": {"priority": 2**53 - 1}}
+        ).context.priority
+        == 2**53 - 1
+    )

@@ -513,3 +513,18 @@ def test_doc_worked_example_matches_its_vector():
     assert f"\n   {vector['hashedView']}\n" in text
     assert f"\n   {vector['hash']}\n" in text
     assert f"these {len(vector['hashedView'].encode())} bytes" in text
+
+
+@pytest.mark.parametrize("value", [[1], "text", None, 5, ("a",)])
+def test_compute_hash_of_a_non_mapping_is_a_validation_error(value):
+    """Anything but an envelope or a mapping is refused, not an AttributeError."""
+    with pytest.raises(EnvelopeValidationError, match="must be a JSON object"):
+        compute_hash(value)
+
+
+def test_compute_hash_of_any_mapping_is_that_of_its_dict():
+    """A read-only mapping hashes as the dict it holds."""
+    from types import MappingProxyType
+
+    wire = {"intent": {"name": "x"}, "payload": {"a": 1}}
+    assert compute_hash(MappingProxyType(wire)) == compute_hash(wire)

@@ -9,12 +9,23 @@ from pathlib import Path
 
 import orjson
 import pytest
-from recordkit import attempt_end, envelope, finished, response, start
+from recordkit import (
+    attempt_end,
+    change_answer,
+    envelope,
+    finished,
+    record_file,
+    reseal,
+    response,
+    start,
+)
 
 from intentusnet._util.jsonvalue import JSONObject
-from intentusnet.errors import ReplayHashMismatch, ReplayNotAllowed
+from intentusnet.errors import ReplayHashMismatch, ReplayNotAllowed, SignatureError
 from intentusnet.hashing import compute_hash
+from intentusnet.record.keys import SigningKey
 from intentusnet.record.model import EventType
+from intentusnet.record.signing import KeyRing, SignatureStatus
 from intentusnet.replay import ReplayEngine, diff_paths
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 
@@ -297,3 +308,49 @@ def test_events_need_the_record_bytes(store: MemoryExecutionStore) -> None:
     engine = ReplayEngine(store.load(finished(store)))
     with pytest.raises(ValueError, match="checks the record's bytes"):
         next(engine.events())
+
+
+def test_replay_with_keys_checks_the_signature_first(tmp_path: Path) -> None:
+    """Signed records replay; forged, unknown-key, unsigned-if-required ones never."""
+    key = SigningKey.generate()
+    ring = KeyRing([key.public_key])
+    signed = FileExecutionStore(tmp_path / "signed", signing_key=key)
+    good, forged = finished(signed, "good"), finished(signed, "forged")
+    engine = ReplayEngine.from_store(signed, good, keys=ring)
+    assert engine.signature is not None
+    assert engine.signature.status is SignatureStatus.SIGNED_VALID
+    assert engine.replay().payload == {"echo": "hello"}
+    path = record_file(signed, forged)
+    path.write_bytes(reseal(path.read_bytes(), change_answer("forged")))
+    record = signed.load(forged)
+    assert ReplayEngine(record).replay().payload == {"echo": "forged"}  # no keys
+    with pytest.raises(SignatureError, match="signed-invalid") as caught:
+        ReplayEngine(record, keys=ring)
+    assert (caught.value.status, caught.value.exit_code) == ("signed-invalid", 6)
+    with pytest.raises(SignatureError, match="unknown-key"):
+        ReplayEngine.from_store(
+            signed, good, keys=KeyRing([SigningKey.generate().public_key])
+        )
+    unsigned = MemoryExecutionStore()
+    plain = unsigned.load(finished(unsigned))
+    assert ReplayEngine(plain, keys=ring).replay().status == "success"
+    strict = KeyRing([key.public_key], require_signature=True)
+    with pytest.raises(SignatureError, match="unsigned"):
+        ReplayEngine(plain, keys=strict)
+
+
+def test_events_hold_a_signed_record_to_the_order_verify_does(tmp_path: Path) -> None:
+    """Walking a signed record: its signature verifies; cut off, the end fails."""
+    signed = FileExecutionStore(tmp_path / "signed", signing_key=SigningKey.generate())
+    execution_id = finished(signed)
+    engine = ReplayEngine.from_store(signed, execution_id)
+    walked = list(engine.events())
+    assert walked[-1].event is not None
+    assert walked[-1].event.type is EventType.SIGNATURE
+    assert all(line.ok for line in walked)
+    data = signed.raw(execution_id)
+    unsigned = data[: data.rstrip(b"\n").rindex(b"\n") + 1]  # the signature removed
+    cut = list(engine.events(unsigned))
+    assert [line.ok for line in cut] == [True] * (len(cut) - 1) + [False]
+    assert "closed without a signature" in (cut[-1].problem or "")
+    assert cut[-1].verified == cut[-1].total - 1

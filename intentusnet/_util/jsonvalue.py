@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from ..errors import EnvelopeValidationError
 
@@ -148,6 +148,25 @@ def check_json(value: object, path: str = "") -> bool:
                     if plain and max(key) > "\uffff":
                         plain = False  # RFC 8785 sorts keys in UTF-16 order
     return plain
+
+
+def parse_json(data: bytes | bytearray | str) -> JSONValue:
+    """Parse JSON text from outside (a request body, a file, an agent's answer).
+
+    Integers are kept exact, however long (orjson would turn one beyond 64 bits
+    into a float and lose its digits), so that :func:`check_json` refuses one
+    beyond +-(2**53-1) with the same error as a Python value. ``NaN`` and
+    ``Infinity``, invalid UTF-8, lone surrogates, trailing data and nesting
+    deeper than about 200 levels are not JSON here; a number too large for a
+    float (``1E400``) reads as an infinity, which :func:`check_json` refuses.
+
+    Raises:
+        ValueError: the text is not JSON; the message says where.
+    """
+    # pydantic-core's parser (the one pydantic uses): exact integers and fast.
+    from pydantic_core import from_json
+
+    return cast("JSONValue", from_json(data, allow_inf_nan=False))
 
 
 def _child(where: _Path, key: str | int, depth: int) -> _Path:

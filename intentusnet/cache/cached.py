@@ -26,7 +26,7 @@ from typing import TypeVar, cast
 
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse
-from ..errors import CachedCallError, EnvelopeValidationError, NotCacheable
+from ..errors import EnvelopeValidationError, NotCacheable
 from ..store import ExecutionStore, open_store
 from .callrouter import CallRouter, JobResult
 from .replay_cache import CacheKey, CachePolicy, ReplayCache
@@ -128,18 +128,14 @@ def cached(
                     name,
                 ) from None
 
-        def result(response: AgentResponse) -> JSONValue:
+        def result(response: AgentResponse, *, ran: bool) -> JSONValue:
             if response.status == "success" and response.payload is not None:
                 return response.payload.get("result")
-            failure = calls.failure(response)
-            if failure is not None:
-                raise failure
-            error = response.error
-            raise CachedCallError(
-                {} if error is None else error.model_dump(mode="json"),
-                response.metadata.original_execution_id
-                or response.metadata.execution_id
-                or "",
+            # The function's own exception where this call ran it (or waited on
+            # the call that did); a failure served from a record is
+            # CachedCallError, also in the process that saw it first.
+            raise calls.failure(
+                response, ran=ran, from_records=the_cache.policy.serve_errors
             )
 
         if inspect.iscoroutinefunction(fn):
@@ -153,10 +149,16 @@ def cached(
                     return _wrap(label, await coroutine_fn(*args, **kwargs))
 
                 if not use_cache:
-                    return result(await calls.arun(payload, job))
-                return result(
-                    await the_cache.aanswer(key, lambda: calls.arun(payload, job))
-                )
+                    return result(await calls.arun(payload, job), ran=True)
+                ran = False
+
+                def execute() -> Awaitable[AgentResponse]:
+                    nonlocal ran
+                    ran = True
+                    return calls.arun(payload, job)
+
+                answer = await the_cache.aanswer(key, execute)
+                return result(answer, ran=ran)
 
             wrapper: Callable[..., object] = call_async
         else:
@@ -169,8 +171,16 @@ def cached(
                     return _wrap(label, fn(*args, **kwargs))
 
                 if not use_cache:
-                    return result(calls.run(payload, job))
-                return result(the_cache.answer(key, lambda: calls.run(payload, job)))
+                    return result(calls.run(payload, job), ran=True)
+                ran = False
+
+                def execute() -> AgentResponse:
+                    nonlocal ran
+                    ran = True
+                    return calls.run(payload, job)
+
+                answer = the_cache.answer(key, execute)
+                return result(answer, ran=ran)
 
             wrapper = call
         wrapper.replay_cache = the_cache  # type: ignore[attr-defined]

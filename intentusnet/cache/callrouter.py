@@ -5,25 +5,29 @@ HTTP request) into an envelope and route it through a router with one agent, so
 that it is recorded, hashed and replayed exactly like an intent a caller sends.
 The agent runs the call's own job, found by the envelope's request id; an
 exception the job raised is kept (by execution id) so that the caller gets the
-very exception back, not a description of it.
+very exception back, not a description of it. A failure served from a record
+later is a ``CachedCallError``, in this process as in any other.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._util.ids import new_request_id
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
+from ..errors import CachedCallError
 from ..hashing import canonical_json, hash_bytes, hash_parts
-from ..routing.agents import AgentContext
+from ..routing.agents import AgentContext, add_secrets
 from ..routing.router import IntentRouter
+from ..routing.seams import ExecutionOptions
 from .replay_cache import CacheKey
 
 if TYPE_CHECKING:
+    from ..routing.redact import Redactor
     from ..store import ExecutionStore
 
 #: What a job returns: the answer's payload, or an AgentResponse (an error).
@@ -44,6 +48,8 @@ class CallRouter:
         tenant: the tenant every call is made for (hashed).
         agent: the agent's name in the records.
         is_async: the jobs are coroutines (``arun``) rather than plain (``run``).
+        redactor: the router's redactor (its answers and error texts are
+            recorded redacted).
     """
 
     def __init__(
@@ -55,12 +61,14 @@ class CallRouter:
         tenant: str | None,
         agent: str,
         is_async: bool,
+        redactor: Redactor | None = None,
     ) -> None:
         self.intent = intent
         self.version = version
         self.tenant = tenant
-        self.router = IntentRouter(store=store, max_workers=4)
-        self._jobs: dict[str, Job | AsyncJob] = {}
+        self.router = IntentRouter(store=store, max_workers=4, redactor=redactor)
+        #: each call's job and the secrets it names, by request id
+        self._jobs: dict[str, tuple[Job | AsyncJob, Collection[str]]] = {}
         self._failures: OrderedDict[str, BaseException] = OrderedDict()
         self._lock = threading.Lock()
         handler = self._ahandle if is_async else self._handle
@@ -112,32 +120,72 @@ class CallRouter:
             }
         )
 
-    def run(self, payload: JSONObject, job: Job) -> AgentResponse:
-        """Route one call whose work is ``job``; its answer as a response."""
+    def run(
+        self, payload: JSONObject, job: Job, secrets: Collection[str] = ()
+    ) -> AgentResponse:
+        """Route one call whose work is ``job``; its answer as recorded.
+
+        ``secrets`` (a request's keys) are replaced by markers wherever they
+        appear in what is recorded, error messages included.
+        """
         request_id = new_request_id()
-        self._jobs[request_id] = job
+        self._jobs[request_id] = (job, secrets)
+        kept: list[AgentResponse] = []
         try:
-            return self.router.route_intent(self.envelope(payload, request_id))
+            live = self.router.route_intent(
+                self.envelope(payload, request_id),
+                options=ExecutionOptions(recorded=kept.append),
+            )
         finally:
             del self._jobs[request_id]
+        return kept[0] if kept else live
 
-    async def arun(self, payload: JSONObject, job: AsyncJob) -> AgentResponse:
+    async def arun(
+        self, payload: JSONObject, job: AsyncJob, secrets: Collection[str] = ()
+    ) -> AgentResponse:
         """The async ``run``."""
         request_id = new_request_id()
-        self._jobs[request_id] = job
+        self._jobs[request_id] = (job, secrets)
+        kept: list[AgentResponse] = []
         try:
-            return await self.router.route(self.envelope(payload, request_id))
+            live = await self.router.route(
+                self.envelope(payload, request_id),
+                options=ExecutionOptions(recorded=kept.append),
+            )
         finally:
             del self._jobs[request_id]
+        return kept[0] if kept else live
 
-    def failure(self, response: AgentResponse) -> BaseException | None:
-        """The exception that made ``response`` an error, if this process saw it."""
+    def failure(
+        self, response: AgentResponse, *, ran: bool, from_records: bool
+    ) -> BaseException:
+        """What to raise for an error ``response`` that carries no answer.
+
+        The call's own exception, if this process saw it and the caller ran the
+        job or waited on the call that did (``ran``, or ``from_records`` False:
+        the cache serves no recorded failure, so one shared with the caller came
+        from a call in flight). Otherwise the failure was served from a record,
+        here or in another process: ``CachedCallError`` carrying the recorded
+        error, as documented.
+
+        Args:
+            response: the error answer.
+            ran: this caller's own call ran the job.
+            from_records: recorded failures may be served to this caller (the
+                cache serves errors, or replay-only mode).
+        """
         metadata = response.metadata
         execution_id = metadata.original_execution_id or metadata.execution_id
-        if execution_id is None:
-            return None
-        with self._lock:
-            return self._failures.get(execution_id)
+        if execution_id is not None and (ran or not from_records):
+            with self._lock:
+                kept = self._failures.get(execution_id)
+            if kept is not None:
+                return kept
+        error = response.error
+        return CachedCallError(
+            {} if error is None else error.model_dump(mode="json"),
+            execution_id or "",
+        )
 
     def close(self) -> None:
         """Stop the router's threads."""
@@ -146,7 +194,9 @@ class CallRouter:
     # -- the agent ----------------------------------------------------------------
 
     def _handle(self, env: IntentEnvelope, ctx: AgentContext) -> JobResult:
-        job = self._jobs[env.metadata.request_id]
+        job, secrets = self._jobs[env.metadata.request_id]
+        if secrets:
+            add_secrets(ctx, secrets)
         try:
             result = job()
         except Exception as exc:
@@ -156,7 +206,9 @@ class CallRouter:
         return result
 
     async def _ahandle(self, env: IntentEnvelope, ctx: AgentContext) -> JobResult:
-        job = self._jobs[env.metadata.request_id]
+        job, secrets = self._jobs[env.metadata.request_id]
+        if secrets:
+            add_secrets(ctx, secrets)
         try:
             result = job()
             return await result if isinstance(result, Awaitable) else result

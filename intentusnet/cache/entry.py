@@ -9,6 +9,7 @@ since it was verified.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -23,10 +24,12 @@ from ..envelope import AgentResponse
 from ..errors import IntentusNetError
 
 if TYPE_CHECKING:
+    from ..record.signing import KeyRing
     from ..store import ExecutionStore
 
 #: The entry format this release writes and reads; others are misses.
 ENTRY_VERSION: Final = 1
+_log = logging.getLogger("intentusnet.cache")
 
 
 class Entry:
@@ -113,10 +116,12 @@ def verify(
     max_age: float | None,
     adopted: bool,
     ttl: float | None,
+    keys: KeyRing | None = None,
 ) -> tuple[Entry, JSONObject] | None:
     """Load and verify the record of an answer; the entry, if it may be served.
 
     Never served: a record that is gone, damaged (its chain does not verify),
+    whose signatures ``keys`` do not accept (logged: it may be forged),
     unfinished, invalidated, made from another envelope, or too old. A record
     ``adopted`` from the store rather than named by an entry must also not have
     been made with ``routing.cache == "no_store"``, and ``ttl`` counts from its
@@ -133,6 +138,16 @@ def verify(
         record = store.load(execution_id)
     except (IntentusNetError, OSError):
         return None
+    if keys is not None:
+        check = keys.check(record)
+        if not check.accepted:
+            _log.warning(
+                "cache: record %s not served: %s (%s)",
+                execution_id,
+                check.status.value,
+                check.detail,
+            )
+            return None
     header = record.header
     wire = record.final_response
     if not header.replayable or header.envelope_hash != envelope_hash or not wire:

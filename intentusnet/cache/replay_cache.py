@@ -48,6 +48,7 @@ from .policy import seconds
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
+    from ..record.signing import KeyRing
 
 __all__ = ["CacheKey", "CachePolicy", "CacheStats", "ReplayCache", "read_stats"]
 
@@ -95,6 +96,9 @@ class ReplayCache:
             every hit (one ``write()``, no new file).
         memory_items: answers kept in this process's memory tier.
         warm_from_store: on a miss in both tiers, look the hash up in the store.
+        keys: check the signatures of every record before serving its answer
+            (added in 0.1.0): a record the ring does not accept is never
+            served (a miss, logged); see ``KeyRing``.
 
     Raises:
         ValueError: a bad namespace, size or duration.
@@ -115,6 +119,7 @@ class ReplayCache:
         record_hits: bool = True,
         memory_items: int = DEFAULT_MEMORY_ITEMS,
         warm_from_store: bool = True,
+        keys: KeyRing | None = None,
     ) -> None:
         if not namespace or "|" in namespace:
             raise ValueError(
@@ -132,6 +137,7 @@ class ReplayCache:
         self._directory = None if directory is None else Path(directory)
         self._memory_items = memory_items
         self._warm = warm_from_store
+        self._keys = keys
         self._prefix = namespace + "|"
         self._store: _Store | None = None
         self._shared: SharedFlights | None = None
@@ -506,6 +512,7 @@ class ReplayCache:
             max_age=self.policy.max_age,
             adopted=adopted,
             ttl=self.ttl,
+            keys=self._keys,
         )
 
     def _servable(self, entry: Entry) -> bool:

@@ -7,9 +7,11 @@ an internal error (exit 1). ``--debug`` prints the traceback as well.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ import click
 from .. import __version__
 from ..errors import IntentusNetError
 from .context import Settings
+from .output import colour
 from .params import CliFailure
 
 _HELP_OPTIONS = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
@@ -32,6 +35,7 @@ COMMANDS = {
     "verify": "maintain:verify",
     "copy": "copy:copy",
     "invalidate": "maintain:invalidate",
+    "keys": "keys:keys",
     "reindex": "maintain:reindex",
     "prune": "maintain:prune",
     "stats": "maintain:stats",
@@ -61,6 +65,27 @@ class _Group(click.Group):
         )
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Find the command; a mistyped name gets the closest names suggested.
+
+        click suggests from the commands it holds, and this group loads them
+        only when asked: the names come from :data:`COMMANDS` here.
+        """
+        name = args[0] if args else ""
+        known = name in COMMANDS or name.startswith("-")
+        # Not while completing a word: completion lists the names itself.
+        if name and not known and not ctx.resilient_parsing:
+            close = difflib.get_close_matches(name, COMMANDS, n=3)
+            if close:
+                shown = ", ".join(repr(found) for found in close)
+                which = shown if len(close) == 1 else f"one of {shown}"
+                raise click.UsageError(
+                    f"No such command {name!r}. Did you mean {which}?", ctx
+                )
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, mapping failures to one line and an exit code."""
         debug = bool(ctx.params.get("debug"))
@@ -75,10 +100,23 @@ class _Group(click.Group):
             raise
         except OSError as exc:
             if exc.errno == errno.EPIPE:
-                raise  # click quiets a closed pipe (``intentusnet ... | head``)
+                # The reader stopped reading (``intentusnet ... | head``): not
+                # an error of ours, and nothing more to say.
+                _stdout_to_devnull()
+                raise click.exceptions.Exit(0) from None
             raise internal_error(exc, debug) from exc
         except Exception as exc:
             raise internal_error(exc, debug) from exc
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a test's runner)
+        pass
 
 
 def internal_error(exc: Exception, debug: bool) -> CliFailure:
@@ -101,6 +139,17 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
     ),
 )
 @click.option(
+    "--signing-key",
+    "signing_key",
+    envvar="INTENTUSNET_SIGNING_KEY",
+    show_envvar=True,
+    metavar="FILE",
+    help=(
+        "Private key the store signs with where a command writes records "
+        "(invalidate). See `intentusnet keys generate`."
+    ),
+)
+@click.option(
     "--debug",
     is_flag=True,
     help="Show the full traceback when a command fails.",
@@ -109,17 +158,20 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
     __version__, "--version", prog_name="intentusnet", message="%(prog)s %(version)s"
 )
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context, store: str | None, signing_key: str | None, debug: bool
+) -> None:
     """Inspect, replay, verify and manage IntentusNet execution records.
 
     Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
     or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
-    failure, 7 cassette miss (rerun), 8 the re-run's execution failed (rerun). See
-    docs/cli.md.
+    or signature failure, 7 cassette miss (rerun), 8 the re-run's execution failed
+    (rerun). See docs/cli.md.
     """
-    if os.environ.get("NO_COLOR"):
+    if colour() is False:
         ctx.color = False
-    ctx.obj = Settings(store_name=store or None)  # --debug is read by _Group.invoke
+    # --debug is read by _Group.invoke
+    ctx.obj = Settings(store_name=store or None, signing_key=signing_key or None)
 
 
 def main(args: Sequence[str] | None = None) -> None:

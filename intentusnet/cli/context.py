@@ -42,15 +42,21 @@ class Settings:
     Attributes:
         store_name: ``--store`` or ``INTENTUSNET_STORE``, a directory or a
             ``postgresql://`` URL; ``None`` means the library's default root.
+        signing_key: ``--signing-key`` or ``INTENTUSNET_SIGNING_KEY``, the
+            private key file the store signs with, or ``None``.
     """
 
-    __slots__ = ("store_name",)
+    __slots__ = ("signing_key", "store_name")
 
-    def __init__(self, store_name: str | None) -> None:
+    def __init__(self, store_name: str | None, signing_key: str | None = None) -> None:
         self.store_name = store_name
+        self.signing_key = signing_key
 
     def __repr__(self) -> str:
-        return f"Settings(store_name={self.store_name!r})"
+        return (
+            f"Settings(store_name={self.store_name!r}, "
+            f"signing_key={self.signing_key!r})"
+        )
 
 
 def named_store() -> str | None:
@@ -77,23 +83,31 @@ def open_store() -> NamedStore:
     if opened is not None:
         return opened
     # None lets the library pick its default root.
-    store = open_named(named_store(), create=False)
+    settings = ctx.find_object(Settings)
+    store = open_named(
+        named_store(),
+        create=False,
+        signing_key=settings.signing_key if settings else None,
+    )
     ctx.call_on_close(store.close)
     ctx.meta[_STORE_KEY] = store
     return store
 
 
-def open_named(name: str | None, *, create: bool) -> NamedStore:
+def open_named(
+    name: str | None, *, create: bool, signing_key: str | None = None
+) -> NamedStore:
     """``store.open_store(name)``, its refusals turned into usage errors (exit 2).
 
     Raises:
         CliFailure: a missing directory (without ``create``), a path that is
             not a directory, a malformed URL, or the ``postgres`` extra missing.
+        SigningKeyError: ``signing_key`` cannot be used (exit 2).
     """
     from ..store.naming import open_store as open_by_name
 
     try:
-        return open_by_name(name, create=create)
+        return open_by_name(name, create=create, signing_key=signing_key)
     except FileNotFoundError as exc:
         raise CliFailure(
             f"{exc} (give --store PATH or set INTENTUSNET_STORE)", USAGE

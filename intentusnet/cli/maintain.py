@@ -5,19 +5,24 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import click
 
-from .._util.jsonvalue import JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import RecordIntegrityError, RecordNotFound
 from .context import ExecutionId, open_store
+from .keys import key_options, key_ring
 from .output import emit_json, note, progress_counter, working
 from .params import Duration
 
 if TYPE_CHECKING:
-    from ..record.model import VerifyReport
+    from ..record.model import ExecutionRecord, VerifyReport
+    from ..record.signing import SignatureCheck
     from ..store.naming import NamedStore
+
+#: The signature statuses, in the order the summary counts them.
+STATUSES: Final = ("signed-valid", "signed-invalid", "unsigned", "unknown-key")
 
 #: Exit code when a record fails verification (DESIGN §8).
 INTEGRITY_EXIT = RecordIntegrityError.exit_code
@@ -52,6 +57,7 @@ def _verdict(report: VerifyReport | None, valid: bool) -> str:
     "--each", is_flag=True, help="With --all: print every record, valid ones too."
 )
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help=_JOBS_HELP)
+@key_options
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @click.pass_context
 def verify(
@@ -60,13 +66,19 @@ def verify(
     all_records: bool,
     each: bool,
     jobs: int | None,
+    key_files: tuple[str, ...],
+    key_dirs: tuple[str, ...],
+    require_signature: bool,
     as_json: bool,
 ) -> None:
     """Check the hash chains of the records named (or --all); exit 6 on failure.
 
     A file with no complete first line (its process was killed before it wrote
     the header) is a recording failure, not tampering: it is reported with a
-    note and does not fail the command.
+    note and does not fail the command. With --key or --keys, each record's
+    signatures are checked too: signed-valid, signed-invalid, unsigned or
+    unknown-key; all but signed-valid and unsigned fail (unsigned too with
+    --require-signature).
     """
     if bool(execution_ids) == all_records:
         raise click.UsageError("give one or more IDs, or --all (not both)")
@@ -76,35 +88,69 @@ def verify(
         )
     from ..store.file import FileExecutionStore
 
+    ring = key_ring(key_files, key_dirs, require_signature)
     store = open_store()
     shown: list[JSONValue] = []
+    signed: dict[str, int] = {}
     records = invalid = recording_failures = total_events = verified = failures = 0
 
-    def show(r: VerifyReport) -> None:
+    def judge(r: VerifyReport) -> tuple[bool, SignatureCheck | None]:
+        """Whether the record passes, and what its signatures show."""
+        if ring is None:
+            return r.valid, None
+        check = ring.check_report(r)
+        signed[check.status.value] = signed.get(check.status.value, 0) + 1
+        return r.valid and check.accepted, check
+
+    def show(r: VerifyReport, ok: bool, check: SignatureCheck | None) -> None:
         nonlocal failures
         failures += len(r.failures)
         if as_json:
-            shown.append(r.to_json())
+            doc = r.to_json()
+            if check is not None:
+                doc["valid"] = ok
+                doc["signature"] = check.to_json()
+            shown.append(doc)
             return
-        click.echo(
+        line = (
             f"{r.execution_id}: {r.events_verified}/{r.events_total} events "
-            f"verified, {len(r.failures)} failures - {_verdict(r, r.valid)}"
+            f"verified, {len(r.failures)} failures - {_verdict(r, ok)}"
         )
+        if check is not None:
+            line += f" - {_signature_text(check)}"
+        click.echo(line)
         for failure in r.failures:
             click.echo(f"  {failure}")
         for remark in r.notes:
             click.echo(f"  note: {remark}")
 
+    def count(r: VerifyReport, ok: bool) -> None:
+        nonlocal records, invalid, recording_failures, total_events, verified
+        records += 1
+        invalid += not ok
+        recording_failures += r.recording_failure
+        total_events += r.events_total
+        verified += r.events_verified
+
     if all_records and isinstance(store, FileExecutionStore):
         with progress_counter("Verifying records") as advance:
+            # Every report, when signatures are judged: a valid chain may hide
+            # a signature that fails.
             run = store.verify_all(
-                each=each, processes=_jobs(jobs), on_progress=advance
+                each=each or ring is not None,
+                processes=_jobs(jobs),
+                on_progress=advance,
             )
             for report in run:
-                show(report)
-        records, invalid = run.records, run.invalid
-        recording_failures = run.recording_failures
-        total_events, verified = run.events_total, run.events_verified
+                ok, check = judge(report)
+                if each or not ok or report.failures or report.notes:
+                    show(report, ok, check)
+                if ring is not None:
+                    count(report, ok)
+        if ring is None:
+            records, invalid = run.records, run.invalid
+            recording_failures = run.recording_failures
+            total_events, verified = run.events_total, run.events_verified
     else:
         # Named records, or every record of a store without a whole-store
         # scan (PostgreSQL): one at a time, the same report each.
@@ -114,17 +160,14 @@ def verify(
                 found = _verify_one(store, execution_id, named=not all_records)
                 if found is None:
                     continue  # deleted since it was listed
-                if not all_records or each or not found.valid or found.notes:
-                    show(found)
-                records += 1
-                invalid += not found.valid
-                recording_failures += found.recording_failure
-                total_events += found.events_total
-                verified += found.events_verified
+                ok, check = judge(found)
+                if not all_records or each or not ok or found.notes:
+                    show(found, ok, check)
+                count(found, ok)
                 if advance is not None:
                     advance(records)
     if as_json:
-        total: JSONValue = {
+        total: JSONObject = {
             "records": records,
             "invalid": invalid,
             "recordingFailures": recording_failures,
@@ -133,6 +176,9 @@ def verify(
             "failures": failures,
             "valid": invalid == 0,
         }
+        if ring is not None:
+            by_status: JSONObject = {s: signed.get(s, 0) for s in STATUSES}
+            total["signatures"] = by_status
         emit_json({"records": shown, "total": total})
     else:
         click.echo(
@@ -140,8 +186,22 @@ def verify(
             f"recording failures), {verified}/{total_events} events verified, "
             f"{failures} failures - {_verdict(None, invalid == 0)}"
         )
+        if ring is not None:
+            click.echo(
+                "Signatures: " + ", ".join(f"{signed.get(s, 0)} {s}" for s in STATUSES)
+            )
     if invalid:
         ctx.exit(INTEGRITY_EXIT)
+
+
+def _signature_text(check: SignatureCheck) -> str:
+    colour = "green" if check.status.value == "signed-valid" else None
+    if not check.accepted:
+        colour = "red"
+    status = click.style(check.status.value, fg=colour)
+    if check.status.value == "signed-valid":
+        return f"{status} ({', '.join(check.key_ids)})"
+    return f"{status}: {check.detail}"
 
 
 def _verify_one(
@@ -166,33 +226,88 @@ def _verify_one(
 @click.option("--reason", required=True, metavar="TEXT", help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def invalidate(execution_id: str, reason: str, as_json: bool) -> None:
-    """Mark record ID not replayable (appends an INVALIDATED event)."""
-    open_store().invalidate(execution_id, reason)
+    """Mark record ID not replayable (appends an INVALIDATED event).
+
+    A record invalidated already is left as it is, and the command says so.
+    """
+    store = open_store()
+    first = _invalidated_for(store.load(execution_id))
+    if first is None:
+        store.invalidate(execution_id, reason)
     if as_json:
-        emit_json({"executionId": execution_id, "invalidated": True, "reason": reason})
-    else:
+        emit_json(
+            {
+                "executionId": execution_id,
+                "invalidated": True,
+                "reason": reason if first is None else first,
+                "appended": first is None,
+            }
+        )
+    elif first is None:
         click.echo(f"Invalidated {execution_id}: {reason}")
+    else:
+        click.echo(
+            f"{execution_id} was already invalidated (reason: {first}); "
+            "nothing appended"
+        )
+
+
+def _invalidated_for(record: ExecutionRecord) -> str | None:
+    """The reason of the record's INVALIDATED event, if it has one."""
+    for event in record.events:
+        if event.type.value == "INVALIDATED":
+            return str(event.data.get("reason"))
+    return None
 
 
 @click.command()
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help=_JOBS_HELP)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
-def reindex(jobs: int | None, as_json: bool) -> None:
-    """Rebuild the catalog from the record files."""
+@click.pass_context
+def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
+    """Rebuild the catalog from the record files; exit 6 if a record changed.
+
+    A record whose file no longer holds the last line the catalog saw (edited
+    and re-hashed, or cut) is listed and kept as integrity_failure, never
+    accepted as it is now.
+    """
     from ..store.file import FileExecutionStore
     from ..store.naming import describe
 
     store = open_store()
+    changed: list[tuple[str, str]] = []
+
+    def on_changed(execution_id: str, problem: str) -> None:
+        changed.append((execution_id, problem))
+
     working(f"Reindexing {describe(store)} ...")
     if isinstance(store, FileExecutionStore):
         with progress_counter("Reading records") as advance:
-            count = store.reindex(processes=_jobs(jobs), on_progress=advance)
+            count = store.reindex(
+                processes=_jobs(jobs), on_progress=advance, on_changed=on_changed
+            )
     else:
-        count = store.reindex()  # one statement in the database
+        count = store.reindex(on_changed=on_changed)  # in the database
     if as_json:
-        emit_json({"records": count})
+        listed: list[JSONValue] = [
+            {"executionId": execution_id, "problem": problem}
+            for execution_id, problem in changed
+        ]
+        emit_json({"records": count, "changed": listed})
     else:
         click.echo(f"Reindexed {count} records.")
+        for execution_id, problem in changed:
+            click.echo(
+                f"{execution_id}: changed since the catalog saw it - {problem} - "
+                + click.style("INVALID", fg="red")
+            )
+        if changed:
+            click.echo(
+                f"{len(changed)} records changed since they were indexed; kept as "
+                "integrity_failure (not accepted as they are now)."
+            )
+    if changed:
+        ctx.exit(INTEGRITY_EXIT)
 
 
 @click.command()

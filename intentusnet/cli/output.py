@@ -2,12 +2,14 @@
 
 Data goes to stdout; warnings, notes and errors go to stderr, so a pipe carries
 only data. Colour and progress appear only on a terminal: ``click.echo`` strips
-colour when its stream is not one, and ``progress`` hides its bar likewise.
+colour when its stream is not one, and ``progress`` hides its bar likewise;
+``NO_COLOR`` turns colour off everywhere (see :func:`colour`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, TypeVar
@@ -27,6 +29,14 @@ STATUS_COLOURS: Final = {
     "incomplete": "yellow",
     "recording_failure": "yellow",
 }
+
+
+def colour() -> bool | None:
+    """``False`` when ``NO_COLOR`` is set (to anything non-empty), else ``None``.
+
+    ``None`` lets click decide: colour on a terminal only.
+    """
+    return False if os.environ.get("NO_COLOR") else None
 
 
 def emit_json(value: JSONValue, *, compact: bool = False) -> None:

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, parse_json
 from ..errors import EnvelopeValidationError
-from .output import one_line
+from .output import colour, one_line
 
 #: Exit code of a usage error (click's own, and ours for bad files and stores).
 USAGE: Final = 2
@@ -69,7 +69,8 @@ class CliFailure(click.ClickException):
             import traceback  # only when debugging: it costs start-up time
 
             click.echo("".join(traceback.format_exception(self.cause)), err=True)
-        click.secho(f"Error: {self.message}", err=True, fg="red")
+        # Shown after the command's context is gone: NO_COLOR is asked here.
+        click.secho(f"Error: {self.message}", err=True, fg="red", color=colour())
 
 
 def parse_duration(text: str) -> timedelta:
@@ -141,8 +142,6 @@ def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
         CliFailure: the file cannot be read or is too large (exit 2).
         EnvelopeValidationError: it is not JSON, or not a JSON object.
     """
-    import orjson
-
     shown = "stdin" if name == "-" else repr(name)
     try:
         if name == "-":
@@ -157,8 +156,8 @@ def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
         limit = MAX_JSON_FILE_BYTES // (1024 * 1024)
         raise CliFailure(f"{what} {shown} is larger than {limit} MiB", USAGE)
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = parse_json(data)
+    except ValueError as exc:
         raise EnvelopeValidationError(
             f"{what} {shown} is not valid JSON: {exc}"
         ) from None

@@ -12,6 +12,7 @@ import click
 
 from ..errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
 from .context import ExecutionId, open_store
+from .keys import key_options, key_ring
 from .output import emit_json, note, warn
 from .params import USAGE, CliFailure, read_json_object
 
@@ -35,6 +36,7 @@ HASH_MISMATCH_EXIT = ReplayHashMismatch.exit_code
     is_flag=True,
     help="Walk the record one verified event at a time (next, previous, quit).",
 )
+@key_options
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
 @click.pass_context
 def replay(
@@ -43,9 +45,18 @@ def replay(
     envelope_file: str | None,
     force: bool,
     step: bool,
+    key_files: tuple[str, ...],
+    key_dirs: tuple[str, ...],
+    require_signature: bool,
     as_json: bool,
 ) -> None:
-    """Print the recorded result of execution ID as JSON; runs no agent code."""
+    """Print the recorded result of execution ID as JSON; runs no agent code.
+
+    With --key or --keys the record's signatures are checked first: a record
+    changed after it was signed, or signed by a key not given, is refused
+    with exit 6 (--force does not override it), and so is an unsigned one
+    with --require-signature.
+    """
     from ..replay import ReplayEngine
 
     if step and (envelope_file is not None or as_json or force):
@@ -53,8 +64,9 @@ def replay(
             "--step walks the record; it takes no --verify-envelope, --force or --json",
             USAGE,
         )
+    ring = key_ring(key_files, key_dirs, require_signature)
     envelope = None if envelope_file is None else read_json_object(envelope_file)
-    engine = ReplayEngine.from_store(open_store(), execution_id)
+    engine = ReplayEngine.from_store(open_store(), execution_id, keys=ring)
     if step:
         from .stepper import step_through
 

@@ -52,6 +52,10 @@ def _detail(event: ExecutionEvent) -> str | None:
         return f"from {data.get('sourceExecutionId')}"
     if kind == "INVALIDATED":
         return _text(data, "reason")
+    if kind == "SIGNATURE":
+        seq = _number(data, "seq")
+        line = "?" if seq is None else f"{seq + 1:.0f}"
+        return f"{data.get('keyId')} signs lines 1-{line}"
     if kind == "RECORDING_FAILURE":
         return _text(data, "error")
     if kind == "INTENT_RECEIVED":
@@ -121,6 +125,7 @@ def print_inspection(record: ExecutionRecord) -> None:
         ("replay of", record.replay_of or "-"),
         ("fingerprint", record.fingerprint),
         ("config", _configuration(header.configuration)),
+        ("signed by", header.key_id or "- (unsigned)"),
     ]
     click.secho(f"Execution {header.execution_id}", bold=True)
     for name, value in fields:

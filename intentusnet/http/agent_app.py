@@ -26,7 +26,7 @@ from typing import Final, TypeAlias, cast
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, check_json
+from .._util.jsonvalue import JSONObject, check_json, parse_json
 from ..envelope import AgentResponse, IntentEnvelope
 from ..errors import (
     EnvelopeValidationError,
@@ -157,8 +157,8 @@ class AgentApp:
 
     async def _answer(self, scope: Scope, data: bytes) -> JSONObject:
         try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
+            value = parse_json(data)
+        except ValueError as exc:
             raise MalformedRequest(
                 f"the request body is not valid JSON: {exc}"
             ) from None

@@ -40,6 +40,9 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "integrity_failure": 409,
     "record_exists": 409,
     "request_too_large": 413,
+    # A client that hung up before sending its whole body (nginx's 499): its
+    # doing, so counted as a client error; the answer reaches no one.
+    "client_disconnected": 499,
     "envelope_invalid": 422,
     "replay_hash_mismatch": 422,
     "request_invalid": 422,

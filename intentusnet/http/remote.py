@@ -36,7 +36,7 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, parse_json
 from ..envelope import AgentResponse, ErrorCode, ErrorInfo, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
 from ..routing.agents import AgentContext, make_definition
@@ -297,8 +297,8 @@ class RemoteAgent:
 
     def _result(self, data: bytes) -> AgentResponse | JSONObject:
         try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
+            value = parse_json(data)
+        except ValueError as exc:
             return self._fail(
                 ErrorCode.INVALID_RESPONSE,
                 f"the answer is not JSON ({exc})",

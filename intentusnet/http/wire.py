@@ -206,6 +206,7 @@ def record(data: JSONObject) -> ExecutionRecord:
         duration_ms=_float(head["durationMs"]),
         chain_head=str(head["chainHead"]),
         owner=owner if isinstance(owner, dict) else None,
+        key_id=_text(head.get("keyId")),
         configuration=_maybe_object(head.get("configuration")),
     )
     items = data["events"]
@@ -244,6 +245,7 @@ def verify_report(data: JSONObject) -> VerifyReport:
         valid=bool(data["valid"]),
         notes=tuple(str(n) for n in _list(data.get("notes", []))),
         recording_failure=bool(data.get("recordingFailure", False)),
+        key_id=_text(data.get("keyId")),
     )
 
 

@@ -9,6 +9,7 @@ fields off its raw bytes and hashes them: nothing is ever re-serialised.
 
 from __future__ import annotations
 
+import re
 from hashlib import sha256
 from typing import Final
 
@@ -26,7 +27,18 @@ PREV_TAG: Final = b',"prevHash":"sha256:'
 TAIL: Final = len(_HASH_TAG) + 64 + 2  # ,"hash":"sha256:<hex>"}
 PREV_TAIL: Final = len(PREV_TAG) + 64 + 1  # ,"prevHash":"sha256:<hex>"
 #: Events that may follow FINAL_RESPONSE: records are appended to, never rewritten.
-AFTER_FINAL: Final = frozenset({EventType.INVALIDATED, EventType.CACHE_HIT})
+AFTER_FINAL: Final = frozenset(
+    {EventType.INVALIDATED, EventType.CACHE_HIT, EventType.SIGNATURE}
+)
+#: Events that may follow a SIGNATURE: its writer closed the record.
+AFTER_SIGNATURE: Final = frozenset({EventType.INVALIDATED, EventType.SIGNATURE})
+#: A signing key's id: ``ed25519:`` and the first 16 hex digits of the SHA-256
+#: of its 32-byte public key (a pattern: compiled on first use).
+KEY_ID: Final = r"ed25519:[0-9a-f]{16}"
+#: An Ed25519 signature (64 bytes) in standard base64.
+_SIGNATURE: Final = r"[A-Za-z0-9+/]{86}=="
+#: What a signature's message starts with (see :func:`signed_message`).
+SIGNED_PREFIX: Final = b"intentusnet record signature v1\n"
 _MIN_LINE: Final = TAIL + PREV_TAIL + 2
 TYPES: Final = {t.value: t for t in EventType}
 _HEADER_KEYS: Final = (
@@ -62,9 +74,13 @@ def header_line(
     envelope: JSONObject,
     parent_execution_id: str | None,
     owner: JSONObject,
+    key_id: str | None = None,
     configuration: JSONObject | None = None,
 ) -> tuple[bytes, str]:
     """Seal line 1: the header as opened, and the envelope.
+
+    ``key_id`` names the key that will sign the record when it is closed; an
+    unsigned record's header has no ``keyId`` field at all.
 
     ``configuration`` (the router's configuration for the intent, with its
     fingerprint) is written only when given (added in 0.1.0).
@@ -74,23 +90,25 @@ def header_line(
     """
     intent = envelope.get("intent")
     intent_d = intent if isinstance(intent, dict) else {}
-    return seal(
-        {
-            "schemaVersion": SCHEMA_VERSION,
-            "executionId": execution_id,
-            "createdUtc": created_utc,
-            "envelopeHash": envelope_hash,
-            "intent": {
-                "name": intent_d.get("name"),
-                "version": intent_d.get("version", "1.0"),
-            },
-            "parentExecutionId": parent_execution_id,
-            "owner": owner,
-            **({} if configuration is None else {"configuration": configuration}),
-            "envelope": envelope,
-            "prevHash": GENESIS_HASH,
-        }
-    )
+    fields: JSONObject = {
+        "schemaVersion": SCHEMA_VERSION,
+        "executionId": execution_id,
+        "createdUtc": created_utc,
+        "envelopeHash": envelope_hash,
+        "intent": {
+            "name": intent_d.get("name"),
+            "version": intent_d.get("version", "1.0"),
+        },
+        "parentExecutionId": parent_execution_id,
+        "owner": owner,
+    }
+    if key_id is not None:
+        fields["keyId"] = key_id
+    if configuration is not None:
+        fields["configuration"] = configuration
+    fields["envelope"] = envelope
+    fields["prevHash"] = GENESIS_HASH
+    return seal(fields)
 
 
 def invalidated_line(record: ExecutionRecord, reason: str, now_us: int) -> bytes:
@@ -106,6 +124,122 @@ def invalidated_line(record: ExecutionRecord, reason: str, now_us: int) -> bytes
         }
     )
     return line
+
+
+def signed_message(execution_id: str, seq: int, chain_head: str) -> bytes:
+    """The bytes a ``SIGNATURE`` line's Ed25519 signature is made over.
+
+    ``seq`` and ``chain_head`` are the signed line's (``0`` for the header):
+    the chain head covers every line up to it, the header and so the
+    execution id included; naming them makes the statement stand alone.
+    """
+    return SIGNED_PREFIX + f"{execution_id}\n{seq}\n{chain_head}".encode()
+
+
+def signature_line(seq: int, at_ms: float, data: JSONObject, prev_hash: str) -> bytes:
+    """Seal the ``SIGNATURE`` line ``seq`` holding ``data``, after ``prev_hash``."""
+    line, _digest = seal(
+        {
+            "seq": seq,
+            "type": EventType.SIGNATURE.value,
+            "atMs": at_ms,
+            "data": data,
+            "prevHash": prev_hash,
+        }
+    )
+    return line
+
+
+def key_id_of(header: JSONObject) -> str | None:
+    """The signing key line 1 names, or None (no ``keyId``, or not one)."""
+    key_id = header.get("keyId")
+    return key_id if isinstance(key_id, str) else None
+
+
+class EventOrder:
+    """The order every reader holds a record's events to, one event at a time.
+
+    After ``FINAL_RESPONSE`` only :data:`AFTER_FINAL` may follow; after a
+    ``SIGNATURE`` (its writer closed the record) only ``INVALIDATED`` and
+    more signatures. A ``SIGNATURE`` line stands only in a record whose header
+    names a signing key, names a key id and holds a signature of the right
+    form, and signs the line just before it. A record whose header names a
+    key ends, once completed or invalidated, with a signature over its last
+    line (:meth:`end_problem`). Whether a signature was made by its key is
+    not a question of order: a ``KeyRing`` answers it.
+    """
+
+    __slots__ = ("_invalidated", "_key_id", "_last", "_signed", "final")
+
+    def __init__(self, key_id: str | None) -> None:
+        self._key_id = key_id
+        #: a FINAL_RESPONSE was seen
+        self.final = False
+        self._signed = False
+        self._invalidated = False
+        self._last: EventType | None = None
+
+    @property
+    def closed(self) -> bool:
+        """The record was completed, or its last line is a signature."""
+        return self.final or self._last is EventType.SIGNATURE
+
+    def problem(self, event: ExecutionEvent) -> str | None:
+        """What is wrong with ``event`` coming next, or None; then take it."""
+        kind = event.type
+        if self.final and kind not in AFTER_FINAL:
+            return f"{kind.value} after FINAL_RESPONSE"
+        if self._signed and kind not in AFTER_SIGNATURE:
+            return f"{kind.value} after the record was signed and closed"
+        if kind is EventType.SIGNATURE:
+            problem = self._signature_problem(event)
+            if problem is not None:
+                return problem
+            self._signed = True
+        elif kind is EventType.FINAL_RESPONSE:
+            self.final = True
+        elif kind is EventType.INVALIDATED:
+            self._invalidated = True
+        self._last = kind
+        return None
+
+    def end_problem(self) -> str | None:
+        """What is wrong with the record ending after the events taken, or None."""
+        if (
+            self._key_id is not None
+            and (self.final or self._invalidated)
+            and self._last is not EventType.SIGNATURE
+        ):
+            return (
+                f"the header names signing key {self._key_id}, but the record was "
+                "closed without a signature over its last line (signature lines "
+                "removed, or lines added after it was signed)"
+            )
+        return None
+
+    def _signature_problem(self, event: ExecutionEvent) -> str | None:
+        data = event.data
+        key_id, seq, signature = (
+            data.get("keyId"),
+            data.get("seq"),
+            data.get("signature"),
+        )
+        if self._key_id is None:
+            return "a SIGNATURE line in a record whose header names no signing key"
+        if not isinstance(key_id, str) or re.fullmatch(KEY_ID, key_id) is None:
+            return f"SIGNATURE names no valid keyId (found {key_id!r})"
+        if not isinstance(signature, str) or not re.fullmatch(_SIGNATURE, signature):
+            return "SIGNATURE holds no Ed25519 signature (88 characters of base64)"
+        if (
+            type(seq) is not int
+            or seq != event.seq - 1
+            or data.get("chainHead") != event.prev_hash
+        ):
+            return (
+                "SIGNATURE does not sign the line just before it (its seq or "
+                "chainHead names another line)"
+            )
+        return None
 
 
 def check_line(line: bytes, prev_hex: bytes | None) -> str | None:
@@ -169,6 +303,11 @@ def check_header(line: bytes, execution_id: str) -> JSONObject:
     for key in _HEADER_KEYS:
         if key not in header:
             raise RecordIntegrityError(f"header lacks {key!r}", execution_id, 1)
+    key_id = header.get("keyId", "ed25519:0000000000000000")
+    if not isinstance(key_id, str) or re.fullmatch(KEY_ID, key_id) is None:
+        raise RecordIntegrityError(
+            f"header names no valid keyId (found {key_id!r})", execution_id, 1
+        )
     if header["executionId"] != execution_id:
         raise RecordIntegrityError(
             f"header names execution {header['executionId']!r}, not this file's id",
@@ -223,6 +362,20 @@ def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent
         data,
         str(fields.get("prevHash", "")),
         str(fields.get("hash", "")),
+    )
+
+
+def bytes_after_close(torn: bytes, *, completed: bool) -> str:
+    """What is wrong with a closed record that ends in a partial line.
+
+    A crash tears only the write in progress; the writer of a completed or
+    signed record is done, and later appends (``INVALIDATED``) are whole
+    lines. So bytes after its last line are an edit, not crash damage.
+    """
+    what = "completed" if completed else "signed"
+    return (
+        f"{len(torn)} bytes after the last line of a {what} record (a {what} "
+        "record is appended to by whole lines only)"
     )
 
 

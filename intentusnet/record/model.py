@@ -37,6 +37,10 @@ class EventType(StrEnum):
     FINAL_RESPONSE = "FINAL_RESPONSE"
     INVALIDATED = "INVALIDATED"
     RECORDING_FAILURE = "RECORDING_FAILURE"
+    #: an Ed25519 signature over the line before it, written when a record is
+    #: closed (completed, closed unfinished, invalidated) by a store given a
+    #: signing key (added in 0.1.0)
+    SIGNATURE = "SIGNATURE"
 
 
 class RecordStatus(StrEnum):
@@ -171,7 +175,9 @@ class ExecutionHeader(_Frozen):
 
     ``created_utc`` and ``completed_utc`` are ISO 8601 strings in UTC with a
     ``Z`` suffix. ``status``, ``replayable`` and ``replayable_reason`` are derived
-    on load (DESIGN §4); ``owner`` is the process that wrote the record.
+    on load (DESIGN §4); ``owner`` is the process that wrote the record;
+    ``key_id`` is the signing key the writer announced in line 1, or ``None``
+    for an unsigned record (added in 0.1.0).
     ``configuration`` is the router's configuration for the intent when the
     record was made — ``{"fingerprint", "strategy", "agents": [{"name",
     "version", "priority"}, ...]}`` — or ``None`` for a record made without
@@ -194,6 +200,7 @@ class ExecutionHeader(_Frozen):
         "duration_ms",
         "chain_head",
         "owner",
+        "key_id",
         "configuration",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
@@ -212,6 +219,7 @@ class ExecutionHeader(_Frozen):
     duration_ms: float | None
     chain_head: str
     owner: JSONObject | None
+    key_id: str | None
     configuration: JSONObject | None
 
     def __init__(
@@ -231,6 +239,7 @@ class ExecutionHeader(_Frozen):
         duration_ms: float | None,
         chain_head: str,
         owner: JSONObject | None = None,
+        key_id: str | None = None,
         configuration: JSONObject | None = None,
     ) -> None:
         self._schema_version = schema_version
@@ -248,6 +257,7 @@ class ExecutionHeader(_Frozen):
         self._duration_ms = duration_ms
         self._chain_head = chain_head
         self._owner = owner
+        self._key_id = key_id
         self._configuration = configuration
 
     def to_json(self) -> JSONObject:
@@ -268,6 +278,7 @@ class ExecutionHeader(_Frozen):
             "durationMs": self.duration_ms,
             "chainHead": self.chain_head,
             "owner": self.owner,
+            "keyId": self.key_id,
             "configuration": self.configuration,
         }
 
@@ -435,6 +446,11 @@ class VerifyReport(_Frozen):
         recording_failure: the file has no complete first line (its process
             was stopped before writing the header): nothing was recorded, which
             is not evidence of tampering (added in 0.1.0).
+        key_id: the signing key line 1 names, or ``None`` (added in 0.1.0).
+        signatures: the record's ``SIGNATURE`` lines, each found sound in
+            form and placed over the line before it; whether they were made
+            by their keys takes a ``KeyRing`` (``KeyRing.check_report``).
+            Added in 0.1.0.
     """
 
     _fields = (
@@ -445,6 +461,8 @@ class VerifyReport(_Frozen):
         "valid",
         "notes",
         "recording_failure",
+        "key_id",
+        "signatures",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
@@ -454,6 +472,8 @@ class VerifyReport(_Frozen):
     valid: bool
     notes: tuple[str, ...]
     recording_failure: bool
+    key_id: str | None
+    signatures: tuple[ExecutionEvent, ...]
 
     def __init__(
         self,
@@ -464,6 +484,8 @@ class VerifyReport(_Frozen):
         valid: bool,
         notes: tuple[str, ...] = (),
         recording_failure: bool = False,
+        key_id: str | None = None,
+        signatures: tuple[ExecutionEvent, ...] = (),
     ) -> None:
         self._execution_id = execution_id
         self._events_total = events_total
@@ -472,6 +494,8 @@ class VerifyReport(_Frozen):
         self._valid = valid
         self._notes = notes
         self._recording_failure = recording_failure
+        self._key_id = key_id
+        self._signatures = signatures
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -483,6 +507,7 @@ class VerifyReport(_Frozen):
             "valid": self.valid,
             "notes": list(self.notes),
             "recordingFailure": self.recording_failure,
+            "keyId": self.key_id,
         }
 
 

@@ -18,10 +18,12 @@ from ..errors import EnvelopeValidationError, RecordIntegrityError
 from ..hashing import compute_hash
 from .fingerprint import record_fingerprint
 from .format import (
-    AFTER_FINAL,
+    EventOrder,
+    bytes_after_close,
     check_header,
     check_line,
     event_of_line,
+    key_id_of,
     newline_replaced,
     split_lines,
 )
@@ -63,7 +65,8 @@ def parse_record(
             1,
         )
     header = check_header(lines[0], execution_id)
-    events, final_event, final = _read_events(lines, execution_id)
+    order = EventOrder(key_id_of(header))
+    events, final_event, final = _read_events(lines, execution_id, order)
     chain_head = lines[-1][-66:-2]
     if torn and newline_replaced(torn, chain_head):
         # A crash leaves a line without its newline; a whole, valid line whose
@@ -73,6 +76,16 @@ def parse_record(
             execution_id,
             len(lines) + 1,
         )
+    if torn and order.closed and not owner_alive(_owner(header)):
+        # Its writer still holding it, the last write may be partly visible.
+        raise RecordIntegrityError(
+            bytes_after_close(torn, completed=order.final),
+            execution_id,
+            len(lines) + 1,
+        )
+    problem = order.end_problem()
+    if problem is not None and not (torn and owner_alive(_owner(header))):
+        raise RecordIntegrityError(problem, execution_id, len(lines))
     return ExecutionRecord(
         _header(
             header,
@@ -91,9 +104,9 @@ def parse_record(
 
 
 def _read_events(
-    lines: list[bytes], execution_id: str
+    lines: list[bytes], execution_id: str, order: EventOrder
 ) -> tuple[tuple[ExecutionEvent, ...], ExecutionEvent | None, JSONObject | None]:
-    """Check and parse the event lines (every line after the header).
+    """Check and parse the event lines (every line after the header), in order.
 
     Returns:
         The events, the ``FINAL_RESPONSE`` event and the response it holds
@@ -110,10 +123,9 @@ def _read_events(
             raise RecordIntegrityError(problem, execution_id, number)
         prev = line[-66:-2]
         event = event_of_line(line, number, execution_id)
-        if final_event is not None and event.type not in AFTER_FINAL:
-            raise RecordIntegrityError(
-                f"{event.type.value} after FINAL_RESPONSE", execution_id, number
-            )
+        problem = order.problem(event)
+        if problem is not None:
+            raise RecordIntegrityError(problem, execution_id, number)
         if event.type is EventType.FINAL_RESPONSE:
             response = event.data.get("response")
             if not isinstance(response, dict):
@@ -134,8 +146,7 @@ def _header(
     owner_alive: OwnerAlive,
 ) -> ExecutionHeader:
     """Build the header: line 1's fields and the state the events show."""
-    created, owner = fields["createdUtc"], fields.get("owner")
-    owner_d = owner if isinstance(owner, dict) else None
+    created, owner_d = fields["createdUtc"], _owner(fields)
     agent: str | None = None
     duration: float | None = None
     completed: str | None = None
@@ -178,6 +189,7 @@ def _header(
         duration,
         chain_head,
         owner_d,
+        key_id_of(fields),
         _configuration(fields),
     )
 
@@ -223,6 +235,11 @@ def _answered_by(final: JSONObject, at_ms: float) -> tuple[str | None, float]:
         agent if isinstance(agent, str) else None,
         float(duration) if isinstance(duration, int | float) else at_ms,
     )
+
+
+def _owner(header: JSONObject) -> JSONObject | None:
+    owner = header.get("owner")
+    return owner if isinstance(owner, dict) else None
 
 
 def _object(value: object) -> JSONObject:

@@ -12,18 +12,21 @@ from orjson import JSONDecodeError, loads
 from .._util.jsonvalue import JSONObject
 from ..errors import RecordIntegrityError
 from .format import (
-    AFTER_FINAL,
     GENESIS_HEX,
+    EventOrder,
+    bytes_after_close,
     check_header,
     check_line,
     check_schema,
     event_of_line,
+    key_id_of,
     load_json,
     split_lines,
 )
 from .model import (
     SCHEMA_VERSION,
     EventType,
+    ExecutionEvent,
     ExecutionHeader,
     RecordStatus,
     ReplayableReason,
@@ -34,6 +37,9 @@ from .model import (
 def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
     """Check every line of a record file and report what holds and what fails.
 
+    The report also carries what the record says of its signatures (the key
+    line 1 names, the ``SIGNATURE`` lines); checking them takes a key.
+
     Raises:
         UnsupportedSchemaVersion: the record is of a newer format (this release
             cannot judge it).
@@ -42,7 +48,9 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
     failures: list[str] = []
     verified = 0
     prev: bytes | None = GENESIS_HEX
-    finished = False
+    key_id = _key_id(lines[0], execution_id) if lines else None
+    order = EventOrder(key_id)
+    signatures: list[ExecutionEvent] = []
     for number, line in enumerate(lines, 1):
         problem = check_line(line, prev)
         try:
@@ -51,9 +59,11 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
                 check_header(line, execution_id)
             else:
                 event = event_of_line(line, number, "")
-                if finished and event.type not in AFTER_FINAL:
-                    raise RecordIntegrityError(f"{event.type} after FINAL_RESPONSE")
-                finished = finished or event.type is EventType.FINAL_RESPONSE
+                out_of_order = order.problem(event)
+                if out_of_order is not None:
+                    raise RecordIntegrityError(out_of_order)
+                if event.type is EventType.SIGNATURE:
+                    signatures.append(event)
         except RecordIntegrityError as exc:
             if exc.execution_id:
                 exc = RecordIntegrityError(str(exc).split(": ", 1)[-1])
@@ -72,11 +82,18 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
         failures.append(
             f"line {len(lines) + 1}: the line's newline was replaced by another byte"
         )
+    elif torn and order.closed:
+        failures.append(
+            f"line {len(lines) + 1}: " + bytes_after_close(torn, completed=order.final)
+        )
     elif torn:
         notes.append(
             f"line {len(lines) + 1}: torn last line ({len(torn)} bytes, a write cut "
             "short by a crash) left out; the record is incomplete"
         )
+    unclosed = order.end_problem() if lines else None
+    if unclosed is not None:
+        failures.append(f"line {len(lines)}: {unclosed}")
     return VerifyReport(
         execution_id=execution_id,
         events_total=len(lines),
@@ -84,7 +101,17 @@ def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
         failures=tuple(failures),
         valid=not failures,
         notes=tuple(notes),
+        key_id=key_id,
+        signatures=tuple(signatures),
     )
+
+
+def _key_id(line: bytes, execution_id: str) -> str | None:
+    """The signing key line 1 names, if it can be read at all."""
+    try:
+        return key_id_of(load_json(line, execution_id, 1))
+    except RecordIntegrityError:
+        return None
 
 
 def salvage_header(data: bytes, execution_id: str) -> ExecutionHeader | None:

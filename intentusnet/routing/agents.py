@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import (
@@ -322,6 +322,19 @@ class AgentContext:
             self.execution_id,
             envelope,
         )
+
+
+def add_secrets(ctx: AgentContext, values: Iterable[str]) -> None:
+    """Name secrets of the running execution, to be replaced wherever they appear.
+
+    For the parts that make agents of their own (the httpx transports name a
+    request's keys, so that an error message quoting its URL is recorded
+    without them). Nothing happens when the execution redacts nothing.
+    """
+    execution = ctx._execution
+    redaction = None if execution is None else execution.redaction
+    if redaction is not None:
+        redaction.add_texts(values)
 
 
 @dataclass(frozen=True, slots=True)

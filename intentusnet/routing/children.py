@@ -50,7 +50,7 @@ class Router(Protocol):
 class _ChildRoute:
     """One ``ctx.route`` call: the parent's ``route:`` step and the child's options."""
 
-    __slots__ = ("env", "opened", "options", "session")
+    __slots__ = ("env", "opened", "options", "recorded", "session")
 
     def __init__(
         self,
@@ -67,24 +67,31 @@ class _ChildRoute:
         )
         self.env = env
         self.session = session = None if ex is None else ex.steps()
+        redaction = None if ex is None else ex.redaction
         child_id = new_execution_id()
         self.opened: OpenStep | None = None
         if session is not None:
+            # The child's envelope as its own record will hold it.
+            shown = env if redaction is None else redaction.envelope(env)
             self.opened = session.open(
                 agent,
                 attempt,
                 f"route:{env.intent.name}",
-                hashed_view(env.to_wire()),
+                hashed_view(shown.to_wire()),
                 side_effect=False,
                 child=child_id,
             )
         recorded_child, cassette = _rerun_of_child(session, self.opened)
+        #: the child's answer as its record holds it, once it is routed
+        self.recorded: list[AgentResponse] = []
         self.options = ExecutionOptions(
             execution_id=child_id,
             parent_execution_id=parent_id,
             received=None if recorded_child is None else {"replayOf": recorded_child},
             store=None if ex is None else ex.store,
             cassette=cassette,
+            redaction=redaction,
+            recorded=self.recorded.append,
         )
 
     def served(self) -> AgentResponse | None:
@@ -106,9 +113,10 @@ class _ChildRoute:
             self.session.failed(self.opened, exc)
 
     def done(self, response: AgentResponse) -> AgentResponse:
-        """Record the child's answer and return it."""
+        """Record the child's answer (redacted, as the child's record has it)."""
         if self.session is not None and self.opened is not None:
-            self.session.routed(self.opened, response)
+            recorded = self.recorded[0] if self.recorded else response
+            self.session.routed(self.opened, recorded)
         return response
 
 

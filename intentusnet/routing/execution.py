@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..envelope import AgentResponse
     from ..store.protocol import ExecutionStore
     from .recorder import Recorder
+    from .redact import Redaction
 
 __all__ = [
     "Execution",
@@ -87,6 +88,15 @@ def _copy(value: JSONValue) -> JSONValue:
         copied: JSONValue = orjson.loads(orjson.dumps(value))
         return copied
     return value
+
+
+def _redacted(
+    shown: JSONValue, value: JSONValue, value_hash: str
+) -> tuple[JSONValue, str]:
+    """A redacted value and its hash (the hash is taken again only if it changed)."""
+    if shown is value:
+        return value, value_hash
+    return shown, hash_bytes(canonical_json(shown))
 
 
 def _format(exc: BaseException) -> str:
@@ -159,6 +169,11 @@ class StepSession:
                 is recorded as the step's failure).
         """
         recorded_args, args_hash, reason = jsonish(args)
+        redaction = self.redaction
+        if redaction is not None:  # before the hash: a re-run matches the record
+            recorded_args, args_hash = _redacted(
+                redaction.args(name, recorded_args), recorded_args, args_hash
+            )
         with self._lock:
             self._count += 1
             number = self._count
@@ -204,14 +219,22 @@ class StepSession:
         assert decision is not None
         recorded = decision.recorded
         assert recorded is not None
+        output, output_hash = recorded.output, recorded.output_hash
+        redaction = self.redaction
+        if decision.overridden and redaction is not None and output_hash is not None:
+            # an output given to the re-run, not read from the record: it is
+            # redacted like a live step's before it is sealed
+            output, output_hash = _redacted(
+                redaction.output(step.name, output), output, output_hash
+            )
         data: JSONObject = {
             "step": step.number,
             "name": step.name,
             "argsHash": step.args_hash,
             "outcome": recorded.outcome,
             "durationMs": ms_since(step.start),
-            "output": recorded.output,
-            "outputHash": recorded.output_hash,
+            "output": output,
+            "outputHash": output_hash,
             "error": recorded.error,
             "traceback": recorded.traceback,
             "replayable": True,
@@ -231,6 +254,11 @@ class StepSession:
     def succeeded(self, step: OpenStep, value: object) -> None:
         """Write ``STEP_END`` for a call that returned ``value``."""
         output, output_hash, reason = jsonish(value)
+        redaction = self.redaction
+        if redaction is not None:
+            output, output_hash = _redacted(
+                redaction.output(step.name, output), output, output_hash
+            )
         self._end(step, "success", output, output_hash, reason=reason)
 
     def failed(self, step: OpenStep, exc: BaseException) -> None:
@@ -241,7 +269,10 @@ class StepSession:
         self._end(step, outcome, None, None, error=exc, tb=tb)
 
     def routed(self, step: OpenStep, response: AgentResponse) -> None:
-        """Write ``STEP_END`` for a child intent, from the child's response."""
+        """Write ``STEP_END`` for a child intent, from the child's response.
+
+        ``response`` is the child's answer as its record holds it (redacted).
+        """
         summary: JSONObject = {
             "status": response.status,
             "payload": response.payload,
@@ -250,6 +281,11 @@ class StepSession:
             else response.error.model_dump(mode="json"),
         }
         output, output_hash, reason = jsonish(summary)
+        redaction = self.redaction
+        if redaction is not None:
+            output, output_hash = _redacted(
+                redaction.output(step.name, output), output, output_hash
+            )
         error = response.error
         data = self._end_data(
             step,
@@ -265,6 +301,12 @@ class StepSession:
         if step.child is not None:
             data["childExecutionId"] = step.child
         self._write_end(step, data, str(data["outcome"]))
+
+    @property
+    def redaction(self) -> Redaction | None:
+        """What the execution redacts, if anything."""
+        recorder = self.recorder
+        return None if recorder is None else recorder.redaction
 
     # -- internals ---------------------------------------------------------------
 
@@ -375,6 +417,12 @@ class Execution:
         # A re-run's session exists from the start; else it is made at the
         # first step of an execution that records.
         self._steps = StepSession(recorder, cassette) if cassette else None
+
+    @property
+    def redaction(self) -> Redaction | None:
+        """What the execution redacts, if anything (it is the recorder's)."""
+        recorder = self.recorder
+        return None if recorder is None else recorder.redaction
 
     def steps(self) -> StepSession | None:
         """The step session; ``None`` when steps are plain calls (no record)."""

@@ -4,6 +4,10 @@ A recorder never raises into routing: the first write that fails marks the
 execution as not recorded, leaves a ``RECORDING_FAILURE`` event if the store
 can still take one, and the caller still gets the answer.
 
+With a ``Redaction``, every event's data passes through it before it is
+written, and the final response is recorded redacted (``complete`` returns the
+response as recorded): nothing is sealed unredacted.
+
 Every event has reached the OS before agent or user code runs. Events the
 router always follows with another one before running such code (see
 :data:`_FOLLOWED`) wait for it and share its ``write()``, where the store's
@@ -22,7 +26,9 @@ from ..record.fingerprint import PATH_EVENTS, fingerprint, path_entry
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..envelope import AgentResponse
     from ..store import ExecutionStore, RecordWriter
+    from .redact import Redaction
 
 __all__ = ["Recorder"]
 
@@ -36,7 +42,15 @@ _FOLLOWED: Final = frozenset(
 class Recorder:
     """Writes the events of one execution; created per execution by the router."""
 
-    __slots__ = ("_lock", "_path", "_soon", "_writer", "error", "execution_id")
+    __slots__ = (
+        "_lock",
+        "_path",
+        "_soon",
+        "_writer",
+        "error",
+        "execution_id",
+        "redaction",
+    )
 
     def __init__(
         self,
@@ -49,8 +63,11 @@ class Recorder:
         parent_execution_id: str | None = None,
         received: JSONObject | None = None,
         configuration: JSONObject | None = None,
+        redaction: Redaction | None = None,
     ) -> None:
         self.error: str | None = None
+        #: what this execution redacts (the envelope given here already is)
+        self.redaction = redaction
         self._writer: RecordWriter | None = None
         self._soon: Callable[[str, JSONObject], None] | None = None
         #: the fingerprint entries of the events written so far, in file order
@@ -84,6 +101,13 @@ class Recorder:
         writer = self._writer
         if writer is None:
             return
+        redaction = self.redaction
+        if redaction is not None:
+            try:
+                data = redaction.event(event_type, data)
+            except Exception as exc:  # a hook's fault: write nothing unredacted
+                self._fail(f"could not redact {event_type}: {type(exc).__name__}")
+                return
         write = self._soon if event_type in _FOLLOWED else writer.append
         assert write is not None  # set with the writer
         if event_type not in PATH_EVENTS:
@@ -100,22 +124,32 @@ class Recorder:
         except (OSError, IntentusNetError) as exc:
             self._fail(f"could not append {event_type}: {exc}")
 
-    def complete(self, response: JSONObject) -> None:
-        """Write the final response and close the record."""
+    def complete(self, response: AgentResponse) -> AgentResponse:
+        """Write the final response, close the record; return it as recorded.
+
+        The recorded response is ``response`` redacted (``response`` itself
+        without a redaction): what replay and the cache return.
+        """
+        recorded = response
+        if self.redaction is not None:
+            try:
+                recorded = self.redaction.response(response)
+            except Exception as exc:  # a hook's fault: write nothing unredacted
+                if self.error is None:  # else it failed already: keep the first why
+                    self._fail(f"could not redact FINAL_RESPONSE: {type(exc).__name__}")
+                return recorded
         writer = self._writer
         if writer is None:
-            return
-        status = response.get("status")
+            return recorded
         try:
             writer.complete(
-                response,
-                fingerprint=fingerprint(
-                    self._path, status if isinstance(status, str) else ""
-                ),
+                recorded.to_wire(),
+                fingerprint=fingerprint(self._path, recorded.status),
             )
         except (OSError, IntentusNetError) as exc:
             self._fail(f"could not write the final response: {exc}")
         self._writer = None
+        return recorded
 
     def _fail(self, message: str) -> None:
         self.error = message

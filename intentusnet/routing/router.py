@@ -36,6 +36,7 @@ from .agents import (
 from .config import configuration
 from .execution import Execution
 from .recorder import Recorder
+from .redact import Redaction, Redactor
 from .seams import ExecutionOptions, ResponseCache
 from .strategies import (
     Outcome,
@@ -65,6 +66,10 @@ _DECISION_CACHE_SIZE: Final = 1024
 _DecisionKey: TypeAlias = tuple[
     str, str, "RoutingStrategy", str | None, tuple[str, ...]
 ]
+#: An envelope as recorded and hashed, and the redaction that made it.
+_Shown: TypeAlias = tuple[Redaction | None, IntentEnvelope]
+#: Receives an execution's answer as recorded (redacted).
+_Keep: TypeAlias = Callable[[AgentResponse], None]
 
 
 class IntentRouter:
@@ -81,6 +86,11 @@ class IntentRouter:
         cache: a ``ReplayCache`` answering equal envelopes from earlier
             records before any record is opened or agent runs (needs
             ``store``, which it is bound to). Added in 0.1.0.
+        redactor: replaces secrets by keyed markers in everything recorded:
+            the envelope is hashed, recorded and looked up in the cache
+            redacted; agents get it as sent, and the caller gets the answer
+            unredacted, while replay and cache hits return it redacted
+            (docs/redaction.md). Child intents use it too. Added in 0.1.0.
 
     Raises:
         ValueError: ``cache`` without ``store``.
@@ -94,10 +104,12 @@ class IntentRouter:
         middleware: Sequence[Middleware] = (),
         max_workers: int = 32,
         cache: ResponseCache | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.registry = registry if registry is not None else AgentRegistry()
         self.store = store
         self.cache = cache
+        self.redactor = redactor
         if cache is not None:
             if store is None:
                 raise ValueError("a ReplayCache serves records: give a store too")
@@ -191,7 +203,7 @@ class IntentRouter:
 
         async def call_last(env: IntentEnvelope) -> AgentResponse:
             if self.cache is not None and options is None:
-                return await self.cache.aserve(env, self._execute_async)
+                return await self._aserve(self.cache, env)
             return await self._execute_async(env, options)
 
         call: CallNext = call_last
@@ -215,13 +227,56 @@ class IntentRouter:
         if self._middleware:
             return self._in_loop(self.route(env, options=options))
         if self.cache is not None and options is None:
-            return self.cache.serve(env, self._execute_sync)
+            return self._serve(self.cache, env)
         return self._execute_sync(env, options)
 
+    def _serve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
+        """Answer from the cache or by running; the cache gets what was recorded.
+
+        The cache looks the redacted envelope up and keeps the redacted
+        answer; the caller of a fresh execution gets it unredacted.
+        """
+        shown = self._shown(env, None)
+        kept: list[AgentResponse] = []  # the answer as recorded, once it ran
+        live: list[AgentResponse] = []
+
+        def execute(_: IntentEnvelope) -> AgentResponse:
+            live.append(self._execute_sync(env, None, shown, kept.append))
+            return kept[0] if kept else live[0]
+
+        answer = cache.serve(shown[1], execute)
+        return live[0] if kept and answer is kept[0] else answer
+
+    async def _aserve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
+        """The async ``_serve``."""
+        shown = self._shown(env, None)
+        kept: list[AgentResponse] = []
+        live: list[AgentResponse] = []
+
+        async def execute(_: IntentEnvelope) -> AgentResponse:
+            live.append(await self._execute_async(env, None, shown, kept.append))
+            return kept[0] if kept else live[0]
+
+        answer = await cache.aserve(shown[1], execute)
+        return live[0] if kept and answer is kept[0] else answer
+
+    def _shown(self, env: IntentEnvelope, options: ExecutionOptions | None) -> _Shown:
+        """The envelope as recorded and hashed, and the redaction that made it."""
+        redactor = self.redactor
+        if redactor is None:
+            return None, env
+        parent = None if options is None else options.redaction
+        redaction = Redaction(redactor, parent)
+        return redaction, redaction.envelope(env)
+
     def _execute_sync(
-        self, env: IntentEnvelope, options: ExecutionOptions | None = None
+        self,
+        env: IntentEnvelope,
+        options: ExecutionOptions | None = None,
+        shown: _Shown | None = None,
+        keep: _Keep | None = None,
     ) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env, options)
+        ex, decision, decision_wire, order = self._begin(env, options, shown)
         gen = plan(env, decision, decision_wire, order, ex)
         try:
             run = next(gen)
@@ -231,12 +286,20 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
-        return response if ex.recorder is None else self._finish(ex, response)
+        if ex.recorder is None:
+            return response
+        if keep is None and options is not None:
+            keep = options.recorded
+        return self._finish(ex, response, keep)
 
     async def _execute_async(
-        self, env: IntentEnvelope, options: ExecutionOptions | None = None
+        self,
+        env: IntentEnvelope,
+        options: ExecutionOptions | None = None,
+        shown: _Shown | None = None,
+        keep: _Keep | None = None,
     ) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env, options)
+        ex, decision, decision_wire, order = self._begin(env, options, shown)
         gen = plan(env, decision, decision_wire, order, ex)
         try:
             run = next(gen)
@@ -246,12 +309,22 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
-        return response if ex.recorder is None else self._finish(ex, response)
+        if ex.recorder is None:
+            return response
+        if keep is None and options is not None:
+            keep = options.recorded
+        return self._finish(ex, response, keep)
 
     def _begin(
-        self, env: IntentEnvelope, options: ExecutionOptions | None
+        self,
+        env: IntentEnvelope,
+        options: ExecutionOptions | None,
+        shown: _Shown | None = None,
     ) -> tuple[Execution, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
-        """Open an execution: its decision, its id and, with a store, its record."""
+        """Open an execution: its decision, its id and, with a store, its record.
+
+        The record holds the envelope as ``shown`` (redacted), hashed so.
+        """
         started = time.perf_counter()
         decision, decision_wire, order = self._decide(env)
         opts = options or _NO_OPTIONS
@@ -265,16 +338,18 @@ class IntentRouter:
                 cassette=opts.cassette,
             )
         else:
-            envelope_hash = compute_hash(env)
+            redaction, recorded = shown or self._shown(env, options)
+            envelope_hash = compute_hash(recorded)
             recorder = Recorder(
                 store,
-                env.to_wire(),
+                recorded.to_wire(),
                 envelope_hash,
                 env.metadata.request_id,
                 execution_id=opts.execution_id,
                 parent_execution_id=opts.parent_execution_id,
                 received=opts.received,
                 configuration=self._configuration(env),
+                redaction=redaction,
             )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),
@@ -302,17 +377,21 @@ class IntentRouter:
             self._configs[key] = found
         return found
 
-    def _finish(self, ex: Execution, response: AgentResponse) -> AgentResponse:
+    def _finish(
+        self, ex: Execution, response: AgentResponse, keep: _Keep | None
+    ) -> AgentResponse:
+        """Close the record; hand ``keep`` the answer as recorded, return it live."""
         recorder = ex.recorder
         assert recorder is not None  # the drivers call this only when recording
-        if recorder.error is None:
-            recorder.complete(response.to_wire())
-        if recorder.error is None:
-            return response
-        metadata = response.metadata.model_copy(
-            update={"recording_error": recorder.error}
-        )
-        return response.model_copy(update={"metadata": metadata})
+        recorded = recorder.complete(response)
+        error = recorder.error
+        if error is not None:
+            same = recorded is response
+            response = _failed(response, error)
+            recorded = response if same else _failed(recorded, error)
+        if keep is not None:
+            keep(recorded)
+        return response
 
     def _decide(
         self, env: IntentEnvelope
@@ -530,6 +609,12 @@ def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
 
 
 _NO_OPTIONS: Final = ExecutionOptions()
+
+
+def _failed(response: AgentResponse, error: str) -> AgentResponse:
+    """``response`` marked as not recorded, with why."""
+    metadata = response.metadata.model_copy(update={"recording_error": error})
+    return response.model_copy(update={"metadata": metadata})
 
 
 def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:

@@ -17,6 +17,7 @@ from .._util.jsonvalue import JSONObject, JSONValue
 if TYPE_CHECKING:
     from ..envelope import AgentResponse, IntentEnvelope
     from ..store.protocol import ExecutionStore
+    from .redact import Redaction
 
 __all__ = [
     "LIVE",
@@ -161,6 +162,11 @@ class ExecutionOptions:
         received: extra ``INTENT_RECEIVED`` data (``replayOf`` for a re-run).
         store: record into this store instead of the router's own.
         cassette: answers the execution's step calls (a re-run).
+        redaction: the parent's redaction: a child starts knowing the secrets
+            its parent has seen.
+        recorded: called with the answer as recorded (redacted), for a caller
+            that keeps answers (a cache) or records them (a parent's step);
+            routing returns the answer unredacted.
     """
 
     execution_id: str | None = None
@@ -168,3 +174,5 @@ class ExecutionOptions:
     received: JSONObject | None = None
     store: ExecutionStore | None = None
     cassette: Cassette | None = None
+    redaction: Redaction | None = None
+    recorded: Callable[[AgentResponse], None] | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -47,6 +48,7 @@ from ..errors import (
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
+from ..store.file import FileExecutionStore
 from .auth import Access, KeyRing, is_loopback
 from .bodies import DEFAULT_MAX_BODY, read_json
 from .metrics import CONTENT_TYPE, Metrics
@@ -143,6 +145,16 @@ class _Service:
         return self.store
 
 
+def _server_paths(store: ExecutionStore | None) -> list[str]:
+    """The store's directory as its messages may spell it, longest first."""
+    if not isinstance(store, FileExecutionStore):
+        return []
+    given = os.fspath(store.root)
+    spelled = {given, os.path.abspath(given), os.path.realpath(given)}
+    # A bare relative name ("records") tells nothing and would match words.
+    return sorted((p for p in spelled if os.sep in p), key=len, reverse=True)
+
+
 def _json(data: JSONObject, status: int = 200) -> Response:
     return Response(
         orjson.dumps(data), status_code=status, media_type="application/json"
@@ -197,7 +209,7 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.intentusnet = service
-    install_handlers(app, service.metrics)
+    install_handlers(app, service.metrics, hidden=_server_paths(service.store))
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     _add_routes(app, service)
     return app

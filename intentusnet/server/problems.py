@@ -3,13 +3,15 @@
 The documents and the status mapping are :mod:`intentusnet.http.problem`'s; this
 module hooks them into FastAPI: library errors, FastAPI's parameter validation,
 Starlette's own HTTP errors (unknown path, wrong method) and, last, anything
-unexpected, which answers 500 without internals and logs the traceback.
+unexpected, which answers 500 without internals and logs the traceback. A client
+that hangs up before its body is read is not unexpected: it is counted as
+``client_disconnected`` (499) and logged in one line.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -19,15 +21,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import IntentusNetError, RequestInvalid
-from ..http.problem import MEDIA_TYPE, document, from_error
+from ..errors import (
+    ClientDisconnected,
+    IntentusNetError,
+    RecordNotFound,
+    RequestInvalid,
+    ServiceUnavailable,
+)
+from ..http.problem import MEDIA_TYPE, document, from_error, status_for
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from .metrics import Metrics
 
-__all__ = ["install_handlers", "problem_response"]
+__all__ = ["install_handlers", "problem_response", "public_detail"]
 
 _log = logging.getLogger("intentusnet.server")
 
@@ -69,13 +77,46 @@ def _from_validation(exc: RequestValidationError) -> RequestInvalid:
     return invalid_request(errors, summaries)
 
 
-def install_handlers(app: FastAPI, metrics: Metrics) -> None:
-    """Make every error the app answers with a problem document."""
+def public_detail(
+    exc: IntentusNetError, request: Request, hidden: Sequence[str]
+) -> str:
+    """The error's message as a client may see it: no path of the server.
+
+    A store names itself where a record is missing (``in store <root>``), so
+    that detail is rebuilt from the id asked for; an error of the service's own
+    (500) says only that it happened, the log has the rest; and the ``hidden``
+    paths (the store's directory) are replaced by ``<store>`` in any other.
+    """
+    if isinstance(exc, RecordNotFound):
+        execution_id = request.path_params.get("execution_id")
+        return f"no record {execution_id}" if execution_id else "no such record"
+    if status_for(exc) >= 500 and not isinstance(exc, ServiceUnavailable):
+        _log.warning("%s %s: %s", request.method, request.url.path, exc)
+        kind = exc.code.replace("_", " ")
+        return f"{kind} in the IntentusNet service; see the server log"
+    text = str(exc)
+    for path in hidden:
+        text = text.replace(path, "<store>")
+    return text
+
+
+def install_handlers(
+    app: FastAPI, metrics: Metrics, *, hidden: Sequence[str] = ()
+) -> None:
+    """Make every error the app answers with a problem document.
+
+    ``hidden``: server paths no answer may show (see :func:`public_detail`).
+    """
 
     async def on_library_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, IntentusNetError)
         metrics.problem(exc.code)
-        return problem_response(from_error(exc, request.url.path))
+        if isinstance(exc, ClientDisconnected):
+            # The client's doing: one line for the operator, no traceback.
+            _log.info("%s %s: %s", request.method, request.url.path, exc)
+        body = from_error(exc, request.url.path)
+        body["detail"] = public_detail(exc, request, hidden)
+        return problem_response(body)
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

@@ -92,6 +92,9 @@ class ExecutionHeader(_Wire):
     duration_ms: float | None
     chain_head: str
     owner: _Object | None
+    key_id: str | None = Field(
+        default=None, description="The key that signs the record; null if unsigned."
+    )
     configuration: _Object | None = Field(
         default=None,
         description="The router's configuration for the intent when the record was "
@@ -130,6 +133,9 @@ class VerifyReport(_Wire):
     valid: bool
     notes: list[str]
     recording_failure: bool = False
+    key_id: str | None = Field(
+        default=None, description="The signing key line 1 names; null if unsigned."
+    )
 
 
 class ReplayResult(_Wire):

@@ -2,7 +2,10 @@
 
 ``explain(record)`` walks a record's failure path. The failure is the first
 failed (or unfinished) step of the first failed agent attempt, or the attempt
-itself when no step of it failed. The probable root cause is the nearest
+itself when no step of it failed. A record whose process was killed (status
+``incomplete``) failed where it stopped: in the attempt that never ended, if
+one did not; attempts that failed before it were handled (the router went on)
+and are only evidence. The probable root cause is the nearest
 earlier step whose output fed the failing one and looked wrong: it was null or
 empty, or it reached the failing step's arguments and the failure is a type
 error. For a failed child intent (a ``route:`` step) the child's record is
@@ -51,7 +54,8 @@ class Explanation:
         root_cause: the earlier step whose output probably caused it.
         summary: one sentence, e.g. ``crm.lookup returned None; crm.score
             failed with AssertionError: contact required``.
-        evidence: why ``root_cause`` was chosen, one sentence each.
+        evidence: why ``root_cause`` was chosen, and the failed attempts the
+            router handled before a process was stopped, one sentence each.
         failure_seq: the ``seq`` of the event where the failure is recorded.
         child: the explanation of a failed child intent's own record.
     """
@@ -106,15 +110,19 @@ def _explain(
 ) -> Explanation:
     status = record.header.status
     failed = status in (RecordStatus.FAILED, RecordStatus.INCOMPLETE)
+    # Killed or crashed: it failed where it stopped, not where it recovered.
+    stopped = status is RecordStatus.INCOMPLETE
     steps = record_steps(record)
-    attempt_end = _failed_attempt(record.events)
+    attempt_end = None if stopped else _failed_attempt(record.events)
+    attempt_start = _open_attempt(record.events) if stopped else None
     agent: str | None = None
     attempt: int | None = None
-    if attempt_end is not None:
-        agent = _str(attempt_end.data.get("agent"))
-        number = attempt_end.data.get("attempt")
-        attempt = number if type(number) is int else None
-    failing = _failing_step(steps, agent, attempt)
+    for event in (attempt_end, attempt_start):
+        if event is not None:
+            agent = _str(event.data.get("agent"))
+            number = event.data.get("attempt")
+            attempt = number if type(number) is int else None
+    failing = _failing_step(steps, agent, attempt, only_theirs=stopped)
     if not failed:
         summary = "the execution completed: nothing failed"
         if failing is not None:
@@ -143,9 +151,21 @@ def _explain(
     elif attempt_end is not None:
         error = _attempt_error(attempt_end.data)
         tb, seq = _str(attempt_end.data.get("traceback")), attempt_end.seq
+    elif attempt_start is not None:
+        error = {
+            "type": UNFINISHED,
+            "message": f"the process stopped during attempt {attempt} (agent "
+            f"{agent}): nothing after its start (seq {attempt_start.seq}) was "
+            "recorded",
+        }
+        tb, seq = None, attempt_start.seq
     else:
         error, tb, seq = _unfinished(record)
+    if stopped:
+        seq = record.events[-1].seq if record.events else None  # all it recorded
     cause, evidence = _root_cause(steps, failing, agent, attempt)
+    if stopped:
+        evidence += _handled_failures(record.events)
     child = None
     if failing is not None and failing.child_execution_id and store is not None:
         child = _child(failing.child_execution_id, store, depth)
@@ -156,6 +176,11 @@ def _explain(
     happened = f"{who} failed with {_error_text(error)}"
     if failing is not None and failing.outcome == UNFINISHED:
         happened = f"{who} never finished (the process stopped during the call)"
+    elif failing is None and attempt_start is not None:
+        happened = (
+            f"agent {agent} (attempt {attempt}) never finished: the process "
+            "stopped during the attempt (killed or crashed)"
+        )
     summary = happened
     if cause is not None:
         summary = f"{cause.name} returned {_describe(cause.output)}; {happened}"
@@ -193,12 +218,48 @@ def _failed_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None
     return None
 
 
+def _open_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
+    """The last attempt that started and never ended: where a process stopped."""
+    ended = {
+        (event.data.get("agent"), event.data.get("attempt"))
+        for event in events
+        if event.type is EventType.AGENT_ATTEMPT_END
+    }
+    for event in reversed(events):
+        if event.type is EventType.AGENT_ATTEMPT_START and (
+            (event.data.get("agent"), event.data.get("attempt")) not in ended
+        ):
+            return event
+    return None
+
+
+def _handled_failures(events: tuple[ExecutionEvent, ...]) -> list[str]:
+    """Failed attempts before a stop: the router handled them and went on."""
+    found: list[str] = []
+    for event in events:
+        if (
+            event.type is EventType.AGENT_ATTEMPT_END
+            and event.data.get("outcome") != "success"
+        ):
+            error = _error_text(_attempt_error(event.data))
+            found.append(
+                f"before that, attempt {event.data.get('attempt')} (agent "
+                f"{event.data.get('agent')}) failed with {error}; the router "
+                "handled it and went on"
+            )
+    return found
+
+
 def _failing_step(
-    steps: tuple[RecordedStep, ...], agent: str | None, attempt: int | None
+    steps: tuple[RecordedStep, ...],
+    agent: str | None,
+    attempt: int | None,
+    *,
+    only_theirs: bool = False,
 ) -> RecordedStep | None:
     failed = [s for s in steps if not s.ok]
     mine = [s for s in failed if s.agent == agent and s.attempt == attempt]
-    found = mine or failed
+    found = mine if only_theirs else mine or failed
     return found[0] if found else None
 
 
@@ -218,7 +279,9 @@ def _attempt_error(data: JSONObject) -> JSONObject:
 
 def _unfinished(record: ExecutionRecord) -> tuple[JSONObject, str | None, int | None]:
     """The failure of a record with no failed attempt: an error answer or a crash."""
-    last = record.events[-1] if record.events else None
+    # A signature closing the record is not a step of the execution.
+    done = [e for e in record.events if e.type is not EventType.SIGNATURE]
+    last = done[-1] if done else None
     seq = None if last is None else last.seq
     final = record.final_response
     error = None if final is None else final.get("error")

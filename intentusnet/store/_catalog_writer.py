@@ -6,7 +6,8 @@ record's row is committed with its batch: at most :data:`BATCH_ROWS` rows or
 process reads the catalog, closes the store or exits. A record is listed from
 its first byte on all the same, even if its process is then killed: *before*
 its file is created, its row is a line of this process's log of opened records
-(see ``_opened``), which every query copies into the catalog. Readers skip a
+(see ``_opened``), which every query copies into the catalog (or, where this
+process may not write the catalog, keeps in memory: see :attr:`unsaved`). Readers skip a
 row whose file does not exist (yet), and drop it once its process is gone. So
 recording costs one ``write()`` and a share of one SQLite commit per execution,
 where committing each opened record's row would cost a commit each (about 30
@@ -54,6 +55,9 @@ class CatalogWriter:
         self._log = OpenedLog(root)
         self._others = OtherLogs(root)
         self._lock = threading.Lock()
+        #: rows of other processes' logs, by id, where this process may not
+        #: write the catalog (a read-only store): answered from, never written
+        self.unsaved: dict[str, CatalogRow] = {}
         _WRITERS.add(self)
 
     def opened(self, row: CatalogRow) -> None:
@@ -119,6 +123,9 @@ class CatalogWriter:
         # Rows of records whose file is not there (yet) are copied too: the
         # file may come a moment later, and readers skip them until it does.
         rows, dead = self._others.collect(self._log.name)
+        if self.catalog.read_only:
+            self.unsaved.update((row.id, row) for row in rows)
+            return
         if rows:
             self.catalog.add_opened(rows)
         for path in dead:  # their rows are committed now
@@ -131,6 +138,9 @@ class CatalogWriter:
             for execution_id in ids:
                 self._pending.pop(execution_id, None)
                 self._opened.pop(execution_id, None)
+                self.unsaved.pop(execution_id, None)
+        if self.catalog.read_only:
+            return  # readers skip such rows all the same
         try:
             self.catalog.remove(ids)
         except (sqlite3.Error, OSError) as exc:
@@ -154,6 +164,10 @@ class CatalogWriter:
         # not go with the log that is deleted after it.
         with self._lock:
             done, opened = self._pending, self._opened
+            if done and not opened and self.catalog.read_only:
+                # Rows a reader corrected: answered from, not written.
+                self._pending = {}
+                return
             if done or opened:
                 still_open = [row for i, row in opened.items() if i not in done]
                 try:

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Final
 
 from .._util.time import utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
-from ..record.format import invalidated_line
-from ..record.model import VerifyReport
+from ..record.model import EventType, ExecutionRecord, VerifyReport
 from ..record.reader import parse_record
+from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
 from ._layout import FILE_MODE, fsync_dir, make_dirs
 
 if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
+    from ..record.keys import SigningKey
     from .catalog import CatalogRow
 
 _CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
@@ -147,16 +148,24 @@ def read_all(fd: int) -> bytes:
 
 
 def append_invalidated(
-    path: str, execution_id: str, reason: str, *, fsync: bool
+    path: str,
+    execution_id: str,
+    reason: str,
+    *,
+    fsync: bool,
+    signer: SigningKey | None = None,
 ) -> None:
     """Append an ``INVALIDATED`` line to a record no process is writing.
 
     A torn last line left by a crash is cut off first (it holds no complete
-    event), so that the new line continues the chain.
+    event), so that the new line continues the chain. A signed record gets a
+    ``SIGNATURE`` by ``signer`` after it, in the same write. A record invalidated
+    already is left as it is: its first reason stands.
 
     Raises:
         RecordNotFound, RecordIntegrityError: as for loading the record.
         StoreError: a process is still writing it, or the write failed.
+        SigningKeyError: the record is signed and there is no ``signer``.
     """
     fd = open_existing(path, execution_id, os.O_RDWR | os.O_APPEND)
     try:
@@ -169,9 +178,11 @@ def append_invalidated(
             ) from None
         data = read_all(fd)
         record = parse_record(data, execution_id, lambda _owner: False)
+        if invalidated(record):
+            return
+        line = invalidated_lines(record, reason, utc_now()[1], signer)
         if record.torn_tail:
             os.ftruncate(fd, data.rfind(b"\n") + 1)
-        line = invalidated_line(record, reason, utc_now()[1])
         if os.write(fd, line) != len(line):
             raise OSError(28, "short write")
         if fsync:
@@ -184,6 +195,11 @@ def append_invalidated(
         os.close(fd)
 
 
+def invalidated(record: ExecutionRecord) -> bool:
+    """Whether a record holds an ``INVALIDATED`` event (a second adds nothing)."""
+    return any(event.type is EventType.INVALIDATED for event in record.events)
+
+
 def cross_check(
     report: VerifyReport, data: bytes, row: CatalogRow | None
 ) -> VerifyReport:
@@ -192,19 +208,9 @@ def cross_check(
     The catalog remembers how many lines it last saw and the hash of the last
     one, so whole lines cut from the end of a record are found.
     """
-    if row is None or not row.chain_head:
+    if row is None:
         return report
-    lines = data.split(b"\n")[:-1]
-    failure = None
-    if row.lines > len(lines):
-        failure = (
-            f"line {len(lines) + 1}: missing; the catalog saw {row.lines} lines "
-            f"but the file has {len(lines)} (lines were cut from its end)"
-        )
-    elif row.lines >= 1 and (
-        b"sha256:" + lines[row.lines - 1][-66:-2] != row.chain_head.encode()
-    ):
-        failure = f"line {row.lines}: its hash is not the one the catalog recorded"
+    failure = catalog_mismatch(data, row.lines, row.chain_head)
     if failure is None:
         return report
     # Lines the catalog saw are gone: no longer a recording failure, if the
@@ -216,4 +222,26 @@ def cross_check(
         failures=(*report.failures, failure),
         valid=False,
         notes=tuple(n for n in report.notes if not n.startswith("recording failure")),
+        key_id=report.key_id,
+        signatures=report.signatures,
     )
+
+
+def catalog_mismatch(data: bytes, lines: int, chain_head: str) -> str | None:
+    """How a record's bytes differ from the catalog's memory of them, or None.
+
+    ``lines`` and ``chain_head`` are what the catalog last saw: how many
+    complete lines, and the hash of the last of them. Records are append-only,
+    so that line must still be there with that hash.
+    """
+    if not chain_head or lines < 1:
+        return None
+    complete = data.split(b"\n")[:-1]
+    if lines > len(complete):
+        return (
+            f"line {len(complete) + 1}: missing; the catalog saw {lines} lines "
+            f"but the file has {len(complete)} (lines were cut from its end)"
+        )
+    if b"sha256:" + complete[lines - 1][-66:-2] != chain_head.encode():
+        return f"line {lines}: its hash is not the one the catalog recorded"
+    return None

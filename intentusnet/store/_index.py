@@ -4,14 +4,26 @@ The catalog may lag behind the files (another process invalidated a record, a
 catalog update failed) or be missing altogether. Every answer that matters is
 checked against the file before it is returned, a stale row is corrected when
 seen, and a catalog not known to be complete is rebuilt before it is queried.
+A catalog found damaged (see ``catalog``: checksums, order, counts) is moved
+aside, rebuilt and asked again.
+
+A process that may not write the store (a read-only mount, or permissions)
+never writes the catalog: it answers from the catalog as it is, correcting in
+memory what the files say, and where the catalog cannot be used (missing,
+damaged, of an older layout, incomplete) from a private catalog built from the
+record files for this process alone, saying so once.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
+import weakref
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Final, TypeVar
 
 import orjson
@@ -29,9 +41,10 @@ from ..record.model import (
 )
 from . import _log
 from ._catalog_writer import CatalogWriter
-from ._layout import has_records, relative_path
+from ._layout import CATALOG_NAME, has_records, relative_path
 from ._owner import opener_alive, owner_alive
 from ._scan import Progress, file_row, index_chunk, over_shards
+from ._sqlite import DatabaseCorrupt, DatabaseReadOnly
 from .catalog import Catalog, CatalogRow
 
 _T = TypeVar("_T")
@@ -60,6 +73,8 @@ class StoreIndex:
         self._root = root
         self._load = load
         self.writes = CatalogWriter(catalog, root)
+        #: the store's own catalog is not used (see :meth:`_answer_from_files`)
+        self.private = False
 
     def refresh(
         self, execution_id: str, known: CatalogRow | None = None
@@ -106,9 +121,7 @@ class StoreIndex:
                     intent=intent, statuses=(_IN_PROGRESS,), since_us=since_us
                 )
             )
-        opened = self._ask(
-            lambda cat: cat.query(intent=intent, since_us=since_us, live=True)
-        )
+        opened = self._opened(intent, since_us)
         if opened or status is not None:
             indexed = {row.id for row in rows}
             rows = sorted(
@@ -136,6 +149,16 @@ class StoreIndex:
                 envelope_hash, replayable_only=replayable_only, limit=_FIND_LIMIT
             )
         )
+        unsaved = sorted(
+            (
+                r
+                for r in self.writes.unsaved.values()
+                if r.envelope_hash == envelope_hash
+            ),
+            key=lambda r: (r.created_us, r.id),
+            reverse=True,
+        )
+        found += [(row.id, True) for row in unsaved]
         for execution_id, live in found:
             try:
                 record = self._load(execution_id)
@@ -171,7 +194,7 @@ class StoreIndex:
             self._settled(row)
         ids = {row.id for row in indexed}
         writing: list[CatalogRow] = []
-        for row in self._ask(lambda cat: cat.query(live=True)):
+        for row in self._opened(None, None):
             settled = None if row.id in ids else self._settled(row)
             if settled is not None and settled.status == _IN_PROGRESS:
                 writing.append(settled)
@@ -225,21 +248,43 @@ class StoreIndex:
 
     # -- rebuilding ---------------------------------------------------------------
 
-    def rebuild(self, on_progress: Progress | None = None, processes: int = 1) -> int:
+    def rebuild(
+        self,
+        on_progress: Progress | None = None,
+        processes: int = 1,
+        on_changed: Callable[[str, str], None] | None = None,
+    ) -> int:
         """Rebuild the catalog from the record files; return rows indexed.
 
         One shard directory at a time (in ``processes`` worker processes for a
         large store), then rows whose file is gone are dropped and the counts
-        derived again.
+        derived again. A record whose file no longer holds the last line the
+        catalog saw is logged and passed to ``on_changed`` (its id, how it
+        differs); its row stays ``integrity_failure`` (see ``index_chunk``).
         """
+        if not self.private and self.catalog.read_only:
+            raise StoreError(
+                f"cannot rebuild the catalog {self.catalog.path}: this process may "
+                "not write the store (a read-only mount, or its permissions). "
+                "Reading commands work without it; rebuilding needs write access."
+            )
         self.writes.flush()
         done = indexed = 0
         try:
             shards = over_shards(
                 self.catalog, self._root, index_chunk, processes=processes
             )
-            for seen, rows in shards:
+            for seen, rows, changed in shards:
                 self.catalog.upsert_many(rows)
+                for execution_id, problem in changed:
+                    _log.warning(
+                        "record %s changed since the catalog saw it: %s; kept as "
+                        "integrity_failure",
+                        execution_id,
+                        problem,
+                    )
+                    if on_changed is not None:
+                        on_changed(execution_id, problem)
                 done += seen
                 indexed += len(rows)
                 if on_progress is not None:
@@ -262,27 +307,97 @@ class StoreIndex:
         return self.catalog.path.exists()
 
     def _ask(self, question: Callable[[Catalog], _T]) -> _T:
-        """Run a query on a complete catalog, rebuilding it first if needed."""
-        try:
-            self.writes.settle()
-            if not self.catalog.is_complete():
-                if has_records(self._root):
-                    _log.warning(
-                        "catalog %s is new or was lost; rebuilding it from the "
-                        "record files",
-                        self.catalog.path,
-                    )
-                    self.rebuild()
-                else:
-                    self.catalog.mark_complete()
-            return question(self.catalog)
-        except (sqlite3.Error, OSError) as exc:
-            if isinstance(exc, StoreError):
-                raise
-            raise StoreError(
-                f"catalog {self.catalog.path} failed: {exc}. The record files are "
-                "intact; `intentusnet reindex` rebuilds the catalog."
-            ) from exc
+        """Run a query on a complete, sound catalog, rebuilding it first if needed.
+
+        A catalog found damaged is rebuilt (it was moved aside) and asked
+        again; where it may not be written, the answer comes from a private
+        catalog (see :meth:`_answer_from_files`). A third failure is a
+        ``StoreError`` saying how to mend it.
+        """
+        for attempt in range(3):
+            try:
+                self.writes.settle()
+                if not self.catalog.is_complete():
+                    if self.catalog.read_only:
+                        raise DatabaseReadOnly("it is incomplete or new")
+                    if has_records(self._root):
+                        if not self.private:  # that one was announced
+                            _log.warning(
+                                "catalog %s is new or was lost; rebuilding it from "
+                                "the record files",
+                                self.catalog.path,
+                            )
+                        self.rebuild()
+                    else:
+                        self.catalog.mark_complete()
+                return question(self.catalog)
+            except (DatabaseCorrupt, DatabaseReadOnly) as exc:
+                if attempt == 2 or (self.private and isinstance(exc, DatabaseReadOnly)):
+                    raise self._failed(exc) from exc
+                if self.catalog.read_only:
+                    self._answer_from_files(exc)
+                # else: moved aside; the next attempt rebuilds it
+            except (sqlite3.Error, OSError) as exc:
+                if isinstance(exc, StoreError):
+                    raise
+                raise self._failed(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failed(self, exc: BaseException) -> StoreError:
+        if self.catalog.read_only:
+            mend = (
+                "The record files are intact; this process may not write the "
+                "store, so `intentusnet reindex` must be run by one that may."
+            )
+        else:
+            mend = (
+                "The record files are intact; `intentusnet reindex` rebuilds "
+                "the catalog."
+            )
+        return StoreError(f"catalog {self.catalog.path} failed: {exc}. {mend}")
+
+    def _answer_from_files(self, why: BaseException) -> None:
+        """Use a private catalog, built from the record files, for this process.
+
+        For a store this process may not write whose catalog cannot be used:
+        slower (every file is read once), but the answers are right.
+        """
+        if self.private:
+            raise self._failed(why)
+        _log.warning(
+            "catalog %s cannot be used (%s) and this process may not write the "
+            "store: answering from the record files (slower). `intentusnet "
+            "reindex`, run with write access, repairs it.",
+            self.catalog.path,
+            why,
+        )
+        directory = tempfile.mkdtemp(prefix="intentusnet-catalog-")
+        weakref.finalize(self, shutil.rmtree, directory, True)
+        root = self._root
+        catalog = Catalog(
+            Path(directory, CATALOG_NAME), is_empty=lambda: not has_records(root)
+        )
+        self.catalog, self.writes, self.private = (
+            catalog,
+            CatalogWriter(catalog, root),
+            True,
+        )
+
+    def _opened(self, intent: str | None, since_us: int | None) -> list[CatalogRow]:
+        """Rows of opened, unfinished records: the catalog's, and any kept unsaved."""
+        rows = self._ask(
+            lambda cat: cat.query(intent=intent, since_us=since_us, live=True)
+        )
+        if self.writes.unsaved:
+            known = {row.id for row in rows}
+            rows += [
+                row
+                for row in self.writes.unsaved.values()
+                if row.id not in known
+                and (intent is None or row.intent == intent)
+                and (since_us is None or row.created_us >= since_us)
+            ]
+        return rows
 
     def _alive(self, row: CatalogRow) -> bool:
         return owner_alive(f"{self._root}/{relative_path(row.id)}", self._owner(row))

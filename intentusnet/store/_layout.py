@@ -47,14 +47,23 @@ def check_id(execution_id: object) -> str:
 def new_record_id(execution_id: str | None, parent_execution_id: str | None) -> str:
     """The id of a record being opened: the given one checked, else a new one.
 
-    Every store opens records through this, so they refuse the same ids.
+    Every store opens records through this, so they refuse the same ids. A new
+    id may not begin with a hyphen either: the command line would read it as
+    an option. (Records made before this rule are still read by their id.)
 
     Raises:
         InvalidExecutionId: the given id, or the parent's, is not allowed.
     """
     if parent_execution_id is not None:
         check_id(parent_execution_id)
-    return new_execution_id() if execution_id is None else check_id(execution_id)
+    if execution_id is None:
+        return new_execution_id()
+    if check_id(execution_id)[0] == "-":
+        raise InvalidExecutionId(
+            f"invalid execution id {execution_id[:40]!r}: a new record's id may not "
+            "begin with a hyphen (the command line would read it as an option)"
+        )
+    return execution_id
 
 
 def relative_path(execution_id: str) -> str:

@@ -8,6 +8,7 @@ records taken in id order, so memory stays flat however large the store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import groupby
 from typing import Final
 
@@ -23,6 +24,7 @@ from ..record.model import (
 from ..record.reader import parse_record
 from ..record.verify import salvage_header
 from . import _log
+from ._files import catalog_mismatch
 from ._pg import Connection, Row
 from ._pg_schema import HELD, lock_key
 from ._scan import row_for
@@ -133,31 +135,53 @@ def stats(db: Connection) -> StoreStats:
     return StoreStats(sum(by_status.values()), by_status, by_intent, int(size or 0))
 
 
-def reindex(db: Connection, batch: int = REINDEX_BATCH) -> int:
+def reindex(
+    db: Connection,
+    batch: int = REINDEX_BATCH,
+    on_changed: Callable[[str, str], None] | None = None,
+) -> int:
     """Rebuild every catalog row from its record's lines; return how many.
 
     Records are taken ``batch`` at a time in id order (keyset, not offset):
-    one query for the ids, one for their lines, one pipelined update.
+    one query for the ids, one for their lines, one pipelined update. A
+    record whose lines no longer hold the last line its row saw keeps that
+    row's line count and chain head, is marked ``integrity_failure``, logged
+    and passed to ``on_changed`` (its id, how it differs).
     """
     count, after = 0, ""  # every allowed id sorts after ""
     while True:
         ids = db.run(
-            "SELECT execution_id FROM intentusnet_records WHERE execution_id > %s "
-            "ORDER BY execution_id LIMIT %s",
+            "SELECT execution_id, lines, chain_head FROM intentusnet_records "
+            "WHERE execution_id > %s ORDER BY execution_id LIMIT %s",
             [after, batch],
         )
         if not ids:
             return count
         after = str(ids[-1][0])
+        seen = {str(row[0]): (int(row[1]), str(row[2])) for row in ids}
         rows = db.run(
             "SELECT execution_id, line FROM intentusnet_lines "
             "WHERE execution_id = ANY(%s) ORDER BY execution_id, seq",
-            [[row[0] for row in ids]],
+            [list(seen)],
         )
         updates = []
         for key, lines in groupby(rows, key=_first):
             execution_id = str(key)
-            values = _derived(execution_id, b"".join(bytes(r[1]) for r in lines))
+            data = b"".join(bytes(r[1]) for r in lines)
+            values = _derived(execution_id, data)
+            problem = catalog_mismatch(data, *seen[execution_id])
+            if problem is not None:
+                _log.warning(
+                    "record %s changed since the catalog saw it: %s; kept as "
+                    "integrity_failure",
+                    execution_id,
+                    problem,
+                )
+                if on_changed is not None:
+                    on_changed(execution_id, problem)
+                if values is not None:
+                    values[7:9] = [False, ReplayableReason.INTEGRITY_FAILURE.value]
+                    values[13], values[15] = seen[execution_id]
             if values is not None:
                 updates.append([*values, lock_key(execution_id), execution_id])
         db.run_many(_REWRITE, updates, doing="reindex: could not update")

@@ -17,9 +17,12 @@ from typing import Final
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
 from ..errors import RecordExists, StoreError
-from ..record.format import header_line, invalidated_line
+from ..record.format import header_line
+from ..record.keys import SigningKey
 from ..record.model import ExecutionRecord
 from ..record.reader import parse_record
+from ..record.signing import invalidated_lines
+from ._files import invalidated
 from ._layout import new_record_id
 from ._owner import current_owner
 from ._pg import Connection
@@ -84,9 +87,12 @@ def open_record(
     envelope_hash: str,
     execution_id: str | None,
     parent_execution_id: str | None,
+    signer: SigningKey | None = None,
     configuration: JSONObject | None = None,
 ) -> PostgresRecordWriter:
     """Lock a new record, write its header and catalog rows; return its writer.
+
+    With a ``signer``, line 1 names its key and the writer signs on closing.
 
     Raises:
         InvalidExecutionId: a given id is not allowed (nothing was sent).
@@ -104,6 +110,7 @@ def open_record(
             envelope=wire,
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
+            key_id=None if signer is None else signer.key_id,
             configuration=configuration,
         )
     except TypeError as exc:
@@ -139,7 +146,9 @@ def open_record(
             unlock(db, execution_id)
             raise RecordExists(f"record {execution_id} already exists")
         writing.add(execution_id)
-        return PostgresRecordWriter(db, writing, execution_id, digest, len(header))
+        return PostgresRecordWriter(
+            db, writing, execution_id, digest, len(header), signer
+        )
 
 
 def import_record(db: Connection, execution_id: str, data: bytes) -> ExecutionRecord:
@@ -164,17 +173,32 @@ def import_record(db: Connection, execution_id: str, data: bytes) -> ExecutionRe
 
 
 def append_invalidated(
-    db: Connection, execution_id: str, data: bytes, reason: str
+    db: Connection,
+    execution_id: str,
+    data: bytes,
+    reason: str,
+    signer: SigningKey | None = None,
 ) -> None:
-    """Append ``INVALIDATED`` to a record's ``data``; the caller holds its lock."""
+    """Append ``INVALIDATED`` to a record's ``data``; the caller holds its lock.
+
+    A signed record's line is signed by ``signer``, in the same statement. A
+    record invalidated already is left as it is: its first reason stands.
+
+    Raises:
+        SigningKeyError: the record is signed and there is no ``signer``.
+    """
     record = parse_record(data, execution_id, not_running)
-    line = invalidated_line(record, reason, utc_now()[1])
+    if invalidated(record):
+        return
+    line = invalidated_lines(record, reason, utc_now()[1], signer)
+    lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
+    first = len(record.events) + 1
     db.run(
         APPEND.format(outcome=OUTCOME),
         [
             execution_id,
-            [len(record.events) + 1],
-            [line],
+            list(range(first, first + len(lines))),
+            lines,
             len(line),
             "sha256:" + line[-67:-3].decode(),
             *outcome_of(parse_record(data + line, execution_id, not_running)),
@@ -199,8 +223,9 @@ class PostgresRecordWriter(ChainWriter):
         execution_id: str,
         header_hash: str,
         size: int,
+        signer: SigningKey | None = None,
     ) -> None:
-        super().__init__(execution_id, header_hash, size)
+        super().__init__(execution_id, header_hash, size, signer)
         self._db = db
         self._session = db.session()
         self._writing = writing

@@ -84,6 +84,13 @@ def file_row(root: str, execution_id: str, lookup: Lookup) -> CatalogRow | None:
         data = _files.read(path, execution_id)
     except RecordNotFound:
         return None
+    return data_row(path, execution_id, data, lookup)
+
+
+def data_row(
+    path: str, execution_id: str, data: bytes, lookup: Lookup
+) -> CatalogRow | None:
+    """The catalog row of a record file's bytes ``data``, read from ``path``."""
     if headerless(data):
         return _headerless_row(path, execution_id, len(data), lookup(execution_id))
     lines = data.count(b"\n")
@@ -151,16 +158,51 @@ def _headerless_row(
 # -- whole-store work, a chunk of files at a time -----------------------------------
 
 
+#: What a rebuild found of one record the catalog remembered otherwise:
+#: (execution id, how its file differs).
+Changed = tuple[str, str]
+
+
 def index_chunk(
     catalog: Catalog, root: str, ids: list[str]
-) -> tuple[int, list[CatalogRow]]:
-    """Read the rows of some record files; return the files read and the rows.
+) -> tuple[int, list[CatalogRow], list[Changed]]:
+    """Read the rows of some record files; return the files read, rows, changes.
 
-    The caller writes the rows: one writer, so that workers never wait for
-    each other's locks on the catalog.
+    A file whose bytes no longer hold the last line the catalog saw (same
+    place, same hash) was changed or cut after it was indexed: its row keeps
+    the catalog's line count and chain head and says ``integrity_failure``,
+    so that a rebuild never turns a changed record valid, and it is listed
+    among the changes. The caller writes the rows: one writer, so that
+    workers never wait for each other's locks on the catalog.
     """
-    rows = [row for i in ids if (row := file_row(root, i, catalog.get)) is not None]
-    return len(ids), rows
+    try:
+        known = catalog.rows(ids)
+    except (sqlite3.Error, OSError):
+        known = {}  # nothing to compare with
+    rows: list[CatalogRow] = []
+    changed: list[Changed] = []
+    for execution_id in ids:
+        path = f"{root}/{relative_path(execution_id)}"
+        try:
+            data = _files.read(path, execution_id)
+        except RecordNotFound:
+            continue
+        row = data_row(path, execution_id, data, catalog.get)
+        seen = known.get(execution_id)
+        if seen is not None:
+            problem = _files.catalog_mismatch(data, seen.lines, seen.chain_head)
+            if problem is not None:
+                changed.append((execution_id, problem))
+                if row is not None:
+                    row = row._replace(
+                        replayable=0,
+                        reason=ReplayableReason.INTEGRITY_FAILURE.value,
+                        lines=seen.lines,
+                        chain_head=seen.chain_head,
+                    )
+        if row is not None:
+            rows.append(row)
+    return len(ids), rows, changed
 
 
 #: (records, invalid, recording failures, lines, lines verified, reports)

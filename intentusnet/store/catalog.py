@@ -12,10 +12,18 @@ When a record completes, its row moves to ``records``, which is indexed for
 hash lookups and listings. ``counts`` holds records and bytes per status and intent of
 ``records``, kept by triggers in the same transactions, so counting a large
 store reads a few rows.
+
+Every row carries a checksum of its values (``seal``, see :func:`row_seal`),
+written with it (the rows of ``counts``, kept by triggers, are sealed in SQL).
+Every row read back is checked against it, a listing's order as well, and a
+whole listing's length against ``counts``: a flipped bit in the file is found
+(``DatabaseCorrupt``), never answered from.
 """
 
 from __future__ import annotations
 
+import itertools
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -26,43 +34,80 @@ if TYPE_CHECKING:
     import sqlite3
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "3"
+CATALOG_SCHEMA: Final = "4"
+#: The SQL function computing a checksum of text (see :func:`crc`).
+SEAL_FUNCTION: Final = "intentusnet_seal"
 _COLUMNS: Final = (
     "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
     "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
     "chain_head"
 )
+_NAMES: Final = _COLUMNS.split(", ")
+_PARAMS: Final = ", ".join("?" * 17)  # a row's values and its seal
+
+
+def crc(text: str) -> int:
+    """The CRC-32 of ``text``: the checksum of a row (:data:`SEAL_FUNCTION`).
+
+    Enough to find any flipped bit, and cheap: the catalog guards against
+    damage, not forgery (the record files, sealed with SHA-256, are the truth).
+    """
+    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def row_seal(values: Sequence[object]) -> int:
+    """The seal of a row's 16 values: the checksum of their ``repr``.
+
+    The values are those the row is read back as (see :func:`_sealed_values`).
+    """
+    return crc(repr(tuple(values)))
+
+
+def _count_seal(status: str, intent: str, records: str, size: str) -> str:
+    """SQL of the seal of a ``counts`` row: the same text in SQL and Python."""
+    # Each part in parentheses: || binds tighter than + in SQL.
+    text = " || char(31) || ".join(
+        f"({part})" for part in (status, intent, records, size)
+    )
+    return f"{SEAL_FUNCTION}({text})"
+
+
 _TABLE: Final = (
     "(id TEXT PRIMARY KEY, "
     "created_us INTEGER NOT NULL, created_utc TEXT NOT NULL, intent TEXT NOT NULL, "
     "intent_version TEXT NOT NULL, envelope_hash TEXT NOT NULL, "
     "status TEXT NOT NULL, replayable INTEGER NOT NULL, reason TEXT, agent TEXT, "
     "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
-    "size INTEGER NOT NULL, chain_head TEXT NOT NULL)"
+    "size INTEGER NOT NULL, chain_head TEXT NOT NULL, seal INTEGER NOT NULL)"
 )
+# Counted by an update, or a new row (its seal is only computed then).
 _COUNT_NEW: Final = (
-    "INSERT INTO counts VALUES (new.status, new.intent, 1, new.size) "
-    "ON CONFLICT DO UPDATE SET records = records + 1, bytes = bytes + excluded.bytes;"
+    "UPDATE counts SET records = records + 1, bytes = bytes + new.size, seal = "
+    + _count_seal("status", "intent", "records + 1", "bytes + new.size")
+    + " WHERE status = new.status AND intent = new.intent; "
+    "INSERT INTO counts SELECT new.status, new.intent, 1, new.size, "
+    + _count_seal("new.status", "new.intent", "1", "new.size")
+    + " WHERE NOT EXISTS (SELECT 1 FROM counts "
+    "WHERE status = new.status AND intent = new.intent);"
 )
 _UNCOUNT_OLD: Final = (
-    "UPDATE counts SET records = records - 1, bytes = bytes - old.size "
-    "WHERE status = old.status AND intent = old.intent;"
+    "UPDATE counts SET records = records - 1, bytes = bytes - old.size, seal = "
+    + _count_seal("status", "intent", "records - 1", "bytes - old.size")
+    + " WHERE status = old.status AND intent = old.intent;"
 )
 _DDL: Final = (
     f"CREATE TABLE IF NOT EXISTS records {_TABLE}",
     f"CREATE TABLE IF NOT EXISTS live {_TABLE} WITHOUT ROWID",
     # With ``id`` last, a hash lookup reads its answer, newest first, from the
-    # index alone. The index of the same purpose without ``id`` is replaced
-    # (an index, unlike a table layout, can be, without rebuilding the rows).
-    "DROP INDEX IF EXISTS records_by_hash",
+    # index alone.
     "CREATE INDEX IF NOT EXISTS records_by_hash_id "
     "ON records (envelope_hash, replayable, created_us, id)",
     "CREATE INDEX IF NOT EXISTS records_by_created ON records (created_us)",
     "CREATE INDEX IF NOT EXISTS records_by_intent ON records (intent, created_us)",
     "CREATE INDEX IF NOT EXISTS records_by_status ON records (status, created_us)",
     "CREATE TABLE IF NOT EXISTS counts (status TEXT NOT NULL, intent TEXT NOT NULL, "
-    "records INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (status, intent)) "
-    "WITHOUT ROWID",
+    "records INTEGER NOT NULL, bytes INTEGER NOT NULL, seal INTEGER NOT NULL, "
+    "PRIMARY KEY (status, intent)) WITHOUT ROWID",
     "CREATE TRIGGER IF NOT EXISTS records_counted AFTER INSERT ON records BEGIN "
     f"{_COUNT_NEW} END",
     "CREATE TRIGGER IF NOT EXISTS records_recounted AFTER UPDATE ON records BEGIN "
@@ -70,23 +115,28 @@ _DDL: Final = (
     "CREATE TRIGGER IF NOT EXISTS records_uncounted AFTER DELETE ON records BEGIN "
     f"{_UNCOUNT_OLD} END",
 )
+_META: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)"
+#: Every table, index and trigger the schema makes, by name, as SQLite keeps its
+#: statement (without ``IF NOT EXISTS``): a schema that differs is damaged.
+_SCHEMA: Final = {
+    statement.split()[5]: statement.replace(" IF NOT EXISTS", "")
+    for statement in (_META, *_DDL)
+}
 # Rows only move forward: a row describing fewer lines never replaces one
 # describing more (records are append-only), so a slow reindex cannot undo a
-# writer's newer update.
+# writer's newer update. A row that moves forward is replaced whole, seal and
+# all (its other columns come from the same header).
 _UPSERT: Final = (
-    f"INSERT INTO records ({_COLUMNS}) VALUES ({', '.join('?' * 16)}) "
-    "ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
-    "replayable = excluded.replayable, reason = excluded.reason, "
-    "agent = excluded.agent, duration_ms = excluded.duration_ms, "
-    "lines = excluded.lines, size = excluded.size, "
-    "chain_head = excluded.chain_head WHERE excluded.lines >= records.lines"
+    f"INSERT INTO records ({_COLUMNS}, seal) VALUES ({_PARAMS}) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in [*_NAMES[1:], "seal"])
+    + " WHERE excluded.lines >= records.lines"
 )
-_ADD_LIVE: Final = f"INSERT OR REPLACE INTO live VALUES ({', '.join('?' * 16)})"
+_ADD_LIVE: Final = f"INSERT OR REPLACE INTO live VALUES ({_PARAMS})"
 # A logged row of an opened record, unless the record's row is there already.
 _ADD_OPENED: Final = (
-    "INSERT OR IGNORE INTO live SELECT "
-    + ", ".join(f"?{n}" for n in range(1, 17))
-    + " WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1)"
+    f"INSERT OR IGNORE INTO live SELECT {_PARAMS} "
+    "WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1)"
 )
 _DROP_LIVE: Final = "DELETE FROM live WHERE id = ?"
 _ANY_LIVE: Final = "SELECT 1 FROM live LIMIT 1"
@@ -123,7 +173,11 @@ class CatalogRow(NamedTuple):
 
 
 class Catalog:
-    """The SQLite index of one store; every method is one short transaction."""
+    """The SQLite index of one store; every method is one short transaction.
+
+    Reads raise ``DatabaseCorrupt`` (see ``_sqlite``) when a row does not match
+    its seal, a listing is out of order or shorter than ``counts`` says.
+    """
 
     def __init__(
         self,
@@ -138,14 +192,26 @@ class Catalog:
         self._is_empty = is_empty
         self._complete = False
         self._db = Database(
-            path, self._setup, on_reset=self._forget_complete, timeout_s=timeout_s
+            path,
+            self._setup,
+            ready=self._ready,
+            functions={SEAL_FUNCTION: crc},
+            on_reset=self._forget_complete,
+            timeout_s=timeout_s,
         )
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this process may not write the catalog (nor make one)."""
+        from ._sqlite import may_write
+
+        return not may_write(self.path)
 
     # -- writes -------------------------------------------------------------------
 
     def add_live(self, row: CatalogRow) -> None:
         """Record that a record is opening (one small commit)."""
-        self._db.run(lambda db: db.execute(_ADD_LIVE, row))
+        self._db.run(lambda db: db.execute(_ADD_LIVE, _sealed_values(row)))
 
     def upsert(self, row: CatalogRow) -> None:
         """Insert a record's row, or move an existing one forward."""
@@ -165,11 +231,11 @@ class Catalog:
             # row here), and "live" is usually empty: most records complete
             # within their batch and never enter it.
             if rows:
-                db.executemany(_UPSERT, map(tuple, rows))
+                db.executemany(_UPSERT, map(_sealed_values, rows))
                 if db.execute(_ANY_LIVE).fetchone() is not None:
                     db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
             if opened:
-                db.executemany(_ADD_OPENED, map(tuple, opened))
+                db.executemany(_ADD_OPENED, map(_sealed_values, opened))
 
         if rows or opened:
             self._db.transaction(run)
@@ -180,7 +246,9 @@ class Catalog:
         Rows copied from a log of opened records may be older than the row the
         record has by now; they never replace it.
         """
-        self._db.transaction(lambda db: db.executemany(_ADD_OPENED, map(tuple, rows)))
+        self._db.transaction(
+            lambda db: db.executemany(_ADD_OPENED, map(_sealed_values, rows))
+        )
 
     def remove(self, ids: Sequence[str]) -> None:
         """Forget records (their files were deleted, or never made)."""
@@ -211,8 +279,9 @@ class Catalog:
         def run(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM counts")
             db.execute(
-                "INSERT INTO counts SELECT status, intent, count(*), sum(size) "
-                "FROM records GROUP BY status, intent"
+                "INSERT INTO counts SELECT status, intent, count(*), sum(size), "
+                + _count_seal("status", "intent", "count(*)", "sum(size)")
+                + " FROM records GROUP BY status, intent"
             )
 
         self._db.transaction(run)
@@ -240,7 +309,7 @@ class Catalog:
                     "SELECT value FROM meta WHERE key = 'complete'"
                 ).fetchone()
             )
-            self._complete = found is not None
+            self._complete = found is not None and found[0] == "1"
         return self._complete
 
     def get(self, execution_id: str) -> CatalogRow | None:
@@ -249,10 +318,11 @@ class Catalog:
         def run(db: sqlite3.Connection) -> CatalogRow | None:
             for table in ("records", "live"):
                 found = db.execute(
-                    f"SELECT {_COLUMNS} FROM {table} WHERE id = ?", (execution_id,)
+                    f"SELECT {_COLUMNS}, seal FROM {table} WHERE id = ?",
+                    (execution_id,),
                 ).fetchone()
                 if found is not None:
-                    return CatalogRow(*found)
+                    return _checked(found)
             return None
 
         return self._db.run(run)
@@ -265,9 +335,10 @@ class Catalog:
             for start in range(0, len(ids), 500):  # SQLite's limit on parameters
                 part = ids[start : start + 500]
                 marks = ", ".join("?" * len(part))
-                sql = f"SELECT {_COLUMNS} FROM records WHERE id IN ({marks})"
+                sql = f"SELECT {_COLUMNS}, seal FROM records WHERE id IN ({marks})"
                 for values in db.execute(sql, part):
-                    found[values[0]] = CatalogRow(*values)
+                    row = _checked(values)
+                    found[row.id] = row
             return found
 
         return self._db.run(run)
@@ -305,48 +376,82 @@ class Catalog:
         """Return rows matching every filter given, newest first.
 
         ``live=True`` reads the rows of opened, unfinished records instead.
+        Every row is checked against its seal and the order against the rows;
+        a listing of ``records`` by intent and status only (no time bounds, no
+        limit) is also checked to hold as many rows as ``counts`` says, in the
+        same snapshot.
         """
         where: list[str] = []
         params: list[object] = []
+        count_where: list[str] = []
+        count_params: list[object] = []
         if intent is not None:
             where.append("intent = ?")
             params.append(intent)
         if statuses:
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             params.extend(statuses)
+        count_where, count_params = list(where), list(params)
         if since_us is not None:
             where.append("created_us >= ?")
             params.append(since_us)
         if before_us is not None:
             where.append("created_us < ?")
             params.append(before_us)
-        sql = f"SELECT {_COLUMNS} FROM {'live' if live else 'records'}"
+        whole = not live and len(where) == len(count_where) and limit is None
+        sql = f"SELECT {_COLUMNS}, seal FROM {'live' if live else 'records'}"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += _ORDER
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        found = self._db.run(lambda db: db.execute(sql, params).fetchall())
-        return [CatalogRow(*row) for row in found]
+
+        def run(db: sqlite3.Connection) -> list[CatalogRow]:
+            rows = [_checked(values) for values in db.execute(sql, params)]
+            _check_order(rows)
+            if whole:
+                counted = _sealed_counts(db, count_where, count_params)
+                expected = sum(records for _s, _i, records, _b in counted)
+                if expected != len(rows):
+                    raise _corrupt(
+                        f"it lists {len(rows)} records where its counts say {expected}"
+                    )
+            return rows
+
+        return self._db.read(run)
 
     def counts(self) -> list[tuple[str, str, int, int]]:
         """Return (status, intent, records, bytes) of ``records``, from ``counts``."""
         return self._db.run(
-            lambda db: db.execute(
-                "SELECT status, intent, records, bytes FROM counts WHERE records > 0"
-            ).fetchall()
+            lambda db: [row for row in _sealed_counts(db, [], []) if row[2] > 0]
         )
 
     # -- schema -------------------------------------------------------------------
 
-    def _setup(self, db: sqlite3.Connection, fresh: bool) -> None:
-        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+    @staticmethod
+    def _ready(db: sqlite3.Connection) -> bool:
+        """Whether the schema is current (reading only: nothing to set up)."""
+        schema = dict(db.execute("SELECT name, sql FROM sqlite_master").fetchall())
+        if "meta" not in schema:
+            return False  # a new file
+        if schema["meta"] != _SCHEMA["meta"]:
+            raise _corrupt("its schema of meta is not the one made")
         found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if found is not None and found[0] != CATALOG_SCHEMA:
+        if found is None or found[0] != CATALOG_SCHEMA:
+            return False  # another layout: dropped and made anew
+        wrong = sorted(name for name, sql in _SCHEMA.items() if schema.get(name) != sql)
+        if wrong:
+            raise _corrupt(f"its schema of {', '.join(wrong)} is not the one made")
+        return True
+
+    def _setup(self, db: sqlite3.Connection, fresh: bool) -> None:
+        db.execute(_META)
+        found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if found is None or found[0] != CATALOG_SCHEMA:
             # Derived data: another layout is dropped and rebuilt, not migrated.
-            db.execute("DROP TABLE IF EXISTS records")
-            db.execute("DROP TABLE IF EXISTS live")
+            for table in ("records", "live", "counts"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute("DELETE FROM meta")
         for statement in _DDL:
             db.execute(statement)
@@ -358,3 +463,55 @@ class Catalog:
 
     def _forget_complete(self) -> None:
         self._complete = False
+
+
+def _corrupt(problem: str) -> Exception:
+    from ._sqlite import DatabaseCorrupt
+
+    return DatabaseCorrupt(f"the catalog is damaged: {problem}")
+
+
+def _sealed_values(row: CatalogRow) -> tuple[object, ...]:
+    """A row's values as SQLite reads them back, and their seal."""
+    values: tuple[object, ...] = tuple(row)
+    duration, replayable = row.duration_ms, row.replayable
+    if (duration is not None and type(duration) is not float) or type(
+        replayable
+    ) is not int:
+        # A REAL column reads back a float, an INTEGER one an int: sealed so.
+        values = tuple(
+            row._replace(
+                duration_ms=None if duration is None else float(duration) + 0.0,
+                replayable=int(replayable),
+            )
+        )
+    return (*values, row_seal(values))
+
+
+def _checked(values: Sequence[object]) -> CatalogRow:
+    """A row read back (its columns, then its seal), if it matches its seal."""
+    if len(values) != 17 or row_seal(values[:16]) != values[16]:
+        raise _corrupt(f"a row does not match its checksum ({values[0]!r})")
+    return CatalogRow(*values[:16])  # type: ignore[arg-type]
+
+
+def _check_order(rows: Sequence[CatalogRow]) -> None:
+    """Rows listed newest first, each once: an index read wrong shows here."""
+    for before, after in itertools.pairwise(rows):
+        if (before.created_us, before.id) <= (after.created_us, after.id):
+            raise _corrupt("a listing is out of order or repeats a record")
+
+
+def _sealed_counts(
+    db: sqlite3.Connection, where: Sequence[str], params: Sequence[object]
+) -> list[tuple[str, str, int, int]]:
+    """Rows of ``counts`` matching ``where``, each checked against its seal."""
+    sql = "SELECT status, intent, records, bytes, seal FROM counts"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    found: list[tuple[str, str, int, int]] = []
+    for status, intent, records, size, seal in db.execute(sql, params):
+        if crc(f"{status}\x1f{intent}\x1f{records}\x1f{size}") != seal:
+            raise _corrupt(f"the counts of {status} {intent!r} do not match")
+        found.append((status, intent, records, size))
+    return found

@@ -26,6 +26,7 @@ from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
 from ..errors import RecordNotFound, StoreError
 from ..record.format import header_line
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordSummary,
@@ -88,11 +89,16 @@ class FileExecutionStore:
         root: the store directory; default ``$INTENTUSNET_STORE`` or
             ``.intentusnet/records``. Created (mode 0700) on first write.
         durability: ``"flush"`` (default) or ``"fsync"``, see :data:`Durability`.
+        signing_key: a :class:`SigningKey`, or the path of its private key file:
+            every record opened names its id in line 1 and is signed each time
+            it is closed (completed, closed unfinished, invalidated); see
+            docs/records.md, "Signatures". Added in 0.1.0.
 
     Raises:
         ValueError: an unknown durability, or a ``postgresql://`` URL for the
             root (given, or in ``$INTENTUSNET_STORE``): a URL names a
             PostgreSQL store, which ``intentusnet.open_store()`` opens.
+        SigningKeyError: ``signing_key`` cannot be read as an Ed25519 private key.
     """
 
     def __init__(
@@ -100,12 +106,14 @@ class FileExecutionStore:
         root: str | os.PathLike[str] | None = None,
         *,
         durability: Durability = "flush",
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
                 f"durability must be 'flush' or 'fsync', not {durability!r}"
             )
         from_env = root is None
+        self._signer = load_signing_key(signing_key)
         if root is None:
             root = os.environ.get("INTENTUSNET_STORE") or DEFAULT_ROOT
         if is_url(root):
@@ -205,6 +213,7 @@ class FileExecutionStore:
                 envelope=wire,
                 parent_execution_id=parent_execution_id,
                 owner=owner,
+                key_id=None if self._signer is None else self._signer.key_id,
                 configuration=configuration,
             )
         except TypeError as exc:
@@ -253,6 +262,7 @@ class FileExecutionStore:
             fsync=self._fsync,
             row=row,
             on_complete=writes.write_later,
+            signer=self._signer,
         )
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
@@ -288,16 +298,26 @@ class FileExecutionStore:
         """Mark a record not replayable by appending an ``INVALIDATED`` event.
 
         The record is not rewritten; a torn last line left by a crash is cut off
-        first, so that the new line continues the chain.
+        first, so that the new line continues the chain. Invalidating a record
+        that is invalidated already changes nothing: it keeps its first
+        ``INVALIDATED`` event and reason.
+
+        A signed record's ``INVALIDATED`` line is signed too, by this store's
+        key.
 
         Raises:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
             RecordIntegrityError: the record is damaged.
             StoreError: a process is still writing the record.
+            SigningKeyError: the record is signed and this store has no key.
         """
         check_id(execution_id)
         _files.append_invalidated(
-            self._path(execution_id), execution_id, reason, fsync=self._fsync
+            self._path(execution_id),
+            execution_id,
+            reason,
+            fsync=self._fsync,
+            signer=self._signer,
         )
         self._index.refresh(execution_id)
 
@@ -484,7 +504,11 @@ class FileExecutionStore:
         return removed
 
     def reindex(
-        self, *, processes: int = 1, on_progress: Progress | None = None
+        self,
+        *,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+        on_changed: Callable[[str, str], None] | None = None,
     ) -> int:
         """Rebuild the catalog from the record files; return records indexed.
 
@@ -494,15 +518,25 @@ class FileExecutionStore:
         files with no complete first line as ``recording_failure``; files of a
         newer format or with an unreadable header are left out (and logged).
 
+        A record whose file no longer holds the last line the catalog saw
+        (same place, same hash: records are append-only) was changed or cut
+        since: even if its chain holds (every hash recomputed), it is not
+        accepted. Its row keeps the catalog's chain head, so ``verify`` still
+        fails it, and says ``integrity_failure``; it is logged and passed to
+        ``on_changed``. A catalog that was deleted remembers nothing: only a
+        signature then tells (docs/records.md, "Signatures").
+
         Args:
             processes: worker processes reading the files of a store of 20,000
                 records or more, as for :meth:`verify_all` (added in 0.1.0).
             on_progress: called with the number of files read so far (added in
                 0.1.0).
+            on_changed: called with the id of each record changed since the
+                catalog saw it and how it differs (added in 0.1.0).
         """
         if not os.path.isdir(self._root):
             return 0
-        return self._index.rebuild(on_progress, processes)
+        return self._index.rebuild(on_progress, processes, on_changed)
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and bytes used, from the catalog.
@@ -511,7 +545,7 @@ class FileExecutionStore:
         """
         if not os.path.isdir(self._root):
             return StoreStats(records=0)
-        catalog = self._index.catalog.path
+        catalog = self.root / CATALOG_NAME  # the store's, whatever answers
         extra = self._hits.size()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
@@ -572,10 +606,12 @@ class FileExecutionStore:
     def change_probe(self, execution_id: str) -> Callable[[], object]:
         """Return a cheap check whose answer changes whenever the record changes.
 
-        One ``stat()``: the file's size, modification time and inode, or
-        ``None`` once the file is gone. An appended ``INVALIDATED`` line, an
-        edited byte or a deletion all change the answer; the replay cache asks
-        it on every hit. Added in 0.1.0.
+        One ``stat()``: the file's size, inode, modification time and status
+        change time (``st_ctime_ns``), or ``None`` once the file is gone. An
+        appended ``INVALIDATED`` line, an edited byte or a deletion all change
+        the answer, also an edit of the same size whose modification time was
+        put back (``touch -d``, ``os.utime``): no call can set the change time.
+        The replay cache asks it on every hit. Added in 0.1.0.
 
         Raises:
             InvalidExecutionId: the id is not allowed.
@@ -588,7 +624,7 @@ class FileExecutionStore:
                 found = stat(path)
             except OSError:
                 return None
-            return (found.st_size, found.st_mtime_ns, found.st_ino)
+            return (found.st_size, found.st_ino, found.st_mtime_ns, found.st_ctime_ns)
 
         return probe
 

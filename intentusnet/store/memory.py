@@ -7,6 +7,7 @@ disk, the catalog and the processes are left out. Queries scan every record.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,8 @@ from typing import TypeAlias
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of, parse_utc, utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
-from ..record.format import header_line, invalidated_line
+from ..record.format import header_line
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordStatus,
@@ -26,7 +28,9 @@ from ..record.model import (
     status_filter,
 )
 from ..record.reader import parse_record
+from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
+from ._files import invalidated
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
 from .hits import CacheHit, hit_line, parse_hits, select
@@ -45,7 +49,9 @@ class MemoryRecordWriter(ChainWriter):
     def __init__(
         self, store: MemoryExecutionStore, execution_id: str, header_hash: str
     ) -> None:
-        super().__init__(execution_id, header_hash, len(store._data[execution_id]))
+        super().__init__(
+            execution_id, header_hash, len(store._data[execution_id]), store._signer
+        )
         self._store = store
 
     def _emit(self, line: bytes) -> None:
@@ -59,9 +65,16 @@ class MemoryRecordWriter(ChainWriter):
 
 
 class MemoryExecutionStore:
-    """An :class:`ExecutionStore` in memory; nothing survives the process."""
+    """An :class:`ExecutionStore` in memory; nothing survives the process.
 
-    def __init__(self) -> None:
+    Args:
+        signing_key: as for ``FileExecutionStore`` (added in 0.1.0).
+    """
+
+    def __init__(
+        self, *, signing_key: SigningKey | str | os.PathLike[str] | None = None
+    ) -> None:
+        self._signer = load_signing_key(signing_key)
         self.root = Path(":memory:")
         self._data: dict[str, bytearray] = {}
         self._writing: set[str] = set()
@@ -86,6 +99,7 @@ class MemoryExecutionStore:
             envelope=wire_object(envelope),
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
+            key_id=None if self._signer is None else self._signer.key_id,
             configuration=configuration,
         )
         with self._lock:
@@ -154,12 +168,17 @@ class MemoryExecutionStore:
         return None
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Append an ``INVALIDATED`` event to a record no one is writing."""
+        """Append an ``INVALIDATED`` event to a record no one is writing.
+
+        A record invalidated already is left as it is.
+        """
         with self._lock:
             if execution_id in self._writing:
                 raise StoreError(f"record {execution_id} is still being written")
             record = self.load(execution_id)
-            line = invalidated_line(record, reason, utc_now()[1])
+            if invalidated(record):
+                return  # its first reason stands, as in every store
+            line = invalidated_lines(record, reason, utc_now()[1], self._signer)
             data = self._data[execution_id]
             del data[data.rfind(b"\n") + 1 :]  # drop a torn last line
             data += line

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from ._url import is_url, public_url, scrub
 
 if TYPE_CHECKING:
+    from ..record.keys import SigningKey
     from .file import Durability, FileExecutionStore
     from .postgres import PostgresExecutionStore
 
@@ -36,6 +37,7 @@ def open_store(
     *,
     create: bool = True,
     durability: Durability = "flush",
+    signing_key: SigningKey | str | os.PathLike[str] | None = None,
 ) -> NamedStore:
     """Open the store ``name`` names: a ``postgresql://`` URL or a directory.
 
@@ -55,20 +57,25 @@ def open_store(
             not taken for an empty store. A URL's database must exist in any
             case (its tables are made on first use).
         durability: ``"flush"`` or ``"fsync"``, as for either store.
+        signing_key: a ``SigningKey`` or its private key file, as for either
+            store (added in 0.1.0).
 
     Raises:
         ValueError: a malformed URL (the message does not show the password).
         ImportError: a URL, and the ``postgres`` extra is not installed.
         FileNotFoundError, NotADirectoryError: with ``create=False``, the
             directory does not exist, or is not a directory.
+        SigningKeyError: ``signing_key`` cannot be read as a private key.
     """
     if name is None:
         name = os.environ.get("INTENTUSNET_STORE") or None
     if name is not None and is_url(name):
-        return _open_url(str(name), durability)
+        return _open_url(str(name), durability, signing_key)
     from .file import DEFAULT_ROOT, FileExecutionStore
 
-    store = FileExecutionStore(name or DEFAULT_ROOT, durability=durability)
+    store = FileExecutionStore(
+        name or DEFAULT_ROOT, durability=durability, signing_key=signing_key
+    )
     if not create:
         if not store.root.exists():
             raise FileNotFoundError(f"no execution store at {str(store.root)!r}")
@@ -79,7 +86,11 @@ def open_store(
     return store
 
 
-def _open_url(url: str, durability: Durability) -> PostgresExecutionStore:
+def _open_url(
+    url: str,
+    durability: Durability,
+    signing_key: SigningKey | str | os.PathLike[str] | None,
+) -> PostgresExecutionStore:
     try:
         from psycopg.conninfo import conninfo_to_dict
 
@@ -103,4 +114,4 @@ def _open_url(url: str, durability: Durability) -> PostgresExecutionStore:
         raise ValueError(
             f"malformed PostgreSQL URL {public_url(url)}: the port must be a number"
         )
-    return PostgresExecutionStore(url, durability=durability)
+    return PostgresExecutionStore(url, durability=durability, signing_key=signing_key)

@@ -16,6 +16,7 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Final, TypeAlias
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of
 from ..errors import RecordIntegrityError, RecordNotFound, StoreError
+from ..record.keys import SigningKey, load_signing_key
 from ..record.model import (
     ExecutionRecord,
     RecordSummary,
@@ -51,6 +53,11 @@ from ._pg_writer import (
 )
 from .catalog import CatalogRow
 
+#: The records made from one envelope hash (and replayable, unless the second
+#: parameter is false), newest first: find_by_hash's candidates.
+_CANDIDATES: Final = """SELECT execution_id FROM intentusnet_records
+    WHERE envelope_hash = %s AND (replayable OR NOT %s)
+    ORDER BY created_us DESC, execution_id DESC"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
 
@@ -69,6 +76,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         pool_size: connections in the read pool (psycopg_pool), opened on the
             first read. Writes and advisory locks go through one more
             connection, the store's session.
+        signing_key: as for ``FileExecutionStore``: records are signed by the
+            same code (added in 0.1.0).
 
     The tables are created on first use. Safe for any number of threads (reads
     run in parallel on the pool; writes take turns on the session), processes
@@ -81,6 +90,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         *,
         durability: Durability = "flush",
         pool_size: int = POOL_SIZE,
+        signing_key: SigningKey | str | os.PathLike[str] | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -93,6 +103,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         ):
             raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self.durability: Final = durability
+        self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
         self._writing: set[str] = set()
 
@@ -155,6 +166,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             envelope_hash=envelope_hash,
             execution_id=execution_id,
             parent_execution_id=parent_execution_id,
+            signer=self._signer,
             configuration=configuration,
         )
 
@@ -176,10 +188,13 @@ class PostgresExecutionStore(PostgresHitJournal):
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Append an ``INVALIDATED`` event to a record no one is writing.
 
+        A record invalidated already is left as it is (its first reason stands).
+
         Raises:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
             RecordIntegrityError: the record is damaged.
             StoreError: a process (on any host) is still writing the record.
+            SigningKeyError: the record is signed and this store has no key.
         """
         check_id(execution_id)
         with self._db.lock:
@@ -187,7 +202,7 @@ class PostgresExecutionStore(PostgresHitJournal):
                 raise StoreError(f"record {execution_id} is still being written")
             try:
                 append_invalidated(
-                    self._db, execution_id, self.raw(execution_id), reason
+                    self._db, execution_id, self.raw(execution_id), reason, self._signer
                 )
             finally:
                 unlock(self._db, execution_id)
@@ -231,15 +246,18 @@ class PostgresExecutionStore(PostgresHitJournal):
             )
         return sorted(str(row[0]) for row in rows)
 
-    def reindex(self) -> int:
+    def reindex(self, *, on_changed: Callable[[str, str], None] | None = None) -> int:
         """Rebuild every catalog row from the record's stored lines.
 
         Damaged records are indexed as ``integrity_failure`` where line 1 can be
         read; records of a newer format are left as they are (and logged).
         Returns the number of records indexed. Records are read a batch at a
-        time, so memory does not grow with the store.
+        time, so memory does not grow with the store. A record whose lines no
+        longer hold the last line its row saw is not accepted: as for
+        ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
+        logged and passed to ``on_changed`` (added in 0.1.0).
         """
-        return _pg_catalog.reindex(self._db)
+        return _pg_catalog.reindex(self._db, on_changed=on_changed)
 
     # -- reading ------------------------------------------------------------------
 
@@ -264,8 +282,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             InvalidExecutionId, RecordNotFound, UnsupportedSchemaVersion,
             RecordIntegrityError, StoreError (the database).
         """
-        data = self.raw(execution_id)
-        return parse_record(data, execution_id, lambda _owner: self._held(execution_id))
+        return self._parse(execution_id, self.raw(execution_id))
 
     def exists(self, execution_id: str) -> bool:
         """Whether a record with this id exists (raises InvalidExecutionId)."""
@@ -329,24 +346,33 @@ class PostgresExecutionStore(PostgresHitJournal):
         """The newest record made from an envelope with this hash, or None.
 
         With ``replayable_only`` (default) only replayable records count. The
-        record is loaded and verified before it is returned; a row that no
-        longer matches its record is corrected and passed over.
+        record is loaded and verified before it is returned. The newest
+        candidate's lines come with the query that finds it (one round trip
+        in the usual case); if they do not verify, the next candidates are
+        read one at a time (up to 20 in all).
         """
-        rows = self._db.read(
-            """SELECT execution_id FROM intentusnet_records
-            WHERE envelope_hash = %s AND (replayable OR NOT %s)
-            ORDER BY created_us DESC, execution_id DESC LIMIT 20""",
-            [envelope_hash, replayable_only],
+        params = [envelope_hash, replayable_only]
+        newest = self._db.read(
+            f"""SELECT l.execution_id, l.line FROM ({_CANDIDATES} LIMIT 1) AS c
+            JOIN intentusnet_lines l USING (execution_id) ORDER BY l.seq""",
+            params,
         )
-        for (execution_id,) in rows:
+        if not newest:
+            return None
+        data = b"".join(bytes(row[1]) for row in newest)
+        found = self._servable(str(newest[0][0]), data, replayable_only)
+        if found is not None:
+            return found
+        for (execution_id,) in self._db.read(
+            f"{_CANDIDATES} OFFSET 1 LIMIT 19", params
+        ):
             try:
-                record = self.load(str(execution_id))
+                data = self.raw(str(execution_id))
             except RecordNotFound:
                 continue  # deleted meanwhile
-            except RecordIntegrityError:
-                continue
-            if record.header.replayable or not replayable_only:
-                return record
+            found = self._servable(str(execution_id), data, replayable_only)
+            if found is not None:
+                return found
         return None
 
     def stats(self) -> StoreStats:
@@ -391,6 +417,20 @@ class PostgresExecutionStore(PostgresHitJournal):
             self._db.run("SELECT pg_advisory_unlock(%s)", [flight_key(envelope_hash)])
 
     # -- internals ----------------------------------------------------------------
+
+    def _parse(self, execution_id: str, data: bytes) -> ExecutionRecord:
+        """The one reader over a record's bytes; asks the locks if it is unfinished."""
+        return parse_record(data, execution_id, lambda _owner: self._held(execution_id))
+
+    def _servable(
+        self, execution_id: str, data: bytes, replayable_only: bool
+    ) -> ExecutionRecord | None:
+        """The record in ``data`` if it verifies and may be returned by find_by_hash."""
+        try:
+            record = self._parse(execution_id, data)
+        except RecordIntegrityError:
+            return None
+        return record if record.header.replayable or not replayable_only else None
 
     def _held(self, execution_id: str) -> bool:
         """Whether any session (on any host) holds the record's writer lock."""

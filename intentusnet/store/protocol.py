@@ -108,7 +108,10 @@ class ExecutionStore(Protocol):
         ...
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Mark a record not replayable (appends an ``INVALIDATED`` event)."""
+        """Mark a record not replayable (appends an ``INVALIDATED`` event).
+
+        A record invalidated already is left as it is (its first reason stands).
+        """
         ...
 
     def delete(self, execution_id: str) -> None:

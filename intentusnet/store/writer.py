@@ -18,15 +18,18 @@ from typing import Final
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import StoreError
 from ..record.format import seal
+from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
+from ..record.signing import signature_data
 from .catalog import CatalogRow
 
 _FINAL: Final = EventType.FINAL_RESPONSE
 _FAILURE: Final = EventType.RECORDING_FAILURE
 _INVALIDATED: Final = EventType.INVALIDATED
+_SIGNATURE: Final = EventType.SIGNATURE
 #: What ``append`` takes, by name (a StrEnum member finds itself here too).
 _APPENDABLE: Final[dict[str, EventType]] = {
-    kind.value: kind for kind in EventType if kind is not _FINAL
+    kind.value: kind for kind in EventType if kind not in (_FINAL, _SIGNATURE)
 }
 _now_ns: Final = time.perf_counter_ns
 
@@ -46,6 +49,8 @@ def _refusal(event_type: object) -> ValueError:
     """Why ``append`` does not take ``event_type``."""
     if event_type == _FINAL:
         return ValueError("FINAL_RESPONSE is written by complete(response)")
+    if event_type == _SIGNATURE:
+        return ValueError("SIGNATURE lines are written when the record is closed")
     return ValueError(f"{event_type!r} is not a valid EventType")
 
 
@@ -57,15 +62,29 @@ assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
 assert CatalogRow._fields[13:] == ("lines", "size", "chain_head")
 _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
+_INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
+_EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
 _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
 
 
 class ChainWriter:
-    """Turns events into sealed lines of one record; subclasses store the lines."""
+    """Turns events into sealed lines of one record; subclasses store the lines.
 
-    def __init__(self, execution_id: str, header_hash: str, size: int) -> None:
+    With a ``signer`` (the key whose id the store put in line 1), closing the
+    record, by :meth:`complete` or :meth:`close`, appends a ``SIGNATURE`` over
+    its last line, written in the same piece as the lines before it.
+    """
+
+    def __init__(
+        self,
+        execution_id: str,
+        header_hash: str,
+        size: int,
+        signer: SigningKey | None = None,
+    ) -> None:
         self.execution_id: Final = execution_id
+        self._signer = signer
         self._seq = 0
         self._prev = header_hash
         self._size = size
@@ -75,8 +94,11 @@ class ChainWriter:
         self._broken = False
         self._invalidated = False
         self._recording_failed = False
-        #: sealed lines waiting for the next write (see append_soon)
+        #: sealed lines waiting for the next write (see append_soon), their
+        #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
+        self._held_kinds: list[str] = []
+        self._written = (0, header_hash)
 
     def append(self, event_type: EventType | str, data: JSONObject) -> None:
         """Append one event; it has reached the OS when this returns.
@@ -130,7 +152,19 @@ class ChainWriter:
             data: JSONObject = {"response": wire}
             if fingerprint is not None:
                 data["fingerprint"] = fingerprint
-            self._write(_FINAL, data, False)
+            if self._signer is None:
+                self._write(_FINAL, data, False)
+            else:
+                # One piece, or nothing: a failed write leaves the record open.
+                seq, prev = self._seq, self._prev
+                held, kinds = list(self._held), list(self._held_kinds)
+                try:
+                    self._write(_FINAL, data, True)
+                    self._sign(self._signer)
+                except BaseException:
+                    self._seq, self._prev = seq, prev
+                    self._held, self._held_kinds = held, kinds
+                    raise
             self._open = False
             self._finish(completed=True)
         self._completed(wire)
@@ -142,11 +176,17 @@ class ChainWriter:
         """
         with self._lock:
             if self._open:
+                if self._signer is not None and not self._broken:
+                    # Writes the held lines too; best effort, as below.
+                    with contextlib.suppress(StoreError):
+                        self._sign(self._signer)
                 self._open = False
                 if self._held:  # best effort: the record reads as incomplete anyway
                     with contextlib.suppress(StoreError):
                         self._emit_with(b"")
+                        self._written = (self._seq, self._prev)
                 self._finish(completed=False)
+                self._closed()
 
     def __enter__(self) -> ChainWriter:
         return self
@@ -171,6 +211,9 @@ class ChainWriter:
     def _completed(self, response: JSONObject) -> None:
         """Called after ``complete`` with the response written."""
 
+    def _closed(self) -> None:
+        """Called after ``close`` stopped an unfinished record (lock held)."""
+
     # -- internals -----------------------------------------------------------------
 
     def _write(self, kind: EventType, data: JSONObject, soon: bool) -> None:
@@ -178,30 +221,68 @@ class ChainWriter:
         if not self._open or self._broken:
             raise self._refused()
         seq = self._seq + 1
-        try:
-            line, digest = seal(
-                {
-                    "seq": seq,
-                    "type": kind,  # a str; orjson writes its value
-                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
-                    "data": data,
-                    "prevHash": self._prev,
-                }
-            )
-        except TypeError as exc:
-            raise StoreError(
-                f"record {self.execution_id}: {kind} data is not JSON ({exc})"
-            ) from exc
+        line, digest = self._seal(kind, data, seq, self._prev)
         if soon:
             self._held.append(line)
+            self._held_kinds.append(kind.value)
         else:
-            self._emit_with(line)
+            try:
+                self._emit_with(line)
+            except StoreError:
+                if kind is not _FAILURE or not self._held:
+                    raise
+                seq, digest = self._failure_alone(data)
+            self._written = (seq, digest)
         self._seq = seq
         self._prev = digest
         if kind is _FAILURE:
             self._recording_failed = True
         elif kind is _INVALIDATED:
             self._invalidated = True
+
+    def _sign(self, signer: SigningKey) -> None:
+        """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
+        data = signature_data(signer, self.execution_id, self._seq, self._prev)
+        self._write(_SIGNATURE, data, False)
+
+    def _seal(
+        self, kind: EventType, data: JSONObject, seq: int, prev: str
+    ) -> tuple[bytes, str]:
+        try:
+            return seal(
+                {
+                    "seq": seq,
+                    "type": kind,  # a str; orjson writes its value
+                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
+                    "data": data,
+                    "prevHash": prev,
+                }
+            )
+        except TypeError as exc:
+            raise StoreError(
+                f"record {self.execution_id}: {kind} data is not JSON ({exc})"
+            ) from exc
+
+    def _failure_alone(self, data: JSONObject) -> tuple[int, str]:
+        """Write ``RECORDING_FAILURE`` without the held lines; its (seq, hash).
+
+        On a full disk the failure line, a few hundred bytes, may fit where the
+        held lines with it did not (an attempt's output can be large): it then
+        follows the last line written, and names the events it leaves out, so
+        that the record says why it stops instead of reading as merely
+        unfinished.
+
+        Raises:
+            StoreError: it does not fit either (the held lines stay held).
+        """
+        seq, prev = self._written
+        data = {**data, "unwritten": list(self._held_kinds)}
+        line, digest = self._seal(_FAILURE, data, seq + 1, prev)
+        self._emit(line)
+        self._size += len(line)
+        self._held, self._held_kinds = [], []
+        self._written = (seq + 1, digest)
+        return seq + 1, digest
 
     def _refused(self) -> StoreError:
         if self._open:  # broken
@@ -219,18 +300,21 @@ class ChainWriter:
         self._emit(line)
         self._size += len(line)
         if held:
-            self._held = []
+            self._held, self._held_kinds = [], []
+
+    def _reason(self) -> str | None:
+        """Why the record is not replayable, as far as this writer knows."""
+        if self._invalidated:
+            return _MANUALLY_INVALIDATED
+        if self._recording_failed:
+            return _RECORDING_FAILURE
+        return None
 
     def _outcome(
         self, response: JSONObject
     ) -> tuple[str, int, str | None, str | None, float | None]:
         """The catalog's status, replayable, reason, agent and duration now."""
-        if self._invalidated:
-            reason: str | None = _MANUALLY_INVALIDATED
-        elif self._recording_failed:
-            reason = _RECORDING_FAILURE
-        else:
-            reason = None
+        reason = self._reason()
         meta = response.get("metadata")
         meta_d: dict[str, JSONValue] = meta if isinstance(meta, dict) else {}
         agent, duration = meta_d.get("agent"), meta_d.get("durationMs")
@@ -259,8 +343,9 @@ class FileRecordWriter(ChainWriter):
         fsync: bool,
         row: CatalogRow | None,
         on_complete: Callable[[CatalogRow], None],
+        signer: SigningKey | None = None,
     ) -> None:
-        super().__init__(execution_id, header_hash, size)
+        super().__init__(execution_id, header_hash, size, signer)
         self._fd = fd
         self._fsync = fsync
         self._row = row
@@ -312,6 +397,29 @@ class FileRecordWriter(ChainWriter):
                     self._seq + 1,
                     self._size,
                     self._prev,
+                )
+            )
+
+    def _closed(self) -> None:
+        # Stopped unfinished by its own process: incomplete from now on, and
+        # the row says so (readers need not find out; only a killed process's
+        # row is left "in_progress" for them to settle).
+        row = self._row
+        if row is not None:
+            seq, head = self._written
+            self._on_complete(
+                CatalogRow(
+                    *row[:6],
+                    _INCOMPLETE,
+                    0,
+                    self._reason() or _EXECUTION_INCOMPLETE,
+                    None,
+                    None,
+                    row.parent_id,
+                    row.owner,
+                    seq + 1,
+                    self._size,
+                    head,
                 )
             )
 

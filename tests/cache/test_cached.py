@@ -236,3 +236,33 @@ def test_decorating_touches_no_disk(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
     assert f() == 7
     assert (tmp_path / ".intentusnet" / "records" / "replay-cache").is_dir()
+
+
+def test_served_failure_raises_cached_call_error_where_it_first_failed(store):
+    """In the process that saw the failure, a served failure is CachedCallError too."""
+    calls = 0
+
+    @cached(store=store, intent="flaky", policy=CachePolicy(serve_errors=True))
+    def flaky(x: int) -> int:
+        nonlocal calls
+        calls += 1
+        raise ValueError("no")
+
+    @cached(store=store, intent="aflaky", policy=CachePolicy(serve_errors=True))
+    async def aflaky(x: int) -> int:
+        nonlocal calls
+        calls += 1
+        raise ValueError("no")
+
+    with pytest.raises(ValueError, match="no") as first:
+        flaky(1)
+    assert not isinstance(first.value, CachedCallError)
+    for _ in range(2):
+        with pytest.raises(CachedCallError, match="ValueError") as served:
+            flaky(1)
+        assert served.value.error["code"] == "AGENT_ERROR"
+    with pytest.raises(ValueError, match="no"):
+        asyncio.run(aflaky(1))
+    with pytest.raises(CachedCallError, match="ValueError"):
+        asyncio.run(aflaky(1))
+    assert calls == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -587,3 +588,57 @@ def test_child_intents_are_not_served_from_the_cache(store):
     for answer in (first, second):
         assert answer.payload is not None
         assert store.exists(answer.payload["child"])
+
+
+def test_a_record_whose_signature_fails_is_never_served(tmp_path, caplog):
+    """With keys, a forged (re-hashed) record is a logged miss; the agent runs."""
+    from recordkit import reseal
+
+    from intentusnet import KeyRing, SigningKey
+
+    key = SigningKey.generate()
+    store = FileExecutionStore(tmp_path / "records", signing_key=key)
+    router, agent = routed(store, keys=KeyRing([key.public_key]))
+    with router:
+        first = router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay
+        (path,) = store.root.glob(f"*/{first.metadata.execution_id}.jsonl")
+
+        def forge(number, fields):
+            if fields.get("type") == "FINAL_RESPONSE":
+                fields["data"]["response"]["payload"] = {"echo": "forged"}
+
+        path.write_bytes(reseal(path.read_bytes(), forge))
+        with caplog.at_level(logging.WARNING, logger="intentusnet.cache"):
+            third = router.route_intent(envelope())
+    assert not third.metadata.from_replay
+    assert third.payload["call"] == 2
+    assert agent.calls == 2
+    assert "not served: signed-invalid" in caplog.text
+    store.close()
+
+
+def test_source_edited_in_place_with_its_mtime_put_back_is_not_served(store):
+    """An edit of the same size whose mtime is restored is still noticed (ctime)."""
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+        assert router.route_intent(envelope()).metadata.from_replay is True
+        (path,) = store.root.glob(f"*/{first.metadata.execution_id}.jsonl")
+        before = path.stat()
+        with path.open("r+b") as file:  # as an editor saving in place would
+            data = file.read()
+            offset = data.rindex(b'"hi"') + 1
+            file.seek(offset)
+            file.write(b"H")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = path.stat()
+        assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+            before.st_size,
+            before.st_mtime_ns,
+            before.st_ino,
+        )
+        again = router.route_intent(envelope())
+    assert again.metadata.from_replay is False
+    assert again.payload == {"echo": {"text": "hi"}, "call": 2}
+    assert agent.calls == 2

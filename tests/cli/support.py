@@ -55,7 +55,10 @@ APP_SOURCE = textwrap.dedent(
     store = None
     if os.environ.get("DEMO_STORE"):
         from intentusnet.store import FileExecutionStore
-        store = FileExecutionStore(os.environ["DEMO_STORE"])
+        store = FileExecutionStore(
+            os.environ["DEMO_STORE"],
+            signing_key=os.environ.get("DEMO_SIGNING_KEY") or None,
+        )
 
     router = IntentRouter(store=store)
     not_a_router = 42

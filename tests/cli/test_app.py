@@ -20,6 +20,7 @@ COMMANDS = {
     "verify",
     "copy",
     "invalidate",
+    "keys",
     "reindex",
     "prune",
     "stats",
@@ -180,3 +181,17 @@ def test_colour_on_a_terminal_only(
     assert "\x1b[" not in invoke(*args).stdout
     assert "\x1b[32mVALID\x1b[0m" in invoke(*args, color=True).stdout
     assert "\x1b[" not in invoke(*args, color=True, NO_COLOR="1").stdout
+
+
+def test_a_mistyped_command_gets_a_suggestion(invoke: Invoke) -> None:
+    """A close match is suggested for a mistyped command; a far one gets none."""
+    result = invoke("recrods")
+    assert result.exit_code == 2
+    assert "Error: No such command 'recrods'. Did you mean 'records'?" in result.stderr
+    result = invoke("verfy", "--all")
+    assert result.exit_code == 2
+    assert "Did you mean 'verify'?" in result.stderr
+    result = invoke("xyzzy")
+    assert result.exit_code == 2
+    assert "Error: No such command 'xyzzy'.\n" in result.stderr
+    assert "Did you mean" not in result.stderr

@@ -11,6 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from intentusnet.store import FileExecutionStore
+
 from .support import CHECKOUT, envelope, write_json
 
 HEAVY = ("pydantic", "httpx")
@@ -244,3 +246,89 @@ def test_shell_completion(script: str) -> None:
         COMP_CWORD="4",
     )
     assert words.stdout.split() == ["plain,completed"]
+
+
+def _on_a_terminal(*argv: str, **env: str) -> tuple[int, str]:
+    """Run argv with stdout and stderr on a pseudo-terminal; exit code and output."""
+    import pty
+
+    leader, follower = pty.openpty()
+    full_env = {**os.environ, **env, "PYTHONPATH": CHECKOUT, "TERM": "xterm"}
+    full_env.pop("INTENTUSNET_STORE", None)
+    if "NO_COLOR" not in env:
+        full_env.pop("NO_COLOR", None)
+    child = subprocess.Popen(
+        argv, stdout=follower, stderr=follower, stdin=subprocess.DEVNULL, env=full_env
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return child.wait(timeout=30), b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("inspect", "exec-nope"),  # a library error: exit 3
+        ("records", "list", "--limit", "0"),  # click's own usage error: exit 2
+        ("recrods",),  # no such command: exit 2
+    ],
+)
+def test_no_color_means_no_colour_on_a_terminal(
+    script: str, store_root: Path, ids: dict[str, str], argv: tuple[str, ...]
+) -> None:
+    """NO_COLOR turns every colour off, the Error: line's included."""
+    store = ("--store", str(store_root))
+    code, coloured = _on_a_terminal(script, *store, *argv)
+    assert code in (2, 3)
+    assert "Error:" in coloured
+    code_plain, plain = _on_a_terminal(script, *store, *argv, NO_COLOR="1")
+    assert code_plain == code
+    assert "Error:" in plain
+    assert "\x1b[" not in plain
+    _, listing = _on_a_terminal(script, *store, "records", "list", NO_COLOR="1")
+    assert ids["completed"] in listing
+    assert "\x1b[" not in listing
+    _, listing = _on_a_terminal(script, *store, "records", "list")
+    assert "\x1b[" in listing  # a terminal does show colour without NO_COLOR
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`records list | head -1` over many records: exit 0, nothing on stderr."""
+    from intentusnet import IntentRouter
+
+    root = tmp_path / "records"
+    with IntentRouter(store=FileExecutionStore(root)) as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {"ok": True})
+        for n in range(1500):  # a listing far larger than a pipe's buffer
+            router.route_intent(envelope(n=n))
+    listing = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "intentusnet.cli",
+            "--store",
+            str(root),
+            "records",
+            "list",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": CHECKOUT},
+    )
+    assert listing.stdout is not None
+    assert listing.stderr is not None
+    assert listing.stdout.readline().startswith(b"ID ")
+    listing.stdout.close()  # as `head -1` does after one line
+    errors = listing.stderr.read()
+    listing.stderr.close()
+    assert listing.wait(timeout=60) == 0, errors
+    assert errors == b""

@@ -191,3 +191,70 @@ def test_example_walks_the_whole_loop(
     diff = out.split("5. ")[1]
     assert diff.count("<- deviation point") == 1
     assert "output_changed   crm.lookup (step 1 -> 1): output null" in diff
+
+
+KILLED_IN_ATTEMPT_2 = """
+import sys, time
+from intentusnet import IntentRouter
+from intentusnet.store import FileExecutionStore
+
+router = IntentRouter(store=FileExecutionStore(sys.argv[1]))
+
+@router.agent("flaky", name="first", priority=1)
+def first(env, ctx):
+    raise ValueError("first one fails")
+
+@router.agent("flaky", name="second", priority=2)
+def second(env, ctx):
+    print(ctx.execution_id, flush=True)
+    time.sleep(120)  # killed here, during attempt 2
+    return {"late": True}
+
+router.route_intent({"intent": {"name": "flaky"}, "routing": {"strategy": "FALLBACK"}})
+"""
+
+
+def test_debug_of_a_run_killed_during_its_second_attempt(
+    invoke: Invoke, store_root: Path
+) -> None:
+    """The kill in attempt 2 is the failure, not attempt 1's handled error."""
+    import os
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_IN_ATTEMPT_2, str(store_root)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        killed = child.stdout.readline().strip()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    assert killed.startswith("exec-")
+
+    result = invoke("--store", str(store_root), "debug", killed)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "second (attempt 2)" in out
+    assert "killed" in out or "stopped" in out
+    probable = out.split("Probable cause")[1].split("Timeline")[0]
+    assert "attempt 2" in probable
+    assert "ValueError" not in probable.splitlines()[1]  # not the summary
+    assert "AGENT_ATTEMPT_START" in out.split("Timeline up to the failure")[1]
+
+    doc = orjson.loads(
+        invoke("--store", str(store_root), "debug", "--json", killed).stdout
+    )
+    explained = doc["explanation"]
+    assert (explained["agent"], explained["attempt"]) == ("second", 2)
+    assert explained["status"] == "incomplete"
+    assert explained["error"]["type"] == "unfinished"
+    assert "first one fails" not in explained["summary"]
+    assert any("first one fails" in line for line in explained["evidence"])
+    last = doc["timeline"][-1]
+    assert last["type"] == "AGENT_ATTEMPT_START"

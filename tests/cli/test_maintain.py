@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from recordkit import change_answer, reseal
 
 from intentusnet.errors import UnsupportedSchemaVersion
 from intentusnet.record.model import VerifyReport
@@ -73,6 +74,7 @@ def test_verify_all_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) 
         "valid",
         "notes",
         "recordingFailure",
+        "keyId",
     }
     total = doc["total"]
     assert total["records"] == len(ids)
@@ -207,6 +209,7 @@ def test_invalidate(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> No
         "executionId": ids["completed"],
         "invalidated": True,
         "reason": "bad answer",
+        "appended": True,
     }
     shown = invoke("--store", str(store_root), "records", "show", ids["completed"])
     header = orjson.loads(shown.stdout)["header"]
@@ -259,11 +262,37 @@ def test_reindex_restores_the_catalog(
         path.unlink()
     result = invoke("--store", str(store_root), "reindex", "--json")
     assert result.exit_code == 0, result.output
-    assert orjson.loads(result.stdout) == {"records": len(ids)}
+    assert orjson.loads(result.stdout) == {"records": len(ids), "changed": []}
     listed = invoke("--store", str(store_root), "records", "list", "--json")
     assert len(orjson.loads(listed.stdout)) == len(ids)
     text = invoke("--store", str(store_root), "reindex")
     assert text.stdout == f"Reindexed {len(ids)} records.\n"
+
+
+def test_reindex_names_a_record_edited_and_rehashed_and_exits_6(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """A record edited, every hash recomputed, is listed, exit 6, and stays caught."""
+    path = record_file(store_root, ids["completed"])
+    path.write_bytes(reseal(path.read_bytes(), change_answer("forged")))
+    result = invoke("--store", str(store_root), "reindex")
+    assert result.exit_code == 6, result.output
+    assert result.stdout.splitlines()[1:] == [
+        f"{ids['completed']}: changed since the catalog saw it - line 6: its hash "
+        "is not the one the catalog recorded - INVALID",
+        "1 records changed since they were indexed; kept as integrity_failure (not "
+        "accepted as they are now).",
+    ]
+    as_json = invoke("--store", str(store_root), "reindex", "--json")
+    assert as_json.exit_code == 6
+    assert orjson.loads(as_json.stdout)["changed"] == [
+        {
+            "executionId": ids["completed"],
+            "problem": "line 6: its hash is not the one the catalog recorded",
+        }
+    ]
+    verified = invoke("--store", str(store_root), "verify", ids["completed"])
+    assert verified.exit_code == 6
 
 
 def test_prune_dry_run_then_for_real(
@@ -347,3 +376,28 @@ def test_stats_show_cache_hits_and_counts(invoke: Invoke, store_root: Path) -> N
     )
     assert orjson.loads(result.stdout)["caches"] == []
     assert not elsewhere.exists()
+
+
+def test_invalidating_twice_is_a_no_op_that_says_so(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """The second invalidate appends nothing, exits 0 and names the first reason."""
+    store = ("--store", str(store_root))
+    target = ids["completed"]
+    first = invoke(*store, "invalidate", target, "--reason", "bad answer")
+    assert first.exit_code == 0, first.output
+    path = next(store_root.glob(f"*/{target}.jsonl"))
+    before = path.read_bytes()
+    again = invoke(*store, "invalidate", target, "--reason", "still bad")
+    assert again.exit_code == 0, again.output
+    assert again.stdout == (
+        f"{target} was already invalidated (reason: bad answer); nothing appended\n"
+    )
+    as_json = invoke(*store, "invalidate", target, "--reason", "x", "--json")
+    assert orjson.loads(as_json.stdout) == {
+        "executionId": target,
+        "invalidated": True,
+        "reason": "bad answer",
+        "appended": False,
+    }
+    assert path.read_bytes() == before

@@ -155,7 +155,7 @@ def test_writing_commands_work_on_the_database(
     assert done.exit_code == 0, done.output
     assert invoke("--store", pg_dsn, "replay", "last").exit_code == 4
     reindexed = invoke("--store", pg_dsn, "reindex", "--json")
-    assert orjson.loads(reindexed.stdout) == {"records": len(pg_ids)}
+    assert orjson.loads(reindexed.stdout) == {"records": len(pg_ids), "changed": []}
     pruned = invoke("--store", pg_dsn, "prune", "--older-than", "0s", "--json")
     assert orjson.loads(pruned.stdout)["count"] == len(pg_ids)
     assert _listed(invoke, "--store", pg_dsn) == set()
@@ -371,3 +371,40 @@ def test_rerun_misses_then_resumes_against_the_database(
     assert (app.MAILBOX, app.CALLS["crm"]) == ([], 1)  # the e-mail: served
     assert set(_ids_in(pg_dsn)) == {failed, missed, done["executionId"]}
     assert invoke(*store, "rerun", "exec-missing", "--app", CRM_APP).exit_code == 3
+
+
+def test_signed_records_in_the_database_from_the_command_line(
+    invoke: Invoke, pg_dsn: str, tmp_path: Path
+) -> None:
+    """--signing-key signs an invalidation in PostgreSQL; verify --key checks it."""
+    from recordkit import finished
+
+    generated = invoke("keys", "generate", "--out", str(tmp_path / "k"), "--json")
+    key = orjson.loads(generated.stdout)
+    with PostgresExecutionStore(pg_dsn, signing_key=key["privateKey"]) as pg:
+        execution_id = finished(pg)
+    done = invoke(
+        "--store",
+        pg_dsn,
+        "--signing-key",
+        key["privateKey"],
+        "invalidate",
+        execution_id,
+        "--reason",
+        "stale",
+    )
+    assert done.exit_code == 0, done.output
+    checked = invoke(
+        "--store", pg_dsn, "verify", "--all", "--keys", str(tmp_path / "k")
+    )
+    assert checked.exit_code == 0, checked.output
+    assert checked.stdout.splitlines()[-1].startswith("Signatures: 1 signed-valid")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM intentusnet_lines WHERE execution_id = %s AND seq = "
+            "(SELECT max(seq) FROM intentusnet_lines WHERE execution_id = %s)",
+            [execution_id, execution_id],
+        )
+    stripped = invoke("--store", pg_dsn, "verify", execution_id)
+    assert stripped.exit_code == 6
+    assert "closed without a signature" in stripped.stdout

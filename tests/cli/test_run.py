@@ -181,3 +181,30 @@ def test_same_directory_named_twice_is_one_store(
     result = invoke("--store", "records", "run", "--app", "demo_app:router", str(file))
     assert result.exit_code == 0, result.output
     assert len(_listed(invoke, "records")) == 1
+
+
+def test_integers_beyond_2_53_are_refused_as_in_the_library(
+    invoke: Invoke, app_dir: Path, tmp_path: Path
+) -> None:
+    """A 30-digit integer is exit 2 with the library's error; nothing is recorded."""
+    from intentusnet import IntentEnvelope
+    from intentusnet.errors import EnvelopeValidationError
+
+    huge = 123456789012345678901234567890
+    try:
+        IntentEnvelope.model_validate(
+            {"intent": {"name": "echo"}, "payload": {"n": huge}}
+        )
+    except EnvelopeValidationError as exc:
+        expected = f"Error: {exc}\n"
+    (app_dir / "env.json").write_bytes(
+        b'{"intent": {"name": "echo"}, "payload": {"n": %d}}' % huge
+    )
+    store = tmp_path / "recorded"
+    result = invoke(
+        "run", "--app", "demo_app:router", "env.json", DEMO_STORE=str(store)
+    )
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == expected
+    assert not list(store.glob("*/*.jsonl"))

@@ -14,9 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from intentusnet import FileExecutionStore
+from intentusnet import FileExecutionStore, Redactor
 from intentusnet.errors import CacheMiss
 from intentusnet.integrations.httpx import (
+    DEFAULT_HASH_HEADERS,
     AsyncRecordingTransport,
     RecordingTransport,
     TransportMode,
@@ -239,6 +240,26 @@ def test_connection_errors_reach_the_client(store):
     assert [s.status.value for s in store.list()] == ["failed", "failed"]
 
 
+def test_a_served_connection_error_is_cached_call_error_in_the_same_process(store):
+    """Once a failed call is served from its record, it is CachedCallError here too."""
+    from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
+    from intentusnet.errors import CachedCallError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    cache = ReplayCache(policy=CachePolicy(serve_errors=True))
+    with client(store, cache=cache) as http:
+        with pytest.raises(httpx.ConnectError):
+            http.post(url, json=CHAT)
+        with pytest.raises(CachedCallError, match="ConnectError"):
+            http.post(url, json=CHAT)
+    with client(store, "replay") as http, pytest.raises(CachedCallError):
+        http.post(url, json=CHAT)
+    assert [s.status.value for s in store.list()] == ["failed"]
+
+
 def test_concurrent_identical_requests_call_once(store, llm):
     """Ten threads asking the same at once make one call."""
     start = threading.Barrier(10)
@@ -305,3 +326,178 @@ def test_example_runs(tmp_path):
     assert "the model was called 2 time(s)" in done.stdout
     assert "CacheMiss: POST http://127.0.0.1:" in done.stdout
     assert "2 calls recorded, 3 answered from records." in done.stdout
+
+
+# -- redaction -----------------------------------------------------------------------
+
+KEY = b"r" * 32
+SSN = "123-45-6789"
+
+
+def leaked(root: Path, *secrets: str) -> list[str]:
+    """Every file under ``root`` holding one of ``secrets``, byte for byte."""
+    return [
+        f"{secret} in {path}"
+        for path in root.rglob("*")
+        if path.is_file()
+        for secret in secrets
+        if secret.encode() in path.read_bytes()
+    ]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "key",
+        "sig",
+        "signature",
+        "X-Amz-Signature",
+        "X-Amz-Credential",
+        "X-Amz-Security-Token",
+        "client_secret",
+        "password",
+        "token",
+        "access_token",
+        "refresh_token",
+        "code",
+        "Api-Key",
+        "API_KEY",
+    ],
+)
+def test_credential_query_parameters_are_scrubbed(store, llm, name):
+    """A credential parameter, in any case, is left out of the hash and the record."""
+    secret = f"SECRET-{name}-0123"
+    with client(store) as http:
+        first = http.post(f"{llm.url}/echo?{name}={secret}&q=1", json=CHAT)
+        again = http.post(f"{llm.url}/echo?q=1&{name}=other-value", json=CHAT)
+    assert first.json() == again.json() == CHAT
+    assert llm.calls == 1  # the parameter is not part of the request's identity
+    assert leaked(store.root, secret) == []
+    (summary,) = store.list()
+    url = store.load(summary.execution_id).envelope["payload"]["url"]
+    assert url == f"{llm.url}/echo?q=1"
+
+
+class QuotingTransport(httpx.BaseTransport):
+    """A real transport whose errors quote the URL, as some clients' do."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return self.inner.handle_request(request)
+        except httpx.ConnectError as exc:
+            auth = request.headers.get("authorization")
+            raise httpx.ConnectError(
+                f"{exc} while calling {request.url} as {auth}", request=request
+            ) from exc
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_error_text_quoting_the_url_is_stored_without_its_key(store):
+    """An error quoting the URL and key reaches the client; the record has markers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1?key={API_KEY}&q=1"
+    transport = RecordingTransport(store, wrapped=QuotingTransport())
+    with (
+        httpx.Client(transport=transport) as http,
+        pytest.raises(httpx.ConnectError) as caught,
+    ):
+        http.post(url, json=CHAT, headers=BEARER)
+    assert API_KEY in str(caught.value)  # the caller sees what happened
+    assert leaked(store.root, API_KEY) == []
+    (summary,) = store.list()
+    data = store.raw(summary.execution_id).decode()
+    assert "while calling http://127.0.0.1" in data
+    assert data.count("[redacted:hmac-sha256:") >= 4  # message and traceback, twice
+
+
+def test_redactor_body_paths_and_headers(store, llm):
+    """Body paths and named headers are hashed and recorded as markers."""
+    redactor = Redactor(KEY, http_body=["user.ssn"], http_headers=["x-org"])
+    hashed = [*DEFAULT_HASH_HEADERS, "x-org"]
+    url = f"{llm.url}/echo"
+
+    def ask(ssn: str, org: str = "org-SECRET-1") -> httpx.Response:
+        body = {"user": {"ssn": ssn, "name": "Ada"}}
+        return http.post(url, json=body, headers={"x-org": org})
+
+    with client(store, redactor=redactor, hash_headers=hashed) as http:
+        live = ask(SSN)
+        hit = ask(SSN)
+        ask("987-65-4321")  # another secret: another request
+        ask(SSN, org="org-SECRET-2")  # another org: another request
+    assert llm.calls == 3
+    assert live.json()["user"]["ssn"] == SSN  # the client gets what came
+    assert hit.json() == {"user": {"ssn": redactor.marker(SSN), "name": "Ada"}}
+    assert leaked(store.root, SSN, "987-65-4321", "org-SECRET-1", "org-SECRET-2") == []
+    record = store.load(store.list()[-1].execution_id)
+    headers = record.envelope["payload"]["headers"]
+    assert headers["x-org"] == redactor.marker("org-SECRET-1")
+
+
+def test_named_credential_header_is_hashed_as_its_marker(store, llm):
+    """Named by the redactor, a credential header may be hashed: one answer per key."""
+    redactor = Redactor(KEY, http_headers=["authorization"])
+    hashed = [*DEFAULT_HASH_HEADERS, "authorization"]
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store, redactor=redactor, hash_headers=hashed) as http:
+        http.post(url, json=CHAT, headers=BEARER)
+        http.post(url, json=CHAT, headers=BEARER)
+        other = http.post(url, json=CHAT, headers={"authorization": "Bearer x-1234"})
+    assert llm.calls == 2
+    assert other.status_code == 401
+    assert leaked(store.root, API_KEY, "x-1234") == []
+
+
+def test_async_transport_redacts_too(store, llm):
+    """The async twin applies the same redactor."""
+    redactor = Redactor(KEY, http_body=["user.ssn"])
+
+    async def main() -> list[dict[str, object]]:
+        transport = AsyncRecordingTransport(store, redactor=redactor)
+        async with httpx.AsyncClient(transport=transport) as http:
+            body = {"user": {"ssn": SSN}}
+            return [
+                (await http.post(f"{llm.url}/echo", json=body)).json() for _ in range(2)
+            ]
+
+    live, hit = asyncio.run(main())
+    assert live == {"user": {"ssn": SSN}}
+    assert hit == {"user": {"ssn": redactor.marker(SSN)}}
+    assert llm.calls == 1
+    assert leaked(store.root, SSN) == []
+
+
+def test_transport_secrets_never_reach_postgres(pg_dsn, llm):
+    """Over PostgreSQL, no row holds a key, a cookie or a redacted body value."""
+    import psycopg
+
+    from intentusnet.store import PostgresExecutionStore
+
+    redactor = Redactor(KEY, http_body=["user.ssn"])
+    with PostgresExecutionStore(pg_dsn) as pg:
+        with client(pg, redactor=redactor) as http:
+            for _ in range(2):
+                http.post(
+                    f"{llm.url}/echo?api_key={API_KEY}",
+                    json={"user": {"ssn": SSN}},
+                    headers={**BEARER, "cookie": f"c={COOKIE}"},
+                )
+        assert llm.calls == 1
+    with psycopg.connect(pg_dsn) as conn:
+        for table in (
+            "intentusnet_records",
+            "intentusnet_lines",
+            "intentusnet_cache_hits",
+        ):
+            query = f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s"
+            for secret in (API_KEY, COOKIE, SSN):
+                for form in (secret, secret.encode().hex()):
+                    (found,) = conn.execute(query, (f"%{form}%",)).fetchone()
+                    assert found == 0, f"{secret} in {table}"

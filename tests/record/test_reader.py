@@ -252,6 +252,37 @@ def test_replaced_final_newline_is_an_edit_not_a_crash(
         store.load(execution_id)
 
 
+@pytest.mark.parametrize("junk", [b"x", b'{"seq":7,"type":"FINAL_RESP', b"\x00" * 9])
+def test_bytes_after_the_last_line_of_a_completed_record_fail(
+    store: FileExecutionStore, junk: bytes
+) -> None:
+    """Unterminated bytes appended to a completed record are an edit, not a crash."""
+    execution_id = finished(store)
+    path = record_file(store, execution_id)
+    path.write_bytes(path.read_bytes() + junk)
+    with pytest.raises(
+        RecordIntegrityError, match="after the last line of a completed"
+    ):
+        store.load(execution_id)
+    report = store.verify(execution_id)
+    assert not report.valid
+    assert report.failures == (
+        f"line 7: {len(junk)} bytes after the last line of a completed record "
+        "(a completed record is appended to by whole lines only)",
+    )
+
+
+def test_torn_tail_of_a_record_being_completed_is_tolerated(
+    store: FileExecutionStore,
+) -> None:
+    """While its writer still holds it, a partly visible last write is a torn tail."""
+    execution_id = finished(store)
+    data = record_file(store, execution_id).read_bytes() + b'{"seq":7'
+    record = parse_record(data, execution_id, lambda _owner: True)
+    assert record.torn_tail
+    assert record.header.status is RecordStatus.COMPLETED
+
+
 def test_record_file_renamed_to_another_id_is_refused(
     store: FileExecutionStore,
 ) -> None:

@@ -99,3 +99,21 @@ def test_tampered_sample_fails_integrity(tmp_path):
     assert info.value.line is not None
     assert store.verify(execution_id).valid is False
     store.close()
+
+
+def test_signed_sample_verifies_with_both_rotated_keys(tmp_path):
+    """The signed sample: signed by one key, invalidated and signed by the next."""
+    from intentusnet import KeyRing, SignatureStatus
+
+    store, execution_id = _into_store(tmp_path, "signed")
+    record = store.load(execution_id)
+    assert record.header.replayable_reason == "manually_invalidated"
+    assert record.header.envelope_hash == compute_hash(_envelope("signed"))
+    both = KeyRing.load(SAMPLES / "signed-a.pub", SAMPLES / "signed-b.pub")
+    check = both.check(record)
+    assert check.status is SignatureStatus.SIGNED_VALID
+    assert check.key_ids == (record.header.key_id, check.key_ids[1])
+    assert both.check_report(store.verify(execution_id)).accepted
+    older = KeyRing.load(SAMPLES / "signed-a.pub").check(record)
+    assert older.status is SignatureStatus.UNKNOWN_KEY
+    store.close()

@@ -146,3 +146,59 @@ def test_a_router_without_a_store_computes_nothing() -> None:
         router.agent("job", name="a")(lambda env, ctx: {})
         router.route_intent({"intent": {"name": "job"}})
         assert router._configs == {}
+
+
+@pytest.mark.parametrize("kind", ["memory", "file", "postgres"])
+def test_a_signed_redacted_record_carries_the_configuration(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    """Every store: line 1 names the key and holds the configuration as it is.
+
+    The envelope is redacted and hashed so; the record is signed and replayable.
+    """
+    import jsonschema
+    from record.test_reader import _schemas
+
+    from intentusnet import FileExecutionStore, PostgresExecutionStore, Redactor
+    from intentusnet.hashing import compute_hash
+    from intentusnet.record.keys import SigningKey
+    from intentusnet.record.signing import KeyRing, SignatureStatus
+
+    key = SigningKey.generate()
+    store: Any
+    if kind == "memory":
+        store = MemoryExecutionStore(signing_key=key)
+    elif kind == "file":
+        store = FileExecutionStore(tmp_path / "records", signing_key=key)
+    else:
+        store = PostgresExecutionStore(
+            request.getfixturevalue("pg_dsn"), signing_key=key
+        )
+    redactor = Redactor(b"k" * 32, payload=["secret"])
+    router = IntentRouter(store=store, redactor=redactor)
+    router.agent("job", name="a", version="2.0")(lambda env, ctx: {"a": 1})
+    try:
+        with router:
+            response = router.route_intent(
+                {"intent": {"name": "job"}, "payload": {"secret": "hunter2-hunter2"}}
+            )
+        assert response.metadata.execution_id is not None
+        record = store.load(response.metadata.execution_id)
+        line = orjson.loads(store.raw(record.execution_id).split(b"\n")[0])
+    finally:
+        if kind != "memory":  # a memory store has nothing to close
+            store.close()
+    assert record.header.key_id == key.key_id == line["keyId"]
+    configuration = record.header.configuration
+    assert configuration is not None
+    assert configuration == line["configuration"]
+    assert [(a["name"], a["version"]) for a in configuration["agents"]] == [
+        ("a", "2.0")
+    ]
+    assert line["envelope"]["payload"] == {"secret": redactor.marker("hunter2-hunter2")}
+    assert record.header.envelope_hash == compute_hash(line["envelope"])
+    assert record.header.replayable
+    check = KeyRing([key.public_key]).check(record)
+    assert check.status is SignatureStatus.SIGNED_VALID
+    jsonschema.validate(line, _schemas()["header-line"])
+    jsonschema.validate(record.header.to_json(), _schemas()["header"])

@@ -212,3 +212,143 @@ def test_sigkill_mid_agent_loses_no_event_and_the_record_is_listed(
         (done, RecordStatus.COMPLETED),
     }
     assert store.stats().records == 2
+
+
+#: Routes one intent whose agent fills the disk (argv[2]: "fsize" lowers this
+#: process's file size limit to just past the record; "tmpfs" fills the file
+#: system with a ballast file) and then answers with 100 KB, so that the final
+#: write fails. Prints the execution id and the recording error, then frees the
+#: disk and prints the record's state as the store reads it.
+DISK_FILLS_CHILD = textwrap.dedent(
+    """
+    import json, os, resource, signal, sys
+    from intentusnet import AgentDefinition, IntentEnvelope, IntentRef, IntentRouter
+    from intentusnet.store import FileExecutionStore
+
+    root, how = sys.argv[1], sys.argv[2]
+    ballast = os.path.join(os.path.dirname(root), "ballast")
+    unlimited = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+
+    def fill_the_disk(record):
+        if how == "fsize":
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a signal
+            limit = os.path.getsize(record) + 1024
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, unlimited))
+            return
+        fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o600)
+        for size in (65536, 4096, 256, 16, 1):
+            try:
+                while os.write(fd, b"x" * size):
+                    pass
+            except OSError:
+                pass
+        os.close(fd)
+
+    router = IntentRouter(store=FileExecutionStore(root))
+
+    def agent(env, ctx):
+        (record,) = [
+            os.path.join(d, f)
+            for d, _, files in os.walk(root)
+            for f in files
+            if f == ctx.execution_id + ".jsonl"
+        ]
+        fill_the_disk(record)
+        return {"text": "y" * 100_000}
+
+    router.register(AgentDefinition(name="big", intents=["work"]), agent)
+    answer = router.route_intent(IntentEnvelope(intent=IntentRef(name="work")))
+    router.close()
+    if how == "tmpfs":
+        os.unlink(ballast)
+    else:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (unlimited, unlimited))
+    execution_id = answer.metadata.execution_id
+    with FileExecutionStore(root) as store:
+        header = store.load(execution_id).header
+        (listed,) = store.list()
+        print(json.dumps({
+            "executionId": execution_id,
+            "recordingError": answer.metadata.recording_error,
+            "status": header.status.value,
+            "reason": header.replayable_reason.value,
+            "events": [e.type.value for e in store.load(execution_id).events],
+            "listed": [listed.status.value, listed.replayable_reason.value],
+            "valid": store.verify(execution_id).valid,
+        }))
+    """
+)
+
+
+def _disk_fills_at_the_final_write(command: list[str]) -> dict[str, object]:
+    import orjson
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = orjson.loads(done.stdout.splitlines()[-1])
+    assert isinstance(found, dict)
+    assert "could not write the final response" in str(found["recordingError"])
+    return found
+
+
+def _reads_as_a_recording_failure(found: dict[str, object]) -> None:
+    assert found["reason"] == "recording_failure"
+    assert found["status"] == "incomplete"
+    assert found["listed"] == ["incomplete", "recording_failure"]
+    assert found["events"] == [
+        "INTENT_RECEIVED",
+        "ROUTER_DECISION",
+        "AGENT_ATTEMPT_START",
+        "RECORDING_FAILURE",
+    ]
+    assert found["valid"] is True
+
+
+def test_a_file_size_limit_reached_at_the_final_write_is_a_recording_failure(
+    tmp_path: Path,
+) -> None:
+    """The kernel refuses the final write (RLIMIT_FSIZE): the record says why."""
+    root = tmp_path / "records"
+    found = _disk_fills_at_the_final_write(
+        [sys.executable, "-c", DISK_FILLS_CHILD, str(root), "fsize"]
+    )
+    _reads_as_a_recording_failure(found)
+    with FileExecutionStore(root) as store:
+        record = store.load(str(found["executionId"]))
+        assert record.header.replayable_reason is ReplayableReason.RECORDING_FAILURE
+        failure = record.events[-1].data
+        assert "could not write the final response" in str(failure["error"])
+        assert failure["unwritten"] == ["AGENT_ATTEMPT_END"]
+
+
+def _can_mount_tmpfs() -> bool:
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+def test_a_full_disk_at_the_final_write_is_a_recording_failure(tmp_path: Path) -> None:
+    """On a real tmpfs filled while the agent runs, the record says why it stops."""
+    if not _can_mount_tmpfs():
+        pytest.skip("needs root and a private mount namespace to mount a small tmpfs")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = tmp_path / "child.py"
+    script.write_text(DISK_FILLS_CHILD)
+    found = _disk_fills_at_the_final_write(
+        [
+            "unshare",
+            "--mount",
+            "sh",
+            "-c",
+            f'mount -t tmpfs -o size=2m tmpfs "{disk}" && '
+            f'exec "{sys.executable}" "{script}" "{disk}/records" tmpfs',
+        ]
+    )
+    _reads_as_a_recording_failure(found)

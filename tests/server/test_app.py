@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -357,3 +359,78 @@ def test_shutdown_finishes_executions_in_flight(tmp_path: Path) -> None:
         assert {s.status for s in summaries} == {"completed"}
         for s in summaries:
             assert store.verify(s.execution_id).valid
+
+
+def test_integers_beyond_2_53_are_refused_as_in_the_library(
+    http: httpx.Client, store_root: Path
+) -> None:
+    """A 30-digit integer is 422 with the library's error, and nothing is recorded."""
+    huge = 123456789012345678901234567890
+    with pytest.raises(ValueError, match="beyond") as library:
+        IntentEnvelope.model_validate(
+            {"intent": {"name": "echo"}, "payload": {"n": huge}}
+        )
+    for text in (str(huge), f"-{huge}"):
+        body = b'{"intent": {"name": "echo"}, "payload": {"n": %s}}' % text.encode()
+        found = problem(http.post("/v1/intents", content=body), 422, "envelope_invalid")
+        assert found["path"] == "payload.n"
+        if text == str(huge):
+            assert found["detail"] == str(library.value)
+    with FileExecutionStore(store_root) as store:
+        assert store.list() == []
+
+
+def test_a_client_hanging_up_mid_body_is_a_client_error(
+    live: LiveServer, http: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A body cut short by the client is counted as its doing: one line, no trace."""
+    caplog.set_level(logging.INFO)
+    with socket.create_connection(("127.0.0.1", live.port)) as sock:
+        sock.sendall(
+            b"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + ROUTE_KEY.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            b'{"intent": {"name": "echo"}, "payload": {"text": "'
+        )
+        time.sleep(0.2)  # the server is reading the body now
+    deadline = time.monotonic() + 10
+    counted = 'intentusnet_http_problems_total{code="client_disconnected"} 1'
+    while counted not in (text := http.get("/metrics").text):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
+    assert 'code="internal_error"' not in text
+    logged = [
+        r for r in caplog.records if r.name.startswith(("intentusnet", "uvicorn"))
+    ]
+    assert [r for r in logged if r.exc_info or r.levelno >= logging.ERROR] == []
+    hung_up = [r.getMessage() for r in logged if "client" in r.getMessage()]
+    assert len(hung_up) == 1, hung_up
+    assert "\n" not in hung_up[0]
+    route(http, envelope(text="still serving"))
+
+
+def test_error_bodies_do_not_reveal_server_paths(
+    http: httpx.Client, store_root: Path
+) -> None:
+    """404 and 500 problem documents name no directory of the server."""
+    from intentusnet.store._layout import relative_path
+
+    eid = execution_id(route(http, envelope(text="here")))
+    missing = problem(http.get("/v1/executions/exec-nope"), 404, "record_not_found")
+    assert missing["detail"] == "no record exec-nope"
+    looping = store_root / relative_path("exec-loop")
+    looping.parent.mkdir(exist_ok=True)
+    looping.symlink_to(looping.name)  # a link to itself: opening it fails
+    broken = problem(http.get("/v1/executions/exec-loop"), 500, "store_error")
+    answers = [
+        missing,
+        broken,
+        problem(http.get("/v1/executions/exec-nope/verify"), 404, "record_not_found"),
+        problem(http.post("/v1/executions/exec-nope/replay"), 404, "record_not_found"),
+        problem(http.get("/v1/executions/exec-loop/verify"), 500, "store_error"),
+    ]
+    for body in answers:
+        text = str(body)
+        assert str(store_root) not in text
+        assert str(store_root.parent) not in text
+    assert http.get(f"/v1/executions/{eid}").status_code == 200

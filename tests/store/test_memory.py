@@ -76,3 +76,30 @@ def test_both_stores_refuse_rewrites_and_live_invalidation(store: Store) -> None
         store.invalidate("fixed", "early")
     writer.complete(response("fixed"))
     assert store.load("fixed").header.status is RecordStatus.COMPLETED
+
+
+def test_invalidating_twice_changes_nothing(store: Store) -> None:
+    """The second invalidation appends nothing: the record keeps its first reason."""
+    execution_id = finished(store)
+    store.invalidate(execution_id, "stale")
+    before = store.raw(execution_id)
+    store.invalidate(execution_id, "stale again")
+    assert store.raw(execution_id) == before
+    record = store.load(execution_id)
+    invalidated = [e for e in record.events if e.type.value == "INVALIDATED"]
+    assert [e.data["reason"] for e in invalidated] == ["stale"]
+    assert record.header.replayable_reason is ReplayableReason.MANUALLY_INVALIDATED
+    assert store.verify(execution_id).valid
+
+
+@pytest.mark.parametrize("new_id", ["-rf", "--store", "-"])
+def test_a_new_record_id_may_not_begin_with_a_hyphen(store: Store, new_id: str) -> None:
+    """Such an id would read as an option on the command line: refused, untouched."""
+    from intentusnet.errors import InvalidExecutionId
+
+    with pytest.raises(InvalidExecutionId, match="hyphen"):
+        start(store, execution_id=new_id)
+    assert store.list() == []
+    writer = start(store, execution_id="a-b-")  # a hyphen inside is fine
+    writer.close()
+    assert [s.execution_id for s in store.list()] == ["a-b-"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from pgkit import PASSWORD
-from recordkit import attempt_end, envelope, finished, start
+from recordkit import attempt_end, change_answer, envelope, finished, reseal, start
 
 from intentusnet import AgentDefinition, IntentRouter
 from intentusnet.errors import InvalidExecutionId, RecordExists, StoreError
@@ -359,6 +359,68 @@ def test_reindex_rebuilds_the_catalog_from_the_lines(
     assert pg_store.find_by_hash(rows[good].envelope_hash) is not None
 
 
+def rewrite_lines(dsn: str, execution_id: str, data: bytes) -> None:
+    """Replace a record's stored lines with ``data``, behind the store's back."""
+    lines = data.splitlines(keepends=True)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM intentusnet_lines WHERE execution_id = %s", [execution_id]
+        )
+        for seq, line in enumerate(lines):
+            conn.execute(
+                "INSERT INTO intentusnet_lines (execution_id, seq, line) "
+                "VALUES (%s, %s, %s)",
+                [execution_id, seq, line],
+            )
+
+
+def test_reindex_reports_a_record_edited_and_rehashed(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Lines edited and re-hashed in the database are named by reindex, not accepted."""
+    good, edited = finished(pg_store, "good"), finished(pg_store, "edited")
+    rewrite_lines(pg_dsn, edited, reseal(pg_store.raw(edited), change_answer("forged")))
+    changed: list[tuple[str, str]] = []
+    assert pg_store.reindex(on_changed=lambda *found: changed.append(found)) == 2
+    assert changed == [(edited, "line 6: its hash is not the one the catalog recorded")]
+    rows = {row.execution_id: row for row in pg_store.list()}
+    assert rows[good].replayable
+    assert rows[edited].replayable_reason is ReplayableReason.INTEGRITY_FAILURE
+    assert not pg_store.verify(edited).valid
+    again: list[tuple[str, str]] = []
+    pg_store.reindex(on_changed=lambda *found: again.append(found))
+    assert again == changed
+
+
+def test_records_are_signed_by_the_same_code_as_files(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Signed in PostgreSQL, checked anywhere: forged lines fail the signature."""
+    from intentusnet.record.keys import SigningKey
+    from intentusnet.record.signing import KeyRing, SignatureStatus
+
+    key = SigningKey.generate()
+    ring = KeyRing([key.public_key])
+    with PostgresExecutionStore(pg_dsn, signing_key=key) as store:
+        done, withdrawn = finished(store, "kept"), finished(store, "withdrawn")
+        store.invalidate(withdrawn, "stale")
+        unfinished = start(store)
+        unfinished.close()
+        for execution_id in (done, withdrawn, unfinished.execution_id):
+            record = store.load(execution_id)
+            assert record.header.key_id == key.key_id
+            assert record.events[-1].type is EventType.SIGNATURE
+            assert ring.check(record).status is SignatureStatus.SIGNED_VALID
+            assert ring.check_report(store.verify(execution_id)).accepted
+        with FileExecutionStore(tmp_path / "copy") as files:
+            files.import_raw(done, store.raw(done))
+            assert ring.check(files.load(done)).status is SignatureStatus.SIGNED_VALID
+        rewrite_lines(pg_dsn, done, reseal(store.raw(done), change_answer("forged")))
+        forged = store.load(done)
+        assert forged.final_response["payload"] == {"echo": "forged"}
+        assert ring.check(forged).status is SignatureStatus.SIGNED_INVALID
+
+
 @pytest.mark.slow
 def test_reindex_streams_a_large_store_in_batches(
     pg_store: PostgresExecutionStore, pg_dsn: str
@@ -411,6 +473,30 @@ def test_lines_cut_from_a_record_end_fail_verification(
     report = pg_store.verify(execution_id)
     assert not report.valid
     assert "cut from its end" in report.failures[-1]
+
+
+def test_find_by_hash_passes_over_a_newest_record_that_fails_to_verify(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """An edited newest record is skipped for the next one; none left is None."""
+    older = finished(pg_store, "same")
+    time.sleep(0.002)
+    newer = finished(pg_store, "same")
+    envelope_hash = pg_store.load(newer).header.envelope_hash
+    assert pg_store.find_by_hash(envelope_hash).execution_id == newer  # type: ignore[union-attr]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for execution_id in (newer, older):
+            conn.execute(
+                "UPDATE intentusnet_lines SET line = convert_to(replace("
+                "convert_from(line, 'UTF8'), 'same', 'SAME'), 'UTF8') "
+                "WHERE execution_id = %s AND seq = 0",
+                [execution_id],
+            )
+            found = pg_store.find_by_hash(envelope_hash)
+            assert found is None if execution_id == older else found is not None
+            if found is not None:
+                assert found.execution_id == older
+    assert pg_store.find_by_hash("sha256:" + "0" * 64) is None
 
 
 def test_a_newer_schema_is_refused(pg_dsn: str) -> None:
