@@ -6,20 +6,24 @@ with a (local, fake) model. For a sender the CRM does not know, the lookup
 returns None and scoring fails. The walk-through:
 
 1. route the request: it fails;
-2. ``explain`` (``intentusnet debug ID``) names the root cause;
-3. fix the code (here: flip ``FIXED``, which treats unknown senders as new leads);
-4. ``rerun(from_failure=True)`` (``intentusnet rerun ID --from-failure``): the
-   lookup and the e-mail are served from the record, scoring runs with the fix;
-   the e-mail is not sent again and the CRM is not asked again;
-5. ``diff_records`` (``intentusnet diff A B``) shows the one step that changed.
+2. ``explain`` (``intentusnet debug ID``) names the root cause: the lookup;
+3. fix the lookup (here: flip ``FIXED``, which makes unknown senders new leads);
+4. ``rerun(from_root_cause=True)`` (``intentusnet rerun ID --from-root-cause``):
+   the fixed lookup runs again, the e-mail is served from the record (it is
+   not sent again) and scoring runs on the lookup's new answer;
+5. ``diff_records`` (``intentusnet diff A B``) shows where the runs part ways.
+
+Resuming from the failure (``from_failure=True``) would not do: it serves the
+lookup's recorded None, so the fixed lookup never runs and scoring fails again.
 
 Run: python examples/debug_fix_replay.py
 
 The module is also an application for the command line: ``router`` records to
-``$CRM_STORE`` and ``CRM_FIXED=1`` turns the fix on, e.g.::
+``$CRM_STORE``, ``CRM_FIXED=1`` turns the fix on and ``CRM_VERSION`` sets the
+agent's version (a configuration change ``debug`` and ``diff`` report), e.g.::
 
     CRM_STORE=/tmp/crm CRM_FIXED=1 intentusnet --store /tmp/crm \\
-        rerun ID --app debug_fix_replay:router --from-failure
+        rerun last --app debug_fix_replay:router --from-root-cause
 """
 
 from __future__ import annotations
@@ -54,7 +58,10 @@ CRM = {"ada@example.com": {"name": "Ada", "company": "Engines Ltd", "employees":
 def lookup(email: str) -> dict[str, object] | None:
     """The CRM's record of a contact; None for a sender it does not know."""
     CALLS["crm"] += 1
-    return CRM.get(email)
+    contact = CRM.get(email)
+    if contact is None and FIXED:  # the fix: an unknown sender is a new lead
+        return {"name": email.split("@")[0], "company": None, "employees": 0}
+    return contact
 
 
 def fake_model(prompt: str) -> dict[str, object]:
@@ -82,8 +89,6 @@ def qualify(envelope: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
     """The pipeline: look up, acknowledge, score."""
     email = str(envelope.payload["email"])
     contact = lookup(email)
-    if contact is None and FIXED:
-        contact = {"name": email.split("@")[0], "company": None, "employees": 0}
     receipt = send_email(to=email, subject="Thanks, we received your request")
     result = score(contact)
     return {"email": email, "score": result["score"], "ack": receipt["messageId"]}
@@ -93,7 +98,9 @@ def build_router(store_path: str | Path | None) -> IntentRouter:
     """A router recording to the store at ``store_path`` (none: no recording)."""
     store = None if store_path is None else FileExecutionStore(store_path)
     router = IntentRouter(store=store)
-    router.agent("crm.qualify", name="qualifier")(qualify)
+    # CRM_VERSION plays a deployment of a new version of the agent
+    version = os.environ.get("CRM_VERSION", "1.0")
+    router.agent("crm.qualify", name="qualifier", version=version)(qualify)
     return router
 
 
@@ -102,7 +109,7 @@ router = build_router(os.environ.get("CRM_STORE"))
 
 
 def main() -> None:
-    """Walk the loop: fail, explain, fix, resume, diff."""
+    """Walk the loop: fail, explain, fix, re-run from the root cause, diff."""
     global FIXED
     root = Path(tempfile.mkdtemp(prefix="crm-"))
     store = FileExecutionStore(root)
@@ -120,15 +127,15 @@ def main() -> None:
         print(f"2. intentusnet --store {root} debug {failed_id}\n   {why.summary}")
 
         FIXED = True
-        print("3. fixed: unknown senders become new leads")
+        print("3. fixed the lookup: unknown senders become new leads")
 
         before = dict(CALLS), len(MAILBOX)
         result = rerun(
-            ReplayEngine.from_store(store, failed_id), app, from_failure=True
+            ReplayEngine.from_store(store, failed_id), app, from_root_cause=True
         )
         print(
             f"4. intentusnet --store {root} rerun {failed_id} --app ... "
-            f"--from-failure\n   {result.execution_id} {result.response.status}: "
+            f"--from-root-cause\n   {result.execution_id} {result.response.status}: "
             f"{result.response.payload}\n   served {[s.name for s in result.served]}, "
             f"ran {[s.name for s in result.ran]}; e-mails sent: {len(MAILBOX)} "
             f"(before: {before[1]}); CRM lookups: {CALLS['crm']} "

@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "AgentResponse": "envelope",
     "AsyncIntentusClient": "http.client",
     "AttemptInfo": "envelope",
+    "BranchDiff": "steps.diff",
     "CacheDirective": "envelope",
     "CacheError": "errors",
     "CacheHit": "store.hits",
@@ -28,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "CachePolicy": "cache.replay_cache",
     "CacheStats": "cache.replay_cache",
     "CachedCallError": "errors",
+    "Cassette": "steps.cassette",
     "CassetteMiss": "errors",
     "DiffEntry": "steps.diff",
     "EnvelopeValidationError": "errors",
@@ -50,12 +52,14 @@ _EXPORTS: dict[str, str] = {
     "IntentusClient": "http.client",
     "IntentusNetError": "errors",
     "InvalidExecutionId": "errors",
+    "InvalidRerunOption": "errors",
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
     "KeyRing": "record.signing",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NotCacheable": "errors",
+    "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
     "PublicKey": "record.keys",
     "RecordDiff": "steps.diff",
@@ -78,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "ReplayedStepError": "errors",
     "RequestInvalid": "errors",
     "RequestTooLarge": "errors",
+    "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
     "ResponseMetadata": "envelope",
     "RoutingDecision": "envelope",
@@ -86,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
     "SideEffectMismatch": "errors",
+    "SideEffectRefused": "errors",
     "SignatureCheck": "record.signing",
     "SignatureError": "errors",
     "SignatureStatus": "record.signing",
@@ -96,6 +102,7 @@ _EXPORTS: dict[str, str] = {
     "StoreStats": "record.model",
     "Unauthorized": "errors",
     "UnsupportedSchemaVersion": "errors",
+    "VerifiedEvent": "replay",
     "VerifyReport": "record.model",
     "agent_app": "http.agent_app",
     "cached": "cache.cached",
@@ -106,6 +113,7 @@ _EXPORTS: dict[str, str] = {
     "explain": "steps.explain",
     "new_execution_id": "_util.ids",
     "open_store": "store",
+    "plan_rerun": "steps.plan",
     "record_steps": "steps.view",
     "rerun": "steps.rerun",
     "step": "steps.step",
@@ -143,6 +151,7 @@ if TYPE_CHECKING:
     from .errors import Forbidden as Forbidden
     from .errors import IntentusNetError as IntentusNetError
     from .errors import InvalidExecutionId as InvalidExecutionId
+    from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import MalformedRequest as MalformedRequest
     from .errors import NotCacheable as NotCacheable
     from .errors import RecordExists as RecordExists
@@ -157,6 +166,7 @@ if TYPE_CHECKING:
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
     from .errors import SideEffectMismatch as SideEffectMismatch
+    from .errors import SideEffectRefused as SideEffectRefused
     from .errors import SignatureError as SignatureError
     from .errors import SigningKeyError as SigningKeyError
     from .errors import StoreError as StoreError
@@ -185,17 +195,23 @@ if TYPE_CHECKING:
     from .record.signing import SignatureStatus as SignatureStatus
     from .replay import ReplayEngine as ReplayEngine
     from .replay import ReplayResult as ReplayResult
+    from .replay import VerifiedEvent as VerifiedEvent
     from .routing.agents import AgentContext as AgentContext
     from .routing.agents import AgentDefinition as AgentDefinition
     from .routing.agents import AgentRegistry as AgentRegistry
     from .routing.agents import current_context as current_context
     from .routing.redact import Redactor as Redactor
     from .routing.router import IntentRouter as IntentRouter
+    from .steps.cassette import Cassette as Cassette
+    from .steps.diff import BranchDiff as BranchDiff
     from .steps.diff import DiffEntry as DiffEntry
     from .steps.diff import RecordDiff as RecordDiff
     from .steps.diff import diff_records as diff_records
     from .steps.explain import Explanation as Explanation
     from .steps.explain import explain as explain
+    from .steps.plan import PlannedStep as PlannedStep
+    from .steps.plan import RerunPlan as RerunPlan
+    from .steps.plan import plan_rerun as plan_rerun
     from .steps.rerun import RerunResult as RerunResult
     from .steps.rerun import rerun as rerun
     from .steps.step import step as step
@@ -209,7 +225,6 @@ if TYPE_CHECKING:
     from .store import RecordWriter as RecordWriter
     from .store import open_store as open_store
     from .store.hits import CacheHit as CacheHit
-
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 

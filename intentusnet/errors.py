@@ -21,9 +21,11 @@ with, and also subclasses the builtin it behaves like::
     │   │   └── SideEffectMismatch                side_effect_mismatch   7
     │   ├── ReplayedStepError (RuntimeError)      replayed_step_error    1
     │   ├── CacheMiss (LookupError)               cache_miss             3
-    │   └── CachedCallError (RuntimeError)        cached_call_error      1
+    │   ├── CachedCallError (RuntimeError)        cached_call_error      1
+    │   └── InvalidRerunOption (ValueError)       invalid_rerun_option   2
     ├── CacheError (OSError)                      cache_error            1
     ├── NotCacheable (TypeError)                  not_cacheable          2
+    ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
     ├── SigningKeyError (ValueError)              signing_key_error      2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
@@ -449,6 +451,46 @@ class NotCacheable(IntentusNetError, TypeError):
     def __init__(self, message: str, argument: str) -> None:
         self.argument = argument
         super().__init__(message)
+
+
+class InvalidRerunOption(ReplayError, ValueError):
+    """A re-run option does not fit the record it is given for.
+
+    ``from_step``, ``live`` or ``override`` name a step the record does not
+    hold, ``from_root_cause`` finds no root cause, ``from_snapshot`` names no
+    snapshot, a side effect is asked to run live, or two starting points are
+    given. Nothing has run when it is raised. Added in 0.1.0.
+
+    Attributes:
+        option: the option at fault, e.g. ``from_step``.
+    """
+
+    code: ClassVar[str] = "invalid_rerun_option"
+    exit_code: ClassVar[int] = 2
+
+    def __init__(self, message: str, option: str) -> None:
+        self.option = option
+        super().__init__(message)
+
+
+class SideEffectRefused(IntentusNetError, RuntimeError):
+    """A side-effect step was not started: its agent attempt had been stopped.
+
+    The router stopped the attempt (its timeout passed, or another agent won
+    a ``PARALLEL`` race) while its code was still running; a side effect it
+    would start after that is refused rather than half recorded. Raised
+    inside the agent's code; recorded as the step's failure. Added in 0.1.0.
+
+    Attributes:
+        name: the step refused.
+    """
+
+    code: ClassVar[str] = "side_effect_refused"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        super().__init__(f"side-effect step {name!r} not started: {why}")
 
 
 class SigningKeyError(IntentusNetError, ValueError):

@@ -3,17 +3,30 @@
 Replay reads only the record: it never runs agent code, calls a model or
 touches anything outside the record (DESIGN §6). A record that is not
 replayable is refused unless the caller forces it, and a forced replay always
-says, in ``warnings``, what it could not guarantee.
+says, in ``warnings``, what it could not guarantee. ``ReplayEngine.events()``
+walks the record line by line, checking each line's hash as it goes (what
+``intentusnet replay ID --step`` shows).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from ._util.jsonvalue import JSONObject, JSONValue
-from .errors import ReplayHashMismatch, ReplayNotAllowed
+from .errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
 from .hashing import compute_hash, hashed_view
-from .record.model import EventType, ExecutionRecord, _Frozen
+from .record.format import (
+    GENESIS_HEX,
+    EventOrder,
+    check_header,
+    check_line,
+    event_of_line,
+    key_id_of,
+    load_json,
+    split_lines,
+)
+from .record.model import EventType, ExecutionEvent, ExecutionRecord, _Frozen
 
 if TYPE_CHECKING:
     from .record.signing import KeyRing, SignatureCheck
@@ -25,6 +38,78 @@ MAX_DIFF_PATHS: Final = 50
 
 class _HasWire(Protocol):
     def to_wire(self) -> JSONObject: ...
+
+
+@runtime_checkable
+class RecordBytes(Protocol):
+    """A store that hands out a record's exact bytes (every store here does)."""
+
+    def raw(self, execution_id: str) -> bytes:
+        """The record's bytes, as stored."""
+        ...
+
+
+def _key_id(line: bytes, execution_id: str) -> str | None:
+    """The signing key line 1 names, if it can be read at all."""
+    try:
+        return key_id_of(load_json(line, execution_id, 1))
+    except RecordIntegrityError:
+        return None
+
+
+class VerifiedEvent(_Frozen):
+    """One line of a record, with its hash checked. Added in 0.1.0.
+
+    Attributes:
+        line: the line's number in the record, from 1 (line 1 is the header).
+        event: the event the line holds; ``None`` for the header line, or for
+            a line too damaged to read.
+        hash: the hash the line states (``"sha256:<hex>"``).
+        ok: the line's bytes hash to it, and it links to the line before.
+        problem: what is wrong with the line, when not ``ok``.
+        verified: lines verified so far, this one included.
+        total: the record's lines.
+    """
+
+    _fields = ("line", "event", "hash", "ok", "problem", "verified", "total")
+    __slots__ = tuple(f"_{name}" for name in _fields)
+    line: int
+    event: ExecutionEvent | None
+    hash: str
+    ok: bool
+    problem: str | None
+    verified: int
+    total: int
+
+    def __init__(
+        self,
+        line: int,
+        event: ExecutionEvent | None,
+        hash: str,
+        ok: bool,
+        problem: str | None,
+        verified: int,
+        total: int,
+    ) -> None:
+        self._line = line
+        self._event = event
+        self._hash = hash
+        self._ok = ok
+        self._problem = problem
+        self._verified = verified
+        self._total = total
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase wire form."""
+        return {
+            "line": self.line,
+            "event": None if self.event is None else self.event.to_json(),
+            "hash": self.hash,
+            "ok": self.ok,
+            "problem": self.problem,
+            "verified": self.verified,
+            "total": self.total,
+        }
 
 
 class ReplayResult(_Frozen):
@@ -154,6 +239,65 @@ class ReplayEngine:
             SignatureError: ``keys`` given, and they do not accept the record.
         """
         return cls(store.load(execution_id), store=store, keys=keys)
+
+    def events(self, data: bytes | None = None) -> Iterator[VerifiedEvent]:
+        """Yield the record's lines one at a time, each line's hash checked.
+
+        The header line comes first, then each event. A line is verified when
+        it is yielded: its bytes hash to the hash it states, it links to the
+        line before, and it may follow the lines before it (no event after a
+        signed record was closed, a ``SIGNATURE`` line only where its header
+        names a key, and a signed record's last line is its signature), so a
+        walk shows where a record was changed. Reads the
+        record's bytes from the engine's store, or ``data``. Added in 0.1.0.
+
+        Raises:
+            ValueError: no bytes to check: the engine has no store that gives
+                them out, and ``data`` is not given.
+        """
+        if data is None:
+            store = self.store
+            if not isinstance(store, RecordBytes):
+                raise ValueError(
+                    "events() checks the record's bytes: open the engine with "
+                    "ReplayEngine.from_store(store, id), or pass data="
+                )
+            data = store.raw(self.record.execution_id)
+        lines, _torn = split_lines(data)
+        execution_id = self.record.execution_id
+        order = EventOrder(_key_id(lines[0], execution_id) if lines else None)
+        prev: bytes | None = GENESIS_HEX
+        verified = 0
+        for number, line in enumerate(lines, 1):
+            problem = check_line(line, prev)
+            event: ExecutionEvent | None = None
+            try:
+                if number == 1:
+                    check_header(line, execution_id)
+                else:
+                    event = event_of_line(line, number, execution_id)
+                    # the order verify() holds a record to: signature lines too
+                    out_of_order = order.problem(event)
+                    if out_of_order is not None:
+                        raise RecordIntegrityError(out_of_order, execution_id, number)
+            except RecordIntegrityError as exc:
+                problem = problem or str(exc)
+            if problem is None and number == len(lines):
+                problem = order.end_problem()  # a signed record closed unsigned
+            verified += problem is None
+            stated = line[-66:-2] if len(line) >= 66 else b""
+            yield VerifiedEvent(
+                number,
+                event,
+                "sha256:" + stated.decode(errors="replace"),
+                problem is None,
+                problem,
+                verified,
+                len(lines),
+            )
+            # Link the next line to this line's stated hash: one edited line is
+            # one failure, not two.
+            prev = stated or None
 
     def is_replayable(self) -> tuple[bool, str | None]:
         """Return whether the record may be replayed and, if not, why."""

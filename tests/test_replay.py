@@ -270,6 +270,46 @@ def test_read_path_imports_neither_pydantic_nor_httpx() -> None:
     subprocess.run([sys.executable, "-c", probe], check=True)
 
 
+def test_events_yields_each_line_verified(store: MemoryExecutionStore) -> None:
+    """events() walks the header then each event, checking each line's hash."""
+    execution_id = finished(store)
+    engine = ReplayEngine.from_store(store, execution_id)
+    walked = list(engine.events())
+    record = engine.record
+    assert [line.line for line in walked] == list(range(1, len(record.events) + 2))
+    assert walked[0].event is None
+    assert [line.event for line in walked[1:]] == list(record.events)
+    assert all(line.ok and line.problem is None for line in walked)
+    assert [line.verified for line in walked] == [line.line for line in walked]
+    assert {line.total for line in walked} == {len(walked)}
+    assert walked[-1].hash == record.header.chain_head
+    doc = walked[1].to_json()
+    assert doc["event"] == record.events[0].to_json()
+    assert (doc["ok"], doc["verified"]) == (True, 2)
+
+
+def test_events_of_changed_bytes_name_the_changed_line(
+    store: MemoryExecutionStore,
+) -> None:
+    """A changed line fails its check; the lines after it still link to it."""
+    execution_id = finished(store)
+    engine = ReplayEngine.from_store(store, execution_id)
+    data = bytearray(store.raw(execution_id))
+    second = data.index(b"\n") + 1
+    data[second + 20] ^= 0x01
+    walked = list(engine.events(bytes(data)))
+    assert [line.ok for line in walked[:3]] == [True, False, True]
+    assert "hash mismatch, the line was changed" in (walked[1].problem or "")
+    assert walked[-1].verified == len(walked) - 1
+
+
+def test_events_need_the_record_bytes(store: MemoryExecutionStore) -> None:
+    """An engine built from a record alone has no bytes to check: ValueError."""
+    engine = ReplayEngine(store.load(finished(store)))
+    with pytest.raises(ValueError, match="checks the record's bytes"):
+        next(engine.events())
+
+
 def test_replay_with_keys_checks_the_signature_first(tmp_path: Path) -> None:
     """Signed records replay; forged, unknown-key, unsigned-if-required ones never."""
     key = SigningKey.generate()
@@ -297,3 +337,20 @@ def test_replay_with_keys_checks_the_signature_first(tmp_path: Path) -> None:
     strict = KeyRing([key.public_key], require_signature=True)
     with pytest.raises(SignatureError, match="unsigned"):
         ReplayEngine(plain, keys=strict)
+
+
+def test_events_hold_a_signed_record_to_the_order_verify_does(tmp_path: Path) -> None:
+    """Walking a signed record: its signature verifies; cut off, the end fails."""
+    signed = FileExecutionStore(tmp_path / "signed", signing_key=SigningKey.generate())
+    execution_id = finished(signed)
+    engine = ReplayEngine.from_store(signed, execution_id)
+    walked = list(engine.events())
+    assert walked[-1].event is not None
+    assert walked[-1].event.type is EventType.SIGNATURE
+    assert all(line.ok for line in walked)
+    data = signed.raw(execution_id)
+    unsigned = data[: data.rstrip(b"\n").rindex(b"\n") + 1]  # the signature removed
+    cut = list(engine.events(unsigned))
+    assert [line.ok for line in cut] == [True] * (len(cut) - 1) + [False]
+    assert "closed without a signature" in (cut[-1].problem or "")
+    assert cut[-1].verified == cut[-1].total - 1

@@ -165,7 +165,8 @@ def cli(
 
     Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
     or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
-    or signature failure, 7 cassette miss (rerun). See docs/cli.md.
+    or signature failure, 7 cassette miss (rerun), 8 the re-run's execution failed
+    (rerun). See docs/cli.md.
     """
     if colour() is False:
         ctx.color = False

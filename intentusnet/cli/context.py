@@ -2,11 +2,14 @@
 
 An ``ID`` argument goes through :class:`ExecutionId`, which reads ``last`` as the
 newest record of the store, so every command that takes an id accepts it.
+Commands that also take ``--intent NAME`` (:func:`last_intent_option`) read
+``last`` as the newest record of that intent.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import click
 
@@ -24,6 +27,10 @@ else:  # click < 8.2 has no generic ParamType
 LAST: Final = "last"
 # One store per command run: resolving ``last`` opens it before the command does.
 _STORE_KEY: Final = "intentusnet.store"
+# ``--intent NAME`` narrowing ``last``, and whether an ID said ``last``.
+_INTENT_KEY: Final = "intentusnet.last_intent"
+_LAST_USED_KEY: Final = "intentusnet.last_used"
+_F = TypeVar("_F", bound=Callable[..., object])
 
 
 class Settings:
@@ -110,20 +117,65 @@ def open_named(
         raise CliFailure(str(exc), USAGE) from None
 
 
-def newest_execution_id(store: NamedStore) -> str:
+def newest_execution_id(store: NamedStore, intent: str | None = None) -> str:
     """The id of the newest record in ``store`` (what ``last`` names).
 
+    Args:
+        store: the store.
+        intent: only records of this intent (``last --intent NAME``).
+
     Raises:
-        RecordNotFound: the store holds no record (exit 3).
+        RecordNotFound: the store holds no record (of that intent; exit 3).
     """
     from ..store.naming import describe
 
-    for summary in store.list(limit=1):
+    for summary in store.list(intent=intent, limit=1):
         return summary.execution_id
+    if intent is not None:
+        raise RecordNotFound(
+            f"no records of intent {intent!r} in {describe(store)!r}, so "
+            f"'{LAST} --intent {intent}' names none"
+        )
     raise RecordNotFound(
         f"no records in {describe(store)!r}, so {LAST!r} names none "
         "('last' is the newest record)"
     )
+
+
+def _keep_intent(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    if value is not None:
+        ctx.meta[_INTENT_KEY] = str(value)
+
+
+def last_intent_option(command: _F) -> _F:
+    """Add ``--intent NAME``: ``last`` names the newest record of that intent.
+
+    Eager, so that it is known when ``ID`` arguments are read, whatever the
+    order on the command line; the command calls :func:`check_last_intent`.
+    """
+    option = click.option(
+        "--intent",
+        metavar="NAME",
+        is_eager=True,
+        expose_value=False,
+        callback=_keep_intent,
+        help="With ID 'last': the newest record of this intent.",
+    )
+    return option(command)
+
+
+def check_last_intent() -> None:
+    """Refuse ``--intent`` when no ``ID`` said ``last`` (it would do nothing).
+
+    Raises:
+        CliFailure: ``--intent`` without ``last`` (exit 2).
+    """
+    meta = click.get_current_context().meta
+    if _INTENT_KEY in meta and not meta.get(_LAST_USED_KEY):
+        raise CliFailure(
+            "--intent narrows 'last' only: give 'last' as the ID, or drop --intent",
+            USAGE,
+        )
 
 
 class ExecutionId(_IdType):
@@ -138,4 +190,6 @@ class ExecutionId(_IdType):
         text = str(value)
         if text != LAST:
             return text
-        return newest_execution_id(open_store())
+        meta = click.get_current_context().meta
+        meta[_LAST_USED_KEY] = True
+        return newest_execution_id(open_store(), meta.get(_INTENT_KEY))

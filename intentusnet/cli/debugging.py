@@ -2,30 +2,80 @@
 
 ``debug ID`` explains a failure and shows the timeline up to it; ``rerun ID
 --app MODULE:ATTR`` runs the recorded envelope through today's code with the
-steps served from the record; ``diff A B`` shows where two runs part ways.
+steps served from the record, from wherever the options say (``--dry-run``
+only says what it would do); ``diff A B`` shows where two runs part ways.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, TypedDict
 
 import click
 
-from .._util.jsonvalue import JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss
 from .application import load_router
-from .context import ExecutionId, named_store, open_store
+from .context import (
+    ExecutionId,
+    check_last_intent,
+    last_intent_option,
+    named_store,
+    open_store,
+)
 from .output import emit_json, status_text
-from .params import CliFailure
+from .params import USAGE, CliFailure
 from .timeline import print_row, timeline_row
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
     from ..steps.diff import RecordDiff
     from ..steps.explain import Explanation
+    from ..steps.plan import RerunPlan
     from ..steps.rerun import RerunResult
+    from ..store.protocol import ExecutionStore
 
 _JSON_HELP = "Print JSON instead of text."
+if TYPE_CHECKING:
+    _OverrideType = click.ParamType[tuple[str, JSONValue]]
+else:  # click < 8.2 has no generic ParamType
+    _OverrideType = click.ParamType
+#: Exit code of a re-run that ran and whose execution failed (docs/cli.md).
+RERUN_FAILED: Final = 8
+
+
+class _RerunOptions(TypedDict):
+    """The options ``rerun`` and ``plan_rerun`` take, as the command line gave them."""
+
+    from_failure: bool
+    from_step: str | None
+    from_root_cause: bool
+    from_snapshot: str | None
+    live: tuple[str, ...]
+    override: dict[int | str, JSONValue]
+    allow_live: bool
+
+
+class _Override(_OverrideType):
+    """``STEP=JSON``: a step (number or name) and the output to serve for it."""
+
+    name = "step=json"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, JSONValue]:
+        """Return ``(step, output)``."""
+        import orjson
+
+        step, sep, text = str(value).partition("=")
+        if not sep or not step.strip():
+            self.fail(
+                f"{value!r} is not STEP=JSON (e.g. 1='{{\"id\": 7}}')", param, ctx
+            )
+        try:
+            output: JSONValue = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            self.fail(f"the output for step {step!r} is not JSON: {exc}", param, ctx)
+        return step.strip(), output
 
 
 @click.command()
@@ -33,9 +83,9 @@ _JSON_HELP = "Print JSON instead of text."
 @click.option(
     "--app",
     "app_ref",
-    required=True,
     metavar="MODULE:ATTR",
-    help="The IntentRouter with today's agents, e.g. myapp.routing:router.",
+    help="The IntentRouter with today's agents, e.g. myapp.routing:router "
+    "(required unless --dry-run).",
 )
 @click.option(
     "--from-failure",
@@ -43,20 +93,94 @@ _JSON_HELP = "Print JSON instead of text."
     help="Serve the steps that succeeded before the failure; run the rest live.",
 )
 @click.option(
+    "--from",
+    "from_step",
+    metavar="STEP",
+    help="Serve the steps before STEP (a number or a name); run it and the rest live.",
+)
+@click.option(
+    "--from-root-cause",
+    is_flag=True,
+    help="As --from, at the step `debug` names as the root cause.",
+)
+@click.option(
+    "--from-snapshot",
+    metavar="NAME",
+    help="Restore the state of snapshot NAME; serve the steps before it, run the "
+    "rest live.",
+)
+@click.option(
+    "--live",
+    "live",
+    metavar="STEP",
+    multiple=True,
+    help="Run STEP live and serve the rest (repeatable).",
+)
+@click.option(
+    "--override",
+    "overrides",
+    metavar="STEP=JSON",
+    multiple=True,
+    type=_Override(),
+    help="Serve STEP with this output instead (repeatable); what follows runs as "
+    "it must.",
+)
+@click.option(
     "--allow-live",
     is_flag=True,
     help="Run a step the record cannot answer instead of stopping (exit 7).",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what each step would do (served, live, side effect); run nothing.",
+)
+@last_intent_option
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def rerun(
-    execution_id: str, app_ref: str, from_failure: bool, allow_live: bool, as_json: bool
+    execution_id: str,
+    app_ref: str | None,
+    from_failure: bool,
+    from_step: str | None,
+    from_root_cause: bool,
+    from_snapshot: str | None,
+    live: tuple[str, ...],
+    overrides: tuple[tuple[str, JSONValue], ...],
+    allow_live: bool,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Re-run record ID with today's code, its steps served from the record."""
     from ..replay import ReplayEngine
-    from ..steps.rerun import rerun as rerun_record
 
+    check_last_intent()
+    options: _RerunOptions = {
+        "from_failure": from_failure,
+        "from_step": from_step,
+        "from_root_cause": from_root_cause,
+        "from_snapshot": from_snapshot,
+        "live": live,
+        "override": dict[int | str, JSONValue](overrides),
+        "allow_live": allow_live,
+    }
     store = open_store()
     engine = ReplayEngine.from_store(store, execution_id)
+    if dry_run:
+        from ..steps.plan import plan_rerun
+
+        plan = plan_rerun(engine, **options)
+        if as_json:
+            emit_json(plan.to_json())
+        else:
+            _print_plan(plan)
+        return
+    if app_ref is None:
+        raise CliFailure("rerun needs --app MODULE:ATTR (unless --dry-run)", USAGE)
+    from ..steps.rerun import rerun as rerun_record
+    from ..steps.selection import resolve
+
+    # Checked before the application is imported: a mistake costs nothing.
+    resolve(engine.record, store=store, **options)
     # The named store in the environment: an application that opens
     # intentusnet.open_store() records the re-run beside the original.
     router = load_router(app_ref, named_store())
@@ -64,10 +188,9 @@ def rerun(
         result = rerun_record(
             engine,
             router,
-            from_failure=from_failure,
-            allow_live=allow_live,
             # A router without a store records the re-run beside the original.
             store=store if router.store is None else None,
+            **options,
         )
     except CassetteMiss as exc:
         hint = "" if allow_live else "; --allow-live runs such steps live"
@@ -81,22 +204,38 @@ def rerun(
     if as_json:
         emit_json(result.to_json())
     else:
-        _print_rerun(result)
+        _print_rerun(result, _step_names(engine.record))
+    if not result.ok:
+        raise click.exceptions.Exit(RERUN_FAILED)
 
 
-def _print_rerun(result: RerunResult) -> None:
-    mode = "from the failure" if result.mode == "from_failure" else "strictly"
+def _started(mode: str, from_step: int | None, names: dict[int, str]) -> str:
+    """How a re-run starts, for people: ``from the root cause, crm.lookup (step 1)``."""
+    if mode == "strict":
+        return "strictly"
+    if mode == "from_snapshot":
+        return "from a snapshot"
+    where = "" if from_step is None else f"{names.get(from_step)} (step {from_step})"
+    label = {"from_failure": "the failure", "from_root_cause": "the root cause"}
+    if mode in label:
+        return f"from {label[mode]}" + (f", {where}" if where else "")
+    return f"from {where}"
+
+
+def _print_rerun(result: RerunResult, names: dict[int, str]) -> None:
+    mode = _started(result.mode, result.from_step, names)
     click.echo(
         f"Re-ran {result.original_execution_id} {mode} as {result.execution_id}: "
         + status_text("completed" if result.ok else "failed")
     )
     for label, runs in (("served", result.served), ("ran", result.ran)):
-        names = ", ".join(
+        text = ", ".join(
             f"{run.name} (step {run.number})"
             + (" [not in the record]" if run.miss else "")
+            + (" [output given]" if run.overridden else "")
             for run in runs
         )
-        click.echo(f"  {label + ':':<8}{names or '-'}")
+        click.echo(f"  {label + ':':<8}{text or '-'}")
     if result.diff is not None:
         click.secho("\nDiff against the original", bold=True)
         _print_diff(result.diff)
@@ -104,14 +243,47 @@ def _print_rerun(result: RerunResult) -> None:
     emit_json(result.response.to_wire())
 
 
+_ACTIONS: Final = {
+    "serve": "served",
+    "side_effect": "side effect",
+    "override": "output given",
+    "live": "live",
+    "replay_error": "error again",
+    "miss": "MISS",
+    "inside": "not called",
+}
+
+
+def _step_names(record: ExecutionRecord) -> dict[int, str]:
+    from ..steps.view import record_steps
+
+    return {step.number: step.name for step in record_steps(record)}
+
+
+def _print_plan(plan: RerunPlan) -> None:
+    names = {step.number: step.name for step in plan.steps}
+    mode = _started(plan.mode, plan.from_step, names)
+    click.echo(f"Dry run: re-running {plan.execution_id} {mode} would do this")
+    click.echo("(nothing was run; today's code may call other steps)")
+    width = max((len(step.name) for step in plan.steps), default=4)
+    for step in plan.steps:
+        action = _ACTIONS.get(step.action, step.action)
+        line = f"  {step.number:>3}  {step.name:<{width}}  {action:<12} {step.why}"
+        click.secho(line, fg="red" if step.action == "miss" else None)
+    if not plan.steps:
+        click.echo("  (the record has no steps)")
+
+
 @click.command()
 @click.argument("first", metavar="A", type=ExecutionId())
 @click.argument("second", metavar="B", type=ExecutionId())
+@last_intent_option
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def diff(first: str, second: str, as_json: bool) -> None:
     """Show where record B differs from record A, first deviation marked."""
     from ..steps.diff import diff_records
 
+    check_last_intent()
     store = open_store()
     a, b = store.load(first), store.load(second)
     found = diff_records(a, b)
@@ -120,8 +292,10 @@ def diff(first: str, second: str, as_json: bool) -> None:
         return
     for tag, record in (("A", a), ("B", b)):
         header = record.header
+        status = header.status.value
+        pad = " " * max(9 - len(status), 0)  # padded outside the colour codes
         click.echo(
-            f"{tag}  {record.execution_id}  {status_text(header.status.value):<9}  "
+            f"{tag}  {record.execution_id}  {status_text(status)}{pad}  "
             f"fingerprint {record.fingerprint[:23]}..."
         )
     click.echo()
@@ -142,26 +316,51 @@ def _print_diff(found: RecordDiff) -> None:
         click.echo(f"{len(found.entries)} differences{where}")
     for entry in found.entries:
         mark = ">" if entry.deviation_point else " "
-        line = f"  {mark} {entry.kind:<17}{entry.detail}"
+        branch = f"[{entry.branch}] " if entry.branch and entry.scope == "step" else ""
+        line = f"  {mark} {entry.kind:<17}{branch}{entry.detail}"
         click.secho(line, fg="yellow" if entry.deviation_point else None)
+    if found.branches:
+        click.echo("Branches")
+        for each in found.branches:
+            point = each.deviation_point
+            where = (
+                "same"
+                if point is None
+                else f"first deviation: {point.name} ({point.kind})"
+            )
+            click.echo(f"  {each.agent}: {where}")
 
 
 @click.command()
 @click.argument("execution_id", metavar="ID", type=ExecutionId())
+@last_intent_option
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def debug(execution_id: str, as_json: bool) -> None:
     """Explain why record ID failed: root cause, timeline, how to resume."""
     from ..steps.explain import explain
 
+    check_last_intent()
     store = open_store()
     record = store.load(execution_id)
     found = explain(record, store)
     rows = _rows_until(record, found.failure_seq)
-    resume = _resume_command(execution_id) if found.failed else None
+    resume = None
+    if found.failed:
+        start = "--from-root-cause" if found.root_cause else "--from-failure"
+        resume = _resume_command(execution_id, start)
+    drift = _configuration_drift(store, record)
     if as_json:
-        emit_json({"explanation": found.to_json(), "timeline": rows, "resume": resume})
+        emit_json(
+            {
+                "explanation": found.to_json(),
+                "timeline": rows,
+                "resume": resume,
+                "configuration": drift,
+            }
+        )
         return
     _print_explanation(record, found)
+    _print_drift(drift)
     click.secho("\nTimeline up to the failure", bold=True)
     for row in rows:
         if isinstance(row, dict):
@@ -169,6 +368,84 @@ def debug(execution_id: str, as_json: bool) -> None:
     if resume is not None:
         click.secho("\nOnce fixed, resume with", bold=True)
         click.echo(f"  {resume}")
+
+
+#: How many earlier records of the intent ``debug`` looks through for a
+#: completed run to compare the configuration with.
+_COMPARE_WITHIN: Final = 200
+
+
+def _configuration_drift(store: ExecutionStore, record: ExecutionRecord) -> JSONObject:
+    """Whether ``record`` ran under the configuration of a run to compare with.
+
+    That run is the original, for a re-run; else the newest earlier completed
+    record of the same intent. Returns ``{"fingerprint", "comparedWith", "why",
+    "same", "changes"}`` (``same`` is ``None`` when there is nothing to compare).
+    """
+    from ..steps.diff import configuration_changes
+
+    mine = record.header.configuration
+    fingerprint = None if mine is None else mine.get("fingerprint")
+    other, why = _comparison(store, record)
+    theirs = None if other is None else other.header.configuration
+    same: bool | None = None
+    changes: list[JSONValue] = []
+    if mine is not None and theirs is not None:
+        same = mine.get("fingerprint") == theirs.get("fingerprint")
+        changes = list[JSONValue](configuration_changes(theirs, mine))
+    return {
+        "fingerprint": fingerprint,
+        "comparedWith": None if other is None else other.execution_id,
+        "why": why,
+        "same": same,
+        "changes": changes,
+    }
+
+
+def _comparison(
+    store: ExecutionStore, record: ExecutionRecord
+) -> tuple[ExecutionRecord | None, str]:
+    """The record to compare the configuration with, and what it is."""
+    from ..errors import IntentusNetError
+
+    original = record.replay_of
+    if original is not None:
+        try:
+            return store.load(original), "the run this one re-ran"
+        except IntentusNetError:
+            return None, f"the run this one re-ran ({original}) cannot be loaded"
+    header = record.header
+    intent = header.intent_name
+    for summary in store.list(intent=intent, status="completed", limit=_COMPARE_WITHIN):
+        if (
+            summary.execution_id != record.execution_id
+            and summary.created_utc <= header.created_utc
+        ):
+            try:
+                return store.load(summary.execution_id), (
+                    f"the last completed {intent} run before it"
+                )
+            except IntentusNetError:
+                continue
+    return None, f"no completed {intent} run before it"
+
+
+def _print_drift(drift: JSONObject) -> None:
+    other, why, same = drift["comparedWith"], drift["why"], drift["same"]
+    if drift["fingerprint"] is None:
+        line = "not recorded (the record was made without it)"
+    elif other is None:
+        line = f"nothing to compare with: {why}"
+    elif same is None:
+        line = f"{other} ({why}) recorded none to compare with"
+    elif same:
+        line = f"the same as {other} ({why})"
+    else:
+        changes = drift["changes"]
+        listed = "; ".join(map(str, changes)) if isinstance(changes, list) else ""
+        line = f"CHANGED since {other} ({why}): {listed}"
+    click.secho("\nConfiguration", bold=True)
+    click.secho(f"  {line}", fg="yellow" if same is False else None)
 
 
 def _rows_until(record: ExecutionRecord, seq: int | None) -> list[JSONValue]:
@@ -179,7 +456,7 @@ def _rows_until(record: ExecutionRecord, seq: int | None) -> list[JSONValue]:
     ]
 
 
-def _resume_command(execution_id: str) -> str:
+def _resume_command(execution_id: str, start: str) -> str:
     import shlex  # here: `--help` imports this module to list its commands
 
     from ..store.naming import is_url, public_url
@@ -191,7 +468,7 @@ def _resume_command(execution_id: str) -> str:
     store = "" if name is None else f" --store {shlex.quote(name)}"
     return (
         f"intentusnet{store} rerun {shlex.quote(execution_id)} "
-        "--app MODULE:ATTR --from-failure"
+        f"--app MODULE:ATTR {start}"
     )
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .context import ExecutionId, open_store
+from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
 from .params import Since
 from .timeline import print_inspection, timeline_json
@@ -135,11 +135,13 @@ def show(execution_id: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("execution_id", metavar="ID", type=ExecutionId())
+@last_intent_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def inspect(execution_id: str, as_json: bool) -> None:
     """Show record ID: header, timeline, errors, final response, execution tree."""
     from .tree import execution_tree, print_tree
 
+    check_last_intent()
     store = open_store()
     record = store.load(execution_id)
     tree = execution_tree(store, record)

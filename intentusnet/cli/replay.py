@@ -3,17 +3,18 @@
 This is the command that must start fast: it imports the store and the replay
 engine, which read records with orjson, and never pydantic or httpx. An
 envelope given with ``--verify-envelope`` is hashed from its wire form.
+``--step`` walks the record line by line instead (:mod:`.stepper`).
 """
 
 from __future__ import annotations
 
 import click
 
-from ..errors import ReplayHashMismatch, ReplayNotAllowed
+from ..errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
 from .context import ExecutionId, open_store
 from .keys import key_options, key_ring
 from .output import emit_json, note, warn
-from .params import CliFailure, read_json_object
+from .params import USAGE, CliFailure, read_json_object
 
 #: Exit code when ``--verify-envelope`` finds another envelope (DESIGN §8).
 HASH_MISMATCH_EXIT = ReplayHashMismatch.exit_code
@@ -30,6 +31,11 @@ HASH_MISMATCH_EXIT = ReplayHashMismatch.exit_code
 @click.option(
     "--force", is_flag=True, help="Replay even a record that is not replayable."
 )
+@click.option(
+    "--step",
+    is_flag=True,
+    help="Walk the record one verified event at a time (next, previous, quit).",
+)
 @key_options
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
 @click.pass_context
@@ -38,6 +44,7 @@ def replay(
     execution_id: str,
     envelope_file: str | None,
     force: bool,
+    step: bool,
     key_files: tuple[str, ...],
     key_dirs: tuple[str, ...],
     require_signature: bool,
@@ -52,9 +59,20 @@ def replay(
     """
     from ..replay import ReplayEngine
 
+    if step and (envelope_file is not None or as_json or force):
+        raise CliFailure(
+            "--step walks the record; it takes no --verify-envelope, --force or --json",
+            USAGE,
+        )
     ring = key_ring(key_files, key_dirs, require_signature)
     envelope = None if envelope_file is None else read_json_object(envelope_file)
     engine = ReplayEngine.from_store(open_store(), execution_id, keys=ring)
+    if step:
+        from .stepper import step_through
+
+        if step_through(engine):
+            ctx.exit(RecordIntegrityError.exit_code)
+        return
     replayable, reason = engine.is_replayable()
     if force and not replayable:
         warn(f"Forcing replay of non-replayable record ({reason})")

@@ -124,6 +124,7 @@ def print_inspection(record: ExecutionRecord) -> None:
         ("parent", header.parent_execution_id or "-"),
         ("replay of", record.replay_of or "-"),
         ("fingerprint", record.fingerprint),
+        ("config", _configuration(header.configuration)),
         ("signed by", header.key_id or "- (unsigned)"),
     ]
     click.secho(f"Execution {header.execution_id}", bold=True)
@@ -139,6 +140,21 @@ def print_inspection(record: ExecutionRecord) -> None:
         click.echo("  none: the execution did not finish")
     else:
         emit_json(record.final_response)
+
+
+def _configuration(configuration: JSONObject | None) -> str:
+    """``sha256:06b3... (DIRECT: qualifier 1.1, backup 1.0)``, or ``-``."""
+    if configuration is None:
+        return "-"
+    found = configuration.get("agents")
+    agents = found if isinstance(found, list) else []
+    listed = ", ".join(
+        f"{agent.get('name')} {agent.get('version')}"
+        for agent in agents
+        if isinstance(agent, dict)
+    )
+    fingerprint = str(configuration.get("fingerprint"))
+    return f"{fingerprint[:23]}... ({configuration.get('strategy')}: {listed})"
 
 
 def print_row(row: JSONObject) -> None:

@@ -207,6 +207,7 @@ def record(data: JSONObject) -> ExecutionRecord:
         chain_head=str(head["chainHead"]),
         owner=owner if isinstance(owner, dict) else None,
         key_id=_text(head.get("keyId")),
+        configuration=_maybe_object(head.get("configuration")),
     )
     items = data["events"]
     assert isinstance(items, list)
@@ -268,6 +269,10 @@ def _object(value: JSONValue) -> JSONObject:
     if not isinstance(value, dict):
         raise ServiceError(f"the service sent {type(value).__name__}, not an object")
     return value
+
+
+def _maybe_object(value: JSONValue) -> JSONObject | None:
+    return value if isinstance(value, dict) else None
 
 
 def _list(value: JSONValue) -> list[JSONValue]:

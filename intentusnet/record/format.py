@@ -75,11 +75,15 @@ def header_line(
     parent_execution_id: str | None,
     owner: JSONObject,
     key_id: str | None = None,
+    configuration: JSONObject | None = None,
 ) -> tuple[bytes, str]:
     """Seal line 1: the header as opened, and the envelope.
 
     ``key_id`` names the key that will sign the record when it is closed; an
     unsigned record's header has no ``keyId`` field at all.
+
+    ``configuration`` (the router's configuration for the intent, with its
+    fingerprint) is written only when given (added in 0.1.0).
 
     Raises:
         TypeError: the envelope is not JSON-serialisable.
@@ -100,6 +104,8 @@ def header_line(
     }
     if key_id is not None:
         fields["keyId"] = key_id
+    if configuration is not None:
+        fields["configuration"] = configuration
     fields["envelope"] = envelope
     fields["prevHash"] = GENESIS_HASH
     return seal(fields)

@@ -178,6 +178,10 @@ class ExecutionHeader(_Frozen):
     on load (DESIGN §4); ``owner`` is the process that wrote the record;
     ``key_id`` is the signing key the writer announced in line 1, or ``None``
     for an unsigned record (added in 0.1.0).
+    ``configuration`` is the router's configuration for the intent when the
+    record was made — ``{"fingerprint", "strategy", "agents": [{"name",
+    "version", "priority"}, ...]}`` — or ``None`` for a record made without
+    one (added in 0.1.0).
     """
 
     _fields = (
@@ -197,6 +201,7 @@ class ExecutionHeader(_Frozen):
         "chain_head",
         "owner",
         "key_id",
+        "configuration",
     )
     __slots__ = tuple(f"_{name}" for name in _fields)
     schema_version: int
@@ -215,6 +220,7 @@ class ExecutionHeader(_Frozen):
     chain_head: str
     owner: JSONObject | None
     key_id: str | None
+    configuration: JSONObject | None
 
     def __init__(
         self,
@@ -234,6 +240,7 @@ class ExecutionHeader(_Frozen):
         chain_head: str,
         owner: JSONObject | None = None,
         key_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> None:
         self._schema_version = schema_version
         self._execution_id = execution_id
@@ -251,6 +258,7 @@ class ExecutionHeader(_Frozen):
         self._chain_head = chain_head
         self._owner = owner
         self._key_id = key_id
+        self._configuration = configuration
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -271,6 +279,7 @@ class ExecutionHeader(_Frozen):
             "chainHead": self.chain_head,
             "owner": self.owner,
             "keyId": self.key_id,
+            "configuration": self.configuration,
         }
 
 

@@ -190,7 +190,14 @@ def _header(
         chain_head,
         owner_d,
         key_id_of(fields),
+        _configuration(fields),
     )
+
+
+def _configuration(fields: JSONObject) -> JSONObject | None:
+    """Line 1's router configuration, if it has one (added in 0.1.0)."""
+    configuration = fields.get("configuration")
+    return configuration if isinstance(configuration, dict) else None
 
 
 def derive_reason(

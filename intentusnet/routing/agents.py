@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import (
     Annotated,
+    Final,
     Protocol,
     TypeAlias,
     TypeVar,
@@ -24,13 +25,15 @@ from typing import (
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
 from .children import Router, aroute_child, route_child
 from .execution import Execution, arun_step, run_step
+from .guard import AttemptGuard
 
 __all__ = [
+    "SNAPSHOT_PREFIX",
     "Agent",
     "AgentContext",
     "AgentDefinition",
@@ -46,6 +49,11 @@ AgentHandler: TypeAlias = Callable[
     [IntentEnvelope, "AgentContext"], AgentResult | Awaitable[AgentResult]
 ]
 _T = TypeVar("_T")
+_J = TypeVar("_J", bound=JSONValue)
+#: Taken only to make an attempt's side-effect guard, once per attempt at most.
+_GUARD_LOCK: Final = threading.Lock()
+#: A snapshot is recorded as a step named ``snapshot:NAME`` (added in 0.1.0).
+SNAPSHOT_PREFIX: Final = "snapshot:"
 
 #: The attempt running in this context; the router sets it around every agent
 #: call (in worker threads too), so ``@step`` functions find their execution.
@@ -114,10 +122,14 @@ class AgentContext:
         deadline: ``time.monotonic()`` value after which the router gives up on
             this attempt, or ``None`` when there is no timeout.
         router: the router running the agent.
+        guard: the attempt's side-effect guard: when the router stops the
+            attempt (timeout, a lost race), a running side-effect step is let
+            finish and a new one is refused (added in 0.1.0).
     """
 
     __slots__ = (
         "_execution",
+        "_guard",
         "agent",
         "attempt",
         "deadline",
@@ -144,6 +156,18 @@ class AgentContext:
         self.router = router
         # the execution's recorder and step state; None: steps are plain calls
         self._execution = execution
+        self._guard: AttemptGuard | None = None  # made when first needed
+
+    @property
+    def guard(self) -> AttemptGuard:
+        """The attempt's side-effect guard (made on first use: most need none)."""
+        guard = self._guard
+        if guard is None:
+            with _GUARD_LOCK:  # the agent's thread and the router's may race here
+                guard = self._guard
+                if guard is None:
+                    guard = self._guard = AttemptGuard(self.agent, self.attempt)
+        return guard
 
     @property
     def remaining_ms(self) -> float | None:
@@ -173,20 +197,36 @@ class AgentContext:
             args: keyword arguments for ``fn``; recorded and matched on re-run.
             fn: the call to make.
             side_effect: the call changes the world: a re-run never makes it
-                again but serves it from the record.
+                again but serves it from the record, and a timeout or a lost
+                ``PARALLEL`` race never cuts it in half (it is let finish, or
+                refused if the attempt was stopped before it started).
 
         Raises:
             CassetteMiss: in a strict re-run, the record holds no such call.
+            SideEffectRefused: a side effect, after its attempt was stopped.
         """
         kwargs = dict(args) if args else {}
-        return run_step(
-            self._execution,
-            self.agent,
-            self.attempt,
+        if not side_effect:
+            return run_step(
+                self._execution,
+                self.agent,
+                self.attempt,
+                name,
+                kwargs,
+                lambda: fn(**kwargs),
+                False,
+            )
+        guard = self.guard  # never cut in half by a timeout or a lost race
+
+        def call() -> _T:
+            guard.check(name)
+            return fn(**kwargs)
+
+        return guard.run(
             name,
-            kwargs,
-            lambda: fn(**kwargs),
-            side_effect,
+            lambda: run_step(
+                self._execution, self.agent, self.attempt, name, kwargs, call, True
+            ),
         )
 
     async def astep(
@@ -202,14 +242,54 @@ class AgentContext:
         Added in 0.1.0.
         """
         kwargs = dict(args) if args else {}
-        return await arun_step(
+        if not side_effect:
+            return await arun_step(
+                self._execution,
+                self.agent,
+                self.attempt,
+                name,
+                kwargs,
+                lambda: fn(**kwargs),
+                False,
+            )
+        guard = self.guard  # never cut in half by a timeout or a lost race
+
+        def call() -> Awaitable[_T]:
+            guard.check(name)
+            return fn(**kwargs)
+
+        return await guard.arun(
+            name,
+            lambda: arun_step(
+                self._execution, self.agent, self.attempt, name, kwargs, call, True
+            ),
+        )
+
+    def snapshot(self, name: str, state: _J) -> _J:
+        """Record ``state`` under ``name`` and return the state to go on with.
+
+        Use it as ``state = ctx.snapshot("scored", state)``. In a run, it
+        records ``state`` (a JSON value) and returns it. In a re-run, the record
+        answers, as for a step: a re-run started with ``from_snapshot=NAME``
+        (``intentusnet rerun ID --from-snapshot NAME``) serves every step before
+        it and returns the recorded state here, restored, then runs the rest
+        live; a strict re-run returns the recorded state too. It is recorded
+        as a step named ``snapshot:NAME`` whose output is the state; a re-run of
+        a record made before the call existed just returns ``state``.
+        Added in 0.1.0.
+
+        Raises:
+            EnvelopeValidationError: ``state`` is not JSON (names the path).
+        """
+        check_json(state, f"snapshot {name!r}")
+        return run_step(
             self._execution,
             self.agent,
             self.attempt,
-            name,
-            kwargs,
-            lambda: fn(**kwargs),
-            side_effect,
+            SNAPSHOT_PREFIX + name,
+            {},
+            lambda: state,
+            False,
         )
 
     def route(

@@ -47,6 +47,7 @@ __all__ = [
     "enter_step",
     "jsonish",
     "leave_step",
+    "replayed_error",
     "run_step",
 ]
 
@@ -218,14 +219,22 @@ class StepSession:
         assert decision is not None
         recorded = decision.recorded
         assert recorded is not None
+        output, output_hash = recorded.output, recorded.output_hash
+        redaction = self.redaction
+        if decision.overridden and redaction is not None and output_hash is not None:
+            # an output given to the re-run, not read from the record: it is
+            # redacted like a live step's before it is sealed
+            output, output_hash = _redacted(
+                redaction.output(step.name, output), output, output_hash
+            )
         data: JSONObject = {
             "step": step.number,
             "name": step.name,
             "argsHash": step.args_hash,
             "outcome": recorded.outcome,
             "durationMs": ms_since(step.start),
-            "output": recorded.output,
-            "outputHash": recorded.output_hash,
+            "output": output,
+            "outputHash": output_hash,
             "error": recorded.error,
             "traceback": recorded.traceback,
             "replayable": True,
@@ -237,6 +246,8 @@ class StepSession:
         }
         if recorded.child_execution_id is not None:
             data["childExecutionId"] = recorded.child_execution_id
+        if decision.overridden:
+            data["overridden"] = True
         self._write_end(step, data, recorded.outcome)
         return _copy(recorded.output)
 
@@ -438,7 +449,12 @@ def _replayed(step: OpenStep) -> ReplayedStepError:
     """The recorded failure of a step, to raise again in a strict re-run."""
     decision = step.decision
     recorded = None if decision is None else decision.recorded
-    error = (recorded.error if recorded is not None else None) or {}
+    return replayed_error(step.name, None if recorded is None else recorded.error)
+
+
+def replayed_error(name: str, error: JSONObject | None) -> ReplayedStepError:
+    """The recorded failure ``error`` (``{"type", "message"}``) of step ``name``."""
+    error = error or {}
     kind = str(error.get("type") or "Error")
     message = str(error.get("message") or "")
     cls = _REPLAYED.get(kind)
@@ -446,7 +462,7 @@ def _replayed(step: OpenStep) -> ReplayedStepError:
         cls = _replayed_type(kind)
         if len(_REPLAYED) < _MAX_REPLAYED:
             _REPLAYED[kind] = cls
-    return cls(step.name, kind, message)
+    return cls(name, kind, message)
 
 
 def _replayed_type(kind: str) -> type[ReplayedStepError]:

@@ -62,6 +62,7 @@ class Recorder:
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
         received: JSONObject | None = None,
+        configuration: JSONObject | None = None,
         redaction: Redaction | None = None,
     ) -> None:
         self.error: str | None = None
@@ -78,6 +79,8 @@ class Recorder:
                 envelope_hash=envelope_hash,
                 execution_id=execution_id,
                 parent_execution_id=parent_execution_id,
+                # only when there is one: stores written before 0.1.0 lack it
+                **({} if configuration is None else {"configuration": configuration}),
             )
         except (OSError, IntentusNetError) as exc:
             self.error = f"could not open the record: {exc}"

@@ -33,6 +33,7 @@ from .agents import (
     RegisteredAgent,
     make_definition,
 )
+from .config import configuration
 from .execution import Execution
 from .recorder import Recorder
 from .redact import Redaction, Redactor
@@ -118,6 +119,8 @@ class IntentRouter:
             _DecisionKey,
             tuple[int, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]],
         ] = {}
+        #: the header's configuration per (generation, intent, version, strategy)
+        self._configs: dict[tuple[int, str, str, RoutingStrategy], JSONObject] = {}
         self._executor = cf.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="intentusnet-agent"
         )
@@ -345,6 +348,7 @@ class IntentRouter:
                 execution_id=opts.execution_id,
                 parent_execution_id=opts.parent_execution_id,
                 received=opts.received,
+                configuration=self._configuration(env),
                 redaction=redaction,
             )
             ex = Execution(
@@ -356,6 +360,22 @@ class IntentRouter:
                 cassette=opts.cassette,
             )
         return ex, decision, decision_wire, order
+
+    def _configuration(self, env: IntentEnvelope) -> JSONObject:
+        """The configuration ``env`` is routed under, for the record's header."""
+        key = (
+            self.registry.generation,
+            env.intent.name,
+            env.intent.version,
+            env.routing.strategy,
+        )
+        found = self._configs.get(key)
+        if found is None:
+            if len(self._configs) >= _DECISION_CACHE_SIZE:
+                self._configs.clear()
+            found = configuration(self.registry, env.intent, env.routing.strategy)
+            self._configs[key] = found
+        return found
 
     def _finish(
         self, ex: Execution, response: AgentResponse, keep: _Keep | None
@@ -434,9 +454,12 @@ class IntentRouter:
             done, _ = cf.wait([future], timeout=timeout_ms / 1000)
             if not done:
                 # A thread cannot be stopped: the attempt is abandoned and its
-                # eventual result ignored.
+                # eventual result ignored; a side effect it is making is let
+                # finish first, and none is started after.
                 future.cancel()
-                return [timed_out(agent.name, timeout_ms, ms_since(start))]
+                guard = ctx.guard
+                finished = guard.wait() if guard.stop("timeout") else []
+                return [timed_out(agent.name, timeout_ms, ms_since(start), finished)]
             error = future.exception()
             if error is not None:
                 return [from_exception(agent.name, error, ms_since(start))]
@@ -480,12 +503,15 @@ class IntentRouter:
         agents, race, first_attempt = run
         timeout_ms = env.routing.timeout_ms
         start = time.perf_counter()
-        tasks = {
-            asyncio.ensure_future(
-                self._invoke(agent, env, self._context(agent, env, ex, number))
-            ): agent
+        contexts = [
+            self._context(agent, env, ex, number)
             for number, agent in enumerate(agents, first_attempt)
+        ]
+        tasks = {
+            asyncio.ensure_future(self._invoke(agent, env, ctx)): agent
+            for agent, ctx in zip(agents, contexts, strict=True)
         }
+        attempts = dict(zip(tasks, contexts, strict=True))
         deadline = start + timeout_ms / 1000 if timeout_ms else None
         outcomes: list[Outcome] = []
         pending = set(tasks)
@@ -507,15 +533,23 @@ class IntentRouter:
                     outcomes.append(from_result(name, task.result(), ms_since(start)))
             if race and any(o.ok for o in outcomes):
                 break
+        expired = deadline is not None and time.perf_counter() >= deadline
+        guards = {task: attempts[task].guard for task in pending}
+        running = [
+            guards[task]
+            for task in pending
+            if guards[task].stop("timeout" if expired else "cancelled")
+        ]
         for task in pending:
             task.cancel()
-            name = tasks[task].name
-            if timeout_ms is not None and (
-                deadline is not None and time.perf_counter() >= deadline
-            ):
-                outcomes.append(timed_out(name, timeout_ms, ms_since(start)))
+        for guard in running:  # side effects are let finish, never cut in half
+            await asyncio.to_thread(guard.wait)
+        for task in pending:
+            name, finished = tasks[task].name, guards[task].finished
+            if timeout_ms is not None and expired:
+                outcomes.append(timed_out(name, timeout_ms, ms_since(start), finished))
             else:
-                outcomes.append(cancelled(name, ms_since(start)))
+                outcomes.append(cancelled(name, ms_since(start), finished))
         return outcomes
 
     # -- the background loop ---------------------------------------------------

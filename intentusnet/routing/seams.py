@@ -104,6 +104,10 @@ class StepDecision(Protocol):
     def miss(self) -> bool:
         """Runs live although no recording could answer it."""
 
+    @property
+    def overridden(self) -> bool:
+        """Served with an output the re-run was given instead of the recorded one."""
+
 
 class Cassette(Protocol):
     """A record's steps, answering the step calls of its re-run."""

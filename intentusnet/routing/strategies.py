@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Generator
 from typing import Literal, TypeAlias
 
-from .._util.jsonvalue import JSONObject, check_json
+from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from .._util.time import ms_since
 from ..envelope import (
     AgentResponse,
@@ -158,30 +158,59 @@ def from_exception(agent: str, exc: BaseException, duration_ms: float) -> Outcom
     )
 
 
-def timed_out(agent: str, timeout_ms: int, duration_ms: float) -> Outcome:
+def _let_finish(finished: list[str], details: JSONObject) -> str:
+    """Name the side effects a stopped attempt was let finish (in ``details`` too)."""
+    if not finished:
+        return ""
+    details["sideEffectsFinished"] = list[JSONValue](finished)
+    return (
+        "; its side effect "
+        + ", ".join(finished)
+        + " was running and was let finish (never cut in half)"
+    )
+
+
+def timed_out(
+    agent: str, timeout_ms: int, duration_ms: float, finished: list[str] | None = None
+) -> Outcome:
+    """The outcome of an attempt stopped by its timeout.
+
+    ``finished`` names the side-effect steps it was let finish first.
+    """
+    details: JSONObject = {"timeoutMs": timeout_ms}
+    after = _let_finish(finished or [], details)
     return Outcome(
         agent,
         "timeout",
         duration_ms,
         error=_error(
             ErrorCode.AGENT_TIMEOUT,
-            f"agent {agent!r} did not answer within {timeout_ms} ms",
+            f"agent {agent!r} did not answer within {timeout_ms} ms{after}",
             agent,
             retryable=True,
-            details={"timeoutMs": timeout_ms},
+            details=details,
         ),
     )
 
 
-def cancelled(agent: str, duration_ms: float) -> Outcome:
+def cancelled(
+    agent: str, duration_ms: float, finished: list[str] | None = None
+) -> Outcome:
+    """The outcome of a ``PARALLEL`` attempt another agent's answer stopped.
+
+    ``finished`` names the side-effect steps it was let finish first.
+    """
+    details: JSONObject = {}
+    after = _let_finish(finished or [], details)
     return Outcome(
         agent,
         "cancelled",
         duration_ms,
         error=_error(
             ErrorCode.CANCELLED,
-            f"agent {agent!r} was cancelled: another agent answered first",
+            f"agent {agent!r} was cancelled: another agent answered first{after}",
             agent,
+            details=details or None,
         ),
     )
 

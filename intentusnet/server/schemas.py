@@ -95,6 +95,11 @@ class ExecutionHeader(_Wire):
     key_id: str | None = Field(
         default=None, description="The key that signs the record; null if unsigned."
     )
+    configuration: _Object | None = Field(
+        default=None,
+        description="The router's configuration for the intent when the record was "
+        "made: fingerprint, strategy, agents (name, version, priority).",
+    )
 
 
 class ExecutionEvent(_Wire):

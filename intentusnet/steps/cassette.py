@@ -1,25 +1,23 @@
-"""A record as a cassette: which recorded step answers a step call in a re-run.
+"""A record as a cassette: which recorded step answers a step call.
 
 A step call is matched to the recorded steps by ``(name, argsHash)`` and
 occurrence: the n-th call with these arguments gets the n-th recorded one.
-What happens then depends on the re-run's mode:
-
-=====================================  ==============  ===========================
-the call                               strict          from failure
-=====================================  ==============  ===========================
-recorded, succeeded                    served          served if before the first
-                                                       failure, else run live
-recorded, failed                       its error again run live
-no recording                           ``CassetteMiss`` run live
-                                       (live if
-                                       ``allow_live``)
-=====================================  ==============  ===========================
+What happens then is :func:`~intentusnet.steps.selection.classify`'s to say,
+from the re-run's options (served, run live, its failure raised again, served
+with an edited output). A call with no recording is a miss: it runs live when
+the re-run has a starting point, was allowed to, or follows an overridden step;
+otherwise it raises ``CassetteMiss``. A snapshot (``ctx.snapshot``) with no
+recording just returns its state.
 
 A side-effect step (``side_effect=True``, in the call or in the record) that
-is recorded and succeeded is always served, whatever the mode; when it is not
-recorded with these arguments while a call of it is still unserved, the re-run
-stops with ``SideEffectMismatch`` rather than do something the original did
-not.
+is recorded and succeeded is always served, whatever the options; when it is
+not recorded with these arguments while a call of it is still unserved, the
+re-run stops with ``SideEffectMismatch`` rather than do something the original
+did not.
+
+The same cassette serves plain code, without a router: ``Cassette.from_store``
+opens one, ``serve`` and ``call`` answer calls, and inside ``with cassette:``
+every ``@step`` function called outside an agent is answered by it.
 """
 
 from __future__ import annotations
@@ -27,23 +25,42 @@ from __future__ import annotations
 import difflib
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final, TypeVar, cast
+
+import orjson
 
 from .._util.jsonvalue import JSONValue
 from ..errors import CassetteMiss, IntentusNetError, SideEffectMismatch
+from ..hashing import canonical_json, hash_bytes
 from ..record.model import ExecutionRecord
 from ..replay import diff_paths
+from ..routing.agents import SNAPSHOT_PREFIX
+from ..routing.execution import jsonish, replayed_error
 from ..routing.seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
-from .view import UNFINISHED, RecordedStep, StepRun, record_steps
+from .selection import OVERRIDE, RerunSpec, classify
+from .selection import REPLAY_ERROR as ERROR_AGAIN
+from .selection import SERVE as SERVED
+from .selection import SIDE_EFFECT as SIDE
+from .view import RecordedStep, StepRun, record_steps
 
 if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
 
-__all__ = ["Cassette", "Decision"]
+__all__ = ["Cassette", "Decision", "active_cassette"]
 
+_T = TypeVar("_T")
 _MAX_CANDIDATES: Final = 3
+#: The cassette ``with cassette:`` made current: it answers ``@step`` calls
+#: made outside any agent.
+_ACTIVE: ContextVar[Cassette | None] = ContextVar("intentusnet_cassette", default=None)
+
+
+def active_cassette() -> Cassette | None:
+    """The cassette of the innermost ``with cassette:`` block, if any."""
+    return _ACTIVE.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,29 +70,36 @@ class Decision:
     Attributes:
         action: ``serve`` (return the recorded output), ``replay_error`` (raise
             the recorded failure again) or ``live`` (call it).
-        recorded: the recorded step matched, if any.
+        recorded: the recorded step matched, if any (for an overridden step,
+            with the output given).
         miss: ran live although no recording could answer it.
+        overridden: served with an output given instead of the recorded one.
     """
 
     action: str
     recorded: RecordedStep | None = None
     miss: bool = False
+    overridden: bool = False
 
 
 class Cassette:
-    """The recorded steps of one record, handed out to a re-run's step calls.
+    """The recorded steps of one record, handed out to step calls.
 
-    Thread-safe: steps of agents running at once are matched under a lock.
+    A re-run (``intentusnet.rerun``) makes one for the record it re-runs; plain
+    code opens one with :meth:`from_store` and asks it with :meth:`serve` or
+    :meth:`call`. Thread-safe: calls made at once are matched under a lock.
+    Added in 0.1.0.
 
     Args:
-        record: the record re-run.
-        from_failure: serve only what succeeded before the first failure.
-        allow_live: run a step with no recording instead of raising.
+        record: the record whose steps answer.
+        allow_live: a call the record cannot answer runs live (``call``)
+            instead of raising ``CassetteMiss``.
+        spec: a re-run's resolved options; strict by default.
         source_store: where the record's children are loaded from, to re-run
             them too; without it they run live.
 
     Attributes:
-        runs: how each step call of the re-run ended, in that order.
+        runs: how each step call ended, in that order.
         misses: the calls no recording could answer, raised as
             ``CassetteMiss`` (shared with the cassettes of its children).
     """
@@ -84,15 +108,15 @@ class Cassette:
         self,
         record: ExecutionRecord,
         *,
-        from_failure: bool,
-        allow_live: bool,
+        allow_live: bool = False,
+        spec: RerunSpec | None = None,
         source_store: ExecutionStore | None = None,
         misses: list[CassetteMiss] | None = None,
     ) -> None:
+        self.spec = spec if spec is not None else RerunSpec(allow_live=allow_live)
         self.execution_id = record.execution_id
         self.record = record
-        self.from_failure = from_failure
-        self.allow_live = allow_live
+        self.allow_live = self.spec.allow_live
         self.source_store = source_store
         self.runs: list[StepRun] = []
         self.misses: list[CassetteMiss] = [] if misses is None else misses
@@ -103,20 +127,157 @@ class Cassette:
         self._children: dict[int, list[RecordedStep]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
         self._used: set[int] = set()
+        self._tokens: list[Token[Cassette | None]] = []
+        #: an overridden step was served: what follows it may run live
+        self._forked = False
+        self._count = 0
         for step in self.steps:
             self._queues[step.name, step.args_hash].append(step)
             self._by_name[step.name].append(step)
             if step.parent is not None:
                 self._children[step.parent].append(step)
-        #: ``start_seq`` of the first step that failed or never ended
-        self.failure_seq: int | None = next(
-            (s.start_seq for s in self.steps if not s.ok), None
-        )
+
+    @classmethod
+    def from_store(
+        cls, store: ExecutionStore, execution_id: str, *, allow_live: bool = False
+    ) -> Cassette:
+        """Open the cassette of record ``execution_id`` in ``store``.
+
+        Added in 0.1.0.
+
+        Raises:
+            RecordNotFound, InvalidExecutionId, RecordIntegrityError: from the
+                store.
+        """
+        return cls(store.load(execution_id), allow_live=allow_live)
 
     @property
     def mode(self) -> str:
-        """``strict`` or ``from_failure``."""
-        return "from_failure" if self.from_failure else "strict"
+        """``strict``, or where a re-run starts (``from_failure``, ...)."""
+        return self.spec.mode
+
+    # -- plain code -------------------------------------------------------------
+
+    def serve(
+        self,
+        name: str,
+        args: Mapping[str, object] | None = None,
+        *,
+        side_effect: bool = False,
+    ) -> JSONValue:
+        """The recorded output of the call ``name`` with ``args``.
+
+        The call is matched as a re-run matches it: by name, the canonical hash
+        of ``args`` (a mapping of keyword arguments, as ``ctx.step`` records
+        them) and occurrence. Added in 0.1.0.
+
+        Raises:
+            CassetteMiss: the record holds no such call (the nearest recorded
+                calls are named), or cannot serve it.
+            SideEffectMismatch: a side effect is called with arguments the
+                record does not hold while a recorded call of it is unserved.
+            ReplayedStepError: the recorded call failed: its failure again.
+        """
+        kwargs, decision, number, args_hash = self._plain(name, args, side_effect)
+        if decision.action == LIVE:  # allow_live, but there is nothing to call
+            raise self._miss(name, args_hash, kwargs, decision.recorded)
+        return self._served(name, decision, number, args_hash)
+
+    def call(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., _T],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """``fn(**args)`` answered from the record, as :meth:`serve` answers it.
+
+        ``fn`` runs only when the record cannot answer and the cassette was
+        opened with ``allow_live=True``. Added in 0.1.0.
+
+        Raises:
+            CassetteMiss: no recording answers and ``allow_live`` is off.
+            SideEffectMismatch: as for :meth:`serve`.
+            ReplayedStepError: the recorded call failed: its failure again.
+        """
+        kwargs, decision, number, args_hash = self._plain(name, args, side_effect)
+        if decision.action != LIVE:
+            return cast(_T, self._served(name, decision, number, args_hash))
+        value = fn(**kwargs)
+        self.ended(number, name, args_hash, "live", decision, "success")
+        return value
+
+    async def acall(
+        self,
+        name: str,
+        args: Mapping[str, object] | None,
+        fn: Callable[..., Awaitable[_T]],
+        *,
+        side_effect: bool = False,
+    ) -> _T:
+        """The async :meth:`call`: ``fn(**args)`` is awaited when it runs.
+
+        Added in 0.1.0.
+        """
+        kwargs, decision, number, args_hash = self._plain(name, args, side_effect)
+        if decision.action != LIVE:
+            return cast(_T, self._served(name, decision, number, args_hash))
+        value = await fn(**kwargs)
+        self.ended(number, name, args_hash, "live", decision, "success")
+        return value
+
+    def __enter__(self) -> Cassette:
+        """Answer every ``@step`` call made outside an agent from this cassette."""
+        self._tokens.append(_ACTIVE.set(self))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _ACTIVE.reset(self._tokens.pop())
+
+    def _plain(
+        self, name: str, args: Mapping[str, object] | None, side_effect: bool
+    ) -> tuple[dict[str, object], Decision, int, str]:
+        """Match a call from plain code: its kwargs, decision, number, args hash."""
+        kwargs = dict(args) if args else {}
+        recorded_args, args_hash, _reason = jsonish(kwargs)
+        with self._lock:
+            self._count += 1
+            number = self._count
+        decision = self.decide(name, recorded_args, args_hash, side_effect=side_effect)
+        return kwargs, decision, number, args_hash
+
+    def _served(
+        self, name: str, decision: Decision, number: int, args_hash: str
+    ) -> JSONValue:
+        found = decision.recorded
+        assert found is not None  # served and replayed calls have a recording
+        self.ended(number, name, args_hash, "record", decision, found.outcome)
+        if decision.action == REPLAY_ERROR:
+            raise replayed_error(name, found.error)
+        return _copy(found.output)
+
+    def _miss(
+        self,
+        name: str,
+        args_hash: str,
+        args: object,
+        found: RecordedStep | None,
+    ) -> CassetteMiss:
+        recorded_args = jsonish(args)[0]
+        miss = CassetteMiss(
+            name,
+            args_hash,
+            occurrence=self._calls[name, args_hash],
+            candidates=self.nearest(name, recorded_args),
+            execution_id=self.execution_id,
+            why="" if found is None else "the recorded call cannot be served",
+        )
+        with self._lock:
+            self.misses.append(miss)
+        return miss
+
+    # -- a re-run's step session asks these ------------------------------------
 
     def decide(
         self, name: str, args: JSONValue, args_hash: str, *, side_effect: bool
@@ -154,12 +315,13 @@ class Cassette:
             recorded=None if recorded is None else recorded.number,
             miss=source == "miss" or (decision is not None and decision.miss),
             outcome=outcome,
+            overridden=decision is not None and decision.overridden,
         )
         with self._lock:
             self.runs.append(run)
 
     def child(self, execution_id: str) -> Cassette | None:
-        """The cassette of the recorded child ``execution_id``, same modes.
+        """The cassette of the recorded child ``execution_id``.
 
         ``None`` without a source store, or when the child is gone or damaged.
         """
@@ -171,8 +333,7 @@ class Cassette:
             return None
         return Cassette(
             record,
-            from_failure=self.from_failure,
-            allow_live=self.allow_live,
+            spec=self.spec.for_child(record),
             source_store=self.source_store,
             misses=self.misses,
         )
@@ -206,7 +367,9 @@ class Cassette:
                         "of it with other arguments, not yet served; it is "
                         "not run again",
                     )
-            if self.from_failure or self.allow_live:
+            if name.startswith(SNAPSHOT_PREFIX):
+                return Decision(LIVE)  # a new snapshot: it just returns its state
+            if self.spec.lenient or self._forked:
                 return Decision(LIVE, None, miss=True)
             raise CassetteMiss(
                 name,
@@ -219,17 +382,30 @@ class Cassette:
     def _recorded(
         self, recorded: RecordedStep, side: bool, args: JSONValue, occurrence: int
     ) -> Decision:
-        failure = self.failure_seq
-        if recorded.ok and recorded.replayable:
-            before = failure is None or recorded.start_seq < failure
-            if side or not self.from_failure or before:
-                return Decision(SERVE, recorded)
-            return Decision(LIVE, recorded)
-        if self.from_failure:
-            return Decision(LIVE, recorded)  # the failure point, or after it
-        if recorded.outcome not in (UNFINISHED, "success"):
+        spec = self.spec
+        if side and not recorded.side_effect:  # marked in today's call only
+            recorded = replace(recorded, side_effect=True)
+        action, _why = classify(recorded, spec)
+        if action == OVERRIDE:
+            self._forked = True
+            output = spec.overrides[recorded.number]
+            edited = replace(
+                recorded,
+                output=output,
+                output_hash=hash_bytes(canonical_json(output)),
+                outcome="success",
+                error=None,
+                traceback=None,
+            )
+            return Decision(SERVE, edited, overridden=True)
+        if action in (SERVED, SIDE):
+            return Decision(SERVE, recorded)
+        if action == ERROR_AGAIN:
             return Decision(REPLAY_ERROR, recorded)
-        if self.allow_live and not side:
+        if action == LIVE:
+            return Decision(LIVE, recorded)
+        # a miss: it cannot be served
+        if (spec.lenient or self._forked) and not side:
             return Decision(LIVE, recorded, miss=True)
         raise CassetteMiss(
             recorded.name,
@@ -267,3 +443,11 @@ class Cassette:
                 f"{step.name} (step {step.number}, args differ at {differ})"
             )
         return described
+
+
+def _copy(value: JSONValue) -> JSONValue:
+    # Served values must not alias the loaded record.
+    if isinstance(value, dict | list):
+        copied: JSONValue = orjson.loads(orjson.dumps(value))
+        return copied
+    return value

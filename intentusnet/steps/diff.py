@@ -21,6 +21,17 @@ What is compared, and the kinds of entries:
 
 The first entry that is not about duration, in execution order, is the
 ``deviation_point``.
+
+When both records carry the router's configuration (their headers' fingerprint
+of the agents, versions, priorities and strategy) and it differs, a
+``config_changed`` entry comes first and says what changed. It is context, not
+behaviour: like a duration, it is never the deviation point.
+
+A ``BROADCAST`` or ``PARALLEL`` execution runs several agents, each its own
+branch: their steps are paired within each agent only, each agent's attempt is
+compared (``attempt_changed``), and every branch gets its own deviation point
+(``RecordDiff.branches``). The record's deviation point is then the branch
+deviation that happened first in the second record.
 """
 
 from __future__ import annotations
@@ -32,15 +43,25 @@ from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..record.model import EventType, ExecutionRecord
+from ..record.model import EventType, ExecutionEvent, ExecutionRecord
 from ..replay import diff_paths
 from .view import RecordedStep, record_steps
 
-__all__ = ["DiffEntry", "RecordDiff", "diff_records"]
+__all__ = [
+    "BranchDiff",
+    "DiffEntry",
+    "RecordDiff",
+    "configuration_changes",
+    "diff_records",
+]
 
 _MAX_PATHS: Final = 10
 #: Whether two durations differ enough to report.
 _Slower: TypeAlias = Callable[[float | None, float | None], bool]
+#: Entry kinds that are context, never the deviation point.
+_CONTEXT: Final = frozenset({"duration_changed", "config_changed"})
+#: Strategies whose agents run as branches, each diffed on its own.
+_BRANCHED: Final = frozenset({"BROADCAST", "PARALLEL"})
 #: Entry kinds, in the order an entry's primary kind is chosen for a step pair.
 _PAIR_KINDS: Final = (
     ("args", "args_changed"),
@@ -57,8 +78,10 @@ class DiffEntry:
     Attributes:
         kind: ``step_added``, ``step_removed``, ``args_changed``,
             ``output_changed``, ``error_changed``, ``duration_changed``,
-            ``decision_changed``, ``agent_changed`` or ``status_changed``.
-        scope: ``step`` or ``record``.
+            ``decision_changed``, ``agent_changed``, ``status_changed``,
+            ``attempt_changed`` (a branch's agent answered differently) or
+            ``config_changed`` (the router's configuration differs).
+        scope: ``step``, ``branch`` or ``record``.
         name: the step's name, or the record's aspect (``decision``, ``agent``,
             ``status``, ``output``, ``error``, ``duration``).
         a: the step in the first record (``None`` if added or record scope).
@@ -70,6 +93,8 @@ class DiffEntry:
         after: the second record's value (record scope), else ``None``.
         deviation_point: this is where the two runs first part ways.
         detail: one line for people.
+        branch: in a ``BROADCAST`` or ``PARALLEL`` execution, the agent whose
+            branch this entry is about (added in 0.1.0).
     """
 
     kind: str
@@ -83,6 +108,7 @@ class DiffEntry:
     after: JSONValue = None
     deviation_point: bool = False
     detail: str = ""
+    branch: str | None = None
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -98,7 +124,31 @@ class DiffEntry:
             "after": self.after,
             "deviationPoint": self.deviation_point,
             "detail": self.detail,
+            "branch": self.branch,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDiff:
+    """One agent's branch of a ``BROADCAST`` or ``PARALLEL`` execution, diffed.
+
+    Added in 0.1.0.
+
+    Attributes:
+        agent: the agent.
+        entries: the differences in its steps and its attempt.
+        deviation_point: where this branch parts ways (not a duration), if it
+            does.
+    """
+
+    agent: str
+    entries: tuple[DiffEntry, ...]
+    deviation_point: DiffEntry | None
+
+    @property
+    def same(self) -> bool:
+        """The branch did the same thing in both runs."""
+        return self.deviation_point is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +160,13 @@ class RecordDiff:
         b: the second record's execution id.
         a_fingerprint: the first record's fingerprint.
         b_fingerprint: the second record's fingerprint.
-        entries: the differences, in execution order.
+        entries: the differences, in execution order (branch by branch for
+            ``BROADCAST`` and ``PARALLEL``).
+        branches: for ``BROADCAST`` and ``PARALLEL``, each agent's branch with
+            its own deviation point; empty otherwise (added in 0.1.0).
+        a_configuration: the fingerprint of the router's configuration in the
+            first record's header, ``None`` if it has none (added in 0.1.0).
+        b_configuration: the same for the second record.
     """
 
     a: str
@@ -118,11 +174,21 @@ class RecordDiff:
     a_fingerprint: str
     b_fingerprint: str
     entries: tuple[DiffEntry, ...]
+    branches: tuple[BranchDiff, ...] = ()
+    a_configuration: str | None = None
+    b_configuration: str | None = None
 
     @property
     def same(self) -> bool:
-        """The runs did the same thing: nothing but durations differ."""
-        return all(e.kind == "duration_changed" for e in self.entries)
+        """The runs did the same thing: only durations or the configuration differ."""
+        return all(e.kind in _CONTEXT for e in self.entries)
+
+    @property
+    def same_configuration(self) -> bool | None:
+        """Both ran under the same configuration; ``None`` if one has none."""
+        if self.a_configuration is None or self.b_configuration is None:
+            return None
+        return self.a_configuration == self.b_configuration
 
     @property
     def deviation_point(self) -> DiffEntry | None:
@@ -137,6 +203,17 @@ class RecordDiff:
         """Return the camelCase wire form (what ``intentusnet diff --json`` prints)."""
         entries: list[JSONValue] = [e.to_json() for e in self.entries]
         point = self.deviation_point
+        branches: list[JSONValue] = [
+            {
+                "agent": branch.agent,
+                "same": branch.same,
+                "deviationPoint": None
+                if branch.deviation_point is None
+                else self._index(branch.deviation_point),
+                "entries": [self._index(e) for e in branch.entries],
+            }
+            for branch in self.branches
+        ]
         return {
             "a": self.a,
             "b": self.b,
@@ -146,7 +223,15 @@ class RecordDiff:
             "same": self.same,
             "deviationPoint": None if point is None else self.entries.index(point),
             "entries": entries,
+            "branches": branches,
+            "aConfiguration": self.a_configuration,
+            "bConfiguration": self.b_configuration,
+            "sameConfiguration": self.same_configuration,
         }
+
+    def _index(self, entry: DiffEntry) -> int:
+        # by identity: two entries may be equal
+        return next(i for i, e in enumerate(self.entries) if e is entry)
 
 
 def diff_records(
@@ -173,6 +258,9 @@ def diff_records(
         return high - low >= duration_min_ms and high >= low * duration_ratio
 
     head: list[DiffEntry] = []
+    config = _config_entry(a, b)
+    if config is not None:
+        head.append(config)
     decision_a, decision_b = _decision(a), _decision(b)
     if decision_a != decision_b:
         head.append(
@@ -186,13 +274,15 @@ def diff_records(
             )
         )
     steps_a, steps_b = record_steps(a), record_steps(b)
-    steps = _step_entries(steps_a, steps_b, slower)
     # A run with steps served from a record took no comparable time.
     served = any(s.source == "record" for s in (*steps_a, *steps_b))
     tail = _outcome_entries(a, b, slower, compare_duration=not served)
+    if _branched(decision_a) or _branched(decision_b):
+        return _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
+    steps = _step_entries(steps_a, steps_b, slower)
     entries = [*head, *steps, *tail]
     for index, entry in enumerate(entries):
-        if entry.kind != "duration_changed":
+        if entry.kind not in _CONTEXT:
             entries[index] = replace(entry, deviation_point=True)
             break
     return RecordDiff(
@@ -201,6 +291,211 @@ def diff_records(
         a_fingerprint=a.fingerprint,
         b_fingerprint=b.fingerprint,
         entries=tuple(entries),
+        a_configuration=_config_fingerprint(a),
+        b_configuration=_config_fingerprint(b),
+    )
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+def _config_fingerprint(record: ExecutionRecord) -> str | None:
+    configuration = record.header.configuration
+    found = None if configuration is None else configuration.get("fingerprint")
+    return found if isinstance(found, str) else None
+
+
+def configuration_changes(before: JSONValue, after: JSONValue) -> list[str]:
+    """What differs between two header configurations, one phrase each.
+
+    E.g. ``scorer 1.0 -> 1.1``, ``lookup added``, ``strategy DIRECT -> FALLBACK``.
+    Added in 0.1.0.
+    """
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return []
+    changes: list[str] = []
+    if before.get("strategy") != after.get("strategy"):
+        changes.append(f"strategy {before.get('strategy')} -> {after.get('strategy')}")
+    agents_a, agents_b = _agents(before), _agents(after)
+    for name, old in agents_a.items():
+        new = agents_b.get(name)
+        if new is None:
+            changes.append(f"{name} removed")
+            continue
+        if old.get("version") != new.get("version"):
+            changes.append(f"{name} {old.get('version')} -> {new.get('version')}")
+        if old.get("priority") != new.get("priority"):
+            changes.append(
+                f"{name} priority {old.get('priority')} -> {new.get('priority')}"
+            )
+    changes += [f"{name} added" for name in agents_b if name not in agents_a]
+    if not changes and before.get("fingerprint") != after.get("fingerprint"):
+        changes.append("the agents' order")
+    return changes
+
+
+def _agents(configuration: JSONObject) -> dict[str, JSONObject]:
+    found = configuration.get("agents")
+    agents = found if isinstance(found, list) else []
+    return {
+        str(agent.get("name")): agent for agent in agents if isinstance(agent, dict)
+    }
+
+
+def _config_entry(a: ExecutionRecord, b: ExecutionRecord) -> DiffEntry | None:
+    before, after = a.header.configuration, b.header.configuration
+    fingerprints = _config_fingerprint(a), _config_fingerprint(b)
+    if None in fingerprints or fingerprints[0] == fingerprints[1]:
+        return None
+    changes = configuration_changes(before, after)
+    return DiffEntry(
+        "config_changed",
+        "record",
+        "configuration",
+        changes=tuple(changes),
+        before=before,
+        after=after,
+        detail="configuration changed: " + "; ".join(changes),
+    )
+
+
+# -- branches ------------------------------------------------------------------------
+
+
+def _branched(decision: JSONValue) -> bool:
+    return isinstance(decision, dict) and decision.get("strategy") in _BRANCHED
+
+
+def _branched_diff(
+    a: ExecutionRecord,
+    b: ExecutionRecord,
+    head: list[DiffEntry],
+    tail: list[DiffEntry],
+    steps_a: tuple[RecordedStep, ...],
+    steps_b: tuple[RecordedStep, ...],
+    slower: _Slower,
+) -> RecordDiff:
+    """Diff each agent's branch on its own; each branch gets its deviation point."""
+    ends_a, ends_b = _attempt_ends(a), _attempt_ends(b)
+    named = [*ends_b, *ends_a, *(s.agent for s in (*steps_b, *steps_a))]
+    agents = [agent for agent in dict.fromkeys(named) if agent is not None]
+    branches: list[tuple[str, list[DiffEntry]]] = []
+    for agent in agents:
+        found = [
+            replace(entry, branch=agent)
+            for entry in _step_entries(
+                tuple(s for s in steps_a if s.agent == agent),
+                tuple(s for s in steps_b if s.agent == agent),
+                slower,
+            )
+        ]
+        attempt = _attempt_entry(agent, ends_a.get(agent), ends_b.get(agent))
+        if attempt is not None:
+            found.append(attempt)
+        branches.append((agent, found))
+
+    def when(entry: DiffEntry) -> float:
+        """Where the entry happened in B (A for what B lacks), to order branches."""
+        step = entry.b or entry.a
+        if step is not None:
+            return step.start_seq
+        end = ends_b.get(entry.branch or "") or ends_a.get(entry.branch or "")
+        return end.seq if end is not None else float("inf")
+
+    points = {agent: _first(found) for agent, found in branches}
+    first = _first(head)
+    if first is None:
+        reached = [(when(p), i) for i, p in enumerate(points.values()) if p is not None]
+        if reached:
+            first = list(points.values())[min(reached)[1]]
+    if first is None:
+        first = _first(tail)
+    marked: dict[int, DiffEntry] = {}
+
+    def mark(entries: list[DiffEntry]) -> tuple[DiffEntry, ...]:
+        done = []
+        for entry in entries:
+            new = replace(entry, deviation_point=True) if entry is first else entry
+            marked[id(entry)] = new
+            done.append(new)
+        return tuple(done)
+
+    entries = [*mark(head)]
+    kept: list[BranchDiff] = []
+    for agent, found in branches:
+        mine = mark(found)
+        point = points[agent]
+        kept.append(
+            BranchDiff(agent, mine, None if point is None else marked[id(point)])
+        )
+        entries.extend(mine)
+    entries.extend(mark(tail))
+    return RecordDiff(
+        a=a.execution_id,
+        b=b.execution_id,
+        a_fingerprint=a.fingerprint,
+        b_fingerprint=b.fingerprint,
+        entries=tuple(entries),
+        branches=tuple(kept),
+        a_configuration=_config_fingerprint(a),
+        b_configuration=_config_fingerprint(b),
+    )
+
+
+def _first(entries: list[DiffEntry]) -> DiffEntry | None:
+    """The first entry that is not context (a duration, the configuration)."""
+    return next((e for e in entries if e.kind not in _CONTEXT), None)
+
+
+def _attempt_ends(record: ExecutionRecord) -> dict[str, ExecutionEvent]:
+    """Each agent's first ``AGENT_ATTEMPT_END``, by agent."""
+    found: dict[str, ExecutionEvent] = {}
+    for event in record.events:
+        if event.type is EventType.AGENT_ATTEMPT_END:
+            agent = event.data.get("agent")
+            if isinstance(agent, str) and agent not in found:
+                found[agent] = event
+    return found
+
+
+def _attempt_view(end: ExecutionEvent | None) -> JSONValue:
+    if end is None:
+        return None
+    error = end.data.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return {
+        "outcome": end.data.get("outcome"),
+        "output": end.data.get("output"),
+        "error": message,
+    }
+
+
+def _attempt_entry(
+    agent: str, end_a: ExecutionEvent | None, end_b: ExecutionEvent | None
+) -> DiffEntry | None:
+    """How one branch's agent answered, if it answered differently."""
+    before, after = _attempt_view(end_a), _attempt_view(end_b)
+    paths = diff_paths(before, after, _MAX_PATHS)
+    if not paths:
+        return None
+    if end_a is None or end_b is None:
+        detail = f"{agent}: attempt only in {'B' if end_a is None else 'A'}"
+    else:
+        outcome_a, outcome_b = end_a.data.get("outcome"), end_b.data.get("outcome")
+        detail = (
+            f"{agent}: attempt {outcome_a} -> {outcome_b}"
+            if outcome_a != outcome_b
+            else f"{agent}: attempt {outcome_b}, differs at " + ", ".join(paths)
+        )
+    return DiffEntry(
+        "attempt_changed",
+        "branch",
+        agent,
+        paths=tuple(paths),
+        before=before,
+        after=after,
+        detail=detail,
+        branch=agent,
     )
 
 
@@ -356,8 +651,11 @@ def _pair_detail(
     if "error" in changes:
         parts.append(f"{a.error_text or a.outcome} -> {b.error_text or b.outcome}")
     if "output" in changes:
-        where = ", ".join(paths) if paths and "args" not in changes else ""
-        parts.append("output differs" + (f" at {where}" if where else ""))
+        if paths == ["$"] and "args" not in changes:
+            parts.append(f"output {_brief(a.output)} -> {_brief(b.output)}")
+        else:
+            where = ", ".join(paths) if paths and "args" not in changes else ""
+            parts.append("output differs" + (f" at {where}" if where else ""))
     if "duration" in changes:
         parts.append(f"{a.duration_ms} ms -> {b.duration_ms} ms")
     return f"{b.name} (step {a.number} -> {b.number}): " + "; ".join(parts)

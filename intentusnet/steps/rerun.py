@@ -4,12 +4,16 @@
 through ``router`` (today's agents), as a new execution whose record links to
 the original (``replayOf``). Each step the agents call is answered by the
 original record (see :mod:`intentusnet.steps.cassette` for exactly when), so a strict
-re-run makes no model, tool or network call; ``from_failure=True`` resumes a
-failed run, serving what succeeded before the failure and running the rest.
+re-run makes no model, tool or network call. A re-run may start anywhere:
+``from_failure``, ``from_step``, ``from_root_cause`` or ``from_snapshot`` serve
+what came before and run the rest live; ``live`` runs chosen steps live and
+``override`` serves chosen steps with edited outputs
+(:mod:`intentusnet.steps.selection` has the rules).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +27,7 @@ from ..routing.seams import ExecutionOptions
 from ..store.memory import MemoryExecutionStore
 from .cassette import Cassette
 from .diff import RecordDiff, diff_records
+from .selection import StepRef, resolve
 from .view import StepRun
 
 if TYPE_CHECKING:
@@ -39,7 +44,10 @@ class RerunResult:
         response: the re-run's answer, as routing returned it.
         execution_id: the re-run's own record.
         original_execution_id: the record re-run.
-        mode: ``strict`` or ``from_failure``.
+        mode: ``strict``, or where it started: ``from_failure``,
+            ``from_step``, ``from_root_cause`` or ``from_snapshot``.
+        from_step: the recorded step the live part started at, if any
+            (added in 0.1.0).
         allow_live: steps without a recording were allowed to run live.
         steps: how each step call was answered, in the order they ended.
         record: the re-run's record, loaded (``None`` if it was not recorded).
@@ -54,6 +62,7 @@ class RerunResult:
     steps: tuple[StepRun, ...]
     record: ExecutionRecord | None
     diff: RecordDiff | None
+    from_step: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -82,6 +91,7 @@ class RerunResult:
             "executionId": self.execution_id,
             "originalExecutionId": self.original_execution_id,
             "mode": self.mode,
+            "fromStep": self.from_step,
             "allowLive": self.allow_live,
             "status": self.response.status,
             "response": self.response.to_wire(),
@@ -98,6 +108,11 @@ def rerun(
     router: IntentRouter,
     *,
     from_failure: bool = False,
+    from_step: StepRef | None = None,
+    from_root_cause: bool = False,
+    from_snapshot: StepRef | None = None,
+    live: Collection[StepRef] = (),
+    override: Mapping[StepRef, JSONValue] | None = None,
     allow_live: bool = False,
     store: ExecutionStore | None = None,
 ) -> RerunResult:
@@ -107,8 +122,8 @@ def rerun(
     to the record by ``(name, argsHash)`` and occurrence and served from it, so
     a strict re-run makes no model, tool or network call. The re-run is
     recorded (in ``store``, else the router's store, else in memory) and
-    linked to the original by ``replayOf``. See docs/debugging.md.
-    Added in 0.1.0.
+    linked to the original by ``replayOf``. A step is named by its number in
+    the record or by its name. See docs/debugging.md. Added in 0.1.0.
 
     Args:
         engine: the record to re-run (it need not be replayable: an
@@ -117,41 +132,61 @@ def rerun(
         router: today's router and agents.
         from_failure: resume: serve the steps that succeeded before the first
             failed (or unfinished) step; run that step and every later one live.
+        from_step: serve the steps before this one; run it and every later one
+            live (a name: the first step so named).
+        from_root_cause: as ``from_step``, from the step ``explain`` names as
+            the root cause of the failure.
+        from_snapshot: serve the steps up to this snapshot (``ctx.snapshot``;
+            a name: the last one so named), restore its state, run the rest
+            live.
+        live: steps to run live, serving the rest (a name: every step so
+            named). A side effect cannot be run live.
+        override: outputs to serve instead of the recorded ones, by step (a
+            fork: calls the record cannot answer after it run live).
         allow_live: run a step the record cannot answer (marked as a miss)
             instead of raising ``CassetteMiss``.
         store: where to record the re-run.
+
+    Side-effect steps that succeeded are served in every case: an e-mail is
+    never sent twice. Only one starting point (``from_*``) may be given.
 
     Returns:
         The new response and record id, which steps were served and which ran,
         and the diff against the original record.
 
     Raises:
+        InvalidRerunOption: an option names a step the record does not hold,
+            or does not fit it (checked before anything runs).
         CassetteMiss: a step had no recording and may not run live; its
             ``rerun_execution_id`` names the re-run's record.
         SideEffectMismatch: a side-effect step was needed with other arguments.
         EnvelopeValidationError: the recorded envelope is not valid.
     """
     record = engine.record
-    target = store or router.store or MemoryExecutionStore()
-    cassette = Cassette(
+    spec = resolve(
         record,
         from_failure=from_failure,
+        from_step=from_step,
+        from_root_cause=from_root_cause,
+        from_snapshot=from_snapshot,
+        live=live,
+        override=override,
         allow_live=allow_live,
-        source_store=engine.store or target,
+        store=engine.store,
     )
+    target = store or router.store or MemoryExecutionStore()
+    cassette = Cassette(record, spec=spec, source_store=engine.store or target)
     env = IntentEnvelope.model_validate(record.envelope)
     # Recorded as a re-run asks: never answered from the cache.
     routing = env.routing.model_copy(update={"cache": CacheDirective.BYPASS})
     env = env.model_copy(update={"routing": routing})
-    options = ExecutionOptions(
-        received={
-            "replayOf": record.execution_id,
-            "rerunMode": cassette.mode,
-            "allowLive": allow_live,
-        },
-        store=target,
-        cassette=cassette,
-    )
+    received: JSONObject = {
+        "replayOf": record.execution_id,
+        "rerunMode": spec.mode,
+        "allowLive": allow_live,
+    }
+    received.update(spec.to_json())
+    options = ExecutionOptions(received=received, store=target, cassette=cassette)
     response = router.route_intent(env, options=options)
     execution_id = response.metadata.execution_id
     if cassette.misses:
@@ -168,9 +203,10 @@ def rerun(
         response=response,
         execution_id=execution_id,
         original_execution_id=record.execution_id,
-        mode=cassette.mode,
+        mode=spec.mode,
         allow_live=allow_live,
         steps=tuple(cassette.runs),
         record=new_record,
         diff=None if new_record is None else diff_records(record, new_record),
+        from_step=spec.from_step,
     )

@@ -4,8 +4,9 @@ A function decorated with :func:`step` finds the agent it runs in through
 ``current_context()`` (the router sets it for every attempt, in worker threads
 too) and is called as ``ctx.step`` would call it: a ``STEP_START`` and a
 ``STEP_END`` line in the record, and in a re-run (``intentusnet.rerun``) the
-record answers the call instead. Outside an agent, or when the execution
-records nothing and re-runs nothing, it is a plain call.
+record answers the call instead. Outside an agent it is a plain call, unless a
+cassette is active (``with Cassette.from_store(store, id):``): then the
+cassette answers it, as a re-run would.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Collection
 from typing import TypeVar, cast, overload
 
 from ..routing.agents import current_context
+from .cassette import active_cassette
 
 __all__ = ["step"]
 
@@ -54,11 +56,20 @@ def _decorate(
         @functools.wraps(fn)
         async def async_wrapper(*args: object, **kwargs: object) -> object:
             ctx = current_context()
+            cassette = None if ctx is not None else active_cassette()
             recorded = None
-            if ctx is not None:
+            if ctx is not None or cassette is not None:
                 recorded = _recorded_args(signature, skip, args, kwargs)
-            if ctx is None or recorded is None:
+            if recorded is None:
                 return await fn(*args, **kwargs)
+            if cassette is not None:
+                return await cassette.acall(
+                    label,
+                    recorded,
+                    lambda **_: fn(*args, **kwargs),
+                    side_effect=side_effect,
+                )
+            assert ctx is not None
             return await ctx.astep(
                 label,
                 recorded,
@@ -71,11 +82,20 @@ def _decorate(
     @functools.wraps(fn)
     def wrapper(*args: object, **kwargs: object) -> object:
         ctx = current_context()
+        cassette = None if ctx is not None else active_cassette()
         recorded = None
-        if ctx is not None:
+        if ctx is not None or cassette is not None:
             recorded = _recorded_args(signature, skip, args, kwargs)
-        if ctx is None or recorded is None:
+        if recorded is None:
             return fn(*args, **kwargs)
+        if cassette is not None:
+            return cassette.call(
+                label,
+                recorded,
+                lambda **_: fn(*args, **kwargs),
+                side_effect=side_effect,
+            )
+        assert ctx is not None
         return ctx.step(
             label, recorded, lambda **_: fn(*args, **kwargs), side_effect=side_effect
         )

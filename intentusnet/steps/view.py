@@ -131,6 +131,8 @@ class StepRun:
             or a new step after the failure point of ``from_failure``), or it
             raised ``CassetteMiss``.
         outcome: ``success``, ``error`` or ``cancelled``.
+        overridden: served with an output the re-run was given (``override``)
+            instead of the recorded one (added in 0.1.0).
     """
 
     number: int
@@ -140,6 +142,7 @@ class StepRun:
     recorded: int | None
     miss: bool
     outcome: str
+    overridden: bool = False
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -151,6 +154,7 @@ class StepRun:
             "recorded": self.recorded,
             "miss": self.miss,
             "outcome": self.outcome,
+            "overridden": self.overridden,
         }
 
 

@@ -88,6 +88,7 @@ def open_record(
     execution_id: str | None,
     parent_execution_id: str | None,
     signer: SigningKey | None = None,
+    configuration: JSONObject | None = None,
 ) -> PostgresRecordWriter:
     """Lock a new record, write its header and catalog rows; return its writer.
 
@@ -110,6 +111,7 @@ def open_record(
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
             key_id=None if signer is None else signer.key_id,
+            configuration=configuration,
         )
     except TypeError as exc:
         raise StoreError(f"record {execution_id}: envelope is not JSON") from exc

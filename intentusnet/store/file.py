@@ -184,6 +184,7 @@ class FileExecutionStore:
         envelope_hash: str,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> FileRecordWriter:
         """Create a record and write its header line; return its writer.
 
@@ -192,6 +193,8 @@ class FileExecutionStore:
             envelope_hash: its hash, as computed by ``compute_hash``.
             execution_id: the record's id; a new time-sortable id if ``None``.
             parent_execution_id: the execution this one belongs to, if any.
+            configuration: the router's configuration for the intent, with its
+                fingerprint, for the header (added in 0.1.0).
 
         Raises:
             InvalidExecutionId: a given id is not allowed (nothing was touched).
@@ -211,6 +214,7 @@ class FileExecutionStore:
                 parent_execution_id=parent_execution_id,
                 owner=owner,
                 key_id=None if self._signer is None else self._signer.key_id,
+                configuration=configuration,
             )
         except TypeError as exc:
             raise StoreError(

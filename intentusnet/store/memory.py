@@ -88,6 +88,7 @@ class MemoryExecutionStore:
         envelope_hash: str,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> MemoryRecordWriter:
         """Create a record and write its header line; return its writer."""
         execution_id = new_record_id(execution_id, parent_execution_id)
@@ -99,6 +100,7 @@ class MemoryExecutionStore:
             parent_execution_id=parent_execution_id,
             owner=current_owner(),
             key_id=None if self._signer is None else self._signer.key_id,
+            configuration=configuration,
         )
         with self._lock:
             if execution_id in self._data:

@@ -147,6 +147,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         envelope_hash: str,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> PostgresRecordWriter:
         """Create a record and write its header line; return its writer.
 
@@ -166,6 +167,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             execution_id=execution_id,
             parent_execution_id=parent_execution_id,
             signer=self._signer,
+            configuration=configuration,
         )
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:

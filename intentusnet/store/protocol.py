@@ -73,8 +73,13 @@ class ExecutionStore(Protocol):
         envelope_hash: str,
         execution_id: str | None = None,
         parent_execution_id: str | None = None,
+        configuration: JSONObject | None = None,
     ) -> RecordWriter:
-        """Create a record and write its header, before any agent runs."""
+        """Create a record and write its header, before any agent runs.
+
+        ``configuration`` (the router's, for the intent) goes into the header
+        when given (added in 0.1.0).
+        """
         ...
 
     def load(self, execution_id: str) -> ExecutionRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,14 @@ from intentusnet.cli import cli
 from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore
 
-from .support import APP_SOURCE, Invoke, envelope, tamper
+from .support import (
+    APP_SOURCE,
+    CRM_EXAMPLE,
+    Invoke,
+    envelope,
+    forget_crm_app,
+    tamper,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -129,3 +137,20 @@ def ids(store_root: Path) -> dict[str, str]:
     store.close()
     tamper(store_root, made["tampered"])
     return made
+
+
+@pytest.fixture
+def crm(
+    tmp_path: Path, store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """The example app importable from the working directory, recording to the store."""
+    directory = tmp_path / "app"
+    directory.mkdir()
+    shutil.copyfile(CRM_EXAMPLE, directory / "debug_fix_replay.py")
+    monkeypatch.chdir(directory)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("CRM_STORE", str(store_root))
+    monkeypatch.delenv("CRM_FIXED", raising=False)
+    forget_crm_app()
+    yield directory
+    forget_crm_app()

@@ -26,6 +26,18 @@ CRM_APP = "debug_fix_replay:router"
 CRM_REQUEST = {"intent": {"name": "crm.qualify"}, "payload": {"email": "grace@x.io"}}
 
 
+def record_crm_failure(invoke: Invoke, tmp_path: Path) -> str:
+    """Route the request the example fails on (``run``); return its execution id."""
+    result = invoke(
+        "run", "--app", CRM_APP, str(write_json(tmp_path / "e.json", CRM_REQUEST))
+    )
+    assert result.exit_code == 0, result.output
+    response = orjson.loads(result.stdout)
+    assert response["status"] == "error"
+    forget_crm_app()
+    return str(response["metadata"]["executionId"])
+
+
 def forget_crm_app() -> None:
     """Close the example's router and unload it, so the next command imports it."""
     module = sys.modules.pop("debug_fix_replay", None)

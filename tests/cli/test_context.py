@@ -46,9 +46,14 @@ def test_last_names_the_newest_record(
     older, newer = two_runs
     result = invoke("--store", str(store_root), *command)
     assert result.exit_code == 0, result.output
-    assert newer in result.output or '"newer"' in result.output
-    assert older not in result.output
-    assert '"older"' not in result.output
+    output = result.output
+    if command[0] == "debug":  # it names the older run it compared the config with
+        doc = orjson.loads(output)
+        assert doc["configuration"]["comparedWith"] == older
+        output = orjson.dumps(doc["explanation"]).decode()
+    assert newer in output or '"newer"' in output
+    assert older not in output
+    assert '"older"' not in output
 
 
 def test_replay_last_prints_the_newest_answer(

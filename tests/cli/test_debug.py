@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,47 +15,17 @@ from intentusnet.store import FileExecutionStore
 from .support import (
     CRM_APP,
     CRM_EXAMPLE,
-    CRM_REQUEST,
     Invoke,
     forget_crm_app,
-    write_json,
+    record_crm_failure,
 )
-
-
-@pytest.fixture
-def crm(
-    tmp_path: Path, store_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Path]:
-    """The example app importable from the working directory, recording to the store."""
-    directory = tmp_path / "app"
-    directory.mkdir()
-    shutil.copyfile(CRM_EXAMPLE, directory / "debug_fix_replay.py")
-    monkeypatch.chdir(directory)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setenv("CRM_STORE", str(store_root))
-    monkeypatch.delenv("CRM_FIXED", raising=False)
-    forget_crm_app()
-    yield directory
-    forget_crm_app()
-
-
-def _failed_run(invoke: Invoke, tmp_path: Path) -> str:
-    """Route the request that fails; return its execution id."""
-    result = invoke(
-        "run", "--app", CRM_APP, str(write_json(tmp_path / "e.json", CRM_REQUEST))
-    )
-    assert result.exit_code == 0, result.output
-    response = orjson.loads(result.stdout)
-    assert response["status"] == "error"
-    forget_crm_app()
-    return str(response["metadata"]["executionId"])
 
 
 def test_debug_names_the_root_cause_and_how_to_resume(
     invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
 ) -> None:
     """debug prints the explanation, the timeline to the failure, how to resume."""
-    failed = _failed_run(invoke, tmp_path)
+    failed = record_crm_failure(invoke, tmp_path)
     result = invoke("--store", str(store_root), "debug", failed)
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -66,60 +34,72 @@ def test_debug_names_the_root_cause_and_how_to_resume(
     timeline = out.split("Timeline up to the failure")[1].split("Once fixed")[0]
     assert "crm.score (step 3)" in timeline
     assert "FINAL_RESPONSE" not in timeline
-    assert f"rerun {failed} --app MODULE:ATTR --from-failure" in out
+    assert f"rerun {failed} --app MODULE:ATTR --from-root-cause" in out
     assert f"--store {store_root}" in out
 
     doc = orjson.loads(
         invoke("--store", str(store_root), "debug", "--json", failed).stdout
     )
-    assert set(doc) == {"explanation", "timeline", "resume"}
+    assert set(doc) == {"explanation", "timeline", "resume", "configuration"}
     assert doc["explanation"]["rootCause"]["name"] == "crm.lookup"
 
 
-def test_rerun_strict_then_fixed_then_resumed(
+def test_rerun_strict_then_resumed_then_from_the_root_cause(
     invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
 ) -> None:
-    """Strict re-runs reproduce or miss; --from-failure resumes without a 2nd e-mail."""
-    failed = _failed_run(invoke, tmp_path)
+    """Strict and resumed re-runs fail again (exit 8); from the root cause it works."""
+    failed = record_crm_failure(invoke, tmp_path)
     store = ("--store", str(store_root))
 
     same = invoke(*store, "rerun", failed, "--app", CRM_APP, "--json")
-    assert same.exit_code == 0, same.output
+    assert same.exit_code == 8, same.output
     assert orjson.loads(same.stdout)["diff"]["same"] is True
     forget_crm_app()
 
-    miss = invoke(*store, "rerun", failed, "--app", CRM_APP, CRM_FIXED="1")
-    assert miss.exit_code == 7
-    assert "'crm.score'" in miss.stderr
-    assert "--allow-live" in miss.stderr
-    forget_crm_app()
-
+    # Resuming serves the lookup's recorded None: the fix never runs.
     resumed = invoke(
         *store, "rerun", failed, "--app", CRM_APP, "--from-failure", CRM_FIXED="1"
     )
-    assert resumed.exit_code == 0, resumed.output
+    assert resumed.exit_code == 8, resumed.output
     assert "served: crm.lookup (step 1), email.send (step 2)" in resumed.stdout
-    assert "ran:    crm.score (step 3)" in resumed.stdout
-    assert "> args_changed" in resumed.stdout
+    assert ": failed" in resumed.stdout.splitlines()[0]
+    forget_crm_app()
+
+    fixed = invoke(
+        *store, "rerun", failed, "--app", CRM_APP, "--from-root-cause", CRM_FIXED="1"
+    )
+    assert fixed.exit_code == 0, fixed.output
+    first = fixed.stdout.splitlines()[0]
+    assert f"Re-ran {failed} from the root cause, crm.lookup (step 1) as " in first
+    assert "served: email.send (step 2)" in fixed.stdout
+    assert "ran:    crm.lookup (step 1), crm.score (step 3) [not in the record]" in (
+        fixed.stdout
+    )
+    assert "> output_changed   crm.lookup (step 1 -> 1): output null -> an object" in (
+        fixed.stdout
+    )
     assert sys.modules["debug_fix_replay"].MAILBOX == []  # served, not sent again
-    new_id = resumed.stdout.split(" as ", 1)[1].split(":", 1)[0]
+    new_id = fixed.stdout.split(" as ", 1)[1].split(":", 1)[0]
 
     diff = invoke(*store, "diff", failed, new_id)
     assert diff.exit_code == 0, diff.output
-    assert "first deviation: crm.score (args_changed)" in diff.stdout
+    assert "first deviation: crm.lookup (output_changed)" in diff.stdout
     doc = orjson.loads(invoke(*store, "diff", failed, new_id, "--json").stdout)
     steps = [e for e in doc["entries"] if e["scope"] == "step"]
-    assert [(e["kind"], e["name"]) for e in steps] == [("args_changed", "crm.score")]
+    assert [(e["kind"], e["name"]) for e in steps] == [
+        ("output_changed", "crm.lookup"),
+        ("args_changed", "crm.score"),
+    ]
 
     shown = invoke(*store, "inspect", new_id)
     assert f"replay of:   {failed}" in shown.stdout
 
 
-def test_allow_live_runs_the_changed_step(
+def test_live_lookup_and_allow_live_score(
     invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
 ) -> None:
-    """--allow-live runs a step the record cannot answer, and says so."""
-    failed = _failed_run(invoke, tmp_path)
+    """--live runs the fixed lookup; --allow-live the scoring the record lacks."""
+    failed = record_crm_failure(invoke, tmp_path)
     result = invoke(
         "--store",
         str(store_root),
@@ -127,6 +107,8 @@ def test_allow_live_runs_the_changed_step(
         failed,
         "--app",
         CRM_APP,
+        "--live",
+        "crm.lookup",
         "--allow-live",
         "--json",
         CRM_FIXED="1",
@@ -134,7 +116,7 @@ def test_allow_live_runs_the_changed_step(
     assert result.exit_code == 0, result.output
     doc = orjson.loads(result.stdout)
     assert doc["status"] == "success"
-    assert doc["served"] == ["crm.lookup", "email.send"]
+    assert doc["served"] == ["email.send"]
     assert [s["name"] for s in doc["steps"] if s["miss"]] == ["crm.score"]
 
 
@@ -193,7 +175,7 @@ def test_example_walks_the_whole_loop(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    """examples/debug_fix_replay.py fails, explains, resumes once, diffs one step."""
+    """examples/debug_fix_replay.py fails, explains, re-runs from the root cause."""
     import runpy
     import tempfile
 
@@ -204,11 +186,11 @@ def test_example_walks_the_whole_loop(
     namespace["router"].close()
     out = capsys.readouterr().out
     assert "crm.lookup returned None; crm.score failed with AssertionError" in out
-    assert "served ['crm.lookup', 'email.send'], ran ['crm.score']" in out
-    assert "e-mails sent: 1 (before: 1); CRM lookups: 1 (before: 1)" in out
+    assert "served ['email.send'], ran ['crm.lookup', 'crm.score']" in out
+    assert "e-mails sent: 1 (before: 1); CRM lookups: 2 (before: 1)" in out
     diff = out.split("5. ")[1]
     assert diff.count("<- deviation point") == 1
-    assert "args_changed     crm.score" in diff
+    assert "output_changed   crm.lookup (step 1 -> 1): output null" in diff
 
 
 KILLED_IN_ATTEMPT_2 = """

@@ -94,12 +94,16 @@ def test_signing_end_to_end_catches_a_forger_who_rehashes_and_reindexes(
     assert everything.stdout.splitlines()[-1] == (
         "Signatures: 1 signed-valid, 1 signed-invalid, 0 unsigned, 0 unknown-key"
     )
-    for extra in ([], ["--force"]):
-        refused = invoke(*store, "replay", forged, "--key", public, *extra)
+    for extra in ([], ["--force"], ["--step"]):
+        refused = invoke(*store, "replay", forged, "--key", public, *extra, input="")
         assert refused.exit_code == 6
         assert "signature check failed (signed-invalid)" in refused.stderr
         assert "Traceback" not in refused.output
     assert invoke(*store, "replay", good, "--key", public).exit_code == 0
+    walked = invoke(*store, "replay", good, "--step", "--key", public, input="\n" * 9)
+    assert walked.exit_code == 0, walked.output
+    assert "SIGNATURE" in walked.stdout
+    assert "End of record: 0 failures - VALID" in walked.stdout
 
 
 def test_verify_json_reports_each_signature(

@@ -338,10 +338,12 @@ def test_strict_rerun_serves_the_steps_from_the_database(
 def test_rerun_misses_then_resumes_against_the_database(
     invoke: Invoke, crm_app: Path, pg_dsn: str
 ) -> None:
-    """With the fix, strict stops on the changed step (7); --from-failure resumes."""
+    """Fixed lookup live, strictly: scoring misses (7); from the root cause: runs."""
     failed = _route_crm(invoke, pg_dsn, crm_app, "grace@x.io")
     store = ("--store", pg_dsn)
-    miss = invoke(*store, "rerun", failed, "--app", CRM_APP, CRM_FIXED="1")
+    miss = invoke(
+        *store, "rerun", failed, "--app", CRM_APP, "--live", "1", CRM_FIXED="1"
+    )
     assert miss.exit_code == 7
     assert "step 'crm.score'" in miss.stderr
     assert PASSWORD not in miss.output
@@ -354,19 +356,19 @@ def test_rerun_misses_then_resumes_against_the_database(
         failed,
         "--app",
         CRM_APP,
-        "--from-failure",
+        "--from-root-cause",
         "--json",
         CRM_FIXED="1",
     )
     assert resumed.exit_code == 0, resumed.output
     done = orjson.loads(resumed.stdout)
     assert (done["served"], done["ran"]) == (
-        ["crm.lookup", "email.send"],
-        ["crm.score"],
+        ["email.send"],
+        ["crm.lookup", "crm.score"],
     )
     assert done["status"] == "success"
     app = sys.modules["debug_fix_replay"]
-    assert (app.MAILBOX, app.CALLS["crm"]) == ([], 0)  # served, not made again
+    assert (app.MAILBOX, app.CALLS["crm"]) == ([], 1)  # the e-mail: served
     assert set(_ids_in(pg_dsn)) == {failed, missed, done["executionId"]}
     assert invoke(*store, "rerun", "exec-missing", "--app", CRM_APP).exit_code == 3
 

@@ -403,3 +403,27 @@ def test_step_outputs_and_async_routing(store):
 
 async def _fetch_token() -> str:
     return TOKEN
+
+
+def test_an_override_given_to_a_rerun_is_recorded_redacted(store):
+    """override= is an output like a live step's: sealed as its marker."""
+    redactor = Redactor(KEY, outputs={"vault.get": ["$"]})
+    router = IntentRouter(store=store, redactor=redactor)
+    got: list[object] = []
+
+    @router.agent("login")
+    def login(env: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
+        token = ctx.step("vault.get", {}, lambda: "tok-old-0123456789")
+        got.append(token)
+        return {"ok": True}
+
+    with router:
+        first = router.route_intent({"intent": {"name": "login"}})
+        engine = ReplayEngine.from_store(store, first.metadata.execution_id)
+        result = rerun(engine, router, override={"vault.get": TOKEN})
+    assert got[-1] == TOKEN  # the step's code gets the output as given
+    assert result.record is not None
+    (end,) = [e.data for e in result.record.events if e.type == EventType.STEP_END]
+    assert end["overridden"] is True
+    assert end["output"] == redactor.marker(TOKEN)
+    assert leaked(store.root, TOKEN) == []

@@ -1,0 +1,370 @@
+"""Where a re-run starts: its options resolved against the record, step by step.
+
+A re-run's options name recorded steps: where the live part starts
+(``from_failure``, ``from_step``, ``from_root_cause``, ``from_snapshot``), which
+steps run live anyway (``live``) and which are served with an edited output
+(``override``). :func:`resolve` checks them against the record once, before
+anything runs, and gives a :class:`RerunSpec`; :func:`classify` then says what
+a re-run does with a recorded step called again with its recorded arguments.
+The cassette (which answers the calls) and :func:`~intentusnet.plan_rerun`
+(which only predicts) both ask :func:`classify`: one rule, in one place.
+
+The rules, in order:
+
+1. an overridden step is served with the output given;
+2. a side effect that succeeded is served: it is never made again;
+3. a step in the live part (from the starting step on, or named by ``live``)
+   runs live;
+4. a step that succeeded is served; one that failed has its failure raised
+   again; one that cannot be served (not JSON, never finished) is a miss,
+   which runs live when the re-run has a starting point or ``allow_live``.
+
+A nested step goes with its outermost enclosing step: starting from it, or
+running it live, starts from (or runs live) the step it was called in.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from .._util.jsonvalue import JSONObject, JSONValue, check_json
+from ..errors import EnvelopeValidationError, InvalidRerunOption
+from ..record.model import ExecutionRecord
+from ..routing.agents import SNAPSHOT_PREFIX
+from .explain import explain
+from .view import UNFINISHED, RecordedStep, record_steps
+
+if TYPE_CHECKING:
+    from ..store.protocol import ExecutionStore
+
+__all__ = [
+    "INSIDE",
+    "LIVE",
+    "MISS",
+    "OVERRIDE",
+    "REPLAY_ERROR",
+    "SERVE",
+    "SIDE_EFFECT",
+    "RerunSpec",
+    "StepRef",
+    "classify",
+    "resolve",
+]
+
+#: A step named by its number in the record (``3``, ``"3"``) or by its name.
+StepRef = int | str
+
+#: What a re-run does with a recorded step (see :func:`classify`).
+SERVE: Final = "serve"
+SIDE_EFFECT: Final = "side_effect"
+OVERRIDE: Final = "override"
+LIVE: Final = "live"
+REPLAY_ERROR: Final = "replay_error"
+MISS: Final = "miss"
+#: Not called at all: it ran inside a step that is served.
+INSIDE: Final = "inside"
+
+_MAX_SUGGESTIONS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RerunSpec:
+    """A re-run's options, resolved against its record.
+
+    Attributes:
+        mode: ``strict``, ``from_failure``, ``from_step``, ``from_root_cause``
+            or ``from_snapshot``.
+        allow_live: a call the record cannot answer runs live.
+        from_step: the recorded step the live part starts at, if any.
+        live_from: the ``seq`` of that step's ``STEP_START`` line: steps that
+            started at or after it run live. ``None``: no live part.
+        live: recorded steps run live wherever they are.
+        overrides: outputs served instead of the recorded ones, by step number.
+        snapshot: for ``from_snapshot``, the snapshot step whose state is
+            restored.
+    """
+
+    mode: str = "strict"
+    allow_live: bool = False
+    from_step: int | None = None
+    live_from: int | None = None
+    live: frozenset[int] = frozenset()
+    overrides: Mapping[int, JSONValue] = field(default_factory=dict)
+    snapshot: int | None = None
+
+    @property
+    def lenient(self) -> bool:
+        """A call the record cannot answer runs live (marked a miss)."""
+        return self.allow_live or self.mode != "strict"
+
+    def for_child(self, record: ExecutionRecord) -> RerunSpec:
+        """The spec a re-run's child intent is re-run with.
+
+        A strict re-run re-runs the child strictly and a resumed one resumes
+        it; a re-run from a step re-runs the child (routed from the live part)
+        live from its start, its side effects still served. ``live`` and
+        ``override`` name steps of the parent only.
+        """
+        if self.mode == "strict":
+            return RerunSpec(allow_live=self.allow_live)
+        if self.mode == "from_failure":
+            return resolve(record, from_failure=True, allow_live=self.allow_live)
+        return RerunSpec(mode="from_step", allow_live=self.allow_live, live_from=0)
+
+    def to_json(self) -> JSONObject:
+        """The ``INTENT_RECEIVED`` data of the re-run's record (beyond its mode)."""
+        data: JSONObject = {}
+        if self.from_step is not None:
+            data["rerunFrom"] = self.from_step
+        if self.live:
+            data["rerunLive"] = list[JSONValue](sorted(self.live))
+        if self.overrides:
+            data["rerunOverride"] = list[JSONValue](sorted(self.overrides))
+        return data
+
+
+def classify(step: RecordedStep, spec: RerunSpec) -> tuple[str, str]:
+    """What a re-run does with ``step`` when it is called as recorded, and why.
+
+    Returns:
+        ``(action, why)``: the action is ``override``, ``side_effect`` (served:
+        never made again), ``serve``, ``live``, ``replay_error`` (its recorded
+        failure raised again) or ``miss`` (it cannot be served; it runs live if
+        ``spec.lenient``, else the re-run stops with ``CassetteMiss``).
+    """
+    number = step.number
+    if number in spec.overrides:
+        return OVERRIDE, "served with the output given"
+    live_here = number in spec.live or (
+        spec.live_from is not None and step.start_seq >= spec.live_from
+    )
+    where = _live_reason(step, spec) if live_here else ""
+    if step.ok:
+        if step.side_effect:
+            if step.replayable:
+                return SIDE_EFFECT, "a side effect: never made again, served"
+            return MISS, f"a side effect that cannot be served ({step.reason})"
+        if live_here:
+            return LIVE, where
+        if step.replayable:
+            before = "" if spec.from_step is None else f" before step {spec.from_step}"
+            return SERVE, f"succeeded{before}: served from the record"
+        return MISS, f"cannot be served ({step.reason})"
+    if live_here:
+        return LIVE, where
+    if step.outcome != UNFINISHED:
+        return REPLAY_ERROR, f"failed ({step.error_text}): its failure is raised again"
+    return MISS, f"cannot be served ({step.reason})"
+
+
+def _live_reason(step: RecordedStep, spec: RerunSpec) -> str:
+    if step.number in spec.live:
+        return "named to run live"
+    if spec.from_step == step.number:
+        return {
+            "from_failure": "the failure: runs live",
+            "from_root_cause": "the root cause: runs live",
+        }.get(spec.mode, "the step the re-run starts at: runs live")
+    if spec.from_step is None:
+        return "runs live"
+    return f"after step {spec.from_step}: runs live"
+
+
+def resolve(
+    record: ExecutionRecord,
+    *,
+    from_failure: bool = False,
+    from_step: StepRef | None = None,
+    from_root_cause: bool = False,
+    from_snapshot: StepRef | None = None,
+    live: Collection[StepRef] = (),
+    override: Mapping[StepRef, JSONValue] | None = None,
+    allow_live: bool = False,
+    store: ExecutionStore | None = None,
+) -> RerunSpec:
+    """Check a re-run's options against ``record`` and resolve them.
+
+    Args:
+        record: the record to re-run.
+        from_failure: start at the first step that failed or never finished.
+        from_step: start at this step (its number, or the first step so named).
+        from_root_cause: start at the step ``explain`` names as the root cause.
+        from_snapshot: restore this snapshot (its name: the last one so named,
+            or its step number) and run everything after it live.
+        live: steps to run live (a name: every step so named).
+        override: outputs to serve instead of the recorded ones, by step.
+        allow_live: run calls the record cannot answer.
+        store: where ``explain`` loads a failed child intent's record from.
+
+    Raises:
+        InvalidRerunOption: a step is not in the record, two starting points
+            are given, no root cause or failure is found, a side effect is
+            asked to run live, or an override is not JSON.
+    """
+    starts = [
+        name
+        for name, given in (
+            ("from_failure", from_failure),
+            ("from_step", from_step is not None),
+            ("from_root_cause", from_root_cause),
+            ("from_snapshot", from_snapshot is not None),
+        )
+        if given
+    ]
+    if len(starts) > 1:
+        raise InvalidRerunOption(
+            f"give one starting point, not {' and '.join(starts)}", starts[1]
+        )
+    steps = record_steps(record)
+    by_number = {s.number: s for s in steps}
+    mode = starts[0] if starts else "strict"
+    start: RecordedStep | None = None
+    snapshot: RecordedStep | None = None
+    if from_failure:
+        start = next((s for s in steps if not s.ok), None)
+    elif from_step is not None:
+        start = _find(steps, from_step, "from_step")[0]
+    elif from_root_cause:
+        start = _root_cause(record, store)
+    elif from_snapshot is not None:
+        snapshot = _snapshot(steps, from_snapshot)
+    live_from: int | None = None
+    if start is not None:
+        start = _outermost(start, by_number)
+        live_from = start.start_seq
+    elif snapshot is not None:
+        live_from = snapshot.start_seq + 1  # the snapshot itself is served
+    chosen: set[int] = set()
+    for ref in live:
+        for found in _find(steps, ref, "live"):
+            if found.side_effect and found.ok:
+                raise InvalidRerunOption(
+                    f"step {found.number} ({found.name}) is a side effect: a "
+                    "re-run never makes it again (override its output instead)",
+                    "live",
+                )
+            chosen.update(s.number for s in _ancestry(found, by_number))
+    edited: dict[int, JSONValue] = {}
+    for ref, value in (override or {}).items():
+        try:
+            check_json(value, "override")
+        except EnvelopeValidationError as exc:
+            raise InvalidRerunOption(
+                f"the output given for step {ref!r} is not JSON: {exc}", "override"
+            ) from None
+        for found in _find(steps, ref, "override"):
+            edited[found.number] = value
+    return RerunSpec(
+        mode=mode,
+        allow_live=allow_live,
+        from_step=None if start is None else start.number,
+        live_from=live_from,
+        live=frozenset(chosen),
+        overrides=edited,
+        snapshot=None if snapshot is None else snapshot.number,
+    )
+
+
+def _find(
+    steps: tuple[RecordedStep, ...], ref: StepRef, option: str
+) -> list[RecordedStep]:
+    """The steps ``ref`` names: one by number, or every one so named.
+
+    ``from_step`` takes the first step so named.
+    """
+    text = str(ref).strip()
+    if isinstance(ref, int) or text.isdigit():
+        number = int(text)
+        found = [s for s in steps if s.number == number]
+        if not found:
+            raise InvalidRerunOption(
+                f"the record has no step {number} (it has steps 1 to {len(steps)})"
+                if steps
+                else f"the record has no step {number}: it recorded no steps",
+                option,
+            )
+        return found
+    found = [s for s in steps if s.name == text]
+    if not found:
+        names = sorted({s.name for s in steps})
+        close = difflib.get_close_matches(text, names, n=_MAX_SUGGESTIONS)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        listed = ", ".join(names) if names else "none"
+        raise InvalidRerunOption(
+            f"the record has no step named {text!r}{hint} (its steps: {listed})",
+            option,
+        )
+    return found[:1] if option == "from_step" else found
+
+
+def _snapshot(steps: tuple[RecordedStep, ...], ref: StepRef) -> RecordedStep:
+    snapshots = [s for s in steps if s.name.startswith(SNAPSHOT_PREFIX)]
+    text = str(ref).strip()
+    if isinstance(ref, int) or text.isdigit():
+        found = [s for s in snapshots if s.number == int(text)]
+    else:
+        found = [s for s in snapshots if s.name == SNAPSHOT_PREFIX + text][-1:]
+    if not found:
+        names = sorted({s.name.removeprefix(SNAPSHOT_PREFIX) for s in snapshots})
+        listed = ", ".join(names) if names else "none"
+        raise InvalidRerunOption(
+            f"the record has no snapshot {text!r} (its snapshots: {listed})",
+            "from_snapshot",
+        )
+    snapshot = found[0]
+    if not (snapshot.ok and snapshot.replayable):
+        raise InvalidRerunOption(
+            f"snapshot {text!r} (step {snapshot.number}) cannot be restored "
+            f"({snapshot.reason or snapshot.outcome})",
+            "from_snapshot",
+        )
+    return snapshot
+
+
+def _root_cause(record: ExecutionRecord, store: ExecutionStore | None) -> RecordedStep:
+    found = explain(record, store)
+    if not found.failed:
+        raise InvalidRerunOption(
+            f"record {record.execution_id} did not fail: it has no root cause to "
+            "start from",
+            "from_root_cause",
+        )
+    if found.root_cause is None:
+        failing = found.step
+        where = (
+            ""
+            if failing is None
+            else f" (it failed at {failing.name}, step {failing.number})"
+        )
+        raise InvalidRerunOption(
+            f"explain names no root cause in record {record.execution_id}"
+            + where
+            + "; start from the failure or from a step you choose instead",
+            "from_root_cause",
+        )
+    return found.root_cause
+
+
+def _outermost(
+    step: RecordedStep, by_number: Mapping[int, RecordedStep]
+) -> RecordedStep:
+    """The top-level step ``step`` was called in (itself if not nested)."""
+    return _ancestry(step, by_number)[-1]
+
+
+def _ancestry(
+    step: RecordedStep, by_number: Mapping[int, RecordedStep]
+) -> list[RecordedStep]:
+    """``step``, the step it was called in, and so on to a top-level step."""
+    chain = [step]
+    seen = {step.number}
+    parent = step.parent
+    while parent is not None and parent in by_number and parent not in seen:
+        current = by_number[parent]
+        chain.append(current)
+        seen.add(parent)
+        parent = current.parent
+    return chain
