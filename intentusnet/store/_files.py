@@ -14,9 +14,12 @@ from ..record.model import EventType, ExecutionRecord, VerifyReport
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
+from . import _log
 from ._layout import FILE_MODE, fsync_dir, make_dirs
 
 if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
+    from collections.abc import Callable
+
     from ..record.keys import SigningKey
     from .catalog import CatalogRow
 
@@ -225,6 +228,21 @@ def cross_check(
         key_id=report.key_id,
         signatures=report.signatures,
     )
+
+
+def report_changed(
+    execution_id: str,
+    problem: str,
+    on_changed: Callable[[str, str], None] | None,
+) -> None:
+    """Say that ``reindex`` found a record changed since the catalog saw it."""
+    _log.warning(
+        "record %s changed since the catalog saw it: %s; kept as integrity_failure",
+        execution_id,
+        problem,
+    )
+    if on_changed is not None:
+        on_changed(execution_id, problem)
 
 
 def catalog_mismatch(data: bytes, lines: int, chain_head: str) -> str | None:

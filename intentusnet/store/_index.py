@@ -41,6 +41,7 @@ from ..record.model import (
 )
 from . import _log
 from ._catalog_writer import CatalogWriter
+from ._files import report_changed
 from ._layout import CATALOG_NAME, has_records, relative_path
 from ._owner import opener_alive, owner_alive
 from ._scan import Progress, file_row, index_chunk, over_shards
@@ -277,14 +278,7 @@ class StoreIndex:
             for seen, rows, changed in shards:
                 self.catalog.upsert_many(rows)
                 for execution_id, problem in changed:
-                    _log.warning(
-                        "record %s changed since the catalog saw it: %s; kept as "
-                        "integrity_failure",
-                        execution_id,
-                        problem,
-                    )
-                    if on_changed is not None:
-                        on_changed(execution_id, problem)
+                    report_changed(execution_id, problem, on_changed)
                 done += seen
                 indexed += len(rows)
                 if on_progress is not None:

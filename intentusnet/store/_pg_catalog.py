@@ -24,7 +24,7 @@ from ..record.model import (
 from ..record.reader import parse_record
 from ..record.verify import salvage_header
 from . import _log
-from ._files import catalog_mismatch
+from ._files import catalog_mismatch, report_changed
 from ._pg import Connection, Row
 from ._pg_schema import HELD, lock_key
 from ._scan import row_for
@@ -171,14 +171,7 @@ def reindex(
             values = _derived(execution_id, data)
             problem = catalog_mismatch(data, *seen[execution_id])
             if problem is not None:
-                _log.warning(
-                    "record %s changed since the catalog saw it: %s; kept as "
-                    "integrity_failure",
-                    execution_id,
-                    problem,
-                )
-                if on_changed is not None:
-                    on_changed(execution_id, problem)
+                report_changed(execution_id, problem, on_changed)
                 if values is not None:
                     values[7:9] = [False, ReplayableReason.INTEGRITY_FAILURE.value]
                     values[13], values[15] = seen[execution_id]
