@@ -9,6 +9,7 @@ Endpoints (all JSON, versioned under ``/v1``)::
     GET  /v1/executions/{id}/verify          its hash chain, checked
     GET  /healthz                            liveness, no key needed
     GET  /metrics                            Prometheus text
+    GET  /ui                                 the record explorer (HTML pages)
 
 Routing runs on the server's event loop (``router.route``); store reads run on
 worker threads. An execution, once started, runs to its end even if its caller
@@ -56,6 +57,7 @@ from .openapi import build_openapi, ok, problem
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ReplayRequest
+from .ui import add_ui
 
 if TYPE_CHECKING:
     from ..routing.router import IntentRouter
@@ -169,6 +171,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY,
     drain_timeout: float = 30.0,
     close_router: bool = False,
+    ui: bool = True,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -179,6 +182,8 @@ def create_app(
         max_body_bytes: larger request bodies are refused with 413.
         drain_timeout: at shutdown, how long to wait for executions in flight.
         close_router: close the router when the app shuts down.
+        ui: serve the record explorer under ``/ui`` (added in 0.1.0); its
+            pages need a read key, as ``GET /v1/executions`` does.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -212,6 +217,10 @@ def create_app(
     install_handlers(app, service.metrics, hidden=_server_paths(service.store))
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     _add_routes(app, service)
+    if ui:
+        add_ui(
+            app, service.store, lambda request: service.authorize(request, Access.READ)
+        )
     return app
 
 
