@@ -11,6 +11,7 @@ from intentusnet import (
     IntentEnvelope,
     IntentRouter,
     JSONObject,
+    ReplayCache,
 )
 
 #: A payload that would run script if it were rendered as HTML.
@@ -74,5 +75,11 @@ def make_store(root: Path) -> dict[str, str]:
         ids["steps2"] = router.route_intent(
             {"intent": {"name": "crm.qualify"}, "payload": {"email": "b@x.io"}}
         ).metadata.execution_id
+    # The same envelope twice through a replay cache: one record, one hit on it.
+    with IntentRouter(store=store, cache=ReplayCache()) as cached:
+        cached.agent("lookup", name="lookup")(lambda env, ctx: {"found": True})
+        envelope: JSONObject = {"intent": {"name": "lookup"}, "payload": {"k": 1}}
+        ids["cached"] = cached.route_intent(envelope).metadata.execution_id
+        cached.route_intent(envelope)
     store.close()
     return ids

@@ -124,9 +124,16 @@ def test_diff_page(client: TestClient, ids: dict[str, str]) -> None:
     assert client.get("/ui/diff").status_code == 200
 
 
+def test_cache_hits_shown(client: TestClient, ids: dict[str, str]) -> None:
+    """A record that answered from the cache lists the hit it served."""
+    page = client.get(f"/ui/executions/{ids['cached']}").text
+    assert "Cache hits it served (1)" in page
+
+
 def test_overview(client: TestClient, ids: dict[str, str]) -> None:
-    """Counts by status and intent, and a daily chart."""
+    """Counts by status and intent, and a daily chart with the hit rate."""
     page = client.get("/ui/overview").text
+    assert "%</td>" in page
     assert "By status" in page
     assert "crm.qualify" in page
     assert page.count('class="hbar') > 3

@@ -31,3 +31,13 @@ window.addEventListener("DOMContentLoaded", () => {
   const compare = document.getElementById("compare");
   if (compare) compare.disabled = true;
 });
+document.addEventListener("submit", (event) => {
+  // Leave empty filters out of the address, so it stays short and shareable.
+  if (!event.target.matches("form.filters")) return;
+  for (const field of event.target.elements) {
+    if (field.name && !field.value) field.disabled = true;
+  }
+});
+window.addEventListener("pageshow", () => {
+  for (const field of document.querySelectorAll("form.filters [disabled]")) field.disabled = false;
+});
