@@ -198,6 +198,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await service.drain(drain_timeout)
+        service.metrics.close()
         await aclose_pools()
         if close_router:
             router.close()
