@@ -57,7 +57,7 @@ from .openapi import build_openapi, ok, problem
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ReplayRequest
-from .ui import add_ui
+from .ui import Gate, add_ui
 
 if TYPE_CHECKING:
     from ..routing.router import IntentRouter
@@ -91,9 +91,15 @@ class _Service:
         self.in_flight: set[asyncio.Task[AgentResponse]] = set()
         self.draining = False
 
-    def authorize(self, request: Request, needed: Access) -> None:
+    def authorize(
+        self, request: Request, needed: Access, fallback_key: str | None = None
+    ) -> None:
         if self.keys:
-            self.keys.authorize(request.headers.get("authorization"), needed)
+            header = request.headers.get("authorization")
+            if header is None and fallback_key:
+                # the explorer's login cookie (sent to /ui paths only)
+                header = f"Bearer {fallback_key}"
+            self.keys.authorize(header, needed)
             return
         # No key configured: this service is for this machine only.
         server = request.scope.get("server")
@@ -183,7 +189,8 @@ def create_app(
         drain_timeout: at shutdown, how long to wait for executions in flight.
         close_router: close the router when the app shuts down.
         ui: serve the record explorer under ``/ui`` (added in 0.1.0); its
-            pages need a read key, as ``GET /v1/executions`` does.
+            pages need a read key, as ``GET /v1/executions`` does (a browser
+            signs in at ``/ui/login``); a key that may route may invalidate.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -219,9 +226,12 @@ def create_app(
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     _add_routes(app, service)
     if ui:
-        add_ui(
-            app, service.store, lambda request: service.authorize(request, Access.READ)
+        gate = Gate(
+            service.authorize,
+            service.keys.access_of if service.keys else None,
+            invalidation=True,
         )
+        add_ui(app, service.store, gate)
     return app
 
 

@@ -17,27 +17,29 @@ from starlette.staticfiles import StaticFiles
 
 from ... import __version__
 from ...errors import Forbidden
-from ..auth import is_loopback
-from .pages import Authorize, ui_router
+from ..auth import Access, is_loopback
+from .access import Gate, access_router
+from .pages import ui_router
 
 if TYPE_CHECKING:
     from ...store import ExecutionStore
 
-__all__ = ["add_ui", "create_ui_app"]
+__all__ = ["Gate", "add_ui", "create_ui_app"]
 
 _STATIC = Path(__file__).parent / "static"
 
 
-def add_ui(app: FastAPI, store: ExecutionStore | None, authorize: Authorize) -> None:
+def add_ui(app: FastAPI, store: ExecutionStore | None, gate: Gate) -> None:
     """Mount the explorer on ``app``: pages under ``/ui``, files under ``/ui/static``.
 
     Added in 0.1.0.
     """
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
-    app.include_router(ui_router(store, authorize))
+    app.include_router(access_router(gate))
+    app.include_router(ui_router(store, gate))
 
 
-def _loopback_only(request: Request) -> None:
+def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
     server = request.scope.get("server")
     host = server[0] if isinstance(server, tuple | list) and server else ""
     if not is_loopback(str(host)):
@@ -69,5 +71,5 @@ def create_ui_app(store: ExecutionStore) -> FastAPI:
     def forbidden(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(exc), status_code=403)
 
-    add_ui(app, store, _loopback_only)
+    add_ui(app, store, Gate(_loopback_only))
     return app

@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING, Final
 
 import orjson
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from ...errors import (
+    Forbidden,
     InvalidExecutionId,
     RecordIntegrityError,
     RecordNotFound,
     RequestInvalid,
     StoreError,
+    Unauthorized,
 )
 from ...http.problem import status_for
 from ...record.model import RecordStatus, RecordSummary
@@ -32,7 +35,9 @@ from ...steps.diff import diff_records
 from ...steps.explain import explain
 from ...steps.view import record_steps
 from ...store.protocol import CacheHitJournal
+from ..auth import Access
 from ..pagination import Cursor, page
+from .access import Gate, form, login_redirect, same_origin
 from .render import render
 from .timeline import draw
 
@@ -47,23 +52,22 @@ PAGE_SIZE: Final = 50
 #: How far back the overview's daily chart reaches, and how many records it reads.
 _OVERVIEW_DAYS: Final = 14
 _OVERVIEW_ROWS: Final = 20_000
-_HASH_LENGTH: Final = len("sha256:") + 64
-
-Authorize = Callable[[Request], None]
 _Page = Callable[..., Response]
 
 
 def _shown(page_function: _Page) -> _Page:
-    """Show a missing record or a bad filter as a page, not as JSON.
+    """Show a missing record, a bad filter or a refusal as a page, not as JSON.
 
-    Refusals of a key (401, 403) stay problem documents: they are the service's.
+    A browser without a key is sent to the login page.
     """
 
     @wraps(page_function)
     def guarded(request: Request, *args: object, **kwargs: object) -> Response:
         try:
             return page_function(request, *args, **kwargs)
-        except (StoreError, RequestInvalid) as exc:
+        except Unauthorized:
+            return login_redirect(request)
+        except (StoreError, RequestInvalid, Forbidden) as exc:
             return render(
                 "error.html",
                 request,
@@ -135,11 +139,12 @@ def _exact_record(store: ExecutionStore, query: str) -> str | None:
     return None
 
 
-def ui_router(store: ExecutionStore | None, authorize: Authorize) -> APIRouter:
-    """The explorer's routes, reading ``store``; ``authorize`` guards each page.
+def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
+    """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
     Added in 0.1.0.
     """
+    authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
 
     def need_store() -> ExecutionStore:
@@ -231,7 +236,35 @@ def ui_router(store: ExecutionStore | None, authorize: Authorize) -> APIRouter:
             explanation=why if why.failed else None,
             sections=sections,
             hits=hits,
+            can_invalidate=record.header.replayable and gate.may_invalidate(request),
         )
+
+    if gate.invalidation:
+
+        @pages.post("/ui/executions/{execution_id}/invalidate")
+        async def invalidate(request: Request, execution_id: str) -> Response:
+            try:
+                same_origin(request)
+                authorize(request, Access.ROUTE)
+                if gate.key_access is None:
+                    raise Forbidden("invalidating from a page needs an API key")
+                reason = (await form(request)).get("reason", "").strip()
+                if not reason:
+                    raise RequestInvalid("say why the record is invalidated")
+                where = need_store()
+                await run_in_threadpool(where.invalidate, execution_id, reason)
+            except Unauthorized:
+                return login_redirect(request)
+            except (StoreError, RequestInvalid, Forbidden) as exc:
+                message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
+                return render(
+                    "error.html",
+                    request,
+                    status=status_for(exc),
+                    code=exc.code,
+                    message=message,
+                )
+            return RedirectResponse(f"/ui/executions/{execution_id}", status_code=303)
 
     @pages.get("/ui/diff")
     @_shown

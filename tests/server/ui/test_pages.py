@@ -187,7 +187,9 @@ def test_serve_mounts_the_explorer_behind_read_keys(tmp_path: object) -> None:
         serving(keyed_app(router)) as live,
         httpx.Client(base_url=live.url, trust_env=False) as http,
     ):
-        assert http.get("/ui").status_code == 401
+        refused = http.get("/ui?intent=x")
+        assert refused.status_code == 303
+        assert refused.headers["location"] == "/ui/login?next=%2Fui%3Fintent%3Dx"
         headers = {"Authorization": f"Bearer {READ_KEY}"}
         assert http.get("/ui", headers=headers).status_code == 200
         assert http.get("/ui/static/ui.css").status_code == 200
