@@ -119,7 +119,7 @@ def serve(
     With --store (or INTENTUSNET_STORE) every worker records there, as run
     does.
     """
-    needed = ("fastapi", "uvicorn", "jinja2", "prometheus_client")
+    needed = ("fastapi", "uvicorn", "jinja2", "prometheus_client", "fastapi_offline")
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         raise CliFailure(

@@ -9,6 +9,7 @@ Endpoints (all JSON, versioned under ``/v1``)::
     GET  /v1/executions/{id}/verify          its hash chain, checked
     GET  /healthz                            liveness, no key needed
     GET  /metrics                            Prometheus text
+    GET  /docs                               interactive API docs (offline assets)
     GET  /ui                                 the record explorer (HTML pages)
 
 Routing runs on the server's event loop (``router.route``); store reads run on
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 from fastapi import Depends, FastAPI, Path, Query
 from fastapi.security import HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -213,12 +215,14 @@ def create_app(
         if callable(close):
             close()
 
-    app = FastAPI(
+    # Interactive API docs at /docs from assets fastapi-offline ships: no CDN.
+    app = FastAPIOffline(
         title="IntentusNet",
         version=__version__,
         lifespan=lifespan,
-        docs_url=None,
+        docs_url="/docs",
         redoc_url=None,
+        static_url="/docs/static",
         redirect_slashes=False,
     )
     app.state.intentusnet = service

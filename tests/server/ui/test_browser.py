@@ -166,6 +166,29 @@ def test_keyboard_reaches_the_content(page: Any, explorer: tuple[str, dict]) -> 
     assert unlabelled == 0
 
 
+def test_api_docs_render_offline(browser: Any, tmp_path: Path) -> None:
+    """/docs draws every operation from the service's own assets, nothing remote."""
+    from livekit import echo_router, serving
+
+    from intentusnet.server import create_app
+
+    with (
+        echo_router(tmp_path / "records") as router,
+        serving(create_app(router)) as live,
+    ):
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(_TIMEOUT_MS)
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(live.url + "/docs")
+        page.locator(".opblock").first.wait_for()
+        assert page.locator(".opblock").count() >= 7
+        context.close()
+    assert requested
+    assert all(url.startswith(live.url) for url in requested), requested
+
+
 def test_screenshots(page: Any, explorer: tuple[str, dict], tmp_path: Path) -> None:
     """Every page renders to a screenshot (into $INTENTUSNET_SCREENSHOTS if set)."""
     url, ids = explorer
