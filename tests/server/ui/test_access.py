@@ -109,6 +109,9 @@ def test_write_key_invalidates(keyed: tuple[TestClient, str]) -> None:
     after = client.get(f"/ui/executions/{execution_id}").text
     assert "manually_invalidated" in after
     assert 'id="invalidate"' not in after
+    listed = client.get("/ui?replayable=no").text
+    assert "not replayable: manually_invalidated" in listed
+    assert execution_id in listed
 
 
 def test_ui_command_app_is_read_only(tmp_path: Path) -> None:

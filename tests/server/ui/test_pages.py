@@ -194,3 +194,26 @@ def test_serve_mounts_the_explorer_behind_read_keys(tmp_path: object) -> None:
         assert http.get("/ui", headers=headers).status_code == 200
         assert http.get("/ui/static/ui.css").status_code == 200
         assert "/ui" not in http.get("/openapi.json", headers=headers).text
+
+
+def test_damaged_record_is_not_shown(tmp_path: object) -> None:
+    """A record whose chain breaks shows its verification failures, not its content."""
+    from pathlib import Path
+
+    from intentusnet.server.ui import create_ui_app
+    from intentusnet.store import FileExecutionStore
+
+    root = Path(str(tmp_path)) / "records"
+    with echo_router(root) as router:
+        execution_id = router.route_intent(
+            {"intent": {"name": "echo"}, "payload": {"secret": "abc"}}
+        ).metadata.execution_id
+    (path,) = root.glob(f"*/{execution_id}.jsonl")
+    path.write_bytes(path.read_bytes().replace(b'"abc"', b'"abd"'))
+    store = FileExecutionStore(root)
+    with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/ui/executions/{execution_id}")
+    store.close()
+    assert page.status_code == 409
+    assert "lines verified" in page.text
+    assert "abd" not in page.text
