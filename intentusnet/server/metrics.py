@@ -134,7 +134,7 @@ class Metrics:
 
     @property
     def multiprocess(self) -> bool:
-        """Whether the totals are those of several processes."""
+        """Whether the totals are those of several processes. Added in 0.1.0."""
         return self._dir is not None
 
     def route_started(self) -> None:
@@ -181,6 +181,8 @@ class Metrics:
 
     def close(self) -> None:
         """This process stops serving: its share of the in-flight gauge goes.
+
+        Added in 0.1.0.
 
         Counters stay in the shared directory: totals keep a stopped worker's
         counts. Nothing to do for a single process.

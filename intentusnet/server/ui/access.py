@@ -31,7 +31,7 @@ _MAX_FORM: Final = 8 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """The explorer's access rules, as the app that mounts it sets them.
+    """The explorer's access rules, as the app that mounts it sets them. Added in 0.1.0.
 
     Attributes:
         check: raises ``Unauthorized`` or ``Forbidden`` unless the request (its
