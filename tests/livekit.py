@@ -189,3 +189,33 @@ class ServeProcess:
         assert self.process.stderr is not None
         self.process.stderr.close()
         return code
+
+
+class UiProcess(ServeProcess):
+    """``intentusnet --store ROOT ui`` in a subprocess on a free loopback port."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        port = _free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "intentusnet.cli",
+            "--store",
+            str(root),
+            "ui",
+            "--port",
+            str(port),
+            *args,
+        ]
+        self.lines = []
+        self.process = subprocess.Popen(
+            command,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.url = f"http://127.0.0.1:{port}"
+        self._wait_until_ready()

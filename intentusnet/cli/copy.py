@@ -81,7 +81,7 @@ def copy(
         writing = {
             s.execution_id for s in source.list(status=RecordStatus.IN_PROGRESS.value)
         }
-    with progress_counter("Copying records") as advance:
+    with progress_counter("Copying records", len(ids)) as advance:
         for done, execution_id in enumerate(ids, 1):
             if execution_id in writing:
                 tally.add("skipped", execution_id, "still being written")

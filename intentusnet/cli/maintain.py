@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -133,7 +134,10 @@ def verify(
         verified += r.events_verified
 
     if all_records and isinstance(store, FileExecutionStore):
-        with progress_counter("Verifying records") as advance:
+        # The catalog's count: the total the progress line shows (an estimate
+        # if records arrive meanwhile; the count itself is always exact).
+        expected = store.stats().records if sys.stderr.isatty() else None
+        with progress_counter("Verifying records", expected) as advance:
             # Every report, when signatures are judged: a valid chain may hide
             # a signature that fails.
             run = store.verify_all(
@@ -155,7 +159,8 @@ def verify(
         # Named records, or every record of a store without a whole-store
         # scan (PostgreSQL): one at a time, the same report each.
         label = "Verifying records" if all_records else None
-        with progress_counter(label) as advance:
+        expected = store.stats().records if label and sys.stderr.isatty() else None
+        with progress_counter(label, expected) as advance:
             for execution_id in execution_ids or store.iter_ids():
                 found = _verify_one(store, execution_id, named=not all_records)
                 if found is None:

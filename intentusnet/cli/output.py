@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, TypeVar
 
@@ -120,20 +121,59 @@ def progress(
         yield from bar
 
 
+#: Seconds between two redraws of a progress line: a few a second, not one a record.
+REDRAW_INTERVAL: Final = 0.2
+
+
+def _eta(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return (
+        f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+    )
+
+
 @contextlib.contextmanager
-def progress_counter(label: str | None) -> Iterator[Callable[[int], None] | None]:
+def progress_counter(
+    label: str | None,
+    total: int | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[Callable[[int], None] | None]:
     """A progress callback counting records on stderr, only on a terminal.
 
-    ``None`` for no label means no progress (the callback is ``None`` too).
+    ``None`` for no label means no progress (the callback is ``None`` too). The
+    line is redrawn at most every :data:`REDRAW_INTERVAL` seconds, however often
+    the callback is called, and once more at the end with the final count. With
+    ``total`` it shows the share done and an estimate of the time left (added
+    in 0.1.0).
     """
     if label is None or not sys.stderr.isatty():
         yield None
         return
+    started = clock()
+    drawn_at = -REDRAW_INTERVAL
+    latest = 0
+
+    def line(done: int, now: float) -> str:
+        if total is None or total <= 0:
+            return f"\r{label}: {done:,} records"
+        shown = min(done, total)
+        text = f"\r{label}: {shown:,}/{total:,} records ({shown / total:.0%})"
+        elapsed = now - started
+        if 0 < shown < total and elapsed > 0:
+            text += f", about {_eta(elapsed / shown * (total - shown))} left"
+        return text + "\x1b[K"  # clear what a longer line left behind
 
     def advance(done: int) -> None:
-        click.echo(f"\r{label}: {done:,} records", err=True, nl=False)
+        nonlocal drawn_at, latest
+        latest = done
+        now = clock()
+        if now - drawn_at >= REDRAW_INTERVAL:
+            drawn_at = now
+            click.echo(line(done, now), err=True, nl=False)
 
     try:
         yield advance
     finally:
-        click.echo("", err=True)
+        click.echo(line(latest, clock()), err=True)

@@ -12,6 +12,9 @@ import importlib.util
 import math
 import os
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 import click
@@ -116,16 +119,13 @@ def serve(
     With --store (or INTENTUSNET_STORE) every worker records there, as run
     does.
     """
-    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    needed = ("fastapi", "uvicorn", "jinja2", "prometheus_client", "fastapi_offline")
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         raise CliFailure(
             f"serve needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
             USAGE,
         )
-    import json
-
-    import uvicorn
-
     from ..server.auth import KeyRing, check_bind
 
     try:
@@ -133,6 +133,54 @@ def serve(
         check_bind(host, keys)
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
+    with _shared_metrics(workers):
+        _run(
+            app_ref,
+            host,
+            port,
+            workers,
+            api_keys_file,
+            max_body_size,
+            graceful_timeout,
+            log_level,
+        )
+
+
+@contextmanager
+def _shared_metrics(workers: int) -> Iterator[None]:
+    """With several workers, a fresh directory where they add up their metrics.
+
+    ``prometheus_client`` reads ``PROMETHEUS_MULTIPROC_DIR`` when first imported,
+    so it is set before any worker starts (or the application is imported); a
+    directory the caller set already is used as it is, and kept.
+    """
+    from ..server.metrics import MULTIPROCESS_ENV
+
+    if workers == 1 or os.environ.get(MULTIPROCESS_ENV):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="intentusnet-metrics-") as directory:
+        os.environ[MULTIPROCESS_ENV] = directory
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROCESS_ENV]
+
+
+def _run(
+    app_ref: str,
+    host: str,
+    port: int,
+    workers: int,
+    api_keys_file: str | None,
+    max_body_size: int,
+    graceful_timeout: float,
+    log_level: str,
+) -> None:
+    import json
+
+    import uvicorn
+
     # Fail here, with a clear message, not in a worker. This also leaves the
     # named store in the environment, where the workers find it.
     open_app(app_ref, named_store())

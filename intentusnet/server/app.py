@@ -9,6 +9,8 @@ Endpoints (all JSON, versioned under ``/v1``)::
     GET  /v1/executions/{id}/verify          its hash chain, checked
     GET  /healthz                            liveness, no key needed
     GET  /metrics                            Prometheus text
+    GET  /docs                               interactive API docs (offline assets)
+    GET  /ui                                 the record explorer (HTML pages)
 
 Routing runs on the server's event loop (``router.route``); store reads run on
 worker threads. An execution, once started, runs to its end even if its caller
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 from fastapi import Depends, FastAPI, Path, Query
 from fastapi.security import HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -56,6 +59,7 @@ from .openapi import build_openapi, ok, problem
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ReplayRequest
+from .ui import Gate, add_ui
 
 if TYPE_CHECKING:
     from ..routing.router import IntentRouter
@@ -89,9 +93,15 @@ class _Service:
         self.in_flight: set[asyncio.Task[AgentResponse]] = set()
         self.draining = False
 
-    def authorize(self, request: Request, needed: Access) -> None:
+    def authorize(
+        self, request: Request, needed: Access, fallback_key: str | None = None
+    ) -> None:
         if self.keys:
-            self.keys.authorize(request.headers.get("authorization"), needed)
+            header = request.headers.get("authorization")
+            if header is None and fallback_key:
+                # the explorer's login cookie (sent to /ui paths only)
+                header = f"Bearer {fallback_key}"
+            self.keys.authorize(header, needed)
             return
         # No key configured: this service is for this machine only.
         server = request.scope.get("server")
@@ -169,6 +179,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY,
     drain_timeout: float = 30.0,
     close_router: bool = False,
+    ui: bool = True,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -179,6 +190,9 @@ def create_app(
         max_body_bytes: larger request bodies are refused with 413.
         drain_timeout: at shutdown, how long to wait for executions in flight.
         close_router: close the router when the app shuts down.
+        ui: serve the record explorer under ``/ui`` (added in 0.1.0); its
+            pages need a read key, as ``GET /v1/executions`` does (a browser
+            signs in at ``/ui/login``); a key that may route may invalidate.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -193,6 +207,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await service.drain(drain_timeout)
+        service.metrics.close()
         await aclose_pools()
         if close_router:
             router.close()
@@ -200,18 +215,27 @@ def create_app(
         if callable(close):
             close()
 
-    app = FastAPI(
+    # Interactive API docs at /docs from assets fastapi-offline ships: no CDN.
+    app = FastAPIOffline(
         title="IntentusNet",
         version=__version__,
         lifespan=lifespan,
-        docs_url=None,
+        docs_url="/docs",
         redoc_url=None,
+        static_url="/docs/static",
         redirect_slashes=False,
     )
     app.state.intentusnet = service
     install_handlers(app, service.metrics, hidden=_server_paths(service.store))
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     _add_routes(app, service)
+    if ui:
+        gate = Gate(
+            service.authorize,
+            service.keys.access_of if service.keys else None,
+            invalidation=True,
+        )
+        add_ui(app, service.store, gate)
     return app
 
 

@@ -1,21 +1,45 @@
-"""Service metrics in the Prometheus text exposition format (version 0.0.4).
+"""Service metrics through ``prometheus_client``, exposed as Prometheus text 0.0.4.
 
-Counters, one gauge and one histogram, kept in memory per process and written
-as text by :meth:`Metrics.render`. Labels take only values from closed sets
+Each service builds its own registry (never the library's global one), so two
+apps in one process count apart. Labels take only values from closed sets
 (response status, error codes), never intent names or other caller input, so
 the number of series stays bounded whatever callers send.
+
+**Several worker processes** (``intentusnet serve --workers N``): ``serve`` gives
+the workers a shared directory in ``PROMETHEUS_MULTIPROC_DIR`` before they start,
+``prometheus_client`` keeps each process's values in files there, and every
+worker answers ``/metrics`` with the totals over all of them (its multiprocess
+mode): counters and the histogram summed, the in-flight gauge summed over live
+workers. Process metrics (CPU, memory, open files) come per worker, labelled
+with its ``pid``, since they cannot be summed meaningfully.
 """
 
 from __future__ import annotations
 
-import bisect
+import os
+import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Final
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics"]
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "MULTIPROCESS_ENV", "Metrics"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+#: Where prometheus_client keeps the values of several processes (its own name).
+MULTIPROCESS_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 #: Upper bounds, in seconds, of the routing latency histogram's buckets.
 LATENCY_BUCKETS: Final = (
     0.0005,
@@ -34,165 +58,168 @@ LATENCY_BUCKETS: Final = (
     10.0,
     30.0,
 )
+#: ``counter_1234.db``, ``gauge_livesum_1234.db``: prometheus_client's file names.
+_VALUE_FILE: Final = re.compile(r"_(\d+)\.db$")
 
 
 class Metrics:
-    """What the service counts. Thread-safe; every update takes one lock."""
+    """What the service counts. Thread-safe, as ``prometheus_client`` is.
 
-    def __init__(self) -> None:
+    Args:
+        multiprocess_dir: the directory shared by several worker processes;
+            by default ``$PROMETHEUS_MULTIPROC_DIR``, if set (added in 0.1.0).
+    """
+
+    def __init__(self, multiprocess_dir: str | None = None) -> None:
+        self._dir = multiprocess_dir or os.environ.get(MULTIPROCESS_ENV) or None
+        registry = self.registry = CollectorRegistry()
+        self._routed = Counter(
+            "intentusnet_intents_routed",
+            "Intents routed, by the status of the answer.",
+            ["status"],
+            registry=registry,
+        )
+        for status in ("success", "error"):
+            self._routed.labels(status=status)
+        self._intent_errors = Counter(
+            "intentusnet_intent_errors",
+            "Routed intents answered with an error, by ErrorInfo code.",
+            ["code"],
+            registry=registry,
+        )
+        self._problems = Counter(
+            "intentusnet_http_problems",
+            "Requests refused with a problem document, by problem code.",
+            ["code"],
+            registry=registry,
+        )
+        self._hits = Counter(
+            "intentusnet_cache_hits",
+            "Intents answered from an earlier record instead of running agents.",
+            registry=registry,
+        )
+        self._misses = Counter(
+            "intentusnet_cache_misses",
+            "Intents answered by running agents.",
+            registry=registry,
+        )
+        self._replays = Counter(
+            "intentusnet_replays",
+            "Executions replayed through the API.",
+            registry=registry,
+        )
+        self._in_flight_gauge = Gauge(
+            "intentusnet_intents_in_flight",
+            "Intents being routed now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self._duration = Histogram(
+            "intentusnet_route_duration_seconds",
+            "Time to route an intent and record it.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
         self._lock = threading.Lock()
-        self._routed: dict[str, int] = {}
-        self._intent_errors: dict[str, int] = {}
-        self._problems: dict[str, int] = {}
-        self._cache_hits = 0
-        self._cache_misses = 0
-        self._replays = 0
         self._in_flight = 0
-        self._buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last is +Inf
-        self._latency_sum = 0.0
+        if self._dir is None:
+            ProcessCollector(registry=registry)
+            self._exposed = registry
+        else:
+            # The totals of every process, read from the shared directory.
+            self._exposed = CollectorRegistry()
+            # prometheus_client ships these two without annotations
+            MultiProcessCollector(self._exposed, path=self._dir)  # type: ignore[no-untyped-call]
+            self._exposed.register(_WorkerProcesses(Path(self._dir)))
+
+    @property
+    def multiprocess(self) -> bool:
+        """Whether the totals are those of several processes. Added in 0.1.0."""
+        return self._dir is not None
 
     def route_started(self) -> None:
         """Count an intent being routed now."""
         with self._lock:
             self._in_flight += 1
+        self._in_flight_gauge.inc()
 
     def route_finished(
         self, seconds: float, status: str, error_code: str | None, from_replay: bool
     ) -> None:
         """Record one routed intent: its latency, status, error code, cache use."""
-        slot = bisect.bisect_left(LATENCY_BUCKETS, seconds)
         with self._lock:
             self._in_flight -= 1
-            self._routed[status] = self._routed.get(status, 0) + 1
-            if error_code is not None:
-                self._intent_errors[error_code] = (
-                    self._intent_errors.get(error_code, 0) + 1
-                )
-            if from_replay:
-                self._cache_hits += 1
-            else:
-                self._cache_misses += 1
-            self._buckets[slot] += 1
-            self._latency_sum += seconds
+        self._in_flight_gauge.dec()
+        self._routed.labels(status=status).inc()
+        if error_code is not None:
+            self._intent_errors.labels(code=error_code).inc()
+        (self._hits if from_replay else self._misses).inc()
+        self._duration.observe(seconds)
 
     def route_abandoned(self) -> None:
         """Forget an intent that ended without an answer (it raised)."""
         with self._lock:
             self._in_flight -= 1
+        self._in_flight_gauge.dec()
 
     def replayed(self) -> None:
         """Count one replay served."""
-        with self._lock:
-            self._replays += 1
+        self._replays.inc()
 
     def problem(self, code: str) -> None:
         """Count one request answered with an error (a problem document)."""
-        with self._lock:
-            self._problems[code] = self._problems.get(code, 0) + 1
+        self._problems.labels(code=code).inc()
 
     @property
     def in_flight(self) -> int:
-        """Intents being routed right now."""
+        """Intents being routed right now by this process."""
         return self._in_flight
 
-    def render(self) -> str:
-        """Return every metric as Prometheus text."""
-        with self._lock:
-            routed = dict(self._routed)
-            intent_errors = dict(self._intent_errors)
-            problems = dict(self._problems)
-            hits, misses = self._cache_hits, self._cache_misses
-            replays, in_flight = self._replays, self._in_flight
-            buckets, total = list(self._buckets), self._latency_sum
-        out: list[str] = []
-        _family(
-            out,
-            "intentusnet_intents_routed_total",
-            "counter",
-            "Intents routed, by the status of the answer.",
-            _labelled("status", routed, ("success", "error")),
-        )
-        _family(
-            out,
-            "intentusnet_intent_errors_total",
-            "counter",
-            "Routed intents answered with an error, by ErrorInfo code.",
-            _labelled("code", intent_errors),
-        )
-        _family(
-            out,
-            "intentusnet_http_problems_total",
-            "counter",
-            "Requests refused with a problem document, by problem code.",
-            _labelled("code", problems),
-        )
-        _family(
-            out,
-            "intentusnet_cache_hits_total",
-            "counter",
-            "Intents answered from an earlier record instead of running agents.",
-            [("", hits)],
-        )
-        _family(
-            out,
-            "intentusnet_cache_misses_total",
-            "counter",
-            "Intents answered by running agents.",
-            [("", misses)],
-        )
-        _family(
-            out,
-            "intentusnet_replays_total",
-            "counter",
-            "Executions replayed through the API.",
-            [("", replays)],
-        )
-        _family(
-            out,
-            "intentusnet_intents_in_flight",
-            "gauge",
-            "Intents being routed now.",
-            [("", in_flight)],
-        )
-        out.append(
-            "# HELP intentusnet_route_duration_seconds "
-            "Time to route an intent and record it."
-        )
-        out.append("# TYPE intentusnet_route_duration_seconds histogram")
-        running = 0
-        for bound, count in zip((*LATENCY_BUCKETS, None), buckets, strict=True):
-            running += count
-            le = "+Inf" if bound is None else _number(bound)
-            out.append(
-                f'intentusnet_route_duration_seconds_bucket{{le="{le}"}} {running}'
-            )
-        out.append(f"intentusnet_route_duration_seconds_sum {_number(total)}")
-        out.append(f"intentusnet_route_duration_seconds_count {running}")
-        return "\n".join(out) + "\n"
+    def render(self) -> bytes:
+        """Return every metric as Prometheus text (the totals of all workers)."""
+        return generate_latest(self._exposed)
+
+    def close(self) -> None:
+        """This process stops serving: its share of the in-flight gauge goes.
+
+        Added in 0.1.0.
+
+        Counters stay in the shared directory: totals keep a stopped worker's
+        counts. Nothing to do for a single process.
+        """
+        if self._dir is not None:
+            mark_process_dead(os.getpid(), self._dir)  # type: ignore[no-untyped-call]
 
 
-def _labelled(
-    label: str, counts: dict[str, int], always: Iterable[str] = ()
-) -> list[tuple[str, int]]:
-    keys = sorted({*always, *counts})
-    return [(f'{{{label}="{_escape(key)}"}}', counts.get(key, 0)) for key in keys]
+def _constant(pid: int) -> Callable[[], int]:
+    return lambda: pid
 
 
-def _family(
-    out: list[str],
-    name: str,
-    kind: str,
-    help_text: str,
-    samples: list[tuple[str, int]],
-) -> None:
-    out.append(f"# HELP {name} {help_text}")
-    out.append(f"# TYPE {name} {kind}")
-    out.extend(f"{name}{labels} {value}" for labels, value in samples)
+class _WorkerProcesses(Collector):
+    """``process_*`` metrics of every live worker, labelled by ``pid``."""
 
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    def _pids(self) -> list[int]:
+        found = set()
+        for path in self._directory.glob("*.db"):
+            match = _VALUE_FILE.search(path.name)
+            if match is not None:
+                found.add(int(match.group(1)))
+        return sorted(pid for pid in found if Path(f"/proc/{pid}").exists())
 
-
-def _number(value: float) -> str:
-    return repr(float(value))
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        for pid in self._pids():
+            collector = ProcessCollector(pid=_constant(pid), registry=None)
+            for family in collector.collect():
+                merged = families.setdefault(
+                    family.name,
+                    Metric(family.name, family.documentation, family.type),
+                )
+                for sample in family.samples:
+                    merged.add_sample(
+                        sample.name, {**sample.labels, "pid": str(pid)}, sample.value
+                    )
+        yield from families.values()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
@@ -93,13 +94,22 @@ def page(
     intent: str | None = None,
     status: str | None = None,
     since: datetime | None = None,
+    keep: Callable[[RecordSummary], bool] | None = None,
 ) -> tuple[list[RecordSummary], Cursor | None]:
-    """Return one page of summaries and the cursor of the next page, if any."""
+    """Return one page of summaries and the cursor of the next page, if any.
+
+    ``keep`` filters further than the store can (the explorer's replayable,
+    time-range and search filters); the window grows until a page is full.
+    """
     offset = 0 if cursor is None else cursor.offset
     window = offset + limit + 1
     while True:
         rows = store.list(intent=intent, status=status, since=since, limit=window)
-        after = rows if cursor is None else [r for r in rows if cursor.precedes(r)]
+        after = [
+            r
+            for r in rows
+            if (cursor is None or cursor.precedes(r)) and (keep is None or keep(r))
+        ]
         if len(after) > limit or len(rows) < window:
             break
         window *= 2

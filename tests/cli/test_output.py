@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import click
 import pytest
 
-from intentusnet.cli.output import one_line, progress, working
+from intentusnet.cli.output import one_line, progress, progress_counter, working
 from intentusnet.cli.params import Since, parse_duration
 
 
@@ -34,6 +34,53 @@ def test_progress_is_silent_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", piped)
     assert list(progress(range(3), label="Verifying records")) == [0, 1, 2]
     working("Reindexing")
+    assert piped.getvalue() == ""
+
+
+class _Clock:
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_progress_counter_redraws_a_few_times_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """20,000 records in 4 s of clock: about 20 redraws, not 20,000, then the total."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    clock = _Clock(0.0002)
+    with progress_counter("Verifying records", 20_000, clock=clock) as advance:
+        assert advance is not None
+        for done in range(1, 20_001):
+            advance(done)
+    text = terminal.getvalue()
+    assert 15 <= text.count("\r") <= 25
+    assert len(text.encode()) < 3_000
+    assert text.endswith("Verifying records: 20,000/20,000 records (100%)\x1b[K\n")
+    assert "left" in text  # an estimate while it ran
+
+
+def test_progress_counter_eta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quarter done in 10 s: about 0:30 left for the rest."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    clock = _Clock(10.0)  # started at 10, the first call at 20, ...
+    with progress_counter("Copying records", 400, clock=clock) as advance:
+        assert advance is not None
+        advance(100)  # at 20 s: 10 s for 100
+    assert "100/400 records (25%), about 0:30 left" in terminal.getvalue()
+
+
+def test_progress_counter_silent_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Piped, there is no callback and nothing is written."""
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    with progress_counter("Verifying records", 10) as advance:
+        assert advance is None
     assert piped.getvalue() == ""
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from livekit import echo_router
 
@@ -96,3 +99,17 @@ def test_wire_models_match_to_json(tmp_path: Path) -> None:
             schemas.ReplayResult.model_validate(result.to_json())
         for summary in store.list():
             schemas.ExecutionSummary.model_validate(summary.to_json())
+
+
+def test_docs_work_offline(live: Any) -> None:
+    """/docs is Swagger UI from assets the service serves itself, no CDN."""
+    with httpx.Client(base_url=live.url, trust_env=False) as http:
+        page = http.get("/docs")
+        assert page.status_code == 200
+        assets = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert assets
+        assert all(asset.startswith("/docs/static/") for asset in assets)
+        for asset in assets:
+            assert http.get(asset).status_code == 200
+        assert "https://" not in page.text
+        assert "/openapi.json" in page.text

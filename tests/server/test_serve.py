@@ -287,3 +287,70 @@ def test_serve_refuses_a_router_on_files_when_a_url_is_named(
     assert "names PostgreSQL at 127.0.0.1:" in output
     assert f"but serveapp:router records to {(tmp_path / 'own').resolve()}" in output
     assert PASSWORD not in output
+
+
+def _metric_samples(text: str) -> list[Any]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+@pytest.mark.slow
+def test_metrics_are_totals_over_two_workers(app_dir: Path) -> None:
+    """With --workers 2, /metrics counts every intent, whichever worker routed it."""
+    server = ServeProcess(
+        app_dir,
+        "serveapp:router",
+        "--workers",
+        "2",
+        env={
+            "SERVE_STORE": str(app_dir / "records"),
+            "INTENTUSNET_API_KEYS": ROUTE_KEY,
+        },
+    )
+    headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
+    pids: set[int] = set()
+    sent = 0
+
+    def route(n: int) -> None:
+        # a connection of its own, so the kernel may hand it to either worker
+        with httpx.Client(
+            base_url=server.url, headers=headers, trust_env=False, timeout=20
+        ) as http:
+            answer = http.post(
+                "/v1/intents", json={"intent": {"name": "echo"}, "payload": {"n": n}}
+            ).json()
+            pids.add(answer["payload"]["pid"])
+
+    try:
+        while (len(pids) < 2 or sent < 40) and sent < 400:
+            threads = [
+                threading.Thread(target=route, args=(sent + i,)) for i in range(8)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=30)
+            sent += len(threads)
+        assert len(pids) == 2, "one worker routed everything"
+        for _ in range(6):  # whichever worker answers, the totals are the same
+            with httpx.Client(
+                base_url=server.url, headers=headers, trust_env=False
+            ) as http:
+                samples = _metric_samples(http.get("/metrics").text)
+            values = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value for s in samples
+            }
+            routed = ("intentusnet_intents_routed_total", (("status", "success"),))
+            assert values[routed] == sent
+            assert values[("intentusnet_cache_misses_total", ())] == sent
+            assert values[("intentusnet_route_duration_seconds_count", ())] == sent
+            assert values[("intentusnet_intents_in_flight", ())] == 0
+            workers = {
+                int(s.labels["pid"])
+                for s in samples
+                if s.name == "process_resident_memory_bytes"
+            }
+            assert workers == pids
+    finally:
+        assert server.stop() in STOPPED

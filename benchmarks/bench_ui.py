@@ -1,0 +1,91 @@
+"""The record explorer's pages: time to answer at scale.
+
+Run: python benchmarks/bench_ui.py [--records 100000] [--steps 1000] [--dir /dev/shm]
+
+Builds a store of --records records with bench_store_scale's writer (one process
+per CPU) plus one record of --steps recorded steps, then times each page through
+the ASGI app in-process (Starlette's TestClient: routing, the store reads, the
+template; no socket): the median of --runs requests after one warm-up request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_store_scale import build
+from fastapi.testclient import TestClient
+
+from intentusnet import IntentRouter
+from intentusnet.server.ui import create_ui_app
+from intentusnet.store import FileExecutionStore
+
+
+def _stepped(root: str, steps: int) -> str:
+    """Record one execution of ``steps`` steps; return its id."""
+
+    def agent(env, ctx):  # type: ignore[no-untyped-def]
+        for n in range(steps):
+            ctx.step("tool.call", {"n": n}, lambda n: {"out": n * 2})
+        return {"done": steps}
+
+    with IntentRouter(store=FileExecutionStore(root)) as router:
+        router.agent("many.steps", name="stepper")(agent)
+        answer = router.route_intent({"intent": {"name": "many.steps"}})
+    return answer.metadata.execution_id
+
+
+def _time(client: TestClient, url: str, runs: int) -> float:
+    assert client.get(url).status_code == 200, url
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        response = client.get(url)
+        times.append(time.perf_counter() - started)
+        assert response.status_code == 200, url
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = str(Path(tmp) / "records")
+        seconds = build(root, args.records)
+        print(f"built {args.records} records in {seconds:.1f} s")
+        stepped = _stepped(root, args.steps)
+        store = FileExecutionStore(root)
+        with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+            first = client.get("/ui").text
+            cursor = re.search(r'rel="next" href="/ui\?cursor=([^"]+)"', first)
+            assert cursor is not None
+            pages = {
+                "records, first page": "/ui",
+                "records, second page": f"/ui?cursor={cursor.group(1)}",
+                "records, one intent of 7": "/ui?intent=intent-3",
+                "records, status=completed": "/ui?status=completed",
+                "records, search by part of an id": f"/ui?q={stepped[-10:]}",
+                "records, replayable=no (none match)": "/ui?replayable=no",
+                f"execution of {args.steps} steps": f"/ui/executions/{stepped}",
+                "overview": "/ui/overview",
+            }
+            for label, url in pages.items():
+                # the filters the store cannot apply read every record: few runs
+                scans = "search" in label or "replayable" in label
+                runs = 3 if scans else args.runs
+                print(f"{label:<40} {_time(client, url, runs):9.1f} ms")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""``intentusnet ui``: the record explorer over a store, in the browser.
+
+Serves the pages of ``intentusnet serve``'s ``/ui`` alone, read-only, on
+loopback only: it routes nothing, needs no application and no key, and opens
+nothing remote. Needs the ``server`` extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import click
+
+from .context import open_store
+from .params import USAGE, CliFailure
+
+
+@click.command()
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8766,
+    show_default=True,
+    help="Port on 127.0.0.1 (0: any free port).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(("critical", "error", "warning", "info", "debug")),
+    default="warning",
+    show_default=True,
+)
+def ui(port: int, log_level: str) -> None:
+    """Browse the records of --store at http://127.0.0.1:PORT/ui until stopped.
+
+    Read-only, and bound to 127.0.0.1 only. Added in 0.1.0.
+    """
+    missing = [
+        m
+        for m in ("fastapi", "uvicorn", "jinja2")
+        if importlib.util.find_spec(m) is None
+    ]
+    if missing:
+        raise CliFailure(
+            f"ui needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
+            USAGE,
+        )
+    import uvicorn
+
+    from ..server.ui import create_ui_app
+
+    store = open_store()
+    config = uvicorn.Config(
+        create_ui_app(store),
+        host="127.0.0.1",
+        port=port,
+        log_level=log_level,
+        server_header=False,
+        proxy_headers=False,
+    )
+    server = uvicorn.Server(config)
+    click.echo(f"Explorer of {store.root} on http://127.0.0.1:{port}/ui (Ctrl-C stops)")
+    server.run()
+    if not server.started:
+        raise CliFailure(f"the explorer could not start on 127.0.0.1:{port}", 1)

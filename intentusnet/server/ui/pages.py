@@ -1,0 +1,331 @@
+"""The explorer's pages: records, one execution, a diff of two, the store.
+
+Each page reads through the library's own readers (``store.list`` through the
+service's cursor pagination, ``store.load``, ``store.verify``, ``record_steps``,
+``diff_records``, ``explain``, ``store.stats``) and renders a Jinja2 template
+with autoescaping on, so whatever a payload holds is shown as text. The pages
+only read: nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import wraps
+from typing import TYPE_CHECKING, Final
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import RedirectResponse, Response
+
+from ...errors import (
+    Forbidden,
+    InvalidExecutionId,
+    RecordIntegrityError,
+    RecordNotFound,
+    RequestInvalid,
+    StoreError,
+    Unauthorized,
+)
+from ...http.problem import status_for
+from ...record.model import RecordStatus, RecordSummary
+from ...steps.diff import diff_records
+from ...steps.explain import explain
+from ...steps.view import record_steps
+from ...store.protocol import CacheHitJournal
+from ..auth import Access
+from ..pagination import Cursor, page
+from .access import Gate, form, login_redirect, same_origin
+from .render import render
+from .timeline import draw
+
+if TYPE_CHECKING:
+    from ..._util.jsonvalue import JSONValue
+    from ...store import ExecutionStore
+
+__all__ = ["PAGE_SIZE", "ui_router"]
+
+#: Records per page of the list.
+PAGE_SIZE: Final = 50
+#: How far back the overview's daily chart reaches, and how many records it reads.
+_OVERVIEW_DAYS: Final = 14
+_OVERVIEW_ROWS: Final = 20_000
+_Page = Callable[..., Response]
+
+
+def _shown(page_function: _Page) -> _Page:
+    """Show a missing record, a bad filter or a refusal as a page, not as JSON.
+
+    A browser without a key is sent to the login page.
+    """
+
+    @wraps(page_function)
+    def guarded(request: Request, *args: object, **kwargs: object) -> Response:
+        try:
+            return page_function(request, *args, **kwargs)
+        except Unauthorized:
+            return login_redirect(request)
+        except (StoreError, RequestInvalid, Forbidden) as exc:
+            return render(
+                "error.html",
+                request,
+                status=status_for(exc),
+                code=exc.code,
+                message=str(exc) if not isinstance(exc, StoreError) else _quiet(exc),
+            )
+
+    return guarded
+
+
+def _quiet(exc: StoreError) -> str:
+    """The error's message without the store's directory (the service hides it)."""
+    if isinstance(exc, RecordNotFound):
+        return "no such record"
+    if isinstance(exc, InvalidExecutionId):
+        return "not a valid execution id"
+    return exc.code.replace("_", " ")
+
+
+def _pretty(value: JSONValue) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+
+
+def _when(text: str | None) -> datetime | None:
+    """A ``datetime-local`` or ISO 8601 value, naive read as UTC; blank is None."""
+    if not text:
+        return None
+    try:
+        found = datetime.fromisoformat(text)
+    except ValueError:
+        raise RequestInvalid(f"{text!r} is not a date and time") from None
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+def _created(summary: RecordSummary) -> datetime:
+    return datetime.fromisoformat(summary.created_utc)
+
+
+def _keep(
+    until: datetime | None, replayable: str, query: str
+) -> Callable[[RecordSummary], bool] | None:
+    """What the store's filters cannot say: until, replayable, search."""
+    wanted = {"yes": True, "no": False}.get(replayable)
+    needle = query.lower()
+    if until is None and wanted is None and not needle:
+        return None
+
+    def keep(summary: RecordSummary) -> bool:
+        if until is not None and _created(summary) >= until:
+            return False
+        if wanted is not None and summary.replayable is not wanted:
+            return False
+        return not needle or (
+            needle in summary.execution_id.lower()
+            or needle in summary.envelope_hash.lower()
+        )
+
+    return keep
+
+
+def _exact_record(store: ExecutionStore, query: str) -> str | None:
+    """The id a search names outright, so the page can open it directly."""
+    try:
+        if store.exists(query):
+            return query
+    except InvalidExecutionId:
+        return None
+    return None
+
+
+def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
+    """The explorer's routes, reading ``store``; ``gate`` guards each page.
+
+    Added in 0.1.0.
+    """
+    authorize = gate.authorize
+    pages = APIRouter(include_in_schema=False)
+
+    def need_store() -> ExecutionStore:
+        if store is None:
+            raise RecordNotFound("this service records no executions (no store)")
+        return store
+
+    @pages.get("/ui")
+    @pages.get("/ui/")
+    @_shown
+    def records(
+        request: Request,
+        intent: str = "",
+        status: str = "",
+        since: str = "",
+        until: str = "",
+        replayable: str = "",
+        q: str = "",
+        cursor: str = "",
+    ) -> Response:
+        authorize(request)
+        where = need_store()
+        query = q.strip()
+        if query and (found := _exact_record(where, query)):
+            return RedirectResponse(f"/ui/executions/{found}", status_code=303)
+        known = {s.value for s in RecordStatus}
+        if status and status not in known:
+            raise RequestInvalid(f"status must be one of {', '.join(sorted(known))}")
+        items, following = page(
+            where,
+            limit=PAGE_SIZE,
+            cursor=Cursor.decode(cursor) if cursor else None,
+            intent=intent or None,
+            status=status or None,
+            since=_when(since),
+            keep=_keep(_when(until), replayable, query),
+        )
+        filters = {
+            "intent": intent,
+            "status": status,
+            "since": since,
+            "until": until,
+            "replayable": replayable,
+            "q": q,
+        }
+        return render(
+            "records.html",
+            request,
+            items=items,
+            filters=filters,
+            statuses=sorted(known),
+            next_cursor=None if following is None else following.encode(),
+            first_page=not cursor,
+        )
+
+    @pages.get("/ui/executions/{execution_id}")
+    @_shown
+    def execution(request: Request, execution_id: str) -> Response:
+        authorize(request)
+        where = need_store()
+        report = where.verify(execution_id)
+        try:
+            record = where.load(execution_id)
+        except RecordIntegrityError:
+            return render("damaged.html", request, status=409, report=report)
+        steps = record_steps(record)
+        hits = []
+        if isinstance(where, CacheHitJournal):
+            hits = [
+                hit
+                for hit in where.cache_hits(intent=record.header.intent_name)
+                if hit.source_execution_id == execution_id
+            ][:100]
+        why = explain(record, where)
+        sections = {
+            "Payload": _pretty(record.envelope.get("payload")),
+            "Envelope": _pretty(record.envelope),
+            "Steps": _pretty([step.to_json() for step in steps]),
+            "Response": _pretty(record.final_response),
+            "Header": _pretty(record.header.to_json()),
+        }
+        return render(
+            "execution.html",
+            request,
+            record=record,
+            header=record.header,
+            report=report,
+            timeline=draw(record),
+            explanation=why if why.failed else None,
+            sections=sections,
+            hits=hits,
+            can_invalidate=record.header.replayable and gate.may_invalidate(request),
+        )
+
+    if gate.invalidation:
+
+        @pages.post("/ui/executions/{execution_id}/invalidate")
+        async def invalidate(request: Request, execution_id: str) -> Response:
+            try:
+                same_origin(request)
+                authorize(request, Access.ROUTE)
+                if gate.key_access is None:
+                    raise Forbidden("invalidating from a page needs an API key")
+                reason = (await form(request)).get("reason", "").strip()
+                if not reason:
+                    raise RequestInvalid("say why the record is invalidated")
+                where = need_store()
+                await run_in_threadpool(where.invalidate, execution_id, reason)
+            except Unauthorized:
+                return login_redirect(request)
+            except (StoreError, RequestInvalid, Forbidden) as exc:
+                message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
+                return render(
+                    "error.html",
+                    request,
+                    status=status_for(exc),
+                    code=exc.code,
+                    message=message,
+                )
+            return RedirectResponse(f"/ui/executions/{execution_id}", status_code=303)
+
+    @pages.get("/ui/diff")
+    @_shown
+    def diff(request: Request, a: str = "", b: str = "") -> Response:
+        authorize(request)
+        where = need_store()
+        picked = request.query_params.getlist("id")
+        if not (a or b) and len(picked) == 2:
+            a, b = picked
+        if not (a and b):
+            return render("diff.html", request, a=a, b=b, result=None)
+        first, second = where.load(a), where.load(b)
+        result = diff_records(first, second)
+        return render(
+            "diff.html",
+            request,
+            a=a,
+            b=b,
+            first=first,
+            second=second,
+            result=result,
+            pretty=_pretty,
+        )
+
+    @pages.get("/ui/overview")
+    @_shown
+    def overview(request: Request) -> Response:
+        authorize(request)
+        where = need_store()
+        stats = where.stats()
+        today = datetime.now(UTC).date()
+        days = [today - timedelta(days=n) for n in range(_OVERVIEW_DAYS - 1, -1, -1)]
+        start = datetime.combine(days[0], datetime.min.time(), UTC)
+        runs = Counter(
+            _created(s).date() for s in where.list(since=start, limit=_OVERVIEW_ROWS)
+        )
+        hits: Counter[object] = Counter()
+        if isinstance(where, CacheHitJournal):
+            hits = Counter(
+                datetime.fromisoformat(hit.created_utc).date()
+                for hit in where.cache_hits(since=start, limit=_OVERVIEW_ROWS)
+            )
+        daily = [
+            {
+                "day": day.isoformat(),
+                "runs": runs[day],
+                "hits": hits[day],
+                "rate": hits[day] / (hits[day] + runs[day])
+                if hits[day] + runs[day]
+                else None,
+            }
+            for day in days
+        ]
+        return render(
+            "overview.html",
+            request,
+            stats=stats,
+            daily=daily,
+            busiest=max([1, *runs.values(), *hits.values()]),
+            widest_status=max([1, *stats.by_status.values()]),
+            widest_intent=max([1, *stats.by_intent.values()]),
+        )
+
+    return pages

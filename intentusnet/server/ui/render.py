@@ -1,0 +1,73 @@
+"""Jinja2 rendering for the explorer: autoescaped templates, strict headers.
+
+Autoescaping is on for every template, so payload text — HTML, script tags —
+reaches the browser as text. The Content-Security-Policy allows scripts and
+styles only from the service itself (``/ui/static``): even markup that slipped
+through could not run a script, and nothing is fetched from elsewhere, so the
+pages work offline.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Final
+from urllib.parse import urlencode
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from ... import __version__
+
+__all__ = ["HEADERS", "render"]
+
+#: Sent with every page.
+HEADERS: Final = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+        "form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def _query(values: dict[str, str], **changes: str) -> str:
+    """``?a=1&b=2`` of the non-empty values, with ``changes`` applied."""
+    merged = {**values, **changes}
+    kept = {k: v for k, v in merged.items() if v}
+    return "?" + urlencode(kept) if kept else ""
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value / 1000:.2f} s"
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
+
+
+@cache
+def _environment() -> Environment:
+    environment = Environment(
+        loader=PackageLoader("intentusnet.server.ui", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.globals["query"] = _query
+    environment.globals["version"] = __version__
+    environment.filters["ms"] = _ms
+    return environment
+
+
+def render(
+    name: str, request: Request, *, status: int = 200, **context: object
+) -> HTMLResponse:
+    """Render template ``name`` with ``context`` as a page."""
+    template = _environment().get_template(name)
+    html = template.render(request=request, path=request.url.path, **context)
+    return HTMLResponse(html, status_code=status, headers=HEADERS)

@@ -1,0 +1,50 @@
+"""``intentusnet ui``: the explorer over a store, as a real process on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from livekit import UiProcess
+
+from intentusnet import IntentRouter
+from intentusnet.cli import cli
+from intentusnet.store import FileExecutionStore
+
+
+@pytest.mark.slow
+def test_ui_serves_the_store_read_only(tmp_path: Path) -> None:
+    """The pages list the store's records; nothing routes; it stops on SIGTERM."""
+    root = tmp_path / "records"
+    store = FileExecutionStore(root)
+    with IntentRouter(store=store) as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+        answer = router.route_intent({"intent": {"name": "echo"}, "payload": {}})
+    store.close()
+    execution_id = answer.metadata.execution_id
+    ui = UiProcess(root)
+    try:
+        with httpx.Client(base_url=ui.url, trust_env=False, timeout=10) as http:
+            assert execution_id in http.get("/ui").text
+            assert http.get(f"/ui/executions/{execution_id}").status_code == 200
+            assert http.get("/").headers["location"] == "/ui"
+            assert http.post("/v1/intents", json={}).status_code in (404, 405)
+            assert http.get("/openapi.json").status_code == 404
+    finally:
+        assert ui.stop() in (0, -15)
+
+
+def test_ui_refuses_a_missing_store(tmp_path: Path) -> None:
+    """A --store that does not exist is a usage error, not a new empty store."""
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path / "nope"), "ui"])
+    assert result.exit_code == 2
+    assert not (tmp_path / "nope").exists()
+
+
+def test_ui_has_no_host_option() -> None:
+    """There is no way to bind anything but 127.0.0.1."""
+    result = CliRunner().invoke(cli, ["ui", "--host", "0.0.0.0"])
+    assert result.exit_code == 2
+    assert "No such option" in result.output
