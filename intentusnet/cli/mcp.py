@@ -1,0 +1,166 @@
+"""``intentusnet mcp proxy``: record, replay or cache an MCP server's calls.
+
+The proxy speaks MCP on its own stdin and stdout, so a client starts it where
+it would start the server: ``intentusnet mcp proxy --mode record -- SERVER...``.
+Only protocol messages go to stdout; what the proxy has to say goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import RecordNotFound, ReplayNotAllowed
+from .context import LAST, named_store, open_named
+from .output import note
+from .params import USAGE, CliFailure
+
+if TYPE_CHECKING:
+    from ..record.model import ExecutionRecord
+    from ..store.naming import NamedStore
+
+
+@click.group()
+def mcp() -> None:
+    """Model Context Protocol: record and replay the tool calls of an MCP server."""
+
+
+@mcp.command(context_settings={"allow_interspersed_args": False})
+@click.option(
+    "--store",
+    "store_name",
+    metavar="PATH|URL",
+    help="Execution store (overrides the global --store).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["record", "replay", "cache"]),
+    default="record",
+    show_default=True,
+    help="record: forward and record every call; replay: answer from a record "
+    "with no upstream; cache: answer recorded calls, forward and record the rest.",
+)
+@click.option(
+    "--side-effect",
+    "side_effects",
+    multiple=True,
+    metavar="TOOL",
+    help="A tool never answered from the cache (repeatable); tools the server "
+    "marks destructiveHint are too.",
+)
+@click.option(
+    "--record",
+    "record_id",
+    default=LAST,
+    show_default=True,
+    metavar="ID|last",
+    help="The session record replay and cache answer from; 'last' is the newest "
+    "session of the same upstream command (of any, in a replay without one).",
+)
+@click.option(
+    "--force", is_flag=True, help="Replay even a record that is not replayable."
+)
+@click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
+def proxy(
+    store_name: str | None,
+    mode: str,
+    side_effects: tuple[str, ...],
+    record_id: str,
+    force: bool,
+    upstream: tuple[str, ...],
+) -> None:
+    """Sit between an MCP client and the stdio MCP server UPSTREAM.
+
+    Each session is one execution record of intent mcp.session; each
+    tools/call, resources/read and prompts/get is a step keyed by its name
+    and the canonical hash of its arguments. A replay needs no UPSTREAM (given,
+    it picks the newest session of that command) and never starts it.
+    """
+    from ..integrations.mcp.proxy import record_session, replay_session
+    from ..integrations.mcp.stdio import StdioClient
+
+    if mode != "replay" and not upstream:
+        raise CliFailure("give the upstream server's command after --", USAGE)
+    store = open_named(store_name or named_store(), create=mode != "replay")
+    try:
+        source = None
+        if mode != "record":
+            source = _source(
+                store, record_id, upstream, force, required=mode == "replay"
+            )
+        client = StdioClient()
+
+        async def run() -> str:
+            await client.open()
+            try:
+                if mode == "replay":
+                    assert source is not None
+                    done = await replay_session(
+                        client, source, side_effects=set(side_effects)
+                    )
+                    return f"replayed {source.execution_id}: {_counts(done)}"
+                answer = await record_session(
+                    store,
+                    client,
+                    upstream,
+                    side_effects=set(side_effects),
+                    source=source,
+                )
+            finally:
+                client.close()
+            shown = answer.payload if answer.error is None else answer.error.message
+            return (
+                f"recorded {answer.metadata.execution_id} ({answer.status}): "
+                f"{_counts(shown)}"
+            )
+
+        note(f"intentusnet mcp proxy: {asyncio.run(run())}")
+    finally:
+        store.close()
+
+
+def _counts(done: object) -> str:
+    if isinstance(done, dict):
+        return ", ".join(f"{value} {key}" for key, value in done.items())
+    return str(done)
+
+
+def _source(
+    store: NamedStore,
+    record_id: str,
+    upstream: tuple[str, ...],
+    force: bool,
+    *,
+    required: bool,
+) -> ExecutionRecord | None:
+    """The record a replay or a cache session answers from."""
+    from ..hashing import compute_hash
+    from ..integrations.mcp.proxy import INTENT, session_envelope
+    from ..replay import ReplayEngine
+
+    record: ExecutionRecord | None
+    if record_id != LAST:
+        record = store.load(record_id)
+    elif upstream:
+        envelope_hash = compute_hash(session_envelope(upstream))
+        record = store.find_by_hash(envelope_hash, replayable_only=not force)
+    else:
+        record = next(
+            (store.load(s.execution_id) for s in store.list(intent=INTENT, limit=1)),
+            None,
+        )
+    if record is None:
+        if required:
+            raise RecordNotFound(
+                "no recorded MCP session of this upstream in the store "
+                "(record one with --mode record, or name it with --record ID)"
+            )
+        return None
+    ok, reason = ReplayEngine(record).is_replayable()
+    if not ok and not force:
+        if required:
+            raise ReplayNotAllowed(reason or "not replayable", record.execution_id)
+        return None
+    return record
