@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import RecordNotFound, ReplayNotAllowed
+from ..hashing import compute_hash
 from .context import LAST, named_store, open_named
 from .output import note
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
+    from ..integrations.mcp.proxy import Upstream
     from ..record.model import ExecutionRecord
     from ..store.naming import NamedStore
 
@@ -62,6 +64,19 @@ def mcp() -> None:
 @click.option(
     "--force", is_flag=True, help="Replay even a record that is not replayable."
 )
+@click.option(
+    "--upstream-url",
+    "url",
+    metavar="URL",
+    help="A streamable-HTTP MCP server to forward to, instead of -- UPSTREAM.",
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="A header sent to --upstream-url (repeatable); never recorded.",
+)
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -69,6 +84,8 @@ def proxy(
     side_effects: tuple[str, ...],
     record_id: str,
     force: bool,
+    url: str | None,
+    headers: tuple[str, ...],
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -78,17 +95,36 @@ def proxy(
     and the canonical hash of its arguments. A replay needs no UPSTREAM (given,
     it picks the newest session of that command) and never starts it.
     """
-    from ..integrations.mcp.proxy import record_session, replay_session
-    from ..integrations.mcp.stdio import StdioClient
+    from ..integrations.mcp.proxy import (
+        http_envelope,
+        record_session,
+        replay_session,
+        session_envelope,
+    )
+    from ..integrations.mcp.stdio import StdioClient, UpstreamProcess
 
-    if mode != "replay" and not upstream:
-        raise CliFailure("give the upstream server's command after --", USAGE)
+    if url is not None and upstream:
+        raise CliFailure("give --upstream-url or -- UPSTREAM, not both", USAGE)
+    if mode != "replay" and not upstream and url is None:
+        raise CliFailure(
+            "give the upstream server's command after -- (or --upstream-url)", USAGE
+        )
+    sent = _headers(headers)
+    envelope = None
+    if url is not None:
+        envelope = http_envelope(url)
+    elif upstream:
+        envelope = session_envelope(upstream)
     store = open_named(store_name or named_store(), create=mode != "replay")
     try:
         source = None
         if mode != "record":
             source = _source(
-                store, record_id, upstream, force, required=mode == "replay"
+                store,
+                record_id,
+                None if envelope is None else compute_hash(envelope),
+                force,
+                required=mode == "replay",
             )
         client = StdioClient()
 
@@ -101,10 +137,19 @@ def proxy(
                         client, source, side_effects=set(side_effects)
                     )
                     return f"replayed {source.execution_id}: {_counts(done)}"
+                assert envelope is not None
+                server: Upstream
+                if url is not None:
+                    from ..integrations.mcp.http import HttpUpstream
+
+                    server = HttpUpstream(url, sent)
+                else:
+                    server = UpstreamProcess(upstream)
                 answer = await record_session(
                     store,
                     client,
-                    upstream,
+                    server,
+                    envelope,
                     side_effects=set(side_effects),
                     source=source,
                 )
@@ -127,24 +172,33 @@ def _counts(done: object) -> str:
     return str(done)
 
 
+def _headers(given: tuple[str, ...]) -> dict[str, str]:
+    """``--header 'Name: value'`` options as a mapping."""
+    found: dict[str, str] = {}
+    for text in given:
+        name, colon, value = text.partition(":")
+        if not colon or not name.strip():
+            raise CliFailure(f"--header takes 'NAME: VALUE', not {text!r}", USAGE)
+        found[name.strip()] = value.strip()
+    return found
+
+
 def _source(
     store: NamedStore,
     record_id: str,
-    upstream: tuple[str, ...],
+    envelope_hash: str | None,
     force: bool,
     *,
     required: bool,
 ) -> ExecutionRecord | None:
     """The record a replay or a cache session answers from."""
-    from ..hashing import compute_hash
-    from ..integrations.mcp.proxy import INTENT, session_envelope
+    from ..integrations.mcp.proxy import INTENT
     from ..replay import ReplayEngine
 
     record: ExecutionRecord | None
     if record_id != LAST:
         record = store.load(record_id)
-    elif upstream:
-        envelope_hash = compute_hash(session_envelope(upstream))
+    elif envelope_hash is not None:
         record = store.find_by_hash(envelope_hash, replayable_only=not force)
     else:
         record = next(

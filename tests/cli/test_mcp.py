@@ -46,3 +46,35 @@ def test_a_bad_mode_lists_the_valid_ones(invoke: Invoke, store_root: Path) -> No
     assert result.exit_code == 2
     assert "record" in result.stderr
     assert "cache" in result.stderr
+
+
+def test_url_and_command_are_exclusive(invoke: Invoke, store_root: Path) -> None:
+    """--upstream-url with a command after -- is a usage error (exit 2)."""
+    result = invoke(
+        "mcp",
+        "proxy",
+        "--store",
+        str(store_root),
+        "--upstream-url",
+        "http://127.0.0.1:9/mcp",
+        "--",
+        "server",
+    )
+    assert result.exit_code == 2
+    assert "not both" in result.stderr
+
+
+def test_a_header_needs_a_name_and_a_colon(invoke: Invoke, store_root: Path) -> None:
+    """--header takes 'NAME: VALUE' (exit 2 otherwise)."""
+    result = invoke(
+        "mcp",
+        "proxy",
+        "--store",
+        str(store_root),
+        "--upstream-url",
+        "http://127.0.0.1:9/mcp",
+        "--header",
+        "no colon",
+    )
+    assert result.exit_code == 2
+    assert "NAME: VALUE" in result.stderr

@@ -15,7 +15,8 @@ import hashlib
 import os
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -26,7 +27,6 @@ from ...routing.router import IntentRouter
 from ...routing.seams import ExecutionOptions
 from .calls import RecordedCalls
 from .session import Endpoint, Session
-from .stdio import UpstreamProcess
 
 if TYPE_CHECKING:
     from ...record.model import ExecutionRecord
@@ -52,6 +52,34 @@ class ProxyMode(StrEnum):
     CACHE = "cache"
 
 
+class Upstream(Endpoint, Protocol):
+    """The server's side: an endpoint that is started and stopped."""
+
+    async def start(self) -> None:
+        """Start it (a process, an HTTP client)."""
+
+    async def stop(self) -> object:
+        """Stop it; every wait bounded."""
+
+
+def http_envelope(url: str) -> IntentEnvelope:
+    """The envelope of a session with the streamable-HTTP server at ``url``.
+
+    The URL is recorded without its user info, query and fragment (they may
+    hold a credential); headers are never recorded.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    payload: dict[str, JSONValue] = {
+        "transport": "streamable-http",
+        "server": f"{parts.scheme}://{host}{port}{parts.path}",
+    }
+    return IntentEnvelope.model_validate(
+        {"intent": {"name": INTENT}, "payload": payload}
+    )
+
+
 def session_envelope(argv: Sequence[str]) -> IntentEnvelope:
     """The envelope of a session with the upstream ``argv``.
 
@@ -74,17 +102,20 @@ def session_envelope(argv: Sequence[str]) -> IntentEnvelope:
 async def record_session(
     store: ExecutionStore,
     client: Endpoint,
-    argv: Sequence[str],
+    upstream: Upstream,
+    envelope: IntentEnvelope,
     *,
     side_effects: set[str],
     source: ExecutionRecord | None = None,
 ) -> AgentResponse:
-    """Record one session through the upstream ``argv``.
+    """Record one session through ``upstream``.
 
     Args:
         store: where the session's record goes.
         client: the MCP client's side.
-        argv: the upstream command.
+        upstream: the server's side (started by the session's agent).
+        envelope: the session's envelope (``session_envelope``,
+            ``http_envelope``).
         side_effects: tools never served from ``source``.
         source: in ``cache`` mode, the record whose calls answer.
 
@@ -97,7 +128,6 @@ async def record_session(
 
     @router.agent(INTENT, name="mcp-proxy")
     async def proxy(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
-        upstream = UpstreamProcess(argv)
         await upstream.start()
         try:
             session = Session(
@@ -113,7 +143,7 @@ async def record_session(
 
     options = None if calls is None else ExecutionOptions(cassette=calls)
     try:
-        return await router.route(session_envelope(argv), options=options)
+        return await router.route(envelope, options=options)
     finally:
         router.close()
 
