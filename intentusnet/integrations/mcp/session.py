@@ -118,22 +118,23 @@ class Session:
             UpstreamExited: the upstream went away first (pending requests
                 were answered with an error).
         """
-        pumps = [asyncio.create_task(self._from_client())]
+        from_client = asyncio.create_task(self._from_client())
+        pumps = [from_client]
         if self.upstream is not None:
             pumps.append(asyncio.create_task(self._from_upstream()))
         try:
-            done, _ = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            # One side is done: the calls in flight may still finish (the
+            # upstream's answers keep coming in while they do).
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
         finally:
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=DRAIN_SECONDS)
-            for task in self._tasks:
+            running = [*pumps, *self._tasks]
+            for task in running:
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        for pump in done:
-            if pump is not pumps[0] and not pump.cancelled():
+            await asyncio.gather(*running, return_exceptions=True)
+        for pump in pumps[1:]:
+            if not pump.cancelled() and pump.exception() is not None:
                 pump.result()  # the upstream's end: raises UpstreamExited
         return {
             "requests": self.requests,
