@@ -21,6 +21,7 @@ from .params import USAGE, CliFailure
 if TYPE_CHECKING:
     from ..integrations.mcp.proxy import Upstream
     from ..record.model import ExecutionRecord
+    from ..routing.redact import Redactor
     from ..store.naming import NamedStore
 
 
@@ -77,6 +78,23 @@ def mcp() -> None:
     metavar="'NAME: VALUE'",
     help="A header sent to --upstream-url (repeatable); never recorded.",
 )
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="PATH",
+    help="A path into every call's arguments and results whose value is recorded "
+    "as a keyed marker (repeatable; docs/redaction.md). Needs --redact-key-file.",
+)
+@click.option(
+    "--redact-key-file",
+    "redact_key_file",
+    envvar="INTENTUSNET_REDACT_KEY_FILE",
+    show_envvar=True,
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The redaction key (at least 16 bytes), the same for every session.",
+)
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -86,6 +104,8 @@ def proxy(
     force: bool,
     url: str | None,
     headers: tuple[str, ...],
+    redact: tuple[str, ...],
+    redact_key_file: str | None,
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -110,6 +130,7 @@ def proxy(
             "give the upstream server's command after -- (or --upstream-url)", USAGE
         )
     sent = _headers(headers)
+    redactor = _redactor(redact, redact_key_file)
     envelope = None
     if url is not None:
         envelope = http_envelope(url)
@@ -134,7 +155,10 @@ def proxy(
                 if mode == "replay":
                     assert source is not None
                     done = await replay_session(
-                        client, source, side_effects=set(side_effects)
+                        client,
+                        source,
+                        side_effects=set(side_effects),
+                        redactor=redactor,
                     )
                     return f"replayed {source.execution_id}: {_counts(done)}"
                 assert envelope is not None
@@ -152,6 +176,7 @@ def proxy(
                     envelope,
                     side_effects=set(side_effects),
                     source=source,
+                    redactor=redactor,
                 )
             finally:
                 client.close()
@@ -170,6 +195,25 @@ def _counts(done: object) -> str:
     if isinstance(done, dict):
         return ", ".join(f"{value} {key}" for key, value in done.items())
     return str(done)
+
+
+def _redactor(paths: tuple[str, ...], key_file: str | None) -> Redactor | None:
+    """The ``Redactor`` of ``--redact`` and ``--redact-key-file``, if any."""
+    from pathlib import Path
+
+    from ..routing.redact import Redactor
+
+    if not paths:
+        return None
+    if key_file is None:
+        # a random key would give other markers every session: nothing recorded
+        # with one would ever match a call again
+        raise CliFailure("--redact needs --redact-key-file (a stable key)", USAGE)
+    key = Path(key_file).read_bytes().strip()
+    try:
+        return Redactor(key, args={"*": paths}, outputs={"*": paths})
+    except (TypeError, ValueError) as exc:
+        raise CliFailure(f"--redact: {exc}", USAGE) from None
 
 
 def _headers(given: tuple[str, ...]) -> dict[str, str]:

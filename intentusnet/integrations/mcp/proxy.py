@@ -23,6 +23,7 @@ import orjson
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ...envelope import AgentResponse, IntentEnvelope
 from ...routing.agents import AgentContext
+from ...routing.redact import Redactor
 from ...routing.router import IntentRouter
 from ...routing.seams import ExecutionOptions
 from .calls import RecordedCalls
@@ -107,6 +108,7 @@ async def record_session(
     *,
     side_effects: set[str],
     source: ExecutionRecord | None = None,
+    redactor: Redactor | None = None,
 ) -> AgentResponse:
     """Record one session through ``upstream``.
 
@@ -118,12 +120,14 @@ async def record_session(
             ``http_envelope``).
         side_effects: tools never served from ``source``.
         source: in ``cache`` mode, the record whose calls answer.
+        redactor: redacts the calls' arguments and results before they are
+            hashed and recorded (docs/redaction.md).
 
     Returns:
         The execution's answer: its payload counts the requests, those
         forwarded and those served; an error when the upstream exited first.
     """
-    router = IntentRouter(store=store)
+    router = IntentRouter(store=store, redactor=redactor)
     calls = None if source is None else RecordedCalls(source)
 
     @router.agent(INTENT, name="mcp-proxy")
@@ -149,14 +153,23 @@ async def record_session(
 
 
 async def replay_session(
-    client: Endpoint, record: ExecutionRecord, *, side_effects: set[str]
+    client: Endpoint,
+    record: ExecutionRecord,
+    *,
+    side_effects: set[str],
+    redactor: Redactor | None = None,
 ) -> JSONObject:
-    """Answer one session from ``record`` alone; nothing is started or written."""
+    """Answer one session from ``record`` alone; nothing is started or written.
+
+    ``redactor``: the one the session was recorded with, so that calls with
+    redacted arguments match.
+    """
     session = Session(
         client,
         None,
         calls=RecordedCalls(record),
         run_step=None,
         side_effects=side_effects,
+        redactor=redactor,
     )
     return await session.run()

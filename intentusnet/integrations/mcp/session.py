@@ -22,6 +22,7 @@ import orjson
 
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ...routing.execution import jsonish
+from ...routing.redact import Redaction, Redactor
 from .calls import RecordedCalls, is_call
 from .jsonrpc import (
     INVALID_REQUEST,
@@ -88,6 +89,8 @@ class Session:
         run_step: records a step; ``None`` in a replay.
         side_effects: tools never answered from a cache; the tools a
             ``tools/list`` marks ``destructiveHint: true`` are added.
+        redactor: in a replay, the recording's redactor: a call's arguments
+            are redacted as they were when recorded, so that they match.
     """
 
     def __init__(
@@ -98,7 +101,9 @@ class Session:
         calls: RecordedCalls | None,
         run_step: StepRunner | None,
         side_effects: set[str],
+        redactor: Redactor | None = None,
     ) -> None:
+        self.redaction = None if redactor is None else Redaction(redactor)
         self.client = client
         self.upstream = upstream
         self.calls = calls
@@ -233,6 +238,9 @@ class Session:
     def _replayed(self, name: str, args: JSONObject) -> JSONValue:
         assert self.calls is not None
         recorded, args_hash, _ = jsonish(args)
+        if self.redaction is not None:
+            recorded = self.redaction.args(name, recorded)
+            args_hash = jsonish(recorded)[1]
         found = self.calls.find(name, args_hash)
         if found is None:
             nearest = self.calls.nearest(name, recorded)

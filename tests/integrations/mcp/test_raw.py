@@ -103,3 +103,51 @@ def test_a_line_that_is_not_json_from_the_upstream_is_skipped(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert sorted(a["id"] for a in answers) == [1, 2]
+
+
+def test_redacted_arguments_never_reach_the_store_and_still_replay(
+    tmp_path: Path,
+) -> None:
+    """--redact records a keyed marker; a replay with the same key still matches."""
+    store = tmp_path / "store"
+    key = tmp_path / "key"
+    key.write_text("0123456789abcdef0123456789abcdef")
+    redact = ("--redact", "token", "--redact-key-file", str(key))
+    call = _call(1, "login", user="ada", token="s3cret-value")
+    recorded = subprocess.run(
+        [*_proxy(store, "record", *redact), "--", *FAKE],
+        input=call,
+        capture_output=True,
+        env=_env(),
+        timeout=LIMIT,
+        check=False,
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    for path in store.rglob("*"):
+        if path.is_file():
+            assert b"s3cret-value" not in path.read_bytes(), path
+    replayed = subprocess.run(
+        _proxy(store, "replay", *redact),
+        input=call,
+        capture_output=True,
+        env=_env(),
+        timeout=LIMIT,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    answer = json.loads(replayed.stdout)
+    assert "result" in answer, answer
+    assert "[redacted:" in answer["result"]["content"][0]["text"]
+
+
+def test_redact_without_a_key_is_a_usage_error(tmp_path: Path) -> None:
+    """A random key would never match again: --redact needs --redact-key-file."""
+    done = subprocess.run(
+        [*_proxy(tmp_path / "store", "record", "--redact", "token"), "--", *FAKE],
+        capture_output=True,
+        env={k: v for k, v in _env().items() if k != "INTENTUSNET_REDACT_KEY_FILE"},
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert b"--redact-key-file" in done.stderr
