@@ -8,6 +8,7 @@ Only protocol messages go to stdout; what the proxy has to say goes to stderr.
 from __future__ import annotations
 
 import asyncio
+from signal import SIGINT, SIGTERM
 from typing import TYPE_CHECKING
 
 import click
@@ -95,6 +96,12 @@ def mcp() -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="The redaction key (at least 16 bytes), the same for every session.",
 )
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="Serve clients over streamable HTTP at http://HOST:PORT/mcp instead of "
+    "stdio; one session, ended by a DELETE, SIGINT or SIGTERM.",
+)
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -106,6 +113,7 @@ def proxy(
     headers: tuple[str, ...],
     redact: tuple[str, ...],
     redact_key_file: str | None,
+    listen: str | None,
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -115,6 +123,7 @@ def proxy(
     and the canonical hash of its arguments. A replay needs no UPSTREAM (given,
     it picks the newest session of that command) and never starts it.
     """
+    from ..integrations.mcp.listen import HttpClient
     from ..integrations.mcp.proxy import (
         http_envelope,
         record_session,
@@ -147,10 +156,20 @@ def proxy(
                 force,
                 required=mode == "replay",
             )
-        client = StdioClient()
+        client: StdioClient | HttpClient
+        if listen is None:
+            client = StdioClient()
+        else:
+            host, port = _address(listen)
+            client = HttpClient(host, port)
 
         async def run() -> str:
             await client.open()
+            if isinstance(client, HttpClient):
+                loop = asyncio.get_running_loop()
+                for signal in (SIGINT, SIGTERM):
+                    loop.add_signal_handler(signal, client.end)
+                note(f"intentusnet mcp proxy: listening on {client.url}")
             try:
                 if mode == "replay":
                     assert source is not None
@@ -179,7 +198,7 @@ def proxy(
                     redactor=redactor,
                 )
             finally:
-                client.close()
+                await client.close()
             shown = answer.payload if answer.error is None else answer.error.message
             return (
                 f"recorded {answer.metadata.execution_id} ({answer.status}): "
@@ -214,6 +233,14 @@ def _redactor(paths: tuple[str, ...], key_file: str | None) -> Redactor | None:
         return Redactor(key, args={"*": paths}, outputs={"*": paths})
     except (TypeError, ValueError) as exc:
         raise CliFailure(f"--redact: {exc}", USAGE) from None
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``--listen HOST:PORT`` (``PORT`` alone listens on 127.0.0.1)."""
+    host, colon, port = text.rpartition(":")
+    if not port.isdigit():
+        raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
+    return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)
 
 
 def _headers(given: tuple[str, ...]) -> dict[str, str]:

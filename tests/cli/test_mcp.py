@@ -78,3 +78,19 @@ def test_a_header_needs_a_name_and_a_colon(invoke: Invoke, store_root: Path) -> 
     )
     assert result.exit_code == 2
     assert "NAME: VALUE" in result.stderr
+
+
+def test_listen_takes_host_and_port(invoke: Invoke, store_root: Path) -> None:
+    """--listen without a port number is a usage error (exit 2)."""
+    result = invoke(
+        "mcp",
+        "proxy",
+        "--store",
+        str(store_root),
+        "--listen",
+        "localhost",
+        "--",
+        "server",
+    )
+    assert result.exit_code == 2
+    assert "HOST:PORT" in result.stderr

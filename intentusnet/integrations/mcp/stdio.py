@@ -67,7 +67,7 @@ class StdioClient:
             self._writer.write(message + b"\n")
             await self._writer.drain()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Stop writing to stdout."""
         if self._writer is not None:
             self._writer.close()
