@@ -7,14 +7,11 @@ Only protocol messages go to stdout; what the proxy has to say goes to stderr.
 
 from __future__ import annotations
 
-import asyncio
-from signal import SIGINT, SIGTERM
 from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import RecordNotFound, ReplayNotAllowed
-from ..hashing import compute_hash
 from .context import LAST, named_store, open_named
 from .output import note
 from .params import USAGE, CliFailure
@@ -123,6 +120,11 @@ def proxy(
     and the canonical hash of its arguments. A replay needs no UPSTREAM (given,
     it picks the newest session of that command) and never starts it.
     """
+    # here, not at the top: `intentusnet --help` imports this module
+    import asyncio
+    from signal import SIGINT, SIGTERM
+
+    from ..hashing import compute_hash
     from ..integrations.mcp.listen import HttpClient
     from ..integrations.mcp.proxy import (
         http_envelope,

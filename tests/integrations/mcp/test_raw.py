@@ -151,3 +151,30 @@ def test_redact_without_a_key_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert b"--redact-key-file" in done.stderr
+
+
+def test_inspect_shows_the_session_as_a_timeline_of_calls(tmp_path: Path) -> None:
+    """`intentusnet inspect` lists each call of the session as a step, in order."""
+    from click.testing import CliRunner
+
+    from intentusnet.cli import cli
+
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [*_proxy(store, "record"), "--", *FAKE],
+        input=_call(1, "search", q="a") + _call(2, "fetch", url="x"),
+        capture_output=True,
+        env=_env(),
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = CliRunner().invoke(cli, ["--store", str(store), "inspect", "last"])
+    assert shown.exit_code == 0, shown.output
+    assert "mcp.session" in shown.stdout
+    ended = [line for line in shown.stdout.splitlines() if "STEP_END" in line]
+    # the two calls run at once: either may end first
+    assert sorted(line.split()[-3] for line in ended) == [
+        "mcp:tools/call:fetch",
+        "mcp:tools/call:search",
+    ]
