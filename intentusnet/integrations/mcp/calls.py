@@ -26,6 +26,18 @@ _NEAREST: Final = 3
 _CALL_PREFIXES: Final = tuple(f"mcp:{method}" for method in sorted(CALL_METHODS))
 
 
+def _answered(step: RecordedStep) -> bool:
+    """The step holds the server's answer: a result, or a JSON-RPC error.
+
+    A call the client cancelled, or one the upstream never answered (it
+    exited), holds no answer to give again.
+    """
+    if step.outcome == "success":
+        return True
+    error = step.error or {}
+    return step.outcome == "error" and error.get("type") == "UpstreamError"
+
+
 def is_call(name: str) -> bool:
     """The step is a call keyed by its exact arguments (not a listing)."""
     return name.startswith(_CALL_PREFIXES)
@@ -48,7 +60,7 @@ class RecordedCalls:
         self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
         for step in record_steps(record):
-            if step.name.startswith("mcp:") and step.outcome in ("success", "error"):
+            if step.name.startswith("mcp:") and _answered(step):
                 self._queues[step.name, step.args_hash].append(step)
                 self._by_name[step.name].append(step)
 

@@ -264,3 +264,11 @@ def test_a_cancelled_call_is_recorded_and_the_session_goes_on(tmp_path: Path) ->
     assert slow.error is not None
     assert slow.error["type"] == "ClientCancelled"
     store.close()
+
+    async def again(client: Client) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("slow", {"seconds": 3.0})
+        return str(caught.value)
+
+    # a cancelled call holds no answer: a replay does not serve it
+    assert "not in record" in _session(tmp_path, "replay", again, upstream=False)
