@@ -272,3 +272,18 @@ def test_a_cancelled_call_is_recorded_and_the_session_goes_on(tmp_path: Path) ->
 
     # a cancelled call holds no answer: a replay does not serve it
     assert "not in record" in _session(tmp_path, "replay", again, upstream=False)
+
+
+def test_cache_sessions_carry_what_earlier_ones_learned(tmp_path: Path) -> None:
+    """Each cache session records its hits too: the next one answers them all."""
+
+    async def both(client: Client) -> list[str]:
+        added = await client.call_tool("add", {"a": 1, "b": 2})
+        counted = await client.call_tool("counter", {})
+        return [added.content[0].text, counted.content[0].text]
+
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    first = _session(tmp_path, "cache", both)  # add served, counter forwarded
+    second = _session(tmp_path, "cache", both)  # both served, from the first
+    assert first == second == ["3", "1"]
+    assert _calls(tmp_path) == ["add", "counter"]
