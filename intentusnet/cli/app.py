@@ -44,6 +44,7 @@ COMMANDS = {
     "rerun": "debugging:rerun",
     "diff": "debugging:diff",
     "debug": "debugging:debug",
+    "mcp": "mcp:mcp",
     "ui": "ui:ui",
 }
 

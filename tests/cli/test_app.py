@@ -29,6 +29,7 @@ COMMANDS = {
     "rerun",
     "diff",
     "debug",
+    "mcp",
     "ui",
 }
 

@@ -1,0 +1,293 @@
+"""``intentusnet mcp proxy``: record, replay or cache an MCP server's calls.
+
+The proxy speaks MCP on its own stdin and stdout, so a client starts it where
+it would start the server: ``intentusnet mcp proxy --mode record -- SERVER...``.
+Only protocol messages go to stdout; what the proxy has to say goes to stderr.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import RecordNotFound, ReplayNotAllowed
+from .context import LAST, named_store, open_named
+from .output import note
+from .params import USAGE, CliFailure
+
+if TYPE_CHECKING:
+    from ..integrations.mcp.proxy import Upstream
+    from ..record.model import ExecutionRecord
+    from ..routing.redact import Redactor
+    from ..store.naming import NamedStore
+
+
+@click.group()
+def mcp() -> None:
+    """Model Context Protocol: record and replay the tool calls of an MCP server."""
+
+
+@mcp.command(context_settings={"allow_interspersed_args": False})
+@click.option(
+    "--store",
+    "store_name",
+    metavar="PATH|URL",
+    help="Execution store (overrides the global --store).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["record", "replay", "cache"]),
+    default="record",
+    show_default=True,
+    help="record: forward and record every call; replay: answer from a record "
+    "with no upstream; cache: answer recorded calls, forward and record the rest.",
+)
+@click.option(
+    "--side-effect",
+    "side_effects",
+    multiple=True,
+    metavar="TOOL",
+    help="A tool never answered from the cache (repeatable); tools the server "
+    "marks destructiveHint are too.",
+)
+@click.option(
+    "--record",
+    "record_id",
+    default=LAST,
+    show_default=True,
+    metavar="ID|last",
+    help="The session record replay and cache answer from; 'last' is the newest "
+    "session of the same upstream command (of any, in a replay without one).",
+)
+@click.option(
+    "--force", is_flag=True, help="Replay even a record that is not replayable."
+)
+@click.option(
+    "--upstream-url",
+    "url",
+    metavar="URL",
+    help="A streamable-HTTP MCP server to forward to, instead of -- UPSTREAM.",
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="A header sent to --upstream-url (repeatable); never recorded.",
+)
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="PATH",
+    help="A path into every call's arguments and results whose value is recorded "
+    "as a keyed marker (repeatable; docs/redaction.md). Needs --redact-key-file.",
+)
+@click.option(
+    "--redact-key-file",
+    "redact_key_file",
+    envvar="INTENTUSNET_REDACT_KEY_FILE",
+    show_envvar=True,
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The redaction key (at least 16 bytes), the same for every session.",
+)
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    help="Serve clients over streamable HTTP at http://HOST:PORT/mcp instead of "
+    "stdio; one session, ended by a DELETE, SIGINT or SIGTERM.",
+)
+@click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
+def proxy(
+    store_name: str | None,
+    mode: str,
+    side_effects: tuple[str, ...],
+    record_id: str,
+    force: bool,
+    url: str | None,
+    headers: tuple[str, ...],
+    redact: tuple[str, ...],
+    redact_key_file: str | None,
+    listen: str | None,
+    upstream: tuple[str, ...],
+) -> None:
+    """Sit between an MCP client and the stdio MCP server UPSTREAM.
+
+    Each session is one execution record of intent mcp.session; each
+    tools/call, resources/read and prompts/get is a step keyed by its name
+    and the canonical hash of its arguments. A replay needs no UPSTREAM (given,
+    it picks the newest session of that command) and never starts it.
+    """
+    # here, not at the top: `intentusnet --help` imports this module
+    import asyncio
+    from signal import SIGINT, SIGTERM
+
+    from ..hashing import compute_hash
+    from ..integrations.mcp.listen import HttpClient
+    from ..integrations.mcp.proxy import (
+        http_envelope,
+        record_session,
+        replay_session,
+        session_envelope,
+    )
+    from ..integrations.mcp.stdio import StdioClient, UpstreamProcess
+
+    if url is not None and upstream:
+        raise CliFailure("give --upstream-url or -- UPSTREAM, not both", USAGE)
+    if mode != "replay" and not upstream and url is None:
+        raise CliFailure(
+            "give the upstream server's command after -- (or --upstream-url)", USAGE
+        )
+    sent = _headers(headers)
+    redactor = _redactor(redact, redact_key_file)
+    envelope = None
+    if url is not None:
+        envelope = http_envelope(url)
+    elif upstream:
+        envelope = session_envelope(upstream)
+    store = open_named(store_name or named_store(), create=mode != "replay")
+    try:
+        source = None
+        if mode != "record":
+            source = _source(
+                store,
+                record_id,
+                None if envelope is None else compute_hash(envelope),
+                force,
+                required=mode == "replay",
+            )
+        client: StdioClient | HttpClient
+        if listen is None:
+            client = StdioClient()
+        else:
+            host, port = _address(listen)
+            client = HttpClient(host, port)
+
+        async def run() -> str:
+            await client.open()
+            if isinstance(client, HttpClient):
+                loop = asyncio.get_running_loop()
+                for signal in (SIGINT, SIGTERM):
+                    loop.add_signal_handler(signal, client.end)
+                note(f"intentusnet mcp proxy: listening on {client.url}")
+            try:
+                if mode == "replay":
+                    assert source is not None
+                    done = await replay_session(
+                        client,
+                        source,
+                        side_effects=set(side_effects),
+                        redactor=redactor,
+                    )
+                    return f"replayed {source.execution_id}: {_counts(done)}"
+                assert envelope is not None
+                server: Upstream
+                if url is not None:
+                    from ..integrations.mcp.http import HttpUpstream
+
+                    server = HttpUpstream(url, sent)
+                else:
+                    server = UpstreamProcess(upstream)
+                answer = await record_session(
+                    store,
+                    client,
+                    server,
+                    envelope,
+                    side_effects=set(side_effects),
+                    source=source,
+                    redactor=redactor,
+                )
+            finally:
+                await client.close()
+            shown = answer.payload if answer.error is None else answer.error.message
+            return (
+                f"recorded {answer.metadata.execution_id} ({answer.status}): "
+                f"{_counts(shown)}"
+            )
+
+        note(f"intentusnet mcp proxy: {asyncio.run(run())}")
+    finally:
+        store.close()
+
+
+def _counts(done: object) -> str:
+    if isinstance(done, dict):
+        return ", ".join(f"{value} {key}" for key, value in done.items())
+    return str(done)
+
+
+def _redactor(paths: tuple[str, ...], key_file: str | None) -> Redactor | None:
+    """The ``Redactor`` of ``--redact`` and ``--redact-key-file``, if any."""
+    from pathlib import Path
+
+    from ..routing.redact import Redactor
+
+    if not paths:
+        return None
+    if key_file is None:
+        # a random key would give other markers every session: nothing recorded
+        # with one would ever match a call again
+        raise CliFailure("--redact needs --redact-key-file (a stable key)", USAGE)
+    key = Path(key_file).read_bytes().strip()
+    try:
+        return Redactor(key, args={"*": paths}, outputs={"*": paths})
+    except (TypeError, ValueError) as exc:
+        raise CliFailure(f"--redact: {exc}", USAGE) from None
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``--listen HOST:PORT`` (``PORT`` alone listens on 127.0.0.1)."""
+    host, colon, port = text.rpartition(":")
+    if not port.isdigit():
+        raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
+    return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)
+
+
+def _headers(given: tuple[str, ...]) -> dict[str, str]:
+    """``--header 'Name: value'`` options as a mapping."""
+    found: dict[str, str] = {}
+    for text in given:
+        name, colon, value = text.partition(":")
+        if not colon or not name.strip():
+            raise CliFailure(f"--header takes 'NAME: VALUE', not {text!r}", USAGE)
+        found[name.strip()] = value.strip()
+    return found
+
+
+def _source(
+    store: NamedStore,
+    record_id: str,
+    envelope_hash: str | None,
+    force: bool,
+    *,
+    required: bool,
+) -> ExecutionRecord | None:
+    """The record a replay or a cache session answers from."""
+    from ..integrations.mcp.proxy import INTENT
+    from ..replay import ReplayEngine
+
+    record: ExecutionRecord | None
+    if record_id != LAST:
+        record = store.load(record_id)
+    elif envelope_hash is not None:
+        record = store.find_by_hash(envelope_hash, replayable_only=not force)
+    else:
+        record = next(
+            (store.load(s.execution_id) for s in store.list(intent=INTENT, limit=1)),
+            None,
+        )
+    if record is None:
+        if required:
+            raise RecordNotFound(
+                "no recorded MCP session of this upstream in the store "
+                "(record one with --mode record, or name it with --record ID)"
+            )
+        return None
+    ok, reason = ReplayEngine(record).is_replayable()
+    if not ok and not force:
+        if required:
+            raise ReplayNotAllowed(reason or "not replayable", record.execution_id)
+        return None
+    return record

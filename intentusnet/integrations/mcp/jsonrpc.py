@@ -1,0 +1,163 @@
+"""JSON-RPC 2.0 messages as the MCP proxy sees them, and the steps they become.
+
+The proxy reads every message as plain JSON and never validates MCP's own
+schemas: a method or a field it does not know is forwarded untouched, so a
+newer protocol revision passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import orjson
+
+from ..._util.jsonvalue import JSONObject, JSONValue
+
+__all__ = [
+    "CALL_METHODS",
+    "LISTED_METHODS",
+    "error",
+    "is_notification",
+    "is_request",
+    "is_response",
+    "parse",
+    "step_of",
+]
+
+#: The calls keyed by their exact arguments: never served by another call's answer.
+CALL_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get"})
+#: Requests recorded too, so that a replayed session can start and list its
+#: tools with no upstream; a replay answers them from the first recorded one
+#: when the client's parameters (its name, version) differ.
+LISTED_METHODS: Final = frozenset(
+    {
+        "initialize",
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "prompts/list",
+    }
+)
+#: JSON-RPC's own error codes.
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INTERNAL_ERROR: Final = -32603
+#: Server error (the implementation-defined range): the record cannot answer.
+NOT_RECORDED: Final = -32001
+#: Server error: the upstream is gone.
+UPSTREAM_GONE: Final = -32002
+_ERROR_TEXT: Final = re.compile(r"JSON-RPC error (-?\d+): (.*)", re.DOTALL)
+
+
+class UpstreamError(Exception):
+    """The upstream answered a call with a JSON-RPC error (recorded as the step's)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"JSON-RPC error {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def parse(line: bytes) -> JSONValue:
+    """One JSON-RPC message from one line.
+
+    Raises:
+        ValueError: the line is not JSON.
+    """
+    try:
+        value: JSONValue = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    return value
+
+
+def is_request(message: JSONValue) -> bool:
+    """A request: a method and an id (an answer is owed)."""
+    return isinstance(message, dict) and "method" in message and "id" in message
+
+
+def is_notification(message: JSONValue) -> bool:
+    """A notification: a method and no id (nothing is answered)."""
+    return isinstance(message, dict) and "method" in message and "id" not in message
+
+
+def is_response(message: JSONValue) -> bool:
+    """A response: an id and a result or an error, no method."""
+    return (
+        isinstance(message, dict)
+        and "method" not in message
+        and "id" in message
+        and ("result" in message or "error" in message)
+    )
+
+
+def error(
+    request_id: JSONValue, code: int, message: str, data: JSONValue = None
+) -> JSONObject:
+    """A JSON-RPC error response."""
+    body: JSONObject = {"code": code, "message": message}
+    if data is not None:
+        body["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+def result(request_id: JSONValue, value: JSONValue) -> JSONObject:
+    """A JSON-RPC result response."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": value}
+
+
+def error_from_text(text: str) -> tuple[int, str]:
+    """The code and message of a recorded ``UpstreamError`` (or any failure)."""
+    found = _ERROR_TEXT.search(text)
+    if found is None:
+        return INTERNAL_ERROR, text
+    return int(found.group(1)), found.group(2)
+
+
+def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
+    """The step a request becomes: its name and the arguments it is keyed by.
+
+    ``tools/call`` is ``mcp:tools/call:TOOL`` keyed by the tool's arguments,
+    ``prompts/get`` is ``mcp:prompts/get:PROMPT`` keyed by the prompt's,
+    ``resources/read`` is ``mcp:resources/read`` keyed by ``{"uri": ...}``, and
+    the listing methods are ``mcp:METHOD`` keyed by their parameters less
+    ``_meta``. ``None`` for a request that is not recorded (a ping, say).
+    """
+    given = params if isinstance(params, dict) else {}
+    if method in ("tools/call", "prompts/get"):
+        name = given.get("name")
+        arguments = given.get("arguments")
+        return (
+            f"mcp:{method}:{name}",
+            dict(arguments) if isinstance(arguments, dict) else {},
+        )
+    if method == "resources/read":
+        return "mcp:resources/read", {"uri": given.get("uri")}
+    if method in LISTED_METHODS:
+        return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
+    return None
+
+
+def destructive_tools(listing: JSONValue) -> set[str]:
+    """The tools a ``tools/list`` result marks ``destructiveHint: true``.
+
+    Only an explicit ``true`` counts: MCP's default (destructive unless told
+    otherwise) would make every unannotated tool uncacheable.
+    """
+    found: set[str] = set()
+    tools = listing.get("tools") if isinstance(listing, dict) else None
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        notes = tool.get("annotations")
+        name = tool.get("name")
+        if (
+            isinstance(notes, dict)
+            and notes.get("destructiveHint") is True
+            and isinstance(name, str)
+        ):
+            found.add(name)
+    return found

@@ -1,0 +1,334 @@
+"""One MCP session through the proxy: the message pump between client and upstream.
+
+Every message from either side is read on its own loop and acted on at once:
+a request becomes a task, a notification or a response is forwarded as read
+(its bytes unchanged). Nothing waits on a notification, so progress reports,
+log messages and cancellations flow while calls are in flight.
+
+Requests that are steps (:func:`~.jsonrpc.step_of`) go through ``run_step``
+(the agent context's ``astep`` while recording) or, in a replay, are answered
+from the recorded calls alone; any other request is forwarded, or in a replay
+answered when it can be (a ping) and refused when it cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Final, Protocol, TypeAlias
+
+import orjson
+
+from ..._util.jsonvalue import JSONObject, JSONValue
+from ...routing.execution import jsonish
+from ...routing.redact import Redaction, Redactor
+from .calls import RecordedCalls, is_call
+from .jsonrpc import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_RECORDED,
+    PARSE_ERROR,
+    UPSTREAM_GONE,
+    UpstreamError,
+    destructive_tools,
+    error,
+    error_from_text,
+    is_notification,
+    is_request,
+    is_response,
+    parse,
+    result,
+    step_of,
+)
+
+__all__ = ["Endpoint", "Session", "StepRunner", "UpstreamExited"]
+
+#: How long calls still in flight when the client leaves may take to finish
+#: (their steps are recorded), before they are cancelled.
+DRAIN_SECONDS: Final = 5.0
+#: Requests a replayed session answers although they are not recorded.
+_ALWAYS: Final[dict[str, JSONObject]] = {
+    "ping": {},
+    "logging/setLevel": {},
+    "resources/subscribe": {},
+    "resources/unsubscribe": {},
+}
+
+
+class Endpoint(Protocol):
+    """One side of the proxy: newline-delimited JSON-RPC messages."""
+
+    async def receive(self) -> bytes | None:
+        """The next message (one line, without its newline); ``None`` at the end."""
+
+    async def send(self, message: bytes) -> None:
+        """Send one message (without its newline)."""
+
+
+#: ``ctx.astep``: ``await run_step(name, args, fn, side_effect=...)``.
+StepRunner: TypeAlias = Callable[..., Awaitable[JSONValue]]
+
+
+class UpstreamExited(RuntimeError):
+    """The upstream server closed its output while the session was open."""
+
+
+class ClientCancelled(Exception):
+    """The client cancelled the request (``notifications/cancelled``)."""
+
+
+class Session:
+    """Pumps messages between a client and an upstream (or a record).
+
+    Args:
+        client: the MCP client's side.
+        upstream: the server's side; ``None`` in a replay.
+        calls: the recorded calls answering a replay (or a cache's hits,
+            through ``run_step``'s cassette).
+        run_step: records a step; ``None`` in a replay.
+        side_effects: tools never answered from a cache; the tools a
+            ``tools/list`` marks ``destructiveHint: true`` are added.
+        redactor: in a replay, the recording's redactor: a call's arguments
+            are redacted as they were when recorded, so that they match.
+    """
+
+    def __init__(
+        self,
+        client: Endpoint,
+        upstream: Endpoint | None,
+        *,
+        calls: RecordedCalls | None,
+        run_step: StepRunner | None,
+        side_effects: set[str],
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.redaction = None if redactor is None else Redaction(redactor)
+        self.client = client
+        self.upstream = upstream
+        self.calls = calls
+        self.run_step = run_step
+        self.side_effects = set(side_effects)
+        self.requests = 0
+        self.forwarded = 0
+        self._pending: dict[bytes, asyncio.Future[JSONObject]] = {}
+        #: requests the client cancelled: a late answer to one is dropped
+        self._cancelled_ids: set[bytes] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> JSONObject:
+        """Pump until the client leaves; return what the session did.
+
+        Raises:
+            UpstreamExited: the upstream went away first (pending requests
+                were answered with an error).
+        """
+        from_client = asyncio.create_task(self._from_client())
+        pumps = [from_client]
+        if self.upstream is not None:
+            pumps.append(asyncio.create_task(self._from_upstream()))
+        try:
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            # One side is done: the calls in flight may still finish (the
+            # upstream's answers keep coming in while they do).
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
+        finally:
+            running = [*pumps, *self._tasks]
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+        for pump in pumps[1:]:
+            if not pump.cancelled() and pump.exception() is not None:
+                pump.result()  # the upstream's end: raises UpstreamExited
+        return {
+            "requests": self.requests,
+            "forwarded": self.forwarded,
+            "served": self.requests - self.forwarded,
+        }
+
+    # -- the client's messages ---------------------------------------------------
+
+    async def _from_client(self) -> None:
+        while (line := await self.client.receive()) is not None:
+            try:
+                message = parse(line)
+            except ValueError as exc:
+                await self._answer(error(None, PARSE_ERROR, f"Parse error: {exc}"))
+                continue
+            if is_request(message):
+                assert isinstance(message, dict)
+                task = asyncio.create_task(self._request(message, line))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            elif is_notification(message):
+                assert isinstance(message, dict)
+                if message.get("method") == "notifications/cancelled":
+                    self._cancelled(message.get("params"))
+                await self._forward(line)
+            elif is_response(message):
+                await self._forward(line)  # the answer to a server's request
+            else:
+                found = message.get("id") if isinstance(message, dict) else None
+                await self._answer(
+                    error(found, INVALID_REQUEST, "Invalid Request: not JSON-RPC 2.0")
+                )
+
+    def _cancelled(self, params: JSONValue) -> None:
+        found = params.get("requestId") if isinstance(params, dict) else None
+        self._cancelled_ids.add(_key(found))
+        waiting = self._pending.pop(_key(found), None)
+        if waiting is not None and not waiting.done():
+            reason = params.get("reason") if isinstance(params, dict) else None
+            waiting.set_exception(ClientCancelled(str(reason or "cancelled")))
+
+    async def _request(self, message: JSONObject, line: bytes) -> None:
+        request_id = message.get("id")
+        method = str(message.get("method"))
+        step = step_of(method, message.get("params"))
+        if step is None:
+            await self._plain(request_id, method, line)
+            return
+        self.requests += 1
+        name, args = step
+        tool = name.removeprefix("mcp:tools/call:") if is_call(name) else None
+        side = tool is not None and tool in self.side_effects
+        live: list[JSONObject] = []
+
+        async def call(**_: object) -> JSONValue:
+            answer = await self._call_upstream(request_id, line)
+            live.append(answer)
+            if "error" in answer:
+                body = answer["error"]
+                body = body if isinstance(body, dict) else {}
+                code = body.get("code")
+                raise UpstreamError(
+                    code if isinstance(code, int) else -32603,
+                    str(body.get("message", "")),
+                )
+            return answer.get("result")
+
+        try:
+            if self.run_step is not None:
+                value = await self.run_step(name, args, call, side_effect=side)
+            else:
+                value = self._replayed(name, args)
+        except ClientCancelled:
+            return  # no answer after a cancellation (MCP)
+        except UpstreamExited as exc:
+            await self._answer(error(request_id, UPSTREAM_GONE, str(exc)))
+            return
+        except _NotRecorded as exc:
+            await self._answer(error(request_id, NOT_RECORDED, str(exc), exc.data))
+            return
+        except Exception as exc:  # an error answer, live or recorded
+            if live:
+                await self.client.send(orjson.dumps(live[0]))
+                return
+            code, text = error_from_text(str(exc))
+            await self._answer(error(request_id, code, text))
+            return
+        if method == "tools/list":
+            self.side_effects |= destructive_tools(value)
+        if live:
+            await self.client.send(orjson.dumps(live[0]))
+        else:
+            await self._answer(result(request_id, value))
+
+    def _replayed(self, name: str, args: JSONObject) -> JSONValue:
+        assert self.calls is not None
+        recorded, args_hash, _ = jsonish(args)
+        if self.redaction is not None:
+            recorded = self.redaction.args(name, recorded)
+            args_hash = jsonish(recorded)[1]
+        found = self.calls.find(name, args_hash)
+        if found is None:
+            nearest = self.calls.nearest(name, recorded)
+            raise _NotRecorded(name, self.calls.execution_id, nearest)
+        if not found.ok:
+            raise RuntimeError(found.error_text)
+        return found.output
+
+    async def _plain(self, request_id: JSONValue, method: str, line: bytes) -> None:
+        """A request that is not a step: forwarded, or answered by a replay."""
+        if self.upstream is not None:
+            await self._forward(line)  # the upstream's answer goes straight back
+            return
+        if method in _ALWAYS:
+            await self._answer(result(request_id, _ALWAYS[method]))
+            return
+        await self._answer(
+            error(
+                request_id,
+                METHOD_NOT_FOUND,
+                f"intentusnet mcp proxy (replay): {method!r} is not recorded "
+                "and there is no upstream to ask",
+            )
+        )
+
+    async def _call_upstream(self, request_id: JSONValue, line: bytes) -> JSONObject:
+        if self.upstream is None:
+            raise UpstreamExited("no upstream")
+        waiting: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
+        self._pending[_key(request_id)] = waiting
+        self.forwarded += 1
+        await self.upstream.send(line)
+        return await waiting
+
+    # -- the upstream's messages -------------------------------------------------
+
+    async def _from_upstream(self) -> None:
+        assert self.upstream is not None
+        while (line := await self.upstream.receive()) is not None:
+            try:
+                message = parse(line)
+            except ValueError:
+                continue  # not ours to answer: the server wrote a bad line
+            if is_response(message):
+                assert isinstance(message, dict)
+                key = _key(message.get("id"))
+                if key in self._cancelled_ids:
+                    self._cancelled_ids.discard(key)
+                    continue  # the client no longer waits for it
+                waiting = self._pending.pop(key, None)
+                if waiting is not None:
+                    if not waiting.done():
+                        waiting.set_result(message)
+                    continue
+            await self.client.send(line)
+        gone = UpstreamExited("the upstream MCP server exited mid-session")
+        for waiting in self._pending.values():
+            if not waiting.done():
+                waiting.set_exception(gone)
+        self._pending.clear()
+        raise gone
+
+    # -- sending -----------------------------------------------------------------
+
+    async def _forward(self, line: bytes) -> None:
+        if self.upstream is not None:
+            with contextlib.suppress(OSError):  # gone: its reader ends the session
+                await self.upstream.send(line)
+
+    async def _answer(self, message: JSONObject) -> None:
+        await self.client.send(orjson.dumps(message))
+
+
+class _NotRecorded(LookupError):
+    def __init__(self, name: str, execution_id: str, nearest: list[str]) -> None:
+        shown = "; ".join(nearest) if nearest else "none"
+        what = name.removeprefix("mcp:")
+        super().__init__(
+            f"{what} with these arguments is not in record {execution_id}; "
+            f"nearest recorded: {shown}"
+        )
+        self.data: JSONObject = {
+            "step": name,
+            "executionId": execution_id,
+            "nearest": list(nearest),
+        }
+
+
+def _key(request_id: JSONValue) -> bytes:
+    # 1 and "1" are different ids: keyed by their JSON text
+    return orjson.dumps(request_id)

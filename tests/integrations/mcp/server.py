@@ -1,0 +1,97 @@
+"""A small MCP server for the proxy's tests (the official SDK), run over stdio.
+
+Every call of a tool appends a line to the file named by ``MCP_TEST_CALLS``,
+so a test sees which calls reached the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+
+server = MCPServer("intentusnet-test", log_level="CRITICAL")
+_counter = {"n": 0}
+
+
+def _called(name: str) -> None:
+    path = os.environ.get("MCP_TEST_CALLS")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(name + "\n")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    _called("add")
+    return a + b
+
+
+@server.tool()
+def counter() -> int:
+    """A number that changes on every call (so replays are visible)."""
+    _called("counter")
+    _counter["n"] += 1
+    return _counter["n"]
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    _called("slow")
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails."""
+    _called("fail")
+    raise ValueError(f"failed: {reason}")
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Report progress ``count`` times, then answer."""
+    _called("steps")
+    for done in range(1, count + 1):
+        await ctx.report_progress(done, count, f"step {done}")
+        await asyncio.sleep(0.01)
+    return f"{count} steps"
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+def delete(item: str) -> str:
+    """Delete an item (a side effect)."""
+    _called("delete")
+    return f"deleted {item}"
+
+
+@server.tool()
+def crash() -> str:
+    """The server dies mid-call."""
+    _called("crash")
+    os._exit(3)
+
+
+@server.resource("memo://greeting")
+def greeting() -> str:
+    """A fixed resource."""
+    return "hello"
+
+
+@server.prompt()
+def review(code: str) -> str:
+    """A prompt."""
+    return f"Review this: {code}"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "http":  # server.py http PORT
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

@@ -1,0 +1,154 @@
+"""``intentusnet mcp proxy --upstream-url``: a streamable-HTTP server upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from intentusnet import FileExecutionStore, record_steps
+
+ROOT = Path(__file__).resolve().parents[3]
+SERVER = Path(__file__).with_name("server.py")
+LIMIT = 30.0
+SECRET = "Bearer s3cret-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server_url(tmp_path: Path) -> Iterator[str]:
+    """The test server over streamable HTTP on 127.0.0.1; killed afterwards."""
+    port = _free_port()
+    env = {**os.environ, "MCP_TEST_CALLS": str(tmp_path / "calls.txt")}
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + LIMIT
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.fail("the HTTP test server did not start")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        process.wait(timeout=LIMIT)
+
+
+def _session(tmp_path: Path, mode: str, body: Any, *options: str) -> Any:
+    args = ["-m", "intentusnet.cli", "mcp", "proxy", "--store", str(tmp_path / "s")]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[*args, "--mode", mode, *options],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+    async def run() -> Any:
+        async with Client(params, read_timeout_seconds=LIMIT) as client:
+            return await body(client)
+
+    return asyncio.run(asyncio.wait_for(run(), LIMIT))
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    path = tmp_path / "calls.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+async def _tour(client: Client) -> tuple[list[Any], list[float]]:
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None):
+        progress.append(done)
+
+    tools = await client.list_tools()
+    answers = [
+        sorted(tool.name for tool in tools.tools),
+        (await client.call_tool("counter", {})).model_dump(mode="json"),
+        (await client.read_resource("memo://greeting")).model_dump(mode="json"),
+        (
+            await client.call_tool("steps", {"count": 2}, progress_callback=on_progress)
+        ).model_dump(mode="json"),
+    ]
+    return answers, progress
+
+
+def test_record_over_http_then_replay_without_it(
+    tmp_path: Path, server_url: str
+) -> None:
+    """Recorded through an HTTP upstream, replayed with it never asked again."""
+    header = f"Authorization: {SECRET}"
+    recorded, progress = _session(
+        tmp_path, "record", _tour, "--upstream-url", server_url, "--header", header
+    )
+    assert progress == [1.0, 2.0]
+    made = _calls(tmp_path)
+    replayed, _ = _session(tmp_path, "replay", _tour)
+    assert replayed == recorded
+    assert _calls(tmp_path) == made
+    store = FileExecutionStore(tmp_path / "s")
+    record = store.load(store.list()[0].execution_id)
+    assert record.envelope["payload"]["transport"] == "streamable-http"
+    assert "mcp:tools/call:counter" in [s.name for s in record_steps(record)]
+    store.close()
+    for path in (tmp_path / "s").rglob("*"):
+        if path.is_file():
+            assert b"s3cret" not in path.read_bytes(), path
+
+
+def test_cache_over_http_forwards_only_misses(tmp_path: Path, server_url: str) -> None:
+    """A cache session with an HTTP upstream serves what the record holds."""
+
+    async def calls(client: Client) -> list[str]:
+        first = await client.call_tool("counter", {})
+        second = await client.call_tool("add", {"a": 1, "b": 1})
+        return [first.content[0].text, second.content[0].text]
+
+    url = ("--upstream-url", server_url)
+    _session(tmp_path, "record", lambda c: c.call_tool("counter", {}), *url)
+    assert _session(tmp_path, "cache", calls, *url) == ["1", "2"]
+    assert _calls(tmp_path) == ["counter", "add"]
+
+
+def test_an_unreachable_upstream_is_a_json_rpc_error(tmp_path: Path) -> None:
+    """Nothing listens at the URL: the client's request gets -32002, not a hang."""
+
+    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    # the client's first request (its handshake) is answered with the error,
+    # which the SDK raises from inside its task group
+    with pytest.raises(BaseExceptionGroup) as failed:
+        _session(tmp_path, "record", lambda c: c.list_tools(), "--upstream-url", url)
+    errors = _leaves(failed.value)
+    assert any(isinstance(e, MCPError) and "did not answer" in str(e) for e in errors)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]

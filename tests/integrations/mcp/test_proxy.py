@@ -1,0 +1,289 @@
+"""``intentusnet mcp proxy`` between the official MCP SDK's client and server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from intentusnet import FileExecutionStore, record_steps
+
+ROOT = Path(__file__).resolve().parents[3]
+SERVER = Path(__file__).with_name("server.py")
+UPSTREAM = [sys.executable, str(SERVER)]
+#: Every wait in these tests is bounded by this.
+LIMIT = 30.0
+
+
+def _env(calls: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "MCP_TEST_CALLS": str(calls),
+    }
+
+
+def _proxy(store: Path, mode: str, *options: str, upstream: bool = True) -> list[str]:
+    args = ["-m", "intentusnet.cli", "mcp", "proxy", "--store", str(store)]
+    args += ["--mode", mode, *options]
+    return [*args, "--", *UPSTREAM] if upstream else args
+
+
+Body = Callable[[Client], Awaitable[Any]]
+
+
+def _session(
+    tmp_path: Path, mode: str, body: Body, *options: str, upstream: bool = True
+) -> Any:
+    """Run ``body`` with an SDK client connected through the proxy (bounded)."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=_proxy(tmp_path / "store", mode, *options, upstream=upstream),
+        env=_env(tmp_path / "calls.txt"),
+    )
+
+    async def run() -> Any:
+        async with Client(params, read_timeout_seconds=LIMIT) as client:
+            return await body(client)
+
+    return asyncio.run(asyncio.wait_for(run(), LIMIT))
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    path = tmp_path / "calls.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="json")
+
+
+async def _tour(client: Client) -> list[Any]:
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None):
+        progress.append(done)
+
+    tools = await client.list_tools()
+    results = [
+        sorted(tool.name for tool in tools.tools),
+        _dump(await client.call_tool("add", {"a": 1, "b": 2})),
+        _dump(await client.call_tool("counter", {})),
+        _dump(await client.call_tool("fail", {"reason": "no"})),
+        _dump(await client.read_resource("memo://greeting")),
+        _dump(await client.get_prompt("review", {"code": "x = 1"})),
+    ]
+    steps = await client.call_tool("steps", {"count": 3}, progress_callback=on_progress)
+    return [*results, _dump(steps)], progress
+
+
+def _store(tmp_path: Path) -> FileExecutionStore:
+    return FileExecutionStore(tmp_path / "store")
+
+
+def test_record_then_replay_without_the_upstream(tmp_path: Path) -> None:
+    """A replayed session answers exactly as recorded, and nothing reaches a server."""
+    recorded, progress = _session(tmp_path, "record", _tour)
+    assert progress == [1.0, 2.0, 3.0]  # notifications flowed while recording
+    assert recorded[2]["content"][0]["text"] == "1"
+    assert recorded[3]["is_error"] is True
+    made = _calls(tmp_path)
+    replayed, _ = _session(tmp_path, "replay", _tour, upstream=False)
+    assert replayed == recorded
+    assert _calls(tmp_path) == made  # no upstream was started
+
+
+def test_the_session_is_one_record_with_a_step_per_call(tmp_path: Path) -> None:
+    """One mcp.session record; each call a step keyed by name and arguments."""
+    _session(tmp_path, "record", _tour)
+    store = _store(tmp_path)
+    (summary,) = store.list()
+    record = store.load(summary.execution_id)
+    assert record.header.intent_name == "mcp.session"
+    assert record.header.status.value == "completed"
+    names = [step.name for step in record_steps(record)]
+    assert "mcp:tools/call:add" in names
+    assert "mcp:resources/read" in names
+    assert "mcp:prompts/get:review" in names
+    add = next(s for s in record_steps(record) if s.name == "mcp:tools/call:add")
+    assert add.args == {"a": 1, "b": 2}
+    # the command line is named by its hash, never recorded
+    assert str(SERVER) not in json.dumps(record.envelope)
+    store.close()
+
+
+def test_replay_miss_names_the_tool_and_the_nearest_call(tmp_path: Path) -> None:
+    """A call the record does not hold is a JSON-RPC error naming what is recorded."""
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+
+    async def miss(client: Client) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("add", {"a": 1, "b": 5})
+        return str(caught.value)
+
+    text = _session(tmp_path, "replay", miss, upstream=False)
+    assert "tools/call:add" in text
+    assert "'b': 2" in text
+    assert "differ at b" in text
+
+
+def test_cache_forwards_only_misses(tmp_path: Path) -> None:
+    """In cache mode a recorded call is served; a new one reaches the server."""
+
+    async def calls(client: Client) -> list[Any]:
+        return [
+            _dump(await client.call_tool("counter", {})),
+            _dump(await client.call_tool("add", {"a": 2, "b": 2})),
+        ]
+
+    first = _session(tmp_path, "record", lambda c: c.call_tool("counter", {}))
+    cached = _session(tmp_path, "cache", calls)
+    assert cached[0] == _dump(first)
+    assert cached[1]["content"][0]["text"] == "4"
+    assert _calls(tmp_path) == ["counter", "add"]
+    store = _store(tmp_path)
+    newest = store.load(store.list()[0].execution_id)
+    sources = {s.name: s.source for s in record_steps(newest)}
+    assert sources["mcp:tools/call:counter"] == "record"
+    assert sources["mcp:tools/call:add"] == "live"
+    store.close()
+
+
+def test_a_destructive_tool_is_forwarded_every_time(tmp_path: Path) -> None:
+    """destructiveHint and --side-effect tools are never answered from the cache."""
+
+    async def calls(client: Client) -> None:
+        await client.list_tools()  # where destructiveHint is learned
+        await client.call_tool("delete", {"item": "x"})
+        await client.call_tool("add", {"a": 1, "b": 1})
+
+    _session(tmp_path, "record", calls)
+    _session(tmp_path, "cache", calls, "--side-effect", "add")
+    _session(tmp_path, "cache", calls)
+    assert _calls(tmp_path) == ["delete", "add", "delete", "add", "delete"]
+
+
+def test_notifications_and_slow_calls_do_not_block(tmp_path: Path) -> None:
+    """A fast call answers while a slow one is in flight, progress flows meanwhile."""
+
+    async def calls(client: Client) -> tuple[list[str], list[float]]:
+        order: list[str] = []
+        progress: list[float] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None):
+            progress.append(done)
+
+        async def slow() -> None:
+            await client.call_tool("slow", {"seconds": 1.0})
+            order.append("slow")
+
+        async def fast() -> None:
+            await asyncio.sleep(0.1)
+            await client.call_tool("steps", {"count": 2}, progress_callback=on_progress)
+            order.append("steps")
+
+        await asyncio.gather(slow(), fast())
+        return order, progress
+
+    order, progress = _session(tmp_path, "record", calls)
+    assert order == ["steps", "slow"]
+    assert progress == [1.0, 2.0]
+
+
+def test_an_upstream_crash_ends_the_session_with_a_failed_record(
+    tmp_path: Path,
+) -> None:
+    """The pending call gets an error; the record keeps the calls made before."""
+
+    async def calls(client: Client) -> str:
+        await client.call_tool("add", {"a": 1, "b": 2})
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("crash", {})
+        return str(caught.value)
+
+    text = _session(tmp_path, "record", calls)
+    assert "exited" in text
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    assert record.header.status.value == "failed"
+    assert [s.outcome for s in record_steps(record)][-1] == "error"
+    store.close()
+    replayed = _session(
+        tmp_path,
+        "replay",
+        lambda c: c.call_tool("add", {"a": 1, "b": 2}),
+        upstream=False,
+    )
+    assert replayed.content[0].text == "3"
+
+
+def test_malformed_json_gets_a_parse_error(tmp_path: Path) -> None:
+    """A line that is not JSON is answered with -32700, and the session goes on."""
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    done = subprocess.run(
+        [sys.executable, *_proxy(tmp_path / "store", "replay", upstream=False)],
+        input=b'not json\n{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n',
+        capture_output=True,
+        env=_env(tmp_path / "calls.txt"),
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = (json.loads(line) for line in done.stdout.splitlines())
+    assert first["error"]["code"] == -32700
+    assert second == {"jsonrpc": "2.0", "id": 7, "result": {}}
+
+
+def test_a_cancelled_call_is_recorded_and_the_session_goes_on(tmp_path: Path) -> None:
+    """The client gives up on a slow call; the step says so and later calls work."""
+
+    async def calls(client: Client) -> Any:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(client.call_tool("slow", {"seconds": 3.0}), 0.3)
+        return _dump(await client.call_tool("add", {"a": 2, "b": 3}))
+
+    answer = _session(tmp_path, "record", calls)
+    assert answer["content"][0]["text"] == "5"
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    slow = next(s for s in record_steps(record) if s.name == "mcp:tools/call:slow")
+    assert slow.outcome == "error"
+    assert slow.error is not None
+    assert slow.error["type"] == "ClientCancelled"
+    store.close()
+
+    async def again(client: Client) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("slow", {"seconds": 3.0})
+        return str(caught.value)
+
+    # a cancelled call holds no answer: a replay does not serve it
+    assert "not in record" in _session(tmp_path, "replay", again, upstream=False)
+
+
+def test_cache_sessions_carry_what_earlier_ones_learned(tmp_path: Path) -> None:
+    """Each cache session records its hits too: the next one answers them all."""
+
+    async def both(client: Client) -> list[str]:
+        added = await client.call_tool("add", {"a": 1, "b": 2})
+        counted = await client.call_tool("counter", {})
+        return [added.content[0].text, counted.content[0].text]
+
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    first = _session(tmp_path, "cache", both)  # add served, counter forwarded
+    second = _session(tmp_path, "cache", both)  # both served, from the first
+    assert first == second == ["3", "1"]
+    assert _calls(tmp_path) == ["add", "counter"]
