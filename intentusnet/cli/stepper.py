@@ -11,6 +11,7 @@ Like the rest of ``replay``, this loads neither pydantic nor httpx.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
@@ -31,11 +32,16 @@ _CLEAR: Final = "\033[2J\033[1;1H"
 
 def step_through(engine: ReplayEngine) -> int:
     """Walk the record's lines; return how many failed their check."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _walk(engine, _line_command(iter(sys.stdin.readline, "")), False)
+    with _terminal_keys() as read:
+        return _walk(engine, read, True)
+
+
+def _walk(engine: ReplayEngine, read: Callable[[], str], interactive: bool) -> int:
     walk = engine.events()
     seen: list[VerifiedEvent] = []
     at = 0
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    read = _key if interactive else _line_command(iter(sys.stdin.readline, ""))
     ended = _pull(walk, seen)
     while True:
         if interactive:
@@ -68,11 +74,38 @@ def _pull(walk: Iterator[VerifiedEvent], seen: list[VerifiedEvent]) -> bool:
     return line is None or line.line == line.total
 
 
-def _key() -> str:
+@contextlib.contextmanager
+def _terminal_keys() -> Iterator[Callable[[], str]]:
+    """Read keys one at a time, the terminal in cbreak mode for the whole walk.
+
+    Not ``click.getchar()``: it switches the terminal to raw mode for each key,
+    which discards what was typed meanwhile, so keys pressed while a screen was
+    being drawn were lost. An arrow key's escape sequence is read whole; a lone
+    Escape is Escape.
+    """
+    import os
+    import select
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd, termios.TCSANOW)  # TCSANOW: keep keys typed already
+
+    def read() -> str:
+        try:
+            key = os.read(fd, 1)
+            if key == b"\x1b":  # an arrow's sequence follows at once, if any
+                while len(key) < 3 and select.select([fd], [], [], 0.05)[0]:
+                    key += os.read(fd, 1)
+        except KeyboardInterrupt:
+            return "q"
+        return key.decode("latin-1") if key else "q"  # b"": end of input
+
     try:
-        return click.getchar()
-    except (KeyboardInterrupt, EOFError):
-        return "q"
+        yield read
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def _line_command(lines: Iterator[str]) -> Callable[[], str]:

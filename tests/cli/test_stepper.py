@@ -180,3 +180,13 @@ def test_keys_in_a_terminal(terminal: _Terminal) -> None:
     assert "6/6 events verified" in screen
     terminal.keys("q")
     terminal.wait_for("EXIT=0")
+
+
+def test_keys_typed_ahead_are_not_lost(terminal: _Terminal) -> None:
+    """Keys typed faster than screens are drawn all count, in order."""
+    terminal.wait_for("Line 1/6  header")
+    terminal.keys(*["n"] * 5, "p", "n")  # one burst
+    screen = terminal.wait_for("End of record: 0 failures - VALID")
+    assert "Line 6/6" in screen
+    terminal.keys("q")
+    terminal.wait_for("EXIT=0")
