@@ -1,0 +1,559 @@
+"""The recording core every HTTP transport shares (httpx and httpx2).
+
+A transport hands :class:`RecordingCore` the request and a function that makes
+the call; the core builds the request's envelope, answers it from the records
+or makes the call through a ``CallRouter`` and records it, and gives back a
+:class:`Ready`: the response in plain values, which the transport turns into its
+library's response. Requests and responses are seen through the small
+protocols below, which both ``httpx`` and ``httpx2`` objects satisfy.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable, Collection
+from enum import StrEnum
+from hashlib import sha256
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, TypeAlias, cast
+from urllib.parse import parse_qsl, unquote_plus, urlencode
+
+import orjson
+
+from .._util.jsonvalue import JSONObject, JSONValue, parse_json
+from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult
+from ..cache.replay_cache import CacheKey, ReplayCache
+from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
+from ..errors import CacheMiss
+from ..routing.redact import Redactor, header_names, keyed, redact_body
+
+if TYPE_CHECKING:
+    from ..store import ExecutionStore
+
+
+class HTTPURL(Protocol):
+    """The parts of a URL the core reads (``httpx.URL``, ``httpx2.URL``)."""
+
+    @property
+    def scheme(self) -> str: ...
+    @property
+    def raw_host(self) -> bytes: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def raw_path(self) -> bytes: ...
+    @property
+    def password(self) -> str | None: ...
+
+
+class HTTPHeaders(Protocol):
+    """The parts of a header collection the core reads."""
+
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]: ...
+    def multi_items(self) -> list[tuple[str, str]]: ...
+
+
+class HTTPRequest(Protocol):
+    """The parts of a request the core reads."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def url(self) -> HTTPURL: ...
+    @property
+    def headers(self) -> HTTPHeaders: ...
+
+
+class HTTPResponse(Protocol):
+    """The parts of a response the core reads."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def reason_phrase(self) -> str: ...
+    @property
+    def http_version(self) -> str: ...
+    @property
+    def headers(self) -> HTTPHeaders: ...
+
+
+#: Makes the call: the response that came and its whole body (read, closed).
+Send: TypeAlias = Callable[[], tuple[HTTPResponse, bytes]]
+AsyncSend: TypeAlias = Callable[[], Awaitable[tuple[HTTPResponse, bytes]]]
+
+#: Request headers that are part of a request's meaning, and so of its hash.
+DEFAULT_HASH_HEADERS: Final = (
+    "accept",
+    "content-type",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-beta",
+)
+#: Query parameters that carry credentials (any case): left out of the hash and
+#: the record, and their values replaced wherever they appear in the record.
+DEFAULT_SECRET_PARAMS: Final = (
+    "api_key",
+    "apikey",
+    "api-key",
+    "key",
+    "sig",
+    "signature",
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+    "client_secret",
+    "password",
+    "token",
+    "access_token",
+    "refresh_token",
+    "code",
+)
+_SECRET_NAMES: Final = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "set-cookie", "api-key"}
+)
+_SECRET_PARTS: Final = ("api-key", "api_key", "apikey", "secret", "auth", "password")
+#: Response headers that describe the bytes on the wire, not the body recorded
+#: (which is decoded), so they are not replayed.
+_WIRE_HEADERS: Final = frozenset(
+    {"content-encoding", "content-length", "transfer-encoding", "connection"}
+)
+_INTENT: Final = "http.request"
+#: Canonical URLs and prepared responses are remembered up to this many.
+_URLS_KEPT: Final = 1024
+_READY_KEPT: Final = 1024
+
+
+class TransportMode(StrEnum):
+    """What a recording transport does with a request (added in 0.1.0)."""
+
+    RECORD = "record"
+    REPLAY = "replay"
+    CACHE = "cache"
+
+    @classmethod
+    def parse(cls, value: object) -> TransportMode:
+        """Return the mode named by ``value``.
+
+        Raises:
+            ValueError: not a mode; the message lists the valid ones.
+        """
+        for mode in cls:
+            if value == mode.value:
+                return mode
+        valid = ", ".join(repr(mode.value) for mode in cls)
+        raise ValueError(f"unknown transport mode {value!r}; use one of {valid}")
+
+
+def is_secret(name: str, named: Collection[str] = ()) -> bool:
+    """Whether a header carries a credential (it is never hashed nor stored)."""
+    lowered = name.lower()
+    return (
+        lowered in _SECRET_NAMES
+        or lowered in named
+        or lowered.endswith("token")
+        or any(part in lowered for part in _SECRET_PARTS)
+    )
+
+
+class RecordingCore:
+    """What every recording transport shares: envelopes, records and responses.
+
+    It sees requests and responses through the small protocols above, so the
+    httpx and httpx2 transports run this one code and cannot drift apart.
+    """
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        mode: TransportMode | str,
+        cache: ReplayCache | None,
+        *,
+        intent: str,
+        tenant: str | None,
+        hash_headers: Collection[str],
+        secret_headers: Collection[str],
+        secret_params: Collection[str],
+        redactor: Redactor | None,
+        is_async: bool,
+        agent: str,
+    ) -> None:
+        self.mode = TransportMode.parse(mode)
+        self.store = store
+        self.secret = frozenset(name.lower() for name in secret_headers)
+        self.redactor = redactor
+        #: headers recorded (and, when hashed, hashed) as their markers
+        self.marked = frozenset() if redactor is None else header_names(redactor)
+        hashed = tuple(dict.fromkeys(name.lower() for name in hash_headers))
+        refused = [
+            name
+            for name in hashed
+            if is_secret(name, self.secret) and name not in self.marked
+        ]
+        if refused:
+            raise ValueError(
+                f"headers {', '.join(refused)} carry credentials and are never "
+                "hashed; leave them out of hash_headers (or name them in the "
+                "Redactor's http_headers to hash their markers)"
+            )
+        self.hash_headers = hashed
+        self.hashed_names = frozenset(name.encode("latin-1") for name in hashed)
+        self._urls: dict[
+            tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
+        ] = {}
+        self._ready: dict[int, tuple[AgentResponse, Ready]] = {}
+        self.secret_params = frozenset(name.lower() for name in secret_params)
+        self.cache = cache if cache is not None else ReplayCache(store=store)
+        self.cache.bind(store)
+        self.use_cache = self.cache.policy.allows(intent)
+        self.calls = CallRouter(
+            store,
+            intent=intent,
+            version="1.0",
+            tenant=tenant,
+            agent=agent,
+            is_async=is_async,
+            # Same key as the user's (a random one without): the router's
+            # markers of the request's keys in error texts match the user's.
+            redactor=keyed(redactor),
+        )
+        self.directive = (
+            CacheDirective.BYPASS
+            if self.mode is TransportMode.RECORD or not self.use_cache
+            else CacheDirective.DEFAULT
+        )
+
+    # -- requests -------------------------------------------------------------------
+
+    def payload(
+        self, request: HTTPRequest, body: bytes
+    ) -> tuple[JSONObject, CacheKey, list[str]]:
+        """The envelope payload of a request, its key, and the values redacted.
+
+        The payload is what makes the request this request: method, URL,
+        hashed headers (named ones as markers) and the body (redacted).
+        """
+        hashed, marked, redactor = self.hashed_names, self.marked, self.redactor
+        kept: dict[str, list[str]] = {}
+        for raw_name, raw_value in request.headers.raw:
+            name = raw_name.lower()
+            if name in hashed:
+                text = name.decode("latin-1")
+                value = raw_value.decode("latin-1")
+                if redactor is not None and text in marked:
+                    value = redactor.marker(value)
+                kept.setdefault(text, []).append(value)
+        headers: JSONObject = {name: ", ".join(kept[name]) for name in sorted(kept)}
+        url = self.url(request.url)
+        payload: JSONObject = {"method": request.method, "url": url, "headers": headers}
+        found: dict[str, str] = {}
+        if body:
+            try:
+                payload["json"] = self._body(parse_json(body), found)
+                return payload, self.calls.key(payload, self.directive), list(found)
+            except ValueError:  # not JSON, or not JSON every language reads alike
+                payload.pop("json", None)
+                payload["bodySha256"] = sha256(body).hexdigest()
+                payload["bodySize"] = len(body)
+        return payload, self.calls.key(payload, self.directive), list(found)
+
+    def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
+        """A request body with the redactor's body paths applied."""
+        if self.redactor is None:
+            return body
+        return redact_body(self.redactor, body, "http.request", found)
+
+    def secrets(self, request: HTTPRequest, redacted: list[str]) -> list[str]:
+        """The secrets of a request that is being made (not needed for a hit).
+
+        Credential and named headers' values, credential parameters, the URL's
+        password and the values redacted from the body: they are replaced by
+        markers wherever they show up in the record (an error text, say).
+        """
+        found = list(redacted)
+        marked = self.marked
+        for raw_name, raw_value in request.headers.raw:
+            name = raw_name.decode("latin-1").lower()
+            if name in marked or is_secret(name, self.secret):
+                found.extend(_credential_parts(raw_value.decode("latin-1")))
+        found.extend(self.url_and_secrets(request.url)[1])
+        return found
+
+    def url(self, url: HTTPURL) -> str:
+        """The URL without user info, fragment and secret query parameters."""
+        return self.url_and_secrets(url)[0]
+
+    def url_and_secrets(self, url: HTTPURL) -> tuple[str, tuple[str, ...]]:
+        """The URL as recorded, and the secrets left out of it."""
+        memo = (url.scheme, url.raw_host, url.port, url.raw_path)
+        known = self._urls.get(memo)
+        if known is None:
+            known = self._url(url)
+            if len(self._urls) >= _URLS_KEPT:
+                self._urls.clear()
+            self._urls[memo] = known
+        if url.password:  # not in the memo's key: looked at every time
+            return known[0], (*known[1], url.password)
+        return known
+
+    def _url(self, url: HTTPURL) -> tuple[str, tuple[str, ...]]:
+        host = url.raw_host.decode("ascii")
+        if ":" in host:
+            host = f"[{host}]"  # IPv6
+        port = "" if url.port is None else f":{url.port}"
+        path, _, query = url.raw_path.partition(b"?")
+        text = f"{url.scheme}://{host}{port}{path.decode('ascii')}"
+        left_out: list[str] = []
+        if query:
+            secret = self.secret_params
+            params: list[tuple[str, str]] = []
+            for k, v in parse_qsl(query.decode("ascii"), keep_blank_values=True):
+                if k.lower() in secret:
+                    left_out.append(v)
+                else:
+                    params.append((k, v))
+            params.sort(key=lambda item: item[0])
+            if params:
+                text += "?" + urlencode(params)
+            # As written in the URL too: an error message may quote it raw.
+            left_out.extend(
+                part.partition(b"=")[2].decode("ascii")
+                for part in query.split(b"&")
+                if unquote_plus(part.partition(b"=")[0].decode("ascii")).lower()
+                in secret
+            )
+        return text, tuple(dict.fromkeys(v for v in left_out if v))
+
+    def describe(self, request: HTTPRequest) -> str:
+        """The request for people: method and URL (secrets left out)."""
+        return f"{request.method} {self.url(request.url)}"
+
+    def replay(self, key: CacheKey, request: HTTPRequest) -> AgentResponse:
+        """The recorded answer to a request, or ``CacheMiss``."""
+        found = self.cache.find(key, serve_errors=True)
+        if found is None:
+            raise CacheMiss(
+                self.describe(request), key.envelope_hash, str(self.store.root)
+            )
+        return found
+
+    # -- responses -----------------------------------------------------------------
+
+    def recorded(
+        self, response: HTTPResponse, body: bytes
+    ) -> tuple[JSONObject, JobResult]:
+        """A response as the client gets it, and as it is recorded.
+
+        Recorded, named headers are markers and the body has the redactor's
+        paths applied; an error status is an error answer.
+        """
+        try:
+            text: str | None = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        data: JSONObject = {
+            "status": response.status_code,
+            "reasonPhrase": response.reason_phrase,
+            "httpVersion": response.http_version,
+            "headers": [
+                [name, value]
+                for name, value in response.headers.multi_items()
+                if name not in _WIRE_HEADERS and not is_secret(name, self.secret)
+            ],
+            "body": text if text is not None else base64.b64encode(body).decode(),
+            "bodyEncoding": "utf-8" if text is not None else "base64",
+        }
+        shown = data if self.redactor is None else self._redacted(data, text)
+        status = response.status_code
+        if status < 400:
+            return data, {"response": shown}
+        # Not cached unless the policy serves errors: a 401 or a 429 is not
+        # the answer to this request next time.
+        return data, AgentResponse(
+            status="error",
+            error=ErrorInfo(
+                code=ErrorCode.AGENT_ERROR,
+                message=f"HTTP {status} {response.reason_phrase}".rstrip(),
+                retryable=status == 429 or status >= 500,
+                details={"response": shown},
+            ),
+        )
+
+    def _redacted(self, data: JSONObject, text: str | None) -> JSONObject:
+        """Recorded data of a response: named headers as markers, body redacted."""
+        redactor = self.redactor
+        assert redactor is not None
+        marked = self.marked
+        headers = data["headers"]
+        assert isinstance(headers, list)
+        shown = dict(data)
+        shown["headers"] = [
+            [name, redactor.marker(value) if name in marked else value]
+            for name, value in (pair for pair in headers if isinstance(pair, list))
+        ]
+        if text is not None:
+            try:
+                parsed: JSONValue = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return shown  # not JSON: there are no paths into it
+            redacted = redact_body(redactor, parsed, "http.response", {})
+            if redacted is not parsed:
+                shown["body"] = orjson.dumps(redacted).decode()
+        return shown
+
+    def ready(self, answer: AgentResponse, *, ran: bool) -> Ready:
+        """An answer (fresh or replayed) as the response to serve.
+
+        ``ran``: this request's own call was made (its exception is raised
+        again, where the call failed without a response).
+        """
+        # A hit returns the same answer object each time: prepare it once.
+        found = self._ready.get(id(answer))
+        if found is not None and found[0] is answer:
+            return found[1]
+        ready = self._prepare(answer, ran)
+        if len(self._ready) >= _READY_KEPT:
+            self._ready.clear()
+        self._ready[id(answer)] = (answer, ready)
+        return ready
+
+    # -- the flow ------------------------------------------------------------------
+
+    def handle(self, request: HTTPRequest, body: bytes, send: Send) -> Ready:
+        """Answer a request from the records, or make it with ``send`` and record it.
+
+        The response served after a call is the one that came (unredacted).
+        """
+        payload, key, redacted = self.payload(request, body)
+        if self.mode is TransportMode.REPLAY:
+            return self.ready(self.replay(key, request), ran=False)
+        live: list[JSONObject] = []  # the response as it came, when we called
+        ran = False
+
+        def job() -> JobResult:
+            nonlocal ran
+            ran = True
+            data, recorded = self.recorded(*send())
+            live.append(data)
+            return recorded
+
+        run: Job = job
+        answer = self.cache.answer(
+            key, lambda: self.calls.run(payload, run, self.secrets(request, redacted))
+        )
+        if live:
+            return _ready(live[0])
+        return self.ready(answer, ran=ran)
+
+    async def ahandle(
+        self, request: HTTPRequest, body: bytes, send: AsyncSend
+    ) -> Ready:
+        """The async ``handle``."""
+        payload, key, redacted = self.payload(request, body)
+        if self.mode is TransportMode.REPLAY:
+            return self.ready(self.replay(key, request), ran=False)
+        live: list[JSONObject] = []
+        ran = False
+
+        async def job() -> JobResult:
+            nonlocal ran
+            ran = True
+            data, recorded = self.recorded(*(await send()))
+            live.append(data)
+            return recorded
+
+        run: AsyncJob = job
+        answer = await self.cache.aanswer(
+            key,
+            lambda: self.calls.arun(payload, run, self.secrets(request, redacted)),
+        )
+        if live:
+            return _ready(live[0])
+        return self.ready(answer, ran=ran)
+
+    def close(self) -> None:
+        """Stop the recording router."""
+        self.calls.close()
+
+    def _prepare(self, answer: AgentResponse, ran: bool) -> Ready:
+        data: object = None
+        if answer.payload is not None:
+            data = answer.payload.get("response")
+        elif answer.error is not None:
+            data = answer.error.details.get("response")
+        if not isinstance(data, dict):
+            # Replay-only mode serves recorded failures, as a cache serving errors does.
+            served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
+            raise self.calls.failure(answer, ran=ran, from_records=served)
+        return _ready(data)
+
+
+def _ready(data: JSONObject) -> Ready:
+    """What a recorded response becomes, once, before being served."""
+    body = data.get("body") or ""
+    content = (
+        base64.b64decode(str(body))
+        if data.get("bodyEncoding") == "base64"
+        else str(body).encode("utf-8")
+    )
+    pairs = cast("list[list[str]]", data.get("headers") or [])
+    headers = [(str(k), str(v)) for k, v in pairs]
+    streamed = _is_event_stream(headers)
+    if not streamed:
+        headers.append(("content-length", str(len(content))))
+    return Ready(
+        status=int(cast("int", data.get("status") or 200)),
+        headers=tuple(headers),
+        content=content,
+        chunks=_events(content) if streamed else (),
+        extensions={
+            "http_version": str(data.get("httpVersion") or "HTTP/1.1").encode(),
+            "reason_phrase": str(data.get("reasonPhrase") or "").encode(),
+        },
+    )
+
+
+def _credential_parts(value: str) -> list[str]:
+    """A credential header's value, and the parts an error text may quote alone.
+
+    ``Bearer sk-...`` gives its token too; a cookie header each cookie's value.
+    """
+    parts = [value]
+    scheme, _, token = value.partition(" ")
+    if token and scheme.isalpha():
+        parts.append(token.strip())
+    for cookie in value.split(";"):
+        parts.append(cookie.partition("=")[2].strip())
+    return [part for part in parts if part]
+
+
+class Ready(NamedTuple):
+    """A response to serve, in plain values each transport turns into its own.
+
+    ``chunks`` is the body split into server-sent events when it is an event
+    stream (replayed event by event), else empty.
+    """
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    content: bytes
+    chunks: tuple[bytes, ...]
+    extensions: dict[str, bytes]
+
+
+def _events(content: bytes) -> tuple[bytes, ...]:
+    """Split a server-sent event stream after each event (a blank line)."""
+    chunks: list[bytes] = []
+    start = 0
+    while (end := content.find(b"\n\n", start)) >= 0:
+        chunks.append(content[start : end + 2])
+        start = end + 2
+    if start < len(content):
+        chunks.append(content[start:])
+    return tuple(chunks)
+
+
+def _is_event_stream(headers: list[tuple[str, str]]) -> bool:
+    return any(
+        k.lower() == "content-type" and v.startswith("text/event-stream")
+        for k, v in headers
+    )

@@ -1,0 +1,209 @@
+"""httpx2 transports that record HTTP calls and answer repeats from the records.
+
+::
+
+    store = FileExecutionStore()
+    client = httpx2.Client(transport=RecordingTransport(store, mode="cache"))
+    claude = anthropic.Anthropic(http_client=client)
+
+The twins of ``intentusnet.integrations.httpx`` for clients and SDKs built on
+``httpx2`` (the Anthropic SDK among them), with the same arguments, modes and
+records: both run one recording core, so a request recorded through one is
+answered through the other. Needs the ``httpx2`` extra
+(``pip install intentusnet[httpx2]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Iterator
+from typing import TYPE_CHECKING
+
+import httpx2
+
+from ._recording import (
+    _INTENT,
+    DEFAULT_HASH_HEADERS,
+    DEFAULT_SECRET_PARAMS,
+    HTTPResponse,
+    Ready,
+    RecordingCore,
+    TransportMode,
+)
+
+if TYPE_CHECKING:
+    from ..cache.replay_cache import ReplayCache
+    from ..routing.redact import Redactor
+    from ..store import ExecutionStore
+
+__all__ = [
+    "DEFAULT_HASH_HEADERS",
+    "DEFAULT_SECRET_PARAMS",
+    "AsyncRecordingTransport",
+    "RecordingTransport",
+    "TransportMode",
+]
+
+
+class _Replayed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """A recorded body replayed as a stream of chunks."""
+
+    def __init__(self, chunks: tuple[bytes, ...]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+def _response(ready: Ready, request: httpx2.Request) -> httpx2.Response:
+    """The httpx2 response to serve."""
+    stream = (
+        _Replayed(ready.chunks) if ready.chunks else httpx2.ByteStream(ready.content)
+    )
+    return httpx2.Response(
+        ready.status,
+        headers=ready.headers,
+        stream=stream,
+        request=request,
+        extensions=ready.extensions,
+    )
+
+
+class RecordingTransport(httpx2.BaseTransport):
+    """An httpx2 transport that records calls and answers repeats from records.
+
+    Args:
+        store: where calls are recorded.
+        mode: ``"record"``, ``"replay"`` or ``"cache"`` (see
+            :class:`TransportMode`).
+        wrapped: the transport that makes real calls;
+            ``httpx2.HTTPTransport()`` by default.
+        cache: the ``ReplayCache`` to use (bound to ``store``); a new one by
+            default. Its policy applies (errors, intents, max age).
+        intent: the intent calls are recorded under.
+        tenant: recorded and hashed with every call.
+        hash_headers: request headers hashed and recorded (lower case);
+            credential headers are refused here unless the redactor names
+            them (then their markers are hashed).
+        secret_headers: more header names never hashed nor stored.
+        secret_params: query parameters (any case) never hashed nor stored;
+            :data:`DEFAULT_SECRET_PARAMS` by default.
+        redactor: JSON body paths and header names recorded as markers,
+            applied before the request is hashed and before the response is
+            recorded (docs/redaction.md). Added in 0.1.0.
+
+    Raises:
+        ValueError: an unknown mode, or a credential header in ``hash_headers``.
+
+    Added in 0.1.0.
+    """
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        mode: TransportMode | str = TransportMode.CACHE,
+        wrapped: httpx2.BaseTransport | None = None,
+        *,
+        cache: ReplayCache | None = None,
+        intent: str = _INTENT,
+        tenant: str | None = None,
+        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
+        secret_headers: Collection[str] = (),
+        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self._core = RecordingCore(
+            store,
+            mode,
+            cache,
+            intent=intent,
+            tenant=tenant,
+            hash_headers=hash_headers,
+            secret_headers=secret_headers,
+            secret_params=secret_params,
+            redactor=redactor,
+            is_async=False,
+            agent="httpx2",
+        )
+        self.mode = self._core.mode
+        self.cache = self._core.cache
+        self._wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Answer a request from the records, or call and record it."""
+        wrapped = self._wrapped
+
+        def send() -> tuple[HTTPResponse, bytes]:
+            response = wrapped.handle_request(request)
+            try:
+                return response, response.read()
+            finally:
+                response.close()
+
+        return _response(self._core.handle(request, request.read(), send), request)
+
+    def close(self) -> None:
+        """Close the wrapped transport and the recording router."""
+        self._wrapped.close()
+        self._core.close()
+
+
+class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
+    """The async twin of :class:`RecordingTransport`, for ``httpx2.AsyncClient``.
+
+    Takes the same arguments; ``wrapped`` is an async transport
+    (``httpx2.AsyncHTTPTransport()`` by default). Added in 0.1.0.
+    """
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        mode: TransportMode | str = TransportMode.CACHE,
+        wrapped: httpx2.AsyncBaseTransport | None = None,
+        *,
+        cache: ReplayCache | None = None,
+        intent: str = _INTENT,
+        tenant: str | None = None,
+        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
+        secret_headers: Collection[str] = (),
+        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self._core = RecordingCore(
+            store,
+            mode,
+            cache,
+            intent=intent,
+            tenant=tenant,
+            hash_headers=hash_headers,
+            secret_headers=secret_headers,
+            secret_params=secret_params,
+            redactor=redactor,
+            is_async=True,
+            agent="httpx2",
+        )
+        self.mode = self._core.mode
+        self.cache = self._core.cache
+        self._wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Answer a request from the records, or call and record it."""
+        wrapped = self._wrapped
+
+        async def send() -> tuple[HTTPResponse, bytes]:
+            response = await wrapped.handle_async_request(request)
+            try:
+                return response, await response.aread()
+            finally:
+                await response.aclose()
+
+        body = await request.aread()
+        return _response(await self._core.ahandle(request, body, send), request)
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport and the recording router."""
+        await self._wrapped.aclose()
+        self._core.close()
