@@ -110,30 +110,42 @@ class CallRouter:
             directive,
         )
 
-    def envelope(self, payload: JSONObject, request_id: str) -> IntentEnvelope:
-        """The envelope a call is recorded with."""
-        return IntentEnvelope.model_validate(
-            {
-                **self._wire,
-                "payload": payload,
-                "metadata": {"requestId": request_id},
-            }
-        )
+    def envelope(
+        self,
+        payload: JSONObject,
+        request_id: str,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> IntentEnvelope:
+        """The envelope a call is recorded with (its cache directive included)."""
+        wire: JSONObject = {
+            **self._wire,
+            "payload": payload,
+            "metadata": {"requestId": request_id},
+        }
+        if directive is not CacheDirective.DEFAULT:
+            # Not hashed; a no_store record is never adopted by a cache later.
+            wire["routing"] = {"cache": directive.value}
+        return IntentEnvelope.model_validate(wire)
 
     def run(
-        self, payload: JSONObject, job: Job, secrets: Collection[str] = ()
+        self,
+        payload: JSONObject,
+        job: Job,
+        secrets: Collection[str] = (),
+        directive: CacheDirective = CacheDirective.DEFAULT,
     ) -> AgentResponse:
         """Route one call whose work is ``job``; its answer as recorded.
 
         ``secrets`` (a request's keys) are replaced by markers wherever they
-        appear in what is recorded, error messages included.
+        appear in what is recorded, error messages included; ``directive`` is
+        recorded in the envelope.
         """
         request_id = new_request_id()
         self._jobs[request_id] = (job, secrets)
         kept: list[AgentResponse] = []
         try:
             live = self.router.route_intent(
-                self.envelope(payload, request_id),
+                self.envelope(payload, request_id, directive),
                 options=ExecutionOptions(recorded=kept.append),
             )
         finally:
@@ -141,7 +153,11 @@ class CallRouter:
         return kept[0] if kept else live
 
     async def arun(
-        self, payload: JSONObject, job: AsyncJob, secrets: Collection[str] = ()
+        self,
+        payload: JSONObject,
+        job: AsyncJob,
+        secrets: Collection[str] = (),
+        directive: CacheDirective = CacheDirective.DEFAULT,
     ) -> AgentResponse:
         """The async ``run``."""
         request_id = new_request_id()
@@ -149,7 +165,7 @@ class CallRouter:
         kept: list[AgentResponse] = []
         try:
             live = await self.router.route(
-                self.envelope(payload, request_id),
+                self.envelope(payload, request_id, directive),
                 options=ExecutionOptions(recorded=kept.append),
             )
         finally:

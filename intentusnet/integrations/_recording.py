@@ -51,6 +51,8 @@ class HTTPHeaders(Protocol):
     @property
     def raw(self) -> list[tuple[bytes, bytes]]: ...
     def multi_items(self) -> list[tuple[str, str]]: ...
+    def get(self, key: str, /) -> str | None: ...
+    def __delitem__(self, key: str, /) -> None: ...
 
 
 class HTTPRequest(Protocol):
@@ -80,6 +82,20 @@ class HTTPResponse(Protocol):
 #: Makes the call: the response that came and its whole body (read, closed).
 Send: TypeAlias = Callable[[], tuple[HTTPResponse, bytes]]
 AsyncSend: TypeAlias = Callable[[], Awaitable[tuple[HTTPResponse, bytes]]]
+
+#: On a response: ``hit``, ``miss`` or ``bypass``. On a request: ``bypass`` or
+#: ``no-store`` for this call (stripped before the request is hashed or sent).
+#: Added in 0.1.0.
+CACHE_HEADER: Final = "x-intentusnet-cache"
+#: On a response: the id of the record it was answered from, or recorded as.
+#: Added in 0.1.0.
+RECORD_HEADER: Final = "x-intentusnet-record"
+_ASKED: Final = {
+    "default": CacheDirective.DEFAULT,
+    "bypass": CacheDirective.BYPASS,
+    "no-store": CacheDirective.NO_STORE,
+    "no_store": CacheDirective.NO_STORE,
+}
 
 #: Request headers that are part of a request's meaning, and so of its hash.
 DEFAULT_HASH_HEADERS: Final = (
@@ -224,8 +240,31 @@ class RecordingCore:
 
     # -- requests -------------------------------------------------------------------
 
+    def asked(self, request: HTTPRequest) -> CacheDirective:
+        """The directive for this request: the transport's, or what its header asks.
+
+        The header is taken off the request, so it is neither hashed nor sent.
+
+        Raises:
+            ValueError: the header names no directive; the message lists them.
+        """
+        value = request.headers.get(CACHE_HEADER)
+        if value is None:
+            return self.directive
+        del request.headers[CACHE_HEADER]
+        asked = _ASKED.get(value.strip().lower())
+        if asked is None:
+            raise ValueError(
+                f"unknown {CACHE_HEADER} request header {value!r}; "
+                "use one of 'bypass', 'no-store', 'default'"
+            )
+        return self.directive if self.directive is CacheDirective.BYPASS else asked
+
     def payload(
-        self, request: HTTPRequest, body: bytes
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        directive: CacheDirective = CacheDirective.DEFAULT,
     ) -> tuple[JSONObject, CacheKey, list[str]]:
         """The envelope payload of a request, its key, and the values redacted.
 
@@ -249,12 +288,12 @@ class RecordingCore:
         if body:
             try:
                 payload["json"] = self._body(parse_json(body), found)
-                return payload, self.calls.key(payload, self.directive), list(found)
+                return payload, self.calls.key(payload, directive), list(found)
             except ValueError:  # not JSON, or not JSON every language reads alike
                 payload.pop("json", None)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)
-        return payload, self.calls.key(payload, self.directive), list(found)
+        return payload, self.calls.key(payload, directive), list(found)
 
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
         """A request body with the redactor's body paths applied."""
@@ -418,14 +457,15 @@ class RecordingCore:
 
     # -- the flow ------------------------------------------------------------------
 
-    def handle(self, request: HTTPRequest, body: bytes, send: Send) -> Ready:
+    def handle(self, request: HTTPRequest, body: bytes, send: Send) -> Served:
         """Answer a request from the records, or make it with ``send`` and record it.
 
         The response served after a call is the one that came (unredacted).
         """
-        payload, key, redacted = self.payload(request, body)
+        directive = self.asked(request)
+        payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
-            return self.ready(self.replay(key, request), ran=False)
+            return self.served(self.replay(key, request), None, ran=False)
         live: list[JSONObject] = []  # the response as it came, when we called
         ran = False
 
@@ -437,20 +477,24 @@ class RecordingCore:
             return recorded
 
         run: Job = job
+        secrets = self.secrets
         answer = self.cache.answer(
-            key, lambda: self.calls.run(payload, run, self.secrets(request, redacted))
+            key,
+            lambda: self.calls.run(
+                payload, run, secrets(request, redacted), key.directive
+            ),
         )
-        if live:
-            return _ready(live[0])
-        return self.ready(answer, ran=ran)
+        live_data = live[0] if live else None
+        return self.served(answer, live_data, ran=ran, directive=key.directive)
 
     async def ahandle(
         self, request: HTTPRequest, body: bytes, send: AsyncSend
-    ) -> Ready:
+    ) -> Served:
         """The async ``handle``."""
-        payload, key, redacted = self.payload(request, body)
+        directive = self.asked(request)
+        payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
-            return self.ready(self.replay(key, request), ran=False)
+            return self.served(self.replay(key, request), None, ran=False)
         live: list[JSONObject] = []
         ran = False
 
@@ -462,13 +506,31 @@ class RecordingCore:
             return recorded
 
         run: AsyncJob = job
+        secrets = self.secrets
         answer = await self.cache.aanswer(
             key,
-            lambda: self.calls.arun(payload, run, self.secrets(request, redacted)),
+            lambda: self.calls.arun(
+                payload, run, secrets(request, redacted), key.directive
+            ),
         )
-        if live:
-            return _ready(live[0])
-        return self.ready(answer, ran=ran)
+        live_data = live[0] if live else None
+        return self.served(answer, live_data, ran=ran, directive=key.directive)
+
+    def served(
+        self,
+        answer: AgentResponse,
+        live: JSONObject | None,
+        *,
+        ran: bool,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> Served:
+        """What to serve for an answer: the live response if a call was made."""
+        metadata = answer.metadata
+        if live is None:
+            record = metadata.original_execution_id or metadata.execution_id
+            return Served(self.ready(answer, ran=ran), "hit", record)
+        state = "bypass" if directive is CacheDirective.BYPASS else "miss"
+        return Served(_ready(live), state, metadata.execution_id)
 
     def close(self) -> None:
         """Stop the recording router."""
@@ -524,6 +586,31 @@ def _credential_parts(value: str) -> list[str]:
     for cookie in value.split(";"):
         parts.append(cookie.partition("=")[2].strip())
     return [part for part in parts if part]
+
+
+class Served(NamedTuple):
+    """A response to serve, whether it is a hit, and its record."""
+
+    ready: Ready
+    #: ``hit`` (from a record), ``miss`` (called and recorded) or ``bypass``
+    #: (called and recorded without reading the cache)
+    cache: str
+    record: str | None
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The response's headers, with the cache state and the record id."""
+        headers = [*self.ready.headers, (CACHE_HEADER, self.cache)]
+        if self.record is not None:
+            headers.append((RECORD_HEADER, self.record))
+        return headers
+
+    def extensions(self) -> dict[str, object]:
+        """The response's extensions, with the cache state and the record id."""
+        return {
+            **self.ready.extensions,
+            "intentusnet_cache": self.cache,
+            "intentusnet_record": self.record,
+        }
 
 
 class Ready(NamedTuple):

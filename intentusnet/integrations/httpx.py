@@ -23,6 +23,11 @@ Modes (:class:`TransportMode`): ``record`` always makes the call and records it
 ``CacheMiss`` naming the request when no record answers it; ``cache`` answers
 from a record when there is one and otherwise calls and records.
 
+Every response carries ``x-intentusnet-cache: hit|miss|bypass`` and
+``x-intentusnet-record`` (its record id), in its headers and its extensions; a
+request header ``x-intentusnet-cache: bypass|no-store`` sets one call's cache
+directive and is taken off before the request is hashed or sent.
+
 A response is recorded whole (a streamed one is read to its end first) and
 replayed as a stream: a ``text/event-stream`` body event by event. The work is
 done by the core in ``_recording``, shared with the httpx2 transports.
@@ -37,11 +42,13 @@ import httpx
 
 from ._recording import (
     _INTENT,
+    CACHE_HEADER,
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
+    RECORD_HEADER,
     HTTPResponse,
-    Ready,
     RecordingCore,
+    Served,
     TransportMode,
 )
 
@@ -51,8 +58,10 @@ if TYPE_CHECKING:
     from ..store import ExecutionStore
 
 __all__ = [
+    "CACHE_HEADER",
     "DEFAULT_HASH_HEADERS",
     "DEFAULT_SECRET_PARAMS",
+    "RECORD_HEADER",
     "AsyncRecordingTransport",
     "RecordingTransport",
     "TransportMode",
@@ -73,17 +82,18 @@ class _Replayed(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
 
-def _response(ready: Ready, request: httpx.Request) -> httpx.Response:
+def _response(served: Served, request: httpx.Request) -> httpx.Response:
     """The httpx response to serve."""
+    ready = served.ready
     stream = (
         _Replayed(ready.chunks) if ready.chunks else httpx.ByteStream(ready.content)
     )
     return httpx.Response(
         ready.status,
-        headers=ready.headers,
+        headers=served.headers(),
         stream=stream,
         request=request,
-        extensions=ready.extensions,
+        extensions=served.extensions(),
     )
 
 

@@ -22,11 +22,13 @@ import httpx2
 
 from ._recording import (
     _INTENT,
+    CACHE_HEADER,
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
+    RECORD_HEADER,
     HTTPResponse,
-    Ready,
     RecordingCore,
+    Served,
     TransportMode,
 )
 
@@ -36,8 +38,10 @@ if TYPE_CHECKING:
     from ..store import ExecutionStore
 
 __all__ = [
+    "CACHE_HEADER",
     "DEFAULT_HASH_HEADERS",
     "DEFAULT_SECRET_PARAMS",
+    "RECORD_HEADER",
     "AsyncRecordingTransport",
     "RecordingTransport",
     "TransportMode",
@@ -58,17 +62,18 @@ class _Replayed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
             yield chunk
 
 
-def _response(ready: Ready, request: httpx2.Request) -> httpx2.Response:
+def _response(served: Served, request: httpx2.Request) -> httpx2.Response:
     """The httpx2 response to serve."""
+    ready = served.ready
     stream = (
         _Replayed(ready.chunks) if ready.chunks else httpx2.ByteStream(ready.content)
     )
     return httpx2.Response(
         ready.status,
-        headers=ready.headers,
+        headers=served.headers(),
         stream=stream,
         request=request,
-        extensions=ready.extensions,
+        extensions=served.extensions(),
     )
 
 

@@ -17,7 +17,9 @@ import pytest
 from intentusnet import FileExecutionStore, Redactor
 from intentusnet.errors import CacheMiss
 from intentusnet.integrations.httpx import (
+    CACHE_HEADER,
     DEFAULT_HASH_HEADERS,
+    RECORD_HEADER,
     AsyncRecordingTransport,
     RecordingTransport,
     TransportMode,
@@ -501,3 +503,92 @@ def test_transport_secrets_never_reach_postgres(pg_dsn, llm):
                 for form in (secret, secret.encode().hex()):
                     (found,) = conn.execute(query, (f"%{form}%",)).fetchone()
                     assert found == 0, f"{secret} in {table}"
+
+
+def test_responses_say_hit_or_miss_and_name_their_record(store, llm):
+    """A miss and its hit carry the cache state and the same record id."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store) as http:
+        miss = http.post(url, json=CHAT, headers=BEARER)
+        hit = http.post(url, json=CHAT, headers=BEARER)
+    (record,) = store.list()
+    assert miss.headers[CACHE_HEADER] == "miss"
+    assert hit.headers[CACHE_HEADER] == "hit"
+    assert miss.headers[RECORD_HEADER] == hit.headers[RECORD_HEADER]
+    assert hit.headers[RECORD_HEADER] == record.execution_id
+    assert hit.extensions["intentusnet_cache"] == "hit"
+    assert miss.extensions["intentusnet_record"] == record.execution_id
+    assert hit.content == miss.content  # the headers are added, the body is as it came
+
+
+def test_record_and_replay_modes_say_bypass_and_hit(store, llm):
+    """record mode answers are bypass; replay mode answers are hits."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store, "record") as http:
+        recorded = http.post(url, json=CHAT, headers=BEARER)
+    with client(store, "replay") as http:
+        replayed = http.post(url, json=CHAT, headers=BEARER)
+    assert recorded.headers[CACHE_HEADER] == "bypass"
+    assert replayed.headers[CACHE_HEADER] == "hit"
+    assert replayed.headers[RECORD_HEADER] == recorded.headers[RECORD_HEADER]
+
+
+def test_a_request_header_asks_for_bypass_and_is_not_sent(store, llm):
+    """x-intentusnet-cache: bypass calls again, refreshes, and never leaves."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store) as http:
+        http.post(url, json=CHAT, headers=BEARER)
+        fresh = http.post(url, json=CHAT, headers={**BEARER, CACHE_HEADER: "bypass"})
+        hit = http.post(url, json=CHAT, headers=BEARER)
+    assert llm.calls == 2
+    assert fresh.headers[CACHE_HEADER] == "bypass"
+    assert fresh.json()["id"] == "chatcmpl-2"
+    assert hit.json()["id"] == "chatcmpl-2"  # the refresh became the cached answer
+    assert all(CACHE_HEADER not in seen for seen in llm.headers)
+
+
+def test_a_request_header_asks_for_no_store(store, llm):
+    """no-store reads the cache but its own answer is never served later."""
+    url = f"{llm.url}/v1/chat/completions"
+    no_store = {**BEARER, CACHE_HEADER: "no-store"}
+    with client(store) as http:
+        first = http.post(url, json=CHAT, headers=no_store)
+        second = http.post(url, json=CHAT, headers=BEARER)
+        third = http.post(url, json=CHAT, headers=no_store)
+    with client(store) as http:  # a fresh cache: not adopted from the store either
+        fourth = http.post(url, json=CHAT, headers=BEARER)
+    assert [first.headers[CACHE_HEADER], second.headers[CACHE_HEADER]] == [
+        "miss",
+        "miss",
+    ]
+    assert third.headers[CACHE_HEADER] == "hit"  # no-store still reads
+    assert fourth.json()["id"] == second.json()["id"] == "chatcmpl-2"
+    assert llm.calls == 2
+    assert all(CACHE_HEADER not in seen for seen in llm.headers)
+
+
+def test_an_unknown_cache_request_header_is_refused(store, llm):
+    """A value that is no directive raises ValueError listing the valid ones."""
+    with (
+        client(store) as http,
+        pytest.raises(ValueError, match="'bypass', 'no-store', 'default'"),
+    ):
+        http.post(f"{llm.url}/echo", content=b"x", headers={CACHE_HEADER: "never"})
+    assert llm.calls == 0
+
+
+def test_async_transport_says_hit_or_miss(store, llm):
+    """The async transport marks its responses the same way."""
+    url = f"{llm.url}/v1/chat/completions"
+
+    async def main() -> list[str]:
+        async with httpx.AsyncClient(transport=AsyncRecordingTransport(store)) as h:
+            miss = await h.post(url, json=CHAT, headers=BEARER)
+            hit = await h.post(url, json=CHAT, headers=BEARER)
+            fresh = await h.post(
+                url, json=CHAT, headers={**BEARER, CACHE_HEADER: "bypass"}
+            )
+        return [r.headers[CACHE_HEADER] for r in (miss, hit, fresh)]
+
+    assert asyncio.run(main()) == ["miss", "hit", "bypass"]
+    assert llm.calls == 2

@@ -239,3 +239,25 @@ def test_anthropic_refuses_an_httpx_client(store):
     with pytest.raises(TypeError, match="httpx2"):
         anthropic.Anthropic(api_key=API_KEY, http_client=http)
     http.close()
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_sdk_responses_tell_a_hit_and_a_header_asks_for_bypass(sdk, api, store):
+    """An SDK user sees hit/miss and the record, and asks for bypass per call."""
+    kwargs = ask_kwargs(sdk, "hello", "model-a", 0.0)
+    bypass = {via_httpx2.CACHE_HEADER: "bypass"}
+    with make_client(sdk, api.url, store, is_async=False) as client:
+        create = (
+            client.chat.completions.with_raw_response.create
+            if sdk == "openai"
+            else client.messages.with_raw_response.create
+        )
+        miss, hit = create(**kwargs), create(**kwargs)
+        fresh = create(**kwargs, extra_headers=bypass)
+    states = [r.headers[via_httpx2.CACHE_HEADER] for r in (miss, hit, fresh)]
+    assert states == ["miss", "hit", "bypass"]
+    records = [r.headers[via_httpx2.RECORD_HEADER] for r in (miss, hit, fresh)]
+    assert records[0] == records[1] != records[2]
+    assert hit.http_response.extensions["intentusnet_record"] == records[0]
+    assert api.hits == 2
+    assert all(via_httpx2.CACHE_HEADER not in seen for seen in api.seen)
