@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._util.ids import new_request_id
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
 JobResult: TypeAlias = JSONObject | AgentResponse
 Job: TypeAlias = Callable[[], JobResult]
 AsyncJob: TypeAlias = Callable[[], Awaitable[JobResult]]
+#: The id of the execution whose job is running (read by a job that hands its
+#: response over before it is recorded).
+running_execution: ContextVar[str | None] = ContextVar(
+    "intentusnet_running_execution", default=None
+)
 #: Exceptions of failed calls are kept this long (in calls), for their waiters.
 _KEPT_FAILURES: Final = 64
 
@@ -213,11 +219,14 @@ class CallRouter:
         job, secrets = self._jobs[env.metadata.request_id]
         if secrets:
             add_secrets(ctx, secrets)
+        running = running_execution.set(ctx.execution_id)
         try:
             result = job()
         except Exception as exc:
             self._keep(ctx.execution_id, exc)
             raise
+        finally:
+            running_execution.reset(running)
         assert not isinstance(result, Awaitable)  # a sync job by construction
         return result
 
@@ -225,12 +234,15 @@ class CallRouter:
         job, secrets = self._jobs[env.metadata.request_id]
         if secrets:
             add_secrets(ctx, secrets)
+        running = running_execution.set(ctx.execution_id)
         try:
             result = job()
             return await result if isinstance(result, Awaitable) else result
         except Exception as exc:
             self._keep(ctx.execution_id, exc)
             raise
+        finally:
+            running_execution.reset(running)
 
     def _keep(self, execution_id: str, exc: BaseException) -> None:
         with self._lock:

@@ -10,21 +10,25 @@ protocols below, which both ``httpx`` and ``httpx2`` objects satisfy.
 
 from __future__ import annotations
 
+import asyncio
 import base64
-from collections.abc import Awaitable, Callable, Collection
+import queue
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from enum import StrEnum
 from hashlib import sha256
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeAlias, cast
 from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 import orjson
 
 from .._util.jsonvalue import JSONObject, JSONValue, parse_json
-from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult
+from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult, running_execution
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
 from ..errors import CacheMiss
 from ..routing.redact import Redactor, header_names, keyed, redact_body
+from ._passthrough import AsyncTee, Interrupted, Tee
 
 if TYPE_CHECKING:
     from ..store import ExecutionStore
@@ -79,9 +83,13 @@ class HTTPResponse(Protocol):
     def headers(self) -> HTTPHeaders: ...
 
 
-#: Makes the call: the response that came and its whole body (read, closed).
-Send: TypeAlias = Callable[[], tuple[HTTPResponse, bytes]]
-AsyncSend: TypeAlias = Callable[[], Awaitable[tuple[HTTPResponse, bytes]]]
+#: Makes the call: the response's head, its (decoded) body chunks, and how to
+#: close it.
+Open: TypeAlias = Callable[[], tuple[HTTPResponse, Iterator[bytes], Callable[[], None]]]
+AsyncOpen: TypeAlias = Callable[
+    [],
+    Awaitable[tuple[HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]]],
+]
 
 #: On a response: ``hit``, ``miss`` or ``bypass``. On a request: ``bypass`` or
 #: ``no-store`` for this call (stripped before the request is hashed or sent).
@@ -217,6 +225,7 @@ class RecordingCore:
             tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
         ] = {}
         self._ready: dict[int, tuple[AgentResponse, Ready]] = {}
+        self._tasks: set[asyncio.Future[AgentResponse]] = set()
         self.secret_params = frozenset(name.lower() for name in secret_params)
         self.cache = cache if cache is not None else ReplayCache(store=store)
         self.cache.bind(store)
@@ -393,11 +402,7 @@ class RecordingCore:
             "status": response.status_code,
             "reasonPhrase": response.reason_phrase,
             "httpVersion": response.http_version,
-            "headers": [
-                [name, value]
-                for name, value in response.headers.multi_items()
-                if name not in _WIRE_HEADERS and not is_secret(name, self.secret)
-            ],
+            "headers": [[name, value] for name, value in self._headers(response)],
             "body": text if text is not None else base64.b64encode(body).decode(),
             "bodyEncoding": "utf-8" if text is not None else "base64",
         }
@@ -416,6 +421,14 @@ class RecordingCore:
                 details={"response": shown},
             ),
         )
+
+    def _headers(self, response: HTTPResponse) -> list[tuple[str, str]]:
+        """A response's headers as recorded and served: no credentials, no framing."""
+        return [
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name not in _WIRE_HEADERS and not is_secret(name, self.secret)
+        ]
 
     def _redacted(self, data: JSONObject, text: str | None) -> JSONObject:
         """Recorded data of a response: named headers as markers, body redacted."""
@@ -457,64 +470,170 @@ class RecordingCore:
 
     # -- the flow ------------------------------------------------------------------
 
-    def handle(self, request: HTTPRequest, body: bytes, send: Send) -> Served:
-        """Answer a request from the records, or make it with ``send`` and record it.
+    def handle(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
+        """Answer a request from the records, or make it with ``open_`` and record it.
 
-        The response served after a call is the one that came (unredacted).
+        The response served after a call is the one that came (unredacted). On
+        a miss, an event stream is passed through: the routing runs on a
+        thread, and the client reads the body as it arrives while the call's
+        job waits to record it whole.
         """
         directive = self.asked(request)
         payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
+        # Only a miss can pass its stream through (a hit needs no thread).
+        hand: queue.SimpleQueue[tuple[str, object]] | None = None
+        settled = threading.Event()  # set once the routing is over
+        if (
+            key.directive is CacheDirective.BYPASS
+            or self.cache.get(key.envelope_hash) is None
+        ):
+            hand = queue.SimpleQueue()
         live: list[JSONObject] = []  # the response as it came, when we called
         ran = False
 
         def job() -> JobResult:
             nonlocal ran
             ran = True
-            data, recorded = self.recorded(*send())
-            live.append(data)
-            return recorded
+            response, chunks, close = open_()
+            if hand is None or not _passes(response):
+                try:
+                    content = b"".join(chunks)
+                finally:
+                    close()
+                data, recorded = self.recorded(response, content)
+                live.append(data)
+                return recorded
+            tee = Tee(chunks, close, settled)
+            hand.put(("stream", (response, tee, running_execution.get())))
+            return self._whole(request, response, tee.body())
 
         run: Job = job
         secrets = self.secrets
-        answer = self.cache.answer(
-            key,
-            lambda: self.calls.run(
-                payload, run, secrets(request, redacted), key.directive
-            ),
-        )
+
+        def route() -> AgentResponse:
+            return self.cache.answer(
+                key,
+                lambda: self.calls.run(
+                    payload, run, secrets(request, redacted), key.directive
+                ),
+            )
+
+        if hand is None:
+            answer = route()
+        else:
+            threading.Thread(
+                target=_outcome,
+                args=(route, hand, settled),
+                daemon=True,
+                name="intentusnet-call",
+            ).start()
+            kind, value = hand.get()
+            if kind == "stream":
+                return self.streamed(*cast("_Handed", value), key.directive)
+            if isinstance(value, BaseException):
+                raise value
+            answer = cast("AgentResponse", value)
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
 
     async def ahandle(
-        self, request: HTTPRequest, body: bytes, send: AsyncSend
+        self, request: HTTPRequest, body: bytes, open_: AsyncOpen
     ) -> Served:
-        """The async ``handle``."""
+        """The async ``handle``: the routing runs as a task when it may stream."""
         directive = self.asked(request)
         payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
+        hand: asyncio.Future[_Handed] | None = None
+        if (
+            key.directive is CacheDirective.BYPASS
+            or self.cache.get(key.envelope_hash) is None
+        ):
+            hand = asyncio.get_running_loop().create_future()
+        asettled = asyncio.Event()
         live: list[JSONObject] = []
         ran = False
 
         async def job() -> JobResult:
             nonlocal ran
             ran = True
-            data, recorded = self.recorded(*(await send()))
-            live.append(data)
-            return recorded
+            response, chunks, aclose = await open_()
+            if hand is None or not _passes(response):
+                try:
+                    content = b"".join([chunk async for chunk in chunks])
+                finally:
+                    await aclose()
+                data, recorded = self.recorded(response, content)
+                live.append(data)
+                return recorded
+            tee = AsyncTee(chunks, aclose, asettled)
+            hand.set_result((response, tee, running_execution.get()))
+            return self._whole(request, response, await tee.body())
 
         run: AsyncJob = job
         secrets = self.secrets
-        answer = await self.cache.aanswer(
-            key,
-            lambda: self.calls.arun(
-                payload, run, secrets(request, redacted), key.directive
-            ),
-        )
+
+        def route() -> Awaitable[AgentResponse]:
+            return self.cache.aanswer(
+                key,
+                lambda: self.calls.arun(
+                    payload, run, secrets(request, redacted), key.directive
+                ),
+            )
+
+        if hand is None:
+            answer = await route()
+        else:
+            task = asyncio.ensure_future(route())
+            self._tasks.add(task)  # kept until done: it records the stream
+            task.add_done_callback(self._task_done)
+            task.add_done_callback(lambda _: asettled.set())
+            either: set[asyncio.Future[Any]] = {task, hand}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if hand.done():
+                return self.streamed(*hand.result(), key.directive)
+            answer = task.result()
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
+
+    def _task_done(self, task: asyncio.Future[AgentResponse]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # after a stream was handed over, nobody awaits it
+
+    def _whole(
+        self, request: HTTPRequest, response: HTTPResponse, content: bytes | None
+    ) -> JobResult:
+        """A passed-through body, recorded once the client has read all of it."""
+        if content is None:
+            raise Interrupted(
+                f"the response to {self.describe(request)} was closed or failed "
+                "before its end; it is not recorded as an answer"
+            )
+        return self.recorded(response, content)[1]
+
+    def streamed(
+        self,
+        response: HTTPResponse,
+        tee: Tee | AsyncTee,
+        record: str | None,
+        directive: CacheDirective,
+    ) -> Served:
+        """A live response passed through as it arrives (always a miss)."""
+        ready = Ready(
+            status=response.status_code,
+            headers=tuple((str(k), str(v)) for k, v in self._headers(response)),
+            content=b"",
+            chunks=(),
+            extensions={
+                "http_version": response.http_version.encode(),
+                "reason_phrase": response.reason_phrase.encode(),
+            },
+        )
+        state = "bypass" if directive is CacheDirective.BYPASS else "miss"
+        return Served(ready, state, record, tee)
 
     def served(
         self,
@@ -547,6 +666,33 @@ class RecordingCore:
             served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
             raise self.calls.failure(answer, ran=ran, from_records=served)
         return _ready(data)
+
+
+#: A live response handed to the client: its head, its body, its record id.
+_Handed: TypeAlias = tuple[HTTPResponse, "Tee | AsyncTee", str | None]
+
+
+def _passes(response: HTTPResponse) -> bool:
+    """Whether a live response is passed through as it arrives: an event stream."""
+    kind = next(
+        (v for k, v in response.headers.multi_items() if k.lower() == "content-type"),
+        "",
+    )
+    return response.status_code < 400 and kind.startswith("text/event-stream")
+
+
+def _outcome(
+    route: Callable[[], AgentResponse],
+    hand: queue.SimpleQueue[tuple[str, object]],
+    settled: threading.Event,
+) -> None:
+    """Run ``route`` on a thread; its answer or exception goes to ``hand``."""
+    try:
+        hand.put(("done", route()))
+    except BaseException as exc:  # handed to the caller, who raises it
+        hand.put(("done", exc))
+    finally:
+        settled.set()
 
 
 def _ready(data: JSONObject) -> Ready:
@@ -596,6 +742,8 @@ class Served(NamedTuple):
     #: (called and recorded without reading the cache)
     cache: str
     record: str | None
+    #: a live body passed through as it arrives (``ready`` has no body then)
+    tee: Tee | AsyncTee | None = None
 
     def headers(self) -> list[tuple[str, str]]:
         """The response's headers, with the cache state and the record id."""

@@ -28,18 +28,21 @@ Every response carries ``x-intentusnet-cache: hit|miss|bypass`` and
 request header ``x-intentusnet-cache: bypass|no-store`` sets one call's cache
 directive and is taken off before the request is hashed or sent.
 
-A response is recorded whole (a streamed one is read to its end first) and
-replayed as a stream: a ``text/event-stream`` body event by event. The work is
-done by the core in ``_recording``, shared with the httpx2 transports.
+A response is recorded whole and replayed as a stream: a ``text/event-stream``
+body event by event. On a miss, an event stream is passed to the client as it
+arrives and recorded once the client has read it to its end; one cut short is
+recorded as a failure, never served. The work is done by the core in
+``_recording``, shared with the httpx2 transports.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from typing import TYPE_CHECKING
 
 import httpx
 
+from ._passthrough import AsyncTee, Tee
 from ._recording import (
     _INTENT,
     CACHE_HEADER,
@@ -82,12 +85,45 @@ class _Replayed(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
 
+class _Passed(httpx.SyncByteStream):
+    """A live body passed to the client as it arrives (recorded once whole)."""
+
+    def __init__(self, tee: Tee) -> None:
+        self._tee = tee
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._tee
+
+    def close(self) -> None:
+        self._tee.close()
+
+
+class _APassed(httpx.AsyncByteStream):
+    """The async ``_Passed``."""
+
+    def __init__(self, tee: AsyncTee) -> None:
+        self._tee = tee
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._tee:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._tee.aclose()
+
+
 def _response(served: Served, request: httpx.Request) -> httpx.Response:
     """The httpx response to serve."""
-    ready = served.ready
-    stream = (
-        _Replayed(ready.chunks) if ready.chunks else httpx.ByteStream(ready.content)
-    )
+    ready, tee = served.ready, served.tee
+    stream: httpx.SyncByteStream | httpx.AsyncByteStream
+    if isinstance(tee, Tee):
+        stream = _Passed(tee)
+    elif isinstance(tee, AsyncTee):
+        stream = _APassed(tee)
+    elif ready.chunks:
+        stream = _Replayed(ready.chunks)
+    else:
+        stream = httpx.ByteStream(ready.content)
     return httpx.Response(
         ready.status,
         headers=served.headers(),
@@ -161,14 +197,11 @@ class RecordingTransport(httpx.BaseTransport):
         """Answer a request from the records, or call and record it."""
         wrapped = self._wrapped
 
-        def send() -> tuple[HTTPResponse, bytes]:
+        def open_() -> tuple[HTTPResponse, Iterator[bytes], Callable[[], None]]:
             response = wrapped.handle_request(request)
-            try:
-                return response, response.read()
-            finally:
-                response.close()
+            return response, response.iter_bytes(), response.close
 
-        return _response(self._core.handle(request, request.read(), send), request)
+        return _response(self._core.handle(request, request.read(), open_), request)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router."""
@@ -218,15 +251,14 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         """Answer a request from the records, or call and record it."""
         wrapped = self._wrapped
 
-        async def send() -> tuple[HTTPResponse, bytes]:
+        async def open_() -> tuple[
+            HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]
+        ]:
             response = await wrapped.handle_async_request(request)
-            try:
-                return response, await response.aread()
-            finally:
-                await response.aclose()
+            return response, response.aiter_bytes(), response.aclose
 
         body = await request.aread()
-        return _response(await self._core.ahandle(request, body, send), request)
+        return _response(await self._core.ahandle(request, body, open_), request)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router."""

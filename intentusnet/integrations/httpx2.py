@@ -15,11 +15,12 @@ answered through the other. Needs the ``httpx2`` extra
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from typing import TYPE_CHECKING
 
 import httpx2
 
+from ._passthrough import AsyncTee, Tee
 from ._recording import (
     _INTENT,
     CACHE_HEADER,
@@ -62,12 +63,45 @@ class _Replayed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
             yield chunk
 
 
+class _Passed(httpx2.SyncByteStream):
+    """A live body passed to the client as it arrives (recorded once whole)."""
+
+    def __init__(self, tee: Tee) -> None:
+        self._tee = tee
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._tee
+
+    def close(self) -> None:
+        self._tee.close()
+
+
+class _APassed(httpx2.AsyncByteStream):
+    """The async ``_Passed``."""
+
+    def __init__(self, tee: AsyncTee) -> None:
+        self._tee = tee
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._tee:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._tee.aclose()
+
+
 def _response(served: Served, request: httpx2.Request) -> httpx2.Response:
     """The httpx2 response to serve."""
-    ready = served.ready
-    stream = (
-        _Replayed(ready.chunks) if ready.chunks else httpx2.ByteStream(ready.content)
-    )
+    ready, tee = served.ready, served.tee
+    stream: httpx2.SyncByteStream | httpx2.AsyncByteStream
+    if isinstance(tee, Tee):
+        stream = _Passed(tee)
+    elif isinstance(tee, AsyncTee):
+        stream = _APassed(tee)
+    elif ready.chunks:
+        stream = _Replayed(ready.chunks)
+    else:
+        stream = httpx2.ByteStream(ready.content)
     return httpx2.Response(
         ready.status,
         headers=served.headers(),
@@ -141,14 +175,11 @@ class RecordingTransport(httpx2.BaseTransport):
         """Answer a request from the records, or call and record it."""
         wrapped = self._wrapped
 
-        def send() -> tuple[HTTPResponse, bytes]:
+        def open_() -> tuple[HTTPResponse, Iterator[bytes], Callable[[], None]]:
             response = wrapped.handle_request(request)
-            try:
-                return response, response.read()
-            finally:
-                response.close()
+            return response, response.iter_bytes(), response.close
 
-        return _response(self._core.handle(request, request.read(), send), request)
+        return _response(self._core.handle(request, request.read(), open_), request)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router."""
@@ -198,15 +229,14 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         """Answer a request from the records, or call and record it."""
         wrapped = self._wrapped
 
-        async def send() -> tuple[HTTPResponse, bytes]:
+        async def open_() -> tuple[
+            HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]
+        ]:
             response = await wrapped.handle_async_request(request)
-            try:
-                return response, await response.aread()
-            finally:
-                await response.aclose()
+            return response, response.aiter_bytes(), response.aclose
 
         body = await request.aread()
-        return _response(await self._core.ahandle(request, body, send), request)
+        return _response(await self._core.ahandle(request, body, open_), request)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router."""

@@ -5,7 +5,9 @@
 parse, with ``"stream": true`` as server-sent events (sent event by event, with
 ``delay`` seconds before each after the first). A prompt ``"fail 429"`` or
 ``"fail 500"`` gets that status with the API's error body. Requests without the
-key get a 401. ``hits`` counts requests; ``seen`` keeps each request's headers.
+key get a 401. A prompt starting ``"cut"`` gets a stream cut after two events
+(the connection closes mid-body). ``hits`` counts requests; ``seen`` keeps
+each request's headers; ``finished`` counts bodies sent to their end.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class FakeAPI:
     def __init__(self, delay: float = 0.0) -> None:
         self.hits = 0
         self.seen: list[dict[str, str]] = []
+        self.finished = 0
         self.delay = delay
         self.lock = threading.Lock()
         owner = self
@@ -168,7 +171,7 @@ class FakeAPI:
                 if isinstance(answer, bytes):
                     self._send(200, answer)
                 else:
-                    self._stream(answer)
+                    self._stream(answer, cut=prompt.startswith("cut"))
 
             def _send(self, status: int, body: bytes) -> None:
                 self.send_response(status)
@@ -178,7 +181,7 @@ class FakeAPI:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def _stream(self, events: list[bytes]) -> None:
+            def _stream(self, events: list[bytes], cut: bool) -> None:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
@@ -186,9 +189,18 @@ class FakeAPI:
                 for i, event in enumerate(events):
                     if i and owner.delay:
                         time.sleep(owner.delay)
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
-                    self.wfile.flush()
+                    if cut and i == 2:
+                        self.close_connection = True
+                        return  # no end chunk: the client sees the body cut
+                    try:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                        self.wfile.flush()
+                    except OSError:  # the client went away
+                        self.close_connection = True
+                        return
                 self.wfile.write(b"0\r\n\r\n")
+                with owner.lock:
+                    owner.finished += 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -71,7 +71,7 @@ def test_stream_replayed_event_by_event(store, llm):
         ):
             chunks.append(list(response.iter_bytes()))
     assert llm.calls == 1
-    assert chunks[0] == chunks[1]
+    assert b"".join(chunks[0]) == b"".join(chunks[1])
     assert len(chunks[1]) == 4
 
 
