@@ -227,6 +227,7 @@ class RecordingCore:
         self._ready: dict[int, tuple[AgentResponse, Ready]] = {}
         self._tasks: set[asyncio.Future[AgentResponse]] = set()
         self.secret_params = frozenset(name.lower() for name in secret_params)
+        self._own_cache = cache is None
         self.cache = cache if cache is not None else ReplayCache(store=store)
         self.cache.bind(store)
         self.use_cache = self.cache.policy.allows(intent)
@@ -652,8 +653,15 @@ class RecordingCore:
         return Served(_ready(live), state, metadata.execution_id)
 
     def close(self) -> None:
-        """Stop the recording router."""
+        """Stop the recording router; write the cache's counts (close it if ours).
+
+        A cache the user gave is shared: only its counts are written.
+        """
         self.calls.close()
+        if self._own_cache:
+            self.cache.close()  # writes the counts; reopens on use
+        else:
+            self.cache.flush_stats()
 
     def _prepare(self, answer: AgentResponse, ran: bool) -> Ready:
         data: object = None

@@ -204,7 +204,12 @@ class RecordingTransport(httpx.BaseTransport):
         return _response(self._core.handle(request, request.read(), open_), request)
 
     def close(self) -> None:
-        """Close the wrapped transport and the recording router."""
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
         self._wrapped.close()
         self._core.close()
 
@@ -261,6 +266,11 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         return _response(await self._core.ahandle(request, body, open_), request)
 
     async def aclose(self) -> None:
-        """Close the wrapped transport and the recording router."""
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
         await self._wrapped.aclose()
         self._core.close()

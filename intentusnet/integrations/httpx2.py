@@ -182,7 +182,12 @@ class RecordingTransport(httpx2.BaseTransport):
         return _response(self._core.handle(request, request.read(), open_), request)
 
     def close(self) -> None:
-        """Close the wrapped transport and the recording router."""
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
         self._wrapped.close()
         self._core.close()
 
@@ -239,6 +244,11 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         return _response(await self._core.ahandle(request, body, open_), request)
 
     async def aclose(self) -> None:
-        """Close the wrapped transport and the recording router."""
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
         await self._wrapped.aclose()
         self._core.close()

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from intentusnet import FileExecutionStore, Redactor
@@ -592,3 +593,46 @@ def test_async_transport_says_hit_or_miss(store, llm):
 
     assert asyncio.run(main()) == ["miss", "hit", "bypass"]
     assert llm.calls == 2
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_closing_the_transport_writes_the_counts(store, llm, is_async):
+    """Three calls through a closed client show 2 hits and 1 miss in stats."""
+    from click.testing import CliRunner
+
+    from intentusnet.cli import cli
+
+    url = f"{llm.url}/echo"
+    if is_async:
+
+        async def main() -> None:
+            async with httpx.AsyncClient(
+                transport=AsyncRecordingTransport(store)
+            ) as http:
+                for _ in range(3):
+                    await http.post(url, content=b"x")
+
+        asyncio.run(main())
+    else:
+        with client(store) as http:
+            for _ in range(3):
+                http.post(url, content=b"x")
+    done = CliRunner().invoke(cli, ["--store", str(store.root), "stats", "--json"])
+    assert done.exit_code == 0, done.output
+    (counts,) = orjson.loads(done.stdout)["caches"]
+    assert (counts["hits"], counts["misses"]) == (2, 1)
+
+
+def test_closing_keeps_a_shared_cache_open(store, llm):
+    """A cache the user gave gets its counts written and stays usable."""
+    from intentusnet.cache.replay_cache import ReplayCache
+
+    cache = ReplayCache(store=store)
+    with client(store, cache=cache) as http:
+        http.post(f"{llm.url}/echo", content=b"y")
+        http.post(f"{llm.url}/echo", content=b"y")
+    assert cache.stats().hits == 1
+    with client(store, cache=cache) as http:  # still serves
+        assert http.post(f"{llm.url}/echo", content=b"y").headers[CACHE_HEADER] == "hit"
+    assert llm.calls == 1
+    cache.close()
