@@ -33,6 +33,40 @@ class Interrupted(RuntimeError):
     """
 
 
+class Outcome:
+    """What became of a passed-through body; the call's job waits on it.
+
+    Kept apart from the tee so that the job does not keep the tee alive: a
+    response the client drops unclosed frees its tee, which ends the outcome.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.complete = False
+        self.failed = False
+        self.done = threading.Event()
+
+    def body(self) -> bytes | None:
+        """Wait until the client is done: the whole body, or None if cut short."""
+        self.done.wait()
+        return b"".join(self.parts) if self.complete else None
+
+
+class AsyncOutcome:
+    """The async ``Outcome``."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.complete = False
+        self.failed = False
+        self.done = asyncio.Event()
+
+    async def body(self) -> bytes | None:
+        """Wait until the client is done: the whole body, or None if cut short."""
+        await self.done.wait()
+        return b"".join(self.parts) if self.complete else None
+
+
 class Tee:
     """The body of a live response, passed to the client chunk by chunk."""
 
@@ -45,50 +79,44 @@ class Tee:
         self._chunks = chunks
         self._close = close
         self._settled = settled
-        self._parts: list[bytes] = []
-        self._complete = False
-        self._failed = False
-        self._done = threading.Event()
+        self.outcome = Outcome()
 
     def __iter__(self) -> Iterator[bytes]:
+        outcome = self.outcome
         try:
             for chunk in self._chunks:
-                self._parts.append(chunk)
+                outcome.parts.append(chunk)
                 yield chunk
-            self._complete = True
+            outcome.complete = True
         except Exception:
-            self._failed = True
+            outcome.failed = True
             raise
         finally:
             self.close()
 
     def close(self) -> None:
         """Stop reading (an unfinished body is never recorded); wait for the record."""
-        self._stop()
+        self._stop(probe=True)
         self._settled.wait(SETTLE_S)
 
-    def _stop(self) -> None:
-        if self._done.is_set():
+    def _stop(self, *, probe: bool) -> None:
+        outcome = self.outcome
+        if outcome.done.is_set():
             return
         try:
-            if not (self._complete or self._failed):
+            if probe and not (outcome.complete or outcome.failed):
                 # One more read: a body whose end the client did not wait for.
-                self._complete = next(self._chunks, None) is None
+                outcome.complete = next(self._chunks, None) is None
             self._close()
         except Exception:
-            self._complete = False
+            outcome.complete = False
         finally:
-            self._done.set()
-
-    def body(self) -> bytes | None:
-        """Wait until the client is done: the whole body, or None if cut short."""
-        self._done.wait()
-        return b"".join(self._parts) if self._complete else None
+            outcome.done.set()
 
     def __del__(self) -> None:
         # A response dropped without being closed must not hold its call open;
-        # no waiting here: this may run on the thread that records it.
-        self._stop()
+        # no reading nor waiting here: this may run on the thread that records it.
+        self._stop(probe=False)
 
 
 class AsyncTee:
@@ -103,39 +131,38 @@ class AsyncTee:
         self._chunks = chunks
         self._close = close
         self._settled = settled
-        self._parts: list[bytes] = []
-        self._complete = False
-        self._failed = False
-        self._done = asyncio.Event()
+        self.outcome = AsyncOutcome()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        outcome = self.outcome
         try:
             async for chunk in self._chunks:
-                self._parts.append(chunk)
+                outcome.parts.append(chunk)
                 yield chunk
-            self._complete = True
+            outcome.complete = True
         except Exception:
-            self._failed = True
+            outcome.failed = True
             raise
         finally:
             await self.aclose()
 
     async def aclose(self) -> None:
         """Stop reading (an unfinished body is never recorded); wait for the record."""
-        if not self._done.is_set():
+        outcome = self.outcome
+        if not outcome.done.is_set():
             try:
-                if not (self._complete or self._failed):
-                    self._complete = await anext(self._chunks, None) is None
+                if not (outcome.complete or outcome.failed):
+                    outcome.complete = await anext(self._chunks, None) is None
                 await self._close()
             except Exception:
-                self._complete = False
+                outcome.complete = False
             finally:
-                self._done.set()
+                outcome.done.set()
         # A record later than that is left to finish; the client goes on.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._settled.wait(), SETTLE_S)
 
-    async def body(self) -> bytes | None:
-        """Wait until the client is done: the whole body, or None if cut short."""
-        await self._done.wait()
-        return b"".join(self._parts) if self._complete else None
+    def __del__(self) -> None:
+        # A response dropped without being closed must not hold its call open
+        # (its body is then incomplete: nothing is recorded as the answer).
+        self.outcome.done.set()

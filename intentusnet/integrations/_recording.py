@@ -507,8 +507,10 @@ class RecordingCore:
                 live.append(data)
                 return recorded
             tee = Tee(chunks, close, settled)
+            outcome = tee.outcome  # waited on without keeping the tee alive
             hand.put(("stream", (response, tee, running_execution.get())))
-            return self._whole(request, response, tee.body())
+            del tee
+            return self._whole(request, response, outcome.body())
 
         run: Job = job
         secrets = self.secrets
@@ -547,7 +549,8 @@ class RecordingCore:
         payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
-        hand: asyncio.Future[_Handed] | None = None
+        hand: asyncio.Future[None] | None = None
+        handed: list[_Handed] = []  # emptied when taken: nothing else keeps the tee
         if (
             key.directive is CacheDirective.BYPASS
             or self.cache.get(key.envelope_hash) is None
@@ -570,8 +573,11 @@ class RecordingCore:
                 live.append(data)
                 return recorded
             tee = AsyncTee(chunks, aclose, asettled)
-            hand.set_result((response, tee, running_execution.get()))
-            return self._whole(request, response, await tee.body())
+            outcome = tee.outcome  # waited on without keeping the tee alive
+            handed.append((response, tee, running_execution.get()))
+            hand.set_result(None)
+            del tee
+            return self._whole(request, response, await outcome.body())
 
         run: AsyncJob = job
         secrets = self.secrets
@@ -594,7 +600,7 @@ class RecordingCore:
             either: set[asyncio.Future[Any]] = {task, hand}
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if hand.done():
-                return self.streamed(*hand.result(), key.directive)
+                return self.streamed(*handed.pop(), key.directive)
             answer = task.result()
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)

@@ -7,6 +7,8 @@ client that got the first event before the stream ended got it passed through.
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,3 +165,28 @@ def test_openai_streaming_reads_a_miss_as_it_arrives(api, store):
     assert first_at < DELAY
     assert [first.choices[0].delta.content, *rest] == replayed
     assert api.hits == 1
+
+
+def test_a_dropped_unclosed_stream_does_not_hold_its_request(api, store):
+    """A streamed response dropped unclosed frees its call: asked again, it runs."""
+    url = f"{api.url}/v1/chat/completions"
+    http = httpx.Client(transport=via_httpx.RecordingTransport(store), timeout=10)
+    request = http.build_request("POST", url, json=chat("a b c d"), headers=BEARER)
+    dropped = http.send(request, stream=True)
+    assert dropped.headers[via_httpx.CACHE_HEADER] == "miss"
+    del dropped
+    gc.collect()
+    states: list[str] = []
+    again = threading.Thread(
+        target=lambda: states.append(
+            http.post(url, json=chat("a b c d"), headers=BEARER).headers[
+                via_httpx.CACHE_HEADER
+            ]
+        ),
+        daemon=True,
+    )
+    again.start()
+    again.join(10)  # hung here when the dropped call kept its flight
+    http.close()
+    assert states == ["miss"]
+    assert api.hits == 2
