@@ -224,7 +224,7 @@ class RecordingCore:
         self._urls: dict[
             tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
         ] = {}
-        self._ready: dict[int, tuple[AgentResponse, Ready]] = {}
+        self._ready: dict[int, tuple[AgentResponse, Served]] = {}
         self._tasks: set[asyncio.Future[AgentResponse]] = set()
         self.secret_params = frozenset(name.lower() for name in secret_params)
         self._own_cache = cache is None
@@ -453,8 +453,8 @@ class RecordingCore:
                 shown["body"] = orjson.dumps(redacted).decode()
         return shown
 
-    def ready(self, answer: AgentResponse, *, ran: bool) -> Ready:
-        """An answer (fresh or replayed) as the response to serve.
+    def ready(self, answer: AgentResponse, *, ran: bool) -> Served:
+        """A recorded answer as the response to serve: a hit.
 
         ``ran``: this request's own call was made (its exception is raised
         again, where the call failed without a response).
@@ -463,7 +463,9 @@ class RecordingCore:
         found = self._ready.get(id(answer))
         if found is not None and found[0] is answer:
             return found[1]
-        ready = self._prepare(answer, ran)
+        metadata = answer.metadata
+        record = metadata.original_execution_id or metadata.execution_id
+        ready = Served(self._prepare(answer, ran), "hit", record)
         if len(self._ready) >= _READY_KEPT:
             self._ready.clear()
         self._ready[id(answer)] = (answer, ready)
@@ -483,14 +485,12 @@ class RecordingCore:
         payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
-        # Only a miss can pass its stream through (a hit needs no thread).
-        hand: queue.SimpleQueue[tuple[str, object]] | None = None
+        if key.directive is not CacheDirective.BYPASS:
+            found = self.cache.hit(key)  # a hit needs no thread
+            if found is not None:
+                return self.served(found, None, ran=False)
+        hand: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         settled = threading.Event()  # set once the routing is over
-        if (
-            key.directive is CacheDirective.BYPASS
-            or self.cache.get(key.envelope_hash) is None
-        ):
-            hand = queue.SimpleQueue()
         live: list[JSONObject] = []  # the response as it came, when we called
         ran = False
 
@@ -498,7 +498,7 @@ class RecordingCore:
             nonlocal ran
             ran = True
             response, chunks, close = open_()
-            if hand is None or not _passes(response):
+            if not _passes(response):
                 try:
                     content = b"".join(chunks)
                 finally:
@@ -523,21 +523,18 @@ class RecordingCore:
                 ),
             )
 
-        if hand is None:
-            answer = route()
-        else:
-            threading.Thread(
-                target=_outcome,
-                args=(route, hand, settled),
-                daemon=True,
-                name="intentusnet-call",
-            ).start()
-            kind, value = hand.get()
-            if kind == "stream":
-                return self.streamed(*cast("_Handed", value), key.directive)
-            if isinstance(value, BaseException):
-                raise value
-            answer = cast("AgentResponse", value)
+        threading.Thread(
+            target=_outcome,
+            args=(route, hand, settled),
+            daemon=True,
+            name="intentusnet-call",
+        ).start()
+        kind, value = hand.get()
+        if kind == "stream":
+            return self.streamed(*cast("_Handed", value), key.directive)
+        if isinstance(value, BaseException):
+            raise value
+        answer = cast("AgentResponse", value)
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
 
@@ -549,13 +546,12 @@ class RecordingCore:
         payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
-        hand: asyncio.Future[None] | None = None
+        if key.directive is not CacheDirective.BYPASS:
+            found = self.cache.hit(key)  # a hit needs no task
+            if found is not None:
+                return self.served(found, None, ran=False)
+        hand: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed: list[_Handed] = []  # emptied when taken: nothing else keeps the tee
-        if (
-            key.directive is CacheDirective.BYPASS
-            or self.cache.get(key.envelope_hash) is None
-        ):
-            hand = asyncio.get_running_loop().create_future()
         asettled = asyncio.Event()
         live: list[JSONObject] = []
         ran = False
@@ -564,7 +560,7 @@ class RecordingCore:
             nonlocal ran
             ran = True
             response, chunks, aclose = await open_()
-            if hand is None or not _passes(response):
+            if not _passes(response):
                 try:
                     content = b"".join([chunk async for chunk in chunks])
                 finally:
@@ -590,18 +586,15 @@ class RecordingCore:
                 ),
             )
 
-        if hand is None:
-            answer = await route()
-        else:
-            task = asyncio.ensure_future(route())
-            self._tasks.add(task)  # kept until done: it records the stream
-            task.add_done_callback(self._task_done)
-            task.add_done_callback(lambda _: asettled.set())
-            either: set[asyncio.Future[Any]] = {task, hand}
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            if hand.done():
-                return self.streamed(*handed.pop(), key.directive)
-            answer = task.result()
+        task = asyncio.ensure_future(route())
+        self._tasks.add(task)  # kept until done: it records the stream
+        task.add_done_callback(self._task_done)
+        task.add_done_callback(lambda _: asettled.set())
+        either: set[asyncio.Future[Any]] = {task, hand}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if hand.done():
+            return self.streamed(*handed.pop(), key.directive)
+        answer = task.result()
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
 
@@ -653,8 +646,7 @@ class RecordingCore:
         """What to serve for an answer: the live response if a call was made."""
         metadata = answer.metadata
         if live is None:
-            record = metadata.original_execution_id or metadata.execution_id
-            return Served(self.ready(answer, ran=ran), "hit", record)
+            return self.ready(answer, ran=ran)
         state = "bypass" if directive is CacheDirective.BYPASS else "miss"
         return Served(_ready(live), state, metadata.execution_id)
 

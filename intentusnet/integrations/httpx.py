@@ -38,7 +38,7 @@ recorded as a failure, never served. The work is done by the core in
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import httpx
 
@@ -85,6 +85,12 @@ class _Replayed(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
 
+#: A hit's headers as httpx headers, by the served answer (only hits, never a
+#: live stream: a memo must not keep a tee alive).
+_Memo: TypeAlias = dict[int, tuple[Served, httpx.Headers]]
+_MEMO_KEPT: Final = 1024
+
+
 class _Passed(httpx.SyncByteStream):
     """A live body passed to the client as it arrives (recorded once whole)."""
 
@@ -112,8 +118,8 @@ class _APassed(httpx.AsyncByteStream):
         await self._tee.aclose()
 
 
-def _response(served: Served, request: httpx.Request) -> httpx.Response:
-    """The httpx response to serve."""
+def _response(served: Served, request: httpx.Request, memo: _Memo) -> httpx.Response:
+    """The httpx response to serve (a hit's headers are made once, in ``memo``)."""
     ready, tee = served.ready, served.tee
     stream: httpx.SyncByteStream | httpx.AsyncByteStream
     if isinstance(tee, Tee):
@@ -124,9 +130,21 @@ def _response(served: Served, request: httpx.Request) -> httpx.Response:
         stream = _Replayed(ready.chunks)
     else:
         stream = httpx.ByteStream(ready.content)
+    headers: httpx.Headers | list[tuple[str, str]]
+    if served.cache == "hit":
+        found = memo.get(id(served))
+        if found is not None and found[0] is served:
+            headers = found[1]
+        else:
+            headers = httpx.Headers(served.headers())
+            if len(memo) >= _MEMO_KEPT:
+                memo.clear()
+            memo[id(served)] = (served, headers)
+    else:
+        headers = served.headers()
     return httpx.Response(
         ready.status,
-        headers=served.headers(),
+        headers=headers,
         stream=stream,
         request=request,
         extensions=served.extensions(),
@@ -191,6 +209,7 @@ class RecordingTransport(httpx.BaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
+        self._memo: _Memo = {}
         self._wrapped = wrapped if wrapped is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -201,7 +220,8 @@ class RecordingTransport(httpx.BaseTransport):
             response = wrapped.handle_request(request)
             return response, response.iter_bytes(), response.close
 
-        return _response(self._core.handle(request, request.read(), open_), request)
+        served = self._core.handle(request, request.read(), open_)
+        return _response(served, request, self._memo)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router.
@@ -250,6 +270,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
+        self._memo: _Memo = {}
         self._wrapped = wrapped if wrapped is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -263,7 +284,8 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
             return response, response.aiter_bytes(), response.aclose
 
         body = await request.aread()
-        return _response(await self._core.ahandle(request, body, open_), request)
+        served = await self._core.ahandle(request, body, open_)
+        return _response(served, request, self._memo)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router.

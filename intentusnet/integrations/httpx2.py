@@ -16,7 +16,7 @@ answered through the other. Needs the ``httpx2`` extra
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import httpx2
 
@@ -63,6 +63,12 @@ class _Replayed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
             yield chunk
 
 
+#: A hit's headers as httpx2 headers, by the served answer (only hits, never a
+#: live stream: a memo must not keep a tee alive).
+_Memo: TypeAlias = dict[int, tuple[Served, httpx2.Headers]]
+_MEMO_KEPT: Final = 1024
+
+
 class _Passed(httpx2.SyncByteStream):
     """A live body passed to the client as it arrives (recorded once whole)."""
 
@@ -90,8 +96,8 @@ class _APassed(httpx2.AsyncByteStream):
         await self._tee.aclose()
 
 
-def _response(served: Served, request: httpx2.Request) -> httpx2.Response:
-    """The httpx2 response to serve."""
+def _response(served: Served, request: httpx2.Request, memo: _Memo) -> httpx2.Response:
+    """The httpx2 response to serve (a hit's headers are made once, in ``memo``)."""
     ready, tee = served.ready, served.tee
     stream: httpx2.SyncByteStream | httpx2.AsyncByteStream
     if isinstance(tee, Tee):
@@ -102,9 +108,21 @@ def _response(served: Served, request: httpx2.Request) -> httpx2.Response:
         stream = _Replayed(ready.chunks)
     else:
         stream = httpx2.ByteStream(ready.content)
+    headers: httpx2.Headers | list[tuple[str, str]]
+    if served.cache == "hit":
+        found = memo.get(id(served))
+        if found is not None and found[0] is served:
+            headers = found[1]
+        else:
+            headers = httpx2.Headers(served.headers())
+            if len(memo) >= _MEMO_KEPT:
+                memo.clear()
+            memo[id(served)] = (served, headers)
+    else:
+        headers = served.headers()
     return httpx2.Response(
         ready.status,
-        headers=served.headers(),
+        headers=headers,
         stream=stream,
         request=request,
         extensions=served.extensions(),
@@ -169,6 +187,7 @@ class RecordingTransport(httpx2.BaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
+        self._memo: _Memo = {}
         self._wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -179,7 +198,8 @@ class RecordingTransport(httpx2.BaseTransport):
             response = wrapped.handle_request(request)
             return response, response.iter_bytes(), response.close
 
-        return _response(self._core.handle(request, request.read(), open_), request)
+        served = self._core.handle(request, request.read(), open_)
+        return _response(served, request, self._memo)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router.
@@ -228,6 +248,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
+        self._memo: _Memo = {}
         self._wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -241,7 +262,8 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             return response, response.aiter_bytes(), response.aclose
 
         body = await request.aread()
-        return _response(await self._core.ahandle(request, body, open_), request)
+        served = await self._core.ahandle(request, body, open_)
+        return _response(served, request, self._memo)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router.
