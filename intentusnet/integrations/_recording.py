@@ -27,6 +27,9 @@ from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult, running_exe
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
 from ..errors import CacheMiss
+
+# The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
+from ..routing._paths import Path, parse, rewrite
 from ..routing.redact import Redactor, header_names, keyed, redact_body
 from ._passthrough import AsyncTee, Interrupted, Tee
 
@@ -200,8 +203,11 @@ class RecordingCore:
         redactor: Redactor | None,
         is_async: bool,
         agent: str,
+        ignore_body_paths: Collection[str] = (),
     ) -> None:
         self.mode = TransportMode.parse(mode)
+        #: JSON body paths whose values do not count (hashed as IGNORED)
+        self.ignored: tuple[Path, ...] = tuple(parse(p) for p in ignore_body_paths)
         self.store = store
         self.secret = frozenset(name.lower() for name in secret_headers)
         self.redactor = redactor
@@ -306,7 +312,9 @@ class RecordingCore:
         return payload, self.calls.key(payload, directive), list(found)
 
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
-        """A request body with the redactor's body paths applied."""
+        """A request body with ignored paths blanked and the redactor's applied."""
+        if self.ignored:
+            body = rewrite(body, self.ignored, _ignore, whole=False)
         if self.redactor is None:
             return body
         return redact_body(self.redactor, body, "http.request", found)
@@ -672,6 +680,14 @@ class RecordingCore:
             served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
             raise self.calls.failure(answer, ran=ran, from_records=served)
         return _ready(data)
+
+
+#: What a value at an ignored body path is hashed and recorded as.
+IGNORED: Final = "(ignored)"
+
+
+def _ignore(value: JSONValue) -> JSONValue:
+    return IGNORED
 
 
 #: A live response handed to the client: its head, its body, its record id.

@@ -173,6 +173,10 @@ class RecordingTransport(httpx.BaseTransport):
         redactor: JSON body paths and header names recorded as markers,
             applied before the request is hashed and before the response is
             recorded (docs/redaction.md). Added in 0.1.0.
+        ignore_body_paths: JSON body paths (the redaction path syntax, e.g.
+            ``user``, ``metadata``, ``messages[*].name``) whose values do not
+            count: hashed and recorded as ``"(ignored)"``, so requests that
+            differ only there are one request. Added in 0.1.0.
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
@@ -193,6 +197,7 @@ class RecordingTransport(httpx.BaseTransport):
         secret_headers: Collection[str] = (),
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
         redactor: Redactor | None = None,
+        ignore_body_paths: Collection[str] = (),
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -204,6 +209,7 @@ class RecordingTransport(httpx.BaseTransport):
             secret_headers=secret_headers,
             secret_params=secret_params,
             redactor=redactor,
+            ignore_body_paths=ignore_body_paths,
             is_async=False,
             agent="httpx",
         )
@@ -254,6 +260,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         secret_headers: Collection[str] = (),
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
         redactor: Redactor | None = None,
+        ignore_body_paths: Collection[str] = (),
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -265,6 +272,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
             secret_headers=secret_headers,
             secret_params=secret_params,
             redactor=redactor,
+            ignore_body_paths=ignore_body_paths,
             is_async=True,
             agent="httpx",
         )

@@ -151,6 +151,10 @@ class RecordingTransport(httpx2.BaseTransport):
         redactor: JSON body paths and header names recorded as markers,
             applied before the request is hashed and before the response is
             recorded (docs/redaction.md). Added in 0.1.0.
+        ignore_body_paths: JSON body paths (the redaction path syntax, e.g.
+            ``user``, ``metadata``, ``messages[*].name``) whose values do not
+            count: hashed and recorded as ``"(ignored)"``, so requests that
+            differ only there are one request. Added in 0.1.0.
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
@@ -171,6 +175,7 @@ class RecordingTransport(httpx2.BaseTransport):
         secret_headers: Collection[str] = (),
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
         redactor: Redactor | None = None,
+        ignore_body_paths: Collection[str] = (),
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -182,6 +187,7 @@ class RecordingTransport(httpx2.BaseTransport):
             secret_headers=secret_headers,
             secret_params=secret_params,
             redactor=redactor,
+            ignore_body_paths=ignore_body_paths,
             is_async=False,
             agent="httpx2",
         )
@@ -232,6 +238,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         secret_headers: Collection[str] = (),
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
         redactor: Redactor | None = None,
+        ignore_body_paths: Collection[str] = (),
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -243,6 +250,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             secret_headers=secret_headers,
             secret_params=secret_params,
             redactor=redactor,
+            ignore_body_paths=ignore_body_paths,
             is_async=True,
             agent="httpx2",
         )

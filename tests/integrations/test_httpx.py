@@ -636,3 +636,31 @@ def test_closing_keeps_a_shared_cache_open(store, llm):
         assert http.post(f"{llm.url}/echo", content=b"y").headers[CACHE_HEADER] == "hit"
     assert llm.calls == 1
     cache.close()
+
+
+def test_ignored_body_paths_do_not_count(store, llm):
+    """Requests differing only at ignored paths are one request; others differ."""
+    url = f"{llm.url}/v1/chat/completions"
+    ask = {**CHAT, "user": "alice", "metadata": {"session": "s1", "team": "a"}}
+    ignore = ["user", "metadata.session", "messages[*].name"]
+    with client(store, ignore_body_paths=ignore) as http:
+        first = http.post(url, json=ask, headers=BEARER)
+        other_user = {**ask, "user": "bob", "metadata": {"session": "s2", "team": "a"}}
+        same = http.post(url, json=other_user, headers=BEARER)
+        other_team = {**ask, "metadata": {"session": "s1", "team": "b"}}
+        differs = http.post(url, json=other_team, headers=BEARER)
+    assert same.headers[CACHE_HEADER] == "hit"
+    assert same.content == first.content
+    assert differs.headers[CACHE_HEADER] == "miss"
+    assert llm.calls == 2
+    record = store.load(first.headers[RECORD_HEADER])
+    sent = record.envelope["payload"]["json"]
+    assert sent["user"] == "(ignored)"
+    assert sent["metadata"] == {"session": "(ignored)", "team": "a"}
+    assert "alice" not in str(record.envelope)
+
+
+def test_a_bad_ignored_path_is_refused(store):
+    """A path that does not parse is a ValueError when the transport is made."""
+    with pytest.raises(ValueError, match=r"messages\["):
+        RecordingTransport(store, ignore_body_paths=["messages["])

@@ -138,3 +138,17 @@ def test_bad_mode_and_credential_hash_header_are_refused(store):
         RecordingTransport(store, mode="playback")
     with pytest.raises(ValueError, match="authorization"):
         AsyncRecordingTransport(store, hash_headers=["authorization"])
+
+
+def test_async_transport_ignores_body_paths(store, llm):
+    """ignore_body_paths reaches the httpx2 async transport too."""
+    url = f"{llm.url}/v1/chat/completions"
+
+    async def main() -> None:
+        transport = AsyncRecordingTransport(store, ignore_body_paths=["user"])
+        async with httpx2.AsyncClient(transport=transport) as http:
+            for user in ("alice", "bob"):
+                await http.post(url, json={**CHAT, "user": user}, headers=BEARER)
+
+    asyncio.run(main())
+    assert llm.calls == 1
