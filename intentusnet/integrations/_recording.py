@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import queue
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from enum import StrEnum
@@ -285,12 +286,17 @@ class RecordingCore:
         """The envelope payload of a request, its key, and the values redacted.
 
         The payload is what makes the request this request: method, URL,
-        hashed headers (named ones as markers) and the body (redacted).
+        hashed headers (named ones as markers) and the body (redacted). A
+        multipart body's boundary, random per request, is written as
+        ``(boundary)`` in the body hashed and in its content type.
         """
         hashed, marked, redactor = self.hashed_names, self.marked, self.redactor
         kept: dict[str, list[str]] = {}
+        boundary = b""
         for raw_name, raw_value in request.headers.raw:
             name = raw_name.lower()
+            if name == b"content-type" and raw_value[:10].lower() == b"multipart/":
+                boundary, raw_value = _boundary(raw_value)
             if name in hashed:
                 text = name.decode("latin-1")
                 value = raw_value.decode("latin-1")
@@ -307,6 +313,8 @@ class RecordingCore:
                 return payload, self.calls.key(payload, directive), list(found)
             except ValueError:  # not JSON, or not JSON every language reads alike
                 payload.pop("json", None)
+                if boundary:
+                    body = body.replace(b"--" + boundary, b"--" + _BOUNDARY)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)
         return payload, self.calls.key(payload, directive), list(found)
@@ -680,6 +688,19 @@ class RecordingCore:
             served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
             raise self.calls.failure(answer, ran=ran, from_records=served)
         return _ready(data)
+
+
+_BOUNDARY: Final = b"(boundary)"
+_BOUNDARY_PARAM: Final = re.compile(rb'(boundary=)("?)([^";\s]+)("?)', re.IGNORECASE)
+
+
+def _boundary(content_type: bytes) -> tuple[bytes, bytes]:
+    """A multipart content type's boundary, and the type with it normalised."""
+    match = _BOUNDARY_PARAM.search(content_type)
+    if match is None:
+        return b"", content_type
+    normal = match.group(1) + match.group(2) + _BOUNDARY + match.group(4)
+    return match.group(3), content_type.replace(match.group(0), normal)
 
 
 #: What a value at an ignored body path is hashed and recorded as.

@@ -664,3 +664,21 @@ def test_a_bad_ignored_path_is_refused(store):
     """A path that does not parse is a ValueError when the transport is made."""
     with pytest.raises(ValueError, match=r"messages\["):
         RecordingTransport(store, ignore_body_paths=["messages["])
+
+
+def test_identical_multipart_uploads_hit(store, llm):
+    """The random multipart boundary does not count; the files do."""
+    url = f"{llm.url}/upload"
+    with client(store) as http:
+        first = http.post(url, files={"file": ("a.txt", b"hello")}, data={"k": "v"})
+        again = http.post(url, files={"file": ("a.txt", b"hello")}, data={"k": "v"})
+        other = http.post(url, files={"file": ("a.txt", b"world")}, data={"k": "v"})
+    assert (
+        first.request.headers["content-type"] != again.request.headers["content-type"]
+    )  # httpx drew two boundaries
+    assert again.headers[CACHE_HEADER] == "hit"
+    assert other.headers[CACHE_HEADER] == "miss"
+    assert llm.calls == 2
+    record = store.load(first.headers[RECORD_HEADER])
+    sent = record.envelope["payload"]["headers"]["content-type"]
+    assert sent == "multipart/form-data; boundary=(boundary)"
