@@ -95,6 +95,13 @@ AsyncOpen: TypeAlias = Callable[
     Awaitable[tuple[HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]]],
 ]
 
+#: ``before_record_request(payload) -> payload``: the request as hashed and recorded
+#: (method, url, headers, json or bodySha256 and bodySize), after redaction.
+RequestHook: TypeAlias = Callable[[JSONObject], JSONObject]
+#: ``before_record_response(data) -> data``: the response as recorded and later
+#: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding).
+ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]
+
 #: On a response: ``hit``, ``miss`` or ``bypass``. On a request: ``bypass`` or
 #: ``no-store`` for this call (stripped before the request is hashed or sent).
 #: Added in 0.1.0.
@@ -205,10 +212,14 @@ class RecordingCore:
         is_async: bool,
         agent: str,
         ignore_body_paths: Collection[str] = (),
+        before_record_request: RequestHook | None = None,
+        before_record_response: ResponseHook | None = None,
     ) -> None:
         self.mode = TransportMode.parse(mode)
         #: JSON body paths whose values do not count (hashed as IGNORED)
         self.ignored: tuple[Path, ...] = tuple(parse(p) for p in ignore_body_paths)
+        self.before_request = before_record_request
+        self.before_response = before_record_response
         self.store = store
         self.secret = frozenset(name.lower() for name in secret_headers)
         self.redactor = redactor
@@ -310,13 +321,20 @@ class RecordingCore:
         if body:
             try:
                 payload["json"] = self._body(parse_json(body), found)
-                return payload, self.calls.key(payload, directive), list(found)
+                return self._keyed(payload, directive, found)
             except ValueError:  # not JSON, or not JSON every language reads alike
                 payload.pop("json", None)
                 if boundary:
                     body = body.replace(b"--" + boundary, b"--" + _BOUNDARY)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)
+        return self._keyed(payload, directive, found)
+
+    def _keyed(
+        self, payload: JSONObject, directive: CacheDirective, found: dict[str, str]
+    ) -> tuple[JSONObject, CacheKey, list[str]]:
+        if self.before_request is not None:
+            payload = self.before_request(payload)
         return payload, self.calls.key(payload, directive), list(found)
 
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
@@ -424,6 +442,8 @@ class RecordingCore:
             "bodyEncoding": "utf-8" if text is not None else "base64",
         }
         shown = data if self.redactor is None else self._redacted(data, text)
+        if self.before_response is not None:
+            shown = self.before_response(shown)
         status = response.status_code
         if status < 400:
             return data, {"response": shown}

@@ -29,6 +29,8 @@ from ._recording import (
     RECORD_HEADER,
     HTTPResponse,
     RecordingCore,
+    RequestHook,
+    ResponseHook,
     Served,
     TransportMode,
 )
@@ -155,6 +157,13 @@ class RecordingTransport(httpx2.BaseTransport):
             ``user``, ``metadata``, ``messages[*].name``) whose values do not
             count: hashed and recorded as ``"(ignored)"``, so requests that
             differ only there are one request. Added in 0.1.0.
+        before_record_request: ``payload -> payload``, the request as it is
+            hashed and recorded (method, url, headers, json or bodySha256 and
+            bodySize), after redaction and ignored paths. Added in 0.1.0.
+        before_record_response: ``data -> data``, the response as it is
+            recorded and later replayed (status, reasonPhrase, httpVersion,
+            headers, body, bodyEncoding); the live client gets the response
+            as it came. Added in 0.1.0.
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
@@ -176,6 +185,8 @@ class RecordingTransport(httpx2.BaseTransport):
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
         redactor: Redactor | None = None,
         ignore_body_paths: Collection[str] = (),
+        before_record_request: RequestHook | None = None,
+        before_record_response: ResponseHook | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -188,6 +199,8 @@ class RecordingTransport(httpx2.BaseTransport):
             secret_params=secret_params,
             redactor=redactor,
             ignore_body_paths=ignore_body_paths,
+            before_record_request=before_record_request,
+            before_record_response=before_record_response,
             is_async=False,
             agent="httpx2",
         )
@@ -239,6 +252,8 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
         redactor: Redactor | None = None,
         ignore_body_paths: Collection[str] = (),
+        before_record_request: RequestHook | None = None,
+        before_record_response: ResponseHook | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -251,6 +266,8 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             secret_params=secret_params,
             redactor=redactor,
             ignore_body_paths=ignore_body_paths,
+            before_record_request=before_record_request,
+            before_record_response=before_record_response,
             is_async=True,
             agent="httpx2",
         )

@@ -682,3 +682,57 @@ def test_identical_multipart_uploads_hit(store, llm):
     record = store.load(first.headers[RECORD_HEADER])
     sent = record.envelope["payload"]["headers"]["content-type"]
     assert sent == "multipart/form-data; boundary=(boundary)"
+
+
+def test_before_record_request_shapes_the_hash(store, llm):
+    """A request hook's payload is what is hashed and recorded."""
+    url = f"{llm.url}/v1/chat/completions"
+    seen = []
+
+    def drop_seed(payload):
+        seen.append(payload)
+        body = dict(payload["json"])
+        body.pop("seed", None)
+        return {**payload, "json": body}
+
+    with client(store, before_record_request=drop_seed) as http:
+        first = http.post(url, json={**CHAT, "seed": 1}, headers=BEARER)
+        again = http.post(url, json={**CHAT, "seed": 2}, headers=BEARER)
+    assert again.headers[CACHE_HEADER] == "hit"
+    assert llm.calls == 1
+    assert seen[0]["json"]["seed"] == 1  # the hook sees the body as JSON
+    assert set(seen[0]) == {"method", "url", "headers", "json"}
+    record = store.load(first.headers[RECORD_HEADER])
+    assert "seed" not in record.envelope["payload"]["json"]
+
+
+def test_before_record_response_shapes_what_is_replayed(store, llm):
+    """A response hook changes the record; the live client gets it as it came."""
+    url = f"{llm.url}/v1/chat/completions"
+
+    def scrub(data):
+        headers = [pair for pair in data["headers"] if pair[0] != "x-request-id"]
+        return {
+            **data,
+            "headers": headers,
+            "body": data["body"].replace("echo", "ECHO"),
+        }
+
+    with client(store, before_record_response=scrub) as http:
+        live = http.post(url, json=CHAT, headers=BEARER)
+        hit = http.post(url, json=CHAT, headers=BEARER)
+    assert live.headers["x-request-id"] == "req-fake"
+    assert live.json()["choices"][0]["message"]["content"] == "echo: hello"
+    assert "x-request-id" not in hit.headers
+    assert hit.json()["choices"][0]["message"]["content"] == "ECHO: hello"
+
+
+def test_a_failing_request_hook_reaches_the_caller_before_any_call(store, llm):
+    """An exception in before_record_request reaches the caller; nothing is sent."""
+
+    def broken(payload):
+        raise KeyError("no such field")
+
+    with client(store, before_record_request=broken) as http, pytest.raises(KeyError):
+        http.post(f"{llm.url}/echo", content=b"x")
+    assert llm.calls == 0
