@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._util.ids import new_request_id
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
 JobResult: TypeAlias = JSONObject | AgentResponse
 Job: TypeAlias = Callable[[], JobResult]
 AsyncJob: TypeAlias = Callable[[], Awaitable[JobResult]]
+#: The id of the execution whose job is running (read by a job that hands its
+#: response over before it is recorded).
+running_execution: ContextVar[str | None] = ContextVar(
+    "intentusnet_running_execution", default=None
+)
 #: Exceptions of failed calls are kept this long (in calls), for their waiters.
 _KEPT_FAILURES: Final = 64
 
@@ -110,30 +116,42 @@ class CallRouter:
             directive,
         )
 
-    def envelope(self, payload: JSONObject, request_id: str) -> IntentEnvelope:
-        """The envelope a call is recorded with."""
-        return IntentEnvelope.model_validate(
-            {
-                **self._wire,
-                "payload": payload,
-                "metadata": {"requestId": request_id},
-            }
-        )
+    def envelope(
+        self,
+        payload: JSONObject,
+        request_id: str,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> IntentEnvelope:
+        """The envelope a call is recorded with (its cache directive included)."""
+        wire: JSONObject = {
+            **self._wire,
+            "payload": payload,
+            "metadata": {"requestId": request_id},
+        }
+        if directive is not CacheDirective.DEFAULT:
+            # Not hashed; a no_store record is never adopted by a cache later.
+            wire["routing"] = {"cache": directive.value}
+        return IntentEnvelope.model_validate(wire)
 
     def run(
-        self, payload: JSONObject, job: Job, secrets: Collection[str] = ()
+        self,
+        payload: JSONObject,
+        job: Job,
+        secrets: Collection[str] = (),
+        directive: CacheDirective = CacheDirective.DEFAULT,
     ) -> AgentResponse:
         """Route one call whose work is ``job``; its answer as recorded.
 
         ``secrets`` (a request's keys) are replaced by markers wherever they
-        appear in what is recorded, error messages included.
+        appear in what is recorded, error messages included; ``directive`` is
+        recorded in the envelope.
         """
         request_id = new_request_id()
         self._jobs[request_id] = (job, secrets)
         kept: list[AgentResponse] = []
         try:
             live = self.router.route_intent(
-                self.envelope(payload, request_id),
+                self.envelope(payload, request_id, directive),
                 options=ExecutionOptions(recorded=kept.append),
             )
         finally:
@@ -141,7 +159,11 @@ class CallRouter:
         return kept[0] if kept else live
 
     async def arun(
-        self, payload: JSONObject, job: AsyncJob, secrets: Collection[str] = ()
+        self,
+        payload: JSONObject,
+        job: AsyncJob,
+        secrets: Collection[str] = (),
+        directive: CacheDirective = CacheDirective.DEFAULT,
     ) -> AgentResponse:
         """The async ``run``."""
         request_id = new_request_id()
@@ -149,7 +171,7 @@ class CallRouter:
         kept: list[AgentResponse] = []
         try:
             live = await self.router.route(
-                self.envelope(payload, request_id),
+                self.envelope(payload, request_id, directive),
                 options=ExecutionOptions(recorded=kept.append),
             )
         finally:
@@ -197,11 +219,14 @@ class CallRouter:
         job, secrets = self._jobs[env.metadata.request_id]
         if secrets:
             add_secrets(ctx, secrets)
+        running = running_execution.set(ctx.execution_id)
         try:
             result = job()
         except Exception as exc:
             self._keep(ctx.execution_id, exc)
             raise
+        finally:
+            running_execution.reset(running)
         assert not isinstance(result, Awaitable)  # a sync job by construction
         return result
 
@@ -209,12 +234,15 @@ class CallRouter:
         job, secrets = self._jobs[env.metadata.request_id]
         if secrets:
             add_secrets(ctx, secrets)
+        running = running_execution.set(ctx.execution_id)
         try:
             result = job()
             return await result if isinstance(result, Awaitable) else result
         except Exception as exc:
             self._keep(ctx.execution_id, exc)
             raise
+        finally:
+            running_execution.reset(running)
 
     def _keep(self, execution_id: str, exc: BaseException) -> None:
         with self._lock:

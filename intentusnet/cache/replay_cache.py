@@ -407,6 +407,16 @@ class ReplayCache:
         entry = self._find(envelope_hash)
         return None if entry is None else entry.response
 
+    def hit(self, key: CacheKey) -> AgentResponse | None:
+        """Serve ``key`` if the cache holds an answer, else None, running nothing.
+
+        A hit is counted and recorded as with ``answer``; a miss is not
+        counted: the caller goes on to ``answer``, which counts it. Added in
+        0.1.0.
+        """
+        entry = self._find(key.envelope_hash)
+        return None if entry is None else self._serve(entry, key)
+
     def find(self, key: CacheKey, *, serve_errors: bool) -> AgentResponse | None:
         """Serve ``key`` if any record answers it, without running anything.
 

@@ -4,7 +4,8 @@
 server-sent events when the body says ``"stream": true``; ``POST /v1/messages``
 (``x-api-key``) like Anthropic's. ``POST /v1/fail/<status>`` answers that status.
 Every other body is echoed. Each answer sets a session cookie carrying the key,
-so that a test can prove neither ever reaches the store.
+so that a test can prove neither ever reaches the store. ``headers`` keeps
+the headers of each request received.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class FakeLLM:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.headers: list[dict[str, str]] = []  # each request's, lower-cased
         self.lock = threading.Lock()
         owner = self
 
@@ -36,6 +38,9 @@ class FakeLLM:
                 with owner.lock:
                     owner.calls += 1
                     n = owner.calls
+                    owner.headers.append(
+                        {k.lower(): v for k, v in self.headers.items()}
+                    )
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 path = urlsplit(self.path).path
                 if path.startswith("/v1/fail/"):

@@ -12,12 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from intentusnet import FileExecutionStore, Redactor
 from intentusnet.errors import CacheMiss
 from intentusnet.integrations.httpx import (
+    CACHE_HEADER,
     DEFAULT_HASH_HEADERS,
+    RECORD_HEADER,
     AsyncRecordingTransport,
     RecordingTransport,
     TransportMode,
@@ -164,7 +167,7 @@ def test_hashed_headers_and_query_order(store, llm):
 
 
 def test_stream_recorded_whole_and_replayed_as_a_stream(store, llm):
-    """A server-sent event stream comes back event by event, live or replayed."""
+    """An event stream is passed through live, recorded whole, replayed by event."""
     ask = {**CHAT, "stream": True}
     chunks = []
     for _ in range(2):
@@ -177,8 +180,8 @@ def test_stream_recorded_whole_and_replayed_as_a_stream(store, llm):
             assert response.headers["content-type"] == "text/event-stream"
             chunks.append(list(response.iter_bytes()))
     assert llm.calls == 1
-    assert chunks[0] == chunks[1]
-    assert len(chunks[1]) == 4  # three events and [DONE]
+    assert b"".join(chunks[0]) == b"".join(chunks[1])  # live: as the server wrote it
+    assert len(chunks[1]) == 4  # replayed: three events and [DONE]
     assert chunks[1][-1] == b"data: [DONE]\n\n"
 
 
@@ -501,3 +504,235 @@ def test_transport_secrets_never_reach_postgres(pg_dsn, llm):
                 for form in (secret, secret.encode().hex()):
                     (found,) = conn.execute(query, (f"%{form}%",)).fetchone()
                     assert found == 0, f"{secret} in {table}"
+
+
+def test_responses_say_hit_or_miss_and_name_their_record(store, llm):
+    """A miss and its hit carry the cache state and the same record id."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store) as http:
+        miss = http.post(url, json=CHAT, headers=BEARER)
+        hit = http.post(url, json=CHAT, headers=BEARER)
+    (record,) = store.list()
+    assert miss.headers[CACHE_HEADER] == "miss"
+    assert hit.headers[CACHE_HEADER] == "hit"
+    assert miss.headers[RECORD_HEADER] == hit.headers[RECORD_HEADER]
+    assert hit.headers[RECORD_HEADER] == record.execution_id
+    assert hit.extensions["intentusnet_cache"] == "hit"
+    assert miss.extensions["intentusnet_record"] == record.execution_id
+    assert hit.content == miss.content  # the headers are added, the body is as it came
+
+
+def test_record_and_replay_modes_say_bypass_and_hit(store, llm):
+    """record mode answers are bypass; replay mode answers are hits."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store, "record") as http:
+        recorded = http.post(url, json=CHAT, headers=BEARER)
+    with client(store, "replay") as http:
+        replayed = http.post(url, json=CHAT, headers=BEARER)
+    assert recorded.headers[CACHE_HEADER] == "bypass"
+    assert replayed.headers[CACHE_HEADER] == "hit"
+    assert replayed.headers[RECORD_HEADER] == recorded.headers[RECORD_HEADER]
+
+
+def test_a_request_header_asks_for_bypass_and_is_not_sent(store, llm):
+    """x-intentusnet-cache: bypass calls again, refreshes, and never leaves."""
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store) as http:
+        http.post(url, json=CHAT, headers=BEARER)
+        fresh = http.post(url, json=CHAT, headers={**BEARER, CACHE_HEADER: "bypass"})
+        hit = http.post(url, json=CHAT, headers=BEARER)
+    assert llm.calls == 2
+    assert fresh.headers[CACHE_HEADER] == "bypass"
+    assert fresh.json()["id"] == "chatcmpl-2"
+    assert hit.json()["id"] == "chatcmpl-2"  # the refresh became the cached answer
+    assert all(CACHE_HEADER not in seen for seen in llm.headers)
+
+
+def test_a_request_header_asks_for_no_store(store, llm):
+    """no-store reads the cache but its own answer is never served later."""
+    url = f"{llm.url}/v1/chat/completions"
+    no_store = {**BEARER, CACHE_HEADER: "no-store"}
+    with client(store) as http:
+        first = http.post(url, json=CHAT, headers=no_store)
+        second = http.post(url, json=CHAT, headers=BEARER)
+        third = http.post(url, json=CHAT, headers=no_store)
+    with client(store) as http:  # a fresh cache: not adopted from the store either
+        fourth = http.post(url, json=CHAT, headers=BEARER)
+    assert [first.headers[CACHE_HEADER], second.headers[CACHE_HEADER]] == [
+        "miss",
+        "miss",
+    ]
+    assert third.headers[CACHE_HEADER] == "hit"  # no-store still reads
+    assert fourth.json()["id"] == second.json()["id"] == "chatcmpl-2"
+    assert llm.calls == 2
+    assert all(CACHE_HEADER not in seen for seen in llm.headers)
+
+
+def test_an_unknown_cache_request_header_is_refused(store, llm):
+    """A value that is no directive raises ValueError listing the valid ones."""
+    with (
+        client(store) as http,
+        pytest.raises(ValueError, match="'bypass', 'no-store', 'default'"),
+    ):
+        http.post(f"{llm.url}/echo", content=b"x", headers={CACHE_HEADER: "never"})
+    assert llm.calls == 0
+
+
+def test_async_transport_says_hit_or_miss(store, llm):
+    """The async transport marks its responses the same way."""
+    url = f"{llm.url}/v1/chat/completions"
+
+    async def main() -> list[str]:
+        async with httpx.AsyncClient(transport=AsyncRecordingTransport(store)) as h:
+            miss = await h.post(url, json=CHAT, headers=BEARER)
+            hit = await h.post(url, json=CHAT, headers=BEARER)
+            fresh = await h.post(
+                url, json=CHAT, headers={**BEARER, CACHE_HEADER: "bypass"}
+            )
+        return [r.headers[CACHE_HEADER] for r in (miss, hit, fresh)]
+
+    assert asyncio.run(main()) == ["miss", "hit", "bypass"]
+    assert llm.calls == 2
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_closing_the_transport_writes_the_counts(store, llm, is_async):
+    """Three calls through a closed client show 2 hits and 1 miss in stats."""
+    from click.testing import CliRunner
+
+    from intentusnet.cli import cli
+
+    url = f"{llm.url}/echo"
+    if is_async:
+
+        async def main() -> None:
+            async with httpx.AsyncClient(
+                transport=AsyncRecordingTransport(store)
+            ) as http:
+                for _ in range(3):
+                    await http.post(url, content=b"x")
+
+        asyncio.run(main())
+    else:
+        with client(store) as http:
+            for _ in range(3):
+                http.post(url, content=b"x")
+    done = CliRunner().invoke(cli, ["--store", str(store.root), "stats", "--json"])
+    assert done.exit_code == 0, done.output
+    (counts,) = orjson.loads(done.stdout)["caches"]
+    assert (counts["hits"], counts["misses"]) == (2, 1)
+
+
+def test_closing_keeps_a_shared_cache_open(store, llm):
+    """A cache the user gave gets its counts written and stays usable."""
+    from intentusnet.cache.replay_cache import ReplayCache
+
+    cache = ReplayCache(store=store)
+    with client(store, cache=cache) as http:
+        http.post(f"{llm.url}/echo", content=b"y")
+        http.post(f"{llm.url}/echo", content=b"y")
+    assert cache.stats().hits == 1
+    with client(store, cache=cache) as http:  # still serves
+        assert http.post(f"{llm.url}/echo", content=b"y").headers[CACHE_HEADER] == "hit"
+    assert llm.calls == 1
+    cache.close()
+
+
+def test_ignored_body_paths_do_not_count(store, llm):
+    """Requests differing only at ignored paths are one request; others differ."""
+    url = f"{llm.url}/v1/chat/completions"
+    ask = {**CHAT, "user": "alice", "metadata": {"session": "s1", "team": "a"}}
+    ignore = ["user", "metadata.session", "messages[*].name"]
+    with client(store, ignore_body_paths=ignore) as http:
+        first = http.post(url, json=ask, headers=BEARER)
+        other_user = {**ask, "user": "bob", "metadata": {"session": "s2", "team": "a"}}
+        same = http.post(url, json=other_user, headers=BEARER)
+        other_team = {**ask, "metadata": {"session": "s1", "team": "b"}}
+        differs = http.post(url, json=other_team, headers=BEARER)
+    assert same.headers[CACHE_HEADER] == "hit"
+    assert same.content == first.content
+    assert differs.headers[CACHE_HEADER] == "miss"
+    assert llm.calls == 2
+    record = store.load(first.headers[RECORD_HEADER])
+    sent = record.envelope["payload"]["json"]
+    assert sent["user"] == "(ignored)"
+    assert sent["metadata"] == {"session": "(ignored)", "team": "a"}
+    assert "alice" not in str(record.envelope)
+
+
+def test_a_bad_ignored_path_is_refused(store):
+    """A path that does not parse is a ValueError when the transport is made."""
+    with pytest.raises(ValueError, match=r"messages\["):
+        RecordingTransport(store, ignore_body_paths=["messages["])
+
+
+def test_identical_multipart_uploads_hit(store, llm):
+    """The random multipart boundary does not count; the files do."""
+    url = f"{llm.url}/upload"
+    with client(store) as http:
+        first = http.post(url, files={"file": ("a.txt", b"hello")}, data={"k": "v"})
+        again = http.post(url, files={"file": ("a.txt", b"hello")}, data={"k": "v"})
+        other = http.post(url, files={"file": ("a.txt", b"world")}, data={"k": "v"})
+    assert (
+        first.request.headers["content-type"] != again.request.headers["content-type"]
+    )  # httpx drew two boundaries
+    assert again.headers[CACHE_HEADER] == "hit"
+    assert other.headers[CACHE_HEADER] == "miss"
+    assert llm.calls == 2
+    record = store.load(first.headers[RECORD_HEADER])
+    sent = record.envelope["payload"]["headers"]["content-type"]
+    assert sent == "multipart/form-data; boundary=(boundary)"
+
+
+def test_before_record_request_shapes_the_hash(store, llm):
+    """A request hook's payload is what is hashed and recorded."""
+    url = f"{llm.url}/v1/chat/completions"
+    seen = []
+
+    def drop_seed(payload):
+        seen.append(payload)
+        body = dict(payload["json"])
+        body.pop("seed", None)
+        return {**payload, "json": body}
+
+    with client(store, before_record_request=drop_seed) as http:
+        first = http.post(url, json={**CHAT, "seed": 1}, headers=BEARER)
+        again = http.post(url, json={**CHAT, "seed": 2}, headers=BEARER)
+    assert again.headers[CACHE_HEADER] == "hit"
+    assert llm.calls == 1
+    assert seen[0]["json"]["seed"] == 1  # the hook sees the body as JSON
+    assert set(seen[0]) == {"method", "url", "headers", "json"}
+    record = store.load(first.headers[RECORD_HEADER])
+    assert "seed" not in record.envelope["payload"]["json"]
+
+
+def test_before_record_response_shapes_what_is_replayed(store, llm):
+    """A response hook changes the record; the live client gets it as it came."""
+    url = f"{llm.url}/v1/chat/completions"
+
+    def scrub(data):
+        headers = [pair for pair in data["headers"] if pair[0] != "x-request-id"]
+        return {
+            **data,
+            "headers": headers,
+            "body": data["body"].replace("echo", "ECHO"),
+        }
+
+    with client(store, before_record_response=scrub) as http:
+        live = http.post(url, json=CHAT, headers=BEARER)
+        hit = http.post(url, json=CHAT, headers=BEARER)
+    assert live.headers["x-request-id"] == "req-fake"
+    assert live.json()["choices"][0]["message"]["content"] == "echo: hello"
+    assert "x-request-id" not in hit.headers
+    assert hit.json()["choices"][0]["message"]["content"] == "ECHO: hello"
+
+
+def test_a_failing_request_hook_reaches_the_caller_before_any_call(store, llm):
+    """An exception in before_record_request reaches the caller; nothing is sent."""
+
+    def broken(payload):
+        raise KeyError("no such field")
+
+    with client(store, before_record_request=broken) as http, pytest.raises(KeyError):
+        http.post(f"{llm.url}/echo", content=b"x")
+    assert llm.calls == 0

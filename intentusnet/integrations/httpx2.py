@@ -1,0 +1,301 @@
+"""httpx2 transports that record HTTP calls and answer repeats from the records.
+
+::
+
+    store = FileExecutionStore()
+    client = httpx2.Client(transport=RecordingTransport(store, mode="cache"))
+    claude = anthropic.Anthropic(http_client=client)
+
+The twins of ``intentusnet.integrations.httpx`` for clients and SDKs built on
+``httpx2`` (the Anthropic SDK among them), with the same arguments, modes and
+records: both run one recording core, so a request recorded through one is
+answered through the other. Needs the ``httpx2`` extra
+(``pip install intentusnet[httpx2]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+import httpx2
+
+from ._passthrough import AsyncTee, Tee
+from ._recording import (
+    _INTENT,
+    CACHE_HEADER,
+    DEFAULT_HASH_HEADERS,
+    DEFAULT_SECRET_PARAMS,
+    RECORD_HEADER,
+    HTTPResponse,
+    RecordingCore,
+    RequestHook,
+    ResponseHook,
+    Served,
+    TransportMode,
+)
+
+if TYPE_CHECKING:
+    from ..cache.replay_cache import ReplayCache
+    from ..routing.redact import Redactor
+    from ..store import ExecutionStore
+
+__all__ = [
+    "CACHE_HEADER",
+    "DEFAULT_HASH_HEADERS",
+    "DEFAULT_SECRET_PARAMS",
+    "RECORD_HEADER",
+    "AsyncRecordingTransport",
+    "RecordingTransport",
+    "TransportMode",
+]
+
+
+class _Replayed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """A recorded body replayed as a stream of chunks."""
+
+    def __init__(self, chunks: tuple[bytes, ...]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+#: A hit's headers as httpx2 headers, by the served answer (only hits, never a
+#: live stream: a memo must not keep a tee alive).
+_Memo: TypeAlias = dict[int, tuple[Served, httpx2.Headers]]
+_MEMO_KEPT: Final = 1024
+
+
+class _Passed(httpx2.SyncByteStream):
+    """A live body passed to the client as it arrives (recorded once whole)."""
+
+    def __init__(self, tee: Tee) -> None:
+        self._tee = tee
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._tee
+
+    def close(self) -> None:
+        self._tee.close()
+
+
+class _APassed(httpx2.AsyncByteStream):
+    """The async ``_Passed``."""
+
+    def __init__(self, tee: AsyncTee) -> None:
+        self._tee = tee
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._tee:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._tee.aclose()
+
+
+def _response(served: Served, request: httpx2.Request, memo: _Memo) -> httpx2.Response:
+    """The httpx2 response to serve (a hit's headers are made once, in ``memo``)."""
+    ready, tee = served.ready, served.tee
+    stream: httpx2.SyncByteStream | httpx2.AsyncByteStream
+    if isinstance(tee, Tee):
+        stream = _Passed(tee)
+    elif isinstance(tee, AsyncTee):
+        stream = _APassed(tee)
+    elif ready.chunks:
+        stream = _Replayed(ready.chunks)
+    else:
+        stream = httpx2.ByteStream(ready.content)
+    headers: httpx2.Headers | list[tuple[str, str]]
+    if served.cache == "hit":
+        found = memo.get(id(served))
+        if found is not None and found[0] is served:
+            headers = found[1]
+        else:
+            headers = httpx2.Headers(served.headers())
+            if len(memo) >= _MEMO_KEPT:
+                memo.clear()
+            memo[id(served)] = (served, headers)
+    else:
+        headers = served.headers()
+    return httpx2.Response(
+        ready.status,
+        headers=headers,
+        stream=stream,
+        request=request,
+        extensions=served.extensions(),
+    )
+
+
+class RecordingTransport(httpx2.BaseTransport):
+    """An httpx2 transport that records calls and answers repeats from records.
+
+    Args:
+        store: where calls are recorded.
+        mode: ``"record"``, ``"replay"`` or ``"cache"`` (see
+            :class:`TransportMode`).
+        wrapped: the transport that makes real calls;
+            ``httpx2.HTTPTransport()`` by default.
+        cache: the ``ReplayCache`` to use (bound to ``store``); a new one by
+            default. Its policy applies (errors, intents, max age).
+        intent: the intent calls are recorded under.
+        tenant: recorded and hashed with every call.
+        hash_headers: request headers hashed and recorded (lower case);
+            credential headers are refused here unless the redactor names
+            them (then their markers are hashed).
+        secret_headers: more header names never hashed nor stored.
+        secret_params: query parameters (any case) never hashed nor stored;
+            :data:`DEFAULT_SECRET_PARAMS` by default.
+        redactor: JSON body paths and header names recorded as markers,
+            applied before the request is hashed and before the response is
+            recorded (docs/redaction.md). Added in 0.1.0.
+        ignore_body_paths: JSON body paths (the redaction path syntax, e.g.
+            ``user``, ``metadata``, ``messages[*].name``) whose values do not
+            count: hashed and recorded as ``"(ignored)"``, so requests that
+            differ only there are one request. Added in 0.1.0.
+        before_record_request: ``payload -> payload``, the request as it is
+            hashed and recorded (method, url, headers, json or bodySha256 and
+            bodySize), after redaction and ignored paths. Added in 0.1.0.
+        before_record_response: ``data -> data``, the response as it is
+            recorded and later replayed (status, reasonPhrase, httpVersion,
+            headers, body, bodyEncoding); the live client gets the response
+            as it came. Added in 0.1.0.
+
+    Raises:
+        ValueError: an unknown mode, or a credential header in ``hash_headers``.
+
+    Added in 0.1.0.
+    """
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        mode: TransportMode | str = TransportMode.CACHE,
+        wrapped: httpx2.BaseTransport | None = None,
+        *,
+        cache: ReplayCache | None = None,
+        intent: str = _INTENT,
+        tenant: str | None = None,
+        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
+        secret_headers: Collection[str] = (),
+        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
+        redactor: Redactor | None = None,
+        ignore_body_paths: Collection[str] = (),
+        before_record_request: RequestHook | None = None,
+        before_record_response: ResponseHook | None = None,
+    ) -> None:
+        self._core = RecordingCore(
+            store,
+            mode,
+            cache,
+            intent=intent,
+            tenant=tenant,
+            hash_headers=hash_headers,
+            secret_headers=secret_headers,
+            secret_params=secret_params,
+            redactor=redactor,
+            ignore_body_paths=ignore_body_paths,
+            before_record_request=before_record_request,
+            before_record_response=before_record_response,
+            is_async=False,
+            agent="httpx2",
+        )
+        self.mode = self._core.mode
+        self.cache = self._core.cache
+        self._memo: _Memo = {}
+        self._wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Answer a request from the records, or call and record it."""
+        wrapped = self._wrapped
+
+        def open_() -> tuple[HTTPResponse, Iterator[bytes], Callable[[], None]]:
+            response = wrapped.handle_request(request)
+            return response, response.iter_bytes(), response.close
+
+        served = self._core.handle(request, request.read(), open_)
+        return _response(served, request, self._memo)
+
+    def close(self) -> None:
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
+        self._wrapped.close()
+        self._core.close()
+
+
+class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
+    """The async twin of :class:`RecordingTransport`, for ``httpx2.AsyncClient``.
+
+    Takes the same arguments; ``wrapped`` is an async transport
+    (``httpx2.AsyncHTTPTransport()`` by default). Added in 0.1.0.
+    """
+
+    def __init__(
+        self,
+        store: ExecutionStore,
+        mode: TransportMode | str = TransportMode.CACHE,
+        wrapped: httpx2.AsyncBaseTransport | None = None,
+        *,
+        cache: ReplayCache | None = None,
+        intent: str = _INTENT,
+        tenant: str | None = None,
+        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
+        secret_headers: Collection[str] = (),
+        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
+        redactor: Redactor | None = None,
+        ignore_body_paths: Collection[str] = (),
+        before_record_request: RequestHook | None = None,
+        before_record_response: ResponseHook | None = None,
+    ) -> None:
+        self._core = RecordingCore(
+            store,
+            mode,
+            cache,
+            intent=intent,
+            tenant=tenant,
+            hash_headers=hash_headers,
+            secret_headers=secret_headers,
+            secret_params=secret_params,
+            redactor=redactor,
+            ignore_body_paths=ignore_body_paths,
+            before_record_request=before_record_request,
+            before_record_response=before_record_response,
+            is_async=True,
+            agent="httpx2",
+        )
+        self.mode = self._core.mode
+        self.cache = self._core.cache
+        self._memo: _Memo = {}
+        self._wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Answer a request from the records, or call and record it."""
+        wrapped = self._wrapped
+
+        async def open_() -> tuple[
+            HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]
+        ]:
+            response = await wrapped.handle_async_request(request)
+            return response, response.aiter_bytes(), response.aclose
+
+        body = await request.aread()
+        served = await self._core.ahandle(request, body, open_)
+        return _response(served, request, self._memo)
+
+    async def aclose(self) -> None:
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
+        await self._wrapped.aclose()
+        self._core.close()
