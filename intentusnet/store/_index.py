@@ -103,8 +103,27 @@ class StoreIndex:
         since: datetime | None,
         limit: int | None,
     ) -> list[RecordSummary]:
-        """Rows matching the filters as summaries, newest first."""
+        """Rows matching the filters as summaries, newest first.
+
+        Each question is its own snapshot, so they are asked in the order rows
+        move in, which keeps every record listed while writers move it: the
+        opened rows first (a row leaves them only for the catalog's rows),
+        then unfinished rows (a row leaves them only for a final status), then
+        the rows asked for. A row seen twice is kept as last read.
+        """
         since_us = None if since is None else micros_of(since)
+        earlier = self._opened(intent, since_us)
+        if status is not None and status is not RecordStatus.IN_PROGRESS:
+            # Rows of unfinished records may turn out to be in any state once
+            # probed; they are few.
+            earlier = (
+                self._ask(
+                    lambda cat: cat.query(
+                        intent=intent, statuses=(_IN_PROGRESS,), since_us=since_us
+                    )
+                )
+                + earlier
+            )
         rows = self._ask(
             lambda cat: cat.query(
                 intent=intent,
@@ -114,21 +133,10 @@ class StoreIndex:
                 limit=None if status is RecordStatus.IN_PROGRESS else limit,
             )
         )
-        if status is not None and status is not RecordStatus.IN_PROGRESS:
-            # Rows of unfinished records may turn out to be in any state once
-            # probed; they are few.
-            rows += self._ask(
-                lambda cat: cat.query(
-                    intent=intent, statuses=(_IN_PROGRESS,), since_us=since_us
-                )
-            )
-        opened = self._opened(intent, since_us)
-        if opened or status is not None:
-            indexed = {row.id for row in rows}
+        if earlier:
+            latest = {row.id: row for row in reversed([*rows, *earlier])}
             rows = sorted(
-                [*rows, *(row for row in opened if row.id not in indexed)],
-                key=lambda r: (r.created_us, r.id),
-                reverse=True,
+                latest.values(), key=lambda r: (r.created_us, r.id), reverse=True
             )
         found: list[RecordSummary] = []
         for row in rows:
