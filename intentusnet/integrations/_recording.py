@@ -18,7 +18,17 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from enum import StrEnum
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeAlias, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    NamedTuple,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    cast,
+)
 from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 import orjson
@@ -822,6 +832,38 @@ class Served(NamedTuple):
             "intentusnet_cache": self.cache,
             "intentusnet_record": self.record,
         }
+
+
+_H = TypeVar("_H")
+
+
+class HitHeaders(Generic[_H]):
+    """A hit's headers in a transport's own type, made once per served answer.
+
+    A hit serves the same ``Served`` each time, so its headers are built on
+    the first hit only. Only hits are kept (a live stream's ``Served`` holds
+    its tee, which a memo must not keep alive), at most ``kept`` of them.
+    """
+
+    def __init__(
+        self, make: Callable[[list[tuple[str, str]]], _H], kept: int = 1024
+    ) -> None:
+        self._make = make
+        self._kept = kept
+        self._memo: dict[int, tuple[Served, _H]] = {}
+
+    def __call__(self, served: Served) -> _H | list[tuple[str, str]]:
+        """The headers to serve ``served`` with."""
+        if served.cache != "hit":
+            return served.headers()
+        found = self._memo.get(id(served))
+        if found is not None and found[0] is served:
+            return found[1]
+        headers = self._make(served.headers())
+        if len(self._memo) >= self._kept:
+            self._memo.clear()
+        self._memo[id(served)] = (served, headers)
+        return headers
 
 
 class Ready(NamedTuple):

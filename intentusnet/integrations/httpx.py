@@ -38,7 +38,7 @@ recorded as a failure, never served. The work is done by the core in
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -49,6 +49,7 @@ from ._recording import (
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
     RECORD_HEADER,
+    HitHeaders,
     HTTPResponse,
     RecordingCore,
     RequestHook,
@@ -87,12 +88,6 @@ class _Replayed(httpx.SyncByteStream, httpx.AsyncByteStream):
             yield chunk
 
 
-#: A hit's headers as httpx headers, by the served answer (only hits, never a
-#: live stream: a memo must not keep a tee alive).
-_Memo: TypeAlias = dict[int, tuple[Served, httpx.Headers]]
-_MEMO_KEPT: Final = 1024
-
-
 class _Passed(httpx.SyncByteStream):
     """A live body passed to the client as it arrives (recorded once whole)."""
 
@@ -120,8 +115,10 @@ class _APassed(httpx.AsyncByteStream):
         await self._tee.aclose()
 
 
-def _response(served: Served, request: httpx.Request, memo: _Memo) -> httpx.Response:
-    """The httpx response to serve (a hit's headers are made once, in ``memo``)."""
+def _response(
+    served: Served, request: httpx.Request, headers: HitHeaders[httpx.Headers]
+) -> httpx.Response:
+    """The httpx response to serve (a hit's headers are made once, by ``headers``)."""
     ready, tee = served.ready, served.tee
     stream: httpx.SyncByteStream | httpx.AsyncByteStream
     if isinstance(tee, Tee):
@@ -132,21 +129,9 @@ def _response(served: Served, request: httpx.Request, memo: _Memo) -> httpx.Resp
         stream = _Replayed(ready.chunks)
     else:
         stream = httpx.ByteStream(ready.content)
-    headers: httpx.Headers | list[tuple[str, str]]
-    if served.cache == "hit":
-        found = memo.get(id(served))
-        if found is not None and found[0] is served:
-            headers = found[1]
-        else:
-            headers = httpx.Headers(served.headers())
-            if len(memo) >= _MEMO_KEPT:
-                memo.clear()
-            memo[id(served)] = (served, headers)
-    else:
-        headers = served.headers()
     return httpx.Response(
         ready.status,
-        headers=headers,
+        headers=headers(served),
         stream=stream,
         request=request,
         extensions=served.extensions(),
@@ -228,7 +213,7 @@ class RecordingTransport(httpx.BaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._memo: _Memo = {}
+        self._headers = HitHeaders(httpx.Headers)
         self._wrapped = wrapped if wrapped is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -240,7 +225,7 @@ class RecordingTransport(httpx.BaseTransport):
             return response, response.iter_bytes(), response.close
 
         served = self._core.handle(request, request.read(), open_)
-        return _response(served, request, self._memo)
+        return _response(served, request, self._headers)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router.
@@ -295,7 +280,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._memo: _Memo = {}
+        self._headers = HitHeaders(httpx.Headers)
         self._wrapped = wrapped if wrapped is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -310,7 +295,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
 
         body = await request.aread()
         served = await self._core.ahandle(request, body, open_)
-        return _response(served, request, self._memo)
+        return _response(served, request, self._headers)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router.

@@ -16,7 +16,7 @@ answered through the other. Needs the ``httpx2`` extra
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING
 
 import httpx2
 
@@ -27,6 +27,7 @@ from ._recording import (
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
     RECORD_HEADER,
+    HitHeaders,
     HTTPResponse,
     RecordingCore,
     RequestHook,
@@ -65,12 +66,6 @@ class _Replayed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
             yield chunk
 
 
-#: A hit's headers as httpx2 headers, by the served answer (only hits, never a
-#: live stream: a memo must not keep a tee alive).
-_Memo: TypeAlias = dict[int, tuple[Served, httpx2.Headers]]
-_MEMO_KEPT: Final = 1024
-
-
 class _Passed(httpx2.SyncByteStream):
     """A live body passed to the client as it arrives (recorded once whole)."""
 
@@ -98,8 +93,10 @@ class _APassed(httpx2.AsyncByteStream):
         await self._tee.aclose()
 
 
-def _response(served: Served, request: httpx2.Request, memo: _Memo) -> httpx2.Response:
-    """The httpx2 response to serve (a hit's headers are made once, in ``memo``)."""
+def _response(
+    served: Served, request: httpx2.Request, headers: HitHeaders[httpx2.Headers]
+) -> httpx2.Response:
+    """The httpx2 response to serve (a hit's headers are made once, by ``headers``)."""
     ready, tee = served.ready, served.tee
     stream: httpx2.SyncByteStream | httpx2.AsyncByteStream
     if isinstance(tee, Tee):
@@ -110,21 +107,9 @@ def _response(served: Served, request: httpx2.Request, memo: _Memo) -> httpx2.Re
         stream = _Replayed(ready.chunks)
     else:
         stream = httpx2.ByteStream(ready.content)
-    headers: httpx2.Headers | list[tuple[str, str]]
-    if served.cache == "hit":
-        found = memo.get(id(served))
-        if found is not None and found[0] is served:
-            headers = found[1]
-        else:
-            headers = httpx2.Headers(served.headers())
-            if len(memo) >= _MEMO_KEPT:
-                memo.clear()
-            memo[id(served)] = (served, headers)
-    else:
-        headers = served.headers()
     return httpx2.Response(
         ready.status,
-        headers=headers,
+        headers=headers(served),
         stream=stream,
         request=request,
         extensions=served.extensions(),
@@ -206,7 +191,7 @@ class RecordingTransport(httpx2.BaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._memo: _Memo = {}
+        self._headers = HitHeaders(httpx2.Headers)
         self._wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -218,7 +203,7 @@ class RecordingTransport(httpx2.BaseTransport):
             return response, response.iter_bytes(), response.close
 
         served = self._core.handle(request, request.read(), open_)
-        return _response(served, request, self._memo)
+        return _response(served, request, self._headers)
 
     def close(self) -> None:
         """Close the wrapped transport and the recording router.
@@ -273,7 +258,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         )
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._memo: _Memo = {}
+        self._headers = HitHeaders(httpx2.Headers)
         self._wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -288,7 +273,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
 
         body = await request.aread()
         served = await self._core.ahandle(request, body, open_)
-        return _response(served, request, self._memo)
+        return _response(served, request, self._headers)
 
     async def aclose(self) -> None:
         """Close the wrapped transport and the recording router.
