@@ -119,36 +119,11 @@ def _response(
 class RecordingTransport(httpx2.BaseTransport):
     """An httpx2 transport that records calls and answers repeats from records.
 
-    Args:
-        store: where calls are recorded.
-        mode: ``"record"``, ``"replay"`` or ``"cache"`` (see
-            :class:`TransportMode`).
-        wrapped: the transport that makes real calls;
-            ``httpx2.HTTPTransport()`` by default.
-        cache: the ``ReplayCache`` to use (bound to ``store``); a new one by
-            default. Its policy applies (errors, intents, max age).
-        intent: the intent calls are recorded under.
-        tenant: recorded and hashed with every call.
-        hash_headers: request headers hashed and recorded (lower case);
-            credential headers are refused here unless the redactor names
-            them (then their markers are hashed).
-        secret_headers: more header names never hashed nor stored.
-        secret_params: query parameters (any case) never hashed nor stored;
-            :data:`DEFAULT_SECRET_PARAMS` by default.
-        redactor: JSON body paths and header names recorded as markers,
-            applied before the request is hashed and before the response is
-            recorded (docs/redaction.md). Added in 0.1.0.
-        ignore_body_paths: JSON body paths (the redaction path syntax, e.g.
-            ``user``, ``metadata``, ``messages[*].name``) whose values do not
-            count: hashed and recorded as ``"(ignored)"``, so requests that
-            differ only there are one request. Added in 0.1.0.
-        before_record_request: ``payload -> payload``, the request as it is
-            hashed and recorded (method, url, headers, json or bodySha256 and
-            bodySize), after redaction and ignored paths. Added in 0.1.0.
-        before_record_response: ``data -> data``, the response as it is
-            recorded and later replayed (status, reasonPhrase, httpVersion,
-            headers, body, bodyEncoding); the live client gets the response
-            as it came. Added in 0.1.0.
+    Takes the arguments of :class:`intentusnet.integrations.httpx.RecordingTransport`
+    (documented there and in docs/cache.md), and works the same way over the
+    same recording core; ``wrapped`` is an httpx2 transport
+    (``httpx2.HTTPTransport()`` by default). Calls recorded through either
+    library are answered through the other.
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
