@@ -109,12 +109,16 @@ class _Terminal:
         self._tmux("send-keys", "-t", "t", *keys)
 
     def wait_for(self, text: str, timeout: float = 20.0) -> str:
-        """Wait until ``text`` is on the screen; return the screen."""
+        """Wait until ``text`` is on a screen drawn whole; return the screen.
+
+        A screen is whole once its last line, the keys, is drawn; the
+        process's exit line is a screen of its own.
+        """
         deadline = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < deadline:
             screen = self.screen()
-            if text in screen:
+            if text in screen and ("[q]uit" in screen or text.startswith("EXIT=")):
                 return screen
             time.sleep(0.05)
         raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
