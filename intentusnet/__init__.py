@@ -97,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "SignatureStatus": "record.signing",
     "SigningKey": "record.keys",
     "SigningKeyError": "errors",
+    "NetworkBlocked": "errors",
     "StepRun": "steps.view",
     "StoreError": "errors",
     "StoreStats": "record.model",
@@ -153,6 +154,7 @@ if TYPE_CHECKING:
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import MalformedRequest as MalformedRequest
+    from .errors import NetworkBlocked as NetworkBlocked
     from .errors import NotCacheable as NotCacheable
     from .errors import RecordExists as RecordExists
     from .errors import RecordIntegrityError as RecordIntegrityError

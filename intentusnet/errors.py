@@ -27,6 +27,7 @@ with, and also subclasses the builtin it behaves like::
     ├── NotCacheable (TypeError)                  not_cacheable          2
     ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
     ├── SigningKeyError (ValueError)              signing_key_error      2
+    ├── NetworkBlocked (ConnectionError)          network_blocked        7
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -505,3 +506,28 @@ class SigningKeyError(IntentusNetError, ValueError):
 
     code: ClassVar[str] = "signing_key_error"
     exit_code: ClassVar[int] = 2
+
+
+class NetworkBlocked(IntentusNetError, ConnectionError):
+    """A connection was refused because the network is blocked.
+
+    Raised by a socket's ``connect`` inside
+    ``intentusnet.integrations.network.block_network()`` (a strict re-run with
+    ``block_network=True``, a test run with ``--intentusnet-block-network``) for
+    any address not allowed. HTTP clients wrap it in their connection error
+    (``httpx.ConnectError``), with this message. Its exit code is a re-run's
+    for anything the record does not hold. Added in 0.1.0.
+
+    Attributes:
+        address: the host and port the connection was to, ``host:port``.
+    """
+
+    code: ClassVar[str] = "network_blocked"
+    exit_code: ClassVar[int] = 7
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__(
+            f"network access to {address} is blocked (a strict re-run or a test "
+            "run with the network blocked may only use what is recorded)"
+        )

@@ -56,6 +56,7 @@ PUBLIC = [
     "KeyRing",
     "MalformedRequest",
     "MemoryExecutionStore",
+    "NetworkBlocked",
     "NotCacheable",
     "PlannedStep",
     "PostgresExecutionStore",
