@@ -15,6 +15,7 @@ import base64
 import queue
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from enum import StrEnum
 from hashlib import sha256
@@ -42,6 +43,7 @@ from ..errors import CacheMiss
 # The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
 from ..routing._paths import Path, parse, rewrite
 from ..routing.redact import Redactor, header_names, keyed, redact_body
+from ._observed import Observers, observers_of_call, tell_call
 from ._passthrough import AsyncTee, Interrupted, Tee
 
 if TYPE_CHECKING:
@@ -275,6 +277,8 @@ class RecordingCore:
             if self.mode is TransportMode.RECORD or not self.use_cache
             else CacheDirective.DEFAULT
         )
+        #: told about every call (``add_observer`` on the transports)
+        self.observers = Observers()
 
     # -- requests -------------------------------------------------------------------
 
@@ -520,6 +524,44 @@ class RecordingCore:
     # -- the flow ------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
+        """``answer`` the request, and tell the observers about the call."""
+        started = time.time_ns()
+        observed = observers_of_call(self.observers())
+        served = self.answer_request(request, body, open_)
+        if observed[0]:
+            url = self.url(request.url)
+            ready = served.ready
+            tell_call(
+                (request.method, url, body),
+                (ready.status, ready.headers, ready.content),
+                served.cache,
+                served.record,
+                started,
+                observed,
+            )
+        return served
+
+    async def ahandle(
+        self, request: HTTPRequest, body: bytes, open_: AsyncOpen
+    ) -> Served:
+        """The async ``handle``."""
+        started = time.time_ns()
+        observed = observers_of_call(self.observers())
+        served = await self.aanswer_request(request, body, open_)
+        if observed[0]:
+            url = self.url(request.url)
+            ready = served.ready
+            tell_call(
+                (request.method, url, body),
+                (ready.status, ready.headers, ready.content),
+                served.cache,
+                served.record,
+                started,
+                observed,
+            )
+        return served
+
+    def answer_request(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
         """Answer a request from the records, or make it with ``open_`` and record it.
 
         The response served after a call is the one that came (unredacted). On
@@ -584,10 +626,10 @@ class RecordingCore:
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
 
-    async def ahandle(
+    async def aanswer_request(
         self, request: HTTPRequest, body: bytes, open_: AsyncOpen
     ) -> Served:
-        """The async ``handle``: the routing runs as a task when it may stream."""
+        """The async ``answer_request``: routing runs as a task when it may stream."""
         directive = self.asked(request)
         payload, key, redacted = self.payload(request, body, directive)
         if self.mode is TransportMode.REPLAY:

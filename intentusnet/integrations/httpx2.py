@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import httpx2
 
+from ._observed import ObservedTransport
 from ._passthrough import AsyncTee, Tee
 from ._recording import (
     _INTENT,
@@ -116,7 +117,7 @@ def _response(
     )
 
 
-class RecordingTransport(httpx2.BaseTransport):
+class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
     """An httpx2 transport that records calls and answers repeats from records.
 
     Takes the arguments of :class:`intentusnet.integrations.httpx.RecordingTransport`
@@ -164,6 +165,7 @@ class RecordingTransport(httpx2.BaseTransport):
             is_async=False,
             agent="httpx2",
         )
+        self._observers = self._core.observers
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(httpx2.Headers)
@@ -191,7 +193,7 @@ class RecordingTransport(httpx2.BaseTransport):
         self._core.close()
 
 
-class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
+class AsyncRecordingTransport(ObservedTransport, httpx2.AsyncBaseTransport):
     """The async twin of :class:`RecordingTransport`, for ``httpx2.AsyncClient``.
 
     Takes the same arguments; ``wrapped`` is an async transport
@@ -231,6 +233,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             is_async=True,
             agent="httpx2",
         )
+        self._observers = self._core.observers
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(httpx2.Headers)

@@ -31,6 +31,7 @@ from ..errors import AgentRegistrationError
 from .children import Router, aroute_child, route_child
 from .execution import Execution, arun_step, run_step
 from .guard import AttemptGuard
+from .seams import ExecutionObserver
 
 __all__ = [
     "SNAPSHOT_PREFIX",
@@ -168,6 +169,16 @@ class AgentContext:
                 if guard is None:
                     guard = self._guard = AttemptGuard(self.agent, self.attempt)
         return guard
+
+    @property
+    def observers(self) -> tuple[ExecutionObserver, ...]:
+        """The observers of the router running this execution (``add_observer``).
+
+        A recording transport tells them about the HTTP calls the agent makes.
+        Added in 0.1.0.
+        """
+        execution = self._execution
+        return () if execution is None else execution.observers
 
     @property
     def remaining_ms(self) -> float | None:

@@ -31,7 +31,14 @@ from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
 from ..hashing import canonical_json, hash_bytes
 from ..record.model import EventType
-from .seams import LIVE, REPLAY_ERROR, Cassette, StepDecision
+from .seams import (
+    LIVE,
+    REPLAY_ERROR,
+    Cassette,
+    ExecutionObserver,
+    ObservedExecution,
+    StepDecision,
+)
 
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
@@ -140,15 +147,31 @@ class StepSession:
     Args:
         recorder: where events go, or ``None`` when nothing is recorded.
         cassette: the record being re-run, if any.
+        execution_id: the execution's id, as its observers are told it.
+        observers: told when each step starts and ends.
     """
 
-    __slots__ = ("_count", "_lock", "cassette", "recorder")
+    __slots__ = (
+        "_count",
+        "_lock",
+        "cassette",
+        "execution_id",
+        "observers",
+        "recorder",
+    )
 
     def __init__(
-        self, recorder: Recorder | None, cassette: Cassette | None = None
+        self,
+        recorder: Recorder | None,
+        cassette: Cassette | None = None,
+        *,
+        execution_id: str = "",
+        observers: tuple[ExecutionObserver, ...] = (),
     ) -> None:
         self.recorder = recorder
         self.cassette = cassette
+        self.execution_id = execution_id
+        self.observers = observers
         self._count = 0
         self._lock = threading.Lock()
 
@@ -178,12 +201,13 @@ class StepSession:
             self._count += 1
             number = self._count
         active = _ACTIVE.get()
+        parent = active[1] if active is not None and active[0] is self else None
         data: JSONObject = {
             "step": number,
             "name": name,
             "agent": agent,
             "attempt": attempt,
-            "parent": active[1] if active is not None and active[0] is self else None,
+            "parent": parent,
             "args": recorded_args,
             "argsHash": args_hash,
             "sideEffect": side_effect,
@@ -207,6 +231,16 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_START, data)
+        for observer in self.observers:
+            observer.step_started(
+                self.execution_id,
+                number,
+                name,
+                agent,
+                attempt,
+                parent,
+                child,
+            )
         step = OpenStep(number, name, args_hash, decision, child)
         if miss is not None:
             self._end(step, "error", None, None, error=miss, tb=None, miss=True)
@@ -366,6 +400,16 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_END, data)
+        if self.observers:
+            error = data["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            for observer in self.observers:
+                observer.step_ended(
+                    self.execution_id,
+                    step.number,
+                    outcome,
+                    None if message is None else str(message),
+                )
         if self.cassette is not None:
             self.cassette.ended(
                 step.number,
@@ -386,6 +430,8 @@ class Execution:
         recorder: writes the record, or ``None`` when nothing is recorded.
         store: the store recorded into; child intents record there too.
         started: ``perf_counter()`` when routing began.
+        observers: the router's observers, told what the execution does.
+        observed: the execution as they are told about it (with observers).
     """
 
     __slots__ = (
@@ -393,6 +439,8 @@ class Execution:
         "_steps",
         "envelope_hash",
         "execution_id",
+        "observed",
+        "observers",
         "recorder",
         "started",
         "store",
@@ -407,16 +455,19 @@ class Execution:
         *,
         store: ExecutionStore | None = None,
         cassette: Cassette | None = None,
+        observers: tuple[ExecutionObserver, ...] = (),
     ) -> None:
         self.execution_id = execution_id
         self.envelope_hash = envelope_hash
         self.recorder = recorder
         self.started = started
         self.store = store
+        self.observers = observers
+        self.observed: ObservedExecution | None = None
         self._lock = threading.Lock()
         # A re-run's session exists from the start; else it is made at the
         # first step of an execution that records.
-        self._steps = StepSession(recorder, cassette) if cassette else None
+        self._steps = self._session(cassette) if cassette else None
 
     @property
     def redaction(self) -> Redaction | None:
@@ -431,8 +482,16 @@ class Execution:
             with self._lock:  # the agents of one execution may run on several threads
                 session = self._steps
                 if session is None:
-                    session = self._steps = StepSession(self.recorder)
+                    session = self._steps = self._session(None)
         return session
+
+    def _session(self, cassette: Cassette | None) -> StepSession:
+        return StepSession(
+            self.recorder,
+            cassette,
+            execution_id=self.execution_id,
+            observers=self.observers,
+        )
 
 
 def enter_step(session: StepSession, number: int) -> Token[_Active]:

@@ -27,7 +27,6 @@ from ..envelope import (
 from ..errors import EnvelopeValidationError
 from .agents import AgentRegistry, RegisteredAgent
 from .execution import Execution
-from .recorder import Recorder
 
 __all__ = [
     "Outcome",
@@ -282,8 +281,17 @@ def decide(
 
 
 def _record_attempts(
-    recorder: Recorder, outcomes: list[Outcome], first_attempt: int
+    ex: Execution, outcomes: list[Outcome], first_attempt: int
 ) -> None:
+    """Record how the attempts ended, and tell the execution's observers."""
+    for observer in ex.observers:
+        for number, out in enumerate(outcomes, first_attempt):
+            observer.attempt_ended(
+                ex.execution_id, out.agent, number, out.outcome, out.error
+            )
+    recorder = ex.recorder
+    if recorder is None:
+        return
     for number, out in enumerate(outcomes, first_attempt):
         recorder.event(
             "AGENT_ATTEMPT_END",
@@ -345,9 +353,8 @@ def plan(
     if strategy is RoutingStrategy.BROADCAST:
         results: JSONObject = {}
         for agent in order:
-            got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
-            if recorder is not None:
-                _record_attempts(recorder, got, len(outcomes) + 1)
+            got = yield _start(ex, (agent,), False, len(outcomes) + 1)
+            _record_attempts(ex, got, len(outcomes) + 1)
             outcomes += got
             if got[0].ok:
                 results[agent.name] = got[0].payload
@@ -356,9 +363,8 @@ def plan(
         return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
     if strategy is RoutingStrategy.PARALLEL:
-        got = yield _start(recorder, order, True, 1)
-        if recorder is not None:
-            _record_attempts(recorder, got, 1)
+        got = yield _start(ex, order, True, 1)
+        _record_attempts(ex, got, 1)
         outcomes += got
         winner = next((o for o in got if o.ok), None)
         if winner is not None:
@@ -367,9 +373,8 @@ def plan(
 
     # DIRECT runs its one agent; FALLBACK walks the order until one succeeds.
     for index, agent in enumerate(order):
-        got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
-        if recorder is not None:
-            _record_attempts(recorder, got, len(outcomes) + 1)
+        got = yield _start(ex, (agent,), False, len(outcomes) + 1)
+        _record_attempts(ex, got, len(outcomes) + 1)
         outcomes += got
         if got[0].ok:
             return settle(ex, decision, outcomes)
@@ -396,11 +401,15 @@ def settle(
 
 
 def _start(
-    recorder: Recorder | None,
+    ex: Execution,
     agents: tuple[RegisteredAgent, ...],
     race: bool,
     first_attempt: int,
 ) -> Run:
+    for observer in ex.observers:
+        for number, agent in enumerate(agents, first_attempt):
+            observer.attempt_started(ex.execution_id, agent.name, number)
+    recorder = ex.recorder
     if recorder is not None:
         for number, agent in enumerate(agents, first_attempt):
             recorder.event(
