@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "EventType": "record.model",
     "ExecutionEvent": "record.model",
     "ExecutionHeader": "record.model",
+    "ExecutionObserver": "routing.seams",
     "ExecutionPage": "http.client",
     "ExecutionRecord": "record.model",
     "ExecutionStore": "store",
@@ -58,7 +59,10 @@ _EXPORTS: dict[str, str] = {
     "KeyRing": "record.signing",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
+    "NetworkBlocked": "errors",
     "NotCacheable": "errors",
+    "ObservedCall": "routing.seams",
+    "ObservedExecution": "routing.seams",
     "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
     "PublicKey": "record.keys",
@@ -97,7 +101,6 @@ _EXPORTS: dict[str, str] = {
     "SignatureStatus": "record.signing",
     "SigningKey": "record.keys",
     "SigningKeyError": "errors",
-    "NetworkBlocked": "errors",
     "StepRun": "steps.view",
     "StoreError": "errors",
     "StoreStats": "record.model",
@@ -204,6 +207,9 @@ if TYPE_CHECKING:
     from .routing.agents import current_context as current_context
     from .routing.redact import Redactor as Redactor
     from .routing.router import IntentRouter as IntentRouter
+    from .routing.seams import ExecutionObserver as ExecutionObserver
+    from .routing.seams import ObservedCall as ObservedCall
+    from .routing.seams import ObservedExecution as ObservedExecution
     from .steps.cassette import Cassette as Cassette
     from .steps.diff import BranchDiff as BranchDiff
     from .steps.diff import DiffEntry as DiffEntry
