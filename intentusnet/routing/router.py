@@ -422,13 +422,13 @@ class IntentRouter:
     def _observe(
         self, ex: Execution, env: IntentEnvelope, options: ExecutionOptions | None
     ) -> None:
-        """Tell the observers that ``ex`` began."""
+        """What ``ex``'s observers are told about it (``plan`` tells them it began)."""
         looked_up = (
             self.cache is not None
             and options is None
             and env.routing.cache is not CacheDirective.BYPASS
         )
-        ex.observed = observed = ObservedExecution(
+        ex.observed = ObservedExecution(
             ex.execution_id,
             None if options is None else options.parent_execution_id,
             env.intent.name,
@@ -437,8 +437,6 @@ class IntentRouter:
             "miss" if looked_up else "bypass",
             time.time_ns(),
         )
-        for observer in ex.observers:
-            observer.execution_started(observed)
 
     def _configuration(self, env: IntentEnvelope) -> JSONObject:
         """The configuration ``env`` is routed under, for the record's header."""

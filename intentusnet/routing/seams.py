@@ -260,11 +260,14 @@ class ExecutionObserver(Protocol):
     integration is one. Calls come from whichever thread does the work (the
     caller's, a worker thread running a sync agent, the router's event
     loop), so an observer keys what it keeps by execution id, attempt and
-    step number, never by thread. An observer must not raise: what it raises
-    reaches the caller of the routing call. A cache hit is told as an
-    execution started (when the lookup began) and ended at once, with no
-    attempts. Steps are told only for executions that record (a router with
-    a store).
+    step number, never by thread. A cache hit is told as an execution started
+    (when the lookup began) and ended at once, with no attempts. Steps are
+    told only for executions that record (a router with a store).
+
+    An observer must not raise. What it raises while the execution runs
+    makes the answer an ``INTERNAL_ERROR`` (recorded, like any answer); from
+    a step or a transport call it reaches the code making that call; from
+    ``execution_ended`` it reaches the caller of the routing call.
 
     Added in 0.1.0.
     """

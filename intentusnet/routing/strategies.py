@@ -281,14 +281,24 @@ def decide(
 
 
 def _record_attempts(
-    ex: Execution, outcomes: list[Outcome], first_attempt: int
+    ex: Execution,
+    outcomes: list[Outcome],
+    first_attempt: int,
+    race: tuple[RegisteredAgent, ...] = (),
 ) -> None:
-    """Record how the attempts ended, and tell the execution's observers."""
-    for observer in ex.observers:
+    """Record how the attempts ended, and tell the execution's observers.
+
+    The outcomes of a ``race`` come in the order the agents finished; the
+    observers are told each attempt under the number it started with.
+    """
+    if ex.observers:
+        started = {agent.name: n for n, agent in enumerate(race, first_attempt)}
         for number, out in enumerate(outcomes, first_attempt):
-            observer.attempt_ended(
-                ex.execution_id, out.agent, number, out.outcome, out.error
-            )
+            number = started.get(out.agent, number)
+            for observer in ex.observers:
+                observer.attempt_ended(
+                    ex.execution_id, out.agent, number, out.outcome, out.error
+                )
     recorder = ex.recorder
     if recorder is None:
         return
@@ -342,6 +352,10 @@ def plan(
     as is (shared between executions: never changed).
     """
     strategy = decision.strategy
+    observed = ex.observed
+    if observed is not None:  # inside the driver's guard: a fault is an answer
+        for observer in ex.observers:
+            observer.execution_started(observed)
     recorder = ex.recorder
     if recorder is not None:
         recorder.event("ROUTER_DECISION", decision_wire)
@@ -364,7 +378,7 @@ def plan(
 
     if strategy is RoutingStrategy.PARALLEL:
         got = yield _start(ex, order, True, 1)
-        _record_attempts(ex, got, 1)
+        _record_attempts(ex, got, 1, order)
         outcomes += got
         winner = next((o for o in got if o.ok), None)
         if winner is not None:

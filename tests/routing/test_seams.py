@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 
 import httpx
 import pytest
@@ -104,18 +105,24 @@ def test_execution_attempts_and_steps_are_told_in_order():
     assert execution.parent_execution_id is None
 
 
-def test_parallel_attempts_are_all_told():
-    """A PARALLEL race tells every attempt's start and end."""
+def test_parallel_attempts_are_told_under_the_numbers_they_started_with():
+    """PARALLEL: each attempt ends under its own number, whoever finished first."""
     router = IntentRouter()
-    router.agent("work", name="a")(lambda env, ctx: {"a": 1})
+
+    @router.agent("work", name="a")
+    def a(env, ctx):
+        time.sleep(0.2)  # b answers first; a is cancelled
+        return {"a": 1}
+
     router.agent("work", name="b")(lambda env, ctx: {"b": 1})
     log = Log()
     router.add_observer(log)
     with router:
         router.route_intent(wire(strategy="PARALLEL"))
     started = {c[1:] for c in log.calls if c[0] == "attempt_started"}
-    ended = {c[1:3] for c in log.calls if c[0] == "attempt_ended"}
-    assert started == ended == {("a", 1), ("b", 2)}
+    ended = {c[1:] for c in log.calls if c[0] == "attempt_ended"}
+    assert started == {("a", 1), ("b", 2)}
+    assert ended == {("a", 1, "cancelled"), ("b", 2, "success")}
 
 
 def test_a_child_intent_names_its_parent_and_its_route_step():
@@ -259,3 +266,27 @@ def test_without_observers_nothing_is_told(store):
     with router:
         assert router.route_intent(wire()).status == "success"
     assert router.observers == ()
+
+
+def test_an_observer_that_raises_fails_the_execution_as_recorded():
+    """A raising observer: an INTERNAL_ERROR answer, and the record still closed."""
+
+    class Broken(Log):
+        def execution_started(self, execution):
+            super().execution_started(execution)
+            raise RuntimeError("observer bug")
+
+    store = MemoryExecutionStore()
+    router = IntentRouter(store=store)
+    router.agent("work", name="w")(lambda env, ctx: {})
+    broken = Broken()
+    router.add_observer(broken)
+    with router:
+        response = router.route_intent(wire())
+    assert response.status == "error"
+    assert response.error.code.value == "INTERNAL_ERROR"
+    assert "observer bug" in response.error.message
+    record = store.load(response.metadata.execution_id)
+    assert record.final_response is not None
+    assert "RECORDING_FAILURE" in [e.type for e in record.events]
+    assert broken.calls[-1] == ("execution_ended", "work", "error")
