@@ -130,7 +130,7 @@ class Instrumentation:
         # dict operation at a time: the router calls from several threads.
         self._executions: dict[str, Span] = {}
         self._attempts: dict[tuple[str, int], Span] = {}
-        self._steps: dict[tuple[str, int], Span] = {}
+        self._steps: dict[tuple[str, int], tuple[Span, str | None]] = {}
         self._children: dict[str, Span] = {}
 
     def uninstrument(self) -> None:
@@ -229,7 +229,10 @@ class Instrumentation:
         child_execution_id: str | None,
     ) -> None:
         """Start a step's span in its parent step's, else in its attempt's."""
-        outer = None if parent is None else self._steps.get((execution_id, parent))
+        outer = None
+        if parent is not None:
+            found = self._steps.get((execution_id, parent))
+            outer = None if found is None else found[0]
         if outer is None:
             outer = self._attempts.get((execution_id, attempt))
         if outer is None:
@@ -248,7 +251,7 @@ class Instrumentation:
         span = self._tracer.start_span(
             f"step {name}", context=_context(outer), attributes=attributes
         )
-        self._steps[execution_id, step] = span
+        self._steps[execution_id, step] = (span, child_execution_id)
         if child_execution_id is not None:
             self._children[child_execution_id] = span
 
@@ -256,9 +259,12 @@ class Instrumentation:
         self, execution_id: str, step: int, outcome: str, error: str | None
     ) -> None:
         """End a step's span with its outcome."""
-        span = self._steps.pop((execution_id, step), None)
-        if span is None:
+        found = self._steps.pop((execution_id, step), None)
+        if found is None:
             return
+        span, child = found
+        if child is not None:  # its execution took it, or never started
+            self._children.pop(child, None)
         span.set_attribute("intentusnet.outcome", outcome)
         if outcome != "success":
             span.set_status(Status(StatusCode.ERROR, error))

@@ -8,6 +8,7 @@ import threading
 import time
 
 import httpx
+import httpx2
 import pytest
 
 from intentusnet import (
@@ -18,6 +19,8 @@ from intentusnet import (
     ObservedExecution,
     ReplayCache,
 )
+from intentusnet.integrations import httpx as via_httpx
+from intentusnet.integrations import httpx2 as via_httpx2
 from intentusnet.integrations.httpx import RecordingTransport
 
 
@@ -256,6 +259,42 @@ def test_transport_calls_are_told_to_the_agents_router_and_the_transport():
     assert inside.record_id is not None
     assert inside.started_ns <= inside.ended_ns
     assert both.http[1].execution_id is None
+
+
+@pytest.mark.parametrize("lib", [httpx, httpx2])
+def test_async_transports_of_both_libraries_tell_their_observers(lib):
+    """AsyncRecordingTransport (httpx and httpx2): a call in an async agent is told."""
+    module = via_httpx if lib is httpx else via_httpx2
+    store = MemoryExecutionStore()
+    transport = module.AsyncRecordingTransport(
+        store,
+        wrapped=lib.MockTransport(lambda request: lib.Response(201, text="made")),
+    )
+    router = IntentRouter(store=store)
+
+    @router.agent("work", name="w")
+    async def w(env, ctx):
+        async with lib.AsyncClient(transport=transport) as client:
+            answer = await client.put("http://api.test/items/1", content=b"x")
+        return {"status": answer.status_code}
+
+    log = Log()
+    transport.add_observer(log)
+
+    async def main():
+        try:
+            return await asyncio.wait_for(router.route(wire()), 10)
+        finally:
+            await transport.aclose()
+
+    with router:
+        response = asyncio.run(main())
+    assert response.payload == {"status": 201}
+    (call,) = log.http
+    assert (call.method, call.status, call.cache) == ("PUT", 201, "miss")
+    assert call.response_body == b"made"
+    assert call.content_type.startswith("text/plain")
+    assert call.execution_id is None  # the router itself has no observers
 
 
 @pytest.mark.parametrize("store", [None, MemoryExecutionStore()])
