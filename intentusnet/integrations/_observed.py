@@ -8,11 +8,21 @@ running that agent are told too, with the agent's execution and attempt.
 from __future__ import annotations
 
 import time
+from typing import TypeAlias
 
 from ..routing.agents import current_context
 from ..routing.seams import ExecutionObserver, ObservedCall
 
-__all__ = ["ObservedTransport", "Observers", "observers_of_call", "tell_call"]
+__all__ = [
+    "Observed",
+    "ObservedTransport",
+    "Observers",
+    "observers_of_call",
+    "tell_call",
+]
+
+#: Who to tell about a call, and the execution and attempt of the agent making it.
+Observed: TypeAlias = tuple[tuple[ExecutionObserver, ...], str | None, int | None]
 
 
 class Observers:
@@ -37,9 +47,7 @@ class Observers:
         return self._observers
 
 
-def observers_of_call(
-    own: tuple[ExecutionObserver, ...],
-) -> tuple[tuple[ExecutionObserver, ...], str | None, int | None]:
+def observers_of_call(own: tuple[ExecutionObserver, ...]) -> Observed:
     """Who to tell about a call made now, and the agent's execution and attempt.
 
     ``own`` (the transport's) and the observers of the router whose agent is
@@ -61,7 +69,7 @@ def tell_call(
     cache: str,
     record: str | None,
     started_ns: int,
-    observed: tuple[tuple[ExecutionObserver, ...], str | None, int | None],
+    observed: Observed,
 ) -> None:
     """Tell the observers of ``observed`` about a call and its answer.
 

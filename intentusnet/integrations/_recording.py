@@ -43,7 +43,7 @@ from ..errors import CacheMiss
 # The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
 from ..routing._paths import Path, parse, rewrite
 from ..routing.redact import Redactor, header_names, keyed, redact_body
-from ._observed import Observers, observers_of_call, tell_call
+from ._observed import Observed, Observers, observers_of_call, tell_call
 from ._passthrough import AsyncTee, Interrupted, Tee
 
 if TYPE_CHECKING:
@@ -524,21 +524,12 @@ class RecordingCore:
     # -- the flow ------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
-        """``answer`` the request, and tell the observers about the call."""
+        """``answer_request``, then tell the observers about the call."""
         started = time.time_ns()
         observed = observers_of_call(self.observers())
         served = self.answer_request(request, body, open_)
         if observed[0]:
-            url = self.url(request.url)
-            ready = served.ready
-            tell_call(
-                (request.method, url, body),
-                (ready.status, ready.headers, ready.content),
-                served.cache,
-                served.record,
-                started,
-                observed,
-            )
+            self._tell(request, body, served, started, observed)
         return served
 
     async def ahandle(
@@ -549,17 +540,26 @@ class RecordingCore:
         observed = observers_of_call(self.observers())
         served = await self.aanswer_request(request, body, open_)
         if observed[0]:
-            url = self.url(request.url)
-            ready = served.ready
-            tell_call(
-                (request.method, url, body),
-                (ready.status, ready.headers, ready.content),
-                served.cache,
-                served.record,
-                started,
-                observed,
-            )
+            self._tell(request, body, served, started, observed)
         return served
+
+    def _tell(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        served: Served,
+        started: int,
+        observed: Observed,
+    ) -> None:
+        ready = served.ready
+        tell_call(
+            (request.method, self.url(request.url), body),
+            (ready.status, ready.headers, ready.content),
+            served.cache,
+            served.record,
+            started,
+            observed,
+        )
 
     def answer_request(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
         """Answer a request from the records, or make it with ``open_`` and record it.
