@@ -288,33 +288,30 @@ def _record_attempts(
 ) -> None:
     """Record how the attempts ended, and tell the execution's observers.
 
-    The outcomes of a ``race`` come in the order the agents finished; the
-    observers are told each attempt under the number it started with.
+    The outcomes of a ``race`` come in the order the agents finished; each is
+    recorded and told under the number its attempt started with.
     """
-    if ex.observers:
-        started = {agent.name: n for n, agent in enumerate(race, first_attempt)}
-        for number, out in enumerate(outcomes, first_attempt):
-            number = started.get(out.agent, number)
-            for observer in ex.observers:
-                observer.attempt_ended(
-                    ex.execution_id, out.agent, number, out.outcome, out.error
-                )
-    recorder = ex.recorder
-    if recorder is None:
-        return
-    for number, out in enumerate(outcomes, first_attempt):
-        recorder.event(
-            "AGENT_ATTEMPT_END",
-            {
-                "agent": out.agent,
-                "attempt": number,
-                "outcome": out.outcome,
-                "durationMs": out.duration_ms,
-                "output": out.payload,
-                "error": out.error.model_dump(mode="json") if out.error else None,
-                "traceback": out.traceback,
-            },
-        )
+    numbers = {agent.name: n for n, agent in enumerate(race, first_attempt)}
+    for index, out in enumerate(outcomes, first_attempt):
+        number = numbers.get(out.agent, index)
+        for observer in ex.observers:
+            observer.attempt_ended(
+                ex.execution_id, out.agent, number, out.outcome, out.error
+            )
+        recorder = ex.recorder
+        if recorder is not None:
+            recorder.event(
+                "AGENT_ATTEMPT_END",
+                {
+                    "agent": out.agent,
+                    "attempt": number,
+                    "outcome": out.outcome,
+                    "durationMs": out.duration_ms,
+                    "output": out.payload,
+                    "error": out.error.model_dump(mode="json") if out.error else None,
+                    "traceback": out.traceback,
+                },
+            )
 
 
 def _all_failed(outcomes: list[Outcome]) -> ErrorInfo:
