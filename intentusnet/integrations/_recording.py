@@ -1049,8 +1049,9 @@ class HitHeaders(Generic[_H]):
     """A hit's headers in a transport's own type, made once per served answer.
 
     A hit serves the same ``Served`` each time, so its headers are built on
-    the first hit only. Only hits are kept (a live stream's ``Served`` holds
-    its tee, which a memo must not keep alive), at most ``kept`` of them.
+    the first hit only. Only hits outside agents are kept (a live stream's
+    ``Served`` holds its tee, which a memo must not keep alive; a step's is
+    new each time), at most ``kept`` of them.
     """
 
     def __init__(
@@ -1062,8 +1063,8 @@ class HitHeaders(Generic[_H]):
 
     def __call__(self, served: Served) -> _H | list[tuple[str, str]]:
         """The headers to serve ``served`` with."""
-        if served.cache != "hit":
-            return served.headers()
+        if served.cache != "hit" or served.step is not None:
+            return served.headers()  # a step's answer is made anew each time
         found = self._memo.get(id(served))
         if found is not None and found[0] is served:
             return found[1]

@@ -24,6 +24,7 @@ from intentusnet import (
     CassetteMiss,
     FileExecutionStore,
     IntentRouter,
+    Redactor,
     ReplayEngine,
     record_steps,
     rerun,
@@ -268,6 +269,63 @@ def test_a_transport_cache_hit_in_an_agent_is_recorded_as_its_step(store) -> Non
     (step,) = record_steps(store.load(inside.metadata.execution_id))
     assert step.output["body"] == outside.text
     router.close()
+
+
+def test_redaction_ignored_paths_and_hooks_shape_the_step(store) -> None:
+    """The step's args and output are what the transport hashes and records: the
+    redactor, ignore_body_paths and before_record_request apply; the agent sees
+    the recorded response live as in the rerun; the secret never reaches disk."""
+    redactor = Redactor(
+        b"0123456789abcdef",
+        http_body=["messages[*].content", "choices[*].message.content"],
+    )
+
+    def hook(payload):
+        return {**payload, "hooked": True}
+
+    user = {"name": "alice"}  # ignored: today's code may ask for another user
+    with FakeAPI() as api:
+        transport = via_httpx.RecordingTransport(
+            store,
+            redactor=redactor,
+            ignore_body_paths=["user"],
+            before_record_request=hook,
+        )
+        http = httpx.Client(transport=transport, timeout=TIMEOUT)
+        router = IntentRouter(store=store)
+
+        @router.agent("ask")
+        def ask(env, ctx):
+            answer = http.post(
+                f"{api.url}/v1/chat/completions",
+                json={
+                    "model": "m",
+                    "user": user["name"],
+                    "messages": [{"role": "user", "content": "my secret plan"}],
+                },
+                headers={"authorization": f"Bearer {API_KEY}"},
+            )
+            return {"content": answer.json()["choices"][0]["message"]["content"]}
+
+        first = router.route_intent({"intent": {"name": "ask"}})
+        assert first.status == "success", first.error
+        record = store.load(first.metadata.execution_id)
+        user["name"] = "bob"
+        result = rerun(ReplayEngine(record), router)
+        assert api.hits == 1
+    http.close()
+    router.close()
+    (step,) = record_steps(record)
+    assert step.args["hooked"] is True
+    assert step.args["json"]["user"] == "(ignored)"
+    assert step.args["json"]["messages"][0]["content"].startswith("[redacted:")
+    assert first.payload["content"].startswith("[redacted:")  # as recorded
+    assert result.ok, result.response.error
+    assert result.response.payload == first.payload
+    for path in Path(store.root).rglob("*"):
+        if path.is_file():
+            assert b"my secret plan" not in path.read_bytes(), path
+            assert API_KEY.encode() not in path.read_bytes(), path
 
 
 def test_anthropic_through_httpx2_in_an_agent(store) -> None:
