@@ -243,6 +243,24 @@ def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None
     assert [(s.source, s.outcome) for s in result.steps] == [("record", "error")]
 
 
+def test_an_error_status_is_a_response_served_again(store, closing) -> None:
+    """A 429 is the step's output (a response, not a failure): a rerun with the
+    server stopped serves it, and the SDK raises the same error again."""
+    with FakeAPI() as api:
+        router = openai_router(store, api.url, is_async=False, closing=closing)
+        first = router.route_intent(
+            {"intent": {"name": "chat"}, "payload": {"prompt": "fail 429"}}
+        )
+    assert first.status == "error"
+    assert "RateLimitError" in first.error.message
+    record = store.load(first.metadata.execution_id)
+    (step,) = record_steps(record)
+    assert (step.outcome, step.output["status"]) == ("success", 429)
+    result = rerun(ReplayEngine(record), router)
+    assert [s.source for s in result.steps] == ["record"]
+    assert result.response.error.message == first.error.message
+
+
 def test_a_transport_cache_hit_in_an_agent_is_recorded_as_its_step(store) -> None:
     """A hit answers inside an agent too (no call); the step records the answer."""
     with FakeAPI() as api:
