@@ -7,8 +7,10 @@ numbers it, asks the re-run's cassette (if any) what to do and writes
 ``STEP_START``; it closes with :meth:`~StepSession.serve`,
 :meth:`~StepSession.succeeded`, :meth:`~StepSession.failed` or
 :meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
-:func:`arun_step` drive one step call. The event data is described in
-docs/records.md.
+:func:`arun_step` drive one step call; :func:`open_pending` opens a
+:class:`PendingStep`, one whose end is written later by whoever sees the call
+end (a streamed HTTP response read to its end). The event data is described
+in docs/records.md.
 """
 
 from __future__ import annotations
