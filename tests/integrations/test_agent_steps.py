@@ -346,6 +346,40 @@ def test_redaction_ignored_paths_and_hooks_shape_the_step(store) -> None:
             assert API_KEY.encode() not in path.read_bytes(), path
 
 
+def test_a_request_inside_a_step_is_its_child_served_with_it(store) -> None:
+    """Made inside ctx.step, the request is that step's child; a rerun serving
+    the parent makes no request at all."""
+    with FakeAPI() as api:
+        http = httpx.Client(
+            transport=via_httpx.RecordingTransport(store), timeout=TIMEOUT
+        )
+        router = IntentRouter(store=store)
+
+        def summarize(text: str) -> str:
+            answer = http.post(
+                f"{api.url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": text}]},
+                headers={"authorization": f"Bearer {API_KEY}"},
+            )
+            return answer.json()["choices"][0]["message"]["content"]
+
+        @router.agent("sum")
+        def agent(env, ctx):
+            return {"summary": ctx.step("llm.summarize", {"text": "long"}, summarize)}
+
+        first = router.route_intent({"intent": {"name": "sum"}})
+        record = store.load(first.metadata.execution_id)
+        result = rerun(ReplayEngine(record), router)
+        assert api.hits == 1
+    http.close()
+    router.close()
+    parent, child = record_steps(record)
+    assert (parent.name, child.parent) == ("llm.summarize", parent.number)
+    assert child.name.startswith("http POST 127.0.0.1:")
+    assert [s.name for s in result.steps] == ["llm.summarize"]
+    assert result.response.payload == first.payload
+
+
 def test_anthropic_through_httpx2_in_an_agent(store) -> None:
     """The Anthropic SDK (httpx2) in an async agent, streamed: a step, re-run
     with the server stopped."""
