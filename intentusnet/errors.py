@@ -512,11 +512,12 @@ class NetworkBlocked(IntentusNetError, ConnectionError):
     """A connection was refused because the network is blocked.
 
     Raised by a socket's ``connect`` inside
-    ``intentusnet.integrations.network.block_network()`` (a strict re-run with
-    ``block_network=True``, a test run with ``--intentusnet-block-network``) for
-    any address not allowed. HTTP clients wrap it in their connection error
-    (``httpx.ConnectError``), with this message. Its exit code is a re-run's
-    for anything the record does not hold. Added in 0.1.0.
+    ``intentusnet.integrations.network.block_network()`` (a strict re-run
+    inside it, ``intentusnet rerun --block-network``, a test run with
+    ``--intentusnet-block-network``) for any address not allowed. HTTP clients
+    wrap it in their connection error (``httpx.ConnectError``), with this
+    message. Its exit code is a re-run's for anything the record does not hold.
+    Added in 0.1.0.
 
     Attributes:
         address: the host and port the connection was to, ``host:port``.

@@ -1,9 +1,12 @@
 """Block the network: every outgoing connection refused, but to allowed hosts.
 
-:func:`block_network` is how a strict re-run (``rerun(..., block_network=True)``)
-and the pytest plugin (``--intentusnet-block-network``) make sure nothing leaves
-the process: whatever client an agent or a test builds, its connection fails
-with :class:`~intentusnet.errors.NetworkBlocked` naming the address.
+:func:`block_network` is how a strict re-run (``with block_network():
+rerun(engine, router)``, ``intentusnet rerun --block-network``) and the pytest
+plugin (``--intentusnet-block-network``) make sure nothing leaves the process:
+whatever client an agent or a test builds, its connection fails with
+:class:`~intentusnet.errors.NetworkBlocked` naming the address, and the block
+keeps the addresses it refused (an agent may catch the error; the block still
+tells).
 
 It works by replacing ``socket.socket.connect`` and ``connect_ex`` (the calls
 every TCP and UDP client makes, blocking or asyncio) while a block is active,
@@ -19,46 +22,67 @@ import socket
 import threading
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import NetworkBlocked
 
-__all__ = ["block_network"]
+__all__ = ["NetworkBlock", "block_network"]
 
 #: What ``localhost`` in an allowed-hosts list stands for.
 _LOCALHOST: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 _lock = threading.Lock()
-#: One set of allowed hosts per active block; a connection must pass them all.
-_active: list[frozenset[str]] = []
+
+
+@dataclass(eq=False)
+class NetworkBlock:
+    """One active :func:`block_network`: what it allows, and what it refused.
+
+    Attributes:
+        allowed: the hosts still reachable (normalised; ``localhost`` expanded).
+        refused: the addresses (``host:port``) whose connections it refused,
+            in order, even those whose ``NetworkBlocked`` an agent caught.
+
+    Added in 0.1.0.
+    """
+
+    allowed: frozenset[str]
+    refused: list[str] = field(default_factory=list)
+
+
+#: The active blocks; a connection must pass them all.
+_active: list[NetworkBlock] = []
 #: The methods replaced, and whether ``socket.socket`` defined them itself.
 _original: dict[str, tuple[Callable[..., Any], bool]] = {}
 
 
 @contextmanager
-def block_network(allowed_hosts: Collection[str] = ()) -> Iterator[None]:
+def block_network(allowed_hosts: Collection[str] = ()) -> Iterator[NetworkBlock]:
     """Refuse every network connection made inside the block.
 
     ``allowed_hosts`` are host names or IP addresses that stay reachable: an
     address is compared as connected to (an IP, or a name for a socket connected
     by name), and ``localhost`` allows ``127.0.0.1`` and ``::1`` too. Blocks nest:
     a connection must be allowed by every active block. A refused connection
-    raises :class:`~intentusnet.errors.NetworkBlocked`.
+    raises :class:`~intentusnet.errors.NetworkBlocked`; the block yielded
+    (``with block_network() as block:``) lists it in ``block.refused``.
 
     Added in 0.1.0.
     """
     allowed = frozenset(_normal(h) for h in allowed_hosts)
     if allowed & _LOCALHOST:
         allowed |= _LOCALHOST
+    block = NetworkBlock(allowed)
     with _lock:
         if not _active:
             _install()
-        _active.append(allowed)
+        _active.append(block)
     try:
-        yield
+        yield block
     finally:
         with _lock:
-            _active.remove(allowed)
+            _active.remove(block)
             if not _active:
                 _uninstall()
 
@@ -78,10 +102,13 @@ def _check(sock: socket.socket, address: object) -> None:
         (address[0], address[1]) if isinstance(address, tuple) else (address, "")
     )
     name = _normal(str(host))
-    for allowed in list(_active):
-        if name not in allowed:
-            shown = f"[{name}]" if ":" in name else name
-            raise NetworkBlocked(f"{shown}:{port}")
+    refused = [block for block in list(_active) if name not in block.allowed]
+    if refused:
+        shown = f"[{name}]" if ":" in name else name
+        address = f"{shown}:{port}"
+        for block in refused:
+            block.refused.append(address)
+        raise NetworkBlocked(address)
 
 
 def _install() -> None:

@@ -7,8 +7,10 @@ numbers it, asks the re-run's cassette (if any) what to do and writes
 ``STEP_START``; it closes with :meth:`~StepSession.serve`,
 :meth:`~StepSession.succeeded`, :meth:`~StepSession.failed` or
 :meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
-:func:`arun_step` drive one step call. The event data is described in
-docs/records.md.
+:func:`arun_step` drive one step call; :func:`open_pending` opens a
+:class:`PendingStep`, one whose end is written later by whoever sees the call
+end (a streamed HTTP response read to its end). The event data is described
+in docs/records.md.
 """
 
 from __future__ import annotations
@@ -49,11 +51,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Execution",
     "OpenStep",
+    "PendingStep",
     "StepSession",
     "arun_step",
     "enter_step",
     "jsonish",
     "leave_step",
+    "open_pending",
     "replayed_error",
     "run_step",
 ]
@@ -545,6 +549,61 @@ def _served(session: StepSession, opened: OpenStep) -> object:
     if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
         raise _replayed(opened)
     return output
+
+
+class PendingStep:
+    """A step opened now whose end is written later, by whoever sees it end.
+
+    For a call that outlives the function making it: an HTTP response whose
+    body the agent reads after the transport has returned it ends when the
+    body has been read to its end, maybe on another thread. Exactly one of
+    :meth:`serve`, :meth:`succeeded` and :meth:`failed` ends it.
+    """
+
+    __slots__ = ("_opened", "_session")
+
+    def __init__(self, session: StepSession, opened: OpenStep) -> None:
+        self._session = session
+        self._opened = opened
+
+    @property
+    def number(self) -> int:
+        """The step's number in its execution's record."""
+        return self._opened.number
+
+    @property
+    def served(self) -> bool:
+        """A re-run's record answers this call: :meth:`serve` it, call nothing."""
+        return self._opened.served
+
+    def serve(self) -> JSONValue:
+        """The recorded output (its recorded failure is raised again)."""
+        return cast(JSONValue, _served(self._session, self._opened))
+
+    def succeeded(self, value: object) -> None:
+        """Write ``STEP_END`` for a call whose result is ``value``."""
+        self._session.succeeded(self._opened, value)
+
+    def failed(self, exc: BaseException) -> None:
+        """Write ``STEP_END`` for a call that failed with ``exc``."""
+        self._session.failed(self._opened, exc)
+
+
+def open_pending(
+    ex: Execution | None, agent: str, attempt: int, name: str, args: JSONValue
+) -> PendingStep | None:
+    """Open step ``name`` of ``ex``; ``None`` when ``ex`` records no steps.
+
+    Raises:
+        CassetteMiss: in a re-run, no recording answers the call (recorded as
+            the step's failure).
+    """
+    session = None if ex is None else ex.steps()
+    if session is None:
+        return None
+    return PendingStep(
+        session, session.open(agent, attempt, name, args, side_effect=False)
+    )
 
 
 def run_step(
