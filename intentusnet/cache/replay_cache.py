@@ -255,22 +255,29 @@ class ReplayCache:
         return await self.aanswer(key, lambda: execute(env))
 
     def answer(
-        self, key: CacheKey, execute: Callable[[], AgentResponse]
+        self,
+        key: CacheKey,
+        execute: Callable[[], AgentResponse],
+        *,
+        missed: bool = False,
     ) -> AgentResponse:
         """Serve ``key`` from the cache, or run ``execute`` once for all askers.
 
         ``bypass`` never reads and always runs; ``no_store`` reads, and runs
-        without making its answer the cached one.
+        without making its answer the cached one. ``missed``: the caller has
+        just found no answer with :meth:`hit`, so the tiers are not read again
+        before the flight is joined (an answer stored meanwhile is still
+        found: the flight's leader looks once more). Added in 0.1.0.
         """
         while True:
             directive = key.directive
-            if directive is not _BYPASS:
-                entry = self._find(key.envelope_hash)
-                if entry is not None:
-                    return self._serve(entry, key)
-            else:
+            if directive is _BYPASS:
                 self._count_miss()
                 return self._keep(key, execute())
+            if missed:  # looked up just now: the flight's leader looks again
+                missed = False
+            elif (entry := self._find(key.envelope_hash)) is not None:
+                return self._serve(entry, key)
             flight, leader = self._flights.join(
                 key.envelope_hash, lead=directive is _DEFAULT
             )
@@ -285,18 +292,22 @@ class ReplayCache:
             return self._lead(key, flight, execute)
 
     async def aanswer(
-        self, key: CacheKey, execute: Callable[[], Awaitable[AgentResponse]]
+        self,
+        key: CacheKey,
+        execute: Callable[[], Awaitable[AgentResponse]],
+        *,
+        missed: bool = False,
     ) -> AgentResponse:
         """The async ``answer``: flights are shared with sync callers too."""
         while True:
             directive = key.directive
-            if directive is not _BYPASS:
-                entry = self._find(key.envelope_hash)
-                if entry is not None:
-                    return self._serve(entry, key)
-            else:
+            if directive is _BYPASS:
                 self._count_miss()
                 return self._keep(key, await execute())
+            if missed:  # looked up just now: the flight's leader looks again
+                missed = False
+            elif (entry := self._find(key.envelope_hash)) is not None:
+                return self._serve(entry, key)
             flight, leader = self._flights.join(
                 key.envelope_hash, lead=directive is _DEFAULT
             )

@@ -612,6 +612,7 @@ class RecordingCore:
                 lambda: self.calls.run(
                     payload, run, secrets(request, redacted), key.directive
                 ),
+                missed=key.directive is not CacheDirective.BYPASS,
             )
 
         threading.Thread(
@@ -676,6 +677,7 @@ class RecordingCore:
                 lambda: self.calls.arun(
                     payload, run, secrets(request, redacted), key.directive
                 ),
+                missed=key.directive is not CacheDirective.BYPASS,
             )
 
         task = asyncio.ensure_future(route())

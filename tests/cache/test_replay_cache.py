@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import diskcache
+import orjson
 import pytest
 
 from intentusnet import (
@@ -20,7 +22,8 @@ from intentusnet import (
     MemoryExecutionStore,
     compute_hash,
 )
-from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
+from intentusnet.cache.replay_cache import CacheKey, CachePolicy, ReplayCache
+from intentusnet.envelope import AgentResponse, CacheDirective
 from intentusnet.errors import CacheError
 
 
@@ -719,10 +722,7 @@ def test_a_cold_cache_loads_the_record_for_keys_or_another_max_age(tmp_path):
 
 
 def test_an_entry_written_without_its_record_version_is_verified(tmp_path):
-    """An entry as earlier releases wrote it (no recordVersion) is checked, then served."""
-    import diskcache
-    import orjson
-
+    """An entry written without recordVersion (as before) is verified, then served."""
     store = CountingStore(tmp_path / "records")
     router, agent = routed(store)
     with router:
@@ -740,3 +740,30 @@ def test_an_entry_written_without_its_record_version_is_verified(tmp_path):
     assert store.loads == 1
     assert agent.calls == 1
     store.close()
+
+
+def test_answer_after_a_missed_hit(store):
+    """missed=True skips the lookup hit() made, yet serves what was stored since."""
+    cache = ReplayCache()
+    router = IntentRouter(store=store, cache=cache)
+    agent = Echo()
+    router.agent("echo", name="echo")(agent)
+    env = IntentEnvelope.model_validate(envelope())
+    key = CacheKey(compute_hash(env), "echo", "1.0", CacheDirective.DEFAULT)
+    assert cache.hit(key) is None
+    with router:
+        first = router.route_intent(env)  # answered meanwhile, in this process
+        ran: list[str] = []
+
+        def run() -> AgentResponse:
+            ran.append("ran")
+            return router.route_intent(envelope(cache="bypass"))
+
+        served = cache.answer(key, run, missed=True)
+        assert ran == []
+        assert served.metadata.original_execution_id == first.metadata.execution_id
+        bypass = CacheKey(key.envelope_hash, "echo", "1.0", CacheDirective.BYPASS)
+        fresh = cache.answer(bypass, run, missed=True)
+    assert ran == ["ran"]  # a bypass runs, whatever the caller looked up
+    assert fresh.metadata.from_replay is False
+    assert agent.calls == 2
