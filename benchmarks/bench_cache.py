@@ -267,9 +267,9 @@ def fresh_rows(root: Path, floor: float) -> None:
             )
             samples.append(float(out.stdout))
     hit, first = statistics.median(hits), statistics.median(floors)
-    label = f"first call of a fresh process, median of {PROCESSES}"
+    label = f"a fresh process's first call (median of {PROCESSES})"
     row(f"floor, {label}", first)
-    row(f"transport hit from the disk tier, {label}", hit, note="target <= 2x")
+    row(f"disk-tier hit, {label}", hit, note="target <= 2x")
     row("  / the fresh process's floor", hit / first, unit="x ")
     row("  / floor", hit / floor, unit="x ")
 
