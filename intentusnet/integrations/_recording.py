@@ -174,6 +174,8 @@ _INTENT: Final = "http.request"
 #: Canonical URLs and prepared responses are remembered up to this many.
 _URLS_KEPT: Final = 1024
 _READY_KEPT: Final = 1024
+#: The keys of requests seen before are remembered up to this many.
+_KEYS_KEPT: Final = 4096
 
 
 class TransportMode(StrEnum):
@@ -261,6 +263,9 @@ class RecordingCore:
             tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
         ] = {}
         self._ready: dict[int, tuple[AgentResponse, Served]] = {}
+        #: envelope hashes of requests seen before, by their bytes (see ``keyed``)
+        self._keys: dict[tuple[object, ...], str] = {}
+        self._seen_names = self.hashed_names | {b"content-type"}
         self._tasks: set[asyncio.Future[AgentResponse]] = set()
         self._ending: set[asyncio.Future[None]] = set()  # streamed steps' ends
         self.secret_params = frozenset(name.lower() for name in secret_params)
@@ -308,6 +313,45 @@ class RecordingCore:
                 "use one of 'bypass', 'no-store', 'default'"
             )
         return self.directive if self.directive is CacheDirective.BYPASS else asked
+
+    def keyed(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> tuple[CacheKey, _Made | None]:
+        """A request's key; with its payload, unless the key was known.
+
+        A request whose bytes (method, URL, hashed headers and content type,
+        body) are those of one keyed before has that one's key: its body is
+        neither parsed nor canonicalised again, so a hit does little more than
+        the lookup. The payload is made when a call needs it (``payload``).
+        With a ``before_record_request`` hook every request is keyed anew: the
+        hook sees each one.
+        """
+        if self.before_request is not None:
+            made = self.payload(request, body, directive)
+            return made[1], made
+        url = request.url
+        names = self._seen_names
+        seen = (
+            request.method,
+            url.scheme,
+            url.raw_host,
+            url.port,
+            url.raw_path,
+            *(pair for pair in request.headers.raw if pair[0].lower() in names),
+            sha256(body).digest(),
+        )
+        known = self._keys.get(seen)
+        if known is not None:
+            calls = self.calls
+            return CacheKey(known, calls.intent, calls.version, directive), None
+        made = self.payload(request, body, directive)
+        if len(self._keys) >= _KEYS_KEPT:
+            self._keys.clear()
+        self._keys[seen] = made[1].envelope_hash
+        return made[1], made
 
     def payload(
         self,
@@ -577,16 +621,20 @@ class RecordingCore:
         job waits to record it whole.
         """
         directive = self.asked(request)
-        payload, key, redacted = self.payload(request, body, directive)
-        agent = self.agent_step(request, payload, redacted)
-        if agent is not None:
-            return self.step(request, key, open_, *agent)
+        key, made = self.keyed(request, body, directive)
+        if current_context() is not None:  # a request an agent makes is its step
+            made = made or self.payload(request, body, directive)
+            payload, key, redacted = made
+            agent = self.agent_step(request, payload, redacted)
+            if agent is not None:
+                return self.step(request, key, open_, *agent)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
         if key.directive is not CacheDirective.BYPASS:
             found = self.cache.hit(key)  # a hit needs no thread
             if found is not None:
                 return self.served(found, None, ran=False)
+        payload, key, redacted = made or self.payload(request, body, directive)
         hand: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         settled = threading.Event()  # set once the routing is over
         live: list[JSONObject] = []  # the response as it came, when we called
@@ -619,6 +667,7 @@ class RecordingCore:
                 lambda: self.calls.run(
                     payload, run, secrets(request, redacted), key.directive
                 ),
+                missed=key.directive is not CacheDirective.BYPASS,
             )
 
         threading.Thread(
@@ -641,16 +690,20 @@ class RecordingCore:
     ) -> Served:
         """The async ``answer_request``: routing runs as a task when it may stream."""
         directive = self.asked(request)
-        payload, key, redacted = self.payload(request, body, directive)
-        agent = self.agent_step(request, payload, redacted)
-        if agent is not None:
-            return await self.astep(request, key, open_, *agent)
+        key, made = self.keyed(request, body, directive)
+        if current_context() is not None:  # a request an agent makes is its step
+            made = made or self.payload(request, body, directive)
+            payload, key, redacted = made
+            agent = self.agent_step(request, payload, redacted)
+            if agent is not None:
+                return await self.astep(request, key, open_, *agent)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
         if key.directive is not CacheDirective.BYPASS:
             found = self.cache.hit(key)  # a hit needs no task
             if found is not None:
                 return self.served(found, None, ran=False)
+        payload, key, redacted = made or self.payload(request, body, directive)
         hand: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed: list[_Handed] = []  # emptied when taken: nothing else keeps the tee
         asettled = asyncio.Event()
@@ -685,6 +738,7 @@ class RecordingCore:
                 lambda: self.calls.arun(
                     payload, run, secrets(request, redacted), key.directive
                 ),
+                missed=key.directive is not CacheDirective.BYPASS,
             )
 
         task = asyncio.ensure_future(route())
@@ -986,6 +1040,8 @@ def _ignore(value: JSONValue) -> JSONValue:
     return IGNORED
 
 
+#: A request's payload, key and the values redacted from it (``payload``).
+_Made: TypeAlias = tuple[JSONObject, CacheKey, list[str]]
 #: A live response handed to the client: its head, its body, its record id.
 _Handed: TypeAlias = tuple[HTTPResponse, "Tee | AsyncTee", str | None]
 
