@@ -441,7 +441,7 @@ SDKS = """
 import asyncio, os
 from pathlib import Path
 
-import anthropic, httpx, openai, pytest
+import anthropic, httpx, httpx2, openai, pytest
 
 URL, KEY, OUT = os.environ["FAKE_URL"], os.environ["FAKE_KEY"], os.environ["OUT"]
 ASK = {"model": "m", "messages": [{"role": "user", "content": "hi there"}]}
@@ -498,6 +498,21 @@ def test_anthropic_async(intentusnet_cassette):
     assert asyncio.run(main()) == "echo hi there t=None"
 
 
+@pytest.mark.intentusnet(record_mode="none")
+def test_sdks_refuse_what_is_not_recorded():
+    from intentusnet import RequestNotRecorded
+
+    never = {**ASK, "messages": [{"role": "user", "content": "never recorded"}]}
+    gpt = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(RequestNotRecorded, match="is not in the cassette"):
+        gpt.chat.completions.create(**never)  # the OpenAI SDK lets it through
+    claude = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+    with pytest.raises(anthropic.APIConnectionError) as caught:
+        claude.messages.create(max_tokens=16, **never)
+    assert isinstance(caught.value.__cause__, RequestNotRecorded)
+    assert "is not in the cassette" in str(caught.value.__cause__)
+
+
 @pytest.mark.intentusnet
 def test_stream_bytes(intentusnet_cassette):
     body = {**ASK, "stream": True}
@@ -506,31 +521,38 @@ def test_stream_bytes(intentusnet_cassette):
         with client.stream("POST", URL + "/v1/chat/completions", json=body,
                            headers=headers) as answer:
             save(intentusnet_cassette, "stream", b"".join(answer.iter_raw()))
-    assert intentusnet_cassette.interactions[0].cache == (
-        "hit" if intentusnet_cassette.existed else "miss"
-    )
+    with httpx2.Client(timeout=10) as client:
+        anthropic_body = {**ASK, "stream": True, "max_tokens": 16}
+        with client.stream("POST", URL + "/v1/messages", json=anthropic_body,
+                           headers={"x-api-key": KEY}) as answer:
+            save(intentusnet_cassette, "stream2", b"".join(answer.iter_raw()))
+    expected = "hit" if intentusnet_cassette.existed else "miss"
+    assert [i.cache for i in intentusnet_cassette.interactions] == [expected] * 2
 """
 
 
 def test_sdks_record_and_replay(
     pytester: pytest.Pytester, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """OpenAI (httpx) and Anthropic (httpx2), sync, async and streamed, replay offline.
+    """The OpenAI and Anthropic SDKs, sync, async and streamed, replay offline.
 
-    The streamed body replays byte for byte, and the API key is in no file.
+    Streamed bodies (httpx and httpx2) replay byte for byte, the API key is in
+    no file, and a request not recorded fails with RequestNotRecorded (the
+    Anthropic SDK raises its connection error from it).
     """
     out = pytester.path / "out"
     out.mkdir()
     monkeypatch.setenv("OUT", str(out))
     pytester.makepyfile(test_sdks=SDKS)
-    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=5)
-    assert api.hits == 7
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=6)
+    assert api.hits == 8
     assert (out / "stream-record.bin").read_bytes().startswith(b"data: {")
+    assert (out / "stream2-record.bin").read_bytes().startswith(b"event: message_start")
     api.__exit__(None, None, None)
-    run(pytester, "--intentusnet-block-network").assert_outcomes(passed=5)
-    assert (out / "stream-replay.bin").read_bytes() == (
-        out / "stream-record.bin"
-    ).read_bytes()
+    run(pytester, "--intentusnet-block-network").assert_outcomes(passed=6)
+    for name in ("stream", "stream2"):
+        replayed = (out / f"{name}-replay.bin").read_bytes()
+        assert replayed == (out / f"{name}-record.bin").read_bytes()
     files = cassette_files(pytester)
     assert any(path.suffix == ".jsonl" for path in files)
     for path in files:
