@@ -17,9 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from intentusnet import HTTPCassette, RecordMode
-from intentusnet.integrations.cassette import cassette_name
-
 from .fakeapi import API_KEY, FakeAPI
 
 pytest_plugins = ["pytester"]
@@ -342,26 +339,6 @@ def test_parametrized_ids_make_safe_directories(
     run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=2)
     made = sorted(p.name for p in (pytester.path / "cassettes/test_params").iterdir())
     assert made == ["TestGroup.test_get[a-b-c]", "TestGroup.test_get[d]"]
-
-
-def test_cassette_names() -> None:
-    """Names keep letters, digits and ``_.-[]``; long ones are cut with a hash."""
-    assert cassette_name("test_x[a/b c]", "TestA") == "TestA.test_x[a-b-c]"
-    long_a = cassette_name("test_" + "a" * 300 + "1")
-    long_b = cassette_name("test_" + "a" * 300 + "2")
-    assert len(long_a) == 120
-    assert long_a != long_b
-
-
-def test_cassette_refuses_unknown_mode_and_options(tmp_path: Path) -> None:
-    """HTTPCassette names the bad mode or option and lists the valid ones."""
-    with pytest.raises(ValueError, match="unknown record mode 'twice'; use one of"):
-        HTTPCassette(tmp_path / "c", "twice", cache_dir=tmp_path / "k")
-    with pytest.raises(ValueError, match="unknown cassette option store"):
-        HTTPCassette(
-            tmp_path / "c", "once", cache_dir=tmp_path / "k", options={"store": 1}
-        )
-    assert RecordMode.parse("new_episodes") is RecordMode.NEW_EPISODES
 
 
 BLOCKED = """
