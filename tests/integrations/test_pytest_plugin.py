@@ -56,7 +56,7 @@ def test_ask(intentusnet_cassette):
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """Run pytest on the inner files with the plugin, in a process of its own."""
     return pytester.runpytest_subprocess(
-        "-p", PLUGIN, "-p", "no:cacheprovider", "-s", *args, timeout=120
+        "-p", PLUGIN, "-p", "no:cacheprovider", "-W", "error", "-s", *args, timeout=120
     )
 
 
