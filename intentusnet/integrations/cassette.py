@@ -96,7 +96,7 @@ class HTTPInteraction(NamedTuple):
 
 
 class _Transport(Protocol):
-    """What the cassette needs of a recording transport: its lookup and close."""
+    """What the cassette needs of a sync recording transport once the test ends."""
 
     def close(self) -> None: ...
 
@@ -160,6 +160,8 @@ class HTTPCassette:
         #: the requests this test made through the cassette, in order
         self.interactions: list[HTTPInteraction] = []
         mode = self.record_mode
+        #: what the recording transports do: ``replay``, ``record`` or ``cache``
+        self.transport_mode: TransportMode
         if mode is RecordMode.NONE or (mode is RecordMode.ONCE and self.existed):
             self.transport_mode = TransportMode.REPLAY
         elif mode is RecordMode.ALL:
