@@ -45,6 +45,8 @@ _EXPORTS: dict[str, str] = {
     "Explanation": "steps.explain",
     "FileExecutionStore": "store",
     "Forbidden": "errors",
+    "HTTPCassette": "integrations.cassette",
+    "HTTPInteraction": "integrations.cassette",
     "IntentContext": "envelope",
     "IntentEnvelope": "envelope",
     "IntentMetadata": "envelope",
@@ -69,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
+    "RecordMode": "integrations.cassette",
     "RecordNotFound": "errors",
     "RecordStatus": "record.model",
     "RecordSummary": "record.model",
@@ -85,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "ReplayableReason": "record.model",
     "ReplayedStepError": "errors",
     "RequestInvalid": "errors",
+    "RequestNotRecorded": "errors",
     "RequestTooLarge": "errors",
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
@@ -167,6 +171,7 @@ if TYPE_CHECKING:
     from .errors import ReplayHashMismatch as ReplayHashMismatch
     from .errors import ReplayNotAllowed as ReplayNotAllowed
     from .errors import RequestInvalid as RequestInvalid
+    from .errors import RequestNotRecorded as RequestNotRecorded
     from .errors import RequestTooLarge as RequestTooLarge
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
@@ -184,6 +189,9 @@ if TYPE_CHECKING:
     from .http.client import ExecutionPage as ExecutionPage
     from .http.client import IntentusClient as IntentusClient
     from .http.remote import RemoteAgent as RemoteAgent
+    from .integrations.cassette import HTTPCassette as HTTPCassette
+    from .integrations.cassette import HTTPInteraction as HTTPInteraction
+    from .integrations.cassette import RecordMode as RecordMode
     from .record.keys import PublicKey as PublicKey
     from .record.keys import SigningKey as SigningKey
     from .record.model import EventType as EventType

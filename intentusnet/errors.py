@@ -21,6 +21,7 @@ with, and also subclasses the builtin it behaves like::
     │   │   └── SideEffectMismatch                side_effect_mismatch   7
     │   ├── ReplayedStepError (RuntimeError)      replayed_step_error    1
     │   ├── CacheMiss (LookupError)               cache_miss             3
+    │   │   └── RequestNotRecorded                request_not_recorded   3
     │   ├── CachedCallError (RuntimeError)        cached_call_error      1
     │   └── InvalidRerunOption (ValueError)       invalid_rerun_option   2
     ├── CacheError (OSError)                      cache_error            1
@@ -402,6 +403,51 @@ class CacheMiss(ReplayError, LookupError):
             f"no recorded response for {request} (envelope {envelope_hash})"
             f"{store}; replay mode never makes the call: record it first with "
             "mode='record' or mode='cache'"
+        )
+
+
+class RequestNotRecorded(CacheMiss):
+    """A test's cassette does not hold a request, and its record mode may not add it.
+
+    Raised by the pytest plugin (docs/pytest.md) in place of the call: in
+    record mode ``none``, or ``once`` with a cassette that already holds
+    records. The client may wrap it (the OpenAI and Anthropic SDKs raise their
+    ``APIConnectionError`` from it). Added in 0.1.0.
+
+    Attributes:
+        request: what was asked, e.g. ``POST https://api.example/v1/chat``.
+        envelope_hash: the hash it was looked up by.
+        cassette: the cassette's directory.
+        record_mode: the test's record mode.
+    """
+
+    code: ClassVar[str] = "request_not_recorded"
+    exit_code: ClassVar[int] = 3
+
+    def __init__(
+        self, request: str, envelope_hash: str, cassette: str, record_mode: str
+    ) -> None:
+        self.request = request
+        self.envelope_hash = envelope_hash
+        self.cassette = cassette
+        self.record_mode = record_mode
+        if record_mode == "once":
+            why = (
+                "record mode 'once' records only a cassette that holds no "
+                "records yet; run with --intentusnet-record-mode=new_episodes "
+                "to add it, or delete the cassette to record it afresh"
+            )
+        else:
+            why = (
+                f"record mode {record_mode!r} never records; run with "
+                "--intentusnet-record-mode=once to record a new cassette, or "
+                "new_episodes to add to this one"
+            )
+        # Not CacheMiss's message: its advice is for the transports' modes.
+        ReplayError.__init__(
+            self,
+            f"{request} is not in the cassette {cassette} "
+            f"(envelope {envelope_hash}); {why}",
         )
 
 
