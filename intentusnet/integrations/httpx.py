@@ -51,6 +51,7 @@ from ._recording import (
     RECORD_HEADER,
     HitHeaders,
     HTTPResponse,
+    KeyFunction,
     RecordingCore,
     RequestHook,
     ResponseHook,
@@ -171,9 +172,18 @@ class RecordingTransport(httpx.BaseTransport):
             recorded and later replayed (status, reasonPhrase, httpVersion,
             headers, body, bodyEncoding); the live client gets the response
             as it came. Added in 0.1.0.
+        key: ``payload -> value``, a key function: it gets the request's
+            payload (as ``before_record_request`` gives it back) and returns
+            the JSON value that keys the cache instead. The envelope's payload
+            is then ``{"key": value}`` (so its hash is that of the value) and
+            the request is recorded beside the answer; requests with equal
+            values are one request. A key function that raises, or returns a
+            value JSON cannot carry, fails the request with ``NotCacheable``.
+            Added in 0.1.0.
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
+        TypeError: ``key`` is not callable.
 
     Added in 0.1.0.
     """
@@ -194,6 +204,7 @@ class RecordingTransport(httpx.BaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -208,6 +219,7 @@ class RecordingTransport(httpx.BaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=False,
             agent="httpx",
         )
@@ -261,6 +273,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -275,6 +288,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=True,
             agent="httpx",
         )

@@ -29,6 +29,7 @@ from ._recording import (
     RECORD_HEADER,
     HitHeaders,
     HTTPResponse,
+    KeyFunction,
     RecordingCore,
     RequestHook,
     ResponseHook,
@@ -147,6 +148,7 @@ class RecordingTransport(httpx2.BaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -161,6 +163,7 @@ class RecordingTransport(httpx2.BaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=False,
             agent="httpx2",
         )
@@ -214,6 +217,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -228,6 +232,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=True,
             agent="httpx2",
         )
