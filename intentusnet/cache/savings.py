@@ -13,6 +13,7 @@ changes); the hit journal is read whole on each report.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, cast
@@ -221,10 +222,12 @@ class UsageLedger:
     def __init__(self, store: ExecutionStore) -> None:
         self.store = store
         self._known: dict[str, _Used | None] = {}
+        self._lock = threading.Lock()
 
     def report(self, prices: PriceTable | None = None) -> SavingsReport:
         """Add up calls, tokens and (with ``prices``) costs; see the module."""
-        known = self._read()
+        with self._lock:  # one reader of new records at a time
+            known = self._read()
         tallies: dict[tuple[str, str | None], _Tally] = {}
         for used in known.values():
             if used is not None:
