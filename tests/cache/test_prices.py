@@ -99,7 +99,7 @@ def test_bad_documents_name_the_field(document: object, message: str) -> None:
 def test_bad_files_name_the_file(tmp_path: Path) -> None:
     """A missing file, bad JSON, bad TOML and non-UTF-8 text name the file."""
     missing = tmp_path / "none.json"
-    with pytest.raises(PriceTableError, match="none.json: cannot read: No such file"):
+    with pytest.raises(PriceTableError, match=r"none\.json: cannot read: No such file"):
         PriceTable.load(missing)
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{nope")
