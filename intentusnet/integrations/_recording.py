@@ -356,11 +356,13 @@ class RecordingCore:
             payload = self.before_request(payload)
         if self.key_function is None:
             return payload, self.calls.key(payload, directive), list(found), payload
-        keyed = self._key_of(payload)
-        return keyed, self.calls.key(keyed, directive), list(found), payload
+        keyed, key = self._key_of(payload, directive)
+        return keyed, key, list(found), payload
 
-    def _key_of(self, payload: JSONObject) -> JSONObject:
-        """The envelope payload a key function makes: ``{"key": value}``.
+    def _key_of(
+        self, payload: JSONObject, directive: CacheDirective
+    ) -> tuple[JSONObject, CacheKey]:
+        """The envelope payload a key function makes, ``{"key": value}``; its key.
 
         Raises:
             NotCacheable: the key function raised, or returned a value JSON
@@ -379,14 +381,13 @@ class RecordingCore:
                 "key",
             ) from exc
         try:
-            self.calls.key(keyed)
+            return keyed, self.calls.key(keyed, directive)
         except IntentusNetError as exc:
             raise NotCacheable(
                 f"the key function {name} returned a value that cannot key the "
                 f"cache for {where}: {exc}",
                 "key",
             ) from exc
-        return keyed
 
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
         """A request body with ignored paths blanked and the redactor's applied."""
