@@ -7,20 +7,25 @@ cache-hit journal names the record whose answer it served (a *hit*): that
 record's tokens were avoided. :func:`savings_report` adds them up by provider
 and model, and prices them with a :class:`PriceTable` when given one.
 
-A record is read once per :class:`UsageLedger` (a completed record never
-changes); the hit journal is read whole on each report.
+The file store keeps each record's usage in its catalog row, so a report
+reads rows, not record files; over other stores each record is read once per
+:class:`UsageLedger` (a completed record never changes). The hit journal is
+read whole on each report.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, cast
+from typing import TYPE_CHECKING, cast
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from ..record.model import RecordStatus
+from ..store.protocol import UsageIndex
+from ..store.usage import RecordedUsage, recorded_usage
 
 if TYPE_CHECKING:
     from ..store.hits import CacheHit
@@ -28,15 +33,6 @@ if TYPE_CHECKING:
     from .prices import PriceTable
 
 __all__ = ["ModelSavings", "SavingsReport", "UsageLedger", "savings_report"]
-
-
-class _Used(NamedTuple):
-    """The usage kept in one record: who, which model, how many tokens."""
-
-    provider: str
-    model: str | None
-    input_tokens: int
-    output_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +217,7 @@ class UsageLedger:
 
     def __init__(self, store: ExecutionStore) -> None:
         self.store = store
-        self._known: dict[str, _Used | None] = {}
+        self._known: dict[str, RecordedUsage | None] = {}
         self._lock = threading.Lock()
 
     def report(self, prices: PriceTable | None = None) -> SavingsReport:
@@ -253,10 +249,15 @@ class UsageLedger:
         currency = None if prices is None else prices.currency
         return SavingsReport(tuple(models), currency)
 
-    def _read(self) -> dict[str, _Used | None]:
-        """The usage of every completed record, read once (deleted ones dropped)."""
+    def _read(self) -> Mapping[str, RecordedUsage | None]:
+        """The usage of every completed record, read once (deleted ones dropped).
+
+        A store that indexes usage (the file store's catalog) answers at once.
+        """
+        if isinstance(self.store, UsageIndex):
+            return self.store.recorded_usage()
         before = self._known
-        now: dict[str, _Used | None] = {}
+        now: dict[str, RecordedUsage | None] = {}
         for summary in self.store.list(status=RecordStatus.COMPLETED.value):
             execution_id = summary.execution_id
             if execution_id in before:
@@ -266,37 +267,9 @@ class UsageLedger:
                 record = self.store.load(execution_id)
             except (IntentusNetError, OSError):
                 continue  # gone meanwhile, or damaged: nothing to count
-            now[execution_id] = used_in(record.final_response)
+            now[execution_id] = recorded_usage(record.final_response)
         self._known = now
         return now
-
-
-def used_in(response: JSONObject | None) -> _Used | None:
-    """The usage a recorded answer carries in its payload, if it is sound."""
-    payload = None if response is None else response.get("payload")
-    usage = payload.get("usage") if isinstance(payload, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    provider = usage.get("provider")
-    if not isinstance(provider, str):
-        return None
-    model = usage.get("model")
-    if not isinstance(model, str):
-        model = usage.get("responseModel")
-    counts = [usage.get("inputTokens"), usage.get("outputTokens")]
-    numbers = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
-    if (
-        len(numbers) != sum(c is not None for c in counts)
-        or min(numbers, default=0) < 0
-    ):
-        return None
-    input_tokens, output_tokens = (c if isinstance(c, int) else 0 for c in counts)
-    return _Used(
-        provider,
-        model if isinstance(model, str) else None,
-        input_tokens,
-        output_tokens,
-    )
 
 
 def _hits(store: ExecutionStore) -> list[CacheHit]:
