@@ -23,6 +23,7 @@ use.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -41,6 +42,8 @@ from prometheus_client import (
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
+
+from ..errors import IntentusNetError
 
 if TYPE_CHECKING:
     from ..cache.savings import SavingsReport
@@ -68,6 +71,7 @@ LATENCY_BUCKETS: Final = (
     10.0,
     30.0,
 )
+_log = logging.getLogger("intentusnet.server")
 #: ``counter_1234.db``, ``gauge_livesum_1234.db``: prometheus_client's file names.
 _VALUE_FILE: Final = re.compile(r"_(\d+)\.db$")
 
@@ -220,7 +224,12 @@ class _Savings(Collector):
         self._report = report
 
     def collect(self) -> Iterator[Metric]:
-        report = self._report()
+        try:
+            report = self._report()
+        except (IntentusNetError, OSError) as exc:
+            # The service's own metrics still answer; these are left out.
+            _log.warning("metrics: what caching saved cannot be read: %s", exc)
+            return
         calls = CounterMetricFamily(
             "intentusnet_llm_calls",
             "LLM calls recorded in the store: made (miss) or answered from a "

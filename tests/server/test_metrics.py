@@ -6,6 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from intentusnet import (
+    FileExecutionStore,
     IntentRouter,
     MemoryExecutionStore,
     PriceTable,
@@ -135,3 +136,16 @@ def test_llm_cost_only_with_prices() -> None:
     names = {name for name, _ in _samples(metrics)}
     assert "intentusnet_llm_calls_total" in names
     assert not any(name.startswith("intentusnet_llm_cost") for name in names)
+
+
+def test_llm_metrics_left_out_when_the_store_cannot_be_read(tmp_path, caplog) -> None:
+    """A store that fails to answer leaves /metrics answering, without llm series."""
+    store = FileExecutionStore(tmp_path / "records")
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "catalog.sqlite3").mkdir()  # not a database
+    metrics = Metrics()
+    metrics.watch(lambda: savings_report(store))
+    names = {name for name, _ in _samples(metrics)}
+    assert "intentusnet_intents_routed_total" in names
+    assert not any(name.startswith("intentusnet_llm_") for name in names)
+    assert "what caching saved cannot be read" in caplog.text
