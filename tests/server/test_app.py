@@ -470,3 +470,17 @@ def test_savings_endpoint(store_root: Path) -> None:
         (want.avoided[0] * 2.5 + want.avoided[1] * 10) / 1e6
     )
     Savings.model_validate(doc)  # the OpenAPI schema describes it exactly
+
+
+def test_savings_without_a_store_is_404() -> None:
+    """A service recording nowhere has no savings to report: 404, a problem."""
+    with IntentRouter() as router, serving(keyed_app(router)) as live:
+        reader = {"Authorization": f"Bearer {READ_KEY}"}
+        with httpx.Client(base_url=live.url, trust_env=False) as http:
+            answer = http.get("/v1/savings", headers=reader)
+            metrics = http.get("/metrics", headers=reader)
+    assert answer.status_code == 404
+    assert answer.headers["content-type"] == PROBLEM
+    assert answer.json()["code"] == "record_not_found"
+    assert metrics.status_code == 200
+    assert "intentusnet_llm_" not in metrics.text
