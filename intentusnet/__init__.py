@@ -62,11 +62,15 @@ _EXPORTS: dict[str, str] = {
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NetworkBlocked": "errors",
+    "ModelPrice": "cache.prices",
+    "ModelSavings": "cache.savings",
     "NotCacheable": "errors",
     "ObservedCall": "routing.seams",
     "ObservedExecution": "routing.seams",
     "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
+    "PriceTable": "cache.prices",
+    "PriceTableError": "errors",
     "PublicKey": "record.keys",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
@@ -96,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
+    "SavingsReport": "cache.savings",
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
     "SideEffectMismatch": "errors",
@@ -124,6 +129,7 @@ _EXPORTS: dict[str, str] = {
     "plan_rerun": "steps.plan",
     "record_steps": "steps.view",
     "rerun": "steps.rerun",
+    "savings_report": "cache.savings",
     "step": "steps.step",
 }
 
@@ -134,9 +140,14 @@ if TYPE_CHECKING:
     from ._util.jsonvalue import JSONObject as JSONObject
     from ._util.jsonvalue import JSONValue as JSONValue
     from .cache.cached import cached as cached
+    from .cache.prices import ModelPrice as ModelPrice
+    from .cache.prices import PriceTable as PriceTable
     from .cache.replay_cache import CachePolicy as CachePolicy
     from .cache.replay_cache import CacheStats as CacheStats
     from .cache.replay_cache import ReplayCache as ReplayCache
+    from .cache.savings import ModelSavings as ModelSavings
+    from .cache.savings import SavingsReport as SavingsReport
+    from .cache.savings import savings_report as savings_report
     from .envelope import AgentResponse as AgentResponse
     from .envelope import AttemptInfo as AttemptInfo
     from .envelope import CacheDirective as CacheDirective
@@ -163,6 +174,7 @@ if TYPE_CHECKING:
     from .errors import MalformedRequest as MalformedRequest
     from .errors import NetworkBlocked as NetworkBlocked
     from .errors import NotCacheable as NotCacheable
+    from .errors import PriceTableError as PriceTableError
     from .errors import RecordExists as RecordExists
     from .errors import RecordIntegrityError as RecordIntegrityError
     from .errors import RecordNotFound as RecordNotFound

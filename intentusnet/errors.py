@@ -28,6 +28,7 @@ with, and also subclasses the builtin it behaves like::
     ├── NotCacheable (TypeError)                  not_cacheable          2
     ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
     ├── SigningKeyError (ValueError)              signing_key_error      2
+    ├── PriceTableError (ValueError)              price_table_invalid    2
     ├── NetworkBlocked (ConnectionError)          network_blocked        7
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
@@ -552,6 +553,24 @@ class SigningKeyError(IntentusNetError, ValueError):
 
     code: ClassVar[str] = "signing_key_error"
     exit_code: ClassVar[int] = 2
+
+
+class PriceTableError(IntentusNetError, ValueError):
+    """A price table file cannot be used (``intentusnet stats --prices FILE``).
+
+    The message names the file and, where one is at fault, the model and the
+    field (``prices.json: models["gpt-4o"].input: ...``). Added in 0.1.0.
+
+    Attributes:
+        path: the file.
+    """
+
+    code: ClassVar[str] = "price_table_invalid"
+    exit_code: ClassVar[int] = 2
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}")
 
 
 class NetworkBlocked(IntentusNetError, ConnectionError):

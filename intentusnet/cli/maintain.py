@@ -18,6 +18,7 @@ from .output import emit_json, note, progress_counter, working
 from .params import Duration
 
 if TYPE_CHECKING:
+    from ..cache.savings import SavingsReport
     from ..record.model import ExecutionRecord, VerifyReport
     from ..record.signing import SignatureCheck
     from ..store.naming import NamedStore
@@ -354,13 +355,33 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
     metavar="PATH",
     help="Replay cache directory to report.  [default: STORE/replay-cache]",
 )
+@click.option(
+    "--prices",
+    "prices_file",
+    envvar="INTENTUSNET_PRICES",
+    show_envvar=True,
+    metavar="FILE",
+    help=(
+        "Price table (JSON, or TOML as *.toml): cost per million tokens by "
+        "model, to show the cost LLM calls spent and hits avoided."
+    ),
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
-def stats(cache_dir: Path | None, as_json: bool) -> None:
-    """Count records by status and intent, cache hits; show sizes on disk."""
+def stats(cache_dir: Path | None, prices_file: str | None, as_json: bool) -> None:
+    """Count records by status and intent, cache hits; show sizes on disk.
+
+    Also what caching saved: LLM calls (hits and misses), tokens spent on
+    misses and avoided by hits, by provider and model, and their cost with
+    --prices.
+    """
+    from ..cache.prices import PriceTable
     from ..cache.replay_cache import CACHE_DIR, read_stats
+    from ..cache.savings import savings_report
     from ..store.file import FileExecutionStore
     from ..store.naming import describe
 
+    # A bad price table is a usage error (exit 2), found before any work.
+    prices = PriceTable.load(prices_file) if prices_file else None
     store = open_store()
     found = store.stats()
     hits = store.cache_hit_count()
@@ -368,10 +389,12 @@ def stats(cache_dir: Path | None, as_json: bool) -> None:
         cache_dir = store.root / CACHE_DIR
     # A PostgreSQL store has no directory, so no default cache directory.
     caches = read_stats(cache_dir) if cache_dir is not None else []
+    saved = savings_report(store, prices)
     if as_json:
         doc = found.to_json()
         doc["cacheHits"] = hits
         doc["caches"] = [cache.to_json() for cache in caches]
+        doc["llm"] = saved.to_json()
         emit_json(doc)
         return
     click.echo(f"Store:   {describe(store)}")
@@ -391,6 +414,61 @@ def stats(cache_dir: Path | None, as_json: bool) -> None:
             width = max(map(len, counts))
             for key, count in sorted(counts.items()):
                 click.echo(f"  {key:<{width}}  {count}")
+    _show_savings(saved)
+
+
+def _show_savings(saved: SavingsReport) -> None:
+    """What caching saved, for people: totals, then a line per model."""
+    if not saved.models:
+        click.echo("LLM calls: none recorded")
+        return
+    click.echo(f"LLM calls: {saved.calls} ({saved.hits} hits, {saved.misses} misses)")
+    click.echo(
+        f"Tokens spent on misses: {saved.input_tokens_spent} input, "
+        f"{saved.output_tokens_spent} output"
+    )
+    click.echo(
+        f"Tokens avoided by hits: {saved.input_tokens_avoided} input, "
+        f"{saved.output_tokens_avoided} output"
+    )
+    currency = saved.currency
+    if currency is not None:
+        click.echo(f"Cost spent:   {_money(saved.cost_spent)} {currency}")
+        click.echo(f"Cost avoided: {_money(saved.cost_avoided)} {currency}")
+        if saved.unpriced:
+            click.echo(f"No price for: {', '.join(saved.unpriced)}")
+    head = ["provider", "model", "calls", "hits", "misses", "input", "output"]
+    head += ["input avoided", "output avoided"]
+    rows = [
+        [
+            m.provider,
+            m.model or "(unknown)",
+            str(m.calls),
+            str(m.hits),
+            str(m.misses),
+            str(m.input_tokens_spent),
+            str(m.output_tokens_spent),
+            str(m.input_tokens_avoided),
+            str(m.output_tokens_avoided),
+        ]
+        for m in saved.models
+    ]
+    if currency is not None:
+        head += [f"cost spent ({currency})", f"cost avoided ({currency})"]
+        for row, m in zip(rows, saved.models, strict=True):
+            row += [_money(m.cost_spent), _money(m.cost_avoided)]
+    click.echo("By model (tokens spent on misses, avoided by hits):")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        cells = [
+            cell.ljust(width) if i < 2 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        click.echo("  " + "  ".join(cells).rstrip())
+
+
+def _money(amount: float | None) -> str:
+    return "-" if amount is None else f"{amount:.6f}"
 
 
 def _size(n: int) -> str:

@@ -104,6 +104,17 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option(
     "--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True
 )
+@click.option(
+    "--prices",
+    "prices_file",
+    envvar="INTENTUSNET_PRICES",
+    show_envvar=True,
+    metavar="FILE",
+    help=(
+        "Price table (JSON, or TOML as *.toml) for the cost LLM calls spent and "
+        "hits avoided in GET /v1/savings and /metrics."
+    ),
+)
 def serve(
     app_ref: str,
     host: str,
@@ -113,6 +124,7 @@ def serve(
     max_body_size: int,
     graceful_timeout: float,
     log_level: str,
+    prices_file: str | None,
 ) -> None:
     """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM).
 
@@ -126,8 +138,11 @@ def serve(
             f"serve needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
             USAGE,
         )
+    from ..cache.prices import PriceTable
     from ..server.auth import KeyRing, check_bind
 
+    if prices_file:
+        PriceTable.load(prices_file)  # a bad table stops here (exit 2)
     try:
         keys = KeyRing.from_env(keys_file=api_keys_file)
         check_bind(host, keys)
@@ -143,6 +158,7 @@ def serve(
             max_body_size,
             graceful_timeout,
             log_level,
+            prices_file,
         )
 
 
@@ -176,6 +192,7 @@ def _run(
     max_body_size: int,
     graceful_timeout: float,
     log_level: str,
+    prices_file: str | None,
 ) -> None:
     import json
 
@@ -190,6 +207,7 @@ def _run(
             "keysFile": api_keys_file,
             "maxBody": max_body_size,
             "drain": graceful_timeout,
+            "prices": prices_file,
         }
     )
     app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
@@ -220,9 +238,11 @@ def worker_app() -> FastAPI:
     """
     import json
 
+    from ..cache.prices import PriceTable
     from ..server import KeyRing, create_app
 
     settings = json.loads(os.environ[SETTINGS_ENV])
+    prices = settings.get("prices")
     router, _ = open_app(settings["app"], os.environ.get("INTENTUSNET_STORE"))
     return create_app(
         router,
@@ -230,4 +250,5 @@ def worker_app() -> FastAPI:
         max_body_bytes=int(settings["maxBody"]),
         drain_timeout=float(settings["drain"]),
         close_router=True,
+        prices=PriceTable.load(prices) if prices else None,
     )

@@ -30,7 +30,7 @@ from typing import (
     TypeVar,
     cast,
 )
-from urllib.parse import parse_qsl, unquote_plus, urlencode
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import orjson
 
@@ -38,7 +38,7 @@ from .._util.jsonvalue import JSONObject, JSONValue, parse_json
 from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult, running_execution
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
-from ..errors import CacheMiss
+from ..errors import CacheMiss, IntentusNetError, NotCacheable
 
 # The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
 from ..routing._paths import Path, parse, rewrite
@@ -46,6 +46,7 @@ from ..routing.agents import add_secrets, current_context, open_step
 from ..routing.redact import Redactor, header_names, keyed, redact_body
 from ._observed import Observed, Observers, observers_of_call, tell_call
 from ._passthrough import AsyncTee, Interrupted, Tee
+from .usage import read_usage
 
 if TYPE_CHECKING:
     from ..routing.execution import PendingStep
@@ -112,6 +113,9 @@ AsyncOpen: TypeAlias = Callable[
 #: ``before_record_request(payload) -> payload``: the request as hashed and recorded
 #: (method, url, headers, json or bodySha256 and bodySize), after redaction.
 RequestHook: TypeAlias = Callable[[JSONObject], JSONObject]
+#: ``key(payload) -> value``: the JSON value that keys the cache instead of the
+#: request's payload; the envelope's payload is then ``{"key": value}``.
+KeyFunction: TypeAlias = Callable[[JSONObject], JSONValue]
 #: ``before_record_response(data) -> data``: the response as recorded and later
 #: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding).
 ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]
@@ -234,8 +238,12 @@ class RecordingCore:
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self.mode = TransportMode.parse(mode)
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a callable (payload -> JSON), not {key!r}")
+        self.key_function = key
         #: JSON body paths whose values do not count (hashed as IGNORED)
         self.ignored: tuple[Path, ...] = tuple(parse(p) for p in ignore_body_paths)
         self.before_request = before_record_request
@@ -358,13 +366,14 @@ class RecordingCore:
         request: HTTPRequest,
         body: bytes,
         directive: CacheDirective = CacheDirective.DEFAULT,
-    ) -> tuple[JSONObject, CacheKey, list[str]]:
-        """The envelope payload of a request, its key, and the values redacted.
+    ) -> tuple[JSONObject, CacheKey, list[str], JSONObject]:
+        """A request's envelope payload, its key, the values redacted, the request.
 
-        The payload is what makes the request this request: method, URL,
-        hashed headers (named ones as markers) and the body (redacted). A
+        The request's payload is what makes the request this request: method,
+        URL, hashed headers (named ones as markers) and the body (redacted). A
         multipart body's boundary, random per request, is written as
-        ``(boundary)`` in the body hashed and in its content type.
+        ``(boundary)`` in the body hashed and in its content type. It is the
+        envelope's payload too, unless a key function gives the value to hash.
         """
         hashed, marked, redactor = self.hashed_names, self.marked, self.redactor
         kept: dict[str, list[str]] = {}
@@ -397,10 +406,43 @@ class RecordingCore:
 
     def _keyed(
         self, payload: JSONObject, directive: CacheDirective, found: dict[str, str]
-    ) -> tuple[JSONObject, CacheKey, list[str]]:
+    ) -> tuple[JSONObject, CacheKey, list[str], JSONObject]:
         if self.before_request is not None:
             payload = self.before_request(payload)
-        return payload, self.calls.key(payload, directive), list(found)
+        if self.key_function is None:
+            return payload, self.calls.key(payload, directive), list(found), payload
+        keyed, key = self._key_of(payload, directive)
+        return keyed, key, list(found), payload
+
+    def _key_of(
+        self, payload: JSONObject, directive: CacheDirective
+    ) -> tuple[JSONObject, CacheKey]:
+        """The envelope payload a key function makes, ``{"key": value}``; its key.
+
+        Raises:
+            NotCacheable: the key function raised, or returned a value JSON
+                cannot carry (the message names the request and the path).
+        """
+        function = self.key_function
+        assert function is not None
+        where = f"{payload.get('method')} {payload.get('url')}"
+        name = getattr(function, "__qualname__", repr(function))
+        try:
+            keyed: JSONObject = {"key": function(payload)}
+        except Exception as exc:
+            raise NotCacheable(
+                f"the key function {name} failed for {where}: "
+                f"{type(exc).__name__}: {exc}",
+                "key",
+            ) from exc
+        try:
+            return keyed, self.calls.key(keyed, directive)
+        except IntentusNetError as exc:
+            raise NotCacheable(
+                f"the key function {name} returned a value that cannot key the "
+                f"cache for {where}: {exc}",
+                "key",
+            ) from exc
 
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
         """A request body with ignored paths blanked and the redactor's applied."""
@@ -487,12 +529,14 @@ class RecordingCore:
     # -- responses -----------------------------------------------------------------
 
     def recorded(
-        self, response: HTTPResponse, body: bytes
+        self, response: HTTPResponse, body: bytes, request: JSONObject
     ) -> tuple[JSONObject, JobResult]:
         """A response as the client gets it, and as it is recorded.
 
         Recorded, named headers are markers and the body has the redactor's
-        paths applied; an error status is an error answer.
+        paths applied; an error status is an error answer. ``request`` is the
+        request's payload: recorded beside the response when a key function
+        made the envelope's, and read with the response for its token usage.
         """
         try:
             text: str | None = body.decode("utf-8")
@@ -510,8 +554,14 @@ class RecordingCore:
         if self.before_response is not None:
             shown = self.before_response(shown)
         status = response.status_code
+        answer: JSONObject = {"response": shown}
+        if self.key_function is not None:
+            answer = {"request": request, "response": shown}
         if status < 400:
-            return data, {"response": shown}
+            usage = _usage(request, shown)
+            if usage is not None:
+                answer["usage"] = usage
+            return data, answer
         # Not cached unless the policy serves errors: a 401 or a 429 is not
         # the answer to this request next time.
         return data, AgentResponse(
@@ -520,7 +570,7 @@ class RecordingCore:
                 code=ErrorCode.AGENT_ERROR,
                 message=f"HTTP {status} {response.reason_phrase}".rstrip(),
                 retryable=status == 429 or status >= 500,
-                details={"response": shown},
+                details=answer,
             ),
         )
 
@@ -624,7 +674,7 @@ class RecordingCore:
         key, made = self.keyed(request, body, directive)
         if current_context() is not None:  # a request an agent makes is its step
             made = made or self.payload(request, body, directive)
-            payload, key, redacted = made
+            payload, key, redacted, _ = made
             agent = self.agent_step(request, payload, redacted)
             if agent is not None:
                 return self.step(request, key, open_, *agent)
@@ -634,7 +684,7 @@ class RecordingCore:
             found = self.cache.hit(key)  # a hit needs no thread
             if found is not None:
                 return self.served(found, None, ran=False)
-        payload, key, redacted = made or self.payload(request, body, directive)
+        payload, key, redacted, sent = made or self.payload(request, body, directive)
         hand: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         settled = threading.Event()  # set once the routing is over
         live: list[JSONObject] = []  # the response as it came, when we called
@@ -649,14 +699,14 @@ class RecordingCore:
                     content = b"".join(chunks)
                 finally:
                     close()
-                data, recorded = self.recorded(response, content)
+                data, recorded = self.recorded(response, content, sent)
                 live.append(data)
                 return recorded
             tee = Tee(chunks, close, settled)
             outcome = tee.outcome  # waited on without keeping the tee alive
             hand.put(("stream", (response, tee, running_execution.get())))
             del tee
-            return self._whole(request, response, outcome.body())
+            return self._whole(request, response, outcome.body(), sent)
 
         run: Job = job
         secrets = self.secrets
@@ -693,7 +743,7 @@ class RecordingCore:
         key, made = self.keyed(request, body, directive)
         if current_context() is not None:  # a request an agent makes is its step
             made = made or self.payload(request, body, directive)
-            payload, key, redacted = made
+            payload, key, redacted, _ = made
             agent = self.agent_step(request, payload, redacted)
             if agent is not None:
                 return await self.astep(request, key, open_, *agent)
@@ -703,7 +753,7 @@ class RecordingCore:
             found = self.cache.hit(key)  # a hit needs no task
             if found is not None:
                 return self.served(found, None, ran=False)
-        payload, key, redacted = made or self.payload(request, body, directive)
+        payload, key, redacted, sent = made or self.payload(request, body, directive)
         hand: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed: list[_Handed] = []  # emptied when taken: nothing else keeps the tee
         asettled = asyncio.Event()
@@ -719,7 +769,7 @@ class RecordingCore:
                     content = b"".join([chunk async for chunk in chunks])
                 finally:
                     await aclose()
-                data, recorded = self.recorded(response, content)
+                data, recorded = self.recorded(response, content, sent)
                 live.append(data)
                 return recorded
             tee = AsyncTee(chunks, aclose, asettled)
@@ -727,7 +777,7 @@ class RecordingCore:
             handed.append((response, tee, running_execution.get()))
             hand.set_result(None)
             del tee
-            return self._whole(request, response, await outcome.body())
+            return self._whole(request, response, await outcome.body(), sent)
 
         run: AsyncJob = job
         secrets = self.secrets
@@ -803,7 +853,7 @@ class RecordingCore:
 
     def _shown(self, response: HTTPResponse, content: bytes) -> JSONObject:
         """A response as recorded (redacted, hooked), whatever its status."""
-        result = self.recorded(response, content)[1]
+        result = self.recorded(response, content, {})[1]  # a step keeps no usage
         if isinstance(result, AgentResponse):
             assert result.error is not None  # an error status
             return cast(JSONObject, result.error.details["response"])
@@ -945,7 +995,11 @@ class RecordingCore:
             task.exception()  # after a stream was handed over, nobody awaits it
 
     def _whole(
-        self, request: HTTPRequest, response: HTTPResponse, content: bytes | None
+        self,
+        request: HTTPRequest,
+        response: HTTPResponse,
+        content: bytes | None,
+        request_payload: JSONObject,
     ) -> JobResult:
         """A passed-through body, recorded once the client has read all of it."""
         if content is None:
@@ -953,7 +1007,7 @@ class RecordingCore:
                 f"the response to {self.describe(request)} was closed or failed "
                 "before its end; it is not recorded as an answer"
             )
-        return self.recorded(response, content)[1]
+        return self.recorded(response, content, request_payload)[1]
 
     def streamed(
         self,
@@ -1041,9 +1095,34 @@ def _ignore(value: JSONValue) -> JSONValue:
 
 
 #: A request's payload, key and the values redacted from it (``payload``).
-_Made: TypeAlias = tuple[JSONObject, CacheKey, list[str]]
+_Made: TypeAlias = tuple[JSONObject, CacheKey, list[str], JSONObject]
 #: A live response handed to the client: its head, its body, its record id.
 _Handed: TypeAlias = tuple[HTTPResponse, "Tee | AsyncTee", str | None]
+
+
+def _usage(request: JSONObject, shown: JSONObject) -> JSONObject | None:
+    """The token usage an LLM API's recorded answer reports (see ``usage``)."""
+    body = shown.get("body")
+    if shown.get("bodyEncoding") != "utf-8" or not isinstance(body, str):
+        return None
+    url = request.get("url")
+    pairs = shown.get("headers")
+    content_type = next(
+        (
+            str(pair[1])
+            for pair in (pairs if isinstance(pairs, list) else [])
+            if isinstance(pair, list) and str(pair[0]).lower() == "content-type"
+        ),
+        None,
+    )
+    sent = request.get("json")
+    found = read_usage(
+        urlsplit(url).path if isinstance(url, str) else "",
+        b"" if sent is None else orjson.dumps(sent),
+        body.encode("utf-8"),
+        content_type,
+    )
+    return None if found is None else cast("JSONObject", found.as_json())
 
 
 def _passes(response: HTTPResponse) -> bool:

@@ -53,6 +53,7 @@ from ._recording import (
     STEP_HEADER,
     HitHeaders,
     HTTPResponse,
+    KeyFunction,
     RecordingCore,
     RequestHook,
     ResponseHook,
@@ -174,9 +175,18 @@ class RecordingTransport(ObservedTransport, httpx.BaseTransport):
             recorded and later replayed (status, reasonPhrase, httpVersion,
             headers, body, bodyEncoding); the live client gets the response
             as it came. Added in 0.1.0.
+        key: ``payload -> value``, a key function: it gets the request's
+            payload (as ``before_record_request`` gives it back) and returns
+            the JSON value that keys the cache instead. The envelope's payload
+            is then ``{"key": value}`` (so its hash is that of the value) and
+            the request is recorded beside the answer; requests with equal
+            values are one request. A key function that raises, or returns a
+            value JSON cannot carry, fails the request with ``NotCacheable``.
+            Added in 0.1.0.
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
+        TypeError: ``key`` is not callable.
 
     Added in 0.1.0.
     """
@@ -197,6 +207,7 @@ class RecordingTransport(ObservedTransport, httpx.BaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -211,6 +222,7 @@ class RecordingTransport(ObservedTransport, httpx.BaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=False,
             agent="httpx",
         )
@@ -265,6 +277,7 @@ class AsyncRecordingTransport(ObservedTransport, httpx.AsyncBaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -279,6 +292,7 @@ class AsyncRecordingTransport(ObservedTransport, httpx.AsyncBaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=True,
             agent="httpx",
         )

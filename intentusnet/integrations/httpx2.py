@@ -31,6 +31,7 @@ from ._recording import (
     STEP_HEADER,
     HitHeaders,
     HTTPResponse,
+    KeyFunction,
     RecordingCore,
     RequestHook,
     ResponseHook,
@@ -150,6 +151,7 @@ class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -164,6 +166,7 @@ class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=False,
             agent="httpx2",
         )
@@ -218,6 +221,7 @@ class AsyncRecordingTransport(ObservedTransport, httpx2.AsyncBaseTransport):
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
         before_record_response: ResponseHook | None = None,
+        key: KeyFunction | None = None,
     ) -> None:
         self._core = RecordingCore(
             store,
@@ -232,6 +236,7 @@ class AsyncRecordingTransport(ObservedTransport, httpx2.AsyncBaseTransport):
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
             before_record_response=before_record_response,
+            key=key,
             is_async=True,
             agent="httpx2",
         )

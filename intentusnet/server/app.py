@@ -7,6 +7,7 @@ Endpoints (all JSON, versioned under ``/v1``)::
     GET  /v1/executions/{id}                 one record
     POST /v1/executions/{id}/replay          its recorded answer, no agent runs
     GET  /v1/executions/{id}/verify          its hash chain, checked
+    GET  /v1/savings                         LLM calls, tokens and cost caching saved
     GET  /healthz                            liveness, no key needed
     GET  /metrics                            Prometheus text
     GET  /docs                               interactive API docs (offline assets)
@@ -40,6 +41,7 @@ from starlette.responses import Response
 
 from .. import __version__
 from .._util.jsonvalue import JSONObject, JSONValue
+from ..cache.savings import UsageLedger
 from ..envelope import AgentResponse, IntentEnvelope
 from ..errors import (
     Forbidden,
@@ -62,6 +64,8 @@ from .schemas import ReplayRequest
 from .ui import Gate, add_ui
 
 if TYPE_CHECKING:
+    from ..cache.prices import PriceTable
+    from ..cache.savings import SavingsReport
     from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
@@ -84,12 +88,17 @@ class _Service:
         store: ExecutionStore | None,
         keys: KeyRing,
         max_body_bytes: int,
+        prices: PriceTable | None,
     ) -> None:
         self.router = router
         self.store = store
         self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.metrics = Metrics()
+        self.prices = prices
+        self.ledger = None if store is None else UsageLedger(store)
+        if self.ledger is not None:
+            self.metrics.watch(self.savings)
         self.in_flight: set[asyncio.Task[AgentResponse]] = set()
         self.draining = False
 
@@ -149,6 +158,12 @@ class _Service:
                     timeout,
                 )
 
+    def savings(self) -> SavingsReport:
+        """What caching saved over the store (each record read once)."""
+        if self.ledger is None:
+            raise RecordNotFound("this service records no executions (no store)")
+        return self.ledger.report(self.prices)
+
     def require_store(self) -> ExecutionStore:
         if self.store is None:
             raise RecordNotFound("this service records no executions (no store)")
@@ -180,6 +195,7 @@ def create_app(
     drain_timeout: float = 30.0,
     close_router: bool = False,
     ui: bool = True,
+    prices: PriceTable | None = None,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -193,6 +209,9 @@ def create_app(
         ui: serve the record explorer under ``/ui`` (added in 0.1.0); its
             pages need a read key, as ``GET /v1/executions`` does (a browser
             signs in at ``/ui/login``); a key that may route may invalidate.
+        prices: prices per million tokens by model, for the cost LLM calls
+            spent and hits avoided in ``GET /v1/savings`` and ``/metrics``
+            (added in 0.1.0).
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -201,6 +220,7 @@ def create_app(
         store if store is not None else router.store,
         keys or KeyRing(),
         max_body_bytes,
+        prices,
     )
 
     @asynccontextmanager
@@ -452,7 +472,25 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         },
     )
     async def metrics() -> Response:
-        return Response(service.metrics.render(), media_type=CONTENT_TYPE)
+        # Off the event loop: what caching saved is read from the store.
+        text = await run_in_threadpool(service.metrics.render)
+        return Response(text, media_type=CONTENT_TYPE)
+
+    @app.get(
+        "/v1/savings",
+        dependencies=read,
+        tags=["service"],
+        summary="What caching saved: LLM calls, tokens and cost, by model",
+        operation_id="savings",
+        responses={
+            200: ok("Savings", "Calls, tokens spent and avoided, costs."),
+            **auth,
+            404: problem("This service records no executions."),
+        },
+    )
+    async def savings() -> Response:
+        report = await run_in_threadpool(service.savings)
+        return _json(report.to_json())
 
 
 def _invalid(exc: ValidationError) -> RequestInvalid:

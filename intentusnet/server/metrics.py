@@ -12,16 +12,24 @@ worker answers ``/metrics`` with the totals over all of them (its multiprocess
 mode): counters and the histogram summed, the in-flight gauge summed over live
 workers. Process metrics (CPU, memory, open files) come per worker, labelled
 with its ``pid``, since they cannot be summed meaningfully.
+
+**What caching saved** (``intentusnet_llm_*``) is not counted by the service
+but read from the store when ``/metrics`` is asked (see :meth:`Metrics.watch`):
+every worker reads the same store, so each answers with the same totals, and
+LLM calls made by any process recording to the store count. Their ``model``
+label takes the model names recorded, bounded by the models a store's calls
+use.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -31,9 +39,14 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
+
+from ..errors import IntentusNetError
+
+if TYPE_CHECKING:
+    from ..cache.savings import SavingsReport
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "MULTIPROCESS_ENV", "Metrics"]
 
@@ -58,6 +71,7 @@ LATENCY_BUCKETS: Final = (
     10.0,
     30.0,
 )
+_log = logging.getLogger("intentusnet.server")
 #: ``counter_1234.db``, ``gauge_livesum_1234.db``: prometheus_client's file names.
 _VALUE_FILE: Final = re.compile(r"_(\d+)\.db$")
 
@@ -132,6 +146,18 @@ class Metrics:
             MultiProcessCollector(self._exposed, path=self._dir)  # type: ignore[no-untyped-call]
             self._exposed.register(_WorkerProcesses(Path(self._dir)))
 
+    def watch(self, report: Callable[[], SavingsReport]) -> None:
+        """Expose what caching saved, as ``report`` reads it from the store.
+
+        Adds the counters ``intentusnet_llm_calls_total{provider,model,outcome}``,
+        ``intentusnet_llm_tokens_total{provider,model,direction,outcome}`` and,
+        with a price table, ``intentusnet_llm_cost_total{provider,model,outcome,
+        currency}``: ``outcome`` is ``miss`` (a call made, its tokens spent) or
+        ``hit`` (answered from its record, its tokens avoided); ``direction``
+        is ``input`` or ``output``. Added in 0.1.0.
+        """
+        self._exposed.register(_Savings(report))
+
     @property
     def multiprocess(self) -> bool:
         """Whether the totals are those of several processes. Added in 0.1.0."""
@@ -189,6 +215,57 @@ class Metrics:
         """
         if self._dir is not None:
             mark_process_dead(os.getpid(), self._dir)  # type: ignore[no-untyped-call]
+
+
+class _Savings(Collector):
+    """``intentusnet_llm_*``: what caching saved, read from the store per scrape."""
+
+    def __init__(self, report: Callable[[], SavingsReport]) -> None:
+        self._report = report
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            report = self._report()
+        except (IntentusNetError, OSError) as exc:
+            # The service's own metrics still answer; these are left out.
+            _log.warning("metrics: what caching saved cannot be read: %s", exc)
+            return
+        calls = CounterMetricFamily(
+            "intentusnet_llm_calls",
+            "LLM calls recorded in the store: made (miss) or answered from a "
+            "record (hit).",
+            labels=["provider", "model", "outcome"],
+        )
+        tokens = CounterMetricFamily(
+            "intentusnet_llm_tokens",
+            "LLM tokens spent by calls made (miss) and avoided by hits (hit).",
+            labels=["provider", "model", "direction", "outcome"],
+        )
+        cost = CounterMetricFamily(
+            "intentusnet_llm_cost",
+            "Cost of the tokens spent (miss) and avoided (hit), by the price "
+            "table's prices per million tokens.",
+            labels=["provider", "model", "outcome", "currency"],
+        )
+        currency = report.currency
+        for m in report.models:
+            model = m.model or ""
+            for outcome, count, used, paid in (
+                ("miss", m.misses, m.input_tokens_spent, m.output_tokens_spent),
+                ("hit", m.hits, m.input_tokens_avoided, m.output_tokens_avoided),
+            ):
+                calls.add_metric([m.provider, model, outcome], count)
+                tokens.add_metric([m.provider, model, "input", outcome], used)
+                tokens.add_metric([m.provider, model, "output", outcome], paid)
+            if currency is not None and m.cost_spent is not None:
+                cost.add_metric([m.provider, model, "miss", currency], m.cost_spent)
+                cost.add_metric(
+                    [m.provider, model, "hit", currency], m.cost_avoided or 0.0
+                )
+        yield calls
+        yield tokens
+        if currency is not None:
+            yield cost
 
 
 def _constant(pid: int) -> Callable[[], int]:

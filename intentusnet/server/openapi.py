@@ -25,6 +25,7 @@ from .schemas import (
     Problem,
     ReplayRequest,
     ReplayResult,
+    Savings,
     VerifyReport,
 )
 
@@ -44,6 +45,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (VerifyReport, "serialization"),
     (ReplayResult, "serialization"),
     (Health, "serialization"),
+    (Savings, "serialization"),
     (Problem, "serialization"),
 )
 _TEMPLATE: Final = "#/components/schemas/{model}"

@@ -27,9 +27,11 @@ __all__ = [
     "ExecutionSummary",
     "Health",
     "IntentName",
+    "ModelSavings",
     "Problem",
     "ReplayRequest",
     "ReplayResult",
+    "Savings",
     "VerifyReport",
 ]
 
@@ -172,6 +174,47 @@ class Health(_Wire):
 
     status: Literal["ok", "draining"]
     version: str
+
+
+class Spent(_Wire):
+    """Tokens (or cost) spent on calls made and avoided by hits."""
+
+    spent: int
+    avoided: int
+
+
+class Cost(_Wire):
+    """Cost spent and avoided, in the price table's currency (null without)."""
+
+    spent: float | None
+    avoided: float | None
+
+
+class ModelSavings(_Wire):
+    """One provider's model (``ModelSavings.to_json()``)."""
+
+    provider: str
+    model: str | None
+    calls: int
+    hits: int
+    misses: int
+    input_tokens: Spent
+    output_tokens: Spent
+    cost: Cost
+
+
+class Savings(_Wire):
+    """What caching saved over the store (``SavingsReport.to_json()``)."""
+
+    currency: str | None = Field(description="The price table's currency.")
+    calls: int
+    hits: int = Field(description="Answers served from records of LLM calls.")
+    misses: int = Field(description="LLM calls made and recorded.")
+    input_tokens: Spent
+    output_tokens: Spent
+    cost: Cost
+    unpriced: list[str] = Field(description="Models the price table has no price for.")
+    models: list[ModelSavings]
 
 
 class Problem(BaseModel):

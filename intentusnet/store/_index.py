@@ -231,6 +231,10 @@ class StoreIndex:
             bytes_on_disk=size,
         )
 
+    def usage(self) -> list[tuple[str, str]]:
+        """(id, usage text) of every completed record whose answer carries usage."""
+        return self._ask(lambda cat: cat.usage())
+
     def prunable(self, cutoff: datetime) -> list[str]:
         """Ids to prune: created before ``cutoff``, and every recording failure.
 

@@ -61,7 +61,9 @@ _REWRITE: Final = f"""UPDATE intentusnet_records SET ({COLUMNS}, lock_key) =
 
 def row_values(row: CatalogRow) -> list[object]:
     """A catalog row as the records table's columns (unfinished = in_progress)."""
-    values: list[object] = list(row)
+    # The records table has no usage column: savings over PostgreSQL read the
+    # records themselves (docs/cache.md, "What caching saved").
+    values: list[object] = list(row[:16])
     if row.status == RecordStatus.INCOMPLETE.value:
         values[6] = _IN_PROGRESS  # the lock, not the row, tells which it is
     values[7] = bool(row.replayable)

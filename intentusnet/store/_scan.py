@@ -31,6 +31,7 @@ from ._files import headerless, verify_file
 from ._layout import CATALOG_NAME, ids_in_shard, relative_path, shards
 from ._owner import opener_alive, owner_alive
 from .catalog import Catalog, CatalogRow
+from .usage import usage_text
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
@@ -47,8 +48,13 @@ _FAILED: Final = RecordStatus.RECORDING_FAILURE.value
 Lookup = Callable[[str], CatalogRow | None]
 
 
-def row_for(header: ExecutionHeader, lines: int, size: int) -> CatalogRow:
-    """Return the catalog row describing a record as read from its file."""
+def row_for(
+    header: ExecutionHeader, lines: int, size: int, usage: str | None = None
+) -> CatalogRow:
+    """Return the catalog row describing a record as read from its file.
+
+    ``usage`` is the catalog's text of the LLM usage its answer carries.
+    """
     reason = header.replayable_reason
     return CatalogRow(
         header.execution_id,
@@ -67,6 +73,7 @@ def row_for(header: ExecutionHeader, lines: int, size: int) -> CatalogRow:
         lines,
         size,
         header.chain_head,
+        usage,
     )
 
 
@@ -101,7 +108,9 @@ def data_row(
         # Every event is parsed: a row is only written as sound for a record
         # whose every line is (else integrity_failure).
         _ = record.events
-        return row_for(record.header, lines, len(data))
+        return row_for(
+            record.header, lines, len(data), usage_text(record.final_response)
+        )
     except UnsupportedSchemaVersion as exc:
         _log.warning("not indexed: %s", exc)
         return None

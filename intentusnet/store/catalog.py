@@ -34,16 +34,16 @@ if TYPE_CHECKING:
     import sqlite3
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "4"
+CATALOG_SCHEMA: Final = "5"
 #: The SQL function computing a checksum of text (see :func:`crc`).
 SEAL_FUNCTION: Final = "intentusnet_seal"
 _COLUMNS: Final = (
     "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
     "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
-    "chain_head"
+    "chain_head, usage"
 )
 _NAMES: Final = _COLUMNS.split(", ")
-_PARAMS: Final = ", ".join("?" * 17)  # a row's values and its seal
+_PARAMS: Final = ", ".join("?" * 18)  # a row's values and its seal
 
 
 def crc(text: str) -> int:
@@ -56,7 +56,7 @@ def crc(text: str) -> int:
 
 
 def row_seal(values: Sequence[object]) -> int:
-    """The seal of a row's 16 values: the checksum of their ``repr``.
+    """The seal of a row's 17 values: the checksum of their ``repr``.
 
     The values are those the row is read back as (see :func:`_sealed_values`).
     """
@@ -78,7 +78,8 @@ _TABLE: Final = (
     "intent_version TEXT NOT NULL, envelope_hash TEXT NOT NULL, "
     "status TEXT NOT NULL, replayable INTEGER NOT NULL, reason TEXT, agent TEXT, "
     "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
-    "size INTEGER NOT NULL, chain_head TEXT NOT NULL, seal INTEGER NOT NULL)"
+    "size INTEGER NOT NULL, chain_head TEXT NOT NULL, usage TEXT, "
+    "seal INTEGER NOT NULL)"
 )
 # Counted by an update, or a new row (its seal is only computed then).
 _COUNT_NEW: Final = (
@@ -151,7 +152,8 @@ class CatalogRow(NamedTuple):
     ``status`` is ``in_progress`` for a record that was open when last seen;
     readers decide whether its owner is still there. ``lines`` counts the
     record's complete lines, header included, and ``chain_head`` is the hash of
-    the last of them.
+    the last of them. ``usage`` is the LLM token usage its answer carries (the
+    JSON text of ``store.usage.RecordedUsage``), or None.
     """
 
     id: str
@@ -170,6 +172,7 @@ class CatalogRow(NamedTuple):
     lines: int
     size: int
     chain_head: str
+    usage: str | None = None
 
 
 class Catalog:
@@ -421,6 +424,26 @@ class Catalog:
 
         return self._db.read(run)
 
+    def usage(self) -> list[tuple[str, str]]:
+        """(id, usage) of the completed records of ``records`` that carry usage.
+
+        Each row is read whole and checked against its seal.
+        """
+        sql = (
+            f"SELECT {_COLUMNS}, seal FROM records "
+            "WHERE status = 'completed' AND usage IS NOT NULL"
+        )
+
+        def run(db: sqlite3.Connection) -> list[tuple[str, str]]:
+            found = []
+            for values in db.execute(sql):
+                row = _checked(values)
+                if row.usage is not None:
+                    found.append((row.id, row.usage))
+            return found
+
+        return self._db.read(run)
+
     def counts(self) -> list[tuple[str, str, int, int]]:
         """Return (status, intent, records, bytes) of ``records``, from ``counts``."""
         return self._db.run(
@@ -490,9 +513,9 @@ def _sealed_values(row: CatalogRow) -> tuple[object, ...]:
 
 def _checked(values: Sequence[object]) -> CatalogRow:
     """A row read back (its columns, then its seal), if it matches its seal."""
-    if len(values) != 17 or row_seal(values[:16]) != values[16]:
+    if len(values) != 18 or row_seal(values[:17]) != values[17]:
         raise _corrupt(f"a row does not match its checksum ({values[0]!r})")
-    return CatalogRow(*values[:16])  # type: ignore[arg-type]
+    return CatalogRow(*values[:17])  # type: ignore[arg-type]
 
 
 def _check_order(rows: Sequence[CatalogRow]) -> None:

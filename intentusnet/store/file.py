@@ -49,6 +49,7 @@ from ._layout import (
 from ._owner import current_owner, owner_alive
 from ._url import is_url, public_url
 from .catalog import CatalogRow
+from .usage import RecordedUsage, usage_from_text, usage_text
 from .writer import FileRecordWriter, wire_object
 
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
@@ -291,7 +292,10 @@ class FileExecutionStore:
             self._root, relative_path(execution_id), data, fsync=self._fsync
         )
         os.close(fd)
-        self._index.writes.write(row_for(record.header, data.count(b"\n"), len(data)))
+        usage = usage_text(record.final_response)
+        self._index.writes.write(
+            row_for(record.header, data.count(b"\n"), len(data), usage)
+        )
         return record
 
     def invalidate(self, execution_id: str, reason: str) -> None:
@@ -551,6 +555,21 @@ class FileExecutionStore:
             with contextlib.suppress(OSError):
                 extra += os.stat(f"{catalog}{suffix}").st_size
         return self._index.stats(extra)
+
+    def recorded_usage(self) -> dict[str, RecordedUsage]:
+        """The LLM token usage of every completed record that carries one, by id.
+
+        Read from the catalog's rows, not the record files (see
+        ``store.usage``); ``savings_report`` asks it. Added in 0.1.0.
+        """
+        if not os.path.isdir(self._root):
+            return {}
+        found: dict[str, RecordedUsage] = {}
+        for execution_id, text in self._index.usage():
+            usage = usage_from_text(text)
+            if usage is not None:
+                found[execution_id] = usage
+        return found
 
     # -- cache hits (see store/hits.py) -------------------------------------------
 

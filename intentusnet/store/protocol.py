@@ -22,6 +22,7 @@ from ..record.model import (
     VerifyReport,
 )
 from .hits import CacheHit
+from .usage import RecordedUsage
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
@@ -181,6 +182,20 @@ class CacheHitJournal(Protocol):
 
     def cache_hit_count(self) -> int:
         """How many cache hits are recorded."""
+        ...
+
+
+@runtime_checkable
+class UsageIndex(Protocol):
+    """A store whose index keeps each record's LLM token usage (added in 0.1.0).
+
+    ``savings_report`` reads usage from it instead of loading every record
+    (the file store keeps it in its catalog; other stores are read record by
+    record).
+    """
+
+    def recorded_usage(self) -> dict[str, RecordedUsage]:
+        """The usage of every completed record that carries one, by id."""
         ...
 
 

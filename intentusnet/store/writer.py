@@ -22,6 +22,7 @@ from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from ..record.signing import signature_data
 from .catalog import CatalogRow
+from .usage import usage_text
 
 _FINAL: Final = EventType.FINAL_RESPONSE
 _FAILURE: Final = EventType.RECORDING_FAILURE
@@ -59,7 +60,7 @@ def _refusal(event_type: object) -> ValueError:
 _OUTCOME_COLUMNS: Final = ("status", "replayable", "reason", "agent", "duration_ms")
 # FileRecordWriter._completed relies on the column order.
 assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
-assert CatalogRow._fields[13:] == ("lines", "size", "chain_head")
+assert CatalogRow._fields[13:] == ("lines", "size", "chain_head", "usage")
 _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
 _INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
@@ -397,6 +398,7 @@ class FileRecordWriter(ChainWriter):
                     self._seq + 1,
                     self._size,
                     self._prev,
+                    usage_text(response),
                 )
             )
 

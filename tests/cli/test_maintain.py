@@ -7,6 +7,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from integrations.fakeapi import FakeAPI
+from llmkit import Expected, record_calls
 from recordkit import change_answer, reseal
 
 from intentusnet.errors import UnsupportedSchemaVersion
@@ -401,3 +403,103 @@ def test_invalidating_twice_is_a_no_op_that_says_so(
         "appended": False,
     }
     assert path.read_bytes() == before
+
+
+LLM_CALLS = [
+    ("openai", "gpt-4o-mini", "hello there"),
+    ("openai", "gpt-4o-mini", "hello there"),
+    ("openai", "gpt-4o-mini", "hello there"),
+    ("anthropic", "claude-3-5-haiku-latest", "bonjour"),
+]
+
+
+@pytest.fixture
+def llm_store(store_root: Path) -> dict[tuple[str, str], Expected]:
+    """A store holding OpenAI and Anthropic calls (misses and hits)."""
+    with FakeAPI() as api:
+        store = FileExecutionStore(store_root)
+        expected = record_calls(store, api.url, LLM_CALLS)
+        store.close()
+    return expected
+
+
+def test_stats_shows_what_caching_saved(
+    invoke: Invoke,
+    store_root: Path,
+    tmp_path: Path,
+    llm_store: dict[tuple[str, str], Expected],
+) -> None:
+    """stats counts LLM calls, tokens spent and avoided, and costs with --prices."""
+    mini = llm_store[("openai", "gpt-4o-mini")]
+    haiku = llm_store[("anthropic", "claude-3-5-haiku-latest")]
+    text = invoke("--store", str(store_root), "stats").stdout
+    assert "LLM calls: 4 (2 hits, 2 misses)" in text
+    spent_in = mini.spent[0] + haiku.spent[0]
+    spent_out = mini.spent[1] + haiku.spent[1]
+    assert f"Tokens spent on misses: {spent_in} input, {spent_out} output" in text
+    assert (
+        f"Tokens avoided by hits: {mini.avoided[0]} input, {mini.avoided[1]} output"
+        in text
+    )
+    assert "Cost" not in text
+    row = next(line.split() for line in text.splitlines() if "gpt-4o-mini" in line)
+    assert row == ["openai", "gpt-4o-mini", "3", "2", "1"] + [
+        str(n) for n in (*mini.spent, *mini.avoided)
+    ]
+    prices = tmp_path / "prices.json"
+    prices.write_bytes(
+        orjson.dumps(
+            {"currency": "EUR", "models": {"gpt-4o*": {"input": 1e6, "output": 2e6}}}
+        )
+    )
+    priced = invoke("--store", str(store_root), "stats", "--prices", str(prices))
+    assert priced.exit_code == 0, priced.output
+    avoided = mini.avoided[0] * 1 + mini.avoided[1] * 2
+    assert f"Cost avoided: {avoided:.6f} EUR" in priced.stdout
+    assert "No price for: claude-3-5-haiku-latest" in priced.stdout
+    args = ("--store", str(store_root), "stats", "--json")
+    doc = orjson.loads(invoke(*args, INTENTUSNET_PRICES=str(prices)).stdout)
+    llm = doc["llm"]
+    assert (llm["calls"], llm["hits"], llm["misses"]) == (4, 2, 2)
+    assert llm["currency"] == "EUR"
+    assert llm["cost"]["avoided"] == pytest.approx(avoided)
+    assert llm["outputTokens"] == {"spent": spent_out, "avoided": mini.avoided[1]}
+
+
+def test_stats_without_llm_calls(invoke: Invoke, store_root: Path) -> None:
+    """A store without LLM calls says so."""
+    text = invoke("--store", str(store_root), "stats").stdout
+    assert "LLM calls: none recorded" in text
+    doc = orjson.loads(invoke("--store", str(store_root), "stats", "--json").stdout)
+    assert doc["llm"]["models"] == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{", "not valid JSON"),
+        (
+            b'{"currency": "USD", "models": {"gpt-4o": {"input": "?", "output": 1}}}',
+            "models['gpt-4o'].input: must be a number >= 0, not '?'",
+        ),
+        (
+            b'{"currency": "USD", "models": {"gpt-4o": {"input": 1}}}',
+            ".output: missing",
+        ),
+    ],
+)
+def test_stats_refuses_a_bad_price_table(
+    invoke: Invoke, store_root: Path, tmp_path: Path, content: bytes, message: str
+) -> None:
+    """A bad --prices file exits 2, naming the file, the model and the field."""
+    prices = tmp_path / "prices.json"
+    prices.write_bytes(content)
+    result = invoke("--store", str(store_root), "stats", "--prices", str(prices))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert f"{prices}: " in result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = invoke("--store", str(store_root), "stats", "--prices", "nope.toml")
+    assert missing.exit_code == 2
+    assert "nope.toml: cannot read: No such file or directory" in missing.stderr

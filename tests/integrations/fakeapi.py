@@ -7,7 +7,10 @@ parse, with ``"stream": true`` as server-sent events (sent event by event, with
 ``"fail 500"`` gets that status with the API's error body. Requests without the
 key get a 401. A prompt starting ``"cut"`` gets a stream cut after two events
 (the connection closes mid-body). ``hits`` counts requests; ``seen`` keeps
-each request's headers; ``finished`` counts bodies sent to their end.
+each request's headers; ``finished`` counts bodies sent to their end. Every
+answer reports its usage as each API does (see :func:`tokens`; a streamed
+OpenAI answer only when the request asks with ``stream_options.include_usage``,
+a streamed Anthropic one its output tokens in ``message_delta``).
 """
 
 from __future__ import annotations
@@ -21,8 +24,15 @@ from urllib.parse import urlsplit
 API_KEY = "sk-fake-SECRET-9876543210"
 
 
+def tokens(ask: dict[str, object], text: str) -> tuple[int, int]:
+    """The usage the fake reports: words asked (input) and words answered."""
+    asked = " ".join(str(m["content"]) for m in ask["messages"])
+    return len(asked.split()), len(text.split())
+
+
 def _openai(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes:
     model = ask["model"]
+    used = tokens(ask, text)
     if not ask.get("stream"):
         return json.dumps(
             {
@@ -38,9 +48,9 @@ def _openai(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes:
                     }
                 ],
                 "usage": {
-                    "prompt_tokens": 3,
-                    "completion_tokens": 2,
-                    "total_tokens": 5,
+                    "prompt_tokens": used[0],
+                    "completion_tokens": used[1],
+                    "total_tokens": used[0] + used[1],
                 },
             }
         ).encode()
@@ -60,6 +70,23 @@ def _openai(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
             }
         )
+    options = ask.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        # As OpenAI does: one more chunk, without choices, with the usage.
+        events.append(
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": used[0],
+                    "completion_tokens": used[1],
+                    "total_tokens": used[0] + used[1],
+                },
+            }
+        )
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [
         b"data: [DONE]\n\n"
     ]
@@ -67,6 +94,7 @@ def _openai(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes:
 
 def _anthropic(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes:
     model = ask["model"]
+    used = tokens(ask, text)
     message = {
         "id": f"msg_{n}",
         "type": "message",
@@ -75,10 +103,14 @@ def _anthropic(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes
         "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 2},
+        "usage": {"input_tokens": used[0], "output_tokens": 1},
     }
     if not ask.get("stream"):
-        return json.dumps(message).encode()
+        whole = {
+            **message,
+            "usage": {"input_tokens": used[0], "output_tokens": used[1]},
+        }
+        return json.dumps(whole).encode()
     start = {**message, "content": [], "stop_reason": None}
     events: list[tuple[str, dict[str, object]]] = [
         ("message_start", {"type": "message_start", "message": start}),
@@ -112,7 +144,7 @@ def _anthropic(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 2},
+                "usage": {"output_tokens": used[1]},
             },
         ),
         ("message_stop", {"type": "message_stop"}),

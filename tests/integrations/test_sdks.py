@@ -18,11 +18,12 @@ import httpx2
 import openai
 import pytest
 
-from intentusnet import FileExecutionStore
+from intentusnet import FileExecutionStore, savings_report
 from intentusnet.integrations import httpx as via_httpx
 from intentusnet.integrations import httpx2 as via_httpx2
 
 from .fakeapi import API_KEY, FakeAPI
+from .fakeapi import tokens as fake_tokens
 
 TIMEOUT = 10  # seconds: every request, and every test's event loop, is bounded
 
@@ -261,3 +262,105 @@ def test_sdk_responses_tell_a_hit_and_a_header_asks_for_bypass(sdk, api, store):
     assert hit.http_response.extensions["intentusnet_record"] == records[0]
     assert api.hits == 2
     assert all(via_httpx2.CACHE_HEADER not in seen for seen in api.seen)
+
+
+def _text(chunks: list[Any]) -> str:
+    # The usage chunk (include_usage) has no choices.
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+async def _acall(client, sdk: str, stream: bool, kwargs: dict[str, Any]) -> str:
+    if sdk == "openai":
+        api = client.chat.completions
+        if stream:
+            chunks = [c async for c in await api.create(stream=True, **kwargs)]
+            return _text(chunks)
+        return (await api.create(**kwargs)).choices[0].message.content
+    if stream:
+        async with client.messages.stream(**kwargs) as events:
+            return "".join([t async for t in events.text_stream])
+    return (await client.messages.create(**kwargs)).content[0].text
+
+
+def _call(client, sdk: str, stream: bool, kwargs: dict[str, Any]) -> str:
+    if sdk == "openai":
+        api = client.chat.completions
+        if stream:
+            chunks = list(api.create(stream=True, **kwargs))
+            return _text(chunks)
+        return api.create(**kwargs).choices[0].message.content
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            return "".join(events.text_stream)
+    return client.messages.create(**kwargs).content[0].text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_usage_is_recorded_and_a_hit_avoids_it(sdk, is_async, stream, api, store):
+    """Each call's token usage is in its record; the repeat's tokens are avoided."""
+    prompt = "how many tokens is this"
+    kwargs = ask_kwargs(sdk, prompt, "model-u", 0.0)
+    if sdk == "openai" and stream:
+        kwargs["stream_options"] = {"include_usage": True}
+    if is_async:
+
+        async def main() -> list[str]:
+            client = make_client(sdk, api.url, store, is_async=True)
+            try:
+                return [await _acall(client, sdk, stream, kwargs) for _ in range(2)]
+            finally:
+                await client.close()
+
+        texts = asyncio.run(asyncio.wait_for(main(), 4 * TIMEOUT))
+    else:
+        with make_client(sdk, api.url, store, is_async=False) as client:
+            texts = [_call(client, sdk, stream, kwargs) for _ in range(2)]
+    assert texts[0] == texts[1] == "echo how many tokens is this t=0.0"
+    assert api.hits == 1
+    (summary,) = store.list()
+    record = store.load(summary.execution_id)
+    used = record.final_response["payload"]["usage"]
+    want_in, want_out = fake_tokens(kwargs, texts[0])
+    assert used == {
+        "provider": sdk,
+        "operation": "chat",
+        "model": "model-u",
+        "responseModel": "model-u",
+        "inputTokens": want_in,
+        "outputTokens": want_out,
+    }
+    (row,) = savings_report(store).models
+    assert (row.provider, row.model, row.hits, row.misses) == (sdk, "model-u", 1, 1)
+    assert (row.input_tokens_avoided, row.output_tokens_avoided) == (
+        want_in,
+        want_out,
+    )
+
+
+def test_openai_stream_without_include_usage_counts_a_call_without_tokens(api, store):
+    """OpenAI streams usage only when asked: the call counts, with no tokens."""
+    kwargs = ask_kwargs("openai", "no usage asked", "model-u", 0.0)
+    with make_client("openai", api.url, store, is_async=False) as client:
+        _call(client, "openai", True, kwargs)
+    (summary,) = store.list()
+    used = store.load(summary.execution_id).final_response["payload"]["usage"]
+    assert (used["inputTokens"], used["outputTokens"]) == (None, None)
+    (row,) = savings_report(store).models
+    assert (row.misses, row.input_tokens_spent, row.output_tokens_spent) == (1, 0, 0)
+
+
+def test_errors_record_no_usage(api, store):
+    """A 429 answer is recorded as an error, without usage, and is no LLM call."""
+    kwargs = ask_kwargs("openai", "fail 429", "m", 0.0)
+    with (
+        make_client("openai", api.url, store, is_async=False) as client,
+        pytest.raises(openai.RateLimitError),
+    ):
+        _call(client, "openai", False, kwargs)
+    (summary,) = store.list()
+    final = store.load(summary.execution_id).final_response
+    assert final["payload"] is None
+    assert "usage" not in final["error"]["details"]
+    assert savings_report(store).models == ()

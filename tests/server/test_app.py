@@ -11,11 +11,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from livekit import ROUTE_KEY, LiveServer, echo_router, serving
+from integrations.fakeapi import FakeAPI
+from livekit import READ_KEY, ROUTE_KEY, LiveServer, echo_router, keyed_app, serving
+from llmkit import record_calls
 
-from intentusnet import IntentEnvelope, IntentRouter, compute_hash
+from intentusnet import IntentEnvelope, IntentRouter, PriceTable, compute_hash
 from intentusnet.record.model import EventType
 from intentusnet.server import create_app
+from intentusnet.server.schemas import Savings
 from intentusnet.store import FileExecutionStore
 
 PROBLEM = "application/problem+json"
@@ -434,3 +437,50 @@ def test_error_bodies_do_not_reveal_server_paths(
         assert str(store_root) not in text
         assert str(store_root.parent) not in text
     assert http.get(f"/v1/executions/{eid}").status_code == 200
+
+
+def test_savings_endpoint(store_root: Path) -> None:
+    """GET /v1/savings reports the store's LLM calls, tokens and costs."""
+    with FakeAPI() as api:
+        store = FileExecutionStore(store_root)
+        expected = record_calls(
+            store, api.url, [("openai", "gpt-4o", "what is up")] * 3
+        )
+        store.close()
+    ((_, want),) = expected.items()
+    prices = PriceTable.from_json(
+        {"currency": "USD", "models": {"gpt-4o": {"input": 2.5, "output": 10}}}
+    )
+    router = echo_router(store_root)
+    app = keyed_app(router, prices=prices)
+    with serving(app) as live, router:
+        reader = {"Authorization": f"Bearer {READ_KEY}"}
+        with httpx.Client(base_url=live.url, trust_env=False) as http:
+            refused = http.get("/v1/savings")
+            answer = http.get("/v1/savings", headers=reader)
+    assert refused.status_code == 401
+    assert answer.status_code == 200, answer.text
+    doc = answer.json()
+    assert (doc["calls"], doc["hits"], doc["misses"]) == (3, 2, 1)
+    assert doc["inputTokens"] == {"spent": want.spent[0], "avoided": want.avoided[0]}
+    assert doc["currency"] == "USD"
+    (model,) = doc["models"]
+    assert (model["provider"], model["model"]) == ("openai", "gpt-4o")
+    assert model["cost"]["avoided"] == pytest.approx(
+        (want.avoided[0] * 2.5 + want.avoided[1] * 10) / 1e6
+    )
+    Savings.model_validate(doc)  # the OpenAPI schema describes it exactly
+
+
+def test_savings_without_a_store_is_404() -> None:
+    """A service recording nowhere has no savings to report: 404, a problem."""
+    with IntentRouter() as router, serving(keyed_app(router)) as live:
+        reader = {"Authorization": f"Bearer {READ_KEY}"}
+        with httpx.Client(base_url=live.url, trust_env=False) as http:
+            answer = http.get("/v1/savings", headers=reader)
+            metrics = http.get("/metrics", headers=reader)
+    assert answer.status_code == 404
+    assert answer.headers["content-type"] == PROBLEM
+    assert answer.json()["code"] == "record_not_found"
+    assert metrics.status_code == 200
+    assert "intentusnet_llm_" not in metrics.text

@@ -12,7 +12,9 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from integrations.fakeapi import FakeAPI
 from livekit import ROUTE_KEY, ServeProcess
+from llmkit import record_calls
 from pgkit import PASSWORD
 
 from intentusnet import RecordStatus, ReplayEngine
@@ -352,5 +354,75 @@ def test_metrics_are_totals_over_two_workers(app_dir: Path) -> None:
                 if s.name == "process_resident_memory_bytes"
             }
             assert workers == pids
+    finally:
+        assert server.stop() in STOPPED
+
+
+def test_serve_refuses_a_bad_price_table(tmp_path: Path) -> None:
+    """A bad --prices file exits 2, naming the file and the field, before binding."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(
+        '{"currency": "USD", "models": {"m": {"input": -2, "output": 1}}}'
+    )
+    code, output = _serve("--app", "x:y", "--prices", str(prices))
+    assert code == 2
+    assert f"{prices}: models['m'].input: must be a number >= 0, not -2" in output
+    assert "Traceback" not in output
+
+
+@pytest.mark.slow
+def test_llm_savings_over_two_workers(app_dir: Path) -> None:
+    """With --workers 2, every worker reports the store's LLM savings, once."""
+    root = app_dir / "records"
+    calls = [("openai", "gpt-4o", "hi there")] * 3 + [("anthropic", "claude-x", "yo")]
+    with FakeAPI() as api:
+        store = FileExecutionStore(root)
+        expected = record_calls(store, api.url, calls)
+        store.close()
+    gpt = expected[("openai", "gpt-4o")]
+    prices = app_dir / "prices.toml"
+    prices.write_text('currency = "USD"\n[models."gpt-4o"]\ninput = 2e6\noutput = 1e6')
+    server = ServeProcess(
+        app_dir,
+        "serveapp:router",
+        "--workers",
+        "2",
+        "--prices",
+        str(prices),
+        env={"SERVE_STORE": str(root), "INTENTUSNET_API_KEYS": ROUTE_KEY},
+    )
+    headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
+
+    def gpt_4o(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        labels.update(model="gpt-4o", provider="openai")
+        return name, tuple(sorted(labels.items()))
+
+    try:
+        pids: set[int] = set()
+        for n in range(60):  # until both workers have answered
+            with httpx.Client(
+                base_url=server.url, headers=headers, trust_env=False, timeout=20
+            ) as http:
+                echo = {"intent": {"name": "echo"}, "payload": {"n": n}}
+                pids.add(http.post("/v1/intents", json=echo).json()["payload"]["pid"])
+                values = {
+                    (s.name, tuple(sorted(s.labels.items()))): s.value
+                    for s in _metric_samples(http.get("/metrics").text)
+                }
+                savings = http.get("/v1/savings").json()
+            calls_total = "intentusnet_llm_calls_total"
+            assert values[gpt_4o(calls_total, outcome="hit")] == gpt.hits == 2
+            assert values[gpt_4o(calls_total, outcome="miss")] == 1
+            tokens = gpt_4o(
+                "intentusnet_llm_tokens_total", direction="input", outcome="hit"
+            )
+            assert values[tokens] == gpt.avoided[0]
+            cost = gpt_4o("intentusnet_llm_cost_total", currency="USD", outcome="hit")
+            assert values[cost] == pytest.approx(2 * gpt.avoided[0] + gpt.avoided[1])
+            assert (savings["hits"], savings["misses"]) == (2, 2)
+            assert savings["unpriced"] == ["claude-x"]
+            if len(pids) == 2 and n >= 4:
+                break
+        assert len(pids) == 2, "one worker answered everything"
     finally:
         assert server.stop() in STOPPED

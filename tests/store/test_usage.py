@@ -1,0 +1,85 @@
+"""The LLM usage of records, as the file store's catalog keeps it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from intentusnet import FileExecutionStore, IntentRouter, ReplayCache
+from intentusnet.store.protocol import UsageIndex
+from intentusnet.store.usage import RecordedUsage, recorded_usage, usage_from_text
+
+USAGE = {"provider": "openai", "model": "m1", "inputTokens": 9, "outputTokens": 4}
+
+
+def _fill(store: FileExecutionStore) -> None:
+    """Three LLM answers (one an answer model only), one plain, one failed."""
+    with IntentRouter(store=store, cache=ReplayCache()) as router:
+        router.agent("llm", name="llm")(lambda env, ctx: {"usage": env.payload["u"]})
+        router.agent("plain", name="plain")(lambda env, ctx: {"n": 1})
+
+        @router.agent("boom", name="boom")
+        def boom(env: object, ctx: object) -> dict[str, object]:
+            raise RuntimeError("no answer, no usage")
+
+        for u in (
+            USAGE,
+            {**USAGE, "inputTokens": 1},
+            {"provider": "anthropic", "responseModel": "c", "outputTokens": 2},
+        ):
+            router.route_intent({"intent": {"name": "llm"}, "payload": {"u": u}})
+        router.route_intent({"intent": {"name": "plain"}})
+        router.route_intent({"intent": {"name": "boom"}})
+
+
+def _loaded(store: FileExecutionStore) -> dict[str, RecordedUsage]:
+    """The usage read from every record file, the slow way."""
+    found = {}
+    for summary in store.list():
+        usage = recorded_usage(store.load(summary.execution_id).final_response)
+        if usage is not None:
+            found[summary.execution_id] = usage
+    return found
+
+
+def test_catalog_keeps_usage_of_completed_records(tmp_path: Path) -> None:
+    """recorded_usage() answers from the catalog what the records hold."""
+    store = FileExecutionStore(tmp_path / "records")
+    _fill(store)
+    assert isinstance(store, UsageIndex)
+    found = store.recorded_usage()
+    assert found == _loaded(store)
+    assert sorted(found.values()) == [
+        RecordedUsage("anthropic", "c", 0, 2),
+        RecordedUsage("openai", "m1", 1, 4),
+        RecordedUsage("openai", "m1", 9, 4),
+    ]
+    store.close()
+
+
+def test_usage_survives_a_rebuilt_catalog(tmp_path: Path) -> None:
+    """reindex() and a lost catalog rebuild the usage column from the files."""
+    root = tmp_path / "records"
+    store = FileExecutionStore(root)
+    _fill(store)
+    before = store.recorded_usage()
+    assert store.reindex() == 5
+    assert store.recorded_usage() == before
+    store.close()
+    for name in ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+        (root / name).unlink(missing_ok=True)
+    again = FileExecutionStore(root)
+    assert again.recorded_usage() == before
+    again.close()
+
+
+def test_an_empty_store_has_no_usage(tmp_path: Path) -> None:
+    """A store directory that does not exist has no usage (and is not made)."""
+    store = FileExecutionStore(tmp_path / "none")
+    assert store.recorded_usage() == {}
+    assert not (tmp_path / "none").exists()
+
+
+def test_usage_text_round_trips() -> None:
+    """The catalog's text is read back as the same usage; None stays None."""
+    assert usage_from_text(None) is None
+    assert usage_from_text('["openai","m",3,4]') == RecordedUsage("openai", "m", 3, 4)
