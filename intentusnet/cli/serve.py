@@ -21,6 +21,7 @@ import click
 
 from .application import open_app
 from .context import named_store
+from .keys import key_options, key_ring
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option(
     "--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True
 )
+@key_options
 def serve(
     app_ref: str,
     host: str,
@@ -113,11 +115,15 @@ def serve(
     max_body_size: int,
     graceful_timeout: float,
     log_level: str,
+    key_files: tuple[str, ...],
+    key_dirs: tuple[str, ...],
+    require_signature: bool,
 ) -> None:
     """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM).
 
     With --store (or INTENTUSNET_STORE) every worker records there, as run
-    does.
+    does. With --key or --keys the explorer's record pages say whether each
+    record's signatures verify with those public keys.
     """
     needed = ("fastapi", "uvicorn", "jinja2", "prometheus_client", "fastapi_offline")
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
@@ -133,6 +139,12 @@ def serve(
         check_bind(host, keys)
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
+    key_ring(key_files, key_dirs, require_signature)  # refuse bad keys here
+    signature_keys = {
+        "files": [os.path.abspath(f) for f in key_files],
+        "dirs": [os.path.abspath(d) for d in key_dirs],
+        "required": require_signature,
+    }
     with _shared_metrics(workers):
         _run(
             app_ref,
@@ -143,6 +155,7 @@ def serve(
             max_body_size,
             graceful_timeout,
             log_level,
+            signature_keys,
         )
 
 
@@ -176,6 +189,7 @@ def _run(
     max_body_size: int,
     graceful_timeout: float,
     log_level: str,
+    signature_keys: dict[str, object],
 ) -> None:
     import json
 
@@ -190,6 +204,7 @@ def _run(
             "keysFile": api_keys_file,
             "maxBody": max_body_size,
             "drain": graceful_timeout,
+            "signatureKeys": signature_keys,
         }
     )
     app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
@@ -224,10 +239,16 @@ def worker_app() -> FastAPI:
 
     settings = json.loads(os.environ[SETTINGS_ENV])
     router, _ = open_app(settings["app"], os.environ.get("INTENTUSNET_STORE"))
+    trusted = settings.get("signatureKeys") or {}
     return create_app(
         router,
         keys=KeyRing.from_env(keys_file=settings["keysFile"]),
         max_body_bytes=int(settings["maxBody"]),
         drain_timeout=float(settings["drain"]),
         close_router=True,
+        signature_keys=key_ring(
+            tuple(trusted.get("files", ())),
+            tuple(trusted.get("dirs", ())),
+            bool(trusted.get("required", False)),
+        ),
     )

@@ -62,6 +62,8 @@ from .schemas import ReplayRequest
 from .ui import Gate, add_ui
 
 if TYPE_CHECKING:
+    # intentusnet.KeyRing: public keys checking signatures (not API keys)
+    from ..record.signing import KeyRing as SignatureKeys
     from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
@@ -180,6 +182,7 @@ def create_app(
     drain_timeout: float = 30.0,
     close_router: bool = False,
     ui: bool = True,
+    signature_keys: SignatureKeys | None = None,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -193,6 +196,10 @@ def create_app(
         ui: serve the record explorer under ``/ui`` (added in 0.1.0); its
             pages need a read key, as ``GET /v1/executions`` does (a browser
             signs in at ``/ui/login``); a key that may route may invalidate.
+        signature_keys: the trusted public keys (an ``intentusnet.KeyRing``)
+            the explorer checks each record's
+            signatures with (added in 0.1.0); without them a signed record's
+            key is named, not checked.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -235,7 +242,7 @@ def create_app(
             service.keys.access_of if service.keys else None,
             invalidation=True,
         )
-        add_ui(app, service.store, gate)
+        add_ui(app, service.store, gate, signature_keys)
     return app
 
 

@@ -32,11 +32,11 @@ from ..record.model import (
     RecordSummary,
     StoreStats,
     VerifyReport,
-    status_filter,
 )
 from ..record.reader import parse_record
 from . import _files, _log
 from ._files import headerless, verify_file
+from ._filters import list_filters
 from ._layout import (
     CATALOG_NAME,
     check_id,
@@ -438,27 +438,45 @@ class FileExecutionStore:
         status: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> _Summaries:
         """Summaries of the records matching every filter given, newest first.
+
+        Every filter is a query on the catalog's indexes, so a filter that
+        matches few records answers as fast as one that matches many.
 
         Args:
             intent: only records of this intent name.
             status: only records in this state (a :class:`RecordStatus` value).
             since: only records created at or after this moment (naive = UTC).
             limit: at most this many.
+            until: only records created before this moment (naive = UTC).
+            replayable: only records that are (True) or are not (False)
+                replayable.
+            id_prefix: only records whose execution id starts with this.
+            envelope_hash: only records of this envelope hash (a whole one).
 
         Raises:
-            ValueError: an unknown status or a negative limit.
+            ValueError: an unknown status, a negative limit, or an id prefix
+                with a character no execution id holds.
             StoreError: the catalog cannot be read or rebuilt.
         """
-        wanted = status_filter(status)
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, not {limit}")
+        filters = list_filters(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
+        )
         if not os.path.isdir(self._root):
             return []
-        return self._index.summaries(
-            intent=intent, status=wanted, since=since, limit=limit
-        )
+        return self._index.summaries(filters)
 
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True

@@ -32,12 +32,12 @@ from ..record.model import (
     RecordSummary,
     StoreStats,
     VerifyReport,
-    status_filter,
 )
 from ..record.reader import parse_record
 from ..record.verify import verify_bytes
 from . import _pg_catalog
 from ._files import cross_check
+from ._filters import list_filters
 from ._layout import check_id
 from ._pg import POOL_SIZE, Connection, Durability
 from ._pg_catalog import COLUMNS, STATUS
@@ -323,22 +323,30 @@ class PostgresExecutionStore(PostgresHitJournal):
         status: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> _Summaries:
         """Summaries of the records matching every filter given, newest first.
 
+        One query, its filters on indexed columns (see ``ExecutionStore.list``).
+
         Raises:
-            ValueError: an unknown status or a negative limit.
+            ValueError: an unknown status, a negative limit, or an id prefix
+                with a character no execution id holds.
         """
-        wanted = status_filter(status)
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, not {limit}")
-        return _pg_catalog.summaries(
-            self._db,
+        filters = list_filters(
             intent=intent,
-            status=wanted,
-            since_us=None if since is None else micros_of(since),
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
             limit=limit,
         )
+        return _pg_catalog.summaries(self._db, filters)
 
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True
