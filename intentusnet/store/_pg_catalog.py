@@ -163,8 +163,11 @@ def reindex(
     db: Connection,
     batch: int = REINDEX_BATCH,
     on_changed: Callable[[str, str], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> int:
     """Rebuild every catalog row from its record's lines; return how many.
+
+    ``on_progress(n)`` is called after each batch with the records read so far.
 
     Records are taken ``batch`` at a time in id order (keyset, not offset):
     one query for the ids, one for their lines, one pipelined update. A
@@ -172,7 +175,7 @@ def reindex(
     row's line count and chain head, is marked ``integrity_failure``, logged
     and passed to ``on_changed`` (its id, how it differs).
     """
-    count, after = 0, ""  # every allowed id sorts after ""
+    count, read, after = 0, 0, ""  # every allowed id sorts after ""
     while True:
         ids = db.run(
             "SELECT execution_id, lines, chain_head FROM intentusnet_records "
@@ -203,6 +206,9 @@ def reindex(
                 updates.append([*values, lock_key(execution_id), execution_id])
         db.run_many(_REWRITE, updates, doing="reindex: could not update")
         count += len(updates)
+        read += len(ids)
+        if on_progress is not None:
+            on_progress(read)
 
 
 def _first(row: Row) -> object:

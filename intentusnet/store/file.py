@@ -490,13 +490,21 @@ class FileExecutionStore:
             return None
         return self._index.find(envelope_hash, replayable_only)
 
-    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> _Ids:
         """Delete records created more than ``older_than`` ago; return their ids.
 
         Records still being written are kept. Files with no complete first line
         (status ``recording_failure``: nothing was recorded in them) are deleted
         whatever their age, once their process is gone. With ``dry_run``
-        nothing is deleted.
+        nothing is deleted. ``on_progress(done, total)`` is called as records
+        are deleted: how many so far, and how many are to go in all (added in
+        0.1.0).
         """
         if older_than < timedelta(0):
             raise ValueError("older_than must not be negative")
@@ -513,6 +521,8 @@ class FileExecutionStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(execution_id))
                 removed.append(execution_id)
+                if on_progress is not None:
+                    on_progress(len(removed), len(ids))
         except OSError as exc:
             raise StoreError(
                 f"prune stopped after {len(removed)} records: {exc}"

@@ -246,7 +246,12 @@ class PostgresExecutionStore(PostgresHitJournal):
             )
         return sorted(str(row[0]) for row in rows)
 
-    def reindex(self, *, on_changed: Callable[[str, str], None] | None = None) -> int:
+    def reindex(
+        self,
+        *,
+        on_changed: Callable[[str, str], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Rebuild every catalog row from the record's stored lines.
 
         Damaged records are indexed as ``integrity_failure`` where line 1 can be
@@ -256,8 +261,12 @@ class PostgresExecutionStore(PostgresHitJournal):
         longer hold the last line its row saw is not accepted: as for
         ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
         logged and passed to ``on_changed`` (added in 0.1.0).
+        ``on_progress(n)`` is called after each batch with the records
+        rebuilt so far (added in 0.1.0).
         """
-        return _pg_catalog.reindex(self._db, on_changed=on_changed)
+        return _pg_catalog.reindex(
+            self._db, on_changed=on_changed, on_progress=on_progress
+        )
 
     # -- reading ------------------------------------------------------------------
 
