@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -223,6 +224,7 @@ def compare(clients: int, requests: int, runs: int) -> None:
         for process in processes:
             process.terminate()
             process.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     bare = med(rates["bare FastAPI, constant JSON"])
     print(
