@@ -1,9 +1,20 @@
 """The HTTP service on loopback: intents per second, latency, a remote agent hop.
 
 Run: python benchmarks/bench_server.py [--clients 50] [--requests 5000] [--runs 3]
+     [--only compare|details]
 
-Starts ``intentusnet serve`` (one worker, recording on, durability "flush", the
-store in a temporary directory) with an async echo agent, and measures:
+First, side by side (``compare``): the same load generator against a bare
+FastAPI app on uvicorn answering every POST with a constant JSON object, and
+against ``intentusnet serve`` (recording on, file store) with one and with two
+workers; all three run at once and are measured in turn, round after round, so
+the machine's load hits each alike. It prints each one's median intents/s and
+the ratios to the bare app (the issue's targets: at least 0.5x with one worker,
+and two workers faster than one). The load generator runs on the same machine,
+so on 2 cores it competes with the workers: two workers cannot double anything.
+
+Then (``details``) it starts ``intentusnet serve`` (one worker, recording on,
+durability "flush", the store in a temporary directory) with an async echo
+agent, and measures:
   * throughput: --clients keep-alive connections routing --requests intents in
     all, with the latency of each request under that load (p50/p99);
   * latency of one caller at a time (p50/p99);
@@ -19,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -46,6 +58,31 @@ async def echo(env, ctx):
 remote = RemoteAgent("far", os.environ["BENCH_AGENT_URL"], intents=["remote"],
                      pool=RemotePool(trust_env=False))
 router.register(remote.definition, remote)
+"""
+BARE = """
+from fastapi import FastAPI
+
+app = FastAPI()
+ANSWER = {"status": "success", "payload": {"echo": "constant"}}
+
+@app.post("/v1/intents")
+async def intents():
+    return ANSWER
+
+@app.get("/healthz")
+async def health():
+    return {"status": "ok"}
+"""
+ECHO_APP = """
+import os
+from intentusnet import IntentRouter
+from intentusnet.store import FileExecutionStore
+
+router = IntentRouter(store=FileExecutionStore(os.environ["BENCH_STORE"]))
+
+@router.agent("echo", name="echo")
+async def echo(env, ctx):
+    return {"echo": env.payload}
 """
 AGENT = """
 from intentusnet import agent_app
@@ -148,12 +185,74 @@ def _in_process_remote(agent_url: str, count: int) -> list[float]:
     return latencies
 
 
+def _start(argv: list[str], work: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", *argv],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def compare(clients: int, requests: int, runs: int) -> None:
+    """Bare FastAPI against ``serve`` with 1 and 2 workers, interleaved."""
+    work = Path(tempfile.mkdtemp(prefix="bench-compare-"))
+    (work / "bareapp.py").write_text(BARE)
+    (work / "echoapp.py").write_text(ECHO_APP)
+    ports = {"bare FastAPI, constant JSON": _port()}
+    ports["serve --workers 1, recording"] = _port()
+    ports["serve --workers 2, recording"] = _port()
+    env = {**os.environ, "BENCH_STORE": str(work / "records")}
+    bare_port, one_port, two_port = ports.values()
+    quiet = ["--log-level", "warning"]
+    serve = ["intentusnet.cli", "serve", "--app", "echoapp:router", *quiet]
+    processes = [
+        _start(["uvicorn", "bareapp:app", "--port", str(bare_port), *quiet], work, env),
+        _start([*serve, "--port", str(one_port)], work, env),
+        _start([*serve, "--port", str(two_port), "--workers", "2"], work, env),
+    ]
+    rates: dict[str, list[float]] = {label: [] for label in ports}
+    try:
+        for port in ports.values():
+            _wait(f"http://127.0.0.1:{port}")
+            _load(port, 10, 500, "echo")  # warm up
+        for _ in range(runs):
+            for label, port in ports.items():
+                rates[label].append(_load(port, clients, requests, "echo")[0])
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+    med = statistics.median
+    bare = med(rates["bare FastAPI, constant JSON"])
+    print(
+        f"side by side, {clients} connections x {requests // clients} requests, "
+        f"{runs} rounds (medians; rough: the machine is shared):"
+    )
+    for label, found in rates.items():
+        low, high = min(found), max(found)
+        print(
+            f"  {label:<30} {med(found):7.0f} intents/s  ({low:.0f}-{high:.0f})"
+            f"  {med(found) / bare:5.2f}x bare"
+        )
+    one = med(rates["serve --workers 1, recording"])
+    two = med(rates["serve --workers 2, recording"])
+    print(f"  2 workers / 1 worker: {two / one:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", choices=("compare", "details"), default=None)
     args = parser.parse_args()
+    if args.only != "details":
+        compare(args.clients, args.requests, args.runs)
+    if args.only == "compare":
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
     (work / "benchapp.py").write_text(APP)
     (work / "benchagent.py").write_text(AGENT)

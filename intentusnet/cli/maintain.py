@@ -288,12 +288,16 @@ def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
 
     working(f"Reindexing {describe(store)} ...")
     if isinstance(store, FileExecutionStore):
-        with progress_counter("Reading records") as advance:
+        # The files are the total: the catalog may be what is lost.
+        files = sum(1 for _ in store.iter_ids()) if sys.stderr.isatty() else None
+        with progress_counter("Reading records", files) as advance:
             count = store.reindex(
                 processes=_jobs(jobs), on_progress=advance, on_changed=on_changed
             )
-    else:
-        count = store.reindex(on_changed=on_changed)  # in the database
+    else:  # in the database; its rows are the total
+        rows = store.stats().records if sys.stderr.isatty() else None
+        with progress_counter("Reindexing records", rows) as advance:
+            count = store.reindex(on_changed=on_changed, on_progress=advance)
     if as_json:
         listed: list[JSONValue] = [
             {"executionId": execution_id, "problem": problem}
@@ -333,11 +337,16 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
     Files with no complete first line (nothing was recorded in them) go
     whatever their age; records still being written are kept.
     """
+    from ..store.file import FileExecutionStore
     from ..store.naming import describe
 
     store = open_store()
     working(f"Pruning {describe(store)} ...")
-    ids = store.prune(older_than, dry_run=dry_run)
+    if isinstance(store, FileExecutionStore) and not dry_run:
+        with progress_counter("Deleting records") as advance:
+            ids = store.prune(older_than, on_progress=advance)
+    else:
+        ids = store.prune(older_than, dry_run=dry_run)  # PostgreSQL: one statement
     if as_json:
         listed: list[JSONValue] = list(ids)
         emit_json({"executionIds": listed, "count": len(ids), "dryRun": dry_run})

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import click
 import orjson
@@ -133,13 +133,25 @@ def _eta(seconds: float) -> str:
     )
 
 
+class Advance(Protocol):
+    """The callback of :func:`progress_counter`: records done, and the total.
+
+    ``total``, when given, replaces the total the line shows (for work that
+    learns its size after it started, such as ``prune``).
+    """
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        """Record that ``done`` records are done."""
+        ...
+
+
 @contextlib.contextmanager
 def progress_counter(
     label: str | None,
     total: int | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,
-) -> Iterator[Callable[[int], None] | None]:
+) -> Iterator[Advance | None]:
     """A progress callback counting records on stderr, only on a terminal.
 
     ``None`` for no label means no progress (the callback is ``None`` too). The
@@ -154,19 +166,24 @@ def progress_counter(
     started = clock()
     drawn_at = -REDRAW_INTERVAL
     latest = 0
+    expected = total
 
     def line(done: int, now: float) -> str:
-        if total is None or total <= 0:
+        if expected is None or expected <= 0:
             return f"\r{label}: {done:,} records"
-        shown = min(done, total)
-        text = f"\r{label}: {shown:,}/{total:,} records ({shown / total:.0%})"
+        shown = min(done, expected)
+        text = f"\r{label}: {shown:,}/{expected:,} records ({shown / expected:.0%})"
         elapsed = now - started
-        if 0 < shown < total and elapsed > 0:
-            text += f", about {_eta(elapsed / shown * (total - shown))} left"
+        if 0 < shown < expected and elapsed > 0:
+            text += f", about {_eta(elapsed / shown * (expected - shown))} left"
         return text + "\x1b[K"  # clear what a longer line left behind
 
-    def advance(done: int) -> None:
-        nonlocal drawn_at, latest
+    def advance(done: int, total: int | None = None) -> None:
+        nonlocal drawn_at, latest, expected, started
+        if total is not None:
+            if expected is None:
+                started = clock()  # the work of a known size starts now
+            expected = total
         latest = done
         now = clock()
         if now - drawn_at >= REDRAW_INTERVAL:

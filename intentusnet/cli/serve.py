@@ -21,6 +21,7 @@ import click
 
 from .application import open_app
 from .context import named_store
+from .keys import key_options, key_ring
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
         "hits avoided in GET /v1/savings and /metrics."
     ),
 )
+@key_options
 def serve(
     app_ref: str,
     host: str,
@@ -125,11 +127,15 @@ def serve(
     graceful_timeout: float,
     log_level: str,
     prices_file: str | None,
+    key_files: tuple[str, ...],
+    key_dirs: tuple[str, ...],
+    require_signature: bool,
 ) -> None:
     """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM).
 
     With --store (or INTENTUSNET_STORE) every worker records there, as run
-    does.
+    does. With --key or --keys the explorer's record pages say whether each
+    record's signatures verify with those public keys.
     """
     needed = ("fastapi", "uvicorn", "jinja2", "prometheus_client", "fastapi_offline")
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
@@ -148,6 +154,12 @@ def serve(
         check_bind(host, keys)
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
+    key_ring(key_files, key_dirs, require_signature)  # refuse bad keys here
+    signature_keys = {
+        "files": [os.path.abspath(f) for f in key_files],
+        "dirs": [os.path.abspath(d) for d in key_dirs],
+        "required": require_signature,
+    }
     with _shared_metrics(workers):
         _run(
             app_ref,
@@ -159,6 +171,7 @@ def serve(
             graceful_timeout,
             log_level,
             prices_file,
+            signature_keys,
         )
 
 
@@ -193,6 +206,7 @@ def _run(
     graceful_timeout: float,
     log_level: str,
     prices_file: str | None,
+    signature_keys: dict[str, object],
 ) -> None:
     import json
 
@@ -208,6 +222,7 @@ def _run(
             "maxBody": max_body_size,
             "drain": graceful_timeout,
             "prices": prices_file,
+            "signatureKeys": signature_keys,
         }
     )
     app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
@@ -244,6 +259,7 @@ def worker_app() -> FastAPI:
     settings = json.loads(os.environ[SETTINGS_ENV])
     prices = settings.get("prices")
     router, _ = open_app(settings["app"], os.environ.get("INTENTUSNET_STORE"))
+    trusted = settings.get("signatureKeys") or {}
     return create_app(
         router,
         keys=KeyRing.from_env(keys_file=settings["keysFile"]),
@@ -251,4 +267,9 @@ def worker_app() -> FastAPI:
         drain_timeout=float(settings["drain"]),
         close_router=True,
         prices=PriceTable.load(prices) if prices else None,
+        signature_keys=key_ring(
+            tuple(trusted.get("files", ())),
+            tuple(trusted.get("dirs", ())),
+            bool(trusted.get("required", False)),
+        ),
     )

@@ -12,6 +12,7 @@ import importlib.util
 import click
 
 from .context import open_store
+from .keys import key_options, key_ring
 from .params import USAGE, CliFailure
 
 
@@ -29,10 +30,19 @@ from .params import USAGE, CliFailure
     default="warning",
     show_default=True,
 )
-def ui(port: int, log_level: str) -> None:
+@key_options
+def ui(
+    port: int,
+    log_level: str,
+    key_files: tuple[str, ...],
+    key_dirs: tuple[str, ...],
+    require_signature: bool,
+) -> None:
     """Browse the records of --store at http://127.0.0.1:PORT/ui until stopped.
 
-    Read-only, and bound to 127.0.0.1 only. Added in 0.1.0.
+    Read-only, and bound to 127.0.0.1 only. With --key or --keys each
+    record's page says whether its signatures verify with those public keys.
+    Added in 0.1.0.
     """
     missing = [
         m
@@ -44,13 +54,14 @@ def ui(port: int, log_level: str) -> None:
             f"ui needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
             USAGE,
         )
+    ring = key_ring(key_files, key_dirs, require_signature)
     import uvicorn
 
     from ..server.ui import create_ui_app
 
     store = open_store()
     config = uvicorn.Config(
-        create_ui_app(store),
+        create_ui_app(store, signature_keys=ring),
         host="127.0.0.1",
         port=port,
         log_level=log_level,

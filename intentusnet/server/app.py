@@ -66,6 +66,8 @@ from .ui import Gate, add_ui
 if TYPE_CHECKING:
     from ..cache.prices import PriceTable
     from ..cache.savings import SavingsReport
+    # intentusnet.KeyRing: public keys checking signatures (not API keys)
+    from ..record.signing import KeyRing as SignatureKeys
     from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
@@ -196,6 +198,7 @@ def create_app(
     close_router: bool = False,
     ui: bool = True,
     prices: PriceTable | None = None,
+    signature_keys: SignatureKeys | None = None,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -212,6 +215,10 @@ def create_app(
         prices: prices per million tokens by model, for the cost LLM calls
             spent and hits avoided in ``GET /v1/savings`` and ``/metrics``
             (added in 0.1.0).
+        signature_keys: the trusted public keys (an ``intentusnet.KeyRing``)
+            the explorer checks each record's
+            signatures with (added in 0.1.0); without them a signed record's
+            key is named, not checked.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -255,7 +262,7 @@ def create_app(
             service.keys.access_of if service.keys else None,
             invalidation=True,
         )
-        add_ui(app, service.store, gate)
+        add_ui(app, service.store, gate, signature_keys)
     return app
 
 

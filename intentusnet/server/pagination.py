@@ -5,18 +5,18 @@ executionId)``, the store's own sort key, so a page never repeats or skips a
 record when new records arrive meanwhile (they are newer, and sort before the
 cursor). Cursors are opaque to clients: base64url of a small JSON object.
 
-``ExecutionStore.list`` has no "older than" bound, so the next page is found by
-asking for the newest ``offset + limit + 1`` records and keeping those past the
-cursor; the window doubles in the rare case that records arrived meanwhile.
+The next page is asked of the store as records created up to the cursor's
+microsecond (``until``), so a page costs the same however deep it is; records
+of that same microsecond up to the cursor's id are skipped, the window growing
+in the rare case that more of them share it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
 import orjson
@@ -66,6 +66,7 @@ class Cursor:
             and isinstance(data.get("i"), str)
             and type(data.get("n")) is int
             and data["n"] >= 0
+            and _is_time(data["c"])
         ):
             return cls(data["c"], data["i"], data["n"])
         message = (
@@ -77,6 +78,10 @@ class Cursor:
             [{"location": where, "message": message, "type": "cursor"}],
             [f"{where}: {message}"],
         )
+
+    def moment(self) -> datetime:
+        """When the cursor's record was created (checked by :meth:`decode`)."""
+        return _aware(datetime.fromisoformat(self.created_utc))
 
     def precedes(self, summary: RecordSummary) -> bool:
         """Whether ``summary`` comes after this cursor (is older, newest first)."""
@@ -94,22 +99,34 @@ def page(
     intent: str | None = None,
     status: str | None = None,
     since: datetime | None = None,
-    keep: Callable[[RecordSummary], bool] | None = None,
+    until: datetime | None = None,
+    replayable: bool | None = None,
+    id_prefix: str | None = None,
+    envelope_hash: str | None = None,
 ) -> tuple[list[RecordSummary], Cursor | None]:
     """Return one page of summaries and the cursor of the next page, if any.
 
-    ``keep`` filters further than the store can (the explorer's replayable,
-    time-range and search filters); the window grows until a page is full.
+    Every filter is the store's own (``store.list``); ``until`` is exclusive.
     """
     offset = 0 if cursor is None else cursor.offset
-    window = offset + limit + 1
+    bound = until
+    if cursor is not None:
+        # Just past the cursor's microsecond: its ties are skipped below.
+        ended = cursor.moment() + timedelta(microseconds=1)
+        bound = ended if until is None or ended < _aware(until) else until
+    window = limit + 1
     while True:
-        rows = store.list(intent=intent, status=status, since=since, limit=window)
-        after = [
-            r
-            for r in rows
-            if (cursor is None or cursor.precedes(r)) and (keep is None or keep(r))
-        ]
+        rows = store.list(
+            intent=intent,
+            status=status,
+            since=since,
+            until=bound,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=window,
+        )
+        after = [r for r in rows if cursor is None or cursor.precedes(r)]
         if len(after) > limit or len(rows) < window:
             break
         window *= 2
@@ -118,3 +135,16 @@ def page(
         return items, None
     last = items[-1]
     return items, Cursor(last.created_utc, last.execution_id, offset + len(items))
+
+
+def _aware(moment: datetime) -> datetime:
+    """A naive datetime read as UTC (as ``store.list`` reads it)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _is_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True

@@ -42,6 +42,7 @@ from ..record.model import (
 from . import _log
 from ._catalog_writer import CatalogWriter
 from ._files import report_changed
+from ._filters import ListFilters
 from ._layout import CATALOG_NAME, has_records, relative_path
 from ._owner import opener_alive, owner_alive
 from ._scan import Progress, file_row, index_chunk, over_shards
@@ -95,14 +96,7 @@ class StoreIndex:
 
     # -- queries ------------------------------------------------------------------
 
-    def summaries(
-        self,
-        *,
-        intent: str | None,
-        status: RecordStatus | None,
-        since: datetime | None,
-        limit: int | None,
-    ) -> list[RecordSummary]:
+    def summaries(self, filters: ListFilters) -> list[RecordSummary]:
         """Rows matching the filters as summaries, newest first.
 
         Each question is its own snapshot, so they are asked in the order rows
@@ -110,28 +104,25 @@ class StoreIndex:
         opened rows first (a row leaves them only for the catalog's rows),
         then unfinished rows (a row leaves them only for a final status), then
         the rows asked for. A row seen twice is kept as last read.
+
+        Status and replayability are asked of the catalog, then checked again
+        on each row as its file says (an unfinished row may turn out to be in
+        any state once probed: such rows are few, and asked for apart).
         """
-        since_us = None if since is None else micros_of(since)
-        earlier = self._opened(intent, since_us)
-        if status is not None and status is not RecordStatus.IN_PROGRESS:
-            # Rows of unfinished records may turn out to be in any state once
-            # probed; they are few.
-            earlier = (
-                self._ask(
-                    lambda cat: cat.query(
-                        intent=intent, statuses=(_IN_PROGRESS,), since_us=since_us
-                    )
-                )
-                + earlier
-            )
-        rows = self._ask(
-            lambda cat: cat.query(
-                intent=intent,
-                statuses=() if status is None else (status.value,),
-                since_us=since_us,
-                # unfinished rows whose writer is gone are not in_progress
-                limit=None if status is RecordStatus.IN_PROGRESS else limit,
-            )
+        f = filters
+        earlier = self._opened(f)
+        by_state = f.replayable is not None or (
+            f.status is not None and f.status is not RecordStatus.IN_PROGRESS
+        )
+        if by_state:
+            earlier = self._rows(f, statuses=(_IN_PROGRESS,)) + earlier
+        rows = self._rows(
+            f,
+            statuses=() if f.status is None else (f.status.value,),
+            replayable=f.replayable,
+            settled=by_state,
+            # unfinished rows whose writer is gone are not in_progress
+            limit=None if f.status is RecordStatus.IN_PROGRESS else f.limit,
         )
         if earlier:
             latest = {row.id: row for row in reversed([*rows, *earlier])}
@@ -141,9 +132,11 @@ class StoreIndex:
         found: list[RecordSummary] = []
         for row in rows:
             summary = self._summary(row)
-            if summary is not None and (status is None or summary.status is status):
+            if summary is not None and f.state_match(
+                summary.status, summary.replayable
+            ):
                 found.append(summary)
-                if limit is not None and len(found) >= limit:
+                if f.limit is not None and len(found) >= f.limit:
                     break
         return found
 
@@ -203,7 +196,7 @@ class StoreIndex:
             self._settled(row)
         ids = {row.id for row in indexed}
         writing: list[CatalogRow] = []
-        for row in self._opened(None, None):
+        for row in self._opened():
             settled = None if row.id in ids else self._settled(row)
             if settled is not None and settled.status == _IN_PROGRESS:
                 writing.append(settled)
@@ -389,19 +382,46 @@ class StoreIndex:
             True,
         )
 
-    def _opened(self, intent: str | None, since_us: int | None) -> list[CatalogRow]:
-        """Rows of opened, unfinished records: the catalog's, and any kept unsaved."""
-        rows = self._ask(
-            lambda cat: cat.query(intent=intent, since_us=since_us, live=True)
+    def _rows(
+        self,
+        f: ListFilters,
+        *,
+        statuses: tuple[str, ...] = (),
+        replayable: bool | None = None,
+        settled: bool = False,
+        limit: int | None = None,
+        live: bool = False,
+    ) -> list[CatalogRow]:
+        """The catalog's rows passing ``f`` on what never changes, and the rest."""
+        return self._ask(
+            lambda cat: cat.query(
+                intent=f.intent,
+                since_us=f.since_us,
+                before_us=f.until_us,
+                id_prefix=f.id_prefix,
+                envelope_hash=f.envelope_hash,
+                statuses=statuses,
+                replayable=replayable,
+                settled=settled,
+                limit=limit,
+                live=live,
+            )
         )
+
+    def _opened(self, filters: ListFilters | None = None) -> list[CatalogRow]:
+        """Rows of opened, unfinished records: the catalog's, and any kept unsaved.
+
+        Only those passing ``filters`` on what never changes in a record.
+        """
+        f = filters or ListFilters()
+        rows = self._rows(f, live=True)
         if self.writes.unsaved:
             known = {row.id for row in rows}
             rows += [
                 row
                 for row in self.writes.unsaved.values()
                 if row.id not in known
-                and (intent is None or row.intent == intent)
-                and (since_us is None or row.created_us >= since_us)
+                and f.fixed_match(row.id, row.intent, row.created_us, row.envelope_hash)
             ]
         return rows
 

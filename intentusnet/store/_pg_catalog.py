@@ -25,6 +25,7 @@ from ..record.reader import parse_record
 from ..record.verify import salvage_header
 from . import _log
 from ._files import catalog_mismatch, report_changed
+from ._filters import ListFilters
 from ._pg import Connection, Row
 from ._pg_schema import HELD, lock_key
 from ._scan import row_for
@@ -44,16 +45,19 @@ STATUS: Final = (
 #: Records rebuilt per round trip by :func:`reindex`.
 REINDEX_BATCH: Final = 500
 _IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
+#: Sorts after every character an execution id may hold (``A-Z a-z 0-9 _ . -``),
+#: so ids starting with ``p`` are exactly those ``>= p`` and ``< p + ID_PAST`` in
+#: byte order (``COLLATE "C"``): a range of an index, whose size the planner
+#: estimates from the column's statistics.
+ID_PAST: Final = "~"
 _UNFINISHED: Final = (RecordStatus.IN_PROGRESS, RecordStatus.INCOMPLETE)
 _LIST: Final = f"""WITH held(k) AS ({HELD})
     SELECT * FROM (
         SELECT execution_id, created_utc, intent, intent_version,
             envelope_hash, {STATUS} AS status, replayable, reason, agent,
             duration_ms, created_us
-        FROM intentusnet_records
-        WHERE (%s::text IS NULL OR intent = %s)
-        AND (%s::bigint IS NULL OR created_us >= %s)) AS r
-    WHERE (%s::text IS NULL OR status = %s)
+        FROM intentusnet_records WHERE {{where}}) AS r
+    WHERE {{status}}
     ORDER BY created_us DESC, execution_id DESC LIMIT %s"""
 _REWRITE: Final = f"""UPDATE intentusnet_records SET ({COLUMNS}, lock_key) =
     ROW({", ".join(["%s"] * 17)}) WHERE execution_id = %s"""
@@ -89,17 +93,37 @@ def not_running(_owner: object) -> bool:
     return False
 
 
-def summaries(
-    db: Connection,
-    *,
-    intent: str | None,
-    status: RecordStatus | None,
-    since_us: int | None,
-    limit: int | None,
-) -> list[RecordSummary]:
-    """Summaries of the rows matching every filter given, newest first."""
-    wanted = None if status is None else status.value
-    rows = db.read(_LIST, [intent, intent, since_us, since_us, wanted, wanted, limit])
+def summaries(db: Connection, filters: ListFilters) -> list[RecordSummary]:
+    """Summaries of the rows matching every filter given, newest first.
+
+    Only the filters given are in the query, each on an indexed column (an id
+    prefix as a range of the id's index in byte order, ``COLLATE "C"``), so
+    the planner can pick the index that fits.
+    """
+    f = filters
+    where: list[str] = []
+    params: list[object] = []
+    for present, condition, values in (
+        (f.intent is not None, "intent = %s", [f.intent]),
+        (f.since_us is not None, "created_us >= %s", [f.since_us]),
+        (f.until_us is not None, "created_us < %s", [f.until_us]),
+        (f.replayable is not None, "replayable = %s", [f.replayable]),
+        (f.envelope_hash is not None, "envelope_hash = %s", [f.envelope_hash]),
+        (
+            f.id_prefix is not None,
+            'execution_id COLLATE "C" >= %s AND execution_id COLLATE "C" < %s',
+            [f.id_prefix, f"{f.id_prefix}{ID_PAST}"],
+        ),
+    ):
+        if present:
+            where.append(condition)
+            params.extend(values)
+    status = "true"
+    if f.status is not None:
+        status = "status = %s"
+        params.append(f.status.value)
+    sql = _LIST.format(where=" AND ".join(where) or "true", status=status)
+    rows = db.read(sql, [*params, f.limit])
     return [
         RecordSummary(
             str(r[0]),
@@ -141,8 +165,11 @@ def reindex(
     db: Connection,
     batch: int = REINDEX_BATCH,
     on_changed: Callable[[str, str], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> int:
     """Rebuild every catalog row from its record's lines; return how many.
+
+    ``on_progress(n)`` is called after each batch with the records read so far.
 
     Records are taken ``batch`` at a time in id order (keyset, not offset):
     one query for the ids, one for their lines, one pipelined update. A
@@ -150,7 +177,7 @@ def reindex(
     row's line count and chain head, is marked ``integrity_failure``, logged
     and passed to ``on_changed`` (its id, how it differs).
     """
-    count, after = 0, ""  # every allowed id sorts after ""
+    count, read, after = 0, 0, ""  # every allowed id sorts after ""
     while True:
         ids = db.run(
             "SELECT execution_id, lines, chain_head FROM intentusnet_records "
@@ -181,6 +208,9 @@ def reindex(
                 updates.append([*values, lock_key(execution_id), execution_id])
         db.run_many(_REWRITE, updates, doing="reindex: could not update")
         count += len(updates)
+        read += len(ids)
+        if on_progress is not None:
+            on_progress(read)
 
 
 def _first(row: Row) -> object:

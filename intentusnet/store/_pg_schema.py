@@ -49,6 +49,12 @@ SCHEMA: Final = (
         ON intentusnet_records (created_us DESC, execution_id DESC)""",
     """CREATE INDEX IF NOT EXISTS intentusnet_records_intent
         ON intentusnet_records (intent, created_us DESC)""",
+    # Listing by replayability, and by the start of an id: a range in byte
+    # order, whatever the database's collation.
+    """CREATE INDEX IF NOT EXISTS intentusnet_records_replayable
+        ON intentusnet_records (replayable, created_us DESC, execution_id DESC)""",
+    """CREATE INDEX IF NOT EXISTS intentusnet_records_id_bytes
+        ON intentusnet_records (execution_id COLLATE "C")""",
     # The records themselves: each sealed line, newline included, byte for byte.
     """CREATE TABLE IF NOT EXISTS intentusnet_lines (
         execution_id text NOT NULL

@@ -103,9 +103,11 @@ _DDL: Final = (
     # index alone.
     "CREATE INDEX IF NOT EXISTS records_by_hash_id "
     "ON records (envelope_hash, replayable, created_us, id)",
-    "CREATE INDEX IF NOT EXISTS records_by_created ON records (created_us)",
+    "CREATE INDEX IF NOT EXISTS records_by_created ON records (created_us, id)",
     "CREATE INDEX IF NOT EXISTS records_by_intent ON records (intent, created_us)",
     "CREATE INDEX IF NOT EXISTS records_by_status ON records (status, created_us)",
+    "CREATE INDEX IF NOT EXISTS records_by_replayable "
+    "ON records (replayable, created_us)",
     "CREATE TABLE IF NOT EXISTS counts (status TEXT NOT NULL, intent TEXT NOT NULL, "
     "records INTEGER NOT NULL, bytes INTEGER NOT NULL, seal INTEGER NOT NULL, "
     "PRIMARY KEY (status, intent)) WITHOUT ROWID",
@@ -144,6 +146,7 @@ _ANY_LIVE: Final = "SELECT 1 FROM live LIMIT 1"
 _DROP: Final = "DELETE FROM records WHERE id = ?"
 _COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
 _ORDER: Final = " ORDER BY created_us DESC, id DESC"
+_UNFINISHED: Final = "in_progress"
 
 
 class CatalogRow(NamedTuple):
@@ -375,10 +378,16 @@ class Catalog:
         before_us: int | None = None,
         limit: int | None = None,
         live: bool = False,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
+        settled: bool = False,
     ) -> list[CatalogRow]:
         """Return rows matching every filter given, newest first.
 
         ``live=True`` reads the rows of opened, unfinished records instead.
+        ``id_prefix`` matches the start of the id;
+        ``settled=True`` leaves out rows of unfinished records.
         Every row is checked against its seal and the order against the rows;
         a listing of ``records`` by intent and status only (no time bounds, no
         limit) is also checked to hold as many rows as ``counts`` says, in the
@@ -401,14 +410,36 @@ class Catalog:
         if before_us is not None:
             where.append("created_us < ?")
             params.append(before_us)
+        if replayable is not None:
+            where.append("replayable = ?")
+            params.append(int(replayable))
+        if id_prefix is not None:
+            # Read along the newest-first index, which holds the id: a prefix
+            # many ids share ends the scan at once, one no id has costs one
+            # pass over that index (and no row: see below).
+            where.append("substr(id, 1, ?) = ?")
+            params.extend((len(id_prefix), id_prefix))
+        if envelope_hash is not None:
+            where.append("envelope_hash = ?")
+            params.append(envelope_hash)
+        if settled:
+            where.append("status != ?")
+            params.append(_UNFINISHED)
         whole = not live and len(where) == len(count_where) and limit is None
-        sql = f"SELECT {_COLUMNS}, seal FROM {'live' if live else 'records'}"
+        chosen = f"FROM {'live' if live else 'records'}"
         if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += _ORDER
+            chosen += " WHERE " + " AND ".join(where)
+        chosen += _ORDER
         if limit is not None:
-            sql += " LIMIT ?"
+            chosen += " LIMIT ?"
             params.append(limit)
+        sql = f"SELECT {_COLUMNS}, seal {chosen}"
+        if id_prefix is not None and not live:
+            # The ids are picked from the index alone; only their rows are read.
+            sql = (
+                f"SELECT {_COLUMNS}, seal FROM records "
+                f"WHERE id IN (SELECT id {chosen}){_ORDER}"
+            )
 
         def run(db: sqlite3.Connection) -> list[CatalogRow]:
             rows = [_checked(values) for values in db.execute(sql, params)]

@@ -32,11 +32,11 @@ from ..record.model import (
     RecordSummary,
     StoreStats,
     VerifyReport,
-    status_filter,
 )
 from ..record.reader import parse_record
 from . import _files, _log
 from ._files import headerless, verify_file
+from ._filters import list_filters
 from ._layout import (
     CATALOG_NAME,
     check_id,
@@ -442,27 +442,45 @@ class FileExecutionStore:
         status: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> _Summaries:
         """Summaries of the records matching every filter given, newest first.
+
+        Every filter is a query on the catalog's indexes, so a filter that
+        matches few records answers as fast as one that matches many.
 
         Args:
             intent: only records of this intent name.
             status: only records in this state (a :class:`RecordStatus` value).
             since: only records created at or after this moment (naive = UTC).
             limit: at most this many.
+            until: only records created before this moment (naive = UTC).
+            replayable: only records that are (True) or are not (False)
+                replayable.
+            id_prefix: only records whose execution id starts with this.
+            envelope_hash: only records of this envelope hash (a whole one).
 
         Raises:
-            ValueError: an unknown status or a negative limit.
+            ValueError: an unknown status, a negative limit, or an id prefix
+                with a character no execution id holds.
             StoreError: the catalog cannot be read or rebuilt.
         """
-        wanted = status_filter(status)
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, not {limit}")
+        filters = list_filters(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
+        )
         if not os.path.isdir(self._root):
             return []
-        return self._index.summaries(
-            intent=intent, status=wanted, since=since, limit=limit
-        )
+        return self._index.summaries(filters)
 
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True
@@ -476,13 +494,21 @@ class FileExecutionStore:
             return None
         return self._index.find(envelope_hash, replayable_only)
 
-    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> _Ids:
         """Delete records created more than ``older_than`` ago; return their ids.
 
         Records still being written are kept. Files with no complete first line
         (status ``recording_failure``: nothing was recorded in them) are deleted
         whatever their age, once their process is gone. With ``dry_run``
-        nothing is deleted.
+        nothing is deleted. ``on_progress(done, total)`` is called as records
+        are deleted: how many so far, and how many are to go in all (added in
+        0.1.0).
         """
         if older_than < timedelta(0):
             raise ValueError("older_than must not be negative")
@@ -499,6 +525,8 @@ class FileExecutionStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(execution_id))
                 removed.append(execution_id)
+                if on_progress is not None:
+                    on_progress(len(removed), len(ids))
         except OSError as exc:
             raise StoreError(
                 f"prune stopped after {len(removed)} records: {exc}"

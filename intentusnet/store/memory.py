@@ -25,12 +25,12 @@ from ..record.model import (
     RecordSummary,
     StoreStats,
     VerifyReport,
-    status_filter,
 )
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
 from ._files import invalidated
+from ._filters import list_filters
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
 from .hits import CacheHit, hit_line, parse_hits, select
@@ -141,18 +141,29 @@ class MemoryExecutionStore:
         status: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> _Summaries:
-        """Summaries of matching records, newest first."""
-        wanted = status_filter(status)
-        since_us = None if since is None else micros_of(since)
+        """Summaries of matching records, newest first (see ``ExecutionStore``)."""
+        f = list_filters(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
+        )
         found: _Summaries = []
         for record in self._newest_first():
             h = record.header
-            if (
-                (intent is None or h.intent_name == intent)
-                and (wanted is None or h.status is wanted)
-                and (since_us is None or (parse_utc(h.created_utc) or 0) >= since_us)
-            ):
+            created_us = parse_utc(h.created_utc) or 0
+            if f.fixed_match(
+                h.execution_id, h.intent_name, created_us, h.envelope_hash
+            ) and f.state_match(h.status, h.replayable):
                 found.append(_summary(record))
         return found if limit is None else found[:limit]
 

@@ -32,12 +32,12 @@ from ..record.model import (
     RecordSummary,
     StoreStats,
     VerifyReport,
-    status_filter,
 )
 from ..record.reader import parse_record
 from ..record.verify import verify_bytes
 from . import _pg_catalog
 from ._files import cross_check
+from ._filters import list_filters
 from ._layout import check_id
 from ._pg import POOL_SIZE, Connection, Durability
 from ._pg_catalog import COLUMNS, STATUS
@@ -246,7 +246,12 @@ class PostgresExecutionStore(PostgresHitJournal):
             )
         return sorted(str(row[0]) for row in rows)
 
-    def reindex(self, *, on_changed: Callable[[str, str], None] | None = None) -> int:
+    def reindex(
+        self,
+        *,
+        on_changed: Callable[[str, str], None] | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Rebuild every catalog row from the record's stored lines.
 
         Damaged records are indexed as ``integrity_failure`` where line 1 can be
@@ -256,8 +261,12 @@ class PostgresExecutionStore(PostgresHitJournal):
         longer hold the last line its row saw is not accepted: as for
         ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
         logged and passed to ``on_changed`` (added in 0.1.0).
+        ``on_progress(n)`` is called after each batch with the records
+        rebuilt so far (added in 0.1.0).
         """
-        return _pg_catalog.reindex(self._db, on_changed=on_changed)
+        return _pg_catalog.reindex(
+            self._db, on_changed=on_changed, on_progress=on_progress
+        )
 
     # -- reading ------------------------------------------------------------------
 
@@ -323,22 +332,30 @@ class PostgresExecutionStore(PostgresHitJournal):
         status: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> _Summaries:
         """Summaries of the records matching every filter given, newest first.
 
+        One query, its filters on indexed columns (see ``ExecutionStore.list``).
+
         Raises:
-            ValueError: an unknown status or a negative limit.
+            ValueError: an unknown status, a negative limit, or an id prefix
+                with a character no execution id holds.
         """
-        wanted = status_filter(status)
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, not {limit}")
-        return _pg_catalog.summaries(
-            self._db,
+        filters = list_filters(
             intent=intent,
-            status=wanted,
-            since_us=None if since is None else micros_of(since),
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
             limit=limit,
         )
+        return _pg_catalog.summaries(self._db, filters)
 
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True

@@ -98,8 +98,19 @@ class ExecutionStore(Protocol):
         status: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> _Summaries:
-        """Summaries of matching records, newest first."""
+        """Summaries of the records matching every filter given, newest first.
+
+        ``since`` is inclusive and ``until`` exclusive (naive = UTC);
+        ``id_prefix`` matches the start of an execution id, ``envelope_hash``
+        a whole hash. Every filter is answered by the store's own query
+        (``until``, ``replayable``, ``id_prefix`` and ``envelope_hash`` added
+        in 0.1.0).
+        """
         ...
 
     def find_by_hash(

@@ -332,3 +332,50 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     listing.stderr.close()
     assert listing.wait(timeout=60) == 0, errors
     assert errors == b""
+
+
+def _redraws(shown: str) -> int:
+    """Carriage returns that redraw a line (the terminal ends lines with \r\n)."""
+    return shown.count("\r") - shown.count("\r\n")
+
+
+def _many_records(root: Path, count: int) -> None:
+    from recordkit import finished
+
+    with FileExecutionStore(root) as store:
+        for n in range(count):
+            finished(store, f"record {n}")
+
+
+def test_reindex_and_prune_show_progress_only_on_a_terminal(
+    script: str, tmp_path: Path
+) -> None:
+    """On a terminal: a total, redrawn a few times a second; piped: the result only."""
+    import time
+
+    root = tmp_path / "records"
+    _many_records(root, 1500)
+    store = ("--store", str(root))
+    started = time.monotonic()
+    code, shown = _on_a_terminal(script, *store, "reindex", "--jobs", "1")
+    elapsed = time.monotonic() - started
+    assert code == 0, shown
+    assert "Reading records: 1,500/1,500 records (100%)" in shown
+    assert _redraws(shown) <= elapsed / 0.2 + 3  # not one redraw a record
+    assert "Reindexed 1500 records." in shown
+    piped = run(script, *store, "reindex")
+    assert (piped.returncode, piped.stderr) == (0, "")
+    assert piped.stdout == "Reindexed 1500 records.\n"
+
+    started = time.monotonic()
+    code, shown = _on_a_terminal(script, *store, "prune", "--older-than", "0s")
+    elapsed = time.monotonic() - started
+    assert code == 0, shown
+    assert "Deleting records: 1,500/1,500 records (100%)" in shown
+    assert _redraws(shown) <= elapsed / 0.2 + 3
+    _many_records(root, 20)
+    piped = run(script, *store, "prune", "--older-than", "0s")
+    assert piped.returncode == 0
+    assert "records" not in piped.stderr.replace("Deleted 20 records.", "")
+    assert "\r" not in piped.stderr + piped.stdout
+    assert len(piped.stdout.split()) == 20  # the ids, nothing else

@@ -129,3 +129,19 @@ def test_one_line_folds_and_truncates() -> None:
     long = one_line("x" * 5000, limit=100)
     assert len(long) == 100
     assert long.endswith("...")
+
+
+def test_progress_counter_learns_its_total_late(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A total given with the first count (prune) shows, with an estimate from then."""
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    clock = _Clock(10.0)  # entered at 10 s; each reading of the clock is 10 s on
+    with progress_counter("Deleting records", clock=clock) as advance:
+        assert advance is not None
+        advance(0, 400)  # the total is learnt at 20 s (drawn at 30 s)
+        advance(100, 400)  # at 40 s: 20 s for 100 since the total was known
+    text = terminal.getvalue()
+    # 1:00 left, not 1:30: the time before the total was known is not counted
+    assert "100/400 records (25%), about 1:00 left" in text

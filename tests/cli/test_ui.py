@@ -48,3 +48,25 @@ def test_ui_has_no_host_option() -> None:
     result = CliRunner().invoke(cli, ["ui", "--host", "0.0.0.0"])
     assert result.exit_code == 2
     assert "No such option" in result.output
+
+
+def test_ui_refuses_a_key_it_cannot_read(tmp_path: Path) -> None:
+    """--key naming no key file, or --keys no directory, fails before serving."""
+    root = tmp_path / "records"
+    FileExecutionStore(root).close()
+    missing = CliRunner().invoke(
+        cli, ["--store", str(root), "ui", "--keys", str(tmp_path / "none")]
+    )
+    assert missing.exit_code == 2
+    assert "does not exist" in missing.output
+    (tmp_path / "bad.pub").write_text("not a key")
+    bad = CliRunner().invoke(
+        cli, ["--store", str(root), "ui", "--key", str(tmp_path / "bad.pub")]
+    )
+    assert bad.exit_code == 2
+    assert "bad.pub" in bad.output
+    lonely = CliRunner().invoke(
+        cli, ["--store", str(root), "ui", "--require-signature"]
+    )
+    assert lonely.exit_code == 2
+    assert "--require-signature needs --key" in lonely.output

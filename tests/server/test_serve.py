@@ -426,3 +426,53 @@ def test_llm_savings_over_two_workers(app_dir: Path) -> None:
         assert len(pids) == 2, "one worker answered everything"
     finally:
         assert server.stop() in STOPPED
+SIGNED_APP = """
+import os
+from intentusnet import IntentRouter
+from intentusnet.store import FileExecutionStore
+
+router = IntentRouter(
+    store=FileExecutionStore(
+        os.environ["SERVE_STORE"], signing_key=os.environ["SERVE_SIGNING_KEY"]
+    )
+)
+router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+"""
+
+
+@pytest.mark.slow
+def test_workers_check_signatures_with_the_trusted_keys(tmp_path: Path) -> None:
+    """serve --keys DIR reaches every worker: the explorer says verified."""
+    from intentusnet import SigningKey
+
+    (tmp_path / "signedapp.py").write_text(SIGNED_APP)
+    key = SigningKey.generate()
+    private, _ = key.save(tmp_path / "keys")
+    server = ServeProcess(
+        tmp_path,
+        "signedapp:router",
+        "--workers",
+        "2",
+        "--keys",
+        str(tmp_path / "keys"),
+        env={
+            "SERVE_STORE": str(tmp_path / "records"),
+            "SERVE_SIGNING_KEY": str(private),
+        },
+    )
+    try:
+        with httpx.Client(base_url=server.url, trust_env=False) as http:
+            answer = http.post("/v1/intents", json={"intent": {"name": "echo"}})
+            execution_id = answer.json()["metadata"]["executionId"]
+            for _ in range(4):  # either worker may answer
+                page = http.get(f"/ui/executions/{execution_id}").text
+                assert f"signed by key {key.key_id}, verified" in page
+    finally:
+        assert server.stop() in STOPPED
+
+
+def test_serve_refuses_trusted_keys_it_cannot_read(tmp_path: Path) -> None:
+    """A --keys directory that does not exist fails before anything starts."""
+    code, output = _serve("--app", "none:router", "--keys", str(tmp_path / "nope"))
+    assert code == 2
+    assert "does not exist" in output

@@ -171,3 +171,43 @@ def test_killed_before_the_file_leaves_nothing_listed(
         cli, ["--store", str(store.root), "records", "list", "--json"]
     )
     assert orjson.loads(result.stdout) == []
+
+
+COMPLETE_THEN_DIE = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, sys.argv[2])
+    from recordkit import finished
+    from intentusnet.store import FileExecutionStore
+
+    store = FileExecutionStore(sys.argv[1])
+    print(finished(store, "completed, then killed"), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # before anything else is written
+    """
+)
+
+
+def test_state_filters_list_records_by_what_their_files_say(
+    store: FileExecutionStore,
+) -> None:
+    """replayable= and status= list a killed writer's records by their files."""
+    cut_short = _killed_at(store, "after_header")
+    tests = str(Path(__file__).parent.parent)
+    child = subprocess.run(
+        [sys.executable, "-c", COMPLETE_THEN_DIE, str(store.root), tests],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    completed = child.stdout.strip()
+
+    def ids(**filters: object) -> list[str]:
+        return [s.execution_id for s in store.list(**filters)]  # type: ignore[arg-type]
+
+    assert ids(replayable=True) == [completed]
+    assert ids(replayable=False) == [cut_short]
+    assert ids(status="completed", replayable=True) == [completed]
+    assert ids(status="incomplete", replayable=False) == [cut_short]
+    assert ids(status="in_progress") == []

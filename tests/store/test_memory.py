@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -103,3 +103,36 @@ def test_a_new_record_id_may_not_begin_with_a_hyphen(store: Store, new_id: str) 
     writer = start(store, execution_id="a-b-")  # a hyphen inside is fine
     writer.close()
     assert [s.execution_id for s in store.list()] == ["a-b-"]
+
+
+def test_every_store_lists_by_time_replayability_id_and_hash(store: Store) -> None:
+    """until, replayable, id_prefix and envelope_hash are answered alike."""
+
+    def ids(**filters: object) -> list[str]:
+        return [s.execution_id for s in store.list(**filters)]  # type: ignore[arg-type]
+
+    a = finished(store, "same")
+    b = finished(store, "other")
+    c = finished(store, "same")
+    store.invalidate(c, "wrong answer")
+    live = start(store, "x", execution_id="zz-live-1")
+    assert ids(replayable=True) == [b, a]
+    assert ids(replayable=False) == ["zz-live-1", c]
+    assert ids(replayable=False, status="completed") == [c]
+    created = {s.execution_id: s.created_utc for s in store.list()}
+    until = datetime.fromisoformat(created[b])
+    assert ids(until=until) == [a]  # exclusive
+    assert ids(until=until + timedelta(microseconds=1)) == [b, a]
+    assert ids(since=until, until=datetime.fromisoformat(created[c])) == [b]
+    same = store.load(a).header.envelope_hash
+    assert ids(envelope_hash=same) == [c, a]
+    assert ids(envelope_hash=same, replayable=True, limit=5) == [a]
+    assert ids(envelope_hash=same.upper()) == []  # a hash is matched as written
+    assert ids(id_prefix="zz-") == ["zz-live-1"]
+    assert ids(id_prefix=a[:-1]) == [a]
+    assert ids(id_prefix=a[-8:]) == []  # the start of an id, not any part
+    assert ids(id_prefix="exec-", limit=2) == [c, b]
+    live.close()
+    assert ids(replayable=False, status="incomplete") == ["zz-live-1"]
+    with pytest.raises(ValueError, match="cannot start an execution id"):
+        store.list(id_prefix="a/b")

@@ -425,12 +425,18 @@ def test_records_are_signed_by_the_same_code_as_files(
 def test_reindex_streams_a_large_store_in_batches(
     pg_store: PostgresExecutionStore, pg_dsn: str
 ) -> None:
-    """3000 records are rebuilt a batch at a time, in memory that does not grow."""
+    """3000 records are rebuilt a batch at a time, in memory that does not grow.
+
+    Progress is reported after each batch.
+    """
     memory = MemoryExecutionStore()
     for number in range(3000):
         execution_id = finished(memory, f"text {number}")
         pg_store.import_raw(execution_id, memory.raw(execution_id))
-    pg_store.reindex()  # warm: first-use imports and caches are not the batch
+    progress: list[int] = []
+    # warm: first-use imports and caches are not the batch
+    pg_store.reindex(on_progress=progress.append)
+    assert progress == list(range(REINDEX_BATCH, 3001, REINDEX_BATCH))
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("UPDATE intentusnet_records SET intent = 'wrong', lines = 0")
         ((total,),) = conn.execute("SELECT sum(size)::bigint FROM intentusnet_records")

@@ -22,6 +22,7 @@ from .access import Gate, access_router
 from .pages import ui_router
 
 if TYPE_CHECKING:
+    from ...record.signing import KeyRing
     from ...store import ExecutionStore
 
 __all__ = ["Gate", "add_ui", "create_ui_app"]
@@ -29,14 +30,20 @@ __all__ = ["Gate", "add_ui", "create_ui_app"]
 _STATIC = Path(__file__).parent / "static"
 
 
-def add_ui(app: FastAPI, store: ExecutionStore | None, gate: Gate) -> None:
+def add_ui(
+    app: FastAPI,
+    store: ExecutionStore | None,
+    gate: Gate,
+    signature_keys: KeyRing | None = None,
+) -> None:
     """Mount the explorer on ``app``: pages under ``/ui``, files under ``/ui/static``.
 
-    Added in 0.1.0.
+    ``signature_keys`` (trusted public keys) checks each record's signatures
+    on its page. Added in 0.1.0.
     """
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
     app.include_router(access_router(gate))
-    app.include_router(ui_router(store, gate))
+    app.include_router(ui_router(store, gate, signature_keys))
 
 
 def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
@@ -46,10 +53,14 @@ def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
         raise Forbidden("the explorer answers only on loopback")
 
 
-def create_ui_app(store: ExecutionStore) -> FastAPI:
+def create_ui_app(
+    store: ExecutionStore, *, signature_keys: KeyRing | None = None
+) -> FastAPI:
     """The explorer alone over ``store``, read-only, for loopback callers.
 
-    What ``intentusnet ui`` serves. Added in 0.1.0.
+    What ``intentusnet ui`` serves. ``signature_keys``, the trusted public
+    keys (``intentusnet ui --key``/``--keys``), checks each record's
+    signatures on its page. Added in 0.1.0.
     """
     app = FastAPI(
         title="IntentusNet explorer",
@@ -71,5 +82,5 @@ def create_ui_app(store: ExecutionStore) -> FastAPI:
     def forbidden(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(exc), status_code=403)
 
-    add_ui(app, store, Gate(_loopback_only))
+    add_ui(app, store, Gate(_loopback_only), signature_keys)
     return app

@@ -9,11 +9,12 @@ only read: nothing here writes to the store.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import wraps
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import orjson
 from fastapi import APIRouter, Request
@@ -30,7 +31,8 @@ from ...errors import (
     Unauthorized,
 )
 from ...http.problem import status_for
-from ...record.model import RecordStatus, RecordSummary
+from ...record.model import RecordStatus, RecordSummary, VerifyReport
+from ...record.signing import KeyRing, SignatureStatus
 from ...steps.diff import diff_records
 from ...steps.explain import explain
 from ...steps.view import record_steps
@@ -53,6 +55,8 @@ PAGE_SIZE: Final = 50
 _OVERVIEW_DAYS: Final = 14
 _OVERVIEW_ROWS: Final = 20_000
 _Page = Callable[..., Response]
+_HASH: Final = re.compile(r"sha256:[0-9a-f]{64}")
+_ID_PART: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 def _shown(page_function: _Page) -> _Page:
@@ -107,26 +111,67 @@ def _created(summary: RecordSummary) -> datetime:
     return datetime.fromisoformat(summary.created_utc)
 
 
-def _keep(
-    until: datetime | None, replayable: str, query: str
-) -> Callable[[RecordSummary], bool] | None:
-    """What the store's filters cannot say: until, replayable, search."""
-    wanted = {"yes": True, "no": False}.get(replayable)
-    needle = query.lower()
-    if until is None and wanted is None and not needle:
-        return None
+def _search(query: str) -> tuple[str | None, str | None]:
+    """The id prefix or the envelope hash a search names (blank: neither).
 
-    def keep(summary: RecordSummary) -> bool:
-        if until is not None and _created(summary) >= until:
-            return False
-        if wanted is not None and summary.replayable is not wanted:
-            return False
-        return not needle or (
-            needle in summary.execution_id.lower()
-            or needle in summary.envelope_hash.lower()
+    Raises:
+        RequestInvalid: neither.
+    """
+    if not query:
+        return None, None
+    if query.lower().startswith("sha256:"):
+        if _HASH.fullmatch(query.lower()) is None:
+            raise RequestInvalid(
+                "an envelope hash is sha256: and 64 hex digits; search for a whole one"
+            )
+        return None, query.lower()
+    if _ID_PART.fullmatch(query) is None:
+        raise RequestInvalid(
+            "search for the start of an execution id (A-Z a-z 0-9 _ . -) or a "
+            "whole envelope hash (sha256:...)"
         )
+    return query, None
 
-    return keep
+
+def _yes_no(replayable: str) -> bool | None:
+    """The replayable filter: yes, no, or blank for either."""
+    if replayable not in ("", "yes", "no"):
+        raise RequestInvalid("replayable must be yes, no or blank")
+    return None if not replayable else replayable == "yes"
+
+
+class _Signature(NamedTuple):
+    """What the record page says of a record's signatures."""
+
+    #: ``unsigned``, ``unchecked`` (no trusted keys), or a SignatureStatus value
+    state: str
+    text: str
+    detail: str
+    tone: str  # the badge's class: ok, bad or muted
+
+
+def _signature(report: VerifyReport, keys: KeyRing | None) -> _Signature:
+    """The signature state of a verified (or failed) record, checked by ``keys``."""
+    key_id = report.key_id
+    if keys is None:
+        if key_id is None:
+            return _Signature("unsigned", "unsigned", "line 1 names no key", "muted")
+        return _Signature(
+            "unchecked",
+            f"signed by key {key_id}, not checked",
+            "no trusted keys were given: start the explorer with --key FILE or "
+            "--keys DIR to check signatures",
+            "muted",
+        )
+    check = keys.check_report(report)
+    signers = ", ".join(check.key_ids) or key_id or ""
+    text, tone = {
+        SignatureStatus.SIGNED_VALID: (f"signed by key {signers}, verified", "ok"),
+        SignatureStatus.SIGNED_INVALID: ("signature invalid", "bad"),
+        SignatureStatus.UNKNOWN_KEY: (f"key unknown: {signers}", "bad"),
+        SignatureStatus.UNSIGNED: ("unsigned", "muted" if check.accepted else "bad"),
+    }[check.status]
+    return _Signature(check.status.value, text, check.detail, tone)
 
 
 def _exact_record(store: ExecutionStore, query: str) -> str | None:
@@ -139,10 +184,16 @@ def _exact_record(store: ExecutionStore, query: str) -> str | None:
     return None
 
 
-def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
+def ui_router(
+    store: ExecutionStore | None,
+    gate: Gate,
+    signature_keys: KeyRing | None = None,
+) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
-    Added in 0.1.0.
+    ``signature_keys``, the trusted public keys, checks each record's
+    signatures on its page (without them a signed record's key is named, not
+    checked). Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -170,6 +221,7 @@ def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
         query = q.strip()
         if query and (found := _exact_record(where, query)):
             return RedirectResponse(f"/ui/executions/{found}", status_code=303)
+        id_prefix, envelope_hash = _search(query)
         known = {s.value for s in RecordStatus}
         if status and status not in known:
             raise RequestInvalid(f"status must be one of {', '.join(sorted(known))}")
@@ -180,7 +232,10 @@ def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
             intent=intent or None,
             status=status or None,
             since=_when(since),
-            keep=_keep(_when(until), replayable, query),
+            until=_when(until),
+            replayable=_yes_no(replayable),
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
         )
         filters = {
             "intent": intent,
@@ -206,10 +261,13 @@ def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
         authorize(request)
         where = need_store()
         report = where.verify(execution_id)
+        signature = _signature(report, signature_keys)
         try:
             record = where.load(execution_id)
         except RecordIntegrityError:
-            return render("damaged.html", request, status=409, report=report)
+            return render(
+                "damaged.html", request, status=409, report=report, signature=signature
+            )
         steps = record_steps(record)
         hits = []
         if isinstance(where, CacheHitJournal):
@@ -232,6 +290,7 @@ def ui_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
             record=record,
             header=record.header,
             report=report,
+            signature=signature,
             timeline=draw(record),
             explanation=why if why.failed else None,
             sections=sections,

@@ -189,6 +189,34 @@ def test_api_docs_render_offline(browser: Any, tmp_path: Path) -> None:
     assert all(url.startswith(live.url) for url in requested), requested
 
 
+def test_signatures_checked_with_trusted_keys(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Under ``ui --key``, a signed record shows verified, a resealed one invalid."""
+    from .test_pages import signed_store
+
+    where = tmp_path_factory.mktemp("signed")
+    key, ids = signed_store(where / "records")
+    _, public = key.save(where / "keys")
+    ui = UiProcess(where / "records", "--key", str(public))
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(_TIMEOUT_MS)
+        page.goto(f"{ui.url}/ui/executions/{ids['good']}")
+        good = page.locator("#signature")
+        assert good.inner_text() == f"signed by key {key.key_id}, verified"
+        assert good.get_attribute("data-state") == "signed-valid"
+        page.goto(f"{ui.url}/ui/executions/{ids['forged']}")
+        assert page.locator("#signature").inner_text() == "signature invalid"
+        detail = page.locator("#signature-detail")
+        assert detail.is_visible()
+        assert key.key_id in detail.inner_text()
+    finally:
+        context.close()
+        ui.stop()
+
+
 def test_screenshots(page: Any, explorer: tuple[str, dict], tmp_path: Path) -> None:
     """Every page renders to a screenshot (into $INTENTUSNET_SCREENSHOTS if set)."""
     url, ids = explorer

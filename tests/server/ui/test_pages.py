@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 from livekit import READ_KEY, echo_router, keyed_app, serving
 
+from intentusnet import KeyRing, SigningKey
 from intentusnet.server.ui.pages import PAGE_SIZE
 
 from .sample import HOSTILE
@@ -41,15 +43,43 @@ def test_records_filters(client: TestClient, ids: dict[str, str]) -> None:
 
 
 def test_search_by_id_opens_the_record(client: TestClient, ids: dict[str, str]) -> None:
-    """A whole id opens its page; part of an id or a hash filters the list."""
+    """A whole id opens its page; an id's start or a whole hash filters the list."""
     found = client.get(f"/ui?q={ids['hostile']}", follow_redirects=False)
     assert found.status_code == 303
     assert found.headers["location"] == f"/ui/executions/{ids['hostile']}"
-    assert _ids(client.get(f"/ui?q={ids['failed'][-12:]}").text) == [ids["failed"]]
+    assert _ids(client.get(f"/ui?q={ids['failed'][:-1]}").text) == [ids["failed"]]
+    assert set(_ids(client.get("/ui?q=exec-").text)) >= set(ids.values())
+    # the start of an id, not any part of it
+    assert _ids(client.get(f"/ui?q={ids['failed'][-12:]}").text) == []
     record = client.get(f"/ui/executions/{ids['steps']}").text
     envelope_hash = re.search(r"sha256:[0-9a-f]{64}", record)
     assert envelope_hash is not None
-    assert ids["steps"] in _ids(client.get(f"/ui?q={envelope_hash.group()}").text)
+    runs = _ids(client.get(f"/ui?q={envelope_hash.group().upper()}").text)
+    assert ids["steps"] in runs
+    assert ids["failed"] not in runs
+
+
+def test_search_says_what_it_matches(client: TestClient) -> None:
+    """Part of a hash, or text no id can start with, is refused with the reason."""
+    part = client.get("/ui?q=sha256:abc")
+    assert part.status_code == 422
+    assert "sha256: and 64 hex digits" in part.text
+    odd = client.get("/ui?q=no/such")
+    assert odd.status_code == 422
+    assert "start of an execution id" in odd.text
+    assert client.get("/ui?replayable=maybe").status_code == 422
+
+
+def test_until_is_exclusive(client: TestClient, ids: dict[str, str]) -> None:
+    """Until lists the records created before it, not at it."""
+    listed = client.get("/ui").text
+    created = re.search(
+        rf'<tr data-id="{ids["failed"]}">.*?<time datetime="([^"]+)"', listed, re.S
+    )
+    assert created is not None
+    before = set(_ids(client.get(f"/ui?until={created.group(1)}").text))
+    assert ids["failed"] not in before
+    assert ids["echo0"] in before  # recorded earlier
 
 
 def test_cursor_pages_stay_put(
@@ -217,3 +247,57 @@ def test_damaged_record_is_not_shown(tmp_path: object) -> None:
     assert page.status_code == 409
     assert "lines verified" in page.text
     assert "abd" not in page.text
+
+
+def signed_store(root: Path) -> tuple[SigningKey, dict[str, str]]:
+    """A store of records signed by one key, one resealed after signing."""
+    from recordkit import change_answer, finished, record_file, reseal
+
+    from intentusnet.store import FileExecutionStore
+
+    key = SigningKey.generate()
+    store = FileExecutionStore(root, signing_key=key)
+    ids = {"good": finished(store, "good"), "forged": finished(store, "forged")}
+    path = record_file(store, ids["forged"])
+    path.write_bytes(reseal(path.read_bytes(), change_answer("forged answer")))
+    store.close()
+    return key, ids
+
+
+def test_record_page_checks_signatures_with_trusted_keys(tmp_path: Path) -> None:
+    """Verified, invalid, unknown key, and unchecked without keys, each said."""
+    from intentusnet.server.ui import create_ui_app
+    from intentusnet.store import FileExecutionStore
+
+    root = tmp_path / "records"
+    key, ids = signed_store(root)
+    store = FileExecutionStore(root)
+
+    def badge(ring: KeyRing | None, execution_id: str) -> tuple[str, str]:
+        app = create_ui_app(store, signature_keys=ring)
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            html = client.get(f"/ui/executions/{execution_id}").text
+        found = re.search(r'id="signature" data-state="([^"]+)"[^>]*>([^<]+)<', html)
+        assert found is not None, html
+        return found.group(1), found.group(2)
+
+    ring = KeyRing([key.public_key])
+    key_id = key.key_id
+    assert badge(ring, ids["good"]) == (
+        "signed-valid",
+        f"signed by key {key_id}, verified",
+    )
+    assert badge(ring, ids["forged"]) == ("signed-invalid", "signature invalid")
+    other = KeyRing([SigningKey.generate().public_key])
+    assert badge(other, ids["good"]) == ("unknown-key", f"key unknown: {key_id}")
+    assert badge(None, ids["good"]) == (
+        "unchecked",
+        f"signed by key {key_id}, not checked",
+    )
+    store.close()
+
+
+def test_an_unsigned_record_says_so(client: TestClient, ids: dict[str, str]) -> None:
+    """A record of a store without a signing key reads as unsigned."""
+    html = client.get(f"/ui/executions/{ids['echo0']}").text
+    assert 'data-state="unsigned"' in html
