@@ -66,6 +66,7 @@ from .ui import Gate, add_ui
 if TYPE_CHECKING:
     from ..cache.prices import PriceTable
     from ..cache.savings import SavingsReport
+
     # intentusnet.KeyRing: public keys checking signatures (not API keys)
     from ..record.signing import KeyRing as SignatureKeys
     from ..routing.router import IntentRouter

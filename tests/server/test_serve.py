@@ -426,6 +426,8 @@ def test_llm_savings_over_two_workers(app_dir: Path) -> None:
         assert len(pids) == 2, "one worker answered everything"
     finally:
         assert server.stop() in STOPPED
+
+
 SIGNED_APP = """
 import os
 from intentusnet import IntentRouter
