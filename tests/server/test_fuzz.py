@@ -40,7 +40,7 @@ def test_fuzz_finds_no_server_errors_or_schema_violations(live: LiveServer) -> N
     started = time.monotonic()
     calls = 0
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 7
+    assert len(operations) == 8
     for operation in operations:
         strategy = st.one_of(
             operation.as_strategy(GenerationMode.POSITIVE),
