@@ -7,7 +7,7 @@ Only protocol messages go to stdout; what the proxy has to say goes to stderr.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -15,6 +15,9 @@ from ..errors import RecordNotFound, ReplayNotAllowed
 from .context import LAST, named_store, open_named
 from .output import note
 from .params import USAGE, CliFailure
+
+#: The exit code of a session the upstream cut short (or that never started).
+UPSTREAM_EXITED: Final = 1
 
 if TYPE_CHECKING:
     from ..integrations.mcp.proxy import Upstream
@@ -127,6 +130,7 @@ def proxy(
     from ..hashing import compute_hash
     from ..integrations.mcp.listen import HttpClient
     from ..integrations.mcp.proxy import (
+        SessionIncomplete,
         http_envelope,
         record_session,
         replay_session,
@@ -190,15 +194,27 @@ def proxy(
                     server = HttpUpstream(url, sent)
                 else:
                     server = UpstreamProcess(upstream)
-                answer = await record_session(
-                    store,
-                    client,
-                    server,
-                    envelope,
-                    side_effects=set(side_effects),
-                    source=source,
-                    redactor=redactor,
-                )
+                try:
+                    answer = await record_session(
+                        store,
+                        client,
+                        server,
+                        envelope,
+                        side_effects=set(side_effects),
+                        source=source,
+                        redactor=redactor,
+                    )
+                except SessionIncomplete as cut:
+                    raise CliFailure(
+                        f"{cut} ({_counts(cut.counts)}); "
+                        "--mode replay --force serves the calls it holds",
+                        UPSTREAM_EXITED,
+                    ) from None
+                except OSError as exc:
+                    raise CliFailure(
+                        f"could not start the upstream {upstream[0]!r}: {exc}",
+                        UPSTREAM_EXITED,
+                    ) from None
             finally:
                 await client.close()
             shown = answer.payload if answer.error is None else answer.error.message

@@ -59,10 +59,16 @@ class RecordedCalls:
         self._queues: dict[tuple[str, str], list[RecordedStep]] = defaultdict(list)
         self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
+        #: calls the record holds no answer to (cancelled, cut short)
+        self._unanswered: dict[tuple[str, str], RecordedStep] = {}
         for step in record_steps(record):
-            if step.name.startswith("mcp:") and _answered(step):
+            if not step.name.startswith("mcp:"):
+                continue
+            if _answered(step):
                 self._queues[step.name, step.args_hash].append(step)
                 self._by_name[step.name].append(step)
+            else:
+                self._unanswered.setdefault((step.name, step.args_hash), step)
 
     @property
     def execution_id(self) -> str:
@@ -82,6 +88,14 @@ class RecordedCalls:
             return named[0] if named and not is_call(name) else None
         self._calls[key] += 1
         return queue[min(self._calls[key], len(queue)) - 1]
+
+    def unanswered(self, name: str, args_hash: str) -> RecordedStep | None:
+        """The recorded call with these arguments that got no answer, if any.
+
+        The client cancelled it, or it was in flight when the upstream (or
+        the proxy) stopped.
+        """
+        return self._unanswered.get((name, args_hash))
 
     def nearest(self, name: str, args: JSONValue) -> list[str]:
         """Describe the recorded calls most like ``name`` with ``args``."""

@@ -23,6 +23,7 @@ import orjson
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ...routing.execution import jsonish
 from ...routing.redact import Redaction, Redactor
+from ...steps.view import RecordedStep
 from .calls import RecordedCalls, is_call
 from .jsonrpc import (
     INVALID_REQUEST,
@@ -141,6 +142,10 @@ class Session:
         for pump in pumps[1:]:
             if not pump.cancelled() and pump.exception() is not None:
                 pump.result()  # the upstream's end: raises UpstreamExited
+        return self.counts()
+
+    def counts(self) -> JSONObject:
+        """The requests so far, those forwarded and those served."""
         return {
             "requests": self.requests,
             "forwarded": self.forwarded,
@@ -243,6 +248,9 @@ class Session:
             args_hash = jsonish(recorded)[1]
         found = self.calls.find(name, args_hash)
         if found is None:
+            cut = self.calls.unanswered(name, args_hash)
+            if cut is not None:
+                raise _NotRecorded(name, self.calls.execution_id, [], cut)
             nearest = self.calls.nearest(name, recorded)
             raise _NotRecorded(name, self.calls.execution_id, nearest)
         if not found.ok:
@@ -315,18 +323,41 @@ class Session:
 
 
 class _NotRecorded(LookupError):
-    def __init__(self, name: str, execution_id: str, nearest: list[str]) -> None:
-        shown = "; ".join(nearest) if nearest else "none"
+    def __init__(
+        self,
+        name: str,
+        execution_id: str,
+        nearest: list[str],
+        unanswered: RecordedStep | None = None,
+    ) -> None:
         what = name.removeprefix("mcp:")
+        self.data: JSONObject = {"step": name, "executionId": execution_id}
+        if unanswered is not None:
+            error = unanswered.error or {}
+            why = error.get("type") or unanswered.outcome
+            super().__init__(
+                f"{what} with these arguments is in record {execution_id} "
+                f"(step {unanswered.number}) without an answer: it was "
+                f"{_UNANSWERED.get(str(why), 'never answered')}"
+            )
+            self.data["step_number"] = unanswered.number
+            self.data["outcome"] = str(why)
+            return
+        shown = "; ".join(nearest) if nearest else "none"
         super().__init__(
             f"{what} with these arguments is not in record {execution_id}; "
             f"nearest recorded: {shown}"
         )
-        self.data: JSONObject = {
-            "step": name,
-            "executionId": execution_id,
-            "nearest": list(nearest),
-        }
+        self.data["nearest"] = list(nearest)
+
+
+#: Why a recorded call holds no answer, by its error type (or outcome).
+_UNANSWERED: Final = {
+    "ClientCancelled": "cancelled by the client",
+    "UpstreamExited": "in flight when the upstream exited",
+    "unfinished": "in flight when the recording stopped",
+    "cancelled": "in flight when the recording stopped",
+}
 
 
 def _key(request_id: JSONValue) -> bytes:

@@ -1,7 +1,8 @@
 """A small MCP server for the proxy's tests (the official SDK), run over stdio.
 
 Every call of a tool appends a line to the file named by ``MCP_TEST_CALLS``,
-so a test sees which calls reached the server.
+so a test sees which calls reached the server; the process id goes to the file
+named by ``MCP_TEST_PID``, so a test can kill it.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ def review(code: str) -> str:
 
 
 if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_PID"):  # so that a test can kill this process
+        with open(os.environ["MCP_TEST_PID"], "w", encoding="utf-8") as out:
+            out.write(str(os.getpid()))
     if len(sys.argv) == 3 and sys.argv[1] == "http":  # server.py http PORT
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

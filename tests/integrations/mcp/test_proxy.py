@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -203,31 +204,116 @@ def test_notifications_and_slow_calls_do_not_block(tmp_path: Path) -> None:
     assert progress == [1.0, 2.0]
 
 
-def test_an_upstream_crash_ends_the_session_with_a_failed_record(
+def test_an_upstream_killed_mid_session_leaves_an_incomplete_record(
     tmp_path: Path,
 ) -> None:
-    """The pending call gets an error; the record keeps the calls made before."""
+    """SIGKILLed mid-call: the record is incomplete; forced replay serves it."""
+    pid_file = tmp_path / "upstream.pid"
 
     async def calls(client: Client) -> str:
         await client.call_tool("add", {"a": 1, "b": 2})
+        slow = asyncio.ensure_future(client.call_tool("slow", {"seconds": 20.0}))
+        for _ in range(600):  # bounded: 30 s
+            if "slow" in _calls(tmp_path):
+                break
+            await asyncio.sleep(0.05)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
         with pytest.raises(MCPError) as caught:
-            await client.call_tool("crash", {})
+            await slow
         return str(caught.value)
 
-    text = _session(tmp_path, "record", calls)
+    os.environ["MCP_TEST_PID"] = str(pid_file)
+    try:
+        text = _session(tmp_path, "record", calls)
+    finally:
+        del os.environ["MCP_TEST_PID"]
     assert "exited" in text
     store = _store(tmp_path)
     record = store.load(store.list()[0].execution_id)
-    assert record.header.status.value == "failed"
-    assert [s.outcome for s in record_steps(record)][-1] == "error"
+    assert record.header.status.value == "incomplete"
+    assert record.header.replayable_reason is not None
+    steps = {s.name: s for s in record_steps(record)}
+    assert steps["mcp:tools/call:add"].outcome == "success"
+    assert steps["mcp:tools/call:slow"].outcome == "error"
     store.close()
-    replayed = _session(
-        tmp_path,
-        "replay",
-        lambda c: c.call_tool("add", {"a": 1, "b": 2}),
-        upstream=False,
+    # not replayable without --force (exit 4, and the client is told nothing)
+    refused = subprocess.run(
+        [sys.executable, *_proxy(tmp_path / "store", "replay", upstream=False)],
+        input=b"",
+        capture_output=True,
+        env=_env(tmp_path / "calls.txt"),
+        timeout=LIMIT,
+        check=False,
     )
-    assert replayed.content[0].text == "3"
+    assert refused.returncode == 4, refused.stderr
+    assert b"execution_incomplete" in refused.stderr
+
+    async def again(client: Client) -> tuple[str, str]:
+        added = await client.call_tool("add", {"a": 1, "b": 2})
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("slow", {"seconds": 20.0})
+        return added.content[0].text, str(caught.value)
+
+    made = _calls(tmp_path)
+    added, cut = _session(tmp_path, "replay", again, "--force", upstream=False)
+    assert added == "3"
+    assert "in flight when the upstream exited" in cut
+    assert _calls(tmp_path) == made
+
+
+#: What an MCP client sends first.
+_HANDSHAKE = (
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+)
+
+
+def test_the_proxy_exits_1_naming_the_incomplete_record(tmp_path: Path) -> None:
+    """An upstream that dies mid-session: exit 1, and stderr names the record."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "crash", "arguments": {}},
+    }
+    with subprocess.Popen(
+        [sys.executable, *_proxy(tmp_path / "store", "record")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path / "calls.txt"),
+    ) as proxy:
+        assert proxy.stdin is not None
+        assert proxy.stdout is not None
+        assert proxy.stderr is not None
+        try:
+            # stdin stays open: the proxy ends the session itself
+            for message in (*_HANDSHAKE, call):
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            proxy.wait(LIMIT)
+        finally:
+            proxy.kill()
+            proxy.wait(LIMIT)
+        out, err = proxy.stdout.read(), proxy.stderr.read()
+    assert proxy.returncode == 1, err
+    _, answer = (json.loads(line) for line in out.splitlines())
+    assert answer["error"]["code"] == -32002
+    store = _store(tmp_path)
+    (summary,) = store.list()
+    assert summary.execution_id.encode() in err
+    assert b"left incomplete" in err
+    assert summary.status.value == "incomplete"
+    store.close()
 
 
 def test_malformed_json_gets_a_parse_error(tmp_path: Path) -> None:
@@ -271,7 +357,9 @@ def test_a_cancelled_call_is_recorded_and_the_session_goes_on(tmp_path: Path) ->
         return str(caught.value)
 
     # a cancelled call holds no answer: a replay does not serve it
-    assert "not in record" in _session(tmp_path, "replay", again, upstream=False)
+    assert "cancelled by the client" in _session(
+        tmp_path, "replay", again, upstream=False
+    )
 
 
 def test_cache_sessions_carry_what_earlier_ones_learned(tmp_path: Path) -> None:
