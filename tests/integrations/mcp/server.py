@@ -79,6 +79,25 @@ def crash() -> str:
     os._exit(3)
 
 
+_later: set[asyncio.Task[None]] = set()
+
+
+@server.tool()
+async def announce(ctx: Context) -> str:
+    """Answer, then tell the client its resources changed: outside any request."""
+    _called("announce")
+    session = ctx.session
+
+    async def later() -> None:
+        await asyncio.sleep(0.3)
+        await session.send_resource_list_changed()
+
+    task = asyncio.get_running_loop().create_task(later())
+    _later.add(task)
+    task.add_done_callback(_later.discard)
+    return "announced"
+
+
 @server.resource("memo://greeting")
 def greeting() -> str:
     """A fixed resource."""
