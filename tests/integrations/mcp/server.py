@@ -12,7 +12,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import Completion, ToolAnnotations
 
 server = MCPServer("intentusnet-test", log_level="CRITICAL")
 _counter = {"n": 0}
@@ -79,6 +79,14 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """Ask the client for its roots (a request of the server's own) mid-call."""
+    _called("roots")
+    listed = await ctx.session.list_roots()
+    return ", ".join(str(root.uri) for root in listed.roots)
+
+
 _later: set[asyncio.Task[None]] = set()
 
 
@@ -108,6 +116,16 @@ def greeting() -> str:
 def review(code: str) -> str:
     """A prompt."""
     return f"Review this: {code}"
+
+
+@server.completion()
+async def complete(ref: object, argument: object, context: object) -> Completion:
+    """Complete a prompt's argument: the values that start with what is typed."""
+    typed = str(getattr(argument, "value", ""))
+    _called("complete")
+    return Completion(
+        values=[v for v in ("python", "perl", "rust") if v.startswith(typed)]
+    )
 
 
 if __name__ == "__main__":

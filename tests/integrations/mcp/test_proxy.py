@@ -126,6 +126,90 @@ def test_the_session_is_one_record_with_a_step_per_call(tmp_path: Path) -> None:
     store.close()
 
 
+def test_progress_is_recorded_with_its_call_and_replayed(tmp_path: Path) -> None:
+    """Progress notifications are steps of their call; a replay sends them again."""
+
+    async def calls(client: Client) -> tuple[str, list[Any]]:
+        progress: list[Any] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None):
+            progress.append((done, total, message))
+
+        answer = await client.call_tool(
+            "steps", {"count": 3}, progress_callback=on_progress
+        )
+        return answer.content[0].text, progress
+
+    recorded = _session(tmp_path, "record", calls)
+    assert recorded == ("3 steps", [(float(i), 3.0, f"step {i}") for i in (1, 2, 3)])
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    steps = record_steps(record)
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:steps"]
+    notes = [s for s in steps if s.name == "mcp:notifications/progress"]
+    assert [s.parent for s in notes] == [call.number] * 3
+    assert notes[0].args == {"progress": 1, "total": 3, "message": "step 1"}
+    store.close()
+    assert _session(tmp_path, "replay", calls, upstream=False) == recorded
+
+
+def test_a_request_of_the_servers_own_is_a_step_of_its_call(tmp_path: Path) -> None:
+    """roots/list asked by the server mid-call: recorded with the client's answer."""
+
+    async def on_roots(context: Any) -> Any:
+        from mcp_types import ListRootsResult, Root
+
+        return ListRootsResult(roots=[Root(uri="file:///work", name="work")])
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=_proxy(tmp_path / "store", "record"),
+        env=_env(tmp_path / "calls.txt"),
+    )
+
+    async def run() -> str:
+        # the initialize handshake: server requests need its back-channel
+        async with Client(
+            params,
+            read_timeout_seconds=LIMIT,
+            list_roots_callback=on_roots,
+            mode="legacy",
+        ) as client:
+            return (await client.call_tool("roots", {})).content[0].text
+
+    assert asyncio.run(asyncio.wait_for(run(), LIMIT)) == "file:///work"
+    store = _store(tmp_path)
+    steps = record_steps(store.load(store.list()[0].execution_id))
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:roots"]
+    (asked,) = [s for s in steps if s.name == "mcp:from-server:roots/list"]
+    assert asked.parent == call.number
+    assert asked.output == {"roots": [{"uri": "file:///work", "name": "work"}]}
+    store.close()
+
+
+def test_completion_is_recorded_and_replayed(tmp_path: Path) -> None:
+    """completion/complete is a step keyed by its arguments, replayed as recorded."""
+
+    async def complete(client: Client) -> list[str]:
+        from mcp_types import PromptReference
+
+        found = await client.complete(
+            PromptReference(type="ref/prompt", name="review"),
+            {"name": "code", "value": "p"},
+        )
+        return found.completion.values
+
+    assert _session(tmp_path, "record", complete) == ["python", "perl"]
+    made = _calls(tmp_path)
+    assert _session(tmp_path, "replay", complete, upstream=False) == ["python", "perl"]
+    assert _calls(tmp_path) == made == ["complete"]
+    store = _store(tmp_path)
+    steps = record_steps(store.load(store.list()[0].execution_id))
+    (step,) = [s for s in steps if s.name == "mcp:completion/complete"]
+    assert step.args["argument"] == {"name": "code", "value": "p"}
+    store.close()
+
+
 def test_replay_miss_names_the_tool_and_the_nearest_call(tmp_path: Path) -> None:
     """A call the record does not hold is a JSON-RPC error naming what is recorded."""
     _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
