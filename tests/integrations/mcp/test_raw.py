@@ -178,3 +178,9 @@ def test_inspect_shows_the_session_as_a_timeline_of_calls(tmp_path: Path) -> Non
         "mcp:tools/call:fetch",
         "mcp:tools/call:search",
     ]
+    # and under "Calls", one line per call: its tool and its arguments
+    calls = shown.stdout.split("\nCalls\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(calls) == 2
+    assert any('tools/call search {"q":"a"}' in line for line in calls)
+    assert any('tools/call fetch {"url":"x"}' in line for line in calls)
+    assert all(" success " in line for line in calls)
