@@ -188,19 +188,26 @@ def test_an_idle_session_ends_and_its_record_closes(tmp_path: Path) -> None:
 
 
 def test_an_unknown_session_id_is_404(tmp_path: Path) -> None:
-    """A session id the proxy never gave (or ended) is answered 404, as MCP asks."""
+    """An id the proxy never gave is 404, as MCP asks; a body not JSON is -32700."""
     import httpx
 
-    def body(url: str) -> int:
+    def body(url: str) -> tuple[int, int, Any]:
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         headers = {
             "mcp-session-id": "nope",
             "accept": "application/json, text/event-stream",
         }
-        return httpx.post(url, json=ping, headers=headers, timeout=LIMIT).status_code
+        unknown = httpx.post(url, json=ping, headers=headers, timeout=LIMIT)
+        # and a body that is not JSON: a parse error, and no session opened
+        broken = httpx.post(url, content=b"{not json", timeout=LIMIT)
+        return unknown.status_code, broken.status_code, broken.json()
 
-    status, _ = _serve_url(tmp_path, "record", body, "--", sys.executable, str(SERVER))
+    (status, broken, problem), _ = _serve_url(
+        tmp_path, "record", body, "--", sys.executable, str(SERVER)
+    )
     assert status == 404
+    assert broken == 400
+    assert problem["error"]["code"] == -32700
     store = FileExecutionStore(tmp_path / "store")
     assert store.list() == []  # no session was opened
     store.close()
