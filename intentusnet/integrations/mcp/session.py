@@ -7,8 +7,11 @@ log messages and cancellations flow while calls are in flight.
 
 Requests that are steps (:func:`~.jsonrpc.step_of`) go through ``run_step``
 (the agent context's ``astep`` while recording) or, in a replay, are answered
-from the recorded calls alone; any other request is forwarded, or in a replay
-answered when it can be (a ping) and refused when it cannot.
+from the recorded calls alone (with their recorded progress sent again); any
+other request is forwarded, or in a replay answered when it can be (a ping)
+and refused when it cannot. While recording, what the server sends during a
+call (its progress, its own requests and the client's answers) is recorded as
+steps nested in the call's step.
 """
 
 from __future__ import annotations
