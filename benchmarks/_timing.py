@@ -22,6 +22,27 @@ def median_us(
     return statistics.median(samples)
 
 
+def side_by_side(
+    fns: dict[str, Callable[[], object]], *, number: int = 2000, repeat: int = 15
+) -> dict[str, float]:
+    """``median_us`` of each function, their runs taking turns.
+
+    Each repeat times every function once, one after the other, so that a busy
+    moment of the machine slows them alike and their ratios hold.
+    """
+    for fn in fns.values():
+        for _ in range(min(number, 200)):  # warm caches and lazy imports
+            fn()
+    samples: dict[str, list[float]] = {label: [] for label in fns}
+    for _ in range(repeat):
+        for label, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            samples[label].append((time.perf_counter() - start) / number * 1e6)
+    return {label: statistics.median(times) for label, times in samples.items()}
+
+
 def per_call_median(fn: Callable[[int], object], calls: int) -> float:
     """Median of individually timed calls, in microseconds."""
     samples = []

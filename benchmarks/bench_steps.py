@@ -8,7 +8,13 @@ Run: python benchmarks/bench_steps.py [--dir PATH]
     --dir is given; a tmpfs such as /dev/shm shows the cost without the disk);
   * a strict re-run of a 50-step record whose steps sleep 1 ms, against the
     original run;
-  * diff_records on two 1,000-step records that differ in one step.
+  * diff_records on two 1,000-step records that differ in one step;
+  * an HTTP request through the recording transport (an in-process httpx
+    MockTransport as the server, so only our work is timed): made inside an
+    agent (a step of its record), made outside one (a record of its own, in
+    ``record`` mode so every call is made and recorded), and served by a strict
+    re-run (the re-run's own record, its loading and its diff shared out over
+    the requests); per request, with the file store.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import row
@@ -35,6 +43,7 @@ from intentusnet import (
     diff_records,
     rerun,
 )
+from intentusnet.integrations.httpx import RecordingTransport
 from intentusnet.store import ExecutionStore
 
 
@@ -122,6 +131,50 @@ def diff_of_large_records(steps: int = 1000) -> float:
     return median_ms(lambda: diff_records(a, b), 21)
 
 
+def http_requests(store: ExecutionStore, calls: int = 20) -> tuple[float, ...]:
+    """Microseconds per request: in an agent, outside one, served by a re-run."""
+
+    def server(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"answer": 42})
+
+    transport = RecordingTransport(
+        store, mode="record", wrapped=httpx.MockTransport(server)
+    )
+    http = httpx.Client(transport=transport)
+
+    def ask(i: int) -> None:
+        http.post("https://api.example.com/v1/ask", json={"q": i})
+
+    def asking(env: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
+        for i in range(calls):
+            ask(i)
+        return {}
+
+    def idle(env: IntentEnvelope, ctx: AgentContext) -> dict[str, object]:
+        return {}
+
+    with IntentRouter(store=store) as router:
+        router.agent("asking", name="asking")(asking)
+        router.agent("idle", name="idle")(idle)
+        ids: list[str] = []
+
+        def inside() -> None:
+            response = router.route_intent({"intent": {"name": "asking"}})
+            ids.append(str(response.metadata.execution_id))
+
+        def outside() -> None:
+            for i in range(calls):
+                ask(i)
+
+        bare = median_ms(lambda: router.route_intent({"intent": {"name": "idle"}}), 21)
+        in_agent = median_ms(inside, 21) - bare
+        own_record = median_ms(outside, 21)
+        engine = ReplayEngine(store.load(ids[-1]))
+        served = median_ms(lambda: rerun(engine, router), 21) - bare
+    http.close()
+    return tuple(ms * 1000 / calls for ms in (in_agent, own_record, served))
+
+
 def main() -> None:
     """Print the medians."""
     parser = argparse.ArgumentParser()
@@ -147,6 +200,16 @@ def main() -> None:
 
     print("diff_records, two records of 1,000 steps")
     row("diff_records", diff_of_large_records(), unit="ms", note="target <= 50 ms")
+
+    print("one HTTP request through the recording transport, file store")
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        store = FileExecutionStore(Path(tmp) / "store")
+        in_agent, own_record, served = http_requests(store)
+        store.close()
+    row("inside an agent: a step of its record", in_agent)
+    row("outside an agent: a record of its own", own_record)
+    row("  step / own record", in_agent / own_record, unit="x ")
+    row("served by a strict re-run (its record, load, diff shared)", served)
 
 
 if __name__ == "__main__":

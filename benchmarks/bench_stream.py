@@ -36,6 +36,8 @@ GAP_S = 0.05
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Each event leaves at once (no waiting to fill a packet), as an API's do.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:
         pass

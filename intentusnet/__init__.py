@@ -38,12 +38,15 @@ _EXPORTS: dict[str, str] = {
     "EventType": "record.model",
     "ExecutionEvent": "record.model",
     "ExecutionHeader": "record.model",
+    "ExecutionObserver": "routing.seams",
     "ExecutionPage": "http.client",
     "ExecutionRecord": "record.model",
     "ExecutionStore": "store",
     "Explanation": "steps.explain",
     "FileExecutionStore": "store",
     "Forbidden": "errors",
+    "HTTPCassette": "integrations.cassette",
+    "HTTPInteraction": "integrations.cassette",
     "IntentContext": "envelope",
     "IntentEnvelope": "envelope",
     "IntentMetadata": "envelope",
@@ -58,13 +61,17 @@ _EXPORTS: dict[str, str] = {
     "KeyRing": "record.signing",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
+    "NetworkBlocked": "errors",
     "NotCacheable": "errors",
+    "ObservedCall": "routing.seams",
+    "ObservedExecution": "routing.seams",
     "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
     "PublicKey": "record.keys",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
+    "RecordMode": "integrations.cassette",
     "RecordNotFound": "errors",
     "RecordStatus": "record.model",
     "RecordSummary": "record.model",
@@ -81,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "ReplayableReason": "record.model",
     "ReplayedStepError": "errors",
     "RequestInvalid": "errors",
+    "RequestNotRecorded": "errors",
     "RequestTooLarge": "errors",
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
@@ -153,6 +161,7 @@ if TYPE_CHECKING:
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import MalformedRequest as MalformedRequest
+    from .errors import NetworkBlocked as NetworkBlocked
     from .errors import NotCacheable as NotCacheable
     from .errors import RecordExists as RecordExists
     from .errors import RecordIntegrityError as RecordIntegrityError
@@ -162,6 +171,7 @@ if TYPE_CHECKING:
     from .errors import ReplayHashMismatch as ReplayHashMismatch
     from .errors import ReplayNotAllowed as ReplayNotAllowed
     from .errors import RequestInvalid as RequestInvalid
+    from .errors import RequestNotRecorded as RequestNotRecorded
     from .errors import RequestTooLarge as RequestTooLarge
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
@@ -179,6 +189,9 @@ if TYPE_CHECKING:
     from .http.client import ExecutionPage as ExecutionPage
     from .http.client import IntentusClient as IntentusClient
     from .http.remote import RemoteAgent as RemoteAgent
+    from .integrations.cassette import HTTPCassette as HTTPCassette
+    from .integrations.cassette import HTTPInteraction as HTTPInteraction
+    from .integrations.cassette import RecordMode as RecordMode
     from .record.keys import PublicKey as PublicKey
     from .record.keys import SigningKey as SigningKey
     from .record.model import EventType as EventType
@@ -202,6 +215,9 @@ if TYPE_CHECKING:
     from .routing.agents import current_context as current_context
     from .routing.redact import Redactor as Redactor
     from .routing.router import IntentRouter as IntentRouter
+    from .routing.seams import ExecutionObserver as ExecutionObserver
+    from .routing.seams import ObservedCall as ObservedCall
+    from .routing.seams import ObservedExecution as ObservedExecution
     from .steps.cassette import Cassette as Cassette
     from .steps.diff import BranchDiff as BranchDiff
     from .steps.diff import DiffEntry as DiffEntry

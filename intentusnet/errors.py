@@ -21,12 +21,14 @@ with, and also subclasses the builtin it behaves like::
     │   │   └── SideEffectMismatch                side_effect_mismatch   7
     │   ├── ReplayedStepError (RuntimeError)      replayed_step_error    1
     │   ├── CacheMiss (LookupError)               cache_miss             3
+    │   │   └── RequestNotRecorded                request_not_recorded   3
     │   ├── CachedCallError (RuntimeError)        cached_call_error      1
     │   └── InvalidRerunOption (ValueError)       invalid_rerun_option   2
     ├── CacheError (OSError)                      cache_error            1
     ├── NotCacheable (TypeError)                  not_cacheable          2
     ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
     ├── SigningKeyError (ValueError)              signing_key_error      2
+    ├── NetworkBlocked (ConnectionError)          network_blocked        7
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -404,6 +406,51 @@ class CacheMiss(ReplayError, LookupError):
         )
 
 
+class RequestNotRecorded(CacheMiss):
+    """A test's cassette does not hold a request, and its record mode may not add it.
+
+    Raised by the pytest plugin (docs/pytest.md) in place of the call: in
+    record mode ``none``, or ``once`` with a cassette that already holds
+    records. The client may wrap it (the OpenAI and Anthropic SDKs raise their
+    ``APIConnectionError`` from it). Added in 0.1.0.
+
+    Attributes:
+        request: what was asked, e.g. ``POST https://api.example/v1/chat``.
+        envelope_hash: the hash it was looked up by.
+        cassette: the cassette's directory.
+        record_mode: the test's record mode.
+    """
+
+    code: ClassVar[str] = "request_not_recorded"
+    exit_code: ClassVar[int] = 3
+
+    def __init__(
+        self, request: str, envelope_hash: str, cassette: str, record_mode: str
+    ) -> None:
+        self.request = request
+        self.envelope_hash = envelope_hash
+        self.cassette = cassette
+        self.record_mode = record_mode
+        if record_mode == "once":
+            why = (
+                "record mode 'once' records only a cassette that holds no "
+                "records yet; run with --intentusnet-record-mode=new_episodes "
+                "to add it, or delete the cassette to record it afresh"
+            )
+        else:
+            why = (
+                f"record mode {record_mode!r} never records; run with "
+                "--intentusnet-record-mode=once to record a new cassette, or "
+                "new_episodes to add to this one"
+            )
+        # Not CacheMiss's message: its advice is for the transports' modes.
+        ReplayError.__init__(
+            self,
+            f"{request} is not in the cassette {cassette} "
+            f"(envelope {envelope_hash}); {why}",
+        )
+
+
 class CachedCallError(ReplayError, RuntimeError):
     """A ``@cached`` function's recorded call failed, and the failure was served.
 
@@ -505,3 +552,29 @@ class SigningKeyError(IntentusNetError, ValueError):
 
     code: ClassVar[str] = "signing_key_error"
     exit_code: ClassVar[int] = 2
+
+
+class NetworkBlocked(IntentusNetError, ConnectionError):
+    """A connection was refused because the network is blocked.
+
+    Raised by a socket's ``connect`` inside
+    ``intentusnet.integrations.network.block_network()`` (a strict re-run
+    inside it, ``intentusnet rerun --block-network``, a test run with
+    ``--intentusnet-block-network``) for any address not allowed. HTTP clients
+    wrap it in their connection error (``httpx.ConnectError``), with this
+    message. Its exit code is a re-run's for anything the record does not hold.
+    Added in 0.1.0.
+
+    Attributes:
+        address: the host and port the connection was to, ``host:port``.
+    """
+
+    code: ClassVar[str] = "network_blocked"
+    exit_code: ClassVar[int] = 7
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__(
+            f"network access to {address} is blocked (a strict re-run or a test "
+            "run with the network blocked may only use what is recorded)"
+        )

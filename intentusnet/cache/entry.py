@@ -1,10 +1,14 @@
 """A cached answer: how it is stored on disk and checked against its record.
 
 On disk (diskcache) an entry is ``<namespace>|<envelope hash>`` -> a JSON object
-``{"v", "executionId", "storedAt", "expiresAt", "response"}``: the record that
-holds the answer, and the answer. In memory it is an :class:`Entry`: the answer
-ready to be returned, and a probe that tells whether its record has changed
-since it was verified.
+``{"v", "executionId", "storedAt", "expiresAt", "response", "recordVersion",
+"maxAge"}``: the record that holds the answer, the answer, and what the record's
+change probe said when the entry was written (with the ``max_age`` its deadline
+was reckoned with). In memory it is an :class:`Entry`: the answer ready to be
+returned, and a probe that tells whether its record has changed since it was
+verified. An entry whose record's probe still says what it noted is served as
+it is (:func:`unchanged`), as the memory tier serves its answers; any other is
+checked against its record (:func:`verify`).
 """
 
 from __future__ import annotations
@@ -13,12 +17,12 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import orjson
 from pydantic import ValidationError
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import parse_utc
 from ..envelope import AgentResponse
 from ..errors import IntentusNetError
@@ -59,41 +63,70 @@ class Entry:
         # Every hit returns this one frozen response, as functools.lru_cache
         # returns one object: its payload is shared, and is to be read, not
         # changed (copying it would cost more than the rest of a hit).
-        metadata = response.metadata.model_copy(
-            update={
-                "execution_id": execution_id,
-                "from_replay": True,
-                "original_execution_id": execution_id,
-                "recording_error": None,
-            }
-        )
-        self.response = response.model_copy(update={"metadata": metadata})
+        metadata = response.metadata
+        if not (
+            metadata.from_replay
+            and metadata.execution_id == execution_id
+            and metadata.original_execution_id == execution_id
+            and metadata.recording_error is None
+        ):  # not yet marked as served from its record
+            metadata = metadata.model_copy(
+                update={
+                    "execution_id": execution_id,
+                    "from_replay": True,
+                    "original_execution_id": execution_id,
+                    "recording_error": None,
+                }
+            )
+            response = response.model_copy(update={"metadata": metadata})
+        self.response = response
         self.probe = probe
         self.version = version
         self.deadline = deadline
 
 
 def encode(
-    execution_id: str, wire: JSONObject | None, deadline: float
+    execution_id: str,
+    wire: JSONObject | None,
+    deadline: float,
+    version: object = None,
+    max_age: float | None = None,
 ) -> tuple[bytes, float | None]:
-    """An entry's disk value, and the seconds diskcache should keep it."""
+    """An entry's disk value, and the seconds diskcache should keep it.
+
+    ``version`` is what the record's change probe said when the answer was
+    verified or recorded; ``max_age`` the policy's, which ``deadline`` counts.
+    """
     now = time.time()
     expires = None if math.isinf(deadline) else deadline
-    value = orjson.dumps(
-        {
-            "v": ENTRY_VERSION,
-            "executionId": execution_id,
-            "storedAt": now,
-            "expiresAt": expires,
-            "response": wire,
-        }
-    )
+    value: JSONObject = {
+        "v": ENTRY_VERSION,
+        "executionId": execution_id,
+        "storedAt": now,
+        "expiresAt": expires,
+        "response": wire,
+    }
+    noted = portable(version)
+    if noted is not None:
+        value["recordVersion"] = noted
+        value["maxAge"] = max_age
     # diskcache drops the entry when it could no longer be served anyway.
-    return value, None if expires is None else max(expires - now, 0.001)
+    return orjson.dumps(value), None if expires is None else max(expires - now, 0.001)
 
 
-def decode(raw: bytes) -> tuple[str, float | None] | None:
-    """The execution id and expiry of a disk value; None if it is not one."""
+class Stored(NamedTuple):
+    """A disk value, read back."""
+
+    execution_id: str
+    expires: float | None
+    #: the record's change probe when the entry was written (JSON), or None
+    version: JSONValue
+    max_age: float | None
+    response: JSONValue
+
+
+def decode(raw: bytes) -> Stored | None:
+    """A disk value's parts; None if it is not one."""
     try:
         value = orjson.loads(raw)
         execution_id = value["executionId"]
@@ -104,7 +137,67 @@ def decode(raw: bytes) -> tuple[str, float | None] | None:
         return None
     if not isinstance(expires, int | float) or isinstance(expires, bool):
         expires = None
-    return execution_id, None if expires is None else float(expires)
+    max_age = value.get("maxAge")
+    if not isinstance(max_age, int | float) or isinstance(max_age, bool):
+        max_age = None
+    return Stored(
+        execution_id,
+        None if expires is None else float(expires),
+        value.get("recordVersion"),
+        max_age,
+        value.get("response"),
+    )
+
+
+def portable(version: object) -> JSONValue:
+    """A change probe's answer as JSON (as a disk value keeps it), or None."""
+    if version is None:
+        return None
+    try:
+        return orjson.loads(orjson.dumps(version))  # type: ignore[no-any-return]
+    except (TypeError, orjson.JSONEncodeError):
+        return None  # not JSON: the record is verified whenever it is read
+
+
+def unchanged(
+    store: ExecutionStore, stored: Stored, *, max_age: float | None
+) -> Entry | None:
+    """The entry as stored, if its record is the one it was written from.
+
+    That is: the record's change probe says what the entry noted (the record
+    was verified, or recorded by the cache, then, and has not changed since:
+    no line appended, no byte edited, not deleted), the deadline was reckoned
+    with this ``max_age``, and it has not passed. Else None, and the record is
+    to be verified (:func:`verify`).
+    """
+    if stored.version is None or stored.max_age != max_age:
+        return None
+    try:
+        probe = store.change_probe(stored.execution_id)
+        version = probe()
+    except (IntentusNetError, OSError):
+        return None
+    if version is None or portable(version) != stored.version:
+        return None
+    if stored.expires is not None and time.time() >= stored.expires:
+        return None
+    wire, execution_id = stored.response, stored.execution_id
+    if not isinstance(wire, dict):
+        return None
+    metadata = wire.get("metadata")
+    served = {  # marked as the entry serves it, so validated once, not copied
+        **(metadata if isinstance(metadata, dict) else {}),
+        "executionId": execution_id,
+        "fromReplay": True,
+        "originalExecutionId": execution_id,
+        "recordingError": None,
+    }
+    try:
+        response = AgentResponse.model_validate({**wire, "metadata": served})
+    except (ValidationError, ValueError):
+        return None
+    deadline = math.inf if stored.expires is None else stored.expires
+    return Entry(execution_id, response, probe, version, deadline)
 
 
 def verify(

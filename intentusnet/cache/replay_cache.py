@@ -10,9 +10,12 @@ holds answers already served by this process; each hit there costs one
 ``stat()`` of the source record, so an invalidated, deleted or edited record is
 noticed at once, whichever process changed it. The disk tier (diskcache,
 bounded by ``size_limit``) maps hashes to execution ids and answers across
-processes and restarts; an entry moving from disk to memory has its record
-loaded and verified first. A cold cache falls back to the store's catalog
-(``find_by_hash``) and warms itself; ``rebuild()`` refills it from the store.
+processes and restarts. An entry moving from disk to memory is served as it is
+when its record's change probe still says what the entry noted (the memory
+tier's check); otherwise, and always when signatures are to be checked, its
+record is loaded and verified first. A cold cache falls back to the store's
+catalog (``find_by_hash``) and warms itself; ``rebuild()`` refills it from the
+store.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from ..store.protocol import CacheHitJournal, ExecutionStore, SharedFlights
 from . import flight as _flight
 from .disk import DiskTier, counter_key
 from .disk import read_stats as read_stats
-from .entry import Entry, decode, encode, verify
+from .entry import Entry, decode, encode, unchanged, verify
 from .policy import CacheKey as CacheKey
 from .policy import CachePolicy as CachePolicy
 from .policy import CacheStats as CacheStats
@@ -252,22 +255,29 @@ class ReplayCache:
         return await self.aanswer(key, lambda: execute(env))
 
     def answer(
-        self, key: CacheKey, execute: Callable[[], AgentResponse]
+        self,
+        key: CacheKey,
+        execute: Callable[[], AgentResponse],
+        *,
+        missed: bool = False,
     ) -> AgentResponse:
         """Serve ``key`` from the cache, or run ``execute`` once for all askers.
 
         ``bypass`` never reads and always runs; ``no_store`` reads, and runs
-        without making its answer the cached one.
+        without making its answer the cached one. ``missed``: the caller has
+        just found no answer with :meth:`hit`, so the tiers are not read again
+        before the flight is joined (an answer stored meanwhile is still
+        found: the flight's leader looks once more). Added in 0.1.0.
         """
         while True:
             directive = key.directive
-            if directive is not _BYPASS:
-                entry = self._find(key.envelope_hash)
-                if entry is not None:
-                    return self._serve(entry, key)
-            else:
+            if directive is _BYPASS:
                 self._count_miss()
                 return self._keep(key, execute())
+            if missed:  # looked up just now: the flight's leader looks again
+                missed = False
+            elif (entry := self._find(key.envelope_hash)) is not None:
+                return self._serve(entry, key)
             flight, leader = self._flights.join(
                 key.envelope_hash, lead=directive is _DEFAULT
             )
@@ -282,18 +292,22 @@ class ReplayCache:
             return self._lead(key, flight, execute)
 
     async def aanswer(
-        self, key: CacheKey, execute: Callable[[], Awaitable[AgentResponse]]
+        self,
+        key: CacheKey,
+        execute: Callable[[], Awaitable[AgentResponse]],
+        *,
+        missed: bool = False,
     ) -> AgentResponse:
         """The async ``answer``: flights are shared with sync callers too."""
         while True:
             directive = key.directive
-            if directive is not _BYPASS:
-                entry = self._find(key.envelope_hash)
-                if entry is not None:
-                    return self._serve(entry, key)
-            else:
+            if directive is _BYPASS:
                 self._count_miss()
                 return self._keep(key, await execute())
+            if missed:  # looked up just now: the flight's leader looks again
+                missed = False
+            elif (entry := self._find(key.envelope_hash)) is not None:
+                return self._serve(entry, key)
             flight, leader = self._flights.join(
                 key.envelope_hash, lead=directive is _DEFAULT
             )
@@ -493,11 +507,17 @@ class ReplayCache:
             return None
 
     def _from_disk(self, raw: bytes, envelope_hash: str) -> Entry | None:
-        decoded = decode(raw)
-        if decoded is None:
+        stored = decode(raw)
+        if stored is None:
             return None
-        execution_id, expires = decoded
-        found = self._verify(execution_id, envelope_hash, expires=expires)
+        store = self._store
+        if self._keys is None and store is not None:
+            # Its record as it was when the entry was written: served as the
+            # memory tier serves, without loading it (signatures need it loaded).
+            entry = unchanged(store, stored, max_age=self.policy.max_age)
+            if entry is not None:
+                return entry if self._servable(entry) else None
+        found = self._verify(stored.execution_id, envelope_hash, expires=stored.expires)
         if found is None or not self._servable(found[0]):
             return None
         return found[0]
@@ -593,7 +613,13 @@ class ReplayCache:
     def _write(self, envelope_hash: str, entry: Entry, wire: JSONObject) -> None:
         disk = self._disk
         if disk is not None:
-            value, expire = encode(entry.execution_id, wire, entry.deadline)
+            value, expire = encode(
+                entry.execution_id,
+                wire,
+                entry.deadline,
+                entry.version,
+                self.policy.max_age,
+            )
             disk.set(self._prefix + envelope_hash, value, expire)
 
     def _expiry(self) -> float | None:

@@ -8,12 +8,14 @@ only says what it would do); ``diff A B`` shows where two runs part ways.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, TypedDict
 
 import click
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import CassetteMiss
+from ..errors import CassetteMiss, NetworkBlocked
 from .application import load_router
 from .context import (
     ExecutionId,
@@ -135,6 +137,20 @@ class _Override(_OverrideType):
     is_flag=True,
     help="Print what each step would do (served, live, side effect); run nothing.",
 )
+@click.option(
+    "--block-network",
+    is_flag=True,
+    help="Refuse every network connection during the re-run (exit 7 if one is "
+    "tried), also those not made through the recording transports.",
+)
+@click.option(
+    "--allow-host",
+    "allowed_hosts",
+    metavar="HOST",
+    multiple=True,
+    help="With --block-network: a host that stays reachable, e.g. a PostgreSQL "
+    "store's (repeatable).",
+)
 @last_intent_option
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def rerun(
@@ -148,12 +164,16 @@ def rerun(
     overrides: tuple[tuple[str, JSONValue], ...],
     allow_live: bool,
     dry_run: bool,
+    block_network: bool,
+    allowed_hosts: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Re-run record ID with today's code, its steps served from the record."""
     from ..replay import ReplayEngine
 
     check_last_intent()
+    if allowed_hosts and not block_network:
+        raise CliFailure("--allow-host needs --block-network", USAGE)
     options: _RerunOptions = {
         "from_failure": from_failure,
         "from_step": from_step,
@@ -185,13 +205,20 @@ def rerun(
     # intentusnet.open_store() records the re-run beside the original.
     router = load_router(app_ref, named_store())
     try:
-        result = rerun_record(
-            engine,
-            router,
-            # A router without a store records the re-run beside the original.
-            store=store if router.store is None else None,
-            **options,
-        )
+        with _network(block_network, allowed_hosts) as refused:
+            result = rerun_record(
+                engine,
+                router,
+                # A router without a store records the re-run beside the original.
+                store=store if router.store is None else None,
+                **options,
+            )
+        if refused:  # even if the agent caught the error: the re-run used the net
+            raise CliFailure(
+                f"{NetworkBlocked(refused[0])} (the re-run's record: "
+                f"{result.execution_id})",
+                NetworkBlocked.exit_code,
+            )
     except CassetteMiss as exc:
         hint = "" if allow_live else "; --allow-live runs such steps live"
         raise CliFailure(
@@ -207,6 +234,18 @@ def rerun(
         _print_rerun(result, _step_names(engine.record))
     if not result.ok:
         raise click.exceptions.Exit(RERUN_FAILED)
+
+
+@contextmanager
+def _network(block: bool, allowed_hosts: tuple[str, ...]) -> Iterator[list[str]]:
+    """Block the network if asked; yield the addresses refused meanwhile."""
+    if not block:
+        yield []
+        return
+    from ..integrations.network import block_network
+
+    with block_network(allowed_hosts) as blocked:
+        yield blocked.refused
 
 
 def _started(mode: str, from_step: int | None, names: dict[int, str]) -> str:

@@ -15,6 +15,7 @@ import base64
 import queue
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from enum import StrEnum
 from hashlib import sha256
@@ -41,10 +42,13 @@ from ..errors import CacheMiss
 
 # The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
 from ..routing._paths import Path, parse, rewrite
+from ..routing.agents import add_secrets, current_context, open_step
 from ..routing.redact import Redactor, header_names, keyed, redact_body
+from ._observed import Observed, Observers, observers_of_call, tell_call
 from ._passthrough import AsyncTee, Interrupted, Tee
 
 if TYPE_CHECKING:
+    from ..routing.execution import PendingStep
     from ..store import ExecutionStore
 
 
@@ -119,6 +123,10 @@ CACHE_HEADER: Final = "x-intentusnet-cache"
 #: On a response: the id of the record it was answered from, or recorded as.
 #: Added in 0.1.0.
 RECORD_HEADER: Final = "x-intentusnet-record"
+#: On a response to a request made inside an agent: the number of the step it
+#: is recorded as, in the execution ``x-intentusnet-record`` names.
+#: Added in 0.1.0.
+STEP_HEADER: Final = "x-intentusnet-step"
 _ASKED: Final = {
     "default": CacheDirective.DEFAULT,
     "bypass": CacheDirective.BYPASS,
@@ -166,6 +174,8 @@ _INTENT: Final = "http.request"
 #: Canonical URLs and prepared responses are remembered up to this many.
 _URLS_KEPT: Final = 1024
 _READY_KEPT: Final = 1024
+#: The keys of requests seen before are remembered up to this many.
+_KEYS_KEPT: Final = 4096
 
 
 class TransportMode(StrEnum):
@@ -253,7 +263,11 @@ class RecordingCore:
             tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
         ] = {}
         self._ready: dict[int, tuple[AgentResponse, Served]] = {}
+        #: envelope hashes of requests seen before, by their bytes (see ``keyed``)
+        self._keys: dict[tuple[object, ...], str] = {}
+        self._seen_names = self.hashed_names | {b"content-type"}
         self._tasks: set[asyncio.Future[AgentResponse]] = set()
+        self._ending: set[asyncio.Future[None]] = set()  # streamed steps' ends
         self.secret_params = frozenset(name.lower() for name in secret_params)
         self._own_cache = cache is None
         self.cache = cache if cache is not None else ReplayCache(store=store)
@@ -275,6 +289,8 @@ class RecordingCore:
             if self.mode is TransportMode.RECORD or not self.use_cache
             else CacheDirective.DEFAULT
         )
+        #: told about every call (``add_observer`` on the transports)
+        self.observers = Observers()
 
     # -- requests -------------------------------------------------------------------
 
@@ -297,6 +313,45 @@ class RecordingCore:
                 "use one of 'bypass', 'no-store', 'default'"
             )
         return self.directive if self.directive is CacheDirective.BYPASS else asked
+
+    def keyed(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> tuple[CacheKey, _Made | None]:
+        """A request's key; with its payload, unless the key was known.
+
+        A request whose bytes (method, URL, hashed headers and content type,
+        body) are those of one keyed before has that one's key: its body is
+        neither parsed nor canonicalised again, so a hit does little more than
+        the lookup. The payload is made when a call needs it (``payload``).
+        With a ``before_record_request`` hook every request is keyed anew: the
+        hook sees each one.
+        """
+        if self.before_request is not None:
+            made = self.payload(request, body, directive)
+            return made[1], made
+        url = request.url
+        names = self._seen_names
+        seen = (
+            request.method,
+            url.scheme,
+            url.raw_host,
+            url.port,
+            url.raw_path,
+            *(pair for pair in request.headers.raw if pair[0].lower() in names),
+            sha256(body).digest(),
+        )
+        known = self._keys.get(seen)
+        if known is not None:
+            calls = self.calls
+            return CacheKey(known, calls.intent, calls.version, directive), None
+        made = self.payload(request, body, directive)
+        if len(self._keys) >= _KEYS_KEPT:
+            self._keys.clear()
+        self._keys[seen] = made[1].envelope_hash
+        return made[1], made
 
     def payload(
         self,
@@ -520,6 +575,44 @@ class RecordingCore:
     # -- the flow ------------------------------------------------------------------
 
     def handle(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
+        """``answer_request``, then tell the observers about the call."""
+        started = time.time_ns()
+        observed = observers_of_call(self.observers())
+        served = self.answer_request(request, body, open_)
+        if observed[0]:
+            self._tell(request, body, served, started, observed)
+        return served
+
+    async def ahandle(
+        self, request: HTTPRequest, body: bytes, open_: AsyncOpen
+    ) -> Served:
+        """The async ``handle``."""
+        started = time.time_ns()
+        observed = observers_of_call(self.observers())
+        served = await self.aanswer_request(request, body, open_)
+        if observed[0]:
+            self._tell(request, body, served, started, observed)
+        return served
+
+    def _tell(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        served: Served,
+        started: int,
+        observed: Observed,
+    ) -> None:
+        ready = served.ready
+        tell_call(
+            (request.method, self.url(request.url), body),
+            (ready.status, ready.headers, ready.content),
+            served.cache,
+            served.record,
+            started,
+            observed,
+        )
+
+    def answer_request(self, request: HTTPRequest, body: bytes, open_: Open) -> Served:
         """Answer a request from the records, or make it with ``open_`` and record it.
 
         The response served after a call is the one that came (unredacted). On
@@ -528,13 +621,20 @@ class RecordingCore:
         job waits to record it whole.
         """
         directive = self.asked(request)
-        payload, key, redacted = self.payload(request, body, directive)
+        key, made = self.keyed(request, body, directive)
+        if current_context() is not None:  # a request an agent makes is its step
+            made = made or self.payload(request, body, directive)
+            payload, key, redacted = made
+            agent = self.agent_step(request, payload, redacted)
+            if agent is not None:
+                return self.step(request, key, open_, *agent)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
         if key.directive is not CacheDirective.BYPASS:
             found = self.cache.hit(key)  # a hit needs no thread
             if found is not None:
                 return self.served(found, None, ran=False)
+        payload, key, redacted = made or self.payload(request, body, directive)
         hand: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         settled = threading.Event()  # set once the routing is over
         live: list[JSONObject] = []  # the response as it came, when we called
@@ -567,6 +667,7 @@ class RecordingCore:
                 lambda: self.calls.run(
                     payload, run, secrets(request, redacted), key.directive
                 ),
+                missed=key.directive is not CacheDirective.BYPASS,
             )
 
         threading.Thread(
@@ -584,18 +685,25 @@ class RecordingCore:
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
 
-    async def ahandle(
+    async def aanswer_request(
         self, request: HTTPRequest, body: bytes, open_: AsyncOpen
     ) -> Served:
-        """The async ``handle``: the routing runs as a task when it may stream."""
+        """The async ``answer_request``: routing runs as a task when it may stream."""
         directive = self.asked(request)
-        payload, key, redacted = self.payload(request, body, directive)
+        key, made = self.keyed(request, body, directive)
+        if current_context() is not None:  # a request an agent makes is its step
+            made = made or self.payload(request, body, directive)
+            payload, key, redacted = made
+            agent = self.agent_step(request, payload, redacted)
+            if agent is not None:
+                return await self.astep(request, key, open_, *agent)
         if self.mode is TransportMode.REPLAY:
             return self.served(self.replay(key, request), None, ran=False)
         if key.directive is not CacheDirective.BYPASS:
             found = self.cache.hit(key)  # a hit needs no task
             if found is not None:
                 return self.served(found, None, ran=False)
+        payload, key, redacted = made or self.payload(request, body, directive)
         hand: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed: list[_Handed] = []  # emptied when taken: nothing else keeps the tee
         asettled = asyncio.Event()
@@ -630,6 +738,7 @@ class RecordingCore:
                 lambda: self.calls.arun(
                     payload, run, secrets(request, redacted), key.directive
                 ),
+                missed=key.directive is not CacheDirective.BYPASS,
             )
 
         task = asyncio.ensure_future(route())
@@ -643,6 +752,192 @@ class RecordingCore:
         answer = task.result()
         live_data = live[0] if live else None
         return self.served(answer, live_data, ran=ran, directive=key.directive)
+
+    # -- inside an agent -------------------------------------------------------------
+
+    def step_name(self, request: HTTPRequest) -> str:
+        """The step a request made inside an agent is recorded as.
+
+        ``http METHOD HOST[:PORT]PATH``: no scheme, no query (the arguments
+        hold the whole URL), the port only when the URL names one.
+        """
+        url = request.url
+        host = url.raw_host.decode("ascii")
+        if ":" in host:
+            host = f"[{host}]"  # IPv6
+        port = "" if url.port is None else f":{url.port}"
+        path = url.raw_path.partition(b"?")[0].decode("ascii")
+        return f"http {request.method} {host}{port}{path}"
+
+    def agent_step(
+        self, request: HTTPRequest, payload: JSONObject, redacted: list[str]
+    ) -> tuple[str, PendingStep] | None:
+        """The running agent's execution and the step this request opens in it.
+
+        ``None`` outside an agent, or when its execution records no steps: the
+        request is then recorded as its own record. The step's arguments are the
+        request's envelope payload.
+
+        Raises:
+            CassetteMiss: a re-run's record does not hold the request.
+        """
+        ctx = current_context()
+        if ctx is None:
+            return None
+        step = open_step(ctx, self.step_name(request), payload)
+        if step is None:
+            return None
+        if not step.served:  # a request being made: its keys are secrets
+            add_secrets(ctx, self.secrets(request, redacted))
+        return ctx.execution_id, step
+
+    def _known(self, request: HTTPRequest, key: CacheKey) -> JSONObject | None:
+        """The response the records give without a call (replay mode, a hit)."""
+        if self.mode is TransportMode.REPLAY:
+            return self._data(self.replay(key, request), ran=False)
+        if key.directive is not CacheDirective.BYPASS:
+            found = self.cache.hit(key)
+            if found is not None:
+                return self._data(found, ran=False)
+        return None
+
+    def _shown(self, response: HTTPResponse, content: bytes) -> JSONObject:
+        """A response as recorded (redacted, hooked), whatever its status."""
+        result = self.recorded(response, content)[1]
+        if isinstance(result, AgentResponse):
+            assert result.error is not None  # an error status
+            return cast(JSONObject, result.error.details["response"])
+        return cast(JSONObject, result["response"])
+
+    def _step_served(self, step: PendingStep, record: str) -> Served:
+        """A re-run's answer: the recorded response (or the recorded failure)."""
+        output = step.serve()
+        if not isinstance(output, dict):
+            raise ValueError(
+                f"step {step.number} of record {record} is not an HTTP response"
+            )
+        return Served(_ready(output), "hit", record, step=step.number)
+
+    def _step_ended(
+        self,
+        step: PendingStep,
+        request: HTTPRequest,
+        response: HTTPResponse,
+        content: bytes | None,
+    ) -> None:
+        """End a passed-through response's step: its body whole, or a failure."""
+        if content is None:
+            step.failed(
+                Interrupted(
+                    f"the response to {self.describe(request)} was closed or "
+                    "failed before its end; its step is recorded as failed"
+                )
+            )
+            return
+        try:
+            data = self._shown(response, content)
+        except Exception as exc:  # a before_record_response hook's fault
+            step.failed(exc)
+            return
+        step.succeeded(data)
+
+    def step(
+        self,
+        request: HTTPRequest,
+        key: CacheKey,
+        open_: Open,
+        record: str,
+        step: PendingStep,
+    ) -> Served:
+        """Answer a request made inside an agent as step ``step`` of ``record``.
+
+        Served from a re-run's record, else from the records (replay mode, a
+        hit), else made; the step's output is the response as recorded, and the
+        response served is built from it, so a re-run serves the same bytes. A
+        passed-through stream ends its step once read to its end.
+        """
+        if step.served:
+            return self._step_served(step, record)
+        try:
+            known = self._known(request, key)
+            if known is not None:
+                step.succeeded(known)
+                return Served(_ready(known), "hit", record, step=step.number)
+            response, chunks, close = open_()
+            passes = _passes(response)
+            if not passes:
+                try:
+                    content = b"".join(chunks)
+                finally:
+                    close()
+                data = self._shown(response, content)
+        except BaseException as exc:
+            step.failed(exc)
+            raise
+        state = "bypass" if key.directive is CacheDirective.BYPASS else "miss"
+        if not passes:
+            step.succeeded(data)
+            return Served(_ready(data), state, record, step=step.number)
+        settled = threading.Event()
+        tee = Tee(chunks, close, settled)
+        outcome = tee.outcome  # waited on without keeping the tee alive
+
+        def end() -> None:
+            try:
+                self._step_ended(step, request, response, outcome.body())
+            finally:
+                settled.set()
+
+        threading.Thread(target=end, daemon=True, name="intentusnet-step").start()
+        served = self.streamed(response, tee, record, key.directive)
+        return served._replace(step=step.number)
+
+    async def astep(
+        self,
+        request: HTTPRequest,
+        key: CacheKey,
+        open_: AsyncOpen,
+        record: str,
+        step: PendingStep,
+    ) -> Served:
+        """The async :meth:`step`: a stream's step is ended by a task."""
+        if step.served:
+            return self._step_served(step, record)
+        try:
+            known = self._known(request, key)
+            if known is not None:
+                step.succeeded(known)
+                return Served(_ready(known), "hit", record, step=step.number)
+            response, chunks, aclose = await open_()
+            passes = _passes(response)
+            if not passes:
+                try:
+                    content = b"".join([chunk async for chunk in chunks])
+                finally:
+                    await aclose()
+                data = self._shown(response, content)
+        except BaseException as exc:
+            step.failed(exc)
+            raise
+        state = "bypass" if key.directive is CacheDirective.BYPASS else "miss"
+        if not passes:
+            step.succeeded(data)
+            return Served(_ready(data), state, record, step=step.number)
+        settled = asyncio.Event()
+        tee = AsyncTee(chunks, aclose, settled)
+        outcome = tee.outcome
+
+        async def end() -> None:
+            try:
+                self._step_ended(step, request, response, await outcome.body())
+            finally:
+                settled.set()
+
+        task = asyncio.ensure_future(end())
+        self._ending.add(task)  # kept until done: it ends the step
+        task.add_done_callback(self._ending.discard)
+        served = self.streamed(response, tee, record, key.directive)
+        return served._replace(step=step.number)
 
     def _task_done(self, task: asyncio.Future[AgentResponse]) -> None:
         self._tasks.discard(task)
@@ -708,6 +1003,10 @@ class RecordingCore:
             self.cache.flush_stats()
 
     def _prepare(self, answer: AgentResponse, ran: bool) -> Ready:
+        return _ready(self._data(answer, ran))
+
+    def _data(self, answer: AgentResponse, ran: bool) -> JSONObject:
+        """A recorded answer's response data (its failure raised, if it has none)."""
         data: object = None
         if answer.payload is not None:
             data = answer.payload.get("response")
@@ -717,7 +1016,7 @@ class RecordingCore:
             # Replay-only mode serves recorded failures, as a cache serving errors does.
             served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
             raise self.calls.failure(answer, ran=ran, from_records=served)
-        return _ready(data)
+        return cast(JSONObject, data)
 
 
 _BOUNDARY: Final = b"(boundary)"
@@ -741,6 +1040,8 @@ def _ignore(value: JSONValue) -> JSONValue:
     return IGNORED
 
 
+#: A request's payload, key and the values redacted from it (``payload``).
+_Made: TypeAlias = tuple[JSONObject, CacheKey, list[str]]
 #: A live response handed to the client: its head, its body, its record id.
 _Handed: TypeAlias = tuple[HTTPResponse, "Tee | AsyncTee", str | None]
 
@@ -817,20 +1118,25 @@ class Served(NamedTuple):
     record: str | None
     #: a live body passed through as it arrives (``ready`` has no body then)
     tee: Tee | AsyncTee | None = None
+    #: inside an agent: the step of ``record`` the response is recorded as
+    step: int | None = None
 
     def headers(self) -> list[tuple[str, str]]:
-        """The response's headers, with the cache state and the record id."""
+        """The response's headers: the cache state, the record id, the step."""
         headers = [*self.ready.headers, (CACHE_HEADER, self.cache)]
         if self.record is not None:
             headers.append((RECORD_HEADER, self.record))
+        if self.step is not None:
+            headers.append((STEP_HEADER, str(self.step)))
         return headers
 
     def extensions(self) -> dict[str, object]:
-        """The response's extensions, with the cache state and the record id."""
+        """The response's extensions: the cache state, the record id, the step."""
         return {
             **self.ready.extensions,
             "intentusnet_cache": self.cache,
             "intentusnet_record": self.record,
+            "intentusnet_step": self.step,
         }
 
 
@@ -841,8 +1147,9 @@ class HitHeaders(Generic[_H]):
     """A hit's headers in a transport's own type, made once per served answer.
 
     A hit serves the same ``Served`` each time, so its headers are built on
-    the first hit only. Only hits are kept (a live stream's ``Served`` holds
-    its tee, which a memo must not keep alive), at most ``kept`` of them.
+    the first hit only. Only hits outside agents are kept (a live stream's
+    ``Served`` holds its tee, which a memo must not keep alive; a step's is
+    new each time), at most ``kept`` of them.
     """
 
     def __init__(
@@ -854,8 +1161,8 @@ class HitHeaders(Generic[_H]):
 
     def __call__(self, served: Served) -> _H | list[tuple[str, str]]:
         """The headers to serve ``served`` with."""
-        if served.cache != "hit":
-            return served.headers()
+        if served.cache != "hit" or served.step is not None:
+            return served.headers()  # a step's answer is made anew each time
         found = self._memo.get(id(served))
         if found is not None and found[0] is served:
             return found[1]

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from ._observed import ObservedTransport
 from ._passthrough import AsyncTee, Tee
 from ._recording import (
     _INTENT,
@@ -49,6 +50,7 @@ from ._recording import (
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
     RECORD_HEADER,
+    STEP_HEADER,
     HitHeaders,
     HTTPResponse,
     RecordingCore,
@@ -68,6 +70,7 @@ __all__ = [
     "DEFAULT_HASH_HEADERS",
     "DEFAULT_SECRET_PARAMS",
     "RECORD_HEADER",
+    "STEP_HEADER",
     "AsyncRecordingTransport",
     "RecordingTransport",
     "TransportMode",
@@ -138,7 +141,7 @@ def _response(
     )
 
 
-class RecordingTransport(httpx.BaseTransport):
+class RecordingTransport(ObservedTransport, httpx.BaseTransport):
     """An httpx transport that records calls and answers repeats from records.
 
     Args:
@@ -211,6 +214,7 @@ class RecordingTransport(httpx.BaseTransport):
             is_async=False,
             agent="httpx",
         )
+        self._observers = self._core.observers
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(httpx.Headers)
@@ -238,7 +242,7 @@ class RecordingTransport(httpx.BaseTransport):
         self._core.close()
 
 
-class AsyncRecordingTransport(httpx.AsyncBaseTransport):
+class AsyncRecordingTransport(ObservedTransport, httpx.AsyncBaseTransport):
     """The async twin of :class:`RecordingTransport`, for ``httpx.AsyncClient``.
 
     Takes the same arguments; ``wrapped`` is an async transport
@@ -278,6 +282,7 @@ class AsyncRecordingTransport(httpx.AsyncBaseTransport):
             is_async=True,
             agent="httpx",
         )
+        self._observers = self._core.observers
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(httpx.Headers)

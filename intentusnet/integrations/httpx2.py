@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import httpx2
 
+from ._observed import ObservedTransport
 from ._passthrough import AsyncTee, Tee
 from ._recording import (
     _INTENT,
@@ -27,6 +28,7 @@ from ._recording import (
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
     RECORD_HEADER,
+    STEP_HEADER,
     HitHeaders,
     HTTPResponse,
     RecordingCore,
@@ -46,6 +48,7 @@ __all__ = [
     "DEFAULT_HASH_HEADERS",
     "DEFAULT_SECRET_PARAMS",
     "RECORD_HEADER",
+    "STEP_HEADER",
     "AsyncRecordingTransport",
     "RecordingTransport",
     "TransportMode",
@@ -116,7 +119,7 @@ def _response(
     )
 
 
-class RecordingTransport(httpx2.BaseTransport):
+class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
     """An httpx2 transport that records calls and answers repeats from records.
 
     Takes the arguments of :class:`intentusnet.integrations.httpx.RecordingTransport`
@@ -164,6 +167,7 @@ class RecordingTransport(httpx2.BaseTransport):
             is_async=False,
             agent="httpx2",
         )
+        self._observers = self._core.observers
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(httpx2.Headers)
@@ -191,7 +195,7 @@ class RecordingTransport(httpx2.BaseTransport):
         self._core.close()
 
 
-class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
+class AsyncRecordingTransport(ObservedTransport, httpx2.AsyncBaseTransport):
     """The async twin of :class:`RecordingTransport`, for ``httpx2.AsyncClient``.
 
     Takes the same arguments; ``wrapped`` is an async transport
@@ -231,6 +235,7 @@ class AsyncRecordingTransport(httpx2.AsyncBaseTransport):
             is_async=True,
             agent="httpx2",
         )
+        self._observers = self._core.observers
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(httpx2.Headers)

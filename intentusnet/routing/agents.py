@@ -9,17 +9,21 @@ ascending, then name.
 from __future__ import annotations
 
 import inspect
+import random
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import (
     Annotated,
     Final,
     Protocol,
     TypeAlias,
     TypeVar,
+    cast,
     runtime_checkable,
 )
 
@@ -29,11 +33,15 @@ from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
 from .children import Router, aroute_child, route_child
-from .execution import Execution, arun_step, run_step
+from .execution import Execution, PendingStep, arun_step, open_pending, run_step
 from .guard import AttemptGuard
+from .seams import ExecutionObserver
 
 __all__ = [
+    "NOW_STEP",
+    "RANDOM_STEP",
     "SNAPSHOT_PREFIX",
+    "UUID4_STEP",
     "Agent",
     "AgentContext",
     "AgentDefinition",
@@ -42,6 +50,7 @@ __all__ = [
     "AgentResult",
     "RegisteredAgent",
     "current_context",
+    "open_step",
 ]
 
 AgentResult: TypeAlias = JSONObject | AgentResponse
@@ -54,6 +63,11 @@ _J = TypeVar("_J", bound=JSONValue)
 _GUARD_LOCK: Final = threading.Lock()
 #: A snapshot is recorded as a step named ``snapshot:NAME`` (added in 0.1.0).
 SNAPSHOT_PREFIX: Final = "snapshot:"
+#: ``ctx.now()``, ``ctx.uuid4()`` and ``ctx.random()`` are recorded as steps
+#: so named, with no arguments (added in 0.1.0).
+NOW_STEP: Final = "intentusnet.now"
+UUID4_STEP: Final = "intentusnet.uuid4"
+RANDOM_STEP: Final = "intentusnet.random"
 
 #: The attempt running in this context; the router sets it around every agent
 #: call (in worker threads too), so ``@step`` functions find their execution.
@@ -168,6 +182,16 @@ class AgentContext:
                 if guard is None:
                     guard = self._guard = AttemptGuard(self.agent, self.attempt)
         return guard
+
+    @property
+    def observers(self) -> tuple[ExecutionObserver, ...]:
+        """The observers of the router running this execution (``add_observer``).
+
+        A recording transport tells them about the HTTP calls the agent makes.
+        Added in 0.1.0.
+        """
+        execution = self._execution
+        return () if execution is None else execution.observers
 
     @property
     def remaining_ms(self) -> float | None:
@@ -292,6 +316,40 @@ class AgentContext:
             False,
         )
 
+    def now(self) -> datetime:
+        """The current time, a timezone-aware UTC ``datetime``, as a step.
+
+        Recorded as the step ``intentusnet.now`` (no arguments; the output is
+        the ISO 8601 text, microseconds and ``+00:00`` included), so a re-run
+        reads the recorded time: the n-th call gets the n-th recorded value.
+        Sync in async agents too: it never waits. Added in 0.1.0.
+        """
+        text = self._nondeterministic(NOW_STEP, lambda: datetime.now(UTC).isoformat())
+        return datetime.fromisoformat(str(text))
+
+    def uuid4(self) -> uuid.UUID:
+        """A random UUID (version 4), as a step.
+
+        Recorded as the step ``intentusnet.uuid4`` (the output is the UUID's
+        text), so a re-run mints the recorded ids again. Added in 0.1.0.
+        """
+        return uuid.UUID(str(self._nondeterministic(UUID4_STEP, _uuid4_text)))
+
+    def random(self) -> float:
+        """A random float in ``[0.0, 1.0)`` (``random.random()``), as a step.
+
+        Recorded as the step ``intentusnet.random`` (the output is the float),
+        so a re-run draws the recorded numbers again. Added in 0.1.0.
+        """
+        value = self._nondeterministic(RANDOM_STEP, random.random)
+        return float(cast(float, value))  # 0.0 may come back from JSON as 0
+
+    def _nondeterministic(self, name: str, read: Callable[[], JSONValue]) -> JSONValue:
+        """Read a value the world decides, as step ``name``: recorded, served."""
+        return run_step(
+            self._execution, self.agent, self.attempt, name, {}, read, False
+        )
+
     def route(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]
     ) -> AgentResponse:
@@ -335,6 +393,23 @@ def add_secrets(ctx: AgentContext, values: Iterable[str]) -> None:
     redaction = None if execution is None else execution.redaction
     if redaction is not None:
         redaction.add_texts(values)
+
+
+def open_step(ctx: AgentContext, name: str, args: JSONObject) -> PendingStep | None:
+    """Open step ``name`` of ``ctx``'s execution for a call that ends later.
+
+    For the parts that record calls outliving the function that makes them
+    (the HTTP transports: a streamed body is read after the transport
+    returned). ``None`` when the execution records no steps.
+
+    Raises:
+        CassetteMiss: in a re-run, no recording answers the call.
+    """
+    return open_pending(ctx._execution, ctx.agent, ctx.attempt, name, args)
+
+
+def _uuid4_text() -> str:
+    return str(uuid.uuid4())
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,10 @@ numbers it, asks the re-run's cassette (if any) what to do and writes
 ``STEP_START``; it closes with :meth:`~StepSession.serve`,
 :meth:`~StepSession.succeeded`, :meth:`~StepSession.failed` or
 :meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
-:func:`arun_step` drive one step call. The event data is described in
-docs/records.md.
+:func:`arun_step` drive one step call; :func:`open_pending` opens a
+:class:`PendingStep`, one whose end is written later by whoever sees the call
+end (a streamed HTTP response read to its end). The event data is described
+in docs/records.md.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
 from ..hashing import canonical_json, hash_bytes
 from ..record.model import EventType
-from .seams import LIVE, REPLAY_ERROR, Cassette, StepDecision
+from .seams import (
+    LIVE,
+    REPLAY_ERROR,
+    Cassette,
+    ExecutionObserver,
+    ObservedExecution,
+    StepDecision,
+)
 
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
@@ -42,11 +51,13 @@ if TYPE_CHECKING:
 __all__ = [
     "Execution",
     "OpenStep",
+    "PendingStep",
     "StepSession",
     "arun_step",
     "enter_step",
     "jsonish",
     "leave_step",
+    "open_pending",
     "replayed_error",
     "run_step",
 ]
@@ -140,15 +151,31 @@ class StepSession:
     Args:
         recorder: where events go, or ``None`` when nothing is recorded.
         cassette: the record being re-run, if any.
+        execution_id: the execution's id, as its observers are told it.
+        observers: told when each step starts and ends.
     """
 
-    __slots__ = ("_count", "_lock", "cassette", "recorder")
+    __slots__ = (
+        "_count",
+        "_lock",
+        "cassette",
+        "execution_id",
+        "observers",
+        "recorder",
+    )
 
     def __init__(
-        self, recorder: Recorder | None, cassette: Cassette | None = None
+        self,
+        recorder: Recorder | None,
+        cassette: Cassette | None = None,
+        *,
+        execution_id: str = "",
+        observers: tuple[ExecutionObserver, ...] = (),
     ) -> None:
         self.recorder = recorder
         self.cassette = cassette
+        self.execution_id = execution_id
+        self.observers = observers
         self._count = 0
         self._lock = threading.Lock()
 
@@ -178,12 +205,13 @@ class StepSession:
             self._count += 1
             number = self._count
         active = _ACTIVE.get()
+        parent = active[1] if active is not None and active[0] is self else None
         data: JSONObject = {
             "step": number,
             "name": name,
             "agent": agent,
             "attempt": attempt,
-            "parent": active[1] if active is not None and active[0] is self else None,
+            "parent": parent,
             "args": recorded_args,
             "argsHash": args_hash,
             "sideEffect": side_effect,
@@ -207,6 +235,16 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_START, data)
+        for observer in self.observers:
+            observer.step_started(
+                self.execution_id,
+                number,
+                name,
+                agent,
+                attempt,
+                parent,
+                child,
+            )
         step = OpenStep(number, name, args_hash, decision, child)
         if miss is not None:
             self._end(step, "error", None, None, error=miss, tb=None, miss=True)
@@ -366,6 +404,16 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_END, data)
+        if self.observers:
+            error = data["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            for observer in self.observers:
+                observer.step_ended(
+                    self.execution_id,
+                    step.number,
+                    outcome,
+                    None if message is None else str(message),
+                )
         if self.cassette is not None:
             self.cassette.ended(
                 step.number,
@@ -386,6 +434,8 @@ class Execution:
         recorder: writes the record, or ``None`` when nothing is recorded.
         store: the store recorded into; child intents record there too.
         started: ``perf_counter()`` when routing began.
+        observers: the router's observers, told what the execution does.
+        observed: the execution as they are told about it (with observers).
     """
 
     __slots__ = (
@@ -393,6 +443,8 @@ class Execution:
         "_steps",
         "envelope_hash",
         "execution_id",
+        "observed",
+        "observers",
         "recorder",
         "started",
         "store",
@@ -407,16 +459,19 @@ class Execution:
         *,
         store: ExecutionStore | None = None,
         cassette: Cassette | None = None,
+        observers: tuple[ExecutionObserver, ...] = (),
     ) -> None:
         self.execution_id = execution_id
         self.envelope_hash = envelope_hash
         self.recorder = recorder
         self.started = started
         self.store = store
+        self.observers = observers
+        self.observed: ObservedExecution | None = None
         self._lock = threading.Lock()
         # A re-run's session exists from the start; else it is made at the
         # first step of an execution that records.
-        self._steps = StepSession(recorder, cassette) if cassette else None
+        self._steps = self._session(cassette) if cassette else None
 
     @property
     def redaction(self) -> Redaction | None:
@@ -431,8 +486,16 @@ class Execution:
             with self._lock:  # the agents of one execution may run on several threads
                 session = self._steps
                 if session is None:
-                    session = self._steps = StepSession(self.recorder)
+                    session = self._steps = self._session(None)
         return session
+
+    def _session(self, cassette: Cassette | None) -> StepSession:
+        return StepSession(
+            self.recorder,
+            cassette,
+            execution_id=self.execution_id,
+            observers=self.observers,
+        )
 
 
 def enter_step(session: StepSession, number: int) -> Token[_Active]:
@@ -486,6 +549,61 @@ def _served(session: StepSession, opened: OpenStep) -> object:
     if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
         raise _replayed(opened)
     return output
+
+
+class PendingStep:
+    """A step opened now whose end is written later, by whoever sees it end.
+
+    For a call that outlives the function making it: an HTTP response whose
+    body the agent reads after the transport has returned it ends when the
+    body has been read to its end, maybe on another thread. Exactly one of
+    :meth:`serve`, :meth:`succeeded` and :meth:`failed` ends it.
+    """
+
+    __slots__ = ("_opened", "_session")
+
+    def __init__(self, session: StepSession, opened: OpenStep) -> None:
+        self._session = session
+        self._opened = opened
+
+    @property
+    def number(self) -> int:
+        """The step's number in its execution's record."""
+        return self._opened.number
+
+    @property
+    def served(self) -> bool:
+        """A re-run's record answers this call: :meth:`serve` it, call nothing."""
+        return self._opened.served
+
+    def serve(self) -> JSONValue:
+        """The recorded output (its recorded failure is raised again)."""
+        return cast(JSONValue, _served(self._session, self._opened))
+
+    def succeeded(self, value: object) -> None:
+        """Write ``STEP_END`` for a call whose result is ``value``."""
+        self._session.succeeded(self._opened, value)
+
+    def failed(self, exc: BaseException) -> None:
+        """Write ``STEP_END`` for a call that failed with ``exc``."""
+        self._session.failed(self._opened, exc)
+
+
+def open_pending(
+    ex: Execution | None, agent: str, attempt: int, name: str, args: JSONValue
+) -> PendingStep | None:
+    """Open step ``name`` of ``ex``; ``None`` when ``ex`` records no steps.
+
+    Raises:
+        CassetteMiss: in a re-run, no recording answers the call (recorded as
+            the step's failure).
+    """
+    session = None if ex is None else ex.steps()
+    if session is None:
+        return None
+    return PendingStep(
+        session, session.open(agent, attempt, name, args, side_effect=False)
+    )
 
 
 def run_step(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
-from ..envelope import AgentResponse, IntentEnvelope, IntentRef
+from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
 from ..hashing import compute_hash
 from .agents import (
     CURRENT,
@@ -37,7 +37,12 @@ from .config import configuration
 from .execution import Execution
 from .recorder import Recorder
 from .redact import Redaction, Redactor
-from .seams import ExecutionOptions, ResponseCache
+from .seams import (
+    ExecutionObserver,
+    ExecutionOptions,
+    ObservedExecution,
+    ResponseCache,
+)
 from .strategies import (
     Outcome,
     Run,
@@ -127,6 +132,8 @@ class IntentRouter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
+        #: replaced, never changed in place: a routing call reads it once
+        self._observers: tuple[ExecutionObserver, ...] = ()
 
     # -- registration ----------------------------------------------------------
 
@@ -179,6 +186,39 @@ class IntentRouter:
     def use(self, middleware: Middleware) -> None:
         """Add a middleware inside those already added."""
         self._middleware.append(middleware)
+
+    # -- observers -------------------------------------------------------------
+
+    @property
+    def observers(self) -> tuple[ExecutionObserver, ...]:
+        """The observers told what each execution does, in the order added.
+
+        Added in 0.1.0.
+        """
+        return self._observers
+
+    def add_observer(self, observer: ExecutionObserver) -> None:
+        """Tell ``observer`` what every execution from now on does.
+
+        Executions already running are not told. Adding an observer that is
+        already there does nothing. Child intents (``ctx.route``) run
+        through this router and are told too. Without observers, routing
+        pays one check per event.
+
+        Added in 0.1.0.
+        """
+        if observer not in self._observers:
+            self._observers = (*self._observers, observer)
+
+    def remove_observer(self, observer: ExecutionObserver) -> None:
+        """Stop telling ``observer``; an observer not there is ignored.
+
+        Executions already running still tell it about the rest of their
+        work, so that it sees each one it saw start end.
+
+        Added in 0.1.0.
+        """
+        self._observers = tuple(o for o in self._observers if o is not observer)
 
     # -- routing ---------------------------------------------------------------
 
@@ -239,12 +279,16 @@ class IntentRouter:
         shown = self._shown(env, None)
         kept: list[AgentResponse] = []  # the answer as recorded, once it ran
         live: list[AgentResponse] = []
+        observers = self._observers
+        started = time.time_ns() if observers else 0
 
         def execute(_: IntentEnvelope) -> AgentResponse:
             live.append(self._execute_sync(env, None, shown, kept.append))
             return kept[0] if kept else live[0]
 
         answer = cache.serve(shown[1], execute)
+        if observers and not live:
+            _tell_hit(observers, env, answer, started)
         return live[0] if kept and answer is kept[0] else answer
 
     async def _aserve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
@@ -252,12 +296,16 @@ class IntentRouter:
         shown = self._shown(env, None)
         kept: list[AgentResponse] = []
         live: list[AgentResponse] = []
+        observers = self._observers
+        started = time.time_ns() if observers else 0
 
         async def execute(_: IntentEnvelope) -> AgentResponse:
             live.append(await self._execute_async(env, None, shown, kept.append))
             return kept[0] if kept else live[0]
 
         answer = await cache.aserve(shown[1], execute)
+        if observers and not live:
+            _tell_hit(observers, env, answer, started)
         return live[0] if kept and answer is kept[0] else answer
 
     def _shown(self, env: IntentEnvelope, options: ExecutionOptions | None) -> _Shown:
@@ -292,11 +340,14 @@ class IntentRouter:
             if ex.recorder is not None:
                 ex.recorder.abandon()
             raise
-        if ex.recorder is None:
-            return response
-        if keep is None and options is not None:
-            keep = options.recorded
-        return self._finish(ex, response, keep)
+        if ex.recorder is not None:
+            if keep is None and options is not None:
+                keep = options.recorded
+            response = self._finish(ex, response, keep)
+        if ex.observed is not None:
+            for observer in ex.observers:
+                observer.execution_ended(ex.observed, response)
+        return response
 
     async def _execute_async(
         self,
@@ -321,11 +372,14 @@ class IntentRouter:
             if ex.recorder is not None:
                 ex.recorder.abandon()
             raise
-        if ex.recorder is None:
-            return response
-        if keep is None and options is not None:
-            keep = options.recorded
-        return self._finish(ex, response, keep)
+        if ex.recorder is not None:
+            if keep is None and options is not None:
+                keep = options.recorded
+            response = self._finish(ex, response, keep)
+        if ex.observed is not None:
+            for observer in ex.observers:
+                observer.execution_ended(ex.observed, response)
+        return response
 
     def _begin(
         self,
@@ -348,6 +402,7 @@ class IntentRouter:
                 None,
                 started,
                 cassette=opts.cassette,
+                observers=self._observers,
             )
         else:
             redaction, recorded = shown or self._shown(env, options)
@@ -370,8 +425,30 @@ class IntentRouter:
                 started,
                 store=store,
                 cassette=opts.cassette,
+                observers=self._observers,
             )
+        if ex.observers:
+            self._observe(ex, env, options)
         return ex, decision, decision_wire, order
+
+    def _observe(
+        self, ex: Execution, env: IntentEnvelope, options: ExecutionOptions | None
+    ) -> None:
+        """What ``ex``'s observers are told about it (``plan`` tells them it began)."""
+        looked_up = (
+            self.cache is not None
+            and options is None
+            and env.routing.cache is not CacheDirective.BYPASS
+        )
+        ex.observed = ObservedExecution(
+            ex.execution_id,
+            None if options is None else options.parent_execution_id,
+            env.intent.name,
+            env.intent.version,
+            ex.envelope_hash,
+            "miss" if looked_up else "bypass",
+            time.time_ns(),
+        )
 
     def _configuration(self, env: IntentEnvelope) -> JSONObject:
         """The configuration ``env`` is routed under, for the record's header."""
@@ -621,6 +698,28 @@ def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
 
 
 _NO_OPTIONS: Final = ExecutionOptions()
+
+
+def _tell_hit(
+    observers: tuple[ExecutionObserver, ...],
+    env: IntentEnvelope,
+    answer: AgentResponse,
+    started: int,
+) -> None:
+    """Tell ``observers`` of an answer the cache served (no attempts ran)."""
+    metadata = answer.metadata
+    observed = ObservedExecution(
+        metadata.original_execution_id or metadata.execution_id or "",
+        None,
+        env.intent.name,
+        env.intent.version,
+        metadata.envelope_hash,
+        "hit",
+        started,
+    )
+    for observer in observers:
+        observer.execution_started(observed)
+        observer.execution_ended(observed, answer)
 
 
 def _failed(response: AgentResponse, error: str) -> AgentResponse:

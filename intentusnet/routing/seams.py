@@ -3,7 +3,9 @@
 The router never imports the replay cache (``cache/``) or the re-run machinery
 (``steps/``); they implement the Protocols here, and arrive through the
 router's constructor (``ResponseCache``) or through the options of one call
-(``ExecutionOptions``, whose ``cassette`` is a ``Cassette``).
+(``ExecutionOptions``, whose ``cassette`` is a ``Cassette``). An
+``ExecutionObserver`` (the OpenTelemetry integration's) is added to a router
+with ``IntentRouter.add_observer`` and told what each execution does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .._util.jsonvalue import JSONObject, JSONValue
 
 if TYPE_CHECKING:
-    from ..envelope import AgentResponse, IntentEnvelope
+    from ..envelope import AgentResponse, ErrorInfo, IntentEnvelope
     from ..store.protocol import ExecutionStore
     from .redact import Redaction
 
@@ -24,7 +26,10 @@ __all__ = [
     "REPLAY_ERROR",
     "SERVE",
     "Cassette",
+    "ExecutionObserver",
     "ExecutionOptions",
+    "ObservedCall",
+    "ObservedExecution",
     "RecordedCall",
     "ResponseCache",
     "StepDecision",
@@ -176,3 +181,137 @@ class ExecutionOptions:
     cassette: Cassette | None = None
     redaction: Redaction | None = None
     recorded: Callable[[AgentResponse], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedExecution:
+    """One execution, as an ``ExecutionObserver`` is told about it.
+
+    Attributes:
+        execution_id: the execution's id (its record's); for a cache hit, the
+            id the answer carries (the record it was served from).
+        parent_execution_id: the execution whose agent routed this one
+            (``ctx.route``), if any.
+        intent: the intent's name.
+        intent_version: the intent's version.
+        envelope_hash: the envelope's hash, when it was computed (a router
+            with a store or a cache).
+        cache: ``"hit"`` (answered from a record: no agent ran), ``"miss"``
+            (the replay cache was asked and the agents ran) or ``"bypass"``
+            (the cache was not read: the router has none, the envelope says
+            ``bypass``, or the execution is a child intent or a re-run).
+        started_ns: ``time.time_ns()`` when routing began.
+
+    Added in 0.1.0.
+    """
+
+    execution_id: str
+    parent_execution_id: str | None
+    intent: str
+    intent_version: str
+    envelope_hash: str | None
+    cache: str
+    started_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedCall:
+    """One HTTP call through a recording transport, as an observer is told about it.
+
+    Attributes:
+        record_id: the call's own record (the one it was recorded in or
+            served from), if any.
+        execution_id: the execution whose agent made the call, if an agent
+            of an observed router made it.
+        attempt: that agent's attempt number.
+        method: the HTTP method.
+        url: the URL as recorded (credential parameters left out).
+        status: the response's status code.
+        content_type: the response's ``content-type``, if any.
+        request_body: the request's body, as sent.
+        response_body: the response's body (empty for a response passed
+            through to the client as an event stream while it arrives).
+        cache: ``"hit"``, ``"miss"`` or ``"bypass"``, as the transport's
+            ``x-intentusnet-cache`` header says.
+        started_ns: ``time.time_ns()`` when the transport got the request.
+        ended_ns: ``time.time_ns()`` when it had the response.
+
+    Added in 0.1.0.
+    """
+
+    record_id: str | None
+    execution_id: str | None
+    attempt: int | None
+    method: str
+    url: str
+    status: int
+    content_type: str | None
+    request_body: bytes
+    response_body: bytes
+    cache: str
+    started_ns: int
+    ended_ns: int
+
+
+class ExecutionObserver(Protocol):
+    """Told what a router's executions do, as they do it (tracing, metrics).
+
+    Added to a router with ``IntentRouter.add_observer``; the OpenTelemetry
+    integration is one. Calls come from whichever thread does the work (the
+    caller's, a worker thread running a sync agent, the router's event
+    loop), so an observer keys what it keeps by execution id, attempt and
+    step number, never by thread. A cache hit is told as an execution started
+    (when the lookup began) and ended at once, with no attempts. Steps are
+    told only for executions that record (a router with a store).
+
+    An observer must not raise. What it raises while the execution runs
+    makes the answer an ``INTERNAL_ERROR`` (recorded, like any answer); from
+    a step or a transport call it reaches the code making that call; from
+    ``execution_ended`` it reaches the caller of the routing call.
+
+    Added in 0.1.0.
+    """
+
+    def execution_started(self, execution: ObservedExecution) -> None:
+        """An execution began (its record, if any, is open)."""
+
+    def execution_ended(
+        self, execution: ObservedExecution, response: AgentResponse
+    ) -> None:
+        """An execution answered with ``response`` (its record is closed)."""
+
+    def attempt_started(self, execution_id: str, agent: str, attempt: int) -> None:
+        """Agent ``agent`` is about to run as attempt ``attempt``."""
+
+    def attempt_ended(
+        self,
+        execution_id: str,
+        agent: str,
+        attempt: int,
+        outcome: str,
+        error: ErrorInfo | None,
+    ) -> None:
+        """An attempt ended: ``success``, ``error``, ``timeout`` or ``cancelled``."""
+
+    def step_started(
+        self,
+        execution_id: str,
+        step: int,
+        name: str,
+        agent: str,
+        attempt: int,
+        parent: int | None,
+        child_execution_id: str | None,
+    ) -> None:
+        """Step ``step`` (``name``) began, inside step ``parent`` if not ``None``.
+
+        ``child_execution_id`` is the child execution a ``route:`` step opens.
+        """
+
+    def step_ended(
+        self, execution_id: str, step: int, outcome: str, error: str | None
+    ) -> None:
+        """Step ``step`` ended: ``success``, ``error`` or ``cancelled``."""
+
+    def call_made(self, call: ObservedCall) -> None:
+        """A recording transport answered an HTTP call (live or from a record)."""

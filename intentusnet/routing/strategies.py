@@ -27,7 +27,6 @@ from ..envelope import (
 from ..errors import EnvelopeValidationError
 from .agents import AgentRegistry, RegisteredAgent
 from .execution import Execution
-from .recorder import Recorder
 
 __all__ = [
     "Outcome",
@@ -282,21 +281,37 @@ def decide(
 
 
 def _record_attempts(
-    recorder: Recorder, outcomes: list[Outcome], first_attempt: int
+    ex: Execution,
+    outcomes: list[Outcome],
+    first_attempt: int,
+    race: tuple[RegisteredAgent, ...] = (),
 ) -> None:
-    for number, out in enumerate(outcomes, first_attempt):
-        recorder.event(
-            "AGENT_ATTEMPT_END",
-            {
-                "agent": out.agent,
-                "attempt": number,
-                "outcome": out.outcome,
-                "durationMs": out.duration_ms,
-                "output": out.payload,
-                "error": out.error.model_dump(mode="json") if out.error else None,
-                "traceback": out.traceback,
-            },
-        )
+    """Record how the attempts ended, and tell the execution's observers.
+
+    The outcomes of a ``race`` come in the order the agents finished; each is
+    recorded and told under the number its attempt started with.
+    """
+    numbers = {agent.name: n for n, agent in enumerate(race, first_attempt)}
+    for index, out in enumerate(outcomes, first_attempt):
+        number = numbers.get(out.agent, index)
+        for observer in ex.observers:
+            observer.attempt_ended(
+                ex.execution_id, out.agent, number, out.outcome, out.error
+            )
+        recorder = ex.recorder
+        if recorder is not None:
+            recorder.event(
+                "AGENT_ATTEMPT_END",
+                {
+                    "agent": out.agent,
+                    "attempt": number,
+                    "outcome": out.outcome,
+                    "durationMs": out.duration_ms,
+                    "output": out.payload,
+                    "error": out.error.model_dump(mode="json") if out.error else None,
+                    "traceback": out.traceback,
+                },
+            )
 
 
 def _all_failed(outcomes: list[Outcome]) -> ErrorInfo:
@@ -334,6 +349,10 @@ def plan(
     as is (shared between executions: never changed).
     """
     strategy = decision.strategy
+    observed = ex.observed
+    if observed is not None:  # inside the driver's guard: a fault is an answer
+        for observer in ex.observers:
+            observer.execution_started(observed)
     recorder = ex.recorder
     if recorder is not None:
         recorder.event("ROUTER_DECISION", decision_wire)
@@ -345,9 +364,8 @@ def plan(
     if strategy is RoutingStrategy.BROADCAST:
         results: JSONObject = {}
         for agent in order:
-            got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
-            if recorder is not None:
-                _record_attempts(recorder, got, len(outcomes) + 1)
+            got = yield _start(ex, (agent,), False, len(outcomes) + 1)
+            _record_attempts(ex, got, len(outcomes) + 1)
             outcomes += got
             if got[0].ok:
                 results[agent.name] = got[0].payload
@@ -356,9 +374,8 @@ def plan(
         return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
     if strategy is RoutingStrategy.PARALLEL:
-        got = yield _start(recorder, order, True, 1)
-        if recorder is not None:
-            _record_attempts(recorder, got, 1)
+        got = yield _start(ex, order, True, 1)
+        _record_attempts(ex, got, 1, order)
         outcomes += got
         winner = next((o for o in got if o.ok), None)
         if winner is not None:
@@ -367,9 +384,8 @@ def plan(
 
     # DIRECT runs its one agent; FALLBACK walks the order until one succeeds.
     for index, agent in enumerate(order):
-        got = yield _start(recorder, (agent,), False, len(outcomes) + 1)
-        if recorder is not None:
-            _record_attempts(recorder, got, len(outcomes) + 1)
+        got = yield _start(ex, (agent,), False, len(outcomes) + 1)
+        _record_attempts(ex, got, len(outcomes) + 1)
         outcomes += got
         if got[0].ok:
             return settle(ex, decision, outcomes)
@@ -396,11 +412,15 @@ def settle(
 
 
 def _start(
-    recorder: Recorder | None,
+    ex: Execution,
     agents: tuple[RegisteredAgent, ...],
     race: bool,
     first_attempt: int,
 ) -> Run:
+    for observer in ex.observers:
+        for number, agent in enumerate(agents, first_attempt):
+            observer.attempt_started(ex.execution_id, agent.name, number)
+    recorder = ex.recorder
     if recorder is not None:
         for number, agent in enumerate(agents, first_attempt):
             recorder.event(

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import diskcache
+import orjson
 import pytest
 
 from intentusnet import (
@@ -20,7 +22,8 @@ from intentusnet import (
     MemoryExecutionStore,
     compute_hash,
 )
-from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
+from intentusnet.cache.replay_cache import CacheKey, CachePolicy, ReplayCache
+from intentusnet.envelope import AgentResponse, CacheDirective
 from intentusnet.errors import CacheError
 
 
@@ -641,4 +644,126 @@ def test_source_edited_in_place_with_its_mtime_put_back_is_not_served(store):
         again = router.route_intent(envelope())
     assert again.metadata.from_replay is False
     assert again.payload == {"echo": {"text": "hi"}, "call": 2}
+    assert agent.calls == 2
+
+
+class CountingStore(FileExecutionStore):
+    """A file store that counts the records it loads."""
+
+    loads = 0
+
+    def load(self, execution_id):
+        self.loads += 1
+        return super().load(execution_id)
+
+
+def test_a_cold_cache_serves_an_unchanged_record_from_its_entry(tmp_path):
+    """A disk entry whose record has not changed is served without loading it."""
+    store = CountingStore(tmp_path / "records")
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+    store.loads = 0
+    again, _ = routed(store, agent)  # a new process's cache: only the disk tier
+    with again:
+        hit = again.route_intent(envelope())
+        assert again.route_intent(envelope()).metadata.from_replay
+    assert store.loads == 0
+    assert agent.calls == 1
+    assert hit.metadata.from_replay
+    assert hit.metadata.original_execution_id == first.metadata.execution_id
+    assert hit.payload == first.payload
+    store.close()
+
+
+def test_a_cold_cache_verifies_a_record_changed_since_its_entry(tmp_path):
+    """A record edited after its entry was written (mtime put back) is not served."""
+    store = CountingStore(tmp_path / "records")
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+    (path,) = store.root.glob(f"*/{first.metadata.execution_id}.jsonl")
+    before = path.stat()
+    with path.open("r+b") as file:
+        data = file.read()
+        file.seek(data.rindex(b'"hi"') + 1)
+        file.write(b"H")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    store.loads = 0
+    again, _ = routed(store, agent)
+    with again:
+        after = again.route_intent(envelope())
+    assert store.loads >= 1  # the entry did not vouch for it: loaded, and refused
+    assert after.metadata.from_replay is False
+    assert agent.calls == 2
+    store.close()
+
+
+def test_a_cold_cache_loads_the_record_for_keys_or_another_max_age(tmp_path):
+    """Signatures to check, or another max_age, make a disk entry's record load."""
+    from intentusnet import KeyRing, SigningKey
+
+    key = SigningKey.generate()
+    store = CountingStore(tmp_path / "records", signing_key=key)
+    router, agent = routed(store)
+    with router:
+        router.route_intent(envelope())
+    for options in (
+        {"keys": KeyRing([key.public_key])},
+        {"policy": CachePolicy(max_age=3600)},
+    ):
+        store.loads = 0
+        again, _ = routed(store, agent, **options)
+        with again:
+            assert again.route_intent(envelope()).metadata.from_replay
+        assert store.loads == 1, options
+    assert agent.calls == 1
+    store.close()
+
+
+def test_an_entry_written_without_its_record_version_is_verified(tmp_path):
+    """An entry written without recordVersion (as before) is verified, then served."""
+    store = CountingStore(tmp_path / "records")
+    router, agent = routed(store)
+    with router:
+        first = router.route_intent(envelope())
+    name = "default|" + first.metadata.envelope_hash
+    with diskcache.Cache(str(store.root / "replay-cache")) as disk:
+        value = orjson.loads(disk.get(name))
+        assert value["recordVersion"]
+        del value["recordVersion"], value["maxAge"]
+        disk.set(name, orjson.dumps(value))
+    store.loads = 0
+    again, _ = routed(store, agent)
+    with again:
+        assert again.route_intent(envelope()).metadata.from_replay
+    assert store.loads == 1
+    assert agent.calls == 1
+    store.close()
+
+
+def test_answer_after_a_missed_hit(store):
+    """missed=True skips the lookup hit() made, yet serves what was stored since."""
+    cache = ReplayCache()
+    router = IntentRouter(store=store, cache=cache)
+    agent = Echo()
+    router.agent("echo", name="echo")(agent)
+    env = IntentEnvelope.model_validate(envelope())
+    key = CacheKey(compute_hash(env), "echo", "1.0", CacheDirective.DEFAULT)
+    assert cache.hit(key) is None
+    with router:
+        first = router.route_intent(env)  # answered meanwhile, in this process
+        ran: list[str] = []
+
+        def run() -> AgentResponse:
+            ran.append("ran")
+            return router.route_intent(envelope(cache="bypass"))
+
+        served = cache.answer(key, run, missed=True)
+        assert ran == []
+        assert served.metadata.original_execution_id == first.metadata.execution_id
+        bypass = CacheKey(key.envelope_hash, "echo", "1.0", CacheDirective.BYPASS)
+        fresh = cache.answer(bypass, run, missed=True)
+    assert ran == ["ran"]  # a bypass runs, whatever the caller looked up
+    assert fresh.metadata.from_replay is False
     assert agent.calls == 2

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
@@ -250,3 +254,134 @@ def test_live_lookup_strictly_stops_on_the_changed_scoring(
     assert "step 'crm.score'" in result.stderr
     assert "--allow-live runs such steps live" in result.stderr
     assert sys.modules["debug_fix_replay"].MAILBOX == []
+
+
+# -- --block-network ---------------------------------------------------------------
+
+#: An application with two agents asking a local server: ``raw`` with urllib (not
+#: recorded), ``fetch`` through the recording transport (a step of its execution).
+NETWORK_APP = textwrap.dedent(
+    """
+    import os
+    import urllib.request
+
+    import httpx
+    from intentusnet import IntentRouter, open_store
+    from intentusnet.integrations.httpx import RecordingTransport
+
+    store = open_store()
+    router = IntentRouter(store=store)
+
+    def url():
+        return f"http://127.0.0.1:{os.environ['PORT']}/answer"
+
+    @router.agent("raw", name="raw")
+    def raw(envelope, ctx):
+        with urllib.request.urlopen(url(), timeout=10) as answer:
+            return {"got": answer.read().decode()}
+
+    @router.agent("fetch", name="fetch")
+    def fetch(envelope, ctx):
+        with httpx.Client(transport=RecordingTransport(store), timeout=10) as http:
+            return {"got": http.get(url()).text}
+    """
+)
+
+
+@contextmanager
+def answering() -> Iterator[tuple[str, list[str]]]:
+    """A server on 127.0.0.1 answering ``42``: its port and the paths asked."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # quiet
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"42")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,))
+    thread.start()
+    try:
+        yield str(server.server_address[1]), asked
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def record_network_run(
+    invoke: Invoke, store_root: Path, tmp_path: Path, intent: str, port: str
+) -> str:
+    """Run ``intent`` of the network application; return its execution id."""
+    request = write_json(tmp_path / f"{intent}.json", {"intent": {"name": intent}})
+    ran = invoke(
+        "--store", str(store_root), "run", "--app", "demo_app_net:router",
+        str(request), PORT=port,
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    answer = orjson.loads(ran.stdout)
+    assert answer["payload"] == {"got": "42"}
+    del sys.modules["demo_app_net"]  # the re-run imports today's code afresh
+    return str(answer["metadata"]["executionId"])
+
+
+def test_block_network_stops_a_call_not_recorded_with_exit_7(
+    invoke: Invoke, app_dir: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """A connection the record cannot answer is refused: exit 7, the address, no
+    traceback, and the server is never reached."""
+    (app_dir / "demo_app_net.py").write_text(NETWORK_APP)
+    with answering() as (port, asked):
+        executed = record_network_run(invoke, store_root, tmp_path, "raw", port)
+        result = invoke(
+            "--store", str(store_root), "rerun", executed,
+            "--app", "demo_app_net:router", "--block-network", PORT=port,
+        )  # fmt: skip
+        assert asked == ["/answer"]  # the recorded run only
+    assert result.exit_code == 7, result.output
+    assert f"network access to 127.0.0.1:{port} is blocked" in result.stderr
+    assert "the re-run's record: exec-" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_allow_host_lets_a_host_through(
+    invoke: Invoke, app_dir: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """--allow-host keeps a host reachable; without --block-network it is refused."""
+    (app_dir / "demo_app_net.py").write_text(NETWORK_APP)
+    store = ("--store", str(store_root))
+    app = ("--app", "demo_app_net:router")
+    with answering() as (port, asked):
+        executed = record_network_run(invoke, store_root, tmp_path, "raw", port)
+        result = invoke(
+            *store, "rerun", executed, *app,
+            "--block-network", "--allow-host", "127.0.0.1", PORT=port,
+        )  # fmt: skip
+        assert asked == ["/answer", "/answer"]
+    assert result.exit_code == 0, result.output
+    alone = invoke(*store, "rerun", executed, *app, "--allow-host", "127.0.0.1")
+    assert alone.exit_code == 2
+    assert "--allow-host needs --block-network" in alone.stderr
+
+
+def test_block_network_serves_a_transport_call_from_the_record(
+    invoke: Invoke, app_dir: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """A request through the recording transport is a step: served, no socket."""
+    (app_dir / "demo_app_net.py").write_text(NETWORK_APP)
+    with answering() as (port, _asked):
+        executed = record_network_run(invoke, store_root, tmp_path, "fetch", port)
+    result = invoke(
+        "--store", str(store_root), "rerun", executed,
+        "--app", "demo_app_net:router", "--block-network", "--json", PORT=port,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert doc["served"] == [f"http GET 127.0.0.1:{port}/answer"]
+    assert doc["response"]["payload"] == {"got": "42"}

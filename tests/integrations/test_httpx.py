@@ -706,6 +706,50 @@ def test_before_record_request_shapes_the_hash(store, llm):
     assert "seed" not in record.envelope["payload"]["json"]
 
 
+def test_a_request_seen_before_keeps_its_key_and_nothing_else(store, llm):
+    """Repeats are keyed from their bytes; any hashed difference is another key."""
+    url = f"{llm.url}/echo"
+    ask = {"content-type": "application/json", "accept": "application/json"}
+    with client(store) as http:
+        first = http.post(url, content=b'{"a":1}', headers=ask)
+        states = [
+            http.post(url, content=b'{"a":1}', headers=ask),
+            http.post(url, content=b'{"a":1}', headers={**ask, "x-trace": "2"}),
+            http.post(url, content=b'{"a":2}', headers=ask),
+            http.post(url, content=b'{"a":1}', headers={**ask, "accept": "*/*"}),
+            http.post(url + "?q=1", content=b'{"a":1}', headers=ask),
+            http.put(url, content=b'{"a":1}', headers=ask),
+            http.post(url, content=b'{"a": 1}', headers=ask),
+        ]
+    assert [r.headers[CACHE_HEADER] for r in states] == [
+        *["hit", "hit"],
+        *["miss", "miss", "miss", "miss"],
+        "hit",  # other bytes, the same JSON: keyed anew, the same key
+    ]
+    assert states[-1].headers[RECORD_HEADER] == first.headers[RECORD_HEADER]
+    with client(store) as fresh:  # a transport that never saw it keys it alike
+        again = fresh.post(url, content=b'{"a":1}', headers=ask)
+    assert again.headers[CACHE_HEADER] == "hit"
+    assert again.headers[RECORD_HEADER] == first.headers[RECORD_HEADER]
+
+
+def test_a_request_hook_sees_every_request(store, llm):
+    """With before_record_request, repeats are keyed anew: the hook sees each."""
+    seen = []
+
+    def note(payload):
+        seen.append(payload["url"])
+        return payload
+
+    with client(store, before_record_request=note) as http:
+        states = [
+            http.post(f"{llm.url}/echo", content=b"x").headers[CACHE_HEADER]
+            for _ in range(3)
+        ]
+    assert states == ["miss", "hit", "hit"]
+    assert len(seen) == 3
+
+
 def test_before_record_response_shapes_what_is_replayed(store, llm):
     """A response hook changes the record; the live client gets it as it came."""
     url = f"{llm.url}/v1/chat/completions"

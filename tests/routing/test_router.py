@@ -520,3 +520,33 @@ def test_internal_fault_is_an_internal_error_response(router, monkeypatch):
     assert resp.status == "error"
     assert resp.error.code is ErrorCode.INTERNAL_ERROR
     assert "RuntimeError: bug" in resp.error.details["traceback"]
+
+
+def test_parallel_attempt_ends_are_recorded_under_their_start_numbers():
+    """PARALLEL: each AGENT_ATTEMPT_END names the attempt number its START had."""
+    from intentusnet import IntentRouter, MemoryExecutionStore
+
+    store = MemoryExecutionStore()
+    router = IntentRouter(store=store)
+
+    @router.agent("work", name="first")
+    def slow(e, ctx):
+        time.sleep(0.2)  # "second" (attempt 2) finishes first
+        return {"slow": True}
+
+    router.agent("work", name="second")(lambda e, ctx: {"fast": True})
+    with router:
+        response = router.route_intent(env("PARALLEL"))
+    record = store.load(response.metadata.execution_id)
+    starts = {
+        (e.data["agent"], e.data["attempt"])
+        for e in record.events
+        if e.type.value == "AGENT_ATTEMPT_START"
+    }
+    ends = {
+        (e.data["agent"], e.data["attempt"], e.data["outcome"])
+        for e in record.events
+        if e.type.value == "AGENT_ATTEMPT_END"
+    }
+    assert starts == {("first", 1), ("second", 2)}
+    assert ends == {("first", 1, "cancelled"), ("second", 2, "success")}

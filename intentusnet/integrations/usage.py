@@ -1,0 +1,151 @@
+"""Token usage read from an LLM API's answer: what a call cost, so a hit saves it.
+
+:func:`read_usage` recognises the request by its path, so it works whichever
+host serves the API (the vendor, a proxy, a local server): ``/chat/completions``,
+``/completions``, ``/embeddings`` and ``/responses`` as OpenAI's APIs,
+``/messages`` as Anthropic's. It reads the answer as JSON or, when streamed, as
+server-sent events (OpenAI sends usage in its last chunk only when the request
+asked for it with ``stream_options.include_usage``; Anthropic in its
+``message_start`` and ``message_delta`` events). An answer it cannot read gives
+the counts it found, or ``None``: usage is reporting, never a reason to fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+
+__all__ = ["Usage", "read_usage"]
+
+#: The operation each API path ending names, and the vendor whose API it is.
+_APIS: Final = (
+    ("/chat/completions", "openai", "chat"),
+    ("/completions", "openai", "text_completion"),
+    ("/embeddings", "openai", "embeddings"),
+    ("/responses", "openai", "responses"),
+    ("/messages", "anthropic", "chat"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens one LLM call used, as its answer reported them.
+
+    ``provider`` is ``"openai"`` or ``"anthropic"`` (the API the request spoke,
+    told by its path), ``operation`` the GenAI semantic conventions' operation
+    name (``chat``, ``text_completion``, ``embeddings``, ``responses``),
+    ``model`` the model the request asked for and ``response_model`` the one
+    that answered. A count the answer did not report is ``None``.
+
+    Added in 0.1.0.
+    """
+
+    provider: str
+    operation: str
+    model: str | None
+    response_model: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+    def as_json(self) -> dict[str, str | int | None]:
+        """The usage as a JSON object (the form records and reports carry)."""
+        return {
+            "provider": self.provider,
+            "operation": self.operation,
+            "model": self.model,
+            "responseModel": self.response_model,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+        }
+
+
+def read_usage(
+    path: str, request_body: bytes, response_body: bytes, content_type: str | None
+) -> Usage | None:
+    """The usage an LLM API's answer reports, or ``None`` if it is not one.
+
+    ``path`` is the request URL's path, ``request_body`` and ``response_body``
+    the bodies as sent and received, ``content_type`` the answer's.
+
+    Added in 0.1.0.
+    """
+    api = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
+    if api is None:
+        return None
+    _, provider, operation = api
+    request = _object(request_body)
+    model = request.get("model") if request is not None else None
+    if content_type is not None and content_type.startswith("text/event-stream"):
+        answers = [a for a in map(_object, _events(response_body)) if a is not None]
+    else:
+        answer = _object(response_body)
+        answers = [answer] if answer is not None else []
+    found = _Found()
+    for answer in answers:
+        found.read(answer)
+    if not answers:
+        return None
+    return Usage(
+        provider=provider,
+        operation=operation,
+        model=model if isinstance(model, str) else None,
+        response_model=found.model,
+        input_tokens=found.input_tokens,
+        output_tokens=found.output_tokens,
+    )
+
+
+class _Found:
+    """The model and counts found so far, the later answer's winning."""
+
+    def __init__(self) -> None:
+        self.model: str | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+
+    def read(self, answer: dict[str, object]) -> None:
+        # Anthropic's message_start and OpenAI's response.* events wrap the
+        # message or response they describe; the rest are the answer itself.
+        for key in ("message", "response"):
+            inner = answer.get(key)
+            if isinstance(inner, dict):
+                self.read(inner)
+        model = answer.get("model")
+        if isinstance(model, str):
+            self.model = model
+        usage = answer.get("usage")
+        if not isinstance(usage, dict):
+            return
+        for attr, names in (
+            ("input_tokens", ("input_tokens", "prompt_tokens")),
+            ("output_tokens", ("output_tokens", "completion_tokens")),
+        ):
+            for name in names:
+                count = usage.get(name)
+                if isinstance(count, int) and not isinstance(count, bool):
+                    setattr(self, attr, count)
+
+
+def _object(body: bytes) -> dict[str, object] | None:
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _events(body: bytes) -> list[bytes]:
+    """The ``data`` of each server-sent event in ``body`` (``[DONE]`` left out)."""
+    datas = []
+    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = [
+            line[5:].removeprefix(b" ")
+            for line in event.split(b"\n")
+            if line.startswith(b"data:")
+        ]
+        data = b"\n".join(lines)
+        if data and data != b"[DONE]":
+            datas.append(data)
+    return datas

@@ -1,0 +1,612 @@
+"""OpenTelemetry traces of executions, through the real SDK and a real OTLP exporter.
+
+Spans go to the SDK's ``InMemorySpanExporter`` through a ``SimpleSpanProcessor``,
+or through the OTLP/HTTP exporter to a receiver the test starts on 127.0.0.1;
+LLM calls go through the real OpenAI SDK to the fake API in ``fakeapi``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import StatusCode
+
+from intentusnet import (
+    FileExecutionStore,
+    IntentRouter,
+    MemoryExecutionStore,
+    ReplayCache,
+)
+from intentusnet.integrations import httpx as via_httpx
+from intentusnet.integrations.opentelemetry import instrument
+
+from .fakeapi import API_KEY, FakeAPI
+
+TIMEOUT = 10  # seconds: every request, wait and subprocess is bounded
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    """An in-memory exporter (cleared after the test)."""
+    exported = InMemorySpanExporter()
+    yield exported
+    exported.clear()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    """A tracer provider exporting every span at once to ``exporter``."""
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield tracer_provider
+    tracer_provider.shutdown()
+
+
+@pytest.fixture
+def store() -> MemoryExecutionStore:
+    """A store in memory."""
+    return MemoryExecutionStore()
+
+
+def envelope(payload: dict | None = None, **routing) -> dict:
+    """An 'echo' envelope in wire form."""
+    return {
+        "intent": {"name": "echo"},
+        "payload": payload or {"text": "hi"},
+        "routing": routing,
+    }
+
+
+def by_name(spans: tuple[ReadableSpan, ...]) -> dict[str, ReadableSpan]:
+    """The spans by name (the names a test uses are unique in it)."""
+    named = {span.name: span for span in spans}
+    assert len(named) == len(spans), [s.name for s in spans]
+    return named
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    """The span id of ``span``'s parent."""
+    return None if span.parent is None else span.parent.span_id
+
+
+def test_one_execution_is_a_tree_of_spans(store, provider, exporter):
+    """Execution, attempt and steps nest, carrying record id, hash, status and cache."""
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        def outer() -> int:
+            return ctx.step("inner", {"x": 1}, lambda x: x + 1)
+
+        return {"n": ctx.step("outer", {}, outer)}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    assert response.status == "success"
+    spans = by_name(exporter.get_finished_spans())
+    assert set(spans) == {"intent echo", "attempt echo", "step outer", "step inner"}
+    execution, attempt = spans["intent echo"], spans["attempt echo"]
+    outer, inner = spans["step outer"], spans["step inner"]
+    assert execution.parent is None
+    assert parent_of(attempt) == execution.context.span_id
+    assert parent_of(outer) == attempt.context.span_id
+    assert parent_of(inner) == outer.context.span_id
+    assert {s.context.trace_id for s in spans.values()} == {execution.context.trace_id}
+    metadata = response.metadata
+    assert dict(execution.attributes) == {
+        "intentusnet.execution_id": metadata.execution_id,
+        "intentusnet.envelope_hash": metadata.envelope_hash,
+        "intentusnet.intent": "echo",
+        "intentusnet.intent_version": "1.0",
+        "intentusnet.cache": "bypass",
+        "intentusnet.status": "success",
+        "intentusnet.agent": "echo",
+    }
+    assert execution.status.status_code is StatusCode.UNSET
+    assert attempt.attributes["intentusnet.outcome"] == "success"
+    assert attempt.attributes["intentusnet.attempt"] == 1
+    assert inner.attributes["intentusnet.step"] == 2
+    assert inner.attributes["intentusnet.step.name"] == "inner"
+    assert inner.attributes["intentusnet.outcome"] == "success"
+    # the spans are the record's: the same steps, in the same execution
+    record = store.load(metadata.execution_id)
+    assert [e.type for e in record.events].count("STEP_START") == 2
+
+
+def test_fallback_is_two_attempts_the_failed_one_in_error(store, provider, exporter):
+    """The failing agent's attempt has an error status and the exception as an event."""
+    router = IntentRouter(store=store)
+
+    @router.agent("echo", priority=1)
+    def first(env, ctx):
+        raise RuntimeError("down")
+
+    @router.agent("echo", priority=2)
+    def second(env, ctx):
+        return {"ok": True}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope(strategy="FALLBACK"))
+    assert response.status == "success"
+    spans = by_name(exporter.get_finished_spans())
+    failed, answered = spans["attempt first"], spans["attempt second"]
+    execution = spans["intent echo"]
+    assert parent_of(failed) == parent_of(answered) == execution.context.span_id
+    assert failed.status.status_code is StatusCode.ERROR
+    assert "down" in (failed.status.description or "")
+    assert failed.attributes["intentusnet.outcome"] == "error"
+    assert failed.attributes["intentusnet.error.code"] == "AGENT_ERROR"
+    (event,) = failed.events
+    assert event.name == "exception"
+    assert event.attributes["exception.type"] == "RuntimeError"
+    assert answered.status.status_code is StatusCode.UNSET
+    assert answered.attributes["intentusnet.attempt"] == 2
+    assert execution.attributes["intentusnet.agent"] == "second"
+    assert failed.start_time < failed.end_time <= answered.start_time
+
+
+def test_failed_execution_and_step_have_error_status(store, provider, exporter):
+    """A step that raises and an execution that fails are marked ERROR."""
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        def boom() -> None:
+            raise ValueError("bad input")
+
+        ctx.step("lookup", {}, boom)
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    assert response.status == "error"
+    spans = by_name(exporter.get_finished_spans())
+    step, execution = spans["step lookup"], spans["intent echo"]
+    assert step.status.status_code is StatusCode.ERROR
+    assert step.status.description == "bad input"
+    assert step.attributes["intentusnet.outcome"] == "error"
+    assert execution.status.status_code is StatusCode.ERROR
+    assert execution.attributes["intentusnet.status"] == "error"
+
+
+def test_child_intent_nests_in_the_parents_route_step(store, provider, exporter):
+    """ctx.route: a route: step span in the parent's attempt, the child's span in it."""
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        child = ctx.route({"intent": {"name": "lookup"}, "payload": {"id": 7}})
+        return {"child": child.payload}
+
+    @router.agent("lookup")
+    def lookup(env, ctx):
+        return {"found": env.payload["id"]}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    assert response.payload == {"child": {"found": 7}}
+    spans = by_name(exporter.get_finished_spans())
+    parent, step = spans["intent echo"], spans["step route:lookup"]
+    child, child_attempt = spans["intent lookup"], spans["attempt lookup"]
+    assert parent_of(step) == spans["attempt echo"].context.span_id
+    assert parent_of(child) == step.context.span_id
+    assert parent_of(child_attempt) == child.context.span_id
+    child_id = child.attributes["intentusnet.execution_id"]
+    assert step.attributes["intentusnet.child_execution_id"] == child_id
+    assert child.attributes["intentusnet.parent_execution_id"] == (
+        response.metadata.execution_id
+    )
+    assert child.attributes["intentusnet.cache"] == "bypass"
+    assert (
+        store.load(child_id).header.parent_execution_id
+        == (parent.attributes["intentusnet.execution_id"])
+    )
+
+
+def test_a_cache_hit_is_one_span_with_cache_hit(tmp_path, provider, exporter):
+    """The miss runs the agent; the hit is a lone span naming the source record."""
+    store = FileExecutionStore(tmp_path / "records")
+    router = IntentRouter(store=store, cache=ReplayCache())
+    calls = []
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        calls.append(1)
+        return {"n": 1}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        first = router.route_intent(envelope())
+        second = router.route_intent(envelope())
+        router.route_intent(envelope(cache="bypass"))
+    store.close()
+    assert len(calls) == 2
+    assert second.metadata.from_replay
+    miss, hit, bypass = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "intent echo"),
+        key=lambda s: s.start_time,
+    )
+    assert miss.attributes["intentusnet.cache"] == "miss"
+    assert hit.attributes["intentusnet.cache"] == "hit"
+    assert bypass.attributes["intentusnet.cache"] == "bypass"
+    source = first.metadata.execution_id
+    assert hit.attributes["intentusnet.execution_id"] == source
+    assert hit.attributes["intentusnet.envelope_hash"] == first.metadata.envelope_hash
+    assert hit.attributes["intentusnet.status"] == "success"
+    attempts = [s for s in exporter.get_finished_spans() if s.name == "attempt echo"]
+    assert len(attempts) == 2  # none for the hit
+    assert hit.start_time <= hit.end_time
+
+
+def test_async_routing_with_async_and_threaded_sync_agents(store, provider, exporter):
+    """route(): an async agent and a sync one on a worker thread nest the same."""
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    async def echo(env, ctx):
+        await asyncio.sleep(0)
+        return {"n": ctx.step("double", {"x": 2}, lambda x: 2 * x)}
+
+    @router.agent("slow")
+    def slow(env, ctx):  # sync, so route() runs it on a worker thread
+        assert threading.current_thread() is not threading.main_thread()
+        return {"n": ctx.step("triple", {"x": 2}, lambda x: 3 * x)}
+
+    instrument(router, tracer_provider=provider)
+
+    async def main():
+        return await asyncio.wait_for(
+            asyncio.gather(
+                router.route(envelope()),
+                router.route({"intent": {"name": "slow"}, "payload": {}}),
+            ),
+            TIMEOUT,
+        )
+
+    with router:
+        answers = asyncio.run(main())
+    assert [a.payload for a in answers] == [{"n": 4}, {"n": 6}]
+    spans = by_name(exporter.get_finished_spans())
+    for intent, agent, step in (("echo", "echo", "double"), ("slow", "slow", "triple")):
+        execution, attempt = spans[f"intent {intent}"], spans[f"attempt {agent}"]
+        assert parent_of(attempt) == execution.context.span_id
+        assert parent_of(spans[f"step {step}"]) == attempt.context.span_id
+    assert (
+        spans["intent echo"].context.trace_id != spans["intent slow"].context.trace_id
+    )
+
+
+def test_sync_agent_under_a_timeout_runs_on_a_thread_and_nests(
+    store, provider, exporter
+):
+    """With timeoutMs the sync agent runs on a worker thread; its step still nests."""
+    router = IntentRouter(store=store)
+    threads = []
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        threads.append(threading.current_thread().name)
+        return {"n": ctx.step("work", {}, lambda: 1)}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        router.route_intent(envelope(timeoutMs=5000))
+    assert threads[0].startswith("intentusnet-agent")
+    spans = by_name(exporter.get_finished_spans())
+    assert parent_of(spans["step work"]) == spans["attempt echo"].context.span_id
+
+
+def test_root_span_joins_the_callers_current_span(store, provider, exporter):
+    """An execution started inside a caller's span is its child, in its trace."""
+    router = IntentRouter(store=store)
+    router.agent("echo", name="echo")(lambda env, ctx: {})
+    instrument(router, tracer_provider=provider)
+    tracer = provider.get_tracer("caller")
+    with router, tracer.start_as_current_span("request") as outer:
+        router.route_intent(envelope())
+    spans = by_name(exporter.get_finished_spans())
+    assert parent_of(spans["intent echo"]) == outer.get_span_context().span_id
+
+
+def test_instrumenting_twice_is_once_and_uninstrument_stops(store, provider, exporter):
+    """A second instrument() returns the first; after uninstrument() no spans."""
+    router = IntentRouter(store=store)
+    router.agent("echo", name="echo")(lambda env, ctx: {})
+    first = instrument(router, tracer_provider=provider)
+    assert instrument(router) is first
+    assert router.observers == (first,)
+    with router:
+        router.route_intent(envelope())
+        assert len(exporter.get_finished_spans()) == 2
+        first.uninstrument()
+        assert router.observers == ()
+        router.route_intent(envelope())
+        assert len(exporter.get_finished_spans()) == 2
+        again = instrument(router, tracer_provider=provider)
+        assert again is not first
+        router.route_intent(envelope())
+        assert len(exporter.get_finished_spans()) == 4
+        again.uninstrument()
+
+
+def test_router_without_a_store_still_traces_attempts(provider, exporter):
+    """No store: the execution and attempt spans, no hash, no steps."""
+    router = IntentRouter()
+    router.agent("echo", name="echo")(
+        lambda env, ctx: {"n": ctx.step("s", {}, lambda: 1)}
+    )
+    instrument(router, tracer_provider=provider)
+    with router:
+        router.route_intent(envelope())
+    spans = by_name(exporter.get_finished_spans())
+    assert set(spans) == {"intent echo", "attempt echo"}
+    assert "intentusnet.envelope_hash" not in spans["intent echo"].attributes
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    """The fake OpenAI-compatible API, running; stopped after the test."""
+    with FakeAPI() as server:
+        yield server
+
+
+def openai_client(transport, url: str) -> openai.OpenAI:
+    """The real OpenAI SDK for the API at ``url``, recording through ``transport``."""
+    return openai.OpenAI(
+        base_url=f"{url}/v1",
+        api_key=API_KEY,
+        max_retries=0,
+        http_client=httpx.Client(transport=transport, timeout=TIMEOUT),
+    )
+
+
+def test_llm_call_from_an_agent_has_genai_attributes(tmp_path, api, provider, exporter):
+    """An OpenAI SDK call in an agent: a client span in its attempt, with GenAI."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    client = openai_client(transport, api.url)
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        answer = client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": "hello"}]
+        )
+        return {"text": answer.choices[0].message.content}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        router.route_intent(envelope())
+        router.route_intent(envelope({"text": "again"}))  # the call is a hit now
+    client.close()
+    transport.close()
+    store.close()
+    assert api.hits == 1
+    calls = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "chat gpt-test"),
+        key=lambda s: s.start_time,
+    )
+    attempts = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "attempt echo"),
+        key=lambda s: s.start_time,
+    )
+    assert len(calls) == 2
+    for call, attempt in zip(calls, attempts, strict=True):
+        assert parent_of(call) == attempt.context.span_id
+        assert call.kind.name == "CLIENT"
+        attributes = call.attributes
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert attributes["gen_ai.system"] == "openai"
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.request.model"] == "gpt-test"
+        assert attributes["gen_ai.response.model"] == "gpt-test"
+        assert attributes["gen_ai.usage.input_tokens"] == 3
+        assert attributes["gen_ai.usage.output_tokens"] == 2
+        assert attributes["http.response.status_code"] == 200
+        assert attributes["url.full"] == f"{api.url}/v1/chat/completions"
+        assert API_KEY not in str(dict(attributes))
+    assert [c.attributes["intentusnet.cache"] for c in calls] == ["miss", "hit"]
+    assert (
+        calls[0].attributes["intentusnet.execution_id"]
+        == (calls[1].attributes["intentusnet.execution_id"])
+    )
+
+
+def test_standalone_transport_instrumented_itself(tmp_path, api, provider, exporter):
+    """instrument(transport): each call a root client span; an HTTP error is ERROR."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    instrumentation = instrument(transport, tracer_provider=provider)
+    assert instrument(transport) is instrumentation
+    client = openai_client(transport, api.url)
+    client.chat.completions.create(
+        model="gpt-solo", messages=[{"role": "user", "content": "hi"}]
+    )
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(
+            model="gpt-solo", messages=[{"role": "user", "content": "fail 429"}]
+        )
+    instrumentation.uninstrument()
+    client.chat.completions.create(
+        model="gpt-solo", messages=[{"role": "user", "content": "hi"}]
+    )
+    client.close()
+    transport.close()
+    ok, failed = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    assert ok.parent is None
+    assert ok.name == "chat gpt-solo"
+    assert ok.attributes["intentusnet.cache"] == "miss"
+    assert ok.attributes["gen_ai.usage.output_tokens"] == 2
+    assert store.exists(ok.attributes["intentusnet.execution_id"])
+    store.close()
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes["http.response.status_code"] == 429
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver on 127.0.0.1: POST /v1/traces, protobuf bodies."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.got = threading.Event()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # quiet
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if self.path != "/v1/traces" or (
+                    self.headers.get("content-type") != "application/x-protobuf"
+                ):
+                    self.send_response(404)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                owner.requests.append(request)
+                owner.got.set()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, args=(0.02,), daemon=True
+        )
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(TIMEOUT)
+
+
+def test_spans_reach_an_otlp_http_receiver(store):
+    """The real OTLP/HTTP exporter sends an execution's spans to a loopback receiver."""
+    with Receiver() as receiver:
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.url, timeout=TIMEOUT))
+        )
+        router = IntentRouter(store=store)
+
+        @router.agent("echo")
+        def echo(env, ctx):
+            return {"n": ctx.step("work", {}, lambda: 1)}
+
+        instrument(router, tracer_provider=tracer_provider)
+        with router:
+            response = router.route_intent(envelope())
+        assert tracer_provider.force_flush(TIMEOUT * 1000)
+        assert receiver.got.wait(TIMEOUT)
+        tracer_provider.shutdown()
+    spans = {
+        span.name: span
+        for request in receiver.requests
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        if scope.scope.name == "intentusnet"
+        for span in scope.spans
+    }
+    assert set(spans) == {"intent echo", "attempt echo", "step work"}
+    execution = spans["intent echo"]
+    attributes = {a.key: a.value for a in execution.attributes}
+    assert attributes["intentusnet.execution_id"].string_value == (
+        response.metadata.execution_id
+    )
+    assert attributes["intentusnet.envelope_hash"].string_value == (
+        response.metadata.envelope_hash
+    )
+    assert attributes["intentusnet.status"].string_value == "success"
+    assert attributes["intentusnet.cache"].string_value == "bypass"
+    assert spans["attempt echo"].parent_span_id == execution.span_id
+    assert spans["step work"].parent_span_id == spans["attempt echo"].span_id
+    assert len({s.trace_id for s in spans.values()}) == 1
+
+
+BLOCKER = """
+import importlib.abc
+import sys
+
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocked())
+"""
+
+
+def test_without_opentelemetry_routing_works_and_the_import_says_what_to_install(
+    tmp_path,
+):
+    """Without opentelemetry, routing works and the integration names the extra."""
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    script = textwrap.dedent(
+        """
+        import intentusnet
+        from intentusnet import IntentRouter, MemoryExecutionStore
+
+        router = IntentRouter(store=MemoryExecutionStore())
+        router.agent("echo", name="echo")(lambda env, ctx: {"ok": True})
+        with router:
+            answer = router.route_intent({"intent": {"name": "echo"}})
+        print(answer.status)
+        assert "opentelemetry" not in sys.modules
+        try:
+            import intentusnet.integrations.opentelemetry
+        except ImportError as exc:
+            print("ImportError:", exc)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 3,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "success"
+    assert lines[1] == (
+        "ImportError: intentusnet.integrations.opentelemetry needs OpenTelemetry: "
+        "pip install 'intentusnet[otel]'"
+    )

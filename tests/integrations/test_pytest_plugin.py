@@ -1,0 +1,604 @@
+"""The pytest plugin, run as users run it: real inner test files through pytester.
+
+Each test writes an inner test module, starts the fake OpenAI/Anthropic API on
+127.0.0.1 (its URL and key reach the inner tests through the environment), and
+runs pytest on the inner module with the plugin's options, counting the
+requests that reach the server. A replay runs with the server stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from .fakeapi import API_KEY, FakeAPI
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = "intentusnet.integrations.pytest_plugin"
+
+#: One inner test asking the fake OpenAI API with a plain httpx client.
+ASK = """
+import os
+
+import httpx
+import pytest
+
+URL, KEY = os.environ["FAKE_URL"], os.environ["FAKE_KEY"]
+
+
+def ask(prompt):
+    answer = httpx.post(
+        f"{URL}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": prompt}]},
+        headers={"authorization": f"Bearer {KEY}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200
+    return answer.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.intentusnet
+def test_ask(intentusnet_cassette):
+    for prompt in PROMPTS:
+        assert ask(prompt) == f"echo {prompt} t=None"
+    print("STATES", [i.cache for i in intentusnet_cassette.interactions])
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Run pytest on the inner files with the plugin, in a process of its own."""
+    return pytester.runpytest_subprocess(
+        "-p", PLUGIN, "-p", "no:cacheprovider", "-W", "error", "-s", *args, timeout=120
+    )
+
+
+@pytest.fixture(autouse=True)
+def _inner_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inner pytest imports this checkout and loads no other installed plugin.
+
+    The plugin is loaded with ``-p`` (whether or not this checkout is installed
+    with its entry point), and nothing else slows the inner runs down.
+    """
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def ask_module(pytester: pytest.Pytester, *prompts: str) -> None:
+    """Write the inner ``test_inner.py`` asking ``prompts`` in order."""
+    pytester.makepyfile(test_inner=f"PROMPTS = {list(prompts)!r}\n" + ASK)
+
+
+def states(result: pytest.RunResult) -> list[str]:
+    """The cache states the inner test printed, in order."""
+    for line in result.outlines:
+        if "STATES" in line:
+            return re.findall(r"'(\w+)'", line.split("STATES", 1)[1])
+    raise AssertionError("the inner test printed no states:\n" + result.stdout.str())
+
+
+def cassette_files(pytester: pytest.Pytester) -> list[Path]:
+    """Every file under the inner tests' cassettes directory."""
+    return sorted(p for p in (pytester.path / "cassettes").rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> FakeAPI:
+    """The fake API, running; its URL and key in the inner tests' environment."""
+    server = FakeAPI().__enter__()
+    monkeypatch.setenv("FAKE_URL", server.url)
+    monkeypatch.setenv("FAKE_KEY", API_KEY)
+    yield server
+    server.__exit__(None, None, None)
+
+
+def test_options_and_marker_show_in_help(pytester: pytest.Pytester) -> None:
+    """``pytest --help`` lists the three options; ``--markers`` the marker."""
+    helped = run(pytester, "--help").stdout.str()
+    for option in (
+        "--intentusnet-record-mode",
+        "--intentusnet-block-network",
+        "--intentusnet-allowed-hosts",
+    ):
+        assert option in helped
+    assert (
+        "@pytest.mark.intentusnet(record_mode"
+        in run(pytester, "--markers").stdout.str()
+    )
+
+
+def test_entry_point_is_declared() -> None:
+    """pyproject installs the plugin as the pytest11 entry point ``intentusnet``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["entry-points"]["pytest11"] == {"intentusnet": PLUGIN}
+
+
+def test_plugin_imports_nothing_heavy() -> None:
+    """Importing the plugin (as pytest does at start-up) imports no httpx, pydantic."""
+    code = (
+        f"import sys, {PLUGIN}\n"
+        "heavy = {'httpx', 'httpx2', 'pydantic', 'orjson', 'diskcache'}\n"
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_unmarked_tests_are_untouched(pytester: pytest.Pytester, api: FakeAPI) -> None:
+    """A test without the marker or fixture calls the network and leaves no cassette."""
+    pytester.makepyfile(
+        test_plain="""
+        import os, httpx
+
+        def test_plain():
+            url = os.environ["FAKE_URL"] + "/v1/chat/completions"
+            answer = httpx.post(url, json={}, timeout=10)
+            assert answer.status_code == 401
+            assert "x-intentusnet-cache" not in answer.headers
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+    assert api.hits == 1
+    assert not (pytester.path / "cassettes").exists()
+
+
+def test_once_records_then_replays_with_the_server_stopped(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """``once`` records a new cassette; the default mode replays it, server down."""
+    ask_module(pytester, "hello", "bye", "hello")
+    first = run(pytester, "--intentusnet-record-mode=once")
+    first.assert_outcomes(passed=1)
+    assert states(first) == ["miss", "miss", "hit"]
+    assert api.hits == 2
+    store = pytester.path / "cassettes" / "test_inner" / "test_ask"
+    assert len(list(store.glob("*/*.jsonl"))) == 2
+    api.__exit__(None, None, None)  # nothing answers on that port any more
+    second = run(pytester)
+    second.assert_outcomes(passed=1)
+    assert states(second) == ["hit", "hit", "hit"]
+    third = run(pytester, "--intentusnet-record-mode=once")
+    third.assert_outcomes(passed=1)
+    assert states(third) == ["hit", "hit", "hit"]
+
+
+def test_none_fails_a_new_request_naming_it_and_the_cassette(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """Mode ``none`` never calls: the test fails with RequestNotRecorded; no dir."""
+    ask_module(pytester, "hello")
+    result = run(pytester, "--intentusnet-record-mode=none")
+    result.assert_outcomes(failed=1)
+    assert api.hits == 0
+    cassette = pytester.path / "cassettes" / "test_inner" / "test_ask"
+    result.stdout.fnmatch_lines(
+        [
+            f"E *intentusnet.errors.RequestNotRecorded: POST {api.url}/v1/chat/"
+            f"completions is not in the cassette {cassette} (envelope sha256:*); "
+            "record mode 'none' never records; run with "
+            "--intentusnet-record-mode=once*"
+        ]
+    )
+    assert "_recording.py" not in result.stdout.str()  # the plugin's frames hidden
+    assert not (pytester.path / "cassettes").exists()
+
+
+def test_once_with_a_cassette_fails_a_new_request(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """``once`` on a recorded cassette replays it and refuses what it does not hold."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    ask_module(pytester, "hello", "new")
+    result = run(pytester, "--intentusnet-record-mode=once")
+    result.assert_outcomes(failed=1)
+    assert api.hits == 1
+    result.stdout.fnmatch_lines(
+        [
+            "E *intentusnet.errors.RequestNotRecorded: POST */v1/chat/completions "
+            "is not in the cassette * record mode 'once' records only a cassette "
+            "that holds no records yet; run with "
+            "--intentusnet-record-mode=new_episodes to add it*"
+        ]
+    )
+
+
+def test_new_episodes_replays_and_adds(pytester: pytest.Pytester, api: FakeAPI) -> None:
+    """``new_episodes`` answers what is recorded and records the new request."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    ask_module(pytester, "hello", "new")
+    added = run(pytester, "--intentusnet-record-mode=new_episodes")
+    added.assert_outcomes(passed=1)
+    assert states(added) == ["hit", "miss"]
+    assert api.hits == 2
+    api.__exit__(None, None, None)
+    replayed = run(pytester)
+    replayed.assert_outcomes(passed=1)
+    assert states(replayed) == ["hit", "hit"]
+
+
+def test_all_records_every_request_again(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """``all`` calls and records even what the cassette holds; the newest answers."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    again = run(pytester, "--intentusnet-record-mode=all")
+    again.assert_outcomes(passed=1)
+    assert states(again) == ["bypass"]
+    assert api.hits == 2
+    store = pytester.path / "cassettes" / "test_inner" / "test_ask"
+    assert len(list(store.glob("*/*.jsonl"))) == 2
+    api.__exit__(None, None, None)
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_marker_and_config_options(pytester: pytest.Pytester, api: FakeAPI) -> None:
+    """The marker's record_mode beats the command line; config feeds the transports."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture
+        def intentusnet_config():
+            return {"record_mode": "none", "ignore_body_paths": ["user"]}
+        """
+    )
+    pytester.makepyfile(
+        test_options="""
+        import os, httpx, pytest
+
+        def ask(user):
+            return httpx.post(
+                os.environ["FAKE_URL"] + "/v1/chat/completions",
+                json={"model": "m", "user": user,
+                      "messages": [{"role": "user", "content": "hi"}]},
+                headers={"authorization": "Bearer " + os.environ["FAKE_KEY"]},
+                timeout=10,
+            )
+
+        @pytest.mark.intentusnet(record_mode="once")
+        def test_users(intentusnet_cassette):
+            ask("ann")
+            ask("bob")  # the same request: "user" is ignored
+            assert [i.cache for i in intentusnet_cassette.interactions] == [
+                "miss" if not intentusnet_cassette.existed else "hit", "hit"
+            ]
+
+        def test_config_mode(intentusnet_cassette):
+            assert intentusnet_cassette.record_mode == "none"
+        """
+    )
+    run(pytester, "--intentusnet-record-mode=all").assert_outcomes(passed=2)
+    assert api.hits == 1
+
+
+def test_bad_options_fail_the_test_precisely(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """An unknown option, record mode or positional marker argument: one clear line."""
+    pytester.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.intentusnet(record_mode="sometimes")
+        def test_mode():
+            pass
+
+        @pytest.mark.intentusnet(ignore_paths=["user"])
+        def test_option():
+            pass
+
+        @pytest.mark.intentusnet("cassette.yaml")
+        def test_positional():
+            pass
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(errors=3)
+    out = result.stdout.str()
+    assert (
+        "unknown record mode 'sometimes'; use one of 'once', 'new_episodes', "
+        "'none', 'all'" in out
+    )
+    assert "unknown cassette option ignore_paths; the options are record_mode," in out
+    assert "takes keyword options only, not ('cassette.yaml',)" in out
+    assert "Traceback" not in out
+    assert "cassette.py:" not in out
+    wrong = run(pytester, "--intentusnet-record-mode=sometimes")
+    assert wrong.ret == pytest.ExitCode.USAGE_ERROR
+    wrong.stderr.fnmatch_lines(["*invalid choice: 'sometimes'*"])
+
+
+def test_parametrized_ids_make_safe_directories(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """Each parametrized case gets its own cassette; ``/`` and ``:`` become ``-``."""
+    pytester.makepyfile(
+        test_params="""
+        import os, httpx, pytest
+
+        class TestGroup:
+            @pytest.mark.intentusnet
+            @pytest.mark.parametrize("path", ["a/b:c", "d"])
+            def test_get(self, path, intentusnet_cassette):
+                httpx.post(os.environ["FAKE_URL"] + "/" + path, timeout=10)
+        """
+    )
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=2)
+    made = sorted(p.name for p in (pytester.path / "cassettes/test_params").iterdir())
+    assert made == ["TestGroup.test_get[a-b-c]", "TestGroup.test_get[d]"]
+
+
+BLOCKED = """
+import os, socket, httpx, pytest
+from intentusnet import NetworkBlocked
+
+URL, KEY = os.environ["FAKE_URL"], os.environ["FAKE_KEY"]
+HOST, PORT = URL.removeprefix("http://").split(":")
+
+
+def test_raw_socket():
+    with pytest.raises(NetworkBlocked, match="is blocked"):
+        socket.create_connection((HOST, int(PORT)), timeout=5)
+
+
+def test_unmarked_client():
+    with pytest.raises(httpx.ConnectError, match="is blocked"):
+        httpx.get(URL, timeout=5)
+
+
+@pytest.mark.intentusnet
+def test_recording(intentusnet_cassette):
+    answer = httpx.post(
+        f"{URL}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"authorization": f"Bearer {KEY}"},
+        timeout=10,
+    )
+    assert answer.status_code == 200
+    if intentusnet_cassette.record_mode == "none":
+        # Replaying needs no network, and the network stays blocked.
+        with pytest.raises(NetworkBlocked):
+            socket.create_connection((HOST, int(PORT)), timeout=5)
+"""
+
+
+def test_block_network(pytester: pytest.Pytester, api: FakeAPI) -> None:
+    """Blocked: raw sockets, unmarked clients; a recording cassette may call."""
+    pytester.makepyfile(test_blocked=BLOCKED)
+    recorded = run(
+        pytester, "--intentusnet-block-network", "--intentusnet-record-mode=once"
+    )
+    recorded.assert_outcomes(passed=3)
+    assert api.hits == 1
+    replayed = run(pytester, "--intentusnet-block-network")
+    replayed.assert_outcomes(passed=3)
+    assert api.hits == 1
+
+
+ALLOWED = """
+import os, socket, pytest
+from intentusnet import NetworkBlocked
+
+HOST, PORT = os.environ["FAKE_URL"].removeprefix("http://").split(":")
+
+
+def test_allowed_host():
+    socket.create_connection((HOST, int(PORT)), timeout=5).close()
+
+
+def test_other_host():
+    with pytest.raises(NetworkBlocked, match="127.0.0.2"):
+        socket.create_connection(("127.0.0.2", int(PORT)), timeout=5)
+"""
+
+
+def test_allowed_hosts_stay_reachable(pytester: pytest.Pytester, api: FakeAPI) -> None:
+    """``--intentusnet-allowed-hosts`` lets its hosts through, and only them."""
+    pytester.makepyfile(test_allowed=ALLOWED)
+    run(
+        pytester, "--intentusnet-block-network", "--intentusnet-allowed-hosts=127.0.0.1"
+    ).assert_outcomes(passed=2)
+    run(pytester, "--intentusnet-block-network").assert_outcomes(passed=1, failed=1)
+
+
+SDKS = """
+import asyncio, os
+from pathlib import Path
+
+import anthropic, httpx, httpx2, openai, pytest
+
+URL, KEY, OUT = os.environ["FAKE_URL"], os.environ["FAKE_KEY"], os.environ["OUT"]
+ASK = {"model": "m", "messages": [{"role": "user", "content": "hi there"}]}
+
+
+def save(cassette, name, data):
+    run = "replay" if cassette.existed else "record"
+    Path(OUT, f"{name}-{run}.bin").write_bytes(data)
+
+
+@pytest.mark.intentusnet
+def test_openai(intentusnet_cassette):
+    client = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
+    answer = client.chat.completions.create(**ASK)
+    assert answer.choices[0].message.content == "echo hi there t=None"
+    words = [
+        chunk.choices[0].delta.content
+        for chunk in client.chat.completions.create(**ASK, stream=True)
+    ]
+    assert "".join(words) == "echo hi there t=None"
+    client.close()
+
+
+@pytest.mark.intentusnet
+def test_openai_async(intentusnet_cassette):
+    async def main():
+        client = openai.AsyncOpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
+        answer = await client.chat.completions.create(**ASK, temperature=0.5)
+        await client.close()
+        return answer.choices[0].message.content
+
+    assert asyncio.run(main()) == "echo hi there t=0.5"
+
+
+@pytest.mark.intentusnet
+def test_anthropic(intentusnet_cassette):
+    client = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+    answer = client.messages.create(max_tokens=16, **ASK)
+    assert answer.content[0].text == "echo hi there t=None"
+    with client.messages.stream(max_tokens=16, **ASK) as stream:
+        assert "".join(stream.text_stream) == "echo hi there t=None"
+    client.close()
+
+
+@pytest.mark.intentusnet
+def test_anthropic_async(intentusnet_cassette):
+    async def main():
+        client = anthropic.AsyncAnthropic(base_url=URL, api_key=KEY, max_retries=0)
+        async with client.messages.stream(max_tokens=16, **ASK) as stream:
+            text = "".join([t async for t in stream.text_stream])
+        await client.close()
+        return text
+
+    assert asyncio.run(main()) == "echo hi there t=None"
+
+
+@pytest.mark.intentusnet(record_mode="none")
+def test_sdks_refuse_what_is_not_recorded():
+    from intentusnet import RequestNotRecorded
+
+    never = {**ASK, "messages": [{"role": "user", "content": "never recorded"}]}
+    gpt = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(RequestNotRecorded, match="is not in the cassette"):
+        gpt.chat.completions.create(**never)  # the OpenAI SDK lets it through
+    claude = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+    with pytest.raises(anthropic.APIConnectionError) as caught:
+        claude.messages.create(max_tokens=16, **never)
+    assert isinstance(caught.value.__cause__, RequestNotRecorded)
+    assert "is not in the cassette" in str(caught.value.__cause__)
+
+
+@pytest.mark.intentusnet
+def test_stream_bytes(intentusnet_cassette):
+    body = {**ASK, "stream": True}
+    headers = {"authorization": f"Bearer {KEY}"}
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", URL + "/v1/chat/completions", json=body,
+                           headers=headers) as answer:
+            save(intentusnet_cassette, "stream", b"".join(answer.iter_raw()))
+    with httpx2.Client(timeout=10) as client:
+        anthropic_body = {**ASK, "stream": True, "max_tokens": 16}
+        with client.stream("POST", URL + "/v1/messages", json=anthropic_body,
+                           headers={"x-api-key": KEY}) as answer:
+            save(intentusnet_cassette, "stream2", b"".join(answer.iter_raw()))
+    expected = "hit" if intentusnet_cassette.existed else "miss"
+    assert [i.cache for i in intentusnet_cassette.interactions] == [expected] * 2
+"""
+
+
+def test_sdks_record_and_replay(
+    pytester: pytest.Pytester, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The OpenAI and Anthropic SDKs, sync, async and streamed, replay offline.
+
+    Streamed bodies (httpx and httpx2) replay byte for byte, the API key is in
+    no file, and a request not recorded fails with RequestNotRecorded (the
+    Anthropic SDK raises its connection error from it).
+    """
+    out = pytester.path / "out"
+    out.mkdir()
+    monkeypatch.setenv("OUT", str(out))
+    pytester.makepyfile(test_sdks=SDKS)
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=6)
+    assert api.hits == 8
+    assert (out / "stream-record.bin").read_bytes().startswith(b"data: {")
+    assert (out / "stream2-record.bin").read_bytes().startswith(b"event: message_start")
+    api.__exit__(None, None, None)
+    run(pytester, "--intentusnet-block-network").assert_outcomes(passed=6)
+    for name in ("stream", "stream2"):
+        replayed = (out / f"{name}-replay.bin").read_bytes()
+        assert replayed == (out / f"{name}-record.bin").read_bytes()
+    files = cassette_files(pytester)
+    assert any(path.suffix == ".jsonl" for path in files)
+    for path in files:
+        data = path.read_bytes()
+        assert API_KEY.encode() not in data, path
+        assert b"SECRET" not in data, path
+
+
+def test_fixture_alone_records_requests_of_other_fixtures(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """The fixture without the marker works; a marked test's fixtures are recorded."""
+    pytester.makepyfile(
+        test_fixture="""
+        import os, httpx, pytest
+
+        @pytest.fixture
+        def greeting():
+            return httpx.post(os.environ["FAKE_URL"] + "/v1/x", timeout=10)
+
+        @pytest.mark.intentusnet
+        def test_from_fixture(greeting, intentusnet_cassette):
+            assert greeting.headers["x-intentusnet-cache"] in ("miss", "hit")
+
+        def test_fixture_only(intentusnet_cassette):
+            answer = httpx.post(os.environ["FAKE_URL"] + "/v1/y", timeout=10)
+            assert answer.extensions["intentusnet_cache"] in ("miss", "hit")
+            assert intentusnet_cassette.misses + intentusnet_cassette.hits == 1
+            assert len(intentusnet_cassette.record_ids()) == 1
+        """
+    )
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=2)
+    assert api.hits == 2
+    api.__exit__(None, None, None)
+    run(pytester).assert_outcomes(passed=2)
+
+
+def doc_example(name: str) -> str:
+    """The example test file ``name`` in docs/pytest.md (its first line names it)."""
+    text = (ROOT / "docs" / "pytest.md").read_text()
+    match = re.search(rf"```python\n(# {re.escape(name)}\n.*?)```", text, re.S)
+    assert match, f"docs/pytest.md has no {name} block"
+    return match.group(1)
+
+
+def test_documented_example_runs(pytester: pytest.Pytester) -> None:
+    """docs/pytest.md's example records, replays, and replays with no network."""
+    pytester.makepyfile(test_weather=doc_example("test_weather.py"))
+    recorded = run(pytester, "--intentusnet-record-mode=once")
+    recorded.assert_outcomes(passed=2)
+    cassettes = pytester.path / "cassettes" / "test_weather"
+    assert sorted(p.name for p in cassettes.iterdir()) == [
+        "test_forecast",
+        "test_forecast_async",
+    ]
+    run(pytester).assert_outcomes(passed=2)
+    run(pytester, "--intentusnet-block-network").assert_outcomes(passed=2)
+
+
+def test_documented_sdk_example_runs(
+    pytester: pytest.Pytester, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/pytest.md's SDK example records both SDKs, then replays them offline."""
+    monkeypatch.setenv("OPENAI_BASE_URL", api.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    pytester.makepyfile(test_chat=doc_example("test_chat.py"))
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=2)
+    assert api.hits == 2
+    api.__exit__(None, None, None)
+    run(pytester, "--intentusnet-block-network").assert_outcomes(passed=2)
