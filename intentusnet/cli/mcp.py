@@ -7,7 +7,7 @@ Only protocol messages go to stdout; what the proxy has to say goes to stderr.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -16,8 +16,12 @@ from .context import LAST, named_store, open_named
 from .output import note
 from .params import USAGE, CliFailure
 
+#: The exit code of a session the upstream cut short (or that never started).
+UPSTREAM_EXITED: Final = 1
+
 if TYPE_CHECKING:
     from ..integrations.mcp.proxy import Upstream
+    from ..integrations.mcp.session import Endpoint
     from ..record.model import ExecutionRecord
     from ..routing.redact import Redactor
     from ..store.naming import NamedStore
@@ -97,7 +101,16 @@ def mcp() -> None:
     "--listen",
     metavar="HOST:PORT",
     help="Serve clients over streamable HTTP at http://HOST:PORT/mcp instead of "
-    "stdio; one session, ended by a DELETE, SIGINT or SIGTERM.",
+    "stdio: any number of sessions, one record each, until SIGINT or SIGTERM.",
+)
+@click.option(
+    "--idle",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --listen: a session whose client sends nothing for this long ends "
+    "(its record is closed).",
 )
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
@@ -111,6 +124,7 @@ def proxy(
     redact: tuple[str, ...],
     redact_key_file: str | None,
     listen: str | None,
+    idle: float,
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -125,8 +139,9 @@ def proxy(
     from signal import SIGINT, SIGTERM
 
     from ..hashing import compute_hash
-    from ..integrations.mcp.listen import HttpClient
+    from ..integrations.mcp.listen import Listener, ListenSession
     from ..integrations.mcp.proxy import (
+        SessionIncomplete,
         http_envelope,
         record_session,
         replay_session,
@@ -158,38 +173,24 @@ def proxy(
                 force,
                 required=mode == "replay",
             )
-        client: StdioClient | HttpClient
-        if listen is None:
-            client = StdioClient()
-        else:
-            host, port = _address(listen)
-            client = HttpClient(host, port)
 
-        async def run() -> str:
-            await client.open()
-            if isinstance(client, HttpClient):
-                loop = asyncio.get_running_loop()
-                for signal in (SIGINT, SIGTERM):
-                    loop.add_signal_handler(signal, client.end)
-                note(f"intentusnet mcp proxy: listening on {client.url}")
+        async def one(client: Endpoint) -> str:
+            """Record or replay one session with ``client``; its summary."""
+            if mode == "replay":
+                assert source is not None
+                done = await replay_session(
+                    client, source, side_effects=set(side_effects), redactor=redactor
+                )
+                return f"replayed {source.execution_id}: {_counts(done)}"
+            assert envelope is not None
+            server: Upstream
+            if url is not None:
+                from ..integrations.mcp.http import HttpUpstream
+
+                server = HttpUpstream(url, sent)
+            else:
+                server = UpstreamProcess(upstream)
             try:
-                if mode == "replay":
-                    assert source is not None
-                    done = await replay_session(
-                        client,
-                        source,
-                        side_effects=set(side_effects),
-                        redactor=redactor,
-                    )
-                    return f"replayed {source.execution_id}: {_counts(done)}"
-                assert envelope is not None
-                server: Upstream
-                if url is not None:
-                    from ..integrations.mcp.http import HttpUpstream
-
-                    server = HttpUpstream(url, sent)
-                else:
-                    server = UpstreamProcess(upstream)
                 answer = await record_session(
                     store,
                     client,
@@ -199,15 +200,55 @@ def proxy(
                     source=source,
                     redactor=redactor,
                 )
-            finally:
-                await client.close()
+            except SessionIncomplete as cut:
+                raise CliFailure(
+                    f"{cut} ({_counts(cut.counts)}); "
+                    "--mode replay --force serves the calls it holds",
+                    UPSTREAM_EXITED,
+                ) from None
+            except OSError as exc:
+                raise CliFailure(
+                    f"could not start the upstream {upstream[0]!r}: {exc}",
+                    UPSTREAM_EXITED,
+                ) from None
             shown = answer.payload if answer.error is None else answer.error.message
             return (
                 f"recorded {answer.metadata.execution_id} ({answer.status}): "
                 f"{_counts(shown)}"
             )
 
-        note(f"intentusnet mcp proxy: {asyncio.run(run())}")
+        async def run() -> str:
+            client = StdioClient()
+            await client.open()
+            try:
+                return await one(client)
+            finally:
+                await client.close()
+
+        async def each(client: ListenSession) -> None:
+            try:
+                note(f"intentusnet mcp proxy: {await one(client)}")
+            except CliFailure as failed:  # this session's; the others go on
+                note(f"intentusnet mcp proxy: {failed.message}")
+                raise
+
+        async def serve(host: str, port: int) -> str:
+            listener = Listener(host, port, each, idle_seconds=idle)
+            await listener.open()
+            loop = asyncio.get_running_loop()
+            for signal in (SIGINT, SIGTERM):
+                loop.add_signal_handler(signal, listener.stop)
+            note(f"intentusnet mcp proxy: listening on {listener.url}")
+            try:
+                await listener.serve()
+            finally:
+                await listener.close()
+            return "stopped"
+
+        if listen is None:
+            note(f"intentusnet mcp proxy: {asyncio.run(run())}")
+        else:
+            note(f"intentusnet mcp proxy: {asyncio.run(serve(*_address(listen)))}")
     finally:
         store.close()
 

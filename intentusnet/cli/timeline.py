@@ -135,11 +135,42 @@ def print_inspection(record: ExecutionRecord) -> None:
         print_row(timeline_row(event))
     if record.torn_tail:
         click.secho("  (the last line was torn by a crash and left out)", fg="yellow")
+    from ..integrations.mcp.view import is_session  # not at --help time
+
+    if is_session(record):
+        print_calls(record)
     click.secho("\nFinal response", bold=True)
     if record.final_response is None:
         click.echo("  none: the execution did not finish")
     else:
         emit_json(record.final_response)
+
+
+def print_calls(record: ExecutionRecord) -> None:
+    """An MCP session's calls, one line each (docs/mcp.md).
+
+    What the server sent during a call (progress, its own requests) is
+    indented under it; a side effect and a call served from a record say so.
+    """
+    from ..integrations.mcp.view import session_calls
+
+    click.secho("\nCalls", bold=True)
+    for call in session_calls(record):
+        marks = " [side effect]" if call.side_effect else ""
+        marks += " [from record]" if call.served else ""
+        duration = "" if call.duration_ms is None else ms(call.duration_ms)
+        indent = "  " if call.parent is not None else ""
+        cells = [
+            f"{call.start_ms:>10.3f} ms",
+            f"{duration:>9}",
+            click.style(
+                f"{call.outcome:<11}", fg=_OUTCOME_COLOURS.get(call.outcome, "yellow")
+            ),
+            f"{indent}#{call.number} {call.label} {call.args}".rstrip() + marks,
+        ]
+        click.echo("  " + "  ".join(cells))
+        if call.error is not None:
+            click.secho(f"{' ' * 17}{call.error}", fg="red")
 
 
 def _configuration(configuration: JSONObject | None) -> str:

@@ -151,6 +151,15 @@ class Recorder:
         self._writer = None
         return recorded
 
+    def abandon(self) -> None:
+        """Close the record without a final response: it reads ``incomplete``.
+
+        For a routing call cancelled or interrupted before it had an answer.
+        """
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
     def _fail(self, message: str) -> None:
         self.error = message
         writer, self._writer = self._writer, None

@@ -334,6 +334,12 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
+        except BaseException:
+            # Cancelled or interrupted: no answer, so the record is closed
+            # unfinished at once (it reads incomplete).
+            if ex.recorder is not None:
+                ex.recorder.abandon()
+            raise
         if ex.recorder is not None:
             if keep is None and options is not None:
                 keep = options.recorded
@@ -360,6 +366,12 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
+        except BaseException:
+            # Cancelled or interrupted: no answer, so the record is closed
+            # unfinished at once (it reads incomplete).
+            if ex.recorder is not None:
+                ex.recorder.abandon()
+            raise
         if ex.recorder is not None:
             if keep is None and options is not None:
                 keep = options.recorded

@@ -352,3 +352,37 @@ def test_a_full_disk_at_the_final_write_is_a_recording_failure(tmp_path: Path) -
         ]
     )
     _reads_as_a_recording_failure(found)
+
+
+def test_a_cancelled_routing_call_closes_its_record_incomplete(
+    store: FileExecutionStore,
+) -> None:
+    """Cancelled mid-agent: no answer, and the record reads incomplete at once."""
+    import asyncio
+
+    router = IntentRouter(store=store)
+    entered: list[str] = []
+
+    @router.agent("wait", name="waiter")
+    async def waiter(env: IntentEnvelope, ctx: object) -> dict[str, int]:
+        entered.append(ctx.execution_id)  # type: ignore[attr-defined]
+        await asyncio.sleep(30)
+        return {}
+
+    async def cancelled() -> None:
+        route = asyncio.ensure_future(router.route({"intent": {"name": "wait"}}))
+        while not entered:
+            await asyncio.sleep(0.01)
+        route.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await route
+        # the task (and its frames) still alive: the record is closed already
+        record = store.load(entered[0])
+        assert record.header.status is RecordStatus.INCOMPLETE
+        assert record.header.replayable_reason is (
+            ReplayableReason.EXECUTION_INCOMPLETE
+        )
+        assert route.cancelled()
+
+    asyncio.run(asyncio.wait_for(cancelled(), 10))
+    router.close()

@@ -12,13 +12,13 @@ import difflib
 from collections import defaultdict
 from typing import Final
 
-from ..._util.jsonvalue import JSONValue
+from ..._util.jsonvalue import JSONObject, JSONValue
 from ...record.model import ExecutionRecord
 from ...replay import diff_paths
 from ...routing.seams import LIVE, REPLAY_ERROR, SERVE
 from ...steps.cassette import Decision
 from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import CALL_METHODS
+from .jsonrpc import CALL_METHODS, PROGRESS
 
 __all__ = ["RecordedCalls"]
 
@@ -59,10 +59,22 @@ class RecordedCalls:
         self._queues: dict[tuple[str, str], list[RecordedStep]] = defaultdict(list)
         self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)
+        #: calls the record holds no answer to (cancelled, cut short)
+        self._unanswered: dict[tuple[str, str], RecordedStep] = {}
+        #: the progress notifications recorded for each call, by its number
+        self._progress: dict[int, list[JSONObject]] = defaultdict(list)
         for step in record_steps(record):
-            if step.name.startswith("mcp:") and _answered(step):
+            if not step.name.startswith("mcp:"):
+                continue
+            if step.parent is not None:  # what the server sent during a call
+                if step.name == PROGRESS and isinstance(step.args, dict):
+                    self._progress[step.parent].append(step.args)
+                continue
+            if _answered(step):
                 self._queues[step.name, step.args_hash].append(step)
                 self._by_name[step.name].append(step)
+            else:
+                self._unanswered.setdefault((step.name, step.args_hash), step)
 
     @property
     def execution_id(self) -> str:
@@ -82,6 +94,21 @@ class RecordedCalls:
             return named[0] if named and not is_call(name) else None
         self._calls[key] += 1
         return queue[min(self._calls[key], len(queue)) - 1]
+
+    def progress(self, step: RecordedStep) -> list[JSONObject]:
+        """The progress notifications recorded during ``step``, in order.
+
+        Each is the notification's ``params`` less its ``progressToken``.
+        """
+        return self._progress.get(step.number, [])
+
+    def unanswered(self, name: str, args_hash: str) -> RecordedStep | None:
+        """The recorded call with these arguments that got no answer, if any.
+
+        The client cancelled it, or it was in flight when the upstream (or
+        the proxy) stopped.
+        """
+        return self._unanswered.get((name, args_hash))
 
     def nearest(self, name: str, args: JSONValue) -> list[str]:
         """Describe the recorded calls most like ``name`` with ``args``."""

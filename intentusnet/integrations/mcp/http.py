@@ -7,6 +7,11 @@ and both feed one queue that the session reads. The routing headers MCP asks
 for (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Mcp-Method``,
 ``Mcp-Name``) are taken from the messages themselves. Headers the user gives
 (``--header``, credentials included) are sent and never recorded.
+
+Once the session is initialized, a ``GET`` holds the server's event stream
+open for the messages that belong to no request (a list change, a log line, a
+request of the server's own); it is asked for again when the server ends it,
+and given up on a 405 (the server offers none) or after repeated failures.
 """
 
 from __future__ import annotations
@@ -29,6 +34,19 @@ __all__ = ["HttpUpstream"]
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 _SAFE: Final = re.compile(r"[\x20-\x7E]*")
+#: Failed GETs in a row after which the GET stream is given up.
+_GET_TRIES: Final = 3
+#: The pause before the GET stream is asked for again.
+_GET_PAUSE: Final = 1.0
+
+
+def _initialized(message: JSONValue) -> bool:
+    """The client's ``notifications/initialized``: the session is open."""
+    return (
+        isinstance(message, dict)
+        and message.get("method") == "notifications/initialized"
+        and "id" not in message
+    )
 
 
 def _header_value(value: str) -> str:
@@ -62,6 +80,8 @@ class HttpUpstream:
         self._client: httpx.AsyncClient | None = None
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._posts: set[asyncio.Task[None]] = set()
+        #: the GET event stream's reader, once the session is initialized
+        self._listener: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the HTTP client (nothing is sent before the first message)."""
@@ -130,6 +150,8 @@ class HttpUpstream:
                 elif response.status_code >= 400 and is_request(parsed):
                     await response.aread()
                     self._failed(parsed, f"HTTP {response.status_code}")
+                if response.status_code < 300 and _initialized(parsed):
+                    self._listen()
         except httpx.HTTPError as exc:
             if is_request(parsed):
                 self._failed(parsed, f"{type(exc).__name__}: {exc}")
@@ -153,11 +175,57 @@ class HttpUpstream:
                     self.version = version
             self._queue.put_nowait(orjson.dumps(one))
 
-    async def _events(self, response: httpx.Response, sent: JSONValue) -> None:
+    def _listen(self) -> None:
+        """Open the GET event stream (once): messages outside any request."""
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._stream())
+
+    async def _stream(self) -> None:
+        """Read the server's GET event stream, reconnecting when it ends.
+
+        A server that offers none answers 405; after ``_GET_TRIES`` failures
+        in a row (errors, other statuses) the proxy stops asking. Every
+        message read goes to the session like an answer to a POST.
+        """
+        assert self._client is not None
+        last: list[str] = []
+        failures = 0
+        while failures < _GET_TRIES:
+            headers = {**self.headers, "accept": "text/event-stream"}
+            if self.session_id is not None:
+                headers["mcp-session-id"] = self.session_id
+            if self.version is not None:
+                headers["mcp-protocol-version"] = self.version
+            if last:
+                headers["last-event-id"] = last[-1]
+            try:
+                async with self._client.stream(
+                    "GET", self.url, headers=headers
+                ) as response:
+                    kind = response.headers.get("content-type", "")
+                    if response.status_code == 405:
+                        return  # the server offers no GET stream
+                    if response.status_code != 200 or not kind.startswith(
+                        "text/event-stream"
+                    ):
+                        await response.aread()
+                        failures += 1
+                    else:
+                        failures = 0
+                        await self._events(response, None, last)
+            except httpx.HTTPError:
+                failures += 1
+            await asyncio.sleep(_GET_PAUSE)
+
+    async def _events(
+        self, response: httpx.Response, sent: JSONValue, ids: list[str] | None = None
+    ) -> None:
         data: list[str] = []
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
+            elif line.startswith("id:") and ids is not None:
+                ids[:] = [line[3:].strip()]
             elif not line and data:
                 text = "\n".join(data)
                 data.clear()
@@ -173,9 +241,12 @@ class HttpUpstream:
 
     async def stop(self) -> None:
         """End the server's session (``DELETE``) and close the client."""
-        for post in list(self._posts):
-            post.cancel()
-        await asyncio.gather(*self._posts, return_exceptions=True)
+        running = list(self._posts)
+        if self._listener is not None:
+            running.append(self._listener)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         client = self._client
         if client is not None:
             if self.session_id is not None:

@@ -16,17 +16,39 @@ from ..._util.jsonvalue import JSONObject, JSONValue
 
 __all__ = [
     "CALL_METHODS",
+    "FROM_SERVER",
     "LISTED_METHODS",
+    "PROGRESS",
+    "ClientError",
     "error",
     "is_notification",
     "is_request",
     "is_response",
     "parse",
+    "progress_token",
     "step_of",
 ]
 
 #: The calls keyed by their exact arguments: never served by another call's answer.
-CALL_METHODS: Final = frozenset({"tools/call", "resources/read", "prompts/get"})
+CALL_METHODS: Final = frozenset(
+    {
+        "tools/call",
+        "resources/read",
+        "prompts/get",
+        "completion/complete",
+        # MCP's tasks (2025-11): keyed by the task id a recorded call answered
+        # with, so a replayed task's polls get its recorded states, in order
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+    }
+)
+#: The prefix of a request the server makes of the client, recorded as a step
+#: (``mcp:from-server:sampling/createMessage``).
+FROM_SERVER: Final = "mcp:from-server:"
+#: A progress notification the server sent for a call, recorded as a step.
+PROGRESS: Final = "mcp:notifications/progress"
 #: Requests recorded too, so that a replayed session can start and list its
 #: tools with no upstream; a replay answers them from the first recorded one
 #: when the client's parameters (its name, version) differ.
@@ -54,6 +76,15 @@ _ERROR_TEXT: Final = re.compile(r"JSON-RPC error (-?\d+): (.*)", re.DOTALL)
 
 class UpstreamError(Exception):
     """The upstream answered a call with a JSON-RPC error (recorded as the step's)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"JSON-RPC error {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ClientError(Exception):
+    """The client answered a server's request with a JSON-RPC error."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"JSON-RPC error {code}: {message}")
@@ -123,8 +154,9 @@ def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
     ``tools/call`` is ``mcp:tools/call:TOOL`` keyed by the tool's arguments,
     ``prompts/get`` is ``mcp:prompts/get:PROMPT`` keyed by the prompt's,
     ``resources/read`` is ``mcp:resources/read`` keyed by ``{"uri": ...}``, and
-    the listing methods are ``mcp:METHOD`` keyed by their parameters less
-    ``_meta``. ``None`` for a request that is not recorded (a ping, say).
+    the listing methods, ``completion/complete`` and ``tasks/*`` are
+    ``mcp:METHOD`` keyed by their parameters less ``_meta``. ``None`` for a
+    request that is not recorded (a ping, say).
     """
     given = params if isinstance(params, dict) else {}
     if method in ("tools/call", "prompts/get"):
@@ -136,7 +168,7 @@ def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
         )
     if method == "resources/read":
         return "mcp:resources/read", {"uri": given.get("uri")}
-    if method in LISTED_METHODS:
+    if method in LISTED_METHODS or method in CALL_METHODS:
         return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
     return None
 
@@ -161,3 +193,16 @@ def destructive_tools(listing: JSONValue) -> set[str]:
         ):
             found.add(name)
     return found
+
+
+def progress_token(message: JSONValue) -> JSONValue:
+    """The progress token a request asks for, or a progress notification names."""
+    if not isinstance(message, dict):
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    if message.get("method") == "notifications/progress":
+        return params.get("progressToken")
+    meta = params.get("_meta")
+    return meta.get("progressToken") if isinstance(meta, dict) else None

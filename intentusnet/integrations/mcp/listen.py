@@ -1,54 +1,185 @@
-"""The proxy's own streamable-HTTP endpoint (``--listen``): the client side over HTTP.
+"""The proxy's own streamable-HTTP endpoint (``--listen``): clients over HTTP.
 
-One proxy run serves one MCP session at ``http://HOST:PORT/mcp`` (loopback by
-default). A POSTed request is answered with an event stream: the messages
-related to it (its progress notifications, by progress token) and then its
-answer. A POSTed notification or response is accepted (202). ``GET`` is not
-offered (405), so a message from the server that belongs to no open request
-goes on the newest open request's stream, or is dropped when none is open.
-Every answer carries an ``Mcp-Session-Id``; the session, and the proxy with
-it, ends with a client's ``DELETE`` or with SIGINT or SIGTERM (clients of the
-stateless 2026 revision send no ``DELETE``): every client served until then
-is in the one record. Needs ``uvicorn`` and ``starlette`` (the
-``server`` extra; the ``mcp`` extra brings them too).
+One proxy run serves any number of MCP sessions at ``http://HOST:PORT/mcp``
+(loopback by default), each one an endpoint of its own (:class:`ListenSession`)
+that the caller runs as one session: one record, one upstream.
+
+- A POSTed ``initialize`` without an ``Mcp-Session-Id`` opens a session; its
+  answer carries the new id, which the client sends with everything after.
+- A POST with a known id goes to that session; an unknown (or ended) one is
+  answered 404, as MCP asks, so that the client starts again.
+- A POST with neither (a client of the stateless 2026 revision, which has no
+  ``initialize``) goes to the one *stateless* session, opened on demand.
+- ``DELETE`` with a session's id ends it; so does ``idle_seconds`` with no
+  request open and no message from its client, and SIGINT or SIGTERM ends them
+  all.
+
+A POSTed request is answered with an event stream: the messages related to it
+(its progress notifications, by progress token) and then its answer; a POSTed
+notification or response is accepted (202). ``GET`` is not offered (405), so a
+message from the server that belongs to no open request goes on the newest
+open request's stream of its session, or is dropped when none is open. Needs
+``uvicorn`` and ``starlette`` (the ``server`` extra; the ``mcp`` extra brings
+them too).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 import orjson
 
 from ..._util.jsonvalue import JSONValue
-from .jsonrpc import INVALID_REQUEST, PARSE_ERROR, error, is_request, parse
+from .jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    UPSTREAM_GONE,
+    error,
+    is_request,
+    parse,
+    progress_token,
+)
 
-__all__ = ["HttpClient"]
+__all__ = ["ListenSession", "Listener"]
 
 PATH: Final = "/mcp"
+#: How long a session may go without a message from its client (``--idle``).
+IDLE_SECONDS: Final = 600.0
+#: How long the sessions still running get to finish once the proxy is told to
+#: stop (their calls in flight have their own, shorter, drain).
+STOP_SECONDS: Final = 10.0
+_HEADER: Final = "mcp-session-id"
 
 
 def _key(value: JSONValue) -> bytes:
     return orjson.dumps(value)
 
 
-class HttpClient:
-    """The MCP client's side, as a streamable-HTTP server on ``host:port``.
+class ListenSession:
+    """One client's MCP session on the listener: the client side of one session.
+
+    Attributes:
+        session_id: its ``Mcp-Session-Id``; ``None`` for the stateless session.
+    """
+
+    def __init__(self, session_id: str | None) -> None:
+        self.session_id = session_id
+        self.ended = False
+        self.last_seen = time.monotonic()
+        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._streams: dict[bytes, asyncio.Queue[bytes | None]] = {}
+        self._tokens: dict[bytes, bytes] = {}
+
+    async def receive(self) -> bytes | None:
+        """The client's next message; ``None`` once the session is over."""
+        return await self._inbox.get()
+
+    def end(self) -> None:
+        """End the session (DELETE, idle, a signal): calls in flight still finish."""
+        if not self.ended:
+            self.ended = True
+            self._inbox.put_nowait(None)
+
+    async def send(self, message: bytes) -> None:
+        """Put a message on the stream of the request it belongs to."""
+        try:
+            parsed = parse(message)
+        except ValueError:
+            return
+        stream = None
+        if isinstance(parsed, dict):
+            if "method" not in parsed and "id" in parsed:  # an answer
+                stream = self._streams.get(_key(parsed.get("id")))
+                if stream is not None:
+                    stream.put_nowait(message)
+                    stream.put_nowait(None)  # its stream ends with it
+                    return
+            token = progress_token(parsed)
+            owner = self._tokens.get(_key(token)) if token is not None else None
+            stream = self._streams.get(owner) if owner is not None else None
+        if stream is None and self._streams:
+            stream = self._streams[next(reversed(self._streams))]
+        if stream is not None:
+            stream.put_nowait(message)
+
+    def idle(self, now: float) -> float:
+        """How long the session has been idle: nothing asked and nothing open."""
+        return 0.0 if self._streams else now - self.last_seen
+
+    def abort(self, why: str) -> None:
+        """Answer every open request with ``why`` (the session could not run)."""
+        for key, stream in list(self._streams.items()):
+            request_id = orjson.loads(key)
+            stream.put_nowait(orjson.dumps(error(request_id, UPSTREAM_GONE, why)))
+            stream.put_nowait(None)
+        self.end()
+
+    def accept(self, body: bytes) -> None:
+        """A notification or a response from the client."""
+        self.last_seen = time.monotonic()
+        self._inbox.put_nowait(body)
+
+    def request(
+        self, body: bytes, message: dict[str, JSONValue]
+    ) -> AsyncIterator[bytes]:
+        """A request from the client: the event stream that answers it."""
+        self.last_seen = time.monotonic()
+        key = _key(message.get("id"))
+        stream: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._streams[key] = stream
+        token = progress_token(message)
+        if token is not None:
+            self._tokens[_key(token)] = key
+        self._inbox.put_nowait(body)
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                while (item := await stream.get()) is not None:
+                    yield b"event: message\ndata: " + item + b"\n\n"
+            finally:
+                self.last_seen = time.monotonic()  # idle from its last answer
+                self._streams.pop(key, None)
+                if token is not None:
+                    self._tokens.pop(_key(token), None)
+
+        return events()
+
+
+#: Runs one session to its end (records or replays it).
+SessionRunner = Callable[[ListenSession], Awaitable[None]]
+
+
+class Listener:
+    """The MCP clients' side, as a streamable-HTTP server on ``host:port``.
 
     Args:
         host: the address to listen on (keep it loopback: there is no auth).
         port: the port; 0 picks a free one (see ``port`` once started).
+        run: runs each new session to its end, on a task of its own.
+        idle_seconds: a session whose client sends nothing for this long ends.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        run: SessionRunner,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
         self.host = host
         self.port = port
-        self.session_id = secrets.token_hex(16)
-        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._streams: dict[bytes, asyncio.Queue[bytes | None]] = {}
-        self._tokens: dict[bytes, bytes] = {}
+        self.idle_seconds = idle_seconds
+        self._run = run
+        self._sessions: dict[str, ListenSession] = {}
+        self._stateless: ListenSession | None = None
+        self._runners: set[asyncio.Task[None]] = set()
+        self._stopped = asyncio.Event()
         self._server: object = None
         self._task: asyncio.Task[None] | None = None
 
@@ -62,11 +193,7 @@ class HttpClient:
             routes=[Route(PATH, self._endpoint, methods=["GET", "POST", "DELETE"])]
         )
         config = uvicorn.Config(
-            app,
-            host=self.host,
-            port=self.port,
-            log_level="warning",
-            lifespan="off",
+            app, host=self.host, port=self.port, log_level="warning", lifespan="off"
         )
         server = uvicorn.Server(config)
         self._server = server
@@ -83,45 +210,61 @@ class HttpClient:
         """Where clients connect."""
         return f"http://{self.host}:{self.port}{PATH}"
 
-    async def receive(self) -> bytes | None:
-        """The client's next message; ``None`` once the session is over."""
-        return await self._inbox.get()
+    def stop(self) -> None:
+        """End every session and stop (SIGINT, SIGTERM)."""
+        self._stopped.set()
 
-    def end(self) -> None:
-        """End the session (SIGINT, SIGTERM): calls in flight still finish."""
-        self._inbox.put_nowait(None)
-
-    async def send(self, message: bytes) -> None:
-        """Put a message on the stream of the request it belongs to."""
-        try:
-            parsed = parse(message)
-        except ValueError:
-            return
-        stream = None
-        if isinstance(parsed, dict):
-            if "method" not in parsed and "id" in parsed:  # an answer
-                stream = self._streams.get(_key(parsed.get("id")))
-                if stream is not None:
-                    stream.put_nowait(message)
-                    stream.put_nowait(None)  # its stream ends with it
-                    return
-            params = parsed.get("params")
-            token = params.get("progressToken") if isinstance(params, dict) else None
-            owner = self._tokens.get(_key(token)) if token is not None else None
-            stream = self._streams.get(owner) if owner is not None else None
-        if stream is None and self._streams:
-            stream = self._streams[next(reversed(self._streams))]
-        if stream is not None:
-            stream.put_nowait(message)
+    async def serve(self) -> None:
+        """Serve until :meth:`stop`; then end the sessions and wait for them."""
+        while not self._stopped.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), 1.0)
+            now = time.monotonic()
+            for session in self._open_sessions():
+                if session.idle(now) > self.idle_seconds:
+                    session.end()
+        for session in self._open_sessions():
+            session.end()
+        if self._runners:
+            await asyncio.wait(set(self._runners), timeout=STOP_SECONDS)
 
     async def close(self) -> None:
-        """Stop listening."""
+        """Stop listening; sessions still running are cancelled."""
         server = self._server
         if server is not None:
             server.should_exit = True  # type: ignore[attr-defined]
         if self._task is not None:
             await asyncio.wait({self._task}, timeout=5.0)
             self._task.cancel()
+        running = list(self._runners)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    def _open_sessions(self) -> list[ListenSession]:
+        found = [s for s in self._sessions.values() if not s.ended]
+        if self._stateless is not None and not self._stateless.ended:
+            found.append(self._stateless)
+        return found
+
+    def _start(self, session_id: str | None) -> ListenSession:
+        session = ListenSession(session_id)
+        if session_id is None:
+            self._stateless = session
+        else:
+            self._sessions[session_id] = session
+        runner = asyncio.create_task(self._running(session))
+        self._runners.add(runner)
+        runner.add_done_callback(self._runners.discard)
+        return session
+
+    async def _running(self, session: ListenSession) -> None:
+        try:
+            await self._run(session)
+        except Exception as exc:  # its client is told; the other sessions go on
+            session.abort(f"intentusnet mcp proxy: the session failed: {exc}")
+        finally:
+            session.end()
 
     # -- HTTP --------------------------------------------------------------------
 
@@ -130,43 +273,44 @@ class HttpClient:
         from starlette.responses import JSONResponse, Response, StreamingResponse
 
         assert isinstance(request, Request)
-        headers = {"mcp-session-id": self.session_id}
+        given = request.headers.get(_HEADER)
         if request.method == "GET":
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
+        known = self._sessions.get(given) if given else None
+        if given and (known is None or known.ended):
+            problem = error(None, INVALID_REQUEST, f"unknown or ended session {given}")
+            return JSONResponse(problem, status_code=404)
         if request.method == "DELETE":
-            self._inbox.put_nowait(None)
+            if known is None:
+                return Response(status_code=400)
+            known.end()
             return Response(status_code=200)
         body = await request.body()
         try:
             message = parse(body)
         except ValueError as exc:
             problem = error(None, PARSE_ERROR, f"Parse error: {exc}")
-            return JSONResponse(problem, status_code=400, headers=headers)
+            return JSONResponse(problem, status_code=400)
         if isinstance(message, list) or not isinstance(message, dict):
             problem = error(None, INVALID_REQUEST, "Invalid Request: one message")
-            return JSONResponse(problem, status_code=400, headers=headers)
+            return JSONResponse(problem, status_code=400)
+        if self._stopped.is_set():
+            problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")
+            return JSONResponse(problem, status_code=503)
+        session = known
+        if session is None:
+            if message.get("method") == "initialize":
+                session = self._start(secrets.token_hex(16))
+            elif self._stateless is not None and not self._stateless.ended:
+                session = self._stateless
+            else:
+                session = self._start(None)
+        headers = {} if session.session_id is None else {_HEADER: session.session_id}
         if not is_request(message):
-            self._inbox.put_nowait(body)
+            session.accept(body)
             return Response(status_code=202, headers=headers)
-        key = _key(message.get("id"))
-        stream: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._streams[key] = stream
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if token is not None:
-            self._tokens[_key(token)] = key
-        self._inbox.put_nowait(body)
-
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                while (item := await stream.get()) is not None:
-                    yield b"event: message\ndata: " + item + b"\n\n"
-            finally:
-                self._streams.pop(key, None)
-                if token is not None:
-                    self._tokens.pop(_key(token), None)
-
         return StreamingResponse(
-            events(), media_type="text/event-stream", headers=headers
+            session.request(body, message),
+            media_type="text/event-stream",
+            headers=headers,
         )

@@ -11,6 +11,7 @@ opens no record and starts no upstream: the source record answers everything.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from ...routing.redact import Redactor
 from ...routing.router import IntentRouter
 from ...routing.seams import ExecutionOptions
 from .calls import RecordedCalls
-from .session import Endpoint, Session
+from .session import Endpoint, Session, UpstreamExited
 
 if TYPE_CHECKING:
     from ...record.model import ExecutionRecord
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INTENT",
     "ProxyMode",
+    "SessionIncomplete",
     "record_session",
     "replay_session",
     "session_envelope",
@@ -125,31 +127,69 @@ async def record_session(
 
     Returns:
         The execution's answer: its payload counts the requests, those
-        forwarded and those served; an error when the upstream exited first.
+        forwarded and those served.
+
+    Raises:
+        SessionIncomplete: the upstream exited mid-session; the record holds
+            every call made until then and reads ``incomplete``.
+        OSError: the upstream could not be started.
     """
     router = IntentRouter(store=store, redactor=redactor)
     calls = None if source is None else RecordedCalls(source)
+    cut: list[SessionIncomplete] = []
 
     @router.agent(INTENT, name="mcp-proxy")
     async def proxy(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
-        await upstream.start()
+        session = Session(
+            client,
+            upstream,
+            calls=calls,
+            run_step=ctx.astep,
+            side_effects=side_effects,
+        )
         try:
-            session = Session(
-                client,
-                upstream,
-                calls=calls,
-                run_step=ctx.astep,
-                side_effects=side_effects,
-            )
             return await session.run()
-        finally:
-            await upstream.stop()
+        except UpstreamExited as exc:
+            # The session was cut short, not answered: the execution is
+            # cancelled, so its record is closed unfinished (incomplete), with
+            # every call made until then.
+            cut.append(SessionIncomplete(ctx.execution_id, session.counts(), exc))
+            route.cancel()
+            return session.counts()
 
     options = None if calls is None else ExecutionOptions(cassette=calls)
+    await upstream.start()
     try:
-        return await router.route(envelope, options=options)
+        route = asyncio.ensure_future(router.route(envelope, options=options))
+        try:
+            return await route
+        except asyncio.CancelledError:
+            if not cut:
+                raise  # cancelled from outside
+            raise cut[0] from None
     finally:
-        router.close()
+        try:
+            await upstream.stop()
+        finally:
+            router.close()
+
+
+class SessionIncomplete(Exception):
+    """The upstream exited mid-session: the record is left ``incomplete``.
+
+    ``--mode replay --force`` (``force=True``) serves the calls it holds.
+
+    Attributes:
+        execution_id: the session's record.
+        counts: the requests, those forwarded and those served until then.
+    """
+
+    def __init__(
+        self, execution_id: str, counts: JSONObject, cause: UpstreamExited
+    ) -> None:
+        super().__init__(f"{cause}; record {execution_id} left incomplete")
+        self.execution_id = execution_id
+        self.counts = counts
 
 
 async def replay_session(

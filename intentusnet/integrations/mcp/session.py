@@ -7,14 +7,18 @@ log messages and cancellations flow while calls are in flight.
 
 Requests that are steps (:func:`~.jsonrpc.step_of`) go through ``run_step``
 (the agent context's ``astep`` while recording) or, in a replay, are answered
-from the recorded calls alone; any other request is forwarded, or in a replay
-answered when it can be (a ping) and refused when it cannot.
+from the recorded calls alone (with their recorded progress sent again); any
+other request is forwarded, or in a replay answered when it can be (a ping)
+and refused when it cannot. While recording, what the server sends during a
+call (its progress, its own requests and the client's answers) is recorded as
+steps nested in the call's step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol, TypeAlias
 
@@ -23,13 +27,17 @@ import orjson
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ...routing.execution import jsonish
 from ...routing.redact import Redaction, Redactor
+from ...steps.view import RecordedStep
 from .calls import RecordedCalls, is_call
 from .jsonrpc import (
+    FROM_SERVER,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NOT_RECORDED,
     PARSE_ERROR,
+    PROGRESS,
     UPSTREAM_GONE,
+    ClientError,
     UpstreamError,
     destructive_tools,
     error,
@@ -38,6 +46,7 @@ from .jsonrpc import (
     is_request,
     is_response,
     parse,
+    progress_token,
     result,
     step_of,
 )
@@ -115,6 +124,14 @@ class Session:
         #: requests the client cancelled: a late answer to one is dropped
         self._cancelled_ids: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: the calls forwarded and not answered yet: their step's context
+        self._open: dict[bytes, contextvars.Context] = {}
+        #: progress tokens of the calls forwarded, to the call's request key
+        self._tokens: dict[bytes, bytes] = {}
+        #: requests the server made of the client, waiting for its answer
+        self._asked: dict[bytes, asyncio.Future[JSONObject]] = {}
+        #: steps recording what the server sent (progress, its requests)
+        self._notes: set[asyncio.Task[None]] = set()
 
     async def run(self) -> JSONObject:
         """Pump until the client leaves; return what the session did.
@@ -134,13 +151,17 @@ class Session:
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
         finally:
-            running = [*pumps, *self._tasks]
+            running = [*pumps, *self._tasks, *self._notes]
             for task in running:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
         for pump in pumps[1:]:
             if not pump.cancelled() and pump.exception() is not None:
                 pump.result()  # the upstream's end: raises UpstreamExited
+        return self.counts()
+
+    def counts(self) -> JSONObject:
+        """The requests so far, those forwarded and those served."""
         return {
             "requests": self.requests,
             "forwarded": self.forwarded,
@@ -167,6 +188,10 @@ class Session:
                     self._cancelled(message.get("params"))
                 await self._forward(line)
             elif is_response(message):
+                assert isinstance(message, dict)
+                asked = self._asked.pop(_key(message.get("id")), None)
+                if asked is not None and not asked.done():
+                    asked.set_result(message)
                 await self._forward(line)  # the answer to a server's request
             else:
                 found = message.get("id") if isinstance(message, dict) else None
@@ -194,9 +219,21 @@ class Session:
         tool = name.removeprefix("mcp:tools/call:") if is_call(name) else None
         side = tool is not None and tool in self.side_effects
         live: list[JSONObject] = []
+        key = _key(request_id)
+        token = progress_token(message)
 
         async def call(**_: object) -> JSONValue:
-            answer = await self._call_upstream(request_id, line)
+            # inside the call's step: what the server sends for it (progress,
+            # requests of its own) is recorded as steps nested in this one
+            self._open[key] = contextvars.copy_context()
+            if token is not None:
+                self._tokens[_key(token)] = key
+            try:
+                answer = await self._call_upstream(request_id, line)
+            finally:
+                self._open.pop(key, None)
+                if token is not None:
+                    self._tokens.pop(_key(token), None)
             live.append(answer)
             if "error" in answer:
                 body = answer["error"]
@@ -212,7 +249,13 @@ class Session:
             if self.run_step is not None:
                 value = await self.run_step(name, args, call, side_effect=side)
             else:
-                value = self._replayed(name, args)
+                found = self._replayed(name, args)
+                if token is not None:
+                    for note in self.calls.progress(found) if self.calls else ():
+                        await self._answer(_progress(token, note))
+                if not found.ok:
+                    raise RuntimeError(found.error_text)
+                value = found.output
         except ClientCancelled:
             return  # no answer after a cancellation (MCP)
         except UpstreamExited as exc:
@@ -235,7 +278,7 @@ class Session:
         else:
             await self._answer(result(request_id, value))
 
-    def _replayed(self, name: str, args: JSONObject) -> JSONValue:
+    def _replayed(self, name: str, args: JSONObject) -> RecordedStep:
         assert self.calls is not None
         recorded, args_hash, _ = jsonish(args)
         if self.redaction is not None:
@@ -243,11 +286,12 @@ class Session:
             args_hash = jsonish(recorded)[1]
         found = self.calls.find(name, args_hash)
         if found is None:
+            cut = self.calls.unanswered(name, args_hash)
+            if cut is not None:
+                raise _NotRecorded(name, self.calls.execution_id, [], cut)
             nearest = self.calls.nearest(name, recorded)
             raise _NotRecorded(name, self.calls.execution_id, nearest)
-        if not found.ok:
-            raise RuntimeError(found.error_text)
-        return found.output
+        return found
 
     async def _plain(self, request_id: JSONValue, method: str, line: bytes) -> None:
         """A request that is not a step: forwarded, or answered by a replay."""
@@ -295,6 +339,8 @@ class Session:
                     if not waiting.done():
                         waiting.set_result(message)
                     continue
+            elif self.run_step is not None and isinstance(message, dict):
+                self._note(message)
             await self.client.send(line)
         gone = UpstreamExited("the upstream MCP server exited mid-session")
         for waiting in self._pending.values():
@@ -302,6 +348,61 @@ class Session:
                 waiting.set_exception(gone)
         self._pending.clear()
         raise gone
+
+    def _note(self, message: JSONObject) -> None:
+        """Record what the server sent that is not an answer, as a step.
+
+        A progress notification is a step of the call whose progress token it
+        names; a request of the server's own (sampling, elicitation, roots, a
+        ping) is a step whose output is the client's answer, nested in the
+        one call in flight if there is exactly one. Other notifications are
+        only forwarded.
+        """
+        method = message.get("method")
+        params = message.get("params")
+        given = params if isinstance(params, dict) else {}
+        context: contextvars.Context | None = None
+        if is_request(message):
+            name = f"{FROM_SERVER}{method}"
+            args = {k: v for k, v in given.items() if k != "_meta"}
+            waiting = asyncio.get_running_loop().create_future()
+            self._asked[_key(message.get("id"))] = waiting
+            fn = self._client_answer(waiting)
+            if len(self._open) == 1:
+                context = next(iter(self._open.values()))
+        elif method == "notifications/progress":
+            owner = self._tokens.get(_key(progress_token(message)))
+            context = None if owner is None else self._open.get(owner)
+            if context is None:
+                return  # no call of this session's asked for it
+            name = PROGRESS
+            args = {k: v for k, v in given.items() if k not in _VOLATILE}
+            fn = _nothing
+        else:
+            return
+        assert self.run_step is not None
+        step = self.run_step(name, args, fn)
+        task = asyncio.get_running_loop().create_task(_recorded(step), context=context)
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
+
+    @staticmethod
+    def _client_answer(
+        waiting: asyncio.Future[JSONObject],
+    ) -> Callable[..., Awaitable[JSONValue]]:
+        async def answer(**_: object) -> JSONValue:
+            message = await waiting
+            if "error" in message:
+                body = message["error"]
+                body = body if isinstance(body, dict) else {}
+                code = body.get("code")
+                raise ClientError(
+                    code if isinstance(code, int) else -32603,
+                    str(body.get("message", "")),
+                )
+            return message.get("result")
+
+        return answer
 
     # -- sending -----------------------------------------------------------------
 
@@ -315,18 +416,62 @@ class Session:
 
 
 class _NotRecorded(LookupError):
-    def __init__(self, name: str, execution_id: str, nearest: list[str]) -> None:
-        shown = "; ".join(nearest) if nearest else "none"
+    def __init__(
+        self,
+        name: str,
+        execution_id: str,
+        nearest: list[str],
+        unanswered: RecordedStep | None = None,
+    ) -> None:
         what = name.removeprefix("mcp:")
+        self.data: JSONObject = {"step": name, "executionId": execution_id}
+        if unanswered is not None:
+            error = unanswered.error or {}
+            why = error.get("type") or unanswered.outcome
+            super().__init__(
+                f"{what} with these arguments is in record {execution_id} "
+                f"(step {unanswered.number}) without an answer: it was "
+                f"{_UNANSWERED.get(str(why), 'never answered')}"
+            )
+            self.data["step_number"] = unanswered.number
+            self.data["outcome"] = str(why)
+            return
+        shown = "; ".join(nearest) if nearest else "none"
         super().__init__(
             f"{what} with these arguments is not in record {execution_id}; "
             f"nearest recorded: {shown}"
         )
-        self.data: JSONObject = {
-            "step": name,
-            "executionId": execution_id,
-            "nearest": list(nearest),
-        }
+        self.data["nearest"] = list(nearest)
+
+
+#: Why a recorded call holds no answer, by its error type (or outcome).
+_UNANSWERED: Final = {
+    "ClientCancelled": "cancelled by the client",
+    "UpstreamExited": "in flight when the upstream exited",
+    "unfinished": "in flight when the recording stopped",
+    "cancelled": "in flight when the recording stopped",
+}
+
+
+#: What a recorded progress notification is keyed without: the token is the
+#: client's own, another in every session.
+_VOLATILE: Final = frozenset({"progressToken", "_meta"})
+
+
+async def _nothing(**_: object) -> None:
+    """A progress step's call: the notification itself is the step's record."""
+
+
+async def _recorded(step: Awaitable[JSONValue]) -> None:
+    # a client's error answer is its step's failure, already recorded
+    with contextlib.suppress(Exception):
+        await step
+
+
+def _progress(token: JSONValue, note: JSONObject) -> JSONObject:
+    """A recorded progress notification, for the replayed call's ``token``."""
+    params: JSONObject = {**note, "progressToken": token}
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
 
 
 def _key(request_id: JSONValue) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...integrations.mcp.view import call_view, is_session
 from ...record.model import EventType
 from ...steps.view import record_steps
 
@@ -37,6 +38,8 @@ class Bar:
     error: str | None
     traceback: str | None
     child_execution_id: str | None
+    detail: str | None = None  # an MCP call's arguments, in short
+    side_effect: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,10 @@ def _number(value: JSONValue | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def _text(value: JSONValue | None) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _error_text(error: JSONValue | None) -> str | None:
@@ -99,6 +106,7 @@ def draw(record: ExecutionRecord) -> Timeline:
         spans.append(("attempt", label, start_ms, finished, end, 0, None))
     steps = record_steps(record)
     parents = {step.number: step.parent for step in steps}
+    mcp = is_session(record)
     for step in steps:
         end_ms = None if step.end_seq is None else at.get(step.end_seq)
         data: JSONObject = {
@@ -106,13 +114,22 @@ def draw(record: ExecutionRecord) -> Timeline:
             "durationMs": step.duration_ms,
             "error": step.error,
             "traceback": step.traceback,
+            "sideEffect": step.side_effect,
         }
+        label = step.name
+        if mcp and step.name.startswith("mcp:"):
+            # a call of an MCP session: its tool, its arguments, a tool's error
+            call = call_view(step, at.get(step.start_seq, 0.0))
+            label = call.label
+            data.update(outcome=call.outcome, detail=call.args or None)
+            if step.error is None:  # a tool's isError: the call itself went well
+                data["errorText"] = call.error
         kind = "child" if step.child_execution_id else "step"
         depth = 1 + _depth(step.parent, parents)
         spans.append(
             (
                 kind,
-                step.name,
+                label,
                 at.get(step.start_seq, 0.0),
                 end_ms,
                 data,
@@ -167,9 +184,11 @@ def _bar(
         left=left,
         # a zero-length bar would be invisible: draw at least a sliver
         width=max(right - left, 0.4),
-        error=_error_text(data.get("error")),
+        error=_error_text(data.get("error")) or _text(data.get("errorText")),
         traceback=traceback if isinstance(traceback, str) else None,
         child_execution_id=child,
+        detail=detail if isinstance(detail := data.get("detail"), str) else None,
+        side_effect=data.get("sideEffect") is True,
     )
 
 

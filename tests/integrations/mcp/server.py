@@ -1,7 +1,8 @@
 """A small MCP server for the proxy's tests (the official SDK), run over stdio.
 
 Every call of a tool appends a line to the file named by ``MCP_TEST_CALLS``,
-so a test sees which calls reached the server.
+so a test sees which calls reached the server; the process id goes to the file
+named by ``MCP_TEST_PID``, so a test can kill it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import Completion, ToolAnnotations
 
 server = MCPServer("intentusnet-test", log_level="CRITICAL")
 _counter = {"n": 0}
@@ -78,6 +79,33 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """Ask the client for its roots (a request of the server's own) mid-call."""
+    _called("roots")
+    listed = await ctx.session.list_roots()
+    return ", ".join(str(root.uri) for root in listed.roots)
+
+
+_later: set[asyncio.Task[None]] = set()
+
+
+@server.tool()
+async def announce(ctx: Context) -> str:
+    """Answer, then tell the client its resources changed: outside any request."""
+    _called("announce")
+    session = ctx.session
+
+    async def later() -> None:
+        await asyncio.sleep(0.3)
+        await session.send_resource_list_changed()
+
+    task = asyncio.get_running_loop().create_task(later())
+    _later.add(task)
+    task.add_done_callback(_later.discard)
+    return "announced"
+
+
 @server.resource("memo://greeting")
 def greeting() -> str:
     """A fixed resource."""
@@ -90,7 +118,20 @@ def review(code: str) -> str:
     return f"Review this: {code}"
 
 
+@server.completion()
+async def complete(ref: object, argument: object, context: object) -> Completion:
+    """Complete a prompt's argument: the values that start with what is typed."""
+    typed = str(getattr(argument, "value", ""))
+    _called("complete")
+    return Completion(
+        values=[v for v in ("python", "perl", "rust") if v.startswith(typed)]
+    )
+
+
 if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_PID"):  # so that a test can kill this process
+        with open(os.environ["MCP_TEST_PID"], "w", encoding="utf-8") as out:
+            out.write(str(os.getpid()))
     if len(sys.argv) == 3 and sys.argv[1] == "http":  # server.py http PORT
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -136,6 +136,41 @@ def test_cache_over_http_forwards_only_misses(tmp_path: Path, server_url: str) -
     assert _calls(tmp_path) == ["counter", "add"]
 
 
+def test_a_message_outside_any_request_reaches_the_client(
+    tmp_path: Path, server_url: str
+) -> None:
+    """The server's GET event stream is listened to: its notifications are forwarded."""
+    args = ["-m", "intentusnet.cli", "mcp", "proxy", "--store", str(tmp_path / "s")]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[*args, "--upstream-url", server_url],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    seen: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(str(getattr(message, "method", type(message).__name__)))
+
+    async def run() -> list[str]:
+        # the initialize handshake: the stateless 2026 revision has no GET stream
+        async with Client(
+            params,
+            read_timeout_seconds=LIMIT,
+            message_handler=on_message,
+            mode="legacy",
+        ) as client:
+            answer = await client.call_tool("announce", {})
+            assert answer.content[0].text == "announced"
+            for _ in range(200):  # bounded: 10 s
+                if "notifications/resources/list_changed" in seen:
+                    break
+                await asyncio.sleep(0.05)
+            return seen
+
+    seen = asyncio.run(asyncio.wait_for(run(), LIMIT))
+    assert "notifications/resources/list_changed" in seen
+
+
 def test_an_unreachable_upstream_is_a_json_rpc_error(tmp_path: Path) -> None:
     """Nothing listens at the URL: the client's request gets -32002, not a hang."""
 

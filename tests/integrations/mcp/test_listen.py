@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _serve(tmp_path: Path, mode: str, body: Any, *more: str) -> tuple[Any, str]:
-    """Start the proxy on a loopback port, run ``body``, end it with SIGTERM."""
+def _serve_url(
+    tmp_path: Path, mode: str, body: Callable[[str], Any], *more: str
+) -> tuple[Any, str]:
+    """Start the proxy on a loopback port, run ``body(url)``, end it with SIGTERM."""
     port = _free_port()
     args = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
     args += ["--store", str(tmp_path / "store"), "--mode", mode]
@@ -55,13 +58,7 @@ def _serve(tmp_path: Path, mode: str, body: Any, *more: str) -> tuple[Any, str]:
                     assert time.monotonic() < deadline, "the proxy did not listen"
                     assert proxy.poll() is None, "the proxy exited"
                     time.sleep(0.05)
-
-            async def run() -> Any:
-                url = f"http://127.0.0.1:{port}/mcp"
-                async with Client(url, read_timeout_seconds=LIMIT) as client:
-                    return await body(client)
-
-            result = asyncio.run(asyncio.wait_for(run(), LIMIT))
+            result = body(f"http://127.0.0.1:{port}/mcp")
             proxy.send_signal(signal.SIGTERM)
             _, err = proxy.communicate(timeout=LIMIT)
         finally:
@@ -70,6 +67,19 @@ def _serve(tmp_path: Path, mode: str, body: Any, *more: str) -> tuple[Any, str]:
                 proxy.wait(timeout=LIMIT)
     assert proxy.returncode == 0, err
     return result, err.decode()
+
+
+def _serve(tmp_path: Path, mode: str, body: Any, *more: str) -> tuple[Any, str]:
+    """``_serve_url`` with an SDK client running ``body(client)``."""
+
+    def run(url: str) -> Any:
+        async def session() -> Any:
+            async with Client(url, read_timeout_seconds=LIMIT) as client:
+                return await body(client)
+
+        return asyncio.run(asyncio.wait_for(session(), LIMIT))
+
+    return _serve_url(tmp_path, mode, run, *more)
 
 
 async def _tour(client: Client) -> tuple[list[Any], list[float]]:
@@ -105,3 +115,99 @@ def test_record_and_replay_over_the_proxys_own_http_endpoint(tmp_path: Path) -> 
     assert replayed == recorded
     assert "replayed exec-" in err
     assert (tmp_path / "calls.txt").read_text() == made
+
+
+def _completed(store_root: Path, count: int) -> list[Any]:
+    """Wait (bounded) until ``count`` records are completed; return them."""
+    deadline = time.monotonic() + LIMIT
+    while True:
+        store = FileExecutionStore(store_root)
+        try:
+            done = [s for s in store.list() if s.status.value == "completed"]
+            if len(done) >= count:
+                return [store.load(s.execution_id) for s in done]
+        finally:
+            store.close()
+        assert time.monotonic() < deadline, "the records were not closed"
+        time.sleep(0.1)
+
+
+def test_two_clients_at_once_are_two_sessions_and_two_records(tmp_path: Path) -> None:
+    """Concurrent sessions: one upstream and one record each; DELETE closes it."""
+    upstream = ("--", sys.executable, str(SERVER))
+
+    async def both(url: str) -> list[Any]:
+        async def one(tool: str, arguments: dict[str, Any]) -> list[str]:
+            # the initialize handshake: each client gets a session id
+            async with Client(url, read_timeout_seconds=LIMIT, mode="legacy") as c:
+                first = await c.call_tool("counter", {})
+                await asyncio.sleep(0.2)  # the other session's calls meanwhile
+                second = await c.call_tool(tool, arguments)
+                return [first.content[0].text, second.content[0].text]
+
+        return await asyncio.gather(
+            one("slow", {"seconds": 0.3}), one("add", {"a": 2, "b": 2})
+        )
+
+    def body(url: str) -> Any:
+        answers = asyncio.run(asyncio.wait_for(both(url), LIMIT))
+        # both clients sent DELETE on leaving: their records close now
+        return answers, _completed(tmp_path / "store", 2)
+
+    ((answers, records), err) = _serve_url(tmp_path, "record", body, *upstream)
+    # each session has its own upstream: both counters start at 1
+    assert answers == [["1", "slept 0.3"], ["1", "4"]]
+    calls = sorted(
+        sorted(s.name for s in record_steps(r) if "tools/call" in s.name)
+        for r in records
+    )
+    assert calls == [
+        ["mcp:tools/call:add", "mcp:tools/call:counter"],
+        ["mcp:tools/call:counter", "mcp:tools/call:slow"],
+    ]
+    assert err.count("recorded exec-") == 2
+
+
+def test_an_idle_session_ends_and_its_record_closes(tmp_path: Path) -> None:
+    """A stateless client sends no DELETE: --idle ends its session."""
+    upstream = ("--", sys.executable, str(SERVER))
+
+    def body(url: str) -> Any:
+        async def run() -> str:
+            async with Client(url, read_timeout_seconds=LIMIT) as client:
+                return (await client.call_tool("add", {"a": 1, "b": 1})).content[0].text
+
+        answer = asyncio.run(asyncio.wait_for(run(), LIMIT))
+        return answer, _completed(tmp_path / "store", 1)
+
+    (answer, (record,)), _ = _serve_url(
+        tmp_path, "record", body, "--idle", "1", *upstream
+    )
+    assert answer == "2"
+    assert "mcp:tools/call:add" in [s.name for s in record_steps(record)]
+
+
+def test_an_unknown_session_id_is_404(tmp_path: Path) -> None:
+    """An id the proxy never gave is 404, as MCP asks; a body not JSON is -32700."""
+    import httpx
+
+    def body(url: str) -> tuple[int, int, Any]:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {
+            "mcp-session-id": "nope",
+            "accept": "application/json, text/event-stream",
+        }
+        unknown = httpx.post(url, json=ping, headers=headers, timeout=LIMIT)
+        # and a body that is not JSON: a parse error, and no session opened
+        broken = httpx.post(url, content=b"{not json", timeout=LIMIT)
+        return unknown.status_code, broken.status_code, broken.json()
+
+    (status, broken, problem), _ = _serve_url(
+        tmp_path, "record", body, "--", sys.executable, str(SERVER)
+    )
+    assert status == 404
+    assert broken == 400
+    assert problem["error"]["code"] == -32700
+    store = FileExecutionStore(tmp_path / "store")
+    assert store.list() == []  # no session was opened
+    store.close()

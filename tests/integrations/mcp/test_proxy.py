@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -125,6 +126,90 @@ def test_the_session_is_one_record_with_a_step_per_call(tmp_path: Path) -> None:
     store.close()
 
 
+def test_progress_is_recorded_with_its_call_and_replayed(tmp_path: Path) -> None:
+    """Progress notifications are steps of their call; a replay sends them again."""
+
+    async def calls(client: Client) -> tuple[str, list[Any]]:
+        progress: list[Any] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None):
+            progress.append((done, total, message))
+
+        answer = await client.call_tool(
+            "steps", {"count": 3}, progress_callback=on_progress
+        )
+        return answer.content[0].text, progress
+
+    recorded = _session(tmp_path, "record", calls)
+    assert recorded == ("3 steps", [(float(i), 3.0, f"step {i}") for i in (1, 2, 3)])
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    steps = record_steps(record)
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:steps"]
+    notes = [s for s in steps if s.name == "mcp:notifications/progress"]
+    assert [s.parent for s in notes] == [call.number] * 3
+    assert notes[0].args == {"progress": 1, "total": 3, "message": "step 1"}
+    store.close()
+    assert _session(tmp_path, "replay", calls, upstream=False) == recorded
+
+
+def test_a_request_of_the_servers_own_is_a_step_of_its_call(tmp_path: Path) -> None:
+    """roots/list asked by the server mid-call: recorded with the client's answer."""
+
+    async def on_roots(context: Any) -> Any:
+        from mcp_types import ListRootsResult, Root
+
+        return ListRootsResult(roots=[Root(uri="file:///work", name="work")])
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=_proxy(tmp_path / "store", "record"),
+        env=_env(tmp_path / "calls.txt"),
+    )
+
+    async def run() -> str:
+        # the initialize handshake: server requests need its back-channel
+        async with Client(
+            params,
+            read_timeout_seconds=LIMIT,
+            list_roots_callback=on_roots,
+            mode="legacy",
+        ) as client:
+            return (await client.call_tool("roots", {})).content[0].text
+
+    assert asyncio.run(asyncio.wait_for(run(), LIMIT)) == "file:///work"
+    store = _store(tmp_path)
+    steps = record_steps(store.load(store.list()[0].execution_id))
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:roots"]
+    (asked,) = [s for s in steps if s.name == "mcp:from-server:roots/list"]
+    assert asked.parent == call.number
+    assert asked.output == {"roots": [{"uri": "file:///work", "name": "work"}]}
+    store.close()
+
+
+def test_completion_is_recorded_and_replayed(tmp_path: Path) -> None:
+    """completion/complete is a step keyed by its arguments, replayed as recorded."""
+
+    async def complete(client: Client) -> list[str]:
+        from mcp_types import PromptReference
+
+        found = await client.complete(
+            PromptReference(type="ref/prompt", name="review"),
+            {"name": "code", "value": "p"},
+        )
+        return found.completion.values
+
+    assert _session(tmp_path, "record", complete) == ["python", "perl"]
+    made = _calls(tmp_path)
+    assert _session(tmp_path, "replay", complete, upstream=False) == ["python", "perl"]
+    assert _calls(tmp_path) == made == ["complete"]
+    store = _store(tmp_path)
+    steps = record_steps(store.load(store.list()[0].execution_id))
+    (step,) = [s for s in steps if s.name == "mcp:completion/complete"]
+    assert step.args["argument"] == {"name": "code", "value": "p"}
+    store.close()
+
+
 def test_replay_miss_names_the_tool_and_the_nearest_call(tmp_path: Path) -> None:
     """A call the record does not hold is a JSON-RPC error naming what is recorded."""
     _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
@@ -203,31 +288,116 @@ def test_notifications_and_slow_calls_do_not_block(tmp_path: Path) -> None:
     assert progress == [1.0, 2.0]
 
 
-def test_an_upstream_crash_ends_the_session_with_a_failed_record(
+def test_an_upstream_killed_mid_session_leaves_an_incomplete_record(
     tmp_path: Path,
 ) -> None:
-    """The pending call gets an error; the record keeps the calls made before."""
+    """SIGKILLed mid-call: the record is incomplete; forced replay serves it."""
+    pid_file = tmp_path / "upstream.pid"
 
     async def calls(client: Client) -> str:
         await client.call_tool("add", {"a": 1, "b": 2})
+        slow = asyncio.ensure_future(client.call_tool("slow", {"seconds": 20.0}))
+        for _ in range(600):  # bounded: 30 s
+            if "slow" in _calls(tmp_path):
+                break
+            await asyncio.sleep(0.05)
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
         with pytest.raises(MCPError) as caught:
-            await client.call_tool("crash", {})
+            await slow
         return str(caught.value)
 
-    text = _session(tmp_path, "record", calls)
+    os.environ["MCP_TEST_PID"] = str(pid_file)
+    try:
+        text = _session(tmp_path, "record", calls)
+    finally:
+        del os.environ["MCP_TEST_PID"]
     assert "exited" in text
     store = _store(tmp_path)
     record = store.load(store.list()[0].execution_id)
-    assert record.header.status.value == "failed"
-    assert [s.outcome for s in record_steps(record)][-1] == "error"
+    assert record.header.status.value == "incomplete"
+    assert record.header.replayable_reason is not None
+    steps = {s.name: s for s in record_steps(record)}
+    assert steps["mcp:tools/call:add"].outcome == "success"
+    assert steps["mcp:tools/call:slow"].outcome == "error"
     store.close()
-    replayed = _session(
-        tmp_path,
-        "replay",
-        lambda c: c.call_tool("add", {"a": 1, "b": 2}),
-        upstream=False,
+    # not replayable without --force (exit 4, and the client is told nothing)
+    refused = subprocess.run(
+        [sys.executable, *_proxy(tmp_path / "store", "replay", upstream=False)],
+        input=b"",
+        capture_output=True,
+        env=_env(tmp_path / "calls.txt"),
+        timeout=LIMIT,
+        check=False,
     )
-    assert replayed.content[0].text == "3"
+    assert refused.returncode == 4, refused.stderr
+    assert b"execution_incomplete" in refused.stderr
+
+    async def again(client: Client) -> tuple[str, str]:
+        added = await client.call_tool("add", {"a": 1, "b": 2})
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("slow", {"seconds": 20.0})
+        return added.content[0].text, str(caught.value)
+
+    made = _calls(tmp_path)
+    added, cut = _session(tmp_path, "replay", again, "--force", upstream=False)
+    assert added == "3"
+    assert "in flight when the upstream exited" in cut
+    assert _calls(tmp_path) == made
+
+
+#: What an MCP client sends first.
+_HANDSHAKE = (
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+)
+
+
+def test_the_proxy_exits_1_naming_the_incomplete_record(tmp_path: Path) -> None:
+    """An upstream that dies mid-session: exit 1, and stderr names the record."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "crash", "arguments": {}},
+    }
+    with subprocess.Popen(
+        [sys.executable, *_proxy(tmp_path / "store", "record")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path / "calls.txt"),
+    ) as proxy:
+        assert proxy.stdin is not None
+        assert proxy.stdout is not None
+        assert proxy.stderr is not None
+        try:
+            # stdin stays open: the proxy ends the session itself
+            for message in (*_HANDSHAKE, call):
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            proxy.wait(LIMIT)
+        finally:
+            proxy.kill()
+            proxy.wait(LIMIT)
+        out, err = proxy.stdout.read(), proxy.stderr.read()
+    assert proxy.returncode == 1, err
+    _, answer = (json.loads(line) for line in out.splitlines())
+    assert answer["error"]["code"] == -32002
+    store = _store(tmp_path)
+    (summary,) = store.list()
+    assert summary.execution_id.encode() in err
+    assert b"left incomplete" in err
+    assert summary.status.value == "incomplete"
+    store.close()
 
 
 def test_malformed_json_gets_a_parse_error(tmp_path: Path) -> None:
@@ -271,7 +441,9 @@ def test_a_cancelled_call_is_recorded_and_the_session_goes_on(tmp_path: Path) ->
         return str(caught.value)
 
     # a cancelled call holds no answer: a replay does not serve it
-    assert "not in record" in _session(tmp_path, "replay", again, upstream=False)
+    assert "cancelled by the client" in _session(
+        tmp_path, "replay", again, upstream=False
+    )
 
 
 def test_cache_sessions_carry_what_earlier_ones_learned(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_a_killed_proxy_leaves_an_incomplete_record_forced_replay_serves(
             proxy.wait(timeout=LIMIT)
     records = FileExecutionStore(store)
     (summary,) = records.list()
-    assert summary.status.value in ("incomplete", "in_progress")
+    assert summary.status.value == "incomplete"  # its owner is gone: settled
     records.close()
     refused = subprocess.run(
         _proxy(store, "replay"),
@@ -178,3 +178,25 @@ def test_inspect_shows_the_session_as_a_timeline_of_calls(tmp_path: Path) -> Non
         "mcp:tools/call:fetch",
         "mcp:tools/call:search",
     ]
+    # and under "Calls", one line per call: its tool and its arguments
+    calls = shown.stdout.split("\nCalls\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(calls) == 2
+    assert any('tools/call search {"q":"a"}' in line for line in calls)
+    assert any('tools/call fetch {"url":"x"}' in line for line in calls)
+    assert all(" success " in line for line in calls)
+
+
+def test_an_upstream_that_cannot_start_is_exit_1_naming_it(tmp_path: Path) -> None:
+    """A command that does not exist: one error line, exit 1, no traceback."""
+    done = subprocess.run(
+        [*_proxy(tmp_path / "store", "record"), "--", str(tmp_path / "no-such-server")],
+        input=_call(1, "echo", word="hi"),
+        capture_output=True,
+        env=_env(),
+        timeout=LIMIT,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"could not start the upstream" in done.stderr
+    assert b"no-such-server" in done.stderr
+    assert b"Traceback" not in done.stderr
