@@ -120,11 +120,12 @@ ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]
 #: ``no-store`` for this call (stripped before the request is hashed or sent).
 #: Added in 0.1.0.
 CACHE_HEADER: Final = "x-intentusnet-cache"
-#: On a response: the id of the record it was answered from, or recorded as.
+#: On a response: the id of the record it was answered from, or recorded as
+#: (inside an agent too; in a re-run serving the agent's step, the re-run's).
 #: Added in 0.1.0.
 RECORD_HEADER: Final = "x-intentusnet-record"
 #: On a response to a request made inside an agent: the number of the step it
-#: is recorded as, in the execution ``x-intentusnet-record`` names.
+#: is recorded as in the agent's execution (``AgentContext.execution_id``).
 #: Added in 0.1.0.
 STEP_HEADER: Final = "x-intentusnet-step"
 _ASKED: Final = {
@@ -1110,7 +1111,7 @@ class Served(NamedTuple):
     record: str | None
     #: a live body passed through as it arrives (``ready`` has no body then)
     tee: Tee | AsyncTee | None = None
-    #: inside an agent: the step of ``record`` the response is recorded as
+    #: inside an agent: the step of the agent's execution it is recorded as
     step: int | None = None
 
     def headers(self) -> list[tuple[str, str]]:
