@@ -290,6 +290,30 @@ def test_a_strict_rerun_with_a_changed_prompt_stops_naming_the_request(
     assert CHAT.format(port=port) in error["message"]
 
 
+def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
+    store, closing
+) -> None:
+    """allow_live: a request the record does not hold is answered by the
+    transport, recorded with the re-run's execution as its parent."""
+    with FakeAPI() as api:
+        router = openai_router(store, api.url, is_async=False, closing=closing)
+        first = route(router, {"prompt": "hello"}, is_async=False)
+        STYLE["suffix"] = " (be brief)"
+        try:
+            engine = ReplayEngine.from_store(store, first.metadata.execution_id)
+            result = rerun(engine, router, allow_live=True)
+        finally:
+            STYLE["suffix"] = ""
+        assert api.hits == 2
+    assert result.ok, result.response.error
+    assert result.response.payload["cache"] == "miss"
+    (step,) = record_steps(store.load(result.execution_id))
+    assert step.source == "live"
+    assert result.response.payload["record"] == step.child_execution_id
+    call = store.load(step.child_execution_id)
+    assert call.header.parent_execution_id == result.execution_id
+
+
 def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None:
     """A stream the server cuts fails its step: a strict rerun raises the failure
     again, never serving the partial body."""
