@@ -10,11 +10,12 @@ Run: python benchmarks/bench_steps.py [--dir PATH]
     original run;
   * diff_records on two 1,000-step records that differ in one step;
   * an HTTP request through the recording transport (an in-process httpx
-    MockTransport as the server, so only our work is timed): made inside an
-    agent (a step of its record), made outside one (a record of its own, in
-    ``record`` mode so every call is made and recorded), and served by a strict
-    re-run (the re-run's own record, its loading and its diff shared out over
-    the requests); per request, with the file store.
+    MockTransport as the server, so only our work is timed), in ``record`` mode
+    so every call is made and recorded: made inside an agent (a step of its
+    record and a record of its own, linked), made outside one (a record of its
+    own only), and served by a strict re-run (the re-run's own record, its
+    loading and its diff shared out over the requests); per request, with the
+    file store.
 """
 
 from __future__ import annotations
@@ -206,9 +207,9 @@ def main() -> None:
         store = FileExecutionStore(Path(tmp) / "store")
         in_agent, own_record, served = http_requests(store)
         store.close()
-    row("inside an agent: a step of its record", in_agent)
+    row("inside an agent: a step and a record of its own", in_agent)
     row("outside an agent: a record of its own", own_record)
-    row("  step / own record", in_agent / own_record, unit="x ")
+    row("  inside / outside", in_agent / own_record, unit="x ")
     row("served by a strict re-run (its record, load, diff shared)", served)
 
 

@@ -139,12 +139,14 @@ class CallRouter:
         job: Job,
         secrets: Collection[str] = (),
         directive: CacheDirective = CacheDirective.DEFAULT,
+        parent: str | None = None,
     ) -> AgentResponse:
         """Route one call whose work is ``job``; its answer as recorded.
 
         ``secrets`` (a request's keys) are replaced by markers wherever they
         appear in what is recorded, error messages included; ``directive`` is
-        recorded in the envelope.
+        recorded in the envelope; ``parent`` is the execution whose agent made
+        the call, if any (the record's ``parentExecutionId``).
         """
         request_id = new_request_id()
         self._jobs[request_id] = (job, secrets)
@@ -152,7 +154,9 @@ class CallRouter:
         try:
             live = self.router.route_intent(
                 self.envelope(payload, request_id, directive),
-                options=ExecutionOptions(recorded=kept.append),
+                options=ExecutionOptions(
+                    parent_execution_id=parent, recorded=kept.append
+                ),
             )
         finally:
             del self._jobs[request_id]
@@ -164,6 +168,7 @@ class CallRouter:
         job: AsyncJob,
         secrets: Collection[str] = (),
         directive: CacheDirective = CacheDirective.DEFAULT,
+        parent: str | None = None,
     ) -> AgentResponse:
         """The async ``run``."""
         request_id = new_request_id()
@@ -172,7 +177,9 @@ class CallRouter:
         try:
             live = await self.router.route(
                 self.envelope(payload, request_id, directive),
-                options=ExecutionOptions(recorded=kept.append),
+                options=ExecutionOptions(
+                    parent_execution_id=parent, recorded=kept.append
+                ),
             )
         finally:
             del self._jobs[request_id]

@@ -124,11 +124,12 @@ ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]
 #: ``no-store`` for this call (stripped before the request is hashed or sent).
 #: Added in 0.1.0.
 CACHE_HEADER: Final = "x-intentusnet-cache"
-#: On a response: the id of the record it was answered from, or recorded as.
+#: On a response: the id of the record it was answered from, or recorded as
+#: (inside an agent too; in a re-run serving the agent's step, the re-run's).
 #: Added in 0.1.0.
 RECORD_HEADER: Final = "x-intentusnet-record"
 #: On a response to a request made inside an agent: the number of the step it
-#: is recorded as, in the execution ``x-intentusnet-record`` names.
+#: is recorded as in the agent's execution (``AgentContext.execution_id``).
 #: Added in 0.1.0.
 STEP_HEADER: Final = "x-intentusnet-step"
 _ASKED: Final = {
@@ -275,7 +276,6 @@ class RecordingCore:
         self._keys: dict[tuple[object, ...], str] = {}
         self._seen_names = self.hashed_names | {b"content-type"}
         self._tasks: set[asyncio.Future[AgentResponse]] = set()
-        self._ending: set[asyncio.Future[None]] = set()  # streamed steps' ends
         self.secret_params = frozenset(name.lower() for name in secret_params)
         self._own_cache = cache is None
         self.cache = cache if cache is not None else ReplayCache(store=store)
@@ -614,9 +614,7 @@ class RecordingCore:
         found = self._ready.get(id(answer))
         if found is not None and found[0] is answer:
             return found[1]
-        metadata = answer.metadata
-        record = metadata.original_execution_id or metadata.execution_id
-        ready = Served(self._prepare(answer, ran), "hit", record)
+        ready = Served(self._prepare(answer, ran), "hit", _record_of(answer))
         if len(self._ready) >= _READY_KEPT:
             self._ready.clear()
         self._ready[id(answer)] = (answer, ready)
@@ -668,30 +666,48 @@ class RecordingCore:
         The response served after a call is the one that came (unredacted). On
         a miss, an event stream is passed through: the routing runs on a
         thread, and the client reads the body as it arrives while the call's
-        job waits to record it whole.
+        job waits to record it whole. Inside an agent the request is also a
+        step of the agent's execution (:meth:`agent_step`).
         """
         directive = self.asked(request)
-        key, made = self.keyed(request, body, directive)
-        if current_context() is not None:  # a request an agent makes is its step
-            made = made or self.payload(request, body, directive)
-            payload, key, redacted, _ = made
-            agent = self.agent_step(request, payload, redacted)
-            if agent is not None:
-                return self.step(request, key, open_, *agent)
+        key, made, step = self.opened(request, body, directive)
+        if step is None:
+            return self._answer(request, body, key, made, open_, None)
+        if step.pending.served:
+            return self._step_served(step)
+        try:
+            return self._answer(request, body, key, made, open_, step)
+        except BaseException as exc:
+            step.failed(exc)
+            raise
+
+    def _answer(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        key: CacheKey,
+        made: _Made | None,
+        open_: Open,
+        step: AgentStep | None,
+    ) -> Served:
+        """The one way a request is answered: replay mode, a hit, or the call."""
         if self.mode is TransportMode.REPLAY:
-            return self.served(self.replay(key, request), None, ran=False)
+            return self.served(self.replay(key, request), None, ran=False, step=step)
         if key.directive is not CacheDirective.BYPASS:
             found = self.cache.hit(key)  # a hit needs no thread
             if found is not None:
-                return self.served(found, None, ran=False)
-        payload, key, redacted, sent = made or self.payload(request, body, directive)
+                return self.served(found, None, ran=False, step=step)
+        payload, key, redacted, sent = made or self.payload(
+            request, body, key.directive
+        )
+        parent = None if step is None else step.execution_id
         hand: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         settled = threading.Event()  # set once the routing is over
         live: list[JSONObject] = []  # the response as it came, when we called
-        ran = False
+        ran = passed = False  # the call was made; its body is passed through
 
         def job() -> JobResult:
-            nonlocal ran
+            nonlocal ran, passed
             ran = True
             response, chunks, close = open_()
             if not _passes(response):
@@ -704,6 +720,7 @@ class RecordingCore:
                 return recorded
             tee = Tee(chunks, close, settled)
             outcome = tee.outcome  # waited on without keeping the tee alive
+            passed = True
             hand.put(("stream", (response, tee, running_execution.get())))
             del tee
             return self._whole(request, response, outcome.body(), sent)
@@ -712,13 +729,21 @@ class RecordingCore:
         secrets = self.secrets
 
         def route() -> AgentResponse:
-            return self.cache.answer(
-                key,
-                lambda: self.calls.run(
-                    payload, run, secrets(request, redacted), key.directive
-                ),
-                missed=key.directive is not CacheDirective.BYPASS,
-            )
+            try:
+                answer = self.cache.answer(
+                    key,
+                    lambda: self.calls.run(
+                        payload, run, secrets(request, redacted), key.directive, parent
+                    ),
+                    missed=key.directive is not CacheDirective.BYPASS,
+                )
+            except BaseException as exc:
+                if passed and step is not None:
+                    step.failed(exc)
+                raise
+            if passed and step is not None:  # the stream was read to its end
+                self._step_answered(step, answer)
+            return answer
 
         threading.Thread(
             target=_outcome,
@@ -728,40 +753,59 @@ class RecordingCore:
         ).start()
         kind, value = hand.get()
         if kind == "stream":
-            return self.streamed(*cast("_Handed", value), key.directive)
+            return self.streamed(*cast("_Handed", value), key.directive, step)
         if isinstance(value, BaseException):
             raise value
         answer = cast("AgentResponse", value)
         live_data = live[0] if live else None
-        return self.served(answer, live_data, ran=ran, directive=key.directive)
+        return self.served(
+            answer, live_data, ran=ran, directive=key.directive, step=step
+        )
 
     async def aanswer_request(
         self, request: HTTPRequest, body: bytes, open_: AsyncOpen
     ) -> Served:
         """The async ``answer_request``: routing runs as a task when it may stream."""
         directive = self.asked(request)
-        key, made = self.keyed(request, body, directive)
-        if current_context() is not None:  # a request an agent makes is its step
-            made = made or self.payload(request, body, directive)
-            payload, key, redacted, _ = made
-            agent = self.agent_step(request, payload, redacted)
-            if agent is not None:
-                return await self.astep(request, key, open_, *agent)
+        key, made, step = self.opened(request, body, directive)
+        if step is None:
+            return await self._aanswer(request, body, key, made, open_, None)
+        if step.pending.served:
+            return self._step_served(step)
+        try:
+            return await self._aanswer(request, body, key, made, open_, step)
+        except BaseException as exc:
+            step.failed(exc)
+            raise
+
+    async def _aanswer(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        key: CacheKey,
+        made: _Made | None,
+        open_: AsyncOpen,
+        step: AgentStep | None,
+    ) -> Served:
+        """The async ``_answer``."""
         if self.mode is TransportMode.REPLAY:
-            return self.served(self.replay(key, request), None, ran=False)
+            return self.served(self.replay(key, request), None, ran=False, step=step)
         if key.directive is not CacheDirective.BYPASS:
             found = self.cache.hit(key)  # a hit needs no task
             if found is not None:
-                return self.served(found, None, ran=False)
-        payload, key, redacted, sent = made or self.payload(request, body, directive)
+                return self.served(found, None, ran=False, step=step)
+        payload, key, redacted, sent = made or self.payload(
+            request, body, key.directive
+        )
+        parent = None if step is None else step.execution_id
         hand: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed: list[_Handed] = []  # emptied when taken: nothing else keeps the tee
         asettled = asyncio.Event()
         live: list[JSONObject] = []
-        ran = False
+        ran = passed = False
 
         async def job() -> JobResult:
-            nonlocal ran
+            nonlocal ran, passed
             ran = True
             response, chunks, aclose = await open_()
             if not _passes(response):
@@ -774,6 +818,7 @@ class RecordingCore:
                 return recorded
             tee = AsyncTee(chunks, aclose, asettled)
             outcome = tee.outcome  # waited on without keeping the tee alive
+            passed = True
             handed.append((response, tee, running_execution.get()))
             hand.set_result(None)
             del tee
@@ -782,14 +827,22 @@ class RecordingCore:
         run: AsyncJob = job
         secrets = self.secrets
 
-        def route() -> Awaitable[AgentResponse]:
-            return self.cache.aanswer(
-                key,
-                lambda: self.calls.arun(
-                    payload, run, secrets(request, redacted), key.directive
-                ),
-                missed=key.directive is not CacheDirective.BYPASS,
-            )
+        async def route() -> AgentResponse:
+            try:
+                answer = await self.cache.aanswer(
+                    key,
+                    lambda: self.calls.arun(
+                        payload, run, secrets(request, redacted), key.directive, parent
+                    ),
+                    missed=key.directive is not CacheDirective.BYPASS,
+                )
+            except BaseException as exc:
+                if passed and step is not None:
+                    step.failed(exc)
+                raise
+            if passed and step is not None:  # the stream was read to its end
+                self._step_answered(step, answer)
+            return answer
 
         task = asyncio.ensure_future(route())
         self._tasks.add(task)  # kept until done: it records the stream
@@ -798,10 +851,12 @@ class RecordingCore:
         either: set[asyncio.Future[Any]] = {task, hand}
         await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if hand.done():
-            return self.streamed(*handed.pop(), key.directive)
+            return self.streamed(*handed.pop(), key.directive, step)
         answer = task.result()
         live_data = live[0] if live else None
-        return self.served(answer, live_data, ran=ran, directive=key.directive)
+        return self.served(
+            answer, live_data, ran=ran, directive=key.directive, step=step
+        )
 
     # -- inside an agent -------------------------------------------------------------
 
@@ -819,14 +874,28 @@ class RecordingCore:
         path = url.raw_path.partition(b"?")[0].decode("ascii")
         return f"http {request.method} {host}{port}{path}"
 
+    def opened(
+        self, request: HTTPRequest, body: bytes, directive: CacheDirective
+    ) -> tuple[CacheKey, _Made | None, AgentStep | None]:
+        """A request's key and payload, and its step when an agent makes it.
+
+        Raises:
+            CassetteMiss: a re-run's record does not hold the request.
+        """
+        key, made = self.keyed(request, body, directive)
+        if current_context() is None:
+            return key, made, None
+        made = made or self.payload(request, body, directive)
+        payload, key, redacted, _ = made
+        return key, made, self.agent_step(request, payload, redacted)
+
     def agent_step(
         self, request: HTTPRequest, payload: JSONObject, redacted: list[str]
-    ) -> tuple[str, PendingStep] | None:
-        """The running agent's execution and the step this request opens in it.
+    ) -> AgentStep | None:
+        """The step this request opens in the running agent's execution.
 
-        ``None`` outside an agent, or when its execution records no steps: the
-        request is then recorded as its own record. The step's arguments are the
-        request's envelope payload.
+        ``None`` outside an agent, or when its execution records no steps. The
+        step's arguments are the request's envelope payload.
 
         Raises:
             CassetteMiss: a re-run's record does not hold the request.
@@ -839,155 +908,26 @@ class RecordingCore:
             return None
         if not step.served:  # a request being made: its keys are secrets
             add_secrets(ctx, self.secrets(request, redacted))
-        return ctx.execution_id, step
+        return AgentStep(ctx.execution_id, step)
 
-    def _known(self, request: HTTPRequest, key: CacheKey) -> JSONObject | None:
-        """The response the records give without a call (replay mode, a hit)."""
-        if self.mode is TransportMode.REPLAY:
-            return self._data(self.replay(key, request), ran=False)
-        if key.directive is not CacheDirective.BYPASS:
-            found = self.cache.hit(key)
-            if found is not None:
-                return self._data(found, ran=False)
-        return None
-
-    def _shown(self, response: HTTPResponse, content: bytes) -> JSONObject:
-        """A response as recorded (redacted, hooked), whatever its status."""
-        result = self.recorded(response, content, {})[1]  # a step keeps no usage
-        if isinstance(result, AgentResponse):
-            assert result.error is not None  # an error status
-            return cast(JSONObject, result.error.details["response"])
-        return cast(JSONObject, result["response"])
-
-    def _step_served(self, step: PendingStep, record: str) -> Served:
+    def _step_served(self, step: AgentStep) -> Served:
         """A re-run's answer: the recorded response (or the recorded failure)."""
-        output = step.serve()
+        output = step.pending.serve()
         if not isinstance(output, dict):
             raise ValueError(
-                f"step {step.number} of record {record} is not an HTTP response"
+                f"step {step.number} of record {step.execution_id} is not an "
+                "HTTP response"
             )
-        return Served(_ready(output), "hit", record, step=step.number)
+        return Served(_ready(output), "hit", step.execution_id, step=step.number)
 
-    def _step_ended(
-        self,
-        step: PendingStep,
-        request: HTTPRequest,
-        response: HTTPResponse,
-        content: bytes | None,
-    ) -> None:
-        """End a passed-through response's step: its body whole, or a failure."""
-        if content is None:
-            step.failed(
-                Interrupted(
-                    f"the response to {self.describe(request)} was closed or "
-                    "failed before its end; its step is recorded as failed"
-                )
-            )
-            return
+    def _step_answered(self, step: AgentStep, answer: AgentResponse) -> None:
+        """End a passed-through response's step once it is recorded, or failed."""
         try:
-            data = self._shown(response, content)
-        except Exception as exc:  # a before_record_response hook's fault
+            data = self._data(answer, ran=True)
+        except Exception as exc:  # the stream was cut short, say
             step.failed(exc)
             return
-        step.succeeded(data)
-
-    def step(
-        self,
-        request: HTTPRequest,
-        key: CacheKey,
-        open_: Open,
-        record: str,
-        step: PendingStep,
-    ) -> Served:
-        """Answer a request made inside an agent as step ``step`` of ``record``.
-
-        Served from a re-run's record, else from the records (replay mode, a
-        hit), else made; the step's output is the response as recorded, and the
-        response served is built from it, so a re-run serves the same bytes. A
-        passed-through stream ends its step once read to its end.
-        """
-        if step.served:
-            return self._step_served(step, record)
-        try:
-            known = self._known(request, key)
-            if known is not None:
-                step.succeeded(known)
-                return Served(_ready(known), "hit", record, step=step.number)
-            response, chunks, close = open_()
-            passes = _passes(response)
-            if not passes:
-                try:
-                    content = b"".join(chunks)
-                finally:
-                    close()
-                data = self._shown(response, content)
-        except BaseException as exc:
-            step.failed(exc)
-            raise
-        state = "bypass" if key.directive is CacheDirective.BYPASS else "miss"
-        if not passes:
-            step.succeeded(data)
-            return Served(_ready(data), state, record, step=step.number)
-        settled = threading.Event()
-        tee = Tee(chunks, close, settled)
-        outcome = tee.outcome  # waited on without keeping the tee alive
-
-        def end() -> None:
-            try:
-                self._step_ended(step, request, response, outcome.body())
-            finally:
-                settled.set()
-
-        threading.Thread(target=end, daemon=True, name="intentusnet-step").start()
-        served = self.streamed(response, tee, record, key.directive)
-        return served._replace(step=step.number)
-
-    async def astep(
-        self,
-        request: HTTPRequest,
-        key: CacheKey,
-        open_: AsyncOpen,
-        record: str,
-        step: PendingStep,
-    ) -> Served:
-        """The async :meth:`step`: a stream's step is ended by a task."""
-        if step.served:
-            return self._step_served(step, record)
-        try:
-            known = self._known(request, key)
-            if known is not None:
-                step.succeeded(known)
-                return Served(_ready(known), "hit", record, step=step.number)
-            response, chunks, aclose = await open_()
-            passes = _passes(response)
-            if not passes:
-                try:
-                    content = b"".join([chunk async for chunk in chunks])
-                finally:
-                    await aclose()
-                data = self._shown(response, content)
-        except BaseException as exc:
-            step.failed(exc)
-            raise
-        state = "bypass" if key.directive is CacheDirective.BYPASS else "miss"
-        if not passes:
-            step.succeeded(data)
-            return Served(_ready(data), state, record, step=step.number)
-        settled = asyncio.Event()
-        tee = AsyncTee(chunks, aclose, settled)
-        outcome = tee.outcome
-
-        async def end() -> None:
-            try:
-                self._step_ended(step, request, response, await outcome.body())
-            finally:
-                settled.set()
-
-        task = asyncio.ensure_future(end())
-        self._ending.add(task)  # kept until done: it ends the step
-        task.add_done_callback(self._ending.discard)
-        served = self.streamed(response, tee, record, key.directive)
-        return served._replace(step=step.number)
+        step.succeeded(data, _record_of(answer))
 
     def _task_done(self, task: asyncio.Future[AgentResponse]) -> None:
         self._tasks.discard(task)
@@ -1015,8 +955,13 @@ class RecordingCore:
         tee: Tee | AsyncTee,
         record: str | None,
         directive: CacheDirective,
+        step: AgentStep | None = None,
     ) -> Served:
-        """A live response passed through as it arrives (always a miss)."""
+        """A live response passed through as it arrives (always a miss).
+
+        Its ``step``, if an agent made the request, is ended once the body has
+        been read to its end and recorded (or failed).
+        """
         ready = Ready(
             status=response.status_code,
             headers=tuple((str(k), str(v)) for k, v in self._headers(response)),
@@ -1027,8 +972,8 @@ class RecordingCore:
                 "reason_phrase": response.reason_phrase.encode(),
             },
         )
-        state = "bypass" if directive is CacheDirective.BYPASS else "miss"
-        return Served(ready, state, record, tee)
+        number = None if step is None else step.number
+        return Served(ready, _state(directive), record, tee, number)
 
     def served(
         self,
@@ -1037,13 +982,23 @@ class RecordingCore:
         *,
         ran: bool,
         directive: CacheDirective = CacheDirective.DEFAULT,
+        step: AgentStep | None = None,
     ) -> Served:
-        """What to serve for an answer: the live response if a call was made."""
-        metadata = answer.metadata
+        """What to serve for an answer: the live response if a call was made.
+
+        With the ``step`` of an agent that made the request, the step ends with
+        the response as recorded, and that is what the agent gets (a re-run
+        serves it the same bytes); the step names the record that answered.
+        """
+        if step is not None:
+            data = self._data(answer, ran=ran)  # a failure is raised: not ended
+            record = _record_of(answer)
+            step.succeeded(data, record)
+            state = "hit" if live is None else _state(directive)
+            return Served(_ready(data), state, record, step=step.number)
         if live is None:
             return self.ready(answer, ran=ran)
-        state = "bypass" if directive is CacheDirective.BYPASS else "miss"
-        return Served(_ready(live), state, metadata.execution_id)
+        return Served(_ready(live), _state(directive), answer.metadata.execution_id)
 
     def close(self) -> None:
         """Stop the recording router; write the cache's counts (close it if ours).
@@ -1125,6 +1080,48 @@ def _usage(request: JSONObject, shown: JSONObject) -> JSONObject | None:
     return None if found is None else cast("JSONObject", found.as_json())
 
 
+class AgentStep:
+    """A request's step in the execution of the agent that made it.
+
+    Ended once: with the response as recorded and the record that answered
+    it, or with the failure.
+    """
+
+    __slots__ = ("ended", "execution_id", "pending")
+
+    def __init__(self, execution_id: str, pending: PendingStep) -> None:
+        self.execution_id = execution_id
+        self.pending = pending
+        self.ended = False
+
+    @property
+    def number(self) -> int:
+        """The step's number in the agent's execution."""
+        return self.pending.number
+
+    def succeeded(self, data: JSONObject, record: str | None) -> None:
+        """End the step with the response ``data``, answered by ``record``."""
+        self.ended = True  # first: a write that fails is not ended again
+        self.pending.succeeded(data, child=record)
+
+    def failed(self, exc: BaseException) -> None:
+        """End the step with ``exc``, unless it has ended."""
+        if not self.ended:
+            self.ended = True
+            self.pending.failed(exc)
+
+
+def _record_of(answer: AgentResponse) -> str | None:
+    """The record an answer comes from: the one it was served from, for a hit."""
+    metadata = answer.metadata
+    return metadata.original_execution_id or metadata.execution_id
+
+
+def _state(directive: CacheDirective) -> str:
+    """The cache state of a call made: ``bypass`` when the cache was not read."""
+    return "bypass" if directive is CacheDirective.BYPASS else "miss"
+
+
 def _passes(response: HTTPResponse) -> bool:
     """Whether a live response is passed through as it arrives: an event stream."""
     kind = next(
@@ -1197,7 +1194,7 @@ class Served(NamedTuple):
     record: str | None
     #: a live body passed through as it arrives (``ready`` has no body then)
     tee: Tee | AsyncTee | None = None
-    #: inside an agent: the step of ``record`` the response is recorded as
+    #: inside an agent: the step of the agent's execution it is recorded as
     step: int | None = None
 
     def headers(self) -> list[tuple[str, str]]:

@@ -289,15 +289,21 @@ class StepSession:
         self._write_end(step, data, recorded.outcome)
         return _copy(recorded.output)
 
-    def succeeded(self, step: OpenStep, value: object) -> None:
-        """Write ``STEP_END`` for a call that returned ``value``."""
+    def succeeded(
+        self, step: OpenStep, value: object, *, child: str | None = None
+    ) -> None:
+        """Write ``STEP_END`` for a call that returned ``value``.
+
+        ``child``: the record that answered the call, when it has its own (an
+        HTTP request's transport record), written as ``childExecutionId``.
+        """
         output, output_hash, reason = jsonish(value)
         redaction = self.redaction
         if redaction is not None:
             output, output_hash = _redacted(
                 redaction.output(step.name, output), output, output_hash
             )
-        self._end(step, "success", output, output_hash, reason=reason)
+        self._end(step, "success", output, output_hash, reason=reason, child=child)
 
     def failed(self, step: OpenStep, exc: BaseException) -> None:
         """Write ``STEP_END`` for a call that raised ``exc``."""
@@ -359,6 +365,7 @@ class StepSession:
         error: BaseException | None = None,
         tb: str | None = None,
         miss: bool = False,
+        child: str | None = None,
     ) -> None:
         error_data: JSONObject | None = None
         if error is not None:
@@ -368,6 +375,8 @@ class StepSession:
         )
         if miss:
             data["source"] = "miss"
+        if child is not None:
+            data["childExecutionId"] = child
         self._write_end(step, data, outcome)
 
     def _end_data(
@@ -580,9 +589,12 @@ class PendingStep:
         """The recorded output (its recorded failure is raised again)."""
         return cast(JSONValue, _served(self._session, self._opened))
 
-    def succeeded(self, value: object) -> None:
-        """Write ``STEP_END`` for a call whose result is ``value``."""
-        self._session.succeeded(self._opened, value)
+    def succeeded(self, value: object, *, child: str | None = None) -> None:
+        """Write ``STEP_END`` for a call whose result is ``value``.
+
+        ``child``: the id of the record that answered the call, if it has one.
+        """
+        self._session.succeeded(self._opened, value, child=child)
 
     def failed(self, exc: BaseException) -> None:
         """Write ``STEP_END`` for a call that failed with ``exc``."""

@@ -146,8 +146,9 @@ def route(router: IntentRouter, payload: dict[str, Any], *, is_async: bool):
 def test_an_sdk_call_in_an_agent_is_a_step_served_by_a_rerun(
     store, closing, is_async: bool, stream: bool
 ) -> None:
-    """The call is a step of the agent's record (no record of its own); a rerun
-    with the server stopped serves it, and answers the same."""
+    """The call is a step of the agent's record and the transport's own record,
+    linked both ways; a rerun with the server stopped serves the step (no new
+    transport record), and answers the same."""
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=is_async, closing=closing)
         payload = {"prompt": "hello there", "stream": stream}
@@ -155,26 +156,31 @@ def test_an_sdk_call_in_an_agent_is_a_step_served_by_a_rerun(
         assert first.status == "success", first.error
         assert api.hits == 1
         port = api.url.rsplit(":", 1)[1]
-    # the agent's record is the only one: the call did not get its own
-    assert [r.execution_id for r in store.list()] == [first.metadata.execution_id]
     record = store.load(first.metadata.execution_id)
     (step,) = record_steps(record)
     assert step.name == CHAT.format(port=port)
     assert step.args["json"]["messages"] == [{"role": "user", "content": "hello there"}]
     assert step.output["status"] == 200
+    # the transport's own record answered it: the step names it, it names the agent
+    ids = {r.execution_id for r in store.list()}
+    assert ids == {record.execution_id, step.child_execution_id}
+    call = store.load(step.child_execution_id)
+    assert call.header.intent_name == "http.request"
+    assert call.header.parent_execution_id == record.execution_id
+    assert call.final_response["payload"]["response"] == step.output
     if not is_async and not stream:
         assert (first.payload["cache"], first.payload["step"]) == ("miss", "1")
-        assert first.payload["record"] == first.metadata.execution_id
-    assert (
-        API_KEY.encode()
-        not in Path(store.root)
-        .joinpath(*_record_path(store, record.execution_id))
-        .read_bytes()
-    )
+        assert first.payload["record"] == step.child_execution_id
+    for execution_id in ids:
+        path = Path(store.root).joinpath(*_record_path(store, execution_id))
+        assert API_KEY.encode() not in path.read_bytes()
 
     result = rerun(ReplayEngine(record), router)  # the server is gone
     assert result.ok, result.response.error
     assert [(s.name, s.source) for s in result.steps] == [(step.name, "record")]
+    (served,) = record_steps(store.load(result.execution_id))
+    assert served.child_execution_id == step.child_execution_id
+    assert {r.execution_id for r in store.list()} == {*ids, result.execution_id}
     again = dict(result.response.payload)
     if not is_async and not stream:
         assert again.pop("cache") == "hit"
@@ -184,11 +190,72 @@ def test_an_sdk_call_in_an_agent_is_a_step_served_by_a_rerun(
     assert "echo hello there" in again["text"]
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_the_same_call_in_a_later_execution_is_a_cache_hit(
+    store, closing, is_async: bool
+) -> None:
+    """Two executions make the same SDK call: the server is asked once; the second
+    step is served by the cache and names the first call's record; a strict rerun
+    of the second serves its step with the server stopped and the network blocked."""
+    with FakeAPI() as api:
+        router = openai_router(store, api.url, is_async=is_async, closing=closing)
+        first = route(router, {"prompt": "same question"}, is_async=is_async)
+        second = route(router, {"prompt": "same question"}, is_async=is_async)
+        assert (first.status, second.status) == ("success", "success")
+        assert api.hits == 1
+    (made,) = record_steps(store.load(first.metadata.execution_id))
+    record = store.load(second.metadata.execution_id)
+    (hit,) = record_steps(record)
+    assert (made.source, hit.source) == ("live", "live")
+    assert hit.child_execution_id == made.child_execution_id
+    assert hit.output == made.output
+    call = store.load(made.child_execution_id)
+    assert call.header.parent_execution_id == first.metadata.execution_id
+    # the hit made no record of its own
+    calls = [r.execution_id for r in store.list(intent="http.request")]
+    assert calls == [made.child_execution_id]
+    if not is_async:
+        assert (first.payload["cache"], second.payload["cache"]) == ("miss", "hit")
+        assert second.payload["record"] == made.child_execution_id
+        assert second.payload["step"] == "1"
+    assert second.payload["text"] == first.payload["text"]
+
+    with block_network() as block:
+        result = rerun(ReplayEngine(record), router)
+    assert block.refused == []
+    assert result.ok, result.response.error
+    assert [s.source for s in result.steps] == ["record"]
+    assert result.response.payload["text"] == second.payload["text"]
+
+
+def test_a_stream_in_an_agent_is_recorded_in_both_places_once_read(
+    store, closing
+) -> None:
+    """A streamed call: the step and the transport record end when the agent has
+    read the stream; a second execution streams it from the cache."""
+    with FakeAPI() as api:
+        router = openai_router(store, api.url, is_async=False, closing=closing)
+        payload = {"prompt": "stream me", "stream": True}
+        first = route(router, payload, is_async=False)
+        second = route(router, payload, is_async=False)
+        assert api.hits == 1
+    assert first.payload == second.payload
+    (made,) = record_steps(store.load(first.metadata.execution_id))
+    (hit,) = record_steps(store.load(second.metadata.execution_id))
+    assert made.outcome == "success"
+    assert made.output["body"].startswith("data: ")
+    assert hit.child_execution_id == made.child_execution_id
+    call = store.load(made.child_execution_id)
+    assert call.header.status.value == "completed"
+    assert call.header.parent_execution_id == first.metadata.execution_id
+    assert call.final_response["payload"]["response"] == made.output
+
+
 def _record_path(store, execution_id: str) -> tuple[str, ...]:
     (path,) = [
-        p.relative_to(store.root).parts for p in Path(store.root).rglob("*.jsonl")
+        p.relative_to(store.root).parts
+        for p in Path(store.root).rglob(f"*{execution_id}*.jsonl")
     ]
-    assert execution_id in path[-1]
     return path
 
 
@@ -223,6 +290,30 @@ def test_a_strict_rerun_with_a_changed_prompt_stops_naming_the_request(
     assert CHAT.format(port=port) in error["message"]
 
 
+def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
+    store, closing
+) -> None:
+    """allow_live: a request the record does not hold is answered by the
+    transport, recorded with the re-run's execution as its parent."""
+    with FakeAPI() as api:
+        router = openai_router(store, api.url, is_async=False, closing=closing)
+        first = route(router, {"prompt": "hello"}, is_async=False)
+        STYLE["suffix"] = " (be brief)"
+        try:
+            engine = ReplayEngine.from_store(store, first.metadata.execution_id)
+            result = rerun(engine, router, allow_live=True)
+        finally:
+            STYLE["suffix"] = ""
+        assert api.hits == 2
+    assert result.ok, result.response.error
+    assert result.response.payload["cache"] == "miss"
+    (step,) = record_steps(store.load(result.execution_id))
+    assert step.source == "live"
+    assert result.response.payload["record"] == step.child_execution_id
+    call = store.load(step.child_execution_id)
+    assert call.header.parent_execution_id == result.execution_id
+
+
 def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None:
     """A stream the server cuts fails its step: a strict rerun raises the failure
     again, never serving the partial body."""
@@ -238,6 +329,12 @@ def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None
     record = store.load(first.metadata.execution_id)
     (step,) = record_steps(record)
     assert step.outcome == "error"
+    # the transport's record of the call failed too: it is never served later
+    (call,) = store.list(intent="http.request")
+    assert call.status == "failed"
+    assert store.load(call.execution_id).header.parent_execution_id == (
+        record.execution_id
+    )
     result = rerun(ReplayEngine(record), router)
     assert not result.ok
     assert [(s.source, s.outcome) for s in result.steps] == [("record", "error")]
