@@ -174,6 +174,7 @@ class Instrumentation:
             if found is None:  # started before this instrumentation was added
                 return
             span = found
+            self._end_left_open(execution.execution_id, response)
         span.set_attribute("intentusnet.status", response.status)
         agent = response.metadata.agent
         if agent is not None:
@@ -181,6 +182,25 @@ class Instrumentation:
         if response.error is not None:
             _failed(span, response.error)
         span.end()
+
+    def _end_left_open(self, execution_id: str, response: AgentResponse) -> None:
+        """End the spans of steps and attempts an interrupted execution left open.
+
+        A routing call that is cancelled or interrupted ends without its steps
+        and attempts ending; their spans end with the execution's, failed.
+        """
+        for key in [k for k in list(self._steps) if k[0] == execution_id]:
+            step = self._steps.pop(key, None)
+            if step is not None:
+                if response.error is not None:
+                    _failed(step[0], response.error)
+                step[0].end()
+        for key in [k for k in list(self._attempts) if k[0] == execution_id]:
+            attempt = self._attempts.pop(key, None)
+            if attempt is not None:
+                if response.error is not None:
+                    _failed(attempt, response.error)
+                attempt.end()
 
     # -- attempts -----------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from .strategies import (
     from_exception,
     from_result,
     internal_error,
+    interrupted,
     plan,
     timed_out,
 )
@@ -334,11 +335,8 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
-        except BaseException:
-            # Cancelled or interrupted: no answer, so the record is closed
-            # unfinished at once (it reads incomplete).
-            if ex.recorder is not None:
-                ex.recorder.abandon()
+        except BaseException as exc:
+            self._abandoned(ex, exc)
             raise
         if ex.recorder is not None:
             if keep is None and options is not None:
@@ -366,11 +364,8 @@ class IntentRouter:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
             response = internal_error(ex, exc)
-        except BaseException:
-            # Cancelled or interrupted: no answer, so the record is closed
-            # unfinished at once (it reads incomplete).
-            if ex.recorder is not None:
-                ex.recorder.abandon()
+        except BaseException as exc:
+            self._abandoned(ex, exc)
             raise
         if ex.recorder is not None:
             if keep is None and options is not None:
@@ -465,6 +460,19 @@ class IntentRouter:
             found = configuration(self.registry, env.intent, env.routing.strategy)
             self._configs[key] = found
         return found
+
+    def _abandoned(self, ex: Execution, exc: BaseException) -> None:
+        """A routing call cancelled or interrupted: no answer to record.
+
+        The record is closed unfinished at once (it reads incomplete) and
+        observers are told the execution ended, ``CANCELLED``.
+        """
+        if ex.recorder is not None:
+            ex.recorder.abandon()
+        if ex.observed is not None:
+            answer = interrupted(ex, exc)
+            for observer in ex.observers:
+                observer.execution_ended(ex.observed, answer)
 
     def _finish(
         self, ex: Execution, response: AgentResponse, keep: _Keep | None

@@ -262,7 +262,10 @@ class ExecutionObserver(Protocol):
     loop), so an observer keys what it keeps by execution id, attempt and
     step number, never by thread. A cache hit is told as an execution started
     (when the lookup began) and ended at once, with no attempts. Steps are
-    told only for executions that record (a router with a store).
+    told only for executions that record (a router with a store). A routing
+    call cancelled or interrupted is told as ended with a ``CANCELLED`` error
+    answer nobody receives (the caller gets the exception; the record is left
+    incomplete); its attempts and steps are not told as ended.
 
     An observer must not raise. What it raises while the execution runs
     makes the answer an ``INTERNAL_ERROR`` (recorded, like any answer); from

@@ -477,6 +477,24 @@ def _answer(
     )
 
 
+def interrupted(ex: Execution, exc: BaseException) -> AgentResponse:
+    """What observers are told when a routing call is cancelled or interrupted.
+
+    Nobody receives it (the caller gets the exception) and it is not
+    recorded: the record is closed unfinished. It lets an observer end what it
+    opened for the execution (a span) with the reason.
+    """
+    error = _error(
+        ErrorCode.CANCELLED,
+        f"the routing call was cancelled or interrupted ({type(exc).__name__}) "
+        "before an answer; its record is incomplete",
+    )
+    decision = RoutingDecision(
+        strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
+    )
+    return _answer(ex, decision, [], None, error)
+
+
 def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
     """The answer when IntentusNet itself fails mid-execution: data, with the trace."""
     if ex.recorder is not None:

@@ -262,6 +262,37 @@ def test_a_cache_hit_is_one_span_with_cache_hit(tmp_path, provider, exporter):
     assert hit.start_time <= hit.end_time
 
 
+def test_a_cancelled_routing_call_ends_its_spans(store, provider, exporter):
+    """A routing call cancelled mid-attempt: its execution span ends, CANCELLED."""
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    async def echo(env, ctx):
+        running.set()
+        await asyncio.sleep(TIMEOUT)
+        return {}
+
+    instrument(router, tracer_provider=provider)
+
+    async def main():
+        task = asyncio.create_task(router.route(envelope()))
+        await asyncio.wait_for(running.wait(), TIMEOUT)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    running = asyncio.Event()
+    with router:
+        asyncio.run(main())
+    spans = by_name(exporter.get_finished_spans())
+    execution = spans["intent echo"]
+    assert parent_of(spans["attempt echo"]) == execution.context.span_id
+    assert execution.status.status_code is StatusCode.ERROR
+    assert "cancelled" in (execution.status.description or "")
+    (record,) = store.list()
+    assert record.status.value == "incomplete"
+
+
 def test_async_routing_with_async_and_threaded_sync_agents(store, provider, exporter):
     """route(): an async agent and a sync one on a worker thread nest the same."""
     router = IntentRouter(store=store)
