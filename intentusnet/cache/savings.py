@@ -67,18 +67,7 @@ class ModelSavings:
         return {
             "provider": self.provider,
             "model": self.model,
-            "calls": self.calls,
-            "hits": self.hits,
-            "misses": self.misses,
-            "inputTokens": {
-                "spent": self.input_tokens_spent,
-                "avoided": self.input_tokens_avoided,
-            },
-            "outputTokens": {
-                "spent": self.output_tokens_spent,
-                "avoided": self.output_tokens_avoided,
-            },
-            "cost": {"spent": self.cost_spent, "avoided": self.cost_avoided},
+            **_counts(self),
         }
 
 
@@ -162,18 +151,7 @@ class SavingsReport:
         unpriced: list[JSONValue] = list(self.unpriced)
         return {
             "currency": self.currency,
-            "calls": self.calls,
-            "hits": self.hits,
-            "misses": self.misses,
-            "inputTokens": {
-                "spent": self.input_tokens_spent,
-                "avoided": self.input_tokens_avoided,
-            },
-            "outputTokens": {
-                "spent": self.output_tokens_spent,
-                "avoided": self.output_tokens_avoided,
-            },
-            "cost": {"spent": self.cost_spent, "avoided": self.cost_avoided},
+            **_counts(self),
             "unpriced": unpriced,
             "models": [m.to_json() for m in self.models],
         }
@@ -290,3 +268,21 @@ def savings_report(
     Added in 0.1.0.
     """
     return UsageLedger(store).report(prices)
+
+
+def _counts(savings: ModelSavings | SavingsReport) -> JSONObject:
+    """The calls, tokens and costs of a model's or a report's JSON form."""
+    return {
+        "calls": savings.calls,
+        "hits": savings.hits,
+        "misses": savings.misses,
+        "inputTokens": {
+            "spent": savings.input_tokens_spent,
+            "avoided": savings.input_tokens_avoided,
+        },
+        "outputTokens": {
+            "spent": savings.output_tokens_spent,
+            "avoided": savings.output_tokens_avoided,
+        },
+        "cost": {"spent": savings.cost_spent, "avoided": savings.cost_avoided},
+    }
