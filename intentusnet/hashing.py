@@ -25,6 +25,8 @@ from ._util.jsonvalue import JSONValue, check_json
 from .errors import EnvelopeValidationError
 
 HASH_PREFIX: Final = "sha256:"
+#: A whole hash as this module writes it (a regular expression to match whole).
+HASH_PATTERN: Final = r"sha256:[0-9a-f]{64}"
 
 
 class HashableEnvelope(Protocol):

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Final
+
+#: The start of an execution id (a regular expression to match whole): the
+#: characters an id may hold, at most as many as an id may be long.
+ID_PART_PATTERN: Final = r"[A-Za-z0-9_.-]{1,128}"
 
 # Ids need uniqueness, not secrecy: the module's generator is seeded from the
 # OS, and reseeded in forked children, so they never repeat their parent's ids.

@@ -34,8 +34,9 @@ _PART: Final = r"(\d+(?:\.\d+)?)([wdhms])"
 if TYPE_CHECKING:
     _DurationType = click.ParamType[timedelta]
     _TimeType = click.ParamType[datetime]
+    _TextType = click.ParamType[str]
 else:  # click < 8.2 has no generic ParamType
-    _DurationType = _TimeType = click.ParamType
+    _DurationType = _TimeType = _TextType = click.ParamType
 
 
 class CliFailure(click.ClickException):
@@ -133,6 +134,50 @@ class Since(_TimeType):
             )
         # A time without a zone is read as UTC, the zone records are written in.
         return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+class IdPrefix(_TextType):
+    """A click parameter for the start of an execution id."""
+
+    name = "prefix"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        """Accept 1-128 of the characters an execution id holds."""
+        from .._util.ids import ID_PART_PATTERN  # only when the option is given
+
+        text = str(value)
+        if re.fullmatch(ID_PART_PATTERN, text) is None:
+            self.fail(
+                f"{text[:40]!r} cannot start an execution id: use 1-128 "
+                "characters of A-Z a-z 0-9 _ . -",
+                param,
+                ctx,
+            )
+        return text
+
+
+class EnvelopeHash(_TextType):
+    """A click parameter for a whole envelope hash (``sha256:`` + 64 hex digits)."""
+
+    name = "sha256:hex"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        """Accept a whole hash as records hold it (lowercase hex)."""
+        from ..hashing import HASH_PATTERN  # only when the option is given
+
+        text = str(value)
+        if re.fullmatch(HASH_PATTERN, text) is None:
+            self.fail(
+                f"{text[:80]!r} is not an envelope hash: sha256: and 64 lowercase "
+                "hex digits, whole, as records list --json prints it",
+                param,
+                ctx,
+            )
+        return text
 
 
 def read_json_object(name: str, what: str = "envelope file") -> JSONObject:

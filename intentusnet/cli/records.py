@@ -9,7 +9,7 @@ import click
 
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
-from .params import Since
+from .params import EnvelopeHash, IdPrefix, Since
 from .timeline import print_inspection, timeline_json
 
 if TYPE_CHECKING:
@@ -46,19 +46,47 @@ def records() -> None:
     help="Only records created at or after this time (ISO 8601, or e.g. 7d ago).",
 )
 @click.option(
+    "--until",
+    type=Since(),
+    help="Only records created before this time (exclusive; formats as --since).",
+)
+@click.option(
+    "--replayable/--not-replayable",
+    default=None,
+    help="Only records the replay engine can answer from, or only those it cannot.",
+)
+@click.option(
+    "--id-prefix",
+    type=IdPrefix(),
+    metavar="PREFIX",
+    help="Only records whose execution id starts with PREFIX.",
+)
+@click.option(
+    "--hash",
+    "envelope_hash",
+    type=EnvelopeHash(),
+    metavar="sha256:HEX",
+    help="Only records made from an envelope with this whole hash.",
+)
+@click.option(
     "--limit", type=click.IntRange(min=1), metavar="N", help="At most N records."
 )
 @click.option(
     "--hits/--no-hits",
     default=True,
     show_default=True,
-    help="List answers served from the replay cache too (not with --status).",
+    help="List answers served from the replay cache too (with no filter but "
+    "--intent, --since and --limit).",
 )
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def list_records(
     intent: str | None,
     status: str | None,
     since: datetime | None,
+    until: datetime | None,
+    replayable: bool | None,
+    id_prefix: str | None,
+    envelope_hash: str | None,
     limit: int | None,
     hits: bool,
     as_json: bool,
@@ -66,9 +94,21 @@ def list_records(
     """List records (and cache hits), newest first."""
     store = open_store()
     found: list[RecordSummary | CacheHit] = list(
-        store.list(intent=intent, status=status, since=since, limit=limit)
+        store.list(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
+        )
     )
-    if hits and status is None:
+    # The hit journal is asked by --intent, --since and --limit only; with any
+    # other filter the list holds records alone.
+    record_only = (status, until, replayable, id_prefix, envelope_hash)
+    if hits and all(value is None for value in record_only):
         served = store.cache_hits(intent=intent, since=since, limit=limit)
         if served:
             found = sorted([*found, *served], key=_created, reverse=True)[:limit]

@@ -138,9 +138,34 @@ class IntentusClient:
         since: datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> ExecutionPage:
-        """One page of record summaries, newest first (``limit`` at most 1000)."""
-        params = wire.list_params(intent, status, since, limit, cursor)
+        """One page of record summaries, newest first (``limit`` at most 1000).
+
+        The filters are ``store.list()``'s, asked of the service's store:
+        ``since`` inclusive, ``until`` exclusive (naive = UTC), ``replayable``
+        True or False, ``id_prefix`` the start of an execution id,
+        ``envelope_hash`` a whole hash (``until``, ``replayable``, ``id_prefix``
+        and ``envelope_hash`` added in 0.1.0).
+
+        Raises:
+            RequestInvalid: a filter the service refuses (an id prefix or hash
+                of the wrong form, a bad cursor), naming the parameter.
+        """
+        params = wire.list_params(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
+            cursor=cursor,
+        )
         return wire.page(self._call("GET", "/v1/executions", params=params))
 
     def iter_executions(
@@ -150,14 +175,25 @@ class IntentusClient:
         status: str | None = None,
         since: datetime | None = None,
         page_size: int = 100,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> Iterator[RecordSummary]:
-        """Every matching record summary, newest first, page after page."""
+        """Every matching record summary, newest first, page after page.
+
+        The filters are those of :meth:`list_executions`.
+        """
         cursor: str | None = None
         while True:
             page = self.list_executions(
                 intent=intent,
                 status=status,
                 since=since,
+                until=until,
+                replayable=replayable,
+                id_prefix=id_prefix,
+                envelope_hash=envelope_hash,
                 limit=page_size,
                 cursor=cursor,
             )
@@ -265,9 +301,23 @@ class AsyncIntentusClient:
         since: datetime | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> ExecutionPage:
         """One page of record summaries (see ``IntentusClient.list_executions``)."""
-        params = wire.list_params(intent, status, since, limit, cursor)
+        params = wire.list_params(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
+            cursor=cursor,
+        )
         return wire.page(await self._call("GET", "/v1/executions", params=params))
 
     async def iter_executions(
@@ -277,14 +327,25 @@ class AsyncIntentusClient:
         status: str | None = None,
         since: datetime | None = None,
         page_size: int = 100,
+        until: datetime | None = None,
+        replayable: bool | None = None,
+        id_prefix: str | None = None,
+        envelope_hash: str | None = None,
     ) -> AsyncIterator[RecordSummary]:
-        """Every matching record summary, newest first, page after page."""
+        """Every matching record summary, newest first, page after page.
+
+        The filters are those of :meth:`list_executions`.
+        """
         cursor: str | None = None
         while True:
             page = await self.list_executions(
                 intent=intent,
                 status=status,
                 since=since,
+                until=until,
+                replayable=replayable,
+                id_prefix=id_prefix,
+                envelope_hash=envelope_hash,
                 limit=page_size,
                 cursor=cursor,
             )

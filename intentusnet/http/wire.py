@@ -109,13 +109,18 @@ def execution_path(execution_id: str, suffix: str = "") -> str:
 
 
 def list_params(
-    intent: str | None,
-    status: str | None,
-    since: datetime | None,
-    limit: int | None,
-    cursor: str | None,
+    *,
+    intent: str | None = None,
+    status: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    replayable: bool | None = None,
+    id_prefix: str | None = None,
+    envelope_hash: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
 ) -> dict[str, str]:
-    """Query parameters of ``GET /v1/executions``."""
+    """Query parameters of ``GET /v1/executions`` (the filters given, only)."""
     params: dict[str, str] = {}
     if intent is not None:
         params["intent"] = intent
@@ -123,6 +128,14 @@ def list_params(
         params["status"] = str(status)
     if since is not None:
         params["since"] = since.isoformat()
+    if until is not None:
+        params["until"] = until.isoformat()
+    if replayable is not None:
+        params["replayable"] = "true" if replayable else "false"
+    if id_prefix is not None:
+        params["id_prefix"] = id_prefix
+    if envelope_hash is not None:
+        params["envelope_hash"] = envelope_hash
     if limit is not None:
         params["limit"] = str(limit)
     if cursor is not None:

@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import __version__
+from .._util.ids import ID_PART_PATTERN
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..cache.savings import UsageLedger
 from ..envelope import AgentResponse, IntentEnvelope
@@ -50,6 +51,7 @@ from ..errors import (
     RequestInvalid,
     ServiceUnavailable,
 )
+from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
@@ -333,6 +335,29 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         since: Annotated[
             datetime | None, Query(description="Created at or after (ISO 8601).")
         ] = None,
+        until: Annotated[
+            datetime | None,
+            Query(description="Created before (ISO 8601, exclusive)."),
+        ] = None,
+        replayable: Annotated[
+            bool | None,
+            Query(description="true: only replayable records; false: only the rest."),
+        ] = None,
+        id_prefix: Annotated[
+            str | None,
+            Query(
+                pattern=f"^{ID_PART_PATTERN}$",
+                description="The start of the execution id: 1-128 of A-Z a-z 0-9 _ . -",
+            ),
+        ] = None,
+        envelope_hash: Annotated[
+            str | None,
+            Query(
+                pattern=f"^{HASH_PATTERN}$",
+                description="A whole envelope hash: sha256: and 64 lowercase "
+                "hex digits.",
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
         cursor: Annotated[
             str | None, Query(max_length=1024, description="nextCursor of a page.")
@@ -350,6 +375,10 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
                 intent=intent,
                 status=None if status is None else status.value,
                 since=since,
+                until=until,
+                replayable=replayable,
+                id_prefix=id_prefix,
+                envelope_hash=envelope_hash,
             )
         )
         return _json(

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from .._util.ids import ID_PART_PATTERN
 from .._util.time import micros_of
 from ..record.model import RecordStatus, status_filter
 
-_ID_PART: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_ID_PART: Final = re.compile(ID_PART_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,41 @@ def test_records_list_from_flag_and_environment(
     assert _listed(invoke, INTENTUSNET_STORE=pg_dsn) == set(pg_ids.values())
 
 
+def test_records_list_filters_match_the_file_store(
+    invoke: Invoke, pg_dsn: str, store_root: Path, pg_ids: dict[str, str]
+) -> None:
+    """--until, --replayable, --id-prefix and --hash list the same from both stores."""
+
+    def rows(store: str, *options: str) -> list[dict[str, str]]:
+        result = invoke("--store", store, "records", "list", "--json", *options)
+        assert result.exit_code == 0, result.output
+        listed = orjson.loads(result.stdout)
+        assert isinstance(listed, list)
+        return listed
+
+    def ids(store: str, *options: str) -> list[str]:
+        return [row["executionId"] for row in rows(store, *options)]
+
+    sound = set(pg_ids.values())  # the file store also holds a tampered record
+    newest = rows(pg_dsn, "--limit", "1")[0]
+    same_hash = newest["envelopeHash"]
+    for options in (
+        ["--until", newest["createdUtc"]],
+        ["--replayable"],
+        ["--not-replayable"],
+        ["--id-prefix", pg_ids["fallback"][:-2]],
+        ["--hash", same_hash],
+        ["--hash", same_hash, "--not-replayable"],
+        ["--until", "2999-01-01", "--replayable", "--id-prefix", "exec-"],
+    ):
+        from_files = [i for i in ids(str(store_root), *options) if i in sound]
+        assert ids(pg_dsn, *options) == from_files, options
+    before = ids(pg_dsn, "--until", newest["createdUtc"])
+    assert len(before) == len(sound) - 1
+    assert newest["executionId"] not in before
+    assert ids(pg_dsn, "--id-prefix", pg_ids["fallback"]) == [pg_ids["fallback"]]
+
+
 def test_inspect_and_replay_match_the_file_store(
     invoke: Invoke, pg_dsn: str, store_root: Path, pg_ids: dict[str, str]
 ) -> None:

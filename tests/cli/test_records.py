@@ -95,6 +95,101 @@ def test_list_bad_filter_is_usage_error(
     assert "Traceback" not in result.output
 
 
+def test_list_new_filters(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """--until, --replayable, --id-prefix and --hash narrow the list as the store."""
+
+    def rows(*options: str) -> list[dict[str, object]]:
+        result = invoke(
+            "--store", str(store_root), "records", "list", "--json", *options
+        )
+        assert result.exit_code == 0, result.output
+        listed = orjson.loads(result.stdout)
+        assert isinstance(listed, list)
+        return listed
+
+    every = rows()
+    assert len(every) == len(ids)
+    newest, oldest = every[0], every[-1]
+    # --until is exclusive: the newest record's own time leaves it out.
+    until = [r["executionId"] for r in rows("--until", str(newest["createdUtc"]))]
+    assert newest["executionId"] not in until
+    assert len(until) == len(ids) - 1
+    assert rows("--until", str(oldest["createdUtc"])) == []
+    assert len(rows("--until", "2999-01-01")) == len(ids)
+    assert rows("--until", "1h") == []  # an hour ago: before every record
+    replayable = {r["executionId"] for r in rows("--replayable")}
+    not_replayable = {r["executionId"] for r in rows("--not-replayable")}
+    assert ids["completed"] in replayable
+    assert ids["incomplete"] in not_replayable
+    assert replayable | not_replayable == set(ids.values())
+    assert not replayable & not_replayable
+    assert all(r["replayable"] is True for r in rows("--replayable"))
+    wanted = ids["fallback"]
+    assert [r["executionId"] for r in rows("--id-prefix", wanted[:-1])] == [wanted]
+    assert rows("--id-prefix", "nothing-starts-so") == []
+    by_id = {r["executionId"]: r for r in every}
+    same = str(by_id[ids["completed"]]["envelopeHash"])
+    assert [r["executionId"] for r in rows("--hash", same)] == [ids["completed"]]
+    assert rows("--hash", "sha256:" + "0" * 64) == []
+    both = rows("--hash", same, "--not-replayable")
+    assert both == []
+
+
+def test_list_new_filters_leave_out_cache_hits(
+    invoke: Invoke, store_root: Path
+) -> None:
+    """With --until, --replayable, --id-prefix or --hash only records are listed."""
+    source = _served_twice(store_root)
+    for options in (
+        ["--until", "2999-01-01"],
+        ["--replayable"],
+        ["--id-prefix", "exec-"],
+        ["--id-prefix", "hit-"],
+    ):
+        result = invoke(
+            "--store", str(store_root), "records", "list", "--json", *options
+        )
+        assert result.exit_code == 0, result.output
+        kinds = [row.get("kind") for row in orjson.loads(result.stdout)]
+        assert "cache_hit" not in kinds, options
+    listed = orjson.loads(
+        invoke(
+            "--store", str(store_root), "records", "list", "--json", "--replayable"
+        ).stdout
+    )
+    assert [row["executionId"] for row in listed] == [source]
+
+
+@pytest.mark.parametrize(
+    ("options", "named", "said"),
+    [
+        (["--until", "tomorrow"], "--until", "neither an ISO 8601 time"),
+        (["--id-prefix", "a/b"], "--id-prefix", "cannot start an execution id"),
+        (["--id-prefix", "x" * 129], "--id-prefix", "1-128 characters"),
+        (["--id-prefix", ""], "--id-prefix", "cannot start an execution id"),
+        (["--hash", "sha256:abc"], "--hash", "not an envelope hash"),
+        (["--hash", "SHA256:" + "A" * 64], "--hash", "lowercase"),
+        (["--hash", "0" * 64], "--hash", "not an envelope hash"),
+        (["--replayable=yes"], "--replayable", "does not take a value"),
+    ],
+)
+def test_list_bad_new_filter_names_the_option(
+    invoke: Invoke,
+    store_root: Path,
+    options: list[str],
+    named: str,
+    said: str,
+) -> None:
+    """A bad --until, --id-prefix or --hash exits 2 naming the option, no traceback."""
+    result = invoke("--store", str(store_root), "records", "list", *options)
+    assert result.exit_code == 2
+    assert named in result.stderr
+    assert said in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_status_choices_are_the_record_states() -> None:
     """--status offers exactly the library's RecordStatus values."""
     assert tuple(status.value for status in RecordStatus) == STATUSES

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -21,6 +22,7 @@ from intentusnet import (
 )
 from intentusnet.errors import (
     Forbidden,
+    RequestInvalid,
     RequestTooLarge,
     ServiceError,
     ServiceUnavailable,
@@ -89,6 +91,34 @@ def test_list_and_iterate(client: IntentusClient, root: Path) -> None:
     assert [s.execution_id for s in walked] == ids[::-1]
     assert client.list_executions(intent="nobody").items == ()
     assert client.list_executions(status="failed").next_cursor is None
+
+
+def test_list_filters_reach_the_store(client: IntentusClient, root: Path) -> None:
+    """until, replayable, id_prefix and envelope_hash filter as store.list() does."""
+    first = _execution(client, n=1)
+    again = _execution(client, n=1)
+    other = _execution(client, n=2)
+    with FileExecutionStore(root) as store:
+        summaries = {s.execution_id: s for s in store.list()}
+        expected = store.list(
+            until=datetime.fromisoformat(summaries[other].created_utc),
+            replayable=True,
+            envelope_hash=summaries[first].envelope_hash,
+        )
+    page = client.list_executions(
+        until=datetime.fromisoformat(summaries[other].created_utc),
+        replayable=True,
+        envelope_hash=summaries[first].envelope_hash,
+    )
+    assert list(page.items) == expected
+    assert [s.execution_id for s in page.items] == [again, first]
+    walked = client.iter_executions(page_size=1, id_prefix=first[:-1], replayable=True)
+    assert [s.execution_id for s in walked] == [first]
+    assert client.list_executions(replayable=False).items == ()
+    with pytest.raises(RequestInvalid, match=r"query\.id_prefix"):
+        client.list_executions(id_prefix="../etc")
+    with pytest.raises(RequestInvalid, match=r"query\.envelope_hash"):
+        client.list_executions(envelope_hash="sha256:short")
 
 
 def test_library_errors_come_back_as_library_errors(

@@ -165,6 +165,99 @@ def test_list_refuses_bad_parameters(
     assert body["errors"] or "cursor" in str(body["detail"])
 
 
+def listed(http: httpx.Client, **params: object) -> list[dict[str, object]]:
+    """The items of one page of GET /v1/executions with these parameters."""
+    answer = http.get("/v1/executions", params=params)  # type: ignore[arg-type]
+    assert answer.status_code == 200, answer.text
+    items = answer.json()["items"]
+    assert isinstance(items, list)
+    return items
+
+
+def test_list_new_filters(http: httpx.Client, store_root: Path) -> None:
+    """until, replayable, id_prefix and envelope_hash filter as store.list does."""
+    env = envelope(text="twice")
+    first = execution_id(route(http, env))
+    second = execution_id(route(http, env))
+    other = execution_id(route(http, envelope(text="other")))
+    crashed = incomplete_record(store_root)
+    every = listed(http)
+    assert [i["executionId"] for i in every] == [crashed, other, second, first]
+    created = {str(i["executionId"]): str(i["createdUtc"]) for i in every}
+    # until is exclusive: the record created at that very time is left out.
+    before_other = listed(http, until=created[other])
+    assert [i["executionId"] for i in before_other] == [second, first]
+    assert listed(http, until=created[first]) == []
+    assert len(listed(http, until="2999-01-01T00:00:00Z")) == 4
+    no = listed(http, replayable="false")
+    assert [i["executionId"] for i in no] == [crashed]
+    yes = listed(http, replayable="true")
+    assert [i["executionId"] for i in yes] == [other, second, first]
+    prefix = listed(http, id_prefix=second[:-1])
+    assert [i["executionId"] for i in prefix] == [second]
+    assert listed(http, id_prefix="exec-zzz") == []
+    same = compute_hash(env)
+    by_hash = listed(http, envelope_hash=same)
+    assert [i["executionId"] for i in by_hash] == [second, first]
+    assert all(i["envelopeHash"] == same for i in by_hash)
+    both = listed(http, envelope_hash=same, until=created[second], replayable="true")
+    assert [i["executionId"] for i in both] == [first]
+    assert listed(http, envelope_hash="sha256:" + "0" * 64) == []
+
+
+def test_list_filters_combine_with_cursor(http: httpx.Client) -> None:
+    """A filtered listing pages by cursor: every match once, newest first, no other."""
+    env = envelope(text="paged")
+    wanted = [execution_id(route(http, env)) for _ in range(7)]
+    for n in range(3):
+        route(http, envelope(noise=n))
+    cut = execution_id(route(http, env))  # matches the hash, but not until
+    created = {str(i["executionId"]): str(i["createdUtc"]) for i in listed(http)}
+    filters = {
+        "envelope_hash": compute_hash(env),
+        "until": created[cut],
+        "replayable": "true",
+        "id_prefix": "exec-",
+        "limit": 2,
+    }
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while pages < 10:
+        params = dict(filters) if cursor is None else {**filters, "cursor": cursor}
+        page = http.get("/v1/executions", params=params).json()  # type: ignore[arg-type]
+        seen += [item["executionId"] for item in page["items"]]
+        pages += 1
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == wanted[::-1]
+    assert pages == 4
+
+
+@pytest.mark.parametrize(
+    ("params", "where"),
+    [
+        ({"until": "tomorrow"}, "query.until"),
+        ({"replayable": "maybe"}, "query.replayable"),
+        ({"id_prefix": "a/b"}, "query.id_prefix"),
+        ({"id_prefix": ""}, "query.id_prefix"),
+        ({"id_prefix": "x" * 129}, "query.id_prefix"),
+        ({"envelope_hash": "sha256:abc"}, "query.envelope_hash"),
+        ({"envelope_hash": "SHA256:" + "A" * 64}, "query.envelope_hash"),
+        ({"envelope_hash": "sha256:" + "0" * 64 + "\n"}, "query.envelope_hash"),
+    ],
+)
+def test_list_refuses_bad_new_filters(
+    http: httpx.Client, params: dict[str, str], where: str
+) -> None:
+    """A bad until, replayable, id_prefix or envelope_hash is a 422 naming it."""
+    answer = http.get("/v1/executions", params=params)
+    body = problem(answer, 422, "request_invalid")
+    assert [e["location"] for e in body["errors"]] == [where]  # type: ignore[attr-defined]
+    assert where in str(body["detail"])
+
+
 def test_show_returns_the_record(http: httpx.Client, store_root: Path) -> None:
     """GET /v1/executions/{id} is the record's to_json()."""
     eid = execution_id(route(http, envelope(text="show me")))

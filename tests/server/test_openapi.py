@@ -82,6 +82,35 @@ def test_errors_are_documented_as_problems(doc: dict[str, object]) -> None:
                     assert list(response["content"]) == ["application/problem+json"]
 
 
+def test_list_parameters_are_the_store_filters(doc: dict[str, object]) -> None:
+    """GET /v1/executions documents every filter of store.list(), with its format."""
+    operation = doc["paths"]["/v1/executions"]["get"]  # type: ignore[index]
+    params = {p["name"]: p for p in operation["parameters"]}
+    assert list(params) == [
+        "intent",
+        "status",
+        "since",
+        "until",
+        "replayable",
+        "id_prefix",
+        "envelope_hash",
+        "limit",
+        "cursor",
+    ]
+    assert all(p["in"] == "query" and not p["required"] for p in params.values())
+
+    def schema(name: str) -> dict[str, object]:
+        found = params[name]["schema"]["anyOf"][0]
+        assert isinstance(found, dict)
+        return found
+
+    assert schema("until") == {"type": "string", "format": "date-time"}
+    assert schema("replayable") == {"type": "boolean"}
+    assert schema("id_prefix")["pattern"] == "^[A-Za-z0-9_.-]{1,128}$"
+    assert schema("envelope_hash")["pattern"] == "^sha256:[0-9a-f]{64}$"
+    assert "422" in operation["responses"]
+
+
 def test_wire_models_match_to_json(tmp_path: Path) -> None:
     """The API's models accept exactly what the library's to_json() writes."""
     root = tmp_path / "records"
