@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
+from ..._util.ids import ID_PART_PATTERN
 from ...errors import (
     Forbidden,
     InvalidExecutionId,
@@ -30,6 +31,7 @@ from ...errors import (
     StoreError,
     Unauthorized,
 )
+from ...hashing import HASH_PATTERN
 from ...http.problem import status_for
 from ...record.model import RecordStatus, RecordSummary, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
@@ -55,8 +57,8 @@ PAGE_SIZE: Final = 50
 _OVERVIEW_DAYS: Final = 14
 _OVERVIEW_ROWS: Final = 20_000
 _Page = Callable[..., Response]
-_HASH: Final = re.compile(r"sha256:[0-9a-f]{64}")
-_ID_PART: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_HASH: Final = re.compile(HASH_PATTERN)
+_ID_PART: Final = re.compile(ID_PART_PATTERN)
 
 
 def _shown(page_function: _Page) -> _Page:
