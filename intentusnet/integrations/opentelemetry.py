@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import urlsplit
 
@@ -107,6 +108,15 @@ def instrument(
 
 def _context(span: Span) -> Context:
     return trace.set_span_in_context(span)
+
+
+def _current(span: Span) -> AbstractContextManager[object]:
+    """``span`` as the current span, in this thread or task, until left.
+
+    Its status and events stay the router's to set: an exception leaving the
+    block is the attempt's or step's failure, told to the observer as such.
+    """
+    return trace.use_span(span, record_exception=False, set_status_on_exception=False)
 
 
 class Instrumentation:
@@ -236,6 +246,16 @@ class Instrumentation:
             _failed(span, error)
         span.end()
 
+    def attempt_scope(
+        self, execution_id: str, attempt: int
+    ) -> AbstractContextManager[object] | None:
+        """Make the attempt's span current while its agent runs.
+
+        Spans the agent's own code starts (with any tracer) nest in it.
+        """
+        span = self._attempts.get((execution_id, attempt))
+        return None if span is None else _current(span)
+
     # -- steps --------------------------------------------------------------------
 
     def step_started(
@@ -289,6 +309,13 @@ class Instrumentation:
         if outcome != "success":
             span.set_status(Status(StatusCode.ERROR, error))
         span.end()
+
+    def step_scope(
+        self, execution_id: str, step: int
+    ) -> AbstractContextManager[object] | None:
+        """Make the step's span current while its function runs."""
+        found = self._steps.get((execution_id, step))
+        return None if found is None else _current(found[0])
 
     # -- HTTP calls ---------------------------------------------------------------
 
