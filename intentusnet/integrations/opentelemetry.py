@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 try:
     from opentelemetry import trace
-    from opentelemetry.context import Context
+    from opentelemetry.context import Context, attach, detach
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError as exc:  # the extra is not installed
     raise ImportError(
@@ -46,6 +46,8 @@ from ..routing.seams import ExecutionObserver, ObservedCall, ObservedExecution
 from .usage import Usage, read_usage
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
     from ..envelope import AgentResponse, ErrorInfo
 
 __all__ = ["Instrumentation", "Observable", "instrument"]
@@ -110,13 +112,25 @@ def _context(span: Span) -> Context:
     return trace.set_span_in_context(span)
 
 
-def _current(span: Span) -> AbstractContextManager[object]:
+class _Current:
     """``span`` as the current span, in this thread or task, until left.
 
     Its status and events stay the router's to set: an exception leaving the
     block is the attempt's or step's failure, told to the observer as such.
     """
-    return trace.use_span(span, record_exception=False, set_status_on_exception=False)
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> None:
+        self._token = attach(_context(self._span))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            detach(self._token)
 
 
 class Instrumentation:
@@ -254,7 +268,7 @@ class Instrumentation:
         Spans the agent's own code starts (with any tracer) nest in it.
         """
         span = self._attempts.get((execution_id, attempt))
-        return None if span is None else _current(span)
+        return None if span is None else _Current(span)
 
     # -- steps --------------------------------------------------------------------
 
@@ -315,7 +329,7 @@ class Instrumentation:
     ) -> AbstractContextManager[object] | None:
         """Make the step's span current while its function runs."""
         found = self._steps.get((execution_id, step))
-        return None if found is None else _current(found[0])
+        return None if found is None else _Current(found[0])
 
     # -- HTTP calls ---------------------------------------------------------------
 

@@ -13,8 +13,9 @@ without any, entering a scope is entering one shared ``nullcontext``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 if TYPE_CHECKING:
@@ -55,18 +56,54 @@ def enter(
     """What to enter around attempt or step ``number`` of ``execution_id``.
 
     The observers' methods are called when it is entered, not before: in the
-    thread or task that runs the code.
+    thread or task that runs the code. Entered as nested ``with`` blocks: the
+    first observer's outermost.
     """
-    return _NO_SCOPE if not scopes else _entered(scopes, execution_id, number)
+    entered: AbstractContextManager[object] = _NO_SCOPE
+    for scope in reversed(scopes):
+        entered = _Entered(scope, execution_id, number, entered)
+    return entered
 
 
-@contextmanager
-def _entered(
-    scopes: tuple[Scope, ...], execution_id: str, number: int
-) -> Iterator[None]:
-    with ExitStack() as stack:
-        for scope in scopes:
-            made = scope(execution_id, number)
-            if made is not None:
-                stack.enter_context(made)
-        yield
+class _Entered:
+    """One observer's scope, around ``inner`` (the later observers' scopes)."""
+
+    __slots__ = ("_execution_id", "_inner", "_made", "_number", "_scope")
+
+    def __init__(
+        self,
+        scope: Scope,
+        execution_id: str,
+        number: int,
+        inner: AbstractContextManager[object],
+    ) -> None:
+        self._scope = scope
+        self._execution_id = execution_id
+        self._number = number
+        self._inner = inner
+        self._made: AbstractContextManager[object] | None = None
+
+    def __enter__(self) -> None:
+        made = self._made = self._scope(self._execution_id, self._number)
+        if made is None:
+            self._inner.__enter__()
+            return
+        made.__enter__()
+        try:
+            self._inner.__enter__()
+        except BaseException as exc:  # left as a `with` block leaves it
+            made.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # What the code raised goes on: a scope is told, it cannot swallow it.
+        try:
+            self._inner.__exit__(kind, exc, tb)
+        finally:
+            if self._made is not None:
+                self._made.__exit__(kind, exc, tb)

@@ -469,7 +469,7 @@ def test_parallel_attempts_each_run_in_their_own_scope():
 
 
 def test_a_scope_that_raises_is_the_attempts_failure():
-    """attempt_scope raising: that attempt fails and the next agent answers."""
+    """attempt_scope raising: the attempt fails, scopes entered are left; next agent."""
 
     class Failing(Scoped):
         def attempt_scope(self, execution_id, attempt):
@@ -480,11 +480,19 @@ def test_a_scope_that_raises_is_the_attempts_failure():
     router = IntentRouter(store=MemoryExecutionStore())
     router.agent("work", name="first", priority=1)(lambda env, ctx: {"n": 1})
     router.agent("work", name="second", priority=2)(lambda env, ctx: {"n": 2})
-    failing = Failing()
+    before, failing = Scoped(), Failing()
+    router.add_observer(before)  # its scope is entered first, then left again
     router.add_observer(failing)
     with router:
         response = router.route_intent(wire(strategy="FALLBACK"))
     assert response.payload == {"n": 2}
+    scoped = [c for c in before.calls if c[0].startswith("attempt_scope")]
+    assert scoped == [
+        ("attempt_scope", 1),
+        ("attempt_scope_left", 1),
+        ("attempt_scope", 2),
+        ("attempt_scope_left", 2),
+    ]
     ended = [c for c in failing.calls if c[0] == "attempt_ended"]
     assert ended == [
         ("attempt_ended", "first", 1, "error"),
