@@ -17,8 +17,10 @@ recording transport, made by an agent of the router (or through a transport
 instrumented itself), is a client span with the GenAI semantic-convention
 attributes when it is an LLM call. Spans are parented explicitly, by
 execution id, attempt and step number, so a sync agent on a worker thread or
-an async one on the router's loop nests the same. The attributes are listed
-in docs/observability.md.
+an async one on the router's loop nests the same. While an agent runs, its
+attempt's span is the current span (a step's, while the step's function
+runs), in the thread or task running it: spans the user's code starts there
+nest in it. The attributes are listed in docs/observability.md.
 
 Needs the ``otel`` extra: ``pip install 'intentusnet[otel]'``.
 """
