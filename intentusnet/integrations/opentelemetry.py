@@ -17,8 +17,10 @@ recording transport, made by an agent of the router (or through a transport
 instrumented itself), is a client span with the GenAI semantic-convention
 attributes when it is an LLM call. Spans are parented explicitly, by
 execution id, attempt and step number, so a sync agent on a worker thread or
-an async one on the router's loop nests the same. The attributes are listed
-in docs/observability.md.
+an async one on the router's loop nests the same. While an agent runs, its
+attempt's span is the current span (a step's, while the step's function
+runs), in the thread or task running it: spans the user's code starts there
+nest in it. The attributes are listed in docs/observability.md.
 
 Needs the ``otel`` extra: ``pip install 'intentusnet[otel]'``.
 """
@@ -27,12 +29,13 @@ from __future__ import annotations
 
 import threading
 import weakref
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import urlsplit
 
 try:
     from opentelemetry import trace
-    from opentelemetry.context import Context
+    from opentelemetry.context import Context, attach, detach
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError as exc:  # the extra is not installed
     raise ImportError(
@@ -45,6 +48,8 @@ from ..routing.seams import ExecutionObserver, ObservedCall, ObservedExecution
 from .usage import Usage, read_usage
 
 if TYPE_CHECKING:
+    from contextvars import Token
+
     from ..envelope import AgentResponse, ErrorInfo
 
 __all__ = ["Instrumentation", "Observable", "instrument"]
@@ -107,6 +112,27 @@ def instrument(
 
 def _context(span: Span) -> Context:
     return trace.set_span_in_context(span)
+
+
+class _Current:
+    """``span`` as the current span, in this thread or task, until left.
+
+    Its status and events stay the router's to set: an exception leaving the
+    block is the attempt's or step's failure, told to the observer as such.
+    """
+
+    __slots__ = ("_span", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> None:
+        self._token = attach(_context(self._span))
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            detach(self._token)
 
 
 class Instrumentation:
@@ -236,6 +262,16 @@ class Instrumentation:
             _failed(span, error)
         span.end()
 
+    def attempt_scope(
+        self, execution_id: str, attempt: int
+    ) -> AbstractContextManager[object] | None:
+        """Make the attempt's span current while its agent runs.
+
+        Spans the agent's own code starts (with any tracer) nest in it.
+        """
+        span = self._attempts.get((execution_id, attempt))
+        return None if span is None else _Current(span)
+
     # -- steps --------------------------------------------------------------------
 
     def step_started(
@@ -289,6 +325,13 @@ class Instrumentation:
         if outcome != "success":
             span.set_status(Status(StatusCode.ERROR, error))
         span.end()
+
+    def step_scope(
+        self, execution_id: str, step: int
+    ) -> AbstractContextManager[object] | None:
+        """Make the step's span current while its function runs."""
+        found = self._steps.get((execution_id, step))
+        return None if found is None else _Current(found[0])
 
     # -- HTTP calls ---------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
@@ -33,6 +34,7 @@ from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
 from ..hashing import canonical_json, hash_bytes
 from ..record.model import EventType
+from . import scopes
 from .seams import (
     LIVE,
     REPLAY_ERROR,
@@ -153,6 +155,7 @@ class StepSession:
         cassette: the record being re-run, if any.
         execution_id: the execution's id, as its observers are told it.
         observers: told when each step starts and ends.
+        step_scopes: the observers' ``step_scope`` methods (``scopes.scopes_of``).
     """
 
     __slots__ = (
@@ -162,6 +165,7 @@ class StepSession:
         "execution_id",
         "observers",
         "recorder",
+        "step_scopes",
     )
 
     def __init__(
@@ -171,11 +175,13 @@ class StepSession:
         *,
         execution_id: str = "",
         observers: tuple[ExecutionObserver, ...] = (),
+        step_scopes: tuple[scopes.Scope, ...] = (),
     ) -> None:
         self.recorder = recorder
         self.cassette = cassette
         self.execution_id = execution_id
         self.observers = observers
+        self.step_scopes = step_scopes
         self._count = 0
         self._lock = threading.Lock()
 
@@ -352,6 +358,10 @@ class StepSession:
         recorder = self.recorder
         return None if recorder is None else recorder.redaction
 
+    def step_scope(self, number: int) -> AbstractContextManager[object]:
+        """What the observers enter around step ``number``'s function."""
+        return scopes.enter(self.step_scopes, self.execution_id, number)
+
     # -- internals ---------------------------------------------------------------
 
     def _end(
@@ -448,7 +458,9 @@ class Execution:
     """
 
     __slots__ = (
+        "_attempt_scopes",
         "_lock",
+        "_step_scopes",
         "_steps",
         "envelope_hash",
         "execution_id",
@@ -477,6 +489,11 @@ class Execution:
         self.store = store
         self.observers = observers
         self.observed: ObservedExecution | None = None
+        self._attempt_scopes: tuple[scopes.Scope, ...] = ()
+        self._step_scopes: tuple[scopes.Scope, ...] = ()
+        if observers:
+            self._attempt_scopes = scopes.scopes_of(observers, scopes.ATTEMPT_SCOPE)
+            self._step_scopes = scopes.scopes_of(observers, scopes.STEP_SCOPE)
         self._lock = threading.Lock()
         # A re-run's session exists from the start; else it is made at the
         # first step of an execution that records.
@@ -487,6 +504,13 @@ class Execution:
         """What the execution redacts, if anything (it is the recorder's)."""
         recorder = self.recorder
         return None if recorder is None else recorder.redaction
+
+    def attempt_scope(self, attempt: int) -> AbstractContextManager[object]:
+        """What the observers enter around attempt ``attempt``'s agent call.
+
+        Entered in the thread or task the agent runs in (scopes.py).
+        """
+        return scopes.enter(self._attempt_scopes, self.execution_id, attempt)
 
     def steps(self) -> StepSession | None:
         """The step session; ``None`` when steps are plain calls (no record)."""
@@ -504,6 +528,7 @@ class Execution:
             cassette,
             execution_id=self.execution_id,
             observers=self.observers,
+            step_scopes=self._step_scopes,
         )
 
 
@@ -639,7 +664,8 @@ def run_step(
         return cast(_T, _served(session, opened))
     token = enter_step(session, opened.number)
     try:
-        value = call()
+        with session.step_scope(opened.number):
+            value = call()
     except BaseException as exc:
         session.failed(opened, exc)
         raise
@@ -668,8 +694,9 @@ async def arun_step(
         return cast(_T, _served(session, opened))
     token = enter_step(session, opened.number)
     try:
-        result = call()
-        value = await result if inspect.isawaitable(result) else result
+        with session.step_scope(opened.number):
+            result = call()
+            value = await result if inspect.isawaitable(result) else result
     except BaseException as exc:
         session.failed(opened, exc)
         raise

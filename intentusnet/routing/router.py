@@ -541,13 +541,15 @@ class IntentRouter:
         if timeout_ms is None:
             token = CURRENT.set(ctx)  # for @step functions the agent calls
             try:
-                result = agent.call(env, ctx)
+                result = _call(agent, env, ctx, ex)
             except Exception as exc:
                 return [from_exception(agent.name, exc, ms_since(start))]
             finally:
                 CURRENT.reset(token)
         else:
-            future = self._executor.submit(_entered(ctx).run, agent.call, env, ctx)
+            future = self._executor.submit(
+                _entered(ctx).run, _call, agent, env, ctx, ex
+            )
             done, _ = cf.wait([future], timeout=timeout_ms / 1000)
             if not done:
                 # A thread cannot be stopped: the attempt is abandoned and its
@@ -562,7 +564,7 @@ class IntentRouter:
                 return [from_exception(agent.name, error, ms_since(start))]
             result = future.result()
         if type(result) is not dict and inspect.isawaitable(result):
-            return self._in_loop(self._await_result(agent, result, start, ctx))
+            return self._in_loop(self._await_result(agent, result, start, ctx, ex))
         return [from_result(agent.name, result, ms_since(start))]
 
     async def _await_result(
@@ -571,27 +573,35 @@ class IntentRouter:
         result: Awaitable[object],
         start: float,
         ctx: AgentContext,
+        ex: Execution,
     ) -> list[Outcome]:
         CURRENT.set(ctx)  # in this task's own context: nothing to reset
         try:
-            value = await result
+            with ex.attempt_scope(ctx.attempt):
+                value = await result
         except Exception as exc:
             return [from_exception(agent.name, exc, ms_since(start))]
         return [from_result(agent.name, value, ms_since(start))]
 
     async def _invoke(
-        self, agent: RegisteredAgent, env: IntentEnvelope, ctx: AgentContext
+        self,
+        agent: RegisteredAgent,
+        env: IntentEnvelope,
+        ctx: AgentContext,
+        ex: Execution,
     ) -> object:
         CURRENT.set(ctx)  # in this task's own context: nothing to reset
         if agent.is_async:
-            result: object = agent.call(env, ctx)
-        else:
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(
-                self._executor, contextvars.copy_context().run, agent.call, env, ctx
-            )
-        if inspect.isawaitable(result):
-            result = await result
+            with ex.attempt_scope(ctx.attempt):  # this task runs the agent
+                result: object = agent.call(env, ctx)
+                return await result if inspect.isawaitable(result) else result
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(
+            self._executor, contextvars.copy_context().run, _call, agent, env, ctx, ex
+        )
+        if inspect.isawaitable(result):  # a sync callable that made a coroutine
+            with ex.attempt_scope(ctx.attempt):
+                result = await result
         return result
 
     async def _run_async(
@@ -605,7 +615,7 @@ class IntentRouter:
             for number, agent in enumerate(agents, first_attempt)
         ]
         tasks = {
-            asyncio.ensure_future(self._invoke(agent, env, ctx)): agent
+            asyncio.ensure_future(self._invoke(agent, env, ctx, ex)): agent
             for agent, ctx in zip(agents, contexts, strict=True)
         }
         attempts = dict(zip(tasks, contexts, strict=True))
@@ -685,6 +695,14 @@ class IntentRouter:
 
 
 _T = TypeVar("_T")
+
+
+def _call(
+    agent: RegisteredAgent, env: IntentEnvelope, ctx: AgentContext, ex: Execution
+) -> object:
+    """Call ``agent`` inside its observers' attempt scopes, in this thread."""
+    with ex.attempt_scope(ctx.attempt):
+        return agent.call(env, ctx)
 
 
 def _entered(ctx: AgentContext) -> contextvars.Context:

@@ -272,6 +272,25 @@ class ExecutionObserver(Protocol):
     a step or a transport call it reaches the code making that call; from
     ``execution_ended`` it reaches the caller of the routing call.
 
+    Two more methods are optional (they are not part of the Protocol, so an
+    observer without them still is one; the router looks for them with
+    ``getattr`` when an execution starts):
+
+    - ``attempt_scope(execution_id: str, attempt: int) ->
+      AbstractContextManager[object] | None``: what to enter around the agent's
+      call of that attempt (after ``attempt_started``);
+    - ``step_scope(execution_id: str, step: int) ->
+      AbstractContextManager[object] | None``: what to enter around the
+      function of a recorded step (after ``step_started``).
+
+    The router calls the method and enters what it returns (``None``:
+    nothing) in the thread or task where that code runs, a sync agent's
+    worker thread or an async agent's task, and leaves it there when the
+    code returns or raises, so a context variable set on entry (a tracer's
+    current span) is what the code sees. What the method or the context
+    manager raises is the attempt's or the step's failure. An observer
+    that has neither method costs nothing more.
+
     Added in 0.1.0.
     """
 

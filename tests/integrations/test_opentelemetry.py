@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -396,6 +397,181 @@ def test_router_without_a_store_still_traces_attempts(provider, exporter):
     spans = by_name(exporter.get_finished_spans())
     assert set(spans) == {"intent echo", "attempt echo"}
     assert "intentusnet.envelope_hash" not in spans["intent echo"].attributes
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "asynchronous"),
+    [(None, False), (5000, False), (None, True)],
+    ids=["caller-thread", "worker-thread", "route"],
+)
+def test_a_sync_agents_own_spans_nest_in_its_attempt_and_steps(
+    store, provider, exporter, timeout_ms, asynchronous
+):
+    """Spans the agent's code starts nest in its attempt; in a step, in the step."""
+    router = IntentRouter(store=store)
+    tracer = provider.get_tracer("user code")
+    threads = []
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        threads.append(threading.get_ident())
+        with (
+            tracer.start_as_current_span("fetch"),
+            tracer.start_as_current_span("parse"),
+        ):
+            pass
+
+        def tokenize(text):
+            with tracer.start_as_current_span("split"):
+                return text.split()
+
+        return {"words": ctx.step("tokenize", {"text": "a b"}, tokenize)}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        if asynchronous:
+            response = asyncio.run(router.route(envelope(timeoutMs=timeout_ms)))
+        else:
+            response = router.route_intent(envelope(timeoutMs=timeout_ms))
+    assert response.payload == {"words": ["a", "b"]}
+    if timeout_ms is None and not asynchronous:
+        assert threads == [threading.get_ident()]
+    else:  # a worker thread
+        assert threads[0] != threading.get_ident()
+    spans = by_name(exporter.get_finished_spans())
+    attempt, step = spans["attempt echo"], spans["step tokenize"]
+    assert parent_of(spans["fetch"]) == attempt.context.span_id
+    assert parent_of(spans["parse"]) == spans["fetch"].context.span_id
+    assert parent_of(step) == attempt.context.span_id
+    assert parent_of(spans["split"]) == step.context.span_id
+    assert {s.context.trace_id for s in spans.values()} == {attempt.context.trace_id}
+
+
+def test_an_async_agents_own_spans_nest_across_awaits(store, provider, exporter):
+    """An async agent's spans, and an astep's, nest in its attempt and the step."""
+    router = IntentRouter(store=store)
+    tracer = provider.get_tracer("user code")
+
+    @router.agent("echo")
+    async def echo(env, ctx):
+        await asyncio.sleep(0)
+        with tracer.start_as_current_span("fetch"):
+            await asyncio.sleep(0)
+
+        async def lookup():
+            await asyncio.sleep(0)
+            with tracer.start_as_current_span("query"):
+                await asyncio.sleep(0)
+            return 1
+
+        n = await ctx.astep("lookup", {}, lookup)
+        m = await ctx.astep("charge", {}, lookup, side_effect=True)  # its own task
+        await asyncio.sleep(0)
+        with tracer.start_as_current_span("answer"):
+            return {"n": n + m}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    assert response.payload == {"n": 2}
+    finished = exporter.get_finished_spans()
+    queries = [s for s in finished if s.name == "query"]
+    spans = by_name(tuple(s for s in finished if s.name != "query"))
+    attempt = spans["attempt echo"].context.span_id
+    assert parent_of(spans["fetch"]) == attempt
+    assert parent_of(spans["answer"]) == attempt
+    assert sorted(parent_of(q) for q in queries) == sorted(
+        [spans["step lookup"].context.span_id, spans["step charge"].context.span_id]
+    )
+
+
+def test_with_a_fallback_each_attempts_spans_are_its_own(store, provider, exporter):
+    """The failed first agent's span is in its attempt; the second's in the second."""
+    router = IntentRouter(store=store)
+    tracer = provider.get_tracer("user code")
+
+    @router.agent("echo", priority=1)
+    def first(env, ctx):
+        with tracer.start_as_current_span("first call"):
+            raise RuntimeError("down")
+
+    @router.agent("echo", priority=2)
+    async def second(env, ctx):
+        with tracer.start_as_current_span("second call"):
+            return {"ok": True}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope(strategy="FALLBACK"))
+    assert response.status == "success"
+    spans = by_name(exporter.get_finished_spans())
+    assert parent_of(spans["first call"]) == spans["attempt first"].context.span_id
+    assert parent_of(spans["second call"]) == spans["attempt second"].context.span_id
+    # the attempt's status is the router's, not the user span's exception record
+    assert spans["attempt first"].status.status_code is StatusCode.ERROR
+    assert spans["attempt first"].attributes["intentusnet.outcome"] == "error"
+    assert spans["attempt second"].status.status_code is StatusCode.UNSET
+
+
+def test_routing_leaves_the_callers_and_the_workers_current_span_as_it_was(
+    store, provider, exporter
+):
+    """No context leaks: the caller's span stays current; worker threads keep none."""
+    router = IntentRouter(store=store, max_workers=1)  # one worker: reused
+    tracer = provider.get_tracer("caller")
+    seen = []
+
+    @router.agent("echo", name="sync")
+    def sync(env, ctx):
+        seen.append(trace.get_current_span())
+        return {}
+
+    @router.agent("later", name="later")
+    async def later(env, ctx):
+        seen.append(trace.get_current_span())
+        return {}
+
+    def both():
+        router.route_intent(envelope(timeoutMs=5000))  # on the worker thread
+        router.route_intent({"intent": {"name": "later"}, "payload": {}})  # loop
+
+    instrumentation = instrument(router, tracer_provider=provider)
+    with router:
+        with tracer.start_as_current_span("request") as outer:
+            both()
+            assert trace.get_current_span() is outer
+            asyncio.run(router.route(envelope()))
+            assert trace.get_current_span() is outer
+        assert trace.get_current_span() is trace.INVALID_SPAN
+        both()
+        assert trace.get_current_span() is trace.INVALID_SPAN
+        attempts = [s for s in seen if s is not trace.INVALID_SPAN]
+        assert len(attempts) == 5
+        assert all(s.name.startswith("attempt ") for s in attempts)
+        instrumentation.uninstrument()
+        seen.clear()
+        both()  # the same worker thread and loop, nothing current any more
+    assert seen == [trace.INVALID_SPAN, trace.INVALID_SPAN]
+
+
+def test_a_child_intent_without_a_store_nests_in_the_parents_attempt(
+    provider, exporter
+):
+    """No store, so no route: step span: the child's execution is in the attempt."""
+    router = IntentRouter()
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        return {"child": ctx.route({"intent": {"name": "lookup"}}).payload}
+
+    router.agent("lookup", name="lookup")(lambda env, ctx: {"found": 1})
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    assert response.payload == {"child": {"found": 1}}
+    spans = by_name(exporter.get_finished_spans())
+    assert parent_of(spans["intent lookup"]) == spans["attempt echo"].context.span_id
+    assert parent_of(spans["attempt lookup"]) == spans["intent lookup"].context.span_id
 
 
 @pytest.fixture

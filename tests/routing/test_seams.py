@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import time
 
@@ -329,3 +330,221 @@ def test_an_observer_that_raises_fails_the_execution_as_recorded():
     assert record.final_response is not None
     assert "RECORDING_FAILURE" in [e.type for e in record.events]
     assert broken.calls[-1] == ("execution_ended", "work", "error")
+
+
+#: What a Scoped observer's scopes set while they are entered.
+SCOPE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "test_scope", default=None
+)
+
+
+class Scoped(Log):
+    """An observer with the optional scopes: each sets SCOPE while entered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: list[tuple[str, int, int]] = []  # (kind, number, thread)
+
+    @contextlib.contextmanager
+    def _scope(self, kind: str, number: int):
+        self._add(f"{kind}_scope", number)
+        with self.lock:
+            self.entered.append((kind, number, threading.get_ident()))
+        token = SCOPE.set(f"{kind} {number}")
+        try:
+            yield
+        finally:
+            SCOPE.reset(token)  # fails unless left in the context it was set in
+            self._add(f"{kind}_scope_left", number)
+
+    def attempt_scope(self, execution_id, attempt):
+        return self._scope("attempt", attempt)
+
+    def step_scope(self, execution_id, step):
+        return self._scope("step", step)
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "asynchronous"),
+    [(None, False), (5000, False), (None, True)],
+    ids=["caller-thread", "worker-thread", "route"],
+)
+def test_scopes_are_entered_where_the_agent_and_its_steps_run(timeout_ms, asynchronous):
+    """attempt_scope and step_scope wrap the agent and its step, in their thread."""
+    router = IntentRouter(store=MemoryExecutionStore())
+    seen = []
+
+    @router.agent("work", name="w")
+    def work(env, ctx):
+        seen.append(("agent", SCOPE.get(), threading.get_ident()))
+
+        def inner():
+            seen.append(("step", SCOPE.get(), threading.get_ident()))
+            return 1
+
+        ctx.step("inner", {}, inner)
+        seen.append(("agent", SCOPE.get(), threading.get_ident()))
+        return {}
+
+    scoped = Scoped()
+    router.add_observer(scoped)
+    with router:
+        if asynchronous:
+            response = asyncio.run(router.route(wire(timeout_ms=timeout_ms)))
+        else:
+            response = router.route_intent(wire(timeout_ms=timeout_ms))
+    assert response.status == "success"
+    agent_thread = seen[0][2]
+    assert seen == [
+        ("agent", "attempt 1", agent_thread),
+        ("step", "step 1", agent_thread),
+        ("agent", "attempt 1", agent_thread),
+    ]
+    assert scoped.entered == [("attempt", 1, agent_thread), ("step", 1, agent_thread)]
+    if timeout_ms is None and not asynchronous:
+        assert agent_thread == threading.get_ident()
+    else:
+        assert agent_thread != threading.get_ident()
+    names = [c[0] for c in scoped.calls]
+    start = names.index("attempt_started")
+    assert names[start:] == [
+        "attempt_started",
+        "attempt_scope",
+        "step_started",
+        "step_scope",
+        "step_scope_left",
+        "step_ended",
+        "attempt_scope_left",
+        "attempt_ended",
+        "execution_ended",
+    ]
+    assert SCOPE.get() is None
+
+
+def test_async_agents_and_their_async_steps_run_in_their_scopes():
+    """An async agent's task, and an astep, see their scopes across awaits."""
+    router = IntentRouter(store=MemoryExecutionStore())
+    seen = []
+
+    @router.agent("work", name="w")
+    async def work(env, ctx):
+        await asyncio.sleep(0)
+        seen.append(SCOPE.get())
+
+        async def inner():
+            await asyncio.sleep(0)
+            seen.append(SCOPE.get())
+            return 1
+
+        await ctx.astep("inner", {}, inner, side_effect=True)
+        await asyncio.sleep(0)
+        seen.append(SCOPE.get())
+        return {}
+
+    router.add_observer(Scoped())
+    with router:
+        assert router.route_intent(wire()).status == "success"
+    assert seen == ["attempt 1", "step 1", "attempt 1"]
+
+
+def test_parallel_attempts_each_run_in_their_own_scope():
+    """A PARALLEL race: every agent sees its own attempt's scope, not another's."""
+    router = IntentRouter()
+    seen = {}
+
+    for name, delay in (("a", 0.0), ("b", 0.05), ("c", 0.0)):
+
+        @router.agent("work", name=name)
+        async def work(env, ctx, delay=delay):
+            await asyncio.sleep(delay)
+            seen[ctx.attempt] = SCOPE.get()
+            return {}
+
+    router.add_observer(Scoped())
+    with router:
+        response = router.route_intent(wire(strategy="PARALLEL"))
+    assert response.status == "success"
+    assert seen  # the race is won; losers may be cancelled before they record
+    assert all(scope == f"attempt {attempt}" for attempt, scope in seen.items())
+
+
+def test_a_scope_that_raises_is_the_attempts_failure():
+    """attempt_scope raising: the attempt fails, scopes entered are left; next agent."""
+
+    class Failing(Scoped):
+        def attempt_scope(self, execution_id, attempt):
+            if attempt == 1:
+                raise RuntimeError("scope bug")
+            return super().attempt_scope(execution_id, attempt)
+
+    router = IntentRouter(store=MemoryExecutionStore())
+    router.agent("work", name="first", priority=1)(lambda env, ctx: {"n": 1})
+    router.agent("work", name="second", priority=2)(lambda env, ctx: {"n": 2})
+    before, failing = Scoped(), Failing()
+    router.add_observer(before)  # its scope is entered first, then left again
+    router.add_observer(failing)
+    with router:
+        response = router.route_intent(wire(strategy="FALLBACK"))
+    assert response.payload == {"n": 2}
+    scoped = [c for c in before.calls if c[0].startswith("attempt_scope")]
+    assert scoped == [
+        ("attempt_scope", 1),
+        ("attempt_scope_left", 1),
+        ("attempt_scope", 2),
+        ("attempt_scope_left", 2),
+    ]
+    ended = [c for c in failing.calls if c[0] == "attempt_ended"]
+    assert ended == [
+        ("attempt_ended", "first", 1, "error"),
+        ("attempt_ended", "second", 2, "success"),
+    ]
+    assert [e[:2] for e in failing.entered] == [("attempt", 2)]
+
+
+def test_a_scope_of_none_enters_nothing_and_observers_without_scopes_mix():
+    """None from a scope method, and observers without one, change nothing."""
+
+    class Declining(Log):
+        def attempt_scope(self, execution_id, attempt):
+            return None
+
+        step_scope = attempt_scope
+
+    router = IntentRouter(store=MemoryExecutionStore())
+    seen = []
+
+    @router.agent("work", name="w")
+    def work(env, ctx):
+        seen.append(SCOPE.get())
+        return {"n": ctx.step("s", {}, lambda: SCOPE.get())}
+
+    plain, declining = Log(), Declining()
+    router.add_observer(plain)
+    router.add_observer(declining)
+    with router:
+        response = router.route_intent(wire())
+    assert response.payload == {"n": None}
+    assert seen == [None]
+    assert [c[0] for c in plain.calls] == [c[0] for c in declining.calls]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["route_intent", "route"])
+def test_a_coroutine_made_by_a_sync_callable_is_awaited_in_its_scope(asynchronous):
+    """A lambda returning a coroutine: the coroutine's code sees the attempt scope."""
+    router = IntentRouter()
+    seen = []
+
+    async def later():
+        await asyncio.sleep(0)
+        seen.append(SCOPE.get())
+        return {}
+
+    router.agent("work", name="w")(lambda env, ctx: later())
+    router.add_observer(Scoped())
+    with router:
+        if asynchronous:
+            response = asyncio.run(router.route(wire()))
+        else:
+            response = router.route_intent(wire())
+    assert response.status == "success"
+    assert seen == ["attempt 1"]
