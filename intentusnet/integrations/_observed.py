@@ -15,7 +15,6 @@ from ..routing.seams import ExecutionObserver, ObservedCall
 
 __all__ = [
     "Observed",
-    "ObservedTransport",
     "Observers",
     "observers_of_call",
     "tell_call",
@@ -96,24 +95,3 @@ def tell_call(
     )
     for observer in observers:
         observer.call_made(call)
-
-
-class ObservedTransport:
-    """``add_observer`` and ``remove_observer``, shared by the recording transports."""
-
-    _observers: Observers
-
-    def add_observer(self, observer: ExecutionObserver) -> None:
-        """Tell ``observer`` about every HTTP call this transport answers.
-
-        Its ``call_made`` gets the method, URL, status, both bodies, the cache
-        state and the record id (the OpenTelemetry integration makes a span
-        with the GenAI attributes of it). Added twice, it is told once.
-        Calls an agent makes are also told to the observers of the router
-        running it. Added in 0.1.0.
-        """
-        self._observers.add(observer)
-
-    def remove_observer(self, observer: ExecutionObserver) -> None:
-        """Stop telling ``observer``; one not added is ignored. Added in 0.1.0."""
-        self._observers.remove(observer)

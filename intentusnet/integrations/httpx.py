@@ -37,15 +37,12 @@ recorded as a failure, never served. The work is done by the core in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 
-from ._observed import ObservedTransport
 from ._passthrough import AsyncTee, Tee
 from ._recording import (
-    _INTENT,
     CACHE_HEADER,
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
@@ -53,18 +50,10 @@ from ._recording import (
     STEP_HEADER,
     HitHeaders,
     HTTPResponse,
-    KeyFunction,
-    RecordingCore,
-    RequestHook,
-    ResponseHook,
     Served,
     TransportMode,
 )
-
-if TYPE_CHECKING:
-    from ..cache.replay_cache import ReplayCache
-    from ..routing.redact import Redactor
-    from ..store import ExecutionStore
+from ._shell import RecordingShell
 
 __all__ = [
     "CACHE_HEADER",
@@ -142,7 +131,7 @@ def _response(
     )
 
 
-class RecordingTransport(ObservedTransport, httpx.BaseTransport):
+class RecordingTransport(RecordingShell[httpx.BaseTransport], httpx.BaseTransport):
     """An httpx transport that records calls and answers repeats from records.
 
     Args:
@@ -191,46 +180,12 @@ class RecordingTransport(ObservedTransport, httpx.BaseTransport):
     Added in 0.1.0.
     """
 
-    def __init__(
-        self,
-        store: ExecutionStore,
-        mode: TransportMode | str = TransportMode.CACHE,
-        wrapped: httpx.BaseTransport | None = None,
-        *,
-        cache: ReplayCache | None = None,
-        intent: str = _INTENT,
-        tenant: str | None = None,
-        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
-        secret_headers: Collection[str] = (),
-        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
-        redactor: Redactor | None = None,
-        ignore_body_paths: Collection[str] = (),
-        before_record_request: RequestHook | None = None,
-        before_record_response: ResponseHook | None = None,
-        key: KeyFunction | None = None,
-    ) -> None:
-        self._core = RecordingCore(
-            store,
-            mode,
-            cache,
-            intent=intent,
-            tenant=tenant,
-            hash_headers=hash_headers,
-            secret_headers=secret_headers,
-            secret_params=secret_params,
-            redactor=redactor,
-            ignore_body_paths=ignore_body_paths,
-            before_record_request=before_record_request,
-            before_record_response=before_record_response,
-            key=key,
-            is_async=False,
-            agent="httpx",
-        )
-        self._observers = self._core.observers
-        self.mode = self._core.mode
-        self.cache = self._core.cache
-        self._headers = HitHeaders(httpx.Headers)
-        self._wrapped = wrapped if wrapped is not None else httpx.HTTPTransport()
+    _library = "httpx"
+    _is_async = False
+    _headers_type = httpx.Headers
+
+    def _default_wrapped(self) -> httpx.BaseTransport:
+        return httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         """Answer a request from the records, or call and record it."""
@@ -254,53 +209,21 @@ class RecordingTransport(ObservedTransport, httpx.BaseTransport):
         self._core.close()
 
 
-class AsyncRecordingTransport(ObservedTransport, httpx.AsyncBaseTransport):
+class AsyncRecordingTransport(
+    RecordingShell[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport
+):
     """The async twin of :class:`RecordingTransport`, for ``httpx.AsyncClient``.
 
     Takes the same arguments; ``wrapped`` is an async transport
     (``httpx.AsyncHTTPTransport()`` by default). Added in 0.1.0.
     """
 
-    def __init__(
-        self,
-        store: ExecutionStore,
-        mode: TransportMode | str = TransportMode.CACHE,
-        wrapped: httpx.AsyncBaseTransport | None = None,
-        *,
-        cache: ReplayCache | None = None,
-        intent: str = _INTENT,
-        tenant: str | None = None,
-        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
-        secret_headers: Collection[str] = (),
-        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
-        redactor: Redactor | None = None,
-        ignore_body_paths: Collection[str] = (),
-        before_record_request: RequestHook | None = None,
-        before_record_response: ResponseHook | None = None,
-        key: KeyFunction | None = None,
-    ) -> None:
-        self._core = RecordingCore(
-            store,
-            mode,
-            cache,
-            intent=intent,
-            tenant=tenant,
-            hash_headers=hash_headers,
-            secret_headers=secret_headers,
-            secret_params=secret_params,
-            redactor=redactor,
-            ignore_body_paths=ignore_body_paths,
-            before_record_request=before_record_request,
-            before_record_response=before_record_response,
-            key=key,
-            is_async=True,
-            agent="httpx",
-        )
-        self._observers = self._core.observers
-        self.mode = self._core.mode
-        self.cache = self._core.cache
-        self._headers = HitHeaders(httpx.Headers)
-        self._wrapped = wrapped if wrapped is not None else httpx.AsyncHTTPTransport()
+    _library = "httpx"
+    _is_async = True
+    _headers_type = httpx.Headers
+
+    def _default_wrapped(self) -> httpx.AsyncBaseTransport:
+        return httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Answer a request from the records, or call and record it."""

@@ -15,15 +15,12 @@ answered through the other. Needs the ``httpx2`` extra
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx2
 
-from ._observed import ObservedTransport
 from ._passthrough import AsyncTee, Tee
 from ._recording import (
-    _INTENT,
     CACHE_HEADER,
     DEFAULT_HASH_HEADERS,
     DEFAULT_SECRET_PARAMS,
@@ -31,18 +28,10 @@ from ._recording import (
     STEP_HEADER,
     HitHeaders,
     HTTPResponse,
-    KeyFunction,
-    RecordingCore,
-    RequestHook,
-    ResponseHook,
     Served,
     TransportMode,
 )
-
-if TYPE_CHECKING:
-    from ..cache.replay_cache import ReplayCache
-    from ..routing.redact import Redactor
-    from ..store import ExecutionStore
+from ._shell import RecordingShell
 
 __all__ = [
     "CACHE_HEADER",
@@ -120,7 +109,7 @@ def _response(
     )
 
 
-class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
+class RecordingTransport(RecordingShell[httpx2.BaseTransport], httpx2.BaseTransport):
     """An httpx2 transport that records calls and answers repeats from records.
 
     Takes the arguments of :class:`intentusnet.integrations.httpx.RecordingTransport`
@@ -135,46 +124,12 @@ class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
     Added in 0.1.0.
     """
 
-    def __init__(
-        self,
-        store: ExecutionStore,
-        mode: TransportMode | str = TransportMode.CACHE,
-        wrapped: httpx2.BaseTransport | None = None,
-        *,
-        cache: ReplayCache | None = None,
-        intent: str = _INTENT,
-        tenant: str | None = None,
-        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
-        secret_headers: Collection[str] = (),
-        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
-        redactor: Redactor | None = None,
-        ignore_body_paths: Collection[str] = (),
-        before_record_request: RequestHook | None = None,
-        before_record_response: ResponseHook | None = None,
-        key: KeyFunction | None = None,
-    ) -> None:
-        self._core = RecordingCore(
-            store,
-            mode,
-            cache,
-            intent=intent,
-            tenant=tenant,
-            hash_headers=hash_headers,
-            secret_headers=secret_headers,
-            secret_params=secret_params,
-            redactor=redactor,
-            ignore_body_paths=ignore_body_paths,
-            before_record_request=before_record_request,
-            before_record_response=before_record_response,
-            key=key,
-            is_async=False,
-            agent="httpx2",
-        )
-        self._observers = self._core.observers
-        self.mode = self._core.mode
-        self.cache = self._core.cache
-        self._headers = HitHeaders(httpx2.Headers)
-        self._wrapped = wrapped if wrapped is not None else httpx2.HTTPTransport()
+    _library = "httpx2"
+    _is_async = False
+    _headers_type = httpx2.Headers
+
+    def _default_wrapped(self) -> httpx2.BaseTransport:
+        return httpx2.HTTPTransport()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         """Answer a request from the records, or call and record it."""
@@ -198,53 +153,21 @@ class RecordingTransport(ObservedTransport, httpx2.BaseTransport):
         self._core.close()
 
 
-class AsyncRecordingTransport(ObservedTransport, httpx2.AsyncBaseTransport):
+class AsyncRecordingTransport(
+    RecordingShell[httpx2.AsyncBaseTransport], httpx2.AsyncBaseTransport
+):
     """The async twin of :class:`RecordingTransport`, for ``httpx2.AsyncClient``.
 
     Takes the same arguments; ``wrapped`` is an async transport
     (``httpx2.AsyncHTTPTransport()`` by default). Added in 0.1.0.
     """
 
-    def __init__(
-        self,
-        store: ExecutionStore,
-        mode: TransportMode | str = TransportMode.CACHE,
-        wrapped: httpx2.AsyncBaseTransport | None = None,
-        *,
-        cache: ReplayCache | None = None,
-        intent: str = _INTENT,
-        tenant: str | None = None,
-        hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
-        secret_headers: Collection[str] = (),
-        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
-        redactor: Redactor | None = None,
-        ignore_body_paths: Collection[str] = (),
-        before_record_request: RequestHook | None = None,
-        before_record_response: ResponseHook | None = None,
-        key: KeyFunction | None = None,
-    ) -> None:
-        self._core = RecordingCore(
-            store,
-            mode,
-            cache,
-            intent=intent,
-            tenant=tenant,
-            hash_headers=hash_headers,
-            secret_headers=secret_headers,
-            secret_params=secret_params,
-            redactor=redactor,
-            ignore_body_paths=ignore_body_paths,
-            before_record_request=before_record_request,
-            before_record_response=before_record_response,
-            key=key,
-            is_async=True,
-            agent="httpx2",
-        )
-        self._observers = self._core.observers
-        self.mode = self._core.mode
-        self.cache = self._core.cache
-        self._headers = HitHeaders(httpx2.Headers)
-        self._wrapped = wrapped if wrapped is not None else httpx2.AsyncHTTPTransport()
+    _library = "httpx2"
+    _is_async = True
+    _headers_type = httpx2.Headers
+
+    def _default_wrapped(self) -> httpx2.AsyncBaseTransport:
+        return httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Answer a request from the records, or call and record it."""
