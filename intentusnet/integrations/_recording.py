@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit
 
 import orjson
 
+from .._util.choices import choice
 from .._util.jsonvalue import JSONObject, JSONValue, parse_json
 from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult, running_execution
 from ..cache.replay_cache import CacheKey, ReplayCache
@@ -197,11 +198,7 @@ class TransportMode(StrEnum):
         Raises:
             ValueError: not a mode; the message lists the valid ones.
         """
-        for mode in cls:
-            if value == mode.value:
-                return mode
-        valid = ", ".join(repr(mode.value) for mode in cls)
-        raise ValueError(f"unknown transport mode {value!r}; use one of {valid}")
+        return choice(cls, value, "transport mode")
 
 
 def is_secret(name: str, named: Collection[str] = ()) -> bool:

@@ -24,6 +24,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
+from .._util.choices import choice
 from ..errors import CacheMiss, RequestNotRecorded
 from ..store.file import FileExecutionStore
 from ..store.memory import MemoryExecutionStore
@@ -74,11 +75,7 @@ class RecordMode(StrEnum):
         Raises:
             ValueError: not a mode; the message lists the valid ones.
         """
-        for mode in cls:
-            if value == mode.value:
-                return mode
-        valid = ", ".join(repr(mode.value) for mode in cls)
-        raise ValueError(f"unknown record mode {value!r}; use one of {valid}")
+        return choice(cls, value, "record mode")
 
 
 class HTTPInteraction(NamedTuple):

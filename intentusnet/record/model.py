@@ -17,6 +17,7 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import ClassVar, Final
 
+from .._util.choices import choice
 from .._util.jsonvalue import JSONObject, JSONValue
 
 #: The record file format this release writes and reads.
@@ -63,11 +64,7 @@ def status_filter(status: str | None) -> RecordStatus | None:
     """
     if status is None:
         return None
-    try:
-        return RecordStatus(status)
-    except ValueError:
-        valid = ", ".join(repr(s.value) for s in RecordStatus)
-        raise ValueError(f"unknown status {status!r}; use one of {valid}") from None
+    return choice(RecordStatus, status, "status")
 
 
 class ReplayableReason(StrEnum):
