@@ -15,7 +15,7 @@ import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -155,24 +155,20 @@ def serve(
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
     key_ring(key_files, key_dirs, require_signature)  # refuse bad keys here
-    signature_keys = {
-        "files": [os.path.abspath(f) for f in key_files],
-        "dirs": [os.path.abspath(d) for d in key_dirs],
-        "required": require_signature,
+    settings = {  # what worker_app builds the app from, in every worker
+        "app": app_ref,
+        "keysFile": api_keys_file,
+        "maxBody": max_body_size,
+        "drain": graceful_timeout,
+        "prices": prices_file,
+        "signatureKeys": {
+            "files": [os.path.abspath(f) for f in key_files],
+            "dirs": [os.path.abspath(d) for d in key_dirs],
+            "required": require_signature,
+        },
     }
     with _shared_metrics(workers):
-        _run(
-            app_ref,
-            host,
-            port,
-            workers,
-            api_keys_file,
-            max_body_size,
-            graceful_timeout,
-            log_level,
-            prices_file,
-            signature_keys,
-        )
+        _run(settings, host, port, workers, log_level)
 
 
 @contextmanager
@@ -197,16 +193,7 @@ def _shared_metrics(workers: int) -> Iterator[None]:
 
 
 def _run(
-    app_ref: str,
-    host: str,
-    port: int,
-    workers: int,
-    api_keys_file: str | None,
-    max_body_size: int,
-    graceful_timeout: float,
-    log_level: str,
-    prices_file: str | None,
-    signature_keys: dict[str, object],
+    settings: dict[str, Any], host: str, port: int, workers: int, log_level: str
 ) -> None:
     import json
 
@@ -214,17 +201,8 @@ def _run(
 
     # Fail here, with a clear message, not in a worker. This also leaves the
     # named store in the environment, where the workers find it.
-    open_app(app_ref, named_store())
-    os.environ[SETTINGS_ENV] = json.dumps(
-        {
-            "app": app_ref,
-            "keysFile": api_keys_file,
-            "maxBody": max_body_size,
-            "drain": graceful_timeout,
-            "prices": prices_file,
-            "signatureKeys": signature_keys,
-        }
-    )
+    open_app(settings["app"], named_store())
+    os.environ[SETTINGS_ENV] = json.dumps(settings)
     app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
     try:
         uvicorn.run(
@@ -234,7 +212,7 @@ def _run(
             port=port,
             workers=workers,
             log_level=log_level,
-            timeout_graceful_shutdown=math.ceil(graceful_timeout) or None,
+            timeout_graceful_shutdown=math.ceil(settings["drain"]) or None,
             server_header=False,
             proxy_headers=False,
         )
