@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
     "KeyRing": "record.signing",
+    "ListFilters": "store",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NetworkBlocked": "errors",
@@ -248,6 +249,7 @@ if TYPE_CHECKING:
     from .steps.view import record_steps as record_steps
     from .store import ExecutionStore as ExecutionStore
     from .store import FileExecutionStore as FileExecutionStore
+    from .store import ListFilters as ListFilters
     from .store import MemoryExecutionStore as MemoryExecutionStore
     from .store import PostgresExecutionStore as PostgresExecutionStore
     from .store import RecordWriter as RecordWriter

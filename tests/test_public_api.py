@@ -57,6 +57,7 @@ PUBLIC = [
     "JSONObject",
     "JSONValue",
     "KeyRing",
+    "ListFilters",
     "MalformedRequest",
     "MemoryExecutionStore",
     "ModelPrice",

@@ -127,9 +127,10 @@ def newest_execution_id(store: NamedStore, intent: str | None = None) -> str:
     Raises:
         RecordNotFound: the store holds no record (of that intent; exit 3).
     """
+    from ..store.filters import ListFilters
     from ..store.naming import describe
 
-    for summary in store.list(intent=intent, limit=1):
+    for summary in store.list(ListFilters(intent=intent, limit=1)):
         return summary.execution_id
     if intent is not None:
         raise RecordNotFound(

@@ -446,6 +446,7 @@ def _comparison(
 ) -> tuple[ExecutionRecord | None, str]:
     """The record to compare the configuration with, and what it is."""
     from ..errors import IntentusNetError
+    from ..store.filters import ListFilters
 
     original = record.replay_of
     if original is not None:
@@ -455,7 +456,9 @@ def _comparison(
             return None, f"the run this one re-ran ({original}) cannot be loaded"
     header = record.header
     intent = header.intent_name
-    for summary in store.list(intent=intent, status="completed", limit=_COMPARE_WITHIN):
+    for summary in store.list(
+        ListFilters(intent=intent, status="completed", limit=_COMPARE_WITHIN)
+    ):
         if (
             summary.execution_id != record.execution_id
             and summary.created_utc <= header.created_utc

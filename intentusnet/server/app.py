@@ -56,6 +56,7 @@ from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
 from ..store.file import FileExecutionStore
+from ..store.filters import ListFilters
 from .auth import Access, KeyRing, is_loopback
 from .bodies import DEFAULT_MAX_BODY, read_json
 from .metrics import CONTENT_TYPE, Metrics
@@ -367,20 +368,17 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         if service.store is None:
             return _json({"items": [], "nextCursor": None})
         store = service.store
-        items, following = await run_in_threadpool(
-            lambda: page(
-                store,
-                limit=limit,
-                cursor=after,
-                intent=intent,
-                status=None if status is None else status.value,
-                since=since,
-                until=until,
-                replayable=replayable,
-                id_prefix=id_prefix,
-                envelope_hash=envelope_hash,
-            )
+        filters = ListFilters(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
         )
+        items, following = await run_in_threadpool(page, store, filters, after)
         return _json(
             {
                 "items": [summary.to_json() for summary in items],

@@ -21,6 +21,7 @@ from ..record.model import (
     StoreStats,
     VerifyReport,
 )
+from .filters import ListFilters
 from .hits import CacheHit
 from .usage import RecordedUsage
 
@@ -91,25 +92,11 @@ class ExecutionStore(Protocol):
         """Whether a record with this id exists."""
         ...
 
-    def list(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
-    ) -> _Summaries:
+    def list(self, filters: ListFilters = ListFilters()) -> _Summaries:
         """Summaries of the records matching every filter given, newest first.
 
-        ``since`` is inclusive and ``until`` exclusive (naive = UTC);
-        ``id_prefix`` matches the start of an execution id, ``envelope_hash``
-        a whole hash. Every filter is answered by the store's own query
-        (``until``, ``replayable``, ``id_prefix`` and ``envelope_hash`` added
-        in 0.1.0).
+        Every filter is answered by the store's own query (``ListFilters()``,
+        the default, selects every record; ``filters`` added in 0.1.0).
         """
         ...
 
