@@ -95,6 +95,7 @@ _EXPORTS: dict[str, str] = {
     "RequestInvalid": "errors",
     "RequestNotRecorded": "errors",
     "RequestTooLarge": "errors",
+    "RerunOptions": "steps.options",
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
     "ResponseMetadata": "envelope",
@@ -238,6 +239,7 @@ if TYPE_CHECKING:
     from .steps.diff import diff_records as diff_records
     from .steps.explain import Explanation as Explanation
     from .steps.explain import explain as explain
+    from .steps.options import RerunOptions as RerunOptions
     from .steps.plan import PlannedStep as PlannedStep
     from .steps.plan import RerunPlan as RerunPlan
     from .steps.plan import plan_rerun as plan_rerun

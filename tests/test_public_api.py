@@ -93,6 +93,7 @@ PUBLIC = [
     "RequestInvalid",
     "RequestNotRecorded",
     "RequestTooLarge",
+    "RerunOptions",
     "RerunPlan",
     "RerunResult",
     "ResponseMetadata",

@@ -27,6 +27,7 @@ from intentusnet import (
     ListFilters,
     Redactor,
     ReplayEngine,
+    RerunOptions,
     record_steps,
     rerun,
 )
@@ -302,7 +303,7 @@ def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
         STYLE["suffix"] = " (be brief)"
         try:
             engine = ReplayEngine.from_store(store, first.metadata.execution_id)
-            result = rerun(engine, router, allow_live=True)
+            result = rerun(engine, router, RerunOptions(allow_live=True))
         finally:
             STYLE["suffix"] = ""
         assert api.hits == 2
