@@ -47,6 +47,20 @@ class RecordWriter(Protocol):
         """
         ...
 
+    def append_soon(self, event_type: EventType | str, data: JSONObject) -> None:
+        """Seal one event now; write it with the next append, complete or close.
+
+        For a caller that appends another event before any code but its own
+        runs (added in 0.1.0): the lines then share one write, and a crash
+        between the two calls leaves the record as a crash just before this
+        one would. A store that cannot hold a line back writes it at once.
+
+        Raises:
+            StoreError: the event could not be sealed (a failed write is raised
+                by the call that writes it).
+        """
+        ...
+
     def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` with ``response``, close, update the catalog.
 
