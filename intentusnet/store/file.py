@@ -120,6 +120,10 @@ class FileExecutionStore:
         if is_url(root):
             raise ValueError(_url_refused(str(root), from_env))
         self.root = Path(root)
+        #: where the records are, for people: the directory (added in 0.1.0)
+        self.where: Final = str(self.root)
+        #: the local directory of the records (added in 0.1.0)
+        self.directory: Final[Path | None] = self.root
         self.durability = durability
         self._root = os.fspath(self.root)
         self._fsync = durability == "fsync"

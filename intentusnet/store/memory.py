@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of, parse_utc, utc_now
@@ -76,6 +76,10 @@ class MemoryExecutionStore:
     ) -> None:
         self._signer = load_signing_key(signing_key)
         self.root = Path(":memory:")
+        #: where the records are, for people (added in 0.1.0)
+        self.where: Final = "this process's memory"
+        #: the local directory of the records: none (added in 0.1.0)
+        self.directory: Final[Path | None] = None
         self._data: dict[str, bytearray] = {}
         self._writing: set[str] = set()
         self._lock = threading.RLock()

@@ -117,11 +117,17 @@ class PostgresExecutionStore(PostgresHitJournal):
 
     @property
     def where(self) -> str:
-        """``host:port/dbname`` of the server (no password)."""
-        return self._db.where
+        """``PostgreSQL at host:port/dbname`` (never the password)."""
+        return f"PostgreSQL at {self._db.where}"
+
+    @property
+    def directory(self) -> Path | None:
+        """None: the records are in the database, in no local directory."""
+        return None
 
     def __repr__(self) -> str:
-        return f"PostgresExecutionStore({self.where!r}, durability={self.durability!r})"
+        where = self._db.where
+        return f"PostgresExecutionStore({where!r}, durability={self.durability!r})"
 
     def __enter__(self) -> PostgresExecutionStore:
         return self

@@ -82,6 +82,23 @@ class ExecutionStore(Protocol):
         """Where the store lives (informational for stores without a directory)."""
         ...
 
+    @property
+    def where(self) -> str:
+        """Where the records are, for people (added in 0.1.0).
+
+        A directory, or ``PostgreSQL at host:port/dbname`` (never a password).
+        """
+        ...
+
+    @property
+    def directory(self) -> Path | None:
+        """The local directory holding the records, or None (added in 0.1.0).
+
+        None for PostgreSQL and memory; a replay cache keeps its disk tier
+        here by default.
+        """
+        ...
+
     def open(
         self,
         envelope: JSONObject,

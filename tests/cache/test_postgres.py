@@ -35,7 +35,7 @@ ROUTER = textwrap.dedent(
     import os, sys, time
     sys.path[:0] = [sys.argv[5]]
     import orjson
-    from intentusnet import AgentDefinition, IntentRouter
+    from intentusnet import AgentDefinition, IntentRouter, ListFilters
     from intentusnet.cache.replay_cache import ReplayCache
     from intentusnet.store import PostgresExecutionStore
 
