@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import median_us, per_call_median, row
 from pgkit import postgres_server
 
-from intentusnet import IntentEnvelope, IntentRef, IntentRouter
+from intentusnet import IntentEnvelope, IntentRef, IntentRouter, ListFilters
 from intentusnet.cache.replay_cache import ReplayCache
 from intentusnet.hashing import compute_hash
 from intentusnet.store import (
@@ -155,7 +155,8 @@ def bench_lookups(dsn: str, records: int) -> None:
         find(0)
         row("  find_by_hash (query, load, verify)", per_call_median(find, 2000),
             note="target <= 1000 us at 100k and 1M")  # fmt: skip
-        row("  list(limit=20), first page", median_us(lambda: store.list(limit=20),
+        first_page = ListFilters(limit=20)
+        row("  list(limit=20), first page", median_us(lambda: store.list(first_page),
             number=50, repeat=9) / 1000, unit="ms",
             note="target <= 50 ms at 1M")  # fmt: skip
         stats = store.stats()

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import per_call_median, row
 from bench_routing import payload_1kb
 
-from intentusnet import EventType
+from intentusnet import EventType, ListFilters
 from intentusnet.hashing import compute_hash
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
@@ -244,11 +244,17 @@ def bench_large(base: Path, count: int) -> None:
         "find_by_hash, no match",
         per_call_median(lambda i: store.find_by_hash(f"sha256:{i:064x}"), 3000),
     )
-    row("list(limit=20)", per_call_median(lambda _i: store.list(limit=20), 2000))
+    row(
+        "list(limit=20)",
+        per_call_median(lambda _i: store.list(ListFilters(limit=20)), 2000),
+    )
     row(
         "list(intent='echo', status='completed', limit=20)",
         per_call_median(
-            lambda _i: store.list(intent="echo", status="completed", limit=20), 2000
+            lambda _i: store.list(
+                ListFilters(intent="echo", status="completed", limit=20)
+            ),
+            2000,
         ),
     )
     started = time.perf_counter()

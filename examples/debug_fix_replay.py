@@ -8,7 +8,8 @@ returns None and scoring fails. The walk-through:
 1. route the request: it fails;
 2. ``explain`` (``intentusnet debug ID``) names the root cause: the lookup;
 3. fix the lookup (here: flip ``FIXED``, which makes unknown senders new leads);
-4. ``rerun(from_root_cause=True)`` (``intentusnet rerun ID --from-root-cause``):
+4. ``rerun(..., RerunOptions(from_root_cause=True))`` (``intentusnet rerun ID
+   --from-root-cause``):
    the fixed lookup runs again, the e-mail is served from the record (it is
    not sent again) and scoring runs on the lookup's new answer;
 5. ``diff_records`` (``intentusnet diff A B``) shows where the runs part ways.
@@ -39,6 +40,7 @@ from intentusnet import (
     IntentRouter,
     JSONObject,
     ReplayEngine,
+    RerunOptions,
     diff_records,
     explain,
     rerun,
@@ -131,7 +133,9 @@ def main() -> None:
 
         before = dict(CALLS), len(MAILBOX)
         result = rerun(
-            ReplayEngine.from_store(store, failed_id), app, from_root_cause=True
+            ReplayEngine.from_store(store, failed_id),
+            app,
+            RerunOptions(from_root_cause=True),
         )
         print(
             f"4. intentusnet --store {root} rerun {failed_id} --app ... "

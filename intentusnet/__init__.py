@@ -59,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
     "KeyRing": "record.signing",
+    "ListFilters": "store",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "NetworkBlocked": "errors",
@@ -94,6 +95,7 @@ _EXPORTS: dict[str, str] = {
     "RequestInvalid": "errors",
     "RequestNotRecorded": "errors",
     "RequestTooLarge": "errors",
+    "RerunOptions": "steps.options",
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
     "ResponseMetadata": "envelope",
@@ -237,6 +239,7 @@ if TYPE_CHECKING:
     from .steps.diff import diff_records as diff_records
     from .steps.explain import Explanation as Explanation
     from .steps.explain import explain as explain
+    from .steps.options import RerunOptions as RerunOptions
     from .steps.plan import PlannedStep as PlannedStep
     from .steps.plan import RerunPlan as RerunPlan
     from .steps.plan import plan_rerun as plan_rerun
@@ -248,6 +251,7 @@ if TYPE_CHECKING:
     from .steps.view import record_steps as record_steps
     from .store import ExecutionStore as ExecutionStore
     from .store import FileExecutionStore as FileExecutionStore
+    from .store import ListFilters as ListFilters
     from .store import MemoryExecutionStore as MemoryExecutionStore
     from .store import PostgresExecutionStore as PostgresExecutionStore
     from .store import RecordWriter as RecordWriter

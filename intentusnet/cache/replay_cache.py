@@ -198,15 +198,14 @@ class ReplayCache:
             )
         directory = self._directory
         if directory is None:
-            root = Path(store.root)
-            if str(root) == ":memory:":
+            if store.directory is None:
                 # A store that keeps nothing on disk: neither does its cache,
                 # beyond this object's life.
                 temporary = tempfile.mkdtemp(prefix="intentusnet-cache-")
                 weakref.finalize(self, shutil.rmtree, temporary, ignore_errors=True)
                 directory = Path(temporary)
             else:
-                directory = root / CACHE_DIR
+                directory = store.directory / CACHE_DIR
         self._store = store
         # Across processes, waiters take the leader's answer from the store.
         self._shared = (

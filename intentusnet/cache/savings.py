@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, cast
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from ..record.model import RecordStatus
+from ..store.filters import ListFilters
 from ..store.protocol import UsageIndex
 from ..store.usage import RecordedUsage, recorded_usage
 
@@ -236,7 +237,7 @@ class UsageLedger:
             return self.store.recorded_usage()
         before = self._known
         now: dict[str, RecordedUsage | None] = {}
-        for summary in self.store.list(status=RecordStatus.COMPLETED.value):
+        for summary in self.store.list(ListFilters(status=RecordStatus.COMPLETED)):
             execution_id = summary.execution_id
             if execution_id in before:
                 now[execution_id] = before[execution_id]

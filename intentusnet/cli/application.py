@@ -21,6 +21,7 @@ from .params import USAGE, CliFailure
 if TYPE_CHECKING:
     from ..routing.router import IntentRouter
     from ..store.naming import NamedStore
+    from ..store.protocol import ExecutionStore
 
 
 def load_router(ref: str, store_name: str | None = None) -> IntentRouter:
@@ -104,9 +105,8 @@ def open_app(
     named.close()
     if ours == theirs:
         return router, None
-    shown = theirs or f"a {type(router.store).__name__}"
     raise CliFailure(
-        f"--store/INTENTUSNET_STORE names {ours}, but {ref} records to {shown}; "
+        f"--store/INTENTUSNET_STORE names {ours}, but {ref} records to {theirs}; "
         "name the store once: drop --store and INTENTUSNET_STORE to use the "
         "application's store, or build the router with "
         "IntentRouter(store=intentusnet.open_store()) so that it follows them",
@@ -114,18 +114,14 @@ def open_app(
     )
 
 
-def _place(store: object) -> str | None:
+def _place(store: ExecutionStore) -> str:
     """Where ``store`` keeps its records, for comparing two stores and for people.
 
-    A file store's directory, resolved; a PostgreSQL store's server and
-    database (never the password); ``None`` for a store of another kind.
+    A local directory, resolved; else the store's own ``where`` (a PostgreSQL
+    store's server and database, never the password).
     """
-    from ..store.file import FileExecutionStore
-
-    if isinstance(store, FileExecutionStore):
-        return str(store.root.resolve())
-    where = getattr(store, "where", None)  # a PostgresExecutionStore
-    return f"PostgreSQL at {where}" if isinstance(where, str) else None
+    directory = store.directory
+    return store.where if directory is None else str(directory.resolve())
 
 
 def _import_failed(module_name: str, exc: Exception) -> CliFailure:

@@ -127,17 +127,17 @@ def newest_execution_id(store: NamedStore, intent: str | None = None) -> str:
     Raises:
         RecordNotFound: the store holds no record (of that intent; exit 3).
     """
-    from ..store.naming import describe
+    from ..store.filters import ListFilters
 
-    for summary in store.list(intent=intent, limit=1):
+    for summary in store.list(ListFilters(intent=intent, limit=1)):
         return summary.execution_id
     if intent is not None:
         raise RecordNotFound(
-            f"no records of intent {intent!r} in {describe(store)!r}, so "
+            f"no records of intent {intent!r} in {store.where!r}, so "
             f"'{LAST} --intent {intent}' names none"
         )
     raise RecordNotFound(
-        f"no records in {describe(store)!r}, so {LAST!r} names none "
+        f"no records in {store.where!r}, so {LAST!r} names none "
         "('last' is the newest record)"
     )
 

@@ -63,6 +63,7 @@ def copy(
     there was a conflict.
     """
     from ..record.model import RecordStatus
+    from ..store.filters import ListFilters
 
     source = open_named(src, create=False)
     ctx.call_on_close(source.close)
@@ -78,9 +79,8 @@ def copy(
     else:
         ids = list(source.iter_ids())
         # Unfinished records a live process still writes would arrive cut short.
-        writing = {
-            s.execution_id for s in source.list(status=RecordStatus.IN_PROGRESS.value)
-        }
+        unfinished = source.list(ListFilters(status=RecordStatus.IN_PROGRESS))
+        writing = {s.execution_id for s in unfinished}
     with progress_counter("Copying records", len(ids)) as advance:
         for done, execution_id in enumerate(ids, 1):
             if execution_id in writing:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -43,18 +43,6 @@ else:  # click < 8.2 has no generic ParamType
     _OverrideType = click.ParamType
 #: Exit code of a re-run that ran and whose execution failed (docs/cli.md).
 RERUN_FAILED: Final = 8
-
-
-class _RerunOptions(TypedDict):
-    """The options ``rerun`` and ``plan_rerun`` take, as the command line gave them."""
-
-    from_failure: bool
-    from_step: str | None
-    from_root_cause: bool
-    from_snapshot: str | None
-    live: tuple[str, ...]
-    override: dict[int | str, JSONValue]
-    allow_live: bool
 
 
 class _Override(_OverrideType):
@@ -174,21 +162,23 @@ def rerun(
     check_last_intent()
     if allowed_hosts and not block_network:
         raise CliFailure("--allow-host needs --block-network", USAGE)
-    options: _RerunOptions = {
-        "from_failure": from_failure,
-        "from_step": from_step,
-        "from_root_cause": from_root_cause,
-        "from_snapshot": from_snapshot,
-        "live": live,
-        "override": dict[int | str, JSONValue](overrides),
-        "allow_live": allow_live,
-    }
+    from ..steps.options import RerunOptions
+
+    options = RerunOptions(
+        from_failure=from_failure,
+        from_step=from_step,
+        from_root_cause=from_root_cause,
+        from_snapshot=from_snapshot,
+        live=live,
+        override=dict[int | str, JSONValue](overrides),
+        allow_live=allow_live,
+    )
     store = open_store()
     engine = ReplayEngine.from_store(store, execution_id)
     if dry_run:
         from ..steps.plan import plan_rerun
 
-        plan = plan_rerun(engine, **options)
+        plan = plan_rerun(engine, options)
         if as_json:
             emit_json(plan.to_json())
         else:
@@ -200,7 +190,7 @@ def rerun(
     from ..steps.selection import resolve
 
     # Checked before the application is imported: a mistake costs nothing.
-    resolve(engine.record, store=store, **options)
+    resolve(engine.record, options, store)
     # The named store in the environment: an application that opens
     # intentusnet.open_store() records the re-run beside the original.
     router = load_router(app_ref, named_store())
@@ -209,9 +199,9 @@ def rerun(
             result = rerun_record(
                 engine,
                 router,
+                options,
                 # A router without a store records the re-run beside the original.
                 store=store if router.store is None else None,
-                **options,
             )
         if refused:  # even if the agent caught the error: the re-run used the net
             raise CliFailure(
@@ -446,6 +436,7 @@ def _comparison(
 ) -> tuple[ExecutionRecord | None, str]:
     """The record to compare the configuration with, and what it is."""
     from ..errors import IntentusNetError
+    from ..store.filters import ListFilters
 
     original = record.replay_of
     if original is not None:
@@ -455,7 +446,9 @@ def _comparison(
             return None, f"the run this one re-ran ({original}) cannot be loaded"
     header = record.header
     intent = header.intent_name
-    for summary in store.list(intent=intent, status="completed", limit=_COMPARE_WITHIN):
+    for summary in store.list(
+        ListFilters(intent=intent, status="completed", limit=_COMPARE_WITHIN)
+    ):
         if (
             summary.execution_id != record.execution_id
             and summary.created_utc <= header.created_utc

@@ -278,7 +278,6 @@ def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
     accepted as it is now.
     """
     from ..store.file import FileExecutionStore
-    from ..store.naming import describe
 
     store = open_store()
     changed: list[tuple[str, str]] = []
@@ -286,7 +285,7 @@ def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
     def on_changed(execution_id: str, problem: str) -> None:
         changed.append((execution_id, problem))
 
-    working(f"Reindexing {describe(store)} ...")
+    working(f"Reindexing {store.where} ...")
     if isinstance(store, FileExecutionStore):
         # The files are the total: the catalog may be what is lost.
         files = sum(1 for _ in store.iter_ids()) if sys.stderr.isatty() else None
@@ -338,10 +337,9 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
     whatever their age; records still being written are kept.
     """
     from ..store.file import FileExecutionStore
-    from ..store.naming import describe
 
     store = open_store()
-    working(f"Pruning {describe(store)} ...")
+    working(f"Pruning {store.where} ...")
     if isinstance(store, FileExecutionStore) and not dry_run:
         with progress_counter("Deleting records") as advance:
             ids = store.prune(older_than, on_progress=advance)
@@ -386,17 +384,15 @@ def stats(cache_dir: Path | None, prices_file: str | None, as_json: bool) -> Non
     from ..cache.prices import PriceTable
     from ..cache.replay_cache import CACHE_DIR, read_stats
     from ..cache.savings import savings_report
-    from ..store.file import FileExecutionStore
-    from ..store.naming import describe
 
     # A bad price table is a usage error (exit 2), found before any work.
     prices = PriceTable.load(prices_file) if prices_file else None
     store = open_store()
     found = store.stats()
     hits = store.cache_hit_count()
-    if cache_dir is None and isinstance(store, FileExecutionStore):
-        cache_dir = store.root / CACHE_DIR
-    # A PostgreSQL store has no directory, so no default cache directory.
+    if cache_dir is None and store.directory is not None:
+        # A PostgreSQL store has no directory, so no default cache directory.
+        cache_dir = store.directory / CACHE_DIR
     caches = read_stats(cache_dir) if cache_dir is not None else []
     saved = savings_report(store, prices)
     if as_json:
@@ -406,7 +402,7 @@ def stats(cache_dir: Path | None, prices_file: str | None, as_json: bool) -> Non
         doc["llm"] = saved.to_json()
         emit_json(doc)
         return
-    click.echo(f"Store:   {describe(store)}")
+    click.echo(f"Store:   {store.where}")
     click.echo(f"Records: {found.records} ({_size(found.bytes_on_disk)} on disk)")
     click.echo(f"Cache hits recorded: {hits}")
     for cache in caches:

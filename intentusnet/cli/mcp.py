@@ -308,6 +308,7 @@ def _source(
     """The record a replay or a cache session answers from."""
     from ..integrations.mcp.proxy import INTENT
     from ..replay import ReplayEngine
+    from ..store.filters import ListFilters
 
     record: ExecutionRecord | None
     if record_id != LAST:
@@ -315,10 +316,8 @@ def _source(
     elif envelope_hash is not None:
         record = store.find_by_hash(envelope_hash, replayable_only=not force)
     else:
-        record = next(
-            (store.load(s.execution_id) for s in store.list(intent=INTENT, limit=1)),
-            None,
-        )
+        newest = store.list(ListFilters(intent=INTENT, limit=1))
+        record = store.load(newest[0].execution_id) if newest else None
     if record is None:
         if required:
             raise RecordNotFound(

@@ -145,17 +145,12 @@ class IdPrefix(_TextType):
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> str:
         """Accept 1-128 of the characters an execution id holds."""
-        from .._util.ids import ID_PART_PATTERN  # only when the option is given
+        from ..store.filters import check_id_prefix  # only when the option is given
 
-        text = str(value)
-        if re.fullmatch(ID_PART_PATTERN, text) is None:
-            self.fail(
-                f"{text[:40]!r} cannot start an execution id: use 1-128 "
-                "characters of A-Z a-z 0-9 _ . -",
-                param,
-                ctx,
-            )
-        return text
+        try:
+            return check_id_prefix(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class EnvelopeHash(_TextType):
@@ -167,17 +162,12 @@ class EnvelopeHash(_TextType):
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> str:
         """Accept a whole hash as records hold it (lowercase hex)."""
-        from ..hashing import HASH_PATTERN  # only when the option is given
+        from ..store.filters import check_envelope_hash  # only when given
 
-        text = str(value)
-        if re.fullmatch(HASH_PATTERN, text) is None:
-            self.fail(
-                f"{text[:80]!r} is not an envelope hash: sha256: and 64 lowercase "
-                "hex digits, whole, as records list --json prints it",
-                param,
-                ctx,
-            )
-        return text
+        try:
+            return check_envelope_hash(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def read_json_object(name: str, what: str = "envelope file") -> JSONObject:

@@ -92,23 +92,23 @@ def list_records(
     as_json: bool,
 ) -> None:
     """List records (and cache hits), newest first."""
+    from ..store.filters import ListFilters
+
     store = open_store()
-    found: list[RecordSummary | CacheHit] = list(
-        store.list(
-            intent=intent,
-            status=status,
-            since=since,
-            until=until,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=limit,
-        )
+    filters = ListFilters(
+        intent=intent,
+        status=status,
+        since=since,
+        until=until,
+        replayable=replayable,
+        id_prefix=id_prefix,
+        envelope_hash=envelope_hash,
+        limit=limit,
     )
+    found: list[RecordSummary | CacheHit] = list(store.list(filters))
     # The hit journal is asked by --intent, --since and --limit only; with any
     # other filter the list holds records alone.
-    record_only = (status, until, replayable, id_prefix, envelope_hash)
-    if hits and all(value is None for value in record_only):
+    if hits and not filters.record_only:
         served = store.cache_hits(intent=intent, since=since, limit=limit)
         if served:
             found = sorted([*found, *served], key=_created, reverse=True)[:limit]

@@ -19,13 +19,13 @@ Example::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 import httpx
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
+from ..store.filters import ListFilters
 from . import wire as wire
 from .wire import ExecutionPage
 
@@ -132,71 +132,33 @@ class IntentusClient:
 
     def list_executions(
         self,
+        filters: ListFilters = ListFilters(),
         *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
         cursor: str | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
     ) -> ExecutionPage:
-        """One page of record summaries, newest first (``limit`` at most 1000).
+        """One page of record summaries, newest first.
 
-        The filters are ``store.list()``'s, asked of the service's store:
-        ``since`` inclusive, ``until`` exclusive (naive = UTC), ``replayable``
-        True or False, ``id_prefix`` the start of an execution id,
-        ``envelope_hash`` a whole hash (``until``, ``replayable``, ``id_prefix``
-        and ``envelope_hash`` added in 0.1.0).
+        The filters are ``store.list()``'s, asked of the service's store;
+        ``filters.limit`` is the page's size (at most 1000; the service's
+        default 50 without one). ``cursor`` is a page's ``next_cursor``.
 
         Raises:
-            RequestInvalid: a filter the service refuses (an id prefix or hash
-                of the wrong form, a bad cursor), naming the parameter.
+            RequestInvalid: a filter or cursor the service refuses, naming
+                the parameter.
         """
-        params = wire.list_params(
-            intent=intent,
-            status=status,
-            since=since,
-            until=until,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=limit,
-            cursor=cursor,
-        )
+        params = wire.list_params(filters, cursor)
         return wire.page(self._call("GET", "/v1/executions", params=params))
 
     def iter_executions(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        page_size: int = 100,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
+        self, filters: ListFilters = ListFilters(limit=100)
     ) -> Iterator[RecordSummary]:
         """Every matching record summary, newest first, page after page.
 
-        The filters are those of :meth:`list_executions`.
+        ``filters.limit`` is the size of each page (100 by default).
         """
         cursor: str | None = None
         while True:
-            page = self.list_executions(
-                intent=intent,
-                status=status,
-                since=since,
-                until=until,
-                replayable=replayable,
-                id_prefix=id_prefix,
-                envelope_hash=envelope_hash,
-                limit=page_size,
-                cursor=cursor,
-            )
+            page = self.list_executions(filters, cursor=cursor)
             yield from page.items
             if page.next_cursor is None:
                 return
@@ -295,60 +257,24 @@ class AsyncIntentusClient:
 
     async def list_executions(
         self,
+        filters: ListFilters = ListFilters(),
         *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
         cursor: str | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
     ) -> ExecutionPage:
         """One page of record summaries (see ``IntentusClient.list_executions``)."""
-        params = wire.list_params(
-            intent=intent,
-            status=status,
-            since=since,
-            until=until,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=limit,
-            cursor=cursor,
-        )
+        params = wire.list_params(filters, cursor)
         return wire.page(await self._call("GET", "/v1/executions", params=params))
 
     async def iter_executions(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        page_size: int = 100,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
+        self, filters: ListFilters = ListFilters(limit=100)
     ) -> AsyncIterator[RecordSummary]:
         """Every matching record summary, newest first, page after page.
 
-        The filters are those of :meth:`list_executions`.
+        ``filters.limit`` is the size of each page (100 by default).
         """
         cursor: str | None = None
         while True:
-            page = await self.list_executions(
-                intent=intent,
-                status=status,
-                since=since,
-                until=until,
-                replayable=replayable,
-                id_prefix=id_prefix,
-                envelope_hash=envelope_hash,
-                limit=page_size,
-                cursor=cursor,
-            )
+            page = await self.list_executions(filters, cursor=cursor)
             for item in page.items:
                 yield item
             if page.next_cursor is None:

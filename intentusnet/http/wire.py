@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final
 from urllib.parse import quote
 
@@ -42,6 +41,7 @@ from ..record.model import (
     VerifyReport,
 )
 from ..replay import ReplayResult
+from ..store.filters import ListFilters
 
 __all__ = [
     "ExecutionPage",
@@ -108,39 +108,21 @@ def execution_path(execution_id: str, suffix: str = "") -> str:
     return f"/v1/executions/{quote(execution_id, safe='')}{suffix}"
 
 
-def list_params(
-    *,
-    intent: str | None = None,
-    status: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    replayable: bool | None = None,
-    id_prefix: str | None = None,
-    envelope_hash: str | None = None,
-    limit: int | None = None,
-    cursor: str | None = None,
-) -> dict[str, str]:
+def list_params(filters: ListFilters, cursor: str | None = None) -> dict[str, str]:
     """Query parameters of ``GET /v1/executions`` (the filters given, only)."""
-    params: dict[str, str] = {}
-    if intent is not None:
-        params["intent"] = intent
-    if status is not None:
-        params["status"] = str(status)
-    if since is not None:
-        params["since"] = since.isoformat()
-    if until is not None:
-        params["until"] = until.isoformat()
-    if replayable is not None:
-        params["replayable"] = "true" if replayable else "false"
-    if id_prefix is not None:
-        params["id_prefix"] = id_prefix
-    if envelope_hash is not None:
-        params["envelope_hash"] = envelope_hash
-    if limit is not None:
-        params["limit"] = str(limit)
-    if cursor is not None:
-        params["cursor"] = cursor
-    return params
+    f = filters
+    given: dict[str, object] = {
+        "intent": f.intent,
+        "status": f.status,
+        "since": None if f.since is None else f.since.isoformat(),
+        "until": None if f.until is None else f.until.isoformat(),
+        "replayable": None if f.replayable is None else str(f.replayable).lower(),
+        "id_prefix": f.id_prefix,
+        "envelope_hash": f.envelope_hash,
+        "limit": f.limit,
+        "cursor": cursor,
+    }
+    return {name: str(value) for name, value in given.items() if value is not None}
 
 
 # -- answers -------------------------------------------------------------------------

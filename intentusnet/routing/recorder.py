@@ -10,8 +10,8 @@ response as recorded): nothing is sealed unredacted.
 
 Every event has reached the OS before agent or user code runs. Events the
 router always follows with another one before running such code (see
-:data:`_FOLLOWED`) wait for it and share its ``write()``, where the store's
-writer can do that (``append_soon``).
+:data:`_FOLLOWED`) wait for it and share its ``write()`` (the writer's
+``append_soon``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from ..errors import IntentusNetError
 from ..record.fingerprint import PATH_EVENTS, fingerprint, path_entry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..envelope import AgentResponse
     from ..store import ExecutionStore, RecordWriter
     from .redact import Redaction
@@ -45,7 +43,6 @@ class Recorder:
     __slots__ = (
         "_lock",
         "_path",
-        "_soon",
         "_writer",
         "error",
         "execution_id",
@@ -69,7 +66,6 @@ class Recorder:
         #: what this execution redacts (the envelope given here already is)
         self.redaction = redaction
         self._writer: RecordWriter | None = None
-        self._soon: Callable[[str, JSONObject], None] | None = None
         #: the fingerprint entries of the events written so far, in file order
         self._path: list[JSONValue] = []
         self._lock = threading.Lock()
@@ -87,7 +83,6 @@ class Recorder:
             self.execution_id = execution_id
             return
         self.execution_id = self._writer.execution_id
-        self._soon = getattr(self._writer, "append_soon", self._writer.append)
         intent_received: JSONObject = {
             "requestId": request_id,
             "envelopeHash": envelope_hash,
@@ -108,8 +103,7 @@ class Recorder:
             except Exception as exc:  # a hook's fault: write nothing unredacted
                 self._fail(f"could not redact {event_type}: {type(exc).__name__}")
                 return
-        write = self._soon if event_type in _FOLLOWED else writer.append
-        assert write is not None  # set with the writer
+        write = writer.append_soon if event_type in _FOLLOWED else writer.append
         if event_type not in PATH_EVENTS:
             try:
                 write(event_type, data)

@@ -55,7 +55,7 @@ from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
-from ..store.file import FileExecutionStore
+from ..store.filters import ListFilters
 from .auth import Access, KeyRing, is_loopback
 from .bodies import DEFAULT_MAX_BODY, read_json
 from .metrics import CONTENT_TYPE, Metrics
@@ -177,9 +177,9 @@ class _Service:
 
 def _server_paths(store: ExecutionStore | None) -> list[str]:
     """The store's directory as its messages may spell it, longest first."""
-    if not isinstance(store, FileExecutionStore):
+    if store is None or store.directory is None:
         return []
-    given = os.fspath(store.root)
+    given = os.fspath(store.directory)
     spelled = {given, os.path.abspath(given), os.path.realpath(given)}
     # A bare relative name ("records") tells nothing and would match words.
     return sorted((p for p in spelled if os.sep in p), key=len, reverse=True)
@@ -367,20 +367,17 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         if service.store is None:
             return _json({"items": [], "nextCursor": None})
         store = service.store
-        items, following = await run_in_threadpool(
-            lambda: page(
-                store,
-                limit=limit,
-                cursor=after,
-                intent=intent,
-                status=None if status is None else status.value,
-                since=since,
-                until=until,
-                replayable=replayable,
-                id_prefix=id_prefix,
-                envelope_hash=envelope_hash,
-            )
+        filters = ListFilters(
+            intent=intent,
+            status=status,
+            since=since,
+            until=until,
+            replayable=replayable,
+            id_prefix=id_prefix,
+            envelope_hash=envelope_hash,
+            limit=limit,
         )
+        items, following = await run_in_threadpool(page, store, filters, after)
         return _json(
             {
                 "items": [summary.to_json() for summary in items],

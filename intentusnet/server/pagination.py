@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +26,7 @@ from .problems import invalid_request
 if TYPE_CHECKING:
     from ..record.model import RecordSummary
     from ..store import ExecutionStore
+    from ..store.filters import ListFilters
 
 __all__ = ["MAX_LIMIT", "Cursor", "page"]
 
@@ -92,40 +93,25 @@ class Cursor:
 
 
 def page(
-    store: ExecutionStore,
-    *,
-    limit: int,
-    cursor: Cursor | None = None,
-    intent: str | None = None,
-    status: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    replayable: bool | None = None,
-    id_prefix: str | None = None,
-    envelope_hash: str | None = None,
+    store: ExecutionStore, filters: ListFilters, cursor: Cursor | None = None
 ) -> tuple[list[RecordSummary], Cursor | None]:
     """Return one page of summaries and the cursor of the next page, if any.
 
-    Every filter is the store's own (``store.list``); ``until`` is exclusive.
+    Every filter is the store's own (``store.list``); ``filters.limit`` is the
+    page's size (required).
     """
+    limit = filters.limit
+    if limit is None:
+        raise ValueError("a page needs filters.limit")
     offset = 0 if cursor is None else cursor.offset
-    bound = until
+    bound = filters.until
     if cursor is not None:
         # Just past the cursor's microsecond: its ties are skipped below.
         ended = cursor.moment() + timedelta(microseconds=1)
-        bound = ended if until is None or ended < _aware(until) else until
+        bound = ended if bound is None or ended < _aware(bound) else bound
     window = limit + 1
     while True:
-        rows = store.list(
-            intent=intent,
-            status=status,
-            since=since,
-            until=bound,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=window,
-        )
+        rows = store.list(replace(filters, until=bound, limit=window))
         after = [r for r in rows if cursor is None or cursor.precedes(r)]
         if len(after) > limit or len(rows) < window:
             break

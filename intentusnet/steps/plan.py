@@ -11,13 +11,13 @@ and those are matched when they happen.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..replay import ReplayEngine
-from .selection import INSIDE, LIVE, MISS, StepRef, classify, resolve
+from .options import RerunOptions
+from .selection import INSIDE, LIVE, MISS, classify, resolve
 from .view import record_steps
 
 __all__ = ["PlannedStep", "RerunPlan", "plan_rerun"]
@@ -96,15 +96,7 @@ class RerunPlan:
 
 
 def plan_rerun(
-    engine: ReplayEngine,
-    *,
-    from_failure: bool = False,
-    from_step: StepRef | None = None,
-    from_root_cause: bool = False,
-    from_snapshot: StepRef | None = None,
-    live: Collection[StepRef] = (),
-    override: Mapping[StepRef, JSONValue] | None = None,
-    allow_live: bool = False,
+    engine: ReplayEngine, options: RerunOptions = RerunOptions()
 ) -> RerunPlan:
     """Say what ``rerun`` with these options would do with each recorded step.
 
@@ -116,17 +108,7 @@ def plan_rerun(
             or does not fit it.
     """
     record = engine.record
-    spec = resolve(
-        record,
-        from_failure=from_failure,
-        from_step=from_step,
-        from_root_cause=from_root_cause,
-        from_snapshot=from_snapshot,
-        live=live,
-        override=override,
-        allow_live=allow_live,
-        store=engine.store,
-    )
+    spec = resolve(record, options, engine.store)
     planned: list[PlannedStep] = []
     actions: dict[int, str] = {}
     for step in record_steps(record):
@@ -147,6 +129,6 @@ def plan_rerun(
         execution_id=record.execution_id,
         mode=spec.mode,
         from_step=spec.from_step,
-        allow_live=allow_live,
+        allow_live=options.allow_live,
         steps=tuple(planned),
     )

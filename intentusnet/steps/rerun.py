@@ -5,15 +5,14 @@ through ``router`` (today's agents), as a new execution whose record links to
 the original (``replayOf``). Each step the agents call is answered by the
 original record (see :mod:`intentusnet.steps.cassette` for exactly when), so a strict
 re-run makes no model, tool or network call. A re-run may start anywhere:
-``from_failure``, ``from_step``, ``from_root_cause`` or ``from_snapshot`` serve
-what came before and run the rest live; ``live`` runs chosen steps live and
-``override`` serves chosen steps with edited outputs
+its ``RerunOptions`` (``from_failure``, ``from_step``, ``from_root_cause`` or
+``from_snapshot``) serve what came before and run the rest live; ``live`` runs
+chosen steps live and ``override`` serves chosen steps with edited outputs
 (:mod:`intentusnet.steps.selection` has the rules).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +26,8 @@ from ..routing.seams import ExecutionOptions
 from ..store.memory import MemoryExecutionStore
 from .cassette import Cassette
 from .diff import RecordDiff, diff_records
-from .selection import StepRef, resolve
+from .options import RerunOptions
+from .selection import resolve
 from .view import StepRun
 
 if TYPE_CHECKING:
@@ -106,14 +106,8 @@ class RerunResult:
 def rerun(
     engine: ReplayEngine,
     router: IntentRouter,
+    options: RerunOptions = RerunOptions(),
     *,
-    from_failure: bool = False,
-    from_step: StepRef | None = None,
-    from_root_cause: bool = False,
-    from_snapshot: StepRef | None = None,
-    live: Collection[StepRef] = (),
-    override: Mapping[StepRef, JSONValue] | None = None,
-    allow_live: bool = False,
     store: ExecutionStore | None = None,
 ) -> RerunResult:
     """Run a record's envelope again with today's agents, steps from the record.
@@ -122,33 +116,20 @@ def rerun(
     to the record by ``(name, argsHash)`` and occurrence and served from it, so
     a strict re-run makes no model, tool or network call. The re-run is
     recorded (in ``store``, else the router's store, else in memory) and
-    linked to the original by ``replayOf``. A step is named by its number in
-    the record or by its name. See docs/debugging.md. Added in 0.1.0.
+    linked to the original by ``replayOf``. See docs/debugging.md. Added in
+    0.1.0.
 
     Args:
         engine: the record to re-run (it need not be replayable: an
             unfinished record can be resumed); the children of its ``route:``
             steps are loaded from the engine's store, if it has one.
         router: today's router and agents.
-        from_failure: resume: serve the steps that succeeded before the first
-            failed (or unfinished) step; run that step and every later one live.
-        from_step: serve the steps before this one; run it and every later one
-            live (a name: the first step so named).
-        from_root_cause: as ``from_step``, from the step ``explain`` names as
-            the root cause of the failure.
-        from_snapshot: serve the steps up to this snapshot (``ctx.snapshot``;
-            a name: the last one so named), restore its state, run the rest
-            live.
-        live: steps to run live, serving the rest (a name: every step so
-            named). A side effect cannot be run live.
-        override: outputs to serve instead of the recorded ones, by step (a
-            fork: calls the record cannot answer after it run live).
-        allow_live: run a step the record cannot answer (marked as a miss)
-            instead of raising ``CassetteMiss``.
+        options: where the re-run starts, which steps run live or are served
+            with an edited output (a strict re-run by default).
         store: where to record the re-run.
 
     Side-effect steps that succeeded are served in every case: an e-mail is
-    never sent twice. Only one starting point (``from_*``) may be given.
+    never sent twice.
 
     Returns:
         The new response and record id, which steps were served and which ran,
@@ -163,17 +144,7 @@ def rerun(
         EnvelopeValidationError: the recorded envelope is not valid.
     """
     record = engine.record
-    spec = resolve(
-        record,
-        from_failure=from_failure,
-        from_step=from_step,
-        from_root_cause=from_root_cause,
-        from_snapshot=from_snapshot,
-        live=live,
-        override=override,
-        allow_live=allow_live,
-        store=engine.store,
-    )
+    spec = resolve(record, options, engine.store)
     target = store or router.store or MemoryExecutionStore()
     cassette = Cassette(record, spec=spec, source_store=engine.store or target)
     env = IntentEnvelope.model_validate(record.envelope)
@@ -183,11 +154,11 @@ def rerun(
     received: JSONObject = {
         "replayOf": record.execution_id,
         "rerunMode": spec.mode,
-        "allowLive": allow_live,
+        "allowLive": options.allow_live,
     }
     received.update(spec.to_json())
-    options = ExecutionOptions(received=received, store=target, cassette=cassette)
-    response = router.route_intent(env, options=options)
+    execution = ExecutionOptions(received=received, store=target, cassette=cassette)
+    response = router.route_intent(env, options=execution)
     execution_id = response.metadata.execution_id
     if cassette.misses:
         miss = cassette.misses[0]
@@ -204,7 +175,7 @@ def rerun(
         execution_id=execution_id,
         original_execution_id=record.execution_id,
         mode=spec.mode,
-        allow_live=allow_live,
+        allow_live=options.allow_live,
         steps=tuple(cassette.runs),
         record=new_record,
         diff=None if new_record is None else diff_records(record, new_record),

@@ -26,15 +26,16 @@ running it live, starts from (or runs live) the step it was called in.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from .._util.jsonvalue import JSONObject, JSONValue, check_json
-from ..errors import EnvelopeValidationError, InvalidRerunOption
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..errors import InvalidRerunOption
 from ..record.model import ExecutionRecord
 from ..routing.agents import SNAPSHOT_PREFIX
 from .explain import explain
+from .options import RerunOptions, StepRef
 from .view import UNFINISHED, RecordedStep, record_steps
 
 if TYPE_CHECKING:
@@ -53,9 +54,6 @@ __all__ = [
     "classify",
     "resolve",
 ]
-
-#: A step named by its number in the record (``3``, ``"3"``) or by its name.
-StepRef = int | str
 
 #: What a re-run does with a recorded step (see :func:`classify`).
 SERVE: Final = "serve"
@@ -111,7 +109,8 @@ class RerunSpec:
         if self.mode == "strict":
             return RerunSpec(allow_live=self.allow_live)
         if self.mode == "from_failure":
-            return resolve(record, from_failure=True, allow_live=self.allow_live)
+            resume = RerunOptions(from_failure=True, allow_live=self.allow_live)
+            return resolve(record, resume)
         return RerunSpec(mode="from_step", allow_live=self.allow_live, live_from=0)
 
     def to_json(self) -> JSONObject:
@@ -175,59 +174,32 @@ def _live_reason(step: RecordedStep, spec: RerunSpec) -> str:
 
 def resolve(
     record: ExecutionRecord,
-    *,
-    from_failure: bool = False,
-    from_step: StepRef | None = None,
-    from_root_cause: bool = False,
-    from_snapshot: StepRef | None = None,
-    live: Collection[StepRef] = (),
-    override: Mapping[StepRef, JSONValue] | None = None,
-    allow_live: bool = False,
+    options: RerunOptions,
     store: ExecutionStore | None = None,
 ) -> RerunSpec:
     """Check a re-run's options against ``record`` and resolve them.
 
     Args:
         record: the record to re-run.
-        from_failure: start at the first step that failed or never finished.
-        from_step: start at this step (its number, or the first step so named).
-        from_root_cause: start at the step ``explain`` names as the root cause.
-        from_snapshot: restore this snapshot (its name: the last one so named,
-            or its step number) and run everything after it live.
-        live: steps to run live (a name: every step so named).
-        override: outputs to serve instead of the recorded ones, by step.
-        allow_live: run calls the record cannot answer.
+        options: the re-run's options.
         store: where ``explain`` loads a failed child intent's record from.
 
     Raises:
-        InvalidRerunOption: a step is not in the record, two starting points
-            are given, no root cause or failure is found, a side effect is
-            asked to run live, or an override is not JSON.
+        InvalidRerunOption: a step is not in the record, no root cause or
+            failure is found, or a side effect is asked to run live.
     """
-    starts = [
-        name
-        for name, given in (
-            ("from_failure", from_failure),
-            ("from_step", from_step is not None),
-            ("from_root_cause", from_root_cause),
-            ("from_snapshot", from_snapshot is not None),
-        )
-        if given
-    ]
-    if len(starts) > 1:
-        raise InvalidRerunOption(
-            f"give one starting point, not {' and '.join(starts)}", starts[1]
-        )
+    from_step, from_snapshot = options.from_step, options.from_snapshot
     steps = record_steps(record)
     by_number = {s.number: s for s in steps}
+    starts = options.starts
     mode = starts[0] if starts else "strict"
     start: RecordedStep | None = None
     snapshot: RecordedStep | None = None
-    if from_failure:
+    if options.from_failure:
         start = next((s for s in steps if not s.ok), None)
     elif from_step is not None:
         start = _find(steps, from_step, "from_step")[0]
-    elif from_root_cause:
+    elif options.from_root_cause:
         start = _root_cause(record, store)
     elif from_snapshot is not None:
         snapshot = _snapshot(steps, from_snapshot)
@@ -238,7 +210,7 @@ def resolve(
     elif snapshot is not None:
         live_from = snapshot.start_seq + 1  # the snapshot itself is served
     chosen: set[int] = set()
-    for ref in live:
+    for ref in options.live:
         for found in _find(steps, ref, "live"):
             if found.side_effect and found.ok:
                 raise InvalidRerunOption(
@@ -248,18 +220,12 @@ def resolve(
                 )
             chosen.update(s.number for s in _ancestry(found, by_number))
     edited: dict[int, JSONValue] = {}
-    for ref, value in (override or {}).items():
-        try:
-            check_json(value, "override")
-        except EnvelopeValidationError as exc:
-            raise InvalidRerunOption(
-                f"the output given for step {ref!r} is not JSON: {exc}", "override"
-            ) from None
+    for ref, value in options.override.items():
         for found in _find(steps, ref, "override"):
             edited[found.number] = value
     return RerunSpec(
         mode=mode,
-        allow_live=allow_live,
+        allow_live=options.allow_live,
         from_step=None if start is None else start.number,
         live_from=live_from,
         live=frozenset(chosen),

@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "Durability": "file",
     "ExecutionStore": "protocol",
     "FileExecutionStore": "file",
+    "ListFilters": "filters",
     "MemoryExecutionStore": "memory",
     "PostgresExecutionStore": "postgres",
     "RecordWriter": "protocol",
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .file import DEFAULT_ROOT as DEFAULT_ROOT
     from .file import Durability as Durability
     from .file import FileExecutionStore as FileExecutionStore
+    from .filters import ListFilters as ListFilters
     from .memory import MemoryExecutionStore as MemoryExecutionStore
     from .naming import open_store as open_store
     from .postgres import PostgresExecutionStore as PostgresExecutionStore

@@ -42,12 +42,12 @@ from ..record.model import (
 from . import _log
 from ._catalog_writer import CatalogWriter
 from ._files import report_changed
-from ._filters import ListFilters
 from ._layout import CATALOG_NAME, has_records, relative_path
 from ._owner import opener_alive, owner_alive
 from ._scan import Progress, file_row, index_chunk, over_shards
 from ._sqlite import DatabaseCorrupt, DatabaseReadOnly
 from .catalog import Catalog, CatalogRow
+from .filters import ListFilters
 
 _T = TypeVar("_T")
 _FIND_LIMIT: Final = 64
@@ -112,17 +112,17 @@ class StoreIndex:
         f = filters
         earlier = self._opened(f)
         by_state = f.replayable is not None or (
-            f.status is not None and f.status is not RecordStatus.IN_PROGRESS
+            f.status is not None and f.status != RecordStatus.IN_PROGRESS
         )
         if by_state:
             earlier = self._rows(f, statuses=(_IN_PROGRESS,)) + earlier
         rows = self._rows(
             f,
-            statuses=() if f.status is None else (f.status.value,),
+            statuses=() if f.status is None else (str(f.status),),
             replayable=f.replayable,
             settled=by_state,
             # unfinished rows whose writer is gone are not in_progress
-            limit=None if f.status is RecordStatus.IN_PROGRESS else f.limit,
+            limit=None if f.status == RecordStatus.IN_PROGRESS else f.limit,
         )
         if earlier:
             latest = {row.id: row for row in reversed([*rows, *earlier])}

@@ -25,11 +25,11 @@ from ..record.reader import parse_record
 from ..record.verify import salvage_header
 from . import _log
 from ._files import catalog_mismatch, report_changed
-from ._filters import ListFilters
 from ._pg import Connection, Row
 from ._pg_schema import HELD, lock_key
 from ._scan import row_for
 from .catalog import CatalogRow
+from .filters import ListFilters
 
 COLUMNS: Final = (
     "execution_id, created_us, created_utc, intent, intent_version, envelope_hash, "
@@ -121,7 +121,7 @@ def summaries(db: Connection, filters: ListFilters) -> list[RecordSummary]:
     status = "true"
     if f.status is not None:
         status = "status = %s"
-        params.append(f.status.value)
+        params.append(str(f.status))
     sql = _LIST.format(where=" AND ".join(where) or "true", status=status)
     rows = db.read(sql, [*params, f.limit])
     return [

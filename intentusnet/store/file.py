@@ -36,7 +36,6 @@ from ..record.model import (
 from ..record.reader import parse_record
 from . import _files, _log
 from ._files import headerless, verify_file
-from ._filters import list_filters
 from ._layout import (
     CATALOG_NAME,
     check_id,
@@ -49,6 +48,7 @@ from ._layout import (
 from ._owner import current_owner, owner_alive
 from ._url import is_url, public_url
 from .catalog import CatalogRow
+from .filters import ListFilters
 from .usage import RecordedUsage, usage_from_text, usage_text
 from .writer import FileRecordWriter, wire_object
 
@@ -120,6 +120,10 @@ class FileExecutionStore:
         if is_url(root):
             raise ValueError(_url_refused(str(root), from_env))
         self.root = Path(root)
+        #: where the records are, for people: the directory (added in 0.1.0)
+        self.where: Final = str(self.root)
+        #: the local directory of the records (added in 0.1.0)
+        self.directory: Final[Path | None] = self.root
         self.durability = durability
         self._root = os.fspath(self.root)
         self._fsync = durability == "fsync"
@@ -435,49 +439,15 @@ class FileExecutionStore:
 
     # -- catalog queries ----------------------------------------------------------
 
-    def list(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
-    ) -> _Summaries:
-        """Summaries of the records matching every filter given, newest first.
+    def list(self, filters: ListFilters = ListFilters()) -> _Summaries:
+        """Summaries of the records matching ``filters``, newest first.
 
         Every filter is a query on the catalog's indexes, so a filter that
         matches few records answers as fast as one that matches many.
 
-        Args:
-            intent: only records of this intent name.
-            status: only records in this state (a :class:`RecordStatus` value).
-            since: only records created at or after this moment (naive = UTC).
-            limit: at most this many.
-            until: only records created before this moment (naive = UTC).
-            replayable: only records that are (True) or are not (False)
-                replayable.
-            id_prefix: only records whose execution id starts with this.
-            envelope_hash: only records of this envelope hash (a whole one).
-
         Raises:
-            ValueError: an unknown status, a negative limit, or an id prefix
-                with a character no execution id holds.
             StoreError: the catalog cannot be read or rebuilt.
         """
-        filters = list_filters(
-            intent=intent,
-            status=status,
-            since=since,
-            until=until,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=limit,
-        )
         if not os.path.isdir(self._root):
             return []
         return self._index.summaries(filters)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of, parse_utc, utc_now
@@ -30,9 +30,9 @@ from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
 from ._files import invalidated
-from ._filters import list_filters
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
+from .filters import ListFilters
 from .hits import CacheHit, hit_line, parse_hits, select
 from .writer import ChainWriter, wire_object
 
@@ -76,6 +76,10 @@ class MemoryExecutionStore:
     ) -> None:
         self._signer = load_signing_key(signing_key)
         self.root = Path(":memory:")
+        #: where the records are, for people (added in 0.1.0)
+        self.where: Final = "this process's memory"
+        #: the local directory of the records: none (added in 0.1.0)
+        self.directory: Final[Path | None] = None
         self._data: dict[str, bytearray] = {}
         self._writing: set[str] = set()
         self._lock = threading.RLock()
@@ -134,29 +138,9 @@ class MemoryExecutionStore:
         with self._lock:
             return iter(sorted(self._data))
 
-    def list(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
-    ) -> _Summaries:
+    def list(self, filters: ListFilters = ListFilters()) -> _Summaries:
         """Summaries of matching records, newest first (see ``ExecutionStore``)."""
-        f = list_filters(
-            intent=intent,
-            status=status,
-            since=since,
-            until=until,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=limit,
-        )
+        f = filters
         found: _Summaries = []
         for record in self._newest_first():
             h = record.header
@@ -165,7 +149,7 @@ class MemoryExecutionStore:
                 h.execution_id, h.intent_name, created_us, h.envelope_hash
             ) and f.state_match(h.status, h.replayable):
                 found.append(_summary(record))
-        return found if limit is None else found[:limit]
+        return found if f.limit is None else found[: f.limit]
 
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True

@@ -21,15 +21,9 @@ if TYPE_CHECKING:
     #: What :func:`open_store` returns: a store that is also a cache-hit journal.
     NamedStore: TypeAlias = FileExecutionStore | PostgresExecutionStore
 
-__all__ = ["describe", "is_url", "open_store", "public_url"]
+__all__ = ["is_url", "open_store", "public_url"]
 
 _EXTRA_HINT: Final = "pip install 'intentusnet[postgres]'"
-
-
-def describe(store: NamedStore) -> str:
-    """Where a store is, for people: its directory, or ``PostgreSQL at host``."""
-    where = getattr(store, "where", None)
-    return f"PostgreSQL at {where}" if isinstance(where, str) else str(store.root)
 
 
 def open_store(

@@ -37,7 +37,6 @@ from ..record.reader import parse_record
 from ..record.verify import verify_bytes
 from . import _pg_catalog
 from ._files import cross_check
-from ._filters import list_filters
 from ._layout import check_id
 from ._pg import POOL_SIZE, Connection, Durability
 from ._pg_catalog import COLUMNS, STATUS
@@ -52,6 +51,7 @@ from ._pg_writer import (
     unlock,
 )
 from .catalog import CatalogRow
+from .filters import ListFilters
 
 #: The records made from one envelope hash (and replayable, unless the second
 #: parameter is false), newest first: find_by_hash's candidates.
@@ -117,11 +117,17 @@ class PostgresExecutionStore(PostgresHitJournal):
 
     @property
     def where(self) -> str:
-        """``host:port/dbname`` of the server (no password)."""
-        return self._db.where
+        """``PostgreSQL at host:port/dbname`` (never the password)."""
+        return f"PostgreSQL at {self._db.where}"
+
+    @property
+    def directory(self) -> Path | None:
+        """None: the records are in the database, in no local directory."""
+        return None
 
     def __repr__(self) -> str:
-        return f"PostgresExecutionStore({self.where!r}, durability={self.durability!r})"
+        where = self._db.where
+        return f"PostgresExecutionStore({where!r}, durability={self.durability!r})"
 
     def __enter__(self) -> PostgresExecutionStore:
         return self
@@ -325,36 +331,11 @@ class PostgresExecutionStore(PostgresHitJournal):
         )
         return iter([str(row[0]) for row in rows])
 
-    def list(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
-    ) -> _Summaries:
-        """Summaries of the records matching every filter given, newest first.
+    def list(self, filters: ListFilters = ListFilters()) -> _Summaries:
+        """Summaries of the records matching ``filters``, newest first.
 
         One query, its filters on indexed columns (see ``ExecutionStore.list``).
-
-        Raises:
-            ValueError: an unknown status, a negative limit, or an id prefix
-                with a character no execution id holds.
         """
-        filters = list_filters(
-            intent=intent,
-            status=status,
-            since=since,
-            until=until,
-            replayable=replayable,
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
-            limit=limit,
-        )
         return _pg_catalog.summaries(self._db, filters)
 
     def find_by_hash(

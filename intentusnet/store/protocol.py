@@ -21,6 +21,7 @@ from ..record.model import (
     StoreStats,
     VerifyReport,
 )
+from .filters import ListFilters
 from .hits import CacheHit
 from .usage import RecordedUsage
 
@@ -46,6 +47,20 @@ class RecordWriter(Protocol):
         """
         ...
 
+    def append_soon(self, event_type: EventType | str, data: JSONObject) -> None:
+        """Seal one event now; write it with the next append, complete or close.
+
+        For a caller that appends another event before any code but its own
+        runs (added in 0.1.0): the lines then share one write, and a crash
+        between the two calls leaves the record as a crash just before this
+        one would. A store that cannot hold a line back writes it at once.
+
+        Raises:
+            StoreError: the event could not be sealed (a failed write is raised
+                by the call that writes it).
+        """
+        ...
+
     def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` with ``response``, close, update the catalog.
 
@@ -65,6 +80,23 @@ class ExecutionStore(Protocol):
     @property
     def root(self) -> Path:
         """Where the store lives (informational for stores without a directory)."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """Where the records are, for people (added in 0.1.0).
+
+        A directory, or ``PostgreSQL at host:port/dbname`` (never a password).
+        """
+        ...
+
+    @property
+    def directory(self) -> Path | None:
+        """The local directory holding the records, or None (added in 0.1.0).
+
+        None for PostgreSQL and memory; a replay cache keeps its disk tier
+        here by default.
+        """
         ...
 
     def open(
@@ -91,25 +123,11 @@ class ExecutionStore(Protocol):
         """Whether a record with this id exists."""
         ...
 
-    def list(
-        self,
-        *,
-        intent: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-        until: datetime | None = None,
-        replayable: bool | None = None,
-        id_prefix: str | None = None,
-        envelope_hash: str | None = None,
-    ) -> _Summaries:
+    def list(self, filters: ListFilters = ListFilters()) -> _Summaries:
         """Summaries of the records matching every filter given, newest first.
 
-        ``since`` is inclusive and ``until`` exclusive (naive = UTC);
-        ``id_prefix`` matches the start of an execution id, ``envelope_hash``
-        a whole hash. Every filter is answered by the store's own query
-        (``until``, ``replayable``, ``id_prefix`` and ``envelope_hash`` added
-        in 0.1.0).
+        Every filter is answered by the store's own query (``ListFilters()``,
+        the default, selects every record; ``filters`` added in 0.1.0).
         """
         ...
 

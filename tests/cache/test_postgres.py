@@ -35,7 +35,7 @@ ROUTER = textwrap.dedent(
     import os, sys, time
     sys.path[:0] = [sys.argv[5]]
     import orjson
-    from intentusnet import AgentDefinition, IntentRouter
+    from intentusnet import AgentDefinition, IntentRouter, ListFilters
     from intentusnet.cache.replay_cache import ReplayCache
     from intentusnet.store import PostgresExecutionStore
 
@@ -50,7 +50,7 @@ ROUTER = textwrap.dedent(
     store = PostgresExecutionStore(sys.argv[1])
     router = IntentRouter(store=store, cache=ReplayCache(store=store))
     router.register(AgentDefinition(name="slow", intents=["ask"]), agent)
-    store.list(limit=1)  # connected before the start
+    store.list(ListFilters(limit=1))  # connected before the start
     print("ready", flush=True)
     deadline = time.monotonic() + 30
     while not os.path.exists(start) and time.monotonic() < deadline:

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from intentusnet import compute_hash
+from intentusnet import ListFilters, compute_hash
 from intentusnet.store import FileExecutionStore, PostgresExecutionStore
 
 from .support import Invoke, envelope, record_file
@@ -119,7 +119,7 @@ def test_id_copies_only_the_records_named(
     assert list(FileExecutionStore(dst).iter_ids()) == [sound["failed"]]
     missing = invoke("copy", str(store_root), str(dst), "--id", "exec-missing")
     assert missing.exit_code == 3
-    newest = FileExecutionStore(store_root).list(limit=1)[0].execution_id
+    newest = FileExecutionStore(store_root).list(ListFilters(limit=1))[0].execution_id
     assert _copy(invoke, str(store_root), str(dst), "--id", "last")[0] == 0
     assert FileExecutionStore(dst).exists(newest)
 

@@ -210,7 +210,7 @@ router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
 
 def _where(dsn: str) -> str:
     with PostgresExecutionStore(dsn) as store:
-        return f"PostgreSQL at {store.where}"
+        return store.where
 
 
 def _second_database(pg_server: PgServer, pg_dsn: str) -> str:

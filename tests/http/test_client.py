@@ -15,6 +15,7 @@ from livekit import READ_KEY, ROUTE_KEY, LiveServer, echo_router, keyed_app, ser
 from intentusnet import (
     EnvelopeValidationError,
     InvalidExecutionId,
+    ListFilters,
     RecordIntegrityError,
     RecordNotFound,
     ReplayHashMismatch,
@@ -82,15 +83,15 @@ def test_route_and_read_back(client: IntentusClient, root: Path) -> None:
 def test_list_and_iterate(client: IntentusClient, root: Path) -> None:
     """list_executions pages; iter_executions walks every page."""
     ids = [_execution(client, n=n) for n in range(5)]
-    page = client.list_executions(limit=2)
+    page = client.list_executions(ListFilters(limit=2))
     assert [s.execution_id for s in page.items] == ids[::-1][:2]
     assert page.next_cursor is not None
-    walked = list(client.iter_executions(page_size=2))
+    walked = list(client.iter_executions(ListFilters(limit=2)))
     with FileExecutionStore(root) as store:
         assert walked == store.list()
     assert [s.execution_id for s in walked] == ids[::-1]
-    assert client.list_executions(intent="nobody").items == ()
-    assert client.list_executions(status="failed").next_cursor is None
+    assert client.list_executions(ListFilters(intent="nobody")).items == ()
+    assert client.list_executions(ListFilters(status="failed")).next_cursor is None
 
 
 def test_list_filters_reach_the_store(client: IntentusClient, root: Path) -> None:
@@ -100,25 +101,23 @@ def test_list_filters_reach_the_store(client: IntentusClient, root: Path) -> Non
     other = _execution(client, n=2)
     with FileExecutionStore(root) as store:
         summaries = {s.execution_id: s for s in store.list()}
-        expected = store.list(
+        filters = ListFilters(
             until=datetime.fromisoformat(summaries[other].created_utc),
             replayable=True,
             envelope_hash=summaries[first].envelope_hash,
         )
-    page = client.list_executions(
-        until=datetime.fromisoformat(summaries[other].created_utc),
-        replayable=True,
-        envelope_hash=summaries[first].envelope_hash,
-    )
+        expected = store.list(filters)
+    page = client.list_executions(filters)
     assert list(page.items) == expected
     assert [s.execution_id for s in page.items] == [again, first]
-    walked = client.iter_executions(page_size=1, id_prefix=first[:-1], replayable=True)
+    walked = client.iter_executions(
+        ListFilters(limit=1, id_prefix=first[:-1], replayable=True)
+    )
     assert [s.execution_id for s in walked] == [first]
-    assert client.list_executions(replayable=False).items == ()
-    with pytest.raises(RequestInvalid, match=r"query\.id_prefix"):
-        client.list_executions(id_prefix="../etc")
-    with pytest.raises(RequestInvalid, match=r"query\.envelope_hash"):
-        client.list_executions(envelope_hash="sha256:short")
+    assert client.list_executions(ListFilters(replayable=False)).items == ()
+    assert page.next_cursor is None
+    with pytest.raises(RequestInvalid, match="cursor"):
+        client.list_executions(cursor="not-a-cursor")
 
 
 def test_library_errors_come_back_as_library_errors(
@@ -221,13 +220,14 @@ def test_async_client(live: LiveServer, root: Path) -> None:
                 *(client.route({**ECHO, "payload": {"n": n}}) for n in range(5))
             )
             ids = {a.metadata.execution_id for a in answers}
-            walked = [s.execution_id async for s in client.iter_executions(page_size=2)]
+            pages = client.iter_executions(ListFilters(limit=2))
+            walked = [s.execution_id async for s in pages]
             assert set(walked) == ids
             some = walked[0]
             assert (await client.get_execution(some)).execution_id == some
             assert (await client.verify(some)).valid
             assert (await client.replay(some)).from_replay
-            assert (await client.list_executions(limit=1)).next_cursor
+            assert (await client.list_executions(ListFilters(limit=1))).next_cursor
             assert (await client.health())["status"] == "ok"
             with pytest.raises(RecordNotFound):
                 await client.replay("exec-nope")

@@ -24,8 +24,10 @@ from intentusnet import (
     CassetteMiss,
     FileExecutionStore,
     IntentRouter,
+    ListFilters,
     Redactor,
     ReplayEngine,
+    RerunOptions,
     record_steps,
     rerun,
 )
@@ -212,7 +214,7 @@ def test_the_same_call_in_a_later_execution_is_a_cache_hit(
     call = store.load(made.child_execution_id)
     assert call.header.parent_execution_id == first.metadata.execution_id
     # the hit made no record of its own
-    calls = [r.execution_id for r in store.list(intent="http.request")]
+    calls = [r.execution_id for r in store.list(ListFilters(intent="http.request"))]
     assert calls == [made.child_execution_id]
     if not is_async:
         assert (first.payload["cache"], second.payload["cache"]) == ("miss", "hit")
@@ -301,7 +303,7 @@ def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
         STYLE["suffix"] = " (be brief)"
         try:
             engine = ReplayEngine.from_store(store, first.metadata.execution_id)
-            result = rerun(engine, router, allow_live=True)
+            result = rerun(engine, router, RerunOptions(allow_live=True))
         finally:
             STYLE["suffix"] = ""
         assert api.hits == 2
@@ -330,7 +332,7 @@ def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None
     (step,) = record_steps(record)
     assert step.outcome == "error"
     # the transport's record of the call failed too: it is never served later
-    (call,) = store.list(intent="http.request")
+    (call,) = store.list(ListFilters(intent="http.request"))
     assert call.status == "failed"
     assert store.load(call.execution_id).header.parent_execution_id == (
         record.execution_id

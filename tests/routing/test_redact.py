@@ -17,6 +17,7 @@ from intentusnet import (
     ReplayCache,
     ReplayEngine,
     ReplayHashMismatch,
+    RerunOptions,
     compute_hash,
     rerun,
 )
@@ -420,7 +421,7 @@ def test_an_override_given_to_a_rerun_is_recorded_redacted(store):
     with router:
         first = router.route_intent({"intent": {"name": "login"}})
         engine = ReplayEngine.from_store(store, first.metadata.execution_id)
-        result = rerun(engine, router, override={"vault.get": TOKEN})
+        result = rerun(engine, router, RerunOptions(override={"vault.get": TOKEN}))
     assert got[-1] == TOKEN  # the step's code gets the output as given
     assert result.record is not None
     (end,) = [e.data for e in result.record.events if e.type == EventType.STEP_END]

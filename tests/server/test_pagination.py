@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from intentusnet import IntentRouter
+from intentusnet import IntentRouter, ListFilters
 from intentusnet.errors import RequestInvalid
 from intentusnet.server.pagination import Cursor, page
 from intentusnet.store import MemoryExecutionStore
@@ -29,7 +29,7 @@ def test_pages_cover_the_store_once() -> None:
         seen: list[str] = []
         cursor = None
         while True:
-            items, cursor = page(store, limit=size, cursor=cursor)
+            items, cursor = page(store, ListFilters(limit=size), cursor)
             seen += [s.execution_id for s in items]
             if cursor is None:
                 break
@@ -42,9 +42,9 @@ def test_window_grows_when_records_arrive_between_pages() -> None:
     with IntentRouter(store=store) as router:
         router.agent("echo", name="echo")(lambda env, ctx: {})
         ids = _routed(router, 6)
-        first, cursor = page(store, limit=2)
+        first, cursor = page(store, ListFilters(limit=2))
         _routed(router, 20)
-        second, _ = page(store, limit=2, cursor=cursor)
+        second, _ = page(store, ListFilters(limit=2), cursor)
     assert [s.execution_id for s in first + second] == ids[::-1][:4]
 
 

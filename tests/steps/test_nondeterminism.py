@@ -13,6 +13,7 @@ from intentusnet import (
     IntentRouter,
     MemoryExecutionStore,
     ReplayEngine,
+    RerunOptions,
     record_steps,
     rerun,
 )
@@ -113,7 +114,7 @@ def test_one_more_call_than_recorded_is_a_miss_unless_live_is_allowed() -> None:
         try:
             with pytest.raises(CassetteMiss, match=r"'intentusnet\.uuid4'"):
                 rerun(engine, router)
-            lenient = rerun(engine, router, allow_live=True)
+            lenient = rerun(engine, router, RerunOptions(allow_live=True))
         finally:
             IDS["count"] = 1
     assert lenient.ok
@@ -127,7 +128,7 @@ def test_an_overridden_draw_of_zero_is_still_a_float() -> None:
     with make_router(store) as router:
         first = router.route_intent({"intent": {"name": "order"}})
         engine = ReplayEngine.from_store(store, first.metadata.execution_id)
-        result = rerun(engine, router, override={"intentusnet.random": 0})
+        result = rerun(engine, router, RerunOptions(override={"intentusnet.random": 0}))
     assert result.ok, result.response.error
     assert result.response.payload["draw"] == 0.0
     assert isinstance(result.response.payload["draw"], float)

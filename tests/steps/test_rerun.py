@@ -22,12 +22,16 @@ from intentusnet import (
     PostgresExecutionStore,
     ReplayedStepError,
     ReplayEngine,
+    RerunOptions,
     SideEffectMismatch,
     record_steps,
     rerun,
     step,
 )
 from intentusnet.record.model import EventType, RecordStatus
+
+#: A re-run that resumes from the first failure.
+RESUME = RerunOptions(from_failure=True)
 
 CALLS: Counter[str] = Counter()
 STATE: dict[str, Any] = {}
@@ -211,7 +215,7 @@ def test_allow_live_runs_the_missing_step_and_marks_it(
         today.agent("qualify", name="qualifier")(more)
         with pytest.raises(CassetteMiss):
             rerun(_engine(store, original), today)
-        result = rerun(_engine(store, original), today, allow_live=True)
+        result = rerun(_engine(store, original), today, RerunOptions(allow_live=True))
     assert result.response.payload == {"score": 20, "extra": 2}
     assert [s.name for s in result.live_misses] == ["tools.extra"]
     assert result.record is not None
@@ -229,7 +233,7 @@ def test_resume_from_failure_serves_before_and_runs_from_the_failure(
     assert store.load(original).header.status is RecordStatus.FAILED
     assert CALLS == {"lookup": 1, "mail": 1, "model": 1}
     STATE["fixed"] = True
-    result = rerun(_engine(store, original), router, from_failure=True)
+    result = rerun(_engine(store, original), router, RESUME)
     assert result.ok
     assert result.mode == "from_failure"
     assert [s.name for s in result.served] == ["crm.lookup", "mail.send"]
@@ -279,7 +283,7 @@ def test_side_effect_with_other_args_stops_even_with_allow_live(
     STATE["subject"] = "Welcome!"
     for allow_live in (False, True):
         with pytest.raises(SideEffectMismatch) as caught:
-            rerun(_engine(store, original), router, allow_live=allow_live)
+            rerun(_engine(store, original), router, RerunOptions(allow_live=allow_live))
         assert "side effects" in str(caught.value)
         assert caught.value.exit_code == 7
     assert CALLS["mail"] == 1
@@ -314,7 +318,7 @@ def test_resume_runs_recorded_steps_after_the_failure_live(
         execution_id = original.metadata.execution_id
         assert execution_id is not None
         STATE["fixed"] = True
-        result = rerun(_engine(store, execution_id), router, from_failure=True)
+        result = rerun(_engine(store, execution_id), router, RESUME)
     assert [s.name for s in result.served] == ["a", "notify"]
     assert [s.name for s in result.ran] == ["flaky", "b"]
     assert calls == {"a": 1, "flaky": 2, "b": 2, "notify": 1}
@@ -357,7 +361,7 @@ def test_a_record_in_postgresql_reruns_from_the_database(pg_dsn: str) -> None:
         STATE["fixed"] = True
         with pytest.raises(CassetteMiss) as caught:
             rerun(ReplayEngine.from_store(pg, failed), today)
-        resumed = rerun(ReplayEngine.from_store(pg, failed), today, from_failure=True)
+        resumed = rerun(ReplayEngine.from_store(pg, failed), today, RESUME)
     assert strict.ok
     assert [s.name for s in strict.served] == ["crm.lookup", "mail.send", "model.score"]
     assert strict.ran == ()
@@ -409,7 +413,7 @@ def test_child_intents_are_served_or_rerun_against_their_record(
         assert calls == {"fetch": 1, "child": 1}
         assert [s.name for s in strict.served] == ["route:child"]
         STATE["fixed"] = True
-        resumed = rerun(_engine(store, parent_id), router, from_failure=True)
+        resumed = rerun(_engine(store, parent_id), router, RESUME)
     assert resumed.response.payload == {"child": "success"}
     assert calls == {"fetch": 1, "child": 2}  # the child's fetch was served
     assert resumed.record is not None
@@ -464,7 +468,7 @@ def test_resume_an_unfinished_record(store: MemoryExecutionStore) -> None:
         router.agent("job")(job)
         with pytest.raises(CassetteMiss, match="cannot be served"):
             rerun(_engine(store, writer.execution_id), router)
-        result = rerun(_engine(store, writer.execution_id), router, from_failure=True)
+        result = rerun(_engine(store, writer.execution_id), router, RESUME)
     assert result.response.payload == {"total": 15}
     assert calls == ["s2"]
 
@@ -507,7 +511,9 @@ def test_golden_step_record_explains_and_resumes(tmp_path: Any) -> None:
     with IntentRouter(store=store) as router:
         router.agent("crm.qualify", name="qualifier")(qualify)
         resumed = rerun(
-            ReplayEngine.from_store(store, execution_id), router, from_failure=True
+            ReplayEngine.from_store(store, execution_id),
+            router,
+            RESUME,
         )
     assert [s.name for s in resumed.served] == ["crm.lookup", "email.send"]
     assert [s.name for s in resumed.ran] == ["crm.score"]

@@ -17,6 +17,7 @@ from intentusnet import (
     InvalidRerunOption,
     MemoryExecutionStore,
     ReplayEngine,
+    RerunOptions,
     plan_rerun,
     record_steps,
     rerun,
@@ -98,7 +99,7 @@ def test_resuming_from_the_failure_never_calls_the_fixed_lookup(
     """The bug the issue reports: the lookup is served, so the fix never runs."""
     failed = _run(router, "grace@x.io")
     STATE["fixed"] = True
-    result = rerun(failed, router, from_failure=True)
+    result = rerun(failed, router, RerunOptions(from_failure=True))
     assert not result.ok
     assert [s.name for s in result.served] == ["crm.lookup", "mail.send"]
 
@@ -110,7 +111,7 @@ def test_from_root_cause_runs_the_fixed_lookup_and_serves_the_mail(
     failed = _run(router, "grace@x.io")
     assert CALLS == {"lookup": 1, "mail": 1, "model": 1}
     STATE["fixed"] = True
-    result = rerun(failed, router, from_root_cause=True)
+    result = rerun(failed, router, RerunOptions(from_root_cause=True))
     assert result.ok
     assert result.response.payload == {"score": 5}
     assert (result.mode, result.from_step) == ("from_root_cause", 1)
@@ -127,7 +128,7 @@ def test_from_root_cause_runs_the_fixed_lookup_and_serves_the_mail(
 def test_from_step_by_number_or_name(router: IntentRouter, ref: int | str) -> None:
     """Steps before the one named are served; it and what follows run live."""
     original = _run(router)
-    result = rerun(original, router, from_step=ref)
+    result = rerun(original, router, RerunOptions(from_step=ref))
     assert result.ok
     assert result.mode == "from_step"
     assert result.from_step == 3
@@ -139,7 +140,7 @@ def test_from_step_by_number_or_name(router: IntentRouter, ref: int | str) -> No
 def test_live_runs_one_step_and_serves_the_rest(router: IntentRouter) -> None:
     """--live runs the step named; the rest is served, and a changed input misses."""
     original = _run(router)
-    result = rerun(original, router, live=["crm.lookup"])
+    result = rerun(original, router, RerunOptions(live=["crm.lookup"]))
     assert result.ok
     assert result.mode == "strict"
     assert [s.name for s in result.ran] == ["crm.lookup"]
@@ -148,8 +149,8 @@ def test_live_runs_one_step_and_serves_the_rest(router: IntentRouter) -> None:
 
     STATE["size"] = 80  # the live lookup now answers differently
     with pytest.raises(CassetteMiss, match=r"model\.score"):
-        rerun(original, router, live=[1])
-    result = rerun(original, router, live=[1], allow_live=True)
+        rerun(original, router, RerunOptions(live=[1]))
+    result = rerun(original, router, RerunOptions(live=[1], allow_live=True))
     assert result.response.payload == {"score": 40}
     assert CALLS["mail"] == 1
 
@@ -161,7 +162,7 @@ def test_override_serves_an_edited_output_and_the_rest_follow(
     failed = _run(router, "grace@x.io")
     edited = {"name": "Grace", "size": 30}
     for ref in (1, "crm.lookup"):
-        result = rerun(failed, router, override={ref: edited})
+        result = rerun(failed, router, RerunOptions(override={ref: edited}))
         assert result.ok
         assert result.response.payload == {"score": 15}
         assert [s.name for s in result.served] == ["crm.lookup", "mail.send"]
@@ -181,7 +182,9 @@ def test_override_of_a_failed_step_serves_it_as_a_success(
 ) -> None:
     """The failing step itself can be answered with the output it should have had."""
     failed = _run(router, "grace@x.io")
-    result = rerun(failed, router, override={"model.score": {"score": 99}})
+    result = rerun(
+        failed, router, RerunOptions(override={"model.score": {"score": 99}})
+    )
     assert result.ok
     assert result.response.payload == {"score": 99}
     assert CALLS["model"] == 1
@@ -208,7 +211,7 @@ def test_a_nested_step_starts_from_the_step_it_was_called_in(
         response = router.route_intent({"intent": {"name": "nest"}})
         assert response.metadata.execution_id is not None
         engine = ReplayEngine.from_store(store, response.metadata.execution_id)
-        result = rerun(engine, router, from_step="inner")
+        result = rerun(engine, router, RerunOptions(from_step="inner"))
     assert result.from_step == 1
     assert calls == ["outer", "inner", "outer", "inner"]
 
@@ -234,13 +237,13 @@ def test_options_that_name_no_step_are_refused_before_anything_runs(
         ),
         ({"from_root_cause": True}, "from_root_cause", "did not fail"),
     ]
-    for options, option, text in cases:
+    for given, option, text in cases:
         with pytest.raises(InvalidRerunOption, match=re.escape(text)) as caught:
-            rerun(original, router, **options)
+            rerun(original, router, RerunOptions(**given))
         assert caught.value.option == option
         assert caught.value.exit_code == 2
         with pytest.raises(InvalidRerunOption):
-            plan_rerun(original, **options)
+            plan_rerun(original, RerunOptions(**given))
     assert len(list(store.list())) == before
     assert CALLS == {"lookup": 1, "mail": 1, "model": 1}
 
@@ -259,7 +262,7 @@ def test_from_root_cause_when_explain_finds_none(store: MemoryExecutionStore) ->
         assert response.metadata.execution_id is not None
         engine = ReplayEngine.from_store(store, response.metadata.execution_id)
         with pytest.raises(InvalidRerunOption, match=r"failed at only, step 1"):
-            rerun(engine, router, from_root_cause=True)
+            rerun(engine, router, RerunOptions(from_root_cause=True))
 
 
 # -- the dry run ---------------------------------------------------------------------
@@ -281,7 +284,7 @@ def test_plan_says_what_each_mode_would_do(router: IntentRouter) -> None:
     ]
     assert strict.steps[1].side_effect
     assert "never made again" in strict.steps[1].why
-    root = plan_rerun(failed, from_root_cause=True)
+    root = plan_rerun(failed, RerunOptions(from_root_cause=True))
     assert (root.mode, root.from_step) == ("from_root_cause", 1)
     assert _actions(root) == [
         ("crm.lookup", "live"),
@@ -289,8 +292,13 @@ def test_plan_says_what_each_mode_would_do(router: IntentRouter) -> None:
         ("model.score", "live"),
     ]
     assert root.steps[0].why == "the root cause: runs live"
-    assert _actions(plan_rerun(failed, from_failure=True))[2] == ("model.score", "live")
-    forked = plan_rerun(failed, override={1: {"size": 1}}, live=["model.score"])
+    assert _actions(plan_rerun(failed, RerunOptions(from_failure=True)))[2] == (
+        "model.score",
+        "live",
+    )
+    forked = plan_rerun(
+        failed, RerunOptions(override={1: {"size": 1}}, live=["model.score"])
+    )
     assert _actions(forked) == [
         ("crm.lookup", "override"),
         ("mail.send", "side_effect"),
@@ -338,7 +346,10 @@ def test_plan_marks_what_cannot_be_served_and_what_runs_inside_a_served_step(
         ("inner", "inside"),
     ]
     assert "would stop here" in plan.steps[0].why
-    assert _actions(plan_rerun(engine, allow_live=True))[0] == ("opaque", "live")
+    assert _actions(plan_rerun(engine, RerunOptions(allow_live=True)))[0] == (
+        "opaque",
+        "live",
+    )
 
 
 # -- snapshots -------------------------------------------------------------------------
@@ -371,13 +382,13 @@ def test_snapshot_is_recorded_and_restored_with_the_steps_before_it_served(
         assert steps[1].output == {"first": 7, "at": 100}
 
         clock["now"] = 200  # today the state would differ
-        result = rerun(engine, router, from_snapshot="fetched")
+        result = rerun(engine, router, RerunOptions(from_snapshot="fetched"))
         assert (result.mode, result.from_step) == ("from_snapshot", None)
         assert result.response.payload == {"at": 100, "total": 1}  # restored
         assert [s.name for s in result.served] == ["fetch", "snapshot:fetched"]
         assert [s.name for s in result.ran] == ["sum"]
         assert calls == ["fetch", "sum", "sum"]
-        assert _actions(plan_rerun(engine, from_snapshot=2)) == [
+        assert _actions(plan_rerun(engine, RerunOptions(from_snapshot=2))) == [
             ("fetch", "serve"),
             ("snapshot:fetched", "serve"),
             ("sum", "live"),

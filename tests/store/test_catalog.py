@@ -15,6 +15,7 @@ import orjson
 import pytest
 from recordkit import change_answer, finished, record_file, reseal, response, start
 
+from intentusnet import ListFilters
 from intentusnet.errors import StoreError
 from intentusnet.record.model import SCHEMA_VERSION, RecordStatus, ReplayableReason
 from intentusnet.store import FileExecutionStore
@@ -357,8 +358,8 @@ def _answers(root: Path) -> tuple[object, ...]:
         stats = store.stats()
         return (
             [s.to_json() for s in store.list()],
-            [s.to_json() for s in store.list(intent="echo")],
-            [s.to_json() for s in store.list(status="failed")],
+            [s.to_json() for s in store.list(ListFilters(intent="echo"))],
+            [s.to_json() for s in store.list(ListFilters(status="failed"))],
             (stats.records, stats.by_status, stats.by_intent),
         )
 

@@ -21,7 +21,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from intentusnet import RecordStatus, ReplayableReason
+from intentusnet import ListFilters, RecordStatus, ReplayableReason
 from intentusnet.cli import cli
 from intentusnet.errors import RecordNotFound
 from intentusnet.replay import ReplayEngine
@@ -115,9 +115,9 @@ def test_killed_before_the_header_is_a_listed_prunable_recording_failure(
     )
     assert seen.intent_name == "echo"  # what the catalog knew before the file
     assert seen.replayable_reason is ReplayableReason.RECORDING_FAILURE
-    assert [s.execution_id for s in store.list(status="recording_failure")] == [
-        execution_id
-    ]
+    assert [
+        s.execution_id for s in store.list(ListFilters(status="recording_failure"))
+    ] == [execution_id]
     assert store.stats().by_status == {"recording_failure": 1}
     report = store.verify(execution_id)
     assert (report.valid, report.recording_failure, report.failures) == (
@@ -204,7 +204,7 @@ def test_state_filters_list_records_by_what_their_files_say(
     completed = child.stdout.strip()
 
     def ids(**filters: object) -> list[str]:
-        return [s.execution_id for s in store.list(**filters)]  # type: ignore[arg-type]
+        return [s.execution_id for s in store.list(ListFilters(**filters))]  # type: ignore[arg-type]
 
     assert ids(replayable=True) == [completed]
     assert ids(replayable=False) == [cut_short]

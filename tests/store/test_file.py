@@ -27,6 +27,7 @@ from recordkit import (
     start,
 )
 
+from intentusnet import ListFilters
 from intentusnet.errors import (
     InvalidExecutionId,
     RecordExists,
@@ -319,21 +320,21 @@ def test_list_filters_and_orders_newest_first(store: FileExecutionStore) -> None
         failed,
         first,
     ]
-    assert [s.execution_id for s in store.list(status="failed")] == [failed]
-    assert [s.execution_id for s in store.list(status="in_progress")] == [
-        open_writer.execution_id
-    ]
-    assert store.list(status="incomplete") == []
-    assert len(store.list(limit=2)) == 2
-    assert store.list(intent="other") == []
-    assert store.list(since=datetime.now(UTC) + timedelta(seconds=5)) == []
-    assert len(store.list(since=datetime.now(UTC) - timedelta(minutes=5))) == 3
+
+    def ids(**filters: object) -> list[str]:
+        return [s.execution_id for s in store.list(ListFilters(**filters))]  # type: ignore[arg-type]
+
+    assert ids(status="failed") == [failed]
+    assert ids(status="in_progress") == [open_writer.execution_id]
+    assert ids(status="incomplete") == []
+    assert len(ids(limit=2)) == 2
+    assert ids(intent="other") == []
+    assert ids(since=datetime.now(UTC) + timedelta(seconds=5)) == []
+    assert len(ids(since=datetime.now(UTC) - timedelta(minutes=5))) == 3
     open_writer.close()
-    assert [s.execution_id for s in store.list(status="incomplete")] == [
-        open_writer.execution_id
-    ]
+    assert ids(status="incomplete") == [open_writer.execution_id]
     with pytest.raises(ValueError, match="'completed', 'failed'"):
-        store.list(status="done")
+        store.list(ListFilters(status="done"))
 
 
 def test_find_by_hash_returns_newest_replayable_match(
@@ -447,7 +448,9 @@ def test_sigkill_mid_record_leaves_an_incomplete_record_losing_nothing(
     assert len(record.events) == 6
     assert store.verify(execution_id).valid
     # its queued row was lost: a status filter finds it all the same
-    assert [s.execution_id for s in store.list(status="completed", limit=1)] == [done]
+    assert [
+        s.execution_id for s in store.list(ListFilters(status="completed", limit=1))
+    ] == [done]
     assert [(s.execution_id, s.status) for s in store.list()] == [
         (execution_id, RecordStatus.INCOMPLETE),
         (done, RecordStatus.COMPLETED),  # its queued row was lost; the file knows

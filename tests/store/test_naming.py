@@ -48,7 +48,7 @@ def test_urls_open_a_postgres_store_without_connecting() -> None:
         assert is_url(url)
         store = open_store(url)
         assert isinstance(store, PostgresExecutionStore)
-        assert store.where == "127.0.0.1:1/db"
+        assert store.where == "PostgreSQL at 127.0.0.1:1/db"
     assert not is_url("records/postgresql://x")
     assert not is_url(Path("postgresql:/x"))
 

@@ -21,7 +21,7 @@ import pytest
 from pgkit import PASSWORD
 from recordkit import attempt_end, change_answer, envelope, finished, reseal, start
 
-from intentusnet import AgentDefinition, IntentRouter
+from intentusnet import AgentDefinition, IntentRouter, ListFilters
 from intentusnet.errors import InvalidExecutionId, RecordExists, StoreError
 from intentusnet.hashing import compute_hash
 from intentusnet.record.model import EventType, RecordStatus, ReplayableReason
@@ -101,7 +101,7 @@ READER = textwrap.dedent(
     with PostgresExecutionStore(sys.argv[1]) as store:
         print("ready", flush=True)
         while sys.stdin.readline() == "more\\n":
-            for row in store.list(limit=20):
+            for row in store.list(ListFilters(limit=20)):
                 if row.status is RecordStatus.COMPLETED:
                     result = ReplayEngine(store.load(row.execution_id)).replay()
                     assert result.payload is not None, row
@@ -329,7 +329,7 @@ def test_hostile_envelope_text_is_stored_as_data(
     wire["intent"] = {"name": name, "version": "1.0"}
     writer = pg_store.open(wire, envelope_hash=compute_hash(wire))
     writer.complete({"status": "success", "payload": None, "metadata": {}})
-    (row,) = pg_store.list(intent=name)
+    (row,) = pg_store.list(ListFilters(intent=name))
     assert row.intent_name == name
     assert pg_store.load(row.execution_id).envelope == wire
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from recordkit import edit, finished, line_offsets, record_file
 
+from intentusnet import ListFilters
 from intentusnet.record.model import RecordStatus
 from intentusnet.store import FileExecutionStore, _scan
 from intentusnet.store._layout import relative_path
@@ -66,7 +67,7 @@ def test_reindex_rebuilds_the_same_catalog_here_or_in_workers(
 
 def test_reindex_drops_rows_of_deleted_files(store: FileExecutionStore) -> None:
     """Rows whose file went away without the store knowing are dropped."""
-    victim = store.list(status="completed")[0].execution_id
+    victim = store.list(ListFilters(status="completed"))[0].execution_id
     record_file(store, victim).unlink()
     assert store.reindex() == 40
     assert victim not in {s.execution_id for s in store.list()}

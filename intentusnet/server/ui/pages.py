@@ -9,7 +9,6 @@ only read: nothing here writes to the store.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,6 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from ..._util.ids import ID_PART_PATTERN
 from ...errors import (
     Forbidden,
     InvalidExecutionId,
@@ -31,13 +29,13 @@ from ...errors import (
     StoreError,
     Unauthorized,
 )
-from ...hashing import HASH_PATTERN
 from ...http.problem import status_for
 from ...record.model import RecordStatus, RecordSummary, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
 from ...steps.diff import diff_records
 from ...steps.explain import explain
 from ...steps.view import record_steps
+from ...store.filters import ListFilters
 from ...store.protocol import CacheHitJournal
 from ..auth import Access
 from ..pagination import Cursor, page
@@ -57,8 +55,6 @@ PAGE_SIZE: Final = 50
 _OVERVIEW_DAYS: Final = 14
 _OVERVIEW_ROWS: Final = 20_000
 _Page = Callable[..., Response]
-_HASH: Final = re.compile(HASH_PATTERN)
-_ID_PART: Final = re.compile(ID_PART_PATTERN)
 
 
 def _shown(page_function: _Page) -> _Page:
@@ -111,28 +107,6 @@ def _when(text: str | None) -> datetime | None:
 
 def _created(summary: RecordSummary) -> datetime:
     return datetime.fromisoformat(summary.created_utc)
-
-
-def _search(query: str) -> tuple[str | None, str | None]:
-    """The id prefix or the envelope hash a search names (blank: neither).
-
-    Raises:
-        RequestInvalid: neither.
-    """
-    if not query:
-        return None, None
-    if query.lower().startswith("sha256:"):
-        if _HASH.fullmatch(query.lower()) is None:
-            raise RequestInvalid(
-                "an envelope hash is sha256: and 64 hex digits; search for a whole one"
-            )
-        return None, query.lower()
-    if _ID_PART.fullmatch(query) is None:
-        raise RequestInvalid(
-            "search for the start of an execution id (A-Z a-z 0-9 _ . -) or a "
-            "whole envelope hash (sha256:...)"
-        )
-    return query, None
 
 
 def _yes_no(replayable: str) -> bool | None:
@@ -223,21 +197,23 @@ def ui_router(
         query = q.strip()
         if query and (found := _exact_record(where, query)):
             return RedirectResponse(f"/ui/executions/{found}", status_code=303)
-        id_prefix, envelope_hash = _search(query)
-        known = {s.value for s in RecordStatus}
-        if status and status not in known:
-            raise RequestInvalid(f"status must be one of {', '.join(sorted(known))}")
+        hashed = query.lower().startswith("sha256:")
+        after, before, which = _when(since), _when(until), _yes_no(replayable)
+        try:
+            selected = ListFilters(
+                intent=intent or None,
+                status=status or None,
+                since=after,
+                until=before,
+                replayable=which,
+                id_prefix=None if hashed or not query else query,
+                envelope_hash=query.lower() if hashed else None,
+                limit=PAGE_SIZE,
+            )
+        except ValueError as exc:
+            raise RequestInvalid(str(exc)) from None
         items, following = page(
-            where,
-            limit=PAGE_SIZE,
-            cursor=Cursor.decode(cursor) if cursor else None,
-            intent=intent or None,
-            status=status or None,
-            since=_when(since),
-            until=_when(until),
-            replayable=_yes_no(replayable),
-            id_prefix=id_prefix,
-            envelope_hash=envelope_hash,
+            where, selected, Cursor.decode(cursor) if cursor else None
         )
         filters = {
             "intent": intent,
@@ -252,7 +228,7 @@ def ui_router(
             request,
             items=items,
             filters=filters,
-            statuses=sorted(known),
+            statuses=sorted(s.value for s in RecordStatus),
             next_cursor=None if following is None else following.encode(),
             first_page=not cursor,
         )
@@ -360,7 +336,8 @@ def ui_router(
         days = [today - timedelta(days=n) for n in range(_OVERVIEW_DAYS - 1, -1, -1)]
         start = datetime.combine(days[0], datetime.min.time(), UTC)
         runs = Counter(
-            _created(s).date() for s in where.list(since=start, limit=_OVERVIEW_ROWS)
+            _created(s).date()
+            for s in where.list(ListFilters(since=start, limit=_OVERVIEW_ROWS))
         )
         hits: Counter[object] = Counter()
         if isinstance(where, CacheHitJournal):

@@ -63,10 +63,10 @@ def test_search_says_what_it_matches(client: TestClient) -> None:
     """Part of a hash, or text no id can start with, is refused with the reason."""
     part = client.get("/ui?q=sha256:abc")
     assert part.status_code == 422
-    assert "sha256: and 64 hex digits" in part.text
+    assert "sha256: and 64 lowercase hex digits" in part.text
     odd = client.get("/ui?q=no/such")
     assert odd.status_code == 422
-    assert "start of an execution id" in odd.text
+    assert "cannot start an execution id" in odd.text
     assert client.get("/ui?replayable=maybe").status_code == 422
 
 
