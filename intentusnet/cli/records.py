@@ -10,6 +10,7 @@ import click
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
 from .params import EnvelopeHash, IdPrefix, Since
+from .resumes import durable_links, print_durable
 from .timeline import print_inspection, timeline_json
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ STATUSES = (
     "in_progress",
     "incomplete",
     "recording_failure",
+    "needs_attention",
 )
 
 
@@ -185,8 +187,10 @@ def inspect(execution_id: str, as_json: bool) -> None:
     store = open_store()
     record = store.load(execution_id)
     tree = execution_tree(store, record)
+    links = durable_links(store, record)
     if as_json:
-        emit_json({**timeline_json(record), "tree": tree})
+        emit_json({**timeline_json(record), "tree": tree, "durable": links})
     else:
         print_inspection(record)
+        print_durable(links)
         print_tree(tree)

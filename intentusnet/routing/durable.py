@@ -31,6 +31,7 @@ from ..envelope import (
     ErrorCode,
     ErrorInfo,
     IntentEnvelope,
+    ResponseMetadata,
 )
 from ..errors import (
     IdempotencyConflict,
@@ -38,12 +39,14 @@ from ..errors import (
     InvalidIdempotencyKey,
     RecordNotFound,
     ResumeRefused,
+    StoreError,
 )
 from ..hashing import compute_hash
 from ..record.durable import idempotency_key_of, resume_attempt, resume_origin
-from ..record.model import RecordStatus
+from ..record.model import EventType, RecordStatus
 from ..store.durable import DurableStore, KeyClaim, check_idempotency_key
 from .journal import Journal
+from .recorder import Recorder
 from .seams import ExecutionOptions
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ __all__ = [
     "DEFAULT_KEY_WAIT_S",
     "FINISHED",
     "chain_head",
+    "park",
     "parked",
     "recorded_answer",
     "resume",
@@ -175,6 +179,65 @@ def resume(
         return router.route_intent(env, options=options)
     finally:
         hold.release()
+
+
+def park(router: IntentRouter, execution_id: str, reason: str, message: str) -> str:
+    """Close ``execution_id``'s chain as ``needs_attention`` without running it.
+
+    A new record (``resumeOf`` the newest of the chain) holds an
+    ``ATTENTION_NEEDED`` event with ``reason`` and ``message`` and a
+    ``NEEDS_ATTENTION`` answer. Returns its id.
+
+    Raises:
+        ResumeRefused: ``complete`` or ``owned``, as for :func:`resume`.
+    """
+    store = durable_store(router, execution_id)
+    head = chain_head(router, execution_id)
+    record = _load(router, head)
+    _refuse_finished(record, execution_id)
+    hold = store.hold_record(head)
+    if hold is None:
+        raise ResumeRefused("owned", head, "a live process is writing or resuming it")
+    try:
+        record = _load(router, head)
+        _refuse_finished(record, execution_id)
+        if chain_head(router, head) != head:
+            raise ResumeRefused("owned", head, "another process resumed it meanwhile")
+        new_id = new_execution_id()
+        hold.link(new_id)
+        recorder = Recorder(
+            router.store,  # type: ignore[arg-type]  # durable_store checked it
+            record.envelope,
+            record.header.envelope_hash,
+            _request_id(record),
+            execution_id=new_id,
+            parent_execution_id=record.header.parent_execution_id,
+            received={
+                "resumeOf": head,
+                "resumeOrigin": resume_origin(record),
+                "resumeAttempt": resume_attempt(record) + 1,
+            },
+            configuration=record.header.configuration,
+        )
+        attention: JSONObject = {
+            "reason": reason,
+            "message": message,
+            "resumeOf": head,
+        }
+        recorder.event(EventType.ATTENTION_NEEDED, attention)
+        answer = AgentResponse(metadata=ResponseMetadata(execution_id=new_id))
+        recorder.complete(parked(answer, attention))
+        if recorder.error is not None:
+            raise StoreError(f"could not park {head}: {recorder.error}")
+        return new_id
+    finally:
+        hold.release()
+
+
+def _request_id(record: ExecutionRecord) -> str:
+    metadata = record.envelope.get("metadata")
+    found = metadata.get("requestId") if isinstance(metadata, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
