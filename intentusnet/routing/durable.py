@@ -21,7 +21,7 @@ Both are synchronous; the router's async twins run them on a worker thread
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject
@@ -41,7 +41,6 @@ from ..errors import (
     ResumeRefused,
     StoreError,
 )
-from ..hashing import compute_hash
 from ..record.durable import idempotency_key_of, resume_attempt, resume_origin
 from ..record.model import EventType, RecordStatus
 from ..store.durable import DurableStore, KeyClaim, check_idempotency_key
@@ -51,11 +50,13 @@ from .seams import ExecutionOptions
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
-    from .router import IntentRouter
+    from ..store.protocol import ExecutionStore
+    from .agents import AgentRegistry
 
 __all__ = [
     "DEFAULT_KEY_WAIT_S",
     "FINISHED",
+    "DurableRouter",
     "chain_head",
     "park",
     "parked",
@@ -63,6 +64,42 @@ __all__ = [
     "resume",
     "route_with_key",
 ]
+
+
+class DurableRouter(Protocol):
+    """What resuming and keyed routing need of an ``DurableRouter``."""
+
+    @property
+    def store(self) -> ExecutionStore | None:
+        """Where executions are recorded."""
+        ...
+
+    @property
+    def registry(self) -> AgentRegistry:
+        """The agents."""
+        ...
+
+    def route_intent(
+        self,
+        envelope: IntentEnvelope,
+        *,
+        options: ExecutionOptions | None = None,
+    ) -> AgentResponse:
+        """Route and record one execution."""
+        ...
+
+    def resume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
+        """Resume an interrupted execution."""
+        ...
+
+    def envelope_hash(self, envelope: IntentEnvelope) -> str:
+        """The hash ``envelope`` is recorded under."""
+        ...
+
+    def configuration_for(self, envelope: IntentEnvelope) -> JSONObject:
+        """The configuration ``envelope`` is routed under."""
+        ...
+
 
 #: How long a caller waits for a live execution its key names, when the
 #: envelope has no ``routing.timeoutMs``.
@@ -75,7 +112,7 @@ _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
 
 
-def durable_store(router: IntentRouter, execution_id: str = "") -> DurableStore:
+def durable_store(router: DurableRouter, execution_id: str = "") -> DurableStore:
     """The router's store, which must keep keys and resume links.
 
     Raises:
@@ -93,13 +130,13 @@ def durable_store(router: IntentRouter, execution_id: str = "") -> DurableStore:
     return store
 
 
-def _load(router: IntentRouter, execution_id: str) -> ExecutionRecord:
+def _load(router: DurableRouter, execution_id: str) -> ExecutionRecord:
     store = router.store
     assert store is not None  # durable_store checked it
     return store.load(execution_id)
 
 
-def _has_record(router: IntentRouter, execution_id: str) -> bool:
+def _has_record(router: DurableRouter, execution_id: str) -> bool:
     try:
         _load(router, execution_id)
     except RecordNotFound:
@@ -107,7 +144,7 @@ def _has_record(router: IntentRouter, execution_id: str) -> bool:
     return True
 
 
-def chain_head(router: IntentRouter, execution_id: str) -> str:
+def chain_head(router: DurableRouter, execution_id: str) -> str:
     """The newest record of ``execution_id``'s resume chain (itself if none)."""
     store = durable_store(router, execution_id)
     current, seen = execution_id, {execution_id}
@@ -144,7 +181,7 @@ def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
 
 
 def resume(
-    router: IntentRouter, execution_id: str, *, force: bool = False
+    router: DurableRouter, execution_id: str, *, force: bool = False
 ) -> AgentResponse:
     """Resume the newest record of ``execution_id``'s chain; return its answer.
 
@@ -181,7 +218,7 @@ def resume(
         hold.release()
 
 
-def park(router: IntentRouter, execution_id: str, reason: str, message: str) -> str:
+def park(router: DurableRouter, execution_id: str, reason: str, message: str) -> str:
     """Close ``execution_id``'s chain as ``needs_attention`` without running it.
 
     A new record (``resumeOf`` the newest of the chain) holds an
@@ -252,7 +289,7 @@ def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
 
 
 def _resumption(
-    router: IntentRouter, record: ExecutionRecord, force: bool
+    router: DurableRouter, record: ExecutionRecord, force: bool
 ) -> tuple[IntentEnvelope, ExecutionOptions]:
     """The envelope and options of ``record``'s resumed execution, once allowed."""
     header = record.header
@@ -265,7 +302,7 @@ def _resumption(
             f"v{env.intent.version}",
         )
     recorded = (header.configuration or {}).get("fingerprint")
-    today = router._configuration(env).get("fingerprint")
+    today = router.configuration_for(env).get("fingerprint")
     if recorded is not None and recorded != today and not force:
         raise ResumeRefused(
             "configuration_changed",
@@ -294,7 +331,7 @@ def _resumption(
 
 
 def route_with_key(
-    router: IntentRouter, env: IntentEnvelope, key: str
+    router: DurableRouter, env: IntentEnvelope, key: str
 ) -> AgentResponse:
     """Route ``env`` under idempotency key ``key`` (see the module's text).
 
@@ -310,7 +347,7 @@ def route_with_key(
             "idempotency keys need a router whose store keeps them (a "
             f"FileExecutionStore or MemoryExecutionStore), not {type(store).__name__}"
         )
-    envelope_hash = compute_hash(router._shown(env, None)[1])
+    envelope_hash = router.envelope_hash(env)
     timeout_ms = env.routing.timeout_ms
     waited = DEFAULT_KEY_WAIT_S if timeout_ms is None else timeout_ms / 1000
     deadline = time.monotonic() + waited
@@ -337,7 +374,7 @@ def route_with_key(
 
 
 def _act(
-    router: IntentRouter, env: IntentEnvelope, key: str, claim: KeyClaim
+    router: DurableRouter, env: IntentEnvelope, key: str, claim: KeyClaim
 ) -> AgentResponse | None:
     """Answer for a held claim; ``None``: its execution is running, wait."""
     execution_id = claim.execution_id

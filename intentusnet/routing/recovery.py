@@ -32,7 +32,7 @@ from .durable import chain_head, durable_store, park
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
-    from .router import IntentRouter
+    from .durable import DurableRouter
 
 __all__ = ["Recovery", "RecoveryOutcome", "RecoveryReport"]
 
@@ -118,7 +118,7 @@ class Recovery:
             interruption (its record's last line) to its answer.
     """
 
-    router: IntentRouter
+    router: DurableRouter
     grace: float = 5.0
     max_attempts: int = 3
     backoff: float = 1.0

@@ -326,6 +326,20 @@ class IntentRouter:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
         return await asyncio.to_thread(durable.resume, self, execution_id, force=force)
 
+    def envelope_hash(self, envelope: IntentEnvelope) -> str:
+        """The hash ``envelope`` is recorded and looked up under (redacted if so).
+
+        Added in 0.1.0.
+        """
+        return compute_hash(self._shown(envelope, None)[1])
+
+    def configuration_for(self, envelope: IntentEnvelope) -> JSONObject:
+        """The configuration ``envelope`` is routed under, as a header records it.
+
+        ``{"fingerprint", "strategy", "agents"}``. Added in 0.1.0.
+        """
+        return self._configuration(envelope)
+
     def _serve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
         """Answer from the cache or by running; the cache gets what was recorded.
 
