@@ -10,7 +10,6 @@ import click
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
 from .params import EnvelopeHash, IdPrefix, Since
-from .resumes import durable_links, print_durable
 from .timeline import print_inspection, timeline_json
 
 if TYPE_CHECKING:
@@ -181,6 +180,7 @@ def show(execution_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def inspect(execution_id: str, as_json: bool) -> None:
     """Show record ID: header, timeline, errors, final response, execution tree."""
+    from .resumes import durable_links, print_durable
     from .tree import execution_tree, print_tree
 
     check_last_intent()
