@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "Cassette": "steps.cassette",
     "CassetteMiss": "errors",
     "DiffEntry": "steps.diff",
+    "DurableStore": "store.durable",
     "EnvelopeValidationError": "errors",
     "ErrorCode": "envelope",
     "ErrorInfo": "envelope",
@@ -47,6 +48,8 @@ _EXPORTS: dict[str, str] = {
     "Forbidden": "errors",
     "HTTPCassette": "integrations.cassette",
     "HTTPInteraction": "integrations.cassette",
+    "IdempotencyConflict": "errors",
+    "IdempotencyTimeout": "errors",
     "IntentContext": "envelope",
     "IntentEnvelope": "envelope",
     "IntentMetadata": "envelope",
@@ -55,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "IntentusClient": "http.client",
     "IntentusNetError": "errors",
     "InvalidExecutionId": "errors",
+    "InvalidIdempotencyKey": "errors",
     "InvalidRerunOption": "errors",
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
@@ -62,9 +66,10 @@ _EXPORTS: dict[str, str] = {
     "ListFilters": "store",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
-    "NetworkBlocked": "errors",
     "ModelPrice": "cache.prices",
     "ModelSavings": "cache.savings",
+    "NetworkBlocked": "errors",
+    "NondeterminismError": "errors",
     "NotCacheable": "errors",
     "ObservedCall": "routing.seams",
     "ObservedExecution": "routing.seams",
@@ -82,6 +87,9 @@ _EXPORTS: dict[str, str] = {
     "RecordSummary": "record.model",
     "RecordWriter": "store",
     "RecordedStep": "steps.view",
+    "Recovery": "routing.recovery",
+    "RecoveryOutcome": "routing.recovery",
+    "RecoveryReport": "routing.recovery",
     "Redactor": "routing.redact",
     "RemoteAgent": "http.remote",
     "ReplayCache": "cache.replay_cache",
@@ -99,12 +107,14 @@ _EXPORTS: dict[str, str] = {
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
     "ResponseMetadata": "envelope",
+    "ResumeRefused": "errors",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
     "SavingsReport": "cache.savings",
     "ServiceError": "errors",
     "ServiceUnavailable": "errors",
+    "SideEffectInDoubt": "errors",
     "SideEffectMismatch": "errors",
     "SideEffectRefused": "errors",
     "SignatureCheck": "record.signing",
@@ -170,11 +180,15 @@ if TYPE_CHECKING:
     from .errors import CassetteMiss as CassetteMiss
     from .errors import EnvelopeValidationError as EnvelopeValidationError
     from .errors import Forbidden as Forbidden
+    from .errors import IdempotencyConflict as IdempotencyConflict
+    from .errors import IdempotencyTimeout as IdempotencyTimeout
     from .errors import IntentusNetError as IntentusNetError
     from .errors import InvalidExecutionId as InvalidExecutionId
+    from .errors import InvalidIdempotencyKey as InvalidIdempotencyKey
     from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import MalformedRequest as MalformedRequest
     from .errors import NetworkBlocked as NetworkBlocked
+    from .errors import NondeterminismError as NondeterminismError
     from .errors import NotCacheable as NotCacheable
     from .errors import PriceTableError as PriceTableError
     from .errors import RecordExists as RecordExists
@@ -187,8 +201,10 @@ if TYPE_CHECKING:
     from .errors import RequestInvalid as RequestInvalid
     from .errors import RequestNotRecorded as RequestNotRecorded
     from .errors import RequestTooLarge as RequestTooLarge
+    from .errors import ResumeRefused as ResumeRefused
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable
+    from .errors import SideEffectInDoubt as SideEffectInDoubt
     from .errors import SideEffectMismatch as SideEffectMismatch
     from .errors import SideEffectRefused as SideEffectRefused
     from .errors import SignatureError as SignatureError
@@ -227,6 +243,9 @@ if TYPE_CHECKING:
     from .routing.agents import AgentDefinition as AgentDefinition
     from .routing.agents import AgentRegistry as AgentRegistry
     from .routing.agents import current_context as current_context
+    from .routing.recovery import Recovery as Recovery
+    from .routing.recovery import RecoveryOutcome as RecoveryOutcome
+    from .routing.recovery import RecoveryReport as RecoveryReport
     from .routing.redact import Redactor as Redactor
     from .routing.router import IntentRouter as IntentRouter
     from .routing.seams import ExecutionObserver as ExecutionObserver
@@ -256,6 +275,7 @@ if TYPE_CHECKING:
     from .store import PostgresExecutionStore as PostgresExecutionStore
     from .store import RecordWriter as RecordWriter
     from .store import open_store as open_store
+    from .store.durable import DurableStore as DurableStore
     from .store.hits import CacheHit as CacheHit
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())

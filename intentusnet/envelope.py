@@ -324,6 +324,9 @@ class ErrorCode(StrEnum):
     VALIDATION_ERROR = "VALIDATION_ERROR"
     CANCELLED = "CANCELLED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    #: a resumed execution was parked: a side effect in doubt or
+    #: nondeterminism; ``details`` names the step (added in 0.1.0)
+    NEEDS_ATTENTION = "NEEDS_ATTENTION"
 
 
 class ErrorInfo(_Model):

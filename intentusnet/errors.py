@@ -18,7 +18,9 @@ with, and also subclasses the builtin it behaves like::
     │   ├── ReplayNotAllowed                      replay_not_allowed     4
     │   ├── ReplayHashMismatch                    replay_hash_mismatch   5
     │   ├── CassetteMiss (LookupError)            cassette_miss          7
-    │   │   └── SideEffectMismatch                side_effect_mismatch   7
+    │   │   ├── SideEffectMismatch                side_effect_mismatch   7
+    │   │   ├── NondeterminismError               nondeterminism         7
+    │   │   └── SideEffectInDoubt                 side_effect_in_doubt   7
     │   ├── ReplayedStepError (RuntimeError)      replayed_step_error    1
     │   ├── CacheMiss (LookupError)               cache_miss             3
     │   │   └── RequestNotRecorded                request_not_recorded   3
@@ -30,6 +32,10 @@ with, and also subclasses the builtin it behaves like::
     ├── SigningKeyError (ValueError)              signing_key_error      2
     ├── PriceTableError (ValueError)              price_table_invalid    2
     ├── NetworkBlocked (ConnectionError)          network_blocked        7
+    ├── InvalidIdempotencyKey (ValueError)        invalid_idempotency_key 2
+    ├── IdempotencyConflict (ValueError)          idempotency_conflict   2
+    ├── IdempotencyTimeout (TimeoutError)         idempotency_timeout    1
+    ├── ResumeRefused                             resume_refused         4
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -597,3 +603,157 @@ class NetworkBlocked(IntentusNetError, ConnectionError):
             f"network access to {address} is blocked (a strict re-run or a test "
             "run with the network blocked may only use what is recorded)"
         )
+
+
+class NondeterminismError(CassetteMiss):
+    """Resumed code asked for another step than the record holds at that place.
+
+    A resumed execution replays its record by position: the n-th step the
+    code opens must be the n-th recorded one (same name, same arguments).
+    When it is not, the code is not the code that was interrupted (or does
+    not call its steps in a fixed order), so nothing it asks for can be
+    trusted: the execution is parked ``needs_attention`` rather than continued
+    live. Added in 0.1.0.
+
+    Attributes:
+        position: the step number where the two differ.
+        recorded: ``name`` and ``argsHash`` of the recorded step.
+        requested: ``name`` and ``argsHash`` of the step the code asked for.
+    """
+
+    code: ClassVar[str] = "nondeterminism"
+    exit_code: ClassVar[int] = 7
+
+    def __init__(
+        self,
+        position: int,
+        recorded: tuple[str, str],
+        requested: tuple[str, str],
+        *,
+        execution_id: str = "",
+    ) -> None:
+        self.position = position
+        self.recorded = recorded
+        self.requested = requested
+        super().__init__(
+            requested[0],
+            requested[1],
+            execution_id=execution_id,
+            why=f"at step {position} the record holds {recorded[0]!r} with args "
+            f"{recorded[1][:19]}..., not this call; the code does not replay the "
+            "record (nondeterminism): the execution is parked",
+        )
+
+
+class SideEffectInDoubt(CassetteMiss):
+    """A side-effect step started before an interruption and never ended.
+
+    Whether it happened is unknown, so it is neither run again (it may have
+    happened) nor skipped (it may not have): the execution is parked
+    ``needs_attention``. A step declared ``idempotent=True`` is run again
+    instead. Added in 0.1.0.
+
+    Attributes:
+        position: the step's number in the record.
+    """
+
+    code: ClassVar[str] = "side_effect_in_doubt"
+    exit_code: ClassVar[int] = 7
+
+    def __init__(self, position: int, name: str, args_hash: str, execution_id: str):
+        self.position = position
+        super().__init__(
+            name,
+            args_hash,
+            execution_id=execution_id,
+            why=f"side-effect step {position} ({name!r}) started and never ended "
+            "before the interruption: it may or may not have happened; it is not "
+            "run again unless declared idempotent=True, and the execution is "
+            "parked needs_attention",
+        )
+
+
+class InvalidIdempotencyKey(IntentusNetError, ValueError):
+    """An idempotency key is not 1 to 255 printable ASCII characters.
+
+    Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "invalid_idempotency_key"
+    exit_code: ClassVar[int] = 2
+
+
+class IdempotencyConflict(IntentusNetError, ValueError):
+    """An idempotency key was used again with another envelope.
+
+    One key names one request: the same key with an envelope of another hash
+    is refused, and nothing runs (HTTP 422). Added in 0.1.0.
+
+    Attributes:
+        key: the key.
+        recorded_hash: the envelope hash the key was first used with.
+        given_hash: the hash of the envelope given now.
+        execution_id: the execution the key names.
+    """
+
+    code: ClassVar[str] = "idempotency_conflict"
+    exit_code: ClassVar[int] = 2
+
+    def __init__(
+        self, key: str, recorded_hash: str, given_hash: str, execution_id: str
+    ) -> None:
+        self.key = key
+        self.recorded_hash = recorded_hash
+        self.given_hash = given_hash
+        self.execution_id = execution_id
+        super().__init__(
+            f"idempotency key {key!r} was used for execution {execution_id} with "
+            f"envelope {recorded_hash}, not {given_hash}; a key names one request"
+        )
+
+
+class IdempotencyTimeout(IntentusNetError, TimeoutError):
+    """The execution a key names was still running when the wait ran out.
+
+    Added in 0.1.0.
+
+    Attributes:
+        key: the key.
+        execution_id: the execution still running.
+    """
+
+    code: ClassVar[str] = "idempotency_timeout"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, key: str, execution_id: str, waited_s: float) -> None:
+        self.key = key
+        self.execution_id = execution_id
+        super().__init__(
+            f"idempotency key {key!r}: execution {execution_id} is still running "
+            f"after {waited_s:g} s; ask again later"
+        )
+
+
+class ResumeRefused(IntentusNetError):
+    """An execution cannot be resumed; ``reason`` says why, in a stable word.
+
+    Reasons: ``complete`` (it finished), ``owned`` (a live process is writing
+    or resuming it), ``no_agent`` (no agent of this router handles its intent),
+    ``configuration_changed`` (the router's configuration for the intent is
+    not the recorded one; ``force=True`` resumes anyway), ``no_store`` (the
+    router records nothing), ``attempts_exhausted`` (recovery gave up).
+    Added in 0.1.0.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+    """
+
+    code: ClassVar[str] = "resume_refused"
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")

@@ -42,6 +42,8 @@ COMMANDS = {
     "run": "run:run",
     "serve": "serve:serve",
     "rerun": "debugging:rerun",
+    "resume": "durable:resume",
+    "recover": "durable:recover",
     "diff": "debugging:diff",
     "debug": "debugging:debug",
     "mcp": "mcp:mcp",

@@ -29,6 +29,7 @@ STATUS_COLOURS: Final = {
     "in_progress": "yellow",
     "incomplete": "yellow",
     "recording_failure": "yellow",
+    "needs_attention": "magenta",
 }
 
 

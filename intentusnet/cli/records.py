@@ -25,6 +25,7 @@ STATUSES = (
     "in_progress",
     "incomplete",
     "recording_failure",
+    "needs_attention",
 )
 
 
@@ -179,14 +180,17 @@ def show(execution_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def inspect(execution_id: str, as_json: bool) -> None:
     """Show record ID: header, timeline, errors, final response, execution tree."""
+    from .resumes import durable_links, print_durable
     from .tree import execution_tree, print_tree
 
     check_last_intent()
     store = open_store()
     record = store.load(execution_id)
     tree = execution_tree(store, record)
+    links = durable_links(store, record)
     if as_json:
-        emit_json({**timeline_json(record), "tree": tree})
+        emit_json({**timeline_json(record), "tree": tree, "durable": links})
     else:
         print_inspection(record)
+        print_durable(links)
         print_tree(tree)

@@ -42,6 +42,10 @@ class EventType(StrEnum):
     #: closed (completed, closed unfinished, invalidated) by a store given a
     #: signing key (added in 0.1.0)
     SIGNATURE = "SIGNATURE"
+    #: a resumed execution was parked instead of finished: a side-effect step
+    #: in doubt, or nondeterminism (``reason``, ``step``, ``name``); written
+    #: before its ``FINAL_RESPONSE`` (added in 0.1.0)
+    ATTENTION_NEEDED = "ATTENTION_NEEDED"
 
 
 class RecordStatus(StrEnum):
@@ -54,6 +58,9 @@ class RecordStatus(StrEnum):
     #: the file has no complete first line: its process was stopped between
     #: creating it and writing the header, so nothing was recorded (added in 0.1.0)
     RECORDING_FAILURE = "recording_failure"
+    #: finished, but parked: an ``ATTENTION_NEEDED`` event says which step a
+    #: person must look at before it can go on (added in 0.1.0)
+    NEEDS_ATTENTION = "needs_attention"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:

@@ -156,6 +156,8 @@ def _header(
             if final.get("status") == "error"
             else RecordStatus.COMPLETED
         )
+        if any(e.type is EventType.ATTENTION_NEEDED for e in events):
+            status = RecordStatus.NEEDS_ATTENTION
         agent, duration = _answered_by(final, final_event.at_ms)
         start = parse_utc(created) if isinstance(created, str) else None
         if start is not None:

@@ -33,7 +33,14 @@ from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
 from .children import Router, aroute_child, route_child
-from .execution import Execution, PendingStep, arun_step, open_pending, run_step
+from .execution import (
+    Execution,
+    PendingStep,
+    active_step,
+    arun_step,
+    open_pending,
+    run_step,
+)
 from .guard import AttemptGuard
 from .seams import ExecutionObserver
 
@@ -194,6 +201,24 @@ class AgentContext:
         return () if execution is None else execution.observers
 
     @property
+    def idempotency_key(self) -> str:
+        """A key for the far side to de-duplicate this call; a resume keeps it.
+
+        Inside a recorded step (``ctx.step``, ``@step``): ``<origin>:<step>``,
+        where ``<origin>`` is the id of the execution's first run (a resumed
+        execution keeps it) and ``<step>`` the step's number, which a resume
+        keeps too. Elsewhere: ``<origin>``. Pass it to an API that accepts an
+        idempotency key, and declare the step ``idempotent=True``. Added in
+        0.1.0.
+        """
+        execution = self._execution
+        if execution is None:
+            return self.execution_id
+        number = active_step(execution)
+        origin = execution.origin_id
+        return origin if number is None else f"{origin}:{number}"
+
+    @property
     def remaining_ms(self) -> float | None:
         """Milliseconds left before the attempt times out, or ``None``."""
         if self.deadline is None:
@@ -207,6 +232,7 @@ class AgentContext:
         fn: Callable[..., _T],
         *,
         side_effect: bool = False,
+        idempotent: bool = False,
     ) -> _T:
         """Call ``fn(**args)`` as a recorded step and return what it returns.
 
@@ -224,6 +250,10 @@ class AgentContext:
                 again but serves it from the record, and a timeout or a lost
                 ``PARALLEL`` race never cuts it in half (it is let finish, or
                 refused if the attempt was stopped before it started).
+            idempotent: making the call twice does no harm (the far side
+                de-duplicates, e.g. by ``ctx.idempotency_key``): a resumed
+                execution runs a side effect that never ended again instead
+                of parking ``needs_attention`` (added in 0.1.0).
 
         Raises:
             CassetteMiss: in a strict re-run, the record holds no such call.
@@ -239,6 +269,7 @@ class AgentContext:
                 kwargs,
                 lambda: fn(**kwargs),
                 False,
+                idempotent,
             )
         guard = self.guard  # never cut in half by a timeout or a lost race
 
@@ -249,7 +280,14 @@ class AgentContext:
         return guard.run(
             name,
             lambda: run_step(
-                self._execution, self.agent, self.attempt, name, kwargs, call, True
+                self._execution,
+                self.agent,
+                self.attempt,
+                name,
+                kwargs,
+                call,
+                True,
+                idempotent,
             ),
         )
 
@@ -260,6 +298,7 @@ class AgentContext:
         fn: Callable[..., Awaitable[_T]],
         *,
         side_effect: bool = False,
+        idempotent: bool = False,
     ) -> _T:
         """Await ``fn(**args)`` as a recorded step: the async ``step``.
 
@@ -275,6 +314,7 @@ class AgentContext:
                 kwargs,
                 lambda: fn(**kwargs),
                 False,
+                idempotent,
             )
         guard = self.guard  # never cut in half by a timeout or a lost race
 
@@ -285,7 +325,14 @@ class AgentContext:
         return await guard.arun(
             name,
             lambda: arun_step(
-                self._execution, self.agent, self.attempt, name, kwargs, call, True
+                self._execution,
+                self.agent,
+                self.attempt,
+                name,
+                kwargs,
+                call,
+                True,
+                idempotent,
             ),
         )
 

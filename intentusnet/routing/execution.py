@@ -55,6 +55,7 @@ __all__ = [
     "OpenStep",
     "PendingStep",
     "StepSession",
+    "active_step",
     "arun_step",
     "enter_step",
     "jsonish",
@@ -194,8 +195,12 @@ class StepSession:
         *,
         side_effect: bool,
         child: str | None = None,
+        idempotent: bool = False,
     ) -> OpenStep:
         """Number a step call, decide how to answer it, write ``STEP_START``.
+
+        ``idempotent`` (a side effect safe to make twice) is recorded, so that
+        a resumed execution runs it again when it never ended.
 
         Raises:
             CassetteMiss: in a re-run, no recording answers the call (the miss
@@ -225,6 +230,8 @@ class StepSession:
         }
         if reason is not None:
             data["reason"] = f"args are {reason}"
+        if idempotent:
+            data["idempotent"] = True
         decision: StepDecision | None = None
         miss: CassetteMiss | None = None
         if self.cassette is not None:
@@ -234,6 +241,11 @@ class StepSession:
                 )
             except CassetteMiss as exc:
                 miss = exc
+            position = None if decision is None else decision.position
+            if position is not None:  # a resumed execution keeps its numbers
+                number = data["step"] = position
+                with self._lock:
+                    self._count = max(self._count, position)
         if child is not None:
             if decision is not None and decision.action != LIVE and decision.recorded:
                 child = decision.recorded.child_execution_id  # served: no new child
@@ -466,6 +478,7 @@ class Execution:
         "execution_id",
         "observed",
         "observers",
+        "origin_id",
         "recorder",
         "started",
         "store",
@@ -481,6 +494,7 @@ class Execution:
         store: ExecutionStore | None = None,
         cassette: Cassette | None = None,
         observers: tuple[ExecutionObserver, ...] = (),
+        origin_id: str | None = None,
     ) -> None:
         self.execution_id = execution_id
         self.envelope_hash = envelope_hash
@@ -498,6 +512,8 @@ class Execution:
         # A re-run's session exists from the start; else it is made at the
         # first step of an execution that records.
         self._steps = self._session(cassette) if cassette else None
+        #: the first execution of its resume chain (``ctx.idempotency_key``)
+        self.origin_id = origin_id or execution_id
 
     @property
     def redaction(self) -> Redaction | None:
@@ -511,6 +527,12 @@ class Execution:
         Entered in the thread or task the agent runs in (scopes.py).
         """
         return scopes.enter(self._attempt_scopes, self.execution_id, attempt)
+
+    def attention(self) -> JSONObject | None:
+        """Why the execution must be parked (its journal says), or ``None``."""
+        session = self._steps
+        cassette = None if session is None else session.cassette
+        return None if cassette is None else cassette.attention
 
     def steps(self) -> StepSession | None:
         """The step session; ``None`` when steps are plain calls (no record)."""
@@ -530,6 +552,15 @@ class Execution:
             observers=self.observers,
             step_scopes=self._step_scopes,
         )
+
+
+def active_step(ex: Execution) -> int | None:
+    """The number of ``ex``'s step running in this context, if one is."""
+    active = _ACTIVE.get()
+    session = ex._steps
+    if active is None or session is None or active[0] is not session:
+        return None
+    return active[1]
 
 
 def enter_step(session: StepSession, number: int) -> Token[_Active]:
@@ -651,6 +682,7 @@ def run_step(
     args: object,
     call: Callable[[], _T],
     side_effect: bool,
+    idempotent: bool = False,
 ) -> _T:
     """Run ``call`` as step ``name`` of ``ex``, made by ``agent``'s ``attempt``.
 
@@ -659,7 +691,9 @@ def run_step(
     session = None if ex is None else ex.steps()
     if session is None:
         return call()
-    opened = session.open(agent, attempt, name, args, side_effect=side_effect)
+    opened = session.open(
+        agent, attempt, name, args, side_effect=side_effect, idempotent=idempotent
+    )
     if opened.served:
         return cast(_T, _served(session, opened))
     token = enter_step(session, opened.number)
@@ -683,13 +717,16 @@ async def arun_step(
     args: object,
     call: Callable[[], Awaitable[_T] | _T],
     side_effect: bool,
+    idempotent: bool = False,
 ) -> _T:
     """The async ``run_step``: ``call`` may return an awaitable, which is awaited."""
     session = None if ex is None else ex.steps()
     if session is None:
         result = call()
         return await result if inspect.isawaitable(result) else result
-    opened = session.open(agent, attempt, name, args, side_effect=side_effect)
+    opened = session.open(
+        agent, attempt, name, args, side_effect=side_effect, idempotent=idempotent
+    )
     if opened.served:
         return cast(_T, _served(session, opened))
     token = enter_step(session, opened.number)

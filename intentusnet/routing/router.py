@@ -23,6 +23,9 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
 from ..hashing import compute_hash
+from ..record.model import EventType
+from ..store.durable import check_idempotency_key
+from . import durable
 from .agents import (
     CURRENT,
     Agent,
@@ -228,6 +231,7 @@ class IntentRouter:
         envelope: IntentEnvelope | Mapping[str, JSONValue],
         *,
         options: ExecutionOptions | None = None,
+        idempotency_key: str | None = None,
     ) -> AgentResponse:
         """Route an intent and return the answer; agent faults come back as data.
 
@@ -235,12 +239,27 @@ class IntentRouter:
             envelope: the intent, as a model or in wire form.
             options: what a child intent or a re-run tells the execution it
                 opens (its id, links and cassette); callers leave it out.
+            idempotency_key: 1 to 255 printable ASCII characters (space to
+                ``~``) naming this request: the agent runs once per key, and
+                a caller repeating it gets that execution's answer (recorded,
+                waited for, or finished by resuming it); see
+                docs/durability.md. Needs a store that keeps keys. Added in
+                0.1.0.
 
         Raises:
             EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
                 envelope.
+            InvalidIdempotencyKey: the key is malformed, or the store keeps none.
+            IdempotencyConflict: the key was used with another envelope.
+            IdempotencyTimeout: the key's execution still ran when the wait
+                (``routing.timeoutMs``, else 30 s) ran out.
         """
         env = _as_envelope(envelope)
+        if idempotency_key is not None:
+            _keyed(idempotency_key, options)
+            return await asyncio.to_thread(
+                durable.route_with_key, self, env, idempotency_key
+            )
 
         async def call_last(env: IntentEnvelope) -> AgentResponse:
             if self.cache is not None and options is None:
@@ -257,19 +276,69 @@ class IntentRouter:
         envelope: IntentEnvelope | Mapping[str, JSONValue],
         *,
         options: ExecutionOptions | None = None,
+        idempotency_key: str | None = None,
     ) -> AgentResponse:
         """Synchronous ``route``: same strategies, same records, same answers.
 
         Raises:
             EnvelopeValidationError: ``envelope`` is a mapping that is not a valid
                 envelope.
+            InvalidIdempotencyKey, IdempotencyConflict, IdempotencyTimeout: as
+                for ``route``.
         """
         env = _as_envelope(envelope)
+        if idempotency_key is not None:
+            _keyed(idempotency_key, options)
+            return durable.route_with_key(self, env, idempotency_key)
         if self._middleware:
             return self._in_loop(self.route(env, options=options))
         if self.cache is not None and options is None:
             return self._serve(self.cache, env)
         return self._execute_sync(env, options)
+
+    def resume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
+        """Finish an interrupted execution; return its answer.
+
+        The agent runs again with the interrupted record as its journal: every
+        step that ended is served from it (never run again), the first step
+        without a recorded end runs live, and so does everything after. The
+        answer is recorded as a new record naming the old one (``resumeOf``);
+        the store links the old one to it. Given an execution already resumed,
+        the newest record of its chain is resumed. A side-effect step that
+        started and never ended parks the execution ``needs_attention``
+        (unless declared ``idempotent=True``), as does a step asked for out of
+        recorded order. See docs/durability.md. Added in 0.1.0.
+
+        Args:
+            execution_id: the interrupted execution (or any of its chain).
+            force: resume although the router's configuration for the intent
+                changed since it ran.
+
+        Raises:
+            ResumeRefused: ``reason`` says why: ``complete``, ``owned`` (a live
+                process writes or resumes it), ``no_agent``,
+                ``configuration_changed`` or ``no_store``.
+            RecordNotFound, InvalidExecutionId: there is no such record.
+        """
+        return durable.resume(self, execution_id, force=force)
+
+    async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
+        """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
+        return await asyncio.to_thread(durable.resume, self, execution_id, force=force)
+
+    def envelope_hash(self, envelope: IntentEnvelope) -> str:
+        """The hash ``envelope`` is recorded and looked up under (redacted if so).
+
+        Added in 0.1.0.
+        """
+        return compute_hash(self._shown(envelope, None)[1])
+
+    def configuration_for(self, envelope: IntentEnvelope) -> JSONObject:
+        """The configuration ``envelope`` is routed under, as a header records it.
+
+        ``{"fingerprint", "strategy", "agents"}``. Added in 0.1.0.
+        """
+        return self._configuration(envelope)
 
     def _serve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
         """Answer from the cache or by running; the cache gets what was recorded.
@@ -398,6 +467,7 @@ class IntentRouter:
                 started,
                 cassette=opts.cassette,
                 observers=self._observers,
+                origin_id=opts.origin_execution_id,
             )
         else:
             redaction, recorded = shown or self._shown(env, options)
@@ -421,6 +491,7 @@ class IntentRouter:
                 store=store,
                 cassette=opts.cassette,
                 observers=self._observers,
+                origin_id=opts.origin_execution_id,
             )
         if ex.observers:
             self._observe(ex, env, options)
@@ -480,6 +551,10 @@ class IntentRouter:
         """Close the record; hand ``keep`` the answer as recorded, return it live."""
         recorder = ex.recorder
         assert recorder is not None  # the drivers call this only when recording
+        attention = ex.attention()
+        if attention is not None:  # a resumed execution its journal parked
+            recorder.event(EventType.ATTENTION_NEEDED, attention)
+            response = durable.parked(response, attention)
         recorded = recorder.complete(response)
         error = recorder.error
         if error is not None:
@@ -752,6 +827,13 @@ def _failed(response: AgentResponse, error: str) -> AgentResponse:
     """``response`` marked as not recorded, with why."""
     metadata = response.metadata.model_copy(update={"recording_error": error})
     return response.model_copy(update={"metadata": metadata})
+
+
+def _keyed(key: str, options: ExecutionOptions | None) -> None:
+    """Check a caller's idempotency key where it enters."""
+    if options is not None:
+        raise ValueError("an idempotency key is for callers: not with options")
+    check_idempotency_key(key)
 
 
 def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:

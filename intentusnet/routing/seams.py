@@ -113,6 +113,14 @@ class StepDecision(Protocol):
     def overridden(self) -> bool:
         """Served with an output the re-run was given instead of the recorded one."""
 
+    @property
+    def position(self) -> int | None:
+        """The number to record the step under; ``None``: the next one.
+
+        A resumed execution's journal keeps the interrupted record's numbers
+        (added in 0.1.0).
+        """
+
 
 class Cassette(Protocol):
     """A record's steps, answering the step calls of its re-run."""
@@ -120,6 +128,15 @@ class Cassette(Protocol):
     @property
     def execution_id(self) -> str:
         """The record being re-run."""
+
+    @property
+    def attention(self) -> JSONObject | None:
+        """Why the execution must be parked ``needs_attention``, or ``None``.
+
+        Set by a resumed execution's journal (a side effect in doubt,
+        nondeterminism); the router then records ``ATTENTION_NEEDED`` and
+        answers with a ``NEEDS_ATTENTION`` error (added in 0.1.0).
+        """
 
     def decide(
         self, name: str, args: JSONValue, args_hash: str, *, side_effect: bool
@@ -172,6 +189,8 @@ class ExecutionOptions:
         recorded: called with the answer as recorded (redacted), for a caller
             that keeps answers (a cache) or records them (a parent's step);
             routing returns the answer unredacted.
+        origin_execution_id: the first execution of a resume chain, whose
+            id ``ctx.idempotency_key`` is derived from (added in 0.1.0).
     """
 
     execution_id: str | None = None
@@ -181,6 +200,7 @@ class ExecutionOptions:
     cassette: Cassette | None = None
     redaction: Redaction | None = None
     recorded: Callable[[AgentResponse], None] | None = None
+    origin_execution_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

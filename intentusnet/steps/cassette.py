@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 import orjson
 
-from .._util.jsonvalue import JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss, IntentusNetError, SideEffectMismatch
 from ..hashing import canonical_json, hash_bytes
 from ..record.model import ExecutionRecord
@@ -80,6 +80,8 @@ class Decision:
     recorded: RecordedStep | None = None
     miss: bool = False
     overridden: bool = False
+    #: a re-run numbers its steps itself (see ``StepDecision.position``)
+    position: int | None = None
 
 
 class Cassette:
@@ -119,6 +121,8 @@ class Cassette:
         self.allow_live = self.spec.allow_live
         self.source_store = source_store
         self.runs: list[StepRun] = []
+        #: a re-run is never parked (see ``seams.Cassette.attention``)
+        self.attention: JSONObject | None = None
         self.misses: list[CassetteMiss] = [] if misses is None else misses
         self.steps = record_steps(record)
         self._lock = threading.Lock()

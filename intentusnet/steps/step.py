@@ -44,7 +44,11 @@ def _recorded_args(
 
 
 def _decorate(
-    fn: _F, name: str | None, side_effect: bool, exclude: frozenset[str]
+    fn: _F,
+    name: str | None,
+    side_effect: bool,
+    exclude: frozenset[str],
+    idempotent: bool = False,
 ) -> _F:
     label = name or f"{fn.__module__}.{fn.__qualname__}"
     signature = inspect.signature(fn)
@@ -75,6 +79,7 @@ def _decorate(
                 recorded,
                 lambda **_: fn(*args, **kwargs),
                 side_effect=side_effect,
+                idempotent=idempotent,
             )
 
         return cast(_F, async_wrapper)
@@ -97,7 +102,11 @@ def _decorate(
             )
         assert ctx is not None
         return ctx.step(
-            label, recorded, lambda **_: fn(*args, **kwargs), side_effect=side_effect
+            label,
+            recorded,
+            lambda **_: fn(*args, **kwargs),
+            side_effect=side_effect,
+            idempotent=idempotent,
         )
 
     return cast(_F, wrapper)
@@ -114,6 +123,7 @@ def step(
     *,
     side_effect: bool = False,
     exclude: Collection[str] = (),
+    idempotent: bool = False,
 ) -> Callable[[_F], _F]: ...
 
 
@@ -123,6 +133,7 @@ def step(
     *,
     side_effect: bool = False,
     exclude: Collection[str] = (),
+    idempotent: bool = False,
 ) -> _F | Callable[[_F], _F]:
     """Record every call of the decorated function made while an agent runs.
 
@@ -148,12 +159,15 @@ def step(
             never makes it again but serves it from the record, and stops with
             ``SideEffectMismatch`` if it would be needed with other arguments.
         exclude: parameters not recorded (clients, connections, secrets).
+        idempotent: making the call twice does no harm: a resumed execution
+            runs it again when it started and never ended, instead of parking
+            ``needs_attention`` (added in 0.1.0; see ``ctx.idempotency_key``).
     """
     skip = frozenset(exclude)
     if callable(name):
         return _decorate(name, None, side_effect, skip)
 
     def decorate(fn: _F) -> _F:
-        return _decorate(fn, name, side_effect, skip)
+        return _decorate(fn, name, side_effect, skip, idempotent)
 
     return decorate

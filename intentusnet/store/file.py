@@ -34,7 +34,7 @@ from ..record.model import (
     VerifyReport,
 )
 from ..record.reader import parse_record
-from . import _files, _log
+from . import _durable_files, _files, _log
 from ._files import headerless, verify_file
 from ._layout import (
     CATALOG_NAME,
@@ -269,6 +269,30 @@ class FileExecutionStore:
             on_complete=writes.write_later,
             signer=self._signer,
         )
+
+    # -- durable executions (added in 0.1.0) ---------------------------------------
+
+    def claim_key(
+        self, key: str, envelope_hash: str, execution_id: str
+    ) -> _durable_files.FileKeyClaim:
+        """Claim an idempotency key (see ``store.durable.DurableStore``).
+
+        The claim file is on disk (fsynced with ``durability="fsync"``)
+        before this returns.
+        """
+        return _durable_files.claim_key(
+            self._root, key, envelope_hash, execution_id, fsync=self._fsync
+        )
+
+    def hold_record(self, execution_id: str) -> _durable_files.FileRecordHold | None:
+        """Lock a record no process writes (see ``store.durable.DurableStore``)."""
+        return _durable_files.hold_record(
+            self._root, check_id(execution_id), fsync=self._fsync
+        )
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The execution that resumed this one, if any."""
+        return _durable_files.resumed_by(self._root, check_id(execution_id))
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a PostgreSQL store's), verified.

@@ -29,6 +29,7 @@ from ..record.model import (
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
+from ._durable_memory import MemoryDurable, MemoryKeyClaim, MemoryRecordHold
 from ._files import invalidated
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
@@ -84,6 +85,9 @@ class MemoryExecutionStore:
         self._writing: set[str] = set()
         self._lock = threading.RLock()
         self._hits = bytearray()
+        self._durable = MemoryDurable(
+            lambda i: i in self._data, lambda i: i in self._writing
+        )
 
     def open(
         self,
@@ -112,6 +116,22 @@ class MemoryExecutionStore:
             self._data[execution_id] = bytearray(line)
             self._writing.add(execution_id)
         return MemoryRecordWriter(self, execution_id, digest)
+
+    # -- durable executions (added in 0.1.0) ---------------------------------------
+
+    def claim_key(
+        self, key: str, envelope_hash: str, execution_id: str
+    ) -> MemoryKeyClaim:
+        """Claim an idempotency key (see ``store.durable.DurableStore``)."""
+        return self._durable.claim_key(key, envelope_hash, execution_id)
+
+    def hold_record(self, execution_id: str) -> MemoryRecordHold | None:
+        """Hold a record no one writes (see ``store.durable.DurableStore``)."""
+        return self._durable.hold_record(check_id(execution_id))
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The execution that resumed this one, if any."""
+        return self._durable.resumed_by(execution_id)
 
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, exactly as a file would hold them."""

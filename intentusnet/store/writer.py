@@ -63,6 +63,8 @@ assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
 assert CatalogRow._fields[13:] == ("lines", "size", "chain_head", "usage")
 _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
+_NEEDS_ATTENTION: Final = RecordStatus.NEEDS_ATTENTION.value
+_ATTENTION: Final = EventType.ATTENTION_NEEDED
 _INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
 _EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
@@ -95,6 +97,7 @@ class ChainWriter:
         self._broken = False
         self._invalidated = False
         self._recording_failed = False
+        self._attention = False  # a parked execution (needs_attention)
         #: sealed lines waiting for the next write (see append_soon), their
         #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
@@ -240,6 +243,8 @@ class ChainWriter:
             self._recording_failed = True
         elif kind is _INVALIDATED:
             self._invalidated = True
+        elif kind is _ATTENTION:
+            self._attention = True
 
     def _sign(self, signer: SigningKey) -> None:
         """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
@@ -319,8 +324,9 @@ class ChainWriter:
         meta = response.get("metadata")
         meta_d: dict[str, JSONValue] = meta if isinstance(meta, dict) else {}
         agent, duration = meta_d.get("agent"), meta_d.get("durationMs")
+        status = _FAILED if response.get("status") == "error" else _COMPLETED
         return (
-            _FAILED if response.get("status") == "error" else _COMPLETED,
+            _NEEDS_ATTENTION if self._attention else status,
             1 if reason is None else 0,
             reason,
             agent if isinstance(agent, str) else None,

@@ -31,6 +31,8 @@ COMMANDS = {
     "debug",
     "mcp",
     "ui",
+    "resume",
+    "recover",
 }
 
 

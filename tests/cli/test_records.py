@@ -290,6 +290,7 @@ def test_inspect_json(invoke: Invoke, store_root: Path, ids: dict[str, str]) -> 
         "fingerprint",
         "replayOf",
         "timeline",
+        "durable",
         "finalResponse",
         "tornTail",
         "tree",

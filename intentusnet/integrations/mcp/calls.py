@@ -56,6 +56,8 @@ class RecordedCalls:
 
     def __init__(self, record: ExecutionRecord) -> None:
         self.record = record
+        #: a replayed session is never parked (``seams.Cassette.attention``)
+        self.attention: JSONObject | None = None
         self._queues: dict[tuple[str, str], list[RecordedStep]] = defaultdict(list)
         self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)
         self._calls: dict[tuple[str, str], int] = defaultdict(int)

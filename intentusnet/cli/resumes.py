@@ -1,0 +1,64 @@
+"""What ``inspect`` shows of a durable execution: its key, interruption and resumes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from ..record.durable import idempotency_key_of, resume_attempt, resume_of
+from ..record.model import EventType, RecordStatus
+from ..store.durable import DurableStore
+
+if TYPE_CHECKING:
+    from .._util.jsonvalue import JSONObject
+    from ..record.model import ExecutionRecord
+    from ..store.protocol import ExecutionStore
+
+
+def durable_links(store: ExecutionStore, record: ExecutionRecord) -> JSONObject:
+    """The record's key, resume links, resume attempt and attention, as JSON.
+
+    ``resumedBy`` is asked of the store (it keeps the link beside the record);
+    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution.
+    """
+    attention = next(
+        (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
+    )
+    resumed_by = (
+        store.resumed_by(record.execution_id)
+        if isinstance(store, DurableStore)
+        else None
+    )
+    return {
+        "idempotencyKey": idempotency_key_of(record),
+        "resumeOf": resume_of(record),
+        "resumedBy": resumed_by,
+        "resumeAttempt": resume_attempt(record),
+        "interrupted": record.header.status is RecordStatus.INCOMPLETE,
+        "attention": attention,
+    }
+
+
+def print_durable(links: JSONObject) -> None:
+    """Print the lines of ``links`` that say something, for people."""
+    if links["idempotencyKey"] is not None:
+        click.echo(f"idempotency key: {links['idempotencyKey']}")
+    if links["resumeOf"] is not None:
+        click.echo(
+            f"resumes:         {links['resumeOf']} (attempt {links['resumeAttempt']})"
+        )
+    if links["interrupted"]:
+        by = links["resumedBy"]
+        click.echo(
+            "interrupted:     "
+            + (f"resumed by {by}" if by else "not resumed (intentusnet resume ID)")
+        )
+    elif links["resumedBy"] is not None:
+        click.echo(f"resumed by:      {links['resumedBy']}")
+    attention = links["attention"]
+    if isinstance(attention, dict):
+        click.echo(
+            click.style("needs attention: ", fg="magenta")
+            + f"{attention.get('reason')}: {attention.get('message')}"
+        )

@@ -1,0 +1,53 @@
+"""What a record says about its durable execution: its key and its resume links.
+
+A resumed execution's record names, in its ``INTENT_RECEIVED`` event, the
+record it resumes (``resumeOf``), the first execution of the chain
+(``resumeOrigin``) and how many resumes the chain holds (``resumeAttempt``),
+as a re-run names ``replayOf``. An execution routed with an idempotency key
+names it there too (``idempotencyKey``); a resume carries it on. The link the
+other way (which execution resumed this one) is kept by the store beside the
+record (``DurableStore.resumed_by``): records are never rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .model import EventType
+
+if TYPE_CHECKING:
+    from .._util.jsonvalue import JSONValue
+    from .model import ExecutionRecord
+
+__all__ = ["idempotency_key_of", "resume_attempt", "resume_of", "resume_origin"]
+
+
+def _received(record: ExecutionRecord, field: str) -> JSONValue:
+    for event in record.events:
+        if event.type is EventType.INTENT_RECEIVED:
+            return event.data.get(field)
+    return None
+
+
+def resume_of(record: ExecutionRecord) -> str | None:
+    """The record this execution resumes, if it is a resume."""
+    found = _received(record, "resumeOf")
+    return found if isinstance(found, str) else None
+
+
+def resume_origin(record: ExecutionRecord) -> str:
+    """The first execution of the record's resume chain (itself if none)."""
+    found = _received(record, "resumeOrigin")
+    return found if isinstance(found, str) else record.execution_id
+
+
+def resume_attempt(record: ExecutionRecord) -> int:
+    """How many resumes led to this record (0 for a first run)."""
+    found = _received(record, "resumeAttempt")
+    return found if type(found) is int else 0
+
+
+def idempotency_key_of(record: ExecutionRecord) -> str | None:
+    """The idempotency key the execution was routed with, if any."""
+    found = _received(record, "idempotencyKey")
+    return found if isinstance(found, str) else None

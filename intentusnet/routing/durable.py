@@ -1,0 +1,402 @@
+"""Durable executions: resuming an interrupted one, and routing with a key.
+
+``resume`` runs an interrupted execution's agent again with its record as the
+journal (``journal.py``): completed steps are served, the rest runs live, and
+the answer is recorded as a new record that names the old one (``resumeOf``),
+while the store links the old one to it. Who may resume is decided by the
+store's owner lock: the resumer holds the interrupted record's lock until its
+own record is closed, so a second resumer finds it owned.
+
+``route_with_key`` routes an envelope under an idempotency key: the first
+caller claims the key in the store before its record opens and runs; every
+later caller gets the claimed execution's answer: recorded (a replay: no agent
+runs), waited for (a live process holds the key), or finished by resuming it
+(its process is gone). The same key with another envelope is
+``IdempotencyConflict``.
+
+Both are synchronous; the router's async twins run them on a worker thread
+(one code path).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Final, Protocol
+
+from .._util.ids import new_execution_id
+from .._util.jsonvalue import JSONObject
+from ..envelope import (
+    AgentResponse,
+    CacheDirective,
+    ErrorCode,
+    ErrorInfo,
+    IntentEnvelope,
+    ResponseMetadata,
+)
+from ..errors import (
+    IdempotencyConflict,
+    IdempotencyTimeout,
+    InvalidIdempotencyKey,
+    RecordNotFound,
+    ResumeRefused,
+    StoreError,
+)
+from ..record.durable import idempotency_key_of, resume_attempt, resume_origin
+from ..record.model import EventType, RecordStatus
+from ..store.durable import DurableStore, KeyClaim, check_idempotency_key
+from .journal import Journal
+from .recorder import Recorder
+from .seams import ExecutionOptions
+
+if TYPE_CHECKING:
+    from ..record.model import ExecutionRecord
+    from ..store.protocol import ExecutionStore
+    from .agents import AgentRegistry
+
+__all__ = [
+    "DEFAULT_KEY_WAIT_S",
+    "FINISHED",
+    "DurableRouter",
+    "chain_head",
+    "park",
+    "parked",
+    "recorded_answer",
+    "resume",
+    "route_with_key",
+]
+
+
+class DurableRouter(Protocol):
+    """What resuming and keyed routing need of an ``DurableRouter``."""
+
+    @property
+    def store(self) -> ExecutionStore | None:
+        """Where executions are recorded."""
+        ...
+
+    @property
+    def registry(self) -> AgentRegistry:
+        """The agents."""
+        ...
+
+    def route_intent(
+        self,
+        envelope: IntentEnvelope,
+        *,
+        options: ExecutionOptions | None = None,
+    ) -> AgentResponse:
+        """Route and record one execution."""
+        ...
+
+    def resume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
+        """Resume an interrupted execution."""
+        ...
+
+    def envelope_hash(self, envelope: IntentEnvelope) -> str:
+        """The hash ``envelope`` is recorded under."""
+        ...
+
+    def configuration_for(self, envelope: IntentEnvelope) -> JSONObject:
+        """The configuration ``envelope`` is routed under."""
+        ...
+
+
+#: How long a caller waits for a live execution its key names, when the
+#: envelope has no ``routing.timeoutMs``.
+DEFAULT_KEY_WAIT_S: Final = 30.0
+#: The statuses of a finished execution: nothing is left to resume.
+FINISHED: Final = frozenset(
+    {RecordStatus.COMPLETED, RecordStatus.FAILED, RecordStatus.NEEDS_ATTENTION}
+)
+_POLL_FIRST_S: Final = 0.005
+_POLL_MAX_S: Final = 0.1
+
+
+def durable_store(router: DurableRouter, execution_id: str = "") -> DurableStore:
+    """The router's store, which must keep keys and resume links.
+
+    Raises:
+        ResumeRefused: ``no_store``.
+    """
+    store = router.store
+    if not isinstance(store, DurableStore):
+        raise ResumeRefused(
+            "no_store",
+            execution_id or "the execution",
+            "the router's store keeps no idempotency keys or resume links "
+            f"({type(store).__name__}); use a FileExecutionStore or a "
+            "MemoryExecutionStore",
+        )
+    return store
+
+
+def _load(router: DurableRouter, execution_id: str) -> ExecutionRecord:
+    store = router.store
+    assert store is not None  # durable_store checked it
+    return store.load(execution_id)
+
+
+def _has_record(router: DurableRouter, execution_id: str) -> bool:
+    try:
+        _load(router, execution_id)
+    except RecordNotFound:
+        return False  # its resumer died before its record opened
+    return True
+
+
+def chain_head(router: DurableRouter, execution_id: str) -> str:
+    """The newest record of ``execution_id``'s resume chain (itself if none)."""
+    store = durable_store(router, execution_id)
+    current, seen = execution_id, {execution_id}
+    while True:
+        following = store.resumed_by(current)
+        if following is None or following in seen:
+            return current
+        if not _has_record(router, following):
+            return current
+        seen.add(following)
+        current = following
+
+
+def recorded_answer(record: ExecutionRecord) -> AgentResponse:
+    """A finished record's answer, marked as a replay (no agent ran)."""
+    response = AgentResponse.model_validate(record.final_response or {})
+    metadata = response.metadata.model_copy(
+        update={"from_replay": True, "original_execution_id": record.execution_id}
+    )
+    return response.model_copy(update={"metadata": metadata})
+
+
+def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
+    """The answer of a parked execution: a ``NEEDS_ATTENTION`` error."""
+    error = ErrorInfo(
+        code=ErrorCode.NEEDS_ATTENTION,
+        message=f"execution parked, needs attention: {attention.get('message')}",
+        retryable=False,
+        details=attention,
+    )
+    return response.model_copy(
+        update={"status": "error", "payload": None, "error": error}
+    )
+
+
+def resume(
+    router: DurableRouter, execution_id: str, *, force: bool = False
+) -> AgentResponse:
+    """Resume the newest record of ``execution_id``'s chain; return its answer.
+
+    Raises:
+        ResumeRefused: complete, owned by a live process, no agent, changed
+            configuration (unless ``force``), or no store that can.
+        RecordNotFound, InvalidExecutionId: no such record.
+    """
+    store = durable_store(router, execution_id)
+    while True:
+        head = chain_head(router, execution_id)
+        record = _load(router, head)
+        _refuse_finished(record, execution_id)
+        hold = store.hold_record(head)
+        if hold is None:
+            raise ResumeRefused(
+                "owned",
+                head,
+                "a live process is writing or resuming it; it is not interrupted",
+            )
+        # Held: nobody else can start resuming it now. Look again: it may have
+        # finished, or been resumed, before the hold was taken.
+        if chain_head(router, head) != head:
+            hold.release()
+            continue
+        record = _load(router, head)
+        break
+    try:
+        _refuse_finished(record, execution_id)
+        env, options = _resumption(router, record, force)
+        hold.link(str(options.execution_id))
+        return router.route_intent(env, options=options)
+    finally:
+        hold.release()
+
+
+def park(router: DurableRouter, execution_id: str, reason: str, message: str) -> str:
+    """Close ``execution_id``'s chain as ``needs_attention`` without running it.
+
+    A new record (``resumeOf`` the newest of the chain) holds an
+    ``ATTENTION_NEEDED`` event with ``reason`` and ``message`` and a
+    ``NEEDS_ATTENTION`` answer. Returns its id.
+
+    Raises:
+        ResumeRefused: ``complete`` or ``owned``, as for :func:`resume`.
+    """
+    store = durable_store(router, execution_id)
+    head = chain_head(router, execution_id)
+    record = _load(router, head)
+    _refuse_finished(record, execution_id)
+    hold = store.hold_record(head)
+    if hold is None:
+        raise ResumeRefused("owned", head, "a live process is writing or resuming it")
+    try:
+        record = _load(router, head)
+        _refuse_finished(record, execution_id)
+        if chain_head(router, head) != head:
+            raise ResumeRefused("owned", head, "another process resumed it meanwhile")
+        new_id = new_execution_id()
+        hold.link(new_id)
+        recorder = Recorder(
+            router.store,  # type: ignore[arg-type]  # durable_store checked it
+            record.envelope,
+            record.header.envelope_hash,
+            _request_id(record),
+            execution_id=new_id,
+            parent_execution_id=record.header.parent_execution_id,
+            received={
+                "resumeOf": head,
+                "resumeOrigin": resume_origin(record),
+                "resumeAttempt": resume_attempt(record) + 1,
+            },
+            configuration=record.header.configuration,
+        )
+        attention: JSONObject = {
+            "reason": reason,
+            "message": message,
+            "resumeOf": head,
+        }
+        recorder.event(EventType.ATTENTION_NEEDED, attention)
+        answer = AgentResponse(metadata=ResponseMetadata(execution_id=new_id))
+        recorder.complete(parked(answer, attention))
+        if recorder.error is not None:
+            raise StoreError(f"could not park {head}: {recorder.error}")
+        return new_id
+    finally:
+        hold.release()
+
+
+def _request_id(record: ExecutionRecord) -> str:
+    metadata = record.envelope.get("metadata")
+    found = metadata.get("requestId") if isinstance(metadata, dict) else None
+    return found if isinstance(found, str) else ""
+
+
+def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
+    status = record.header.status
+    if status in FINISHED:
+        raise ResumeRefused(
+            "complete",
+            asked,
+            f"record {record.execution_id} finished ({status.value}); "
+            "nothing is left to resume",
+        )
+
+
+def _resumption(
+    router: DurableRouter, record: ExecutionRecord, force: bool
+) -> tuple[IntentEnvelope, ExecutionOptions]:
+    """The envelope and options of ``record``'s resumed execution, once allowed."""
+    header = record.header
+    env = IntentEnvelope.model_validate(record.envelope)
+    if not router.registry.candidates(env.intent):
+        raise ResumeRefused(
+            "no_agent",
+            header.execution_id,
+            f"no agent of this router handles intent {env.intent.name!r} "
+            f"v{env.intent.version}",
+        )
+    recorded = (header.configuration or {}).get("fingerprint")
+    today = router.configuration_for(env).get("fingerprint")
+    if recorded is not None and recorded != today and not force:
+        raise ResumeRefused(
+            "configuration_changed",
+            header.execution_id,
+            f"the router's agents for the intent changed since it ran (recorded "
+            f"configuration {recorded}, today {today}); force=True resumes anyway",
+        )
+    received: JSONObject = {
+        "resumeOf": header.execution_id,
+        "resumeOrigin": resume_origin(record),
+        "resumeAttempt": resume_attempt(record) + 1,
+    }
+    key = idempotency_key_of(record)
+    if key is not None:
+        received["idempotencyKey"] = key
+    # Recorded as a re-run is: never answered from the cache.
+    routing = env.routing.model_copy(update={"cache": CacheDirective.BYPASS})
+    options = ExecutionOptions(
+        execution_id=new_execution_id(),
+        parent_execution_id=header.parent_execution_id,
+        received=received,
+        cassette=Journal(record, store=router.store),
+        origin_execution_id=resume_origin(record),
+    )
+    return env.model_copy(update={"routing": routing}), options
+
+
+def route_with_key(
+    router: DurableRouter, env: IntentEnvelope, key: str
+) -> AgentResponse:
+    """Route ``env`` under idempotency key ``key`` (see the module's text).
+
+    Raises:
+        InvalidIdempotencyKey: the key is malformed, or the store keeps none.
+        IdempotencyConflict: the key was used with another envelope.
+        IdempotencyTimeout: the key's execution still runs after the wait.
+    """
+    check_idempotency_key(key)
+    store = router.store
+    if not isinstance(store, DurableStore):
+        raise InvalidIdempotencyKey(
+            "idempotency keys need a router whose store keeps them (a "
+            f"FileExecutionStore or MemoryExecutionStore), not {type(store).__name__}"
+        )
+    envelope_hash = router.envelope_hash(env)
+    timeout_ms = env.routing.timeout_ms
+    waited = DEFAULT_KEY_WAIT_S if timeout_ms is None else timeout_ms / 1000
+    deadline = time.monotonic() + waited
+    new_id = new_execution_id()
+    delay = _POLL_FIRST_S
+    while True:
+        claim = store.claim_key(key, envelope_hash, new_id)
+        if claim.envelope_hash != envelope_hash:
+            claim.release()
+            raise IdempotencyConflict(
+                key, claim.envelope_hash, envelope_hash, claim.execution_id
+            )
+        if claim.held:
+            try:
+                answer = _act(router, env, key, claim)
+            finally:
+                claim.release()
+            if answer is not None:
+                return answer
+        if time.monotonic() >= deadline:
+            raise IdempotencyTimeout(key, claim.execution_id, waited)
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX_S)
+
+
+def _act(
+    router: DurableRouter, env: IntentEnvelope, key: str, claim: KeyClaim
+) -> AgentResponse | None:
+    """Answer for a held claim; ``None``: its execution is running, wait."""
+    execution_id = claim.execution_id
+    received: JSONObject = {"idempotencyKey": key}
+    fresh = ExecutionOptions(execution_id=execution_id, received=received)
+    if claim.created:
+        return router.route_intent(env, options=fresh)
+    try:
+        head = chain_head(router, execution_id)
+        record = _load(router, head)
+    except RecordNotFound:
+        # Its claimer died between the claim and opening the record: nothing
+        # was done, so it runs now, under the claimed id.
+        return router.route_intent(env, options=fresh)
+    status = record.header.status
+    if status in FINISHED:
+        return recorded_answer(record)
+    if status is RecordStatus.IN_PROGRESS:
+        return None  # a live resumer is finishing it
+    try:
+        return resume(router, head)
+    except ResumeRefused as refused:
+        if refused.reason in ("owned", "complete"):
+            return None  # another resumer got there first: its answer comes
+        raise

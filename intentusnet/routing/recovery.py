@@ -1,0 +1,223 @@
+"""Automatic recovery: finish the interrupted executions of a router's intents.
+
+``Recovery(router).run_once()`` asks the store's index for the records of the
+router's intents that are ``incomplete`` (their owner is gone: the file
+store's owner lock says so) and older than the grace period, and resumes each
+(``IntentRouter.resume``). The claim is the store's: a record a live process
+writes or resumes is skipped (``owned``), so processes sharing a store may all
+run recovery and each execution is resumed by one of them. A chain resumed
+``max_attempts`` times is parked ``needs_attention`` instead; between
+attempts, the chain waits ``backoff`` seconds, doubled each attempt. The
+attempt count is read from the chain's newest record (``resumeAttempt``).
+
+Counters (``resumed``, ``parked``, ``completion_seconds``) are kept on the
+object for a metrics exporter.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Final
+
+from .._util.jsonvalue import JSONObject
+from .._util.time import parse_utc
+from ..envelope import ErrorCode
+from ..errors import IntentusNetError, ResumeRefused
+from ..record.durable import resume_attempt
+from ..record.model import RecordStatus
+from .durable import chain_head, durable_store, park
+
+if TYPE_CHECKING:
+    from ..record.model import ExecutionRecord
+    from .durable import DurableRouter
+
+__all__ = ["Recovery", "RecoveryOutcome", "RecoveryReport"]
+
+#: At most this many interrupted records are looked at per intent and scan.
+SCAN_LIMIT: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryOutcome:
+    """What recovery did with one interrupted execution. Added in 0.1.0.
+
+    Attributes:
+        execution_id: the interrupted record found.
+        action: ``resumed``, ``parked`` or ``skipped``.
+        reason: why (a ``ResumeRefused`` reason, ``backoff``, ``resumed``
+            (its chain was finished already), or the parked reason).
+        resumed_as: the record that finished it (or parked it), if any.
+    """
+
+    execution_id: str
+    action: str
+    reason: str
+    resumed_as: str | None = None
+
+    def to_json(self) -> JSONObject:
+        """The camelCase wire form."""
+        return {
+            "executionId": self.execution_id,
+            "action": self.action,
+            "reason": self.reason,
+            "resumedAs": self.resumed_as,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """One scan's outcomes. Added in 0.1.0."""
+
+    outcomes: tuple[RecoveryOutcome, ...] = ()
+
+    def of(self, action: str) -> tuple[RecoveryOutcome, ...]:
+        """The outcomes with ``action``."""
+        return tuple(o for o in self.outcomes if o.action == action)
+
+    @property
+    def resumed(self) -> tuple[RecoveryOutcome, ...]:
+        """Executions resumed (finished, completed or failed)."""
+        return self.of("resumed")
+
+    @property
+    def parked(self) -> tuple[RecoveryOutcome, ...]:
+        """Executions parked ``needs_attention``."""
+        return self.of("parked")
+
+    @property
+    def skipped(self) -> tuple[RecoveryOutcome, ...]:
+        """Executions left as they are, with why."""
+        return self.of("skipped")
+
+    def to_json(self) -> JSONObject:
+        """The wire form: a list of outcomes per action."""
+        found: JSONObject = {}
+        for action in ("resumed", "parked", "skipped"):
+            found[action] = [o.to_json() for o in self.of(action)]
+        return found
+
+
+@dataclass
+class Recovery:
+    """Finds and finishes a router's interrupted executions. Added in 0.1.0.
+
+    Args:
+        router: the router whose intents and store are recovered.
+        grace: seconds an interrupted record is left alone first.
+        max_attempts: resumes of one chain before it is parked.
+        backoff: seconds between attempts, doubled after each.
+
+    Attributes:
+        resumed: executions resumed so far.
+        parked: executions parked so far (by their journal or after the last
+            attempt).
+        completion_seconds: per execution resumed, seconds from its
+            interruption (its record's last line) to its answer.
+    """
+
+    router: DurableRouter
+    grace: float = 5.0
+    max_attempts: int = 3
+    backoff: float = 1.0
+    resumed: int = 0
+    parked: int = 0
+    completion_seconds: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.grace < 0 or self.backoff < 0 or self.max_attempts < 1:
+            raise ValueError(
+                "grace and backoff are seconds >= 0, max_attempts at least 1"
+            )
+        durable_store(self.router)
+
+    def run_once(self) -> RecoveryReport:
+        """Scan once; resume, park or skip each interrupted execution found."""
+        store = self.router.store
+        assert store is not None  # checked when made
+        until = datetime.now(UTC) - timedelta(seconds=self.grace)
+        outcomes: list[RecoveryOutcome] = []
+        for name, version in sorted(set(self.router.registry.intents())):
+            found = store.list(
+                intent=name,
+                status=RecordStatus.INCOMPLETE.value,
+                until=until,
+                limit=SCAN_LIMIT,
+            )
+            for summary in reversed(found):  # oldest first
+                if summary.intent_version == version:
+                    outcomes.append(self._recover(summary.execution_id))
+        return RecoveryReport(tuple(outcomes))
+
+    def run_forever(self, stop: threading.Event, *, interval: float = 1.0) -> None:
+        """Scan every ``interval`` seconds until ``stop`` is set."""
+        while not stop.is_set():
+            self.run_once()
+            stop.wait(interval)
+
+    def _recover(self, execution_id: str) -> RecoveryOutcome:
+        router = self.router
+        store = router.store
+        assert store is not None
+        try:
+            head = chain_head(router, execution_id)
+            record = store.load(head)
+        except IntentusNetError as exc:
+            return RecoveryOutcome(execution_id, "skipped", exc.code)
+        status = record.header.status
+        if status is not RecordStatus.INCOMPLETE:
+            # resumed already (finished, or being resumed by a live process)
+            reason = "owned" if status is RecordStatus.IN_PROGRESS else "resumed"
+            return RecoveryOutcome(execution_id, "skipped", reason, head)
+        attempt = resume_attempt(record)
+        if attempt >= self.max_attempts:
+            try:
+                parked = park(
+                    router,
+                    head,
+                    "attempts_exhausted",
+                    f"resumed {attempt} times without finishing",
+                )
+            except ResumeRefused as refused:
+                return RecoveryOutcome(execution_id, "skipped", refused.reason)
+            self.parked += 1
+            return RecoveryOutcome(execution_id, "parked", "attempts_exhausted", parked)
+        if attempt and _age(record) < self.backoff * 2 ** (attempt - 1):
+            return RecoveryOutcome(execution_id, "skipped", "backoff")
+        interrupted = _last_line_s(record)
+        try:
+            answer = router.resume(head)
+        except ResumeRefused as refused:
+            return RecoveryOutcome(execution_id, "skipped", refused.reason)
+        new_id = answer.metadata.execution_id
+        error = answer.error
+        if error is not None and error.code is ErrorCode.NEEDS_ATTENTION:
+            self.parked += 1
+            reason = str(error.details.get("reason", "needs_attention"))
+            return RecoveryOutcome(execution_id, "parked", reason, new_id)
+        self.resumed += 1
+        if interrupted is not None:
+            self.completion_seconds.append(max(0.0, time.time() - interrupted))
+        return RecoveryOutcome(execution_id, "resumed", answer.status, new_id)
+
+
+def _created_s(record: ExecutionRecord) -> float | None:
+    micros = parse_utc(record.header.created_utc)
+    return None if micros is None else micros / 1e6
+
+
+def _age(record: ExecutionRecord) -> float:
+    """Seconds since ``record`` was opened."""
+    created = _created_s(record)
+    return float("inf") if created is None else time.time() - created
+
+
+def _last_line_s(record: ExecutionRecord) -> float | None:
+    """When ``record``'s last line was written (its interruption), in epoch s."""
+    created = _created_s(record)
+    if created is None:
+        return None
+    events = record.events
+    return created + (events[-1].at_ms / 1000 if events else 0.0)

@@ -1,0 +1,138 @@
+"""What a store gives durable executions: idempotency keys, holds and resume links.
+
+A ``DurableStore`` (the file and memory stores are) answers three questions
+the router asks to make an execution durable (docs/durability.md):
+
+- ``claim_key(key, envelope_hash, execution_id)``: which execution an
+  idempotency key names. The first caller's claim is written, atomically and
+  durably, *before* its record opens; every later caller gets that claim.
+  A claim is *held* by the process acting on it (running, waiting on or
+  resuming its execution) until it lets go; a caller gets ``held=True`` only
+  when no live process holds it, so exactly one acts at a time.
+- ``hold_record(execution_id)``: take a record's owner lock, which its
+  writer holds until it completes or closes (the file store's ``flock``):
+  ``None`` while a live process writes or resumes it. A resumer holds the
+  interrupted record this way until its own record is closed, so that a
+  second resumer sees a live owner.
+- ``resumed_by(execution_id)``: the execution that resumed this one, if any
+  (written with ``RecordHold.link`` before the resumer's record opens).
+  Records are never rewritten: the link lives beside the record (the file
+  store's ``resumes/`` directory), and the resumer's record names the
+  original in its ``INTENT_RECEIVED`` event (``resumeOf``).
+
+A claim whose execution has no record (its claimer died between the claim
+and opening the record) names an execution interrupted with nothing done:
+whoever holds the claim next runs it under that same id.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol, runtime_checkable
+
+from ..errors import InvalidIdempotencyKey
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "DurableStore",
+    "KeyClaim",
+    "RecordHold",
+    "check_idempotency_key",
+]
+
+#: The longest idempotency key accepted, in characters.
+MAX_KEY_LENGTH: Final = 255
+
+
+def check_idempotency_key(key: object) -> str:
+    """Return ``key`` if it is 1 to 255 printable ASCII characters (space to ``~``).
+
+    Raises:
+        InvalidIdempotencyKey: it is not a string, is empty, too long, or holds
+            another character (the first one is named).
+    """
+    if not isinstance(key, str):
+        raise InvalidIdempotencyKey(
+            f"an idempotency key is a string, not {type(key).__name__}"
+        )
+    if not key:
+        raise InvalidIdempotencyKey("an idempotency key may not be empty")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidIdempotencyKey(
+            f"an idempotency key is at most {MAX_KEY_LENGTH} characters, not {len(key)}"
+        )
+    for index, char in enumerate(key):
+        if not " " <= char <= "~":
+            raise InvalidIdempotencyKey(
+                f"an idempotency key is printable ASCII (space to '~'); "
+                f"character {index} is {char!r}"
+            )
+    return key
+
+
+class KeyClaim(Protocol):
+    """What an idempotency key names, and whether this caller holds it."""
+
+    @property
+    def execution_id(self) -> str:
+        """The execution the key names."""
+        ...
+
+    @property
+    def envelope_hash(self) -> str:
+        """The hash of the envelope the key was first used with."""
+        ...
+
+    @property
+    def created(self) -> bool:
+        """This call wrote the claim: the key was new."""
+        ...
+
+    @property
+    def held(self) -> bool:
+        """This caller holds the claim (no live process did) until ``release``."""
+        ...
+
+    def release(self) -> None:
+        """Let go of the claim (idempotent); nothing if it was not held."""
+        ...
+
+
+class RecordHold(Protocol):
+    """A record's owner lock, held by a resumer."""
+
+    def link(self, resumed_by: str) -> None:
+        """Write that execution ``resumed_by`` resumes the held record, durably.
+
+        A link written earlier (by a resumer that died before its record
+        opened) is replaced.
+        """
+        ...
+
+    def release(self) -> None:
+        """Let go of the record (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class DurableStore(Protocol):
+    """A store that keeps idempotency keys and resume links (added in 0.1.0)."""
+
+    def claim_key(self, key: str, envelope_hash: str, execution_id: str) -> KeyClaim:
+        """Claim ``key`` for ``execution_id``, or return the claim made before.
+
+        The claim is on disk (as the store's durability says) when this
+        returns, before any record of it opens.
+        """
+        ...
+
+    def hold_record(self, execution_id: str) -> RecordHold | None:
+        """Take the record's owner lock; ``None`` while a live process holds it.
+
+        Raises:
+            RecordNotFound: there is no such record.
+        """
+        ...
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The execution that resumed ``execution_id``, if one did."""
+        ...

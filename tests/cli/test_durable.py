@@ -1,0 +1,78 @@
+"""``intentusnet resume`` and ``recover`` on records of real killed processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from .support import CHECKOUT
+
+KIT = Path(CHECKOUT) / "tests" / "routing" / "shopkit.py"
+APP = "shopkit:router"
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(
+        SHOP_STORE=str(tmp_path / "store"),
+        SHOP_LOG=str(tmp_path / "log"),
+        PYTHONPATH=os.pathsep.join([CHECKOUT, str(KIT.parent)]),
+        **extra,
+    )
+    return subprocess.run(
+        [sys.executable, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+
+
+def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    store = ["--store", str(tmp_path / "store")]
+    return _run(tmp_path, "-m", "intentusnet.cli", *store, *argv)
+
+
+def _killed(tmp_path: Path) -> str:
+    assert _run(tmp_path, str(KIT), "route", SHOP_KILL="before:charge").returncode == -9
+    listed = _cli(tmp_path, "records", "list", "--status", "incomplete", "--json")
+    [row] = orjson.loads(listed.stdout)
+    return str(row["executionId"])
+
+
+def test_resume_finishes_and_a_second_is_refused(tmp_path: Path) -> None:
+    """resume prints the answer; resuming again exits 4; inspect shows the link."""
+    old = _killed(tmp_path)
+
+    done = _cli(tmp_path, "resume", old, "--app", APP, "--json")
+    again = _cli(tmp_path, "resume", old, "--app", APP)
+    shown = _cli(tmp_path, "inspect", old, "--json")
+
+    assert done.returncode == 0, done.stderr
+    answer = orjson.loads(done.stdout)
+    assert answer["payload"] == {"total": 20}
+    assert again.returncode == 4
+    assert "(complete)" in again.stderr
+    links = orjson.loads(shown.stdout)["durable"]
+    assert links["resumedBy"] == answer["metadata"]["executionId"]
+    assert links["interrupted"] is True
+
+
+def test_recover_once_resumes_what_was_interrupted(tmp_path: Path) -> None:
+    """recover --once --json reports the interrupted execution resumed."""
+    old = _killed(tmp_path)
+
+    done = _cli(tmp_path, "recover", "--once", "--app", APP, "--grace", "0", "--json")
+
+    assert done.returncode == 0, done.stderr
+    report = orjson.loads(done.stdout)
+    assert [o["executionId"] for o in report["resumed"]] == [old]
+    assert report["parked"] == report["skipped"] == []
