@@ -28,6 +28,7 @@ from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
 from ..record.durable import resume_attempt
 from ..record.model import RecordStatus
+from ..store.filters import ListFilters
 from .durable import chain_head, durable_store, park
 
 if TYPE_CHECKING:
@@ -141,10 +142,12 @@ class Recovery:
         outcomes: list[RecoveryOutcome] = []
         for name, version in sorted(set(self.router.registry.intents())):
             found = store.list(
-                intent=name,
-                status=RecordStatus.INCOMPLETE.value,
-                until=until,
-                limit=SCAN_LIMIT,
+                ListFilters(
+                    intent=name,
+                    status=RecordStatus.INCOMPLETE,
+                    until=until,
+                    limit=SCAN_LIMIT,
+                )
             )
             for summary in reversed(found):  # oldest first
                 if summary.intent_version == version:

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from intentusnet import IntentRouter, RecordStatus, Recovery
+from intentusnet import IntentRouter, ListFilters, RecordStatus, Recovery
 from intentusnet.record.durable import resume_of
 
 KIT = Path(__file__).with_name("shopkit.py")
@@ -106,7 +106,7 @@ def test_side_effect_in_doubt_parks_the_execution(
     assert len(_named(_runs(tmp_path), "charge")) == 0
     parked = shop.store.load(str(answer.metadata.execution_id))
     assert parked.header.status is RecordStatus.NEEDS_ATTENTION
-    assert [s.execution_id for s in shop.store.list(status="needs_attention")] == [
+    assert [s.execution_id for s in shop.store.list(ListFilters(status="needs_attention"))] == [
         parked.execution_id
     ]
 
