@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -459,3 +460,59 @@ def test_cache_sessions_carry_what_earlier_ones_learned(tmp_path: Path) -> None:
     second = _session(tmp_path, "cache", both)  # both served, from the first
     assert first == second == ["3", "1"]
     assert _calls(tmp_path) == ["add", "counter"]
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead and unreaped, does not)."""
+    shown = subprocess.run(
+        ["ps", "-o", "stat=", "-p", str(pid)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    state = shown.stdout.strip()
+    return bool(state) and not state.startswith("Z")
+
+
+def test_the_upstream_dies_with_a_sigkilled_proxy(tmp_path: Path) -> None:
+    """SIGKILL the proxy mid-call: its upstream, a grandchild, is gone soon after."""
+    pid_file = tmp_path / "upstream.pid"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "hang", "arguments": {}},
+    }
+    # a shell that starts the server (as npx does): the server is not the
+    # proxy's child, and it does not read its input while the call runs
+    fake = Path(__file__).with_name("fake_upstream.py")
+    upstream = ["sh", "-c", f'"{sys.executable}" "{fake}"; exit 0']
+    args = [*_proxy(tmp_path / "store", "record", upstream=False), "--", *upstream]
+    env = {**_env(tmp_path / "calls.txt"), "MCP_TEST_PID": str(pid_file)}
+    with subprocess.Popen(
+        [sys.executable, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        assert proxy.stdin is not None
+        try:
+            for message in (*_HANDSHAKE, call):
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            for _ in range(600):  # bounded: 30 s, until the call is running
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                assert proxy.poll() is None, "the proxy exited"
+                time.sleep(0.05)
+            server = int(pid_file.read_text())
+            assert _running(server)
+        finally:
+            proxy.kill()
+            proxy.wait(LIMIT)
+    for _ in range(600):  # bounded: 30 s
+        if not _running(server):
+            break
+        time.sleep(0.05)
+    assert not _running(server), "the upstream outlived the proxy"
