@@ -113,6 +113,10 @@ class StepDecision(Protocol):
     def overridden(self) -> bool:
         """Served with an output the re-run was given instead of the recorded one."""
 
+    @property
+    def served_from(self) -> str | None:
+        """The record holding ``recorded``, if not the cassette's own."""
+
 
 class Cassette(Protocol):
     """A record's steps, answering the step calls of its re-run."""

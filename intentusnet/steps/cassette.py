@@ -74,12 +74,15 @@ class Decision:
             with the output given).
         miss: ran live although no recording could answer it.
         overridden: served with an output given instead of the recorded one.
+        served_from: the record holding ``recorded``, when it is not the
+            cassette's own (a cassette over several records).
     """
 
     action: str
     recorded: RecordedStep | None = None
     miss: bool = False
     overridden: bool = False
+    served_from: str | None = None
 
 
 class Cassette:

@@ -516,3 +516,99 @@ def test_the_upstream_dies_with_a_sigkilled_proxy(tmp_path: Path) -> None:
             break
         time.sleep(0.05)
     assert not _running(server), "the upstream outlived the proxy"
+
+
+def test_a_destructive_tool_is_known_without_a_listing(tmp_path: Path) -> None:
+    """A cache client that never lists tools: a destructive tool runs every time."""
+
+    async def twice(client: Client) -> None:
+        await client.call_tool("delete", {"item": "x"})
+        await client.call_tool("delete", {"item": "x"})
+
+    _session(tmp_path, "record", lambda c: c.call_tool("delete", {"item": "x"}))
+    _session(tmp_path, "cache", twice)
+    assert _calls(tmp_path) == ["delete", "delete", "delete"]
+    store = _store(tmp_path)
+    cached = store.load(store.list()[0].execution_id)
+    names = [s.name for s in record_steps(cached)]
+    assert names.count("mcp:tools/list") >= 1  # the proxy asked the upstream itself
+    store.close()
+
+
+def test_a_cache_session_answers_its_own_repeated_call(tmp_path: Path) -> None:
+    """In cache mode a call forwarded once answers the same session's next one."""
+
+    async def twice(client: Client) -> list[str]:
+        first = await client.call_tool("counter", {})
+        second = await client.call_tool("counter", {})
+        return [first.content[0].text, second.content[0].text]
+
+    assert _session(tmp_path, "cache", twice) == ["1", "1"]
+    assert _calls(tmp_path) == ["counter"]
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    steps = [s for s in record_steps(record) if s.name == "mcp:tools/call:counter"]
+    assert [s.source for s in steps] == ["live", "record"]
+    assert steps[1].served_from == record.execution_id
+    store.close()
+
+
+def test_replay_answers_from_every_session_of_the_upstream(tmp_path: Path) -> None:
+    """Calls recorded in separate sessions are all answered by one replay session."""
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 3, "b": 4}))
+    _session(tmp_path, "record", lambda c: c.read_resource("memo://greeting"))
+
+    async def all_of_them(client: Client) -> list[str]:
+        one = await client.call_tool("add", {"a": 1, "b": 2})
+        two = await client.call_tool("add", {"a": 3, "b": 4})
+        memo = await client.read_resource("memo://greeting")
+        return [one.content[0].text, two.content[0].text, memo.contents[0].text]
+
+    made = _calls(tmp_path)
+    assert _session(tmp_path, "replay", all_of_them, upstream=False) == [
+        "3",
+        "7",
+        "hello",
+    ]
+    assert _calls(tmp_path) == made
+
+
+def test_a_listing_the_server_outdated_is_not_replayed(tmp_path: Path) -> None:
+    """resources/list recorded before a list_changed is not served; a later one is."""
+
+    async def listing_then_change(client: Client) -> None:
+        await client.list_resources()
+        await client.call_tool("announce", {})
+        await asyncio.sleep(1.0)  # the server's list_changed arrives meanwhile
+
+    async def listing(client: Client) -> list[str]:
+        return [str(r.uri) for r in (await client.list_resources()).resources]
+
+    async def refused(client: Client) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.list_resources()
+        return str(caught.value)
+
+    def legacy(mode: str, body: Body, *, upstream: bool = True) -> Any:
+        # the initialize handshake: a message outside any request needs it
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=_proxy(tmp_path / "store", mode, upstream=upstream),
+            env=_env(tmp_path / "calls.txt"),
+        )
+
+        async def run() -> Any:
+            async with Client(params, read_timeout_seconds=LIMIT, mode="legacy") as c:
+                return await body(c)
+
+        return asyncio.run(asyncio.wait_for(run(), LIMIT))
+
+    legacy("record", listing_then_change)
+    store = _store(tmp_path)
+    names = [s.name for s in record_steps(store.load(store.list()[0].execution_id))]
+    store.close()
+    assert "mcp:notifications/resources/list_changed" in names
+    assert "resources/list" in legacy("replay", refused, upstream=False)
+    legacy("record", listing)  # a listing recorded after the change
+    assert legacy("replay", listing, upstream=False) == ["memo://greeting"]
