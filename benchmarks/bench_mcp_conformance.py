@@ -85,7 +85,7 @@ def _conformance(
     """Run every server scenario against ``url``; each scenario's pass or fail."""
     where.mkdir(parents=True)
     subprocess.run(
-        [str(suite), "server", "--url", url],
+        [str(suite), "server", "--url", url, "--output-dir", str(where / "results")],
         cwd=where,
         env=env,
         stdout=subprocess.DEVNULL,
