@@ -23,6 +23,7 @@ import time
 import orjson
 
 from intentusnet import FileExecutionStore
+from intentusnet.integrations.mcp.calls import RecordedCalls
 from intentusnet.integrations.mcp.proxy import (
     record_session,
     replay_session,
@@ -107,7 +108,9 @@ async def _replayed(
 ) -> list[float]:
     client = MemoryClient()
     session = asyncio.create_task(
-        replay_session(client, store.load(execution_id), side_effects=set())
+        replay_session(
+            client, RecordedCalls([store.load(execution_id)]), side_effects=set()
+        )
     )
     samples = await _timed(client, calls)
     client.inbox.put_nowait(None)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from ..errors import RecordNotFound, ReplayNotAllowed
 from .context import LAST, named_store, open_named
 from .output import note
 from .params import USAGE, CliFailure
@@ -20,11 +19,10 @@ from .params import USAGE, CliFailure
 UPSTREAM_EXITED: Final = 1
 
 if TYPE_CHECKING:
+    from ..integrations.mcp.calls import RecordedCalls
     from ..integrations.mcp.proxy import Upstream
     from ..integrations.mcp.session import Endpoint
-    from ..record.model import ExecutionRecord
     from ..routing.redact import Redactor
-    from ..store.naming import NamedStore
 
 
 @click.group()
@@ -61,8 +59,9 @@ def mcp() -> None:
     default=LAST,
     show_default=True,
     metavar="ID|last",
-    help="The session record replay and cache answer from; 'last' is the newest "
-    "session of the same upstream command (of any, in a replay without one).",
+    help="The one session record replay and cache answer from; 'last': any "
+    "recorded session of the same upstream, the newest first (of the newest "
+    "session's upstream, in a replay given none).",
 )
 @click.option(
     "--force", is_flag=True, help="Replay even a record that is not replayable."
@@ -131,8 +130,9 @@ def proxy(
 
     Each session is one execution record of intent mcp.session; each
     tools/call, resources/read and prompts/get is a step keyed by its name
-    and the canonical hash of its arguments. A replay needs no UPSTREAM (given,
-    it picks the newest session of that command) and never starts it.
+    and the canonical hash of its arguments, answered in replay and cache mode
+    by any recorded session of the same upstream. A replay needs no UPSTREAM
+    (given, it names the sessions to answer from) and never starts it.
     """
     # here, not at the top: `intentusnet --help` imports this module
     import asyncio
@@ -147,6 +147,7 @@ def proxy(
         replay_session,
         session_envelope,
     )
+    from ..integrations.mcp.sources import recorded_calls
     from ..integrations.mcp.stdio import StdioClient, UpstreamProcess
 
     if url is not None and upstream:
@@ -164,24 +165,35 @@ def proxy(
         envelope = session_envelope(upstream)
     store = open_named(store_name or named_store(), create=mode != "replay")
     try:
-        source = None
-        if mode != "record":
-            source = _source(
+        upstream_hash = None if envelope is None else compute_hash(envelope)
+
+        def answers() -> RecordedCalls | None:
+            """The recorded calls one session answers from.
+
+            Asked again for each session: a cache session answers what the
+            sessions before it learned.
+            """
+            if mode == "record":
+                return None
+            return recorded_calls(
                 store,
-                record_id,
-                None if envelope is None else compute_hash(envelope),
-                force,
+                upstream_hash,
+                None if record_id == LAST else record_id,
+                force=force,
                 required=mode == "replay",
             )
 
+        answers()  # a replay with nothing to answer from fails before any I/O
+
         async def one(client: Endpoint) -> str:
             """Record or replay one session with ``client``; its summary."""
+            calls = answers()
             if mode == "replay":
-                assert source is not None
+                assert calls is not None
                 done = await replay_session(
-                    client, source, side_effects=set(side_effects), redactor=redactor
+                    client, calls, side_effects=set(side_effects), redactor=redactor
                 )
-                return f"replayed {source.execution_id}: {_counts(done)}"
+                return f"replayed from {_sessions(calls)}: {_counts(done)}"
             assert envelope is not None
             server: Upstream
             if url is not None:
@@ -197,7 +209,7 @@ def proxy(
                     server,
                     envelope,
                     side_effects=set(side_effects),
-                    source=source,
+                    calls=calls,
                     redactor=redactor,
                 )
             except SessionIncomplete as cut:
@@ -253,6 +265,13 @@ def proxy(
         store.close()
 
 
+def _sessions(calls: RecordedCalls) -> str:
+    """The sessions a replay answered from, for its summary line."""
+    ids = [record.execution_id for record in calls.records]
+    more = f" and {len(ids) - 1} older" if len(ids) > 1 else ""
+    return f"{ids[0]}{more}"
+
+
 def _counts(done: object) -> str:
     if isinstance(done, dict):
         return ", ".join(f"{value} {key}" for key, value in done.items())
@@ -295,39 +314,3 @@ def _headers(given: tuple[str, ...]) -> dict[str, str]:
             raise CliFailure(f"--header takes 'NAME: VALUE', not {text!r}", USAGE)
         found[name.strip()] = value.strip()
     return found
-
-
-def _source(
-    store: NamedStore,
-    record_id: str,
-    envelope_hash: str | None,
-    force: bool,
-    *,
-    required: bool,
-) -> ExecutionRecord | None:
-    """The record a replay or a cache session answers from."""
-    from ..integrations.mcp.proxy import INTENT
-    from ..replay import ReplayEngine
-    from ..store.filters import ListFilters
-
-    record: ExecutionRecord | None
-    if record_id != LAST:
-        record = store.load(record_id)
-    elif envelope_hash is not None:
-        record = store.find_by_hash(envelope_hash, replayable_only=not force)
-    else:
-        newest = store.list(ListFilters(intent=INTENT, limit=1))
-        record = store.load(newest[0].execution_id) if newest else None
-    if record is None:
-        if required:
-            raise RecordNotFound(
-                "no recorded MCP session of this upstream in the store "
-                "(record one with --mode record, or name it with --record ID)"
-            )
-        return None
-    ok, reason = ReplayEngine(record).is_replayable()
-    if not ok and not force:
-        if required:
-            raise ReplayNotAllowed(reason or "not replayable", record.execution_id)
-        return None
-    return record

@@ -296,7 +296,8 @@ class StepSession:
             "replayable": True,
             "source": "record",
             "servedFrom": {
-                "executionId": self.cassette.execution_id if self.cassette else None,
+                "executionId": decision.served_from
+                or (self.cassette.execution_id if self.cassette else None),
                 "step": recorded.number,
             },
         }

@@ -76,6 +76,7 @@ class JournalDecision:
     position: int
     miss: bool = False
     overridden: bool = False
+    served_from: str | None = None
 
 
 def journal_steps(record: ExecutionRecord) -> list[JournalStep]:

@@ -121,6 +121,10 @@ class StepDecision(Protocol):
         (added in 0.1.0).
         """
 
+    @property
+    def served_from(self) -> str | None:
+        """The record holding ``recorded``, if not the cassette's own."""
+
 
 class Cassette(Protocol):
     """A record's steps, answering the step calls of its re-run."""

@@ -74,6 +74,8 @@ class Decision:
             with the output given).
         miss: ran live although no recording could answer it.
         overridden: served with an output given instead of the recorded one.
+        served_from: the record holding ``recorded``, when it is not the
+            cassette's own (a cassette over several records).
     """
 
     action: str
@@ -82,6 +84,7 @@ class Decision:
     overridden: bool = False
     #: a re-run numbers its steps itself (see ``StepDecision.position``)
     position: int | None = None
+    served_from: str | None = None
 
 
 class Cassette:

@@ -106,9 +106,9 @@ def test_side_effect_in_doubt_parks_the_execution(
     assert len(_named(_runs(tmp_path), "charge")) == 0
     parked = shop.store.load(str(answer.metadata.execution_id))
     assert parked.header.status is RecordStatus.NEEDS_ATTENTION
-    assert [s.execution_id for s in shop.store.list(ListFilters(status="needs_attention"))] == [
-        parked.execution_id
-    ]
+    assert [
+        s.execution_id for s in shop.store.list(ListFilters(status="needs_attention"))
+    ] == [parked.execution_id]
 
 
 def test_idempotent_side_effect_in_doubt_runs_again_with_the_same_key(

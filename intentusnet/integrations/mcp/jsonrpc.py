@@ -18,6 +18,7 @@ __all__ = [
     "CALL_METHODS",
     "FROM_SERVER",
     "LISTED_METHODS",
+    "OUTDATES",
     "PROGRESS",
     "ClientError",
     "error",
@@ -62,6 +63,18 @@ LISTED_METHODS: Final = frozenset(
         "prompts/list",
     }
 )
+#: The notifications from the server that say earlier answers are outdated,
+#: recorded as steps of the session (``mcp:notifications/...``), and the
+#: steps whose answers each outdates (a ``resources/read`` of its URI only).
+OUTDATES: Final[dict[str, tuple[str, ...]]] = {
+    "mcp:notifications/tools/list_changed": ("mcp:tools/list",),
+    "mcp:notifications/prompts/list_changed": ("mcp:prompts/list",),
+    "mcp:notifications/resources/list_changed": (
+        "mcp:resources/list",
+        "mcp:resources/templates/list",
+    ),
+    "mcp:notifications/resources/updated": ("mcp:resources/read",),
+}
 #: JSON-RPC's own error codes.
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600

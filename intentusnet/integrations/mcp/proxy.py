@@ -3,10 +3,11 @@
 A recording session is one execution of intent ``mcp.session``, routed by an
 :class:`~intentusnet.IntentRouter` whose one agent pumps the session; each call
 is a step of it (``ctx.astep``), so the record verifies, replays, diffs and is
-inspected like any other. A ``cache`` session is routed with the source record
-as its cassette: recorded calls are served (``source: record`` in the new
-record), the rest and every side effect are forwarded. A ``replay`` session
-opens no record and starts no upstream: the source record answers everything.
+inspected like any other. A ``cache`` session is routed with the upstream's
+recorded calls (:mod:`.calls`, from :mod:`.sources`) as its cassette: recorded
+calls are served (``source: record`` in the new record), the rest and every
+side effect are forwarded. A ``replay`` session opens no record and starts no
+upstream: the recorded calls answer everything.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 import orjson
@@ -29,9 +30,9 @@ from ...routing.router import IntentRouter
 from ...routing.seams import ExecutionOptions
 from .calls import RecordedCalls
 from .session import Endpoint, Session, UpstreamExited
+from .sources import INTENT
 
 if TYPE_CHECKING:
-    from ...record.model import ExecutionRecord
     from ...store.protocol import ExecutionStore
 
 __all__ = [
@@ -42,9 +43,6 @@ __all__ = [
     "replay_session",
     "session_envelope",
 ]
-
-#: The intent of every MCP session record.
-INTENT: Final = "mcp.session"
 
 
 class ProxyMode(StrEnum):
@@ -109,7 +107,7 @@ async def record_session(
     envelope: IntentEnvelope,
     *,
     side_effects: set[str],
-    source: ExecutionRecord | None = None,
+    calls: RecordedCalls | None = None,
     redactor: Redactor | None = None,
 ) -> AgentResponse:
     """Record one session through ``upstream``.
@@ -120,8 +118,10 @@ async def record_session(
         upstream: the server's side (started by the session's agent).
         envelope: the session's envelope (``session_envelope``,
             ``http_envelope``).
-        side_effects: tools never served from ``source``.
-        source: in ``cache`` mode, the record whose calls answer.
+        side_effects: tools never served from ``calls``.
+        calls: in ``cache`` mode, the recorded calls that answer
+            (:func:`~.sources.recorded_calls`); the calls this session
+            forwards answer its next identical ones too.
         redactor: redacts the calls' arguments and results before they are
             hashed and recorded (docs/redaction.md).
 
@@ -135,11 +135,12 @@ async def record_session(
         OSError: the upstream could not be started.
     """
     router = IntentRouter(store=store, redactor=redactor)
-    calls = None if source is None else RecordedCalls(source)
     cut: list[SessionIncomplete] = []
 
     @router.agent(INTENT, name="mcp-proxy")
     async def proxy(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
+        if calls is not None:
+            calls.own(store, ctx.execution_id)
         session = Session(
             client,
             upstream,
@@ -194,20 +195,20 @@ class SessionIncomplete(Exception):
 
 async def replay_session(
     client: Endpoint,
-    record: ExecutionRecord,
+    calls: RecordedCalls,
     *,
     side_effects: set[str],
     redactor: Redactor | None = None,
 ) -> JSONObject:
-    """Answer one session from ``record`` alone; nothing is started or written.
+    """Answer one session from recorded ``calls`` alone; nothing is started or written.
 
-    ``redactor``: the one the session was recorded with, so that calls with
+    ``redactor``: the one the sessions were recorded with, so that calls with
     redacted arguments match.
     """
     session = Session(
         client,
         None,
-        calls=RecordedCalls(record),
+        calls=calls,
         run_step=None,
         side_effects=side_effects,
         redactor=redactor,

@@ -34,6 +34,7 @@ from .jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NOT_RECORDED,
+    OUTDATES,
     PARSE_ERROR,
     PROGRESS,
     UPSTREAM_GONE,
@@ -97,7 +98,10 @@ class Session:
             through ``run_step``'s cassette).
         run_step: records a step; ``None`` in a replay.
         side_effects: tools never answered from a cache; the tools a
-            ``tools/list`` marks ``destructiveHint: true`` are added.
+            ``tools/list`` marks ``destructiveHint: true`` are added (a
+            recorded one, and in a cache session the upstream's own, which
+            the proxy asks for before the first tool call unless the client
+            did).
         redactor: in a replay, the recording's redactor: a call's arguments
             are redacted as they were when recorded, so that they match.
     """
@@ -118,6 +122,11 @@ class Session:
         self.calls = calls
         self.run_step = run_step
         self.side_effects = set(side_effects)
+        if calls is not None:
+            self.side_effects |= calls.destructive
+        #: a cache session: the upstream's tools/list, asked for once
+        self._tools: asyncio.Future[None] | None = None
+        self._tools_listed = False
         self.requests = 0
         self.forwarded = 0
         self._pending: dict[bytes, asyncio.Future[JSONObject]] = {}
@@ -217,6 +226,8 @@ class Session:
         self.requests += 1
         name, args = step
         tool = name.removeprefix("mcp:tools/call:") if is_call(name) else None
+        if tool is not None and self._caching():
+            await self._know_tools(message)
         side = tool is not None and tool in self.side_effects
         live: list[JSONObject] = []
         key = _key(request_id)
@@ -229,6 +240,7 @@ class Session:
             if token is not None:
                 self._tokens[_key(token)] = key
             try:
+                self.forwarded += 1
                 answer = await self._call_upstream(request_id, line)
             finally:
                 self._open.pop(key, None)
@@ -249,9 +261,11 @@ class Session:
             if self.run_step is not None:
                 value = await self.run_step(name, args, call, side_effect=side)
             else:
-                found = self._replayed(name, args)
+                source, found = self._replayed(name, args)
                 if token is not None:
-                    for note in self.calls.progress(found) if self.calls else ():
+                    for note in (
+                        self.calls.progress(source, found) if self.calls else ()
+                    ):
                         await self._answer(_progress(token, note))
                 if not found.ok:
                     raise RuntimeError(found.error_text)
@@ -273,12 +287,68 @@ class Session:
             return
         if method == "tools/list":
             self.side_effects |= destructive_tools(value)
+            if not isinstance(value, dict) or value.get("nextCursor") is None:
+                self._tools_listed = True  # the last page: every tool is known
         if live:
             await self.client.send(orjson.dumps(live[0]))
         else:
             await self._answer(result(request_id, value))
 
-    def _replayed(self, name: str, args: JSONObject) -> RecordedStep:
+    def _caching(self) -> bool:
+        """A cache session: recorded calls answer, the rest is forwarded."""
+        return self.calls is not None and self.run_step is not None
+
+    async def _know_tools(self, message: JSONObject) -> None:
+        """Wait until the upstream's tools (and their annotations) are known."""
+        if self._tools_listed:
+            return
+        if self._tools is None:
+            self._tools = asyncio.ensure_future(self._list_tools(message))
+        # shielded: a client cancelling its call does not cut the listing
+        await asyncio.shield(self._tools)
+
+    async def _list_tools(self, message: JSONObject) -> None:
+        """Ask the upstream's ``tools/list`` (every page), recorded as steps.
+
+        The request carries the ``_meta`` of the client's ``message`` (a
+        stateless server reads the protocol version there), less its
+        progress token. An error answer leaves the tools unknown.
+        """
+        assert self.run_step is not None
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        kept = (
+            {k: v for k, v in meta.items() if k != "progressToken"}
+            if isinstance(meta, dict)
+            else {}
+        )
+        cursor: JSONValue = None
+        for page in range(1, _PAGES + 1):
+            args: JSONObject = {} if cursor is None else {"cursor": cursor}
+            request: JSONObject = {
+                "jsonrpc": "2.0",
+                "id": f"intentusnet-proxy:tools/list:{page}",
+                "method": "tools/list",
+                "params": {**args, "_meta": kept} if kept else args,
+            }
+
+            async def ask(request: JSONObject = request, **_: object) -> JSONValue:
+                line = orjson.dumps(request)
+                answer = await self._call_upstream(request["id"], line)
+                if "error" in answer:
+                    raise UpstreamError(-32603, "tools/list failed")
+                return answer.get("result")
+
+            try:
+                value = await self.run_step("mcp:tools/list", args, ask)
+            except UpstreamError:
+                return
+            self.side_effects |= destructive_tools(value)
+            cursor = value.get("nextCursor") if isinstance(value, dict) else None
+            if cursor is None:
+                return
+
+    def _replayed(self, name: str, args: JSONObject) -> tuple[str, RecordedStep]:
         assert self.calls is not None
         recorded, args_hash, _ = jsonish(args)
         if self.redaction is not None:
@@ -288,7 +358,7 @@ class Session:
         if found is None:
             cut = self.calls.unanswered(name, args_hash)
             if cut is not None:
-                raise _NotRecorded(name, self.calls.execution_id, [], cut)
+                raise _NotRecorded(name, cut[0], [], cut[1])
             nearest = self.calls.nearest(name, recorded)
             raise _NotRecorded(name, self.calls.execution_id, nearest)
         return found
@@ -315,7 +385,6 @@ class Session:
             raise UpstreamExited("no upstream")
         waiting: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
         self._pending[_key(request_id)] = waiting
-        self.forwarded += 1
         await self.upstream.send(line)
         return await waiting
 
@@ -341,6 +410,9 @@ class Session:
                     continue
             elif self.run_step is not None and isinstance(message, dict):
                 self._note(message)
+                notice = f"mcp:{message.get('method')}"
+                if self.calls is not None and notice in OUTDATES:
+                    self.calls.notified(notice, message.get("params"))
             await self.client.send(line)
         gone = UpstreamExited("the upstream MCP server exited mid-session")
         for waiting in self._pending.values():
@@ -355,8 +427,9 @@ class Session:
         A progress notification is a step of the call whose progress token it
         names; a request of the server's own (sampling, elicitation, roots, a
         ping) is a step whose output is the client's answer, nested in the
-        one call in flight if there is exactly one. Other notifications are
-        only forwarded.
+        one call in flight if there is exactly one. A notification that
+        outdates earlier answers (a list change, a resource update) is a step
+        of the session; other notifications are only forwarded.
         """
         method = message.get("method")
         params = message.get("params")
@@ -377,6 +450,10 @@ class Session:
                 return  # no call of this session's asked for it
             name = PROGRESS
             args = {k: v for k, v in given.items() if k not in _VOLATILE}
+            fn = _nothing
+        elif f"mcp:{method}" in OUTDATES:
+            name = f"mcp:{method}"
+            args = {k: v for k, v in given.items() if k != "_meta"}
             fn = _nothing
         else:
             return
@@ -438,8 +515,8 @@ class _NotRecorded(LookupError):
             return
         shown = "; ".join(nearest) if nearest else "none"
         super().__init__(
-            f"{what} with these arguments is not in record {execution_id}; "
-            f"nearest recorded: {shown}"
+            f"{what} with these arguments is not in the recorded sessions "
+            f"(newest {execution_id}); nearest recorded: {shown}"
         )
         self.data["nearest"] = list(nearest)
 
@@ -452,6 +529,9 @@ _UNANSWERED: Final = {
     "cancelled": "in flight when the recording stopped",
 }
 
+
+#: The most pages of ``tools/list`` a cache session asks for itself.
+_PAGES: Final = 100
 
 #: What a recorded progress notification is keyed without: the token is the
 #: client's own, another in every session.

@@ -2,13 +2,18 @@
 
 Messages are newline-delimited JSON (MCP's stdio transport). The upstream runs
 with this process's environment, which is never recorded; its stderr is ours.
+It runs under a small watchdog (:mod:`._watchdog`) in a process group of its
+own, so that it dies with the proxy however the proxy ends, SIGKILL included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Final
@@ -19,6 +24,7 @@ __all__ = ["StdioClient", "UpstreamProcess"]
 LINE_LIMIT: Final = 64 * 1024 * 1024
 #: How long the upstream gets to exit after its stdin closes, then after SIGTERM.
 EXIT_SECONDS: Final = 2.0
+_WATCHDOG: Final = os.path.join(os.path.dirname(__file__), "_watchdog.py")
 
 
 async def _line(reader: asyncio.StreamReader) -> bytes | None:
@@ -80,19 +86,36 @@ class UpstreamProcess:
         self.argv = list(argv)
         self._process: asyncio.subprocess.Process | None = None
         self._lock = asyncio.Lock()
+        #: the write end of the watchdog's pipe: closed when this process ends
+        self._lifeline: int | None = None
 
     async def start(self) -> None:
-        """Start the process.
+        """Start the process (under the watchdog, in a process group of its own).
 
         Raises:
             OSError: the command cannot be run.
         """
-        self._process = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=LINE_LIMIT,
-        )
+        if not self.argv or shutil.which(self.argv[0]) is None:
+            # the watchdog would only report it on stderr: say it here
+            name = self.argv[0] if self.argv else ""
+            raise FileNotFoundError(errno.ENOENT, "command not found", name)
+        watched, self._lifeline = os.pipe()
+        os.set_inheritable(self._lifeline, False)
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                _WATCHDOG,
+                str(watched),
+                "--",
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=LINE_LIMIT,
+                pass_fds=(watched,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(watched)
 
     async def receive(self) -> bytes | None:
         """The server's next message."""
@@ -120,12 +143,17 @@ class UpstreamProcess:
         if process.stdin is not None:
             with contextlib.suppress(OSError):
                 process.stdin.close()
-        for signal in (None, process.terminate, process.kill):
-            if signal is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    signal()
-            try:
-                return await asyncio.wait_for(process.wait(), EXIT_SECONDS)
-            except TimeoutError:
-                continue
-        return process.returncode
+        try:
+            for sent in (None, signal.SIGTERM, signal.SIGKILL):
+                if sent is not None:  # the group: the server and its children
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(process.pid, sent)
+                try:
+                    return await asyncio.wait_for(process.wait(), EXIT_SECONDS)
+                except TimeoutError:
+                    continue
+            return process.returncode
+        finally:
+            if self._lifeline is not None:
+                os.close(self._lifeline)
+                self._lifeline = None

@@ -113,7 +113,7 @@ def test_record_and_replay_over_the_proxys_own_http_endpoint(tmp_path: Path) -> 
     made = (tmp_path / "calls.txt").read_text()
     (replayed, _), err = _serve(tmp_path, "replay", _tour)
     assert replayed == recorded
-    assert "replayed exec-" in err
+    assert "replayed from exec-" in err
     assert (tmp_path / "calls.txt").read_text() == made
 
 
@@ -211,3 +211,33 @@ def test_an_unknown_session_id_is_404(tmp_path: Path) -> None:
     store = FileExecutionStore(tmp_path / "store")
     assert store.list() == []  # no session was opened
     store.close()
+
+
+def test_one_replay_proxy_answers_a_run_of_separate_sessions(tmp_path: Path) -> None:
+    """Clients reconnecting per task: one replay proxy, upstream gone, all answered."""
+    upstream = ("--", sys.executable, str(SERVER))
+    tasks: list[tuple[str, dict[str, Any]]] = [
+        ("add", {"a": 1, "b": 2}),
+        ("add", {"a": 10, "b": 11}),
+        ("steps", {"count": 2}),
+        ("counter", {}),
+    ]
+
+    def run_each(url: str) -> list[str]:
+        async def one(tool: str, arguments: dict[str, Any]) -> str:
+            async with Client(url, read_timeout_seconds=LIMIT, mode="legacy") as c:
+                await c.list_tools()
+                return (await c.call_tool(tool, arguments)).content[0].text
+
+        async def each() -> list[str]:
+            return [await one(tool, arguments) for tool, arguments in tasks]
+
+        return asyncio.run(asyncio.wait_for(each(), LIMIT * 2))
+
+    recorded, _ = _serve_url(tmp_path, "record", run_each, *upstream)
+    assert recorded == ["3", "21", "2 steps", "1"]
+    made = (tmp_path / "calls.txt").read_text()
+    replayed, err = _serve_url(tmp_path, "replay", run_each)
+    assert replayed == recorded
+    assert err.count("replayed from exec-") == len(tasks)
+    assert (tmp_path / "calls.txt").read_text() == made

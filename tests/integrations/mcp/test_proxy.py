@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -459,3 +460,155 @@ def test_cache_sessions_carry_what_earlier_ones_learned(tmp_path: Path) -> None:
     second = _session(tmp_path, "cache", both)  # both served, from the first
     assert first == second == ["3", "1"]
     assert _calls(tmp_path) == ["add", "counter"]
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead and unreaped, does not)."""
+    shown = subprocess.run(
+        ["ps", "-o", "stat=", "-p", str(pid)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    state = shown.stdout.strip()
+    return bool(state) and not state.startswith("Z")
+
+
+def test_the_upstream_dies_with_a_sigkilled_proxy(tmp_path: Path) -> None:
+    """SIGKILL the proxy mid-call: its upstream, a grandchild, is gone soon after."""
+    pid_file = tmp_path / "upstream.pid"
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "hang", "arguments": {}},
+    }
+    # a shell that starts the server (as npx does): the server is not the
+    # proxy's child, and it does not read its input while the call runs
+    fake = Path(__file__).with_name("fake_upstream.py")
+    upstream = ["sh", "-c", f'"{sys.executable}" "{fake}"; exit 0']
+    args = [*_proxy(tmp_path / "store", "record", upstream=False), "--", *upstream]
+    env = {**_env(tmp_path / "calls.txt"), "MCP_TEST_PID": str(pid_file)}
+    with subprocess.Popen(
+        [sys.executable, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        assert proxy.stdin is not None
+        try:
+            for message in (*_HANDSHAKE, call):
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            for _ in range(600):  # bounded: 30 s, until the call is running
+                if pid_file.exists() and pid_file.read_text():
+                    break
+                assert proxy.poll() is None, "the proxy exited"
+                time.sleep(0.05)
+            server = int(pid_file.read_text())
+            assert _running(server)
+        finally:
+            proxy.kill()
+            proxy.wait(LIMIT)
+    for _ in range(600):  # bounded: 30 s
+        if not _running(server):
+            break
+        time.sleep(0.05)
+    assert not _running(server), "the upstream outlived the proxy"
+
+
+def test_a_destructive_tool_is_known_without_a_listing(tmp_path: Path) -> None:
+    """A cache client that never lists tools: a destructive tool runs every time."""
+
+    async def twice(client: Client) -> None:
+        await client.call_tool("delete", {"item": "x"})
+        await client.call_tool("delete", {"item": "x"})
+
+    _session(tmp_path, "record", lambda c: c.call_tool("delete", {"item": "x"}))
+    _session(tmp_path, "cache", twice)
+    assert _calls(tmp_path) == ["delete", "delete", "delete"]
+    store = _store(tmp_path)
+    cached = store.load(store.list()[0].execution_id)
+    names = [s.name for s in record_steps(cached)]
+    assert names.count("mcp:tools/list") >= 1  # the proxy asked the upstream itself
+    store.close()
+
+
+def test_a_cache_session_answers_its_own_repeated_call(tmp_path: Path) -> None:
+    """In cache mode a call forwarded once answers the same session's next one."""
+
+    async def twice(client: Client) -> list[str]:
+        first = await client.call_tool("counter", {})
+        second = await client.call_tool("counter", {})
+        return [first.content[0].text, second.content[0].text]
+
+    assert _session(tmp_path, "cache", twice) == ["1", "1"]
+    assert _calls(tmp_path) == ["counter"]
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    steps = [s for s in record_steps(record) if s.name == "mcp:tools/call:counter"]
+    assert [s.source for s in steps] == ["live", "record"]
+    assert steps[1].served_from == record.execution_id
+    store.close()
+
+
+def test_replay_answers_from_every_session_of_the_upstream(tmp_path: Path) -> None:
+    """Calls recorded in separate sessions are all answered by one replay session."""
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 3, "b": 4}))
+    _session(tmp_path, "record", lambda c: c.read_resource("memo://greeting"))
+
+    async def all_of_them(client: Client) -> list[str]:
+        one = await client.call_tool("add", {"a": 1, "b": 2})
+        two = await client.call_tool("add", {"a": 3, "b": 4})
+        memo = await client.read_resource("memo://greeting")
+        return [one.content[0].text, two.content[0].text, memo.contents[0].text]
+
+    made = _calls(tmp_path)
+    assert _session(tmp_path, "replay", all_of_them, upstream=False) == [
+        "3",
+        "7",
+        "hello",
+    ]
+    assert _calls(tmp_path) == made
+
+
+def test_a_listing_the_server_outdated_is_not_replayed(tmp_path: Path) -> None:
+    """resources/list recorded before a list_changed is not served; a later one is."""
+
+    async def listing_then_change(client: Client) -> None:
+        await client.list_resources()
+        await client.call_tool("announce", {})
+        await asyncio.sleep(1.0)  # the server's list_changed arrives meanwhile
+
+    async def listing(client: Client) -> list[str]:
+        return [str(r.uri) for r in (await client.list_resources()).resources]
+
+    async def refused(client: Client) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.list_resources()
+        return str(caught.value)
+
+    def legacy(mode: str, body: Body, *, upstream: bool = True) -> Any:
+        # the initialize handshake: a message outside any request needs it
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=_proxy(tmp_path / "store", mode, upstream=upstream),
+            env=_env(tmp_path / "calls.txt"),
+        )
+
+        async def run() -> Any:
+            async with Client(params, read_timeout_seconds=LIMIT, mode="legacy") as c:
+                return await body(c)
+
+        return asyncio.run(asyncio.wait_for(run(), LIMIT))
+
+    legacy("record", listing_then_change)
+    store = _store(tmp_path)
+    names = [s.name for s in record_steps(store.load(store.list()[0].execution_id))]
+    store.close()
+    assert "mcp:notifications/resources/list_changed" in names
+    assert "resources/list" in legacy("replay", refused, upstream=False)
+    legacy("record", listing)  # a listing recorded after the change
+    assert legacy("replay", listing, upstream=False) == ["memo://greeting"]
