@@ -9,9 +9,9 @@ by mypy, not base classes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Protocol, TypeAlias
 
 from .._util.jsonvalue import JSONObject
 from ..record.model import (
@@ -22,13 +22,10 @@ from ..record.model import (
     VerifyReport,
 )
 from .filters import ListFilters
-from .hits import CacheHit
-from .usage import RecordedUsage
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
-_Hits: TypeAlias = list[CacheHit]
 
 
 class RecordWriter(Protocol):
@@ -175,77 +172,4 @@ class ExecutionStore(Protocol):
 
         ``None`` once the record is gone. The replay cache asks it on every hit.
         """
-        ...
-
-
-@runtime_checkable
-class CacheHitJournal(Protocol):
-    """Where a store notes the answers served from the replay cache.
-
-    A hit is not an execution: it gets a journal line, not a record. The replay
-    cache needs a store that is also a journal (both file and memory stores are).
-    """
-
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
-        """Note that a cached answer was served (no new record); the hit's id."""
-        ...
-
-    def cache_hits(
-        self,
-        *,
-        intent: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-    ) -> _Hits:
-        """Cache hits, newest first."""
-        ...
-
-    def cache_hit_count(self) -> int:
-        """How many cache hits are recorded."""
-        ...
-
-
-@runtime_checkable
-class UsageIndex(Protocol):
-    """A store whose index keeps each record's LLM token usage (added in 0.1.0).
-
-    ``savings_report`` reads usage from it instead of loading every record
-    (the file store keeps it in its catalog; other stores are read record by
-    record).
-    """
-
-    def recorded_usage(self) -> dict[str, RecordedUsage]:
-        """The usage of every completed record that carries one, by id."""
-        ...
-
-
-@runtime_checkable
-class SharedFlights(Protocol):
-    """A store whose processes agree on who runs an envelope (added in 0.1.0).
-
-    The replay cache's single flight holds within one process by itself; over
-    a store that is also ``SharedFlights`` (PostgreSQL) it holds across every
-    process and host sharing the store: one claims an envelope hash and runs
-    it, the others wait for its record.
-    """
-
-    def try_flight(self, envelope_hash: str) -> bool:
-        """Claim the envelope hash; False while another process holds it.
-
-        A claim ends with :meth:`end_flight`, or with the claimer's connection
-        or process, however it ended.
-        """
-        ...
-
-    def end_flight(self, envelope_hash: str) -> None:
-        """Give up a claim made by :meth:`try_flight`."""
         ...
