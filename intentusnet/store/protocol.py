@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from .._util.jsonvalue import JSONObject
 from ..record.model import (
@@ -22,6 +22,9 @@ from ..record.model import (
     VerifyReport,
 )
 from .filters import ListFilters
+
+if TYPE_CHECKING:
+    from .verification import Progress, StoreVerification
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
@@ -145,16 +148,65 @@ class ExecutionStore(Protocol):
         """Delete one record."""
         ...
 
-    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
-        """Delete records older than ``older_than``; return their ids."""
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> _Ids:
+        """Delete records older than ``older_than``; return their ids.
+
+        ``on_progress(done, total)`` is called as records are deleted: how many
+        so far, and how many go in all (added in 0.1.0).
+        """
         ...
 
     def verify(self, execution_id: str) -> VerifyReport:
         """Check one record line by line."""
         ...
 
-    def reindex(self) -> int:
-        """Rebuild any index from the records; return how many were indexed."""
+    def verify_all(
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+    ) -> StoreVerification:
+        """Verify every record, as the result is iterated (added in 0.1.0).
+
+        Iterating yields the reports with failures or notes (every report with
+        ``each``); the result's totals count every record checked. A record
+        that cannot be checked (a newer format) fails.
+
+        Args:
+            each: yield every report.
+            processes: worker processes reading the files of a large store
+                (a store read record by record ignores it).
+            on_progress: called with the number of records checked so far.
+        """
+        ...
+
+    def reindex(
+        self,
+        *,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+        on_changed: Callable[[str, str], None] | None = None,
+    ) -> int:
+        """Rebuild any index from the records; return how many were indexed.
+
+        A record changed since the index saw it is not accepted as it is now,
+        and is passed to ``on_changed`` with how it differs (arguments added
+        in 0.1.0).
+
+        Args:
+            processes: worker processes reading the files of a large store
+                (a store read record by record ignores it).
+            on_progress: called with the number of records read so far.
+            on_changed: called with the id of each record changed since the
+                index saw it, and how it differs.
+        """
         ...
 
     def stats(self) -> StoreStats:
