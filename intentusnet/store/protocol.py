@@ -1,9 +1,9 @@
 """The seams between the router (and CLI) and a store of execution records.
 
 Any backend that provides these methods works with the router and the CLI
-(``FileExecutionStore`` and ``MemoryExecutionStore`` here; a PostgreSQL catalog
-or object storage later). They are typing protocols: structural, checked
-by mypy, not base classes.
+(the file, memory and PostgreSQL stores here). They are typing protocols:
+structural, checked by mypy, not base classes. What the replay cache needs
+beyond them is in ``cache/seams.py``.
 """
 
 from __future__ import annotations
@@ -176,14 +176,9 @@ class ExecutionStore(Protocol):
         """Verify every record, as the result is iterated (added in 0.1.0).
 
         Iterating yields the reports with failures or notes (every report with
-        ``each``); the result's totals count every record checked. A record
-        that cannot be checked (a newer format) fails.
-
-        Args:
-            each: yield every report.
-            processes: worker processes reading the files of a large store
-                (a store read record by record ignores it).
-            on_progress: called with the number of records checked so far.
+        ``each``); the result's totals count every record checked. ``processes``
+        read the files of a large store (a store read record by record ignores
+        it); ``on_progress`` is called with the records checked so far.
         """
         ...
 
@@ -196,16 +191,9 @@ class ExecutionStore(Protocol):
     ) -> int:
         """Rebuild any index from the records; return how many were indexed.
 
-        A record changed since the index saw it is not accepted as it is now,
-        and is passed to ``on_changed`` with how it differs (arguments added
-        in 0.1.0).
-
-        Args:
-            processes: worker processes reading the files of a large store
-                (a store read record by record ignores it).
-            on_progress: called with the number of records read so far.
-            on_changed: called with the id of each record changed since the
-                index saw it, and how it differs.
+        ``processes`` and ``on_progress`` as for :meth:`verify_all`. A record
+        changed since the index saw it is not accepted as it is now: it is
+        passed to ``on_changed`` with how it differs (arguments added in 0.1.0).
         """
         ...
 
