@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..cache.savings import SavingsReport
     from ..record.model import ExecutionRecord, VerifyReport
     from ..record.signing import SignatureCheck
-    from ..store.verification import VerifyOutcome
+    from ..store.verdicts import VerifyOutcome
 
 #: Exit code when a record fails verification (DESIGN §8).
 INTEGRITY_EXIT = RecordIntegrityError.exit_code
@@ -85,7 +85,7 @@ def verify(
         raise click.UsageError(
             "--each and --jobs go with --all (named records are all shown)"
         )
-    from ..store.verification import Verification
+    from ..store.verdicts import Verification
 
     ring = key_ring(key_files, key_dirs, require_signature)
     store = open_store()

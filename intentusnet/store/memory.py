@@ -234,7 +234,7 @@ class MemoryExecutionStore:
         ``processes`` is not used: the records are in this process.
         """
         return StoreVerification(
-            verify_each(self, self.iter_ids(), each=each), on_progress
+            verify_each(self.verify, self.iter_ids(), each=each), on_progress
         )
 
     def reindex(

@@ -275,7 +275,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         not used).
         """
         return StoreVerification(
-            verify_each(self, self.iter_ids(), each=each), on_progress
+            verify_each(self.verify, self.iter_ids(), each=each), on_progress
         )
 
     def reindex(
