@@ -39,7 +39,7 @@ from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
 from ..errors import IntentusNetError
 from ..hashing import compute_hash
-from ..store.protocol import CacheHitJournal, ExecutionStore, SharedFlights
+from ..store.protocol import ExecutionStore
 from . import flight as _flight
 from .disk import DiskTier, counter_key
 from .disk import read_stats as read_stats
@@ -48,6 +48,7 @@ from .policy import CacheKey as CacheKey
 from .policy import CachePolicy as CachePolicy
 from .policy import CacheStats as CacheStats
 from .policy import seconds
+from .seams import CacheHitJournal, SharedFlights
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord

@@ -25,13 +25,14 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from ..record.model import RecordStatus
 from ..store.filters import ListFilters
-from ..store.protocol import UsageIndex
 from ..store.usage import RecordedUsage, recorded_usage
+from .seams import UsageIndex
 
 if TYPE_CHECKING:
     from ..store.hits import CacheHit
-    from ..store.protocol import CacheHitJournal, ExecutionStore
+    from ..store.protocol import ExecutionStore
     from .prices import PriceTable
+    from .seams import CacheHitJournal
 
 __all__ = ["ModelSavings", "SavingsReport", "UsageLedger", "savings_report"]
 

@@ -6,12 +6,12 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import click
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import RecordIntegrityError, RecordNotFound
+from ..errors import RecordIntegrityError
 from .context import ExecutionId, open_store
 from .keys import key_options, key_ring
 from .output import emit_json, note, progress_counter, working
@@ -21,10 +21,7 @@ if TYPE_CHECKING:
     from ..cache.savings import SavingsReport
     from ..record.model import ExecutionRecord, VerifyReport
     from ..record.signing import SignatureCheck
-    from ..store.naming import NamedStore
-
-#: The signature statuses, in the order the summary counts them.
-STATUSES: Final = ("signed-valid", "signed-invalid", "unsigned", "unknown-key")
+    from ..store.verdicts import VerifyOutcome
 
 #: Exit code when a record fails verification (DESIGN §8).
 INTEGRITY_EXIT = RecordIntegrityError.exit_code
@@ -88,116 +85,83 @@ def verify(
         raise click.UsageError(
             "--each and --jobs go with --all (named records are all shown)"
         )
-    from ..store.file import FileExecutionStore
+    from ..store.verdicts import Verification
 
     ring = key_ring(key_files, key_dirs, require_signature)
     store = open_store()
+    # The catalog's count: the total the progress line shows (an estimate if
+    # records arrive meanwhile; the count itself is always exact).
+    label = "Verifying records" if all_records else None
+    expected = store.stats().records if label and sys.stderr.isatty() else None
     shown: list[JSONValue] = []
-    signed: dict[str, int] = {}
-    records = invalid = recording_failures = total_events = verified = failures = 0
-
-    def judge(r: VerifyReport) -> tuple[bool, SignatureCheck | None]:
-        """Whether the record passes, and what its signatures show."""
-        if ring is None:
-            return r.valid, None
-        check = ring.check_report(r)
-        signed[check.status.value] = signed.get(check.status.value, 0) + 1
-        return r.valid and check.accepted, check
-
-    def show(r: VerifyReport, ok: bool, check: SignatureCheck | None) -> None:
-        nonlocal failures
-        failures += len(r.failures)
-        if as_json:
-            doc = r.to_json()
-            if check is not None:
-                doc["valid"] = ok
-                doc["signature"] = check.to_json()
-            shown.append(doc)
-            return
-        line = (
-            f"{r.execution_id}: {r.events_verified}/{r.events_total} events "
-            f"verified, {len(r.failures)} failures - {_verdict(r, ok)}"
+    with progress_counter(label, expected) as advance:
+        run = Verification(
+            store,
+            execution_ids or None,
+            ring=ring,
+            each=each,
+            processes=_jobs(jobs),
+            on_progress=advance,
         )
-        if check is not None:
-            line += f" - {_signature_text(check)}"
-        click.echo(line)
-        for failure in r.failures:
-            click.echo(f"  {failure}")
-        for remark in r.notes:
-            click.echo(f"  note: {remark}")
-
-    def count(r: VerifyReport, ok: bool) -> None:
-        nonlocal records, invalid, recording_failures, total_events, verified
-        records += 1
-        invalid += not ok
-        recording_failures += r.recording_failure
-        total_events += r.events_total
-        verified += r.events_verified
-
-    if all_records and isinstance(store, FileExecutionStore):
-        # The catalog's count: the total the progress line shows (an estimate
-        # if records arrive meanwhile; the count itself is always exact).
-        expected = store.stats().records if sys.stderr.isatty() else None
-        with progress_counter("Verifying records", expected) as advance:
-            # Every report, when signatures are judged: a valid chain may hide
-            # a signature that fails.
-            run = store.verify_all(
-                each=each or ring is not None,
-                processes=_jobs(jobs),
-                on_progress=advance,
-            )
-            for report in run:
-                ok, check = judge(report)
-                if each or not ok or report.failures or report.notes:
-                    show(report, ok, check)
-                if ring is not None:
-                    count(report, ok)
-        if ring is None:
-            records, invalid = run.records, run.invalid
-            recording_failures = run.recording_failures
-            total_events, verified = run.events_total, run.events_verified
-    else:
-        # Named records, or every record of a store without a whole-store
-        # scan (PostgreSQL): one at a time, the same report each.
-        label = "Verifying records" if all_records else None
-        expected = store.stats().records if label and sys.stderr.isatty() else None
-        with progress_counter(label, expected) as advance:
-            for execution_id in execution_ids or store.iter_ids():
-                found = _verify_one(store, execution_id, named=not all_records)
-                if found is None:
-                    continue  # deleted since it was listed
-                ok, check = judge(found)
-                if not all_records or each or not ok or found.notes:
-                    show(found, ok, check)
-                count(found, ok)
-                if advance is not None:
-                    advance(records)
+        for outcome in run:
+            if as_json:
+                shown.append(_outcome_json(outcome))
+            else:
+                _show(outcome)
     if as_json:
         total: JSONObject = {
-            "records": records,
-            "invalid": invalid,
-            "recordingFailures": recording_failures,
-            "eventsTotal": total_events,
-            "eventsVerified": verified,
-            "failures": failures,
-            "valid": invalid == 0,
+            "records": run.records,
+            "invalid": run.invalid,
+            "recordingFailures": run.recording_failures,
+            "eventsTotal": run.events_total,
+            "eventsVerified": run.events_verified,
+            "failures": run.failures,
+            "valid": run.invalid == 0,
         }
         if ring is not None:
-            by_status: JSONObject = {s: signed.get(s, 0) for s in STATUSES}
+            by_status: JSONObject = dict(run.signatures)
             total["signatures"] = by_status
         emit_json({"records": shown, "total": total})
     else:
         click.echo(
-            f"Total: {records} records ({invalid} invalid, {recording_failures} "
-            f"recording failures), {verified}/{total_events} events verified, "
-            f"{failures} failures - {_verdict(None, invalid == 0)}"
+            f"Total: {run.records} records ({run.invalid} invalid, "
+            f"{run.recording_failures} recording failures), "
+            f"{run.events_verified}/{run.events_total} events verified, "
+            f"{run.failures} failures - {_verdict(None, run.invalid == 0)}"
         )
         if ring is not None:
             click.echo(
-                "Signatures: " + ", ".join(f"{signed.get(s, 0)} {s}" for s in STATUSES)
+                "Signatures: "
+                + ", ".join(f"{n} {status}" for status, n in run.signatures.items())
             )
-    if invalid:
+    if run.invalid:
         ctx.exit(INTEGRITY_EXIT)
+
+
+def _outcome_json(outcome: VerifyOutcome) -> JSONObject:
+    """A record's report as ``--json`` prints it, with its signature if judged."""
+    doc = outcome.report.to_json()
+    if outcome.signature is not None:
+        doc["valid"] = outcome.valid
+        doc["signature"] = outcome.signature.to_json()
+    return doc
+
+
+def _show(outcome: VerifyOutcome) -> None:
+    """A record's verdict for people, then its failures and notes."""
+    report, check = outcome.report, outcome.signature
+    line = (
+        f"{report.execution_id}: {report.events_verified}/{report.events_total} "
+        f"events verified, {len(report.failures)} failures - "
+        f"{_verdict(report, outcome.valid)}"
+    )
+    if check is not None:
+        line += f" - {_signature_text(check)}"
+    click.echo(line)
+    for failure in report.failures:
+        click.echo(f"  {failure}")
+    for remark in report.notes:
+        click.echo(f"  note: {remark}")
 
 
 def _signature_text(check: SignatureCheck) -> str:
@@ -208,23 +172,6 @@ def _signature_text(check: SignatureCheck) -> str:
     if check.status.value == "signed-valid":
         return f"{status} ({', '.join(check.key_ids)})"
     return f"{status}: {check.detail}"
-
-
-def _verify_one(
-    store: NamedStore, execution_id: str, *, named: bool = True
-) -> VerifyReport | None:
-    from ..record.model import VerifyReport
-
-    try:
-        return store.verify(execution_id)
-    except RecordNotFound:
-        if named:
-            raise
-        return None
-    except RecordIntegrityError as exc:
-        # A file that cannot be checked at all (e.g. a newer format) fails, and
-        # the other records are still checked.
-        return VerifyReport(execution_id, 0, 0, (str(exc),), valid=False)
 
 
 @click.command()
@@ -277,8 +224,6 @@ def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
     and re-hashed, or cut) is listed and kept as integrity_failure, never
     accepted as it is now.
     """
-    from ..store.file import FileExecutionStore
-
     store = open_store()
     changed: list[tuple[str, str]] = []
 
@@ -286,17 +231,16 @@ def reindex(ctx: click.Context, jobs: int | None, as_json: bool) -> None:
         changed.append((execution_id, problem))
 
     working(f"Reindexing {store.where} ...")
-    if isinstance(store, FileExecutionStore):
-        # The files are the total: the catalog may be what is lost.
-        files = sum(1 for _ in store.iter_ids()) if sys.stderr.isatty() else None
-        with progress_counter("Reading records", files) as advance:
-            count = store.reindex(
-                processes=_jobs(jobs), on_progress=advance, on_changed=on_changed
-            )
-    else:  # in the database; its rows are the total
-        rows = store.stats().records if sys.stderr.isatty() else None
-        with progress_counter("Reindexing records", rows) as advance:
-            count = store.reindex(on_changed=on_changed, on_progress=advance)
+    total = None
+    if sys.stderr.isatty():
+        # Record files are counted as files: the catalog may be what is lost.
+        # A database's rows are the records.
+        on_disk = store.directory is not None
+        total = sum(1 for _ in store.iter_ids()) if on_disk else store.stats().records
+    with progress_counter("Reading records", total) as advance:
+        count = store.reindex(
+            processes=_jobs(jobs), on_progress=advance, on_changed=on_changed
+        )
     if as_json:
         listed: list[JSONValue] = [
             {"executionId": execution_id, "problem": problem}
@@ -336,15 +280,10 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
     Files with no complete first line (nothing was recorded in them) go
     whatever their age; records still being written are kept.
     """
-    from ..store.file import FileExecutionStore
-
     store = open_store()
     working(f"Pruning {store.where} ...")
-    if isinstance(store, FileExecutionStore) and not dry_run:
-        with progress_counter("Deleting records") as advance:
-            ids = store.prune(older_than, on_progress=advance)
-    else:
-        ids = store.prune(older_than, dry_run=dry_run)  # PostgreSQL: one statement
+    with progress_counter(None if dry_run else "Deleting records") as advance:
+        ids = store.prune(older_than, dry_run=dry_run, on_progress=advance)
     if as_json:
         listed: list[JSONValue] = list(ids)
         emit_json({"executionIds": listed, "count": len(ids), "dryRun": dry_run})

@@ -16,7 +16,6 @@ from .._util.lazy import lazy_exports
 
 # name -> module of this package that defines it
 _EXPORTS: dict[str, str] = {
-    "CacheHitJournal": "protocol",
     "DEFAULT_ROOT": "file",
     "Durability": "file",
     "ExecutionStore": "protocol",
@@ -25,7 +24,6 @@ _EXPORTS: dict[str, str] = {
     "MemoryExecutionStore": "memory",
     "PostgresExecutionStore": "postgres",
     "RecordWriter": "protocol",
-    "SharedFlights": "protocol",
     "open_store": "naming",
 }
 
@@ -39,10 +37,8 @@ if TYPE_CHECKING:
     from .memory import MemoryExecutionStore as MemoryExecutionStore
     from .naming import open_store as open_store
     from .postgres import PostgresExecutionStore as PostgresExecutionStore
-    from .protocol import CacheHitJournal as CacheHitJournal
     from .protocol import ExecutionStore as ExecutionStore
     from .protocol import RecordWriter as RecordWriter
-    from .protocol import SharedFlights as SharedFlights
 
     def _conforms(
         file: FileExecutionStore,
@@ -52,26 +48,18 @@ if TYPE_CHECKING:
         ExecutionStore,
         ExecutionStore,
         ExecutionStore,
-        CacheHitJournal,
-        CacheHitJournal,
-        CacheHitJournal,
         RecordWriter,
         RecordWriter,
         RecordWriter,
-        SharedFlights,
     ]:
         # mypy holds every store and its writer to the protocols here.
         return (
             file,
             memory,
             postgres,
-            file,
-            memory,
-            postgres,
             file.open({}, envelope_hash=""),
             memory.open({}, envelope_hash=""),
             postgres.open({}, envelope_hash=""),
-            postgres,
         )
 
 

@@ -44,10 +44,11 @@ from ._catalog_writer import CatalogWriter
 from ._files import report_changed
 from ._layout import CATALOG_NAME, has_records, relative_path
 from ._owner import opener_alive, owner_alive
-from ._scan import Progress, file_row, index_chunk, over_shards
+from ._scan import file_row, index_chunk, over_shards
 from ._sqlite import DatabaseCorrupt, DatabaseReadOnly
 from .catalog import Catalog, CatalogRow
 from .filters import ListFilters
+from .verification import Progress
 
 _T = TypeVar("_T")
 _FIND_LIMIT: Final = 64

@@ -32,6 +32,7 @@ from ._layout import CATALOG_NAME, ids_in_shard, relative_path, shards
 from ._owner import opener_alive, owner_alive
 from .catalog import Catalog, CatalogRow
 from .usage import usage_text
+from .verification import Tally, tally, unjudged
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
@@ -214,38 +215,23 @@ def index_chunk(
     return len(ids), rows, changed
 
 
-#: (records, invalid, recording failures, lines, lines verified, reports)
-ShardTally = tuple[int, int, int, int, int, list[VerifyReport]]
-
-
-def verify_chunk(catalog: Catalog, root: str, ids: list[str], each: bool) -> ShardTally:
-    """Verify some record files; return their tally and the reports worth showing.
-
-    With ``each``, every report; otherwise those with failures or notes.
-    """
+def verify_chunk(catalog: Catalog, root: str, ids: list[str], each: bool) -> Tally:
+    """Verify some record files; return their tally (see ``verification.tally``)."""
     try:
         rows = catalog.rows(ids)
     except (sqlite3.Error, OSError):
         rows = {}  # no catalog to compare with (say, a read-only store)
-    records = invalid = failed = lines = verified = 0
-    shown: list[VerifyReport] = []
+    reports: list[VerifyReport] = []
     for execution_id in ids:
         try:
             data = _files.read(f"{root}/{relative_path(execution_id)}", execution_id)
         except RecordNotFound:
             continue  # deleted meanwhile
         try:
-            report = verify_file(data, execution_id, rows.get(execution_id))
+            reports.append(verify_file(data, execution_id, rows.get(execution_id)))
         except RecordIntegrityError as exc:  # a newer format: cannot be judged
-            report = VerifyReport(execution_id, 0, 0, (str(exc),), valid=False)
-        records += 1
-        invalid += not report.valid
-        failed += report.recording_failure
-        lines += report.events_total
-        verified += report.events_verified
-        if each or report.failures or report.notes:
-            shown.append(report)
-    return records, invalid, failed, lines, verified, shown
+            reports.append(unjudged(execution_id, exc))
+    return tally(reports, each)
 
 
 #: Work on some record files: (catalog, root, ids, *args) -> result.
@@ -318,58 +304,3 @@ def _in_worker(work: ShardWork[_T], root: str, ids: list[str], *args: object) ->
     if catalog is None:
         catalog = _WORKER_CATALOGS[root] = Catalog(Path(root, CATALOG_NAME))
     return work(catalog, root, ids, *args)
-
-
-#: Called with the number of record files done so far.
-Progress = Callable[[int], None]
-
-
-class StoreVerification:
-    """``verify`` of every record file, run as it is iterated (see ``verify_all``).
-
-    Iterating yields the reports worth showing; the totals count every record
-    checked so far, and are final once iteration ends.
-    """
-
-    def __init__(
-        self,
-        catalog: Catalog,
-        root: str,
-        *,
-        each: bool,
-        processes: int,
-        on_progress: Progress | None,
-    ) -> None:
-        self._catalog = catalog
-        self._processes = processes
-        self._root = root
-        self._each = each
-        self._on_progress = on_progress
-        #: records checked
-        self.records = 0
-        #: records with failures
-        self.invalid = 0
-        #: files with no complete first line (valid, see ``VerifyReport``)
-        self.recording_failures = 0
-        #: lines checked, header lines included
-        self.events_total = 0
-        #: lines whose hash and link hold
-        self.events_verified = 0
-
-    def __iter__(self) -> Iterator[VerifyReport]:
-        tallies = over_shards(
-            self._catalog,
-            self._root,
-            verify_chunk,
-            self._each,
-            processes=self._processes,
-        )
-        for records, invalid, failed, lines, verified, shown in tallies:
-            self.records += records
-            self.invalid += invalid
-            self.recording_failures += failed
-            self.events_total += lines
-            self.events_verified += verified
-            if self._on_progress is not None:
-                self._on_progress(self.records)
-            yield from shown

@@ -57,8 +57,8 @@ from .writer import FileRecordWriter, wire_object
 # replay ID``) imports neither.
 if TYPE_CHECKING:
     from ._index import StoreIndex
-    from ._scan import Progress, StoreVerification
     from .hits import CacheHit, HitJournal
+    from .verification import Progress, StoreVerification
 
     _Hits: TypeAlias = list[CacheHit]
 
@@ -445,17 +445,15 @@ class FileExecutionStore:
                 "__main__":``, as multiprocessing requires).
             on_progress: called with the number of files checked so far.
         """
-        from ._scan import StoreVerification
+        from ._scan import over_shards, verify_chunk
+        from .verification import StoreVerification
 
         if os.path.isdir(self._root):
             self._index.writes.flush()  # the catalog is compared with the files
-        return StoreVerification(
-            self._index.catalog,
-            self._root,
-            each=each,
-            processes=processes,
-            on_progress=on_progress,
+        tallies = over_shards(
+            self._index.catalog, self._root, verify_chunk, each, processes=processes
         )
+        return StoreVerification(tallies, on_progress)
 
     def iter_ids(self) -> Iterator[str]:
         """Yield the id of every record file, in a stable order."""

@@ -35,6 +35,7 @@ from ._layout import check_id, new_record_id
 from ._owner import current_owner
 from .filters import ListFilters
 from .hits import CacheHit, hit_line, parse_hits, select
+from .verification import Progress, StoreVerification, verify_each
 from .writer import ChainWriter, wire_object
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
@@ -204,8 +205,17 @@ class MemoryExecutionStore:
             if self._data.pop(check_id(execution_id), None) is None:
                 raise RecordNotFound(f"no record {execution_id}")
 
-    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
-        """Delete records created before now - ``older_than``; return their ids."""
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> _Ids:
+        """Delete records created before now - ``older_than``; return their ids.
+
+        All at once: ``on_progress(done, total)`` is called once, at the end.
+        """
         cutoff = micros_of(datetime.now(UTC) - older_than)
         ids = [
             r.execution_id
@@ -224,15 +234,44 @@ class MemoryExecutionStore:
                     for hit in parse_hits(line)
                     if (parse_utc(hit.created_utc) or 0) >= cutoff
                 )
+            if on_progress is not None:
+                on_progress(len(ids), len(ids))
         return ids
 
     def verify(self, execution_id: str) -> VerifyReport:
         """Check one record line by line."""
         return verify_bytes(self.raw(execution_id), execution_id)
 
-    def reindex(self) -> int:
-        """Nothing to rebuild; return the number of records."""
-        return len(self._data)
+    def verify_all(
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+    ) -> StoreVerification:
+        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
+
+        ``processes`` is not used: the records are in this process.
+        """
+        return StoreVerification(
+            verify_each(self.verify, self.iter_ids(), each=each), on_progress
+        )
+
+    def reindex(
+        self,
+        *,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+        on_changed: Callable[[str, str], None] | None = None,
+    ) -> int:
+        """Nothing to rebuild (nothing changes behind this store's back).
+
+        Returns the number of records, which ``on_progress`` is called with.
+        """
+        count = len(self._data)
+        if on_progress is not None:
+            on_progress(count)
+        return count
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and bytes held."""

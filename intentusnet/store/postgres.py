@@ -52,6 +52,7 @@ from ._pg_writer import (
 )
 from .catalog import CatalogRow
 from .filters import ListFilters
+from .verification import Progress, StoreVerification, verify_each
 
 #: The records made from one envelope hash (and replayable, unless the second
 #: parameter is false), newest first: find_by_hash's candidates.
@@ -226,11 +227,18 @@ class PostgresExecutionStore(PostgresHitJournal):
         if not gone:
             raise RecordNotFound(f"no record {execution_id}")
 
-    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> _Ids:
         """Delete records created before now - ``older_than``; return their ids.
 
         Records still being written (their lock is held) are kept. Cache hits
         older than the cutoff are deleted too. With ``dry_run`` nothing is.
+        One statement: ``on_progress(done, total)`` is called once, after it.
         """
         if older_than < timedelta(0):
             raise ValueError("older_than must not be negative")
@@ -250,13 +258,32 @@ class PostgresExecutionStore(PostgresHitJournal):
             self._db.run(
                 "DELETE FROM intentusnet_cache_hits WHERE created_us < %s", [cutoff]
             )
+        if on_progress is not None:
+            on_progress(len(rows), len(rows))
         return sorted(str(row[0]) for row in rows)
+
+    def verify_all(
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+    ) -> StoreVerification:
+        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
+
+        Each record is read with its row, in this process (``processes`` is
+        not used).
+        """
+        return StoreVerification(
+            verify_each(self.verify, self.iter_ids(), each=each), on_progress
+        )
 
     def reindex(
         self,
         *,
+        processes: int = 1,
+        on_progress: Progress | None = None,
         on_changed: Callable[[str, str], None] | None = None,
-        on_progress: Callable[[int], None] | None = None,
     ) -> int:
         """Rebuild every catalog row from the record's stored lines.
 
@@ -268,7 +295,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
         logged and passed to ``on_changed`` (added in 0.1.0).
         ``on_progress(n)`` is called after each batch with the records
-        rebuilt so far (added in 0.1.0).
+        rebuilt so far (added in 0.1.0). The rows are read in this process
+        (``processes`` is not used).
         """
         return _pg_catalog.reindex(
             self._db, on_changed=on_changed, on_progress=on_progress

@@ -1,17 +1,17 @@
 """The seams between the router (and CLI) and a store of execution records.
 
 Any backend that provides these methods works with the router and the CLI
-(``FileExecutionStore`` and ``MemoryExecutionStore`` here; a PostgreSQL catalog
-or object storage later). They are typing protocols: structural, checked
-by mypy, not base classes.
+(the file, memory and PostgreSQL stores here). They are typing protocols:
+structural, checked by mypy, not base classes. What the replay cache needs
+beyond them is in ``cache/seams.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from .._util.jsonvalue import JSONObject
 from ..record.model import (
@@ -22,13 +22,13 @@ from ..record.model import (
     VerifyReport,
 )
 from .filters import ListFilters
-from .hits import CacheHit
-from .usage import RecordedUsage
+
+if TYPE_CHECKING:
+    from .verification import Progress, StoreVerification
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
-_Hits: TypeAlias = list[CacheHit]
 
 
 class RecordWriter(Protocol):
@@ -148,16 +148,53 @@ class ExecutionStore(Protocol):
         """Delete one record."""
         ...
 
-    def prune(self, older_than: timedelta, *, dry_run: bool = False) -> _Ids:
-        """Delete records older than ``older_than``; return their ids."""
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        dry_run: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> _Ids:
+        """Delete records older than ``older_than``; return their ids.
+
+        ``on_progress(done, total)`` is called as records are deleted: how many
+        so far, and how many go in all (added in 0.1.0).
+        """
         ...
 
     def verify(self, execution_id: str) -> VerifyReport:
         """Check one record line by line."""
         ...
 
-    def reindex(self) -> int:
-        """Rebuild any index from the records; return how many were indexed."""
+    def verify_all(
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+    ) -> StoreVerification:
+        """Verify every record, as the result is iterated (added in 0.1.0).
+
+        Iterating yields the reports with failures or notes (every report with
+        ``each``); the result's totals count every record checked. ``processes``
+        read the files of a large store (a store read record by record ignores
+        it); ``on_progress`` is called with the records checked so far.
+        """
+        ...
+
+    def reindex(
+        self,
+        *,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+        on_changed: Callable[[str, str], None] | None = None,
+    ) -> int:
+        """Rebuild any index from the records; return how many were indexed.
+
+        ``processes`` and ``on_progress`` as for :meth:`verify_all`. A record
+        changed since the index saw it is not accepted as it is now: it is
+        passed to ``on_changed`` with how it differs (arguments added in 0.1.0).
+        """
         ...
 
     def stats(self) -> StoreStats:
@@ -175,77 +212,4 @@ class ExecutionStore(Protocol):
 
         ``None`` once the record is gone. The replay cache asks it on every hit.
         """
-        ...
-
-
-@runtime_checkable
-class CacheHitJournal(Protocol):
-    """Where a store notes the answers served from the replay cache.
-
-    A hit is not an execution: it gets a journal line, not a record. The replay
-    cache needs a store that is also a journal (both file and memory stores are).
-    """
-
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
-        """Note that a cached answer was served (no new record); the hit's id."""
-        ...
-
-    def cache_hits(
-        self,
-        *,
-        intent: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-    ) -> _Hits:
-        """Cache hits, newest first."""
-        ...
-
-    def cache_hit_count(self) -> int:
-        """How many cache hits are recorded."""
-        ...
-
-
-@runtime_checkable
-class UsageIndex(Protocol):
-    """A store whose index keeps each record's LLM token usage (added in 0.1.0).
-
-    ``savings_report`` reads usage from it instead of loading every record
-    (the file store keeps it in its catalog; other stores are read record by
-    record).
-    """
-
-    def recorded_usage(self) -> dict[str, RecordedUsage]:
-        """The usage of every completed record that carries one, by id."""
-        ...
-
-
-@runtime_checkable
-class SharedFlights(Protocol):
-    """A store whose processes agree on who runs an envelope (added in 0.1.0).
-
-    The replay cache's single flight holds within one process by itself; over
-    a store that is also ``SharedFlights`` (PostgreSQL) it holds across every
-    process and host sharing the store: one claims an envelope hash and runs
-    it, the others wait for its record.
-    """
-
-    def try_flight(self, envelope_hash: str) -> bool:
-        """Claim the envelope hash; False while another process holds it.
-
-        A claim ends with :meth:`end_flight`, or with the claimer's connection
-        or process, however it ended.
-        """
-        ...
-
-    def end_flight(self, envelope_hash: str) -> None:
-        """Give up a claim made by :meth:`try_flight`."""
         ...

@@ -95,7 +95,7 @@ READER = textwrap.dedent(
     sys.path[:0] = [sys.argv[2]]
     from intentusnet.record.model import RecordStatus
     from intentusnet.replay import ReplayEngine
-    from intentusnet.store import PostgresExecutionStore
+    from intentusnet.store import ListFilters, PostgresExecutionStore
 
     replayed = 0
     with PostgresExecutionStore(sys.argv[1]) as store:

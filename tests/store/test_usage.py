@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from intentusnet import FileExecutionStore, IntentRouter, ReplayCache
-from intentusnet.store.protocol import UsageIndex
+from intentusnet.cache.seams import UsageIndex
 from intentusnet.store.usage import RecordedUsage, recorded_usage, usage_from_text
 
 USAGE = {"provider": "openai", "model": "m1", "inputTokens": 9, "outputTokens": 4}

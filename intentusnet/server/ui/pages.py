@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
+from ...cache.seams import CacheHitJournal
 from ...errors import (
     Forbidden,
     InvalidExecutionId,
@@ -36,7 +37,6 @@ from ...steps.diff import diff_records
 from ...steps.explain import explain
 from ...steps.view import record_steps
 from ...store.filters import ListFilters
-from ...store.protocol import CacheHitJournal
 from ..auth import Access
 from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
