@@ -11,7 +11,7 @@ walks the record line by line, checking each line's hash as it goes (what
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, runtime_checkable
 
 from ._util.jsonvalue import JSONObject, JSONValue
 from .errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
@@ -26,7 +26,7 @@ from .record.format import (
     load_json,
     split_lines,
 )
-from .record.model import EventType, ExecutionEvent, ExecutionRecord, _Frozen
+from .record.model import EventType, ExecutionEvent, ExecutionRecord
 
 if TYPE_CHECKING:
     from .record.signing import KeyRing, SignatureCheck
@@ -57,7 +57,7 @@ def _key_id(line: bytes, execution_id: str) -> str | None:
         return None
 
 
-class VerifiedEvent(_Frozen):
+class VerifiedEvent(NamedTuple):
     """One line of a record, with its hash checked. Added in 0.1.0.
 
     Attributes:
@@ -71,8 +71,6 @@ class VerifiedEvent(_Frozen):
         total: the record's lines.
     """
 
-    _fields = ("line", "event", "hash", "ok", "problem", "verified", "total")
-    __slots__ = tuple(f"_{name}" for name in _fields)
     line: int
     event: ExecutionEvent | None
     hash: str
@@ -80,24 +78,6 @@ class VerifiedEvent(_Frozen):
     problem: str | None
     verified: int
     total: int
-
-    def __init__(
-        self,
-        line: int,
-        event: ExecutionEvent | None,
-        hash: str,
-        ok: bool,
-        problem: str | None,
-        verified: int,
-        total: int,
-    ) -> None:
-        self._line = line
-        self._event = event
-        self._hash = hash
-        self._ok = ok
-        self._problem = problem
-        self._verified = verified
-        self._total = total
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -112,7 +92,7 @@ class VerifiedEvent(_Frozen):
         }
 
 
-class ReplayResult(_Frozen):
+class ReplayResult(NamedTuple):
     """What a replay returns: the recorded answer and how it was obtained.
 
     Attributes:
@@ -128,49 +108,15 @@ class ReplayResult(_Frozen):
         warnings: what the caller should know, one sentence each.
     """
 
-    _fields = (
-        "payload",
-        "metadata",
-        "status",
-        "error",
-        "original_execution_id",
-        "from_replay",
-        "forced",
-        "partial",
-        "warnings",
-    )
-    __slots__ = tuple(f"_{name}" for name in _fields)
     payload: JSONObject | None
     metadata: JSONObject
     status: str
     error: JSONObject | None
     original_execution_id: str
-    from_replay: bool
-    forced: bool
-    partial: bool
-    warnings: tuple[str, ...]
-
-    def __init__(
-        self,
-        payload: JSONObject | None,
-        metadata: JSONObject,
-        status: str,
-        error: JSONObject | None,
-        original_execution_id: str,
-        from_replay: bool = True,
-        forced: bool = False,
-        partial: bool = False,
-        warnings: tuple[str, ...] = (),
-    ) -> None:
-        self._payload = payload
-        self._metadata = metadata
-        self._status = status
-        self._error = error
-        self._original_execution_id = original_execution_id
-        self._from_replay = from_replay
-        self._forced = forced
-        self._partial = partial
-        self._warnings = warnings
+    from_replay: bool = True
+    forced: bool = False
+    partial: bool = False
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
