@@ -14,19 +14,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, runtime_checkable
 
 from ._util.jsonvalue import JSONObject, JSONValue
-from .errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
+from .errors import ReplayHashMismatch, ReplayNotAllowed
 from .hashing import compute_hash, hashed_view
-from .record.format import (
-    GENESIS_HEX,
-    EventOrder,
-    check_header,
-    check_line,
-    event_of_line,
-    key_id_of,
-    load_json,
-    split_lines,
-)
 from .record.model import EventType, ExecutionEvent, ExecutionRecord
+from .record.verify import RecordLines
 
 if TYPE_CHECKING:
     from .record.signing import KeyRing, SignatureCheck
@@ -47,14 +38,6 @@ class RecordBytes(Protocol):
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, as stored."""
         ...
-
-
-def _key_id(line: bytes, execution_id: str) -> str | None:
-    """The signing key line 1 names, if it can be read at all."""
-    try:
-        return key_id_of(load_json(line, execution_id, 1))
-    except RecordIntegrityError:
-        return None
 
 
 class VerifiedEvent(NamedTuple):
@@ -193,9 +176,10 @@ class ReplayEngine:
         it is yielded: its bytes hash to the hash it states, it links to the
         line before, and it may follow the lines before it (no event after a
         signed record was closed, a ``SIGNATURE`` line only where its header
-        names a key, and a signed record's last line is its signature), so a
-        walk shows where a record was changed. Reads the
-        record's bytes from the engine's store, or ``data``. Added in 0.1.0.
+        names a key, and a signed record's last line is its signature): the
+        checks ``verify`` makes, so a walk shows where a record was changed.
+        Reads the record's bytes from the engine's store, or ``data``. Added
+        in 0.1.0.
 
         Raises:
             ValueError: no bytes to check: the engine has no store that gives
@@ -209,41 +193,22 @@ class ReplayEngine:
                     "ReplayEngine.from_store(store, id), or pass data="
                 )
             data = store.raw(self.record.execution_id)
-        lines, _torn = split_lines(data)
-        execution_id = self.record.execution_id
-        order = EventOrder(_key_id(lines[0], execution_id) if lines else None)
-        prev: bytes | None = GENESIS_HEX
-        verified = 0
-        for number, line in enumerate(lines, 1):
-            problem = check_line(line, prev)
-            event: ExecutionEvent | None = None
-            try:
-                if number == 1:
-                    check_header(line, execution_id)
-                else:
-                    event = event_of_line(line, number, execution_id)
-                    # the order verify() holds a record to: signature lines too
-                    out_of_order = order.problem(event)
-                    if out_of_order is not None:
-                        raise RecordIntegrityError(out_of_order, execution_id, number)
-            except RecordIntegrityError as exc:
-                problem = problem or str(exc)
-            if problem is None and number == len(lines):
-                problem = order.end_problem()  # a signed record closed unsigned
+        walk = RecordLines(data, self.record.execution_id)
+        total, verified = len(walk.lines), 0
+        for line in walk:
+            problem = line.problem
+            if problem is None and line.number == total:
+                problem = walk.end_problem()  # a signed record closed unsigned
             verified += problem is None
-            stated = line[-66:-2] if len(line) >= 66 else b""
             yield VerifiedEvent(
-                number,
-                event,
-                "sha256:" + stated.decode(errors="replace"),
+                line.number,
+                line.event,
+                "sha256:" + line.stated.decode(errors="replace"),
                 problem is None,
                 problem,
                 verified,
-                len(lines),
+                total,
             )
-            # Link the next line to this line's stated hash: one edited line is
-            # one failure, not two.
-            prev = stated or None
 
     def is_replayable(self) -> tuple[bool, str | None]:
         """Return whether the record may be replayed and, if not, why."""
