@@ -29,7 +29,7 @@ from ._util.ids import new_execution_id as new_execution_id
 from ._util.ids import new_request_id
 from ._util.jsonvalue import JSONObject, JSONValue, check_json, parse_json
 from .errors import EnvelopeValidationError
-from .hashing import hash_parts
+from .hashing import hash_parts, hashed_view
 
 __all__ = [
     "AgentResponse",
@@ -268,18 +268,7 @@ class IntentEnvelope(_Model):
 
     def hashed_view(self) -> dict[str, JSONValue]:
         """Return the part of the envelope that is hashed (DESIGN §3)."""
-        routing = self.routing
-        return {
-            "version": self.version,
-            "intent": {"name": self.intent.name, "version": self.intent.version},
-            "payload": self.payload,
-            "tenant": self.context.tenant,
-            "routing": {
-                "strategy": routing.strategy.value,
-                "targetAgent": routing.target_agent,
-                "fallbackAgents": list(routing.fallback_agents),
-            },
-        }
+        return hashed_view(self.to_wire())
 
     def to_wire(self) -> JSONObject:
         """Return the camelCase wire form as plain JSON data."""

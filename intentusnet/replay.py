@@ -11,22 +11,13 @@ walks the record line by line, checking each line's hash as it goes (what
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, runtime_checkable
 
 from ._util.jsonvalue import JSONObject, JSONValue
-from .errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
+from .errors import ReplayHashMismatch, ReplayNotAllowed
 from .hashing import compute_hash, hashed_view
-from .record.format import (
-    GENESIS_HEX,
-    EventOrder,
-    check_header,
-    check_line,
-    event_of_line,
-    key_id_of,
-    load_json,
-    split_lines,
-)
-from .record.model import EventType, ExecutionEvent, ExecutionRecord, _Frozen
+from .record.model import EventType, ExecutionEvent, ExecutionRecord
+from .record.verify import RecordLines
 
 if TYPE_CHECKING:
     from .record.signing import KeyRing, SignatureCheck
@@ -49,15 +40,7 @@ class RecordBytes(Protocol):
         ...
 
 
-def _key_id(line: bytes, execution_id: str) -> str | None:
-    """The signing key line 1 names, if it can be read at all."""
-    try:
-        return key_id_of(load_json(line, execution_id, 1))
-    except RecordIntegrityError:
-        return None
-
-
-class VerifiedEvent(_Frozen):
+class VerifiedEvent(NamedTuple):
     """One line of a record, with its hash checked. Added in 0.1.0.
 
     Attributes:
@@ -71,8 +54,6 @@ class VerifiedEvent(_Frozen):
         total: the record's lines.
     """
 
-    _fields = ("line", "event", "hash", "ok", "problem", "verified", "total")
-    __slots__ = tuple(f"_{name}" for name in _fields)
     line: int
     event: ExecutionEvent | None
     hash: str
@@ -80,24 +61,6 @@ class VerifiedEvent(_Frozen):
     problem: str | None
     verified: int
     total: int
-
-    def __init__(
-        self,
-        line: int,
-        event: ExecutionEvent | None,
-        hash: str,
-        ok: bool,
-        problem: str | None,
-        verified: int,
-        total: int,
-    ) -> None:
-        self._line = line
-        self._event = event
-        self._hash = hash
-        self._ok = ok
-        self._problem = problem
-        self._verified = verified
-        self._total = total
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -112,7 +75,7 @@ class VerifiedEvent(_Frozen):
         }
 
 
-class ReplayResult(_Frozen):
+class ReplayResult(NamedTuple):
     """What a replay returns: the recorded answer and how it was obtained.
 
     Attributes:
@@ -128,49 +91,15 @@ class ReplayResult(_Frozen):
         warnings: what the caller should know, one sentence each.
     """
 
-    _fields = (
-        "payload",
-        "metadata",
-        "status",
-        "error",
-        "original_execution_id",
-        "from_replay",
-        "forced",
-        "partial",
-        "warnings",
-    )
-    __slots__ = tuple(f"_{name}" for name in _fields)
     payload: JSONObject | None
     metadata: JSONObject
     status: str
     error: JSONObject | None
     original_execution_id: str
-    from_replay: bool
-    forced: bool
-    partial: bool
-    warnings: tuple[str, ...]
-
-    def __init__(
-        self,
-        payload: JSONObject | None,
-        metadata: JSONObject,
-        status: str,
-        error: JSONObject | None,
-        original_execution_id: str,
-        from_replay: bool = True,
-        forced: bool = False,
-        partial: bool = False,
-        warnings: tuple[str, ...] = (),
-    ) -> None:
-        self._payload = payload
-        self._metadata = metadata
-        self._status = status
-        self._error = error
-        self._original_execution_id = original_execution_id
-        self._from_replay = from_replay
-        self._forced = forced
-        self._partial = partial
-        self._warnings = warnings
+    from_replay: bool = True
+    forced: bool = False
+    partial: bool = False
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -247,9 +176,10 @@ class ReplayEngine:
         it is yielded: its bytes hash to the hash it states, it links to the
         line before, and it may follow the lines before it (no event after a
         signed record was closed, a ``SIGNATURE`` line only where its header
-        names a key, and a signed record's last line is its signature), so a
-        walk shows where a record was changed. Reads the
-        record's bytes from the engine's store, or ``data``. Added in 0.1.0.
+        names a key, and a signed record's last line is its signature): the
+        checks ``verify`` makes, so a walk shows where a record was changed.
+        Reads the record's bytes from the engine's store, or ``data``. Added
+        in 0.1.0.
 
         Raises:
             ValueError: no bytes to check: the engine has no store that gives
@@ -263,41 +193,22 @@ class ReplayEngine:
                     "ReplayEngine.from_store(store, id), or pass data="
                 )
             data = store.raw(self.record.execution_id)
-        lines, _torn = split_lines(data)
-        execution_id = self.record.execution_id
-        order = EventOrder(_key_id(lines[0], execution_id) if lines else None)
-        prev: bytes | None = GENESIS_HEX
-        verified = 0
-        for number, line in enumerate(lines, 1):
-            problem = check_line(line, prev)
-            event: ExecutionEvent | None = None
-            try:
-                if number == 1:
-                    check_header(line, execution_id)
-                else:
-                    event = event_of_line(line, number, execution_id)
-                    # the order verify() holds a record to: signature lines too
-                    out_of_order = order.problem(event)
-                    if out_of_order is not None:
-                        raise RecordIntegrityError(out_of_order, execution_id, number)
-            except RecordIntegrityError as exc:
-                problem = problem or str(exc)
-            if problem is None and number == len(lines):
-                problem = order.end_problem()  # a signed record closed unsigned
+        walk = RecordLines(data, self.record.execution_id)
+        total, verified = len(walk.lines), 0
+        for line in walk:
+            problem = line.problem
+            if problem is None and line.number == total:
+                problem = walk.end_problem()  # a signed record closed unsigned
             verified += problem is None
-            stated = line[-66:-2] if len(line) >= 66 else b""
             yield VerifiedEvent(
-                number,
-                event,
-                "sha256:" + stated.decode(errors="replace"),
+                line.number,
+                line.event,
+                "sha256:" + line.stated.decode(errors="replace"),
                 problem is None,
                 problem,
                 verified,
-                len(lines),
+                total,
             )
-            # Link the next line to this line's stated hash: one edited line is
-            # one failure, not two.
-            prev = stated or None
 
     def is_replayable(self) -> tuple[bool, str | None]:
         """Return whether the record may be replayed and, if not, why."""

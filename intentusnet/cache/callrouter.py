@@ -21,7 +21,7 @@ from .._util.ids import new_request_id
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
 from ..errors import CachedCallError
-from ..hashing import canonical_json, hash_bytes, hash_parts
+from ..hashing import canonical_json, hash_bytes, hash_parts, hashed_view
 from ..routing.agents import AgentContext, add_secrets
 from ..routing.router import IntentRouter
 from ..routing.seams import ExecutionOptions
@@ -86,18 +86,7 @@ class CallRouter:
         # The hashed view (DESIGN §3) but for the payload never changes: its
         # canonical bytes around the payload are made once, as the envelope
         # model does, so a call's hash costs one canonical encoding.
-        self._prefix, self._suffix = hash_parts(
-            {
-                "version": "1.0",
-                "intent": {"name": intent, "version": version},
-                "tenant": tenant,
-                "routing": {
-                    "strategy": "DIRECT",
-                    "targetAgent": None,
-                    "fallbackAgents": [],
-                },
-            }
-        )
+        self._prefix, self._suffix = hash_parts(hashed_view(self._wire))
 
     def key(
         self, payload: JSONObject, directive: CacheDirective = CacheDirective.DEFAULT

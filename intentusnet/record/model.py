@@ -5,17 +5,15 @@ this module holds only the data it is read into. Attributes are snake_case;
 ``to_json()`` gives the camelCase wire form used on disk and by ``--json`` output.
 Nothing here imports pydantic: the read path stays light (DESIGN §4).
 
-The types are immutable slotted classes that behave like frozen dataclasses
-(fields set once, equality, hash, repr and pickling by field). They are written
-out rather than made with ``@dataclass``, whose code generation at import time
-would cost ``intentusnet replay`` about as much as the rest of its read path.
+The types are NamedTuples: immutable, compared, hashed, printed and pickled by
+field. (Frozen dataclasses would add about 7 ms to the start of ``intentusnet
+replay``, generating their code.)
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from operator import attrgetter
-from typing import ClassVar, Final
+from typing import Final, NamedTuple
 
 from .._util.choices import choice
 from .._util.jsonvalue import JSONObject, JSONValue
@@ -84,48 +82,7 @@ class ReplayableReason(StrEnum):
     MANUALLY_INVALIDATED = "manually_invalidated"
 
 
-class _Frozen:
-    """Base of the immutable record types.
-
-    A subclass lists its ``_fields`` in constructor order and keeps each in a
-    private slot (``_seq`` for ``seq``); every field it does not define itself
-    becomes a read-only property. Fields are set once, in ``__init__``, by plain
-    slot assignment, which costs far less than a frozen dataclass's
-    ``object.__setattr__`` per field. Equality, hash, repr and pickling go by
-    field, as for a frozen dataclass.
-    """
-
-    __slots__ = ()
-    #: The fields, in constructor order.
-    _fields: ClassVar[tuple[str, ...]] = ()
-
-    def __init_subclass__(cls) -> None:
-        super().__init_subclass__()
-        for name in cls._fields:
-            if name not in cls.__dict__:
-                setattr(cls, name, property(attrgetter(f"_{name}")))
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple([getattr(self, name) for name in self._fields])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Frozen) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        # Like a frozen dataclass: a type holding a dict is not hashable.
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
-        return f"{type(self).__name__}({shown})"
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        return type(self), self._values()
-
-
-class ExecutionEvent(_Frozen):
+class ExecutionEvent(NamedTuple):
     """One line of a record after the header.
 
     Attributes:
@@ -137,30 +94,12 @@ class ExecutionEvent(_Frozen):
         hash: ``"sha256:"`` + hex SHA-256 of this line's bytes up to its hash field.
     """
 
-    _fields = ("seq", "type", "at_ms", "data", "prev_hash", "hash")
-    __slots__ = tuple(f"_{name}" for name in _fields)
     seq: int
     type: EventType
     at_ms: float
     data: JSONObject
     prev_hash: str
     hash: str
-
-    def __init__(
-        self,
-        seq: int,
-        type: EventType,
-        at_ms: float,
-        data: JSONObject,
-        prev_hash: str,
-        hash: str,
-    ) -> None:
-        self._seq = seq
-        self._type = type
-        self._at_ms = at_ms
-        self._data = data
-        self._prev_hash = prev_hash
-        self._hash = hash
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -174,7 +113,7 @@ class ExecutionEvent(_Frozen):
         }
 
 
-class ExecutionHeader(_Frozen):
+class ExecutionHeader(NamedTuple):
     """What a record is about and what state it is in.
 
     ``created_utc`` and ``completed_utc`` are ISO 8601 strings in UTC with a
@@ -188,26 +127,6 @@ class ExecutionHeader(_Frozen):
     one (added in 0.1.0).
     """
 
-    _fields = (
-        "schema_version",
-        "execution_id",
-        "created_utc",
-        "completed_utc",
-        "envelope_hash",
-        "intent_name",
-        "intent_version",
-        "status",
-        "replayable",
-        "replayable_reason",
-        "parent_execution_id",
-        "agent",
-        "duration_ms",
-        "chain_head",
-        "owner",
-        "key_id",
-        "configuration",
-    )
-    __slots__ = tuple(f"_{name}" for name in _fields)
     schema_version: int
     execution_id: str
     created_utc: str
@@ -222,47 +141,9 @@ class ExecutionHeader(_Frozen):
     agent: str | None
     duration_ms: float | None
     chain_head: str
-    owner: JSONObject | None
-    key_id: str | None
-    configuration: JSONObject | None
-
-    def __init__(
-        self,
-        schema_version: int,
-        execution_id: str,
-        created_utc: str,
-        completed_utc: str | None,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str,
-        status: RecordStatus,
-        replayable: bool,
-        replayable_reason: ReplayableReason | None,
-        parent_execution_id: str | None,
-        agent: str | None,
-        duration_ms: float | None,
-        chain_head: str,
-        owner: JSONObject | None = None,
-        key_id: str | None = None,
-        configuration: JSONObject | None = None,
-    ) -> None:
-        self._schema_version = schema_version
-        self._execution_id = execution_id
-        self._created_utc = created_utc
-        self._completed_utc = completed_utc
-        self._envelope_hash = envelope_hash
-        self._intent_name = intent_name
-        self._intent_version = intent_version
-        self._status = status
-        self._replayable = replayable
-        self._replayable_reason = replayable_reason
-        self._parent_execution_id = parent_execution_id
-        self._agent = agent
-        self._duration_ms = duration_ms
-        self._chain_head = chain_head
-        self._owner = owner
-        self._key_id = key_id
-        self._configuration = configuration
+    owner: JSONObject | None = None
+    key_id: str | None = None
+    configuration: JSONObject | None = None
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -287,7 +168,7 @@ class ExecutionHeader(_Frozen):
         }
 
 
-class ExecutionRecord(_Frozen):
+class ExecutionRecord(NamedTuple):
     """A loaded, verified record.
 
     Attributes:
@@ -309,37 +190,12 @@ class ExecutionRecord(_Frozen):
     checked when it is loaded.
     """
 
-    _fields = (
-        "header",
-        "envelope",
-        "events",
-        "final_response",
-        "fingerprint",
-        "torn_tail",
-    )
-    __slots__ = tuple(f"_{name}" for name in _fields)
     header: ExecutionHeader
     envelope: JSONObject
     events: tuple[ExecutionEvent, ...]
     final_response: JSONObject | None
     fingerprint: str
-    torn_tail: bool
-
-    def __init__(
-        self,
-        header: ExecutionHeader,
-        envelope: JSONObject,
-        events: tuple[ExecutionEvent, ...],
-        final_response: JSONObject | None,
-        fingerprint: str,
-        torn_tail: bool = False,
-    ) -> None:
-        self._header = header
-        self._envelope = envelope
-        self._events = events
-        self._final_response = final_response
-        self._fingerprint = fingerprint
-        self._torn_tail = torn_tail
+    torn_tail: bool = False
 
     @property
     def execution_id(self) -> str:
@@ -370,22 +226,9 @@ class ExecutionRecord(_Frozen):
         }
 
 
-class RecordSummary(_Frozen):
+class RecordSummary(NamedTuple):
     """One row of ``store.list()``: a record's header without its events."""
 
-    _fields = (
-        "execution_id",
-        "created_utc",
-        "intent_name",
-        "intent_version",
-        "envelope_hash",
-        "status",
-        "replayable",
-        "replayable_reason",
-        "agent",
-        "duration_ms",
-    )
-    __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
     created_utc: str
     intent_name: str
@@ -396,30 +239,6 @@ class RecordSummary(_Frozen):
     replayable_reason: ReplayableReason | None
     agent: str | None
     duration_ms: float | None
-
-    def __init__(
-        self,
-        execution_id: str,
-        created_utc: str,
-        intent_name: str,
-        intent_version: str,
-        envelope_hash: str,
-        status: RecordStatus,
-        replayable: bool,
-        replayable_reason: ReplayableReason | None,
-        agent: str | None,
-        duration_ms: float | None,
-    ) -> None:
-        self._execution_id = execution_id
-        self._created_utc = created_utc
-        self._intent_name = intent_name
-        self._intent_version = intent_version
-        self._envelope_hash = envelope_hash
-        self._status = status
-        self._replayable = replayable
-        self._replayable_reason = replayable_reason
-        self._agent = agent
-        self._duration_ms = duration_ms
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -437,7 +256,7 @@ class RecordSummary(_Frozen):
         }
 
 
-class VerifyReport(_Frozen):
+class VerifyReport(NamedTuple):
     """The outcome of checking a record's hash chain line by line.
 
     Attributes:
@@ -457,49 +276,15 @@ class VerifyReport(_Frozen):
             Added in 0.1.0.
     """
 
-    _fields = (
-        "execution_id",
-        "events_total",
-        "events_verified",
-        "failures",
-        "valid",
-        "notes",
-        "recording_failure",
-        "key_id",
-        "signatures",
-    )
-    __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
     events_total: int
     events_verified: int
     failures: tuple[str, ...]
     valid: bool
-    notes: tuple[str, ...]
-    recording_failure: bool
-    key_id: str | None
-    signatures: tuple[ExecutionEvent, ...]
-
-    def __init__(
-        self,
-        execution_id: str,
-        events_total: int,
-        events_verified: int,
-        failures: tuple[str, ...],
-        valid: bool,
-        notes: tuple[str, ...] = (),
-        recording_failure: bool = False,
-        key_id: str | None = None,
-        signatures: tuple[ExecutionEvent, ...] = (),
-    ) -> None:
-        self._execution_id = execution_id
-        self._events_total = events_total
-        self._events_verified = events_verified
-        self._failures = failures
-        self._valid = valid
-        self._notes = notes
-        self._recording_failure = recording_failure
-        self._key_id = key_id
-        self._signatures = signatures
+    notes: tuple[str, ...] = ()
+    recording_failure: bool = False
+    key_id: str | None = None
+    signatures: tuple[ExecutionEvent, ...] = ()
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
@@ -515,30 +300,16 @@ class VerifyReport(_Frozen):
         }
 
 
-class StoreStats(_Frozen):
+class StoreStats(NamedTuple):
     """Counts over a whole store, from its catalog.
 
     ``bytes_on_disk`` sums the sizes of the record files and the catalog.
     """
 
-    _fields = ("records", "by_status", "by_intent", "bytes_on_disk")
-    __slots__ = tuple(f"_{name}" for name in _fields)
     records: int
     by_status: dict[str, int]
     by_intent: dict[str, int]
     bytes_on_disk: int
-
-    def __init__(
-        self,
-        records: int,
-        by_status: dict[str, int] | None = None,
-        by_intent: dict[str, int] | None = None,
-        bytes_on_disk: int = 0,
-    ) -> None:
-        self._records = records
-        self._by_status = {} if by_status is None else by_status
-        self._by_intent = {} if by_intent is None else by_intent
-        self._bytes_on_disk = bytes_on_disk
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""

@@ -21,14 +21,14 @@ import os
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import parse_utc
 from ..errors import SignatureError, SigningKeyError
 from .format import invalidated_line, signature_line, signed_message
 from .keys import PublicKey, SigningKey
-from .model import EventType, ExecutionEvent, ExecutionRecord, VerifyReport, _Frozen
+from .model import EventType, ExecutionEvent, ExecutionRecord, VerifyReport
 
 
 class SignatureStatus(StrEnum):
@@ -49,7 +49,7 @@ class SignatureStatus(StrEnum):
     UNKNOWN_KEY = "unknown-key"
 
 
-class SignatureCheck(_Frozen):
+class SignatureCheck(NamedTuple):
     """What a ``KeyRing`` found of one record's signatures. Added in 0.1.0.
 
     Attributes:
@@ -61,27 +61,11 @@ class SignatureCheck(_Frozen):
             ``unsigned`` when the ring does not require a signature.
     """
 
-    _fields = ("execution_id", "status", "key_ids", "detail", "accepted")
-    __slots__ = tuple(f"_{name}" for name in _fields)
     execution_id: str
     status: SignatureStatus
     key_ids: tuple[str, ...]
     detail: str
     accepted: bool
-
-    def __init__(
-        self,
-        execution_id: str,
-        status: SignatureStatus,
-        key_ids: tuple[str, ...],
-        detail: str,
-        accepted: bool,
-    ) -> None:
-        self._execution_id = execution_id
-        self._status = status
-        self._key_ids = key_ids
-        self._detail = detail
-        self._accepted = accepted
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""

@@ -1,11 +1,16 @@
 """Line-by-line verification of a record file, and salvage of a damaged one.
 
-``parse_record`` stops at the first damage; ``verify_bytes`` checks every line
-and reports each problem (for ``intentusnet verify``), and ``salvage_header``
-reads what it can of a damaged record so the catalog can still list it.
+``parse_record`` stops at the first damage; :class:`RecordLines` walks every
+line and checks each as it is reached, which ``verify_bytes`` (for
+``intentusnet verify``) and ``ReplayEngine.events()`` (for ``replay --step``)
+both do; ``salvage_header`` reads what it can of a damaged record so the catalog
+can still list it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from orjson import JSONDecodeError, loads
 
@@ -34,75 +39,124 @@ from .model import (
 )
 
 
+class LineCheck(NamedTuple):
+    """One complete line of a record file, checked where it stands.
+
+    Attributes:
+        number: the line's number, from 1 (line 1 is the header).
+        event: the event the line holds; ``None`` for the header, or for a
+            line too damaged to read.
+        stated: the hex hash the line states (``b""`` if it states none).
+        problem: what is wrong with the line, or ``None``.
+    """
+
+    number: int
+    event: ExecutionEvent | None
+    stated: bytes
+    problem: str | None
+
+
+class RecordLines:
+    """A record file's complete lines, each checked as the walk reaches it.
+
+    Iterating yields a :class:`LineCheck` per line: its own hash and its link
+    to the line before, then the header's fields (line 1) or the event's
+    fields and its place after the events before it (``EventOrder``). Each
+    line is linked to the hash the line before states, so one edited line is
+    one problem, not two. A problem never stops the walk.
+
+    Attributes:
+        lines: the complete lines, without their newlines.
+        torn: the bytes after the last newline (``b""`` if none).
+        order: the events' order, as far as the walk got.
+        key_id: the signing key line 1 names, if it can be read at all.
+        signatures: the ``SIGNATURE`` events the order took: sound in form,
+            each placed over the line before it.
+        link: the hash the next line must name as ``prevHash``; ``None`` when
+            the last line walked states none.
+    """
+
+    def __init__(self, data: bytes, execution_id: str) -> None:
+        self.lines, self.torn = split_lines(data)
+        self._execution_id = execution_id
+        self.key_id = _key_id(self.lines[0], execution_id) if self.lines else None
+        self.order = EventOrder(self.key_id)
+        self.signatures: list[ExecutionEvent] = []
+        self.link: bytes | None = GENESIS_HEX
+
+    def __iter__(self) -> Iterator[LineCheck]:
+        for number, line in enumerate(self.lines, 1):
+            problem = check_line(line, self.link)
+            event: ExecutionEvent | None = None
+            try:
+                if number == 1:
+                    check_header(line, self._execution_id)
+                else:
+                    event = event_of_line(line, number, "")
+                    out_of_order = self.order.problem(event)  # takes the event
+                    if out_of_order is None and event.type is EventType.SIGNATURE:
+                        self.signatures.append(event)
+                    problem = problem or out_of_order
+            except RecordIntegrityError as exc:
+                # The line's number goes with the check, not in its message.
+                message = str(exc)
+                if exc.execution_id:
+                    message = message.split(": ", 1)[-1]
+                problem = problem or message
+            stated = line[-66:-2] if len(line) >= 66 else b""
+            yield LineCheck(number, event, stated, problem)
+            self.link = stated or None
+
+    def end_problem(self) -> str | None:
+        """What is wrong with the record ending where it does, or ``None``."""
+        return self.order.end_problem() if self.lines else None
+
+
 def verify_bytes(data: bytes, execution_id: str) -> VerifyReport:
     """Check every line of a record file and report what holds and what fails.
 
     The report also carries what the record says of its signatures (the key
-    line 1 names, the ``SIGNATURE`` lines); checking them takes a key.
-
-    Raises:
-        UnsupportedSchemaVersion: the record is of a newer format (this release
-            cannot judge it).
+    line 1 names, the ``SIGNATURE`` lines); checking them takes a key. A record
+    of a newer format fails at line 1, saying so (``UnsupportedSchemaVersion``'s
+    message).
     """
-    lines, torn = split_lines(data)
+    walk = RecordLines(data, execution_id)
     failures: list[str] = []
     verified = 0
-    prev: bytes | None = GENESIS_HEX
-    key_id = _key_id(lines[0], execution_id) if lines else None
-    order = EventOrder(key_id)
-    signatures: list[ExecutionEvent] = []
-    for number, line in enumerate(lines, 1):
-        problem = check_line(line, prev)
-        try:
-            if number == 1:
-                # Also raises UnsupportedSchemaVersion, which is not a failure.
-                check_header(line, execution_id)
-            else:
-                event = event_of_line(line, number, "")
-                out_of_order = order.problem(event)
-                if out_of_order is not None:
-                    raise RecordIntegrityError(out_of_order)
-                if event.type is EventType.SIGNATURE:
-                    signatures.append(event)
-        except RecordIntegrityError as exc:
-            if exc.execution_id:
-                exc = RecordIntegrityError(str(exc).split(": ", 1)[-1])
-            problem = problem or str(exc)
-        if problem is None:
+    for line in walk:
+        if line.problem is None:
             verified += 1
         else:
-            failures.append(f"line {number}: {problem}")
-        # Link the next line to this line's stated hash, so that one edited line
-        # is one failure, not two.
-        prev = line[-66:-2] if len(line) >= 66 else None
-    if not lines:
+            failures.append(f"line {line.number}: {line.problem}")
+    total, torn = len(walk.lines), walk.torn
+    if not total:
         failures.append("line 1: no complete header line")
     notes: list[str] = []
-    if torn and prev is not None and check_line(torn[:-1], prev) is None:
+    if torn and walk.link is not None and check_line(torn[:-1], walk.link) is None:
         failures.append(
-            f"line {len(lines) + 1}: the line's newline was replaced by another byte"
+            f"line {total + 1}: the line's newline was replaced by another byte"
         )
-    elif torn and order.closed:
+    elif torn and walk.order.closed:
         failures.append(
-            f"line {len(lines) + 1}: " + bytes_after_close(torn, completed=order.final)
+            f"line {total + 1}: " + bytes_after_close(torn, completed=walk.order.final)
         )
     elif torn:
         notes.append(
-            f"line {len(lines) + 1}: torn last line ({len(torn)} bytes, a write cut "
+            f"line {total + 1}: torn last line ({len(torn)} bytes, a write cut "
             "short by a crash) left out; the record is incomplete"
         )
-    unclosed = order.end_problem() if lines else None
+    unclosed = walk.end_problem()
     if unclosed is not None:
-        failures.append(f"line {len(lines)}: {unclosed}")
+        failures.append(f"line {total}: {unclosed}")
     return VerifyReport(
         execution_id=execution_id,
-        events_total=len(lines),
+        events_total=total,
         events_verified=verified,
         failures=tuple(failures),
         valid=not failures,
         notes=tuple(notes),
-        key_id=key_id,
-        signatures=tuple(signatures),
+        key_id=walk.key_id,
+        signatures=tuple(walk.signatures),
     )
 
 

@@ -2,7 +2,7 @@
 
 Envelopes and responses are the library's own models (``IntentEnvelope``,
 ``AgentResponse``). Records, summaries, verify reports and replay results are
-frozen dataclasses on the library's light read path; the models here describe
+NamedTuples on the library's light read path; the models here describe
 their ``to_json()`` form field for field, with the library's enums, so the
 OpenAPI document states exactly what the service sends. A test holds each
 model against real ``to_json()`` output.

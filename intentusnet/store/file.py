@@ -568,7 +568,7 @@ class FileExecutionStore:
         The bytes include the catalog and the cache-hit journal.
         """
         if not os.path.isdir(self._root):
-            return StoreStats(records=0)
+            return StoreStats(records=0, by_status={}, by_intent={}, bytes_on_disk=0)
         catalog = self.root / CATALOG_NAME  # the store's, whatever answers
         extra = self._hits.size()
         for suffix in ("", "-wal", "-shm"):

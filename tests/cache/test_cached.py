@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from intentusnet import FileExecutionStore, ReplayEngine
+from intentusnet import (
+    FileExecutionStore,
+    MemoryExecutionStore,
+    ReplayEngine,
+    compute_hash,
+)
 from intentusnet.cache.cached import cached
+from intentusnet.cache.callrouter import CallRouter
 from intentusnet.cache.replay_cache import CachePolicy, ReplayCache
 from intentusnet.errors import CachedCallError, NotCacheable
 
@@ -266,3 +272,19 @@ def test_served_failure_raises_cached_call_error_where_it_first_failed(store):
     with pytest.raises(CachedCallError, match="ValueError"):
         asyncio.run(aflaky(1))
     assert calls == 2
+
+
+@pytest.mark.parametrize("tenant", [None, "acme"])
+def test_call_key_is_the_hash_of_the_envelope_recorded(tenant):
+    """A call's cache key is the hash of the envelope it is recorded with."""
+    calls = CallRouter(
+        MemoryExecutionStore(),
+        intent="llm.complete",
+        version="2",
+        tenant=tenant,
+        agent="complete",
+        is_async=False,
+    )
+    payload = {"prompt": "hi", "temperature": 1.0, "tags": ["a"]}
+    key = calls.key(payload)
+    assert key.envelope_hash == compute_hash(calls.envelope(payload, "req-1"))
