@@ -29,7 +29,7 @@ from ._util.ids import new_execution_id as new_execution_id
 from ._util.ids import new_request_id
 from ._util.jsonvalue import JSONObject, JSONValue, check_json, parse_json
 from .errors import EnvelopeValidationError
-from .hashing import hash_parts, hashed_view
+from .hashing import hash_parts, view
 
 __all__ = [
     "AgentResponse",
@@ -268,7 +268,17 @@ class IntentEnvelope(_Model):
 
     def hashed_view(self) -> dict[str, JSONValue]:
         """Return the part of the envelope that is hashed (DESIGN §3)."""
-        return hashed_view(self.to_wire())
+        routing = self.routing
+        return view(
+            version=self.version,
+            name=self.intent.name,
+            intent_version=self.intent.version,
+            payload=self.payload,
+            tenant=self.context.tenant,
+            strategy=routing.strategy.value,
+            target_agent=routing.target_agent,
+            fallback_agents=list(routing.fallback_agents),
+        )
 
     def to_wire(self) -> JSONObject:
         """Return the camelCase wire form as plain JSON data."""

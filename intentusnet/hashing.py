@@ -80,18 +80,43 @@ def hashed_view(wire: dict[str, JSONValue]) -> dict[str, JSONValue]:
     intent_d = intent if isinstance(intent, dict) else {}
     context_d = context if isinstance(context, dict) else {}
     routing_d = routing if isinstance(routing, dict) else {}
+    return view(
+        version=wire.get("version", "1.0"),
+        name=intent_d.get("name"),
+        intent_version=intent_d.get("version", "1.0"),
+        payload=wire.get("payload", {}),
+        tenant=context_d.get("tenant"),
+        strategy=routing_d.get("strategy", "DIRECT"),
+        target_agent=routing_d.get("targetAgent"),
+        fallback_agents=routing_d.get("fallbackAgents", []),
+    )
+
+
+def view(
+    *,
+    version: JSONValue,
+    name: JSONValue,
+    intent_version: JSONValue,
+    payload: JSONValue,
+    tenant: JSONValue,
+    strategy: JSONValue,
+    target_agent: JSONValue,
+    fallback_agents: JSONValue,
+) -> dict[str, JSONValue]:
+    """Return the hashed view (DESIGN §3) of an envelope's hashed fields.
+
+    The one place the view's shape is written: :func:`hashed_view` reads the
+    fields from a wire envelope, the envelope model passes its own attributes.
+    """
     return {
-        "version": wire.get("version", "1.0"),
-        "intent": {
-            "name": intent_d.get("name"),
-            "version": intent_d.get("version", "1.0"),
-        },
-        "payload": wire.get("payload", {}),
-        "tenant": context_d.get("tenant"),
+        "version": version,
+        "intent": {"name": name, "version": intent_version},
+        "payload": payload,
+        "tenant": tenant,
         "routing": {
-            "strategy": routing_d.get("strategy", "DIRECT"),
-            "targetAgent": routing_d.get("targetAgent"),
-            "fallbackAgents": routing_d.get("fallbackAgents", []),
+            "strategy": strategy,
+            "targetAgent": target_agent,
+            "fallbackAgents": fallback_agents,
         },
     }
 
