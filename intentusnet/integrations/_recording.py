@@ -36,13 +36,13 @@ import orjson
 
 from .._util.choices import choice
 from .._util.jsonvalue import JSONObject, JSONValue, parse_json
+
+# The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
+from .._util.paths import Path, parse, rewrite
 from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult, running_execution
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective, ErrorCode, ErrorInfo
 from ..errors import CacheMiss, IntentusNetError, NotCacheable
-
-# The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
-from ..routing._paths import Path, parse, rewrite
 from ..routing.agents import add_secrets, current_context, open_step
 from ..routing.redact import Redactor, header_names, keyed, redact_body
 from ._observed import Observed, Observers, observers_of_call, tell_call
