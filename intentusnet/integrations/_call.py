@@ -221,7 +221,12 @@ class Call:
 
     def _failed(self, exc: BaseException) -> None:
         """Fail a passed-through response's step with the routing's exception."""
-        if self.passed and self.step is not None:
+        if self.passed:
+            self.failed(exc)
+
+    def failed(self, exc: BaseException) -> None:
+        """Fail the call's step, if an agent made it (unless it has ended)."""
+        if self.step is not None:
             self.step.failed(exc)
 
 

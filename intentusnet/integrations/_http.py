@@ -20,6 +20,7 @@ __all__ = [
     "HTTPResponse",
     "Open",
     "TransportMode",
+    "authority",
 ]
 
 
@@ -70,6 +71,14 @@ class HTTPResponse(Protocol):
     def http_version(self) -> str: ...
     @property
     def headers(self) -> HTTPHeaders: ...
+
+
+def authority(url: HTTPURL) -> str:
+    """A URL's host and port, as the URL is written (an IPv6 host in brackets)."""
+    host = url.raw_host.decode("ascii")
+    if ":" in host:
+        host = f"[{host}]"
+    return host if url.port is None else f"{host}:{url.port}"
 
 
 #: Makes the call: the response's head, its (decoded) body chunks, and how to

@@ -14,33 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
 from typing import TYPE_CHECKING, Final, cast
 
 from .._util.jsonvalue import JSONObject
-from ..cache.callrouter import CallRouter
 from ..cache.replay_cache import CacheKey, ReplayCache
 from ..envelope import AgentResponse, CacheDirective
 from ..errors import CacheMiss
 from ..routing.agents import current_context
-from ..routing.redact import Redactor, keyed
 from ._call import Call, Handed
-from ._http import AsyncOpen, HTTPRequest, HTTPResponse, Open, TransportMode
-from ._key import KeyFunction, Made, RequestHook, RequestKeys
+from ._http import AsyncOpen, HTTPRequest, Open, TransportMode
+from ._key import Made, RequestKeys
 from ._observed import Observed, Observers, observers_of_call, tell_call
-from ._passthrough import AsyncTee, Tee
-from ._response import ResponseHook, Responses, ready_of
-from ._secrets import Secrets
+from ._response import Responses, ready_of
 from ._served import CACHE_HEADER, Served, record_of
 from ._steps import AgentStep, opened_step
 
 if TYPE_CHECKING:
     from ..store import ExecutionStore
 
-__all__ = ["INTENT", "RecordingCore"]
+__all__ = ["RecordingCore"]
 
-#: The intent calls are recorded under, by default.
-INTENT: Final = "http.request"
 _ASKED: Final = {
     "default": CacheDirective.DEFAULT,
     "bypass": CacheDirective.BYPASS,
@@ -56,53 +49,23 @@ class RecordingCore:
 
     It sees requests and responses through the small protocols of ``_http``,
     so the httpx and httpx2 transports run this one code and cannot drift
-    apart. The arguments are the transports' (``_shell``).
+    apart. Its parts are made of the transports' arguments (``_shell``).
     """
 
     def __init__(
         self,
         store: ExecutionStore,
-        mode: TransportMode | str,
+        mode: TransportMode,
         cache: ReplayCache | None,
-        *,
-        intent: str,
-        tenant: str | None,
-        hash_headers: Collection[str],
-        secret_headers: Collection[str],
-        secret_params: Collection[str],
-        redactor: Redactor | None,
-        is_async: bool,
-        agent: str,
-        ignore_body_paths: Collection[str] = (),
-        before_record_request: RequestHook | None = None,
-        before_record_response: ResponseHook | None = None,
-        key: KeyFunction | None = None,
+        keys: RequestKeys,
+        responses: Responses,
     ) -> None:
-        self.mode = TransportMode.parse(mode)
+        self.mode = mode
         self.store = store
-        self.secrets = Secrets(secret_headers, secret_params, redactor)
-        self.calls = CallRouter(
-            store,
-            intent=intent,
-            version="1.0",
-            tenant=tenant,
-            agent=agent,
-            is_async=is_async,
-            # Same key as the user's (a random one without): the router's
-            # markers of the request's keys in error texts match the user's.
-            redactor=keyed(redactor),
-        )
-        self.keys = RequestKeys(
-            self.calls,
-            self.secrets,
-            hash_headers=hash_headers,
-            ignore_body_paths=ignore_body_paths,
-            before_record_request=before_record_request,
-            key=key,
-        )
-        self.responses = Responses(
-            self.secrets, before_record_response, with_request=key is not None
-        )
+        self.keys = keys
+        self.responses = responses
+        self.calls = keys.calls
+        self.secrets = keys.secrets
         self._ready: dict[int, tuple[AgentResponse, Served]] = {}
         self.tasks: set[asyncio.Future[AgentResponse]] = set()
         self._own_cache = cache is None
@@ -110,7 +73,8 @@ class RecordingCore:
         self.cache.bind(store)
         self.directive = (
             CacheDirective.BYPASS
-            if self.mode is TransportMode.RECORD or not self.cache.policy.allows(intent)
+            if mode is TransportMode.RECORD
+            or not self.cache.policy.allows(self.calls.intent)
             else CacheDirective.DEFAULT
         )
         #: told about every call (``add_observer`` on the transports)
@@ -124,19 +88,13 @@ class RecordingCore:
         """
         started = time.time_ns()
         observed = observers_of_call(self.observers())
-        key, made, step = self.opened(request, body)
-        served: Served | None
-        if step is not None and step.pending.served:
-            served = step.served()
-        else:
+        served = self.decide(request, body)
+        if isinstance(served, Call):
+            call = served
             try:
-                served = self._known(request, key, step)
-                if served is None:
-                    call = self._call(request, body, key, made, step)
-                    served = self._called(call, call.run(open_))
+                served = self._called(call, call.run(open_))
             except BaseException as exc:
-                if step is not None:
-                    step.failed(exc)
+                call.failed(exc)
                 raise
         if observed[0]:
             self._tell(request, body, served, started, observed)
@@ -148,23 +106,48 @@ class RecordingCore:
         """The async ``handle``."""
         started = time.time_ns()
         observed = observers_of_call(self.observers())
-        key, made, step = self.opened(request, body)
-        served: Served | None
-        if step is not None and step.pending.served:
-            served = step.served()
-        else:
+        served = self.decide(request, body)
+        if isinstance(served, Call):
+            call = served
             try:
-                served = self._known(request, key, step)
-                if served is None:
-                    call = self._call(request, body, key, made, step)
-                    served = self._called(call, await call.arun(open_))
+                served = self._called(call, await call.arun(open_))
             except BaseException as exc:
-                if step is not None:
-                    step.failed(exc)
+                call.failed(exc)
                 raise
         if observed[0]:
             self._tell(request, body, served, started, observed)
         return served
+
+    def decide(self, request: HTTPRequest, body: bytes) -> Served | Call:
+        """The answer the records hold for a request, or the call it needs.
+
+        In replay mode the request's record answers (or ``CacheMiss``); else a
+        cache hit does, unless the request bypasses the cache; else the call
+        is made. Inside an agent, a re-run serves the request's step, and a
+        failure here fails the step.
+
+        Raises:
+            ValueError: the request's cache header names no directive.
+            CassetteMiss: a re-run's record does not hold the request.
+        """
+        key, made, step = self.opened(request, body)
+        if step is not None and step.pending.served:
+            return step.served()
+        try:
+            if self.mode is TransportMode.REPLAY:
+                found = self.replay(key, request)
+            elif key.directive is CacheDirective.BYPASS:
+                found = None
+            else:
+                found = self.cache.hit(key)  # a hit needs no thread nor task
+            if found is not None:
+                return self.served(found, None, ran=False, step=step)
+            made = made or self.keys.payload(request, body, key.directive)
+        except BaseException as exc:
+            if step is not None:
+                step.failed(exc)
+            raise
+        return Call(self, request, made, step)
 
     def opened(
         self, request: HTTPRequest, body: bytes
@@ -206,30 +189,6 @@ class RecordingCore:
             )
         return self.directive if self.directive is CacheDirective.BYPASS else asked
 
-    def _known(
-        self, request: HTTPRequest, key: CacheKey, step: AgentStep | None
-    ) -> Served | None:
-        """The answer the records hold: replay mode's, or a hit; ``None``: call."""
-        if self.mode is TransportMode.REPLAY:
-            return self.served(self.replay(key, request), None, ran=False, step=step)
-        if key.directive is not CacheDirective.BYPASS:
-            found = self.cache.hit(key)  # a hit needs no thread nor task
-            if found is not None:
-                return self.served(found, None, ran=False, step=step)
-        return None
-
-    def _call(
-        self,
-        request: HTTPRequest,
-        body: bytes,
-        key: CacheKey,
-        made: Made | None,
-        step: AgentStep | None,
-    ) -> Call:
-        """The call a request needs: its payload made, unless it was."""
-        made = made or self.keys.payload(request, body, key.directive)
-        return Call(self, request, made, step)
-
     def replay(self, key: CacheKey, request: HTTPRequest) -> AgentResponse:
         """The recorded answer to a request, or ``CacheMiss``."""
         found = self.cache.find(key, serve_errors=True)
@@ -241,29 +200,14 @@ class RecordingCore:
 
     def _called(self, call: Call, outcome: AgentResponse | Handed) -> Served:
         """What to serve once a call is made: its answer, or its live response."""
-        directive = call.key.directive
-        if isinstance(outcome, Handed):
-            return self.streamed(*outcome, directive, call.step)
+        directive, step = call.key.directive, call.step
+        if isinstance(outcome, Handed):  # always a miss; the step ends later
+            number = None if step is None else step.number
+            ready = self.responses.head(outcome.response)
+            return Served(ready, _state(directive), outcome.record, outcome.tee, number)
         return self.served(
-            outcome, call.live, ran=call.ran, directive=directive, step=call.step
+            outcome, call.live, ran=call.ran, directive=directive, step=step
         )
-
-    def streamed(
-        self,
-        response: HTTPResponse,
-        tee: Tee | AsyncTee,
-        record: str | None,
-        directive: CacheDirective,
-        step: AgentStep | None = None,
-    ) -> Served:
-        """A live response passed through as it arrives (always a miss).
-
-        Its ``step``, if an agent made the request, is ended once the body has
-        been read to its end and recorded (or failed).
-        """
-        ready = self.responses.head(response)
-        number = None if step is None else step.number
-        return Served(ready, _state(directive), record, tee, number)
 
     def served(
         self,

@@ -14,7 +14,7 @@ from typing import Final
 from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 from ..routing.redact import Redactor, header_names
-from ._http import HTTPURL, HTTPRequest
+from ._http import HTTPURL, HTTPRequest, authority
 
 __all__ = ["DEFAULT_SECRET_PARAMS", "Secrets", "is_secret"]
 
@@ -122,12 +122,8 @@ class Secrets:
         return known
 
     def _url(self, url: HTTPURL) -> tuple[str, tuple[str, ...]]:
-        host = url.raw_host.decode("ascii")
-        if ":" in host:
-            host = f"[{host}]"  # IPv6
-        port = "" if url.port is None else f":{url.port}"
         path, _, query = url.raw_path.partition(b"?")
-        text = f"{url.scheme}://{host}{port}{path.decode('ascii')}"
+        text = f"{url.scheme}://{authority(url)}{path.decode('ascii')}"
         left_out: list[str] = []
         if query:
             secret = self.params

@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
+from ..cache.callrouter import CallRouter
+from ..routing.redact import keyed
 from ._http import HTTPResponse, TransportMode
-from ._key import DEFAULT_HASH_HEADERS, KeyFunction, RequestHook
+from ._key import DEFAULT_HASH_HEADERS, KeyFunction, RequestHook, RequestKeys
 from ._library import AsyncSends, Library, LibraryRequest, LibraryResponse, Sends
 from ._passthrough import AsyncTee, Tee
-from ._recording import INTENT, RecordingCore
-from ._response import ResponseHook
-from ._secrets import DEFAULT_SECRET_PARAMS
+from ._recording import RecordingCore
+from ._response import ResponseHook, Responses
+from ._secrets import DEFAULT_SECRET_PARAMS, Secrets
 from ._served import HitHeaders, Served
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ class RecordingShell(Generic[_W]):
         wrapped: _W | None = None,
         *,
         cache: ReplayCache | None = None,
-        intent: str = INTENT,
+        intent: str = "http.request",
         tenant: str | None = None,
         hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
         secret_headers: Collection[str] = (),
@@ -66,23 +68,31 @@ class RecordingShell(Generic[_W]):
         before_record_response: ResponseHook | None = None,
         key: KeyFunction | None = None,
     ) -> None:
-        self._core = RecordingCore(
+        checked = TransportMode.parse(mode)
+        secrets = Secrets(secret_headers, secret_params, redactor)
+        calls = CallRouter(
             store,
-            mode,
-            cache,
             intent=intent,
+            version="1.0",
             tenant=tenant,
+            agent=self._library.name,
+            is_async=self._is_async,
+            # Same key as the user's (a random one without): the router's
+            # markers of the request's keys in error texts match the user's.
+            redactor=keyed(redactor),
+        )
+        keys = RequestKeys(
+            calls,
+            secrets,
             hash_headers=hash_headers,
-            secret_headers=secret_headers,
-            secret_params=secret_params,
-            redactor=redactor,
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
-            before_record_response=before_record_response,
             key=key,
-            is_async=self._is_async,
-            agent=self._library.name,
         )
+        responses = Responses(
+            secrets, before_record_response, with_request=key is not None
+        )
+        self._core = RecordingCore(store, checked, cache, keys, responses)
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(self._library.headers)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .._util.jsonvalue import JSONObject
 from ..routing.agents import add_secrets, current_context, open_step
-from ._http import HTTPRequest
+from ._http import HTTPRequest, authority
 from ._response import ready_of
 from ._served import Served
 
@@ -97,9 +97,5 @@ def step_name(request: HTTPRequest) -> str:
     hold the whole URL), the port only when the URL names one.
     """
     url = request.url
-    host = url.raw_host.decode("ascii")
-    if ":" in host:
-        host = f"[{host}]"  # IPv6
-    port = "" if url.port is None else f":{url.port}"
     path = url.raw_path.partition(b"?")[0].decode("ascii")
-    return f"http {request.method} {host}{port}{path}"
+    return f"http {request.method} {authority(url)}{path}"
