@@ -28,8 +28,6 @@ from ._secrets import Secrets
 from ._served import record_of
 from ._steps import AgentStep
 
-__all__ = ["Call", "Handed", "Recorder"]
-
 
 class Recorder(Protocol):
     """What a call is made and recorded with (a ``RecordingCore``)."""
@@ -205,7 +203,7 @@ class Call:
                 "was closed or failed before its end; it is not recorded as an "
                 "answer"
             )
-        return self.recorder.responses.recorded(response, content, self.sent)[1]
+        return self._read(response, content)
 
     def _ended(self, answer: AgentResponse) -> AgentResponse:
         """End a passed-through response's step once it is recorded (or failed)."""

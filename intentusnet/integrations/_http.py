@@ -1,27 +1,24 @@
 """What the recording transports see of an HTTP library, and their modes.
 
-Requests and responses are seen through the small protocols below, which both
-``httpx`` and ``httpx2`` objects satisfy, so one recording core serves both.
+The core reads requests and responses through the small protocols below,
+which both ``httpx`` and ``httpx2`` objects satisfy, so one recording core
+serves both. The two libraries have the same names (``Response``, ``Headers``,
+the byte stream classes, the default transports), so a :class:`Library` reads
+them from either module. A response's body stream must be an instance of its
+own library's stream classes: the three bodies a transport serves (a recorded
+body replayed, a live body passed through, sync and async) are written once
+below, and each library's classes are made of them and its stream bases.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from enum import StrEnum
-from typing import Protocol, TypeAlias
+from types import ModuleType
+from typing import Protocol, TypeAlias, TypeVar
 
 from .._util.choices import choice
-
-__all__ = [
-    "HTTPURL",
-    "AsyncOpen",
-    "HTTPHeaders",
-    "HTTPRequest",
-    "HTTPResponse",
-    "Open",
-    "TransportMode",
-    "authority",
-]
+from ._passthrough import AsyncTee, Tee
 
 
 class HTTPURL(Protocol):
@@ -105,3 +102,96 @@ class TransportMode(StrEnum):
             ValueError: not a mode; the message lists the valid ones.
         """
         return choice(cls, value, "transport mode")
+
+
+class LibraryRequest(HTTPRequest, Protocol):
+    """A library's request, as a transport reads its body."""
+
+    def read(self) -> bytes: ...
+    async def aread(self) -> bytes: ...
+
+
+class LibraryResponse(HTTPResponse, Protocol):
+    """A library's response, as a transport reads its body and closes it."""
+
+    def iter_bytes(self) -> Iterator[bytes]: ...
+    def close(self) -> None: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
+
+
+_Req_contra = TypeVar("_Req_contra", contravariant=True)
+_Resp_co = TypeVar("_Resp_co", covariant=True)
+
+
+class Sends(Protocol[_Req_contra, _Resp_co]):
+    """The transport a sync recording transport wraps: it makes real calls."""
+
+    def handle_request(self, request: _Req_contra, /) -> _Resp_co: ...
+    def close(self) -> None: ...
+
+
+class AsyncSends(Protocol[_Req_contra, _Resp_co]):
+    """The transport an async recording transport wraps."""
+
+    async def handle_async_request(self, request: _Req_contra, /) -> _Resp_co: ...
+    async def aclose(self) -> None: ...
+
+
+class Library:
+    """What a recording transport uses of its library, ``httpx`` or ``httpx2``."""
+
+    def __init__(self, module: ModuleType) -> None:
+        #: the library's name, recorded as the agent that made the calls
+        self.name: str = module.__name__
+        self.headers = module.Headers
+        self.response = module.Response
+        self.byte_stream = module.ByteStream
+        sync, async_ = module.SyncByteStream, module.AsyncByteStream
+        self.replayed = type("Replayed", (_Replayed, sync, async_), {})
+        self.passed = type("Passed", (_Passed, sync), {})
+        self.apassed = type("APassed", (_APassed, async_), {})
+        #: the transports that make real calls when none is given
+        self.transport = module.HTTPTransport
+        self.async_transport = module.AsyncHTTPTransport
+
+
+class _Replayed:
+    """A recorded body replayed as a stream of chunks."""
+
+    def __init__(self, chunks: tuple[bytes, ...]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+class _Passed:
+    """A live body passed to the client as it arrives (recorded once whole)."""
+
+    def __init__(self, tee: Tee) -> None:
+        self._tee = tee
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._tee
+
+    def close(self) -> None:
+        self._tee.close()
+
+
+class _APassed:
+    """The async ``_Passed``."""
+
+    def __init__(self, tee: AsyncTee) -> None:
+        self._tee = tee
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._tee:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._tee.aclose()

@@ -28,15 +28,6 @@ from ..routing.redact import redact_body
 from ._http import HTTPRequest
 from ._secrets import Secrets
 
-__all__ = [
-    "DEFAULT_HASH_HEADERS",
-    "IGNORED",
-    "KeyFunction",
-    "Made",
-    "RequestHook",
-    "RequestKeys",
-]
-
 #: ``before_record_request(payload) -> payload``: the request as hashed and recorded
 #: (method, url, headers, json or bodySha256 and bodySize), after redaction.
 RequestHook: TypeAlias = Callable[[JSONObject], JSONObject]
@@ -154,11 +145,8 @@ class RequestKeys:
     ) -> Made:
         """A request's envelope payload, its key, the values redacted, the request.
 
-        The request's payload is what makes the request this request: method,
-        URL, hashed headers (named ones as markers) and the body (redacted). A
-        multipart body's boundary, random per request, is written as
-        ``(boundary)`` in the body hashed and in its content type. It is the
-        envelope's payload too, unless a key function gives the value to hash.
+        The multipart boundary is written as ``(boundary)`` in the content type
+        hashed too. The module's docstring says what the payload holds.
         """
         hashed, secrets = self.hashed_names, self.secrets
         marked, redactor = secrets.marked, secrets.redactor

@@ -32,8 +32,6 @@ from ._steps import AgentStep, opened_step
 if TYPE_CHECKING:
     from ..store import ExecutionStore
 
-__all__ = ["RecordingCore"]
-
 _ASKED: Final = {
     "default": CacheDirective.DEFAULT,
     "bypass": CacheDirective.BYPASS,

@@ -26,8 +26,6 @@ from ._http import HTTPResponse
 from ._secrets import Secrets
 from .usage import read_usage
 
-__all__ = ["Ready", "ResponseHook", "Responses", "passes", "ready_of"]
-
 #: ``before_record_response(data) -> data``: the response as recorded and later
 #: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding).
 ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]

@@ -16,8 +16,6 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode
 from ..routing.redact import Redactor, header_names
 from ._http import HTTPURL, HTTPRequest, authority
 
-__all__ = ["DEFAULT_SECRET_PARAMS", "Secrets", "is_secret"]
-
 #: Query parameters that carry credentials (any case): left out of the hash and
 #: the record, and their values replaced wherever they appear in the record.
 DEFAULT_SECRET_PARAMS: Final = (
@@ -45,17 +43,6 @@ _SECRET_PARTS: Final = ("api-key", "api_key", "apikey", "secret", "auth", "passw
 _URLS_KEPT: Final = 1024
 
 
-def is_secret(name: str, named: Collection[str] = ()) -> bool:
-    """Whether a header carries a credential (it is never hashed nor stored)."""
-    lowered = name.lower()
-    return (
-        lowered in _SECRET_NAMES
-        or lowered in named
-        or lowered.endswith("token")
-        or any(part in lowered for part in _SECRET_PARTS)
-    )
-
-
 class Secrets:
     """A transport's secret headers and parameters, and the URLs it records.
 
@@ -81,8 +68,14 @@ class Secrets:
         ] = {}
 
     def is_secret(self, name: str) -> bool:
-        """Whether a header carries a credential, the named ones included."""
-        return is_secret(name, self.headers)
+        """Whether a header carries a credential (it is never hashed nor stored)."""
+        lowered = name.lower()
+        return (
+            lowered in _SECRET_NAMES
+            or lowered in self.headers
+            or lowered.endswith("token")
+            or any(part in lowered for part in _SECRET_PARTS)
+        )
 
     def of_request(self, request: HTTPRequest, redacted: list[str]) -> list[str]:
         """The secrets of a request that is being made (not needed for a hit).

@@ -1,9 +1,4 @@
-"""A response served by a recording transport, and the headers that say how.
-
-Every response carries ``x-intentusnet-cache`` (``hit``, ``miss`` or
-``bypass``) and ``x-intentusnet-record`` (its record id), and inside an agent
-``x-intentusnet-step``, in its headers and its extensions.
-"""
+"""A response served by a recording transport, and the headers that say how."""
 
 from __future__ import annotations
 
@@ -13,15 +8,6 @@ from typing import Final, Generic, NamedTuple, TypeVar
 from ..envelope import AgentResponse
 from ._passthrough import AsyncTee, Tee
 from ._response import Ready
-
-__all__ = [
-    "CACHE_HEADER",
-    "RECORD_HEADER",
-    "STEP_HEADER",
-    "HitHeaders",
-    "Served",
-    "record_of",
-]
 
 #: On a response: ``hit``, ``miss`` or ``bypass``. On a request: ``bypass`` or
 #: ``no-store`` for this call (stripped before the request is hashed or sent).

@@ -5,7 +5,7 @@
 core a request and a function that makes the call, and turns what the core
 serves into its library's response. A public transport class names only its
 library: its base class, its request and response types, and its
-:class:`~._library.Library`. The arguments are documented once, on
+:class:`~._http.Library`. The arguments are documented once, on
 ``intentusnet.integrations.httpx.RecordingTransport``.
 """
 
@@ -16,9 +16,16 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
 from ..cache.callrouter import CallRouter
 from ..routing.redact import keyed
-from ._http import HTTPResponse, TransportMode
+from ._http import (
+    AsyncSends,
+    HTTPResponse,
+    Library,
+    LibraryRequest,
+    LibraryResponse,
+    Sends,
+    TransportMode,
+)
 from ._key import DEFAULT_HASH_HEADERS, KeyFunction, RequestHook, RequestKeys
-from ._library import AsyncSends, Library, LibraryRequest, LibraryResponse, Sends
 from ._passthrough import AsyncTee, Tee
 from ._recording import RecordingCore
 from ._response import ResponseHook, Responses
@@ -30,8 +37,6 @@ if TYPE_CHECKING:
     from ..routing.redact import Redactor
     from ..routing.seams import ExecutionObserver
     from ..store import ExecutionStore
-
-__all__ = ["AsyncTransport", "RecordingShell", "SyncTransport"]
 
 #: The library's transport a recording transport wraps.
 _W = TypeVar("_W")
@@ -191,11 +196,6 @@ class AsyncTransport(RecordingShell[AsyncSends[_Req, _Resp]]):
         return cast("_Resp", self._response(served, request))
 
     async def aclose(self) -> None:
-        """Close the wrapped transport and the recording router.
-
-        The cache's hit and miss counts are written, so ``cache.stats()`` and
-        ``intentusnet stats`` count this transport's calls at once (a cache the
-        transport made is closed too; it reopens on use).
-        """
+        """The async ``close``."""
         await self._wrapped.aclose()
         self._core.close()

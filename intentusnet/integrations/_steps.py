@@ -1,10 +1,4 @@
-"""A request made inside an agent: a step of the agent's execution.
-
-The step is named ``http METHOD HOST[:PORT]PATH`` and its arguments are the
-request's envelope payload. A re-run serves the step's recorded response (or
-its recorded failure) without a call; otherwise the step ends with the
-response as recorded and the record that answered it, or with the failure.
-"""
+"""A request made inside an agent: a step of the agent's execution."""
 
 from __future__ import annotations
 
@@ -19,8 +13,6 @@ from ._served import Served
 
 if TYPE_CHECKING:
     from ..routing.execution import PendingStep
-
-__all__ = ["AgentStep", "opened_step", "step_name"]
 
 
 class AgentStep:

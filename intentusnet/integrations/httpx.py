@@ -39,9 +39,8 @@ from __future__ import annotations
 
 import httpx
 
-from ._http import TransportMode
+from ._http import Library, TransportMode
 from ._key import DEFAULT_HASH_HEADERS
-from ._library import library
 from ._secrets import DEFAULT_SECRET_PARAMS
 from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
 from ._shell import AsyncTransport, SyncTransport
@@ -57,7 +56,7 @@ __all__ = [
     "TransportMode",
 ]
 
-_HTTPX = library(httpx)
+_HTTPX = Library(httpx)
 
 
 class RecordingTransport(

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import httpx2
 
-from ._http import TransportMode
+from ._http import Library, TransportMode
 from ._key import DEFAULT_HASH_HEADERS
-from ._library import library
 from ._secrets import DEFAULT_SECRET_PARAMS
 from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
 from ._shell import AsyncTransport, SyncTransport
@@ -35,7 +34,7 @@ __all__ = [
     "TransportMode",
 ]
 
-_HTTPX2 = library(httpx2)
+_HTTPX2 = Library(httpx2)
 
 
 class RecordingTransport(
