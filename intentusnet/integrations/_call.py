@@ -115,7 +115,8 @@ class Call:
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
             except BaseException as exc:
-                self._failed(exc)
+                if self.passed:  # the client has the response: its step fails
+                    self.failed(exc)
                 raise
             return self._ended(answer)
 
@@ -166,7 +167,8 @@ class Call:
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
             except BaseException as exc:
-                self._failed(exc)
+                if self.passed:  # the client has the response: its step fails
+                    self.failed(exc)
                 raise
             return self._ended(answer)
 
@@ -216,11 +218,6 @@ class Call:
             else:
                 step.succeeded(data, record_of(answer))
         return answer
-
-    def _failed(self, exc: BaseException) -> None:
-        """Fail a passed-through response's step with the routing's exception."""
-        if self.passed:
-            self.failed(exc)
 
     def failed(self, exc: BaseException) -> None:
         """Fail the call's step, if an agent made it (unless it has ended)."""

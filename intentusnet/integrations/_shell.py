@@ -18,10 +18,9 @@ from ..cache.callrouter import CallRouter
 from ..routing.redact import keyed
 from ._http import (
     AsyncSends,
+    HTTPRequest,
     HTTPResponse,
     Library,
-    LibraryRequest,
-    LibraryResponse,
     Sends,
     TransportMode,
 )
@@ -41,8 +40,8 @@ if TYPE_CHECKING:
 #: The library's transport a recording transport wraps.
 _W = TypeVar("_W")
 #: The library's request and response types.
-_Req = TypeVar("_Req", bound=LibraryRequest)
-_Resp = TypeVar("_Resp", bound=LibraryResponse)
+_Req = TypeVar("_Req", bound=HTTPRequest)
+_Resp = TypeVar("_Resp", bound=HTTPResponse)
 
 
 class RecordingShell(Generic[_W]):
