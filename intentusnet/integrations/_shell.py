@@ -1,27 +1,35 @@
-"""What the four recording transports share: their arguments and their observers.
+"""The four recording transports, written once for both libraries.
 
-``httpx`` and ``httpx2``, sync and async: each transport is this shell over one
-``RecordingCore``, plus the few lines that speak its library (the base class,
-the default transport it wraps, the response type). The arguments are
-documented once, on ``intentusnet.integrations.httpx.RecordingTransport``.
+``httpx`` and ``httpx2``, sync and async: each transport is a shell over one
+``RecordingCore``: it holds the arguments and the observer methods, hands the
+core a request and a function that makes the call, and turns what the core
+serves into its library's response. A public transport class names only its
+library: its base class, its request and response types, and its
+:class:`~._http.Library`. The arguments are documented once, on
+``intentusnet.integrations.httpx.RecordingTransport``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
-from ._recording import (
-    _INTENT,
-    DEFAULT_HASH_HEADERS,
-    DEFAULT_SECRET_PARAMS,
-    HitHeaders,
-    KeyFunction,
-    RecordingCore,
-    RequestHook,
-    ResponseHook,
+from ..cache.callrouter import CallRouter
+from ..routing.redact import keyed
+from ._http import (
+    AsyncSends,
+    HTTPRequest,
+    HTTPResponse,
+    Library,
+    Sends,
     TransportMode,
 )
+from ._key import DEFAULT_HASH_HEADERS, KeyFunction, RequestHook, RequestKeys
+from ._passthrough import AsyncTee, Tee
+from ._recording import RecordingCore
+from ._response import ResponseHook, Responses
+from ._secrets import DEFAULT_SECRET_PARAMS, Secrets
+from ._served import HitHeaders, Served
 
 if TYPE_CHECKING:
     from ..cache.replay_cache import ReplayCache
@@ -29,24 +37,22 @@ if TYPE_CHECKING:
     from ..routing.seams import ExecutionObserver
     from ..store import ExecutionStore
 
-__all__ = ["RecordingShell"]
-
 #: The library's transport a recording transport wraps.
 _W = TypeVar("_W")
+#: The library's request and response types.
+_Req = TypeVar("_Req", bound=HTTPRequest)
+_Resp = TypeVar("_Resp", bound=HTTPResponse)
 
 
 class RecordingShell(Generic[_W]):
-    """The constructor and the observer methods of a recording transport.
+    """The constructor, the observer methods and the responses of a transport.
 
-    A transport class sets ``_library`` (its library's name, recorded as the
-    agent), ``_is_async``, ``_headers_type`` (its library's ``Headers``) and
-    ``_default_wrapped`` (the transport that makes real calls when none is
-    given).
+    A transport class sets ``_library`` (its library's names); the sync and
+    async shells set ``_is_async`` and name the default transport they wrap.
     """
 
-    _library: ClassVar[str]
+    _library: ClassVar[Library]
     _is_async: ClassVar[bool]
-    _headers_type: ClassVar[type[Any]]
 
     def __init__(
         self,
@@ -55,7 +61,7 @@ class RecordingShell(Generic[_W]):
         wrapped: _W | None = None,
         *,
         cache: ReplayCache | None = None,
-        intent: str = _INTENT,
+        intent: str = "http.request",
         tenant: str | None = None,
         hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
         secret_headers: Collection[str] = (),
@@ -66,30 +72,38 @@ class RecordingShell(Generic[_W]):
         before_record_response: ResponseHook | None = None,
         key: KeyFunction | None = None,
     ) -> None:
-        self._core = RecordingCore(
+        checked = TransportMode.parse(mode)
+        secrets = Secrets(secret_headers, secret_params, redactor)
+        calls = CallRouter(
             store,
-            mode,
-            cache,
             intent=intent,
+            version="1.0",
             tenant=tenant,
+            agent=self._library.name,
+            is_async=self._is_async,
+            # Same key as the user's (a random one without): the router's
+            # markers of the request's keys in error texts match the user's.
+            redactor=keyed(redactor),
+        )
+        keys = RequestKeys(
+            calls,
+            secrets,
             hash_headers=hash_headers,
-            secret_headers=secret_headers,
-            secret_params=secret_params,
-            redactor=redactor,
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,
-            before_record_response=before_record_response,
             key=key,
-            is_async=self._is_async,
-            agent=self._library,
         )
+        responses = Responses(
+            secrets, before_record_response, with_request=key is not None
+        )
+        self._core = RecordingCore(store, checked, cache, keys, responses)
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._headers: HitHeaders[Any] = HitHeaders(self._headers_type)
-        self._wrapped: _W = wrapped if wrapped is not None else self._default_wrapped()
+        self._headers = HitHeaders(self._library.headers)
+        self._wrapped: _W = wrapped if wrapped is not None else self._default()
 
-    def _default_wrapped(self) -> _W:
-        raise NotImplementedError  # each transport names its library's
+    def _default(self) -> _W:
+        raise NotImplementedError  # the sync and async shells name theirs
 
     def add_observer(self, observer: ExecutionObserver) -> None:
         """Tell ``observer`` about every HTTP call this transport answers.
@@ -105,3 +119,82 @@ class RecordingShell(Generic[_W]):
     def remove_observer(self, observer: ExecutionObserver) -> None:
         """Stop telling ``observer``; one not added is ignored. Added in 0.1.0."""
         self._core.observers.remove(observer)
+
+    def _response(self, served: Served, request: object) -> object:
+        """The library's response to serve (a hit's headers are made once)."""
+        library, ready, tee = self._library, served.ready, served.tee
+        if isinstance(tee, Tee):
+            stream = library.passed(tee)
+        elif isinstance(tee, AsyncTee):
+            stream = library.apassed(tee)
+        elif ready.chunks:
+            stream = library.replayed(ready.chunks)
+        else:
+            stream = library.byte_stream(ready.content)
+        return library.response(
+            ready.status,
+            headers=self._headers(served),
+            stream=stream,
+            request=request,
+            extensions=served.extensions(),
+        )
+
+
+class SyncTransport(RecordingShell[Sends[_Req, _Resp]]):
+    """A sync recording transport (``RecordingTransport``)."""
+
+    _is_async = False
+
+    def _default(self) -> Sends[_Req, _Resp]:
+        made: Sends[_Req, _Resp] = self._library.transport()
+        return made
+
+    def handle_request(self, request: _Req) -> _Resp:
+        """Answer a request from the records, or call and record it."""
+        wrapped = self._wrapped
+
+        def open_() -> tuple[HTTPResponse, Iterator[bytes], Callable[[], None]]:
+            response = wrapped.handle_request(request)
+            return response, response.iter_bytes(), response.close
+
+        served = self._core.handle(request, request.read(), open_)
+        return cast("_Resp", self._response(served, request))
+
+    def close(self) -> None:
+        """Close the wrapped transport and the recording router.
+
+        The cache's hit and miss counts are written, so ``cache.stats()`` and
+        ``intentusnet stats`` count this transport's calls at once (a cache the
+        transport made is closed too; it reopens on use).
+        """
+        self._wrapped.close()
+        self._core.close()
+
+
+class AsyncTransport(RecordingShell[AsyncSends[_Req, _Resp]]):
+    """An async recording transport (``AsyncRecordingTransport``)."""
+
+    _is_async = True
+
+    def _default(self) -> AsyncSends[_Req, _Resp]:
+        made: AsyncSends[_Req, _Resp] = self._library.async_transport()
+        return made
+
+    async def handle_async_request(self, request: _Req) -> _Resp:
+        """Answer a request from the records, or call and record it."""
+        wrapped = self._wrapped
+
+        async def open_() -> tuple[
+            HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]
+        ]:
+            response = await wrapped.handle_async_request(request)
+            return response, response.aiter_bytes(), response.aclose
+
+        body = await request.aread()
+        served = await self._core.ahandle(request, body, open_)
+        return cast("_Resp", self._response(served, request))
+
+    async def aclose(self) -> None:
+        """The async ``close``."""
+        await self._wrapped.aclose()
+        self._core.close()

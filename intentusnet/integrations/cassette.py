@@ -28,7 +28,7 @@ from .._util.choices import choice
 from ..errors import CacheMiss, RequestNotRecorded
 from ..store.file import FileExecutionStore
 from ..store.memory import MemoryExecutionStore
-from ._recording import TransportMode
+from ._http import TransportMode
 
 if TYPE_CHECKING:
     from ..cache.replay_cache import ReplayCache

@@ -37,23 +37,13 @@ recorded as a failure, never served. The work is done by the core in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-
 import httpx
 
-from ._passthrough import AsyncTee, Tee
-from ._recording import (
-    CACHE_HEADER,
-    DEFAULT_HASH_HEADERS,
-    DEFAULT_SECRET_PARAMS,
-    RECORD_HEADER,
-    STEP_HEADER,
-    HitHeaders,
-    HTTPResponse,
-    Served,
-    TransportMode,
-)
-from ._shell import RecordingShell
+from ._http import Library, TransportMode
+from ._key import DEFAULT_HASH_HEADERS
+from ._secrets import DEFAULT_SECRET_PARAMS
+from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
+from ._shell import AsyncTransport, SyncTransport
 
 __all__ = [
     "CACHE_HEADER",
@@ -66,72 +56,12 @@ __all__ = [
     "TransportMode",
 ]
 
-
-class _Replayed(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A recorded body replayed as a stream of chunks."""
-
-    def __init__(self, chunks: tuple[bytes, ...]) -> None:
-        self._chunks = chunks
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._chunks
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
+_HTTPX = Library(httpx)
 
 
-class _Passed(httpx.SyncByteStream):
-    """A live body passed to the client as it arrives (recorded once whole)."""
-
-    def __init__(self, tee: Tee) -> None:
-        self._tee = tee
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._tee
-
-    def close(self) -> None:
-        self._tee.close()
-
-
-class _APassed(httpx.AsyncByteStream):
-    """The async ``_Passed``."""
-
-    def __init__(self, tee: AsyncTee) -> None:
-        self._tee = tee
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._tee:
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._tee.aclose()
-
-
-def _response(
-    served: Served, request: httpx.Request, headers: HitHeaders[httpx.Headers]
-) -> httpx.Response:
-    """The httpx response to serve (a hit's headers are made once, by ``headers``)."""
-    ready, tee = served.ready, served.tee
-    stream: httpx.SyncByteStream | httpx.AsyncByteStream
-    if isinstance(tee, Tee):
-        stream = _Passed(tee)
-    elif isinstance(tee, AsyncTee):
-        stream = _APassed(tee)
-    elif ready.chunks:
-        stream = _Replayed(ready.chunks)
-    else:
-        stream = httpx.ByteStream(ready.content)
-    return httpx.Response(
-        ready.status,
-        headers=headers(served),
-        stream=stream,
-        request=request,
-        extensions=served.extensions(),
-    )
-
-
-class RecordingTransport(RecordingShell[httpx.BaseTransport], httpx.BaseTransport):
+class RecordingTransport(
+    SyncTransport[httpx.Request, httpx.Response], httpx.BaseTransport
+):
     """An httpx transport that records calls and answers repeats from records.
 
     Args:
@@ -180,37 +110,11 @@ class RecordingTransport(RecordingShell[httpx.BaseTransport], httpx.BaseTranspor
     Added in 0.1.0.
     """
 
-    _library = "httpx"
-    _is_async = False
-    _headers_type = httpx.Headers
-
-    def _default_wrapped(self) -> httpx.BaseTransport:
-        return httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """Answer a request from the records, or call and record it."""
-        wrapped = self._wrapped
-
-        def open_() -> tuple[HTTPResponse, Iterator[bytes], Callable[[], None]]:
-            response = wrapped.handle_request(request)
-            return response, response.iter_bytes(), response.close
-
-        served = self._core.handle(request, request.read(), open_)
-        return _response(served, request, self._headers)
-
-    def close(self) -> None:
-        """Close the wrapped transport and the recording router.
-
-        The cache's hit and miss counts are written, so ``cache.stats()`` and
-        ``intentusnet stats`` count this transport's calls at once (a cache the
-        transport made is closed too; it reopens on use).
-        """
-        self._wrapped.close()
-        self._core.close()
+    _library = _HTTPX
 
 
 class AsyncRecordingTransport(
-    RecordingShell[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport
+    AsyncTransport[httpx.Request, httpx.Response], httpx.AsyncBaseTransport
 ):
     """The async twin of :class:`RecordingTransport`, for ``httpx.AsyncClient``.
 
@@ -218,33 +122,4 @@ class AsyncRecordingTransport(
     (``httpx.AsyncHTTPTransport()`` by default). Added in 0.1.0.
     """
 
-    _library = "httpx"
-    _is_async = True
-    _headers_type = httpx.Headers
-
-    def _default_wrapped(self) -> httpx.AsyncBaseTransport:
-        return httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """Answer a request from the records, or call and record it."""
-        wrapped = self._wrapped
-
-        async def open_() -> tuple[
-            HTTPResponse, AsyncIterator[bytes], Callable[[], Awaitable[None]]
-        ]:
-            response = await wrapped.handle_async_request(request)
-            return response, response.aiter_bytes(), response.aclose
-
-        body = await request.aread()
-        served = await self._core.ahandle(request, body, open_)
-        return _response(served, request, self._headers)
-
-    async def aclose(self) -> None:
-        """Close the wrapped transport and the recording router.
-
-        The cache's hit and miss counts are written, so ``cache.stats()`` and
-        ``intentusnet stats`` count this transport's calls at once (a cache the
-        transport made is closed too; it reopens on use).
-        """
-        await self._wrapped.aclose()
-        self._core.close()
+    _library = _HTTPX

@@ -2,8 +2,8 @@
 
 A :class:`Redactor` holds a key and rules saying where secrets sit (paths into
 the envelope payload, step arguments and outputs, agent answers, HTTP bodies
-and headers; the path syntax is in :mod:`._paths`), and an optional hook. A
-value a rule or the hook picks is replaced by its marker,
+and headers; the path syntax is in :mod:`intentusnet._util.paths`), and an
+optional hook. A value a rule or the hook picks is replaced by its marker,
 ``[redacted:hmac-sha256:<32 hex>]``: the first 128 bits of the HMAC-SHA256,
 under the key, of the value's canonical JSON. Equal values give equal markers,
 so equal secrets still hash equal and the cache still hits; the marker cannot
@@ -36,9 +36,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.paths import DEEP, Path, parse, rewrite
 from ..envelope import AgentResponse, IntentEnvelope, RoutingStrategy
 from ..hashing import canonical_json
-from ._paths import DEEP, Path, parse, rewrite
 
 if TYPE_CHECKING:
     from ..envelope import ErrorInfo

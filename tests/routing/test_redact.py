@@ -21,8 +21,8 @@ from intentusnet import (
     compute_hash,
     rerun,
 )
+from intentusnet._util.paths import parse
 from intentusnet.record.model import EventType
-from intentusnet.routing._paths import parse
 
 KEY = b"k" * 32
 SSN = "123-45-6789"

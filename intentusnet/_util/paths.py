@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Final, NoReturn, TypeAlias
 
-from .._util.jsonvalue import JSONValue
+from .jsonvalue import JSONValue
 
 __all__ = ["ANY", "DEEP", "Path", "Pick", "Segment", "parse", "render", "rewrite"]
 

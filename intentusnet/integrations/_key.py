@@ -1,0 +1,241 @@
+"""A request's cache key: what of a request is hashed, and how.
+
+A request's payload is what makes it this request: its method, its URL as
+recorded, the hashed headers (the ones a ``Redactor`` names as their markers)
+and its body: the JSON value (ignored paths blanked, redacted) when it is JSON,
+so its hash is that of its canonical form, else the SHA-256 and size of its
+bytes (a multipart boundary, random per request, written as ``(boundary)``).
+A ``before_record_request`` hook may reshape it, and a key function may give
+the value to hash instead. The payload's envelope hash is the cache key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+from hashlib import sha256
+from typing import Final, TypeAlias
+
+from .._util.jsonvalue import JSONObject, JSONValue, parse_json
+
+# The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
+from .._util.paths import Path, parse, rewrite
+from ..cache.callrouter import CallRouter
+from ..cache.replay_cache import CacheKey
+from ..envelope import CacheDirective
+from ..errors import IntentusNetError, NotCacheable
+from ..routing.redact import redact_body
+from ._http import HTTPRequest
+from ._secrets import Secrets
+
+#: ``before_record_request(payload) -> payload``: the request as hashed and recorded
+#: (method, url, headers, json or bodySha256 and bodySize), after redaction.
+RequestHook: TypeAlias = Callable[[JSONObject], JSONObject]
+#: ``key(payload) -> value``: the JSON value that keys the cache instead of the
+#: request's payload; the envelope's payload is then ``{"key": value}``.
+KeyFunction: TypeAlias = Callable[[JSONObject], JSONValue]
+#: A request's envelope payload, its key, the values redacted from it and the
+#: request's own payload (the envelope's, unless a key function made that).
+Made: TypeAlias = tuple[JSONObject, CacheKey, list[str], JSONObject]
+
+#: Request headers that are part of a request's meaning, and so of its hash.
+DEFAULT_HASH_HEADERS: Final = (
+    "accept",
+    "content-type",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-beta",
+)
+#: What a value at an ignored body path is hashed and recorded as.
+IGNORED: Final = "(ignored)"
+#: The keys of requests seen before are remembered up to this many.
+_KEYS_KEPT: Final = 4096
+_BOUNDARY: Final = b"(boundary)"
+_BOUNDARY_PARAM: Final = re.compile(rb'(boundary=)("?)([^";\s]+)("?)', re.IGNORECASE)
+
+
+class RequestKeys:
+    """A transport's way of keying requests (its arguments checked once, here).
+
+    Raises:
+        TypeError: ``key`` is not callable.
+        ValueError: an ignored body path is not a path, or ``hash_headers``
+            names a credential header the redactor does not name.
+    """
+
+    def __init__(
+        self,
+        calls: CallRouter,
+        secrets: Secrets,
+        *,
+        hash_headers: Collection[str],
+        ignore_body_paths: Collection[str],
+        before_record_request: RequestHook | None,
+        key: KeyFunction | None,
+    ) -> None:
+        if key is not None and not callable(key):
+            raise TypeError(f"key must be a callable (payload -> JSON), not {key!r}")
+        self.function = key
+        #: JSON body paths whose values do not count (hashed as IGNORED)
+        self.ignored: tuple[Path, ...] = tuple(parse(p) for p in ignore_body_paths)
+        self.before_request = before_record_request
+        self.calls = calls
+        self.secrets = secrets
+        hashed = tuple(dict.fromkeys(name.lower() for name in hash_headers))
+        refused = [
+            name
+            for name in hashed
+            if secrets.is_secret(name) and name not in secrets.marked
+        ]
+        if refused:
+            raise ValueError(
+                f"headers {', '.join(refused)} carry credentials and are never "
+                "hashed; leave them out of hash_headers (or name them in the "
+                "Redactor's http_headers to hash their markers)"
+            )
+        self.hashed_names = frozenset(name.encode("latin-1") for name in hashed)
+        self._seen_names = self.hashed_names | {b"content-type"}
+        #: envelope hashes of requests seen before, by their bytes (see ``keyed``)
+        self._keys: dict[tuple[object, ...], str] = {}
+
+    def keyed(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> tuple[CacheKey, Made | None]:
+        """A request's key; with its payload, unless the key was known.
+
+        A request whose bytes (method, URL, hashed headers and content type,
+        body) are those of one keyed before has that one's key: its body is
+        neither parsed nor canonicalised again, so a hit does little more than
+        the lookup. The payload is made when a call needs it (``payload``).
+        With a ``before_record_request`` hook every request is keyed anew: the
+        hook sees each one.
+        """
+        if self.before_request is not None:
+            made = self.payload(request, body, directive)
+            return made[1], made
+        url = request.url
+        names = self._seen_names
+        seen = (
+            request.method,
+            url.scheme,
+            url.raw_host,
+            url.port,
+            url.raw_path,
+            *(pair for pair in request.headers.raw if pair[0].lower() in names),
+            sha256(body).digest(),
+        )
+        known = self._keys.get(seen)
+        if known is not None:
+            calls = self.calls
+            return CacheKey(known, calls.intent, calls.version, directive), None
+        made = self.payload(request, body, directive)
+        if len(self._keys) >= _KEYS_KEPT:
+            self._keys.clear()
+        self._keys[seen] = made[1].envelope_hash
+        return made[1], made
+
+    def payload(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+    ) -> Made:
+        """A request's envelope payload, its key, the values redacted, the request.
+
+        The multipart boundary is written as ``(boundary)`` in the content type
+        hashed too. The module's docstring says what the payload holds.
+        """
+        hashed, secrets = self.hashed_names, self.secrets
+        marked, redactor = secrets.marked, secrets.redactor
+        kept: dict[str, list[str]] = {}
+        boundary = b""
+        for raw_name, raw_value in request.headers.raw:
+            name = raw_name.lower()
+            if name == b"content-type" and raw_value[:10].lower() == b"multipart/":
+                boundary, raw_value = _boundary(raw_value)
+            if name in hashed:
+                text = name.decode("latin-1")
+                value = raw_value.decode("latin-1")
+                if redactor is not None and text in marked:
+                    value = redactor.marker(value)
+                kept.setdefault(text, []).append(value)
+        headers: JSONObject = {name: ", ".join(kept[name]) for name in sorted(kept)}
+        url = secrets.url(request.url)
+        payload: JSONObject = {"method": request.method, "url": url, "headers": headers}
+        found: dict[str, str] = {}
+        if body:
+            try:
+                payload["json"] = self._body(parse_json(body), found)
+                return self._keyed(payload, directive, found)
+            except ValueError:  # not JSON, or not JSON every language reads alike
+                payload.pop("json", None)
+                if boundary:
+                    body = body.replace(b"--" + boundary, b"--" + _BOUNDARY)
+                payload["bodySha256"] = sha256(body).hexdigest()
+                payload["bodySize"] = len(body)
+        return self._keyed(payload, directive, found)
+
+    def _keyed(
+        self, payload: JSONObject, directive: CacheDirective, found: dict[str, str]
+    ) -> Made:
+        if self.before_request is not None:
+            payload = self.before_request(payload)
+        if self.function is None:
+            return payload, self.calls.key(payload, directive), list(found), payload
+        keyed, key = self._key_of(payload, directive)
+        return keyed, key, list(found), payload
+
+    def _key_of(
+        self, payload: JSONObject, directive: CacheDirective
+    ) -> tuple[JSONObject, CacheKey]:
+        """The envelope payload a key function makes, ``{"key": value}``; its key.
+
+        Raises:
+            NotCacheable: the key function raised, or returned a value JSON
+                cannot carry (the message names the request and the path).
+        """
+        function = self.function
+        assert function is not None
+        where = f"{payload.get('method')} {payload.get('url')}"
+        name = getattr(function, "__qualname__", repr(function))
+        try:
+            keyed: JSONObject = {"key": function(payload)}
+        except Exception as exc:
+            raise NotCacheable(
+                f"the key function {name} failed for {where}: "
+                f"{type(exc).__name__}: {exc}",
+                "key",
+            ) from exc
+        try:
+            return keyed, self.calls.key(keyed, directive)
+        except IntentusNetError as exc:
+            raise NotCacheable(
+                f"the key function {name} returned a value that cannot key the "
+                f"cache for {where}: {exc}",
+                "key",
+            ) from exc
+
+    def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
+        """A request body with ignored paths blanked and the redactor's applied."""
+        if self.ignored:
+            body = rewrite(body, self.ignored, _ignore, whole=False)
+        redactor = self.secrets.redactor
+        if redactor is None:
+            return body
+        return redact_body(redactor, body, "http.request", found)
+
+
+def _boundary(content_type: bytes) -> tuple[bytes, bytes]:
+    """A multipart content type's boundary, and the type with it normalised."""
+    match = _BOUNDARY_PARAM.search(content_type)
+    if match is None:
+        return b"", content_type
+    normal = match.group(1) + match.group(2) + _BOUNDARY + match.group(4)
+    return match.group(3), content_type.replace(match.group(0), normal)
+
+
+def _ignore(value: JSONValue) -> JSONValue:
+    return IGNORED

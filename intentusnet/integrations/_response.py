@@ -1,0 +1,242 @@
+"""A response as recorded, and as it is served again from its record.
+
+A live response is recorded as plain JSON data (status, reasonPhrase,
+httpVersion, headers, body, bodyEncoding): no credential headers, no framing
+headers (the body recorded is decoded), the headers a ``Redactor`` names as
+markers and its body paths applied, then ``before_record_response``. An error
+status is recorded as an error answer. A recorded response becomes a
+:class:`Ready`, the plain values each transport turns into its library's
+response; an event stream is replayed event by event.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Final, NamedTuple, TypeAlias, cast
+from urllib.parse import urlsplit
+
+import orjson
+
+from .._util.jsonvalue import JSONObject, JSONValue
+from ..cache.callrouter import JobResult
+from ..envelope import AgentResponse, ErrorCode, ErrorInfo
+from ..routing.redact import redact_body
+from ._http import HTTPResponse
+from ._secrets import Secrets
+from .usage import read_usage
+
+#: ``before_record_response(data) -> data``: the response as recorded and later
+#: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding).
+ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]
+
+#: Response headers that describe the bytes on the wire, not the body recorded
+#: (which is decoded), so they are not replayed.
+_WIRE_HEADERS: Final = frozenset(
+    {"content-encoding", "content-length", "transfer-encoding", "connection"}
+)
+
+
+class Responses:
+    """How a transport records the responses it gets.
+
+    Args:
+        secrets: the transport's secrets (credential headers are dropped, the
+            redactor's names recorded as markers).
+        before_record_response: the hook the recorded data goes through.
+        with_request: record the request's payload beside the response (a key
+            function made the envelope's payload).
+    """
+
+    def __init__(
+        self,
+        secrets: Secrets,
+        before_record_response: ResponseHook | None,
+        *,
+        with_request: bool,
+    ) -> None:
+        self.secrets = secrets
+        self.before_response = before_record_response
+        self.with_request = with_request
+
+    def recorded(
+        self, response: HTTPResponse, body: bytes, request: JSONObject
+    ) -> tuple[JSONObject, JobResult]:
+        """A response as the client gets it, and as it is recorded.
+
+        Recorded, named headers are markers and the body has the redactor's
+        paths applied; an error status is an error answer. ``request`` is the
+        request's payload: recorded beside the response when a key function
+        made the envelope's, and read with the response for its token usage.
+        """
+        try:
+            text: str | None = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        data: JSONObject = {
+            "status": response.status_code,
+            "reasonPhrase": response.reason_phrase,
+            "httpVersion": response.http_version,
+            "headers": [[name, value] for name, value in self.headers(response)],
+            "body": text if text is not None else base64.b64encode(body).decode(),
+            "bodyEncoding": "utf-8" if text is not None else "base64",
+        }
+        shown = data if self.secrets.redactor is None else self._redacted(data, text)
+        if self.before_response is not None:
+            shown = self.before_response(shown)
+        status = response.status_code
+        answer: JSONObject = {"response": shown}
+        if self.with_request:
+            answer = {"request": request, "response": shown}
+        if status < 400:
+            usage = _usage(request, shown)
+            if usage is not None:
+                answer["usage"] = usage
+            return data, answer
+        # Not cached unless the policy serves errors: a 401 or a 429 is not
+        # the answer to this request next time.
+        return data, AgentResponse(
+            status="error",
+            error=ErrorInfo(
+                code=ErrorCode.AGENT_ERROR,
+                message=f"HTTP {status} {response.reason_phrase}".rstrip(),
+                retryable=status == 429 or status >= 500,
+                details=answer,
+            ),
+        )
+
+    def headers(self, response: HTTPResponse) -> list[tuple[str, str]]:
+        """A response's headers as recorded and served: no credentials, no framing."""
+        is_secret = self.secrets.is_secret
+        return [
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name not in _WIRE_HEADERS and not is_secret(name)
+        ]
+
+    def head(self, response: HTTPResponse) -> Ready:
+        """A live response's head, served before its body has come."""
+        return Ready(
+            status=response.status_code,
+            headers=tuple((str(k), str(v)) for k, v in self.headers(response)),
+            content=b"",
+            chunks=(),
+            extensions={
+                "http_version": response.http_version.encode(),
+                "reason_phrase": response.reason_phrase.encode(),
+            },
+        )
+
+    def _redacted(self, data: JSONObject, text: str | None) -> JSONObject:
+        """Recorded data of a response: named headers as markers, body redacted."""
+        redactor = self.secrets.redactor
+        assert redactor is not None
+        marked = self.secrets.marked
+        headers = data["headers"]
+        assert isinstance(headers, list)
+        shown = dict(data)
+        shown["headers"] = [
+            [name, redactor.marker(value) if name in marked else value]
+            for name, value in (pair for pair in headers if isinstance(pair, list))
+        ]
+        if text is not None:
+            try:
+                parsed: JSONValue = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                return shown  # not JSON: there are no paths into it
+            redacted = redact_body(redactor, parsed, "http.response", {})
+            if redacted is not parsed:
+                shown["body"] = orjson.dumps(redacted).decode()
+        return shown
+
+
+def _usage(request: JSONObject, shown: JSONObject) -> JSONObject | None:
+    """The token usage an LLM API's recorded answer reports (see ``usage``)."""
+    body = shown.get("body")
+    if shown.get("bodyEncoding") != "utf-8" or not isinstance(body, str):
+        return None
+    url = request.get("url")
+    pairs = shown.get("headers")
+    content_type = next(
+        (
+            str(pair[1])
+            for pair in (pairs if isinstance(pairs, list) else [])
+            if isinstance(pair, list) and str(pair[0]).lower() == "content-type"
+        ),
+        None,
+    )
+    sent = request.get("json")
+    found = read_usage(
+        urlsplit(url).path if isinstance(url, str) else "",
+        b"" if sent is None else orjson.dumps(sent),
+        body.encode("utf-8"),
+        content_type,
+    )
+    return None if found is None else cast("JSONObject", found.as_json())
+
+
+def passes(response: HTTPResponse) -> bool:
+    """Whether a live response is passed through as it arrives: an event stream."""
+    kind = next(
+        (v for k, v in response.headers.multi_items() if k.lower() == "content-type"),
+        "",
+    )
+    return response.status_code < 400 and kind.startswith("text/event-stream")
+
+
+class Ready(NamedTuple):
+    """A response to serve, in plain values each transport turns into its own.
+
+    ``chunks`` is the body split into server-sent events when it is an event
+    stream (replayed event by event), else empty.
+    """
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    content: bytes
+    chunks: tuple[bytes, ...]
+    extensions: dict[str, bytes]
+
+
+def ready_of(data: JSONObject) -> Ready:
+    """What a recorded response becomes, once, before being served."""
+    body = data.get("body") or ""
+    content = (
+        base64.b64decode(str(body))
+        if data.get("bodyEncoding") == "base64"
+        else str(body).encode("utf-8")
+    )
+    pairs = cast("list[list[str]]", data.get("headers") or [])
+    headers = [(str(k), str(v)) for k, v in pairs]
+    streamed = _is_event_stream(headers)
+    if not streamed:
+        headers.append(("content-length", str(len(content))))
+    return Ready(
+        status=int(cast("int", data.get("status") or 200)),
+        headers=tuple(headers),
+        content=content,
+        chunks=_events(content) if streamed else (),
+        extensions={
+            "http_version": str(data.get("httpVersion") or "HTTP/1.1").encode(),
+            "reason_phrase": str(data.get("reasonPhrase") or "").encode(),
+        },
+    )
+
+
+def _events(content: bytes) -> tuple[bytes, ...]:
+    """Split a server-sent event stream after each event (a blank line)."""
+    chunks: list[bytes] = []
+    start = 0
+    while (end := content.find(b"\n\n", start)) >= 0:
+        chunks.append(content[start : end + 2])
+        start = end + 2
+    if start < len(content):
+        chunks.append(content[start:])
+    return tuple(chunks)
+
+
+def _is_event_stream(headers: list[tuple[str, str]]) -> bool:
+    return any(
+        k.lower() == "content-type" and v.startswith("text/event-stream")
+        for k, v in headers
+    )
