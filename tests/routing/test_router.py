@@ -175,18 +175,19 @@ def test_broadcast_all_fail(router):
     assert resp.error.code is ErrorCode.AGENT_ERROR
 
 
-def test_parallel_first_success_wins_and_rest_cancelled(router):
-    """PARALLEL returns the first success, reports the winner, cancels the slow."""
-    cancelled, finished = threading.Event(), threading.Event()
+@pytest.fixture
+def race(router):
+    """'work' agents for PARALLEL: slow async (never done in time), failing, ok."""
+    router.cancelled, router.finished = threading.Event(), threading.Event()
 
     @router.agent("work", name="slow", priority=1)
     async def slow(e, ctx):
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
-            cancelled.set()
+            router.cancelled.set()
             raise
-        finished.set()
+        router.finished.set()
         return {"by": "slow"}
 
     @router.agent("work", name="broken", priority=2)
@@ -197,19 +198,25 @@ def test_parallel_first_success_wins_and_rest_cancelled(router):
     def good(e, ctx):
         return {"by": "good"}
 
-    resp = router.route_intent(env("PARALLEL"))
-    assert not finished.is_set()  # answered without waiting for 'slow'
+    return router
+
+
+def test_parallel_first_success_wins_and_rest_cancelled(race):
+    """PARALLEL returns the first success, reports the winner, cancels the slow."""
+    resp = race.route_intent(env("PARALLEL"))
+    assert not race.finished.is_set()  # answered without waiting for 'slow'
     assert resp.status == "success"
     assert resp.metadata.agent == "good"
     outcomes = {a.agent: a.outcome for a in resp.metadata.attempts}
     assert outcomes == {"good": "success", "broken": "error", "slow": "cancelled"}
-    assert cancelled.wait(5)
+    assert race.cancelled.wait(5)
 
 
-def test_parallel_async_path(three):
+def test_parallel_async_path(race):
     """PARALLEL through the async route gives the same winner."""
-    resp = asyncio.run(three.route(env("PARALLEL")))
+    resp = asyncio.run(race.route(env("PARALLEL")))
     assert resp.metadata.agent == "good"
+    assert not race.finished.is_set()
 
 
 def test_parallel_all_fail(router):
@@ -547,15 +554,19 @@ def test_parallel_attempt_ends_are_recorded_under_their_start_numbers():
 
     store = MemoryExecutionStore()
     router = IntentRouter(store=store)
+    release = threading.Event()
 
     @router.agent("work", name="first")
     def slow(e, ctx):
-        time.sleep(0.2)  # "second" (attempt 2) finishes first
+        release.wait(30)  # "second" (attempt 2) finishes first
         return {"slow": True}
 
     router.agent("work", name="second")(lambda e, ctx: {"fast": True})
     with router:
-        response = router.route_intent(env("PARALLEL"))
+        try:
+            response = router.route_intent(env("PARALLEL"))
+        finally:
+            release.set()
     record = store.load(response.metadata.execution_id)
     starts = {
         (e.data["agent"], e.data["attempt"])
