@@ -8,6 +8,10 @@ not the machine; the benchmarks ask for ``durable=True``, a server's defaults).
 PostgreSQL refuses to run as root, so as root it runs as ``nobody``; when
 ``nobody`` cannot reach the binaries (pgserver installed under ``/root``), the
 binaries are copied into the temporary directory first. Every wait is bounded.
+
+The temporary directory is in ``/dev/shm`` (memory) when that has room: each test
+creates a database, a copy of the template's files, and on a busy disk that costs
+half a second where memory takes a twentieth.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pathlib import Path
 
 #: Seconds any server start, stop or command may take.
 TIMEOUT = 60
+#: Where the server's files go when it has this much room (else the default).
+MEMORY_DIR, MEMORY_ROOM = Path("/dev/shm"), 2 << 30
 PASSWORD = "s3cret-pw-for-tests"
 USER = "postgres"
 
@@ -58,6 +64,14 @@ def _bin_dir() -> Path:
             "package (pip install -e '.[dev]')"
         )
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+
+
+def _work_dir() -> Path:
+    """A new temporary directory, in memory when there is room for the server."""
+    parent = None
+    if MEMORY_DIR.is_dir() and shutil.disk_usage(MEMORY_DIR).free >= MEMORY_ROOM:
+        parent = MEMORY_DIR
+    return Path(tempfile.mkdtemp(prefix="intentusnet-pg-", dir=parent))
 
 
 def _free_port() -> int:
@@ -123,7 +137,7 @@ def postgres_server(*, durable: bool = False) -> Iterator[PgServer]:
     ``durable`` keeps the server's defaults (fsync, full page writes) instead of
     turning them off, for measurements.
     """
-    work = Path(tempfile.mkdtemp(prefix="intentusnet-pg-"))
+    work = _work_dir()
     data, sock, pwfile = work / "data", work / "sock", work / "pw"
     started = False
     try:

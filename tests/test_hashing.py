@@ -29,9 +29,6 @@ from intentusnet._util.jsonvalue import MAX_DEPTH, MAX_SAFE_INT
 from intentusnet.hashing import hashed_view
 
 VECTORS_FILE = Path(__file__).parent.parent / "docs" / "envelope-hash-vectors.json"
-SHARED_VECTORS = (
-    Path(__file__).parent.parent.parent / "shared" / "vectors" / "envelope-hashes.json"
-)
 VECTORS = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
 HASH_FORM = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -53,13 +50,6 @@ def envelope(payload=None, **fields):
 
 
 # -- the published vectors ----------------------------------------------------
-
-
-def test_vectors_file_is_a_copy_of_the_shared_vectors():
-    """docs/ holds a byte-identical copy of the shared vectors."""
-    if not SHARED_VECTORS.exists():
-        pytest.skip("shared/ is not beside the work tree")
-    assert VECTORS_FILE.read_bytes() == SHARED_VECTORS.read_bytes()
 
 
 def test_vectors_cover_the_cases_the_docs_promise():

@@ -3,29 +3,30 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "intentusnet"
-IMPORT_GRAPH = ROOT.parent / "shared" / "tools" / "import-graph"
 
 
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module(package: Path, path: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _imports() -> dict[str, set[str]]:
-    """Every package module and the package modules it imports, anywhere in it."""
+def _imports(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every package module and the package names it imports, anywhere in it.
+
+    Imports inside functions and under ``TYPE_CHECKING`` count: the walk visits every
+    node. ``from x import name`` yields both ``x`` and ``x.name``.
+    """
     found: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        module = _module(path)
+    for path in package.rglob("*.py"):
+        module = _module(package, path)
         base = (
             module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
         )
@@ -41,8 +42,48 @@ def _imports() -> dict[str, set[str]]:
                     target = node.module or ""
                 targets.add(target)
                 targets.update(f"{target}.{alias.name}" for alias in node.names)
-        found[module] = {t for t in targets if t.startswith("intentusnet")}
+        found[module] = {t for t in targets if t.startswith(package.name)}
     return found
+
+
+def _graph(imports: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The modules each module imports: names resolved to the module holding them.
+
+    ``x.name`` counts as module ``x.name`` when that is a module, else as ``x``. An
+    import of the module's own package (or a package above it) is left out: Python
+    has already begun importing those before the module runs.
+    """
+    graph: dict[str, set[str]] = {}
+    for module, targets in imports.items():
+        edges: set[str] = set()
+        for target in targets:
+            while target and target not in imports:
+                target = target.rpartition(".")[0]
+            if target and target != module and not module.startswith(target + "."):
+                edges.add(target)
+        graph[module] = edges
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as ``[a, b, ..., a]``, or ``[]`` when there is none."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path = [start]
+        todo = [iter(sorted(graph[start]))]
+        while todo:
+            target = next(todo[-1], None)
+            if target is None:
+                done.add(path.pop())
+                todo.pop()
+            elif target in path:
+                return [*path[path.index(target) :], target]
+            elif target not in done:
+                path.append(target)
+                todo.append(iter(sorted(graph[target])))
+    return []
 
 
 def _reaches(module: str, imports: dict[str, set[str]], banned: str) -> list[str]:
@@ -91,17 +132,57 @@ def test_imports_point_down(part: str, banned: str) -> None:
 
 
 def test_no_import_cycles() -> None:
-    """The shared import-graph tool finds no cycle in the package."""
-    if not IMPORT_GRAPH.exists():
-        pytest.fail(f"{IMPORT_GRAPH} is missing: the repository's sibling shared/")
-    done = subprocess.run(
-        [sys.executable, str(IMPORT_GRAPH), str(PACKAGE)],
-        capture_output=True,
-        text=True,
-        check=False,
+    """No chain of imports in the package leads back to where it started."""
+    assert _cycle(_graph(IMPORTS)) == []
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    """A package ``pkg`` under ``root`` made of ``files`` (path: source)."""
+    for name, source in files.items():
+        path = root / "pkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+    return root / "pkg"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def later():\n    from pkg import a\n",
+        "import typing\nif typing.TYPE_CHECKING:\n    from pkg.a import A\n",
+        "from .. import a\n",
+        "import pkg.a\n",
+    ],
+    ids=["inside a function", "under TYPE_CHECKING", "relative submodule", "import"],
+)
+def test_cycle_check_finds_a_planted_cycle(tmp_path: Path, source: str) -> None:
+    """The check reports a cycle closed by any kind of import, deferred ones too."""
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from pkg.sub import b\n",
+            "sub/__init__.py": "",
+            "sub/b.py": source,
+        },
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert " 0 cycles" in done.stdout
+    assert _cycle(_graph(_imports(package))) == ["pkg.a", "pkg.sub.b", "pkg.a"]
+
+
+def test_cycle_check_passes_imports_that_only_point_down(tmp_path: Path) -> None:
+    """Names taken from a package, or a module importing its package, make no cycle."""
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "from pkg.a import A\n",
+            "a.py": "from pkg import b\nfrom pkg.c import C\nA = 1\n",
+            "b.py": "import pkg\n",
+            "c.py": "C = 2\n",
+        },
+    )
+    graph = _graph(_imports(package))
+    assert graph["pkg.a"] == {"pkg.b", "pkg.c"}
+    assert _cycle(graph) == []
 
 
 def test_top_level_modules_are_the_public_core() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -91,13 +90,15 @@ def encode(
     deadline: float,
     version: object = None,
     max_age: float | None = None,
+    *,
+    now: float,
 ) -> tuple[bytes, float | None]:
     """An entry's disk value, and the seconds diskcache should keep it.
 
     ``version`` is what the record's change probe said when the answer was
-    verified or recorded; ``max_age`` the policy's, which ``deadline`` counts.
+    verified or recorded; ``max_age`` the policy's, which ``deadline`` counts;
+    ``now`` the cache's clock (epoch seconds).
     """
-    now = time.time()
     expires = None if math.isinf(deadline) else deadline
     value: JSONObject = {
         "v": ENTRY_VERSION,
@@ -160,15 +161,15 @@ def portable(version: object) -> JSONValue:
 
 
 def unchanged(
-    store: ExecutionStore, stored: Stored, *, max_age: float | None
+    store: ExecutionStore, stored: Stored, *, max_age: float | None, now: float
 ) -> Entry | None:
     """The entry as stored, if its record is the one it was written from.
 
     That is: the record's change probe says what the entry noted (the record
     was verified, or recorded by the cache, then, and has not changed since:
     no line appended, no byte edited, not deleted), the deadline was reckoned
-    with this ``max_age``, and it has not passed. Else None, and the record is
-    to be verified (:func:`verify`).
+    with this ``max_age``, and it has not passed by ``now`` (the cache's clock).
+    Else None, and the record is to be verified (:func:`verify`).
     """
     if stored.version is None or stored.max_age != max_age:
         return None
@@ -179,7 +180,7 @@ def unchanged(
         return None
     if version is None or portable(version) != stored.version:
         return None
-    if stored.expires is not None and time.time() >= stored.expires:
+    if stored.expires is not None and now >= stored.expires:
         return None
     wire, execution_id = stored.response, stored.execution_id
     if not isinstance(wire, dict):
@@ -209,6 +210,7 @@ def verify(
     max_age: float | None,
     adopted: bool,
     ttl: float | None,
+    now: float,
     keys: KeyRing | None = None,
 ) -> tuple[Entry, JSONObject] | None:
     """Load and verify the record of an answer; the entry, if it may be served.
@@ -218,7 +220,8 @@ def verify(
     unfinished, invalidated, made from another envelope, or too old. A record
     ``adopted`` from the store rather than named by an entry must also not have
     been made with ``routing.cache == "no_store"``, and ``ttl`` counts from its
-    creation, as ``max_age`` does.
+    creation, as ``max_age`` does; both are compared with ``now`` (the cache's
+    clock, epoch seconds).
 
     Returns:
         The entry and the recorded response in wire form.
@@ -253,7 +256,7 @@ def verify(
         for limit in (max_age, ttl if adopted else None):
             if limit is not None:
                 deadline = min(deadline, created / 1e6 + limit)
-    if time.time() >= deadline:
+    if now >= deadline:
         return None
     try:
         response = AgentResponse.model_validate(wire)

@@ -76,7 +76,6 @@ _POLL_MAX_S: Final = 0.05
 _SERVED, _CLAIMED, _RUN, _WAIT = "served", "claimed", "run", "wait"
 _DEFAULT: Final = CacheDirective.DEFAULT
 _BYPASS: Final = CacheDirective.BYPASS
-_now = time.time
 _CACHES: weakref.WeakSet[ReplayCache] = weakref.WeakSet()
 
 
@@ -103,6 +102,9 @@ class ReplayCache:
         keys: check the signatures of every record before serving its answer
             (added in 0.1.0): a record the ring does not accept is never
             served (a miss, logged); see ``KeyRing``.
+        clock: the current time in epoch seconds, which ``ttl`` and
+            ``max_age`` deadlines are compared with (added in 0.1.0); tests
+            pass a fake one to move time without waiting.
 
     Raises:
         ValueError: a bad namespace, size or duration.
@@ -124,6 +126,7 @@ class ReplayCache:
         memory_items: int = DEFAULT_MEMORY_ITEMS,
         warm_from_store: bool = True,
         keys: KeyRing | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not namespace or "|" in namespace:
             raise ValueError(
@@ -142,6 +145,7 @@ class ReplayCache:
         self._memory_items = memory_items
         self._warm = warm_from_store
         self._keys = keys
+        self._clock = clock
         self._prefix = namespace + "|"
         self._store: _Store | None = None
         self._shared: SharedFlights | None = None
@@ -457,7 +461,7 @@ class ReplayCache:
     def _find(self, envelope_hash: str) -> Entry | None:
         entry = self._memory.get(envelope_hash)
         if entry is not None:
-            if entry.probe() == entry.version and _now() < entry.deadline:
+            if entry.probe() == entry.version and self._clock() < entry.deadline:
                 return entry
             # The record changed (invalidated, deleted, edited) or the entry is
             # too old: check it again from the start.
@@ -469,7 +473,7 @@ class ReplayCache:
         if (
             entry is not None
             and entry.probe() == entry.version
-            and _now() < entry.deadline
+            and self._clock() < entry.deadline
         ):
             return entry
         return None
@@ -514,7 +518,9 @@ class ReplayCache:
         if self._keys is None and store is not None:
             # Its record as it was when the entry was written: served as the
             # memory tier serves, without loading it (signatures need it loaded).
-            entry = unchanged(store, stored, max_age=self.policy.max_age)
+            entry = unchanged(
+                store, stored, max_age=self.policy.max_age, now=self._clock()
+            )
             if entry is not None:
                 return entry if self._servable(entry) else None
         found = self._verify(stored.execution_id, envelope_hash, expires=stored.expires)
@@ -542,6 +548,7 @@ class ReplayCache:
             max_age=self.policy.max_age,
             adopted=adopted,
             ttl=self.ttl,
+            now=self._clock(),
             keys=self._keys,
         )
 
@@ -604,7 +611,7 @@ class ReplayCache:
         expires = self._expiry()
         deadline = math.inf if expires is None else expires
         if self.policy.max_age is not None:
-            deadline = min(deadline, _now() + self.policy.max_age)
+            deadline = min(deadline, self._clock() + self.policy.max_age)
         entry = Entry(execution_id, response, probe, version, deadline)
         self._write(key.envelope_hash, entry, response.to_wire())
         self._remember(key.envelope_hash, entry)
@@ -619,11 +626,12 @@ class ReplayCache:
                 entry.deadline,
                 entry.version,
                 self.policy.max_age,
+                now=self._clock(),
             )
             disk.set(self._prefix + envelope_hash, value, expire)
 
     def _expiry(self) -> float | None:
-        return None if self.ttl is None else _now() + self.ttl
+        return None if self.ttl is None else self._clock() + self.ttl
 
     def _trace(self, execution_id: str, key: CacheKey) -> None:
         store = self._store

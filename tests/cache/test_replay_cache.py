@@ -173,14 +173,49 @@ def test_no_store_reads_but_does_not_become_the_answer(store):
     assert agent.calls == 2
 
 
+class Clock:
+    """The cache's clock, moved by the test: epoch seconds, starting now."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_ttl_expiry(store):
     """An answer older than ttl is not served, not even from the store."""
-    router, agent = routed(store, ttl=0.3)
+    clock = Clock()
+    router, agent = routed(store, ttl=60, clock=clock)
     with router:
         router.route_intent(envelope())
+        clock.now += 59
         assert router.route_intent(envelope()).metadata.from_replay
-        time.sleep(0.4)
+        clock.now += 2
         assert router.route_intent(envelope()).metadata.from_replay is False
+    assert agent.calls == 2
+
+
+def test_ttl_counts_for_entries_read_from_disk(store, tmp_path):
+    """A cold cache over the same directory serves an entry until its ttl, not after."""
+    clock = Clock()
+    directory = tmp_path / "cache"
+    router, agent = routed(store, directory=directory, ttl=60, clock=clock)
+    with router:
+        router.route_intent(envelope())
+    stored_at = clock.now
+    for later, served in ((59, True), (61, False)):
+        clock.now = stored_at + later
+        cold, _ = routed(
+            store,
+            agent,
+            directory=directory,
+            ttl=60,
+            clock=clock,
+            warm_from_store=False,
+        )
+        with cold:
+            assert cold.route_intent(envelope()).metadata.from_replay is served
     assert agent.calls == 2
 
 
@@ -189,8 +224,9 @@ def test_max_age_applies_to_records_found_in_the_store(store):
     first, agent = routed(store)
     with first:
         first.route_intent(envelope())
-    time.sleep(0.3)
-    router, _ = routed(store, agent, policy=CachePolicy(max_age=0.2))
+    clock = Clock()
+    clock.now += 120
+    router, _ = routed(store, agent, policy=CachePolicy(max_age=60), clock=clock)
     with router:
         assert router.route_intent(envelope()).metadata.from_replay is False
         assert router.route_intent(envelope()).metadata.from_replay is True

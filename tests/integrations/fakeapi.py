@@ -2,22 +2,23 @@
 
 ``POST /v1/chat/completions`` answers as OpenAI's chat completions API and
 ``POST /v1/messages`` as Anthropic's messages API, in the shapes their SDKs
-parse, with ``"stream": true`` as server-sent events (sent event by event, with
-``delay`` seconds before each after the first). A prompt ``"fail 429"`` or
-``"fail 500"`` gets that status with the API's error body. Requests without the
-key get a 401. A prompt starting ``"cut"`` gets a stream cut after two events
-(the connection closes mid-body). ``hits`` counts requests; ``seen`` keeps
-each request's headers; ``finished`` counts bodies sent to their end. Every
-answer reports its usage as each API does (see :func:`tokens`; a streamed
-OpenAI answer only when the request asks with ``stream_options.include_usage``,
-a streamed Anthropic one its output tokens in ``message_delta``).
+parse, with ``"stream": true`` as server-sent events (sent event by event; a
+``FakeAPI(held=True)`` sends each stream's first event, then waits until its
+``release`` event is set, ten seconds at most, before the rest). A prompt
+``"fail 429"`` or ``"fail 500"`` gets that status with the API's error body.
+Requests without the key get a 401. A prompt starting ``"cut"`` gets a stream
+cut after two events (the connection closes mid-body). ``hits`` counts requests;
+``seen`` keeps each request's headers; ``finished`` counts bodies sent to their
+end. Every answer reports its usage as each API does (see :func:`tokens`; a
+streamed OpenAI answer only when the request asks with
+``stream_options.include_usage``, a streamed Anthropic one its output tokens in
+``message_delta``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -157,11 +158,13 @@ def _anthropic(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes
 class FakeAPI:
     """Serve the fake API on an ephemeral port (a context manager)."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, held: bool = False) -> None:
         self.hits = 0
         self.seen: list[dict[str, str]] = []
         self.finished = 0
-        self.delay = delay
+        self.release = threading.Event()
+        if not held:
+            self.release.set()
         self.lock = threading.Lock()
         owner = self
 
@@ -219,8 +222,8 @@ class FakeAPI:
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 for i, event in enumerate(events):
-                    if i and owner.delay:
-                        time.sleep(owner.delay)
+                    if i == 1:
+                        owner.release.wait(10)  # bounded: a failing test still ends
                     if cut and i == 2:
                         self.close_connection = True
                         return  # no end chunk: the client sees the body cut

@@ -1,7 +1,7 @@
 """Streaming pass-through: on a miss, the client reads an event stream as it arrives.
 
-The fake API waits ``DELAY`` seconds before each event after the first, so a
-client that got the first event before the stream ended got it passed through.
+The fake API holds each stream after its first event until the test releases it,
+so a client that got the first event before the release got it passed through.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from intentusnet.integrations import httpx2 as via_httpx2
 
 from .fakeapi import API_KEY, FakeAPI
 
-DELAY = 0.3
 BEARER = {"authorization": f"Bearer {API_KEY}"}
 
 
@@ -38,8 +36,8 @@ def chat(prompt: str) -> dict[str, object]:
 
 @pytest.fixture
 def api() -> Iterator[FakeAPI]:
-    """The fake API, streaming slowly; stopped after the test."""
-    with FakeAPI(delay=DELAY) as server:
+    """The fake API, holding streams until released; stopped after the test."""
+    with FakeAPI(held=True) as server:
         yield server
 
 
@@ -57,21 +55,19 @@ def test_a_miss_is_read_as_it_arrives_and_recorded_once_whole(lib, api, store):
     http_lib = httpx if lib is via_httpx else httpx2
     url = f"{api.url}/v1/chat/completions"
     with http_lib.Client(transport=lib.RecordingTransport(store), timeout=10) as http:
-        start = time.perf_counter()
         with http.stream("POST", url, json=chat("a b c d"), headers=BEARER) as live:
             chunks = live.iter_bytes()
             first = next(chunks)
-            first_at = time.perf_counter() - start
-            assert api.finished == 0  # the server is still sending
+            assert api.finished == 0  # the server holds the rest
             assert [s.status.value for s in store.list()] == ["in_progress"]
+            api.release.set()
             body = first + b"".join(chunks)
-        total = time.perf_counter() - start
         assert live.headers[lib.CACHE_HEADER] == "miss"
         (record,) = store.list()
         assert live.headers[lib.RECORD_HEADER] == record.execution_id
         again = http.post(url, json=chat("a b c d"), headers=BEARER)
     assert first.startswith(b"data: ")
-    assert first_at < DELAY < 3 * DELAY < total
+    assert body.count(b"data: ") == 7  # six words and [DONE]
     assert record.status.value == "completed"
     assert again.headers[lib.CACHE_HEADER] == "hit"
     assert again.content == body
@@ -81,9 +77,10 @@ def test_a_miss_is_read_as_it_arrives_and_recorded_once_whole(lib, api, store):
 def test_a_stream_closed_early_is_never_served(api, store):
     """A client that stops reading leaves a failed record; the next call is live."""
     url = f"{api.url}/v1/chat/completions"
+    api.release.set()  # closing reads one more event: the server must send it
     with httpx.Client(transport=via_httpx.RecordingTransport(store), timeout=10) as h:
         with h.stream("POST", url, json=chat("a b c d"), headers=BEARER) as cut:
-            next(cut.iter_bytes())
+            next(cut.iter_bytes())  # the first of seven events, then closed
         again = h.post(url, json=chat("a b c d"), headers=BEARER)
         third = h.post(url, json=chat("a b c d"), headers=BEARER)
     assert again.headers[via_httpx.CACHE_HEADER] == "miss"
@@ -99,6 +96,7 @@ def test_a_stream_closed_early_is_never_served(api, store):
 def test_a_stream_cut_by_the_server_fails_and_is_never_served(api, store):
     """A body the server cuts raises httpx's error to the client and is not kept."""
     url = f"{api.url}/v1/chat/completions"
+    api.release.set()
     with httpx.Client(transport=via_httpx.RecordingTransport(store), timeout=10) as h:
         for _ in range(2):
             with (
@@ -114,32 +112,31 @@ def test_async_pass_through_and_an_interrupted_stream(api, store):
     """The async transports pass streams through and drop a cut-short one too."""
     url = f"{api.url}/v1/chat/completions"
 
-    async def main() -> tuple[float, float, list[str]]:
+    async def main() -> tuple[bool, list[str]]:
         transport = via_httpx2.AsyncRecordingTransport(store)
         async with httpx2.AsyncClient(transport=transport, timeout=10) as http:
-            start = time.perf_counter()
             async with http.stream(
                 "POST", url, json=chat("a b c d"), headers=BEARER
             ) as live:
                 chunks = live.aiter_bytes()
                 await chunks.__anext__()
-                first_at = time.perf_counter() - start
+                sending = api.finished == 0  # the server holds the rest
+                api.release.set()
                 async for _ in chunks:
                     pass
-            total = time.perf_counter() - start
             async with http.stream(
                 "POST", url, json=chat("x y z"), headers=BEARER
             ) as cut:
-                await cut.aiter_bytes().__anext__()
+                await cut.aiter_bytes().__anext__()  # the first of six events
             states = []
             for prompt in ("a b c d", "x y z", "x y z"):
                 answer = await http.post(url, json=chat(prompt), headers=BEARER)
                 states.append(answer.headers[via_httpx2.CACHE_HEADER])
             await asyncio.sleep(0)
-        return first_at, total, states
+        return sending, states
 
-    first_at, total, states = asyncio.run(asyncio.wait_for(main(), 30))
-    assert first_at < DELAY < 3 * DELAY < total
+    sending, states = asyncio.run(asyncio.wait_for(main(), 30))
+    assert sending
     assert states == ["hit", "miss", "hit"]  # the cut stream was asked again
     assert api.hits == 3
 
@@ -151,7 +148,7 @@ def test_openai_streaming_reads_a_miss_as_it_arrives(api, store):
         api_key=API_KEY, base_url=f"{api.url}/v1", max_retries=0, http_client=http
     )
     with client:
-        # Warm the SDK's lazy imports, so the time below is the stream's.
+        api.release.set()
         warm = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "warm"}], stream=True
         )
@@ -160,20 +157,19 @@ def test_openai_streaming_reads_a_miss_as_it_arrives(api, store):
             " warm",
             " t=None",
         ]
-        start = time.perf_counter()
+        api.release.clear()  # the warm-up's stream has ended: hold the next
         stream = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "a b c d"}], stream=True
         )
         first = next(iter(stream))
-        first_at = time.perf_counter() - start
         sending = api.finished == 1  # only the warm-up's body has ended
+        api.release.set()
         rest = [c.choices[0].delta.content for c in stream]
         again = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "a b c d"}], stream=True
         )
         replayed = [c.choices[0].delta.content for c in again]
     assert sending
-    assert first_at < DELAY
     assert [first.choices[0].delta.content, *rest] == replayed
     assert api.hits == 2
 
@@ -187,6 +183,7 @@ def test_a_dropped_unclosed_stream_does_not_hold_its_request(api, store):
     assert dropped.headers[via_httpx.CACHE_HEADER] == "miss"
     del dropped
     gc.collect()
+    api.release.set()
     states: list[str] = []
     again = threading.Thread(
         target=lambda: states.append(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
 import pytest
 
-from intentusnet import IntentRouter, MemoryExecutionStore, diff_records
+from intentusnet import IntentRouter, MemoryExecutionStore, RecordDiff, diff_records
 from intentusnet.hashing import canonical_json, hash_bytes
 from intentusnet.record.model import ExecutionRecord
 
@@ -98,13 +99,18 @@ def test_the_header_line_matches_the_documented_schema(
     jsonschema.validate(record.header.to_json(), _schemas()["header"])
 
 
+def _diff(a: ExecutionRecord, b: ExecutionRecord) -> RecordDiff:
+    """The diff of two records, durations left out: these runs' timings are noise."""
+    return diff_records(a, b, duration_min_ms=math.inf)
+
+
 def test_diff_names_what_changed_in_the_configuration(
     store: MemoryExecutionStore,
 ) -> None:
     """config_changed comes first, says what changed, and is never the deviation."""
     before = _record(store)
     after = _record(store, a="2.0", b_priority=5, c=True)
-    found = diff_records(before, after)
+    found = _diff(before, after)
     first = found.entries[0]
     assert first.kind == "config_changed"
     assert first.changes == ("a 1.0 -> 2.0", "b priority 2 -> 5", "c added")
@@ -116,16 +122,16 @@ def test_diff_names_what_changed_in_the_configuration(
     assert found.deviation_point is not None
     assert found.deviation_point.kind == "decision_changed"  # c is a candidate
     assert found.same_configuration is False
-    upgraded = diff_records(before, _record(store, a="1.1"))
+    upgraded = _diff(before, _record(store, a="1.1"))
     assert upgraded.same  # the same behaviour: only the configuration differs
     assert [e.kind for e in upgraded.entries] == ["config_changed"]
     assert upgraded.deviation_point is None
     doc = found.to_json()
     assert doc["sameConfiguration"] is False
     assert doc["aConfiguration"] != doc["bConfiguration"]
-    removed = diff_records(after, before).entries[0]
+    removed = _diff(after, before).entries[0]
     assert removed.changes == ("a 2.0 -> 1.0", "c removed", "b priority 5 -> 2")
-    strategy = diff_records(before, _record(store, "BROADCAST")).entries[0]
+    strategy = _diff(before, _record(store, "BROADCAST")).entries[0]
     assert strategy.changes[0] == "strategy FALLBACK -> BROADCAST"
 
 
@@ -135,7 +141,7 @@ def test_no_configuration_no_entry(store: MemoryExecutionStore) -> None:
 
     old = store.load(finished(store))
     assert old.header.configuration is None
-    found = diff_records(old, _record(store))
+    found = _diff(old, _record(store))
     assert "config_changed" not in [e.kind for e in found.entries]
     assert found.same_configuration is None
 

@@ -209,11 +209,10 @@ def test_steps_that_are_not_side_effects_are_cut_as_before() -> None:
     with IntentRouter(store=store) as router:
         router.agent("job", name="fast")(fast)
         router.agent("job", name="loser")(loser)
-        started = time.monotonic()
-        _response, record = _route(store, router, strategy="PARALLEL")
-    assert time.monotonic() - started < 2
+        response, record = _route(store, router, strategy="PARALLEL")
+    assert response.payload == {"from": "fast"}
     (step,) = record_steps(record)
-    assert step.outcome == "cancelled"
+    assert step.outcome == "cancelled"  # not awaited to its end
     assert DONE["mail"] == 0
 
 

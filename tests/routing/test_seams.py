@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-import time
 
 import httpx
 import httpx2
@@ -112,17 +111,21 @@ def test_execution_attempts_and_steps_are_told_in_order():
 def test_parallel_attempts_are_told_under_the_numbers_they_started_with():
     """PARALLEL: each attempt ends under its own number, whoever finished first."""
     router = IntentRouter()
+    release = threading.Event()
 
     @router.agent("work", name="a")
     def a(env, ctx):
-        time.sleep(0.2)  # b answers first; a is cancelled
+        release.wait(30)  # b answers first; a is cancelled
         return {"a": 1}
 
     router.agent("work", name="b")(lambda env, ctx: {"b": 1})
     log = Log()
     router.add_observer(log)
     with router:
-        router.route_intent(wire(strategy="PARALLEL"))
+        try:
+            router.route_intent(wire(strategy="PARALLEL"))
+        finally:
+            release.set()
     started = {c[1:] for c in log.calls if c[0] == "attempt_started"}
     ended = {c[1:] for c in log.calls if c[0] == "attempt_ended"}
     assert started == {("a", 1), ("b", 2)}

@@ -7,8 +7,6 @@ answer must match the documented status codes, content types and schemas.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -37,7 +35,6 @@ def test_fuzz_finds_no_server_errors_or_schema_violations(live: LiveServer) -> N
     assert live.url.startswith("http://127.0.0.1:")
     schema = schemathesis.openapi.from_url(f"{live.url}/openapi.json", timeout=10)
     headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
-    started = time.monotonic()
     calls = 0
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) == 8
@@ -65,4 +62,3 @@ def test_fuzz_finds_no_server_errors_or_schema_violations(live: LiveServer) -> N
 
         fuzz()
     assert calls > len(operations)
-    assert time.monotonic() - started < 120

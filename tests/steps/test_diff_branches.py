@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
@@ -66,7 +67,7 @@ def test_broadcast_reports_a_deviation_point_per_branch(
     first = _run(store, "BROADCAST")
     STATE.update(day="tue", gamma_fails=True)
     second = _run(store, "BROADCAST")
-    found = diff_records(first, second)
+    found = diff_records(first, second, duration_min_ms=math.inf)  # timings: noise
     assert [b.agent for b in found.branches] == ["alpha", "beta", "gamma"]
     alpha, beta, gamma = found.branches
     assert alpha.same
