@@ -58,6 +58,49 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+__all__ = [
+    "AgentRegistrationError",
+    "CacheError",
+    "CacheMiss",
+    "CachedCallError",
+    "CassetteMiss",
+    "ClientDisconnected",
+    "EnvelopeValidationError",
+    "Forbidden",
+    "IdempotencyConflict",
+    "IdempotencyTimeout",
+    "IntentusNetError",
+    "InvalidExecutionId",
+    "InvalidIdempotencyKey",
+    "InvalidRerunOption",
+    "MalformedRequest",
+    "NetworkBlocked",
+    "NondeterminismError",
+    "NotCacheable",
+    "PriceTableError",
+    "RecordExists",
+    "RecordIntegrityError",
+    "RecordNotFound",
+    "ReplayError",
+    "ReplayHashMismatch",
+    "ReplayNotAllowed",
+    "ReplayedStepError",
+    "RequestInvalid",
+    "RequestNotRecorded",
+    "RequestTooLarge",
+    "ResumeRefused",
+    "ServiceError",
+    "ServiceUnavailable",
+    "SideEffectInDoubt",
+    "SideEffectMismatch",
+    "SideEffectRefused",
+    "SignatureError",
+    "SigningKeyError",
+    "StoreError",
+    "Unauthorized",
+    "UnsupportedSchemaVersion",
+]
+
 
 class IntentusNetError(Exception):
     """Root of every error IntentusNet raises on purpose."""

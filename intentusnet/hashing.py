@@ -24,6 +24,18 @@ from orjson import OPT_SORT_KEYS, dumps
 from ._util.jsonvalue import JSONValue, check_json
 from .errors import EnvelopeValidationError
 
+__all__ = [
+    "HASH_PATTERN",
+    "HASH_PREFIX",
+    "HashableEnvelope",
+    "canonical_json",
+    "compute_hash",
+    "hash_bytes",
+    "hash_parts",
+    "hashed_view",
+    "view",
+]
+
 HASH_PREFIX: Final = "sha256:"
 #: A whole hash as this module writes it (a regular expression to match whole).
 HASH_PATTERN: Final = r"sha256:[0-9a-f]{64}"

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     from .record.signing import KeyRing, SignatureCheck
     from .store.protocol import ExecutionStore
 
+__all__ = [
+    "MAX_DIFF_PATHS",
+    "RecordBytes",
+    "ReplayEngine",
+    "ReplayResult",
+    "VerifiedEvent",
+    "diff_paths",
+]
+
 #: At most this many differing paths are reported by ReplayHashMismatch.
 MAX_DIFF_PATHS: Final = 50
 

@@ -195,3 +195,54 @@ def test_top_level_modules_are_the_public_core() -> None:
         "hashing.py",
         "replay.py",
     ]
+
+
+def _folder(module: str) -> str:
+    """The package folder a module sits in (a package is its own folder)."""
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    return module if path.is_dir() else module.rpartition(".")[0]
+
+
+def _shared_modules(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each module imported from another folder, with the modules importing it."""
+    users: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            if _folder(target) != _folder(module):
+                users.setdefault(target, set()).add(module)
+    return users
+
+
+SHARED = _shared_modules(_graph(IMPORTS))
+
+
+def test_private_modules_stay_in_their_folder() -> None:
+    """No ``_name`` module is imported from another folder (``_util/`` is shared)."""
+    leaks = {
+        target: sorted(users)
+        for target, users in SHARED.items()
+        if target.rpartition(".")[2].startswith("_")
+        and target.rpartition(".")[2] != "_util"
+    }
+    assert leaks == {}
+
+
+def test_modules_used_by_other_folders_declare_all() -> None:
+    """Every module another folder imports names its public part in ``__all__``."""
+    missing = []
+    for target in sorted(SHARED):
+        path = PACKAGE.parent.joinpath(*target.split("."))
+        file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        if file.name == "__init__.py":
+            continue
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        names = {
+            t.id
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(t, ast.Name)
+        }
+        if "__all__" not in names:
+            missing.append(target)
+    assert missing == []

@@ -6,6 +6,13 @@ import random
 import time
 from typing import Final
 
+__all__ = [
+    "ID_PART_PATTERN",
+    "new_execution_id",
+    "new_request_id",
+    "uuid7_hex",
+]
+
 #: The start of an execution id (a regular expression to match whole): the
 #: characters an id may hold, at most as many as an id may be long.
 ID_PART_PATTERN: Final = r"[A-Za-z0-9_.-]{1,128}"

@@ -20,6 +20,14 @@ else:
     JSONValue = dict[str, Any] | list[Any] | str | int | float | bool | None
     JSONObject = dict[str, Any]
 
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INT",
+    "check_json",
+    "parse_json",
+    "render_path",
+]
+
 #: Integers JSON numbers carry exactly in every language (IEEE 754 doubles).
 MAX_SAFE_INT = 2**53 - 1
 #: Nesting deeper than this is refused; it also keeps every serializer we use

@@ -5,6 +5,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, MutableMapping
 
+__all__ = [
+    "lazy_exports",
+]
+
 
 def lazy_exports(
     package: str, exports: Mapping[str, str], namespace: MutableMapping[str, object]

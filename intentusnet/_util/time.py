@@ -6,6 +6,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+__all__ = [
+    "micros_of",
+    "ms_since",
+    "parse_utc",
+    "utc_now",
+    "utc_text",
+]
+
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICRO: Final = timedelta(microseconds=1)
 

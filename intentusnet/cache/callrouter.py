@@ -31,6 +31,14 @@ if TYPE_CHECKING:
     from ..routing.redact import Redactor
     from ..store import ExecutionStore
 
+__all__ = [
+    "AsyncJob",
+    "CallRouter",
+    "Job",
+    "JobResult",
+    "running_execution",
+]
+
 #: What a job returns: the answer's payload, or an AgentResponse (an error).
 JobResult: TypeAlias = JSONObject | AgentResponse
 Job: TypeAlias = Callable[[], JobResult]

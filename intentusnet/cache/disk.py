@@ -23,8 +23,8 @@ from typing import Final, TypeVar
 
 import diskcache  # type: ignore[import-untyped]  # ships no types
 
+from .._util.files import make_dirs
 from ..errors import CacheError
-from ..store._layout import make_dirs
 from .policy import CacheStats
 
 _log = logging.getLogger("intentusnet.cache")

@@ -30,6 +30,15 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..hashing import canonical_json, hash_bytes
 from .model import EventType, ExecutionEvent
 
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "PATH_EVENTS",
+    "compute_fingerprint",
+    "fingerprint",
+    "path_entry",
+    "record_fingerprint",
+]
+
 #: The version of the fingerprint construction, the first item hashed.
 FINGERPRINT_VERSION: Final = 1
 #: Event types that contribute an entry (besides ``FINAL_RESPONSE``).

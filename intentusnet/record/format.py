@@ -20,6 +20,34 @@ from .._util.time import parse_utc
 from ..errors import RecordIntegrityError, UnsupportedSchemaVersion
 from .model import SCHEMA_VERSION, EventType, ExecutionEvent, ExecutionRecord
 
+__all__ = [
+    "AFTER_FINAL",
+    "AFTER_SIGNATURE",
+    "GENESIS_HASH",
+    "GENESIS_HEX",
+    "KEY_ID",
+    "PREV_TAG",
+    "PREV_TAIL",
+    "SIGNED_PREFIX",
+    "TAIL",
+    "TYPES",
+    "EventOrder",
+    "bytes_after_close",
+    "check_header",
+    "check_line",
+    "check_schema",
+    "event_of_line",
+    "header_line",
+    "invalidated_line",
+    "key_id_of",
+    "load_json",
+    "newline_replaced",
+    "seal",
+    "signature_line",
+    "signed_message",
+    "split_lines",
+]
+
 GENESIS_HASH: Final = "sha256:" + "0" * 64
 GENESIS_HEX: Final = b"0" * 64
 _HASH_TAG: Final = b',"hash":"sha256:'

@@ -24,6 +24,13 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
+__all__ = [
+    "PublicKey",
+    "SigningKey",
+    "key_id_for",
+    "load_signing_key",
+]
+
 #: Key files larger than this are not key files (a PEM Ed25519 key is ~120 bytes).
 _MAX_KEY_FILE: Final = 64 * 1024
 _INSTALL_HINT: Final = "pip install 'intentusnet[sign]'"

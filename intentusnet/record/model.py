@@ -18,6 +18,20 @@ from typing import Final, NamedTuple
 from .._util.choices import choice
 from .._util.jsonvalue import JSONObject, JSONValue
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "EventType",
+    "ExecutionEvent",
+    "ExecutionHeader",
+    "ExecutionRecord",
+    "RecordStatus",
+    "RecordSummary",
+    "ReplayableReason",
+    "StoreStats",
+    "VerifyReport",
+    "status_filter",
+]
+
 #: The record file format this release writes and reads.
 SCHEMA_VERSION: Final = 1
 

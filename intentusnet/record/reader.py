@@ -37,6 +37,12 @@ from .model import (
     ReplayableReason,
 )
 
+__all__ = [
+    "OwnerAlive",
+    "derive_reason",
+    "parse_record",
+]
+
 #: Decides whether the process that owns an unfinished record is still writing it.
 OwnerAlive = Callable[[JSONObject | None], bool]
 

@@ -30,6 +30,14 @@ from .format import invalidated_line, signature_line, signed_message
 from .keys import PublicKey, SigningKey
 from .model import EventType, ExecutionEvent, ExecutionRecord, VerifyReport
 
+__all__ = [
+    "KeyRing",
+    "SignatureCheck",
+    "SignatureStatus",
+    "invalidated_lines",
+    "signature_data",
+]
+
 
 class SignatureStatus(StrEnum):
     """What a record's signatures show, checked against a ``KeyRing``.

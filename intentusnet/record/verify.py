@@ -38,6 +38,13 @@ from .model import (
     VerifyReport,
 )
 
+__all__ = [
+    "LineCheck",
+    "RecordLines",
+    "salvage_header",
+    "verify_bytes",
+]
+
 
 class LineCheck(NamedTuple):
     """One complete line of a record file, checked where it stands.

@@ -27,10 +27,11 @@ from typing import Final
 
 import orjson
 
+from .._util.files import FILE_MODE, fsync_dir, make_dirs
 from .._util.ids import uuid7_hex
 from ..errors import StoreError
 from ._files import open_existing
-from ._layout import FILE_MODE, fsync_dir, make_dirs, relative_path
+from ._layout import relative_path
 
 KEYS_DIR: Final = "idempotency"
 RESUMES_DIR: Final = "resumes"

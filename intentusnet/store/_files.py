@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from .._util.files import FILE_MODE, fsync_dir, make_dirs
 from .._util.time import utc_now
 from ..errors import RecordExists, RecordNotFound, StoreError
 from ..record.model import EventType, ExecutionRecord, VerifyReport
@@ -15,7 +16,6 @@ from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
 from ..record.verify import verify_bytes
 from . import _log
-from ._layout import FILE_MODE, fsync_dir, make_dirs
 
 if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
     from collections.abc import Callable

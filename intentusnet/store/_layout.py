@@ -6,7 +6,6 @@ import os
 import re
 from collections.abc import Iterator
 from hashlib import sha256
-from pathlib import Path
 from typing import Final
 
 from .._util.ids import new_execution_id
@@ -16,8 +15,6 @@ _ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _SHARD: Final = re.compile(r"[0-9a-f]{2}")
 SUFFIX: Final = ".jsonl"
 CATALOG_NAME: Final = "catalog.sqlite3"
-DIR_MODE: Final = 0o700
-FILE_MODE: Final = 0o600
 
 
 def check_id(execution_id: object) -> str:
@@ -75,33 +72,6 @@ def relative_path(execution_id: str) -> str:
 def is_shard(name: str) -> bool:
     """Whether a directory name is one of the 256 shard directories."""
     return _SHARD.fullmatch(name) is not None
-
-
-def make_dirs(path: Path) -> bool:
-    """Create ``path`` and missing parents with mode 0700; True if any was made."""
-    missing: list[Path] = []
-    while not path.is_dir():
-        missing.append(path)
-        if path.parent == path:
-            break
-        path = path.parent
-    made = False
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, DIR_MODE)
-            made = True
-        except FileExistsError:
-            pass
-    return made
-
-
-def fsync_dir(path: str) -> None:
-    """Flush a directory entry to disk (POSIX has no other way)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def shards(root: str) -> list[str]:

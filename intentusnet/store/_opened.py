@@ -26,8 +26,8 @@ from typing import Final
 
 import orjson
 
+from .._util.files import FILE_MODE, make_dirs
 from .._util.ids import uuid7_hex
-from ._layout import FILE_MODE, make_dirs
 from .catalog import CatalogRow
 
 #: The directory of the logs under a store's root.

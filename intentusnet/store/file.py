@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from orjson import dumps
 
+from .._util.files import make_dirs
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_now
 from ..errors import RecordNotFound, StoreError
@@ -40,7 +41,6 @@ from ._layout import (
     CATALOG_NAME,
     check_id,
     has_records,
-    make_dirs,
     new_record_id,
     relative_path,
     walk_ids,
@@ -61,6 +61,12 @@ if TYPE_CHECKING:
     from .verification import Progress, StoreVerification
 
     _Hits: TypeAlias = list[CacheHit]
+
+__all__ = [
+    "DEFAULT_ROOT",
+    "Durability",
+    "FileExecutionStore",
+]
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]

@@ -26,11 +26,11 @@ from typing import Final
 
 import orjson
 
+from .._util.files import FILE_MODE, make_dirs
 from .._util.ids import uuid7_hex
 from .._util.jsonvalue import JSONObject
 from .._util.time import micros_of, parse_utc, utc_now
 from . import _log
-from ._layout import FILE_MODE, make_dirs
 
 __all__ = ["HITS_DIR", "CacheHit", "HitJournal", "hit_line", "parse_hits"]
 

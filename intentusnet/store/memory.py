@@ -38,6 +38,11 @@ from .hits import CacheHit, hit_line, parse_hits, select
 from .verification import Progress, StoreVerification, verify_each
 from .writer import ChainWriter, wire_object
 
+__all__ = [
+    "MemoryExecutionStore",
+    "MemoryRecordWriter",
+]
+
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]

@@ -26,6 +26,11 @@ from .filters import ListFilters
 if TYPE_CHECKING:
     from .verification import Progress, StoreVerification
 
+__all__ = [
+    "ExecutionStore",
+    "RecordWriter",
+]
+
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
