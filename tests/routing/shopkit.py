@@ -201,7 +201,15 @@ def _newest(execution_id: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``route [KEY]``: route an order; ``slow KEY START_FILE``: race on a key."""
+    """``route [KEY]``: route an order; ``slow KEY START_FILE``: race on a key.
+
+    ``recover GRACE``: run recovery (``run_forever``) until killed.
+    """
+    if argv[0] == "recover":
+        import threading
+
+        Recovery(router, grace=float(argv[1])).run_forever(threading.Event())
+        return 0
     if argv[0] == "route":
         key = argv[1] if len(argv) > 1 else None
         response = router.route_intent(ORDER, idempotency_key=key)
