@@ -35,6 +35,7 @@ import importlib.util
 import multiprocessing
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -222,7 +223,7 @@ def build(where: str, records: int) -> float:
 def _scan(where: str, queue: multiprocessing.Queue[tuple[float, ...]]) -> None:
     """In a fresh process: five scans; their times and peak RSS before and after."""
     router = IntentRouter(store=open_store(where))
-    router.agent("intent-0")(lambda env, ctx: {})
+    router.agent("intent-0", name="zero")(lambda env, ctx: {})
     recovery = Recovery(router, grace=0)
     router.store.list(ListFilters(limit=1))  # type: ignore[union-attr]  # connect
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -282,6 +283,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--dir", default=None, help="where the file store goes")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the server too
     base = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=args.dir))
     with postgres_server(durable=True) as server:
         names: dict[str, Callable[[str], str]] = {
