@@ -5,7 +5,7 @@ Run: python benchmarks/bench_durable.py [--only kill key repeat scan trial ...]
 
 Starts a throwaway PostgreSQL server (tests/pgkit.py, the server's durable
 defaults, reached over its Unix socket); the file store lives in a temporary
-directory (--dir to choose where). Stores record with durability "flush". The
+directory (--dir to choose where; deleted afterwards). Stores record with durability "flush". The
 application is the tests' shop (tests/routing/shopkit.py: fetch, e-mail (a side
 effect), charge). Prints, per store:
 
@@ -35,6 +35,7 @@ import importlib.util
 import multiprocessing
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -285,6 +286,14 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the server too
     base = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=args.dir))
+    try:
+        run(args, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, base: Path) -> None:
+    """Every section asked for, per store, with the server up."""
     with postgres_server(durable=True) as server:
         names: dict[str, Callable[[str], str]] = {
             "file store": lambda part: str(base / part),
