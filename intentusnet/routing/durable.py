@@ -124,8 +124,7 @@ def durable_store(router: DurableRouter, execution_id: str = "") -> DurableStore
             "no_store",
             execution_id or "the execution",
             "the router's store keeps no idempotency keys or resume links "
-            f"({type(store).__name__}); use a FileExecutionStore or a "
-            "MemoryExecutionStore",
+            f"({type(store).__name__}); the file, memory and PostgreSQL stores do",
         )
     return store
 
@@ -344,8 +343,8 @@ def route_with_key(
     store = router.store
     if not isinstance(store, DurableStore):
         raise InvalidIdempotencyKey(
-            "idempotency keys need a router whose store keeps them (a "
-            f"FileExecutionStore or MemoryExecutionStore), not {type(store).__name__}"
+            "idempotency keys need a router whose store keeps them (the file, "
+            f"memory and PostgreSQL stores do), not {type(store).__name__}"
         )
     envelope_hash = router.envelope_hash(env)
     timeout_ms = env.routing.timeout_ms

@@ -2,13 +2,15 @@
 
 ``Recovery(router).run_once()`` asks the store's index for the records of the
 router's intents that are ``incomplete`` (their owner is gone: the file
-store's owner lock says so) and older than the grace period, and resumes each
-(``IntentRouter.resume``). The claim is the store's: a record a live process
-writes or resumes is skipped (``owned``), so processes sharing a store may all
-run recovery and each execution is resumed by one of them. A chain resumed
-``max_attempts`` times is parked ``needs_attention`` instead; between
-attempts, the chain waits ``backoff`` seconds, doubled each attempt. The
-attempt count is read from the chain's newest record (``resumeAttempt``).
+store's owner lock says so, PostgreSQL's advisory lock, held by a session on
+any host), older than the grace period and not resumed already
+(``DurableStore.interrupted``), and resumes each (``IntentRouter.resume``).
+The claim is the store's: a record a live process writes or resumes is
+skipped (``owned``), so processes sharing a store may all run recovery and
+each execution is resumed by one of them. A chain resumed ``max_attempts``
+times is parked ``needs_attention`` instead; between attempts, the chain
+waits ``backoff`` seconds, doubled each attempt. The attempt count is read
+from the chain's newest record (``resumeAttempt``).
 
 Counters (``resumed``, ``parked``, ``completion_seconds``) are kept on the
 object for a metrics exporter.
@@ -28,7 +30,6 @@ from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
 from ..record.durable import resume_attempt
 from ..record.model import RecordStatus
-from ..store.filters import ListFilters
 from .durable import chain_head, durable_store, park
 
 if TYPE_CHECKING:
@@ -134,25 +135,28 @@ class Recovery:
             )
         durable_store(self.router)
 
+    def scan(self) -> list[str]:
+        """The interrupted executions ``run_once`` acts on, oldest first per intent.
+
+        Records of the router's intents that are ``incomplete``, created
+        before ``now - grace``, and resumed by no record (at most 1000 per
+        intent). Added in 0.1.0.
+        """
+        store = durable_store(self.router)
+        until = datetime.now(UTC) - timedelta(seconds=self.grace)
+        found: list[str] = []
+        for name, version in sorted(set(self.router.registry.intents())):
+            summaries = store.interrupted(name, until=until, limit=SCAN_LIMIT)
+            found += [
+                s.execution_id
+                for s in reversed(summaries)  # oldest first
+                if s.intent_version == version
+            ]
+        return found
+
     def run_once(self) -> RecoveryReport:
         """Scan once; resume, park or skip each interrupted execution found."""
-        store = self.router.store
-        assert store is not None  # checked when made
-        until = datetime.now(UTC) - timedelta(seconds=self.grace)
-        outcomes: list[RecoveryOutcome] = []
-        for name, version in sorted(set(self.router.registry.intents())):
-            found = store.list(
-                ListFilters(
-                    intent=name,
-                    status=RecordStatus.INCOMPLETE,
-                    until=until,
-                    limit=SCAN_LIMIT,
-                )
-            )
-            for summary in reversed(found):  # oldest first
-                if summary.intent_version == version:
-                    outcomes.append(self._recover(summary.execution_id))
-        return RecoveryReport(tuple(outcomes))
+        return RecoveryReport(tuple(self._recover(found) for found in self.scan()))
 
     def run_forever(self, stop: threading.Event, *, interval: float = 1.0) -> None:
         """Scan every ``interval`` seconds until ``stop`` is set."""

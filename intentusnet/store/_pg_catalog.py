@@ -51,6 +51,11 @@ _IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
 #: estimates from the column's statistics.
 ID_PAST: Final = "~"
 _UNFINISHED: Final = (RecordStatus.IN_PROGRESS, RecordStatus.INCOMPLETE)
+_UNFINISHED_VALUES: Final = tuple(status.value for status in _UNFINISHED)
+#: Not resumed by a record that exists (a resumer may die before its opens).
+_UNRESUMED: Final = """NOT EXISTS (SELECT 1 FROM intentusnet_resumes l
+    JOIN intentusnet_records n ON n.execution_id = l.resumed_by
+    WHERE l.execution_id = intentusnet_records.execution_id)"""
 _LIST: Final = f"""WITH held(k) AS ({HELD})
     SELECT * FROM (
         SELECT execution_id, created_utc, intent, intent_version,
@@ -93,16 +98,25 @@ def not_running(_owner: object) -> bool:
     return False
 
 
-def summaries(db: Connection, filters: ListFilters) -> list[RecordSummary]:
+def summaries(
+    db: Connection, filters: ListFilters, *, unresumed: bool = False
+) -> list[RecordSummary]:
     """Summaries of the rows matching every filter given, newest first.
 
     Only the filters given are in the query, each on an indexed column (an id
     prefix as a range of the id's index in byte order, ``COLLATE "C"``), so
-    the planner can pick the index that fits.
+    the planner can pick the index that fits; unfinished rows (asked for as
+    ``in_progress`` or ``incomplete``) have a partial index. With
+    ``unresumed``, rows a resume link names whose resumer's record exists are
+    left out (recovery's scan).
     """
     f = filters
     where: list[str] = []
     params: list[object] = []
+    if f.status is not None and str(f.status) in _UNFINISHED_VALUES:
+        where.append(f"status = '{_IN_PROGRESS}'")  # the lock tells which
+    if unresumed:
+        where.append(_UNRESUMED)
     for present, condition, values in (
         (f.intent is not None, "intent = %s", [f.intent]),
         (f.since_us is not None, "created_us >= %s", [f.since_us]),
@@ -155,7 +169,8 @@ def stats(db: Connection) -> StoreStats:
         by_intent[str(intent)] = by_intent.get(str(intent), 0) + n
     ((size,),) = db.read(
         "SELECT sum(pg_total_relation_size(t)) FROM unnest(ARRAY["
-        "'intentusnet_records', 'intentusnet_lines', 'intentusnet_cache_hits'"
+        "'intentusnet_records', 'intentusnet_lines', 'intentusnet_cache_hits', "
+        "'intentusnet_keys', 'intentusnet_resumes'"
         "]::regclass[]) AS t"
     )
     return StoreStats(sum(by_status.values()), by_status, by_intent, int(size or 0))

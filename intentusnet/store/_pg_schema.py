@@ -69,6 +69,25 @@ SCHEMA: Final = (
         line bytea NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS intentusnet_cache_hits_created
         ON intentusnet_cache_hits (created_us DESC, hit_id DESC)""",
+    # Unfinished records (in_progress or incomplete: their lock tells), by
+    # intent: recovery's scan reads these rows, not the store's.
+    """CREATE INDEX IF NOT EXISTS intentusnet_records_unfinished
+        ON intentusnet_records (intent, created_us DESC)
+        WHERE status = 'in_progress'""",
+    # Idempotency keys (store/_pg_durable.py): by the key's SHA-256, as the
+    # file store names its key files; the key itself is kept, as there.
+    """CREATE TABLE IF NOT EXISTS intentusnet_keys (
+        key_hash text PRIMARY KEY,
+        key text NOT NULL,
+        execution_id text NOT NULL,
+        envelope_hash text NOT NULL,
+        created_us bigint NOT NULL)""",
+    # Resume links: the execution that resumed a record (records are never
+    # rewritten); gone with the record.
+    """CREATE TABLE IF NOT EXISTS intentusnet_resumes (
+        execution_id text PRIMARY KEY
+            REFERENCES intentusnet_records ON DELETE CASCADE,
+        resumed_by text NOT NULL)""",
 )
 
 
@@ -80,6 +99,11 @@ def lock_key(execution_id: str) -> int:
 def flight_key(envelope_hash: str) -> int:
     """The advisory-lock key of a cache flight of an envelope hash."""
     return _key(b"intentusnet-flight:", envelope_hash)
+
+
+def key_lock(key_hash: str) -> int:
+    """The advisory-lock key of an idempotency key's claim (by the key's hash)."""
+    return _key(b"intentusnet-idempotency:", key_hash)
 
 
 def _key(kind: bytes, name: str) -> int:

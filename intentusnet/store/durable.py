@@ -20,6 +20,12 @@ the router asks to make an execution durable (docs/durability.md):
   store's ``resumes/`` directory), and the resumer's record names the
   original in its ``INTENT_RECEIVED`` event (``resumeOf``).
 
+- ``interrupted(intent, until=, limit=)``: the records of an intent that
+  recovery should look at: unfinished with no live owner (``incomplete``),
+  created before ``until``, and resumed by no record that exists. An old
+  record of a resume chain stays ``incomplete`` for ever (records are never
+  rewritten); its link keeps it out of every later scan.
+
 A claim whose execution has no record (its claimer died between the claim
 and opening the record) names an execution interrupted with nothing done:
 whoever holds the claim next runs it under that same id.
@@ -27,9 +33,12 @@ whoever holds the claim next runs it under that same id.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Final, Protocol, runtime_checkable
 
 from ..errors import InvalidIdempotencyKey
+from ..record.model import RecordSummary
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -37,6 +46,7 @@ __all__ = [
     "KeyClaim",
     "RecordHold",
     "check_idempotency_key",
+    "not_resumed",
 ]
 
 #: The longest idempotency key accepted, in characters.
@@ -136,3 +146,35 @@ class DurableStore(Protocol):
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed ``execution_id``, if one did."""
         ...
+
+    def interrupted(
+        self, intent: str, *, until: datetime, limit: int
+    ) -> list[RecordSummary]:
+        """Records of ``intent`` to recover, newest first, at most ``limit``.
+
+        Those ``incomplete`` (no live process owns them), created before
+        ``until``, and resumed by no record that exists (a resumer that died
+        before its record opened leaves the old record to recover).
+        """
+        ...
+
+
+def not_resumed(
+    found: Iterable[RecordSummary],
+    resumed_by: Callable[[str], str | None],
+    exists: Callable[[str], bool],
+    limit: int,
+) -> list[RecordSummary]:
+    """The first ``limit`` of ``found`` that no existing record resumes.
+
+    How the file and memory stores answer ``interrupted`` from their
+    listing: a resume link and the record it names are two cheap lookups.
+    """
+    kept: list[RecordSummary] = []
+    for summary in found:
+        if len(kept) >= limit:
+            break
+        following = resumed_by(summary.execution_id)
+        if following is None or not exists(following):
+            kept.append(summary)
+    return kept

@@ -48,6 +48,7 @@ from ._layout import (
 from ._owner import current_owner, owner_alive
 from ._url import is_url, public_url
 from .catalog import CatalogRow
+from .durable import not_resumed
 from .filters import ListFilters
 from .usage import RecordedUsage, usage_from_text, usage_text
 from .writer import FileRecordWriter, wire_object
@@ -299,6 +300,11 @@ class FileExecutionStore:
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return _durable_files.resumed_by(self._root, check_id(execution_id))
+
+    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
+        """Records to recover (see ``store.durable.DurableStore``)."""
+        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
+        return not_resumed(found, self.resumed_by, self.exists, limit)
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a PostgreSQL store's), verified.

@@ -33,6 +33,7 @@ from ._durable_memory import MemoryDurable, MemoryKeyClaim, MemoryRecordHold
 from ._files import invalidated
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
+from .durable import not_resumed
 from .filters import ListFilters
 from .hits import CacheHit, hit_line, parse_hits, select
 from .verification import Progress, StoreVerification, verify_each
@@ -138,6 +139,11 @@ class MemoryExecutionStore:
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return self._durable.resumed_by(execution_id)
+
+    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
+        """Records to recover (see ``store.durable.DurableStore``)."""
+        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
+        return not_resumed(found, self.resumed_by, self.exists, limit)
 
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, exactly as a file would hold them."""

@@ -35,7 +35,7 @@ from ..record.model import (
 )
 from ..record.reader import parse_record
 from ..record.verify import verify_bytes
-from . import _pg_catalog
+from . import _pg_catalog, _pg_durable
 from ._files import cross_check
 from ._layout import check_id
 from ._pg import POOL_SIZE, Connection, Durability
@@ -106,7 +106,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.durability: Final = durability
         self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
-        self._writing: set[str] = set()
+        self._writing: set[str] = set()  # ids whose lock our session holds
+        self._holding: set[str] = set()  # key hashes whose claim it holds
 
     @property
     def root(self) -> Path:
@@ -422,6 +423,44 @@ class PostgresExecutionStore(PostgresHitJournal):
             return rows[0] if rows else None
 
         return probe
+
+    # -- durable executions (added in 0.1.0) ---------------------------------------
+
+    def claim_key(
+        self, key: str, envelope_hash: str, execution_id: str
+    ) -> _pg_durable.PgKeyClaim:
+        """Claim an idempotency key (see ``store.durable.DurableStore``).
+
+        One statement takes the key's advisory lock and inserts its row if new,
+        committed before this returns; the lock is held until ``release``.
+        """
+        return _pg_durable.claim_key(
+            self._db, self._holding, key, envelope_hash, execution_id
+        )
+
+    def hold_record(self, execution_id: str) -> _pg_durable.PgRecordHold | None:
+        """Take a record's writer lock (see ``store.durable.DurableStore``).
+
+        The advisory lock its writer held: ``None`` while a session on any
+        host holds it.
+        """
+        return _pg_durable.hold_record(self._db, self._writing, check_id(execution_id))
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The execution that resumed this one, if any."""
+        return _pg_durable.resumed_by(self._db, check_id(execution_id))
+
+    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
+        """Records to recover (see ``store.durable.DurableStore``), in one query.
+
+        It reads the unfinished rows of the intent (a partial index), decides
+        ``incomplete`` by the advisory locks (so across hosts), and leaves out
+        the rows a resume link names whose resumer's record exists.
+        """
+        filters = ListFilters(
+            intent=intent, status="incomplete", until=until, limit=limit
+        )
+        return _pg_catalog.summaries(self._db, filters, unresumed=True)
 
     # -- single flight across processes -------------------------------------------
 

@@ -6,18 +6,27 @@ itself at that point (``before:fetch``, ``in:email``, ... or ``end``). Every
 step function appends ``run:NAME:IDEMPOTENCY_KEY`` to ``SHOP_LOG`` first, so the
 tests count what really ran. ``SHOP_IDEMPOTENT=1`` declares the e-mail
 idempotent. The ``slow`` intent appends one line and sleeps (key races).
+``SHOP_STORE`` is a directory or a ``postgresql://`` URL (``open_store``).
+
+:func:`kill_trial` (imported by the tests and ``benchmarks/bench_durable.py``)
+kills routers at random points, recovers, and counts what became of each order.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import signal
+import subprocess
 import sys
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import orjson
 
-from intentusnet import FileExecutionStore, IntentRouter
+from intentusnet import IntentRouter, RecordStatus, Recovery, open_store
+from intentusnet.record.durable import idempotency_key_of, resume_of
 
 #: Where the process may be killed, in the order the agent passes them.
 KILL_POINTS = (
@@ -31,7 +40,7 @@ KILL_POINTS = (
 )
 ORDER = {"intent": {"name": "order"}, "payload": {"item": "book", "n": 2}}
 
-router = IntentRouter(store=FileExecutionStore(os.environ.get("SHOP_STORE", ".")))
+router = IntentRouter(store=open_store(os.environ.get("SHOP_STORE", ".")))
 
 
 def _log(line: str) -> None:
@@ -91,8 +100,116 @@ def slow(envelope, ctx):  # type: ignore[no-untyped-def]
     return {"ran": ctx.execution_id}
 
 
+def _kill_at(key: str, point: str) -> None:
+    """Route an order under ``key`` in a process that SIGKILLs itself at ``point``."""
+    subprocess.run(
+        [sys.executable, __file__, "route", key],
+        env={**os.environ, "SHOP_KILL": point},
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def kill_trial(kills: int, seed: int, *, parallel: int = 2) -> dict[str, int]:
+    """Kill ``kills`` routers at random points, recover once, count the outcome.
+
+    Order ``n`` is routed under key ``trial-n`` by its own process (``parallel``
+    at a time), killed at a point drawn from :data:`KILL_POINTS`; then one
+    ``Recovery(router, grace=0).run_once()`` in this process. An order is
+    ``lost`` if no record of its key exists, ``unfinished`` if its chain does
+    not end completed, failed or needs_attention; a parked one without a
+    reason is ``no_reason``. From the step log: ``steps_rerun`` counts runs of
+    steps that had ended before the kill, ``side_effects_twice`` orders whose
+    e-mail ran twice, ``emails_skipped`` completed orders with no e-mail.
+    """
+    rng = random.Random(seed)
+    points = [rng.choice(KILL_POINTS) for _ in range(kills)]
+    with ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(_kill_at, [f"trial-{n}" for n in range(kills)], points))
+    store = router.store
+    assert store is not None
+    origins: dict[str, str] = {}
+    ended: set[str] = set()  # "<origin>:<step>" of the steps that ended
+    for summary in store.list():
+        record = store.load(summary.execution_id)
+        key = idempotency_key_of(record)
+        if key is not None and resume_of(record) is None:
+            origins[key] = record.execution_id
+            ended |= {
+                f"{record.execution_id}:{event.data['step']}"
+                for event in record.events
+                if event.type.value == "STEP_END"
+            }
+    Recovery(router, grace=0).run_once()
+    runs = Counter(line.split(":", 2)[2] for line in _log_lines())
+    emails = Counter(
+        line.split(":")[2] for line in _log_lines() if line.startswith("run:email:")
+    )
+    counts = Counter(
+        submitted=kills,
+        lost=kills - len(origins),
+        steps_rerun=sum(runs[step] - 1 for step in ended if runs[step] > 1),
+    )
+    for origin in origins.values():
+        record = store.load(_newest(origin))
+        status = record.header.status
+        counts[status.value if status in _ENDED else "unfinished"] += 1
+        counts["side_effects_twice"] += emails[origin] > 1
+        if status is RecordStatus.COMPLETED:
+            counts["emails_skipped"] += emails[origin] == 0
+        if status is RecordStatus.NEEDS_ATTENTION:
+            counts["no_reason"] += not any(
+                e.type.value == "ATTENTION_NEEDED" and e.data.get("reason")
+                for e in record.events
+            )
+    return {name: counts[name] for name in TRIAL_COUNTS}
+
+
+#: What :func:`kill_trial` counts, in the order it reports them.
+TRIAL_COUNTS = (
+    "submitted",
+    "completed",
+    "failed",
+    "needs_attention",
+    "unfinished",
+    "lost",
+    "no_reason",
+    "side_effects_twice",
+    "steps_rerun",
+    "emails_skipped",
+)
+_ENDED = (RecordStatus.COMPLETED, RecordStatus.FAILED, RecordStatus.NEEDS_ATTENTION)
+
+
+def _log_lines() -> list[str]:
+    try:
+        with open(os.environ["SHOP_LOG"], encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def _newest(execution_id: str) -> str:
+    """The newest record of ``execution_id``'s resume chain."""
+    store = router.store
+    assert store is not None
+    current = execution_id
+    while (following := store.resumed_by(current)) is not None:  # type: ignore[attr-defined]
+        current = following
+    return current
+
+
 def main(argv: list[str]) -> int:
-    """``route [KEY]``: route an order; ``slow KEY START_FILE``: race on a key."""
+    """``route [KEY]``: route an order; ``slow KEY START_FILE``: race on a key.
+
+    ``recover GRACE``: run recovery (``run_forever``) until killed.
+    """
+    if argv[0] == "recover":
+        import threading
+
+        Recovery(router, grace=float(argv[1])).run_forever(threading.Event())
+        return 0
     if argv[0] == "route":
         key = argv[1] if len(argv) > 1 else None
         response = router.route_intent(ORDER, idempotency_key=key)

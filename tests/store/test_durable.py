@@ -1,26 +1,42 @@
-"""Idempotency keys, record holds and resume links in the file and memory stores."""
+"""Idempotency keys, record holds and resume links in every store that keeps them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from intentusnet import (
     FileExecutionStore,
+    IdempotencyConflict,
+    IntentRouter,
     InvalidIdempotencyKey,
     MemoryExecutionStore,
+    PostgresExecutionStore,
     RecordNotFound,
+    RecordStatus,
 )
-from intentusnet.store.durable import DurableStore, check_idempotency_key
+from intentusnet.store.durable import DurableStore, KeyClaim, check_idempotency_key
+
+HASH = "sha256:" + "0" * 64
 
 
-@pytest.fixture(params=["file", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> DurableStore:
+@pytest.fixture(params=["file", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DurableStore]:
     """Each store that keeps keys."""
     if request.param == "file":
-        return FileExecutionStore(tmp_path / "store")
-    return MemoryExecutionStore()
+        yield FileExecutionStore(tmp_path / "store")
+    elif request.param == "memory":
+        yield MemoryExecutionStore()
+    else:
+        with PostgresExecutionStore(request.getfixturevalue("pg_dsn")) as pg:
+            yield pg
 
 
 @pytest.mark.parametrize(
@@ -61,7 +77,7 @@ def test_first_claim_is_made_and_held(store: DurableStore) -> None:
 
 def test_hold_of_a_record_being_written_is_refused(store: DurableStore) -> None:
     """A record whose writer is open cannot be held; once closed, one holder only."""
-    writer = store.open({"intent": {"name": "x"}}, envelope_hash="sha256:" + "0" * 64)
+    writer = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
     execution_id = writer.execution_id
     assert store.hold_record(execution_id) is None
     writer.close()
@@ -78,3 +94,142 @@ def test_hold_of_a_missing_record_is_not_found(store: DurableStore) -> None:
     """Holding a record that does not exist raises RecordNotFound."""
     with pytest.raises(RecordNotFound):
         store.hold_record("exec-missing")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "' OR 1=1; DROP TABLE intentusnet_keys; --",
+        "%s %(key)s %%",
+        "\\ \" ' ` $1 {}",
+        "../../../etc/passwd",
+        " " * 255,
+        "~" * 255,
+    ],
+)
+def test_hostile_keys_are_claimed_as_given(store: DurableStore, key: str) -> None:
+    """Quotes, placeholders, paths and blanks are keys like any other, kept apart."""
+    first = store.claim_key(key, "sha256:a", "exec-1")
+    other = store.claim_key(key[:-1] + "x", "sha256:b", "exec-2")
+    first.release()
+    again = store.claim_key(key, "sha256:c", "exec-3")
+    assert (first.created, other.created, again.created) == (True, True, False)
+    assert (again.execution_id, again.envelope_hash) == ("exec-1", "sha256:a")
+    other.release()
+    again.release()
+
+
+def test_a_key_reused_with_another_envelope_is_a_conflict(store: DurableStore) -> None:
+    """The same key with another payload runs nothing and names both hashes."""
+    router = IntentRouter(store=store)  # type: ignore[arg-type]
+    ran: list[object] = []
+
+    @router.agent("x")
+    def x(env, ctx):  # type: ignore[no-untyped-def]
+        ran.append(env.payload)
+        return {}
+
+    router.route_intent(
+        {"intent": {"name": "x"}, "payload": {"a": 1}}, idempotency_key="k"
+    )
+    with pytest.raises(IdempotencyConflict) as caught:
+        router.route_intent(
+            {"intent": {"name": "x"}, "payload": {"a": 2}}, idempotency_key="k"
+        )
+    assert ran == [{"a": 1}]
+    assert caught.value.recorded_hash != caught.value.given_hash
+
+
+def test_interrupted_leaves_out_live_finished_and_resumed_records(
+    store: DurableStore,
+) -> None:
+    """Recovery's scan: incomplete records only, and none resumed by a record."""
+
+    live = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    done = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    done.complete({"status": "success", "payload": {}, "error": None, "metadata": {}})
+    left = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    left.close()
+    resumed = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    resumed.close()
+    dead_resumer = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    dead_resumer.close()
+    hold = store.hold_record(resumed.execution_id)
+    assert hold is not None
+    resumer = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    hold.link(resumer.execution_id)  # the resumer's record exists (still open)
+    hold.release()
+    hold = store.hold_record(dead_resumer.execution_id)
+    assert hold is not None
+    hold.link("exec-never-opened")  # its resumer died before opening it
+    hold.release()
+    later = datetime.now(UTC) + timedelta(seconds=1)
+
+    found = store.interrupted("x", until=later, limit=10)
+
+    assert [s.execution_id for s in found] == [
+        dead_resumer.execution_id,
+        left.execution_id,
+    ]
+    assert store.interrupted("x", until=later, limit=1) == found[:1]
+    assert store.interrupted("y", until=later, limit=10) == []
+    assert store.interrupted("x", until=later - timedelta(hours=1), limit=10) == []
+    live.close()
+    resumer.close()
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from intentusnet.store import PostgresExecutionStore
+
+    store = PostgresExecutionStore(sys.argv[1])
+    claim = store.claim_key("order-7", "sha256:a", "exec-killed")
+    writer = store.open({"intent": {"name": "x"}}, envelope_hash="sha256:" + "0" * 64)
+    print(claim.held, writer.execution_id, flush=True)
+    time.sleep(120)  # until killed
+    """
+)
+
+
+@pytest.mark.slow
+def test_postgres_claim_and_record_of_a_killed_process_are_free_at_once(
+    pg_dsn: str,
+) -> None:
+    """Another host sees the key and record held, then free once the process dies."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, pg_dsn], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    held, execution_id = proc.stdout.readline().split()
+    with PostgresExecutionStore(pg_dsn) as other:
+        assert held == "True"
+        waiting = other.claim_key("order-7", "sha256:a", "exec-mine")
+        assert (waiting.held, waiting.execution_id) == (False, "exec-killed")
+        assert other.hold_record(execution_id) is None
+        assert other.load(execution_id).header.status is RecordStatus.IN_PROGRESS
+
+        proc.kill()
+        proc.communicate(timeout=30)
+
+        claim = _eventually(lambda: other.claim_key("order-7", "sha256:a", "exec-x"))
+        assert (claim.created, claim.execution_id) == (False, "exec-killed")
+        assert other.load(execution_id).header.status is RecordStatus.INCOMPLETE
+        hold = other.hold_record(execution_id)
+        assert hold is not None
+        with PostgresExecutionStore(pg_dsn) as third:  # a second resumer elsewhere
+            assert third.hold_record(execution_id) is None
+            assert not third.claim_key("order-7", "sha256:a", "exec-y").held
+        hold.release()
+        claim.release()
+
+
+def _eventually(claim: Callable[[], KeyClaim]) -> KeyClaim:
+    """The first held claim within 10 s (the server ends a dead client's session)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = claim()
+        if found.held or time.monotonic() > deadline:
+            assert found.held
+            return found
+        time.sleep(0.01)

@@ -93,6 +93,7 @@ READER = textwrap.dedent(
     """
     import sys
     sys.path[:0] = [sys.argv[2]]
+    from intentusnet import ListFilters
     from intentusnet.record.model import RecordStatus
     from intentusnet.replay import ReplayEngine
     from intentusnet.store import ListFilters, PostgresExecutionStore

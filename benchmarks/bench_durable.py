@@ -1,0 +1,322 @@
+"""Durable executions (issue 24): medians of its targets, file store and PostgreSQL.
+
+Run: python benchmarks/bench_durable.py [--only kill key repeat scan trial ...]
+         [--grace 2] [--kill-runs 7] [--records 100000] [--kills 100] [--dir PATH]
+
+Starts a throwaway PostgreSQL server (tests/pgkit.py, the server's durable
+defaults, reached over its Unix socket); the file store lives in a temporary
+directory (--dir to choose where; deleted afterwards). Stores record with durability "flush". The
+application is the tests' shop (tests/routing/shopkit.py: fetch, e-mail (a side
+effect), charge). Prints, per store:
+
+  * kill: seconds from a router's SIGKILL (after the e-mail, before the charge)
+    to its execution completed by another process running
+    ``Recovery(router, grace=--grace).run_forever()`` (a scan a second), median
+    of --kill-runs; target <= grace + 1 s;
+  * key: route_intent with a new idempotency key minus without one (a new
+    envelope each call, no cache), medians of runs taking turns; targets
+    <= 30 us (file store), <= 0.5 ms (PostgreSQL);
+  * repeat: a repeated key answered from its record, beside a ReplayCache hit
+    served from a record (a cache that never saw the envelope) and one from its
+    warm memory tier; target: within 1.5x of a cache hit;
+  * scan: ``Recovery.scan()`` over --records completed records (seven intents)
+    and 100 interrupted ones of the recovered intent, in a fresh process: first
+    scan and median of five, records/s, peak RSS before and after (memory
+    flat); target (at 1M records) <= 1 s;
+  * trial: --kills routers killed at random points, one recovery scan, and what
+    became of each order (shopkit.kill_trial): completed, failed,
+    needs_attention, lost, side effects twice, steps re-run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import multiprocessing
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import psycopg
+
+HERE = Path(__file__).parent
+TESTS = HERE.parent / "tests"
+sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(HERE))
+from _timing import per_call_median, row, side_by_side
+from pgkit import postgres_server
+
+from intentusnet import (
+    EventType,
+    IntentRouter,
+    ListFilters,
+    MemoryExecutionStore,
+    RecordStatus,
+    Recovery,
+    open_store,
+)
+from intentusnet.cache.replay_cache import ReplayCache
+from intentusnet.hashing import compute_hash
+from intentusnet.store import FileExecutionStore, PostgresExecutionStore
+
+KIT = TESTS / "routing" / "shopkit.py"
+Store = FileExecutionStore | PostgresExecutionStore
+SECTIONS = ["kill", "key", "repeat", "scan", "trial"]
+INTERRUPTED = 100
+
+
+def shop(where: str, log: str) -> ModuleType:
+    """The tests' shop loaded in this process, recording into ``where``."""
+    os.environ.update(SHOP_STORE=where, SHOP_LOG=log)
+    os.environ.pop("SHOP_KILL", None)
+    spec = importlib.util.spec_from_file_location(f"shop_{abs(hash(where))}", KIT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_kill(where: str, log: str, grace: float, runs: int) -> None:
+    """SIGKILL after the e-mail; time until another process's recovery completes it."""
+    env = {**os.environ, "SHOP_STORE": where, "SHOP_LOG": log}
+    store = open_store(where)
+    recovering = subprocess.Popen(
+        [sys.executable, str(KIT), "recover", str(grace)], env=env
+    )
+    samples = []
+    try:
+        for _ in range(runs):
+            done = len(store.list(ListFilters(status=RecordStatus.COMPLETED)))
+            subprocess.run(
+                [sys.executable, str(KIT), "route"],
+                env={**env, "SHOP_KILL": "before:charge"},
+                capture_output=True,
+                check=False,
+            )
+            killed = time.perf_counter()
+            while len(store.list(ListFilters(status=RecordStatus.COMPLETED))) == done:
+                if time.perf_counter() - killed > grace + 30:
+                    raise SystemExit("recovery did not complete the execution")
+                time.sleep(0.01)
+            samples.append(time.perf_counter() - killed)
+    finally:
+        recovering.kill()
+        recovering.wait()
+        store.close()
+    row(f"kill -> completed elsewhere (grace {grace:g} s), median of {runs}",
+        statistics.median(samples), unit="s ",
+        note=f"target <= {grace + 1:g} s; min {min(samples):.2f}, "
+        f"max {max(samples):.2f}")  # fmt: skip
+
+
+def _order(n: int, tag: str) -> dict[str, object]:
+    return {"intent": {"name": "echo"}, "payload": {"n": n, "tag": tag}}
+
+
+def _echo_router(store: Store, cache: ReplayCache | None = None) -> IntentRouter:
+    router = IntentRouter(store=store, cache=cache)
+
+    @router.agent("echo")
+    def echo(env, ctx):  # type: ignore[no-untyped-def]
+        return env.payload
+
+    return router
+
+
+def bench_key(where: str, target: str, number: int) -> None:
+    """Keyed minus unkeyed route_intent of new envelopes, runs taking turns."""
+    router = _echo_router(open_store(where))
+    counter = iter(range(10**9))
+
+    def keyed() -> object:
+        n = next(counter)
+        return router.route_intent(_order(n, "k"), idempotency_key=f"key-{n}")
+
+    def plain() -> object:
+        return router.route_intent(_order(next(counter), "p"))
+
+    found = side_by_side({"keyed": keyed, "plain": plain}, number=number, repeat=15)
+    row("route_intent, new envelope, no key", found["plain"])
+    row("route_intent, new envelope, new idempotency key", found["keyed"])
+    row("cost of the key", found["keyed"] - found["plain"], note=f"target <= {target}")
+    router.close()
+    router.store.close()  # type: ignore[union-attr]
+
+
+def bench_repeat(where: str, number: int) -> None:
+    """A repeated key answered from its record, beside cache hits."""
+    store = open_store(where)
+    router = _echo_router(store)
+    router.route_intent(_order(0, "repeat"), idempotency_key="repeated")
+    for n in range(number):
+        router.route_intent(_order(n, "hit"))
+    directory = tempfile.mkdtemp(prefix="bench-durable-cache-")
+    cold = ReplayCache(directory, store=store, record_hits=False)
+    hits = _echo_router(store, cold)
+    repeated = per_call_median(
+        lambda _n: router.route_intent(_order(0, "repeat"), idempotency_key="repeated"),
+        number,
+    )
+
+    def first_hit(n: int) -> None:
+        assert hits.route_intent(_order(n, "hit")).metadata.from_replay
+
+    from_record = per_call_median(first_hit, number)
+    warm = per_call_median(lambda _n: hits.route_intent(_order(0, "hit")), number)
+    row("repeated key, answered from its record", repeated)
+    row("cache hit served from a record (cache never saw it)", from_record,
+        note=f"ratio {repeated / from_record:.2f}x (target <= 1.5x)")  # fmt: skip
+    row("cache hit from the warm memory tier", warm,
+        note=f"ratio {repeated / warm:.2f}x")  # fmt: skip
+    router.close()
+    hits.close()
+    store.close()
+
+
+def _fill_pg(dsn: str, start: int, count: int) -> None:
+    """Make ``count`` records (three events, complete) and import them into ``dsn``."""
+    sys.path.insert(0, str(HERE))
+    from bench_store_scale import _envelope
+
+    memory = MemoryExecutionStore()
+    with open_store(dsn) as pg:
+        for n in range(start, start + count):
+            wire = _envelope(n)
+            writer = memory.open(wire, envelope_hash=compute_hash(wire))
+            writer.append(EventType.AGENT_ATTEMPT_START, {"agent": "a", "attempt": 1})
+            writer.complete({"status": "success", "payload": {"n": n}, "error": None,
+                             "metadata": {"agent": "a"}})  # fmt: skip
+            pg.import_raw(writer.execution_id, memory.raw(writer.execution_id))  # type: ignore[union-attr]
+            memory.delete(writer.execution_id)
+
+
+def build(where: str, records: int) -> float:
+    """``records`` completed records (bench_store_scale's), two processes."""
+    from bench_store_scale import build as build_files
+
+    if not where.startswith("postgresql://"):
+        return build_files(where, records)
+    started = time.perf_counter()
+    half = records // 2
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_fill_pg, args=(where, 0, half)),
+        context.Process(target=_fill_pg, args=(where, half, records - half)),
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+        assert worker.exitcode == 0
+    return time.perf_counter() - started
+
+
+def _scan(where: str, queue: multiprocessing.Queue[tuple[float, ...]]) -> None:
+    """In a fresh process: five scans; their times and peak RSS before and after."""
+    router = IntentRouter(store=open_store(where))
+    router.agent("intent-0", name="zero")(lambda env, ctx: {})
+    recovery = Recovery(router, grace=0)
+    router.store.list(ListFilters(limit=1))  # type: ignore[union-attr]  # connect
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    times, found = [], 0
+    for _ in range(5):
+        started = time.perf_counter()
+        found = len(recovery.scan())
+        times.append(time.perf_counter() - started)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put((times[0], statistics.median(times), found, before, after))
+
+
+def bench_scan(where: str, records: int) -> None:
+    """Recovery's scan over ``records`` records and 100 interrupted ones."""
+    took = build(where, records)
+    with open_store(where) as store:
+        wire = {"intent": {"name": "intent-0", "version": "1.0"}, "payload": {}}
+        for _ in range(INTERRUPTED):
+            writer = store.open(wire, envelope_hash=compute_hash(wire))
+            writer.append(EventType.INTENT_RECEIVED, {"requestId": "r"})
+            writer.close()  # its owner is gone: incomplete
+    context = multiprocessing.get_context("spawn")
+    queue: multiprocessing.Queue[tuple[float, ...]] = context.Queue()
+    child = context.Process(target=_scan, args=(where, queue))
+    child.start()
+    first, median, found, before, after = queue.get(timeout=600)
+    child.join()
+    total = records + INTERRUPTED
+    row(f"build {records} records", took, unit="s ", note=f"{records / took:.0f}/s")
+    row(f"scan over {total} records, first (found {found:.0f})", first * 1000,
+        unit="ms", note=f"{total / first:,.0f} records/s")  # fmt: skip
+    row("scan, median of five", median * 1000, unit="ms",
+        note=f"{total / median:,.0f} records/s; target (1M) <= 1000 ms")  # fmt: skip
+    row("peak RSS before the scans / after them", before / 1024, unit="MB",
+        note=f"after: {after / 1024:.1f} MB")  # fmt: skip
+
+
+def bench_trial(where: str, log: str, kills: int) -> None:
+    """``kills`` random kills, one recovery scan, the counts."""
+    kit = shop(where, log)
+    started = time.perf_counter()
+    counts = kit.kill_trial(kills, seed=24)
+    took = time.perf_counter() - started
+    kit.router.close()
+    kit.router.store.close()
+    print(f"  {kills} random kills ({took:.0f} s): "
+          + ", ".join(f"{name} {value}" for name, value in counts.items()))  # fmt: skip
+
+
+def main() -> None:
+    """Start the server, print the medians per store, stop it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=SECTIONS)
+    parser.add_argument("--grace", type=float, default=2.0)
+    parser.add_argument("--kill-runs", type=int, default=7)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--kills", type=int, default=100)
+    parser.add_argument("--dir", default=None, help="where the file store goes")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the server too
+    base = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=args.dir))
+    try:
+        run(args, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, base: Path) -> None:
+    """Every section asked for, per store, with the server up."""
+    with postgres_server(durable=True) as server:
+        names: dict[str, Callable[[str], str]] = {
+            "file store": lambda part: str(base / part),
+            "PostgreSQL": server.socket_dsn,
+        }
+        with psycopg.connect(server.socket_dsn(), autocommit=True) as conn:
+            for part in SECTIONS:
+                conn.execute(f"CREATE DATABASE {part}")
+        for label, at in names.items():
+            print(f"{label}")
+            log = str(base / f"log-{label[0]}")
+            if "kill" in args.only:
+                bench_kill(at("kill"), log, args.grace, args.kill_runs)
+            if "key" in args.only:
+                target = "30 us" if label == "file store" else "500 us"
+                bench_key(at("key"), target, 300 if label == "file store" else 100)
+            if "repeat" in args.only:
+                bench_repeat(at("repeat"), 500)
+            if "scan" in args.only:
+                bench_scan(at("scan"), args.records)
+            if "trial" in args.only:
+                bench_trial(at("trial"), log + "-trial", args.kills)
+
+
+if __name__ == "__main__":
+    main()
