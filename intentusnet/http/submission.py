@@ -6,7 +6,10 @@ the execution's ``Location`` once its record is in the store (so it is
 finished even if that worker dies), or ``200`` with the answer when it has one
 at once (a repeated key's). The handle's ``result(timeout=)`` long-polls
 ``GET /v1/executions/{id}?wait=`` until the execution is finished and returns
-its ``AgentResponse``, from whichever record finished it (a resume's too).
+its ``AgentResponse``, from whichever record finished it (a resume's too). A
+poll that gets no answer (the worker holding the connection was killed, the
+service restarts: ``ServiceUnavailable``) is tried again after a pause, until
+the timeout.
 
 An idempotency key is sent as the IETF draft's ``Idempotency-Key`` header, an
 RFC 8941 string: ``"order-7"``, with ``"`` and ``\\`` escaped. It is checked
@@ -16,13 +19,14 @@ here first, as the router checks it, so a bad key raises
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse
-from ..errors import ExecutionPending, ServiceError
+from ..errors import ExecutionPending, ServiceError, ServiceUnavailable
 from ..store.durable import check_idempotency_key
 
 __all__ = [
@@ -34,6 +38,8 @@ __all__ = [
 
 #: The longest wait one request asks the service for (its own limit).
 MAX_WAIT_S: Final = 60.0
+#: Seconds between polls that got no answer.
+RETRY_S: Final = 0.5
 #: The statuses of a finished execution, as records name them.
 _FINISHED: Final = frozenset({"completed", "failed", "needs_attention"})
 
@@ -78,9 +84,16 @@ class _Wait:
         self._deadline = None if timeout is None else time.monotonic() + timeout
 
     def next(self) -> float:
+        """Seconds the next poll may wait."""
         if self._deadline is None:
             return MAX_WAIT_S
         return max(0.0, min(MAX_WAIT_S, self._deadline - time.monotonic()))
+
+    def retry(self) -> float:
+        """Seconds to pause before polling again; 0: the time is up."""
+        if self._deadline is None:
+            return RETRY_S
+        return max(0.0, min(RETRY_S, self._deadline - time.monotonic()))
 
     def answer(self, execution_id: str, record: JSONObject) -> AgentResponse | None:
         """The answer in ``record`` once finished; ``None``: poll again.
@@ -128,12 +141,19 @@ class Submission:
 
         Raises:
             ExecutionPending: it had not finished when ``timeout`` ran out.
+            ServiceUnavailable: no answer from the service, until the timeout.
             ServiceError, RecordNotFound: as the client's other calls.
         """
         wait = _Wait(timeout)
         while self._answer is None:
             assert self.execution_id is not None  # a 202 names it
-            record = self._poll(self.execution_id, wait.next())
+            try:
+                record = self._poll(self.execution_id, wait.next())
+            except ServiceUnavailable:
+                if not (pause := wait.retry()):
+                    raise
+                time.sleep(pause)
+                continue
             self._answer = wait.answer(self.execution_id, record)
         return self._answer
 
@@ -165,6 +185,12 @@ class AsyncSubmission:
         wait = _Wait(timeout)
         while self._answer is None:
             assert self.execution_id is not None  # a 202 names it
-            record = await self._poll(self.execution_id, wait.next())
+            try:
+                record = await self._poll(self.execution_id, wait.next())
+            except ServiceUnavailable:
+                if not (pause := wait.retry()):
+                    raise
+                await asyncio.sleep(pause)
+                continue
             self._answer = wait.answer(self.execution_id, record)
         return self._answer

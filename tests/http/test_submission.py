@@ -20,6 +20,7 @@ from intentusnet import (
     InvalidIdempotencyKey,
     Submission,
 )
+from intentusnet.errors import ServiceUnavailable
 from intentusnet.http.client import AsyncIntentusClient, IntentusClient
 from intentusnet.store import FileExecutionStore
 
@@ -194,3 +195,35 @@ def test_result_polls_with_bounded_waits() -> None:
         answer_ = client.submit(ORDER).result()
     assert answer_.payload == {"ok": 1}
     assert asked == ["60.000", "60.000", "60.000"]
+
+
+def test_result_polls_again_after_a_lost_connection() -> None:
+    """A poll with no answer (a worker killed) is tried again, until the timeout."""
+    calls: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(202, json={"executionId": "exec-1"})
+        calls.append("GET")
+        if len(calls) == 1:
+            raise httpx.ReadError("connection reset by peer")
+        final = {"status": "success", "payload": {"ok": 1}}
+        return httpx.Response(
+            200, json={"header": {"status": "completed"}, "finalResponse": final}
+        )
+
+    async def lost(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    with IntentusClient("http://svc", transport=httpx.MockTransport(answer)) as client:
+        assert client.submit(ORDER).result(timeout=30).payload == {"ok": 1}
+    assert calls == ["GET", "GET"]
+
+    async def main() -> None:
+        transport = httpx.MockTransport(lost)
+        async with AsyncIntentusClient("http://svc", transport=transport) as client:
+            handle = AsyncSubmission("exec-1", client._poll)
+            with pytest.raises(ServiceUnavailable):
+                await handle.result(timeout=0.6)
+
+    asyncio.run(main())
