@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "AgentRegistry": "routing.agents",
     "AgentResponse": "envelope",
     "AsyncIntentusClient": "http.client",
+    "AsyncSubmission": "http.submission",
     "AttemptInfo": "envelope",
     "BranchDiff": "steps.diff",
     "CacheDirective": "envelope",
@@ -40,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "ExecutionEvent": "record.model",
     "ExecutionHeader": "record.model",
     "ExecutionObserver": "routing.seams",
+    "ExecutionPending": "errors",
     "ExecutionPage": "http.client",
     "ExecutionRecord": "record.model",
     "ExecutionStore": "store",
@@ -124,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "SigningKeyError": "errors",
     "StepRun": "steps.view",
     "StoreError": "errors",
+    "Submission": "http.submission",
     "StoreStats": "record.model",
     "Unauthorized": "errors",
     "UnsupportedSchemaVersion": "errors",
@@ -179,6 +182,7 @@ if TYPE_CHECKING:
     from .errors import CacheMiss as CacheMiss
     from .errors import CassetteMiss as CassetteMiss
     from .errors import EnvelopeValidationError as EnvelopeValidationError
+    from .errors import ExecutionPending as ExecutionPending
     from .errors import Forbidden as Forbidden
     from .errors import IdempotencyConflict as IdempotencyConflict
     from .errors import IdempotencyTimeout as IdempotencyTimeout
@@ -219,6 +223,8 @@ if TYPE_CHECKING:
     from .http.client import ExecutionPage as ExecutionPage
     from .http.client import IntentusClient as IntentusClient
     from .http.remote import RemoteAgent as RemoteAgent
+    from .http.submission import AsyncSubmission as AsyncSubmission
+    from .http.submission import Submission as Submission
     from .integrations.cassette import HTTPCassette as HTTPCassette
     from .integrations.cassette import HTTPInteraction as HTTPInteraction
     from .integrations.cassette import RecordMode as RecordMode

@@ -35,6 +35,7 @@ with, and also subclasses the builtin it behaves like::
     ├── InvalidIdempotencyKey (ValueError)        invalid_idempotency_key 2
     ├── IdempotencyConflict (ValueError)          idempotency_conflict   2
     ├── IdempotencyTimeout (TimeoutError)         idempotency_timeout    1
+    ├── ExecutionPending (TimeoutError)           execution_pending      1
     ├── ResumeRefused                             resume_refused         4
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
@@ -800,3 +801,27 @@ class ResumeRefused(IntentusNetError):
         self.execution_id = execution_id
         self.detail = detail
         super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")
+
+
+class ExecutionPending(IntentusNetError, TimeoutError):
+    """An execution submitted asynchronously had not finished in the time given.
+
+    Raised by ``Submission.result(timeout=)``; the execution goes on (ask
+    again). Added in 0.1.0.
+
+    Attributes:
+        execution_id: the execution waited for.
+        status: its newest record's status when the wait ran out
+            (``in_progress``, or ``incomplete`` until recovery resumes it).
+    """
+
+    code: ClassVar[str] = "execution_pending"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, execution_id: str, status: str, waited_s: float) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(
+            f"execution {execution_id} is still {status} after {waited_s:g} s; "
+            "ask again later"
+        )

@@ -4,6 +4,11 @@ Needs the ``server`` extra (FastAPI and uvicorn). With ``--workers N`` uvicorn
 starts N processes; each imports the application and builds its own app from
 the settings this command leaves in the environment (:func:`worker_app`),
 ``INTENTUSNET_STORE`` among them when the command line names a store.
+
+With ``--recover`` (the default where the store keeps resume links) every
+worker also finishes interrupted executions of the application's intents in
+the background (``Recovery``, see docs/durability.md); claims are the store's,
+so several workers, on several hosts, may scan one store.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from ..routing.router import IntentRouter
 
 #: Where the command hands its settings to worker processes.
 SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
@@ -116,6 +123,23 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
         "hits avoided in GET /v1/savings and /metrics."
     ),
 )
+@click.option(
+    "--recover/--no-recover",
+    default=None,
+    help=(
+        "Finish interrupted executions of the app's intents in the background, "
+        "in every worker. [default: on when the store keeps resume links]"
+    ),
+)
+@click.option(
+    "--recover-after",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Grace period: resume an interrupted execution only this long after "
+    "it was opened.",
+)
 @key_options
 def serve(
     app_ref: str,
@@ -127,6 +151,8 @@ def serve(
     graceful_timeout: float,
     log_level: str,
     prices_file: str | None,
+    recover: bool | None,
+    recover_after: float,
     key_files: tuple[str, ...],
     key_dirs: tuple[str, ...],
     require_signature: bool,
@@ -161,6 +187,8 @@ def serve(
         "maxBody": max_body_size,
         "drain": graceful_timeout,
         "prices": prices_file,
+        "recover": recover,
+        "recoverAfter": recover_after,
         "signatureKeys": {
             "files": [os.path.abspath(f) for f in key_files],
             "dirs": [os.path.abspath(d) for d in key_dirs],
@@ -201,7 +229,8 @@ def _run(
 
     # Fail here, with a clear message, not in a worker. This also leaves the
     # named store in the environment, where the workers find it.
-    open_app(settings["app"], named_store())
+    router, _ = open_app(settings["app"], named_store())
+    settings["recover"] = _recovers(router, settings["recover"], settings["app"])
     os.environ[SETTINGS_ENV] = json.dumps(settings)
     app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
     try:
@@ -223,6 +252,26 @@ def _run(
             ) from exc
 
 
+def _recovers(router: IntentRouter, asked: bool | None, app_ref: str) -> bool:
+    """Whether the workers run recovery: as asked, else if the store can.
+
+    Raises:
+        CliFailure: ``--recover`` for a router whose store keeps no resume
+            links (exit 2).
+    """
+    from ..store.durable import DurableStore
+
+    durable = isinstance(router.store, DurableStore)
+    if asked and not durable:
+        kind = type(router.store).__name__ if router.store is not None else "no store"
+        raise CliFailure(
+            f"--recover: {app_ref} records to {kind}, which keeps no resume links; "
+            "use --no-recover",
+            USAGE,
+        )
+    return durable if asked is None else asked
+
+
 def worker_app() -> FastAPI:
     """Build the app from the settings ``serve`` left in the environment.
 
@@ -232,12 +281,16 @@ def worker_app() -> FastAPI:
     import json
 
     from ..cache.prices import PriceTable
+    from ..routing.recovery import Recovery
     from ..server import KeyRing, create_app
 
     settings = json.loads(os.environ[SETTINGS_ENV])
     prices = settings.get("prices")
     router, _ = open_app(settings["app"], os.environ.get("INTENTUSNET_STORE"))
     trusted = settings.get("signatureKeys") or {}
+    recovery = None
+    if settings.get("recover"):
+        recovery = Recovery(router, grace=float(settings["recoverAfter"]))
     return create_app(
         router,
         keys=KeyRing.from_env(keys_file=settings["keysFile"]),
@@ -250,4 +303,5 @@ def worker_app() -> FastAPI:
             tuple(trusted.get("dirs", ())),
             bool(trusted.get("required", False)),
         ),
+        recovery=recovery,
     )

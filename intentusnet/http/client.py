@@ -9,11 +9,17 @@ in-process), ``get_execution`` an ``ExecutionRecord``, ``replay`` a
 HTTP. What only a service can refuse raises a ``ServiceError`` subclass
 (``Unauthorized``, ``Forbidden``, ``RequestTooLarge``, ``ServiceUnavailable``).
 
+``route(envelope, idempotency_key=KEY)`` sends the ``Idempotency-Key`` header:
+the agent runs once per key. ``submit(envelope, idempotency_key=None)`` asks
+for an asynchronous answer and returns a handle (:mod:`.submission`) whose
+``result(timeout=)`` waits for it.
+
 Example::
 
     with IntentusClient("http://127.0.0.1:8765", api_key=key) as client:
         answer = client.route({"intent": {"name": "echo"}, "payload": {"x": 1}})
         result = client.replay(answer.metadata.execution_id)
+        later = client.submit(envelope, idempotency_key="order-7").result()
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
 from ..store.filters import ListFilters
 from . import wire as wire
+from .submission import AsyncSubmission, Submission, accepted, intent_headers
 from .wire import ExecutionPage
 
 if TYPE_CHECKING:
@@ -71,6 +78,7 @@ class IntentusClient:
         trust_env: bool = True,
     ) -> None:
         self.base_url = base_url
+        self._timeout = timeout
         self._http = httpx.Client(
             base_url=base_url,
             headers=_headers(api_key, headers),
@@ -89,6 +97,36 @@ class IntentusClient:
         """Close the connections."""
         self._http.close()
 
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        waits: float = 0.0,
+    ) -> httpx.Response:
+        """Send; return a success answer, else raise its error.
+
+        ``waits``: seconds the service may take beyond the client's timeout
+        (a long poll).
+        """
+        try:
+            response = self._http.request(
+                method,
+                url,
+                content=content,
+                params=params,
+                headers={**(_JSON if content is not None else {}), **(headers or {})},
+                timeout=self._timeout + waits,
+            )
+        except httpx.HTTPError as exc:
+            raise wire.transport_error(exc, self.base_url) from exc
+        if not response.is_success:
+            raise wire.error_from(response)
+        return response
+
     def _call(
         self,
         method: str,
@@ -97,30 +135,60 @@ class IntentusClient:
         content: bytes | None = None,
         params: dict[str, str] | None = None,
     ) -> JSONObject:
-        try:
-            response = self._http.request(
-                method,
-                url,
-                content=content,
-                params=params,
-                headers=_JSON if content is not None else None,
-            )
-        except httpx.HTTPError as exc:
-            raise wire.transport_error(exc, self.base_url) from exc
-        if not response.is_success:
-            raise wire.error_from(response)
-        return wire.json_object(response)
+        return wire.json_object(self._send(method, url, content=content, params=params))
 
-    def route(self, envelope: _Envelope) -> AgentResponse:
+    def route(
+        self, envelope: _Envelope, *, idempotency_key: str | None = None
+    ) -> AgentResponse:
         """Route an intent; agent faults come back as data, as in-process.
+
+        Args:
+            envelope: the intent.
+            idempotency_key: sent as ``Idempotency-Key``: the agent runs once
+                per key; a repeated key gets that execution's answer (as
+                ``route_intent(idempotency_key=)``). Added in 0.1.0.
 
         Raises:
             EnvelopeValidationError: the envelope is not valid (checked before
                 sending, and by the service).
+            InvalidIdempotencyKey: the key is malformed (checked before sending).
+            IdempotencyConflict: the key was used with another envelope.
+            IdempotencyTimeout: the key's execution still ran after the wait.
             ServiceError: the service refused the request or was unreachable.
         """
         body = wire.envelope_body(envelope)
-        return wire.agent_response(self._call("POST", "/v1/intents", content=body))
+        headers = intent_headers(idempotency_key, respond_async=False)
+        response = self._send("POST", "/v1/intents", content=body, headers=headers)
+        return wire.agent_response(wire.json_object(response))
+
+    def submit(
+        self, envelope: _Envelope, idempotency_key: str | None = None
+    ) -> Submission:
+        """Submit an intent; return once it is recorded, before its agent ends.
+
+        The service answers as soon as the execution's record is in its store
+        (``Prefer: respond-async``): a worker killed after that does not lose
+        it, recovery finishes it. ``result(timeout=)`` on the handle waits for
+        the answer. Added in 0.1.0.
+
+        Raises:
+            As :meth:`route`.
+        """
+        body = wire.envelope_body(envelope)
+        headers = intent_headers(idempotency_key, respond_async=True)
+        response = self._send("POST", "/v1/intents", content=body, headers=headers)
+        data = wire.json_object(response)
+        if response.status_code == 202:
+            return Submission(accepted(data), self._poll)
+        answer = wire.agent_response(data)
+        return Submission(answer.metadata.execution_id, self._poll, answer)
+
+    def _poll(self, execution_id: str, wait: float) -> JSONObject:
+        """The newest record of an execution, waiting up to ``wait`` s for its end."""
+        path = wire.execution_path(execution_id)
+        params = {"wait": f"{wait:.3f}"}
+        response = self._send("GET", path, params=params, waits=wait)
+        return wire.json_object(response)
 
     def get_execution(self, execution_id: str) -> ExecutionRecord:
         """Load one record, verified by the service.
@@ -205,6 +273,7 @@ class AsyncIntentusClient:
         trust_env: bool = True,
     ) -> None:
         self.base_url = base_url
+        self._timeout = timeout
         self._http = httpx.AsyncClient(
             base_url=base_url,
             headers=_headers(api_key, headers),
@@ -223,6 +292,32 @@ class AsyncIntentusClient:
         """Close the connections."""
         await self._http.aclose()
 
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        waits: float = 0.0,
+    ) -> httpx.Response:
+        """Send (see ``IntentusClient._send``)."""
+        try:
+            response = await self._http.request(
+                method,
+                url,
+                content=content,
+                params=params,
+                headers={**(_JSON if content is not None else {}), **(headers or {})},
+                timeout=self._timeout + waits,
+            )
+        except httpx.HTTPError as exc:
+            raise wire.transport_error(exc, self.base_url) from exc
+        if not response.is_success:
+            raise wire.error_from(response)
+        return response
+
     async def _call(
         self,
         method: str,
@@ -231,25 +326,41 @@ class AsyncIntentusClient:
         content: bytes | None = None,
         params: dict[str, str] | None = None,
     ) -> JSONObject:
-        try:
-            response = await self._http.request(
-                method,
-                url,
-                content=content,
-                params=params,
-                headers=_JSON if content is not None else None,
-            )
-        except httpx.HTTPError as exc:
-            raise wire.transport_error(exc, self.base_url) from exc
-        if not response.is_success:
-            raise wire.error_from(response)
+        response = await self._send(method, url, content=content, params=params)
         return wire.json_object(response)
 
-    async def route(self, envelope: _Envelope) -> AgentResponse:
+    async def route(
+        self, envelope: _Envelope, *, idempotency_key: str | None = None
+    ) -> AgentResponse:
         """Route an intent (see ``IntentusClient.route``)."""
         body = wire.envelope_body(envelope)
-        data = await self._call("POST", "/v1/intents", content=body)
-        return wire.agent_response(data)
+        headers = intent_headers(idempotency_key, respond_async=False)
+        response = await self._send(
+            "POST", "/v1/intents", content=body, headers=headers
+        )
+        return wire.agent_response(wire.json_object(response))
+
+    async def submit(
+        self, envelope: _Envelope, idempotency_key: str | None = None
+    ) -> AsyncSubmission:
+        """Submit an intent (see ``IntentusClient.submit``). Added in 0.1.0."""
+        body = wire.envelope_body(envelope)
+        headers = intent_headers(idempotency_key, respond_async=True)
+        response = await self._send(
+            "POST", "/v1/intents", content=body, headers=headers
+        )
+        data = wire.json_object(response)
+        if response.status_code == 202:
+            return AsyncSubmission(accepted(data), self._poll)
+        answer = wire.agent_response(data)
+        return AsyncSubmission(answer.metadata.execution_id, self._poll, answer)
+
+    async def _poll(self, execution_id: str, wait: float) -> JSONObject:
+        """The newest record of an execution, waiting up to ``wait`` s for its end."""
+        path = wire.execution_path(execution_id)
+        params = {"wait": f"{wait:.3f}"}
+        response = await self._send("GET", path, params=params, waits=wait)
+        return wire.json_object(response)
 
     async def get_execution(self, execution_id: str) -> ExecutionRecord:
         """Load one record (see ``IntentusClient.get_execution``)."""

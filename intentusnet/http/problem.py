@@ -14,6 +14,8 @@ from typing import Final, cast
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import (
     EnvelopeValidationError,
+    IdempotencyConflict,
+    IdempotencyTimeout,
     IntentusNetError,
     RecordIntegrityError,
     ReplayHashMismatch,
@@ -29,6 +31,12 @@ MEDIA_TYPE: Final = "application/problem+json"
 #: parent's. Codes neither here nor inherited answer 500.
 STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "malformed_request": 400,
+    # the Idempotency-Key header (the IETF httpapi draft's statuses: 400 for a
+    # malformed key, 409 while the key's request is still being processed,
+    # 422 for a key reused with another request)
+    "invalid_idempotency_key": 400,
+    "idempotency_timeout": 409,
+    "idempotency_conflict": 422,
     "unauthorized": 401,
     "forbidden": 403,
     "not_found": 404,
@@ -100,6 +108,15 @@ def _members(exc: IntentusNetError) -> JSONObject:
         return {"expected": exc.expected, "actual": exc.actual, "paths": paths}
     if isinstance(exc, RecordIntegrityError):
         return {"executionId": exc.execution_id, "line": exc.line}
+    if isinstance(exc, IdempotencyConflict):
+        return {
+            "key": exc.key,
+            "recordedHash": exc.recorded_hash,
+            "givenHash": exc.given_hash,
+            "executionId": exc.execution_id,
+        }
+    if isinstance(exc, IdempotencyTimeout):
+        return {"key": exc.key, "executionId": exc.execution_id}
     if isinstance(exc, ServiceError):
         return cast("JSONObject", dict(exc.problem))
     return {}

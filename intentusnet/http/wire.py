@@ -21,6 +21,8 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
 from ..errors import (
     EnvelopeValidationError,
+    IdempotencyConflict,
+    IdempotencyTimeout,
     IntentusNetError,
     InvalidExecutionId,
     RecordIntegrityError,
@@ -337,6 +339,15 @@ def _build(
     if issubclass(cls, RecordIntegrityError):
         line = problem.get("line")
         return cls(detail, execution_id, line if isinstance(line, int) else None)
+    if issubclass(cls, IdempotencyConflict):
+        return cls(
+            str(problem.get("key")),
+            str(problem.get("recordedHash")),
+            str(problem.get("givenHash")),
+            execution_id,
+        )
+    if issubclass(cls, IdempotencyTimeout):
+        return cls(str(problem.get("key")), execution_id, 0.0)
     return cls(detail)
 
 

@@ -21,6 +21,7 @@ Both are synchronous; the router's async twins run them on a worker thread
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._util.ids import new_execution_id
@@ -330,9 +331,16 @@ def _resumption(
 
 
 def route_with_key(
-    router: DurableRouter, env: IntentEnvelope, key: str
+    router: DurableRouter,
+    env: IntentEnvelope,
+    key: str,
+    opened: Callable[[str], None] | None = None,
 ) -> AgentResponse:
     """Route ``env`` under idempotency key ``key`` (see the module's text).
+
+    ``opened`` is told the id of the key's execution once its record is open
+    (see ``ExecutionOptions.opened``), at most once: when this call opens it,
+    or finds it open and not finished (running elsewhere, or interrupted).
 
     Raises:
         InvalidIdempotencyKey: the key is malformed, or the store keeps none.
@@ -352,6 +360,7 @@ def route_with_key(
     deadline = time.monotonic() + waited
     new_id = new_execution_id()
     delay = _POLL_FIRST_S
+    told = _Once(opened)
     while True:
         claim = store.claim_key(key, envelope_hash, new_id)
         if claim.envelope_hash != envelope_hash:
@@ -361,24 +370,51 @@ def route_with_key(
             )
         if claim.held:
             try:
-                answer = _act(router, env, key, claim)
+                answer = _act(router, env, key, claim, told)
             finally:
                 claim.release()
             if answer is not None:
                 return answer
+        elif told.pending and _has_record(router, claim.execution_id):
+            told(claim.execution_id)  # a live process runs it
         if time.monotonic() >= deadline:
             raise IdempotencyTimeout(key, claim.execution_id, waited)
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX_S)
 
 
+class _Once:
+    """Calls ``opened`` once, the first time it is called."""
+
+    def __init__(self, opened: Callable[[str], None] | None) -> None:
+        self._opened = opened
+
+    @property
+    def pending(self) -> bool:
+        """Whether ``opened`` is yet to be called."""
+        return self._opened is not None
+
+    def __call__(self, execution_id: str) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            opened(execution_id)
+
+
 def _act(
-    router: DurableRouter, env: IntentEnvelope, key: str, claim: KeyClaim
+    router: DurableRouter,
+    env: IntentEnvelope,
+    key: str,
+    claim: KeyClaim,
+    told: _Once,
 ) -> AgentResponse | None:
     """Answer for a held claim; ``None``: its execution is running, wait."""
     execution_id = claim.execution_id
     received: JSONObject = {"idempotencyKey": key}
-    fresh = ExecutionOptions(execution_id=execution_id, received=received)
+    fresh = ExecutionOptions(
+        execution_id=execution_id,
+        received=received,
+        opened=told if told.pending else None,
+    )
     if claim.created:
         return router.route_intent(env, options=fresh)
     try:
@@ -391,6 +427,7 @@ def _act(
     status = record.header.status
     if status in FINISHED:
         return recorded_answer(record)
+    told(execution_id)  # open, and being finished (by a resumer, or here)
     if status is RecordStatus.IN_PROGRESS:
         return None  # a live resumer is finishing it
     try:

@@ -238,7 +238,10 @@ class IntentRouter:
         Args:
             envelope: the intent, as a model or in wire form.
             options: what a child intent or a re-run tells the execution it
-                opens (its id, links and cassette); callers leave it out.
+                opens (its id, links and cassette); callers leave it out, but
+                for ``ExecutionOptions(opened=...)``, told when the record is
+                open (an asynchronous submit; such a call is not answered from
+                the replay cache).
             idempotency_key: 1 to 255 printable ASCII characters (space to
                 ``~``) naming this request: the agent runs once per key, and
                 a caller repeating it gets that execution's answer (recorded,
@@ -256,9 +259,9 @@ class IntentRouter:
         """
         env = _as_envelope(envelope)
         if idempotency_key is not None:
-            _keyed(idempotency_key, options)
+            opened = _keyed(idempotency_key, options)
             return await asyncio.to_thread(
-                durable.route_with_key, self, env, idempotency_key
+                durable.route_with_key, self, env, idempotency_key, opened
             )
 
         async def call_last(env: IntentEnvelope) -> AgentResponse:
@@ -288,8 +291,8 @@ class IntentRouter:
         """
         env = _as_envelope(envelope)
         if idempotency_key is not None:
-            _keyed(idempotency_key, options)
-            return durable.route_with_key(self, env, idempotency_key)
+            opened = _keyed(idempotency_key, options)
+            return durable.route_with_key(self, env, idempotency_key, opened)
         if self._middleware:
             return self._in_loop(self.route(env, options=options))
         if self.cache is not None and options is None:
@@ -493,6 +496,10 @@ class IntentRouter:
                 observers=self._observers,
                 origin_id=opts.origin_execution_id,
             )
+        if opts.opened is not None and (
+            ex.recorder is not None and ex.recorder.error is None
+        ):
+            opts.opened(ex.execution_id)  # the record is open: say so
         if ex.observers:
             self._observe(ex, env, options)
         return ex, decision, decision_wire, order
@@ -829,11 +836,17 @@ def _failed(response: AgentResponse, error: str) -> AgentResponse:
     return response.model_copy(update={"metadata": metadata})
 
 
-def _keyed(key: str, options: ExecutionOptions | None) -> None:
-    """Check a caller's idempotency key where it enters."""
-    if options is not None:
-        raise ValueError("an idempotency key is for callers: not with options")
+def _keyed(key: str, options: ExecutionOptions | None) -> Callable[[str], None] | None:
+    """Check a caller's idempotency key where it enters; return ``opened``."""
+    if options is None:
+        check_idempotency_key(key)
+        return None
+    if options != ExecutionOptions(opened=options.opened):
+        raise ValueError(
+            "an idempotency key is for callers: with one, options may carry only opened"
+        )
     check_idempotency_key(key)
+    return options.opened
 
 
 def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:

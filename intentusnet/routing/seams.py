@@ -195,6 +195,13 @@ class ExecutionOptions:
             routing returns the answer unredacted.
         origin_execution_id: the first execution of a resume chain, whose
             id ``ctx.idempotency_key`` is derived from (added in 0.1.0).
+        opened: called with the execution's id once its record is open in the
+            store (its header and envelope written: all a resumer needs),
+            before any agent runs; not called when nothing is recorded. For an
+            asynchronous submit, which answers as soon as it is called; it must
+            not raise. With an idempotency key (the only option allowed with
+            one), it is called with the id of the execution the key names,
+            once that one's record is open, whoever runs it (added in 0.1.0).
     """
 
     execution_id: str | None = None
@@ -205,6 +212,7 @@ class ExecutionOptions:
     redaction: Redaction | None = None
     recorded: Callable[[AgentResponse], None] | None = None
     origin_execution_id: str | None = None
+    opened: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

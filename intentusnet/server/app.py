@@ -3,8 +3,9 @@
 Endpoints (all JSON, versioned under ``/v1``)::
 
     POST /v1/intents                         an envelope in, an AgentResponse out
+                                             (Idempotency-Key; Prefer: respond-async)
     GET  /v1/executions                      record summaries, newest first, paged
-    GET  /v1/executions/{id}                 one record
+    GET  /v1/executions/{id}                 one execution's newest record (?wait=)
     POST /v1/executions/{id}/replay          its recorded answer, no agent runs
     GET  /v1/executions/{id}/verify          its hash chain, checked
     GET  /v1/savings                         LLM calls, tokens and cost caching saved
@@ -16,15 +17,15 @@ Endpoints (all JSON, versioned under ``/v1``)::
 Routing runs on the server's event loop (``router.route``); store reads run on
 worker threads. An execution, once started, runs to its end even if its caller
 goes away, and shutdown waits for every execution in flight, so no record is
-left unfinished by a graceful stop.
+left unfinished by a graceful stop. With ``recovery``, a thread of the service
+finishes interrupted executions (``server/recovery.py``); asynchronous submit and
+waiting for an answer are in ``server/executions.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -42,35 +43,35 @@ from starlette.responses import Response
 from .. import __version__
 from .._util.ids import ID_PART_PATTERN
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..cache.savings import UsageLedger
-from ..envelope import AgentResponse, IntentEnvelope
+from ..envelope import IntentEnvelope
 from ..errors import (
-    Forbidden,
     MalformedRequest,
-    RecordNotFound,
     RequestInvalid,
-    ServiceUnavailable,
 )
 from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
+from ..routing.durable import FINISHED
 from ..store.filters import ListFilters
-from .auth import Access, KeyRing, is_loopback
+from .auth import Access, KeyRing
 from .bodies import DEFAULT_MAX_BODY, read_json
-from .metrics import CONTENT_TYPE, Metrics
+from .executions import MAX_WAIT_S, location, newest_record, submit
+from .headers import IDEMPOTENCY_KEY, idempotency_key, prefers_async
+from .metrics import CONTENT_TYPE
 from .openapi import build_openapi, ok, problem
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ReplayRequest
+from .service import Service
 from .ui import Gate, add_ui
 
 if TYPE_CHECKING:
     from ..cache.prices import PriceTable
-    from ..cache.savings import SavingsReport
 
     # intentusnet.KeyRing: public keys checking signatures (not API keys)
     from ..record.signing import KeyRing as SignatureKeys
+    from ..routing.recovery import Recovery
     from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
@@ -84,97 +85,6 @@ _bearer = HTTPBearer(
 _ID = Annotated[str, Path(description="The execution id.", max_length=256)]
 
 
-class _Service:
-    """What the endpoints share: the router, the store, keys, metrics, work."""
-
-    def __init__(
-        self,
-        router: IntentRouter,
-        store: ExecutionStore | None,
-        keys: KeyRing,
-        max_body_bytes: int,
-        prices: PriceTable | None,
-    ) -> None:
-        self.router = router
-        self.store = store
-        self.keys = keys
-        self.max_body_bytes = max_body_bytes
-        self.metrics = Metrics()
-        self.prices = prices
-        self.ledger = None if store is None else UsageLedger(store)
-        if self.ledger is not None:
-            self.metrics.watch(self.savings)
-        self.in_flight: set[asyncio.Task[AgentResponse]] = set()
-        self.draining = False
-
-    def authorize(
-        self, request: Request, needed: Access, fallback_key: str | None = None
-    ) -> None:
-        if self.keys:
-            header = request.headers.get("authorization")
-            if header is None and fallback_key:
-                # the explorer's login cookie (sent to /ui paths only)
-                header = f"Bearer {fallback_key}"
-            self.keys.authorize(header, needed)
-            return
-        # No key configured: this service is for this machine only.
-        server = request.scope.get("server")
-        host = server[0] if isinstance(server, tuple | list) and server else ""
-        if not is_loopback(str(host)):
-            raise Forbidden(
-                "no API key is configured, so this service answers only on loopback"
-            )
-
-    async def route(self, envelope: IntentEnvelope) -> AgentResponse:
-        if self.draining:
-            raise ServiceUnavailable("the service is shutting down")
-        started = time.perf_counter()
-        self.metrics.route_started()
-        task = asyncio.ensure_future(self.router.route(envelope))
-        self.in_flight.add(task)
-        task.add_done_callback(lambda done: self._finished(done, started))
-        # The caller may go away; the execution still runs to its end.
-        return await asyncio.shield(task)
-
-    def _finished(self, task: asyncio.Task[AgentResponse], started: float) -> None:
-        self.in_flight.discard(task)
-        if task.cancelled() or task.exception() is not None:
-            self.metrics.route_abandoned()
-            return
-        response = task.result()
-        error = response.error
-        self.metrics.route_finished(
-            time.perf_counter() - started,
-            response.status,
-            None if error is None else error.code.value,
-            response.metadata.from_replay,
-        )
-
-    async def drain(self, timeout: float) -> None:
-        self.draining = True
-        if self.in_flight:
-            _log.info("waiting for %d executions in flight", len(self.in_flight))
-            _, pending = await asyncio.wait(set(self.in_flight), timeout=timeout)
-            if pending:
-                _log.warning(
-                    "%d executions still running after %.1f s; their records stay "
-                    "incomplete",
-                    len(pending),
-                    timeout,
-                )
-
-    def savings(self) -> SavingsReport:
-        """What caching saved over the store (each record read once)."""
-        if self.ledger is None:
-            raise RecordNotFound("this service records no executions (no store)")
-        return self.ledger.report(self.prices)
-
-    def require_store(self) -> ExecutionStore:
-        if self.store is None:
-            raise RecordNotFound("this service records no executions (no store)")
-        return self.store
-
-
 def _server_paths(store: ExecutionStore | None) -> list[str]:
     """The store's directory as its messages may spell it, longest first."""
     if store is None or store.directory is None:
@@ -185,9 +95,14 @@ def _server_paths(store: ExecutionStore | None) -> list[str]:
     return sorted((p for p in spelled if os.sep in p), key=len, reverse=True)
 
 
-def _json(data: JSONObject, status: int = 200) -> Response:
+def _json(
+    data: JSONObject, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
     return Response(
-        orjson.dumps(data), status_code=status, media_type="application/json"
+        orjson.dumps(data),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
     )
 
 
@@ -202,6 +117,7 @@ def create_app(
     ui: bool = True,
     prices: PriceTable | None = None,
     signature_keys: SignatureKeys | None = None,
+    recovery: Recovery | None = None,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -222,19 +138,26 @@ def create_app(
             the explorer checks each record's
             signatures with (added in 0.1.0); without them a signed record's
             key is named, not checked.
+        recovery: run while the app serves, on a thread, scanning every
+            second: interrupted executions of the router are finished, and
+            ``/metrics`` counts them (``intentusnet_executions_resumed_total``,
+            ...). Several processes may each run one. Added in 0.1.0.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
-    service = _Service(
+    service = Service(
         router,
         store if store is not None else router.store,
         keys or KeyRing(),
         max_body_bytes,
         prices,
+        recovery,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if service.recovery is not None:
+            service.recovery.start()
         yield
         await service.drain(drain_timeout)
         service.metrics.close()
@@ -269,14 +192,14 @@ def create_app(
     return app
 
 
-def _needs(service: _Service, access: Access) -> Callable[..., Awaitable[None]]:
+def _needs(service: Service, access: Access) -> Callable[..., Awaitable[None]]:
     async def check(request: Request, _: Annotated[object, Depends(_bearer)]) -> None:
         service.authorize(request, access)
 
     return check
 
 
-def _add_routes(app: FastAPI, service: _Service) -> None:
+def _add_routes(app: FastAPI, service: Service) -> None:
     read = [Depends(_needs(service, Access.READ))]
     write = [Depends(_needs(service, Access.ROUTE))]
     auth: dict[int | str, dict[str, Any]] = {
@@ -292,13 +215,48 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         operation_id="routeIntent",
         responses={
             200: ok("AgentResponse", "The answer; agent faults are data here."),
-            400: problem("The body is not JSON."),
+            202: {
+                **ok("Accepted", "Prefer: respond-async: recorded, running."),
+                "headers": {
+                    "Location": {
+                        "description": "/v1/executions/{id}",
+                        "schema": {"type": "string"},
+                    },
+                    "Preference-Applied": {
+                        "description": "respond-async",
+                        "schema": {"type": "string"},
+                    },
+                },
+            },
+            400: problem("The body is not JSON, or Idempotency-Key is malformed."),
             **auth,
+            409: problem("The key's execution still runs after the wait."),
             413: problem("The body is too large."),
-            422: problem("The envelope is not valid."),
+            422: problem(
+                "The envelope is not valid, or the key was used with another envelope."
+            ),
             503: problem("The service is shutting down."),
         },
         openapi_extra={
+            "parameters": [
+                {
+                    "name": IDEMPOTENCY_KEY,
+                    "in": "header",
+                    "required": False,
+                    "description": "The request's idempotency key: a structured-"
+                    'field string ("order-7") or a bare token, 1-255 printable '
+                    "ASCII characters. The agent runs once per key.",
+                    "schema": {"type": "string", "maxLength": 257},
+                },
+                {
+                    "name": "Prefer",
+                    "in": "header",
+                    "required": False,
+                    "description": "respond-async: answer 202 with Location as "
+                    "soon as the execution is recorded.",
+                    "schema": {"type": "string"},
+                },
+            ],
             "requestBody": {
                 "required": True,
                 "content": {
@@ -306,16 +264,27 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
                         "schema": {"$ref": "#/components/schemas/IntentEnvelope"}
                     }
                 },
-            }
+            },
         },
     )
     async def route_intent(request: Request) -> Response:
+        key = idempotency_key(request)
         body = await read_json(request, service.max_body_bytes)
         if body is None:
             raise MalformedRequest("the request body is empty; send an IntentEnvelope")
         envelope = IntentEnvelope.model_validate(body)
-        response = await service.route(envelope)
-        return _json(response.to_wire())
+        if not prefers_async(request) or service.store is None:
+            # Without a store there is nothing to read later: answer now.
+            return _json((await service.route(envelope, key)).to_wire())
+        answer = await submit(lambda opened: service.start(envelope, key, opened))
+        if not isinstance(answer, str):
+            return _json(answer.to_wire())  # it came first: respond-async not applied
+        where = location(answer)
+        return _json(
+            {"executionId": answer, "location": where},
+            202,
+            {"Location": where, "Preference-Applied": "respond-async"},
+        )
 
     @app.get(
         "/v1/executions",
@@ -389,19 +358,55 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         "/v1/executions/{execution_id}",
         dependencies=read,
         tags=["executions"],
-        summary="Show one execution record",
+        summary="Show an execution: its newest record, optionally waiting for it",
         operation_id="getExecution",
         responses={
-            200: ok("ExecutionRecord", "The record, verified while loaded."),
+            200: ok(
+                "ExecutionRecord",
+                "The record, verified while loaded: header.status, and the "
+                "answer in finalResponse once finished. Content-Location names "
+                "the record when it is not the one asked for (a resume).",
+            ),
             **auth,
             404: problem("No such record, or an invalid id."),
             409: problem("The record is damaged."),
+            422: problem("A parameter is not valid."),
         },
     )
-    async def get_execution(execution_id: _ID) -> Response:
+    async def get_execution(
+        execution_id: _ID,
+        wait: Annotated[
+            float,
+            Query(
+                ge=0,
+                le=MAX_WAIT_S,
+                description="Seconds (at most 60) to wait for the execution to "
+                "finish (completed, failed or needs_attention) before answering.",
+            ),
+        ] = 0,
+        follow: Annotated[
+            bool,
+            Query(
+                description="Follow resume links to the newest record of the "
+                "execution; false: exactly the record asked for."
+            ),
+        ] = True,
+    ) -> Response:
         store = service.require_store()
-        record = await run_in_threadpool(store.load, execution_id)
-        return _json(record.to_json())
+        record = await newest_record(
+            service.router,
+            store,
+            execution_id,
+            follow=follow,
+            wait=wait,
+            stopping=lambda: service.draining,
+        )
+        headers = {}
+        if record.execution_id != execution_id:
+            headers["Content-Location"] = location(record.execution_id)
+        if wait and record.header.status not in FINISHED:
+            headers["Retry-After"] = "1"
+        return _json(record.to_json(), headers=headers)
 
     @app.post(
         "/v1/executions/{execution_id}/replay",

@@ -19,6 +19,7 @@ from .. import __version__
 from ..envelope import AgentResponse, IntentEnvelope
 from ..http.problem import MEDIA_TYPE
 from .schemas import (
+    Accepted,
     ExecutionPage,
     ExecutionRecord,
     Health,
@@ -44,6 +45,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (ExecutionRecord, "serialization"),
     (VerifyReport, "serialization"),
     (ReplayResult, "serialization"),
+    (Accepted, "serialization"),
     (Health, "serialization"),
     (Savings, "serialization"),
     (Problem, "serialization"),

@@ -20,6 +20,7 @@ from ..record.model import EventType, RecordStatus, ReplayableReason
 
 __all__ = [
     "ENVELOPE_REF",
+    "Accepted",
     "ExecutionEvent",
     "ExecutionHeader",
     "ExecutionPage",
@@ -166,6 +167,16 @@ class ReplayRequest(_Wire):
     )
     force: StrictBool = Field(
         default=False, description="Replay a record that is not replayable."
+    )
+
+
+class Accepted(_Wire):
+    """An execution submitted with ``Prefer: respond-async`` (202)."""
+
+    execution_id: str = Field(description="The execution's id.")
+    location: str = Field(
+        description="Where it is read, also in the Location header: "
+        "/v1/executions/{id}; ?wait=SECONDS waits for its answer."
     )
 
 

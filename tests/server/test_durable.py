@@ -1,0 +1,267 @@
+"""Durable executions over HTTP, in-process: Idempotency-Key, respond-async, ?wait."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from livekit import ROUTE_KEY, LiveServer, keyed_app, serving
+
+from intentusnet import IntentEnvelope, IntentRouter, RecordStatus
+from intentusnet.store import FileExecutionStore
+
+PROBLEM = "application/problem+json"
+HOLD = {"intent": {"name": "hold"}, "payload": {"n": 1}}
+ASYNC = {"Prefer": "respond-async"}
+
+
+class Shop:
+    """A router whose ``hold`` agent waits for ``gate``; ``ran`` counts its runs."""
+
+    def __init__(self, root: Path) -> None:
+        self.gate = threading.Event()
+        self.ran: list[object] = []
+        self.router = IntentRouter(store=FileExecutionStore(root))
+
+        @self.router.agent("hold", name="hold")
+        def hold(env: object, ctx: object) -> dict[str, object]:
+            self.ran.append(env.payload)  # type: ignore[attr-defined]
+            assert self.gate.wait(20), "the test never opened the gate"
+            return {"held": env.payload}  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[Shop]:
+    """The shop, its router closed after the test."""
+    made = Shop(tmp_path / "records")
+    with made.router:
+        yield made
+    made.gate.set()
+
+
+@pytest.fixture
+def live(shop: Shop) -> Iterator[LiveServer]:
+    """The shop served on loopback with keys."""
+    with serving(keyed_app(shop.router)) as server:
+        yield server
+        shop.gate.set()  # let every execution end before the server stops
+
+
+@pytest.fixture
+def http(live: LiveServer) -> Iterator[httpx.Client]:
+    """A client sending the route key."""
+    headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
+    with httpx.Client(
+        base_url=live.url, headers=headers, trust_env=False, timeout=30
+    ) as client:
+        yield client
+
+
+def _problem(answer: httpx.Response, status: int, code: str) -> dict[str, object]:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == PROBLEM
+    body = dict(answer.json())
+    assert body["code"] == code
+    return body
+
+
+# -- Idempotency-Key ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("repeated", ['"order-7"', "order-7"])
+def test_a_repeated_key_runs_the_agent_once(
+    shop: Shop, http: httpx.Client, repeated: str
+) -> None:
+    """The quoted (sf-string) and bare forms name one key: one run, then a replay."""
+    shop.gate.set()
+    first = http.post("/v1/intents", json=HOLD, headers={"Idempotency-Key": "order-7"})
+    again = http.post("/v1/intents", json=HOLD, headers={"Idempotency-Key": repeated})
+    assert first.status_code == again.status_code == 200
+    assert shop.ran == [{"n": 1}]
+    assert again.json()["metadata"]["fromReplay"] is True
+    original = first.json()["metadata"]["executionId"]
+    assert again.json()["metadata"]["originalExecutionId"] == original
+
+
+def test_escapes_in_a_quoted_key_are_read(shop: Shop, http: httpx.Client) -> None:
+    r"""``"a\"b\\c"`` is the key ``a"b\c``: the same as the client sends it."""
+    shop.gate.set()
+    quoted = {"Idempotency-Key": '"a\\"b\\\\c"'}
+    http.post("/v1/intents", json=HOLD, headers=quoted)
+    http.post("/v1/intents", json=HOLD, headers=quoted)
+    assert len(shop.ran) == 1
+    [summary] = shop.router.store.list()  # type: ignore[union-attr]
+    record = shop.router.store.load(summary.execution_id)  # type: ignore[union-attr]
+    assert record.events[0].data["idempotencyKey"] == 'a"b\\c'
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ('"unterminated', "no closing quote"),
+        ('"a\\x"', "escapes only"),
+        ('"k";a=1', "nothing may follow the closing quote"),
+        ('""', "may not be empty"),
+        ("two words", "character 3 is ' '"),
+        ("caf\u00e9", "character 3 is"),
+        ('"caf\u00e9"', "character 3 is"),
+        ("k" * 256, "at most 255 characters, not 256"),
+        ('"' + "k" * 300 + '"', "at most 255 characters, not 300"),
+    ],
+)
+def test_a_malformed_key_is_400_naming_the_header(
+    shop: Shop, http: httpx.Client, value: str, why: str
+) -> None:
+    """Malformed or oversized keys: 400, the header and the fault named, no run."""
+    headers = {"Idempotency-Key": value.encode("latin-1")}
+    answer = http.post("/v1/intents", json=HOLD, headers=headers)  # type: ignore[arg-type]
+    body = _problem(answer, 400, "invalid_idempotency_key")
+    assert "the Idempotency-Key header" in str(body["detail"])
+    assert why in str(body["detail"])
+    assert shop.ran == []
+    assert shop.router.store.list() == []  # type: ignore[union-attr]
+
+
+def test_the_key_sent_twice_is_400(shop: Shop, http: httpx.Client) -> None:
+    """Two Idempotency-Key fields are ambiguous: refused, nothing runs."""
+    headers = [("Idempotency-Key", "a"), ("Idempotency-Key", "b")]
+    answer = http.post("/v1/intents", json=HOLD, headers=headers)
+    body = _problem(answer, 400, "invalid_idempotency_key")
+    assert "sent 2 times" in str(body["detail"])
+    assert shop.ran == []
+
+
+@pytest.mark.parametrize("value", [b"a\rX-Injected: 1", b"a\x00b", b"a\nb"])
+def test_header_injection_is_refused_before_the_app(
+    shop: Shop, live: LiveServer, value: bytes
+) -> None:
+    """CR, LF or NUL inside the header never reach routing: 400, no record."""
+    body = b'{"intent": {"name": "hold"}}'
+    request = (
+        b"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Authorization: Bearer " + ROUTE_KEY.encode() + b"\r\n"
+        b"Content-Type: application/json\r\n"
+        b"Idempotency-Key: " + value + b"\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
+        sock.sendall(request)
+        status_line = sock.recv(4096).split(b"\r\n", 1)[0]
+    assert status_line.startswith(b"HTTP/1.1 400"), status_line
+    assert shop.ran == []
+    assert shop.router.store.list() == []  # type: ignore[union-attr]
+
+
+def test_a_key_reused_with_another_envelope_is_422(
+    shop: Shop, http: httpx.Client
+) -> None:
+    """Same key, other envelope: 422 naming both hashes; the agent does not run."""
+    shop.gate.set()
+    key = {"Idempotency-Key": '"k-1"'}
+    first = http.post("/v1/intents", json=HOLD, headers=key)
+    other = {"intent": {"name": "hold"}, "payload": {"n": 2}}
+    answer = http.post("/v1/intents", json=other, headers=key)
+    body = _problem(answer, 422, "idempotency_conflict")
+    recorded = shop.router.envelope_hash(IntentEnvelope.model_validate(HOLD))
+    given = shop.router.envelope_hash(IntentEnvelope.model_validate(other))
+    assert body["recordedHash"] == recorded
+    assert body["givenHash"] == given
+    assert recorded in str(body["detail"])
+    assert given in str(body["detail"])
+    assert body["executionId"] == first.json()["metadata"]["executionId"]
+    assert body["key"] == "k-1"
+    assert shop.ran == [{"n": 1}]
+
+
+# -- Prefer: respond-async and GET ?wait ---------------------------------------------
+
+
+def test_respond_async_answers_202_once_recorded_before_the_agent_ends(
+    shop: Shop, http: httpx.Client
+) -> None:
+    """202, Location and Preference-Applied while the agent still runs; then ?wait."""
+    answer = http.post("/v1/intents", json=HOLD, headers=ASYNC)
+    assert answer.status_code == 202, answer.text
+    execution_id = answer.json()["executionId"]
+    where = f"/v1/executions/{execution_id}"
+    assert answer.headers["location"] == where
+    assert answer.json()["location"] == where
+    assert answer.headers["preference-applied"] == "respond-async"
+    store = shop.router.store
+    assert store is not None
+    record = store.load(execution_id)  # on disk, with the envelope a resumer needs
+    assert record.header.status is RecordStatus.IN_PROGRESS
+    assert record.envelope["payload"] == {"n": 1}
+
+    running = http.get(where, params={"wait": "0.2"})
+    assert running.status_code == 200
+    assert running.json()["header"]["status"] == "in_progress"
+    assert running.json()["finalResponse"] is None
+    assert running.headers["retry-after"] == "1"
+
+    shop.gate.set()
+    done = http.get(where, params={"wait": "20"})
+    assert done.json()["header"]["status"] == "completed"
+    assert done.json()["finalResponse"]["payload"] == {"held": {"n": 1}}
+    assert "retry-after" not in done.headers
+    assert "content-location" not in done.headers
+
+
+def test_respond_async_with_a_finished_key_answers_at_once(
+    shop: Shop, http: httpx.Client
+) -> None:
+    """A finished key's answer is ready: 200 from replay, no Preference-Applied."""
+    shop.gate.set()
+    key = {"Idempotency-Key": '"k-2"'}
+    first = http.post("/v1/intents", json=HOLD, headers=key)
+    again = http.post("/v1/intents", json=HOLD, headers={**key, **ASYNC})
+    assert again.status_code == 200
+    assert "preference-applied" not in again.headers
+    assert again.json()["metadata"]["fromReplay"] is True
+    assert again.json()["payload"] == first.json()["payload"]
+    assert len(shop.ran) == 1
+
+
+def test_respond_async_with_a_running_key_names_its_execution(
+    shop: Shop, http: httpx.Client
+) -> None:
+    """A second submit of a running key gets 202 with the first's Location."""
+    key = {"Idempotency-Key": '"k-3"', **ASYNC}
+    first = http.post("/v1/intents", json=HOLD, headers=key)
+    second = http.post("/v1/intents", json=HOLD, headers=key)
+    assert first.status_code == second.status_code == 202
+    assert second.headers["location"] == first.headers["location"]
+    shop.gate.set()
+    done = http.get(first.headers["location"], params={"wait": "20"})
+    assert done.json()["header"]["status"] == "completed"
+    assert shop.ran == [{"n": 1}]
+
+
+def test_a_conflicting_submit_is_422_not_202(shop: Shop, http: httpx.Client) -> None:
+    """An error before the record opens is the answer, even with respond-async."""
+    shop.gate.set()
+    http.post("/v1/intents", json=HOLD, headers={"Idempotency-Key": "k-4"})
+    other = {"intent": {"name": "hold"}, "payload": {"n": 9}}
+    answer = http.post(
+        "/v1/intents", json=other, headers={"Idempotency-Key": "k-4", **ASYNC}
+    )
+    _problem(answer, 422, "idempotency_conflict")
+    assert len(shop.ran) == 1
+
+
+@pytest.mark.parametrize("wait", ["-1", "60.5", "soon"])
+def test_wait_is_bounded(http: httpx.Client, wait: str) -> None:
+    """?wait takes 0 to 60 seconds; anything else is 422 naming it."""
+    answer = http.get("/v1/executions/x", params={"wait": wait})
+    body = _problem(answer, 422, "request_invalid")
+    assert "query.wait" in str(body["detail"])
+
+
+def test_get_of_an_unknown_execution_is_404(http: httpx.Client) -> None:
+    """No record, even waiting: 404 at once."""
+    answer = http.get("/v1/executions/exec-none", params={"wait": "30"})
+    _problem(answer, 404, "record_not_found")
