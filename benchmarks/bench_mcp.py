@@ -23,12 +23,12 @@ import time
 import orjson
 
 from intentusnet import FileExecutionStore
-from intentusnet.integrations.mcp.sources import recorded_calls
 from intentusnet.integrations.mcp.proxy import (
     record_session,
     replay_session,
     session_envelope,
 )
+from intentusnet.integrations.mcp.sources import recorded_calls
 from intentusnet.integrations.mcp.stdio import UpstreamProcess
 
 SERVER = r"""

@@ -22,10 +22,10 @@ from ..record.keys import SigningKey
 from ..record.model import ExecutionRecord
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
+from . import _pg_steps
 from ._files import invalidated
 from ._layout import new_record_id
 from ._owner import current_owner
-from . import _pg_steps
 from ._pg import Connection
 from ._pg_catalog import COLUMNS, not_running, outcome_of, row_values
 from ._pg_schema import lock_key

@@ -24,7 +24,8 @@ def _route(store: Any, payloads: list[int]) -> list[str]:
 
     ids = []
     for n in payloads:
-        answer = router.route_intent({"intent": {"name": "lookup"}, "payload": {"n": n}})
+        envelope = {"intent": {"name": "lookup"}, "payload": {"n": n}}
+        answer = router.route_intent(envelope)
         ids.append(answer.metadata.execution_id)
     router.close()
     return ids
@@ -49,8 +50,12 @@ def _expected(ids: list[str]) -> list[list[StepRef]]:
     one_old, one_new = ids[0], ids[2]
     return [
         [StepRef(one_new, 2), StepRef(one_old, 2)],  # {"q": 0}: the second call
-        [StepRef(one_new, 1), StepRef(one_new, 2), StepRef(one_old, 1)]
-        + [StepRef(one_old, 2)],
+        [
+            StepRef(one_new, 1),
+            StepRef(one_new, 2),
+            StepRef(one_old, 1),
+            StepRef(one_old, 2),
+        ],
         [StepRef(one_new, 1)],
         [],
         [],

@@ -168,7 +168,7 @@ class RecordedCalls:
 
     @property
     def destructive(self) -> set[str]:
-        """The tools the newest recorded ``tools/list`` (each page) marks destructive."""
+        """The tools the newest recorded ``tools/list`` pages mark destructive."""
         if self._destructive is None:
             self._destructive = set()
             seen: set[str] = set()  # the pages (by arguments), newest first

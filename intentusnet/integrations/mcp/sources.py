@@ -94,4 +94,3 @@ def recorded_calls(
     return RecordedCalls(
         store, envelope_hash, newest, only=record_id, force=force, clock=clock
     )
-

@@ -53,9 +53,13 @@ def _later_sessions(store_root: Path) -> None:
     store.close()
 
 
+def _one_add(client: Client) -> Any:
+    return client.call_tool("add", {"a": 1, "b": 2})
+
+
 def test_the_oldest_of_many_sessions_still_answers(tmp_path: Path) -> None:
     """56 sessions: one replay proxy answers the oldest's call and the newest's."""
-    oldest = _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    oldest = _session(tmp_path, "record", _one_add)
     _later_sessions(tmp_path / "store")
     made = _calls(tmp_path)
 
