@@ -33,7 +33,7 @@ from ...steps.cassette import Decision
 from ...steps.view import RecordedStep
 from ...store.step_index import StepIndex, StepRef
 from .jsonrpc import CALL_METHODS, destructive_tools
-from .recorded import Clock, RecordedSession, answered, outdated
+from .recorded import Clock, RecordedSession, answered, outdated, ttl_ms
 
 if TYPE_CHECKING:
     from ...store.protocol import ExecutionStore
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["RecordedCalls", "outdated"]
 
 _NEAREST: Final = 3
+#: The most records followed from a served answer to the one the server gave.
+_HOPS: Final = 64
 _CALL_PREFIXES: Final = tuple(f"mcp:{method}" for method in sorted(CALL_METHODS))
 _Key: TypeAlias = tuple[str, str]
 _Found: TypeAlias = tuple[str, list[RecordedStep]]
@@ -164,7 +166,23 @@ class RecordedCalls:
         return not self._expired(session, step)
 
     def _expired(self, session: RecordedSession, step: RecordedStep) -> bool:
-        return self._clock is not None and session.expired(step, self._clock())
+        """A cache session's clock says the answer's ``ttlMs`` ran out.
+
+        A step a cache session served from another record is as old as the
+        answer it served (followed to the step the server answered); one whose
+        origin cannot be read is taken to have run out, if it has a hint.
+        """
+        if self._clock is None or ttl_ms(step) is None:
+            return False
+        for _ in range(_HOPS):
+            origin = session.origin(step)
+            if origin is None:
+                return session.expired(step, self._clock())
+            found = self._session(origin[0])
+            if found is None or origin[1] not in found.steps:
+                return True
+            session, step = found, found.steps[origin[1]]
+        return True
 
     @property
     def destructive(self) -> set[str]:

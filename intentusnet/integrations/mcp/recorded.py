@@ -39,6 +39,13 @@ def answered(step: RecordedStep) -> bool:
     return step.outcome == "error" and error.get("type") == "UpstreamError"
 
 
+def ttl_ms(step: RecordedStep) -> int | None:
+    """The ``ttlMs`` hint of the step's recorded result, if it carries one."""
+    output = step.output
+    ttl = output.get(_TTL) if isinstance(output, dict) else None
+    return ttl if type(ttl) is int and ttl >= 0 else None
+
+
 def outdated(name: str, args: JSONValue, notice: str, params: JSONValue) -> bool:
     """The answer to step ``name`` (``args``) is outdated by the server's ``notice``.
 
@@ -76,7 +83,7 @@ class RecordedSession:
                 self._notices.append((step.number, step.name, step.args))
         created_us = parse_utc(record.header.created_utc) or 0
         self._opened = created_us / 1e6
-        self._at_ms = {event.seq: event.at_ms for event in record.events}
+        self._events = {event.seq: event for event in record.events}
 
     def answer(self, number: int, name: str, args_hash: str | None) -> RecordedStep:
         """The top-level step ``number``, if it is a call ``name`` (``args_hash``).
@@ -102,17 +109,31 @@ class RecordedSession:
         )
 
     def expired(self, step: RecordedStep, now: float) -> bool:
-        """The answer carries ``ttlMs`` and is that old at ``now`` (epoch seconds).
+        """The answer's ``ttlMs`` has run out at ``now`` (epoch seconds).
 
-        ``ttlMs: 0`` is stale at once. An answer without the hint never
-        expires (a notification outdates it, see :meth:`outdated`).
+        The answer came when its step ended. ``ttlMs: 0`` is stale at once; an
+        answer without the hint never expires (a notification outdates it, see
+        :meth:`outdated`). Only a step the server answered here is judged: one
+        served from another record is as old as that one (:meth:`origin`).
         """
-        output = step.output
-        ttl = output.get(_TTL) if isinstance(output, dict) else None
-        if type(ttl) is not int or ttl < 0 or step.end_seq is None:
+        ttl = ttl_ms(step)
+        event = None if step.end_seq is None else self._events.get(step.end_seq)
+        if ttl is None or event is None:
             return False
-        came = self._opened + self._at_ms.get(step.end_seq, 0.0) / 1000
-        return now >= came + ttl / 1000
+        return now >= self._opened + event.at_ms / 1000 + ttl / 1000
+
+    def origin(self, step: RecordedStep) -> tuple[str, int] | None:
+        """The record and step a served step's answer came from; None if live."""
+        if step.source != "record" or step.end_seq is None:
+            return None
+        event = self._events.get(step.end_seq)
+        served = None if event is None else event.data.get("servedFrom")
+        if not isinstance(served, dict):
+            return None
+        source, number = served.get("executionId"), served.get("step")
+        if type(source) is str and type(number) is int:
+            return source, number
+        return None
 
     def progress(self, number: int) -> list[JSONObject]:
         """The progress notifications recorded during step ``number``, in order."""

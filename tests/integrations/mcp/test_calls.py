@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from intentusnet import FileExecutionStore, IntentRouter, MemoryExecutionStore
+from intentusnet import (
+    FileExecutionStore,
+    IntentRouter,
+    MemoryExecutionStore,
+    record_steps,
+)
 from intentusnet._util.jsonvalue import JSONValue
 from intentusnet._util.time import parse_utc
 from intentusnet.errors import RecordIntegrityError
@@ -16,6 +21,7 @@ from intentusnet.hashing import compute_hash
 from intentusnet.integrations.mcp.proxy import session_envelope
 from intentusnet.integrations.mcp.sources import recorded_calls
 from intentusnet.routing.execution import jsonish
+from intentusnet.routing.seams import ExecutionOptions
 
 UPSTREAM = ["python", "server.py"]
 ENVELOPE = session_envelope(UPSTREAM)
@@ -178,3 +184,48 @@ def test_a_live_notification_drops_what_it_outdates() -> None:
     calls.notified("mcp:notifications/resources/updated", MEMO)
     assert _decide(calls, (READ, MEMO, None)) == ("live", None)
     assert _decide(calls, _add(1, 2)) == ("serve", {"content": [3]})
+
+
+def _came(record: Any) -> float:
+    """When the record's (one) step ended, in epoch seconds."""
+    (end,) = [e for e in record.events if e.type == "STEP_END"]
+    return (parse_utc(record.header.created_utc) or 0) / 1e6 + end.at_ms / 1000
+
+
+def test_an_answer_a_cache_session_served_is_as_old_as_the_original() -> None:
+    """A served answer recorded again keeps its first time: its ttlMs is not reset."""
+    store = MemoryExecutionStore()
+    answer = {"contents": [{"uri": "memo://a", "text": "x"}], "ttlMs": 60_000}
+    original = store.load(_session(store, [(READ, MEMO, answer)]))
+    came = _came(original)
+
+    def cached(now: float) -> Any:
+        return recorded_calls(
+            store,
+            compute_hash(ENVELOPE),
+            None,
+            force=False,
+            required=False,
+            clock=lambda: now,
+        )
+
+    # a cache session serves it (fresh then) and records it as served
+    router = IntentRouter(store=store)
+
+    @router.agent("mcp.session", name="mcp-proxy")
+    def proxy(envelope: Any, ctx: Any) -> JSONValue:
+        return ctx.step(READ, MEMO, lambda **_: "forwarded")
+
+    reply = router.route_intent(
+        ENVELOPE, options=ExecutionOptions(cassette=cached(came))
+    )
+    router.close()
+    assert reply.payload == answer
+    served = store.load(reply.metadata.execution_id)
+    assert record_steps(served)[0].source == "record"
+    again = _came(served)
+    assert again > came
+    # later than the original's ttl, sooner than the served copy's
+    halfway = (again - came) / 2
+    assert _decide(cached(again + 60 - halfway), (READ, MEMO, None)) == ("live", None)
+    assert _decide(cached(came + 59), (READ, MEMO, None)) == ("serve", answer)
