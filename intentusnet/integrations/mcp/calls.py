@@ -138,7 +138,6 @@ class RecordedCalls:
 
     def _resolve(self, name: str, args_hash: str | None) -> _Found | None:
         """The newest session's servable answers to a call (``None``: any args)."""
-        key = (name, args_hash or "")
         for execution_id, refs in groupby(self._refs(name, args_hash), _execution):
             session = self._session(execution_id)
             if session is None:
@@ -150,7 +149,9 @@ class RecordedCalls:
                 except LookupError:
                     continue  # the index points at another step: not this call
                 if not answered(step):
-                    self._unanswered.setdefault(key, (execution_id, step))
+                    if args_hash is not None:
+                        unanswered = (execution_id, step)
+                        self._unanswered.setdefault((name, args_hash), unanswered)
                 elif self._servable(session, step):
                     answers.append(step)
             if answers:

@@ -12,6 +12,7 @@ from intentusnet import (
     FileExecutionStore,
     IntentRouter,
     MemoryExecutionStore,
+    PostgresExecutionStore,
     record_steps,
 )
 from intentusnet._util.jsonvalue import JSONValue
@@ -229,3 +230,27 @@ def test_an_answer_a_cache_session_served_is_as_old_as_the_original() -> None:
     halfway = (again - came) / 2
     assert _decide(cached(again + 60 - halfway), (READ, MEMO, None)) == ("live", None)
     assert _decide(cached(came + 59), (READ, MEMO, None)) == ("serve", answer)
+
+
+def test_postgres_answers_alike_and_refuses_a_changed_session(pg_dsn: str) -> None:
+    """Over PostgreSQL: every session answers; a changed line is never served."""
+    with PostgresExecutionStore(pg_dsn) as pg_store:
+        _every_session_of(pg_store)
+
+
+def _every_session_of(pg_store: Any) -> None:
+    for n in range(55):
+        _session(pg_store, [_add(n, 1000)])
+    _session(pg_store, [("mcp:tools/call:now", {}, "old")])
+    newest = _session(pg_store, [("mcp:tools/call:now", {}, "new")])
+    changed = pg_store._db.run(
+        "UPDATE intentusnet_lines SET line = "
+        "convert_to(replace(convert_from(line, 'UTF8'), '\"new\"', '\"bad\"'), 'UTF8') "
+        "WHERE execution_id = %s "
+        "AND position('\"new\"' in convert_from(line, 'UTF8')) > 0 RETURNING seq",
+        [newest],
+    )
+    assert changed  # the answer's line now says "bad"
+    calls = _replay(pg_store)
+    assert _text(calls, _add(0, 1000)) == {"content": [1000]}
+    assert _text(calls, ("mcp:tools/call:now", {}, None)) == "old"
