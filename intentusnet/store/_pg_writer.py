@@ -30,7 +30,7 @@ from ._pg import Connection
 from ._pg_catalog import COLUMNS, not_running, outcome_of, row_values
 from ._pg_schema import lock_key
 from ._scan import row_for
-from .step_index import ended_steps
+from .step_index import ended_steps, indexed
 from .writer import ChainWriter, wire_object
 
 #: Append lines to a record and bring its catalog row up to date, in one
@@ -148,9 +148,11 @@ def open_record(
             unlock(db, execution_id)
             raise RecordExists(f"record {execution_id} already exists")
         writing.add(execution_id)
-        return PostgresRecordWriter(
+        writer = PostgresRecordWriter(
             db, writing, execution_id, digest, len(header), signer
         )
+        writer.index_steps = isinstance(name, str) and indexed(name)
+        return writer
 
 
 def import_record(db: Connection, execution_id: str, data: bytes) -> ExecutionRecord:

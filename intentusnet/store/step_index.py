@@ -1,8 +1,9 @@
 """The step index: which records hold an ended step of a name and arguments.
 
 Every store keeps, beside its catalog, one entry per ``STEP_END`` line of its
-records: (the record's envelope hash, the step's name, its ``argsHash``) ->
-(execution id, step number), newest record first. It is derived data like the
+records of the intents in :data:`INDEXED_INTENTS`: (the record's envelope hash,
+the step's name, its ``argsHash``) -> (execution id, step number), newest
+record first. It is derived data like the
 catalog (written with a record's row, rebuilt by ``reindex``), and only a
 pointer: whoever answers from it loads the record (which verifies it) and
 checks the step there. The MCP proxy asks it for the recorded answers to a call
@@ -12,12 +13,27 @@ what they were called with can.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Final, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from .._util.jsonvalue import JSONObject
 from ..record.model import EventType, ExecutionRecord
 
-__all__ = ["StepIndex", "StepKey", "StepRef", "ended_step", "ended_steps"]
+__all__ = [
+    "INDEXED_INTENTS",
+    "StepIndex",
+    "StepKey",
+    "StepRef",
+    "ended_step",
+    "ended_steps",
+    "indexed",
+]
+
+#: The intents whose records' steps are indexed: the MCP proxy's sessions
+#: (``integrations/mcp``), whose calls are looked up by their arguments. Not
+#: every intent: a row of the file store's step index costs a recorded step
+#: about 20-30 us more (measured with 10 steps per execution), a third of what a
+#: step costs without it, for lookups no other part of the project makes.
+INDEXED_INTENTS: Final = frozenset({"mcp.session"})
 
 #: One ended step as its ``STEP_END`` line names it: (name, argsHash, number).
 StepKey: TypeAlias = tuple[str, str, int]
@@ -53,6 +69,8 @@ class StepIndex(Protocol):
     ) -> list[StepRef]:
         """The ended steps named ``name`` of records with this envelope hash.
 
+        Only records of the intents in :data:`INDEXED_INTENTS` are indexed.
+
         Args:
             envelope_hash: the records' envelope hash.
             name: the step's name, exactly.
@@ -66,6 +84,11 @@ class StepIndex(Protocol):
         ...
 
 
+def indexed(intent: str) -> bool:
+    """Whether the steps of records of ``intent`` are indexed."""
+    return intent in INDEXED_INTENTS
+
+
 def ended_step(data: JSONObject) -> StepKey | None:
     """The index key of a ``STEP_END`` line's data; None if it names no step."""
     name, args_hash, number = data.get("name"), data.get("argsHash"), data.get("step")
@@ -75,8 +98,13 @@ def ended_step(data: JSONObject) -> StepKey | None:
 
 
 def ended_steps(record: ExecutionRecord) -> list[StepKey]:
-    """The index keys of every ``STEP_END`` line of ``record``, in order."""
-    found = []
+    """The index keys of every ``STEP_END`` line of ``record``, in order.
+
+    None unless the record's intent is indexed (:data:`INDEXED_INTENTS`).
+    """
+    found: list[StepKey] = []
+    if not indexed(record.header.intent_name):
+        return found
     for event in record.events:
         if event.type is EventType.STEP_END:
             key = ended_step(event.data)

@@ -22,7 +22,7 @@ from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from ..record.signing import signature_data
 from .catalog import CatalogRow
-from .step_index import StepKey, ended_step
+from .step_index import StepKey, ended_step, indexed
 from .usage import usage_text
 
 _FINAL: Final = EventType.FINAL_RESPONSE
@@ -105,8 +105,10 @@ class ChainWriter:
         self._held: list[bytes] = []
         self._held_kinds: list[str] = []
         self._written = (0, header_hash)
-        #: the step index keys of the STEP_END lines sealed (store.step_index)
+        #: the step index keys of the STEP_END lines sealed (store.step_index),
+        #: noted when the store indexes the record's steps (``index_steps``)
         self.ended_steps: list[StepKey] = []
+        self.index_steps = False
 
     def append(self, event_type: EventType | str, data: JSONObject) -> None:
         """Append one event; it has reached the OS when this returns.
@@ -231,7 +233,7 @@ class ChainWriter:
         seq = self._seq + 1
         line, digest = self._seal(kind, data, seq, self._prev)
         # Noted before the line goes out: a store may index it in the same write.
-        ended = ended_step(data) if kind is _STEP_END else None
+        ended = ended_step(data) if kind is _STEP_END and self.index_steps else None
         if ended is not None:
             self.ended_steps.append(ended)
         if soon:
@@ -367,6 +369,7 @@ class FileRecordWriter(ChainWriter):
         self._fsync = fsync
         self._row = row
         self._on_complete = on_complete
+        self.index_steps = row is not None and indexed(row.intent)
 
     def _emit(self, line: bytes) -> None:
         fd = self._fd

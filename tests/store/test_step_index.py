@@ -10,11 +10,11 @@ from intentusnet import FileExecutionStore, IntentRouter, MemoryExecutionStore
 from intentusnet.store.step_index import StepIndex, StepRef, ended_steps
 
 
-def _route(store: Any, payloads: list[int]) -> list[str]:
+def _route(store: Any, payloads: list[int], intent: str = "mcp.session") -> list[str]:
     """One execution per payload; each makes the steps ``look`` and ``other``."""
     router = IntentRouter(store=store)
 
-    @router.agent("lookup")
+    @router.agent(intent)
     def agent(envelope: Any, ctx: Any) -> dict[str, int]:
         n = envelope.payload["n"]
         ctx.step("look", {"q": n}, lambda q: q * 10)
@@ -24,7 +24,7 @@ def _route(store: Any, payloads: list[int]) -> list[str]:
 
     ids = []
     for n in payloads:
-        envelope = {"intent": {"name": "lookup"}, "payload": {"n": n}}
+        envelope = {"intent": {"name": intent}, "payload": {"n": n}}
         answer = router.route_intent(envelope)
         ids.append(answer.metadata.execution_id)
     router.close()
@@ -81,6 +81,18 @@ def test_every_store_answers_the_same(tmp_path: Path, pg_store: Any) -> None:
     assert found == [True, True, True]
 
 
+def test_only_the_indexed_intents_are_indexed(tmp_path: Path, pg_store: Any) -> None:
+    """Steps of other intents cost no index rows (in any store)."""
+    for store in (FileExecutionStore(tmp_path), MemoryExecutionStore(), pg_store):
+        ids = _route(store, [1, 2, 1], intent="lookup")
+        envelope_hash = store.load(ids[0]).header.envelope_hash
+        assert store.find_steps(envelope_hash, "look") == []
+        if isinstance(store, FileExecutionStore):
+            store.close()
+            with sqlite3.connect(tmp_path / "catalog.sqlite3") as db:
+                assert db.execute("SELECT count(*) FROM steps").fetchone() == (0,)
+
+
 def test_reindex_rebuilds_the_index(tmp_path: Path) -> None:
     """A deleted catalog is rebuilt from the files, step index included."""
     store = FileExecutionStore(tmp_path)
@@ -115,7 +127,9 @@ def test_a_deleted_record_leaves_the_index(tmp_path: Path, pg_store: Any) -> Non
 def test_an_unfinished_step_is_not_indexed() -> None:
     """Only steps whose STEP_END is written are in the index."""
     store = MemoryExecutionStore()
-    writer = store.open({"intent": {"name": "x"}}, envelope_hash="sha256:" + "1" * 64)
+    writer = store.open(
+        {"intent": {"name": "mcp.session"}}, envelope_hash="sha256:" + "1" * 64
+    )
     start = {"step": 1, "name": "look", "argsHash": "sha256:" + "2" * 64}
     writer.append("STEP_START", start)
     assert store.find_steps("sha256:" + "1" * 64, "look") == []
