@@ -23,12 +23,12 @@ import time
 import orjson
 
 from intentusnet import FileExecutionStore
-from intentusnet.integrations.mcp.calls import RecordedCalls
 from intentusnet.integrations.mcp.proxy import (
     record_session,
     replay_session,
     session_envelope,
 )
+from intentusnet.integrations.mcp.sources import recorded_calls
 from intentusnet.integrations.mcp.stdio import UpstreamProcess
 
 SERVER = r"""
@@ -109,7 +109,9 @@ async def _replayed(
     client = MemoryClient()
     session = asyncio.create_task(
         replay_session(
-            client, RecordedCalls([store.load(execution_id)]), side_effects=set()
+            client,
+            recorded_calls(store, None, execution_id, force=False, required=True),
+            side_effects=set(),
         )
     )
     samples = await _timed(client, calls)

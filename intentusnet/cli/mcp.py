@@ -136,6 +136,7 @@ def proxy(
     """
     # here, not at the top: `intentusnet --help` imports this module
     import asyncio
+    import time
     from signal import SIGINT, SIGTERM
 
     from ..hashing import compute_hash
@@ -181,6 +182,7 @@ def proxy(
                 None if record_id == LAST else record_id,
                 force=force,
                 required=mode == "replay",
+                clock=time.time if mode == "cache" else None,
             )
 
         answers()  # a replay with nothing to answer from fails before any I/O
@@ -267,8 +269,8 @@ def proxy(
 
 def _sessions(calls: RecordedCalls) -> str:
     """The sessions a replay answered from, for its summary line."""
-    ids = [record.execution_id for record in calls.records]
-    more = f" and {len(ids) - 1} older" if len(ids) > 1 else ""
+    ids = list(calls.answered_from) or [calls.execution_id]
+    more = f" and {len(ids) - 1} other sessions" if len(ids) > 1 else ""
     return f"{ids[0]}{more}"
 
 

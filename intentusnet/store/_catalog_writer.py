@@ -29,6 +29,7 @@ from typing import Final
 from . import _log
 from ._opened import OpenedLog, OtherLogs
 from .catalog import Catalog, CatalogRow
+from .step_index import StepKey, step_rows
 
 #: Rows are written in batches of at most this many ...
 BATCH_ROWS: Final = 128
@@ -49,6 +50,8 @@ class CatalogWriter:
         self._root = root
         #: rows of completed (or re-read) records, newest per id
         self._pending: dict[str, CatalogRow] = {}
+        #: the ended steps of those records, for the step index
+        self._steps: dict[str, list[StepKey]] = {}
         #: rows of opened records that are in the log but not in the catalog yet
         self._opened: dict[str, CatalogRow] = {}
         self._since = 0.0  # when the oldest of them was queued
@@ -89,18 +92,22 @@ class CatalogWriter:
         with self._lock:
             self._opened.pop(row.id, None)
 
-    def write(self, row: CatalogRow) -> None:
-        """Upsert a row now (with the rows queued so far)."""
+    def write(self, row: CatalogRow, steps: list[StepKey] | None = None) -> None:
+        """Upsert a row now (with the rows queued so far), and its ended steps."""
         with self._lock:
             self._queued()
             self._pending[row.id] = row
+            if steps:
+                self._steps[row.id] = steps
         self.flush()
 
-    def write_later(self, row: CatalogRow) -> None:
-        """Queue a row; it is written with the next batch."""
+    def write_later(self, row: CatalogRow, steps: list[StepKey] | None = None) -> None:
+        """Queue a row and its ended steps; they are written with the next batch."""
         with self._lock:
             self._queued()
             self._pending[row.id] = row
+            if steps:
+                self._steps[row.id] = steps
             due = self._due()
         if due:
             self.flush()
@@ -137,6 +144,7 @@ class CatalogWriter:
         with self._lock:
             for execution_id in ids:
                 self._pending.pop(execution_id, None)
+                self._steps.pop(execution_id, None)
                 self._opened.pop(execution_id, None)
                 self.unsaved.pop(execution_id, None)
         if self.catalog.read_only:
@@ -163,15 +171,25 @@ class CatalogWriter:
         # Under the lock throughout: a row logged while the batch commits must
         # not go with the log that is deleted after it.
         with self._lock:
-            done, opened = self._pending, self._opened
+            done, opened, ended = self._pending, self._opened, self._steps
+            self._steps = {}
             if done and not opened and self.catalog.read_only:
                 # Rows a reader corrected: answered from, not written.
                 self._pending = {}
                 return
             if done or opened:
                 still_open = [row for i, row in opened.items() if i not in done]
+                steps = [
+                    step
+                    for i, keys in ended.items()
+                    for step in step_rows(
+                        done[i].envelope_hash, done[i].created_us, i, keys
+                    )
+                ]
                 try:
-                    self.catalog.upsert_many(list(done.values()), opened=still_open)
+                    self.catalog.upsert_many(
+                        list(done.values()), opened=still_open, steps=steps
+                    )
                 except (sqlite3.Error, OSError) as exc:
                     self._pending = {}  # the files are intact; the log stays
                     _warn_failed(list(done.values()) or still_open, exc)

@@ -48,6 +48,7 @@ from ._scan import file_row, index_chunk, over_shards
 from ._sqlite import DatabaseCorrupt, DatabaseReadOnly
 from .catalog import Catalog, CatalogRow
 from .filters import ListFilters
+from .step_index import StepRef
 from .verification import Progress
 
 _T = TypeVar("_T")
@@ -86,13 +87,14 @@ class StoreIndex:
 
         ``known`` is the row the catalog has, if the caller has read it.
         """
-        row = file_row(
+        found = file_row(
             self._root,
             execution_id,
             (lambda _id: known) if known is not None else self.catalog.get,
         )
-        if row is not None and row is not known:
-            self.writes.write(row)
+        row = None if found is None else found[0]
+        if found is not None and row is not known:
+            self.writes.write(*found)
         return row
 
     # -- queries ------------------------------------------------------------------
@@ -184,6 +186,19 @@ class StoreIndex:
             if not unwanted:
                 return record
         return None
+
+    def find_steps(
+        self, envelope_hash: str, name: str, args_hash: str | None, limit: int | None
+    ) -> list[StepRef]:
+        """A lookup of the step index (see ``StepIndex.find_steps``).
+
+        Unfinished rows are probed first: a record whose writer was killed is
+        re-read from its file, which indexes the steps it ended.
+        """
+        self.settle()
+        return self._ask(
+            lambda cat: cat.find_steps(envelope_hash, name, args_hash, limit)
+        )
 
     def settle(self) -> list[CatalogRow]:
         """Probe every unfinished row; return the opened rows still being written.
@@ -281,8 +296,8 @@ class StoreIndex:
             shards = over_shards(
                 self.catalog, self._root, index_chunk, processes=processes
             )
-            for seen, rows, changed in shards:
-                self.catalog.upsert_many(rows)
+            for seen, rows, changed, steps in shards:
+                self.catalog.upsert_many(rows, steps=steps)
                 for execution_id, problem in changed:
                     report_changed(execution_id, problem, on_changed)
                 done += seen

@@ -23,13 +23,14 @@ from ..record.model import (
 )
 from ..record.reader import parse_record
 from ..record.verify import salvage_header
-from . import _log
+from . import _log, _pg_steps
 from ._files import catalog_mismatch, report_changed
 from ._pg import Connection, Row
 from ._pg_schema import HELD, lock_key
 from ._scan import row_for
 from .catalog import CatalogRow
 from .filters import ListFilters
+from .step_index import StepKey, ended_steps
 
 COLUMNS: Final = (
     "execution_id, created_us, created_utc, intent, intent_version, envelope_hash, "
@@ -209,19 +210,27 @@ def reindex(
             [list(seen)],
         )
         updates = []
+        indexed: list[tuple[str, list[StepKey]]] = []
         for key, lines in groupby(rows, key=_first):
             execution_id = str(key)
             data = b"".join(bytes(r[1]) for r in lines)
-            values = _derived(execution_id, data)
+            values, steps = _derived(execution_id, data)
             problem = catalog_mismatch(data, *seen[execution_id])
             if problem is not None:
                 report_changed(execution_id, problem, on_changed)
+                steps = []  # a changed record points the step index nowhere
                 if values is not None:
                     values[7:9] = [False, ReplayableReason.INTEGRITY_FAILURE.value]
                     values[13], values[15] = seen[execution_id]
             if values is not None:
                 updates.append([*values, lock_key(execution_id), execution_id])
+            indexed.append((execution_id, steps))
         db.run_many(_REWRITE, updates, doing="reindex: could not update")
+        db.run_many(
+            f"WITH {_pg_steps.ADD} SELECT 1",
+            [_pg_steps.add_params(i, steps) for i, steps in indexed if steps],
+            doing="reindex: could not index the steps",
+        )
         count += len(updates)
         read += len(ids)
         if on_progress is not None:
@@ -232,21 +241,26 @@ def _first(row: Row) -> object:
     return row[0]
 
 
-def _derived(execution_id: str, data: bytes) -> list[object] | None:
-    """The catalog columns of one record's bytes; None to leave its row as is.
+def _derived(
+    execution_id: str, data: bytes
+) -> tuple[list[object] | None, list[StepKey]]:
+    """The catalog columns of one record's bytes (None to leave its row as is).
 
-    Damaged records are indexed as ``integrity_failure`` where line 1 can be
-    read; records of a newer format are left as they are (and logged).
+    With its ended steps, for the step index. Damaged records are indexed as
+    ``integrity_failure`` where line 1 can be read, with no steps; records of
+    a newer format are left as they are (and logged).
     """
     try:
         record = parse_record(data, execution_id, not_running)
-        return row_values(row_for(record.header, data.count(b"\n"), len(data)))
+        steps = ended_steps(record)  # every line parsed, and so checked
+        lines = data.count(b"\n")
+        return row_values(row_for(record.header, lines, len(data))), steps
     except UnsupportedSchemaVersion:
         _log.warning("record %s is of a newer format; left out", execution_id)
-        return None
+        return None, []
     except RecordIntegrityError:
         header = salvage_header(data, execution_id)
         if header is None:
             _log.warning("record %s has no readable header", execution_id)
-            return None
-        return row_values(row_for(header, data.count(b"\n"), len(data)))
+            return None, []
+        return row_values(row_for(header, data.count(b"\n"), len(data))), []

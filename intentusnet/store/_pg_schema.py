@@ -62,6 +62,20 @@ SCHEMA: Final = (
         seq integer NOT NULL,
         line bytea NOT NULL,
         PRIMARY KEY (execution_id, seq))""",
+    # The step index (store/_pg_steps.py): derived from the lines, rebuilt
+    # by reindex() (records written before it existed need one).
+    """CREATE TABLE IF NOT EXISTS intentusnet_steps (
+        execution_id text NOT NULL
+            REFERENCES intentusnet_records ON DELETE CASCADE,
+        step integer NOT NULL,
+        envelope_hash text NOT NULL,
+        name text NOT NULL,
+        args_hash text NOT NULL,
+        created_us bigint NOT NULL,
+        PRIMARY KEY (execution_id, step))""",
+    """CREATE INDEX IF NOT EXISTS intentusnet_steps_call
+        ON intentusnet_steps (envelope_hash, name, args_hash,
+            created_us DESC, execution_id DESC, step)""",
     """CREATE TABLE IF NOT EXISTS intentusnet_cache_hits (
         hit_id text PRIMARY KEY,
         created_us bigint NOT NULL,

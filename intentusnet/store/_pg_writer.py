@@ -22,6 +22,7 @@ from ..record.keys import SigningKey
 from ..record.model import ExecutionRecord
 from ..record.reader import parse_record
 from ..record.signing import invalidated_lines
+from . import _pg_steps
 from ._files import invalidated
 from ._layout import new_record_id
 from ._owner import current_owner
@@ -29,6 +30,7 @@ from ._pg import Connection
 from ._pg_catalog import COLUMNS, not_running, outcome_of, row_values
 from ._pg_schema import lock_key
 from ._scan import row_for
+from .step_index import ended_steps, indexed
 from .writer import ChainWriter, wire_object
 
 #: Append lines to a record and bring its catalog row up to date, in one
@@ -146,9 +148,11 @@ def open_record(
             unlock(db, execution_id)
             raise RecordExists(f"record {execution_id} already exists")
         writing.add(execution_id)
-        return PostgresRecordWriter(
+        writer = PostgresRecordWriter(
             db, writing, execution_id, digest, len(header), signer
         )
+        writer.index_steps = isinstance(name, str) and indexed(name)
+        return writer
 
 
 def import_record(db: Connection, execution_id: str, data: bytes) -> ExecutionRecord:
@@ -169,6 +173,8 @@ def import_record(db: Connection, execution_id: str, data: bytes) -> ExecutionRe
     )
     if not added:
         raise RecordExists(f"record {execution_id} already exists")
+    # Its own statement: the record's row is not visible to the one adding it.
+    _pg_steps.add(db, execution_id, ended_steps(record))
     return record
 
 
@@ -231,6 +237,7 @@ class PostgresRecordWriter(ChainWriter):
         self._writing = writing
         self._rows = 1  # the header is row 0
         self._final: JSONObject | None = None
+        self._indexed = 0  # ended steps in the step index
 
     def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` and the catalog's outcome in one statement."""
@@ -252,6 +259,11 @@ class PostgresRecordWriter(ChainWriter):
             status, replayable, reason, agent, duration = self._outcome(self._final)
             params += [status, bool(replayable), reason, agent, duration]
         params.append(self.execution_id)
+        sql = APPEND.format(outcome=outcome)
+        ended = self.ended_steps[self._indexed :]
+        if ended:  # a STEP_END among the lines: indexed in the same statement
+            sql = f"WITH {_pg_steps.ADD}, {sql.removeprefix('WITH ')}"
+            params = [*_pg_steps.add_params(self.execution_id, ended), *params]
         with self._db.lock:
             if self._db.session() is not self._session:
                 raise StoreError(
@@ -259,13 +271,14 @@ class PostgresRecordWriter(ChainWriter):
                     "connection that opened it was lost, and its lock with it"
                 )
             done = self._db.run(
-                APPEND.format(outcome=outcome),
+                sql,
                 params,
                 doing=f"record {self.execution_id}: could not append",
             )
         if not done:
             raise StoreError(f"record {self.execution_id} was deleted")
         self._rows += len(lines)
+        self._indexed += len(ended)
 
     def _finish(self, *, completed: bool) -> None:
         self._writing.discard(self.execution_id)

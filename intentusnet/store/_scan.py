@@ -31,6 +31,7 @@ from ._files import headerless, verify_file
 from ._layout import CATALOG_NAME, ids_in_shard, relative_path, shards
 from ._owner import opener_alive, owner_alive
 from .catalog import Catalog, CatalogRow
+from .step_index import StepKey, StepRow, ended_steps, step_rows
 from .usage import usage_text
 from .verification import Tally, tally, unjudged
 
@@ -47,6 +48,8 @@ _FAILED: Final = RecordStatus.RECORDING_FAILURE.value
 #: Looks up what the catalog knows of a record (only asked for a file that has
 #: no header, which alone cannot say what it was meant to hold).
 Lookup = Callable[[str], CatalogRow | None]
+#: A record file's catalog row and its ended steps (for the step index).
+Indexed = tuple[CatalogRow, list[StepKey]]
 
 
 def row_for(
@@ -78,8 +81,8 @@ def row_for(
     )
 
 
-def file_row(root: str, execution_id: str, lookup: Lookup) -> CatalogRow | None:
-    """The catalog row of one record file; None if there is nothing to index.
+def file_row(root: str, execution_id: str, lookup: Lookup) -> Indexed | None:
+    """The catalog row of one record file, and its ended steps; None if nothing.
 
     A damaged record is indexed as ``integrity_failure`` where line 1 can be
     read. A file without a complete first line is a ``recording_failure``
@@ -97,10 +100,14 @@ def file_row(root: str, execution_id: str, lookup: Lookup) -> CatalogRow | None:
 
 def data_row(
     path: str, execution_id: str, data: bytes, lookup: Lookup
-) -> CatalogRow | None:
-    """The catalog row of a record file's bytes ``data``, read from ``path``."""
+) -> Indexed | None:
+    """The catalog row of a record file's bytes ``data``, read from ``path``.
+
+    With the ended steps of a sound record (none of a damaged one).
+    """
     if headerless(data):
-        return _headerless_row(path, execution_id, len(data), lookup(execution_id))
+        row = _headerless_row(path, execution_id, len(data), lookup(execution_id))
+        return None if row is None else (row, [])
     lines = data.count(b"\n")
     try:
         record = parse_record(
@@ -108,10 +115,11 @@ def data_row(
         )
         # Every event is parsed: a row is only written as sound for a record
         # whose every line is (else integrity_failure).
-        _ = record.events
-        return row_for(
+        steps = ended_steps(record)
+        row = row_for(
             record.header, lines, len(data), usage_text(record.final_response)
         )
+        return row, steps
     except UnsupportedSchemaVersion as exc:
         _log.warning("not indexed: %s", exc)
         return None
@@ -120,7 +128,7 @@ def data_row(
         if header is None:
             _log.warning("not indexed, unreadable: %s", exc)
             return None
-        return row_for(header, lines, len(data))
+        return row_for(header, lines, len(data)), []
 
 
 def _headerless_row(
@@ -175,8 +183,8 @@ Changed = tuple[str, str]
 
 def index_chunk(
     catalog: Catalog, root: str, ids: list[str]
-) -> tuple[int, list[CatalogRow], list[Changed]]:
-    """Read the rows of some record files; return the files read, rows, changes.
+) -> tuple[int, list[CatalogRow], list[Changed], list[StepRow]]:
+    """Read the rows of some record files; return files read, rows, changes, steps.
 
     A file whose bytes no longer hold the last line the catalog saw (same
     place, same hash) was changed or cut after it was indexed: its row keeps
@@ -191,18 +199,21 @@ def index_chunk(
         known = {}  # nothing to compare with
     rows: list[CatalogRow] = []
     changed: list[Changed] = []
+    steps: list[StepRow] = []
     for execution_id in ids:
         path = f"{root}/{relative_path(execution_id)}"
         try:
             data = _files.read(path, execution_id)
         except RecordNotFound:
             continue
-        row = data_row(path, execution_id, data, catalog.get)
+        found = data_row(path, execution_id, data, catalog.get)
+        row, ended = (None, []) if found is None else found
         seen = known.get(execution_id)
         if seen is not None:
             problem = _files.catalog_mismatch(data, seen.lines, seen.chain_head)
             if problem is not None:
                 changed.append((execution_id, problem))
+                ended = []  # a changed record points the index nowhere
                 if row is not None:
                     row = row._replace(
                         replayable=0,
@@ -212,7 +223,8 @@ def index_chunk(
                     )
         if row is not None:
             rows.append(row)
-    return len(ids), rows, changed
+            steps += step_rows(row.envelope_hash, row.created_us, row.id, ended)
+    return len(ids), rows, changed, steps
 
 
 def verify_chunk(catalog: Catalog, root: str, ids: list[str], each: bool) -> Tally:

@@ -28,13 +28,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+from . import _catalog_steps
+from .step_index import StepRef, StepRow
+
 # A record's writer builds CatalogRow; only a Catalog needs the database, so
 # sqlite3 loads when the first Catalog is made.
 if TYPE_CHECKING:
     import sqlite3
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "5"
+CATALOG_SCHEMA: Final = "6"
 #: The SQL function computing a checksum of text (see :func:`crc`).
 SEAL_FUNCTION: Final = "intentusnet_seal"
 _COLUMNS: Final = (
@@ -117,6 +120,7 @@ _DDL: Final = (
     f"{_UNCOUNT_OLD} {_COUNT_NEW} END",
     "CREATE TRIGGER IF NOT EXISTS records_uncounted AFTER DELETE ON records BEGIN "
     f"{_UNCOUNT_OLD} END",
+    *_catalog_steps.DDL,
 )
 _META: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)"
 #: Every table, index and trigger the schema makes, by name, as SQLite keeps its
@@ -224,12 +228,17 @@ class Catalog:
         self.upsert_many([row])
 
     def upsert_many(
-        self, rows: Sequence[CatalogRow], *, opened: Sequence[CatalogRow] = ()
+        self,
+        rows: Sequence[CatalogRow],
+        *,
+        opened: Sequence[CatalogRow] = (),
+        steps: Sequence[StepRow] = (),
     ) -> None:
         """Upsert rows into ``records`` (leaving ``live``), in one transaction.
 
         ``opened`` rows, of records still being written, are added to ``live``
-        in the same transaction (see :meth:`add_opened`).
+        in the same transaction (see :meth:`add_opened`), and ``steps`` to
+        the step index.
         """
 
         def run(db: sqlite3.Connection) -> None:
@@ -242,8 +251,10 @@ class Catalog:
                     db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
             if opened:
                 db.executemany(_ADD_OPENED, map(_sealed_values, opened))
+            if steps:
+                _catalog_steps.add(db, steps)
 
-        if rows or opened:
+        if rows or opened or steps:
             self._db.transaction(run)
 
     def add_opened(self, rows: Sequence[CatalogRow]) -> None:
@@ -263,6 +274,7 @@ class Catalog:
         def run(db: sqlite3.Connection) -> None:
             db.executemany(_DROP, keys)
             db.executemany(_DROP_LIVE, keys)
+            _catalog_steps.drop(db, ids)
 
         if keys:
             self._db.transaction(run)
@@ -475,6 +487,23 @@ class Catalog:
 
         return self._db.read(run)
 
+    def find_steps(
+        self,
+        envelope_hash: str,
+        name: str,
+        args_hash: str | None,
+        limit: int | None,
+    ) -> list[StepRef]:
+        """A lookup of the step index (see ``StepIndex.find_steps``), checked."""
+
+        def run(db: sqlite3.Connection) -> list[StepRef]:
+            try:
+                return _catalog_steps.find(db, envelope_hash, name, args_hash, limit)
+            except _catalog_steps.DamagedRow as exc:
+                raise _corrupt(str(exc)) from None
+
+        return self._db.read(run)
+
     def counts(self) -> list[tuple[str, str, int, int]]:
         """Return (status, intent, records, bytes) of ``records``, from ``counts``."""
         return self._db.run(
@@ -504,7 +533,7 @@ class Catalog:
         found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if found is None or found[0] != CATALOG_SCHEMA:
             # Derived data: another layout is dropped and rebuilt, not migrated.
-            for table in ("records", "live", "counts"):
+            for table in ("records", "live", "counts", "steps"):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute("DELETE FROM meta")
         for statement in _DDL:

@@ -50,6 +50,7 @@ from ._url import is_url, public_url
 from .catalog import CatalogRow
 from .durable import not_resumed
 from .filters import ListFilters
+from .step_index import StepRef, ended_steps
 from .usage import RecordedUsage, usage_from_text, usage_text
 from .writer import FileRecordWriter, wire_object
 
@@ -72,6 +73,7 @@ __all__ = [
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
+_StepRefs: TypeAlias = list[StepRef]
 
 
 #: How record writes reach the disk: ``"flush"`` hands every line to the OS
@@ -334,7 +336,8 @@ class FileExecutionStore:
         os.close(fd)
         usage = usage_text(record.final_response)
         self._index.writes.write(
-            row_for(record.header, data.count(b"\n"), len(data), usage)
+            row_for(record.header, data.count(b"\n"), len(data), usage),
+            ended_steps(record),
         )
         return record
 
@@ -497,6 +500,26 @@ class FileExecutionStore:
         if not os.path.isdir(self._root):
             return None
         return self._index.find(envelope_hash, replayable_only)
+
+    def find_steps(
+        self,
+        envelope_hash: str,
+        name: str,
+        args_hash: str | None = None,
+        *,
+        limit: int | None = None,
+    ) -> _StepRefs:
+        """Ended steps of records with this envelope hash, by name and arguments.
+
+        See ``store.step_index.StepIndex``: newest record first, from the
+        catalog's step index; load the record to use one. Added in 0.1.0.
+
+        Raises:
+            StoreError: the catalog cannot be read or rebuilt.
+        """
+        if not os.path.isdir(self._root):
+            return []
+        return self._index.find_steps(envelope_hash, name, args_hash, limit)
 
     def prune(
         self,

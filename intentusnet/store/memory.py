@@ -36,6 +36,7 @@ from ._owner import current_owner
 from .durable import not_resumed
 from .filters import ListFilters
 from .hits import CacheHit, hit_line, parse_hits, select
+from .step_index import StepRef, ended_steps
 from .verification import Progress, StoreVerification, verify_each
 from .writer import ChainWriter, wire_object
 
@@ -49,6 +50,7 @@ _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
 _Records: TypeAlias = list[ExecutionRecord]
 _Hits: TypeAlias = list[CacheHit]
+_StepRefs: TypeAlias = list[StepRef]
 
 
 class MemoryRecordWriter(ChainWriter):
@@ -193,6 +195,30 @@ class MemoryExecutionStore:
             ):
                 return record
         return None
+
+    def find_steps(
+        self,
+        envelope_hash: str,
+        name: str,
+        args_hash: str | None = None,
+        *,
+        limit: int | None = None,
+    ) -> _StepRefs:
+        """Ended steps of records with this envelope hash, by name and arguments.
+
+        See ``store.step_index.StepIndex``: read from every record, newest
+        first. Added in 0.1.0.
+        """
+        found: _StepRefs = []
+        for record in self._newest_first():
+            if record.header.envelope_hash != envelope_hash:
+                continue
+            found += [
+                StepRef(record.execution_id, number)
+                for named, hashed, number in ended_steps(record)
+                if named == name and args_hash in (None, hashed)
+            ]
+        return found if limit is None else found[:limit]
 
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Append an ``INVALIDATED`` event to a record no one is writing.

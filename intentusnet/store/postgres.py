@@ -35,7 +35,7 @@ from ..record.model import (
 )
 from ..record.reader import parse_record
 from ..record.verify import verify_bytes
-from . import _pg_catalog, _pg_durable
+from . import _pg_catalog, _pg_durable, _pg_steps
 from ._files import cross_check
 from ._layout import check_id
 from ._pg import POOL_SIZE, Connection, Durability
@@ -52,6 +52,7 @@ from ._pg_writer import (
 )
 from .catalog import CatalogRow
 from .filters import ListFilters
+from .step_index import StepRef
 from .verification import Progress, StoreVerification, verify_each
 
 #: The records made from one envelope hash (and replayable, unless the second
@@ -61,6 +62,7 @@ _CANDIDATES: Final = """SELECT execution_id FROM intentusnet_records
     ORDER BY created_us DESC, execution_id DESC"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
+_StepRefs: TypeAlias = list[StepRef]
 
 
 class PostgresExecutionStore(PostgresHitJournal):
@@ -304,6 +306,21 @@ class PostgresExecutionStore(PostgresHitJournal):
         )
 
     # -- reading ------------------------------------------------------------------
+
+    def find_steps(
+        self,
+        envelope_hash: str,
+        name: str,
+        args_hash: str | None = None,
+        *,
+        limit: int | None = None,
+    ) -> _StepRefs:
+        """Ended steps of records with this envelope hash, by name and arguments.
+
+        See ``store.step_index.StepIndex``: newest record first, from
+        ``intentusnet_steps`` (one indexed query). Added in 0.1.0.
+        """
+        return _pg_steps.find(self._db, envelope_hash, name, args_hash, limit)
 
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, exactly as the file store's file would hold them.

@@ -22,12 +22,14 @@ from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from ..record.signing import signature_data
 from .catalog import CatalogRow
+from .step_index import StepKey, ended_step, indexed
 from .usage import usage_text
 
 _FINAL: Final = EventType.FINAL_RESPONSE
 _FAILURE: Final = EventType.RECORDING_FAILURE
 _INVALIDATED: Final = EventType.INVALIDATED
 _SIGNATURE: Final = EventType.SIGNATURE
+_STEP_END: Final = EventType.STEP_END
 #: What ``append`` takes, by name (a StrEnum member finds itself here too).
 _APPENDABLE: Final[dict[str, EventType]] = {
     kind.value: kind for kind in EventType if kind not in (_FINAL, _SIGNATURE)
@@ -103,6 +105,10 @@ class ChainWriter:
         self._held: list[bytes] = []
         self._held_kinds: list[str] = []
         self._written = (0, header_hash)
+        #: the step index keys of the STEP_END lines sealed (store.step_index),
+        #: noted when the store indexes the record's steps (``index_steps``)
+        self.ended_steps: list[StepKey] = []
+        self.index_steps = False
 
     def append(self, event_type: EventType | str, data: JSONObject) -> None:
         """Append one event; it has reached the OS when this returns.
@@ -226,6 +232,10 @@ class ChainWriter:
             raise self._refused()
         seq = self._seq + 1
         line, digest = self._seal(kind, data, seq, self._prev)
+        # Noted before the line goes out: a store may index it in the same write.
+        ended = ended_step(data) if kind is _STEP_END and self.index_steps else None
+        if ended is not None:
+            self.ended_steps.append(ended)
         if soon:
             self._held.append(line)
             self._held_kinds.append(kind.value)
@@ -233,6 +243,8 @@ class ChainWriter:
             try:
                 self._emit_with(line)
             except StoreError:
+                if ended is not None:
+                    self.ended_steps.pop()  # not written
                 if kind is not _FAILURE or not self._held:
                     raise
                 seq, digest = self._failure_alone(data)
@@ -349,7 +361,7 @@ class FileRecordWriter(ChainWriter):
         size: int,
         fsync: bool,
         row: CatalogRow | None,
-        on_complete: Callable[[CatalogRow], None],
+        on_complete: Callable[[CatalogRow, list[StepKey]], None],
         signer: SigningKey | None = None,
     ) -> None:
         super().__init__(execution_id, header_hash, size, signer)
@@ -357,6 +369,7 @@ class FileRecordWriter(ChainWriter):
         self._fsync = fsync
         self._row = row
         self._on_complete = on_complete
+        self.index_steps = row is not None and indexed(row.intent)
 
     def _emit(self, line: bytes) -> None:
         fd = self._fd
@@ -405,7 +418,8 @@ class FileRecordWriter(ChainWriter):
                     self._size,
                     self._prev,
                     usage_text(response),
-                )
+                ),
+                self.ended_steps,
             )
 
     def _closed(self) -> None:
@@ -428,7 +442,8 @@ class FileRecordWriter(ChainWriter):
                     seq + 1,
                     self._size,
                     head,
-                )
+                ),
+                self.ended_steps,
             )
 
     def __del__(self) -> None:

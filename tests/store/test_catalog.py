@@ -319,7 +319,7 @@ def test_reindex_accepts_lines_appended_since_it_was_indexed(
     execution_id = finished(store)
     store.close()
     with FileExecutionStore(store.root) as other:
-        other._index.writes.write = lambda row: None  # its catalog update is lost
+        other._index.writes.write = lambda *row: None  # its catalog update is lost
         other.invalidate(execution_id, "withdrawn")
     changed: list[tuple[str, str]] = []
     assert store.reindex(on_changed=lambda *found: changed.append(found)) == 1

@@ -1,35 +1,39 @@
 """The recorded calls of an upstream's MCP sessions, answering a replayed or cached one.
 
-A call is a content-addressed unit: matched by its step name
-(``mcp:tools/call:TOOL``, ...) and the canonical hash of its arguments, among
-the sessions of one upstream (the records whose envelope names it), newest
-first. The newest session holding an answer to a call answers it, by
-occurrence: the n-th call with these arguments gets that session's n-th
-recorded answer, and the last one once they run out, so a client that asks
-again gets the same answer again.
+A call is a content-addressed unit: its step name (``mcp:tools/call:TOOL``,
+...) and the canonical hash of its arguments, among the sessions of one
+upstream (the records whose envelope hash names it). The store's step index
+(``store.step_index``) says which sessions hold it, newest first, in any
+number of sessions; the newest whose record loads (so verifies), names the
+step there and holds a servable answer answers it, by occurrence: the n-th
+call with these arguments gets that session's n-th answer, and the last one
+once they run out, so a client that asks again gets the same answer again.
 
-An answer the server said was outdated is not given: a listing recorded before
-a ``notifications/*/list_changed`` of its kind in its session, or a
-``resources/read`` before a ``notifications/resources/updated`` of its URI. In a
-``cache`` session the same notification, live, drops the answers known so far;
-and a call the session forwarded answers its next identical call (read back
-from the session's own record).
+An answer is not servable when the server said it was outdated: a listing
+recorded before a ``notifications/*/list_changed`` of its kind in its session,
+or a ``resources/read`` before a ``notifications/resources/updated`` of its
+URI. In a ``cache`` session the same notification, live, drops the answers of
+its kind recorded before it; an answer whose ``ttlMs`` hint has run out (by the
+session's clock) is not served either; and a call the session forwarded
+answers its next identical call (read back from the session's own record).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections import defaultdict
-from collections.abc import Sequence
+from itertools import groupby
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ..._util.jsonvalue import JSONObject, JSONValue
-from ...record.model import ExecutionRecord
-from ...replay import diff_paths
+from ...errors import RecordIntegrityError, RecordNotFound, StoreError
+from ...replay import ReplayEngine, diff_paths
 from ...routing.seams import LIVE, REPLAY_ERROR, SERVE
 from ...steps.cassette import Decision
-from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import CALL_METHODS, OUTDATES, PROGRESS, destructive_tools
+from ...steps.view import RecordedStep
+from ...store.step_index import StepIndex, StepRef
+from .jsonrpc import CALL_METHODS, destructive_tools
+from .recorded import Clock, RecordedSession, answered, outdated, ttl_ms
 
 if TYPE_CHECKING:
     from ...store.protocol import ExecutionStore
@@ -37,39 +41,16 @@ if TYPE_CHECKING:
 __all__ = ["RecordedCalls", "outdated"]
 
 _NEAREST: Final = 3
+#: The most records followed from a served answer to the one the server gave.
+_HOPS: Final = 64
 _CALL_PREFIXES: Final = tuple(f"mcp:{method}" for method in sorted(CALL_METHODS))
 _Key: TypeAlias = tuple[str, str]
-
-
-def _answered(step: RecordedStep) -> bool:
-    """The step holds the server's answer: a result, or a JSON-RPC error.
-
-    A call the client cancelled, or one the upstream never answered (it
-    exited), holds no answer to give again.
-    """
-    if step.outcome == "success":
-        return True
-    error = step.error or {}
-    return step.outcome == "error" and error.get("type") == "UpstreamError"
+_Found: TypeAlias = tuple[str, list[RecordedStep]]
 
 
 def is_call(name: str) -> bool:
     """The step is a call keyed by its exact arguments (not a listing)."""
     return name.startswith(_CALL_PREFIXES)
-
-
-def outdated(name: str, args: JSONValue, notice: str, params: JSONValue) -> bool:
-    """The answer to step ``name`` (``args``) is outdated by the server's ``notice``.
-
-    ``notice`` is a notification's step name (``mcp:notifications/...``) and
-    ``params`` its parameters.
-    """
-    if name not in OUTDATES.get(notice, ()):
-        return False
-    if name != "mcp:resources/read":
-        return True
-    uri = params.get("uri") if isinstance(params, dict) else None
-    return isinstance(args, dict) and args.get("uri") == uri
 
 
 class RecordedCalls:
@@ -80,84 +61,171 @@ class RecordedCalls:
     else, and every side effect and listing, is forwarded.
 
     Args:
-        records: the sessions, newest first.
+        store: where the sessions are; it keeps a step index.
+        envelope_hash: the upstream's session envelope hash.
+        newest: the newest session of the upstream (named in messages).
+        only: the one session that answers (``--record ID``), or ``None``.
+        force: sessions that are not replayable (cut short) answer too.
+        clock: a cache session's clock: an answer whose ``ttlMs`` ran out is
+            not served. ``None`` (a replay): answers never expire.
     """
 
-    def __init__(self, records: Sequence[ExecutionRecord]) -> None:
-        self.records = list(records)
+    def __init__(
+        self,
+        store: ExecutionStore,
+        envelope_hash: str,
+        newest: str,
+        *,
+        only: str | None = None,
+        force: bool = False,
+        clock: Clock | None = None,
+    ) -> None:
+        if not isinstance(store, StepIndex):
+            raise StoreError(
+                f"the store at {store.where} keeps no step index: "
+                "MCP sessions are answered only from one that does"
+            )
+        self._store = store
+        self._envelope_hash = envelope_hash
+        self.execution_id = newest
+        self._only = only
+        self._force = force
+        self._clock = clock
         #: a replayed session is never parked (``seams.Cassette.attention``)
         self.attention: JSONObject | None = None
-        #: each call's answers: from the newest session holding one
-        self._queues: dict[_Key, tuple[str, list[RecordedStep]]] = {}
-        self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)
+        #: the sessions loaded so far (None: not usable), and those that answered
+        self._sessions: dict[str, RecordedSession | None] = {}
+        self.answered_from: dict[str, None] = {}
+        #: each call's answers, from the newest session holding one
+        self._queues: dict[_Key, _Found] = {}
         self._calls: dict[_Key, int] = defaultdict(int)
         #: calls a session holds no answer to (cancelled, cut short)
         self._unanswered: dict[_Key, tuple[str, RecordedStep]] = {}
-        #: the progress notifications recorded for each call
-        self._progress: dict[tuple[str, int], list[JSONObject]] = defaultdict(list)
-        #: the tools a recorded tools/list marks destructiveHint: true
-        self.destructive: set[str] = set()
+        #: the notifications a cache session's server sent live
+        self._notices: list[tuple[str, JSONValue]] = []
         #: a cache session's own record, and the calls it forwarded
         self._own: tuple[ExecutionStore, str] | None = None
         self._asked: dict[_Key, JSONValue] = {}
         self._forwarded: dict[_Key, int] = {}
-        for record in self.records:
-            self._add(record.execution_id, record_steps(record), own=False)
+        self._destructive: set[str] | None = None
 
-    def _add(self, source: str, steps: Sequence[RecordedStep], *, own: bool) -> None:
-        """Index one session's answered calls, less those it was told are outdated."""
-        found: dict[_Key, list[RecordedStep]] = defaultdict(list)
-        for step in steps:
-            if not step.name.startswith("mcp:"):
-                continue
-            if step.parent is not None:  # what the server sent during a call
-                if step.name == PROGRESS and isinstance(step.args, dict):
-                    self._progress[source, step.parent].append(step.args)
-                continue
-            if step.name in OUTDATES:
-                for key in [k for k, v in found.items() if self._stale(k, v, step)]:
-                    del found[key]
-            elif _answered(step):
-                found[step.name, step.args_hash].append(step)
-            elif not own:
-                self._unanswered.setdefault((step.name, step.args_hash), (source, step))
-        for key, answers in found.items():
-            if key in self._queues and not own:
-                continue  # a newer session answers it
-            self._queues[key] = (source, answers)
-            self._by_name[key[0]].extend(answers)
-            if key[0] == "mcp:tools/list":
-                for answer in answers:
-                    self.destructive |= destructive_tools(answer.output)
+    # -- the sessions that answer ------------------------------------------------
 
-    @staticmethod
-    def _stale(key: _Key, answers: list[RecordedStep], notice: RecordedStep) -> bool:
-        return outdated(key[0], answers[0].args, notice.name, notice.args)
+    def _session(self, execution_id: str) -> RecordedSession | None:
+        """A session that answers, loaded (and verified) once; None if not usable.
+
+        A record that does not load (changed, cut, deleted) answers nothing,
+        nor does one that is not replayable, unless ``force``.
+        """
+        if execution_id not in self._sessions:
+            session = None
+            try:
+                record = self._store.load(execution_id)
+            except (RecordIntegrityError, RecordNotFound):
+                record = None
+            if record is not None and (
+                self._force or ReplayEngine(record).is_replayable()[0]
+            ):
+                session = RecordedSession(record)
+            self._sessions[execution_id] = session
+        return self._sessions[execution_id]
+
+    def _refs(self, name: str, args_hash: str | None) -> list[StepRef]:
+        found = self._store.find_steps(self._envelope_hash, name, args_hash)
+        if self._only is not None:
+            found = [ref for ref in found if ref.execution_id == self._only]
+        return found
+
+    def _resolve(self, name: str, args_hash: str | None) -> _Found | None:
+        """The newest session's servable answers to a call (``None``: any args)."""
+        for execution_id, refs in groupby(self._refs(name, args_hash), _execution):
+            session = self._session(execution_id)
+            if session is None:
+                continue
+            answers = []
+            for ref in refs:
+                try:
+                    step = session.answer(ref.step, name, args_hash)
+                except LookupError:
+                    continue  # the index points at another step: not this call
+                if not answered(step):
+                    if args_hash is not None:
+                        unanswered = (execution_id, step)
+                        self._unanswered.setdefault((name, args_hash), unanswered)
+                elif self._servable(session, step):
+                    answers.append(step)
+            if answers:
+                return execution_id, answers
+        return None
+
+    def _servable(self, session: RecordedSession, step: RecordedStep) -> bool:
+        """Not outdated in its session, nor by a live notification, nor expired."""
+        if session.outdated(step):
+            return False
+        if any(outdated(step.name, step.args, *n) for n in self._notices):
+            return False
+        return not self._expired(session, step)
+
+    def _expired(self, session: RecordedSession, step: RecordedStep) -> bool:
+        """A cache session's clock says the answer's ``ttlMs`` ran out.
+
+        A step a cache session served from another record is as old as the
+        answer it served (followed to the step the server answered); one whose
+        origin cannot be read is taken to have run out, if it has a hint.
+        """
+        if self._clock is None or ttl_ms(step) is None:
+            return False
+        for _ in range(_HOPS):
+            origin = session.origin(step)
+            if origin is None:
+                return session.expired(step, self._clock())
+            found = self._session(origin[0])
+            if found is None or origin[1] not in found.steps:
+                return True
+            session, step = found, found.steps[origin[1]]
+        return True
 
     @property
-    def execution_id(self) -> str:
-        """The newest session the answers come from."""
-        return self.records[0].execution_id if self.records else "none"
+    def destructive(self) -> set[str]:
+        """The tools the newest recorded ``tools/list`` pages mark destructive."""
+        if self._destructive is None:
+            self._destructive = set()
+            seen: set[str] = set()  # the pages (by arguments), newest first
+            for ref in self._refs("mcp:tools/list", None):
+                session = self._session(ref.execution_id)
+                if session is None:
+                    continue
+                step = session.steps.get(ref.step)
+                if step is None or not step.ok or step.args_hash in seen:
+                    continue
+                seen.add(step.args_hash)
+                self._destructive |= destructive_tools(step.output)
+        return self._destructive
+
+    # -- answering -----------------------------------------------------------------
 
     def find(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
         """The session and recorded answer to this call, or ``None``.
 
         A listing (``initialize``, ``tools/list``, ...) whose parameters differ
-        gets the first recorded one of its kind.
+        gets the first recorded one of its kind in the newest session with one.
         """
         key = (name, args_hash)
         if key not in self._queues and key in self._forwarded:
             self._read_own()
-        held = self._queues.get(key)
-        if held is None:
-            if is_call(name):
-                return None
-            for (named, _), (source, answers) in self._queues.items():
-                if named == name:
-                    return source, answers[0]
-            return None
+        if key not in self._queues:
+            found = self._resolve(name, args_hash)
+            if found is None:
+                if is_call(name):
+                    return None
+                found = self._resolve(name, None)
+                if found is None:
+                    return None
+                found = (found[0], found[1][:1])
+            self._queues[key] = found
         self._calls[key] += 1
-        source, queue = held
+        source, queue = self._queues[key]
+        self.answered_from[source] = None
         return source, queue[min(self._calls[key], len(queue)) - 1]
 
     def progress(self, source: str, step: RecordedStep) -> list[JSONObject]:
@@ -165,7 +233,8 @@ class RecordedCalls:
 
         Each is the notification's ``params`` less its ``progressToken``.
         """
-        return self._progress.get((source, step.number), [])
+        session = self._sessions.get(source)
+        return [] if session is None else session.progress(step.number)
 
     def unanswered(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
         """A recorded call with these arguments that got no answer, if any.
@@ -177,17 +246,22 @@ class RecordedCalls:
 
     def nearest(self, name: str, args: JSONValue) -> list[str]:
         """Describe the recorded calls most like ``name`` with ``args``."""
-        same = self._by_name.get(name)
-        if same:
-            described = []
-            for step in same[:_NEAREST]:
-                paths = diff_paths(step.args, args, limit=5)
-                differ = ", ".join(paths) if paths else "nothing visible"
-                described.append(
-                    f"{step.args!r} (step {step.number}, differ at {differ})"
-                )
+        described = []
+        for ref in self._refs(name, None):
+            session = self._session(ref.execution_id)
+            step = None if session is None else session.steps.get(ref.step)
+            if step is None:
+                continue
+            paths = diff_paths(step.args, args, limit=5)
+            differ = ", ".join(paths) if paths else "nothing visible"
+            described.append(f"{step.args!r} (step {step.number}, differ at {differ})")
+            if len(described) == _NEAREST:
+                break
+        if described:
             return described
-        close = difflib.get_close_matches(name, list(self._by_name), n=_NEAREST)
+        newest = self._session(self.execution_id) if self.execution_id else None
+        names = {s.name for s in newest.steps.values()} if newest else set()
+        close = difflib.get_close_matches(name, sorted(names), n=_NEAREST)
         return [f"{other} (another name)" for other in close]
 
     # -- a cache session: what it learns live ----------------------------------
@@ -198,6 +272,7 @@ class RecordedCalls:
 
     def notified(self, notice: str, params: JSONValue) -> None:
         """The server sent ``notice`` (a step name) live: drop what it outdates."""
+        self._notices.append((notice, params))
         for key in [
             k
             for k, v in self._queues.items()
@@ -216,27 +291,32 @@ class RecordedCalls:
         if self._own is None:
             return
         store, execution_id = self._own
-        numbers = set(self._forwarded.values())
-        steps = [
-            s for s in record_steps(store.load(execution_id)) if s.number in numbers
-        ]
+        own = RecordedSession(store.load(execution_id))
+        for key, number in self._forwarded.items():
+            step = own.steps.get(number)
+            if step is not None and answered(step):
+                self._queues[key] = (execution_id, [step])
+                self._sessions[execution_id] = own
         self._forwarded.clear()
-        self._add(execution_id, steps, own=True)
 
     # -- the routing.seams.Cassette protocol (a cache session) -----------------
 
     def decide(
         self, name: str, args: JSONValue, args_hash: str, *, side_effect: bool
     ) -> Decision:
-        """Serve a recorded call; forward a miss, a listing and a side effect."""
+        """Serve a recorded call; forward a miss, an expired answer, a listing."""
         if side_effect or not is_call(name):
             return Decision(LIVE)
         found = self.find(name, args_hash)
-        if found is None:
-            self._asked[name, args_hash] = args
-            return Decision(LIVE)
-        source, step = found
-        return Decision(SERVE if step.ok else REPLAY_ERROR, step, served_from=source)
+        if found is not None:
+            source, step = found
+            session = self._sessions.get(source)
+            if session is None or not self._expired(session, step):
+                action = SERVE if step.ok else REPLAY_ERROR
+                return Decision(action, step, served_from=source)
+            del self._queues[name, args_hash]  # ran out since it was found
+        self._asked[name, args_hash] = args
+        return Decision(LIVE)
 
     def ended(
         self,
@@ -255,3 +335,7 @@ class RecordedCalls:
     def child(self, execution_id: str) -> None:
         """MCP sessions route no child intents."""
         return None
+
+
+def _execution(ref: StepRef) -> str:
+    return ref.execution_id

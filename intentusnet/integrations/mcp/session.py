@@ -122,7 +122,7 @@ class Session:
         self.calls = calls
         self.run_step = run_step
         self.side_effects = set(side_effects)
-        if calls is not None:
+        if calls is not None and run_step is not None:  # a replay serves them all
             self.side_effects |= calls.destructive
         #: a cache session: the upstream's tools/list, asked for once
         self._tools: asyncio.Future[None] | None = None

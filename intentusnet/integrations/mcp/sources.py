@@ -3,8 +3,8 @@
 An upstream is named by its session envelope (the transport, the program and
 the hash of its command line, or the URL without its credentials), so the
 sessions of one upstream are the ``mcp.session`` records whose envelope hash
-is the same. A session answers from the newest of them, at most
-:data:`SESSIONS` (``--record ID`` narrows it to one).
+is the same. Every one of them answers, through the store's step index
+(``--record ID`` narrows it to one); nothing is read until a call asks.
 """
 
 from __future__ import annotations
@@ -12,18 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ...errors import RecordNotFound, ReplayNotAllowed
-from ...replay import ReplayEngine
 from ...store.filters import ListFilters
 from .calls import RecordedCalls
+from .recorded import Clock
 
 if TYPE_CHECKING:
-    from ...record.model import ExecutionRecord
     from ...store.protocol import ExecutionStore
 
-__all__ = ["SESSIONS", "recorded_calls"]
+__all__ = ["INTENT", "recorded_calls"]
 
-#: The most recorded sessions of an upstream a session answers from, newest first.
-SESSIONS: Final = 50
 #: The intent of every MCP session record.
 INTENT: Final = "mcp.session"
 
@@ -35,6 +32,7 @@ def recorded_calls(
     *,
     force: bool,
     required: bool,
+    clock: Clock | None = None,
 ) -> RecordedCalls:
     """The recorded calls a replay or a cache session answers from.
 
@@ -42,14 +40,16 @@ def recorded_calls(
     everything, and learns from its own calls.
 
     Args:
-        store: where the sessions are.
+        store: where the sessions are (a store keeping a step index).
         envelope_hash: the upstream's session envelope hash; ``None`` (a
             replay given no upstream) takes the upstream of the newest MCP
             session in the store.
-        record_id: one session to answer from alone; ``None`` for the newest
-            :data:`SESSIONS` of the upstream.
+        record_id: one session to answer from alone; ``None`` for every
+            session of the upstream.
         force: sessions that are not replayable (cut short) answer too.
         required: a replay: no session to answer from is an error.
+        clock: a cache session's clock (``time.time``): a recorded answer
+            whose ``ttlMs`` ran out is not served. ``None``: never expire.
 
     Raises:
         RecordNotFound: no recorded session (``required``), or no record
@@ -57,34 +57,40 @@ def recorded_calls(
         ReplayNotAllowed: ``record_id``, or the newest session when none is
             replayable, is not replayable and ``force`` is not given
             (``required``).
+        StoreError: the store keeps no step index.
     """
     if record_id is not None:
-        records = [store.load(record_id)]
+        header = store.load(record_id).header
+        envelope_hash, newest = header.envelope_hash, record_id
+        ok, reason = header.replayable, header.replayable_reason
     else:
         if envelope_hash is None:
-            newest = store.list(ListFilters(intent=INTENT, limit=1))
-            envelope_hash = newest[0].envelope_hash if newest else None
-        found = (
-            []
-            if envelope_hash is None
-            else store.list(
-                ListFilters(intent=INTENT, envelope_hash=envelope_hash, limit=SESSIONS)
+            found = store.list(ListFilters(intent=INTENT, limit=1))
+            envelope_hash = found[0].envelope_hash if found else None
+        sessions = ListFilters(intent=INTENT, envelope_hash=envelope_hash, limit=1)
+        found = [] if envelope_hash is None else store.list(sessions)
+        if not found:
+            if required:
+                raise RecordNotFound(
+                    "no recorded MCP session of this upstream in the store "
+                    "(record one with --mode record, or name it with --record ID)"
+                )
+            return RecordedCalls(store, envelope_hash or "", "", clock=clock)
+        newest, reason = found[0].execution_id, found[0].replayable_reason
+        ok = bool(
+            store.list(
+                ListFilters(
+                    intent=INTENT,
+                    envelope_hash=envelope_hash,
+                    replayable=True,
+                    limit=1,
+                )
             )
         )
-        records = [store.load(summary.execution_id) for summary in found]
-    if not records and required:
-        raise RecordNotFound(
-            "no recorded MCP session of this upstream in the store "
-            "(record one with --mode record, or name it with --record ID)"
-        )
-    usable = [r for r in records if force or _replayable(r) is None]
-    if records and not usable and required:
-        reason = _replayable(records[0])
-        raise ReplayNotAllowed(reason or "not replayable", records[0].execution_id)
-    return RecordedCalls(usable)
-
-
-def _replayable(record: ExecutionRecord) -> str | None:
-    """Why ``record`` is not replayable; ``None`` when it is."""
-    ok, reason = ReplayEngine(record).is_replayable()
-    return None if ok else (reason or "not replayable")
+    if required and not ok and not force:
+        why = "not replayable" if reason is None else reason.value
+        raise ReplayNotAllowed(why, newest)
+    assert envelope_hash is not None
+    return RecordedCalls(
+        store, envelope_hash, newest, only=record_id, force=force, clock=clock
+    )

@@ -1,0 +1,140 @@
+"""One recorded MCP session, loaded: its answers, and when each is outdated.
+
+The step index (``store.step_index``) says which sessions hold a call; this is
+what a session says of it once its record is loaded (and so verified): the
+step the index named, whether it holds an answer, whether the server outdated
+that answer later in the same session (a ``notifications/*/list_changed``, a
+``notifications/resources/updated``), the progress recorded during it, and
+when the answer came (for a ``ttlMs`` hint).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Final
+
+from ..._util.jsonvalue import JSONObject, JSONValue
+from ..._util.time import parse_utc
+from ...record.model import ExecutionRecord
+from ...steps.view import RecordedStep, record_steps
+from .jsonrpc import OUTDATES, PROGRESS
+
+__all__ = ["RecordedSession", "answered", "outdated"]
+
+#: Seconds since the epoch, now: ``time.time`` (a test's own clock).
+Clock = Callable[[], float]
+_TTL: Final = "ttlMs"
+
+
+def answered(step: RecordedStep) -> bool:
+    """The step holds the server's answer: a result, or a JSON-RPC error.
+
+    A call the client cancelled, or one the upstream never answered (it
+    exited), holds no answer to give again.
+    """
+    if step.outcome == "success":
+        return True
+    error = step.error or {}
+    return step.outcome == "error" and error.get("type") == "UpstreamError"
+
+
+def ttl_ms(step: RecordedStep) -> int | None:
+    """The ``ttlMs`` hint of the step's recorded result, if it carries one."""
+    output = step.output
+    ttl = output.get(_TTL) if isinstance(output, dict) else None
+    return ttl if type(ttl) is int and ttl >= 0 else None
+
+
+def outdated(name: str, args: JSONValue, notice: str, params: JSONValue) -> bool:
+    """The answer to step ``name`` (``args``) is outdated by the server's ``notice``.
+
+    ``notice`` is a notification's step name (``mcp:notifications/...``) and
+    ``params`` its parameters.
+    """
+    if name not in OUTDATES.get(notice, ()):
+        return False
+    if name != "mcp:resources/read":
+        return True
+    uri = params.get("uri") if isinstance(params, dict) else None
+    return isinstance(args, dict) and args.get("uri") == uri
+
+
+class RecordedSession:
+    """A loaded session record, as the answers it holds.
+
+    Args:
+        record: the session's record (loaded, so verified).
+    """
+
+    def __init__(self, record: ExecutionRecord) -> None:
+        self.record = record
+        self.execution_id = record.execution_id
+        self.steps: dict[int, RecordedStep] = {}
+        #: the notifications that outdate answers: (step number, name, params)
+        self._notices: list[tuple[int, str, JSONValue]] = []
+        self._progress: dict[int, list[JSONObject]] = defaultdict(list)
+        for step in record_steps(record):
+            self.steps[step.number] = step
+            if step.parent is not None:  # what the server sent during a call
+                if step.name == PROGRESS and isinstance(step.args, dict):
+                    self._progress[step.parent].append(step.args)
+            elif step.name in OUTDATES:
+                self._notices.append((step.number, step.name, step.args))
+        created_us = parse_utc(record.header.created_utc) or 0
+        self._opened = created_us / 1e6
+        self._events = {event.seq: event for event in record.events}
+
+    def answer(self, number: int, name: str, args_hash: str | None) -> RecordedStep:
+        """The top-level step ``number``, if it is a call ``name`` (``args_hash``).
+
+        Raises:
+            LookupError: the record holds no such step (the index was wrong).
+        """
+        step = self.steps.get(number)
+        if (
+            step is None
+            or step.parent is not None
+            or step.name != name
+            or args_hash not in (None, step.args_hash)
+        ):
+            raise LookupError(f"{self.execution_id} has no step {number} {name}")
+        return step
+
+    def outdated(self, step: RecordedStep) -> bool:
+        """The server outdated ``step``'s answer later in this session."""
+        return any(
+            number > step.number and outdated(step.name, step.args, notice, params)
+            for number, notice, params in self._notices
+        )
+
+    def expired(self, step: RecordedStep, now: float) -> bool:
+        """The answer's ``ttlMs`` has run out at ``now`` (epoch seconds).
+
+        The answer came when its step ended. ``ttlMs: 0`` is stale at once; an
+        answer without the hint never expires (a notification outdates it, see
+        :meth:`outdated`). Only a step the server answered here is judged: one
+        served from another record is as old as that one (:meth:`origin`).
+        """
+        ttl = ttl_ms(step)
+        event = None if step.end_seq is None else self._events.get(step.end_seq)
+        if ttl is None or event is None:
+            return False
+        return now >= self._opened + event.at_ms / 1000 + ttl / 1000
+
+    def origin(self, step: RecordedStep) -> tuple[str, int] | None:
+        """The record and step a served step's answer came from; None if live."""
+        if step.source != "record" or step.end_seq is None:
+            return None
+        event = self._events.get(step.end_seq)
+        served = None if event is None else event.data.get("servedFrom")
+        if not isinstance(served, dict):
+            return None
+        source, number = served.get("executionId"), served.get("step")
+        if type(source) is str and type(number) is int:
+            return source, number
+        return None
+
+    def progress(self, number: int) -> list[JSONObject]:
+        """The progress notifications recorded during step ``number``, in order."""
+        return self._progress.get(number, [])
