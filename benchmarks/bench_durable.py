@@ -5,9 +5,9 @@ Run: python benchmarks/bench_durable.py [--only kill key repeat scan trial ...]
 
 Starts a throwaway PostgreSQL server (tests/pgkit.py, the server's durable
 defaults, reached over its Unix socket); the file store lives in a temporary
-directory (--dir to choose where; deleted afterwards). Stores record with durability "flush". The
-application is the tests' shop (tests/routing/shopkit.py: fetch, e-mail (a side
-effect), charge). Prints, per store:
+directory (--dir to choose where; deleted afterwards). Stores record with
+durability "flush". The application is the tests' shop
+(tests/routing/shopkit.py: fetch, e-mail (a side effect), charge). Prints, per store:
 
   * kill: seconds from a router's SIGKILL (after the e-mail, before the charge)
     to its execution completed by another process running
@@ -48,13 +48,6 @@ from types import ModuleType
 
 import psycopg
 
-HERE = Path(__file__).parent
-TESTS = HERE.parent / "tests"
-sys.path.insert(0, str(TESTS))
-sys.path.insert(0, str(HERE))
-from _timing import per_call_median, row, side_by_side
-from pgkit import postgres_server
-
 from intentusnet import (
     EventType,
     IntentRouter,
@@ -67,6 +60,15 @@ from intentusnet import (
 from intentusnet.cache.replay_cache import ReplayCache
 from intentusnet.hashing import compute_hash
 from intentusnet.store import FileExecutionStore, PostgresExecutionStore
+
+# pgkit and the shop: the tests' own, started the same way here
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).parent))
+from _timing import per_call_median, row, side_by_side
+from pgkit import postgres_server
+
+HERE = Path(__file__).parent
+TESTS = HERE.parent / "tests"
 
 KIT = TESTS / "routing" / "shopkit.py"
 Store = FileExecutionStore | PostgresExecutionStore
