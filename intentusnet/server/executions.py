@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Final
 from starlette.concurrency import run_in_threadpool
 
 from ..routing.durable import FINISHED, chain_head
-from ..store.durable import DurableStore
 
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
@@ -89,7 +88,7 @@ def _newest(router: IntentRouter, store: ExecutionStore, execution_id: str) -> s
 
     Resume links are the router's: they are followed in its own store only.
     """
-    if store is router.store and isinstance(store, DurableStore):
+    if store is router.store and router.durable_store is not None:
         return chain_head(router, execution_id)
     return execution_id
 

@@ -70,13 +70,13 @@ def check_idempotency_key(key: object) -> str:
         raise InvalidIdempotencyKey(
             f"an idempotency key is at most {MAX_KEY_LENGTH} characters, not {len(key)}"
         )
-    for index, char in enumerate(key):
-        if not " " <= char <= "~":
-            raise InvalidIdempotencyKey(
-                f"an idempotency key is printable ASCII (space to '~'); "
-                f"character {index} is {char!r}"
-            )
-    return key
+    if key.isascii() and key.isprintable():  # exactly space to "~"
+        return key
+    index, char = next((i, c) for i, c in enumerate(key) if not " " <= c <= "~")
+    raise InvalidIdempotencyKey(
+        f"an idempotency key is printable ASCII (space to '~'); "
+        f"character {index} is {char!r}"
+    )
 
 
 class KeyClaim(Protocol):

@@ -233,3 +233,81 @@ def _eventually(claim: Callable[[], KeyClaim]) -> KeyClaim:
             assert found.held
             return found
         time.sleep(0.01)
+
+
+KEY_FILE_HOLDER = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    from intentusnet.store import FileExecutionStore
+    from intentusnet.store._durable_files import _key_path
+
+    root, key, mode = sys.argv[1:]
+    if mode == "claimed":
+        claim = FileExecutionStore(root).claim_key(key, "sha256:a", "exec-killed")
+        print(claim.held, flush=True)
+    else:  # the key file created and locked, its claim not written yet
+        directory, path = _key_path(root, key)
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print(True, flush=True)
+    time.sleep(120)  # until killed
+    """
+)
+
+
+def _killed_holding(root: Path, key: str) -> None:
+    """Run a process that claims ``key``, then SIGKILL it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEY_FILE_HOLDER, str(root), key, "claimed"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "True"
+    with FileExecutionStore(root) as store:  # held by a live process: waits
+        waiting = store.claim_key(key, "sha256:a", "exec-mine")
+        assert (waiting.held, waiting.execution_id) == (False, "exec-killed")
+    proc.kill()
+    proc.communicate(timeout=30)
+
+
+def test_file_claim_of_a_killed_claimer_is_held_by_the_next_caller(
+    tmp_path: Path,
+) -> None:
+    """A claimer killed after claiming leaves its claim: the next caller holds it."""
+    root = tmp_path / "store"
+    _killed_holding(root, "order-7")
+    with FileExecutionStore(root) as store:
+        claim = store.claim_key("order-7", "sha256:a", "exec-next")
+        assert (claim.created, claim.held) == (False, True)
+        assert claim.execution_id == "exec-killed"
+        assert not store.claim_key("order-7", "sha256:a", "exec-third").held
+        claim.release()
+
+
+def test_file_key_left_empty_by_a_killed_claimer_is_claimed_anew(
+    tmp_path: Path,
+) -> None:
+    """A key file whose claimer died before writing its claim is claimed again."""
+    root = tmp_path / "store"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEY_FILE_HOLDER, str(root), "order-8", "empty"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "True"
+    proc.kill()
+    proc.communicate(timeout=30)
+    with FileExecutionStore(root) as store:
+        claim = store.claim_key("order-8", "sha256:a", "exec-next")
+        assert (claim.created, claim.held, claim.execution_id) == (
+            True,
+            True,
+            "exec-next",
+        )
+        later = store.claim_key("order-8", "sha256:b", "exec-third")
+        assert (later.held, later.execution_id) == (False, "exec-next")
+        assert later.envelope_hash == "sha256:a"
+        claim.release()
