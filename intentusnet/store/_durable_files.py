@@ -243,3 +243,75 @@ def resumed_by(root: str, execution_id: str) -> str | None:
             f"record {execution_id}: cannot read its resume link: {exc}"
         ) from exc
     return text or None
+
+
+def keyed_execution(root: str, key: str) -> str | None:
+    """The execution whose claim ``key``'s file holds; None if it holds none.
+
+    Read only: nothing is created or locked.
+
+    Raises:
+        StoreError: the key file could not be read.
+    """
+    _directory, path = _key_path(root, key)
+    found = _read_claim(path)
+    return None if found is None else found[0]
+
+
+def _read_claim(path: str) -> tuple[str, str] | None:
+    try:
+        with open(path, "rb") as handle:
+            return _parse(handle.read())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read the idempotency key file {path}: {exc}") from exc
+
+
+def forget(root: str, execution_id: str) -> None:
+    """Delete what names a record about to be deleted: its key and resume link.
+
+    The key is the one in the record's ``INTENT_RECEIVED`` line (its second),
+    deleted only if its claim names this record (a resume's record carries
+    the key of the chain's first). Missing files are nothing to delete.
+
+    Raises:
+        StoreError: a file could not be deleted.
+    """
+    key = _key_in(f"{root}/{relative_path(execution_id)}")
+    shard = relative_path(execution_id)[:2]
+    doomed = [f"{root}/{RESUMES_DIR}/{shard}/{execution_id}.next"]
+    if key is not None:
+        path = _key_path(root, key)[1]
+        found = _read_claim(path)
+        if found is not None and found[0] == execution_id:
+            doomed.append(path)
+    for path in doomed:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(
+                f"record {execution_id}: cannot delete {path}: {exc}"
+            ) from exc
+
+
+def _key_in(path: str) -> str | None:
+    """The ``idempotencyKey`` of a record file's ``INTENT_RECEIVED`` line, if any."""
+    try:
+        with open(path, "rb") as handle:
+            handle.readline()  # the header
+            line = handle.readline()
+    except OSError:
+        return None  # no record file: no key of it to find
+    try:
+        event = orjson.loads(line)
+        key = (
+            event["data"]["idempotencyKey"]
+            if event["type"] == "INTENT_RECEIVED"
+            else None
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return key if isinstance(key, str) and key.isascii() else None

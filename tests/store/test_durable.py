@@ -311,3 +311,56 @@ def test_file_key_left_empty_by_a_killed_claimer_is_claimed_anew(
         assert (later.held, later.execution_id) == (False, "exec-next")
         assert later.envelope_hash == "sha256:a"
         claim.release()
+
+
+def test_a_key_is_looked_up_without_claiming_it(store: DurableStore) -> None:
+    """find_by_idempotency_key names the claimed execution and claims nothing."""
+    assert store.find_by_idempotency_key("order-9") is None
+    assert store.find_by_idempotency_key("order-9") is None  # still not claimed
+    claim = store.claim_key("order-9", "sha256:a", "exec-1")
+    assert claim.created
+    assert store.find_by_idempotency_key("order-9") == "exec-1"
+    claim.release()
+    with pytest.raises(InvalidIdempotencyKey, match="character 3"):
+        store.find_by_idempotency_key("caf\u00e9")
+
+
+def _keyed_router(store: DurableStore) -> tuple[IntentRouter, list[object]]:
+    router = IntentRouter(store=store)  # type: ignore[arg-type]
+    ran: list[object] = []
+
+    @router.agent("x")
+    def x(env, ctx):  # type: ignore[no-untyped-def]
+        ran.append(env.payload)
+        return {"n": len(ran)}
+
+    return router, ran
+
+
+def test_prune_deletes_the_key_with_its_record(store: DurableStore) -> None:
+    """A pruned record takes its key and resume link: the key runs anew."""
+    router, ran = _keyed_router(store)
+    envelope = {"intent": {"name": "x"}, "payload": {"a": 1}}
+    first = router.route_intent(envelope, idempotency_key="k-pruned")
+    kept = router.route_intent(envelope, idempotency_key="k-kept")
+    old_id = str(first.metadata.execution_id)
+    left = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    left.close()
+    hold = store.hold_record(left.execution_id)
+    assert hold is not None
+    hold.link("exec-gone")
+    hold.release()
+    assert store.find_by_idempotency_key("k-pruned") == old_id
+
+    store.delete(kept.metadata.execution_id)  # type: ignore[attr-defined]
+    pruned = store.prune(timedelta(0))  # type: ignore[attr-defined]
+
+    assert set(pruned) == {old_id, left.execution_id}
+    assert store.find_by_idempotency_key("k-pruned") is None
+    assert store.find_by_idempotency_key("k-kept") is None
+    assert store.resumed_by(left.execution_id) is None
+    again = router.route_intent(envelope, idempotency_key="k-pruned")
+    assert again.metadata.execution_id != old_id
+    assert not again.metadata.from_replay
+    assert ran == [{"a": 1}, {"a": 1}, {"a": 1}]
+    router.close()
