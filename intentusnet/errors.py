@@ -657,7 +657,9 @@ class NondeterminismError(CassetteMiss):
     When it is not, the code is not the code that was interrupted (or does
     not call its steps in a fixed order), so nothing it asks for can be
     trusted: the execution is parked ``needs_attention`` rather than continued
-    live. Added in 0.1.0.
+    live. A strict re-run (``rerun``) raises it too where it would raise a plain
+    ``CassetteMiss`` while a recorded step is still unserved (``parked=False``:
+    a re-run is not parked). Added in 0.1.0.
 
     Attributes:
         position: the step number where the two differ.
@@ -675,6 +677,9 @@ class NondeterminismError(CassetteMiss):
         requested: tuple[str, str],
         *,
         execution_id: str = "",
+        parked: bool = True,
+        occurrence: int = 1,
+        candidates: Sequence[str] = (),
     ) -> None:
         self.position = position
         self.recorded = recorded
@@ -682,10 +687,12 @@ class NondeterminismError(CassetteMiss):
         super().__init__(
             requested[0],
             requested[1],
+            occurrence=occurrence,
+            candidates=candidates,
             execution_id=execution_id,
             why=f"at step {position} the record holds {recorded[0]!r} with args "
             f"{recorded[1][:19]}..., not this call; the code does not replay the "
-            "record (nondeterminism): the execution is parked",
+            "record (nondeterminism)" + (": the execution is parked" if parked else ""),
         )
 
 

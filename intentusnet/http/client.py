@@ -198,6 +198,18 @@ class IntentusClient:
         """
         return wire.record(self._call("GET", wire.execution_path(execution_id)))
 
+    def get_execution_by_key(self, key: str) -> ExecutionRecord:
+        """The newest record of the execution sent with idempotency key ``key``.
+
+        Resume links are followed, as ``get_execution`` follows them. Added in
+        0.1.0.
+
+        Raises:
+            InvalidIdempotencyKey: the key is malformed (no request is sent).
+            RecordNotFound: no execution has this key.
+        """
+        return wire.record(self._call("GET", wire.key_path(key)))
+
     def list_executions(
         self,
         filters: ListFilters = ListFilters(),
@@ -365,6 +377,10 @@ class AsyncIntentusClient:
     async def get_execution(self, execution_id: str) -> ExecutionRecord:
         """Load one record (see ``IntentusClient.get_execution``)."""
         return wire.record(await self._call("GET", wire.execution_path(execution_id)))
+
+    async def get_execution_by_key(self, key: str) -> ExecutionRecord:
+        """The key's execution (see ``IntentusClient.get_execution_by_key``)."""
+        return wire.record(await self._call("GET", wire.key_path(key)))
 
     async def list_executions(
         self,

@@ -43,6 +43,7 @@ from ..record.model import (
     VerifyReport,
 )
 from ..replay import ReplayResult
+from ..store.durable import check_idempotency_key
 from ..store.filters import ListFilters
 
 __all__ = [
@@ -91,6 +92,15 @@ def replay_body(
     if envelope is not None:
         body["envelope"] = orjson.loads(envelope_body(envelope))
     return orjson.dumps(body)
+
+
+def key_path(key: str) -> str:
+    """``/v1/idempotency-keys/<key>``, the key checked and percent-encoded.
+
+    Raises:
+        InvalidIdempotencyKey: the key is malformed, before any request.
+    """
+    return f"/v1/idempotency-keys/{quote(check_idempotency_key(key), safe='')}"
 
 
 def execution_path(execution_id: str, suffix: str = "") -> str:

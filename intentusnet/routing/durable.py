@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..record.durable import idempotency_key_of, resume_attempt, resume_origin
 from ..record.model import EventType, RecordStatus
-from ..store.durable import DurableStore, KeyClaim, check_idempotency_key
+from ..store.durable import DurableStore, KeyClaim
 from .journal import Journal
 from .recorder import Recorder
 from .seams import ExecutionOptions
@@ -73,6 +73,11 @@ class DurableRouter(Protocol):
     @property
     def store(self) -> ExecutionStore | None:
         """Where executions are recorded."""
+        ...
+
+    @property
+    def durable_store(self) -> DurableStore | None:
+        """``store``, if it keeps idempotency keys and resume links."""
         ...
 
     @property
@@ -113,26 +118,27 @@ _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
 
 
-def durable_store(router: DurableRouter, execution_id: str = "") -> DurableStore:
+def require_durable(router: DurableRouter, execution_id: str = "") -> DurableStore:
     """The router's store, which must keep keys and resume links.
 
     Raises:
         ResumeRefused: ``no_store``.
     """
-    store = router.store
-    if not isinstance(store, DurableStore):
+    store = router.durable_store
+    if store is None:
         raise ResumeRefused(
             "no_store",
             execution_id or "the execution",
             "the router's store keeps no idempotency keys or resume links "
-            f"({type(store).__name__}); the file, memory and PostgreSQL stores do",
+            f"({type(router.store).__name__}); the file, memory and PostgreSQL "
+            "stores do",
         )
     return store
 
 
 def _load(router: DurableRouter, execution_id: str) -> ExecutionRecord:
     store = router.store
-    assert store is not None  # durable_store checked it
+    assert store is not None  # require_durable checked it
     return store.load(execution_id)
 
 
@@ -146,7 +152,7 @@ def _has_record(router: DurableRouter, execution_id: str) -> bool:
 
 def chain_head(router: DurableRouter, execution_id: str) -> str:
     """The newest record of ``execution_id``'s resume chain (itself if none)."""
-    store = durable_store(router, execution_id)
+    store = require_durable(router, execution_id)
     current, seen = execution_id, {execution_id}
     while True:
         following = store.resumed_by(current)
@@ -190,7 +196,7 @@ def resume(
             configuration (unless ``force``), or no store that can.
         RecordNotFound, InvalidExecutionId: no such record.
     """
-    store = durable_store(router, execution_id)
+    store = require_durable(router, execution_id)
     while True:
         head = chain_head(router, execution_id)
         record = _load(router, head)
@@ -228,7 +234,7 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
     Raises:
         ResumeRefused: ``complete`` or ``owned``, as for :func:`resume`.
     """
-    store = durable_store(router, execution_id)
+    store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
     record = _load(router, head)
     _refuse_finished(record, execution_id)
@@ -243,7 +249,7 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
         new_id = new_execution_id()
         hold.link(new_id)
         recorder = Recorder(
-            router.store,  # type: ignore[arg-type]  # durable_store checked it
+            router.store,  # type: ignore[arg-type]  # require_durable checked it
             record.envelope,
             record.header.envelope_hash,
             _request_id(record),
@@ -338,21 +344,21 @@ def route_with_key(
 ) -> AgentResponse:
     """Route ``env`` under idempotency key ``key`` (see the module's text).
 
+    ``key`` was checked where it entered (``route``/``route_intent``).
     ``opened`` is told the id of the key's execution once its record is open
     (see ``ExecutionOptions.opened``), at most once: when this call opens it,
     or finds it open and not finished (running elsewhere, or interrupted).
 
     Raises:
-        InvalidIdempotencyKey: the key is malformed, or the store keeps none.
+        InvalidIdempotencyKey: the store keeps no keys.
         IdempotencyConflict: the key was used with another envelope.
         IdempotencyTimeout: the key's execution still runs after the wait.
     """
-    check_idempotency_key(key)
-    store = router.store
-    if not isinstance(store, DurableStore):
+    store = router.durable_store
+    if store is None:
         raise InvalidIdempotencyKey(
             "idempotency keys need a router whose store keeps them (the file, "
-            f"memory and PostgreSQL stores do), not {type(store).__name__}"
+            f"memory and PostgreSQL stores do), not {type(router.store).__name__}"
         )
     envelope_hash = router.envelope_hash(env)
     timeout_ms = env.routing.timeout_ms
@@ -370,7 +376,7 @@ def route_with_key(
             )
         if claim.held:
             try:
-                answer = _act(router, env, key, claim, told)
+                answer = _act(router, env, key, claim, told, envelope_hash)
             finally:
                 claim.release()
             if answer is not None:
@@ -406,6 +412,7 @@ def _act(
     key: str,
     claim: KeyClaim,
     told: _Once,
+    envelope_hash: str,
 ) -> AgentResponse | None:
     """Answer for a held claim; ``None``: its execution is running, wait."""
     execution_id = claim.execution_id
@@ -414,6 +421,7 @@ def _act(
         execution_id=execution_id,
         received=received,
         opened=told if told.pending else None,
+        envelope_hash=envelope_hash,  # hashed once, to claim the key
     )
     if claim.created:
         return router.route_intent(env, options=fresh)

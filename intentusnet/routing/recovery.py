@@ -30,7 +30,7 @@ from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
 from ..record.durable import resume_attempt
 from ..record.model import RecordStatus
-from .durable import chain_head, durable_store, park
+from .durable import chain_head, park, require_durable
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
@@ -133,7 +133,7 @@ class Recovery:
             raise ValueError(
                 "grace and backoff are seconds >= 0, max_attempts at least 1"
             )
-        durable_store(self.router)
+        require_durable(self.router)
 
     def scan(self) -> list[str]:
         """The interrupted executions ``run_once`` acts on, oldest first per intent.
@@ -142,7 +142,7 @@ class Recovery:
         before ``now - grace``, and resumed by no record (at most 1000 per
         intent). Added in 0.1.0.
         """
-        store = durable_store(self.router)
+        store = require_durable(self.router)
         until = datetime.now(UTC) - timedelta(seconds=self.grace)
         found: list[str] = []
         for name, version in sorted(set(self.router.registry.intents())):

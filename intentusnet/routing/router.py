@@ -24,7 +24,7 @@ from .._util.time import ms_since
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
 from ..hashing import compute_hash
 from ..record.model import EventType
-from ..store.durable import check_idempotency_key
+from ..store.durable import DurableStore, check_idempotency_key
 from . import durable
 from .agents import (
     CURRENT,
@@ -116,7 +116,7 @@ class IntentRouter:
         redactor: Redactor | None = None,
     ) -> None:
         self.registry = registry if registry is not None else AgentRegistry()
-        self.store = store
+        self.store = store  # (a property: the store's abilities are read once)
         self.cache = cache
         self.redactor = redactor
         if cache is not None:
@@ -138,6 +138,25 @@ class IntentRouter:
         self._loop_lock = threading.Lock()
         #: replaced, never changed in place: a routing call reads it once
         self._observers: tuple[ExecutionObserver, ...] = ()
+
+    @property
+    def store(self) -> ExecutionStore | None:
+        """Where executions are recorded; ``None`` records nothing."""
+        return self._store
+
+    @store.setter
+    def store(self, store: ExecutionStore | None) -> None:
+        self._store = store
+        self._durable = store if isinstance(store, DurableStore) else None
+
+    @property
+    def durable_store(self) -> DurableStore | None:
+        """The store, if it keeps idempotency keys and resume links; else ``None``.
+
+        Known when the store is given, so a keyed call asks nothing of it.
+        Added in 0.1.0.
+        """
+        return self._durable
 
     # -- registration ----------------------------------------------------------
 
@@ -474,7 +493,7 @@ class IntentRouter:
             )
         else:
             redaction, recorded = shown or self._shown(env, options)
-            envelope_hash = compute_hash(recorded)
+            envelope_hash = opts.envelope_hash or compute_hash(recorded)
             recorder = Recorder(
                 store,
                 recorded.to_wire(),
@@ -838,14 +857,13 @@ def _failed(response: AgentResponse, error: str) -> AgentResponse:
 
 def _keyed(key: str, options: ExecutionOptions | None) -> Callable[[str], None] | None:
     """Check a caller's idempotency key where it enters; return ``opened``."""
+    check_idempotency_key(key)
     if options is None:
-        check_idempotency_key(key)
         return None
     if options != ExecutionOptions(opened=options.opened):
         raise ValueError(
             "an idempotency key is for callers: with one, options may carry only opened"
         )
-    check_idempotency_key(key)
     return options.opened
 
 

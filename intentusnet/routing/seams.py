@@ -202,6 +202,10 @@ class ExecutionOptions:
             not raise. With an idempotency key (the only option allowed with
             one), it is called with the id of the execution the key names,
             once that one's record is open, whoever runs it (added in 0.1.0).
+        envelope_hash: the hash of the envelope as recorded, when the caller
+            computed it already (a keyed call claims its key under it), so it
+            is not computed twice; ``None``: hashed when the record opens
+            (added in 0.1.0).
     """
 
     execution_id: str | None = None
@@ -213,6 +217,7 @@ class ExecutionOptions:
     recorded: Callable[[AgentResponse], None] | None = None
     origin_execution_id: str | None = None
     opened: Callable[[str], None] | None = None
+    envelope_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

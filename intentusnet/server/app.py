@@ -8,6 +8,7 @@ Endpoints (all JSON, versioned under ``/v1``)::
     GET  /v1/executions/{id}                 one execution's newest record (?wait=)
     POST /v1/executions/{id}/replay          its recorded answer, no agent runs
     GET  /v1/executions/{id}/verify          its hash chain, checked
+    GET  /v1/idempotency-keys/{key}          the execution a key names (?wait=)
     GET  /v1/savings                         LLM calls, tokens and cost caching saved
     GET  /healthz                            liveness, no key needed
     GET  /metrics                            Prometheus text
@@ -56,7 +57,13 @@ from ..routing.durable import FINISHED
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
 from .bodies import DEFAULT_MAX_BODY, read_json
-from .executions import MAX_WAIT_S, location, newest_record, submit
+from .executions import (
+    MAX_WAIT_S,
+    keyed_execution,
+    location,
+    newest_record,
+    submit,
+)
 from .headers import IDEMPOTENCY_KEY, idempotency_key, prefers_async
 from .metrics import CONTENT_TYPE
 from .openapi import build_openapi, ok, problem
@@ -404,6 +411,58 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         headers = {}
         if record.execution_id != execution_id:
             headers["Content-Location"] = location(record.execution_id)
+        if wait and record.header.status not in FINISHED:
+            headers["Retry-After"] = "1"
+        return _json(record.to_json(), headers=headers)
+
+    @app.get(
+        "/v1/idempotency-keys/{key:path}",
+        dependencies=read,
+        tags=["executions"],
+        summary="Show the execution an idempotency key names: its newest record",
+        operation_id="getExecutionByKey",
+        responses={
+            200: ok(
+                "ExecutionRecord",
+                "The newest record of the execution the key names, as "
+                "getExecution answers (?wait= too); Content-Location names it.",
+            ),
+            **auth,
+            400: problem("The key is not 1-255 printable ASCII characters."),
+            404: problem("No execution has this key (or its record is gone)."),
+            422: problem("A parameter is not valid."),
+        },
+    )
+    async def get_execution_by_key(
+        key: Annotated[
+            str,
+            Path(
+                description="The Idempotency-Key the execution was sent with, "
+                "percent-encoded.",
+                max_length=1024,
+            ),
+        ],
+        wait: Annotated[
+            float,
+            Query(
+                ge=0,
+                le=MAX_WAIT_S,
+                description="Seconds (at most 60) to wait for the execution to "
+                "finish before answering.",
+            ),
+        ] = 0,
+    ) -> Response:
+        store = service.require_store()
+        execution_id = await run_in_threadpool(keyed_execution, store, key)
+        record = await newest_record(
+            service.router,
+            store,
+            execution_id,
+            follow=True,
+            wait=wait,
+            stopping=lambda: service.draining,
+        )
+        headers = {"Content-Location": location(record.execution_id)}
         if wait and record.header.status not in FINISHED:
             headers["Retry-After"] = "1"
         return _json(record.to_json(), headers=headers)

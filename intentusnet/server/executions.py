@@ -8,7 +8,8 @@ process finishes the execution. An answer that comes first (a repeated key's
 recorded answer, an error, a router that records nothing) is sent as it is,
 ``200``, without ``Preference-Applied``, as RFC 7240 allows.
 
-``GET /v1/executions/{id}`` follows the execution's resume links to the newest
+``GET /v1/executions/{id}`` (and ``GET /v1/idempotency-keys/{key}``, by the
+key the execution was sent with) follows the execution's resume links to the newest
 record of its chain (the one that finished it, or is finishing it), and with
 ``?wait=SECONDS`` polls the store until that record is finished or the time
 is up: any worker answers for any execution.
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from starlette.concurrency import run_in_threadpool
 
+from ..errors import RecordNotFound
 from ..routing.durable import FINISHED, chain_head
 from ..store.durable import DurableStore
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
-__all__ = ["MAX_WAIT_S", "location", "newest_record", "submit"]
+__all__ = ["MAX_WAIT_S", "keyed_execution", "location", "newest_record", "submit"]
 
 #: The longest ``?wait=`` accepted, in seconds.
 MAX_WAIT_S: Final = 60.0
@@ -84,12 +86,27 @@ def _log_failure(task: asyncio.Future[AgentResponse]) -> None:
         _log.warning("an execution submitted asynchronously raised: %s", exc)
 
 
+def keyed_execution(store: ExecutionStore, key: str) -> str:
+    """The execution idempotency key ``key`` names in ``store``.
+
+    Raises:
+        InvalidIdempotencyKey: the key is malformed.
+        RecordNotFound: the store keeps no keys, or none is ``key``.
+    """
+    found = (
+        store.find_by_idempotency_key(key) if isinstance(store, DurableStore) else None
+    )
+    if found is None:
+        raise RecordNotFound(f"no execution has idempotency key {key!r}")
+    return found
+
+
 def _newest(router: IntentRouter, store: ExecutionStore, execution_id: str) -> str:
     """The newest record of ``execution_id``'s resume chain, in the router's store.
 
     Resume links are the router's: they are followed in its own store only.
     """
-    if store is router.store and isinstance(store, DurableStore):
+    if store is router.store and router.durable_store is not None:
         return chain_head(router, execution_id)
     return execution_id
 

@@ -6,8 +6,11 @@ What happens then is :func:`~intentusnet.steps.selection.classify`'s to say,
 from the re-run's options (served, run live, its failure raised again, served
 with an edited output). A call with no recording is a miss: it runs live when
 the re-run has a starting point, was allowed to, or follows an overridden step;
-otherwise it raises ``CassetteMiss``. A snapshot (``ctx.snapshot``) with no
-recording just returns its state.
+otherwise it raises ``CassetteMiss``; in a re-run, ``NondeterminismError``
+(naming the recorded step the code was expected to ask for next: the first not
+yet served) when there is one, as the code asks for another step than the
+record holds there. A snapshot (``ctx.snapshot``) with no recording just
+returns its state.
 
 A side-effect step (``side_effect=True``, in the call or in the record) that
 is recorded and succeeded is always served, whatever the options; when it is
@@ -33,7 +36,12 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 import orjson
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import CassetteMiss, IntentusNetError, SideEffectMismatch
+from ..errors import (
+    CassetteMiss,
+    IntentusNetError,
+    NondeterminismError,
+    SideEffectMismatch,
+)
 from ..hashing import canonical_json, hash_bytes
 from ..record.model import ExecutionRecord
 from ..replay import diff_paths
@@ -251,7 +259,7 @@ class Cassette:
         with self._lock:
             self._count += 1
             number = self._count
-        decision = self.decide(name, recorded_args, args_hash, side_effect=side_effect)
+        decision = self._decide(name, recorded_args, args_hash, side_effect, False)
         return kwargs, decision, number, args_hash
 
     def _served(
@@ -295,9 +303,21 @@ class Cassette:
             SideEffectMismatch: a side-effect step is needed with arguments the
                 record does not hold, while a recorded call is still unserved.
             CassetteMiss: no recording answers it and it may not run live.
+            NondeterminismError: so, while a recorded step is still unserved.
         """
+        return self._decide(name, args, args_hash, side_effect, True)
+
+    def _decide(
+        self,
+        name: str,
+        args: JSONValue,
+        args_hash: str,
+        side_effect: bool,
+        in_order: bool,
+    ) -> Decision:
+        """``decide``; ``in_order``: the calls come in the code's order (a re-run)."""
         try:
-            return self._match(name, args, args_hash, side_effect)
+            return self._match(name, args, args_hash, side_effect, in_order)
         except CassetteMiss as miss:
             with self._lock:
                 self.misses.append(miss)
@@ -346,7 +366,12 @@ class Cassette:
         )
 
     def _match(
-        self, name: str, args: JSONValue, args_hash: str, side_effect: bool
+        self,
+        name: str,
+        args: JSONValue,
+        args_hash: str,
+        side_effect: bool,
+        in_order: bool,
     ) -> Decision:
         with self._lock:
             key = (name, args_hash)
@@ -378,6 +403,18 @@ class Cassette:
                 return Decision(LIVE)  # a new snapshot: it just returns its state
             if self.spec.lenient or self._forked:
                 return Decision(LIVE, None, miss=True)
+            expected = next((s for s in self.steps if s.number not in self._used), None)
+            if in_order and expected is not None:
+                # the record holds another step where this one is asked for
+                raise NondeterminismError(
+                    expected.number,
+                    (expected.name, expected.args_hash),
+                    (name, args_hash),
+                    execution_id=self.execution_id,
+                    parked=False,
+                    occurrence=occurrence,
+                    candidates=self.nearest(name, args),
+                )
             raise CassetteMiss(
                 name,
                 args_hash,

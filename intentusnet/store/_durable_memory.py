@@ -8,7 +8,7 @@ it lets go.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ..errors import RecordNotFound
 
@@ -115,3 +115,17 @@ class MemoryDurable:
         """The execution that resumed ``execution_id``, if any."""
         with self.lock:
             return self.links.get(execution_id)
+
+    def keyed_execution(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed."""
+        with self.lock:
+            found = self.keys.get(key)
+        return None if found is None else found[0]
+
+    def forget(self, execution_ids: Collection[str]) -> None:
+        """Drop the keys naming these records, and their resume links."""
+        with self.lock:
+            for key in [k for k, (e, _) in self.keys.items() if e in execution_ids]:
+                del self.keys[key]
+            for execution_id in execution_ids:
+                self.links.pop(execution_id, None)

@@ -206,6 +206,16 @@ def resumed_by(db: Connection, execution_id: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
+def keyed_execution(db: Connection, key: str) -> str | None:
+    """The execution ``key``'s row names, if the key was claimed."""
+    rows = db.read(
+        "SELECT execution_id FROM intentusnet_keys WHERE key_hash = %s",
+        [key_hash(key)],
+        doing=f"idempotency key {key!r}: cannot read",
+    )
+    return str(rows[0][0]) if rows else None
+
+
 def _unlock(db: Connection, key: int) -> None:
     """Release one count of an advisory lock (gone anyway with the connection)."""
     with contextlib.suppress(StoreError):

@@ -102,6 +102,9 @@ SCHEMA: Final = (
         execution_id text PRIMARY KEY
             REFERENCES intentusnet_records ON DELETE CASCADE,
         resumed_by text NOT NULL)""",
+    # A record's key goes with it (prune, delete): found by the execution.
+    """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
+        ON intentusnet_keys (execution_id)""",
 )
 
 

@@ -14,6 +14,8 @@ the router asks to make an execution durable (docs/durability.md):
   ``None`` while a live process writes or resumes it. A resumer holds the
   interrupted record this way until its own record is closed, so that a
   second resumer sees a live owner.
+- ``find_by_idempotency_key(key)``: the execution a key names, read only
+  (nothing is claimed or locked).
 - ``resumed_by(execution_id)``: the execution that resumed this one, if any
   (written with ``RecordHold.link`` before the resumer's record opens).
   Records are never rewritten: the link lives beside the record (the file
@@ -28,7 +30,9 @@ the router asks to make an execution durable (docs/durability.md):
 
 A claim whose execution has no record (its claimer died between the claim
 and opening the record) names an execution interrupted with nothing done:
-whoever holds the claim next runs it under that same id.
+whoever holds the claim next runs it under that same id. Deleting a record
+(``prune``, ``delete``) deletes the key whose claim names it and its resume
+link: the key is new again.
 """
 
 from __future__ import annotations
@@ -70,13 +74,13 @@ def check_idempotency_key(key: object) -> str:
         raise InvalidIdempotencyKey(
             f"an idempotency key is at most {MAX_KEY_LENGTH} characters, not {len(key)}"
         )
-    for index, char in enumerate(key):
-        if not " " <= char <= "~":
-            raise InvalidIdempotencyKey(
-                f"an idempotency key is printable ASCII (space to '~'); "
-                f"character {index} is {char!r}"
-            )
-    return key
+    if key.isascii() and key.isprintable():  # exactly space to "~"
+        return key
+    index, char = next((i, c) for i, c in enumerate(key) if not " " <= c <= "~")
+    raise InvalidIdempotencyKey(
+        f"an idempotency key is printable ASCII (space to '~'); "
+        f"character {index} is {char!r}"
+    )
 
 
 class KeyClaim(Protocol):
@@ -145,6 +149,18 @@ class DurableStore(Protocol):
 
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed ``execution_id``, if one did."""
+        ...
+
+    def find_by_idempotency_key(self, key: str) -> str | None:
+        """The execution ``key`` names, if the key was claimed; read only.
+
+        The first execution of its resume chain (the claim is never moved);
+        it may have no record yet, or no more (pruned records take their key
+        with them). Added in 0.1.0.
+
+        Raises:
+            InvalidIdempotencyKey: the key is malformed.
+        """
         ...
 
     def interrupted(

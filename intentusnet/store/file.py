@@ -48,7 +48,7 @@ from ._layout import (
 from ._owner import current_owner, owner_alive
 from ._url import is_url, public_url
 from .catalog import CatalogRow
-from .durable import not_resumed
+from .durable import check_idempotency_key, not_resumed
 from .filters import ListFilters
 from .step_index import StepRef, ended_steps
 from .usage import RecordedUsage, usage_from_text, usage_text
@@ -303,6 +303,14 @@ class FileExecutionStore:
         """The execution that resumed this one, if any."""
         return _durable_files.resumed_by(self._root, check_id(execution_id))
 
+    def find_by_idempotency_key(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed (added in 0.1.0).
+
+        Read only. Raises:
+            InvalidIdempotencyKey: the key is malformed.
+        """
+        return _durable_files.keyed_execution(self._root, check_idempotency_key(key))
+
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``)."""
         found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
@@ -369,12 +377,13 @@ class FileExecutionStore:
         self._index.refresh(execution_id)
 
     def delete(self, execution_id: str) -> None:
-        """Delete a record's file and its catalog row.
+        """Delete a record's file and its catalog row (its key and resume link too).
 
         Raises:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
         """
         check_id(execution_id)
+        _durable_files.forget(self._root, execution_id)
         try:
             os.unlink(self._path(execution_id))
         except FileNotFoundError:
@@ -530,7 +539,9 @@ class FileExecutionStore:
     ) -> _Ids:
         """Delete records created more than ``older_than`` ago; return their ids.
 
-        Records still being written are kept. Files with no complete first line
+        Records still being written are kept. A record's idempotency key (the
+        key file whose claim names it) and resume link go with it: the key is
+        new again (added in 0.1.0). Files with no complete first line
         (status ``recording_failure``: nothing was recorded in them) are deleted
         whatever their age, once their process is gone. With ``dry_run``
         nothing is deleted. ``on_progress(done, total)`` is called as records
@@ -549,6 +560,7 @@ class FileExecutionStore:
         removed: _Ids = []
         try:
             for execution_id in ids:
+                _durable_files.forget(self._root, execution_id)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(execution_id))
                 removed.append(execution_id)

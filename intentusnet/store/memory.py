@@ -33,7 +33,7 @@ from ._durable_memory import MemoryDurable, MemoryKeyClaim, MemoryRecordHold
 from ._files import invalidated
 from ._layout import check_id, new_record_id
 from ._owner import current_owner
-from .durable import not_resumed
+from .durable import check_idempotency_key, not_resumed
 from .filters import ListFilters
 from .hits import CacheHit, hit_line, parse_hits, select
 from .step_index import StepRef, ended_steps
@@ -142,6 +142,14 @@ class MemoryExecutionStore:
         """The execution that resumed this one, if any."""
         return self._durable.resumed_by(execution_id)
 
+    def find_by_idempotency_key(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed (added in 0.1.0).
+
+        Raises:
+            InvalidIdempotencyKey: the key is malformed.
+        """
+        return self._durable.keyed_execution(check_idempotency_key(key))
+
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``)."""
         found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
@@ -241,6 +249,7 @@ class MemoryExecutionStore:
         with self._lock:
             if self._data.pop(check_id(execution_id), None) is None:
                 raise RecordNotFound(f"no record {execution_id}")
+        self._durable.forget({execution_id})
 
     def prune(
         self,
@@ -251,7 +260,8 @@ class MemoryExecutionStore:
     ) -> _Ids:
         """Delete records created before now - ``older_than``; return their ids.
 
-        All at once: ``on_progress(done, total)`` is called once, at the end.
+        The idempotency keys naming them and their resume links go too. All
+        at once: ``on_progress(done, total)`` is called once, at the end.
         """
         cutoff = micros_of(datetime.now(UTC) - older_than)
         ids = [
@@ -271,6 +281,7 @@ class MemoryExecutionStore:
                     for hit in parse_hits(line)
                     if (parse_utc(hit.created_utc) or 0) >= cutoff
                 )
+            self._durable.forget(set(ids))
             if on_progress is not None:
                 on_progress(len(ids), len(ids))
         return ids

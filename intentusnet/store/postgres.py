@@ -51,6 +51,7 @@ from ._pg_writer import (
     unlock,
 )
 from .catalog import CatalogRow
+from .durable import check_idempotency_key
 from .filters import ListFilters
 from .step_index import StepRef
 from .verification import Progress, StoreVerification, verify_each
@@ -60,6 +61,10 @@ from .verification import Progress, StoreVerification, verify_each
 _CANDIDATES: Final = """SELECT execution_id FROM intentusnet_records
     WHERE envelope_hash = %s AND (replayable OR NOT %s)
     ORDER BY created_us DESC, execution_id DESC"""
+#: In a statement deleting records (``gone``): the idempotency keys naming
+#: them go too (their resume links go by the foreign key).
+_FORGET_KEYS: Final = """DELETE FROM intentusnet_keys
+    WHERE execution_id IN (SELECT execution_id FROM gone)"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
 _StepRefs: TypeAlias = list[StepRef]
@@ -218,13 +223,17 @@ class PostgresExecutionStore(PostgresHitJournal):
                 unlock(self._db, execution_id)
 
     def delete(self, execution_id: str) -> None:
-        """Delete one record (its lines and catalog row, in one statement).
+        """Delete one record (its lines, row, key and resume link, in one statement).
 
         Raises:
             InvalidExecutionId, RecordNotFound.
         """
         gone = self._db.run(
-            "DELETE FROM intentusnet_records WHERE execution_id = %s RETURNING 1",
+            f"""WITH gone AS (
+                DELETE FROM intentusnet_records WHERE execution_id = %s
+                RETURNING execution_id),
+            keys AS ({_FORGET_KEYS})
+            SELECT 1 FROM gone""",
             [check_id(execution_id)],
         )
         if not gone:
@@ -240,8 +249,10 @@ class PostgresExecutionStore(PostgresHitJournal):
         """Delete records created before now - ``older_than``; return their ids.
 
         Records still being written (their lock is held) are kept. Cache hits
-        older than the cutoff are deleted too. With ``dry_run`` nothing is.
-        One statement: ``on_progress(done, total)`` is called once, after it.
+        older than the cutoff are deleted too, and so are the idempotency keys
+        naming the records (their resume links go with them; added in 0.1.0).
+        With ``dry_run`` nothing is. One statement: ``on_progress(done,
+        total)`` is called once, after it.
         """
         if older_than < timedelta(0):
             raise ValueError("older_than must not be negative")
@@ -254,8 +265,11 @@ class PostgresExecutionStore(PostgresHitJournal):
             return [str(row[0]) for row in rows]
         with self._db.lock:
             rows = self._db.run(
-                f"""DELETE FROM intentusnet_records WHERE execution_id IN ({chosen})
-                RETURNING execution_id""",
+                f"""WITH gone AS (
+                    DELETE FROM intentusnet_records WHERE execution_id IN ({chosen})
+                    RETURNING execution_id),
+                keys AS ({_FORGET_KEYS})
+                SELECT execution_id FROM gone""",
                 [cutoff],
             )
             self._db.run(
@@ -466,6 +480,14 @@ class PostgresExecutionStore(PostgresHitJournal):
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return _pg_durable.resumed_by(self._db, check_id(execution_id))
+
+    def find_by_idempotency_key(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed (added in 0.1.0).
+
+        Raises:
+            InvalidIdempotencyKey: the key is malformed.
+        """
+        return _pg_durable.keyed_execution(self._db, check_idempotency_key(key))
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``), in one query.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Iterator
@@ -11,7 +12,13 @@ import httpx
 import pytest
 from livekit import ROUTE_KEY, LiveServer, keyed_app, serving
 
-from intentusnet import IntentEnvelope, IntentRouter, RecordStatus
+from intentusnet import (
+    AsyncIntentusClient,
+    IntentEnvelope,
+    IntentRouter,
+    IntentusClient,
+    RecordStatus,
+)
 from intentusnet.store import FileExecutionStore
 
 PROBLEM = "application/problem+json"
@@ -265,3 +272,37 @@ def test_get_of_an_unknown_execution_is_404(http: httpx.Client) -> None:
     """No record, even waiting: 404 at once."""
     answer = http.get("/v1/executions/exec-none", params={"wait": "30"})
     _problem(answer, 404, "record_not_found")
+
+
+# -- lookup by key -------------------------------------------------------------------
+
+
+def test_an_execution_is_found_by_its_key(
+    shop: Shop, http: httpx.Client, live: LiveServer
+) -> None:
+    """GET /v1/idempotency-keys/{key} answers the key's record; the client too."""
+    shop.gate.set()
+    key = "order 7/b?%"
+    sent = http.post("/v1/intents", json=HOLD, headers={"Idempotency-Key": f'"{key}"'})
+    execution_id = sent.json()["metadata"]["executionId"]
+    found = http.get("/v1/idempotency-keys/order%207%2Fb%3F%25", params={"wait": 1})
+
+    assert found.status_code == 200, found.text
+    assert found.json()["header"]["executionId"] == execution_id
+    assert found.headers["content-location"] == f"/v1/executions/{execution_id}"
+    with IntentusClient(live.url, api_key=ROUTE_KEY, trust_env=False) as client:
+        assert client.get_execution_by_key(key).execution_id == execution_id
+
+    async def by_async_client() -> str:
+        async with AsyncIntentusClient(
+            live.url, api_key=ROUTE_KEY, trust_env=False
+        ) as client:
+            return (await client.get_execution_by_key(key)).execution_id
+
+    assert asyncio.run(by_async_client()) == execution_id
+
+
+def test_an_unknown_or_malformed_key_is_404_or_400(http: httpx.Client) -> None:
+    """A key no execution has is 404; a key that is not a key is 400."""
+    _problem(http.get("/v1/idempotency-keys/never-sent"), 404, "record_not_found")
+    _problem(http.get("/v1/idempotency-keys/caf%C3%A9"), 400, "invalid_idempotency_key")

@@ -19,6 +19,7 @@ from intentusnet import (
     IntentEnvelope,
     IntentRouter,
     MemoryExecutionStore,
+    NondeterminismError,
     PostgresExecutionStore,
     ReplayedStepError,
     ReplayEngine,
@@ -164,10 +165,10 @@ def test_strict_rerun_makes_no_network_call(
     assert result.response.payload == {"weather": "sunny"}
 
 
-def test_changed_args_raise_cassette_miss_naming_the_nearest(
+def test_changed_args_raise_nondeterminism_naming_the_nearest(
     router: IntentRouter, store: MemoryExecutionStore
 ) -> None:
-    """A step called with arguments the record lacks stops the strict re-run."""
+    """A step asked for where the record holds another stops the strict re-run."""
     original = _run(router)
     STATE["fixed"] = True
 
@@ -192,12 +193,37 @@ def test_changed_args_raise_cassette_miss_naming_the_nearest(
         original,
     )
     assert miss.candidates == ["crm.lookup (step 1, args differ at email)"]
-    assert miss.code == "cassette_miss"
+    assert isinstance(miss, NondeterminismError)
+    assert miss.code == "nondeterminism"
     assert miss.exit_code == 7
+    assert miss.position == 1
+    assert miss.recorded[0] == miss.requested[0] == "crm.lookup"
+    assert miss.recorded[1] != miss.requested[1]
+    assert "at step 1 the record holds 'crm.lookup'" in str(miss)
+    assert "parked" not in str(miss)
     assert miss.rerun_execution_id is not None
     rerun_record = store.load(miss.rerun_execution_id)
     (failed,) = record_steps(rerun_record)
-    assert (failed.source, failed.error["type"]) == ("miss", "CassetteMiss")  # type: ignore[index]
+    assert (failed.source, failed.error["type"]) == ("miss", "NondeterminismError")  # type: ignore[index]
+
+
+def test_a_step_past_the_recorded_ones_is_a_plain_miss(
+    router: IntentRouter, store: MemoryExecutionStore
+) -> None:
+    """Every recorded step served, then one more: CassetteMiss, not nondeterminism."""
+    original = _run(router)
+
+    def more(env: IntentEnvelope, ctx: AgentContext) -> dict[str, Any]:
+        result = pipeline(env, ctx)
+        lookup("new@x.io")
+        return result
+
+    with IntentRouter(store=store) as today:
+        today.agent("qualify", name="qualifier")(more)
+        with pytest.raises(CassetteMiss) as caught:
+            rerun(_engine(store, original), today)
+    assert not isinstance(caught.value, NondeterminismError)
+    assert caught.value.code == "cassette_miss"
 
 
 def test_allow_live_runs_the_missing_step_and_marks_it(

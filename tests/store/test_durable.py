@@ -233,3 +233,134 @@ def _eventually(claim: Callable[[], KeyClaim]) -> KeyClaim:
             assert found.held
             return found
         time.sleep(0.01)
+
+
+KEY_FILE_HOLDER = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    from intentusnet.store import FileExecutionStore
+    from intentusnet.store._durable_files import _key_path
+
+    root, key, mode = sys.argv[1:]
+    if mode == "claimed":
+        claim = FileExecutionStore(root).claim_key(key, "sha256:a", "exec-killed")
+        print(claim.held, flush=True)
+    else:  # the key file created and locked, its claim not written yet
+        directory, path = _key_path(root, key)
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print(True, flush=True)
+    time.sleep(120)  # until killed
+    """
+)
+
+
+def _killed_holding(root: Path, key: str) -> None:
+    """Run a process that claims ``key``, then SIGKILL it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEY_FILE_HOLDER, str(root), key, "claimed"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "True"
+    with FileExecutionStore(root) as store:  # held by a live process: waits
+        waiting = store.claim_key(key, "sha256:a", "exec-mine")
+        assert (waiting.held, waiting.execution_id) == (False, "exec-killed")
+    proc.kill()
+    proc.communicate(timeout=30)
+
+
+def test_file_claim_of_a_killed_claimer_is_held_by_the_next_caller(
+    tmp_path: Path,
+) -> None:
+    """A claimer killed after claiming leaves its claim: the next caller holds it."""
+    root = tmp_path / "store"
+    _killed_holding(root, "order-7")
+    with FileExecutionStore(root) as store:
+        claim = store.claim_key("order-7", "sha256:a", "exec-next")
+        assert (claim.created, claim.held) == (False, True)
+        assert claim.execution_id == "exec-killed"
+        assert not store.claim_key("order-7", "sha256:a", "exec-third").held
+        claim.release()
+
+
+def test_file_key_left_empty_by_a_killed_claimer_is_claimed_anew(
+    tmp_path: Path,
+) -> None:
+    """A key file whose claimer died before writing its claim is claimed again."""
+    root = tmp_path / "store"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEY_FILE_HOLDER, str(root), "order-8", "empty"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "True"
+    proc.kill()
+    proc.communicate(timeout=30)
+    with FileExecutionStore(root) as store:
+        claim = store.claim_key("order-8", "sha256:a", "exec-next")
+        assert (claim.created, claim.held, claim.execution_id) == (
+            True,
+            True,
+            "exec-next",
+        )
+        later = store.claim_key("order-8", "sha256:b", "exec-third")
+        assert (later.held, later.execution_id) == (False, "exec-next")
+        assert later.envelope_hash == "sha256:a"
+        claim.release()
+
+
+def test_a_key_is_looked_up_without_claiming_it(store: DurableStore) -> None:
+    """find_by_idempotency_key names the claimed execution and claims nothing."""
+    assert store.find_by_idempotency_key("order-9") is None
+    assert store.find_by_idempotency_key("order-9") is None  # still not claimed
+    claim = store.claim_key("order-9", "sha256:a", "exec-1")
+    assert claim.created
+    assert store.find_by_idempotency_key("order-9") == "exec-1"
+    claim.release()
+    with pytest.raises(InvalidIdempotencyKey, match="character 3"):
+        store.find_by_idempotency_key("caf\u00e9")
+
+
+def _keyed_router(store: DurableStore) -> tuple[IntentRouter, list[object]]:
+    router = IntentRouter(store=store)  # type: ignore[arg-type]
+    ran: list[object] = []
+
+    @router.agent("x")
+    def x(env, ctx):  # type: ignore[no-untyped-def]
+        ran.append(env.payload)
+        return {"n": len(ran)}
+
+    return router, ran
+
+
+def test_prune_deletes_the_key_with_its_record(store: DurableStore) -> None:
+    """A pruned record takes its key and resume link: the key runs anew."""
+    router, ran = _keyed_router(store)
+    envelope = {"intent": {"name": "x"}, "payload": {"a": 1}}
+    first = router.route_intent(envelope, idempotency_key="k-pruned")
+    kept = router.route_intent(envelope, idempotency_key="k-kept")
+    old_id = str(first.metadata.execution_id)
+    left = store.open({"intent": {"name": "x"}}, envelope_hash=HASH)
+    left.close()
+    hold = store.hold_record(left.execution_id)
+    assert hold is not None
+    hold.link("exec-gone")
+    hold.release()
+    assert store.find_by_idempotency_key("k-pruned") == old_id
+
+    store.delete(kept.metadata.execution_id)  # type: ignore[attr-defined]
+    pruned = store.prune(timedelta(0))  # type: ignore[attr-defined]
+
+    assert set(pruned) == {old_id, left.execution_id}
+    assert store.find_by_idempotency_key("k-pruned") is None
+    assert store.find_by_idempotency_key("k-kept") is None
+    assert store.resumed_by(left.execution_id) is None
+    again = router.route_intent(envelope, idempotency_key="k-pruned")
+    assert again.metadata.execution_id != old_id
+    assert not again.metadata.from_replay
+    assert ran == [{"a": 1}, {"a": 1}, {"a": 1}]
+    router.close()
