@@ -93,7 +93,9 @@ def list_records(
     as_json: bool,
 ) -> None:
     """List records (and cache hits), newest first."""
+    from ..record.model import RecordSummary
     from ..store.filters import ListFilters
+    from .resumes import resumed_rows
 
     store = open_store()
     filters = ListFilters(
@@ -113,8 +115,16 @@ def list_records(
         served = store.cache_hits(intent=intent, since=since, limit=limit)
         if served:
             found = sorted([*found, *served], key=_created, reverse=True)[:limit]
+    resumed = resumed_rows(store, found)
     if as_json:
-        emit_json([row.to_json() for row in found])
+        emit_json(
+            [
+                {**row.to_json(), "resumedBy": resumed[row.execution_id]}
+                if isinstance(row, RecordSummary) and row.execution_id in resumed
+                else row.to_json()
+                for row in found
+            ]
+        )
         return
     if not found:
         click.echo("No records.", err=True)
@@ -125,11 +135,16 @@ def list_records(
     with_source = any(isinstance(row, CacheHit) for row in found)
     if with_source:
         headers.append("SOURCE")
-    source = ["-"] if with_source else []
+    if resumed:
+        headers.append("RESUMED BY")
     table(
         headers,
         [
-            _hit_row(row) if isinstance(row, CacheHit) else _row(row) + source
+            _hit_row(row) + (["-"] if resumed else [])
+            if isinstance(row, CacheHit)
+            else _row(row)
+            + (["-"] if with_source else [])
+            + ([resumed.get(row.execution_id, "-")] if resumed else [])
             for row in found
         ],
     )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import click
 
 from ..record.durable import idempotency_key_of, resume_attempt, resume_of
-from ..record.model import EventType, RecordStatus
+from ..record.model import EventType, RecordStatus, RecordSummary
 from ..store.durable import DurableStore
 
 if TYPE_CHECKING:
@@ -38,6 +39,23 @@ def durable_links(store: ExecutionStore, record: ExecutionRecord) -> JSONObject:
         "interrupted": record.header.status is RecordStatus.INCOMPLETE,
         "attention": attention,
     }
+
+
+def resumed_rows(store: ExecutionStore, rows: Iterable[object]) -> dict[str, str]:
+    """Which listed interrupted records another execution resumed, by id.
+
+    Only ``incomplete`` rows are asked about (one link lookup each): a record
+    that finished was never resumed.
+    """
+    if not isinstance(store, DurableStore):
+        return {}
+    found: dict[str, str] = {}
+    for row in rows:
+        if isinstance(row, RecordSummary) and row.status is RecordStatus.INCOMPLETE:
+            by = store.resumed_by(row.execution_id)
+            if by is not None:
+                found[row.execution_id] = by
+    return found
 
 
 def print_durable(links: JSONObject) -> None:

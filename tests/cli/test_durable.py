@@ -66,6 +66,26 @@ def test_resume_finishes_and_a_second_is_refused(tmp_path: Path) -> None:
     assert links["interrupted"] is True
 
 
+def test_records_list_shows_who_resumed_an_interrupted_record(tmp_path: Path) -> None:
+    """records list names the resumer of an interrupted record, in JSON and tables."""
+    old = _killed(tmp_path)
+    before = orjson.loads(_cli(tmp_path, "records", "list", "--json").stdout)
+    done = orjson.loads(_cli(tmp_path, "resume", old, "--app", APP, "--json").stdout)
+    new = done["metadata"]["executionId"]
+
+    listed = orjson.loads(_cli(tmp_path, "records", "list", "--json").stdout)
+    table = _cli(tmp_path, "records", "list").stdout
+
+    assert [row.get("resumedBy") for row in before] == [None]
+    by_id = {row["executionId"]: row for row in listed}
+    assert by_id[old]["resumedBy"] == new
+    assert "resumedBy" not in by_id[new]
+    assert "RESUMED BY" in table
+    assert next(line for line in table.splitlines() if line.startswith(old)).endswith(
+        new
+    )
+
+
 def test_recover_once_resumes_what_was_interrupted(tmp_path: Path) -> None:
     """recover --once --json reports the interrupted execution resumed."""
     old = _killed(tmp_path)
