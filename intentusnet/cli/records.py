@@ -195,7 +195,8 @@ def show(execution_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def inspect(execution_id: str, as_json: bool) -> None:
     """Show record ID: header, timeline, errors, final response, execution tree."""
-    from .resumes import durable_links, print_durable
+    from ..store.durable import durable_links
+    from .resumes import print_durable
     from .tree import execution_tree, print_tree
 
     check_last_intent()

@@ -7,38 +7,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..record.durable import idempotency_key_of, resume_attempt, resume_of
-from ..record.model import EventType, RecordStatus, RecordSummary
+from ..record.model import RecordStatus, RecordSummary
 from ..store.durable import DurableStore
 
 if TYPE_CHECKING:
     from .._util.jsonvalue import JSONObject
-    from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
-
-
-def durable_links(store: ExecutionStore, record: ExecutionRecord) -> JSONObject:
-    """The record's key, resume links, resume attempt and attention, as JSON.
-
-    ``resumedBy`` is asked of the store (it keeps the link beside the record);
-    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution.
-    """
-    attention = next(
-        (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
-    )
-    resumed_by = (
-        store.resumed_by(record.execution_id)
-        if isinstance(store, DurableStore)
-        else None
-    )
-    return {
-        "idempotencyKey": idempotency_key_of(record),
-        "resumeOf": resume_of(record),
-        "resumedBy": resumed_by,
-        "resumeAttempt": resume_attempt(record),
-        "interrupted": record.header.status is RecordStatus.INCOMPLETE,
-        "attention": attention,
-    }
 
 
 def resumed_rows(store: ExecutionStore, rows: Iterable[object]) -> dict[str, str]:

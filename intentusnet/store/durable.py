@@ -41,8 +41,10 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Final, Protocol, runtime_checkable
 
+from .._util.jsonvalue import JSONObject
 from ..errors import InvalidIdempotencyKey
-from ..record.model import RecordSummary
+from ..record.durable import idempotency_key_of, resume_attempt, resume_of
+from ..record.model import EventType, ExecutionRecord, RecordStatus, RecordSummary
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -50,6 +52,7 @@ __all__ = [
     "KeyClaim",
     "RecordHold",
     "check_idempotency_key",
+    "durable_links",
     "not_resumed",
 ]
 
@@ -194,3 +197,27 @@ def not_resumed(
         if following is None or not exists(following):
             kept.append(summary)
     return kept
+
+
+def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
+    """The record's key, resume links, resume attempt and attention, as JSON.
+
+    ``resumedBy`` is asked of the store (it keeps the link beside the record);
+    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution.
+    """
+    attention = next(
+        (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
+    )
+    resumed_by = (
+        store.resumed_by(record.execution_id)
+        if isinstance(store, DurableStore)
+        else None
+    )
+    return {
+        "idempotencyKey": idempotency_key_of(record),
+        "resumeOf": resume_of(record),
+        "resumedBy": resumed_by,
+        "resumeAttempt": resume_attempt(record),
+        "interrupted": record.header.status is RecordStatus.INCOMPLETE,
+        "attention": attention,
+    }

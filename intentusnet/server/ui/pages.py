@@ -36,6 +36,7 @@ from ...record.signing import KeyRing, SignatureStatus
 from ...steps.diff import diff_records
 from ...steps.explain import explain
 from ...steps.view import record_steps
+from ...store.durable import durable_links
 from ...store.filters import ListFilters
 from ..auth import Access
 from ..pagination import Cursor, page
@@ -271,6 +272,7 @@ def ui_router(
             signature=signature,
             timeline=draw(record),
             explanation=why if why.failed else None,
+            durable=durable_links(where, record),
             sections=sections,
             hits=hits,
             can_invalidate=record.header.replayable and gate.may_invalidate(request),

@@ -302,3 +302,44 @@ def test_an_unsigned_record_says_so(client: TestClient, ids: dict[str, str]) -> 
     """A record of a store without a signing key reads as unsigned."""
     html = client.get(f"/ui/executions/{ids['echo0']}").text
     assert 'data-state="unsigned"' in html
+
+
+class _Crash(BaseException):
+    """Stands for the routing process dying: the record is closed unfinished."""
+
+
+def test_execution_pages_link_an_interrupted_record_and_its_resume(
+    tmp_path: Path,
+) -> None:
+    """The interrupted record names its resumer, and the resume names it back."""
+    from intentusnet import IntentRouter
+    from intentusnet.server.ui import create_ui_app
+    from intentusnet.store import FileExecutionStore
+
+    store = FileExecutionStore(tmp_path / "records")
+    router = IntentRouter(store=store)
+    crash = {"on": True}
+
+    @router.agent("job")
+    def job(env, ctx):  # type: ignore[no-untyped-def]
+        ctx.step("first", {"n": 1}, lambda n: n)
+        if crash["on"]:
+            raise _Crash
+        return {"done": True}
+
+    with pytest.raises(_Crash):
+        router.route_intent({"intent": {"name": "job"}, "payload": {}})
+    [old] = [s.execution_id for s in store.list()]
+    with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+        waiting = client.get(f"/ui/executions/{old}").text
+        crash["on"] = False
+        new = router.resume(old).metadata.execution_id
+        interrupted = client.get(f"/ui/executions/{old}").text
+        resumed = client.get(f"/ui/executions/{new}").text
+    router.close()
+
+    assert f"intentusnet resume {old}" in waiting
+    assert f'finished by <a class="mono" href="/ui/executions/{new}">' in interrupted
+    assert f'<a class="mono" href="/ui/executions/{old}">{old}</a> (attempt 1)' in (
+        resumed
+    )
