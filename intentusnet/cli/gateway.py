@@ -213,6 +213,8 @@ def gateway(
             raise CliFailure(
                 f"the gateway could not start on {host}:{port} (see the log above)", 1
             ) from exc
+    finally:
+        store.close()
 
 
 def _address(text: str) -> tuple[str, int]:

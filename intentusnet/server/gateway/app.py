@@ -55,7 +55,7 @@ def error(status: int, kind: str, message: str, **more: object) -> JSONResponse:
 
 
 def create_gateway(store: ExecutionStore, settings: GatewaySettings) -> Starlette:
-    """The gateway's ASGI app, recording to ``store`` (closed with the app).
+    """The gateway's ASGI app, recording to ``store`` (the caller closes it).
 
     Args:
         store: where calls are recorded and answered from.
@@ -123,7 +123,6 @@ def create_gateway(store: ExecutionStore, settings: GatewaySettings) -> Starlett
             yield
         finally:
             await forwarder.aclose()
-            store.close()
 
     app = Starlette(
         routes=[

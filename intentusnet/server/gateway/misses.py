@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from ..._util.jsonvalue import JSONObject, JSONValue, parse_json
-from ...errors import CacheMiss
+from ...errors import CacheMiss, IntentusNetError
 from ...replay import diff_paths
 from ...store.filters import ListFilters
 
@@ -60,7 +60,7 @@ def nearest_requests(
     ):
         try:
             envelope = store.load(summary.execution_id).envelope
-        except Exception:  # noqa: BLE001 - a record that cannot be read is no candidate
+        except (IntentusNetError, OSError):  # unreadable: no candidate
             continue
         context, payload = envelope.get("context"), envelope.get("payload")
         if not isinstance(payload, dict) or not isinstance(context, dict):
