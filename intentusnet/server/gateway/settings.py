@@ -25,6 +25,16 @@ from ...integrations.httpx import TransportMode
 from ...routing.redact import Redactor
 from ..auth import KeyRing
 
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "DEFAULT_MAX_BODY",
+    "TENANT_KEY_FILE",
+    "GatewaySettings",
+    "Upstream",
+    "tenant_key",
+    "tenant_of",
+]
+
 #: Request headers whose values say who is calling (any case): their keyed
 #: HMAC is the request's tenant.
 CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
