@@ -41,6 +41,7 @@ COMMANDS = {
     "stats": "maintain:stats",
     "run": "run:run",
     "serve": "serve:serve",
+    "gateway": "gateway:gateway",
     "rerun": "debugging:rerun",
     "resume": "durable:resume",
     "recover": "durable:recover",

@@ -26,6 +26,7 @@ COMMANDS = {
     "stats",
     "run",
     "serve",
+    "gateway",
     "rerun",
     "diff",
     "debug",

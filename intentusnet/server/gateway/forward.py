@@ -1,0 +1,139 @@
+"""Forwarding a request through the recording transports, one per upstream and tenant.
+
+Every upstream has one connection pool (an ``httpx.AsyncHTTPTransport``); every
+tenant of it an ``httpx.AsyncClient`` over an ``AsyncRecordingTransport``
+wrapping that pool, made on its first request. The transports share one
+``ReplayCache``, so the gateway hashes, redacts, records and answers requests
+exactly as a Python client with the same transport does: a request recorded
+through one is answered through the other.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import httpx
+
+from ...cache.replay_cache import ReplayCache
+from ...integrations.httpx import AsyncRecordingTransport
+from .settings import GatewaySettings, tenant_of
+
+if TYPE_CHECKING:
+    from ...store import ExecutionStore
+
+#: Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded,
+#: with those the HTTP library sets itself and the gateway's own key.
+HOP_BY_HOP: Final = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+    }
+)
+#: The header a caller sends the gateway's own API key in (never forwarded).
+KEY_HEADER: Final = "x-intentusnet-key"
+_CONNECT_TIMEOUT: Final = 10.0
+
+
+def forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers to forward: no hop-by-hop one, none the ``Connection`` names."""
+    named = {
+        token.strip().lower()
+        for name, value in headers
+        if name.lower() == b"connection"
+        for token in value.split(b",")
+    }
+    own = KEY_HEADER.encode()
+    return [
+        (name, value)
+        for name, value in headers
+        if (lower := name.lower()) not in HOP_BY_HOP
+        and lower not in named
+        and lower != own
+    ]
+
+
+class Forwarder:
+    """Sends requests to the upstreams through the recording transports.
+
+    Args:
+        store: where calls are recorded (and answered from).
+        settings: the gateway's settings.
+    """
+
+    def __init__(self, store: ExecutionStore, settings: GatewaySettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.cache = ReplayCache(store=store)
+        self._pools = {name: httpx.AsyncHTTPTransport() for name in settings.upstreams}
+        self._clients: dict[tuple[str, str | None], httpx.AsyncClient] = {}
+        self._timeout = httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT)
+
+    def tenant(self, headers: list[tuple[bytes, bytes]]) -> str | None:
+        """The tenant of a request with these headers (``None``: shared cache)."""
+        key = self.settings.tenant_key
+        return None if key is None else tenant_of(key, headers)
+
+    def client(self, name: str, tenant: str | None) -> httpx.AsyncClient:
+        """The client of upstream ``name`` for ``tenant``, made on first use."""
+        found = self._clients.get((name, tenant))
+        if found is None:
+            settings = self.settings
+            transport = AsyncRecordingTransport(
+                self.store,
+                settings.mode,
+                self._pools[name],
+                cache=self.cache,
+                tenant=tenant,
+                redactor=settings.redactor,
+            )
+            found = httpx.AsyncClient(
+                transport=transport,
+                timeout=self._timeout,
+                follow_redirects=False,
+                trust_env=False,
+            )
+            self._clients[(name, tenant)] = found
+        return found
+
+    async def send(
+        self,
+        name: str,
+        method: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> httpx.Response:
+        """Send a request to upstream ``name``; its response, body not yet read.
+
+        ``target`` is the path and query after the upstream's name, as the
+        client wrote them. The caller closes the response.
+
+        Raises:
+            CacheMiss: replay mode, and no record answers the request.
+            ValueError: the request's ``x-intentusnet-cache`` header names no
+                directive.
+            httpx.TimeoutException, httpx.TransportError: the upstream did not
+                answer.
+        """
+        url = self.settings.upstreams[name].url + target
+        client = self.client(name, self.tenant(headers))
+        request = httpx.Request(method, url, headers=forwarded(headers), content=body)
+        return await client.send(request, stream=True)
+
+    async def aclose(self) -> None:
+        """Close every client (writing the cache's counts), the pools and the cache."""
+        for client in self._clients.values():
+            await client.aclose()
+        for pool in self._pools.values():
+            await pool.aclose()
+        self.cache.close()

@@ -1,0 +1,166 @@
+"""What a gateway is made of: its upstreams, its mode, its tenancy and limits.
+
+An upstream is ``NAME=URL``: requests to ``/NAME/rest`` go to ``URL/rest``.
+Tenancy scopes the cache per credential: a request's tenant is a keyed
+HMAC-SHA256 of the credential headers it carries (:func:`tenant_of`), made with
+the gateway's tenant key, so the credential itself is never hashed unkeyed,
+stored nor logged; the tenant is hashed with every request, as the transports'
+``tenant`` argument is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+from ...integrations.httpx import TransportMode
+from ...routing.redact import Redactor
+from ..auth import KeyRing
+
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "DEFAULT_MAX_BODY",
+    "TENANT_KEY_FILE",
+    "GatewaySettings",
+    "Upstream",
+    "tenant_key",
+    "tenant_of",
+]
+
+#: Request headers whose values say who is calling (any case): their keyed
+#: HMAC is the request's tenant.
+CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+#: The tenant key's file in a file store's directory, made on first use.
+TENANT_KEY_FILE: Final = "gateway-tenant.key"
+#: Requests larger than this are refused (413) unless the settings say otherwise.
+DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_MIN_KEY: Final = 16
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An API the gateway forwards to: ``/NAME/rest`` goes to ``URL/rest``."""
+
+    name: str
+    url: str
+
+    @classmethod
+    def parse(cls, text: str) -> Upstream:
+        """Read ``NAME=URL``.
+
+        Raises:
+            ValueError: not of that form; a name other than letters, digits,
+                ``.``, ``_`` and ``-``; a URL not ``http(s)://host[/path]``
+                or one with a query, a fragment or user info.
+        """
+        name, equals, url = text.partition("=")
+        name, url = name.strip(), url.strip()
+        if not equals or not _NAME.fullmatch(name) or name in (".", ".."):
+            raise ValueError(
+                f"--upstream takes NAME=URL with a NAME of letters, digits, '.', '_' "
+                f"and '-' (e.g. openai=https://api.openai.com), not {text!r}"
+            )
+        parts = urlsplit(url)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.query
+            or parts.fragment
+            or "@" in parts.netloc
+        ):
+            raise ValueError(
+                f"upstream {name!r}: {url!r} is not an http(s) URL without query, "
+                "fragment or user info"
+            )
+        return cls(name, url.rstrip("/"))
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """A gateway's settings (``intentusnet gateway`` makes them of its options).
+
+    Attributes:
+        upstreams: the APIs forwarded to, by name.
+        mode: the transports' mode: record, replay or cache.
+        tenant_key: the key of the tenants' HMAC; ``None`` shares the cache
+            across credentials (``--shared-cache``).
+        max_body: larger request bodies are refused (413).
+        timeout: seconds an upstream may take to answer (and between chunks).
+        redactor: body paths and headers recorded as markers.
+        keys: the gateway's own API keys, sent in ``x-intentusnet-key``
+            (none configured: no key is asked for).
+    """
+
+    upstreams: Mapping[str, Upstream]
+    mode: TransportMode = TransportMode.CACHE
+    tenant_key: bytes | None = None
+    max_body: int = DEFAULT_MAX_BODY
+    timeout: float = 600.0
+    redactor: Redactor | None = None
+    keys: KeyRing = field(default_factory=KeyRing)
+
+    @classmethod
+    def of(cls, upstreams: Iterable[str], **options: object) -> GatewaySettings:
+        """Settings with upstreams given as ``NAME=URL`` texts.
+
+        Raises:
+            ValueError: a malformed upstream, or a name given twice.
+        """
+        found: dict[str, Upstream] = {}
+        for text in upstreams:
+            upstream = Upstream.parse(text)
+            if upstream.name in found:
+                raise ValueError(f"upstream {upstream.name!r} is given twice")
+            found[upstream.name] = upstream
+        if not found:
+            raise ValueError("give at least one --upstream NAME=URL")
+        return cls(found, **options)  # type: ignore[arg-type]
+
+
+def tenant_of(key: bytes, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """A request's tenant: the keyed HMAC of its credential headers, or ``None``.
+
+    ``headers`` are the request's raw ``(name, value)`` pairs. A request
+    carrying no credential header has no tenant (like a transport's default).
+    The transports take the same value as their ``tenant`` argument, so a
+    Python client keyed the same way shares the gateway's records.
+    """
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    found = False
+    for name, value in sorted(
+        (name.lower(), value)
+        for name, value in headers
+        if name.lower().decode("latin-1") in CREDENTIAL_HEADERS
+    ):
+        found = True
+        mac.update(name + b"\0" + value + b"\0")
+    return f"credential:{mac.hexdigest()[:32]}" if found else None
+
+
+def tenant_key(path: Path, *, create: bool) -> bytes:
+    """The tenant key in ``path``: made (random, mode 0600) if missing and allowed.
+
+    Raises:
+        ValueError: the file holds fewer than 16 bytes.
+        FileNotFoundError: it is missing and may not be made.
+    """
+    if not path.exists() and create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(secrets.token_hex(32) + "\n")
+    key = path.read_bytes().strip()
+    if len(key) < _MIN_KEY:
+        raise ValueError(
+            f"the tenant key in {str(path)!r} is shorter than {_MIN_KEY} bytes"
+        )
+    return key

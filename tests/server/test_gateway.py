@@ -1,0 +1,493 @@
+"""``intentusnet gateway``: real processes, the real SDKs and curl, one format."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+from click.testing import CliRunner
+from integrations.fakeapi import API_KEY, FakeAPI
+
+from intentusnet.cli import cli
+from intentusnet.integrations.httpx import RecordingTransport
+from intentusnet.server.gateway import tenant_of
+from intentusnet.store import FileExecutionStore
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 10
+ASK = {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}
+BEARER = {"authorization": f"Bearer {API_KEY}"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Gateway:
+    """``intentusnet gateway`` in a subprocess on a free loopback port."""
+
+    def __init__(self, store: Path, upstream: str, *args: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [
+            sys.executable,
+            "-m",
+            "intentusnet.cli",
+            "gateway",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--upstream",
+            f"fake={upstream}",
+            "--store",
+            str(store),
+            "--log-level",
+            "warning",
+            *args,
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + 30
+        with httpx.Client(trust_env=False, timeout=1) as http:
+            while time.monotonic() < deadline and self.process.poll() is None:
+                try:
+                    if http.get(f"{self.url}/healthz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("the gateway did not start:\n" + "".join(self.lines))
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def stop(self) -> int:
+        """SIGTERM, wait (bounded) and return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait(timeout=10)
+        self._reader.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    """The fake OpenAI/Anthropic API, running."""
+    with FakeAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The store directory the gateway records to."""
+    return tmp_path / "records"
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    """A plain HTTP client (no proxy from the environment)."""
+    with httpx.Client(trust_env=False, timeout=TIMEOUT) as client:
+        yield client
+
+
+def _sdk_calls(url: str) -> list[bytes]:
+    """OpenAI and Anthropic SDK calls, plain and streamed: each raw body."""
+    oa = openai.OpenAI(
+        base_url=f"{url}/fake/v1", api_key=API_KEY, max_retries=0, timeout=TIMEOUT
+    )
+    an = anthropic.Anthropic(
+        base_url=f"{url}/fake", api_key=API_KEY, max_retries=0, timeout=TIMEOUT
+    )
+    messages = [{"role": "user", "content": "say hi"}]
+    bodies = []
+    with oa, an:
+        raw = oa.chat.completions.with_raw_response.create(model="m", messages=messages)  # type: ignore[arg-type]
+        assert raw.parse().choices[0].message.content == "echo say hi t=None"
+        bodies.append(raw.http_response.content)
+        with oa.chat.completions.with_streaming_response.create(
+            model="m",
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+        ) as streamed:
+            bodies.append(b"".join(streamed.iter_bytes()))
+        raw2 = an.messages.with_raw_response.create(
+            model="c",
+            max_tokens=16,
+            messages=messages,  # type: ignore[arg-type]
+        )
+        assert raw2.parse().content[0].text == "echo say hi t=None"  # type: ignore[union-attr]
+        bodies.append(raw2.http_response.content)
+        with an.messages.stream(model="c", max_tokens=16, messages=messages) as events:  # type: ignore[arg-type]
+            assert "".join(events.text_stream) == "echo say hi t=None"
+    return bodies
+
+
+def _files_holding(root: Path, secret: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def test_sdks_record_then_replay_with_the_upstream_stopped(root: Path) -> None:
+    """The SDKs' answers, recorded, replay byte for byte with no upstream."""
+    with FakeAPI() as api:
+        gateway = Gateway(root, api.url, "--mode", "record")
+        try:
+            recorded = _sdk_calls(gateway.url)
+        finally:
+            assert gateway.stop() in (0, -signal.SIGTERM)
+        upstream = api.url
+        assert api.hits == 4
+    gateway = Gateway(root, upstream, "--mode", "replay")
+    try:
+        assert _sdk_calls(gateway.url) == recorded
+    finally:
+        gateway.stop()
+    assert b"data: " in recorded[1]
+    assert _files_holding(root, API_KEY.encode()) == []
+
+
+def test_a_stream_reaches_the_client_as_it_comes_and_replays_event_by_event(
+    root: Path, http: httpx.Client
+) -> None:
+    """A miss streams before the upstream ends; a hit yields the same events."""
+    body = {**ASK, "stream": True}
+    with FakeAPI(held=True) as api:
+        gateway = Gateway(root, api.url)
+        try:
+            url = f"{gateway.url}/fake/v1/chat/completions"
+            with http.stream("POST", url, json=body, headers=BEARER) as live:
+                assert live.headers["x-intentusnet-cache"] == "miss"
+                chunks = live.iter_raw()
+                first = next(chunks)
+                assert first.startswith(b"data: ")
+                assert api.finished == 0
+                api.release.set()
+                events = [first, *chunks]
+            with http.stream("POST", url, json=body, headers=BEARER) as hit:
+                assert hit.headers["x-intentusnet-cache"] == "hit"
+                replayed = list(hit.iter_raw())
+        finally:
+            gateway.stop()
+    assert api.hits == 1
+    assert b"".join(replayed) == b"".join(events)
+    assert len(replayed) == len(events) == 5  # 3 words, the first chunk, [DONE]
+
+
+def test_the_python_transport_and_the_gateway_answer_each_others_records(
+    root: Path, api: FakeAPI, http: httpx.Client
+) -> None:
+    """Recorded through the gateway, a hit for RecordingTransport; and the reverse."""
+    gateway = Gateway(root, api.url, "--shared-cache")
+    store = FileExecutionStore(root)
+    direct = httpx.Client(transport=RecordingTransport(store), timeout=TIMEOUT)
+    try:
+        via = f"{gateway.url}/fake/v1/chat/completions"
+        to = f"{api.url}/v1/chat/completions"
+        first = http.post(via, json=ASK, headers=BEARER)
+        assert first.headers["x-intentusnet-cache"] == "miss"
+        again = direct.post(to, json=ASK, headers=BEARER)
+        assert again.headers["x-intentusnet-cache"] == "hit"
+        assert (
+            again.headers["x-intentusnet-record"]
+            == first.headers["x-intentusnet-record"]
+        )
+        assert again.content == first.content
+        other = {**ASK, "temperature": 0.5}
+        mine = direct.post(to, json=other, headers=BEARER)
+        assert mine.headers["x-intentusnet-cache"] == "miss"
+        theirs = http.post(via, json=other, headers=BEARER)
+        assert theirs.headers["x-intentusnet-cache"] == "hit"
+        assert theirs.content == mine.content
+    finally:
+        direct.close()
+        store.close()
+        gateway.stop()
+    assert api.hits == 2
+
+
+def test_each_credential_has_its_own_answers_by_default(
+    root: Path, api: FakeAPI, http: httpx.Client
+) -> None:
+    """Two credentials do not share answers; a transport with the tenant does."""
+    gateway = Gateway(root, api.url)
+    url = f"{gateway.url}/fake/v1/chat/completions"
+    other_key = {"x-api-key": API_KEY}  # the fake takes it too: another caller
+    try:
+        assert (
+            http.post(url, json=ASK, headers=BEARER).headers["x-intentusnet-cache"]
+            == "miss"
+        )
+        assert (
+            http.post(url, json=ASK, headers=other_key).headers["x-intentusnet-cache"]
+            == "miss"
+        )
+        assert (
+            http.post(url, json=ASK, headers=BEARER).headers["x-intentusnet-cache"]
+            == "hit"
+        )
+    finally:
+        gateway.stop()
+    assert api.hits == 2
+    key = (root / "gateway-tenant.key").read_bytes().strip()
+    tenant = tenant_of(key, [(b"authorization", f"Bearer {API_KEY}".encode())])
+    store = FileExecutionStore(root)
+    transport = RecordingTransport(store, tenant=tenant)
+    with httpx.Client(transport=transport, timeout=TIMEOUT) as direct:
+        hit = direct.post(f"{api.url}/v1/chat/completions", json=ASK, headers=BEARER)
+    store.close()
+    assert hit.headers["x-intentusnet-cache"] == "hit"
+    assert _files_holding(root, API_KEY.encode()) == []
+
+
+def test_shared_cache_answers_every_credential(
+    root: Path, api: FakeAPI, http: httpx.Client
+) -> None:
+    """With --shared-cache another credential gets the recorded answer."""
+    gateway = Gateway(root, api.url, "--shared-cache")
+    url = f"{gateway.url}/fake/v1/chat/completions"
+    try:
+        http.post(url, json=ASK, headers=BEARER)
+        again = http.post(url, json=ASK, headers={"x-api-key": API_KEY})
+    finally:
+        gateway.stop()
+    assert again.headers["x-intentusnet-cache"] == "hit"
+    assert api.hits == 1
+
+
+def test_cache_directives_and_replay_misses(
+    root: Path, api: FakeAPI, http: httpx.Client
+) -> None:
+    """bypass calls again; replay of an unrecorded request names the nearest one."""
+    gateway = Gateway(root, api.url)
+    url = f"{gateway.url}/fake/v1/chat/completions"
+    try:
+        first = http.post(url, json=ASK, headers=BEARER)
+        bypass = http.post(
+            url, json=ASK, headers={**BEARER, "x-intentusnet-cache": "bypass"}
+        )
+        bad = http.post(url, json=ASK, headers={**BEARER, "x-intentusnet-cache": "x"})
+    finally:
+        gateway.stop()
+    assert bypass.headers["x-intentusnet-cache"] == "bypass"
+    assert api.hits == 2
+    assert bad.status_code == 400
+    assert bad.json()["error"]["type"] == "bad_cache_header"
+    gateway = Gateway(root, api.url, "--mode", "replay")
+    try:
+        changed = {**ASK, "messages": [{"role": "user", "content": "other"}]}
+        miss = http.post(
+            f"{gateway.url}/fake/v1/chat/completions", json=changed, headers=BEARER
+        )
+    finally:
+        gateway.stop()
+    assert miss.status_code == 404
+    error = miss.json()["error"]
+    assert error["type"] == "intentusnet_cache_miss"
+    recorded = {
+        first.headers["x-intentusnet-record"],
+        bypass.headers["x-intentusnet-record"],
+    }
+    assert {n.split()[0] for n in error["nearest"]} == recorded
+    assert all("body differs at messages[0].content" in n for n in error["nearest"])
+    assert error["request"].endswith("/v1/chat/completions")
+    assert api.hits == 2
+
+
+def _raw(url: str, request: bytes) -> tuple[int, bytes]:
+    """Send raw HTTP/1.1 bytes; the status and the body."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_hostile_requests_get_clear_errors(
+    root: Path, api: FakeAPI, http: httpx.Client
+) -> None:
+    """Huge bodies, traversal, unknown upstreams and bad JSON: JSON errors, no trace."""
+    gateway = Gateway(root, api.url, "--max-body-size", "1KiB")
+    try:
+        big = http.post(
+            f"{gateway.url}/fake/v1/chat/completions",
+            content=b"x" * 5000,
+            headers=BEARER,
+        )
+        unknown = http.post(f"{gateway.url}/nope/v1/x", json=ASK)
+        bad_json = http.post(
+            f"{gateway.url}/fake/v1/chat/completions",
+            content=b"{not json",
+            headers={**BEARER, "content-type": "application/json"},
+        )
+        traversals = [
+            _raw(
+                gateway.url,
+                b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            for path in (
+                b"/fake/../other/x",
+                b"/fake/v1/%2e%2e/%2E%2E/x",
+                b"/fake/v1%2f..%2fx",
+                b"/..%2ffake/x",
+            )
+        ]
+    finally:
+        gateway.stop()
+    assert big.status_code == 413
+    assert big.json()["error"]["type"] == "body_too_large"
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["upstreams"] == ["fake"]
+    # the fake drops the connection on bad JSON: the gateway says so
+    assert bad_json.status_code == 502
+    assert bad_json.json()["error"]["type"] == "upstream_unreachable"
+    assert [status for status, _ in traversals] == [400, 400, 400, 404]
+    for _, body in traversals:
+        assert json.loads(body)["error"]["message"]
+    assert api.hits == 1  # only the bad JSON reached it
+    assert "Traceback" not in "".join(gateway.lines)
+
+
+def test_an_upstream_down_or_silent_is_a_502_or_504(
+    root: Path, http: httpx.Client
+) -> None:
+    """A refused connection answers 502, an upstream that never answers 504."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts connections, never answers
+        port = silent.getsockname()[1]
+        gateway = Gateway(root, f"http://127.0.0.1:{port}", "--timeout", "0.5")
+        try:
+            slow = http.post(f"{gateway.url}/fake/v1/x", json=ASK)
+        finally:
+            gateway.stop()
+    gateway = Gateway(root, f"http://127.0.0.1:{_free_port()}")
+    try:
+        down = http.post(f"{gateway.url}/fake/v1/x", json=ASK)
+    finally:
+        gateway.stop()
+    assert slow.status_code == 504
+    assert slow.json()["error"]["type"] == "upstream_timeout"
+    assert down.status_code == 502
+    assert down.json()["error"]["type"] == "upstream_unreachable"
+
+
+def test_gateway_keys_guard_it_and_are_not_forwarded(
+    root: Path, api: FakeAPI, http: httpx.Client, tmp_path: Path
+) -> None:
+    """With --api-keys-file a request needs x-intentusnet-key, never sent upstream."""
+    keys = tmp_path / "keys"
+    keys.write_text("gateway-key-0123456789\n")
+    keys.chmod(0o600)
+    gateway = Gateway(root, api.url, "--api-keys-file", str(keys))
+    url = f"{gateway.url}/fake/v1/chat/completions"
+    try:
+        refused = http.post(url, json=ASK, headers=BEARER)
+        wrong = http.post(
+            url, json=ASK, headers={**BEARER, "x-intentusnet-key": "nope" * 5}
+        )
+        let = http.post(
+            url,
+            json=ASK,
+            headers={**BEARER, "x-intentusnet-key": "gateway-key-0123456789"},
+        )
+    finally:
+        gateway.stop()
+    assert refused.status_code == wrong.status_code == 401
+    assert let.status_code == 200
+    assert api.hits == 1
+    assert "x-intentusnet-key" not in api.seen[0]
+    assert "connection" not in api.seen[0] or api.seen[0]["connection"] != "close"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not on PATH")
+def test_curl_records_and_replays(root: Path, tmp_path: Path) -> None:
+    """curl through the gateway: recorded, then replayed byte for byte."""
+    body = json.dumps({**ASK, "stream": True})
+
+    def curl(url: str) -> bytes:
+        done = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "-N",
+                "--noproxy",
+                "*",
+                "-H",
+                f"Authorization: Bearer {API_KEY}",
+                "-H",
+                "content-type: application/json",
+                "-d",
+                body,
+                f"{url}/fake/v1/chat/completions",
+            ],
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
+        return done.stdout
+
+    with FakeAPI() as api:
+        gateway = Gateway(root, api.url, "--mode", "record")
+        try:
+            recorded = curl(gateway.url)
+        finally:
+            gateway.stop()
+    gateway = Gateway(root, api.url, "--mode", "replay")
+    try:
+        replayed = curl(gateway.url)
+    finally:
+        gateway.stop()
+    assert recorded.endswith(b"data: [DONE]\n\n")
+    assert replayed == recorded
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--upstream", "bad name=http://x"], "NAME=URL"),
+        (["--upstream", "a=ftp://x"], "not an http(s) URL"),
+        (["--upstream", "a=http://x", "--upstream", "a=http://y"], "given twice"),
+        (["--upstream", "a=http://x", "--listen", "0.0.0.0:1"], "without an API key"),
+        (["--upstream", "a=http://x", "--listen", "nowhere"], "HOST:PORT"),
+        (["--upstream", "a=http://x", "--redact", "user"], "--redact-key-file"),
+    ],
+)
+def test_usage_errors_exit_2(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bad upstreams, listen addresses and redaction options exit 2, named."""
+    monkeypatch.delenv("INTENTUSNET_API_KEYS", raising=False)
+    result = CliRunner().invoke(
+        cli, ["gateway", "--store", str(tmp_path / "s"), *args], env=dict(os.environ)
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
