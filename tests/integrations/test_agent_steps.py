@@ -21,10 +21,10 @@ import openai
 import pytest
 
 from intentusnet import (
-    CassetteMiss,
     FileExecutionStore,
     IntentRouter,
     ListFilters,
+    NondeterminismError,
     Redactor,
     ReplayEngine,
     RerunOptions,
@@ -265,15 +265,16 @@ def _record_path(store, execution_id: str) -> tuple[str, ...]:
 def test_a_strict_rerun_with_a_changed_prompt_stops_naming_the_request(
     store, closing, is_async: bool
 ) -> None:
-    """Today's code asks something else: CassetteMiss names the request and the
-    nearest recorded one, the SDK's caller gets it, and nothing reaches the server."""
+    """Today's code asks something else at a recorded step's place: NondeterminismError
+    (a CassetteMiss) names the request and the nearest recorded one, the SDK's caller
+    gets it, and nothing reaches the server."""
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=is_async, closing=closing)
         first = route(router, {"prompt": "hello"}, is_async=is_async)
         assert first.status == "success", first.error
         STYLE["suffix"] = " (be brief)"
         try:
-            with pytest.raises(CassetteMiss) as caught:
+            with pytest.raises(NondeterminismError) as caught:
                 rerun(
                     ReplayEngine.from_store(store, first.metadata.execution_id), router
                 )
@@ -288,7 +289,7 @@ def test_a_strict_rerun_with_a_changed_prompt_stops_naming_the_request(
     # the agent itself got the miss from the SDK call, with its message
     rerun_record = store.load(caught.value.rerun_execution_id)
     error = rerun_record.final_response["error"]
-    assert "CassetteMiss" in error["message"]
+    assert "NondeterminismError" in error["message"]
     assert CHAT.format(port=port) in error["message"]
 
 
