@@ -241,8 +241,10 @@ class IntentEnvelope(_Model):
     @model_validator(mode="after")
     def _check_payload(self) -> IntentEnvelope:
         # pydantic checked the payload is a dict; this refuses, naming the path,
-        # what JSON cannot carry inside it (NaN, bytes, deep nesting, ...).
-        check_json(self.payload, "payload")
+        # what JSON cannot carry inside it (NaN, bytes, deep nesting, ...). The
+        # walk's verdict is kept as ``_payload_plain``'s value for the first
+        # hash: set as a frozen dataclass's ``__post_init__`` sets its fields.
+        object.__setattr__(self, "_payload_plain", check_json(self.payload, "payload"))
         return self
 
     @cached_property
@@ -255,7 +257,13 @@ class IntentEnvelope(_Model):
         envelope is frozen (a changed copy is validated anew).
         """
         prefix, suffix = hash_parts(self.hashed_view())
-        return prefix, suffix, check_json(self.payload, "payload")
+        return prefix, suffix, self._payload_plain
+
+    @cached_property
+    def _payload_plain(self) -> bool:
+        # check_json's verdict on the payload: set by the validator; computed
+        # here only for an envelope built without validation (model_construct).
+        return check_json(self.payload, "payload")
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False

@@ -46,6 +46,13 @@ __all__ = [
 #: Decides whether the process that owns an unfinished record is still writing it.
 OwnerAlive = Callable[[JSONObject | None], bool]
 
+#: ``_envelope_hash_ok``'s verdicts, by line 1's own hash. The verdict depends on
+#: line 1's bytes alone, and their hash is checked before it is looked up here,
+#: so a record loaded again (line 1 never changes) skips hashing its envelope a
+#: second time; a changed line 1 has another key. Bounded: emptied when full.
+_ENVELOPE_VERDICTS: dict[bytes, bool] = {}
+_ENVELOPE_VERDICTS_MAX = 4096
+
 
 def parse_record(
     data: bytes, execution_id: str, owner_alive: OwnerAlive
@@ -95,6 +102,7 @@ def parse_record(
     return ExecutionRecord(
         _header(
             header,
+            lines[0][-66:-2],
             events,
             final_event,
             final,
@@ -145,13 +153,17 @@ def _read_events(
 
 def _header(
     fields: JSONObject,
+    line_hash: bytes,
     events: tuple[ExecutionEvent, ...],
     final_event: ExecutionEvent | None,
     final: JSONObject | None,
     chain_head: str,
     owner_alive: OwnerAlive,
 ) -> ExecutionHeader:
-    """Build the header: line 1's fields and the state the events show."""
+    """Build the header: line 1's fields and the state the events show.
+
+    ``line_hash`` is line 1's own hash, already checked against its bytes.
+    """
     created, owner_d = fields["createdUtc"], _owner(fields)
     agent: str | None = None
     duration: float | None = None
@@ -174,7 +186,7 @@ def _header(
         status = RecordStatus.INCOMPLETE
     kinds = {event.type for event in events}
     reason = derive_reason(
-        envelope_ok=_envelope_hash_ok(fields),
+        envelope_ok=_envelope_hash_ok(fields, line_hash),
         invalidated=EventType.INVALIDATED in kinds,
         recording_failed=EventType.RECORDING_FAILURE in kinds,
         finished=final is not None,
@@ -223,8 +235,22 @@ def derive_reason(
     return None
 
 
-def _envelope_hash_ok(header: JSONObject) -> bool:
-    """Whether line 1's envelope hashes to the hash recorded beside it."""
+def _envelope_hash_ok(header: JSONObject, line_hash: bytes) -> bool:
+    """Whether line 1's envelope hashes to the hash recorded beside it.
+
+    Found once per line 1 (named by its checked ``line_hash``) while it is
+    kept in ``_ENVELOPE_VERDICTS``.
+    """
+    verdict = _ENVELOPE_VERDICTS.get(line_hash)
+    if verdict is None:
+        verdict = _envelope_hashes_to(header)
+        if len(_ENVELOPE_VERDICTS) >= _ENVELOPE_VERDICTS_MAX:
+            _ENVELOPE_VERDICTS.clear()
+        _ENVELOPE_VERDICTS[line_hash] = verdict
+    return verdict
+
+
+def _envelope_hashes_to(header: JSONObject) -> bool:
     envelope, intent = header["envelope"], header["intent"]
     if not isinstance(envelope, dict) or not isinstance(intent, dict):
         return False

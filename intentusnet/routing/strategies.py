@@ -370,6 +370,9 @@ def plan(
             if got[0].ok:
                 results[agent.name] = got[0].payload
         if results:
+            # The answers were checked one by one; nested under their agents'
+            # names they are one level deeper, which may pass the depth limit.
+            check_json(results, "payload")
             return _answer(ex, decision, outcomes, results, None)
         return _answer(ex, decision, outcomes, None, _all_failed(outcomes))
 
@@ -469,7 +472,11 @@ def _answer(
         original_execution_id=None,
         recording_error=None,
     )
-    return AgentResponse(
+    # ``model_construct``: every value was checked already, the payload where
+    # it entered (by ``from_result``, the agent's own ``AgentResponse``, or
+    # ``check_json`` for a broadcast), the error and metadata as validated
+    # models. Validating again would walk the payload a second time per route.
+    return AgentResponse.model_construct(
         status="error" if error is not None else "success",
         payload=payload,
         error=error,

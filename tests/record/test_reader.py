@@ -18,6 +18,7 @@ from recordkit import (
     finished,
     line_offsets,
     record_file,
+    reseal,
     response,
     start,
 )
@@ -134,6 +135,23 @@ def test_envelope_not_matching_its_recorded_hash_is_envelope_invalid(
     writer = start(store, envelope_hash="sha256:" + "ab" * 32)
     writer.complete(response(writer.execution_id))
     header = store.load(writer.execution_id).header
+    assert header.replayable_reason is ReplayableReason.ENVELOPE_INVALID
+
+
+def test_envelope_resealed_after_a_load_is_envelope_invalid_on_the_next(
+    store: FileExecutionStore,
+) -> None:
+    """A record loaded once, then its envelope changed and resealed, loads invalid."""
+    execution_id = finished(store)
+    assert store.load(execution_id).header.replayable
+    path = record_file(store, execution_id)
+
+    def change(number: int, fields: JSONObject) -> None:
+        if number == 1:
+            fields["envelope"] = envelope("changed")  # envelopeHash kept
+
+    path.write_bytes(reseal(path.read_bytes(), change))
+    header = store.load(execution_id).header
     assert header.replayable_reason is ReplayableReason.ENVELOPE_INVALID
 
 
