@@ -242,9 +242,8 @@ class IntentEnvelope(_Model):
     def _check_payload(self) -> IntentEnvelope:
         # pydantic checked the payload is a dict; this refuses, naming the path,
         # what JSON cannot carry inside it (NaN, bytes, deep nesting, ...). The
-        # walk's verdict is kept as ``_payload_plain``'s value for the first
-        # hash: set as a frozen dataclass's ``__post_init__`` sets its fields.
-        object.__setattr__(self, "_payload_plain", check_json(self.payload, "payload"))
+        # walk is ``_payload_plain``'s: its verdict is kept for the first hash.
+        _ = self._payload_plain
         return self
 
     @cached_property
@@ -261,8 +260,8 @@ class IntentEnvelope(_Model):
 
     @cached_property
     def _payload_plain(self) -> bool:
-        # check_json's verdict on the payload: set by the validator; computed
-        # here only for an envelope built without validation (model_construct).
+        # check_json's verdict on the payload: computed once, by the validator
+        # (or, for an envelope built without validation, by the first hash).
         return check_json(self.payload, "payload")
 
     def model_copy(
