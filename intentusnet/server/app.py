@@ -361,6 +361,29 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             }
         )
 
+    async def _newest(
+        execution_id: str, *, follow: bool, wait: float, named: bool = True
+    ) -> Response:
+        """The newest record of an execution's resume chain, as the API answers it.
+
+        ``Content-Location`` names the record shown when it is not the one the
+        request named (``named``); ``Retry-After`` says the wait ran out.
+        """
+        record = await newest_record(
+            service.router,
+            service.require_store(),
+            execution_id,
+            follow=follow,
+            wait=wait,
+            stopping=lambda: service.draining,
+        )
+        headers = {}
+        if not named or record.execution_id != execution_id:
+            headers["Content-Location"] = location(record.execution_id)
+        if wait and record.header.status not in FINISHED:
+            headers["Retry-After"] = "1"
+        return _json(record.to_json(), headers=headers)
+
     @app.get(
         "/v1/executions/{execution_id}",
         dependencies=read,
@@ -399,21 +422,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             ),
         ] = True,
     ) -> Response:
-        store = service.require_store()
-        record = await newest_record(
-            service.router,
-            store,
-            execution_id,
-            follow=follow,
-            wait=wait,
-            stopping=lambda: service.draining,
-        )
-        headers = {}
-        if record.execution_id != execution_id:
-            headers["Content-Location"] = location(record.execution_id)
-        if wait and record.header.status not in FINISHED:
-            headers["Retry-After"] = "1"
-        return _json(record.to_json(), headers=headers)
+        return await _newest(execution_id, follow=follow, wait=wait)
 
     @app.get(
         "/v1/idempotency-keys/{key:path}",
@@ -454,18 +463,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
     ) -> Response:
         store = service.require_store()
         execution_id = await run_in_threadpool(keyed_execution, store, key)
-        record = await newest_record(
-            service.router,
-            store,
-            execution_id,
-            follow=True,
-            wait=wait,
-            stopping=lambda: service.draining,
-        )
-        headers = {"Content-Location": location(record.execution_id)}
-        if wait and record.header.status not in FINISHED:
-            headers["Retry-After"] = "1"
-        return _json(record.to_json(), headers=headers)
+        return await _newest(execution_id, follow=True, wait=wait, named=False)
 
     @app.post(
         "/v1/executions/{execution_id}/replay",
