@@ -104,14 +104,80 @@ def keyed_app(router: IntentRouter, **options: object) -> object:
     return create_app(router, keys=keys, **options)  # type: ignore[arg-type]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-class ServeProcess:
+class CliProcess:
+    """An ``intentusnet`` command serving HTTP in a subprocess, until ``stop()``.
+
+    Ready once ``GET /healthz`` answers 200; its stderr is kept in ``lines``.
+
+    Args:
+        command: the argument list.
+        url: where it listens.
+        cwd: its working directory.
+        env: more environment variables.
+    """
+
+    def __init__(
+        self,
+        command: list[str],
+        url: str,
+        *,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._wait_until_ready()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        with httpx.Client(base_url=self.url, trust_env=False, timeout=1) as http:
+            while time.monotonic() < deadline and self.process.poll() is None:
+                try:
+                    if http.get("/healthz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.url} did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> int:
+        """SIGTERM, wait (bounded) and return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait(timeout=10)
+        self._reader.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return code
+
+
+class ServeProcess(CliProcess):
     """``intentusnet serve`` in a subprocess on 127.0.0.1 with an ephemeral port.
 
     Args:
@@ -131,6 +197,7 @@ class ServeProcess:
         env: dict[str, str] | None = None,
         global_args: tuple[str, ...] = (),
     ) -> None:
+        port = free_port()
         command = [
             sys.executable,
             "-m",
@@ -142,60 +209,17 @@ class ServeProcess:
             "--host",
             "127.0.0.1",
             "--port",
-            str(_free_port()),
+            str(port),
             *args,
         ]
-        self.lines: list[str] = []
-        self.process = subprocess.Popen(
-            command,
-            cwd=directory,
-            env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.url = f"http://127.0.0.1:{command[command.index('--port') + 1]}"
-        self._wait_until_ready()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.append(line)
-
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        with httpx.Client(base_url=self.url, trust_env=False, timeout=1) as http:
-            while time.monotonic() < deadline and self.process.poll() is None:
-                try:
-                    if http.get("/healthz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("serve did not start:\n" + "".join(self.lines))
-
-    def stop(self) -> int:
-        """SIGTERM, wait (bounded) and return the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait(timeout=10)
-        self._reader.join(timeout=10)
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return code
+        super().__init__(command, f"http://127.0.0.1:{port}", cwd=directory, env=env)
 
 
-class UiProcess(ServeProcess):
+class UiProcess(CliProcess):
     """``intentusnet --store ROOT ui`` in a subprocess on a free loopback port."""
 
     def __init__(self, root: Path, *args: str) -> None:
-        port = _free_port()
+        port = free_port()
         command = [
             sys.executable,
             "-m",
@@ -207,15 +231,6 @@ class UiProcess(ServeProcess):
             str(port),
             *args,
         ]
-        self.lines = []
-        self.process = subprocess.Popen(
-            command,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            command, f"http://127.0.0.1:{port}", env={"PYTHONUNBUFFERED": "1"}
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.url = f"http://127.0.0.1:{port}"
-        self._wait_until_ready()

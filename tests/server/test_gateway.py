@@ -9,8 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import openai
 import pytest
 from click.testing import CliRunner
 from integrations.fakeapi import API_KEY, FakeAPI
+from livekit import CliProcess, free_port
 
 from intentusnet.cli import cli
 from intentusnet.integrations.httpx import RecordingTransport
@@ -32,19 +31,11 @@ ASK = {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}
 BEARER = {"authorization": f"Bearer {API_KEY}"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Gateway:
+class Gateway(CliProcess):
     """``intentusnet gateway`` in a subprocess on a free loopback port."""
 
     def __init__(self, store: Path, upstream: str, *args: str) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = free_port()
         command = [
             sys.executable,
             "-m",
@@ -60,41 +51,7 @@ class Gateway:
             "warning",
             *args,
         ]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        deadline = time.monotonic() + 30
-        with httpx.Client(trust_env=False, timeout=1) as http:
-            while time.monotonic() < deadline and self.process.poll() is None:
-                try:
-                    if http.get(f"{self.url}/healthz").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("the gateway did not start:\n" + "".join(self.lines))
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.lines.append(line)
-
-    def stop(self) -> int:
-        """SIGTERM, wait (bounded) and return the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait(timeout=10)
-        self._reader.join(timeout=10)
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return code
+        super().__init__(command, f"http://127.0.0.1:{self.port}")
 
 
 @pytest.fixture
@@ -389,7 +346,7 @@ def test_an_upstream_down_or_silent_is_a_502_or_504(
             slow = http.post(f"{gateway.url}/fake/v1/x", json=ASK)
         finally:
             gateway.stop()
-    gateway = Gateway(root, f"http://127.0.0.1:{_free_port()}")
+    gateway = Gateway(root, f"http://127.0.0.1:{free_port()}")
     try:
         down = http.post(f"{gateway.url}/fake/v1/x", json=ASK)
     finally:
