@@ -90,6 +90,16 @@ _bearer = HTTPBearer(
     description="An API key. Read-only keys can read and replay, not route.",
 )
 _ID = Annotated[str, Path(description="The execution id.", max_length=256)]
+#: ``?wait=``: how long getExecution and getExecutionByKey may hold the answer.
+_Wait = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_S,
+        description="Seconds (at most 60) to wait for the execution to finish "
+        "(completed, failed or needs_attention) before answering.",
+    ),
+]
 
 
 def _server_paths(store: ExecutionStore | None) -> list[str]:
@@ -405,15 +415,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
     )
     async def get_execution(
         execution_id: _ID,
-        wait: Annotated[
-            float,
-            Query(
-                ge=0,
-                le=MAX_WAIT_S,
-                description="Seconds (at most 60) to wait for the execution to "
-                "finish (completed, failed or needs_attention) before answering.",
-            ),
-        ] = 0,
+        wait: _Wait = 0,
         follow: Annotated[
             bool,
             Query(
@@ -451,15 +453,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
                 max_length=1024,
             ),
         ],
-        wait: Annotated[
-            float,
-            Query(
-                ge=0,
-                le=MAX_WAIT_S,
-                description="Seconds (at most 60) to wait for the execution to "
-                "finish before answering.",
-            ),
-        ] = 0,
+        wait: _Wait = 0,
     ) -> Response:
         store = service.require_store()
         execution_id = await run_in_threadpool(keyed_execution, store, key)
