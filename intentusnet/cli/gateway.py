@@ -13,7 +13,7 @@ import click
 
 from .context import named_store, open_named
 from .output import note
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, keyed_redactor
 from .serve import parse_size
 
 if TYPE_CHECKING:
@@ -233,11 +233,6 @@ def _redactor(
 
     if not paths and not headers:
         return None
-    if key_file is None:
-        # a random key gives other markers every run: no request would match again
-        raise CliFailure("--redact needs --redact-key-file (a stable key)", USAGE)
-    key = Path(key_file).read_bytes().strip()
-    try:
-        return Redactor(key, http_body=paths, http_headers=headers)
-    except (TypeError, ValueError) as exc:
-        raise CliFailure(f"--redact: {exc}", USAGE) from None
+    return keyed_redactor(
+        key_file, lambda key: Redactor(key, http_body=paths, http_headers=headers)
+    )

@@ -13,7 +13,7 @@ import click
 
 from .context import LAST, named_store, open_named
 from .output import note
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, keyed_redactor
 
 #: The exit code of a session the upstream cut short (or that never started).
 UPSTREAM_EXITED: Final = 1
@@ -282,21 +282,13 @@ def _counts(done: object) -> str:
 
 def _redactor(paths: tuple[str, ...], key_file: str | None) -> Redactor | None:
     """The ``Redactor`` of ``--redact`` and ``--redact-key-file``, if any."""
-    from pathlib import Path
-
     from ..routing.redact import Redactor
 
     if not paths:
         return None
-    if key_file is None:
-        # a random key would give other markers every session: nothing recorded
-        # with one would ever match a call again
-        raise CliFailure("--redact needs --redact-key-file (a stable key)", USAGE)
-    key = Path(key_file).read_bytes().strip()
-    try:
-        return Redactor(key, args={"*": paths}, outputs={"*": paths})
-    except (TypeError, ValueError) as exc:
-        raise CliFailure(f"--redact: {exc}", USAGE) from None
+    return keyed_redactor(
+        key_file, lambda key: Redactor(key, args={"*": paths}, outputs={"*": paths})
+    )
 
 
 def _address(text: str) -> tuple[str, int]:

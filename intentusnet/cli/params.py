@@ -32,6 +32,10 @@ _PART: Final = r"(\d+(?:\.\d+)?)([wdhms])"
 
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..routing.redact import Redactor
+
     _DurationType = click.ParamType[timedelta]
     _TimeType = click.ParamType[datetime]
     _TextType = click.ParamType[str]
@@ -202,3 +206,20 @@ def read_json_object(name: str, what: str = "envelope file") -> JSONObject:
             f"{what} {shown} holds a {kind}, not a JSON object"
         )
     return value
+
+
+def keyed_redactor(key_file: str | None, make: Callable[[bytes], Redactor]) -> Redactor:
+    """The ``Redactor`` that ``make`` builds with the key in ``--redact-key-file``.
+
+    Raises:
+        CliFailure: no key file (a random key would give other markers every
+            run, so nothing recorded with one would match a request again), or
+            rules the ``Redactor`` refuses (exit 2).
+    """
+    if key_file is None:
+        raise CliFailure("--redact needs --redact-key-file (a stable key)", USAGE)
+    key = Path(key_file).read_bytes().strip()
+    try:
+        return make(key)
+    except (TypeError, ValueError) as exc:
+        raise CliFailure(f"--redact: {exc}", USAGE) from None
