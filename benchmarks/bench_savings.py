@@ -3,7 +3,8 @@
 Fills a file store with N recorded LLM calls (answers carrying usage, routed
 through a router with a replay cache) and N hits of them, then times a
 ``savings_report`` (what ``intentusnet stats`` and each ``/metrics`` scrape pay),
-its two parts (the catalog's usage column, the hit journal), and beside them
+its parts (the catalog's running totals, the usage of the records hits were
+served from, the hit journal), and beside them
 what reading usage from the record files instead would cost (a load of every
 record).
 
@@ -64,8 +65,11 @@ def main() -> None:
     whole = _median_s(lambda: savings_report(store), 5)
     row("savings_report, per record and its hit", whole / n * 1e6)
     row("  the whole report", whole * 1e3, "ms")
-    usage = _median_s(store.recorded_usage, 5)
-    row("  of which: the usage column of the catalog, per record", usage / n * 1e6)
+    totals = _median_s(store.usage_totals, 5)
+    row("  of which: the catalog's running totals", totals * 1e6)
+    ids = [s.execution_id for s in store.list()]
+    usage = _median_s(lambda: store.usage_of(ids), 5)
+    row("  of which: the usage of the hits' records, per record", usage / n * 1e6)
     hits = _median_s(store.cache_hits, 5)
     row("  of which: the hit journal read and checked, per hit", hits / n * 1e6)
     loads = _median_s(lambda: [store.load(s.execution_id) for s in store.list()], 3)

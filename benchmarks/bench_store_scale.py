@@ -9,7 +9,9 @@ in a fresh process:
 
   * ``intentusnet reindex`` after the catalog was deleted;
   * ``intentusnet verify --all`` with its output piped (bytes printed);
-  * ``FileExecutionStore.stats()``: the first call and the median of five.
+  * ``FileExecutionStore.stats()``: the first call and the median of five;
+  * ``intentusnet stats`` (counts, sizes and what caching saved), the whole
+    command in a fresh process: the median of five, beside ``--help``'s.
 
 For the two commands it prints the time, records/s and peak memory: the largest
 sum of resident memory of the command and its worker processes, sampled every
@@ -25,6 +27,7 @@ import os
 import resource
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +48,13 @@ def _envelope(n: int) -> dict[str, object]:
     wire = envelope({"text": f"request {n} " + "lorem ipsum " * 12}, n)
     wire["intent"] = {"name": f"intent-{n % 7}", "version": "1.0"}
     return wire
+
+
+def _wall(command: list[str]) -> float:
+    """Seconds ``command`` takes, its output discarded."""
+    started = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
 
 
 def _write(root: str, start: int, count: int) -> None:
@@ -200,6 +210,17 @@ def main() -> None:
         print(
             f"stats()       first {float(first):.1f} ms, "
             f"then median {float(median):.1f} ms ({int(counted):,} records)"
+        )
+        command = {
+            name: statistics.median(
+                _wall([*cli, *args, "--help"] if name == "help" else [*cli, *args])
+                for _ in range(5)
+            )
+            for name, args in (("help", ["stats"]), ("stats", ["stats"]))
+        }
+        print(
+            f"stats command {command['stats'] * 1000:.1f} ms "
+            f"(its --help {command['help'] * 1000:.1f} ms: the start-up floor)"
         )
         catalog = f"{root}/catalog.sqlite3"
         with sqlite3.connect(catalog) as db:

@@ -18,14 +18,23 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
 import diskcache  # type: ignore[import-untyped]  # ships no types
 
 from .._util.files import make_dirs
+from .._util.jsonvalue import JSONObject
 from ..errors import CacheError
-from .policy import CacheStats
+
+__all__ = [
+    "CACHE_DIR",
+    "CacheStats",
+    "DiskTier",
+    "counter_key",
+    "read_stats",
+]
 
 _log = logging.getLogger("intentusnet.cache")
 _T = TypeVar("_T")
@@ -39,6 +48,44 @@ _BUSY_TIMEOUT_S: Final = 2.0
 #: Keys of the persisted hit and miss counters start with this; entry keys are
 #: ``<namespace>|<hash>``, and a namespace is neither empty nor holds ``|``.
 STATS_PREFIX: Final = "|stats|"
+#: The disk tier's directory under a store's root, when none is given.
+CACHE_DIR: Final = "replay-cache"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """Counts of one cache namespace.
+
+    Attributes:
+        namespace: the namespace counted.
+        hits: answers served without running agents (in-flight answers shared
+            with identical concurrent requests included).
+        misses: requests that ran agents.
+        entries: answers the disk tier holds for this namespace.
+        bytes: bytes the cache directory takes (all namespaces).
+        directory: the cache directory.
+
+    Hits and misses are totals over every process using the directory, brought
+    up to date at most once a second and when a cache is closed. Added in 0.1.0.
+    """
+
+    namespace: str
+    hits: int
+    misses: int
+    entries: int
+    bytes: int
+    directory: str
+
+    def to_json(self) -> JSONObject:
+        """Return the camelCase form ``intentusnet stats --json`` prints."""
+        return {
+            "namespace": self.namespace,
+            "hits": self.hits,
+            "misses": self.misses,
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "directory": self.directory,
+        }
 
 
 def is_corrupt(exc: BaseException) -> bool:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
 
-from .._util.jsonvalue import JSONObject
 from ..envelope import CacheDirective
 
-__all__ = ["CacheKey", "CachePolicy", "CacheStats", "seconds"]
+__all__ = ["CacheKey", "CachePolicy", "seconds"]
 
 
 class CacheKey(NamedTuple):
@@ -74,42 +72,6 @@ class CachePolicy:
             f"CachePolicy(intents={self.intents!r}, serve_errors={self.serve_errors}, "
             f"max_age={self.max_age})"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class CacheStats:
-    """Counts of one cache namespace.
-
-    Attributes:
-        namespace: the namespace counted.
-        hits: answers served without running agents (in-flight answers shared
-            with identical concurrent requests included).
-        misses: requests that ran agents.
-        entries: answers the disk tier holds for this namespace.
-        bytes: bytes the cache directory takes (all namespaces).
-        directory: the cache directory.
-
-    Hits and misses are totals over every process using the directory, brought
-    up to date at most once a second and when a cache is closed. Added in 0.1.0.
-    """
-
-    namespace: str
-    hits: int
-    misses: int
-    entries: int
-    bytes: int
-    directory: str
-
-    def to_json(self) -> JSONObject:
-        """Return the camelCase form ``intentusnet stats --json`` prints."""
-        return {
-            "namespace": self.namespace,
-            "hits": self.hits,
-            "misses": self.misses,
-            "entries": self.entries,
-            "bytes": self.bytes,
-            "directory": self.directory,
-        }
 
 
 def seconds(value: timedelta | float | None, name: str) -> float | None:

@@ -41,12 +41,13 @@ from ..errors import IntentusNetError
 from ..hashing import compute_hash
 from ..store.protocol import ExecutionStore
 from . import flight as _flight
+from .disk import CACHE_DIR as CACHE_DIR
+from .disk import CacheStats as CacheStats
 from .disk import DiskTier, counter_key
 from .disk import read_stats as read_stats
 from .entry import Entry, decode, encode, unchanged, verify
 from .policy import CacheKey as CacheKey
 from .policy import CachePolicy as CachePolicy
-from .policy import CacheStats as CacheStats
 from .policy import seconds
 from .seams import CacheHitJournal, SharedFlights
 
@@ -65,8 +66,6 @@ class _Store(ExecutionStore, CacheHitJournal, Protocol):
 
 DEFAULT_SIZE_LIMIT: Final = 1 << 30
 DEFAULT_MEMORY_ITEMS: Final = 4096
-#: The disk tier's directory under a store's root, when none is given.
-CACHE_DIR: Final = "replay-cache"
 #: Persisted hit and miss counts are brought up to date at most this often.
 _FLUSH_EVERY_S: Final = 1.0
 #: How long a process waiting for another's flight first sleeps, and at most.

@@ -7,8 +7,9 @@ cache-hit journal names the record whose answer it served (a *hit*): that
 record's tokens were avoided. :func:`savings_report` adds them up by provider
 and model, and prices them with a :class:`PriceTable` when given one.
 
-The file store keeps each record's usage in its catalog row, so a report
-reads rows, not record files; over other stores each record is read once per
+The file store keeps running totals of usage per provider and model in its
+catalog, so a report reads a few rows, then the usage of the records the hits
+were served from; over other stores each record is read once per
 :class:`UsageLedger` (a completed record never changes). The hit journal is
 read whole on each report.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -25,7 +26,7 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from ..record.model import RecordStatus
 from ..store.filters import ListFilters
-from ..store.usage import RecordedUsage, recorded_usage
+from ..store.usage import RecordedUsage, UsageTotal, recorded_usage
 from .seams import UsageIndex
 
 if TYPE_CHECKING:
@@ -202,18 +203,17 @@ class UsageLedger:
 
     def report(self, prices: PriceTable | None = None) -> SavingsReport:
         """Add up calls, tokens and (with ``prices``) costs; see the module."""
-        with self._lock:  # one reader of new records at a time
-            known = self._read()
-        tallies: dict[tuple[str, str | None], _Tally] = {}
-        for used in known.values():
-            if used is not None:
-                tally = tallies.setdefault((used.provider, used.model), _Tally())
-                tally.misses += 1
-                tally.spent[0] += used.input_tokens
-                tally.spent[1] += used.output_tokens
         served = Counter(hit.source_execution_id for hit in _hits(self.store))
+        with self._lock:  # one reader of new records at a time
+            totals, sources = self._usage(served)
+        tallies: dict[tuple[str, str | None], _Tally] = {}
+        for total in totals:
+            tally = tallies.setdefault((total.provider, total.model), _Tally())
+            tally.misses += total.calls
+            tally.spent[0] += total.input_tokens
+            tally.spent[1] += total.output_tokens
         for source, count in served.items():
-            used = known.get(source)
+            used = sources.get(source)
             if used is None:
                 continue  # not an LLM call, or its record is gone
             tally = tallies.setdefault((used.provider, used.model), _Tally())
@@ -229,13 +229,28 @@ class UsageLedger:
         currency = None if prices is None else prices.currency
         return SavingsReport(tuple(models), currency)
 
-    def _read(self) -> Mapping[str, RecordedUsage | None]:
-        """The usage of every completed record, read once (deleted ones dropped).
+    def _usage(
+        self, sources: Iterable[str]
+    ) -> tuple[list[UsageTotal], Mapping[str, RecordedUsage]]:
+        """The totals per provider and model, and the usage of ``sources``.
 
         A store that indexes usage (the file store's catalog) answers at once.
         """
         if isinstance(self.store, UsageIndex):
-            return self.store.recorded_usage()
+            return self.store.usage_totals(), self.store.usage_of(sources)
+        known = self._read()
+        tallies: dict[tuple[str, str | None], list[int]] = {}
+        for used in known.values():
+            if used is not None:
+                tally = tallies.setdefault((used.provider, used.model), [0, 0, 0])
+                tally[0] += 1
+                tally[1] += used.input_tokens
+                tally[2] += used.output_tokens
+        totals = [UsageTotal(*key, *counts) for key, counts in tallies.items()]
+        return totals, {i: used for i in sources if (used := known.get(i))}
+
+    def _read(self) -> Mapping[str, RecordedUsage | None]:
+        """The usage of every completed record, read once (deleted ones dropped)."""
         before = self._known
         now: dict[str, RecordedUsage | None] = {}
         for summary in self.store.list(ListFilters(status=RecordStatus.COMPLETED)):

@@ -10,6 +10,7 @@ the PostgreSQL store shares flights.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
         PostgresExecutionStore,
     )
     from ..store.hits import CacheHit
-    from ..store.usage import RecordedUsage
+    from ..store.usage import RecordedUsage, UsageTotal
 
     _Hits: TypeAlias = list[CacheHit]
 
@@ -65,15 +66,19 @@ class CacheHitJournal(Protocol):
 
 @runtime_checkable
 class UsageIndex(Protocol):
-    """A store whose index keeps each record's LLM token usage (added in 0.1.0).
+    """A store whose index keeps LLM token usage (added in 0.1.0).
 
-    ``savings_report`` reads usage from it instead of loading every record
-    (the file store keeps it in its catalog; other stores are read record by
-    record).
+    ``savings_report`` reads running totals from it and the usage of the
+    records hits were served from, instead of loading every record (the file
+    store keeps both in its catalog; other stores are read record by record).
     """
 
-    def recorded_usage(self) -> dict[str, RecordedUsage]:
-        """The usage of every completed record that carries one, by id."""
+    def usage_totals(self) -> list[UsageTotal]:
+        """The usage of the completed records, added up per provider and model."""
+        ...
+
+    def usage_of(self, execution_ids: Iterable[str]) -> dict[str, RecordedUsage]:
+        """The usage of those of these records completed with one, by id."""
         ...
 
 

@@ -320,8 +320,8 @@ def stats(cache_dir: Path | None, prices_file: str | None, as_json: bool) -> Non
     misses and avoided by hits, by provider and model, and their cost with
     --prices.
     """
+    from ..cache.disk import CACHE_DIR, read_stats
     from ..cache.prices import PriceTable
-    from ..cache.replay_cache import CACHE_DIR, read_stats
     from ..cache.savings import savings_report
 
     # A bad price table is a usage error (exit 2), found before any work.

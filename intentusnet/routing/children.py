@@ -9,7 +9,6 @@ routed again as a re-run of the child it recorded.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Mapping
 from contextvars import Token
 from typing import TYPE_CHECKING, Protocol
@@ -164,6 +163,8 @@ def route_child(
     envelope: IntentEnvelope | Mapping[str, JSONValue],
 ) -> AgentResponse:
     """Route a child intent from inside an agent, as a step of the parent."""
+    import asyncio  # not on a sync route's path (see routing.router)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -15,7 +15,6 @@ in docs/records.md.
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import inspect
 import os
@@ -326,6 +325,8 @@ class StepSession:
 
     def failed(self, step: OpenStep, exc: BaseException) -> None:
         """Write ``STEP_END`` for a call that raised ``exc``."""
+        import asyncio  # not on a sync route's path (see routing.router)
+
         cancelled = isinstance(exc, asyncio.CancelledError)
         tb = None if cancelled else _format(exc)
         outcome = "cancelled" if cancelled else "error"

@@ -15,7 +15,6 @@ side-effect step (``side_effect=True``) runs under its attempt's guard:
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -64,6 +63,8 @@ class AttemptGuard:
         ``STEP_END`` written); the attempt is cancelled again right after, at
         its next ``await``.
         """
+        import asyncio  # not on a sync route's path (see routing.router)
+
         self._enter(name)
         try:
             inner = asyncio.ensure_future(step())

@@ -4,12 +4,13 @@
 ``strategies.plan``. The synchronous path runs sync agents inline on the calling
 thread (or on a worker thread when a timeout must be enforced) and hands async
 agents and races to one long-lived background event loop: never a new loop per
-call, and safe from many threads at once.
+call, and safe from many threads at once. ``asyncio`` is imported by the
+functions that use it, so a synchronous route of sync agents never loads it
+(a fifth of a fresh process's first routed intent; docs/performance.md).
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures as cf
 import contextvars
 import inspect
@@ -60,6 +61,8 @@ from .strategies import (
 )
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..envelope import RoutingDecision, RoutingStrategy
     from ..store.protocol import ExecutionStore
 
@@ -276,6 +279,8 @@ class IntentRouter:
             IdempotencyTimeout: the key's execution still ran when the wait
                 (``routing.timeoutMs``, else 30 s) ran out.
         """
+        import asyncio
+
         env = _as_envelope(envelope)
         if idempotency_key is not None:
             opened = _keyed(idempotency_key, options)
@@ -346,6 +351,8 @@ class IntentRouter:
 
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
+        import asyncio
+
         return await asyncio.to_thread(durable.resume, self, execution_id, force=force)
 
     def envelope_hash(self, envelope: IntentEnvelope) -> str:
@@ -696,6 +703,8 @@ class IntentRouter:
             with ex.attempt_scope(ctx.attempt):  # this task runs the agent
                 result: object = agent.call(env, ctx)
                 return await result if inspect.isawaitable(result) else result
+        import asyncio
+
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
             self._executor, contextvars.copy_context().run, _call, agent, env, ctx, ex
@@ -708,6 +717,8 @@ class IntentRouter:
     async def _run_async(
         self, run: Run, env: IntentEnvelope, ex: Execution
     ) -> list[Outcome]:
+        import asyncio
+
         agents, race, first_attempt = run
         timeout_ms = env.routing.timeout_ms
         start = time.perf_counter()
@@ -763,12 +774,16 @@ class IntentRouter:
     # -- the background loop ---------------------------------------------------
 
     def _in_loop(self, coro: Awaitable[_T]) -> _T:
+        import asyncio
+
         loop = self._loop or self._start_loop()
         return asyncio.run_coroutine_threadsafe(coro, loop).result()  # type: ignore[arg-type]
 
     def _start_loop(self) -> asyncio.AbstractEventLoop:
         with self._loop_lock:
             if self._loop is None:
+                import asyncio
+
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(
                     target=loop.run_forever, name="intentusnet-loop", daemon=True

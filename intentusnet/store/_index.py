@@ -21,7 +21,7 @@ import shutil
 import sqlite3
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeVar
@@ -49,6 +49,7 @@ from ._sqlite import DatabaseCorrupt, DatabaseReadOnly
 from .catalog import Catalog, CatalogRow
 from .filters import ListFilters
 from .step_index import StepRef
+from .usage import UsageTotal
 from .verification import Progress
 
 _T = TypeVar("_T")
@@ -240,9 +241,13 @@ class StoreIndex:
             bytes_on_disk=size,
         )
 
-    def usage(self) -> list[tuple[str, str]]:
-        """(id, usage text) of every completed record whose answer carries usage."""
-        return self._ask(lambda cat: cat.usage())
+    def usage_totals(self) -> list[UsageTotal]:
+        """The LLM usage of the completed records per provider and model."""
+        return self._ask(lambda cat: cat.usage_totals())
+
+    def usage_of(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, usage text) of those of ``ids`` completed with usage."""
+        return self._ask(lambda cat: cat.usage_of(ids))
 
     def prunable(self, cutoff: datetime) -> list[str]:
         """Ids to prune: created before ``cutoff``, and every recording failure.

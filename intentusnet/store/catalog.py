@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from . import _catalog_steps
+from . import _catalog_steps, _catalog_usage
 from .step_index import StepRef, StepRow
+from .usage import UsageTotal
 
 # A record's writer builds CatalogRow; only a Catalog needs the database, so
 # sqlite3 loads when the first Catalog is made.
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     import sqlite3
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "6"
+CATALOG_SCHEMA: Final = "7"
 #: The SQL function computing a checksum of text (see :func:`crc`).
 SEAL_FUNCTION: Final = "intentusnet_seal"
 _COLUMNS: Final = (
@@ -121,6 +122,7 @@ _DDL: Final = (
     "CREATE TRIGGER IF NOT EXISTS records_uncounted AFTER DELETE ON records BEGIN "
     f"{_UNCOUNT_OLD} END",
     *_catalog_steps.DDL,
+    *_catalog_usage.DDL,
 )
 _META: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)"
 #: Every table, index and trigger the schema makes, by name, as SQLite keeps its
@@ -292,7 +294,7 @@ class Catalog:
         return self._db.run(run)
 
     def recount(self) -> None:
-        """Derive ``counts`` from ``records`` again (after a rebuild)."""
+        """Derive ``counts`` and the usage totals from ``records`` again."""
 
         def run(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM counts")
@@ -301,6 +303,7 @@ class Catalog:
                 + _count_seal("status", "intent", "count(*)", "sum(size)")
                 + " FROM records GROUP BY status, intent"
             )
+            _catalog_usage.recount(db)
 
         self._db.transaction(run)
 
@@ -467,22 +470,34 @@ class Catalog:
 
         return self._db.read(run)
 
-    def usage(self) -> list[tuple[str, str]]:
-        """(id, usage) of the completed records of ``records`` that carry usage.
+    def usage_totals(self) -> list[UsageTotal]:
+        """The LLM usage of ``records`` per provider and model, from its totals."""
+
+        def run(db: sqlite3.Connection) -> list[UsageTotal]:
+            try:
+                return _catalog_usage.totals(db)
+            except _catalog_usage.DamagedRow as exc:
+                raise _corrupt(f"{exc} do not match their checksum") from exc
+
+        return self._db.read(run)
+
+    def usage_of(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, usage) of those of ``ids`` that are completed and carry usage.
 
         Each row is read whole and checked against its seal.
         """
         sql = (
-            f"SELECT {_COLUMNS}, seal FROM records "
-            "WHERE status = 'completed' AND usage IS NOT NULL"
+            f"SELECT {_COLUMNS}, seal FROM records WHERE id = ? "
+            "AND status = 'completed' AND usage IS NOT NULL"
         )
 
         def run(db: sqlite3.Connection) -> list[tuple[str, str]]:
             found = []
-            for values in db.execute(sql):
-                row = _checked(values)
-                if row.usage is not None:
-                    found.append((row.id, row.usage))
+            for execution_id in ids:
+                for values in db.execute(sql, (execution_id,)):
+                    row = _checked(values)
+                    if row.usage is not None:
+                        found.append((row.id, row.usage))
             return found
 
         return self._db.read(run)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
@@ -51,7 +51,7 @@ from .catalog import CatalogRow
 from .durable import check_idempotency_key, not_resumed
 from .filters import ListFilters
 from .step_index import StepRef, ended_steps
-from .usage import RecordedUsage, usage_from_text, usage_text
+from .usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from .writer import FileRecordWriter, wire_object
 
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .verification import Progress, StoreVerification
 
     _Hits: TypeAlias = list[CacheHit]
+    _Totals: TypeAlias = list[UsageTotal]
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -623,16 +624,29 @@ class FileExecutionStore:
                 extra += os.stat(f"{catalog}{suffix}").st_size
         return self._index.stats(extra)
 
-    def recorded_usage(self) -> dict[str, RecordedUsage]:
-        """The LLM token usage of every completed record that carries one, by id.
+    def usage_totals(self) -> _Totals:
+        """The LLM token usage of the completed records, per provider and model.
 
-        Read from the catalog's rows, not the record files (see
-        ``store.usage``); ``savings_report`` asks it. Added in 0.1.0.
+        Running totals the catalog keeps as records are written (see
+        ``store.usage``), so ``savings_report`` reads a few rows however large
+        the store. Added in 0.1.0.
         """
         if not os.path.isdir(self._root):
+            return []
+        return self._index.usage_totals()
+
+    def usage_of(self, execution_ids: Iterable[str]) -> dict[str, RecordedUsage]:
+        """The LLM token usage of these records, by id, where they carry one.
+
+        Only completed records whose answer carries usage are in the answer;
+        ``savings_report`` asks it for the records cache hits were served from.
+        Added in 0.1.0.
+        """
+        ids = list(execution_ids)
+        if not ids or not os.path.isdir(self._root):
             return {}
         found: dict[str, RecordedUsage] = {}
-        for execution_id, text in self._index.usage():
+        for execution_id, text in self._index.usage_of(ids):
             usage = usage_from_text(text)
             if usage is not None:
                 found[execution_id] = usage

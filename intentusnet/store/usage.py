@@ -4,7 +4,8 @@ An answer whose payload holds a ``usage`` object (the HTTP transports write one
 for every OpenAI or Anthropic answer; see docs/cache.md, "What caching saved")
 is an LLM call. The file store's catalog keeps its provider, model and token
 counts in the record's row (``usage``, the JSON text of :class:`RecordedUsage`),
-so that a savings report reads rows, not record files.
+so that a savings report reads rows, not record files, and adds them up in running
+totals per provider and model (:class:`UsageTotal`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import orjson
 
 from .._util.jsonvalue import JSONObject
 
-__all__ = ["RecordedUsage", "recorded_usage", "usage_from_text", "usage_text"]
+__all__ = [
+    "RecordedUsage",
+    "UsageTotal",
+    "recorded_usage",
+    "usage_from_text",
+    "usage_text",
+]
 
 
 class RecordedUsage(NamedTuple):
@@ -27,6 +34,19 @@ class RecordedUsage(NamedTuple):
 
     provider: str
     model: str | None
+    input_tokens: int
+    output_tokens: int
+
+
+class UsageTotal(NamedTuple):
+    """The usage of every record of one provider and model, added up.
+
+    ``calls`` counts the completed records whose answers carry usage.
+    """
+
+    provider: str
+    model: str | None
+    calls: int
     input_tokens: int
     output_tokens: int
 
