@@ -124,9 +124,10 @@ def reask_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
                     "explorer is read-only"
                 )
             call = found(execution_id, number)
-            fields = await form(request)
+            posted = await form(request)
         except _REFUSALS as exc:
             return refused(request, exc)
+        fields = {name: posted.get(name, "") for name in ("model", "set", "times")}
         try:
             result = await run_in_threadpool(_send, store, call, number, fields)
         except (ReaskRefused, RequestInvalid) as exc:
@@ -155,7 +156,7 @@ def _send(
         store=store,
         edits=edits,
         model=fields.get("model", "").strip() or None,
-        times=_times(fields.get("times", "1")),
+        times=_times(fields.get("times") or "1"),
     )
 
 
