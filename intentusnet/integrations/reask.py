@@ -52,6 +52,7 @@ KEY_VARIABLES: Final = {
     "openai": ("OPENAI_API_KEY", "authorization", "Bearer "),
     "anthropic": ("ANTHROPIC_API_KEY", "x-api-key", ""),
 }
+_VENDORS: Final = {"openai": "OpenAI", "anthropic": "Anthropic"}
 #: At most this many asks at once: each one costs money.
 MAX_TIMES: Final = 20
 _TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
@@ -144,9 +145,9 @@ def _headers(call: RecordedCall, provider: str, key_env: str | None) -> dict[str
     key = os.environ.get(variable, "").strip()
     if not key:
         raise ReaskRefused(
-            f"no key to ask {provider}'s API with: set {variable} (records never "
-            "hold keys)"
-            + ("" if key_env else ", or name another variable with key_env/--key-env")
+            f"no key for {_VENDORS[provider]}'s API: set {variable} (records "
+            "never hold keys)"
+            + ("" if key_env else " or name another variable with --key-env")
         )
     recorded = call.request.get("headers")
     headers = {
