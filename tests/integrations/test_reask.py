@@ -249,3 +249,30 @@ def test_an_unreachable_host_is_the_asks_error(recorded, keyed) -> None:
     assert answer.status is None
     assert "connection refused" in (answer.error or "")
     assert result.override == {}
+
+
+def test_a_streamed_answer_is_read_event_by_event(
+    api: FakeAPI, tmp_path: Path, keyed
+) -> None:
+    """A call recorded as an event stream is asked again streamed; its text is the
+    events' deltas put together."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    ask_body = {
+        "model": "model-a",
+        "stream": True,
+        "messages": [{"role": "user", "content": "hello"}],
+    }
+    with httpx.Client(transport=transport, timeout=TIMEOUT) as http:
+        sent = http.post(
+            f"{api.url}/v1/chat/completions",
+            json=ask_body,
+            headers={"authorization": f"Bearer {API_KEY}"},
+        )
+        assert sent.status_code == 200
+    (call,) = store.list()
+    result = reask(store.load(call.execution_id), store=store, model="model-b")
+    assert result.recorded.text == "echo hello t=None by model-a"
+    assert result.answers[0].text == "echo hello t=None by model-b"
+    assert result.differences(result.answers[0]) == ["text"]
+    store.close()
