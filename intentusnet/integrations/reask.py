@@ -28,7 +28,7 @@ import orjson
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import IntentEnvelope, IntentRef
-from ..errors import ReaskRefused, RecordNotFound
+from ..errors import ReaskRefused, StoreError
 from ..routing.agents import AgentContext
 from ..routing.redact import is_marker
 from ..routing.router import IntentRouter
@@ -94,6 +94,7 @@ def reask(
         ReaskRefused: the call cannot be asked again as asked (the reason
             says why: not a model call, a side effect, a bad edit, no key in
             the environment); nothing was sent.
+        StoreError: the re-ask could not be recorded.
 
     Added in 0.1.0.
     """
@@ -177,11 +178,8 @@ def _ask(
     A call that fails without a response (the host is unreachable, say) is
     that step's failure; the other asks still go.
     """
-    method, url, content = (
-        str(call.request["method"]),
-        str(call.request["url"]),
-        (orjson.dumps(body)),
-    )
+    method, url = str(call.request["method"]), str(call.request["url"])
+    content = orjson.dumps(body)
 
     def ask(env: IntentEnvelope, ctx: AgentContext) -> JSONObject:
         recording = RecordingTransport(store, mode="record", wrapped=transport)
@@ -206,6 +204,10 @@ def _ask(
     finally:
         router.close()
     execution_id = response.metadata.execution_id
-    if execution_id is None:
-        raise RecordNotFound("the re-ask was not recorded")
+    if execution_id is None:  # the store could not be written
+        error = response.error
+        raise StoreError(
+            "the re-ask could not be recorded"
+            + ("" if error is None else f": {error.message}")
+        )
     return execution_id
