@@ -118,8 +118,7 @@ class ReaskResult:
         Bodies that are not JSON (streams) are compared by their text
         (``text``, when it differs).
         """
-        old = None if self.recorded.response is None else self.recorded.response
-        new = answer.response
+        old, new = self.recorded.response, answer.response
         if old is None or new is None:
             return [] if old is new else ["response"]
         before, after = answer_body(old), answer_body(new)
@@ -130,18 +129,12 @@ class ReaskResult:
     def token_difference(self, answer: ReaskAnswer) -> tuple[int | None, int | None]:
         """New minus recorded input and output tokens (``None``: a count is missing)."""
         old, new = self.recorded.usage, answer.usage
-        pairs = (
-            (
-                None if old is None else old.input_tokens,
-                None if new is None else new.input_tokens,
-            ),
-            (
-                None if old is None else old.output_tokens,
-                None if new is None else new.output_tokens,
-            ),
+        if old is None or new is None:
+            return None, None
+        return (
+            _minus(new.input_tokens, old.input_tokens),
+            _minus(new.output_tokens, old.output_tokens),
         )
-        found = [None if a is None or b is None else b - a for a, b in pairs]
-        return found[0], found[1]
 
     def cost_difference(self, answer: ReaskAnswer) -> float | None:
         """New minus recorded cost, with the price table (``None`` without)."""
@@ -185,3 +178,7 @@ class ReaskResult:
             "recorded": self.recorded.to_json(self.prices),
             "answers": answers,
         }
+
+
+def _minus(new: int | None, old: int | None) -> int | None:
+    return None if new is None or old is None else new - old

@@ -218,7 +218,7 @@ def edited(
     if hidden:
         raise ReaskRefused(
             f"the request of {call.where} was recorded with values redacted or "
-            f"ignored at {', '.join(hidden)}; give them with --set PATH=JSON"
+            f"ignored at {', '.join(hidden)}; give them as edits (--set PATH=JSON)"
         )
     assert isinstance(new, dict)
     return new, diff_paths(body, new)
