@@ -97,6 +97,9 @@ _EXPORTS: dict[str, str] = {
     "ReplayCache": "cache.replay_cache",
     "ReplayEngine": "replay",
     "ReplayError": "errors",
+    "ReaskAnswer": "integrations.reask",
+    "ReaskRefused": "errors",
+    "ReaskResult": "integrations.reask",
     "ReplayHashMismatch": "errors",
     "ReplayNotAllowed": "errors",
     "ReplayResult": "replay",
@@ -142,6 +145,7 @@ _EXPORTS: dict[str, str] = {
     "new_execution_id": "_util.ids",
     "open_store": "store",
     "plan_rerun": "steps.plan",
+    "reask": "integrations.reask",
     "record_steps": "steps.view",
     "rerun": "steps.rerun",
     "savings_report": "cache.savings",
@@ -195,6 +199,7 @@ if TYPE_CHECKING:
     from .errors import NondeterminismError as NondeterminismError
     from .errors import NotCacheable as NotCacheable
     from .errors import PriceTableError as PriceTableError
+    from .errors import ReaskRefused as ReaskRefused
     from .errors import RecordExists as RecordExists
     from .errors import RecordIntegrityError as RecordIntegrityError
     from .errors import RecordNotFound as RecordNotFound
@@ -228,6 +233,9 @@ if TYPE_CHECKING:
     from .integrations.cassette import HTTPCassette as HTTPCassette
     from .integrations.cassette import HTTPInteraction as HTTPInteraction
     from .integrations.cassette import RecordMode as RecordMode
+    from .integrations.reask import ReaskAnswer as ReaskAnswer
+    from .integrations.reask import ReaskResult as ReaskResult
+    from .integrations.reask import reask as reask
     from .record.keys import PublicKey as PublicKey
     from .record.keys import SigningKey as SigningKey
     from .record.model import EventType as EventType

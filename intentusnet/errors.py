@@ -37,6 +37,7 @@ with, and also subclasses the builtin it behaves like::
     ├── IdempotencyTimeout (TimeoutError)         idempotency_timeout    1
     ├── ExecutionPending (TimeoutError)           execution_pending      1
     ├── ResumeRefused                             resume_refused         4
+    ├── ReaskRefused (ValueError)                 reask_refused          2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -79,6 +80,7 @@ __all__ = [
     "NondeterminismError",
     "NotCacheable",
     "PriceTableError",
+    "ReaskRefused",
     "RecordExists",
     "RecordIntegrityError",
     "RecordNotFound",
@@ -808,6 +810,20 @@ class ResumeRefused(IntentusNetError):
         self.execution_id = execution_id
         self.detail = detail
         super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")
+
+
+class ReaskRefused(IntentusNetError, ValueError):
+    """A recorded model call cannot be asked again as asked; nothing was sent.
+
+    The message says why: the record has no such step, the step is not a
+    model call made through a recording transport, or is a side effect; an
+    edit is not ``PATH=JSON`` or names no value; the recorded request holds
+    redacted values no edit replaced; no credential is in the environment.
+    Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "reask_refused"
+    exit_code: ClassVar[int] = 2
 
 
 class ExecutionPending(IntentusNetError, TimeoutError):

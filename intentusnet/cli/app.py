@@ -43,6 +43,7 @@ COMMANDS = {
     "serve": "serve:serve",
     "gateway": "gateway:gateway",
     "rerun": "debugging:rerun",
+    "reask": "reask:reask",
     "resume": "durable:resume",
     "recover": "durable:recover",
     "diff": "debugging:diff",

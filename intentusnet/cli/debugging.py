@@ -8,6 +8,7 @@ only says what it would do); ``diff A B`` shows where two runs part ways.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
@@ -26,6 +27,7 @@ from .context import (
 )
 from .output import emit_json, status_text
 from .params import USAGE, CliFailure
+from .reask import edit_options, print_reask, reasked_override
 from .timeline import print_row, timeline_row
 
 if TYPE_CHECKING:
@@ -116,6 +118,15 @@ class _Override(_OverrideType):
     "it must.",
 )
 @click.option(
+    "--reask",
+    "reask_step",
+    metavar="STEP",
+    type=click.IntRange(min=1),
+    help="Send recorded model call STEP (a number) live, with --set/--model "
+    "edits, and serve the rest: how the agent reacts to another answer.",
+)
+@edit_options
+@click.option(
     "--allow-live",
     is_flag=True,
     help="Run a step the record cannot answer instead of stopping (exit 7).",
@@ -150,6 +161,10 @@ def rerun(
     from_snapshot: str | None,
     live: tuple[str, ...],
     overrides: tuple[tuple[str, JSONValue], ...],
+    reask_step: int | None,
+    edits: tuple[tuple[str, JSONValue], ...],
+    model: str | None,
+    key_env: str | None,
     allow_live: bool,
     dry_run: bool,
     block_network: bool,
@@ -162,8 +177,18 @@ def rerun(
     check_last_intent()
     if allowed_hosts and not block_network:
         raise CliFailure("--allow-host needs --block-network", USAGE)
+    if reask_step is None and (edits or model or key_env):
+        raise CliFailure("--set, --model and --key-env go with --reask STEP", USAGE)
+    if reask_step is not None and block_network:
+        raise CliFailure("--reask sends a call: it cannot block the network", USAGE)
     from ..steps.options import RerunOptions
 
+    if reask_step is not None:  # its answer comes later; checked as an override
+        if str(reask_step) in dict(overrides):
+            raise CliFailure(
+                f"step {reask_step}: --reask or --override, not both", USAGE
+            )
+        overrides = (*overrides, (str(reask_step), None))
     options = RerunOptions(
         from_failure=from_failure,
         from_step=from_step,
@@ -175,6 +200,10 @@ def rerun(
     )
     store = open_store()
     engine = ReplayEngine.from_store(store, execution_id)
+    if reask_step is not None:  # refused before anything runs or is sent
+        from ..steps.reask import edited, recorded_call
+
+        edited(recorded_call(engine.record, reask_step), dict(edits), model)
     if dry_run:
         from ..steps.plan import plan_rerun
 
@@ -194,7 +223,14 @@ def rerun(
     # The named store in the environment: an application that opens
     # intentusnet.open_store() records the re-run beside the original.
     router = load_router(app_ref, named_store())
+    reasked = None
     try:
+        if reask_step is not None:
+            reasked, served = reasked_override(
+                store, engine.record, reask_step, edits, model, key_env
+            )
+            override = {**options.override, str(reask_step): served}
+            options = dataclasses.replace(options, override=override)
         with _network(block_network, allowed_hosts) as refused:
             result = rerun_record(
                 engine,
@@ -219,8 +255,15 @@ def rerun(
     finally:
         router.close()
     if as_json:
-        emit_json(result.to_json())
+        emit_json(
+            result.to_json()
+            if reasked is None
+            else {**result.to_json(), "reask": reasked.to_json()}
+        )
     else:
+        if reasked is not None:
+            print_reask(reasked)
+            click.echo()
         _print_rerun(result, _step_names(engine.record))
     if not result.ok:
         raise click.exceptions.Exit(RERUN_FAILED)

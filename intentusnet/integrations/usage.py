@@ -17,7 +17,7 @@ from typing import Final
 
 import orjson
 
-__all__ = ["Usage", "read_usage"]
+__all__ = ["Usage", "api_of", "event_data", "read_usage"]
 
 #: The operation each API path ending names, and the vendor whose API it is.
 _APIS: Final = (
@@ -71,14 +71,14 @@ def read_usage(
 
     Added in 0.1.0.
     """
-    api = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
+    api = api_of(path)
     if api is None:
         return None
-    _, provider, operation = api
+    provider, operation = api
     request = _object(request_body)
     model = request.get("model") if request is not None else None
     if content_type is not None and content_type.startswith("text/event-stream"):
-        answers = [a for a in map(_object, _events(response_body)) if a is not None]
+        answers = [a for a in map(_object, event_data(response_body)) if a is not None]
     else:
         answer = _object(response_body)
         answers = [answer] if answer is not None else []
@@ -95,6 +95,16 @@ def read_usage(
         input_tokens=found.input_tokens,
         output_tokens=found.output_tokens,
     )
+
+
+def api_of(path: str) -> tuple[str, str] | None:
+    """The vendor and operation an LLM API path names, ``None`` for another path.
+
+    ``/v1/chat/completions`` is ``("openai", "chat")``, ``/v1/messages``
+    ``("anthropic", "chat")``. Added in 0.1.0.
+    """
+    found = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
+    return None if found is None else (found[1], found[2])
 
 
 class _Found:
@@ -136,8 +146,11 @@ def _object(body: bytes) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-def _events(body: bytes) -> list[bytes]:
-    """The ``data`` of each server-sent event in ``body`` (``[DONE]`` left out)."""
+def event_data(body: bytes) -> list[bytes]:
+    """The ``data`` of each server-sent event in ``body`` (``[DONE]`` left out).
+
+    Added in 0.1.0.
+    """
     datas = []
     for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
         lines = [

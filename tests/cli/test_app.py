@@ -28,6 +28,7 @@ COMMANDS = {
     "serve",
     "gateway",
     "rerun",
+    "reask",
     "diff",
     "debug",
     "mcp",

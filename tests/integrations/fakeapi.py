@@ -7,7 +7,8 @@ parse, with ``"stream": true`` as server-sent events (sent event by event; a
 ``release`` event is set, ten seconds at most, before the rest). A prompt
 ``"fail 429"`` or ``"fail 500"`` gets that status with the API's error body.
 Requests without the key get a 401. A prompt starting ``"cut"`` gets a stream
-cut after two events (the connection closes mid-body). ``hits`` counts requests;
+cut after two events (the connection closes mid-body). ``FakeAPI(by_model=True)``
+answers differently per model: the text ends ``by MODEL``. ``hits`` counts requests;
 ``seen`` keeps each request's headers; ``finished`` counts bodies sent to their
 end. Every answer reports its usage as each API does (see :func:`tokens`; a
 streamed OpenAI answer only when the request asks with
@@ -158,7 +159,7 @@ def _anthropic(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes
 class FakeAPI:
     """Serve the fake API on an ephemeral port (a context manager)."""
 
-    def __init__(self, held: bool = False) -> None:
+    def __init__(self, held: bool = False, by_model: bool = False) -> None:
         self.hits = 0
         self.seen: list[dict[str, str]] = []
         self.finished = 0
@@ -196,6 +197,8 @@ class FakeAPI:
                     self._send(status, json.dumps(error).encode())
                     return
                 text = f"echo {prompt} t={ask.get('temperature')}"
+                if by_model:
+                    text += f" by {ask.get('model')}"
                 if path == "/v1/chat/completions":
                     answer = _openai(n, ask, text)
                 elif path == "/v1/messages":

@@ -20,6 +20,7 @@ from ...errors import Forbidden
 from ..auth import Access, is_loopback
 from .access import Gate, access_router
 from .pages import ui_router
+from .reask import reask_router
 
 if TYPE_CHECKING:
     from ...record.signing import KeyRing
@@ -44,6 +45,7 @@ def add_ui(
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
     app.include_router(access_router(gate))
     app.include_router(ui_router(store, gate, signature_keys))
+    app.include_router(reask_router(store, gate))
 
 
 def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
