@@ -11,7 +11,8 @@ a virtualenv of its own (``--peer-venv``, by default
 ~/.cache/intentusnet-bench/peer-1.3.0, made with ``python -m venv`` and ``pip
 install`` the first time, then reused). The drivers, ``benchmarks/peer/ours.py``
 and ``benchmarks/peer/theirs.py``, each drive their package's public API and
-print one row's medians as JSON.
+print one row's medians as JSON; ``first_route_ours.py`` and
+``first_route_theirs.py`` beside them are a fresh process's first routed intent.
 
 Each round runs every row's two sides one after the other (ours, then the
 peer's), so a busy moment of the machine slows a pair alike; a row's ratio is
@@ -41,37 +42,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = ROOT / "benchmarks" / "peer"
 PEER_VERSION = "1.3.0"
 DEFAULT_VENV = Path.home() / ".cache" / "intentusnet-bench" / f"peer-{PEER_VERSION}"
-
-#: A fresh process's first routed intent, ours: import, build a router, route.
-OUR_FIRST_ROUTE = """
-from intentusnet import IntentRouter
-router = IntentRouter()
-router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
-answer = router.route_intent({"intent": {"name": "echo"}, "payload": {"x": 1}})
-assert answer.status == "success", answer
-"""
-
-#: The same with the peer's public API (its envelope has no defaults).
-PEER_FIRST_ROUTE = """
-from intentusnet import (
-    AgentDefinition, AgentRegistry, AgentResponse, BaseAgent, Capability,
-    IntentContext, IntentEnvelope, IntentMetadata, IntentRef, IntentRouter,
-)
-class Echo(BaseAgent):
-    def handle_intent(self, env):
-        return AgentResponse.success({"echo": env.payload}, agent="echo")
-registry = AgentRegistry()
-router = IntentRouter(registry)
-echo = AgentDefinition(name="echo", capabilities=[Capability(intent=IntentRef("echo"))])
-registry.register(Echo(echo, router))
-now = "2026-01-01T00:00:00+00:00"
-answer = router.route_intent(IntentEnvelope(
-    version="1.0", intent=IntentRef(name="echo"), payload={"x": 1},
-    context=IntentContext(sourceAgent="bench", timestamp=now),
-    metadata=IntentMetadata(requestId="r", source="bench", createdAt=now, traceId="t"),
-))
-assert answer.status == "success", answer
-"""
 
 
 class Side(NamedTuple):
@@ -149,27 +119,32 @@ def wall_ms(argv: list[str], env: dict[str, str], cwd: str) -> float:
     return elapsed
 
 
-class Row(NamedTuple):
-    """One line of the table: its measure per round, ratio and target."""
+#: A row's target: from its medians and median ratio, its text and whether met.
+Target = Callable[[dict[str, float], float | None], tuple[str, bool | None]]
 
-    key: str  # what the rounds' results are keyed by
+
+def per_pair(medians: dict[str, float]) -> float:
+    """Ours over the peer's."""
+    return medians["ours"] / medians["peer"]
+
+
+class Row(NamedTuple):
+    """One line of the table: its key in the rounds' results, label and target."""
+
+    key: str
     label: str
     unit: str
-    other: str  # the second column's key: "peer" or "floor"
-    ratio: Callable[[dict[str, float]], float] | None
-    target: Callable[[dict[str, float], float | None], tuple[str, bool | None]]
+    target: Target
+    other: str = "peer"  # the second column: "peer" or "floor"
+    ratio: Callable[[dict[str, float]], float] = per_pair
 
 
-def at_most(
-    limit: float,
-) -> Callable[[dict[str, float], float | None], tuple[str, bool | None]]:
+def at_most(limit: float) -> Target:
     """A target on the ratio: at most ``limit``."""
     return lambda _m, ratio: (f"<= {limit}x", None if ratio is None else ratio <= limit)
 
 
-def over_floor(
-    ms: float,
-) -> Callable[[dict[str, float], float | None], tuple[str, bool | None]]:
+def over_floor(ms: float) -> Target:
     """A target on the fresh-process time: at most the floor's + ``ms``."""
 
     def target(
@@ -189,105 +164,37 @@ def reported(_m: dict[str, float], _r: float | None) -> tuple[str, bool | None]:
     return "reported", None
 
 
-def per_pair(medians: dict[str, float]) -> float:
-    """Ours over the peer's."""
-    return medians["ours"] / medians["peer"]
-
-
 def hash_share(medians: dict[str, float]) -> float:
     """The first hash's share (construction + hash, less construction) / floor."""
     return (medians["ours"] - medians["construct"]) / medians["floor"]
 
 
 ROWS = [
-    Row(
-        "route_small",
-        "route_intent, no store, 2-byte payload",
-        "us",
-        "peer",
-        per_pair,
-        at_most(0.7),
-    ),
-    Row(
-        "route_1kb",
-        "route_intent, no store, 1 KB payload",
-        "us",
-        "peer",
-        per_pair,
-        at_most(0.7),
-    ),
-    Row(
-        "record_tmpfs",
-        "route + record, flush, tmpfs",
-        "us",
-        "peer",
-        per_pair,
-        at_most(0.6),
-    ),
-    Row(
-        "record_disk",
-        "route + record, flush, disk",
-        "us",
-        "peer",
-        per_pair,
-        at_most(0.8),
-    ),
+    Row("route_small", "route_intent, no store, 2-byte payload", "us", at_most(0.7)),
+    Row("route_1kb", "route_intent, no store, 1 KB payload", "us", at_most(0.7)),
+    Row("record_tmpfs", "route + record, flush, tmpfs", "us", at_most(0.6)),
+    Row("record_disk", "route + record, flush, disk", "us", at_most(0.8)),
     Row(
         "hash",
         "envelope + first compute_hash, 1 KB (ratio: hash share)",
         "us",
-        "floor",
-        hash_share,
         at_most(2.0),
+        other="floor",
+        ratio=hash_share,
     ),
+    Row("load_first", "first load + verify + replay, small record", "us", at_most(1.2)),
     Row(
-        "load_first",
-        "first load + verify + replay, small record",
-        "us",
-        "peer",
-        per_pair,
-        at_most(1.2),
-    ),
-    Row(
-        "load_again",
-        "repeated load + verify + replay, same record",
-        "us",
-        "peer",
-        per_pair,
-        at_most(0.5),
+        "load_again", "repeated load + verify + replay, same record", "us", at_most(0.5)
     ),
     Row(
         "first_route",
         "fresh process: import + first routed intent",
         "ms",
-        "peer",
-        per_pair,
         over_floor(40),
     ),
-    Row(
-        "first_route_less_pass",
-        "  the same, less each side's python -c pass",
-        "ms",
-        "peer",
-        per_pair,
-        reported,
-    ),
-    Row(
-        "replay",
-        "fresh process: intentusnet replay ID",
-        "ms",
-        "peer",
-        per_pair,
-        over_floor(15),
-    ),
-    Row(
-        "pass",
-        "fresh process: python -c pass (each side's interpreter)",
-        "ms",
-        "peer",
-        per_pair,
-        reported,
-    ),
+    Row("first_route_less_pass", "  the same, less python -c pass", "ms", reported),
+    Row("replay", "fresh process: intentusnet replay ID", "ms", over_floor(15)),
+    Row("pass", "fresh process: python -c pass (each side's python)", "ms", reported),
 ]
 
 
@@ -330,8 +237,8 @@ def fresh_commands(
 ) -> tuple[dict[str, tuple[list[str], dict[str, str]]], str]:
     """The fresh-process commands by key, and why the peer's replay is missing."""
     commands = {
-        "first ours": ([ours.python, "-c", OUR_FIRST_ROUTE], ours.env),
-        "first peer": ([peer.python, "-c", PEER_FIRST_ROUTE], peer.env),
+        "first ours": ([ours.python, str(DRIVERS / "first_route_ours.py")], ours.env),
+        "first peer": ([peer.python, str(DRIVERS / "first_route_theirs.py")], peer.env),
         "pydantic": ([ours.python, "-c", "from pydantic import BaseModel"], ours.env),
         "click": ([ours.python, "-c", "import click, orjson"], ours.env),
         "pass ours": ([ours.python, "-c", "pass"], ours.env),
@@ -389,30 +296,17 @@ def table(
         medians = {
             key: statistics.median(m[key] for m in measured) for key in measured[0]
         }
-        unit = row.unit
-        ratio: float | None = None
+        ours = f"{medians['ours']:.1f} {row.unit}"
+        other, ratio_text, ratio = notes.get(row.key, "n/a"), "n/a", None
         if row.other in medians:
-            other = f"{medians[row.other]:.1f} {unit}"
+            other = f"{medians[row.other]:.1f} {row.unit}"
             other += " (floor)" if row.other == "floor" else ""
-        else:
-            other = notes.get(row.key, "n/a")
-        ratio_text = "n/a"
-        if row.ratio is not None and row.other in medians:
             ratios = [row.ratio(m) for m in measured]
             ratio = statistics.median(ratios)
             ratio_text = f"{ratio:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
         target, met = row.target(medians, ratio)
         verdict = {True: "yes", False: "**no**", None: "-"}[met]
-        lines.append(
-            [
-                row.label,
-                f"{medians['ours']:.1f} {unit}",
-                other,
-                ratio_text,
-                target,
-                verdict,
-            ]
-        )
+        lines.append([row.label, ours, other, ratio_text, target, verdict])
     return lines
 
 

@@ -43,10 +43,12 @@ def payload_1kb() -> dict[str, object]:
 def batch_us(
     fns: dict[str, Callable[[], object]], number: int, repeat: int
 ) -> dict[str, float]:
-    """Median per-call microseconds of each function, their batches taking turns.
+    """Per-call microseconds of each function: its fastest batch, batches taking turns.
 
     Each of ``repeat`` rounds times ``number`` calls of every function, one
-    function after the other, so a busy moment slows them alike.
+    function after the other. The fastest batch is the one the rest of a busy
+    machine disturbed least (other work only ever adds time); the pairing of
+    processes in bench_peer.py then takes the median over rounds.
     """
     for fn in fns.values():
         for _ in range(min(number, 200)):  # warm caches and lazy imports
@@ -58,7 +60,7 @@ def batch_us(
             for _ in range(number):
                 fn()
             samples[label].append((time.perf_counter() - start) / number * 1e6)
-    return {label: statistics.median(times) for label, times in samples.items()}
+    return {label: min(times) for label, times in samples.items()}
 
 
 def each_us(fn: Callable[[int], object], calls: int) -> float:
