@@ -51,8 +51,8 @@ class Side(NamedTuple):
     driver: Path
     env: dict[str, str]
 
-    def row(self, name: str, quick: bool, store: Path) -> dict[str, float]:
-        """Run the driver for row ``name``, its store at ``store``; its JSON."""
+    def output(self, name: str, quick: bool, store: Path) -> str:
+        """What the driver prints for row ``name``, its store at ``store``."""
         argv = [self.python, str(self.driver), name, "--dir", str(store)]
         if quick:
             argv.append("--quick")
@@ -66,8 +66,17 @@ class Side(NamedTuple):
         )
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
-        result: dict[str, float] = json.loads(done.stdout)
-        return result
+        return done.stdout
+
+    def row(self, name: str, quick: bool, store: Path) -> dict[str, float]:
+        """The figures of row ``name`` (microseconds), from one driver run."""
+        figures: dict[str, float] = json.loads(self.output(name, quick, store))
+        return figures
+
+    def record_one(self, store: Path) -> str:
+        """Route one intent into a store at ``store``; the record's id."""
+        found: dict[str, str] = json.loads(self.output("replay_setup", False, store))
+        return found["id"]
 
 
 def environment(pythonpath: Path | None) -> dict[str, str]:
@@ -233,7 +242,7 @@ def in_process_round(
 
 
 def fresh_commands(
-    ours: Side, peer: Side, tmpfs: Path, quick: bool
+    ours: Side, peer: Side, tmpfs: Path
 ) -> tuple[dict[str, tuple[list[str], dict[str, str]]], str]:
     """The fresh-process commands by key, and why the peer's replay is missing."""
     commands = {
@@ -245,11 +254,11 @@ def fresh_commands(
         "pass peer": ([peer.python, "-c", "pass"], peer.env),
     }
     store = tmpfs / "replay-ours"
-    execution_id = str(ours.row("replay_setup", quick, store)["id"])
+    execution_id = ours.record_one(store)
     cli = [ours.python, "-m", "intentusnet.cli", "--store", str(store)]
     commands["replay ours"] = ([*cli, "replay", execution_id], ours.env)
     store = tmpfs / "replay-peer"
-    execution_id = str(peer.row("replay_setup", quick, store)["id"])
+    execution_id = peer.record_one(store)
     script = str(Path(peer.python).parent / "intentusnet")
     argv = [script, "--record-dir", str(store), "replay", execution_id]
     done = subprocess.run(
@@ -353,7 +362,7 @@ def main() -> None:
     tmpfs = Path(tempfile.mkdtemp(prefix="bench-peer-", dir=args.tmpfs))
     disk = Path(tempfile.mkdtemp(prefix=".bench-peer-", dir=args.disk))
     try:
-        commands, why = fresh_commands(ours, peer, tmpfs, args.quick)
+        commands, why = fresh_commands(ours, peer, tmpfs)
         for argv, env in commands.values():  # write the bytecode caches, fill the OS's
             for _ in range(2):
                 wall_ms(argv, env, str(tmpfs))

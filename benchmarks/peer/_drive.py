@@ -10,10 +10,10 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 #: Rows each driver answers, by name (bench_peer.py names the same ones).
-Row = Callable[[argparse.Namespace], dict[str, float]]
+Row = Callable[[argparse.Namespace], Mapping[str, float | str]]
 
 
 def payload_small() -> dict[str, object]:

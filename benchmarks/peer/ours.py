@@ -114,7 +114,7 @@ def load(args: argparse.Namespace) -> dict[str, float]:
     return {"first": first, "repeat": again}
 
 
-def replay_setup(args: argparse.Namespace) -> dict[str, float | str]:
+def replay_setup(args: argparse.Namespace) -> dict[str, str]:
     """Row 5's record for ``intentusnet replay ID``: route one, return its id."""
     store = FileExecutionStore(args.dir)
     with echo_router(store) as router:

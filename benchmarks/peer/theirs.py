@@ -133,7 +133,7 @@ def load(args: argparse.Namespace) -> dict[str, float]:
     return {"first": first, "repeat": again}
 
 
-def replay_setup(args: argparse.Namespace) -> dict[str, float | str]:
+def replay_setup(args: argparse.Namespace) -> dict[str, str]:
     """Row 5's record for the peer's ``intentusnet replay ID``: route one."""
     store = FileExecutionStore(args.dir)
     routed(echo_router(store), envelope(payload_small()))
