@@ -344,12 +344,33 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 1 round, few calls"
     )
-    parser.add_argument("--peer-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument(
-        "--disk", type=Path, default=ROOT, help="disk stores go under DIR"
+        "--peer-venv",
+        type=Path,
+        default=DEFAULT_VENV,
+        metavar="PATH",
+        help="made if missing",
     )
-    parser.add_argument("--tmpfs", type=Path, default=Path("/dev/shm"))
-    parser.add_argument("--our-python", default=sys.executable)
+    parser.add_argument(
+        "--disk",
+        type=Path,
+        default=ROOT,
+        metavar="DIR",
+        help="disk stores go under DIR",
+    )
+    parser.add_argument(
+        "--tmpfs",
+        type=Path,
+        default=Path("/dev/shm"),
+        metavar="DIR",
+        help="tmpfs stores go under DIR",
+    )
+    parser.add_argument(
+        "--our-python",
+        default=sys.executable,
+        metavar="PATH",
+        help="our side's interpreter",
+    )
     args = parser.parse_args()
     rounds, runs = (1, 1) if args.quick else (max(args.rounds, 1), max(args.fresh, 1))
     ours = Side(args.our_python, DRIVERS / "ours.py", environment(ROOT))
