@@ -72,7 +72,7 @@ def test_catalog_keeps_usage_of_completed_records(tmp_path: Path) -> None:
 
 
 def test_totals_follow_deleted_records(tmp_path: Path) -> None:
-    """Deleting a record takes its usage out of the running totals; a model may be null."""
+    """A deleted record leaves the running totals; a null model is a row too."""
     store = FileExecutionStore(tmp_path / "records")
     _fill(store)
     with IntentRouter(store=store) as router:
@@ -124,7 +124,7 @@ def test_usage_text_round_trips() -> None:
 
 
 def test_damaged_totals_are_rebuilt_not_answered(tmp_path: Path) -> None:
-    """A total changed behind the store's back fails its checksum: rebuilt from the files."""
+    """A total changed behind the store's back fails its checksum: rebuilt."""
     import sqlite3
 
     root = tmp_path / "records"
