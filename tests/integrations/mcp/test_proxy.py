@@ -255,7 +255,7 @@ def test_a_request_of_the_servers_own_is_a_step_of_its_call(tmp_path: Path) -> N
     store.close()
 
 
-def test_cache_forwards_only_misses(tmp_path: Path) -> None:
+def test_cache_forwards_only_misses(toured: Toured, tmp_path: Path) -> None:
     """In cache mode a recorded call is served; a new one reaches the server."""
 
     async def calls(client: Client) -> list[Any]:
@@ -264,11 +264,12 @@ def test_cache_forwards_only_misses(tmp_path: Path) -> None:
             _dump(await client.call_tool("add", {"a": 2, "b": 2})),
         ]
 
-    first = _session(tmp_path, "record", lambda c: c.call_tool("counter", {}))
+    shutil.copytree(toured.path, tmp_path, dirs_exist_ok=True)  # counter, add 1+2
+    made = _calls(tmp_path)
     cached = _session(tmp_path, "cache", calls)
-    assert cached[0] == _dump(first)
+    assert cached[0] == toured.answers[2]
     assert cached[1]["content"][0]["text"] == "4"
-    assert _calls(tmp_path) == ["counter", "add"]
+    assert _calls(tmp_path) == [*made, "add"]
     store = _store(tmp_path)
     newest = store.load(store.list()[0].execution_id)
     sources = {s.name: s.source for s in record_steps(newest)}
