@@ -41,7 +41,6 @@ PLUGIN = "intentusnet.integrations.pytest_plugin"
 ASK = """
 import os
 
-import httpcore
 import httpx
 import pytest
 
