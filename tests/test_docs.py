@@ -5,6 +5,10 @@ empty temporary directory (holding only ``docs/envelope-hash-vectors.json``, whi
 docs/hashing.md reads as from the repository root), with ``INTENTUSNET_STORE``
 unset, warnings turned into errors as in the suite, and every network connection
 refused but to loopback addresses: a block that needs a server starts its own.
+
+A block whose first line names a test module (``# test_weather.py``) is one a
+user runs with pytest: tests/integrations/test_pytest_plugin.py runs it so, and
+this file checks that it does.
 """
 
 from __future__ import annotations
@@ -69,6 +73,10 @@ GUARD = textwrap.dedent(
 )
 
 
+#: The first line of a block that is a test module, naming it.
+TEST_MODULE = re.compile(r"# (test_\w+\.py)\n")
+
+
 def _blocks() -> Iterator[object]:
     """Every python block as a pytest param named ``file:line``."""
     for path in DOCS:
@@ -85,7 +93,8 @@ def _blocks() -> Iterator[object]:
         assert start is None, f"{path.name}:{start}: a python block is never closed"
 
 
-BLOCKS = list(_blocks())
+ALL_BLOCKS = list(_blocks())
+BLOCKS = [p for p in ALL_BLOCKS if not TEST_MODULE.match(p.values[1])]
 
 
 @pytest.fixture
@@ -119,6 +128,19 @@ def _run(name: str, code: str, workdir: Path) -> subprocess.CompletedProcess[str
         text=True,
         timeout=120,
     )
+
+
+def test_test_modules_run_through_pytest() -> None:
+    """Each block that is a test module runs in the pytest plugin's tests."""
+    plugin_tests = (ROOT / "tests/integrations/test_pytest_plugin.py").read_text()
+    modules = [
+        match.group(1)
+        for param in ALL_BLOCKS
+        if (match := TEST_MODULE.match(param.values[1]))
+    ]
+    assert modules  # docs/pytest.md shows some
+    for module in modules:
+        assert f'doc_example("{module}")' in plugin_tests, module
 
 
 @pytest.mark.parametrize(

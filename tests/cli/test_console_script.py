@@ -354,24 +354,24 @@ def test_reindex_and_prune_show_progress_only_on_a_terminal(
     import time
 
     root = tmp_path / "records"
-    _many_records(root, 1500)
+    _many_records(root, 1000)
     store = ("--store", str(root))
     started = time.monotonic()
     code, shown = _on_a_terminal(script, *store, "reindex", "--jobs", "1")
     elapsed = time.monotonic() - started
     assert code == 0, shown
-    assert "Reading records: 1,500/1,500 records (100%)" in shown
+    assert "Reading records: 1,000/1,000 records (100%)" in shown
     assert _redraws(shown) <= elapsed / 0.2 + 3  # not one redraw a record
-    assert "Reindexed 1500 records." in shown
+    assert "Reindexed 1000 records." in shown
     piped = run(script, *store, "reindex")
     assert (piped.returncode, piped.stderr) == (0, "")
-    assert piped.stdout == "Reindexed 1500 records.\n"
+    assert piped.stdout == "Reindexed 1000 records.\n"
 
     started = time.monotonic()
     code, shown = _on_a_terminal(script, *store, "prune", "--older-than", "0s")
     elapsed = time.monotonic() - started
     assert code == 0, shown
-    assert "Deleting records: 1,500/1,500 records (100%)" in shown
+    assert "Deleting records: 1,000/1,000 records (100%)" in shown
     assert _redraws(shown) <= elapsed / 0.2 + 3
     _many_records(root, 20)
     piped = run(script, *store, "prune", "--older-than", "0s")

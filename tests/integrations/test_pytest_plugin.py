@@ -3,23 +3,36 @@
 Each test writes an inner test module, starts the fake OpenAI/Anthropic API on
 127.0.0.1 (its URL and key reach the inner tests through the environment), and
 runs pytest on the inner module with the plugin's options, counting the
-requests that reach the server. A replay runs with the server stopped.
+requests that reach the server. A replay runs with the server stopped. The
+inner runs are in this process (the plugin is the subject, not a process);
+importing the plugin in a fresh interpreter is tested on its own.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import anthropic
+import httpcore
+import httpx
+import httpx2
+import openai
 import pytest
+
+from intentusnet.integrations import cassette, network, pytest_plugin
 
 from .fakeapi import API_KEY, FakeAPI
 
 pytest_plugins = ["pytester"]
+
+# The inner runs are in this process, and pytester drops the modules first
+# imported during a run when it ends: what the plugin and the inner tests use is
+# imported here once, so that every run shares one copy of each module.
+SHARED = (anthropic, cassette, httpcore, httpx, httpx2, network, openai)
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "intentusnet.integrations.pytest_plugin"
@@ -54,21 +67,15 @@ def test_ask(intentusnet_cassette):
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """Run pytest on the inner files with the plugin, in a process of its own."""
-    return pytester.runpytest_subprocess(
-        "-p", PLUGIN, "-p", "no:cacheprovider", "-W", "error", "-s", *args, timeout=120
+    """Run pytest on the inner files with the plugin, in this process."""
+    return pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-W", "error", "-s", *args, plugins=[pytest_plugin]
     )
 
 
 @pytest.fixture(autouse=True)
 def _inner_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inner pytest imports this checkout and loads no other installed plugin.
-
-    The plugin is loaded with ``-p`` (whether or not this checkout is installed
-    with its entry point), and nothing else slows the inner runs down.
-    """
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))
+    """The inner pytest loads this checkout's plugin and no other installed plugin."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 

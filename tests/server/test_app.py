@@ -24,6 +24,57 @@ from intentusnet.store import FileExecutionStore
 PROBLEM = "application/problem+json"
 
 
+# Most tests here need a live server, not an empty store: they share one server
+# per module (the conftest's fixtures of these names, at module scope). Those that
+# count what is stored or served get their own: ``empty_http`` and its store.
+
+
+@pytest.fixture(scope="module")
+def store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store directory of the module's live server."""
+    return tmp_path_factory.mktemp("shared") / "records"
+
+
+@pytest.fixture(scope="module")
+def live_router(store_root: Path) -> Iterator[IntentRouter]:
+    """The module's echo router, closed after the module's tests."""
+    with echo_router(store_root) as router:
+        yield router
+
+
+@pytest.fixture(scope="module")
+def live(live_router: IntentRouter) -> Iterator[LiveServer]:
+    """The module's live server: a route key, a read-only key, 64 KiB bodies."""
+    with serving(keyed_app(live_router, max_body_bytes=64 * 1024)) as server:
+        yield server
+
+
+@pytest.fixture
+def empty_root(tmp_path: Path) -> Path:
+    """The store directory of a test's own live server."""
+    return tmp_path / "records"
+
+
+@pytest.fixture
+def empty_live(empty_root: Path) -> Iterator[LiveServer]:
+    """A live server of its own, recording to ``empty_root``, for one test."""
+    with (
+        echo_router(empty_root) as router,
+        serving(keyed_app(router, max_body_bytes=64 * 1024)) as server,
+    ):
+        yield server
+
+
+@pytest.fixture
+def empty_http(empty_live: LiveServer) -> Iterator[httpx.Client]:
+    """An httpx client of ``empty_live``, sending the route key."""
+    headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
+    with httpx.Client(
+        base_url=empty_live.url, headers=headers, trust_env=False
+    ) as client:
+        yield client
+
+
 def envelope(intent: str = "echo", **payload: object) -> dict[str, object]:
     """A wire envelope."""
     return {"intent": {"name": intent}, "payload": payload}
@@ -105,10 +156,10 @@ def test_agent_faults_are_data(http: httpx.Client) -> None:
     assert nobody["error"]["code"] == "NO_AGENT"  # type: ignore[index]
 
 
-def test_list_pages_with_cursor(http: httpx.Client, store_root: Path) -> None:
+def test_list_pages_with_cursor(empty_http: httpx.Client, empty_root: Path) -> None:
     """Pages of 3 walk every record once, newest first, and end with no cursor."""
     for n in range(7):
-        route(http, envelope(n=n))
+        route(empty_http, envelope(n=n))
     seen: list[str] = []
     cursor = None
     pages = 0
@@ -116,39 +167,39 @@ def test_list_pages_with_cursor(http: httpx.Client, store_root: Path) -> None:
         params: dict[str, str | int] = {"limit": 3}
         if cursor:
             params["cursor"] = cursor
-        page = http.get("/v1/executions", params=params).json()
+        page = empty_http.get("/v1/executions", params=params).json()
         seen += [item["executionId"] for item in page["items"]]
         pages += 1
         cursor = page["nextCursor"]
         if cursor is None:
             break
-    with FileExecutionStore(store_root) as store:
+    with FileExecutionStore(empty_root) as store:
         assert seen == [s.execution_id for s in store.list()]
     assert pages == 3
     assert len(set(seen)) == 7
 
 
-def test_list_cursor_survives_new_records(http: httpx.Client) -> None:
+def test_list_cursor_survives_new_records(empty_http: httpx.Client) -> None:
     """Records routed between two pages neither repeat nor shift the next page."""
-    ids = [execution_id(route(http, envelope(n=n))) for n in range(4)]
-    first = http.get("/v1/executions", params={"limit": 2}).json()
+    ids = [execution_id(route(empty_http, envelope(n=n))) for n in range(4)]
+    first = empty_http.get("/v1/executions", params={"limit": 2}).json()
     for n in range(5):
-        route(http, envelope(late=n))
+        route(empty_http, envelope(late=n))
     params = {"limit": 2, "cursor": first["nextCursor"]}
-    second = http.get("/v1/executions", params=params).json()
+    second = empty_http.get("/v1/executions", params=params).json()
     got = [i["executionId"] for i in first["items"] + second["items"]]
     assert got == ids[::-1]
 
 
-def test_list_filters(http: httpx.Client) -> None:
+def test_list_filters(empty_http: httpx.Client) -> None:
     """intent and status filter as ``records list`` does."""
-    route(http, envelope(text="a"))
-    route(http, envelope("nobody"))
-    echo = http.get("/v1/executions", params={"intent": "echo"}).json()["items"]
+    route(empty_http, envelope(text="a"))
+    route(empty_http, envelope("nobody"))
+    echo = listed(empty_http, intent="echo")
     assert [i["intent"]["name"] for i in echo] == ["echo"]
-    failed = http.get("/v1/executions", params={"status": "failed"}).json()["items"]
+    failed = listed(empty_http, status="failed")
     assert [i["intent"]["name"] for i in failed] == ["nobody"]
-    since = http.get("/v1/executions", params={"since": "2999-01-01T00:00:00Z"})
+    since = empty_http.get("/v1/executions", params={"since": "2999-01-01T00:00:00Z"})
     assert since.json() == {"items": [], "nextCursor": None}
 
 
@@ -174,45 +225,47 @@ def listed(http: httpx.Client, **params: object) -> list[dict[str, object]]:
     return items
 
 
-def test_list_new_filters(http: httpx.Client, store_root: Path) -> None:
+def test_list_new_filters(empty_http: httpx.Client, empty_root: Path) -> None:
     """until, replayable, id_prefix and envelope_hash filter as store.list does."""
     env = envelope(text="twice")
-    first = execution_id(route(http, env))
-    second = execution_id(route(http, env))
-    other = execution_id(route(http, envelope(text="other")))
-    crashed = incomplete_record(store_root)
-    every = listed(http)
+    first = execution_id(route(empty_http, env))
+    second = execution_id(route(empty_http, env))
+    other = execution_id(route(empty_http, envelope(text="other")))
+    crashed = incomplete_record(empty_root)
+    every = listed(empty_http)
     assert [i["executionId"] for i in every] == [crashed, other, second, first]
     created = {str(i["executionId"]): str(i["createdUtc"]) for i in every}
     # until is exclusive: the record created at that very time is left out.
-    before_other = listed(http, until=created[other])
+    before_other = listed(empty_http, until=created[other])
     assert [i["executionId"] for i in before_other] == [second, first]
-    assert listed(http, until=created[first]) == []
-    assert len(listed(http, until="2999-01-01T00:00:00Z")) == 4
-    no = listed(http, replayable="false")
+    assert listed(empty_http, until=created[first]) == []
+    assert len(listed(empty_http, until="2999-01-01T00:00:00Z")) == 4
+    no = listed(empty_http, replayable="false")
     assert [i["executionId"] for i in no] == [crashed]
-    yes = listed(http, replayable="true")
+    yes = listed(empty_http, replayable="true")
     assert [i["executionId"] for i in yes] == [other, second, first]
-    prefix = listed(http, id_prefix=second[:-1])
+    prefix = listed(empty_http, id_prefix=second[:-1])
     assert [i["executionId"] for i in prefix] == [second]
-    assert listed(http, id_prefix="exec-zzz") == []
+    assert listed(empty_http, id_prefix="exec-zzz") == []
     same = compute_hash(env)
-    by_hash = listed(http, envelope_hash=same)
+    by_hash = listed(empty_http, envelope_hash=same)
     assert [i["executionId"] for i in by_hash] == [second, first]
     assert all(i["envelopeHash"] == same for i in by_hash)
-    both = listed(http, envelope_hash=same, until=created[second], replayable="true")
+    both = listed(
+        empty_http, envelope_hash=same, until=created[second], replayable="true"
+    )
     assert [i["executionId"] for i in both] == [first]
-    assert listed(http, envelope_hash="sha256:" + "0" * 64) == []
+    assert listed(empty_http, envelope_hash="sha256:" + "0" * 64) == []
 
 
-def test_list_filters_combine_with_cursor(http: httpx.Client) -> None:
+def test_list_filters_combine_with_cursor(empty_http: httpx.Client) -> None:
     """A filtered listing pages by cursor: every match once, newest first, no other."""
     env = envelope(text="paged")
-    wanted = [execution_id(route(http, env)) for _ in range(7)]
+    wanted = [execution_id(route(empty_http, env)) for _ in range(7)]
     for n in range(3):
-        route(http, envelope(noise=n))
-    cut = execution_id(route(http, env))  # matches the hash, but not until
-    created = {str(i["executionId"]): str(i["createdUtc"]) for i in listed(http)}
+        route(empty_http, envelope(noise=n))
+    cut = execution_id(route(empty_http, env))  # matches the hash, but not until
+    created = {str(i["executionId"]): str(i["createdUtc"]) for i in listed(empty_http)}
     filters = {
         "envelope_hash": compute_hash(env),
         "until": created[cut],
@@ -225,7 +278,7 @@ def test_list_filters_combine_with_cursor(http: httpx.Client) -> None:
     pages = 0
     while pages < 10:
         params = dict(filters) if cursor is None else {**filters, "cursor": cursor}
-        page = http.get("/v1/executions", params=params).json()  # type: ignore[arg-type]
+        page = empty_http.get("/v1/executions", params=params).json()  # type: ignore[arg-type]
         seen += [item["executionId"] for item in page["items"]]
         pages += 1
         cursor = page["nextCursor"]
@@ -395,12 +448,12 @@ def test_healthz_needs_no_key(live: LiveServer) -> None:
         assert client.get("/healthz").json()["status"] == "ok"
 
 
-def test_metrics(http: httpx.Client) -> None:
+def test_metrics(empty_http: httpx.Client) -> None:
     """/metrics counts routed intents, error codes, cache misses and latency."""
-    route(http, envelope(text="m"))
-    route(http, envelope("nobody"))
-    http.post("/v1/intents", content=b"nope")
-    text = http.get("/metrics").text
+    route(empty_http, envelope(text="m"))
+    route(empty_http, envelope("nobody"))
+    empty_http.post("/v1/intents", content=b"nope")
+    text = empty_http.get("/metrics").text
     assert 'intentusnet_intents_routed_total{status="success"} 1' in text
     assert 'intentusnet_intents_routed_total{status="error"} 1' in text
     assert 'intentusnet_intent_errors_total{code="NO_AGENT"} 1' in text
@@ -458,7 +511,7 @@ def test_shutdown_finishes_executions_in_flight(tmp_path: Path) -> None:
 
 
 def test_integers_beyond_2_53_are_refused_as_in_the_library(
-    http: httpx.Client, store_root: Path
+    empty_http: httpx.Client, empty_root: Path
 ) -> None:
     """A 30-digit integer is 422 with the library's error, and nothing is recorded."""
     huge = 123456789012345678901234567890
@@ -468,20 +521,22 @@ def test_integers_beyond_2_53_are_refused_as_in_the_library(
         )
     for text in (str(huge), f"-{huge}"):
         body = b'{"intent": {"name": "echo"}, "payload": {"n": %s}}' % text.encode()
-        found = problem(http.post("/v1/intents", content=body), 422, "envelope_invalid")
+        found = problem(
+            empty_http.post("/v1/intents", content=body), 422, "envelope_invalid"
+        )
         assert found["path"] == "payload.n"
         if text == str(huge):
             assert found["detail"] == str(library.value)
-    with FileExecutionStore(store_root) as store:
+    with FileExecutionStore(empty_root) as store:
         assert store.list() == []
 
 
 def test_a_client_hanging_up_mid_body_is_a_client_error(
-    live: LiveServer, http: httpx.Client, caplog: pytest.LogCaptureFixture
+    empty_live: LiveServer, empty_http: httpx.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A body cut short by the client is counted as its doing: one line, no trace."""
     caplog.set_level(logging.INFO)
-    with socket.create_connection(("127.0.0.1", live.port)) as sock:
+    with socket.create_connection(("127.0.0.1", empty_live.port)) as sock:
         sock.sendall(
             b"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Authorization: Bearer " + ROUTE_KEY.encode() + b"\r\n"
@@ -491,7 +546,7 @@ def test_a_client_hanging_up_mid_body_is_a_client_error(
         time.sleep(0.2)  # the server is reading the body now
     deadline = time.monotonic() + 10
     counted = 'intentusnet_http_problems_total{code="client_disconnected"} 1'
-    while counted not in (text := http.get("/metrics").text):
+    while counted not in (text := empty_http.get("/metrics").text):
         assert time.monotonic() < deadline, text
         time.sleep(0.05)
     assert 'code="internal_error"' not in text
@@ -502,38 +557,45 @@ def test_a_client_hanging_up_mid_body_is_a_client_error(
     hung_up = [r.getMessage() for r in logged if "client" in r.getMessage()]
     assert len(hung_up) == 1, hung_up
     assert "\n" not in hung_up[0]
-    route(http, envelope(text="still serving"))
+    route(empty_http, envelope(text="still serving"))
 
 
 def test_error_bodies_do_not_reveal_server_paths(
-    http: httpx.Client, store_root: Path
+    empty_http: httpx.Client, empty_root: Path
 ) -> None:
     """404 and 500 problem documents name no directory of the server."""
     from intentusnet.store._layout import relative_path
 
-    eid = execution_id(route(http, envelope(text="here")))
-    missing = problem(http.get("/v1/executions/exec-nope"), 404, "record_not_found")
+    eid = execution_id(route(empty_http, envelope(text="here")))
+    missing = problem(
+        empty_http.get("/v1/executions/exec-nope"), 404, "record_not_found"
+    )
     assert missing["detail"] == "no record exec-nope"
-    looping = store_root / relative_path("exec-loop")
+    looping = empty_root / relative_path("exec-loop")
     looping.parent.mkdir(exist_ok=True)
     looping.symlink_to(looping.name)  # a link to itself: opening it fails
-    broken = problem(http.get("/v1/executions/exec-loop"), 500, "store_error")
+    broken = problem(empty_http.get("/v1/executions/exec-loop"), 500, "store_error")
     answers = [
         missing,
         broken,
-        problem(http.get("/v1/executions/exec-nope/verify"), 404, "record_not_found"),
-        problem(http.post("/v1/executions/exec-nope/replay"), 404, "record_not_found"),
-        problem(http.get("/v1/executions/exec-loop/verify"), 500, "store_error"),
+        problem(
+            empty_http.get("/v1/executions/exec-nope/verify"), 404, "record_not_found"
+        ),
+        problem(
+            empty_http.post("/v1/executions/exec-nope/replay"), 404, "record_not_found"
+        ),
+        problem(empty_http.get("/v1/executions/exec-loop/verify"), 500, "store_error"),
     ]
     for body in answers:
         text = str(body)
-        assert str(store_root) not in text
-        assert str(store_root.parent) not in text
-    assert http.get(f"/v1/executions/{eid}").status_code == 200
+        assert str(empty_root) not in text
+        assert str(empty_root.parent) not in text
+    assert empty_http.get(f"/v1/executions/{eid}").status_code == 200
 
 
-def test_savings_endpoint(store_root: Path) -> None:
+def test_savings_endpoint(tmp_path: Path) -> None:
     """GET /v1/savings reports the store's LLM calls, tokens and costs."""
+    store_root = tmp_path / "records"
     with FakeAPI() as api:
         store = FileExecutionStore(store_root)
         expected = record_calls(

@@ -1,10 +1,14 @@
-"""A bounded load run on loopback: concurrent clients lose no execution."""
+"""A bounded load run on loopback: concurrent clients lose no execution.
+
+Fifty keep-alive connections route at once, so every request overlaps others
+in the server and the store; the volume and the speed are measured in
+benchmarks/bench_server.py, not here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from pathlib import Path
 
 import orjson
@@ -14,7 +18,7 @@ from livekit import ServeProcess
 from intentusnet.store import FileExecutionStore
 
 CLIENTS = 50
-INTENTS_PER_CLIENT = 200
+INTENTS_PER_CLIENT = 40
 TIME_LIMIT_S = 120
 
 APP = """
@@ -73,7 +77,7 @@ async def _load(port: int) -> list[str]:
 
 @pytest.mark.slow
 def test_load_loses_no_execution(tmp_path: Path) -> None:
-    """50 clients x 200 intents: every answer's execution loads, completed."""
+    """50 clients x 40 intents: every answer's execution loads, completed."""
     (tmp_path / "loadapp.py").write_text(APP)
     root = tmp_path / "records"
     server = ServeProcess(
@@ -83,16 +87,13 @@ def test_load_loses_no_execution(tmp_path: Path) -> None:
         "warning",
         env={"LOAD_STORE": str(root)},
     )
-    started = time.monotonic()
     try:
         ids = asyncio.run(_load(int(server.url.rsplit(":", 1)[1])))
     finally:
         assert server.stop() in (0, -signal.SIGTERM)
-    elapsed = time.monotonic() - started
     assert len(ids) == CLIENTS * INTENTS_PER_CLIENT
     assert len(set(ids)) == len(ids)
     with FileExecutionStore(root) as store:
         for execution_id in ids:
             assert store.load(execution_id).header.status == "completed"
         assert store.stats().records == len(ids)
-    print(f"{len(ids)} intents in {elapsed:.1f} s ({len(ids) / elapsed:.0f}/s)")

@@ -6,6 +6,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from integrations.fakeapi import FakeAPI
 from livekit import ROUTE_KEY, ServeProcess
-from llmkit import record_calls
+from llmkit import Expected, record_calls
 from pgkit import PASSWORD
 
 from intentusnet import RecordStatus, ReplayEngine
@@ -111,42 +113,6 @@ def test_parse_size() -> None:
     for bad in ("0", "1GB", "-1", "many"):
         with pytest.raises(ValueError, match="not a size"):
             parse_size(bad)
-
-
-@pytest.mark.slow
-def test_workers_and_key_file(app_dir: Path) -> None:
-    """Two worker processes share one store; the key file is enforced."""
-    keys = app_dir / "keys"
-    keys.write_text(f"{ROUTE_KEY}\n")
-    keys.chmod(0o600)
-    root = app_dir / "records"
-    server = ServeProcess(
-        app_dir,
-        "serveapp:router",
-        "--workers",
-        "2",
-        "--api-keys-file",
-        str(keys),
-        env={"SERVE_STORE": str(root)},
-    )
-    try:
-        with httpx.Client(base_url=server.url, trust_env=False) as anonymous:
-            assert anonymous.get("/v1/executions").status_code == 401
-        headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
-        ids = set()
-        for n in range(40):
-            with httpx.Client(
-                base_url=server.url, headers=headers, trust_env=False
-            ) as http:
-                answer = http.post(
-                    "/v1/intents",
-                    json={"intent": {"name": "echo"}, "payload": {"n": n}},
-                ).json()
-            ids.add(answer["metadata"]["executionId"])
-    finally:
-        assert server.stop() in STOPPED
-    with FileExecutionStore(root) as store:
-        assert {s.execution_id for s in store.list()} == ids
 
 
 @pytest.mark.slow
@@ -291,73 +257,6 @@ def test_serve_refuses_a_router_on_files_when_a_url_is_named(
     assert PASSWORD not in output
 
 
-def _metric_samples(text: str) -> list[Any]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return [s for f in text_string_to_metric_families(text) for s in f.samples]
-
-
-@pytest.mark.slow
-def test_metrics_are_totals_over_two_workers(app_dir: Path) -> None:
-    """With --workers 2, /metrics counts every intent, whichever worker routed it."""
-    server = ServeProcess(
-        app_dir,
-        "serveapp:router",
-        "--workers",
-        "2",
-        env={
-            "SERVE_STORE": str(app_dir / "records"),
-            "INTENTUSNET_API_KEYS": ROUTE_KEY,
-        },
-    )
-    headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
-    pids: set[int] = set()
-    sent = 0
-
-    def route(n: int) -> None:
-        # a connection of its own, so the kernel may hand it to either worker
-        with httpx.Client(
-            base_url=server.url, headers=headers, trust_env=False, timeout=20
-        ) as http:
-            answer = http.post(
-                "/v1/intents", json={"intent": {"name": "echo"}, "payload": {"n": n}}
-            ).json()
-            pids.add(answer["payload"]["pid"])
-
-    try:
-        while (len(pids) < 2 or sent < 40) and sent < 400:
-            threads = [
-                threading.Thread(target=route, args=(sent + i,)) for i in range(8)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=30)
-            sent += len(threads)
-        assert len(pids) == 2, "one worker routed everything"
-        for _ in range(6):  # whichever worker answers, the totals are the same
-            with httpx.Client(
-                base_url=server.url, headers=headers, trust_env=False
-            ) as http:
-                samples = _metric_samples(http.get("/metrics").text)
-            values = {
-                (s.name, tuple(sorted(s.labels.items()))): s.value for s in samples
-            }
-            routed = ("intentusnet_intents_routed_total", (("status", "success"),))
-            assert values[routed] == sent
-            assert values[("intentusnet_cache_misses_total", ())] == sent
-            assert values[("intentusnet_route_duration_seconds_count", ())] == sent
-            assert values[("intentusnet_intents_in_flight", ())] == 0
-            workers = {
-                int(s.labels["pid"])
-                for s in samples
-                if s.name == "process_resident_memory_bytes"
-            }
-            assert workers == pids
-    finally:
-        assert server.stop() in STOPPED
-
-
 def test_serve_refuses_a_bad_price_table(tmp_path: Path) -> None:
     """A bad --prices file exits 2, naming the file and the field, before binding."""
     prices = tmp_path / "prices.json"
@@ -370,65 +269,10 @@ def test_serve_refuses_a_bad_price_table(tmp_path: Path) -> None:
     assert "Traceback" not in output
 
 
-@pytest.mark.slow
-def test_llm_savings_over_two_workers(app_dir: Path) -> None:
-    """With --workers 2, every worker reports the store's LLM savings, once."""
-    root = app_dir / "records"
-    calls = [("openai", "gpt-4o", "hi there")] * 3 + [("anthropic", "claude-x", "yo")]
-    with FakeAPI() as api:
-        store = FileExecutionStore(root)
-        expected = record_calls(store, api.url, calls)
-        store.close()
-    gpt = expected[("openai", "gpt-4o")]
-    prices = app_dir / "prices.toml"
-    prices.write_text('currency = "USD"\n[models."gpt-4o"]\ninput = 2e6\noutput = 1e6')
-    server = ServeProcess(
-        app_dir,
-        "serveapp:router",
-        "--workers",
-        "2",
-        "--prices",
-        str(prices),
-        env={"SERVE_STORE": str(root), "INTENTUSNET_API_KEYS": ROUTE_KEY},
-    )
-    headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
+# -- one server with two workers, for every test of what the workers share ----------
 
-    def gpt_4o(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-        labels.update(model="gpt-4o", provider="openai")
-        return name, tuple(sorted(labels.items()))
-
-    try:
-        pids: set[int] = set()
-        for n in range(60):  # until both workers have answered
-            with httpx.Client(
-                base_url=server.url, headers=headers, trust_env=False, timeout=20
-            ) as http:
-                echo = {"intent": {"name": "echo"}, "payload": {"n": n}}
-                pids.add(http.post("/v1/intents", json=echo).json()["payload"]["pid"])
-                values = {
-                    (s.name, tuple(sorted(s.labels.items()))): s.value
-                    for s in _metric_samples(http.get("/metrics").text)
-                }
-                savings = http.get("/v1/savings").json()
-            calls_total = "intentusnet_llm_calls_total"
-            assert values[gpt_4o(calls_total, outcome="hit")] == gpt.hits == 2
-            assert values[gpt_4o(calls_total, outcome="miss")] == 1
-            tokens = gpt_4o(
-                "intentusnet_llm_tokens_total", direction="input", outcome="hit"
-            )
-            assert values[tokens] == gpt.avoided[0]
-            cost = gpt_4o("intentusnet_llm_cost_total", currency="USD", outcome="hit")
-            assert values[cost] == pytest.approx(2 * gpt.avoided[0] + gpt.avoided[1])
-            assert (savings["hits"], savings["misses"]) == (2, 2)
-            assert savings["unpriced"] == ["claude-x"]
-            if len(pids) == 2 and n >= 4:
-                break
-        assert len(pids) == 2, "one worker answered everything"
-    finally:
-        assert server.stop() in STOPPED
-
-
-SIGNED_APP = """
+#: The app the two workers serve: a signing store, an echo agent naming its process.
+WORKERS_APP = """
 import os
 from intentusnet import IntentRouter
 from intentusnet.store import FileExecutionStore
@@ -438,39 +282,189 @@ router = IntentRouter(
         os.environ["SERVE_STORE"], signing_key=os.environ["SERVE_SIGNING_KEY"]
     )
 )
-router.agent("echo", name="echo")(lambda env, ctx: {"echo": env.payload})
+router.agent("echo", name="echo")(
+    lambda env, ctx: {"echo": env.payload, "pid": os.getpid()}
+)
 """
+HEADERS = {"Authorization": f"Bearer {ROUTE_KEY}"}
+
+
+@dataclass
+class Workers:
+    """``serve --workers 2`` running, and what its tests check it against."""
+
+    server: ServeProcess
+    root: Path
+    key_id: str
+    gpt: Expected
+
+    def client(self, **options: Any) -> httpx.Client:
+        """A new client (a new connection: either worker may take it), keyed."""
+        return httpx.Client(
+            base_url=self.server.url, trust_env=False, timeout=20, **options
+        )
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
+    """``serve --workers 2`` with a key file, a price table and trusted keys.
+
+    Its store holds four LLM calls recorded before it starts (three to gpt-4o,
+    two of them hits, and one to an unpriced model) and signs its records.
+    """
+    from intentusnet import SigningKey
+
+    directory = tmp_path_factory.mktemp("workers")
+    (directory / "workersapp.py").write_text(WORKERS_APP)
+    root = directory / "records"
+    calls = [("openai", "gpt-4o", "hi there")] * 3 + [("anthropic", "claude-x", "yo")]
+    with FakeAPI() as api, FileExecutionStore(root) as store:
+        expected = record_calls(store, api.url, calls)
+    prices = directory / "prices.toml"
+    prices.write_text('currency = "USD"\n[models."gpt-4o"]\ninput = 2e6\noutput = 1e6')
+    keys = directory / "api-keys"
+    keys.write_text(f"{ROUTE_KEY}\n")
+    keys.chmod(0o600)
+    key = SigningKey.generate()
+    private, _ = key.save(directory / "keys")
+    server = ServeProcess(
+        directory,
+        "workersapp:router",
+        "--workers",
+        "2",
+        "--api-keys-file",
+        str(keys),
+        "--prices",
+        str(prices),
+        "--keys",
+        str(directory / "keys"),
+        env={"SERVE_STORE": str(root), "SERVE_SIGNING_KEY": str(private)},
+    )
+    try:
+        yield Workers(server, root, key.key_id, expected[("openai", "gpt-4o")])
+    finally:
+        assert server.stop() in STOPPED
+
+
+def _echo(http: httpx.Client, n: int) -> dict[str, Any]:
+    answer = http.post(
+        "/v1/intents",
+        json={"intent": {"name": "echo"}, "payload": {"n": n}},
+        headers=HEADERS,
+    )
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
 
 
 @pytest.mark.slow
-def test_workers_check_signatures_with_the_trusted_keys(tmp_path: Path) -> None:
-    """serve --keys DIR reaches every worker: the explorer says verified."""
-    from intentusnet import SigningKey
+def test_workers_share_one_store_and_the_key_file(workers: Workers) -> None:
+    """Two worker processes share one store; the key file is enforced."""
+    with workers.client() as anonymous:
+        assert anonymous.get("/v1/executions").status_code == 401
+    ids, pids = set(), set()
+    for n in range(40):
+        with workers.client() as http:
+            answer = _echo(http, n)
+        ids.add(answer["metadata"]["executionId"])
+        pids.add(answer["payload"]["pid"])
+    assert workers.server.process.pid not in pids  # the workers answered
+    with FileExecutionStore(workers.root) as store:
+        assert ids <= {s.execution_id for s in store.list()}
 
-    (tmp_path / "signedapp.py").write_text(SIGNED_APP)
-    key = SigningKey.generate()
-    private, _ = key.save(tmp_path / "keys")
-    server = ServeProcess(
-        tmp_path,
-        "signedapp:router",
-        "--workers",
-        "2",
-        "--keys",
-        str(tmp_path / "keys"),
-        env={
-            "SERVE_STORE": str(tmp_path / "records"),
-            "SERVE_SIGNING_KEY": str(private),
-        },
-    )
-    try:
-        with httpx.Client(base_url=server.url, trust_env=False) as http:
-            answer = http.post("/v1/intents", json={"intent": {"name": "echo"}})
-            execution_id = answer.json()["metadata"]["executionId"]
-            for _ in range(4):  # either worker may answer
-                page = http.get(f"/ui/executions/{execution_id}").text
-                assert f"signed by key {key.key_id}, verified" in page
-    finally:
-        assert server.stop() in STOPPED
+
+def _metric_samples(text: str) -> list[Any]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+#: A metric sample's name and sorted labels.
+Sample = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _metrics(http: httpx.Client) -> dict[Sample, float]:
+    samples = _metric_samples(http.get("/metrics", headers=HEADERS).text)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
+
+
+@pytest.mark.slow
+def test_metrics_are_totals_over_two_workers(workers: Workers) -> None:
+    """With --workers 2, /metrics counts every intent, whichever worker routed it."""
+    routed = ("intentusnet_intents_routed_total", (("status", "success"),))
+    misses = ("intentusnet_cache_misses_total", ())
+    durations = ("intentusnet_route_duration_seconds_count", ())
+    with workers.client() as http:
+        before = _metrics(http)
+    pids: set[int] = set()
+    sent = 0
+
+    def route(n: int) -> None:
+        # a connection of its own, so the kernel may hand it to either worker
+        with workers.client() as http:
+            pids.add(_echo(http, n)["payload"]["pid"])
+
+    while (len(pids) < 2 or sent < 40) and sent < 400:
+        threads = [threading.Thread(target=route, args=(sent + i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        sent += len(threads)
+    assert len(pids) == 2, "one worker routed everything"
+    for _ in range(6):  # whichever worker answers, the totals are the same
+        with workers.client() as http:
+            values = _metrics(http)
+        for name in (routed, misses, durations):
+            assert values[name] - before.get(name, 0) == sent
+        assert values[("intentusnet_intents_in_flight", ())] == 0
+        reporting = {
+            int(dict(labels)["pid"])
+            for (name, labels) in values
+            if name == "process_resident_memory_bytes"
+        }
+        assert reporting == pids
+
+
+@pytest.mark.slow
+def test_llm_savings_over_two_workers(workers: Workers) -> None:
+    """With --workers 2, every worker reports the store's LLM savings, once."""
+    gpt = workers.gpt
+
+    def gpt_4o(name: str, **labels: str) -> Sample:
+        labels.update(model="gpt-4o", provider="openai")
+        return name, tuple(sorted(labels.items()))
+
+    pids: set[int] = set()
+    for n in range(60):  # until both workers have answered
+        with workers.client() as http:
+            pids.add(_echo(http, n)["payload"]["pid"])
+            values = _metrics(http)
+            savings = http.get("/v1/savings", headers=HEADERS).json()
+        calls_total = "intentusnet_llm_calls_total"
+        assert values[gpt_4o(calls_total, outcome="hit")] == gpt.hits == 2
+        assert values[gpt_4o(calls_total, outcome="miss")] == 1
+        tokens = gpt_4o(
+            "intentusnet_llm_tokens_total", direction="input", outcome="hit"
+        )
+        assert values[tokens] == gpt.avoided[0]
+        cost = gpt_4o("intentusnet_llm_cost_total", currency="USD", outcome="hit")
+        assert values[cost] == pytest.approx(2 * gpt.avoided[0] + gpt.avoided[1])
+        assert (savings["hits"], savings["misses"]) == (2, 2)
+        assert savings["unpriced"] == ["claude-x"]
+        if len(pids) == 2 and n >= 4:
+            break
+    assert len(pids) == 2, "one worker answered everything"
+
+
+@pytest.mark.slow
+def test_workers_check_signatures_with_the_trusted_keys(workers: Workers) -> None:
+    """serve --keys DIR reaches every worker: the explorer says verified."""
+    with workers.client() as http:
+        execution_id = _echo(http, 0)["metadata"]["executionId"]
+    for _ in range(4):  # a connection each: either worker may answer
+        with workers.client() as http:
+            page = http.get(f"/ui/executions/{execution_id}", headers=HEADERS).text
+        assert f"signed by key {workers.key_id}, verified" in page
 
 
 def test_serve_refuses_trusted_keys_it_cannot_read(tmp_path: Path) -> None:

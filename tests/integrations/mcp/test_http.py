@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,28 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def server_url(tmp_path: Path) -> Iterator[str]:
-    """The test server over streamable HTTP on 127.0.0.1; killed afterwards."""
+@dataclass
+class Upstream:
+    """The test server over streamable HTTP: its URL, and the file of its calls."""
+
+    url: str
+    calls: Path
+
+    def made(self) -> list[str]:
+        """The calls that reached the server so far, in order."""
+        return self.calls.read_text().split() if self.calls.exists() else []
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    """The test server on 127.0.0.1, one for the module's tests; killed afterwards.
+
+    Its tools keep their state between sessions (``counter`` counts on), so the
+    tests compare with what they recorded, and count calls from their start.
+    """
     port = _free_port()
-    env = {**os.environ, "MCP_TEST_CALLS": str(tmp_path / "calls.txt")}
+    calls = tmp_path_factory.mktemp("upstream") / "calls.txt"
+    env = {**os.environ, "MCP_TEST_CALLS": str(calls)}
     process = subprocess.Popen(
         [sys.executable, str(SERVER), "http", str(port)],
         env=env,
@@ -55,7 +73,7 @@ def server_url(tmp_path: Path) -> Iterator[str]:
                 if time.monotonic() > deadline or process.poll() is not None:
                     pytest.fail("the HTTP test server did not start")
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield Upstream(f"http://127.0.0.1:{port}/mcp", calls)
     finally:
         process.kill()
         process.wait(timeout=LIMIT)
@@ -74,11 +92,6 @@ def _session(tmp_path: Path, mode: str, body: Any, *options: str) -> Any:
             return await body(client)
 
     return asyncio.run(asyncio.wait_for(run(), LIMIT))
-
-
-def _calls(tmp_path: Path) -> list[str]:
-    path = tmp_path / "calls.txt"
-    return path.read_text().split() if path.exists() else []
 
 
 async def _tour(client: Client) -> tuple[list[Any], list[float]]:
@@ -100,18 +113,18 @@ async def _tour(client: Client) -> tuple[list[Any], list[float]]:
 
 
 def test_record_over_http_then_replay_without_it(
-    tmp_path: Path, server_url: str
+    tmp_path: Path, upstream: Upstream
 ) -> None:
     """Recorded through an HTTP upstream, replayed with it never asked again."""
     header = f"Authorization: {SECRET}"
     recorded, progress = _session(
-        tmp_path, "record", _tour, "--upstream-url", server_url, "--header", header
+        tmp_path, "record", _tour, "--upstream-url", upstream.url, "--header", header
     )
     assert progress == [1.0, 2.0]
-    made = _calls(tmp_path)
+    made = upstream.made()
     replayed, _ = _session(tmp_path, "replay", _tour)
     assert replayed == recorded
-    assert _calls(tmp_path) == made
+    assert upstream.made() == made
     store = FileExecutionStore(tmp_path / "s")
     record = store.load(store.list()[0].execution_id)
     assert record.envelope["payload"]["transport"] == "streamable-http"
@@ -122,7 +135,9 @@ def test_record_over_http_then_replay_without_it(
             assert b"s3cret" not in path.read_bytes(), path
 
 
-def test_cache_over_http_forwards_only_misses(tmp_path: Path, server_url: str) -> None:
+def test_cache_over_http_forwards_only_misses(
+    tmp_path: Path, upstream: Upstream
+) -> None:
     """A cache session with an HTTP upstream serves what the record holds."""
 
     async def calls(client: Client) -> list[str]:
@@ -130,20 +145,21 @@ def test_cache_over_http_forwards_only_misses(tmp_path: Path, server_url: str) -
         second = await client.call_tool("add", {"a": 1, "b": 1})
         return [first.content[0].text, second.content[0].text]
 
-    url = ("--upstream-url", server_url)
-    _session(tmp_path, "record", lambda c: c.call_tool("counter", {}), *url)
-    assert _session(tmp_path, "cache", calls, *url) == ["1", "2"]
-    assert _calls(tmp_path) == ["counter", "add"]
+    url = ("--upstream-url", upstream.url)
+    before = upstream.made()
+    counted = _session(tmp_path, "record", lambda c: c.call_tool("counter", {}), *url)
+    assert _session(tmp_path, "cache", calls, *url) == [counted.content[0].text, "2"]
+    assert upstream.made() == [*before, "counter", "add"]
 
 
 def test_a_message_outside_any_request_reaches_the_client(
-    tmp_path: Path, server_url: str
+    tmp_path: Path, upstream: Upstream
 ) -> None:
     """The server's GET event stream is listened to: its notifications are forwarded."""
     args = ["-m", "intentusnet.cli", "mcp", "proxy", "--store", str(tmp_path / "s")]
     params = StdioServerParameters(
         command=sys.executable,
-        args=[*args, "--upstream-url", server_url],
+        args=[*args, "--upstream-url", upstream.url],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     seen: list[str] = []

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +75,9 @@ def _dump(value: Any) -> Any:
     return value.model_dump(mode="json")
 
 
-async def _tour(client: Client) -> list[Any]:
+async def _tour(client: Client) -> tuple[list[Any], list[float]]:
+    from mcp_types import PromptReference
+
     progress: list[float] = []
 
     async def on_progress(done: float, total: float | None, message: str | None):
@@ -89,29 +93,53 @@ async def _tour(client: Client) -> list[Any]:
         _dump(await client.get_prompt("review", {"code": "x = 1"})),
     ]
     steps = await client.call_tool("steps", {"count": 3}, progress_callback=on_progress)
-    return [*results, _dump(steps)], progress
+    found = await client.complete(
+        PromptReference(type="ref/prompt", name="review"),
+        {"name": "code", "value": "p"},
+    )
+    return [*results, _dump(steps), found.completion.values], progress
+
+
+@dataclass
+class Toured:
+    """A recorded session of ``_tour``: its directory (``store/``, ``calls.txt``)."""
+
+    path: Path
+    answers: list[Any]
+    progress: list[float]
+
+
+@pytest.fixture(scope="module")
+def toured(tmp_path_factory: pytest.TempPathFactory) -> Toured:
+    """One session of ``_tour`` recorded for the module's tests that read or replay it.
+
+    A replay opens no record and starts no upstream, so they leave it as it is.
+    """
+    path = tmp_path_factory.mktemp("toured")
+    answers, progress = _session(path, "record", _tour)
+    return Toured(path, answers, progress)
 
 
 def _store(tmp_path: Path) -> FileExecutionStore:
     return FileExecutionStore(tmp_path / "store")
 
 
-def test_record_then_replay_without_the_upstream(tmp_path: Path) -> None:
+def test_record_then_replay_without_the_upstream(toured: Toured) -> None:
     """A replayed session answers exactly as recorded, and nothing reaches a server."""
-    recorded, progress = _session(tmp_path, "record", _tour)
-    assert progress == [1.0, 2.0, 3.0]  # notifications flowed while recording
+    recorded = toured.answers
+    assert toured.progress == [1.0, 2.0, 3.0]  # notifications flowed while recording
     assert recorded[2]["content"][0]["text"] == "1"
     assert recorded[3]["is_error"] is True
-    made = _calls(tmp_path)
-    replayed, _ = _session(tmp_path, "replay", _tour, upstream=False)
+    made = _calls(toured.path)
+    replayed, progress = _session(toured.path, "replay", _tour, upstream=False)
     assert replayed == recorded
-    assert _calls(tmp_path) == made  # no upstream was started
+    assert progress == toured.progress
+    assert _calls(toured.path) == made  # no upstream was started
 
 
-def test_the_session_is_one_record_with_a_step_per_call(tmp_path: Path) -> None:
+def test_the_session_is_one_record_with_a_step_per_call(toured: Toured) -> None:
     """One mcp.session record; each call a step keyed by name and arguments."""
-    _session(tmp_path, "record", _tour)
-    store = _store(tmp_path)
+    store = _store(toured.path)
     (summary,) = store.list()
     record = store.load(summary.execution_id)
     assert record.header.intent_name == "mcp.session"
@@ -127,7 +155,7 @@ def test_the_session_is_one_record_with_a_step_per_call(tmp_path: Path) -> None:
     store.close()
 
 
-def test_progress_is_recorded_with_its_call_and_replayed(tmp_path: Path) -> None:
+def test_progress_is_recorded_with_its_call_and_replayed(toured: Toured) -> None:
     """Progress notifications are steps of their call; a replay sends them again."""
 
     async def calls(client: Client) -> tuple[str, list[Any]]:
@@ -141,9 +169,8 @@ def test_progress_is_recorded_with_its_call_and_replayed(tmp_path: Path) -> None
         )
         return answer.content[0].text, progress
 
-    recorded = _session(tmp_path, "record", calls)
-    assert recorded == ("3 steps", [(float(i), 3.0, f"step {i}") for i in (1, 2, 3)])
-    store = _store(tmp_path)
+    assert toured.answers[6]["content"][0]["text"] == "3 steps"
+    store = _store(toured.path)
     record = store.load(store.list()[0].execution_id)
     steps = record_steps(record)
     (call,) = [s for s in steps if s.name == "mcp:tools/call:steps"]
@@ -151,7 +178,47 @@ def test_progress_is_recorded_with_its_call_and_replayed(tmp_path: Path) -> None
     assert [s.parent for s in notes] == [call.number] * 3
     assert notes[0].args == {"progress": 1, "total": 3, "message": "step 1"}
     store.close()
-    assert _session(tmp_path, "replay", calls, upstream=False) == recorded
+    replayed = _session(toured.path, "replay", calls, upstream=False)
+    assert replayed == ("3 steps", [(float(i), 3.0, f"step {i}") for i in (1, 2, 3)])
+
+
+def test_completion_is_recorded_and_replayed(toured: Toured) -> None:
+    """completion/complete is a step keyed by its arguments, replayed as recorded."""
+
+    async def complete(client: Client) -> list[str]:
+        from mcp_types import PromptReference
+
+        found = await client.complete(
+            PromptReference(type="ref/prompt", name="review"),
+            {"name": "code", "value": "p"},
+        )
+        return found.completion.values
+
+    assert toured.answers[7] == ["python", "perl"]
+    made = _calls(toured.path)
+    replayed = _session(toured.path, "replay", complete, upstream=False)
+    assert replayed == ["python", "perl"]
+    assert _calls(toured.path) == made
+    assert made.count("complete") == 1
+    store = _store(toured.path)
+    steps = record_steps(store.load(store.list()[0].execution_id))
+    (step,) = [s for s in steps if s.name == "mcp:completion/complete"]
+    assert step.args["argument"] == {"name": "code", "value": "p"}
+    store.close()
+
+
+def test_replay_miss_names_the_tool_and_the_nearest_call(toured: Toured) -> None:
+    """A call the record does not hold is a JSON-RPC error naming what is recorded."""
+
+    async def miss(client: Client) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("add", {"a": 1, "b": 5})
+        return str(caught.value)
+
+    text = _session(toured.path, "replay", miss, upstream=False)
+    assert "tools/call:add" in text
+    assert "'b': 2" in text
+    assert "differ at b" in text
 
 
 def test_a_request_of_the_servers_own_is_a_step_of_its_call(tmp_path: Path) -> None:
@@ -188,45 +255,7 @@ def test_a_request_of_the_servers_own_is_a_step_of_its_call(tmp_path: Path) -> N
     store.close()
 
 
-def test_completion_is_recorded_and_replayed(tmp_path: Path) -> None:
-    """completion/complete is a step keyed by its arguments, replayed as recorded."""
-
-    async def complete(client: Client) -> list[str]:
-        from mcp_types import PromptReference
-
-        found = await client.complete(
-            PromptReference(type="ref/prompt", name="review"),
-            {"name": "code", "value": "p"},
-        )
-        return found.completion.values
-
-    assert _session(tmp_path, "record", complete) == ["python", "perl"]
-    made = _calls(tmp_path)
-    assert _session(tmp_path, "replay", complete, upstream=False) == ["python", "perl"]
-    assert _calls(tmp_path) == made == ["complete"]
-    store = _store(tmp_path)
-    steps = record_steps(store.load(store.list()[0].execution_id))
-    (step,) = [s for s in steps if s.name == "mcp:completion/complete"]
-    assert step.args["argument"] == {"name": "code", "value": "p"}
-    store.close()
-
-
-def test_replay_miss_names_the_tool_and_the_nearest_call(tmp_path: Path) -> None:
-    """A call the record does not hold is a JSON-RPC error naming what is recorded."""
-    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
-
-    async def miss(client: Client) -> str:
-        with pytest.raises(MCPError) as caught:
-            await client.call_tool("add", {"a": 1, "b": 5})
-        return str(caught.value)
-
-    text = _session(tmp_path, "replay", miss, upstream=False)
-    assert "tools/call:add" in text
-    assert "'b': 2" in text
-    assert "differ at b" in text
-
-
-def test_cache_forwards_only_misses(tmp_path: Path) -> None:
+def test_cache_forwards_only_misses(toured: Toured, tmp_path: Path) -> None:
     """In cache mode a recorded call is served; a new one reaches the server."""
 
     async def calls(client: Client) -> list[Any]:
@@ -235,11 +264,12 @@ def test_cache_forwards_only_misses(tmp_path: Path) -> None:
             _dump(await client.call_tool("add", {"a": 2, "b": 2})),
         ]
 
-    first = _session(tmp_path, "record", lambda c: c.call_tool("counter", {}))
+    shutil.copytree(toured.path, tmp_path, dirs_exist_ok=True)  # counter, add 1+2
+    made = _calls(tmp_path)
     cached = _session(tmp_path, "cache", calls)
-    assert cached[0] == _dump(first)
+    assert cached[0] == toured.answers[2]
     assert cached[1]["content"][0]["text"] == "4"
-    assert _calls(tmp_path) == ["counter", "add"]
+    assert _calls(tmp_path) == [*made, "add"]
     store = _store(tmp_path)
     newest = store.load(store.list()[0].execution_id)
     sources = {s.name: s.source for s in record_steps(newest)}
@@ -401,14 +431,13 @@ def test_the_proxy_exits_1_naming_the_incomplete_record(tmp_path: Path) -> None:
     store.close()
 
 
-def test_malformed_json_gets_a_parse_error(tmp_path: Path) -> None:
+def test_malformed_json_gets_a_parse_error(toured: Toured) -> None:
     """A line that is not JSON is answered with -32700, and the session goes on."""
-    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
     done = subprocess.run(
-        [sys.executable, *_proxy(tmp_path / "store", "replay", upstream=False)],
+        [sys.executable, *_proxy(toured.path / "store", "replay", upstream=False)],
         input=b'not json\n{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n',
         capture_output=True,
-        env=_env(tmp_path / "calls.txt"),
+        env=_env(toured.path / "calls.txt"),
         timeout=LIMIT,
         check=False,
     )
@@ -553,11 +582,12 @@ def test_a_cache_session_answers_its_own_repeated_call(tmp_path: Path) -> None:
     store.close()
 
 
-def test_replay_answers_from_every_session_of_the_upstream(tmp_path: Path) -> None:
+def test_replay_answers_from_every_session_of_the_upstream(
+    toured: Toured, tmp_path: Path
+) -> None:
     """Calls recorded in separate sessions are all answered by one replay session."""
-    _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 1, "b": 2}))
+    shutil.copytree(toured.path, tmp_path, dirs_exist_ok=True)  # add 1+2, the memo
     _session(tmp_path, "record", lambda c: c.call_tool("add", {"a": 3, "b": 4}))
-    _session(tmp_path, "record", lambda c: c.read_resource("memo://greeting"))
 
     async def all_of_them(client: Client) -> list[str]:
         one = await client.call_tool("add", {"a": 1, "b": 2})
