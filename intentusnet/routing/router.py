@@ -38,6 +38,7 @@ from .agents import (
 )
 from .config import configuration
 from .execution import Execution
+from .observing import Observers
 from .recorder import Recorder
 from .redact import Redaction, Redactor
 from .seams import (
@@ -137,7 +138,7 @@ class IntentRouter:
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
         #: replaced, never changed in place: a routing call reads it once
-        self._observers: tuple[ExecutionObserver, ...] = ()
+        self._observers = Observers()
 
     @property
     def store(self) -> ExecutionStore | None:
@@ -218,7 +219,19 @@ class IntentRouter:
 
         Added in 0.1.0.
         """
-        return self._observers
+        return self._observers.members
+
+    @property
+    def observer_errors(self) -> int:
+        """How many times one of this router's observers raised.
+
+        Observing never changes an outcome: what an observer raises is
+        logged (the ``intentusnet.observers`` logger, with its traceback)
+        and counted here, and the execution goes on as if it had not.
+
+        Added in 0.1.0.
+        """
+        return self._observers.errors.count
 
     def add_observer(self, observer: ExecutionObserver) -> None:
         """Tell ``observer`` what every execution from now on does.
@@ -230,8 +243,7 @@ class IntentRouter:
 
         Added in 0.1.0.
         """
-        if observer not in self._observers:
-            self._observers = (*self._observers, observer)
+        self._observers = self._observers.adding(observer)
 
     def remove_observer(self, observer: ExecutionObserver) -> None:
         """Stop telling ``observer``; an observer not there is ignored.
@@ -241,7 +253,7 @@ class IntentRouter:
 
         Added in 0.1.0.
         """
-        self._observers = tuple(o for o in self._observers if o is not observer)
+        self._observers = self._observers.removing(observer)
 
     # -- routing ---------------------------------------------------------------
 
@@ -434,8 +446,7 @@ class IntentRouter:
                 keep = options.recorded
             response = self._finish(ex, response, keep)
         if ex.observed is not None:
-            for observer in ex.observers:
-                observer.execution_ended(ex.observed, response)
+            ex.observers.execution_ended(ex.observed, response)
         return response
 
     async def _execute_async(
@@ -463,8 +474,7 @@ class IntentRouter:
                 keep = options.recorded
             response = self._finish(ex, response, keep)
         if ex.observed is not None:
-            for observer in ex.observers:
-                observer.execution_ended(ex.observed, response)
+            ex.observers.execution_ended(ex.observed, response)
         return response
 
     def _begin(
@@ -568,8 +578,7 @@ class IntentRouter:
             ex.recorder.abandon()
         if ex.observed is not None:
             answer = interrupted(ex, exc)
-            for observer in ex.observers:
-                observer.execution_ended(ex.observed, answer)
+            ex.observers.execution_ended(ex.observed, answer)
 
     def _finish(
         self, ex: Execution, response: AgentResponse, keep: _Keep | None
@@ -828,7 +837,7 @@ _NO_OPTIONS: Final = ExecutionOptions()
 
 
 def _tell_hit(
-    observers: tuple[ExecutionObserver, ...],
+    observers: Observers,
     env: IntentEnvelope,
     answer: AgentResponse,
     started: int,
@@ -844,9 +853,8 @@ def _tell_hit(
         "hit",
         started,
     )
-    for observer in observers:
-        observer.execution_started(observed)
-        observer.execution_ended(observed, answer)
+    observers.execution_started(observed)
+    observers.execution_ended(observed, answer)
 
 
 def _failed(response: AgentResponse, error: str) -> AgentResponse:
