@@ -351,8 +351,10 @@ def test_an_observer_that_raises_changes_no_outcome(caplog):
     assert told == [
         "execution_started",
         "attempt_started",
+        "step_started",  # the HTTP call's step
+        "step_ended",
         "call_made",
-        "step_started",
+        "step_started",  # add
         "step_ended",
         "attempt_ended",
         "execution_ended",
@@ -570,14 +572,18 @@ def test_a_scope_that_raises_is_left_out_and_the_attempt_stands(caplog):
         ("attempt_scope_left", 1),
     ]
     assert [e[:2] for e in failing.entered] == [("step", 2)]
-    assert [e[:2] for e in leaving.entered] == [("step", 1), ("step", 2)]
+    assert [e[:2] for e in leaving.entered] == [
+        ("attempt", 1),
+        ("step", 1),
+        ("step", 2),
+    ]
     # attempt_scope (1), step 1's enter (1), Leaving's exit of steps 1 and 2 (2)
     assert router.observer_errors == 4
     assert [r.getMessage().split(" raised")[0] for r in caplog.records] == [
-        "observer Failing.attempt_scope",
-        "observer Failing.step_scope",
-        "observer Leaving.step_scope",
-        "observer Leaving.step_scope",
+        f"observer {Failing.__qualname__}.attempt_scope",
+        f"observer {Failing.__qualname__}.step_scope",
+        f"observer {Leaving.__qualname__}.step_scope",
+        f"observer {Leaving.__qualname__}.step_scope",
     ]
 
 
