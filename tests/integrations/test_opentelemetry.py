@@ -8,6 +8,7 @@ LLM calls go through the real OpenAI SDK to the fake API in ``fakeapi``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from intentusnet import (
     FileExecutionStore,
     IntentRouter,
     MemoryExecutionStore,
+    Redactor,
     ReplayCache,
 )
 from intentusnet.integrations import httpx as via_httpx
@@ -266,6 +268,8 @@ def test_a_cache_hit_is_one_span_with_cache_hit(tmp_path, provider, exporter):
     )
     assert miss.attributes["intentusnet.cache"] == "miss"
     assert hit.attributes["intentusnet.cache"] == "hit"
+    assert hit.attributes["intentusnet.cache.hit"] is True
+    assert miss.attributes["intentusnet.cache.hit"] is False
     assert bypass.attributes["intentusnet.cache"] == "bypass"
     source = first.metadata.execution_id
     assert hit.attributes["intentusnet.execution_id"] == source
@@ -816,6 +820,96 @@ def test_spans_reach_an_otlp_http_receiver(store):
         spans["execute_tool work"].parent_span_id == spans["invoke_agent echo"].span_id
     )
     assert len({s.trace_id for s in spans.values()}) == 1
+
+
+def received(receiver: Receiver) -> dict[str, tuple]:
+    """The intentusnet spans the receiver got, by name: (span, its attributes)."""
+    found = {}
+    for request in receiver.requests:
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                if scope.scope.name != "intentusnet":
+                    continue
+                for span in scope.spans:
+                    values = {}
+                    for a in span.attributes:
+                        kind = a.value.WhichOneof("value")
+                        values[a.key] = getattr(a.value, kind)
+                    found.setdefault(span.name, []).append((span, values))
+    return found
+
+
+def test_genai_spans_with_captured_content_reach_an_otlp_receiver(tmp_path, api):
+    """capture_content: kinds, GenAI names, redacted input and messages, over OTLP."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    client = openai_client(transport, api.url)
+    router = IntentRouter(store=store, redactor=Redactor(b"k" * 16, payload=["pin"]))
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        words = ctx.step(
+            "split", {"text": env.payload["text"]}, lambda text: text.split()
+        )
+        answer = client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": words[0]}]
+        )
+        return {"text": answer.choices[0].message.content}
+
+    with Receiver() as receiver:
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.url, timeout=TIMEOUT))
+        )
+        instrument(router, tracer_provider=tracer_provider, capture_content=True)
+        with router:
+            response = router.route_intent(envelope({"text": "hello", "pin": "4321"}))
+        assert tracer_provider.force_flush(TIMEOUT * 1000)
+        tracer_provider.shutdown()
+    client.close()
+    transport.close()
+    store.close()
+    spans = received(receiver)
+    assert sorted(spans) == [
+        "chat gpt-test",
+        "execute_tool split",
+        "intent echo",
+        "invoke_agent echo",
+    ]
+    ((execution, intent),) = spans["intent echo"]
+    ((attempt, agent),) = spans["invoke_agent echo"]
+    ((_, tool),) = spans["execute_tool split"]
+    ((call, llm),) = spans["chat gpt-test"]
+    assert intent["openinference.span.kind"] == "CHAIN"
+    assert agent["openinference.span.kind"] == "AGENT"
+    assert agent["gen_ai.operation.name"] == "invoke_agent"
+    assert agent["gen_ai.agent.name"] == "echo"
+    assert tool["openinference.span.kind"] == "TOOL"
+    assert tool["gen_ai.tool.name"] == "split"
+    assert llm["openinference.span.kind"] == "LLM"
+    assert llm["gen_ai.operation.name"] == "chat"
+    assert call.parent_span_id == attempt.span_id
+    assert attempt.parent_span_id == execution.span_id
+    # the execution's input and output as recorded: the pin a marker
+    shown = json.loads(intent["input.value"])
+    assert shown["text"] == "hello"
+    assert shown["pin"].startswith("[redacted:hmac-sha256:")
+    assert "4321" not in str(spans)
+    assert intent["input.mime_type"] == "application/json"
+    assert json.loads(intent["output.value"]) == response.payload
+    assert json.loads(llm["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hello"}]}
+    ]
+    assert json.loads(llm["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": response.payload["text"]}],
+            "finish_reason": "stop",
+        }
+    ]
+    assert json.loads(llm["input.value"])["model"] == "gpt-test"
+    assert llm["gen_ai.usage.input_tokens"] == 1
+    assert API_KEY not in str(spans)
 
 
 BLOCKER = """
