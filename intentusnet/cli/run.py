@@ -6,7 +6,7 @@ from typing import Final
 
 import click
 
-from .application import open_app
+from .application import APP_ENV, open_app
 from .context import named_store
 from .output import emit_json
 from .params import read_json_object
@@ -21,6 +21,8 @@ EXECUTION_FAILED: Final = 8
     "app_ref",
     required=True,
     metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
     help="The IntentRouter to use, e.g. myapp.routing:router.",
 )
 @click.argument("envelope_file", metavar="ENVELOPE_FILE")
