@@ -30,7 +30,6 @@ Needs the ``otel`` extra: ``pip install 'intentusnet[otel]'``.
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -51,6 +50,7 @@ from .. import __version__
 from ..errors import IntentusNetError
 from ..routing.seams import ExecutionObserver, ObservedCall, ObservedExecution
 from . import _spans
+from ._waiting import OpenStep, WaitingCalls
 from .usage import read_usage
 
 if TYPE_CHECKING:
@@ -155,21 +155,6 @@ class _Current:
             detach(self._token)
 
 
-class _Step:
-    """An open step's span, and what its end needs."""
-
-    __slots__ = ("attempt", "child", "name", "span")
-
-    def __init__(
-        self, span: Span, name: str, child: str | None, attempt: tuple[str, int]
-    ) -> None:
-        self.span = span
-        self.name = name
-        self.child = child
-        #: the execution id and attempt number of the agent running it
-        self.attempt = attempt
-
-
 class Instrumentation:
     """The ``ExecutionObserver`` that turns what a router does into spans.
 
@@ -200,10 +185,9 @@ class Instrumentation:
         # dict operation at a time: the router calls from several threads.
         self._executions: dict[str, Span] = {}
         self._attempts: dict[tuple[str, int], Span] = {}
-        self._steps: dict[tuple[str, int], _Step] = {}
+        self._steps: dict[tuple[str, int], OpenStep] = {}
         self._children: dict[str, Span] = {}
-        self._calls: dict[tuple[str, int], list[tuple[_Step, int]]] = {}
-        self._lock = threading.Lock()
+        self._calls = WaitingCalls()
 
     def uninstrument(self) -> None:
         """Stop making spans for executions that start from now on."""
@@ -276,7 +260,7 @@ class Instrumentation:
                 if response.error is not None:
                     _failed(attempt, response.error)
                 attempt.end()
-            self._end_waiting(key)
+            self._calls.attempt_ended(key)
 
     # -- attempts -----------------------------------------------------------------
 
@@ -299,7 +283,7 @@ class Instrumentation:
         error: ErrorInfo | None,
     ) -> None:
         """End an attempt's span with its outcome (an error status unless success)."""
-        self._end_waiting((execution_id, attempt))
+        self._calls.attempt_ended((execution_id, attempt))
         span = self._attempts.pop((execution_id, attempt), None)
         if span is None:
             return
@@ -359,13 +343,12 @@ class Instrumentation:
             kind=SpanKind.CLIENT if http else SpanKind.INTERNAL,
             attributes=attributes,
         )
-        opened = _Step(span, name, child_execution_id, (execution_id, attempt))
+        opened = OpenStep(span, name, child_execution_id, (execution_id, attempt))
         self._steps[execution_id, step] = opened
         if child_execution_id is not None:
             self._children[child_execution_id] = span
         if http:  # told its call while open (a stream), or soon after it ends
-            with self._lock:
-                self._calls.setdefault(opened.attempt, []).append((opened, 0))
+            self._calls.opened(opened)
 
     def step_ended(
         self, execution_id: str, step: int, outcome: str, error: str | None
@@ -380,7 +363,7 @@ class Instrumentation:
         span.set_attribute("intentusnet.outcome", outcome)
         if outcome != "success":
             span.set_status(Status(StatusCode.ERROR, error))
-        if found.name.startswith(_HTTP_STEP) and self._wait_for_call(found, outcome):
+        if found.name.startswith(_HTTP_STEP) and self._calls.ended(found, outcome):
             return
         span.end()
 
@@ -402,7 +385,7 @@ class Instrumentation:
             call.content_type,
         )
         attributes = _spans.call_attributes(call, usage)
-        waiting = self._step_of(call)
+        waiting = self._calls.take(call)
         if waiting is not None:  # the agent's HTTP step: one span for the call
             step, ended_ns = waiting
             span = step.span
@@ -433,46 +416,6 @@ class Instrumentation:
             self._capture(span, call.record_id, _spans.content_of_call)
         if ended_ns:  # else its step is open still: the step ends it
             span.end(end_time=ended_ns)
-
-    def _step_of(self, call: ObservedCall) -> tuple[_Step, int] | None:
-        """The agent's HTTP step that made ``call``, and when it ended (0: open)."""
-        if call.execution_id is None or call.attempt is None:
-            return None
-        name = _spans.http_step_name(call)
-        with self._lock:
-            waiting = self._calls.get((call.execution_id, call.attempt), [])
-            for index, (step, ended_ns) in enumerate(waiting):
-                if step.name == name:
-                    del waiting[index]
-                    return step, ended_ns
-        return None
-
-    def _wait_for_call(self, step: _Step, outcome: str) -> bool:
-        """Keep an HTTP step's span for its call, told next; ``False``: end it now.
-
-        A step whose call was told already, or that failed (no answer to
-        tell), ends now, a tool's span unless its call said otherwise.
-        """
-        with self._lock:
-            waiting = self._calls.get(step.attempt, [])
-            index = next((i for i, w in enumerate(waiting) if w[0] is step), None)
-            if index is None:
-                return False
-            if outcome == "success":
-                waiting[index] = (step, time.time_ns())
-                return True
-            del waiting[index]
-        step.span.set_attributes(_spans.tool_attributes(step.name))
-        return False
-
-    def _end_waiting(self, key: tuple[str, int]) -> None:
-        """End the HTTP steps of an attempt whose calls were never told."""
-        with self._lock:
-            waiting = self._calls.pop(key, [])
-        for step, ended_ns in waiting:
-            if ended_ns:
-                step.span.set_attributes(_spans.tool_attributes(step.name))
-                step.span.end(end_time=ended_ns)
 
     def _capture(
         self,
