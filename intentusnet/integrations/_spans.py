@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .usage import Usage
+from .usage import Usage, llm_api, read_usage, requested_model
 
 if TYPE_CHECKING:
     from .._util.jsonvalue import JSONValue
@@ -30,6 +30,7 @@ __all__ = [
     "attempt_span",
     "call_attributes",
     "call_name",
+    "call_usage",
     "content_of_call",
     "content_of_execution",
     "execution_span",
@@ -104,6 +105,23 @@ def http_step_name(call: ObservedCall) -> str:
     """The step an agent's HTTP call is recorded as (``http METHOD HOSTPATH``)."""
     url = urlsplit(call.url)
     return f"http {call.method} {url.netloc}{url.path}"
+
+
+def call_usage(call: ObservedCall) -> Usage | None:
+    """What an HTTP call to an LLM API used; ``None`` when it is not one.
+
+    A streamed answer passed through to the client has no body yet: its model
+    is the one asked for, and its counts are not known.
+    """
+    path = urlsplit(call.url).path
+    found = read_usage(path, call.request_body, call.response_body, call.content_type)
+    if found is not None:
+        return found
+    api = llm_api(path)
+    if api is None:
+        return None
+    model = requested_model(call.request_body)
+    return Usage(api[0], api[1], model, None, None, None)
 
 
 def call_name(call: ObservedCall, usage: Usage | None) -> str:

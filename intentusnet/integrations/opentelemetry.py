@@ -34,7 +34,6 @@ import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, Protocol
-from urllib.parse import urlsplit
 
 try:
     from opentelemetry import trace
@@ -51,7 +50,6 @@ from ..errors import IntentusNetError
 from ..routing.seams import ExecutionObserver, ObservedCall, ObservedExecution
 from . import _spans
 from ._waiting import OpenStep, WaitingCalls
-from .usage import read_usage
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -378,12 +376,7 @@ class Instrumentation:
 
     def call_made(self, call: ObservedCall) -> None:
         """An HTTP call: its step's span, or a client span; GenAI for an LLM's."""
-        usage = read_usage(
-            urlsplit(call.url).path,
-            call.request_body,
-            call.response_body,
-            call.content_type,
-        )
+        usage = _spans.call_usage(call)
         attributes = _spans.call_attributes(call, usage)
         waiting = self._calls.take(call)
         if waiting is not None:  # the agent's HTTP step: one span for the call

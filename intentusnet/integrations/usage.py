@@ -71,12 +71,11 @@ def read_usage(
 
     Added in 0.1.0.
     """
-    api = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
+    api = llm_api(path)
     if api is None:
         return None
-    _, provider, operation = api
-    request = _object(request_body)
-    model = request.get("model") if request is not None else None
+    provider, operation = api
+    model = requested_model(request_body)
     if content_type is not None and content_type.startswith("text/event-stream"):
         answers = [a for a in map(_object, _events(response_body)) if a is not None]
     else:
@@ -90,11 +89,27 @@ def read_usage(
     return Usage(
         provider=provider,
         operation=operation,
-        model=model if isinstance(model, str) else None,
+        model=model,
         response_model=found.model,
         input_tokens=found.input_tokens,
         output_tokens=found.output_tokens,
     )
+
+
+def llm_api(path: str) -> tuple[str, str] | None:
+    """The provider and operation of the LLM API a request ``path`` calls, if any.
+
+    Told by the path's end, whichever host serves it (``read_usage``'s APIs).
+    """
+    api = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
+    return None if api is None else (api[1], api[2])
+
+
+def requested_model(request_body: bytes) -> str | None:
+    """The model a JSON request body asks for, if it names one."""
+    request = _object(request_body)
+    model = request.get("model") if request is not None else None
+    return model if isinstance(model, str) else None
 
 
 class _Found:

@@ -698,6 +698,68 @@ def test_llm_call_from_an_agent_is_one_genai_span_a_hit_spends_nothing(
     )
 
 
+def test_streamed_other_and_failed_calls_in_an_agent_are_one_span_each(
+    tmp_path, api, provider, exporter
+):
+    """A streamed LLM call, another HTTP call, a refused one: one span each."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    http = httpx.Client(transport=transport, timeout=TIMEOUT)
+    client = openai.OpenAI(
+        base_url=f"{api.url}/v1", api_key=API_KEY, max_retries=0, http_client=http
+    )
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        stream = client.chat.completions.create(
+            model="gpt-stream",
+            stream=True,
+            messages=[{"role": "user", "content": "hi there"}],
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        other = http.get(f"{api.url}/v1/models").status_code
+        with pytest.raises(httpx.ConnectError):
+            http.get("http://127.0.0.1:1/down")
+        return {"text": text, "other": other}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    http.close()
+    transport.close()
+    store.close()
+    assert response.status == "success", response.error
+    assert router.observer_errors == 0
+    spans = by_name(exporter.get_finished_spans())
+    host = api.url.removeprefix("http://")
+    attempt = spans["invoke_agent echo"].context.span_id
+    assert set(spans) == {
+        "intent echo",
+        "invoke_agent echo",
+        "chat gpt-stream",
+        f"execute_tool http GET {host}/v1/models",
+        "execute_tool http GET 127.0.0.1:1/down",
+    }
+    streamed = spans["chat gpt-stream"]
+    assert parent_of(streamed) == attempt
+    assert streamed.attributes["openinference.span.kind"] == "LLM"
+    assert streamed.attributes["gen_ai.request.model"] == "gpt-stream"
+    # passed through as it streamed: no body when told, so no counts
+    assert "gen_ai.usage.input_tokens" not in streamed.attributes
+    assert streamed.end_time >= streamed.start_time
+    other = spans[f"execute_tool http GET {host}/v1/models"]
+    assert other.kind.name == "CLIENT"
+    assert other.attributes["openinference.span.kind"] == "TOOL"
+    assert other.attributes["gen_ai.tool.name"] == f"http GET {host}/v1/models"
+    assert other.attributes["http.response.status_code"] == response.payload["other"]
+    refused = spans["execute_tool http GET 127.0.0.1:1/down"]
+    assert refused.status.status_code is StatusCode.ERROR
+    assert refused.attributes["intentusnet.outcome"] == "error"
+    assert refused.attributes["openinference.span.kind"] == "TOOL"
+    assert "http.response.status_code" not in refused.attributes
+
+
 def test_standalone_transport_instrumented_itself(tmp_path, api, provider, exporter):
     """instrument(transport): each call a root client span; an HTTP error is ERROR."""
     store = FileExecutionStore(tmp_path / "records")
