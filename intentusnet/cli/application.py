@@ -13,10 +13,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .context import open_named
 from .params import USAGE, CliFailure
+
+#: The variable ``--app`` is read from when not given (as ``INTENTUSNET_STORE`` is
+#: for ``--store``); ``debug`` names it in the command it suggests.
+APP_ENV: Final = "INTENTUSNET_APP"
 
 if TYPE_CHECKING:
     from ..routing.router import IntentRouter

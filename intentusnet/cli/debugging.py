@@ -9,6 +9,7 @@ only says what it would do); ``diff A B`` shows where two runs part ways.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
@@ -17,7 +18,7 @@ import click
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss, NetworkBlocked
-from .application import load_router
+from .application import APP_ENV, load_router
 from .context import (
     ExecutionId,
     check_last_intent,
@@ -76,6 +77,8 @@ class _Override(_OverrideType):
     "--app",
     "app_ref",
     metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
     help="The IntentRouter with today's agents, e.g. myapp.routing:router "
     "(required unless --dry-run).",
 )
@@ -409,6 +412,7 @@ def _print_diff(found: RecordDiff) -> None:
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def debug(execution_id: str, as_json: bool) -> None:
     """Explain why record ID failed: root cause, timeline, how to resume."""
+    from ..integrations.mcp.view import SESSION_INTENT
     from ..steps.explain import explain
 
     check_last_intent()
@@ -417,7 +421,9 @@ def debug(execution_id: str, as_json: bool) -> None:
     found = explain(record, store)
     rows = _rows_until(record, found.failure_seq)
     resume = None
-    if found.failed:
+    # An MCP proxy's session ran no app's agents: there is nothing to re-run.
+    proxied = record.header.intent_name == SESSION_INTENT
+    if found.failed and not proxied:
         start = "--from-root-cause" if found.root_cause else "--from-failure"
         resume = _resume_command(execution_id, start)
     drift = _configuration_drift(store, record)
@@ -440,6 +446,12 @@ def debug(execution_id: str, as_json: bool) -> None:
     if resume is not None:
         click.secho("\nOnce fixed, resume with", bold=True)
         click.echo(f"  {resume}")
+    elif found.failed and proxied:
+        click.secho("\nRecorded by the MCP proxy", bold=True)
+        click.echo(
+            "  no app ran it, so there is nothing to re-run; "
+            "intentusnet mcp proxy --mode replay serves its calls again (docs/mcp.md)"
+        )
 
 
 #: How many earlier records of the intent ``debug`` looks through for a
@@ -541,10 +553,10 @@ def _resume_command(execution_id: str, start: str) -> str:
     if name is not None and is_url(name):
         name = public_url(name)
     store = "" if name is None else f" --store {shlex.quote(name)}"
-    return (
-        f"intentusnet{store} rerun {shlex.quote(execution_id)} "
-        f"--app MODULE:ATTR {start}"
-    )
+    # The app is named when the context knows it; else a placeholder to fill.
+    app = os.environ.get(APP_ENV) or None
+    named = "MODULE:ATTR" if app is None else shlex.quote(app)
+    return f"intentusnet{store} rerun {shlex.quote(execution_id)} --app {named} {start}"
 
 
 def _print_explanation(record: ExecutionRecord, found: Explanation) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .application import open_app
+from .application import APP_ENV, open_app
 from .context import named_store
 from .output import emit_json
 
@@ -13,6 +13,8 @@ _APP = click.option(
     "app_ref",
     required=True,
     metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
     help="The IntentRouter whose agents finish the execution.",
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from .._util.jsonvalue import JSONObject
 from ..errors import RecordIntegrityError, ReplayHashMismatch, ReplayNotAllowed
 from .context import ExecutionId, open_store
 from .keys import key_options, key_ring
@@ -91,7 +92,27 @@ def replay(
     if envelope is not None:
         note("Envelope hash matches.")
     # The result's own warnings are part of the JSON printed.
-    emit_json(result.to_json(), compact=as_json)
+    emit_json(_shown(result.to_json()), compact=as_json)
+
+
+def _shown(replayed: JSONObject) -> JSONObject:
+    """The replay's JSON, its metadata saying it is a replay, as a cache hit's does.
+
+    The record holds the answer as first given (``fromReplay: false``); shown
+    beside ``"fromReplay": true`` that would contradict it, so the metadata
+    printed says ``fromReplay`` and names the record, as a cache hit's answer.
+    """
+    metadata = replayed.get("metadata")
+    if not isinstance(metadata, dict):
+        return replayed
+    return {
+        **replayed,
+        "metadata": {
+            **metadata,
+            "fromReplay": True,
+            "originalExecutionId": replayed["originalExecutionId"],
+        },
+    }
 
 
 def _show_mismatch(exc: ReplayHashMismatch) -> None:

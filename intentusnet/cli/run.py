@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import click
 
-from .application import open_app
+from .application import APP_ENV, open_app
 from .context import named_store
 from .output import emit_json
 from .params import read_json_object
+
+#: Exit code of an execution that ran and failed (as ``rerun``'s; docs/cli.md).
+EXECUTION_FAILED: Final = 8
 
 
 @click.command()
@@ -16,6 +21,8 @@ from .params import read_json_object
     "app_ref",
     required=True,
     metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
     help="The IntentRouter to use, e.g. myapp.routing:router.",
 )
 @click.argument("envelope_file", metavar="ENVELOPE_FILE")
@@ -26,8 +33,8 @@ def run(app_ref: str, envelope_file: str, as_json: bool) -> None:
     With --store (or INTENTUSNET_STORE) the execution is recorded there: a
     router without a store is given it, a router recording elsewhere is
     refused (exit 2). Without, the router records as the application
-    configured it. The response JSON says whether the intent succeeded
-    (status), so an agent's failure still exits 0.
+    configured it. The response is printed either way; when the execution
+    failed (its status is error) the command exits 8.
     """
     envelope = read_json_object(envelope_file)
     router, given = open_app(app_ref, named_store())
@@ -38,3 +45,5 @@ def run(app_ref: str, envelope_file: str, as_json: bool) -> None:
         if given is not None:
             given.close()
     emit_json(response.to_wire(), compact=as_json)
+    if response.status == "error":
+        raise click.exceptions.Exit(EXECUTION_FAILED)

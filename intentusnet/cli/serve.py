@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from .application import open_app
+from .application import APP_ENV, open_app
 from .context import named_store
 from .keys import key_options, key_ring
 from .params import USAGE, CliFailure
@@ -69,6 +69,8 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     "app_ref",
     required=True,
     metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
     help="The IntentRouter to serve, e.g. myapp.routing:router.",
 )
 @click.option(

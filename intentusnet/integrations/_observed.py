@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from typing import TypeAlias
 
-from ..routing.agents import current_context
+from ..routing import observing
+from ..routing.agents import current_context, running_observers
 from ..routing.seams import ExecutionObserver, ObservedCall
 
 __all__ = [
@@ -20,46 +21,53 @@ __all__ = [
     "tell_call",
 ]
 
-#: Who to tell about a call, and the execution and attempt of the agent making it.
-Observed: TypeAlias = tuple[tuple[ExecutionObserver, ...], str | None, int | None]
+#: Who to tell about a call (the transport's observers, then the running
+#: router's), and the execution and attempt of the agent making it.
+Observed: TypeAlias = tuple[tuple[observing.Observers, ...], str | None, int | None]
 
 
 class Observers:
-    """A transport's observers: added and removed, read once per call."""
+    """A transport's observers: added and removed, read once per call.
+
+    What they raise is logged and counted (``errors``), never passed on.
+    """
 
     __slots__ = ("_observers",)
 
     def __init__(self) -> None:
-        self._observers: tuple[ExecutionObserver, ...] = ()
+        self._observers = observing.Observers()
+
+    @property
+    def errors(self) -> int:
+        """How many times one of them raised."""
+        return self._observers.errors.count
 
     def add(self, observer: ExecutionObserver) -> None:
         """Tell ``observer`` about every call from now on (once if added twice)."""
-        if observer not in self._observers:
-            self._observers = (*self._observers, observer)
+        self._observers = self._observers.adding(observer)
 
     def remove(self, observer: ExecutionObserver) -> None:
         """Stop telling ``observer``; one not there is ignored."""
-        self._observers = tuple(o for o in self._observers if o is not observer)
+        self._observers = self._observers.removing(observer)
 
-    def __call__(self) -> tuple[ExecutionObserver, ...]:
+    def __call__(self) -> observing.Observers:
         """The observers to tell about the call being made now."""
         return self._observers
 
 
-def observers_of_call(own: tuple[ExecutionObserver, ...]) -> Observed:
+def observers_of_call(own: observing.Observers) -> Observed:
     """Who to tell about a call made now, and the agent's execution and attempt.
 
     ``own`` (the transport's) and the observers of the router whose agent is
-    running, each once.
+    running, each once (an observer of both is the transport's: what it raises
+    is counted there); none when nobody observes.
     """
     ctx = current_context()
-    if ctx is None:
-        return own, None, None
-    theirs = ctx.observers
-    if not theirs:
-        return own, None, None
-    both = tuple(dict.fromkeys((*own, *theirs)))
-    return both, ctx.execution_id, ctx.attempt
+    theirs = running_observers()
+    if ctx is None or not theirs:
+        return ((own,) if own else ()), None, None
+    told = (own, theirs.removing(*own.members))
+    return tuple(o for o in told if o), ctx.execution_id, ctx.attempt
 
 
 def tell_call(
@@ -93,5 +101,5 @@ def tell_call(
         started_ns=started_ns,
         ended_ns=time.time_ns(),
     )
-    for observer in observers:
-        observer.call_made(call)
+    for told in observers:
+        told.call_made(call)

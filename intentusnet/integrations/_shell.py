@@ -97,6 +97,7 @@ class RecordingShell(Generic[_W]):
             secrets, before_record_response, with_request=key is not None
         )
         self._core = RecordingCore(store, checked, cache, keys, responses)
+        self.store = store
         self.mode = self._core.mode
         self.cache = self._core.cache
         self._headers = HitHeaders(self._library.headers)
@@ -119,6 +120,16 @@ class RecordingShell(Generic[_W]):
     def remove_observer(self, observer: ExecutionObserver) -> None:
         """Stop telling ``observer``; one not added is ignored. Added in 0.1.0."""
         self._core.observers.remove(observer)
+
+    @property
+    def observer_errors(self) -> int:
+        """How many times one of this transport's own observers raised.
+
+        What an observer raises is logged (the ``intentusnet.observers``
+        logger) and counted here; the call is answered as if it had not.
+        Added in 0.1.0.
+        """
+        return self._core.observers.errors
 
     def _response(self, served: Served, request: object) -> object:
         """The library's response to serve (a hit's headers are made once)."""

@@ -8,14 +8,16 @@
     ...
     instrumentation.uninstrument()
 
-Each execution becomes a span, with a span per agent attempt inside it and a
-span per step inside its attempt (a step called inside another step nests in
-it). A child intent (``ctx.route``) is its parent's ``route:`` step span,
-with the child execution's span inside it. A replay-cache hit is one span
-with ``intentusnet.cache = "hit"`` and no attempts. An HTTP call through a
-recording transport, made by an agent of the router (or through a transport
-instrumented itself), is a client span with the GenAI semantic-convention
-attributes when it is an LLM call. Spans are parented explicitly, by
+Each execution becomes a span, with an ``invoke_agent`` span per agent
+attempt inside it and an ``execute_tool`` span per step inside its attempt (a
+step called inside another step nests in it), named and attributed as the
+OpenTelemetry GenAI semantic conventions say, with OpenInference's span kinds
+(_spans.py). A child intent (``ctx.route``) is its parent's ``route:`` step
+span, with the child execution's span inside it. A replay-cache hit is one
+span with ``intentusnet.cache = "hit"`` and no attempts. An HTTP call through
+a recording transport is one client span: an agent's call is its step's span
+(``chat MODEL`` for an LLM call); a call outside any agent, through a
+transport instrumented itself, a span of its own. Spans are parented explicitly, by
 execution id, attempt and step number, so a sync agent on a worker thread or
 an async one on the router's loop nests the same. While an agent runs, its
 attempt's span is the current span (a step's, while the step's function
@@ -29,9 +31,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, Protocol
-from urllib.parse import urlsplit
 
 try:
     from opentelemetry import trace
@@ -44,21 +46,24 @@ except ImportError as exc:  # the extra is not installed
     ) from exc
 
 from .. import __version__
+from ..errors import IntentusNetError
 from ..routing.seams import ExecutionObserver, ObservedCall, ObservedExecution
-from .usage import Usage, read_usage
+from . import _spans
+from ._waiting import OpenStep, WaitingCalls
 
 if TYPE_CHECKING:
     from contextvars import Token
 
     from ..envelope import AgentResponse, ErrorInfo
+    from ..record.model import ExecutionRecord
+    from ..store.protocol import ExecutionStore
 
 __all__ = ["Instrumentation", "Observable", "instrument"]
 
 #: The instrumentation scope of every span.
 TRACER_NAME: Final = "intentusnet"
-#: Operations ``read_usage`` names that the GenAI conventions call ``chat``
-#: (OpenAI's Responses API answers a conversation as chat completions do).
-_CHAT_OPERATIONS: Final = frozenset({"chat", "responses"})
+#: The steps a recording transport records an agent's HTTP calls as.
+_HTTP_STEP: Final = "http "
 
 
 class Observable(Protocol):
@@ -82,7 +87,10 @@ _LOCK = threading.Lock()
 
 
 def instrument(
-    target: Observable, tracer_provider: TracerProvider | None = None
+    target: Observable,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    capture_content: bool = False,
 ) -> Instrumentation:
     """Trace what ``target`` (an ``IntentRouter`` or a recording transport) does.
 
@@ -92,11 +100,19 @@ def instrument(
             calls become spans.
         tracer_provider: where the spans go; the global provider
             (``opentelemetry.trace.get_tracer_provider()``) when ``None``.
+        capture_content: also put inputs and outputs on the spans: an
+            execution's payload and answer (``input.value``,
+            ``output.value``) and an LLM call's messages
+            (``gen_ai.input.messages``, ``gen_ai.output.messages``), read
+            from ``target``'s store, so redacted as the records are. Off by
+            default: spans then carry no payload, body or prompt. Added in
+            0.1.0.
 
     Returns:
         The instrumentation: ``uninstrument()`` stops it. Instrumenting an
         object already instrumented returns its instrumentation as it is
-        (``tracer_provider`` is not changed): spans are never doubled.
+        (``tracer_provider`` and ``capture_content`` are not changed): spans
+        are never doubled.
 
     Added in 0.1.0.
     """
@@ -104,7 +120,9 @@ def instrument(
         found = _INSTRUMENTED.get(target)
         if found is not None:
             return found
-        instrumentation = Instrumentation(target, tracer_provider)
+        instrumentation = Instrumentation(
+            target, tracer_provider, capture_content=capture_content
+        )
         _INSTRUMENTED[target] = instrumentation
     target.add_observer(instrumentation)
     return instrumentation
@@ -145,19 +163,29 @@ class Instrumentation:
     """
 
     def __init__(
-        self, target: Observable, tracer_provider: TracerProvider | None = None
+        self,
+        target: Observable,
+        tracer_provider: TracerProvider | None = None,
+        *,
+        capture_content: bool = False,
     ) -> None:
         self._target: weakref.ref[Observable] = weakref.ref(target)
         self._tracer = trace.get_tracer(
             TRACER_NAME, __version__, tracer_provider=tracer_provider
         )
+        store: ExecutionStore | None = getattr(target, "store", None)
+        #: where inputs and outputs are read from, when they are captured
+        self._content = store if capture_content else None
         # Open spans, by execution id, (execution id, attempt) and (execution
-        # id, step); a child execution's parent span by the child's id. One
+        # id, step); a child execution's parent span by the child's id. An
+        # agent's HTTP step ends before its call is told: its span waits for
+        # the call (by execution id and attempt) to be made its LLM span. One
         # dict operation at a time: the router calls from several threads.
         self._executions: dict[str, Span] = {}
         self._attempts: dict[tuple[str, int], Span] = {}
-        self._steps: dict[tuple[str, int], tuple[Span, str | None]] = {}
+        self._steps: dict[tuple[str, int], OpenStep] = {}
         self._children: dict[str, Span] = {}
+        self._calls = WaitingCalls()
 
     def uninstrument(self) -> None:
         """Stop making spans for executions that start from now on."""
@@ -175,11 +203,12 @@ class Instrumentation:
         if execution.cache == "hit":
             return
         parent = self._children.pop(execution.execution_id, None)
+        name, attributes = _spans.execution_span(execution)
         span = self._tracer.start_span(
-            f"intent {execution.intent}",
+            name,
             context=None if parent is None else _context(parent),
             kind=SpanKind.INTERNAL,
-            attributes=_execution_attributes(execution),
+            attributes=attributes,
             start_time=execution.started_ns,
         )
         self._executions[execution.execution_id] = span
@@ -189,10 +218,11 @@ class Instrumentation:
     ) -> None:
         """End the execution's span with the answer's status and agent."""
         if execution.cache == "hit":
+            name, attributes = _spans.execution_span(execution)
             span = self._tracer.start_span(
-                f"intent {execution.intent}",
+                name,
                 kind=SpanKind.INTERNAL,
-                attributes=_execution_attributes(execution),
+                attributes=attributes,
                 start_time=execution.started_ns,
             )
         else:
@@ -207,6 +237,7 @@ class Instrumentation:
             span.set_attribute("intentusnet.agent", agent)
         if response.error is not None:
             _failed(span, response.error)
+        self._capture(span, execution.execution_id, _spans.content_of_execution)
         span.end()
 
     def _end_left_open(self, execution_id: str, response: AgentResponse) -> None:
@@ -219,30 +250,26 @@ class Instrumentation:
             step = self._steps.pop(key, None)
             if step is not None:
                 if response.error is not None:
-                    _failed(step[0], response.error)
-                step[0].end()
+                    _failed(step.span, response.error)
+                step.span.end()
         for key in [k for k in list(self._attempts) if k[0] == execution_id]:
             attempt = self._attempts.pop(key, None)
             if attempt is not None:
                 if response.error is not None:
                     _failed(attempt, response.error)
                 attempt.end()
+            self._calls.attempt_ended(key)
 
     # -- attempts -----------------------------------------------------------------
 
     def attempt_started(self, execution_id: str, agent: str, attempt: int) -> None:
-        """Start an attempt's span inside its execution's."""
+        """Start an ``invoke_agent`` span inside its execution's."""
         parent = self._executions.get(execution_id)
         if parent is None:
             return
+        name, attributes = _spans.attempt_span(execution_id, agent, attempt)
         self._attempts[execution_id, attempt] = self._tracer.start_span(
-            f"attempt {agent}",
-            context=_context(parent),
-            attributes={
-                "intentusnet.execution_id": execution_id,
-                "intentusnet.agent": agent,
-                "intentusnet.attempt": attempt,
-            },
+            name, context=_context(parent), attributes=attributes
         )
 
     def attempt_ended(
@@ -254,6 +281,7 @@ class Instrumentation:
         error: ErrorInfo | None,
     ) -> None:
         """End an attempt's span with its outcome (an error status unless success)."""
+        self._calls.attempt_ended((execution_id, attempt))
         span = self._attempts.pop((execution_id, attempt), None)
         if span is None:
             return
@@ -284,46 +312,57 @@ class Instrumentation:
         parent: int | None,
         child_execution_id: str | None,
     ) -> None:
-        """Start a step's span in its parent step's, else in its attempt's."""
+        """Start a step's span in its parent step's, else in its attempt's.
+
+        An HTTP step is a client span: the call's, once it is told.
+        """
         outer = None
         if parent is not None:
             found = self._steps.get((execution_id, parent))
-            outer = None if found is None else found[0]
+            outer = None if found is None else found.span
         if outer is None:
             outer = self._attempts.get((execution_id, attempt))
         if outer is None:
             outer = self._executions.get(execution_id)
         if outer is None:
             return
-        attributes: dict[str, str | int] = {
-            "intentusnet.execution_id": execution_id,
-            "intentusnet.step": step,
-            "intentusnet.step.name": name,
-            "intentusnet.agent": agent,
-            "intentusnet.attempt": attempt,
-        }
+        span_name, attributes = _spans.step_span(
+            execution_id, step, name, agent, attempt
+        )
         if child_execution_id is not None:
             attributes["intentusnet.child_execution_id"] = child_execution_id
+        http = name.startswith(_HTTP_STEP)
+        if http:  # a tool's, or an LLM call's: its call says
+            for key in _spans.tool_attributes(name):
+                del attributes[key]
         span = self._tracer.start_span(
-            f"step {name}", context=_context(outer), attributes=attributes
+            span_name,
+            context=_context(outer),
+            kind=SpanKind.CLIENT if http else SpanKind.INTERNAL,
+            attributes=attributes,
         )
-        self._steps[execution_id, step] = (span, child_execution_id)
+        opened = OpenStep(span, name, child_execution_id, (execution_id, attempt))
+        self._steps[execution_id, step] = opened
         if child_execution_id is not None:
             self._children[child_execution_id] = span
+        if http:  # told its call while open (a stream), or soon after it ends
+            self._calls.opened(opened)
 
     def step_ended(
         self, execution_id: str, step: int, outcome: str, error: str | None
     ) -> None:
-        """End a step's span with its outcome."""
+        """End a step's span with its outcome (an HTTP step's waits for its call)."""
         found = self._steps.pop((execution_id, step), None)
         if found is None:
             return
-        span, child = found
-        if child is not None:  # its execution took it, or never started
-            self._children.pop(child, None)
+        span = found.span
+        if found.child is not None:  # its execution took it, or never started
+            self._children.pop(found.child, None)
         span.set_attribute("intentusnet.outcome", outcome)
         if outcome != "success":
             span.set_status(Status(StatusCode.ERROR, error))
+        if found.name.startswith(_HTTP_STEP) and self._calls.ended(found, outcome):
+            return
         span.end()
 
     def step_scope(
@@ -331,59 +370,61 @@ class Instrumentation:
     ) -> AbstractContextManager[object] | None:
         """Make the step's span current while its function runs."""
         found = self._steps.get((execution_id, step))
-        return None if found is None else _Current(found[0])
+        return None if found is None else _Current(found.span)
 
     # -- HTTP calls ---------------------------------------------------------------
 
     def call_made(self, call: ObservedCall) -> None:
-        """A client span for an HTTP call, with GenAI attributes for an LLM's."""
-        outer = None
-        if call.execution_id is not None and call.attempt is not None:
-            outer = self._attempts.get((call.execution_id, call.attempt))
-        attributes: dict[str, str | int] = {
-            "http.request.method": call.method,
-            "url.full": call.url,
-            "http.response.status_code": call.status,
-            "intentusnet.cache": call.cache,
-        }
-        if call.record_id is not None:
-            attributes["intentusnet.execution_id"] = call.record_id
-        usage = read_usage(
-            urlsplit(call.url).path,
-            call.request_body,
-            call.response_body,
-            call.content_type,
-        )
-        name = call.method
-        if usage is not None:
-            attributes.update(_genai_attributes(usage))
-            name = str(attributes["gen_ai.operation.name"])
-            if usage.model is not None:
-                name += f" {usage.model}"
-        span = self._tracer.start_span(
-            name,
-            context=None if outer is None else _context(outer),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=call.started_ns,
-        )
+        """An HTTP call: its step's span, or a client span; GenAI for an LLM's."""
+        usage = _spans.call_usage(call)
+        attributes = _spans.call_attributes(call, usage)
+        waiting = self._calls.take(call)
+        if waiting is not None:  # the agent's HTTP step: one span for the call
+            step, ended_ns = waiting
+            span = step.span
+            if usage is None:
+                attributes.update(_spans.tool_attributes(step.name))
+            else:
+                span.update_name(_spans.call_name(call, usage))
+            span.set_attributes(attributes)
+            if call.record_id is not None:
+                span.set_attribute("intentusnet.child_execution_id", call.record_id)
+        else:
+            if call.record_id is not None:
+                attributes["intentusnet.execution_id"] = call.record_id
+            outer = None
+            if call.execution_id is not None and call.attempt is not None:
+                outer = self._attempts.get((call.execution_id, call.attempt))
+            span = self._tracer.start_span(
+                _spans.call_name(call, usage),
+                context=None if outer is None else _context(outer),
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+                start_time=call.started_ns,
+            )
+            ended_ns = call.ended_ns
         if call.status >= 400:
             span.set_status(Status(StatusCode.ERROR, f"HTTP {call.status}"))
-        span.end(end_time=call.ended_ns)
+        if usage is not None and call.record_id is not None:
+            self._capture(span, call.record_id, _spans.content_of_call)
+        if ended_ns:  # else its step is open still: the step ends it
+            span.end(end_time=ended_ns)
 
-
-def _execution_attributes(execution: ObservedExecution) -> dict[str, str]:
-    attributes = {
-        "intentusnet.execution_id": execution.execution_id,
-        "intentusnet.intent": execution.intent,
-        "intentusnet.intent_version": execution.intent_version,
-        "intentusnet.cache": execution.cache,
-    }
-    if execution.envelope_hash is not None:
-        attributes["intentusnet.envelope_hash"] = execution.envelope_hash
-    if execution.parent_execution_id is not None:
-        attributes["intentusnet.parent_execution_id"] = execution.parent_execution_id
-    return attributes
+    def _capture(
+        self,
+        span: Span,
+        record_id: str,
+        content: Callable[[ExecutionRecord], _spans.Attributes],
+    ) -> None:
+        """Put what ``content`` reads from record ``record_id`` on ``span``."""
+        store = self._content
+        if store is None:
+            return
+        try:
+            record = store.load(record_id)
+        except IntentusNetError:  # not in this store, or unreadable: nothing shown
+            return
+        span.set_attributes(content(record))
 
 
 def _failed(span: Span, error: ErrorInfo) -> None:
@@ -398,22 +439,3 @@ def _failed(span: Span, error: ErrorInfo) -> None:
         },
     )
     span.set_status(Status(StatusCode.ERROR, error.message))
-
-
-def _genai_attributes(usage: Usage) -> dict[str, str | int]:
-    """The GenAI semantic-convention attributes of an LLM call."""
-    operation = "chat" if usage.operation in _CHAT_OPERATIONS else usage.operation
-    attributes: dict[str, str | int] = {
-        # gen_ai.system is the older name of gen_ai.provider.name: both are set
-        "gen_ai.provider.name": usage.provider,
-        "gen_ai.system": usage.provider,
-        "gen_ai.operation.name": operation,
-    }
-    optional = {
-        "gen_ai.request.model": usage.model,
-        "gen_ai.response.model": usage.response_model,
-        "gen_ai.usage.input_tokens": usage.input_tokens,
-        "gen_ai.usage.output_tokens": usage.output_tokens,
-    }
-    attributes.update({k: v for k, v in optional.items() if v is not None})
-    return attributes

@@ -17,7 +17,7 @@ from typing import Final
 
 import orjson
 
-__all__ = ["Usage", "api_of", "event_data", "read_usage"]
+__all__ = ["Usage", "api_of", "event_data", "read_usage", "requested_model"]
 
 #: The operation each API path ending names, and the vendor whose API it is.
 _APIS: Final = (
@@ -75,8 +75,7 @@ def read_usage(
     if api is None:
         return None
     provider, operation = api
-    request = _object(request_body)
-    model = request.get("model") if request is not None else None
+    model = requested_model(request_body)
     if content_type is not None and content_type.startswith("text/event-stream"):
         answers = [a for a in map(_object, event_data(response_body)) if a is not None]
     else:
@@ -90,7 +89,7 @@ def read_usage(
     return Usage(
         provider=provider,
         operation=operation,
-        model=model if isinstance(model, str) else None,
+        model=model,
         response_model=found.model,
         input_tokens=found.input_tokens,
         output_tokens=found.output_tokens,
@@ -105,6 +104,12 @@ def api_of(path: str) -> tuple[str, str] | None:
     """
     found = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
     return None if found is None else (found[1], found[2])
+
+def requested_model(request_body: bytes) -> str | None:
+    """The model a JSON request body asks for, if it names one."""
+    request = _object(request_body)
+    model = request.get("model") if request is not None else None
+    return model if isinstance(model, str) else None
 
 
 class _Found:

@@ -42,6 +42,7 @@ from .execution import (
     run_step,
 )
 from .guard import AttemptGuard
+from .observing import Observers
 from .seams import ExecutionObserver
 
 __all__ = [
@@ -91,6 +92,17 @@ def current_context() -> AgentContext | None:
     if started under ``contextvars.copy_context().run``. Added in 0.1.0.
     """
     return CURRENT.get()
+
+
+def running_observers() -> Observers | None:
+    """The observers of the execution whose agent runs in this context, if any.
+
+    Guarded (observing.py): a recording transport tells them about the calls
+    the agent makes, and what they raise is counted on the agent's router.
+    """
+    ctx = CURRENT.get()
+    execution = None if ctx is None else ctx._execution
+    return None if execution is None else execution.observers
 
 
 @runtime_checkable
@@ -198,7 +210,7 @@ class AgentContext:
         Added in 0.1.0.
         """
         execution = self._execution
-        return () if execution is None else execution.observers
+        return () if execution is None else execution.observers.members
 
     @property
     def idempotency_key(self) -> str:

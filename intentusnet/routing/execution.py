@@ -34,11 +34,11 @@ from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
 from ..hashing import canonical_json, hash_bytes
 from ..record.model import EventType
 from . import scopes
+from .observing import Observers
 from .seams import (
     LIVE,
     REPLAY_ERROR,
     Cassette,
-    ExecutionObserver,
     ObservedExecution,
     StepDecision,
 )
@@ -77,6 +77,8 @@ _ACTIVE: ContextVar[_Active] = ContextVar("intentusnet_active_step", default=Non
 #: Replayed-error classes by recorded type name (bounded: names come from records).
 _REPLAYED: dict[str, type[ReplayedStepError]] = {}
 _MAX_REPLAYED: Final = 256
+#: The observers of an execution nobody observes.
+_NO_OBSERVERS: Final = Observers()
 
 
 def jsonish(value: object) -> tuple[JSONValue, str, str | None]:
@@ -174,7 +176,7 @@ class StepSession:
         cassette: Cassette | None = None,
         *,
         execution_id: str = "",
-        observers: tuple[ExecutionObserver, ...] = (),
+        observers: Observers = _NO_OBSERVERS,
         step_scopes: tuple[scopes.Scope, ...] = (),
     ) -> None:
         self.recorder = recorder
@@ -252,15 +254,9 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_START, data)
-        for observer in self.observers:
-            observer.step_started(
-                self.execution_id,
-                number,
-                name,
-                agent,
-                attempt,
-                parent,
-                child,
+        if self.observers:
+            self.observers.step_started(
+                self.execution_id, number, name, agent, attempt, parent, child
             )
         step = OpenStep(number, name, args_hash, decision, child)
         if miss is not None:
@@ -440,13 +436,12 @@ class StepSession:
         if self.observers:
             error = data["error"]
             message = error.get("message") if isinstance(error, dict) else None
-            for observer in self.observers:
-                observer.step_ended(
-                    self.execution_id,
-                    step.number,
-                    outcome,
-                    None if message is None else str(message),
-                )
+            self.observers.step_ended(
+                self.execution_id,
+                step.number,
+                outcome,
+                None if message is None else str(message),
+            )
         if self.cassette is not None:
             self.cassette.ended(
                 step.number,
@@ -495,7 +490,7 @@ class Execution:
         *,
         store: ExecutionStore | None = None,
         cassette: Cassette | None = None,
-        observers: tuple[ExecutionObserver, ...] = (),
+        observers: Observers = _NO_OBSERVERS,
         origin_id: str | None = None,
     ) -> None:
         self.execution_id = execution_id
@@ -508,8 +503,8 @@ class Execution:
         self._attempt_scopes: tuple[scopes.Scope, ...] = ()
         self._step_scopes: tuple[scopes.Scope, ...] = ()
         if observers:
-            self._attempt_scopes = scopes.scopes_of(observers, scopes.ATTEMPT_SCOPE)
-            self._step_scopes = scopes.scopes_of(observers, scopes.STEP_SCOPE)
+            self._attempt_scopes = observers.scopes(scopes.ATTEMPT_SCOPE)
+            self._step_scopes = observers.scopes(scopes.STEP_SCOPE)
         self._lock = threading.Lock()
         # A re-run's session exists from the start; else it is made at the
         # first step of an execution that records.

@@ -39,6 +39,7 @@ from .agents import (
 )
 from .config import configuration
 from .execution import Execution
+from .observing import Observers
 from .recorder import Recorder
 from .redact import Redaction, Redactor
 from .seams import (
@@ -140,7 +141,7 @@ class IntentRouter:
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
         #: replaced, never changed in place: a routing call reads it once
-        self._observers: tuple[ExecutionObserver, ...] = ()
+        self._observers = Observers()
 
     @property
     def store(self) -> ExecutionStore | None:
@@ -221,7 +222,19 @@ class IntentRouter:
 
         Added in 0.1.0.
         """
-        return self._observers
+        return self._observers.members
+
+    @property
+    def observer_errors(self) -> int:
+        """How many times one of this router's observers raised.
+
+        Observing never changes an outcome: what an observer raises is
+        logged (the ``intentusnet.observers`` logger, with its traceback)
+        and counted here, and the execution goes on as if it had not.
+
+        Added in 0.1.0.
+        """
+        return self._observers.errors.count
 
     def add_observer(self, observer: ExecutionObserver) -> None:
         """Tell ``observer`` what every execution from now on does.
@@ -233,8 +246,7 @@ class IntentRouter:
 
         Added in 0.1.0.
         """
-        if observer not in self._observers:
-            self._observers = (*self._observers, observer)
+        self._observers = self._observers.adding(observer)
 
     def remove_observer(self, observer: ExecutionObserver) -> None:
         """Stop telling ``observer``; an observer not there is ignored.
@@ -244,7 +256,7 @@ class IntentRouter:
 
         Added in 0.1.0.
         """
-        self._observers = tuple(o for o in self._observers if o is not observer)
+        self._observers = self._observers.removing(observer)
 
     # -- routing ---------------------------------------------------------------
 
@@ -441,8 +453,7 @@ class IntentRouter:
                 keep = options.recorded
             response = self._finish(ex, response, keep)
         if ex.observed is not None:
-            for observer in ex.observers:
-                observer.execution_ended(ex.observed, response)
+            ex.observers.execution_ended(ex.observed, response)
         return response
 
     async def _execute_async(
@@ -470,8 +481,7 @@ class IntentRouter:
                 keep = options.recorded
             response = self._finish(ex, response, keep)
         if ex.observed is not None:
-            for observer in ex.observers:
-                observer.execution_ended(ex.observed, response)
+            ex.observers.execution_ended(ex.observed, response)
         return response
 
     def _begin(
@@ -575,8 +585,7 @@ class IntentRouter:
             ex.recorder.abandon()
         if ex.observed is not None:
             answer = interrupted(ex, exc)
-            for observer in ex.observers:
-                observer.execution_ended(ex.observed, answer)
+            ex.observers.execution_ended(ex.observed, answer)
 
     def _finish(
         self, ex: Execution, response: AgentResponse, keep: _Keep | None
@@ -843,7 +852,7 @@ _NO_OPTIONS: Final = ExecutionOptions()
 
 
 def _tell_hit(
-    observers: tuple[ExecutionObserver, ...],
+    observers: Observers,
     env: IntentEnvelope,
     answer: AgentResponse,
     started: int,
@@ -859,9 +868,8 @@ def _tell_hit(
         "hit",
         started,
     )
-    for observer in observers:
-        observer.execution_started(observed)
-        observer.execution_ended(observed, answer)
+    observers.execution_started(observed)
+    observers.execution_ended(observed, answer)
 
 
 def _failed(response: AgentResponse, error: str) -> AgentResponse:

@@ -304,10 +304,11 @@ class ExecutionObserver(Protocol):
     answer nobody receives (the caller gets the exception; the record is left
     incomplete); its attempts and steps are not told as ended.
 
-    An observer must not raise. What it raises while the execution runs
-    makes the answer an ``INTERNAL_ERROR`` (recorded, like any answer); from
-    a step or a transport call it reaches the code making that call; from
-    ``execution_ended`` it reaches the caller of the routing call.
+    Observing never changes an outcome: what an observer raises is logged
+    (the ``intentusnet.observers`` logger) and counted
+    (``IntentRouter.observer_errors``; a transport's own observers on
+    ``observer_errors`` of the transport), and the execution, the step and
+    the HTTP call go on as if it had not (routing/observing.py).
 
     Two more methods are optional (they are not part of the Protocol, so an
     observer without them still is one; the router looks for them with
@@ -324,9 +325,10 @@ class ExecutionObserver(Protocol):
     nothing) in the thread or task where that code runs, a sync agent's
     worker thread or an async agent's task, and leaves it there when the
     code returns or raises, so a context variable set on entry (a tracer's
-    current span) is what the code sees. What the method or the context
-    manager raises is the attempt's or the step's failure. An observer
-    that has neither method costs nothing more.
+    current span) is what the code sees. A method or a context manager that
+    raises is logged and counted like any observer error: the code runs
+    without that scope (the scope cannot swallow the code's exception
+    either). An observer that has neither method costs nothing more.
 
     Added in 0.1.0.
     """

@@ -294,10 +294,9 @@ def _record_attempts(
     numbers = {agent.name: n for n, agent in enumerate(race, first_attempt)}
     for index, out in enumerate(outcomes, first_attempt):
         number = numbers.get(out.agent, index)
-        for observer in ex.observers:
-            observer.attempt_ended(
-                ex.execution_id, out.agent, number, out.outcome, out.error
-            )
+        ex.observers.attempt_ended(
+            ex.execution_id, out.agent, number, out.outcome, out.error
+        )
         recorder = ex.recorder
         if recorder is not None:
             recorder.event(
@@ -351,8 +350,7 @@ def plan(
     strategy = decision.strategy
     observed = ex.observed
     if observed is not None:  # inside the driver's guard: a fault is an answer
-        for observer in ex.observers:
-            observer.execution_started(observed)
+        ex.observers.execution_started(observed)
     recorder = ex.recorder
     if recorder is not None:
         recorder.event("ROUTER_DECISION", decision_wire)
@@ -420,9 +418,9 @@ def _start(
     race: bool,
     first_attempt: int,
 ) -> Run:
-    for observer in ex.observers:
+    if ex.observers:
         for number, agent in enumerate(agents, first_attempt):
-            observer.attempt_started(ex.execution_id, agent.name, number)
+            ex.observers.attempt_started(ex.execution_id, agent.name, number)
     recorder = ex.recorder
     if recorder is not None:
         for number, agent in enumerate(agents, first_attempt):

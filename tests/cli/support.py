@@ -31,7 +31,7 @@ def record_crm_failure(invoke: Invoke, tmp_path: Path) -> str:
     result = invoke(
         "run", "--app", CRM_APP, str(write_json(tmp_path / "e.json", CRM_REQUEST))
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 8, result.output  # the execution failed
     response = orjson.loads(result.stdout)
     assert response["status"] == "error"
     forget_crm_app()

@@ -130,6 +130,56 @@ def test_debug_of_a_completed_record(
     assert "Once fixed" not in result.stdout
 
 
+def test_debug_names_the_app_intentusnet_app_gives(
+    invoke: Invoke, crm: Path, store_root: Path, tmp_path: Path
+) -> None:
+    """With INTENTUSNET_APP set, the resume command names that app, not MODULE:ATTR."""
+    failed = record_crm_failure(invoke, tmp_path)
+    result = invoke(
+        "--store", str(store_root), "debug", failed, INTENTUSNET_APP=CRM_APP
+    )
+    assert result.exit_code == 0, result.output
+    assert f"rerun {failed} --app {CRM_APP} --from-root-cause" in result.stdout
+    assert "MODULE:ATTR" not in result.stdout
+    doc = orjson.loads(
+        invoke(
+            "--store",
+            str(store_root),
+            "debug",
+            "--json",
+            failed,
+            INTENTUSNET_APP=CRM_APP,
+        ).stdout
+    )
+    assert f"--app {CRM_APP} " in doc["resume"]
+
+
+def test_debug_of_an_mcp_session_suggests_no_rerun(
+    invoke: Invoke, store_root: Path
+) -> None:
+    """A failed record of the MCP proxy's intent: no rerun hint, no MODULE:ATTR."""
+    store = FileExecutionStore(store_root)
+    with IntentRouter(store=store) as router:
+
+        @router.agent("mcp.session")
+        def session(env: IntentEnvelope, ctx: AgentContext) -> None:
+            ctx.step("mcp:tools/call:search", {"q": "x"}, lambda q: 1 / 0)
+
+        failed = router.route_intent({"intent": {"name": "mcp.session"}})
+    store.close()
+    assert failed.status == "error"
+    execution_id = failed.metadata.execution_id
+    result = invoke("--store", str(store_root), "debug", execution_id)
+    assert result.exit_code == 0, result.output
+    assert "MODULE:ATTR" not in result.stdout
+    assert "rerun" not in result.stdout
+    assert "Recorded by the MCP proxy" in result.stdout
+    doc = orjson.loads(
+        invoke("--store", str(store_root), "debug", "--json", execution_id).stdout
+    )
+    assert doc["resume"] is None
+
+
 def test_unknown_records_exit_3(invoke: Invoke, store_root: Path) -> None:
     """debug, diff and rerun on a missing record exit 3."""
     store = ("--store", str(store_root))

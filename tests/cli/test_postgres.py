@@ -343,9 +343,11 @@ def _route_crm(invoke: Invoke, dsn: str, directory: Path, email: str) -> str:
     request = {**CRM_REQUEST, "payload": {"email": email}}
     file = write_json(directory / "request.json", request)
     result = invoke("--store", dsn, "run", "--app", CRM_APP, str(file))
-    assert result.exit_code == 0, result.output
+    response = orjson.loads(result.stdout)
+    # run exits 8 when the execution failed (the example fails for grace@x.io)
+    assert result.exit_code == (8 if response["status"] == "error" else 0)
     forget_crm_app()
-    return str(orjson.loads(result.stdout)["metadata"]["executionId"])
+    return str(response["metadata"]["executionId"])
 
 
 def test_strict_rerun_serves_the_steps_from_the_database(

@@ -39,6 +39,19 @@ def test_replay_prints_the_result(
     assert result.stderr == ""
 
 
+def test_replayed_metadata_agrees_that_it_is_a_replay(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """--json: metadata.fromReplay is true beside fromReplay, naming the record."""
+    result = replay(invoke, store_root, ids["completed"], "--json")
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(result.stdout)
+    assert doc["fromReplay"] is True
+    assert doc["metadata"]["fromReplay"] is True
+    assert doc["metadata"]["originalExecutionId"] == ids["completed"]
+    assert doc["metadata"]["executionId"] == ids["completed"]
+
+
 def test_replay_json_is_one_line(
     invoke: Invoke, store_root: Path, ids: dict[str, str]
 ) -> None:

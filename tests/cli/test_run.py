@@ -30,11 +30,14 @@ def test_run_reads_stdin(invoke: Invoke, app_dir: Path) -> None:
     assert orjson.loads(result.stdout)["payload"] == {"echo": {"n": 1}}
 
 
-def test_agent_failure_is_data_and_exits_0(invoke: Invoke, app_dir: Path) -> None:
-    """An agent that raises gives an error response, not a failing command."""
+def test_agent_failure_prints_the_response_and_exits_8(
+    invoke: Invoke, app_dir: Path
+) -> None:
+    """An agent that raises: its error response is printed, and the exit code is 8."""
     file = write_json(app_dir / "env.json", envelope("boom"))
     result = invoke("run", "--app", "demo_app:router", str(file))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 8, result.output
+    assert result.stderr == ""
     response = orjson.loads(result.stdout)
     assert response["status"] == "error"
     assert response["error"]["code"] == "AGENT_ERROR"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import httpx
@@ -70,3 +71,33 @@ def test_ui_refuses_a_key_it_cannot_read(tmp_path: Path) -> None:
     )
     assert lonely.exit_code == 2
     assert "--require-signature needs --key" in lonely.output
+
+
+def test_ui_on_a_port_in_use_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    """A taken port: one line naming it, exit 2, and no URL printed first."""
+    root = tmp_path / "records"
+    store = FileExecutionStore(root)
+    with IntentRouter(store=store) as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {})
+        router.route_intent({"intent": {"name": "echo"}})
+    store.close()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(
+            cli, ["--store", str(root), "ui", "--port", str(port)]
+        )
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: cannot listen on 127.0.0.1:{port}: the port is in use; "
+        "choose another with --port (0: any free port)\n"
+    )
+
+
+def test_ui_default_port_is_neither_serves_nor_the_example_agents() -> None:
+    """The default port is 8767: serve has 8765, the docs' example agent 8766."""
+    result = CliRunner().invoke(cli, ["ui", "--help"])
+    assert result.exit_code == 0
+    assert "[default: 8767;" in result.output

@@ -8,6 +8,7 @@ LLM calls go through the real OpenAI SDK to the fake API in ``fakeapi``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from intentusnet import (
     FileExecutionStore,
     IntentRouter,
     MemoryExecutionStore,
+    Redactor,
     ReplayCache,
 )
 from intentusnet.integrations import httpx as via_httpx
@@ -107,9 +109,14 @@ def test_one_execution_is_a_tree_of_spans(store, provider, exporter):
         response = router.route_intent(envelope())
     assert response.status == "success"
     spans = by_name(exporter.get_finished_spans())
-    assert set(spans) == {"intent echo", "attempt echo", "step outer", "step inner"}
-    execution, attempt = spans["intent echo"], spans["attempt echo"]
-    outer, inner = spans["step outer"], spans["step inner"]
+    assert set(spans) == {
+        "intent echo",
+        "invoke_agent echo",
+        "execute_tool outer",
+        "execute_tool inner",
+    }
+    execution, attempt = spans["intent echo"], spans["invoke_agent echo"]
+    outer, inner = spans["execute_tool outer"], spans["execute_tool inner"]
     assert execution.parent is None
     assert parent_of(attempt) == execution.context.span_id
     assert parent_of(outer) == attempt.context.span_id
@@ -117,6 +124,8 @@ def test_one_execution_is_a_tree_of_spans(store, provider, exporter):
     assert {s.context.trace_id for s in spans.values()} == {execution.context.trace_id}
     metadata = response.metadata
     assert dict(execution.attributes) == {
+        "openinference.span.kind": "CHAIN",
+        "intentusnet.cache.hit": False,
         "intentusnet.execution_id": metadata.execution_id,
         "intentusnet.envelope_hash": metadata.envelope_hash,
         "intentusnet.intent": "echo",
@@ -128,6 +137,12 @@ def test_one_execution_is_a_tree_of_spans(store, provider, exporter):
     assert execution.status.status_code is StatusCode.UNSET
     assert attempt.attributes["intentusnet.outcome"] == "success"
     assert attempt.attributes["intentusnet.attempt"] == 1
+    assert attempt.attributes["openinference.span.kind"] == "AGENT"
+    assert attempt.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert attempt.attributes["gen_ai.agent.name"] == "echo"
+    assert inner.attributes["openinference.span.kind"] == "TOOL"
+    assert inner.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert inner.attributes["gen_ai.tool.name"] == "inner"
     assert inner.attributes["intentusnet.step"] == 2
     assert inner.attributes["intentusnet.step.name"] == "inner"
     assert inner.attributes["intentusnet.outcome"] == "success"
@@ -153,7 +168,7 @@ def test_fallback_is_two_attempts_the_failed_one_in_error(store, provider, expor
         response = router.route_intent(envelope(strategy="FALLBACK"))
     assert response.status == "success"
     spans = by_name(exporter.get_finished_spans())
-    failed, answered = spans["attempt first"], spans["attempt second"]
+    failed, answered = spans["invoke_agent first"], spans["invoke_agent second"]
     execution = spans["intent echo"]
     assert parent_of(failed) == parent_of(answered) == execution.context.span_id
     assert failed.status.status_code is StatusCode.ERROR
@@ -185,7 +200,7 @@ def test_failed_execution_and_step_have_error_status(store, provider, exporter):
         response = router.route_intent(envelope())
     assert response.status == "error"
     spans = by_name(exporter.get_finished_spans())
-    step, execution = spans["step lookup"], spans["intent echo"]
+    step, execution = spans["execute_tool lookup"], spans["intent echo"]
     assert step.status.status_code is StatusCode.ERROR
     assert step.status.description == "bad input"
     assert step.attributes["intentusnet.outcome"] == "error"
@@ -211,9 +226,9 @@ def test_child_intent_nests_in_the_parents_route_step(store, provider, exporter)
         response = router.route_intent(envelope())
     assert response.payload == {"child": {"found": 7}}
     spans = by_name(exporter.get_finished_spans())
-    parent, step = spans["intent echo"], spans["step route:lookup"]
-    child, child_attempt = spans["intent lookup"], spans["attempt lookup"]
-    assert parent_of(step) == spans["attempt echo"].context.span_id
+    parent, step = spans["intent echo"], spans["execute_tool route:lookup"]
+    child, child_attempt = spans["intent lookup"], spans["invoke_agent lookup"]
+    assert parent_of(step) == spans["invoke_agent echo"].context.span_id
     assert parent_of(child) == step.context.span_id
     assert parent_of(child_attempt) == child.context.span_id
     child_id = child.attributes["intentusnet.execution_id"]
@@ -253,12 +268,16 @@ def test_a_cache_hit_is_one_span_with_cache_hit(tmp_path, provider, exporter):
     )
     assert miss.attributes["intentusnet.cache"] == "miss"
     assert hit.attributes["intentusnet.cache"] == "hit"
+    assert hit.attributes["intentusnet.cache.hit"] is True
+    assert miss.attributes["intentusnet.cache.hit"] is False
     assert bypass.attributes["intentusnet.cache"] == "bypass"
     source = first.metadata.execution_id
     assert hit.attributes["intentusnet.execution_id"] == source
     assert hit.attributes["intentusnet.envelope_hash"] == first.metadata.envelope_hash
     assert hit.attributes["intentusnet.status"] == "success"
-    attempts = [s for s in exporter.get_finished_spans() if s.name == "attempt echo"]
+    attempts = [
+        s for s in exporter.get_finished_spans() if s.name == "invoke_agent echo"
+    ]
     assert len(attempts) == 2  # none for the hit
     assert hit.start_time <= hit.end_time
 
@@ -287,7 +306,7 @@ def test_a_cancelled_routing_call_ends_its_spans(store, provider, exporter):
         asyncio.run(main())
     spans = by_name(exporter.get_finished_spans())
     execution = spans["intent echo"]
-    assert parent_of(spans["attempt echo"]) == execution.context.span_id
+    assert parent_of(spans["invoke_agent echo"]) == execution.context.span_id
     assert execution.status.status_code is StatusCode.ERROR
     assert "cancelled" in (execution.status.description or "")
     (record,) = store.list()
@@ -324,9 +343,9 @@ def test_async_routing_with_async_and_threaded_sync_agents(store, provider, expo
     assert [a.payload for a in answers] == [{"n": 4}, {"n": 6}]
     spans = by_name(exporter.get_finished_spans())
     for intent, agent, step in (("echo", "echo", "double"), ("slow", "slow", "triple")):
-        execution, attempt = spans[f"intent {intent}"], spans[f"attempt {agent}"]
+        execution, attempt = spans[f"intent {intent}"], spans[f"invoke_agent {agent}"]
         assert parent_of(attempt) == execution.context.span_id
-        assert parent_of(spans[f"step {step}"]) == attempt.context.span_id
+        assert parent_of(spans[f"execute_tool {step}"]) == attempt.context.span_id
     assert (
         spans["intent echo"].context.trace_id != spans["intent slow"].context.trace_id
     )
@@ -349,7 +368,10 @@ def test_sync_agent_under_a_timeout_runs_on_a_thread_and_nests(
         router.route_intent(envelope(timeoutMs=5000))
     assert threads[0].startswith("intentusnet-agent")
     spans = by_name(exporter.get_finished_spans())
-    assert parent_of(spans["step work"]) == spans["attempt echo"].context.span_id
+    assert (
+        parent_of(spans["execute_tool work"])
+        == spans["invoke_agent echo"].context.span_id
+    )
 
 
 def test_root_span_joins_the_callers_current_span(store, provider, exporter):
@@ -395,7 +417,7 @@ def test_router_without_a_store_still_traces_attempts(provider, exporter):
     with router:
         router.route_intent(envelope())
     spans = by_name(exporter.get_finished_spans())
-    assert set(spans) == {"intent echo", "attempt echo"}
+    assert set(spans) == {"intent echo", "invoke_agent echo"}
     assert "intentusnet.envelope_hash" not in spans["intent echo"].attributes
 
 
@@ -439,7 +461,7 @@ def test_a_sync_agents_own_spans_nest_in_its_attempt_and_steps(
     else:  # a worker thread
         assert threads[0] != threading.get_ident()
     spans = by_name(exporter.get_finished_spans())
-    attempt, step = spans["attempt echo"], spans["step tokenize"]
+    attempt, step = spans["invoke_agent echo"], spans["execute_tool tokenize"]
     assert parent_of(spans["fetch"]) == attempt.context.span_id
     assert parent_of(spans["parse"]) == spans["fetch"].context.span_id
     assert parent_of(step) == attempt.context.span_id
@@ -477,11 +499,14 @@ def test_an_async_agents_own_spans_nest_across_awaits(store, provider, exporter)
     finished = exporter.get_finished_spans()
     queries = [s for s in finished if s.name == "query"]
     spans = by_name(tuple(s for s in finished if s.name != "query"))
-    attempt = spans["attempt echo"].context.span_id
+    attempt = spans["invoke_agent echo"].context.span_id
     assert parent_of(spans["fetch"]) == attempt
     assert parent_of(spans["answer"]) == attempt
     assert sorted(parent_of(q) for q in queries) == sorted(
-        [spans["step lookup"].context.span_id, spans["step charge"].context.span_id]
+        [
+            spans["execute_tool lookup"].context.span_id,
+            spans["execute_tool charge"].context.span_id,
+        ]
     )
 
 
@@ -505,12 +530,14 @@ def test_with_a_fallback_each_attempts_spans_are_its_own(store, provider, export
         response = router.route_intent(envelope(strategy="FALLBACK"))
     assert response.status == "success"
     spans = by_name(exporter.get_finished_spans())
-    assert parent_of(spans["first call"]) == spans["attempt first"].context.span_id
-    assert parent_of(spans["second call"]) == spans["attempt second"].context.span_id
+    assert parent_of(spans["first call"]) == spans["invoke_agent first"].context.span_id
+    assert (
+        parent_of(spans["second call"]) == spans["invoke_agent second"].context.span_id
+    )
     # the attempt's status is the router's, not the user span's exception record
-    assert spans["attempt first"].status.status_code is StatusCode.ERROR
-    assert spans["attempt first"].attributes["intentusnet.outcome"] == "error"
-    assert spans["attempt second"].status.status_code is StatusCode.UNSET
+    assert spans["invoke_agent first"].status.status_code is StatusCode.ERROR
+    assert spans["invoke_agent first"].attributes["intentusnet.outcome"] == "error"
+    assert spans["invoke_agent second"].status.status_code is StatusCode.UNSET
 
 
 def test_routing_leaves_the_callers_and_the_workers_current_span_as_it_was(
@@ -547,7 +574,7 @@ def test_routing_leaves_the_callers_and_the_workers_current_span_as_it_was(
         assert trace.get_current_span() is trace.INVALID_SPAN
         attempts = [s for s in seen if s is not trace.INVALID_SPAN]
         assert len(attempts) == 5
-        assert all(s.name.startswith("attempt ") for s in attempts)
+        assert all(s.name.startswith("invoke_agent ") for s in attempts)
         instrumentation.uninstrument()
         seen.clear()
         both()  # the same worker thread and loop, nothing current any more
@@ -570,8 +597,13 @@ def test_a_child_intent_without_a_store_nests_in_the_parents_attempt(
         response = router.route_intent(envelope())
     assert response.payload == {"child": {"found": 1}}
     spans = by_name(exporter.get_finished_spans())
-    assert parent_of(spans["intent lookup"]) == spans["attempt echo"].context.span_id
-    assert parent_of(spans["attempt lookup"]) == spans["intent lookup"].context.span_id
+    assert (
+        parent_of(spans["intent lookup"]) == spans["invoke_agent echo"].context.span_id
+    )
+    assert (
+        parent_of(spans["invoke_agent lookup"])
+        == spans["intent lookup"].context.span_id
+    )
 
 
 @pytest.fixture
@@ -591,8 +623,10 @@ def openai_client(transport, url: str) -> openai.OpenAI:
     )
 
 
-def test_llm_call_from_an_agent_has_genai_attributes(tmp_path, api, provider, exporter):
-    """An OpenAI SDK call in an agent: a client span in its attempt, with GenAI."""
+def test_llm_call_from_an_agent_is_one_genai_span_a_hit_spends_nothing(
+    tmp_path, api, provider, exporter
+):
+    """An agent's LLM call: one chat span (its step's); a hit has no usage."""
     store = FileExecutionStore(tmp_path / "records")
     transport = via_httpx.RecordingTransport(store)
     client = openai_client(transport, api.url)
@@ -607,41 +641,123 @@ def test_llm_call_from_an_agent_has_genai_attributes(tmp_path, api, provider, ex
 
     instrument(router, tracer_provider=provider)
     with router:
-        text = router.route_intent(envelope()).payload["text"]
+        first = router.route_intent(envelope())
         router.route_intent(envelope({"text": "again"}))  # the call is a hit now
     client.close()
     transport.close()
     store.close()
     assert api.hits == 1
+    finished = exporter.get_finished_spans()
+    # one span per call: no HTTP step span beside it
+    assert sorted(s.name for s in finished) == sorted(
+        ["intent echo", "invoke_agent echo", "chat gpt-test"] * 2
+    )
     calls = sorted(
-        (s for s in exporter.get_finished_spans() if s.name == "chat gpt-test"),
-        key=lambda s: s.start_time,
+        (s for s in finished if s.name == "chat gpt-test"), key=lambda s: s.start_time
     )
     attempts = sorted(
-        (s for s in exporter.get_finished_spans() if s.name == "attempt echo"),
+        (s for s in finished if s.name == "invoke_agent echo"),
         key=lambda s: s.start_time,
     )
-    assert len(calls) == 2
+    text = first.payload["text"]
     for call, attempt in zip(calls, attempts, strict=True):
         assert parent_of(call) == attempt.context.span_id
         assert call.kind.name == "CLIENT"
         attributes = call.attributes
+        assert attributes["openinference.span.kind"] == "LLM"
         assert attributes["gen_ai.provider.name"] == "openai"
         assert attributes["gen_ai.system"] == "openai"
         assert attributes["gen_ai.operation.name"] == "chat"
         assert attributes["gen_ai.request.model"] == "gpt-test"
         assert attributes["gen_ai.response.model"] == "gpt-test"
-        # the fake counts words: "hello" asked, the text answered
-        assert attributes["gen_ai.usage.input_tokens"] == 1
-        assert attributes["gen_ai.usage.output_tokens"] == len(text.split())
+        assert attributes["llm.model_name"] == "gpt-test"
         assert attributes["http.response.status_code"] == 200
         assert attributes["url.full"] == f"{api.url}/v1/chat/completions"
+        assert attributes["intentusnet.step.name"].startswith("http POST 127.0.0.1:")
+        assert "gen_ai.tool.name" not in attributes
+        assert "gen_ai.input.messages" not in attributes  # not captured by default
+        assert "input.value" not in attributes
         assert API_KEY not in str(dict(attributes))
-    assert [c.attributes["intentusnet.cache"] for c in calls] == ["miss", "hit"]
+    miss, hit = (dict(c.attributes) for c in calls)
+    assert miss["intentusnet.execution_id"] == first.metadata.execution_id
+    assert miss["intentusnet.cache"] == "miss"
+    assert miss["intentusnet.cache.hit"] is False
+    # the fake counts words: "hello" asked, the text answered
+    assert miss["gen_ai.usage.input_tokens"] == 1
+    assert miss["gen_ai.usage.output_tokens"] == len(text.split())
+    assert miss["llm.token_count.prompt"] == 1
+    assert miss["llm.token_count.total"] == 1 + len(text.split())
+    assert hit["intentusnet.cache"] == "hit"
+    assert hit["intentusnet.cache.hit"] is True
+    assert not [k for k in hit if k.startswith(("gen_ai.usage.", "llm.token_count."))]
+    assert hit["intentusnet.cache.saved_input_tokens"] == 1
+    assert hit["intentusnet.cache.saved_output_tokens"] == len(text.split())
+    # both name the call's record: the one the hit was served from
     assert (
-        calls[0].attributes["intentusnet.execution_id"]
-        == (calls[1].attributes["intentusnet.execution_id"])
+        miss["intentusnet.child_execution_id"] == hit["intentusnet.child_execution_id"]
     )
+
+
+def test_streamed_other_and_failed_calls_in_an_agent_are_one_span_each(
+    tmp_path, api, provider, exporter
+):
+    """A streamed LLM call, another HTTP call, a refused one: one span each."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    http = httpx.Client(transport=transport, timeout=TIMEOUT)
+    client = openai.OpenAI(
+        base_url=f"{api.url}/v1", api_key=API_KEY, max_retries=0, http_client=http
+    )
+    router = IntentRouter(store=store)
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        stream = client.chat.completions.create(
+            model="gpt-stream",
+            stream=True,
+            messages=[{"role": "user", "content": "hi there"}],
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        other = http.get(f"{api.url}/v1/models").status_code
+        with pytest.raises(httpx.ConnectError):
+            http.get("http://127.0.0.1:1/down")
+        return {"text": text, "other": other}
+
+    instrument(router, tracer_provider=provider)
+    with router:
+        response = router.route_intent(envelope())
+    http.close()
+    transport.close()
+    store.close()
+    assert response.status == "success", response.error
+    assert router.observer_errors == 0
+    spans = by_name(exporter.get_finished_spans())
+    host = api.url.removeprefix("http://")
+    attempt = spans["invoke_agent echo"].context.span_id
+    assert set(spans) == {
+        "intent echo",
+        "invoke_agent echo",
+        "chat gpt-stream",
+        f"execute_tool http GET {host}/v1/models",
+        "execute_tool http GET 127.0.0.1:1/down",
+    }
+    streamed = spans["chat gpt-stream"]
+    assert parent_of(streamed) == attempt
+    assert streamed.attributes["openinference.span.kind"] == "LLM"
+    assert streamed.attributes["gen_ai.request.model"] == "gpt-stream"
+    # passed through as it streamed: no body when told, so no counts
+    assert "gen_ai.usage.input_tokens" not in streamed.attributes
+    assert streamed.end_time >= streamed.start_time
+    other = spans[f"execute_tool http GET {host}/v1/models"]
+    assert other.kind.name == "CLIENT"
+    assert other.attributes["openinference.span.kind"] == "TOOL"
+    assert other.attributes["gen_ai.tool.name"] == f"http GET {host}/v1/models"
+    assert other.attributes["http.response.status_code"] == response.payload["other"]
+    refused = spans["execute_tool http GET 127.0.0.1:1/down"]
+    assert refused.status.status_code is StatusCode.ERROR
+    assert refused.attributes["intentusnet.outcome"] == "error"
+    assert refused.attributes["openinference.span.kind"] == "TOOL"
+    assert "http.response.status_code" not in refused.attributes
 
 
 def test_standalone_transport_instrumented_itself(tmp_path, api, provider, exporter):
@@ -750,7 +866,7 @@ def test_spans_reach_an_otlp_http_receiver(store):
         if scope.scope.name == "intentusnet"
         for span in scope.spans
     }
-    assert set(spans) == {"intent echo", "attempt echo", "step work"}
+    assert set(spans) == {"intent echo", "invoke_agent echo", "execute_tool work"}
     execution = spans["intent echo"]
     attributes = {a.key: a.value for a in execution.attributes}
     assert attributes["intentusnet.execution_id"].string_value == (
@@ -761,9 +877,101 @@ def test_spans_reach_an_otlp_http_receiver(store):
     )
     assert attributes["intentusnet.status"].string_value == "success"
     assert attributes["intentusnet.cache"].string_value == "bypass"
-    assert spans["attempt echo"].parent_span_id == execution.span_id
-    assert spans["step work"].parent_span_id == spans["attempt echo"].span_id
+    assert spans["invoke_agent echo"].parent_span_id == execution.span_id
+    assert (
+        spans["execute_tool work"].parent_span_id == spans["invoke_agent echo"].span_id
+    )
     assert len({s.trace_id for s in spans.values()}) == 1
+
+
+def received(receiver: Receiver) -> dict[str, tuple]:
+    """The intentusnet spans the receiver got, by name: (span, its attributes)."""
+    found = {}
+    for request in receiver.requests:
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                if scope.scope.name != "intentusnet":
+                    continue
+                for span in scope.spans:
+                    values = {}
+                    for a in span.attributes:
+                        kind = a.value.WhichOneof("value")
+                        values[a.key] = getattr(a.value, kind)
+                    found.setdefault(span.name, []).append((span, values))
+    return found
+
+
+def test_genai_spans_with_captured_content_reach_an_otlp_receiver(tmp_path, api):
+    """capture_content: kinds, GenAI names, redacted input and messages, over OTLP."""
+    store = FileExecutionStore(tmp_path / "records")
+    transport = via_httpx.RecordingTransport(store)
+    client = openai_client(transport, api.url)
+    router = IntentRouter(store=store, redactor=Redactor(b"k" * 16, payload=["pin"]))
+
+    @router.agent("echo")
+    def echo(env, ctx):
+        words = ctx.step(
+            "split", {"text": env.payload["text"]}, lambda text: text.split()
+        )
+        answer = client.chat.completions.create(
+            model="gpt-test", messages=[{"role": "user", "content": words[0]}]
+        )
+        return {"text": answer.choices[0].message.content}
+
+    with Receiver() as receiver:
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.url, timeout=TIMEOUT))
+        )
+        instrument(router, tracer_provider=tracer_provider, capture_content=True)
+        with router:
+            response = router.route_intent(envelope({"text": "hello", "pin": "4321"}))
+        assert tracer_provider.force_flush(TIMEOUT * 1000)
+        tracer_provider.shutdown()
+    client.close()
+    transport.close()
+    store.close()
+    spans = received(receiver)
+    assert sorted(spans) == [
+        "chat gpt-test",
+        "execute_tool split",
+        "intent echo",
+        "invoke_agent echo",
+    ]
+    ((execution, intent),) = spans["intent echo"]
+    ((attempt, agent),) = spans["invoke_agent echo"]
+    ((_, tool),) = spans["execute_tool split"]
+    ((call, llm),) = spans["chat gpt-test"]
+    assert intent["openinference.span.kind"] == "CHAIN"
+    assert agent["openinference.span.kind"] == "AGENT"
+    assert agent["gen_ai.operation.name"] == "invoke_agent"
+    assert agent["gen_ai.agent.name"] == "echo"
+    assert tool["openinference.span.kind"] == "TOOL"
+    assert tool["gen_ai.tool.name"] == "split"
+    assert llm["openinference.span.kind"] == "LLM"
+    assert llm["gen_ai.operation.name"] == "chat"
+    assert call.parent_span_id == attempt.span_id
+    assert attempt.parent_span_id == execution.span_id
+    # the execution's input and output as recorded: the pin a marker
+    shown = json.loads(intent["input.value"])
+    assert shown["text"] == "hello"
+    assert shown["pin"].startswith("[redacted:hmac-sha256:")
+    assert "4321" not in str(spans)
+    assert intent["input.mime_type"] == "application/json"
+    assert json.loads(intent["output.value"]) == response.payload
+    assert json.loads(llm["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "hello"}]}
+    ]
+    assert json.loads(llm["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": response.payload["text"]}],
+            "finish_reason": "stop",
+        }
+    ]
+    assert json.loads(llm["input.value"])["model"] == "gpt-test"
+    assert llm["gen_ai.usage.input_tokens"] == 1
+    assert API_KEY not in str(spans)
 
 
 BLOCKER = """

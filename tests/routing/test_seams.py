@@ -311,28 +311,78 @@ def test_without_observers_nothing_is_told(store):
     assert router.observers == ()
 
 
-def test_an_observer_that_raises_fails_the_execution_as_recorded():
-    """A raising observer: an INTERNAL_ERROR answer, and the record still closed."""
+class Broken(Log):
+    """An observer that writes every call down, then raises."""
 
-    class Broken(Log):
-        def execution_started(self, execution):
-            super().execution_started(execution)
-            raise RuntimeError("observer bug")
+    def _add(self, *call: object) -> None:
+        super()._add(*call)
+        raise RuntimeError(f"observer bug in {call[0]}")
 
+
+def test_an_observer_that_raises_changes_no_outcome(caplog):
+    """Every method raising: the answer, steps and calls stand; logged and counted."""
     store = MemoryExecutionStore()
+    transport = RecordingTransport(
+        store,
+        wrapped=httpx.MockTransport(lambda request: httpx.Response(200, json={})),
+    )
+    client = httpx.Client(transport=transport)
     router = IntentRouter(store=store)
-    router.agent("work", name="w")(lambda env, ctx: {})
-    broken = Broken()
+
+    @router.agent("work", name="w")
+    def w(env, ctx):
+        client.post("http://api.test/v1/x", json={})
+        return {"n": ctx.step("add", {"x": 1}, lambda x: x + 1)}
+
+    broken, healthy = Broken(), Log()
     router.add_observer(broken)
-    with router:
+    router.add_observer(healthy)  # told after the broken one, all the same
+    with caplog.at_level("ERROR", logger="intentusnet.observers"), router:
         response = router.route_intent(wire())
-    assert response.status == "error"
-    assert response.error.code.value == "INTERNAL_ERROR"
-    assert "observer bug" in response.error.message
+    client.close()
+    transport.close()
+    assert response.status == "success"
+    assert response.payload == {"n": 2}
     record = store.load(response.metadata.execution_id)
-    assert record.final_response is not None
-    assert "RECORDING_FAILURE" in [e.type for e in record.events]
-    assert broken.calls[-1] == ("execution_ended", "work", "error")
+    assert record.header.status.value == "completed"
+    assert "RECORDING_FAILURE" not in [e.type for e in record.events]
+    assert [c[0] for c in broken.calls] == [c[0] for c in healthy.calls]
+    told = [c[0] for c in healthy.calls]
+    assert told == [
+        "execution_started",
+        "attempt_started",
+        "step_started",  # the HTTP call's step
+        "step_ended",
+        "call_made",
+        "step_started",  # add
+        "step_ended",
+        "attempt_ended",
+        "execution_ended",
+    ]
+    assert router.observer_errors == len(told)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == len(told)
+    assert messages[0] == (
+        "observer Broken.execution_started raised (the execution goes on as it was)"
+    )
+    assert all(r.exc_info is not None for r in caplog.records)
+
+
+def test_a_transports_raising_observer_is_counted_on_the_transport(caplog):
+    """A transport's own observer raising: the call is answered; counted there."""
+    transport = RecordingTransport(
+        MemoryExecutionStore(),
+        wrapped=httpx.MockTransport(lambda request: httpx.Response(200, json={})),
+    )
+    broken = Broken()
+    transport.add_observer(broken)
+    client = httpx.Client(transport=transport)
+    with caplog.at_level("ERROR", logger="intentusnet.observers"), client:
+        assert client.get("http://api.test/").status_code == 200
+    transport.close()
+    assert transport.observer_errors == 1
+    assert broken.calls == [("call_made", "GET", 200, "miss")]
+    assert "Broken.call_made raised" in caplog.records[0].getMessage()
 
 
 #: What a Scoped observer's scopes set while they are entered.
@@ -471,37 +521,70 @@ def test_parallel_attempts_each_run_in_their_own_scope():
     assert all(scope == f"attempt {attempt}" for attempt, scope in seen.items())
 
 
-def test_a_scope_that_raises_is_the_attempts_failure():
-    """attempt_scope raising: the attempt fails, scopes entered are left; next agent."""
+def test_a_scope_that_raises_is_left_out_and_the_attempt_stands(caplog):
+    """A scope method, its enter or its exit raising: counted; the agent answers."""
 
     class Failing(Scoped):
         def attempt_scope(self, execution_id, attempt):
-            if attempt == 1:
-                raise RuntimeError("scope bug")
-            return super().attempt_scope(execution_id, attempt)
+            raise RuntimeError("scope bug")
+
+        @contextlib.contextmanager
+        def _failing(self):
+            raise RuntimeError("enter bug")
+            yield
+
+        def step_scope(self, execution_id, step):
+            if step == 1:
+                return self._failing()
+            return super().step_scope(execution_id, step)
+
+    class Leaving(Scoped):
+        def step_scope(self, execution_id, step):
+            scope = super().step_scope(execution_id, step)
+
+            class Exit:
+                def __enter__(self):
+                    scope.__enter__()
+
+                def __exit__(self, *exc_info):
+                    scope.__exit__(*exc_info)
+                    raise RuntimeError("exit bug")
+
+            return Exit()
 
     router = IntentRouter(store=MemoryExecutionStore())
-    router.agent("work", name="first", priority=1)(lambda env, ctx: {"n": 1})
-    router.agent("work", name="second", priority=2)(lambda env, ctx: {"n": 2})
-    before, failing = Scoped(), Failing()
-    router.add_observer(before)  # its scope is entered first, then left again
-    router.add_observer(failing)
-    with router:
-        response = router.route_intent(wire(strategy="FALLBACK"))
-    assert response.payload == {"n": 2}
-    scoped = [c for c in before.calls if c[0].startswith("attempt_scope")]
-    assert scoped == [
+
+    @router.agent("work", name="first")
+    def first(env, ctx):
+        one = ctx.step("one", {}, lambda: SCOPE.get())
+        two = ctx.step("two", {}, lambda: SCOPE.get())
+        return {"one": one, "two": two}
+
+    before, failing, leaving = Scoped(), Failing(), Leaving()
+    for observer in (before, failing, leaving):
+        router.add_observer(observer)
+    with caplog.at_level("ERROR", logger="intentusnet.observers"), router:
+        response = router.route_intent(wire())
+    assert response.status == "success"
+    assert response.payload == {"one": "step 1", "two": "step 2"}
+    assert [c for c in before.calls if c[0].startswith("attempt_scope")] == [
         ("attempt_scope", 1),
         ("attempt_scope_left", 1),
-        ("attempt_scope", 2),
-        ("attempt_scope_left", 2),
     ]
-    ended = [c for c in failing.calls if c[0] == "attempt_ended"]
-    assert ended == [
-        ("attempt_ended", "first", 1, "error"),
-        ("attempt_ended", "second", 2, "success"),
+    assert [e[:2] for e in failing.entered] == [("step", 2)]
+    assert [e[:2] for e in leaving.entered] == [
+        ("attempt", 1),
+        ("step", 1),
+        ("step", 2),
     ]
-    assert [e[:2] for e in failing.entered] == [("attempt", 2)]
+    # attempt_scope (1), step 1's enter (1), Leaving's exit of steps 1 and 2 (2)
+    assert router.observer_errors == 4
+    assert [r.getMessage().split(" raised")[0] for r in caplog.records] == [
+        f"observer {Failing.__qualname__}.attempt_scope",
+        f"observer {Failing.__qualname__}.step_scope",
+        f"observer {Leaving.__qualname__}.step_scope",
+        f"observer {Leaving.__qualname__}.step_scope",
+    ]
 
 
 def test_a_scope_of_none_enters_nothing_and_observers_without_scopes_mix():
