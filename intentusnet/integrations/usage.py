@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 import orjson
 
-__all__ = ["Usage", "read_usage"]
+from .._util.jsonvalue import JSONObject
+
+__all__ = ["Usage", "read_usage", "recorded_call_usage"]
 
 #: The operation each API path ending names, and the vendor whose API it is.
 _APIS: Final = (
@@ -94,6 +97,36 @@ def read_usage(
         response_model=found.model,
         input_tokens=found.input_tokens,
         output_tokens=found.output_tokens,
+    )
+
+
+def recorded_call_usage(request: JSONObject, response: JSONObject) -> Usage | None:
+    """The usage of an HTTP call as a record holds it, or ``None``.
+
+    ``request`` is the call's recorded request (``method``, ``url``, ``json``:
+    an HTTP step's arguments) and ``response`` its recorded response
+    (``headers``, ``body``, ``bodyEncoding``: the step's output). A body kept
+    as base64 is not read.
+    """
+    body = response.get("body")
+    if response.get("bodyEncoding") != "utf-8" or not isinstance(body, str):
+        return None
+    url = request.get("url")
+    pairs = response.get("headers")
+    content_type = next(
+        (
+            str(pair[1])
+            for pair in (pairs if isinstance(pairs, list) else [])
+            if isinstance(pair, list) and str(pair[0]).lower() == "content-type"
+        ),
+        None,
+    )
+    sent = request.get("json")
+    return read_usage(
+        urlsplit(url).path if isinstance(url, str) else "",
+        b"" if sent is None else orjson.dumps(sent),
+        body.encode("utf-8"),
+        content_type,
     )
 
 
