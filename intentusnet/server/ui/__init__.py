@@ -35,15 +35,18 @@ def add_ui(
     store: ExecutionStore | None,
     gate: Gate,
     signature_keys: KeyRing | None = None,
+    *,
+    app_ref: str | None = None,
 ) -> None:
     """Mount the explorer on ``app``: pages under ``/ui``, files under ``/ui/static``.
 
     ``signature_keys`` (trusted public keys) checks each record's signatures
-    on its page. Added in 0.1.0.
+    on its page; ``app_ref``, the ``MODULE:ATTR`` of the application, goes
+    into the commands the pages show. Added in 0.1.0.
     """
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
     app.include_router(access_router(gate))
-    app.include_router(ui_router(store, gate, signature_keys))
+    app.include_router(ui_router(store, gate, signature_keys, app_ref=app_ref))
 
 
 def _loopback_only(request: Request, needed: Access, key: str | None) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import orjson
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ...cache.seams import CacheHitJournal
 from ...errors import (
@@ -31,21 +31,25 @@ from ...errors import (
     Unauthorized,
 )
 from ...http.problem import status_for
+from ...integrations.mcp.view import is_session
 from ...record.model import RecordStatus, RecordSummary, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
-from ...steps.diff import diff_records
+from ...steps.diff import DiffEntry, diff_records
 from ...steps.explain import explain
-from ...steps.view import record_steps
+from ...steps.view import RecordedStep, record_steps
 from ...store.durable import durable_links
 from ...store.filters import ListFilters
 from ..auth import Access
 from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
-from .render import render
+from .jsondiff import Row, aligned
+from .render import HEADERS, render, render_text
+from .spans import details
 from .timeline import draw
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
+    from ...record.model import ExecutionRecord
     from ...store import ExecutionStore
 
 __all__ = ["PAGE_SIZE", "ui_router"]
@@ -151,6 +155,45 @@ def _signature(report: VerifyReport, keys: KeyRing | None) -> _Signature:
     return _Signature(check.status.value, text, check.detail, tone)
 
 
+def _drawn(store: ExecutionStore, record: ExecutionRecord) -> dict[str, object]:
+    """The timeline of ``record`` and the detail of each of its bars."""
+
+    def parent_of(execution_id: str) -> str | None:
+        try:
+            return store.load(execution_id).header.parent_execution_id
+        except StoreError:  # gone, or unreadable: not known to be this one's
+            return None
+
+    timeline = draw(record)
+    return {"timeline": timeline, "spans": details(record, timeline, parent_of)}
+
+
+def _step_view(step: RecordedStep, duration: bool) -> JSONValue:
+    """What a step's diff compares: its arguments and answer (and duration)."""
+    view: dict[str, JSONValue] = {
+        "args": step.args,
+        "outcome": step.outcome,
+        "output": step.output,
+        "error": step.error,
+    }
+    if duration:
+        view["durationMs"] = step.duration_ms
+    return view
+
+
+def _compared(entry: DiffEntry) -> list[Row]:
+    """The aligned rows of one difference: the two steps, or the two values."""
+    if entry.scope != "step":
+        return aligned(entry.before, entry.after)
+    duration = entry.kind == "duration_changed"
+    return aligned(
+        None if entry.a is None else _step_view(entry.a, duration),
+        None if entry.b is None else _step_view(entry.b, duration),
+        has_a=entry.a is not None,
+        has_b=entry.b is not None,
+    )
+
+
 def _exact_record(store: ExecutionStore, query: str) -> str | None:
     """The id a search names outright, so the page can open it directly."""
     try:
@@ -165,12 +208,15 @@ def ui_router(
     store: ExecutionStore | None,
     gate: Gate,
     signature_keys: KeyRing | None = None,
+    *,
+    app_ref: str | None = None,
 ) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
     ``signature_keys``, the trusted public keys, checks each record's
     signatures on its page (without them a signed record's key is named, not
-    checked). Added in 0.1.0.
+    checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
+    into the commands a record's page shows. Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -270,12 +316,35 @@ def ui_router(
             header=record.header,
             report=report,
             signature=signature,
-            timeline=draw(record),
             explanation=why if why.failed else None,
             durable=durable_links(where, record),
             sections=sections,
             hits=hits,
             can_invalidate=record.header.replayable and gate.may_invalidate(request),
+            mcp=is_session(record),
+            app_ref=app_ref or "MODULE:ATTR",
+            **_drawn(where, record),
+        )
+
+    @pages.get("/ui/executions/{execution_id}/live")
+    def live(request: Request, execution_id: str) -> Response:
+        """The timeline of a running execution, for the page to redraw in place."""
+        try:
+            authorize(request)
+            record = need_store().load(execution_id)
+        except (StoreError, RequestInvalid, Forbidden, Unauthorized) as exc:
+            message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
+            problem = {"code": exc.code, "message": message}
+            return JSONResponse(problem, status_for(exc), HEADERS)
+        drawn = _drawn(need_store(), record)
+        return JSONResponse(
+            {
+                "status": record.header.status.value,
+                "running": record.header.status is RecordStatus.IN_PROGRESS,
+                "lines": len(record.events) + 1,
+                "timeline": render_text("timeline.html", header=record.header, **drawn),
+            },
+            headers=HEADERS,
         )
 
     if gate.invalidation:
@@ -317,6 +386,8 @@ def ui_router(
             return render("diff.html", request, a=a, b=b, result=None)
         first, second = where.load(a), where.load(b)
         result = diff_records(first, second)
+        # the deviation point first: where the runs part ways is what to read
+        entries = sorted(result.entries, key=lambda e: not e.deviation_point)
         return render(
             "diff.html",
             request,
@@ -325,7 +396,7 @@ def ui_router(
             first=first,
             second=second,
             result=result,
-            pretty=_pretty,
+            compared=[(e, _compared(e)) for e in entries],
         )
 
     @pages.get("/ui/overview")

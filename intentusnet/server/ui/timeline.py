@@ -110,7 +110,10 @@ def attempts(
         if event.type is EventType.AGENT_ATTEMPT_END:
             ends[(str(event.data.get("agent")), str(event.data.get("attempt")))] = event
     return [
-        (event, ends.get((str(event.data.get("agent")), str(event.data.get("attempt")))))
+        (
+            event,
+            ends.get((str(event.data.get("agent")), str(event.data.get("attempt")))),
+        )
         for event in record.events
         if event.type is EventType.AGENT_ATTEMPT_START
     ]
@@ -179,7 +182,8 @@ def draw(record: ExecutionRecord) -> Timeline:
             )
         )
     bars.sort(key=lambda bar: (bar.start_ms, bar.depth))
-    bars[:0] = _phases(record, opened, at, total)
+    before, answer = _phases(record, opened, at, total)
+    bars = [*before, *bars, *answer]
     return Timeline(total, opened, tuple(bars), _markers(record, opened, at, total))
 
 
@@ -188,11 +192,12 @@ def _phases(
     opened: float | None,
     at: dict[int, float],
     total: float,
-) -> list[Bar]:
+) -> tuple[list[Bar], list[Bar]]:
     """The bars of what no agent did: before the record, and the final answer."""
-    phases = []
+    before: list[Bar] = []
+    answer: list[Bar] = []
     if opened is not None:
-        phases.append(
+        before.append(
             _bar(
                 total,
                 span="phase-open",
@@ -200,26 +205,26 @@ def _phases(
                 label="before the record: choose agents, hash, open the record",
                 start=0.0,
                 end=opened,
-                outcome="success",
+                outcome="router",
             )
         )
-    final = next(
-        (e for e in record.events if e.type is EventType.FINAL_RESPONSE), None
-    )
+    final = next((e for e in record.events if e.type is EventType.FINAL_RESPONSE), None)
     if final is not None:
-        before = [at[e.seq] for e in record.events if e.seq < final.seq and e.seq in at]
-        phases.append(
+        earlier = [
+            at[e.seq] for e in record.events if e.seq < final.seq and e.seq in at
+        ]
+        answer.append(
             _bar(
                 total,
                 span="phase-answer",
                 kind="phase",
                 label="final response: build, redact, seal it",
-                start=max(before, default=opened or 0.0),
+                start=max(earlier, default=opened or 0.0),
                 end=at[final.seq],
-                outcome="success",
+                outcome="router",
             )
         )
-    return phases
+    return before, answer
 
 
 def _markers(
@@ -229,11 +234,7 @@ def _markers(
     total: float,
 ) -> tuple[Marker, ...]:
     markers = [
-        Marker(
-            f"fallback {e.data.get('from')} → {e.data.get('to')} ({e.data.get('reason')})",
-            at[e.seq],
-            _percent(at[e.seq], total),
-        )
+        Marker(_fallback(e.data), at[e.seq], _percent(at[e.seq], total))
         for e in record.events
         if e.type is EventType.FALLBACK_TRIGGERED
     ]
@@ -241,9 +242,17 @@ def _markers(
     if opened is not None and ready is not None and record.final_response:
         # the response's durationMs counts from the routing call's start too
         markers.append(
-            Marker("answer ready (the response's durationMs)", ready, _percent(ready, total))
+            Marker(
+                "answer ready (the response's durationMs)",
+                ready,
+                _percent(ready, total),
+            )
         )
     return tuple(markers)
+
+
+def _fallback(data: JSONObject) -> str:
+    return f"fallback {data.get('from')} → {data.get('to')} ({data.get('reason')})"
 
 
 def _depth(parent: int | None, parents: dict[int, int | None]) -> int:

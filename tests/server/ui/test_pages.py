@@ -339,7 +339,7 @@ def test_execution_pages_link_an_interrupted_record_and_its_resume(
     router.close()
 
     assert f"intentusnet resume {old}" in waiting
-    assert f'finished by <a class="mono" href="/ui/executions/{new}">' in interrupted
-    assert f'<a class="mono" href="/ui/executions/{old}">{old}</a> (attempt 1)' in (
+    assert f'finished by <a class="id mono" href="/ui/executions/{new}"' in interrupted
+    assert f'href="/ui/executions/{old}" title="{old}">{old}</a> (attempt 1)' in (
         resumed
     )
