@@ -44,8 +44,8 @@ from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
 from .jsondiff import Row, aligned
 from .render import HEADERS, render, render_text
-from .spans import details
-from .timeline import draw
+from .spans import SpanDetail, details
+from .timeline import Timeline, draw
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
@@ -155,7 +155,9 @@ def _signature(report: VerifyReport, keys: KeyRing | None) -> _Signature:
     return _Signature(check.status.value, text, check.detail, tone)
 
 
-def _drawn(store: ExecutionStore, record: ExecutionRecord) -> dict[str, object]:
+def _drawn(
+    store: ExecutionStore, record: ExecutionRecord
+) -> tuple[Timeline, list[SpanDetail]]:
     """The timeline of ``record`` and the detail of each of its bars."""
 
     def parent_of(execution_id: str) -> str | None:
@@ -165,7 +167,7 @@ def _drawn(store: ExecutionStore, record: ExecutionRecord) -> dict[str, object]:
             return None
 
     timeline = draw(record)
-    return {"timeline": timeline, "spans": details(record, timeline, parent_of)}
+    return timeline, details(record, timeline, parent_of)
 
 
 def _step_view(step: RecordedStep, duration: bool) -> JSONValue:
@@ -302,6 +304,7 @@ def ui_router(
                 if hit.source_execution_id == execution_id
             ][:100]
         why = explain(record, where)
+        timeline, spans = _drawn(where, record)
         sections = {
             "Payload": _pretty(record.envelope.get("payload")),
             "Envelope": _pretty(record.envelope),
@@ -323,7 +326,8 @@ def ui_router(
             can_invalidate=record.header.replayable and gate.may_invalidate(request),
             mcp=is_session(record),
             app_ref=app_ref or "MODULE:ATTR",
-            **_drawn(where, record),
+            timeline=timeline,
+            spans=spans,
         )
 
     @pages.get("/ui/executions/{execution_id}/live")
@@ -336,13 +340,18 @@ def ui_router(
             message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
             problem = {"code": exc.code, "message": message}
             return JSONResponse(problem, status_for(exc), HEADERS)
-        drawn = _drawn(need_store(), record)
+        timeline, spans = _drawn(need_store(), record)
         return JSONResponse(
             {
                 "status": record.header.status.value,
                 "running": record.header.status is RecordStatus.IN_PROGRESS,
                 "lines": len(record.events) + 1,
-                "timeline": render_text("timeline.html", header=record.header, **drawn),
+                "timeline": render_text(
+                    "timeline.html",
+                    header=record.header,
+                    timeline=timeline,
+                    spans=spans,
+                ),
             },
             headers=HEADERS,
         )
