@@ -36,7 +36,7 @@ from ...record.model import RecordStatus, RecordSummary, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
 from ...steps.diff import DiffEntry, diff_records
 from ...steps.explain import explain
-from ...steps.view import RecordedStep, record_steps
+from ...steps.view import RecordedStep
 from ...store.durable import durable_links
 from ...store.filters import ListFilters
 from ..auth import Access
@@ -295,7 +295,6 @@ def ui_router(
             return render(
                 "damaged.html", request, status=409, report=report, signature=signature
             )
-        steps = record_steps(record)
         hits = []
         if isinstance(where, CacheHitJournal):
             hits = [
@@ -308,7 +307,6 @@ def ui_router(
         sections = {
             "Payload": _pretty(record.envelope.get("payload")),
             "Envelope": _pretty(record.envelope),
-            "Steps": _pretty([step.to_json() for step in steps]),
             "Response": _pretty(record.final_response),
             "Header": _pretty(record.header.to_json()),
         }

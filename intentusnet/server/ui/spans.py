@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ...integrations.usage import recorded_call_usage
-from ...steps.view import record_steps
 from .render import duration_text
 from .timeline import attempts
 
@@ -80,7 +79,7 @@ def details(
     none or cannot be read): an LLM call's record parented elsewhere answered
     it from the cache. ``prices`` prices the calls' tokens.
     """
-    steps = {step.number: step for step in record_steps(record)}
+    steps = {step.number: step for step in timeline.steps}
     started = attempts(record)
     payload = record.envelope.get("payload")
     found = []

@@ -28,6 +28,7 @@ from ...steps.view import record_steps
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONObject, JSONValue
     from ...record.model import ExecutionEvent, ExecutionRecord
+    from ...steps.view import RecordedStep
 
 __all__ = ["Bar", "Marker", "Timeline", "draw"]
 
@@ -75,13 +76,14 @@ class Timeline:
     ``opened_ms`` is where the record was opened on the axis (``None``: the
     record does not say, and the axis starts there); ``total_ms`` the axis'
     length, to the final response's line (or the last line of an unfinished
-    record).
+    record). ``steps`` are the record's steps the bars were drawn from.
     """
 
     total_ms: float
     opened_ms: float | None
     bars: tuple[Bar, ...]
     markers: tuple[Marker, ...]
+    steps: tuple[RecordedStep, ...] = ()  # the record's steps, read once
 
 
 def _number(value: JSONValue | None) -> float | None:
@@ -151,7 +153,7 @@ def draw(record: ExecutionRecord) -> Timeline:
                 number=place,
             )
         )
-    steps = record_steps(record)
+    steps = tuple(record_steps(record))
     parents = {step.number: step.parent for step in steps}
     mcp = is_session(record)
     for step in steps:
@@ -184,7 +186,8 @@ def draw(record: ExecutionRecord) -> Timeline:
     bars.sort(key=lambda bar: (bar.start_ms, bar.depth))
     before, answer = _phases(record, opened, at, total)
     bars = [*before, *bars, *answer]
-    return Timeline(total, opened, tuple(bars), _markers(record, opened, at, total))
+    markers = _markers(record, opened, at, total)
+    return Timeline(total, opened, tuple(bars), markers, steps)
 
 
 def _phases(

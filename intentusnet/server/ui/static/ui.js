@@ -76,10 +76,11 @@ function closePanel() {
 }
 document.addEventListener("click", (event) => {
   if (event.target.closest(".panel-close")) { closePanel(); return; }
-  const target = event.target.closest(".timeline [data-span]");
-  if (!target) return;
-  opener = target.closest(".lane").querySelector("button.span-open");
-  openSpan(target.dataset.span, true);
+  const lane = event.target.closest(".timeline .lane");
+  const button = lane && lane.querySelector("button.span-open");
+  if (!button || event.target.closest("a")) return;
+  opener = button;
+  openSpan(button.dataset.span, true);
 });
 document.addEventListener("keydown", (event) => {
   if (event.key === "Escape") closePanel();
