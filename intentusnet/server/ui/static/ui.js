@@ -65,13 +65,17 @@ function openSpan(span, focus) {
 function closePanel() {
   const panel = document.getElementById("panel");
   if (!panel || panel.hidden) return;
+  const span = panel.dataset.span;
   panel.hidden = true;
   delete panel.dataset.span;
   for (const lane of document.querySelectorAll(".lane.selected")) lane.classList.remove("selected");
   const address = new URL(location.href);
   address.hash = "";
   history.replaceState(null, "", address);
-  if (opener && opener.isConnected) opener.focus();
+  // the name that opened it, or the same lane's name if the timeline was redrawn
+  const back = opener && opener.isConnected
+    ? opener : document.querySelector(`button.span-open[data-span="${CSS.escape(span)}"]`);
+  if (back) back.focus();
   opener = null;
 }
 document.addEventListener("click", (event) => {
@@ -111,7 +115,14 @@ function follow(section) {
       note.textContent = "Live updates stopped: " + error.message;
       return;
     }
-    document.getElementById("timeline").innerHTML = answer.timeline;
+    const timeline = document.getElementById("timeline");
+    const focused = timeline.contains(document.activeElement) ? document.activeElement.dataset.span : null;
+    timeline.innerHTML = answer.timeline;
+    if (focused) {
+      // the redrawn lane's name takes the focus back, so a keyboard user keeps their place
+      const again = timeline.querySelector(`button.span-open[data-span="${CSS.escape(focused)}"]`);
+      if (again) again.focus();
+    }
     const panel = document.getElementById("panel");
     if (panel && panel.dataset.span) openSpan(panel.dataset.span, false);
     const badge = document.getElementById("record-status");
