@@ -57,13 +57,17 @@ def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
 
 
 def create_ui_app(
-    store: ExecutionStore, *, signature_keys: KeyRing | None = None
+    store: ExecutionStore,
+    *,
+    signature_keys: KeyRing | None = None,
+    app_ref: str | None = None,
 ) -> FastAPI:
     """The explorer alone over ``store``, read-only, for loopback callers.
 
     What ``intentusnet ui`` serves. ``signature_keys``, the trusted public
     keys (``intentusnet ui --key``/``--keys``), checks each record's
-    signatures on its page. Added in 0.1.0.
+    signatures on its page; ``app_ref``, the application's ``MODULE:ATTR``,
+    goes into the commands the pages show. Added in 0.1.0.
     """
     app = FastAPI(
         title="IntentusNet explorer",
@@ -85,5 +89,5 @@ def create_ui_app(
     def forbidden(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(exc), status_code=403)
 
-    add_ui(app, store, Gate(_loopback_only), signature_keys)
+    add_ui(app, store, Gate(_loopback_only), signature_keys, app_ref=app_ref)
     return app

@@ -18,8 +18,10 @@ import orjson
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
+    from ...steps.diff import DiffEntry
+    from ...steps.view import RecordedStep
 
-__all__ = ["Row", "aligned"]
+__all__ = ["Row", "aligned", "entry_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,4 +113,30 @@ def _walk(
             _text(right, True) if has_b else None,
             changed=True,
         )
+    )
+
+
+def _step_view(step: RecordedStep, duration: bool) -> JSONValue:
+    """What a step's diff compares: its arguments and answer (and duration)."""
+    view: dict[str, JSONValue] = {
+        "args": step.args,
+        "outcome": step.outcome,
+        "output": step.output,
+        "error": step.error,
+    }
+    if duration:
+        view["durationMs"] = step.duration_ms
+    return view
+
+
+def entry_rows(entry: DiffEntry) -> list[Row]:
+    """The rows of one difference of ``diff_records``: its two steps, or values."""
+    if entry.scope != "step":
+        return aligned(entry.before, entry.after)
+    duration = entry.kind == "duration_changed"
+    return aligned(
+        None if entry.a is None else _step_view(entry.a, duration),
+        None if entry.b is None else _step_view(entry.b, duration),
+        has_a=entry.a is not None,
+        has_b=entry.b is not None,
     )

@@ -34,22 +34,19 @@ from ...http.problem import status_for
 from ...integrations.mcp.view import is_session
 from ...record.model import RecordStatus, RecordSummary, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
-from ...steps.diff import DiffEntry, diff_records
+from ...steps.diff import diff_records
 from ...steps.explain import explain
-from ...steps.view import RecordedStep
 from ...store.durable import durable_links
 from ...store.filters import ListFilters
 from ..auth import Access
 from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
-from .jsondiff import Row, aligned
+from .jsondiff import entry_rows
 from .render import HEADERS, render, render_text
-from .spans import SpanDetail, details
-from .timeline import Timeline, draw
+from .spans import drawn
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
-    from ...record.model import ExecutionRecord
     from ...store import ExecutionStore
 
 __all__ = ["PAGE_SIZE", "ui_router"]
@@ -153,47 +150,6 @@ def _signature(report: VerifyReport, keys: KeyRing | None) -> _Signature:
         SignatureStatus.UNSIGNED: ("unsigned", "muted" if check.accepted else "bad"),
     }[check.status]
     return _Signature(check.status.value, text, check.detail, tone)
-
-
-def _drawn(
-    store: ExecutionStore, record: ExecutionRecord
-) -> tuple[Timeline, list[SpanDetail]]:
-    """The timeline of ``record`` and the detail of each of its bars."""
-
-    def parent_of(execution_id: str) -> str | None:
-        try:
-            return store.load(execution_id).header.parent_execution_id
-        except StoreError:  # gone, or unreadable: not known to be this one's
-            return None
-
-    timeline = draw(record)
-    return timeline, details(record, timeline, parent_of)
-
-
-def _step_view(step: RecordedStep, duration: bool) -> JSONValue:
-    """What a step's diff compares: its arguments and answer (and duration)."""
-    view: dict[str, JSONValue] = {
-        "args": step.args,
-        "outcome": step.outcome,
-        "output": step.output,
-        "error": step.error,
-    }
-    if duration:
-        view["durationMs"] = step.duration_ms
-    return view
-
-
-def _compared(entry: DiffEntry) -> list[Row]:
-    """The aligned rows of one difference: the two steps, or the two values."""
-    if entry.scope != "step":
-        return aligned(entry.before, entry.after)
-    duration = entry.kind == "duration_changed"
-    return aligned(
-        None if entry.a is None else _step_view(entry.a, duration),
-        None if entry.b is None else _step_view(entry.b, duration),
-        has_a=entry.a is not None,
-        has_b=entry.b is not None,
-    )
 
 
 def _exact_record(store: ExecutionStore, query: str) -> str | None:
@@ -303,7 +259,7 @@ def ui_router(
                 if hit.source_execution_id == execution_id
             ][:100]
         why = explain(record, where)
-        timeline, spans = _drawn(where, record)
+        timeline, spans = drawn(where, record)
         sections = {
             "Payload": _pretty(record.envelope.get("payload")),
             "Envelope": _pretty(record.envelope),
@@ -338,7 +294,7 @@ def ui_router(
             message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
             problem = {"code": exc.code, "message": message}
             return JSONResponse(problem, status_for(exc), HEADERS)
-        timeline, spans = _drawn(need_store(), record)
+        timeline, spans = drawn(need_store(), record)
         return JSONResponse(
             {
                 "status": record.header.status.value,
@@ -403,7 +359,7 @@ def ui_router(
             first=first,
             second=second,
             result=result,
-            compared=[(e, _compared(e)) for e in entries],
+            compared=[(e, entry_rows(e)) for e in entries],
         )
 
     @pages.get("/ui/overview")

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from ...errors import StoreError
 from ...integrations.usage import recorded_call_usage
 from .render import duration_text
-from .timeline import attempts
+from .timeline import attempts, draw
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
     from ...cache.prices import PriceTable
     from ...record.model import ExecutionRecord
     from ...steps.view import RecordedStep
+    from ...store import ExecutionStore
     from .timeline import Bar, Timeline
 
-__all__ = ["LLMCall", "SpanDetail", "details"]
+__all__ = ["LLMCall", "SpanDetail", "details", "drawn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,21 @@ def _timing(bar: Bar) -> list[tuple[str, str]]:
         ("Ended at", duration_text(bar.end_ms) if bar.end_ms is not None else "never"),
         ("Duration", duration_text(bar.duration_ms)),
     ]
+
+
+def drawn(
+    store: ExecutionStore, record: ExecutionRecord
+) -> tuple[Timeline, list[SpanDetail]]:
+    """The timeline of ``record`` (read from ``store``) and each bar's detail."""
+
+    def parent_of(execution_id: str) -> str | None:
+        try:
+            return store.load(execution_id).header.parent_execution_id
+        except StoreError:  # gone, or unreadable: not known to be this one's
+            return None
+
+    timeline = draw(record)
+    return timeline, details(record, timeline, parent_of)
 
 
 def details(
