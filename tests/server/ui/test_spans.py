@@ -142,3 +142,14 @@ def test_live_endpoint(store: FileExecutionStore, llm: tuple[Path, dict]) -> Non
     assert "<template" in answer["timeline"]
     assert missing.status_code == 404
     assert missing.json()["code"] == "record_not_found"
+
+
+def test_commands_name_the_app(
+    store: FileExecutionStore, llm: tuple[Path, dict]
+) -> None:
+    """Given the application's MODULE:ATTR, the page's commands name it."""
+    app = create_ui_app(store, app_ref="shop.agents:router")
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        page = client.get(f"/ui/executions/{llm[1]['tool']}").text
+    assert f"intentusnet rerun {llm[1]['tool']} --app shop.agents:router" in page
+    assert "MODULE:ATTR" not in page
