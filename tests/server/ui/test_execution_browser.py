@@ -164,7 +164,7 @@ def test_detail_panel_by_click_keyboard_and_link(
     assert panel.is_visible()
     text = panel.inner_text()
     assert "model-a" in text
-    assert "nothing: answered from the cache" in text
+    assert "nothing: answered from a record, not the API" in text
     reask = panel.get_by_role("link", name="Re-ask this call")
     assert (
         reask.get_attribute("href") == f"/ui/executions/{ids['llm-hit']}/steps/1/reask"
