@@ -47,6 +47,7 @@ from .spans import drawn
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
+    from ...cache.prices import PriceTable
     from ...store import ExecutionStore
 
 __all__ = ["PAGE_SIZE", "ui_router"]
@@ -168,13 +169,15 @@ def ui_router(
     signature_keys: KeyRing | None = None,
     *,
     app_ref: str | None = None,
+    prices: PriceTable | None = None,
 ) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
     ``signature_keys``, the trusted public keys, checks each record's
     signatures on its page (without them a signed record's key is named, not
     checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
-    into the commands a record's page shows. Added in 0.1.0.
+    into the commands a record's page shows; ``prices`` prices its LLM calls.
+    Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -259,7 +262,7 @@ def ui_router(
                 if hit.source_execution_id == execution_id
             ][:100]
         why = explain(record, where)
-        timeline, spans = drawn(where, record)
+        timeline, spans = drawn(where, record, prices)
         sections = {
             "Payload": _pretty(record.envelope.get("payload")),
             "Envelope": _pretty(record.envelope),
@@ -294,7 +297,7 @@ def ui_router(
             message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
             problem = {"code": exc.code, "message": message}
             return JSONResponse(problem, status_for(exc), HEADERS)
-        timeline, spans = drawn(need_store(), record)
+        timeline, spans = drawn(need_store(), record, prices)
         return JSONResponse(
             {
                 "status": record.header.status.value,

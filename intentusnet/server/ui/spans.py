@@ -70,9 +70,12 @@ def _timing(bar: Bar) -> list[tuple[str, str]]:
 
 
 def drawn(
-    store: ExecutionStore, record: ExecutionRecord
+    store: ExecutionStore, record: ExecutionRecord, prices: PriceTable | None = None
 ) -> tuple[Timeline, list[SpanDetail]]:
-    """The timeline of ``record`` (read from ``store``) and each bar's detail."""
+    """The timeline of ``record`` (read from ``store``) and each bar's detail.
+
+    ``prices`` prices the LLM calls' tokens.
+    """
 
     def parent_of(execution_id: str) -> str | None:
         try:
@@ -81,7 +84,7 @@ def drawn(
             return None
 
     timeline = draw(record)
-    return timeline, details(record, timeline, parent_of)
+    return timeline, details(record, timeline, parent_of, prices)
 
 
 def details(

@@ -153,3 +153,16 @@ def test_commands_name_the_app(
         page = client.get(f"/ui/executions/{llm[1]['tool']}").text
     assert f"intentusnet rerun {llm[1]['tool']} --app shop.agents:router" in page
     assert "MODULE:ATTR" not in page
+
+
+def test_page_prices_llm_calls(
+    store: FileExecutionStore, llm: tuple[Path, dict]
+) -> None:
+    """Given a price table, a call's detail on the page says what it cost."""
+    prices = PriceTable.from_json(
+        {"currency": "EUR", "models": {"model-a": {"input": 1.0, "output": 2.0}}}
+    )
+    app = create_ui_app(store, prices=prices)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        page = client.get(f"/ui/executions/{llm[1]['live']}").text
+    assert "<dt>Cost</dt><dd>0.000010 EUR</dd>" in page
