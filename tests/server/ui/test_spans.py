@@ -166,3 +166,20 @@ def test_page_prices_llm_calls(
     with TestClient(app, base_url="http://127.0.0.1") as client:
         page = client.get(f"/ui/executions/{llm[1]['live']}").text
     assert "<dt>Cost</dt><dd>0.000010 EUR</dd>" in page
+
+
+def test_invalidation_reason_shown(tmp_path: Path) -> None:
+    """An invalidated record's page says why, beside not replayable."""
+    store = FileExecutionStore(tmp_path / "records")
+    with IntentRouter(store=store) as router:
+        router.agent("echo", name="echo")(lambda env, ctx: {"ok": True})
+        answer = router.route_intent({"intent": {"name": "echo"}})
+    execution_id = answer.metadata.execution_id
+    store.invalidate(execution_id, "model answered from a stale index")
+    with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/ui/executions/{execution_id}").text
+    store.close()
+    assert "manually_invalidated" in page
+    assert (
+        '<span id="invalidated-reason">model answered from a stale index</span>' in page
+    )
