@@ -306,4 +306,5 @@ def worker_app() -> FastAPI:
             bool(trusted.get("required", False)),
         ),
         recovery=recovery,
+        app_ref=settings["app"],
     )

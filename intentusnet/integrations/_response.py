@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from typing import Final, NamedTuple, TypeAlias, cast
-from urllib.parse import urlsplit
 
 import orjson
 
@@ -24,7 +23,7 @@ from ..envelope import AgentResponse, ErrorCode, ErrorInfo
 from ..routing.redact import redact_body
 from ._http import HTTPResponse
 from ._secrets import Secrets
-from .usage import read_usage
+from .usage import recorded_call_usage
 
 #: ``before_record_response(data) -> data``: the response as recorded and later
 #: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding).
@@ -152,26 +151,7 @@ class Responses:
 
 def _usage(request: JSONObject, shown: JSONObject) -> JSONObject | None:
     """The token usage an LLM API's recorded answer reports (see ``usage``)."""
-    body = shown.get("body")
-    if shown.get("bodyEncoding") != "utf-8" or not isinstance(body, str):
-        return None
-    url = request.get("url")
-    pairs = shown.get("headers")
-    content_type = next(
-        (
-            str(pair[1])
-            for pair in (pairs if isinstance(pairs, list) else [])
-            if isinstance(pair, list) and str(pair[0]).lower() == "content-type"
-        ),
-        None,
-    )
-    sent = request.get("json")
-    found = read_usage(
-        urlsplit(url).path if isinstance(url, str) else "",
-        b"" if sent is None else orjson.dumps(sent),
-        body.encode("utf-8"),
-        content_type,
-    )
+    found = recorded_call_usage(request, shown)
     return None if found is None else cast("JSONObject", found.as_json())
 
 

@@ -14,10 +14,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 import orjson
 
-__all__ = ["Usage", "api_of", "event_data", "read_usage", "requested_model"]
+from .._util.jsonvalue import JSONObject
+
+__all__ = [
+    "Usage",
+    "api_of",
+    "event_data",
+    "read_usage",
+    "recorded_call_usage",
+    "requested_model",
+]
 
 #: The operation each API path ending names, and the vendor whose API it is.
 _APIS: Final = (
@@ -105,11 +115,42 @@ def api_of(path: str) -> tuple[str, str] | None:
     found = next((a for a in _APIS if path.rstrip("/").endswith(a[0])), None)
     return None if found is None else (found[1], found[2])
 
+
 def requested_model(request_body: bytes) -> str | None:
     """The model a JSON request body asks for, if it names one."""
     request = _object(request_body)
     model = request.get("model") if request is not None else None
     return model if isinstance(model, str) else None
+
+
+def recorded_call_usage(request: JSONObject, response: JSONObject) -> Usage | None:
+    """The usage of an HTTP call as a record holds it, or ``None``.
+
+    ``request`` is the call's recorded request (``method``, ``url``, ``json``:
+    an HTTP step's arguments) and ``response`` its recorded response
+    (``headers``, ``body``, ``bodyEncoding``: the step's output). A body kept
+    as base64 is not read.
+    """
+    body = response.get("body")
+    if response.get("bodyEncoding") != "utf-8" or not isinstance(body, str):
+        return None
+    url = request.get("url")
+    pairs = response.get("headers")
+    content_type = next(
+        (
+            str(pair[1])
+            for pair in (pairs if isinstance(pairs, list) else [])
+            if isinstance(pair, list) and str(pair[0]).lower() == "content-type"
+        ),
+        None,
+    )
+    sent = request.get("json")
+    return read_usage(
+        urlsplit(url).path if isinstance(url, str) else "",
+        b"" if sent is None else orjson.dumps(sent),
+        body.encode("utf-8"),
+        content_type,
+    )
 
 
 class _Found:

@@ -17,6 +17,7 @@ router always follows with another one before running such code (see
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Final
 
 from .._util.jsonvalue import JSONObject, JSONValue
@@ -38,7 +39,13 @@ _FOLLOWED: Final = frozenset(
 
 
 class Recorder:
-    """Writes the events of one execution; created per execution by the router."""
+    """Writes the events of one execution; created per execution by the router.
+
+    ``started``, the routing call's ``time.perf_counter()`` at its start, puts
+    ``openedAfterMs`` in ``INTENT_RECEIVED``: how long the call ran before the
+    record was open, the time its events' ``atMs`` (counted from the opening)
+    do not show.
+    """
 
     __slots__ = (
         "_lock",
@@ -61,6 +68,7 @@ class Recorder:
         received: JSONObject | None = None,
         configuration: JSONObject | None = None,
         redaction: Redaction | None = None,
+        started: float | None = None,
     ) -> None:
         self.error: str | None = None
         #: what this execution redacts (the envelope given here already is)
@@ -87,6 +95,11 @@ class Recorder:
             "requestId": request_id,
             "envelopeHash": envelope_hash,
         }
+        if started is not None:
+            # what the record's clock does not see: the routing call's time
+            # before the record was open (choosing agents, hashing, opening it)
+            opened = (time.perf_counter() - started) * 1000
+            intent_received["openedAfterMs"] = round(opened, 3)
         if received:  # e.g. replayOf, for a re-run
             intent_received.update(received)
         self.event("INTENT_RECEIVED", intent_received)

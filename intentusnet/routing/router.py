@@ -521,6 +521,7 @@ class IntentRouter:
                 received=opts.received,
                 configuration=self._configuration(env),
                 redaction=redaction,
+                started=started,
             )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),

@@ -135,6 +135,7 @@ def create_app(
     prices: PriceTable | None = None,
     signature_keys: SignatureKeys | None = None,
     recovery: Recovery | None = None,
+    app_ref: str | None = None,
 ) -> FastAPI:
     """Build the HTTP service around ``router``.
 
@@ -149,8 +150,8 @@ def create_app(
             pages need a read key, as ``GET /v1/executions`` does (a browser
             signs in at ``/ui/login``); a key that may route may invalidate.
         prices: prices per million tokens by model, for the cost LLM calls
-            spent and hits avoided in ``GET /v1/savings`` and ``/metrics``
-            (added in 0.1.0).
+            spent and hits avoided in ``GET /v1/savings`` and ``/metrics``, and
+            an LLM call's cost in the explorer (added in 0.1.0).
         signature_keys: the trusted public keys (an ``intentusnet.KeyRing``)
             the explorer checks each record's
             signatures with (added in 0.1.0); without them a signed record's
@@ -159,6 +160,8 @@ def create_app(
             second: interrupted executions of the router are finished, and
             ``/metrics`` counts them (``intentusnet_executions_resumed_total``,
             ...). Several processes may each run one. Added in 0.1.0.
+        app_ref: the ``MODULE:ATTR`` the router came from, which the
+            explorer's commands name (``rerun --app``). Added in 0.1.0.
     """
     if max_body_bytes < 1:
         raise ValueError("max_body_bytes must be positive")
@@ -205,7 +208,7 @@ def create_app(
             service.keys.access_of if service.keys else None,
             invalidation=True,
         )
-        add_ui(app, service.store, gate, signature_keys)
+        add_ui(app, service.store, gate, signature_keys, app_ref=app_ref, prices=prices)
     return app
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import orjson
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from ...cache.seams import CacheHitJournal
 from ...errors import (
@@ -31,21 +31,23 @@ from ...errors import (
     Unauthorized,
 )
 from ...http.problem import status_for
+from ...integrations.mcp.view import is_session
 from ...record.model import RecordStatus, RecordSummary, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
 from ...steps.diff import diff_records
 from ...steps.explain import explain
-from ...steps.view import record_steps
 from ...store.durable import durable_links
 from ...store.filters import ListFilters
 from ..auth import Access
 from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
-from .render import render
-from .timeline import draw
+from .jsondiff import entry_rows
+from .render import HEADERS, render, render_text
+from .spans import drawn
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
+    from ...cache.prices import PriceTable
     from ...store import ExecutionStore
 
 __all__ = ["PAGE_SIZE", "ui_router"]
@@ -165,12 +167,17 @@ def ui_router(
     store: ExecutionStore | None,
     gate: Gate,
     signature_keys: KeyRing | None = None,
+    *,
+    app_ref: str | None = None,
+    prices: PriceTable | None = None,
 ) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
     ``signature_keys``, the trusted public keys, checks each record's
     signatures on its page (without them a signed record's key is named, not
-    checked). Added in 0.1.0.
+    checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
+    into the commands a record's page shows; ``prices`` prices its LLM calls.
+    Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -247,7 +254,6 @@ def ui_router(
             return render(
                 "damaged.html", request, status=409, report=report, signature=signature
             )
-        steps = record_steps(record)
         hits = []
         if isinstance(where, CacheHitJournal):
             hits = [
@@ -256,10 +262,10 @@ def ui_router(
                 if hit.source_execution_id == execution_id
             ][:100]
         why = explain(record, where)
+        timeline, spans = drawn(where, record, prices)
         sections = {
             "Payload": _pretty(record.envelope.get("payload")),
             "Envelope": _pretty(record.envelope),
-            "Steps": _pretty([step.to_json() for step in steps]),
             "Response": _pretty(record.final_response),
             "Header": _pretty(record.header.to_json()),
         }
@@ -270,12 +276,41 @@ def ui_router(
             header=record.header,
             report=report,
             signature=signature,
-            timeline=draw(record),
             explanation=why if why.failed else None,
             durable=durable_links(where, record),
             sections=sections,
             hits=hits,
             can_invalidate=record.header.replayable and gate.may_invalidate(request),
+            mcp=is_session(record),
+            app_ref=app_ref or "MODULE:ATTR",
+            timeline=timeline,
+            spans=spans,
+        )
+
+    @pages.get("/ui/executions/{execution_id}/live")
+    def live(request: Request, execution_id: str) -> Response:
+        """The timeline of a running execution, for the page to redraw in place."""
+        try:
+            authorize(request)
+            record = need_store().load(execution_id)
+        except (StoreError, RequestInvalid, Forbidden, Unauthorized) as exc:
+            message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
+            problem = {"code": exc.code, "message": message}
+            return JSONResponse(problem, status_for(exc), HEADERS)
+        timeline, spans = drawn(need_store(), record, prices)
+        return JSONResponse(
+            {
+                "status": record.header.status.value,
+                "running": record.header.status is RecordStatus.IN_PROGRESS,
+                "lines": len(record.events) + 1,
+                "timeline": render_text(
+                    "timeline.html",
+                    header=record.header,
+                    timeline=timeline,
+                    spans=spans,
+                ),
+            },
+            headers=HEADERS,
         )
 
     if gate.invalidation:
@@ -317,6 +352,8 @@ def ui_router(
             return render("diff.html", request, a=a, b=b, result=None)
         first, second = where.load(a), where.load(b)
         result = diff_records(first, second)
+        # the deviation point first: where the runs part ways is what to read
+        entries = sorted(result.entries, key=lambda e: not e.deviation_point)
         return render(
             "diff.html",
             request,
@@ -325,7 +362,7 @@ def ui_router(
             first=first,
             second=second,
             result=result,
-            pretty=_pretty,
+            compared=[(e, entry_rows(e)) for e in entries],
         )
 
     @pages.get("/ui/overview")

@@ -19,7 +19,10 @@ from starlette.responses import HTMLResponse
 
 from ... import __version__
 
-__all__ = ["HEADERS", "render"]
+__all__ = ["HEADERS", "NONE", "duration_text", "render", "render_text"]
+
+#: What every page shows for "none": one dash.
+NONE: Final = "\u2013"
 
 #: Sent with every page.
 HEADERS: Final = {
@@ -41,12 +44,13 @@ def _query(values: dict[str, str], **changes: str) -> str:
     return "?" + urlencode(kept) if kept else ""
 
 
-def _ms(value: float | None) -> str:
+def duration_text(value: float | None) -> str:
+    """A duration in one precision everywhere: microseconds, as records keep it."""
     if value is None:
-        return "-"
+        return NONE
     if value >= 1000:
-        return f"{value / 1000:.2f} s"
-    return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
+        return f"{value / 1000:.3f} s"
+    return f"{value:.3f} ms"
 
 
 @cache
@@ -60,14 +64,19 @@ def _environment() -> Environment:
     )
     environment.globals["query"] = _query
     environment.globals["version"] = __version__
-    environment.filters["ms"] = _ms
+    environment.filters["ms"] = duration_text
+    environment.globals["dash"] = NONE
     return environment
+
+
+def render_text(name: str, **context: object) -> str:
+    """Render template ``name`` with ``context``: a page, or a part of one."""
+    return _environment().get_template(name).render(**context)
 
 
 def render(
     name: str, request: Request, *, status: int = 200, **context: object
 ) -> HTMLResponse:
     """Render template ``name`` with ``context`` as a page."""
-    template = _environment().get_template(name)
-    html = template.render(request=request, path=request.url.path, **context)
+    html = render_text(name, request=request, path=request.url.path, **context)
     return HTMLResponse(html, status_code=status, headers=HEADERS)

@@ -83,3 +83,47 @@ def make_store(root: Path) -> dict[str, str]:
         cached.route_intent(envelope)
     store.close()
     return ids
+
+
+def record_llm_calls(root: Path) -> dict[str, str]:
+    """Record a model call made live, the same call answered by the transport's
+    cache, and a plain tool step, under ``root``; return their ids by role.
+
+    The calls go through the real OpenAI SDK and the recording transport to the
+    fake API on 127.0.0.1.
+    """
+    import httpx
+    import openai
+    from integrations.fakeapi import API_KEY, FakeAPI
+
+    from intentusnet.integrations import httpx as via_httpx
+
+    store = FileExecutionStore(root)
+    ids: dict[str, str] = {}
+    with FakeAPI() as api, IntentRouter(store=store) as router:
+        transport = via_httpx.RecordingTransport(store)
+        http = httpx.Client(transport=transport, timeout=10)
+        client = openai.OpenAI(
+            base_url=f"{api.url}/v1", api_key=API_KEY, http_client=http, max_retries=0
+        )
+
+        def chat(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
+            answer = client.chat.completions.create(
+                model="model-a", messages=[{"role": "user", "content": "hello there"}]
+            )
+            return {"text": answer.choices[0].message.content}
+
+        router.agent("chat", name="chat")(chat)
+        router.agent("tool", name="tool")(
+            lambda env, ctx: ctx.step("lookup", {"k": 1}, lambda k: {"v": k})
+        )
+        for role, n in (("live", 1), ("hit", 2)):
+            ids[role] = router.route_intent(
+                {"intent": {"name": "chat"}, "payload": {"n": n}}
+            ).metadata.execution_id
+        ids["tool"] = router.route_intent(
+            {"intent": {"name": "tool"}}
+        ).metadata.execution_id
+        http.close()
+    store.close()
+    return ids

@@ -117,6 +117,12 @@ def test_an_mcp_session_is_a_bar_per_call(explorer: str) -> None:
                 "tools/call fail — tool error: Error executing tool fail" in text
                 for text in shown
             )
+            # a session needs no application to be replayed: no MODULE:ATTR
+            commands = page.locator(".command code").all_inner_texts()
+            assert (
+                "intentusnet mcp proxy --mode replay --listen 127.0.0.1:0" in commands
+            )
+            assert not [c for c in commands if "MODULE:ATTR" in c]
             if os.environ.get("INTENTUSNET_SCREENSHOTS"):
                 page.screenshot(
                     path=str(Path(os.environ["INTENTUSNET_SCREENSHOTS"]) / "mcp.png"),

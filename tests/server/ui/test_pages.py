@@ -192,7 +192,11 @@ def test_static_files_ship(client: TestClient) -> None:
     """The stylesheet and the script come from the package, not a CDN."""
     assert "prefers-color-scheme: dark" in client.get("/ui/static/ui.css").text
     assert "clipboard" in client.get("/ui/static/ui.js").text
+    icon = client.get("/ui/static/favicon.svg")
+    assert icon.status_code == 200
+    assert icon.headers["content-type"].startswith("image/svg+xml")
     page = client.get("/ui").text
+    assert '<link rel="icon" href="/ui/static/favicon.svg"' in page
     assert "http://" not in page
     assert "https://" not in page
 
@@ -339,7 +343,7 @@ def test_execution_pages_link_an_interrupted_record_and_its_resume(
     router.close()
 
     assert f"intentusnet resume {old}" in waiting
-    assert f'finished by <a class="mono" href="/ui/executions/{new}">' in interrupted
-    assert f'<a class="mono" href="/ui/executions/{old}">{old}</a> (attempt 1)' in (
+    assert f'finished by <a class="id mono" href="/ui/executions/{new}"' in interrupted
+    assert f'href="/ui/executions/{old}" title="{old}">{old}</a> (attempt 1)' in (
         resumed
     )

@@ -59,3 +59,15 @@ def test_incomplete_record_bar_runs_to_the_end() -> None:
     assert open_bars
     assert all(bar.outcome == "running" for bar in open_bars)
     assert all(bar.left + bar.width == pytest.approx(100, abs=0.5) for bar in open_bars)
+
+
+def test_older_record_axis_starts_at_its_opening() -> None:
+    """A record that does not say when its call began starts its axis when opened."""
+    record = _golden("completed")
+    timeline = draw(record)
+    assert timeline.opened_ms is None
+    assert [bar.span for bar in timeline.bars if bar.kind == "phase"] == [
+        "phase-answer"
+    ]
+    assert not [m for m in timeline.markers if m.label.startswith("answer ready")]
+    assert timeline.total_ms == record.events[-1].at_ms
