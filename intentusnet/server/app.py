@@ -149,8 +149,8 @@ def create_app(
             pages need a read key, as ``GET /v1/executions`` does (a browser
             signs in at ``/ui/login``); a key that may route may invalidate.
         prices: prices per million tokens by model, for the cost LLM calls
-            spent and hits avoided in ``GET /v1/savings`` and ``/metrics``
-            (added in 0.1.0).
+            spent and hits avoided in ``GET /v1/savings`` and ``/metrics``,
+            and in the explorer's list and overview (added in 0.1.0).
         signature_keys: the trusted public keys (an ``intentusnet.KeyRing``)
             the explorer checks each record's
             signatures with (added in 0.1.0); without them a signed record's
@@ -205,7 +205,7 @@ def create_app(
             service.keys.access_of if service.keys else None,
             invalidation=True,
         )
-        add_ui(app, service.store, gate, signature_keys)
+        add_ui(app, service.store, gate, signature_keys, prices)
     return app
 
 

@@ -22,6 +22,7 @@ from .access import Gate, access_router
 from .pages import ui_router
 
 if TYPE_CHECKING:
+    from ...cache.prices import PriceTable
     from ...record.signing import KeyRing
     from ...store import ExecutionStore
 
@@ -35,15 +36,17 @@ def add_ui(
     store: ExecutionStore | None,
     gate: Gate,
     signature_keys: KeyRing | None = None,
+    prices: PriceTable | None = None,
 ) -> None:
     """Mount the explorer on ``app``: pages under ``/ui``, files under ``/ui/static``.
 
     ``signature_keys`` (trusted public keys) checks each record's signatures
-    on its page. Added in 0.1.0.
+    on its page; ``prices`` prices LLM tokens in the list and the overview.
+    Added in 0.1.0.
     """
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
     app.include_router(access_router(gate))
-    app.include_router(ui_router(store, gate, signature_keys))
+    app.include_router(ui_router(store, gate, signature_keys, prices))
 
 
 def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
@@ -54,13 +57,17 @@ def _loopback_only(request: Request, needed: Access, key: str | None) -> None:
 
 
 def create_ui_app(
-    store: ExecutionStore, *, signature_keys: KeyRing | None = None
+    store: ExecutionStore,
+    *,
+    signature_keys: KeyRing | None = None,
+    prices: PriceTable | None = None,
 ) -> FastAPI:
     """The explorer alone over ``store``, read-only, for loopback callers.
 
     What ``intentusnet ui`` serves. ``signature_keys``, the trusted public
     keys (``intentusnet ui --key``/``--keys``), checks each record's
-    signatures on its page. Added in 0.1.0.
+    signatures on its page; ``prices`` (``intentusnet ui --prices``) prices
+    LLM tokens in the list and the overview. Added in 0.1.0.
     """
     app = FastAPI(
         title="IntentusNet explorer",
@@ -82,5 +89,5 @@ def create_ui_app(
     def forbidden(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(exc), status_code=403)
 
-    add_ui(app, store, Gate(_loopback_only), signature_keys)
+    add_ui(app, store, Gate(_loopback_only), signature_keys, prices)
     return app

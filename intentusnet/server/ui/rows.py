@@ -1,0 +1,142 @@
+"""What the records list shows of each record beyond its summary: tokens, cost, error.
+
+A summary comes from the store's index; these come from the records themselves,
+loaded with the one reader (``store.load``) a page (50 records) at a time.
+
+A record's tokens are those its own answer carries (an LLM call an HTTP
+transport recorded, see docs/cache.md) plus those of the LLM calls it made
+live: its ``http`` steps whose record names it as parent. A step a cache hit
+answered names an earlier record, whose tokens were spent then, not now. A
+child intent's calls count on the child's own row. The cost is the tokens
+priced by the price table the explorer was given (``--prices FILE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+from ...errors import RecordIntegrityError, RecordNotFound
+from ...steps.view import record_steps
+from ...store.usage import RecordedUsage, recorded_usage
+
+if TYPE_CHECKING:
+    from ...cache.prices import PriceTable
+    from ...record.model import ExecutionRecord, RecordSummary
+    from ...store import ExecutionStore
+
+__all__ = ["RowDetail", "money", "row_details", "tokens_text"]
+
+
+class RowDetail(NamedTuple):
+    """The list's extra columns of one record, as text.
+
+    ``tokens`` and ``cost`` are ``-`` without an LLM call (``cost`` also
+    without a price table); ``tokens_title`` and ``cost_title`` explain them
+    (input and output counts, the models without a price). ``error`` is the
+    code and message of a failed answer, or None.
+    """
+
+    tokens: str
+    tokens_title: str
+    cost: str
+    cost_title: str
+    error: str | None
+
+
+def money(value: float, currency: str) -> str:
+    """A cost as text: four decimals below 1, two above, and the currency."""
+    return f"{value:,.2f} {currency}" if value >= 1 else f"{value:.4f} {currency}"
+
+
+def tokens_text(count: int) -> str:
+    """A token count with thousands separators."""
+    return f"{count:,}"
+
+
+def _calls(store: ExecutionStore, record: ExecutionRecord) -> list[RecordedUsage]:
+    """The usage of the record's own answer and of the LLM calls it made live."""
+    found = []
+    own = recorded_usage(record.final_response)
+    if own is not None:
+        found.append(own)
+    execution_id = record.header.execution_id
+    for step in record_steps(record):
+        child = step.child_execution_id
+        if child is None or not step.name.startswith("http "):
+            continue
+        try:
+            call = store.load(child)
+        except (RecordNotFound, RecordIntegrityError):
+            continue  # pruned, or damaged: its own row says so
+        if call.header.parent_execution_id != execution_id:
+            continue  # a cache hit: an earlier execution spent these tokens
+        used = recorded_usage(call.final_response)
+        if used is not None:
+            found.append(used)
+    return found
+
+
+def _error(record: ExecutionRecord) -> str | None:
+    answer = record.final_response
+    error = None if answer is None else answer.get("error")
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    return ": ".join(str(part) for part in (code, message) if part)
+
+
+def _detail(calls: list[RecordedUsage], prices: PriceTable | None) -> RowDetail:
+    if not calls:
+        return RowDetail("-", "no LLM call", "-", "no LLM call", None)
+    spent_in = sum(c.input_tokens for c in calls)
+    spent_out = sum(c.output_tokens for c in calls)
+    tokens_title = (
+        f"{tokens_text(spent_in)} input + {tokens_text(spent_out)} output tokens "
+        f"in {len(calls)} LLM call{'s' if len(calls) != 1 else ''}"
+    )
+    tokens = tokens_text(spent_in + spent_out)
+    if prices is None:
+        return RowDetail(tokens, tokens_title, "-", "no price table (--prices)", None)
+    costs = [prices.cost(c.model, c.input_tokens, c.output_tokens) for c in calls]
+    unpriced = sorted(
+        {c.model or "(none)" for c, x in zip(calls, costs, strict=True) if x is None}
+    )
+    priced = [x for x in costs if x is not None]
+    if not priced:
+        return RowDetail(
+            tokens, tokens_title, "?", "no price for " + ", ".join(unpriced), None
+        )
+    cost = money(sum(priced), prices.currency)
+    if unpriced:
+        return RowDetail(
+            tokens,
+            tokens_title,
+            cost + " +?",
+            "more: no price for " + ", ".join(unpriced),
+            None,
+        )
+    return RowDetail(tokens, tokens_title, cost, "priced by the price table", None)
+
+
+def row_details(
+    store: ExecutionStore,
+    summaries: Iterable[RecordSummary],
+    prices: PriceTable | None,
+) -> dict[str, RowDetail]:
+    """The extra columns of each listed record, by id (a record gone is left out)."""
+    details: dict[str, RowDetail] = {}
+    for summary in summaries:
+        execution_id = summary.execution_id
+        try:
+            record = store.load(execution_id)
+        except RecordNotFound:
+            continue
+        except RecordIntegrityError:
+            details[execution_id] = RowDetail(
+                "-", "", "-", "", "the record fails verification: open it to see why"
+            )
+            continue
+        detail = _detail(_calls(store, record), prices)
+        details[execution_id] = detail._replace(error=_error(record))
+    return details
