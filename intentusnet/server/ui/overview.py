@@ -16,8 +16,7 @@ not still running.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Final
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from ...store import ExecutionStore
     from ...store.usage import RecordedUsage
 
-__all__ = ["DAYS", "ROWS", "Figures", "Window", "percentile", "window"]
+__all__ = ["DAYS", "ROWS", "Figures", "Window", "add_up", "percentile", "window"]
 
 #: How many days back the overview reaches.
 DAYS: Final = 30
@@ -126,28 +125,41 @@ def window(
     store: ExecutionStore,
     usage: Mapping[str, RecordedUsage | None],
     prices: PriceTable | None,
-    today: date | None = None,
 ) -> Window:
     """Add up the last :data:`DAYS` days of ``store`` (see the module)."""
-    today = today or datetime.now(UTC).date()
-    since = today - timedelta(days=DAYS - 1)
+    since = datetime.now(UTC).date() - timedelta(days=DAYS - 1)
     start = datetime.combine(since, datetime.min.time(), UTC)
     rows = store.list(ListFilters(since=start, limit=ROWS))
+    hit_days: list[str] = []
+    if isinstance(store, CacheHitJournal):
+        hits = store.cache_hits(since=start, limit=ROWS)
+        hit_days = [hit.created_utc[:10] for hit in hits]
+    return add_up(since, rows, hit_days, usage, prices)
+
+
+def add_up(
+    since: date,
+    rows: Sequence[RecordSummary],
+    hit_days: Iterable[str],
+    usage: Mapping[str, RecordedUsage | None],
+    prices: PriceTable | None,
+) -> Window:
+    """The overview of ``rows`` (newest first) and the days of cache hits.
+
+    A record's day is the date of its ``created_utc`` (UTC).
+    """
     total = Figures("all")
-    days: dict[str, Figures] = defaultdict(lambda: Figures(""))
+    days: dict[str, Figures] = {}
     for summary in rows:
         day = summary.created_utc[:10]
         used = usage.get(summary.execution_id)
-        for figures in (total, days[day]):
+        for figures in (total, days.setdefault(day, Figures(day))):
             figures.add(summary, used)
             if used is not None and prices is not None:
                 figures.price(used, prices)
-    if isinstance(store, CacheHitJournal):
-        for hit in store.cache_hits(since=start, limit=ROWS):
-            total.hits += 1
-            days[hit.created_utc[:10]].hits += 1
-    for label, figures in days.items():
-        figures.label = label
+    for day in hit_days:
+        total.hits += 1
+        days.setdefault(day, Figures(day)).hits += 1
     return Window(
         since=since,
         total=total,

@@ -54,9 +54,15 @@ def tokens_text(count: int) -> str:
     return f"{count:,}"
 
 
-def _calls(store: ExecutionStore, record: ExecutionRecord) -> list[RecordedUsage]:
-    """The usage of the record's own answer and of the LLM calls it made live."""
+def _calls(
+    store: ExecutionStore, record: ExecutionRecord
+) -> tuple[list[RecordedUsage], int]:
+    """The usage of the record's own answer and of the LLM calls it made live.
+
+    Also how many of its LLM calls a cache hit answered.
+    """
     found = []
+    hits = 0
     own = recorded_usage(record.final_response)
     if own is not None:
         found.append(own)
@@ -69,12 +75,14 @@ def _calls(store: ExecutionStore, record: ExecutionRecord) -> list[RecordedUsage
             call = store.load(child)
         except (RecordNotFound, RecordIntegrityError):
             continue  # pruned, or damaged: its own row says so
-        if call.header.parent_execution_id != execution_id:
-            continue  # a cache hit: an earlier execution spent these tokens
         used = recorded_usage(call.final_response)
-        if used is not None:
+        if used is None:
+            continue
+        if call.header.parent_execution_id != execution_id:
+            hits += 1  # an earlier execution spent these tokens
+        else:
             found.append(used)
-    return found
+    return found, hits
 
 
 def _error(record: ExecutionRecord) -> str | None:
@@ -86,9 +94,14 @@ def _error(record: ExecutionRecord) -> str | None:
     return ": ".join(str(part) for part in (code, message) if part)
 
 
-def _detail(calls: list[RecordedUsage], prices: PriceTable | None) -> RowDetail:
+def _detail(
+    calls: list[RecordedUsage], hits: int, prices: PriceTable | None
+) -> RowDetail:
     if not calls:
-        return RowDetail("-", "no LLM call", "-", "no LLM call", None)
+        why = "no LLM call"
+        if hits:
+            why = f"{hits} LLM call{'s' if hits != 1 else ''} served from the cache"
+        return RowDetail("-", why, "-", why, None)
     spent_in = sum(c.input_tokens for c in calls)
     spent_out = sum(c.output_tokens for c in calls)
     tokens_title = (
@@ -137,6 +150,6 @@ def row_details(
                 "-", "", "-", "", "the record fails verification: open it to see why"
             )
             continue
-        detail = _detail(_calls(store, record), prices)
+        detail = _detail(*_calls(store, record), prices)
         details[execution_id] = detail._replace(error=_error(record))
     return details
