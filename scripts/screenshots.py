@@ -99,7 +99,9 @@ def main() -> None:
                     )
                     page = context.new_page()
                     page.goto(url + path)
-                    page.screenshot(path=str(args.out / name), full_page=True)
+                    # the list is cut at the window's height; the rest in full
+                    whole = name != "ui-records.png"
+                    page.screenshot(path=str(args.out / name), full_page=whole)
                     context.close()
                     print(args.out / name)
                 browser.close()

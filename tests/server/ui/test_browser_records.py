@@ -88,6 +88,18 @@ def _fits(page: Any) -> None:
         "window.innerWidth]"
     )
     assert max(wide[:2]) <= wide[2], wide
+    # and no table spills out of the page's column
+    spill = page.evaluate(
+        """(() => {
+          const main = document.querySelector('main');
+          const edge = main.getBoundingClientRect().right
+            - parseFloat(getComputedStyle(main).paddingRight);
+          return [...main.querySelectorAll('table')]
+            .map(t => t.getBoundingClientRect().right - edge)
+            .filter(over => over > 0.5);
+        })()"""
+    )
+    assert spill == []
 
 
 def _visible_headers(page: Any) -> list[str]:
