@@ -8,12 +8,14 @@ from pathlib import Path
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from intentusnet import IntentRouter, PriceTable
 from intentusnet.cli import cli
+from intentusnet.server import create_app
 from intentusnet.server.ui import create_ui_app
 from intentusnet.server.ui.rows import money
 from intentusnet.store import FileExecutionStore
 
-from .llm_sample import COST, ERROR, TOKENS
+from .llm_sample import COST, ERROR, PRICES, TOKENS
 
 
 def _cells(html: str) -> dict[str, dict[str, str]]:
@@ -111,6 +113,18 @@ def test_without_a_price_table_costs_are_blank(
     spent = _cells(html)[ids["spent"]]
     assert (spent["tokens"], spent["cost"]) == (TOKENS, "-")
     assert "start the explorer with <code>--prices FILE</code>" in html
+
+
+def test_serve_prices_its_explorer_too(
+    llm_sample: tuple[Path, dict[str, str]],
+) -> None:
+    """``create_app(router, prices=...)`` (serve --prices) prices the /ui list."""
+    root, ids = llm_sample
+    router = IntentRouter(store=FileExecutionStore(root))
+    app = create_app(router, prices=PriceTable.from_json(PRICES), close_router=True)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        html = client.get("/ui?intent=chat.answer").text
+    assert _cells(html)[ids["spent"]]["cost"] == COST
 
 
 def test_ids_are_shown_short_and_linked_whole(
