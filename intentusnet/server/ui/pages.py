@@ -9,7 +9,7 @@ only read: nothing here writes to the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from functools import wraps
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -43,13 +43,14 @@ from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
 from .overview import DAYS, ROWS, window
 from .render import render
-from .rows import money, row_details
+from .rows import load_rows, money, row_details
 from .search import SCAN_LIMIT, scan, value_query
 from .timeline import draw
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
     from ...cache.prices import PriceTable
+    from ...record.model import ExecutionRecord
     from ...store import ExecutionStore
 
 __all__ = ["PAGE_SIZE", "ui_router"]
@@ -216,11 +217,14 @@ def ui_router(
             raise RequestInvalid(str(exc)) from None
         at = Cursor.decode(cursor) if cursor else None
         searched = None
+        loaded: Mapping[str, ExecutionRecord | None]
         if by_value is None:
             items, following = page(where, selected, at)
+            loaded = load_rows(where, items)
         else:
             searched = scan(where, selected, at, by_value, PAGE_SIZE)
             items, following = searched.matches, searched.next_cursor
+            loaded = searched.records
         filters = {
             "intent": intent,
             "status": status,
@@ -233,7 +237,7 @@ def ui_router(
             "records.html",
             request,
             items=items,
-            details=row_details(where, items, prices),
+            details=row_details(where, loaded, prices),
             priced=prices is not None,
             searched=searched,
             scan_limit=SCAN_LIMIT,

@@ -13,7 +13,7 @@ priced by the price table the explorer was given (``--prices FILE``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from ...errors import RecordIntegrityError, RecordNotFound
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ...record.model import ExecutionRecord, RecordSummary
     from ...store import ExecutionStore
 
-__all__ = ["RowDetail", "money", "row_details", "tokens_text"]
+__all__ = ["RowDetail", "load_rows", "money", "row_details", "tokens_text"]
 
 
 class RowDetail(NamedTuple):
@@ -132,20 +132,30 @@ def _detail(
     return RowDetail(tokens, tokens_title, cost, "priced by the price table", None)
 
 
-def row_details(
-    store: ExecutionStore,
-    summaries: Iterable[RecordSummary],
-    prices: PriceTable | None,
-) -> dict[str, RowDetail]:
-    """The extra columns of each listed record, by id (a record gone is left out)."""
-    details: dict[str, RowDetail] = {}
+def load_rows(
+    store: ExecutionStore, summaries: Iterable[RecordSummary]
+) -> dict[str, ExecutionRecord | None]:
+    """Each listed record, by id: None if it fails verification, left out if gone."""
+    loaded: dict[str, ExecutionRecord | None] = {}
     for summary in summaries:
-        execution_id = summary.execution_id
         try:
-            record = store.load(execution_id)
+            loaded[summary.execution_id] = store.load(summary.execution_id)
         except RecordNotFound:
             continue
         except RecordIntegrityError:
+            loaded[summary.execution_id] = None
+    return loaded
+
+
+def row_details(
+    store: ExecutionStore,
+    records: Mapping[str, ExecutionRecord | None],
+    prices: PriceTable | None,
+) -> dict[str, RowDetail]:
+    """The extra columns of each loaded record (see :func:`load_rows`), by id."""
+    details: dict[str, RowDetail] = {}
+    for execution_id, record in records.items():
+        if record is None:
             details[execution_id] = RowDetail(
                 "-", "", "-", "", "the record fails verification: open it to see why"
             )

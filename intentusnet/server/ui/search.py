@@ -25,7 +25,7 @@ from ..pagination import Cursor, page
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
-    from ...record.model import RecordSummary
+    from ...record.model import ExecutionRecord, RecordSummary
     from ...store import ExecutionStore
     from ...store.filters import ListFilters
 
@@ -49,9 +49,13 @@ class ValueQuery(NamedTuple):
 
 
 class Scan(NamedTuple):
-    """One page of a search by value: what matched, how much was read."""
+    """One page of a search by value: what matched, how much was read.
+
+    ``records`` holds the matching records, loaded, by id.
+    """
 
     matches: list[RecordSummary]
+    records: dict[str, ExecutionRecord]
     scanned: int
     next_cursor: Cursor | None
 
@@ -95,14 +99,17 @@ def _matches(found: JSONValue, text: str) -> bool:
     return orjson.dumps(found).decode() == text
 
 
-def _hit(store: ExecutionStore, summary: RecordSummary, query: ValueQuery) -> bool:
+def _matching(
+    store: ExecutionStore, summary: RecordSummary, query: ValueQuery
+) -> ExecutionRecord | None:
+    """The record of ``summary`` if its envelope holds the value, else None."""
     try:
         record = store.load(summary.execution_id)
     except (RecordNotFound, RecordIntegrityError):
-        return False  # gone meanwhile, or damaged: nothing to read
+        return None  # gone meanwhile, or damaged: nothing to read
     root, *rest = query.path
     found = _at(record.envelope.get(root), tuple(rest))
-    return bool(found) and _matches(found[0], query.value)
+    return record if found and _matches(found[0], query.value) else None
 
 
 def scan(
@@ -127,15 +134,18 @@ def scan(
         )
     read, following = page(store, replace(filters, limit=SCAN_LIMIT), cursor)
     matches: list[RecordSummary] = []
+    records: dict[str, ExecutionRecord] = {}
     scanned = 0
     for summary in read:
         scanned += 1
-        if _hit(store, summary, query):
+        record = _matching(store, summary, query)
+        if record is not None:
             matches.append(summary)
+            records[summary.execution_id] = record
             if len(matches) == wanted:
                 break
     if scanned < len(read):
         last = read[scanned - 1]
         offset = (0 if cursor is None else cursor.offset) + scanned
         following = Cursor(last.created_utc, last.execution_id, offset)
-    return Scan(matches, scanned, following)
+    return Scan(matches, records, scanned, following)

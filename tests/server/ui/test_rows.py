@@ -7,6 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from recordkit import edit, finished, record_file
 
 from intentusnet import IntentRouter, PriceTable
 from intentusnet.cli import cli
@@ -137,6 +138,18 @@ def test_ids_are_shown_short_and_linked_whole(
         f'href="/ui/executions/{spent}" title="{spent}">{spent[:13]}…{spent[-4:]}</a>'
     )
     assert link in html
+
+
+def test_a_damaged_record_says_so_in_its_row(tmp_path: Path) -> None:
+    """A record failing verification keeps its row; its error cell says so."""
+    store = FileExecutionStore(tmp_path / "r")
+    good, bad = finished(store, "one"), finished(store, "two")
+    edit(record_file(store, bad), 40)
+    with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+        cells = _cells(client.get("/ui").text)
+    store.close()
+    assert cells[good]["error"] == "-"
+    assert cells[bad]["error"] == "the record fails verification: open it to see why"
 
 
 def test_money_is_readable() -> None:
