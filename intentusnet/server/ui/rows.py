@@ -33,8 +33,9 @@ class RowDetail(NamedTuple):
 
     ``tokens`` and ``cost`` are ``-`` without an LLM call (``cost`` also
     without a price table); ``tokens_title`` and ``cost_title`` explain them
-    (input and output counts, the models without a price). ``error`` is the
-    code and message of a failed answer, or None.
+    (input and output counts, and for the cost also the models without a
+    price, so a narrow table without the tokens column still tells them).
+    ``error`` is the code and message of a failed answer, or None.
     """
 
     tokens: str
@@ -110,26 +111,20 @@ def _detail(
     )
     tokens = tokens_text(spent_in + spent_out)
     if prices is None:
-        return RowDetail(tokens, tokens_title, "-", "no price table (--prices)", None)
+        return RowDetail(
+            tokens, tokens_title, "-", f"{tokens_title}; no price table", None
+        )
     costs = [prices.cost(c.model, c.input_tokens, c.output_tokens) for c in calls]
+    priced = [x for x in costs if x is not None]
     unpriced = sorted(
         {c.model or "(none)" for c, x in zip(calls, costs, strict=True) if x is None}
     )
-    priced = [x for x in costs if x is not None]
-    if not priced:
-        return RowDetail(
-            tokens, tokens_title, "?", "no price for " + ", ".join(unpriced), None
-        )
-    cost = money(sum(priced), prices.currency)
-    if unpriced:
-        return RowDetail(
-            tokens,
-            tokens_title,
-            cost + " +?",
-            "more: no price for " + ", ".join(unpriced),
-            None,
-        )
-    return RowDetail(tokens, tokens_title, cost, "priced by the price table", None)
+    cost = money(sum(priced), prices.currency) if priced else ""
+    cost_title = tokens_title
+    if unpriced:  # never guessed: said to be missing
+        cost = f"{cost} +?" if cost else "?"
+        cost_title += "; no price for " + ", ".join(unpriced)
+    return RowDetail(tokens, tokens_title, cost, cost_title, None)
 
 
 def load_rows(

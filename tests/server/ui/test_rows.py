@@ -56,6 +56,7 @@ def test_tokens_and_cost_of_the_calls_an_execution_made(
         "120,000 input + 20,000 output tokens in 2 LLM calls"
     )
     assert spent["cost"] == COST
+    assert spent["cost_title"] == spent["tokens_title"]  # for narrow tables
     assert spent["error"] == "-"
 
 
@@ -78,7 +79,9 @@ def test_a_model_without_a_price_is_not_guessed(
     unpriced = _cells(llm_client.get("/ui?intent=chat.answer").text)[ids["unpriced"]]
     assert unpriced["tokens"] == TOKENS
     assert unpriced["cost"] == "?"
-    assert unpriced["cost_title"] == "no price for o-9"
+    assert unpriced["cost_title"] == (
+        "120,000 input + 20,000 output tokens in 2 LLM calls; no price for o-9"
+    )
 
 
 def test_failed_run_shows_its_error_text(
