@@ -202,7 +202,8 @@ class UsageLedger:
 
     def report(self, prices: PriceTable | None = None) -> SavingsReport:
         """Add up calls, tokens and (with ``prices``) costs; see the module."""
-        known = self.usage()
+        with self._lock:  # one reader of new records at a time
+            known = self._read()
         tallies: dict[tuple[str, str | None], _Tally] = {}
         for used in known.values():
             if used is not None:
@@ -227,14 +228,6 @@ class UsageLedger:
         ]
         currency = None if prices is None else prices.currency
         return SavingsReport(tuple(models), currency)
-
-    def usage(self) -> Mapping[str, RecordedUsage | None]:
-        """The usage of every completed record, by id (None: no LLM call).
-
-        The explorer's overview prices it by day. Added in 0.1.0.
-        """
-        with self._lock:  # one reader of new records at a time
-            return self._read()
 
     def _read(self) -> Mapping[str, RecordedUsage | None]:
         """The usage of every completed record, read once (deleted ones dropped).

@@ -2,9 +2,12 @@
 
 Read from the store's index: the newest records of the last :data:`DAYS` days
 (``store.list``, at most :data:`ROWS` of them, and the page says when it
-stopped there), the cache hits of the same days, and the token usage the
-:class:`UsageLedger` knows, priced by the explorer's price table. Only days
-with records or hits get a row.
+stopped there), the cache hits of the same days, and, from a store that
+indexes it (``UsageIndex``: the file store's catalog), the token usage of its
+LLM calls, priced by the explorer's price table. A store without that index
+(PostgreSQL, memory) would have to load every record for it: the page shows
+no tokens or spend there and says so. Only days with records or hits get a
+row.
 
 Latency is the recorded ``durationMs`` of the records that finished, its
 percentiles by nearest rank (p95 is the smallest duration at least 95% of
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from ...cache.seams import CacheHitJournal
+from ...cache.seams import CacheHitJournal, UsageIndex
 from ...record.model import RecordStatus
 from ...store.filters import ListFilters
 
@@ -119,13 +122,10 @@ class Window:
     read: int
     truncated: bool
     oldest_read: str | None
+    usage_indexed: bool
 
 
-def window(
-    store: ExecutionStore,
-    usage: Mapping[str, RecordedUsage | None],
-    prices: PriceTable | None,
-) -> Window:
+def window(store: ExecutionStore, prices: PriceTable | None) -> Window:
     """Add up the last :data:`DAYS` days of ``store`` (see the module)."""
     since = datetime.now(UTC).date() - timedelta(days=DAYS - 1)
     start = datetime.combine(since, datetime.min.time(), UTC)
@@ -134,6 +134,7 @@ def window(
     if isinstance(store, CacheHitJournal):
         hits = store.cache_hits(since=start, limit=ROWS)
         hit_days = [hit.created_utc[:10] for hit in hits]
+    usage = store.recorded_usage() if isinstance(store, UsageIndex) else None
     return add_up(since, rows, hit_days, usage, prices)
 
 
@@ -141,18 +142,19 @@ def add_up(
     since: date,
     rows: Sequence[RecordSummary],
     hit_days: Iterable[str],
-    usage: Mapping[str, RecordedUsage | None],
+    usage: Mapping[str, RecordedUsage] | None,
     prices: PriceTable | None,
 ) -> Window:
     """The overview of ``rows`` (newest first) and the days of cache hits.
 
-    A record's day is the date of its ``created_utc`` (UTC).
+    A record's day is the date of its ``created_utc`` (UTC); ``usage`` is the
+    LLM usage by record id, None when the store does not index it.
     """
     total = Figures("all")
     days: dict[str, Figures] = {}
     for summary in rows:
         day = summary.created_utc[:10]
-        used = usage.get(summary.execution_id)
+        used = None if usage is None else usage.get(summary.execution_id)
         for figures in (total, days.setdefault(day, Figures(day))):
             figures.add(summary, used)
             if used is not None and prices is not None:
@@ -167,4 +169,5 @@ def add_up(
         read=len(rows),
         truncated=len(rows) == ROWS,
         oldest_read=rows[-1].created_utc if rows else None,
+        usage_indexed=usage is not None,
     )

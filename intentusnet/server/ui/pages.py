@@ -19,7 +19,6 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from ...cache.savings import UsageLedger
 from ...cache.seams import CacheHitJournal
 from ...errors import (
     Forbidden,
@@ -174,7 +173,6 @@ def ui_router(
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
-    ledger = None if store is None else UsageLedger(store)
 
     def need_store() -> ExecutionStore:
         if store is None:
@@ -347,7 +345,7 @@ def ui_router(
         authorize(request)
         where = need_store()
         stats = where.stats()
-        figures = window(where, {} if ledger is None else ledger.usage(), prices)
+        figures = window(where, prices)
         return render(
             "overview.html",
             request,

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from recordkit import finished
 
-from intentusnet import PriceTable
+from intentusnet import MemoryExecutionStore, PriceTable
 from intentusnet.record.model import RecordStatus, RecordSummary
+from intentusnet.server.ui import create_ui_app
 from intentusnet.server.ui.overview import add_up, percentile
+from intentusnet.store import FileExecutionStore
 from intentusnet.store.usage import RecordedUsage
 
 from .llm_sample import PRICES
@@ -107,11 +110,20 @@ def test_percentile_by_nearest_rank() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 0.95) == 4.0
 
 
+def test_a_store_without_a_usage_index_shows_no_spend() -> None:
+    """Over the memory store the page says why it shows no tokens or spend."""
+    store = MemoryExecutionStore()
+    finished(store)
+    app = create_ui_app(store, prices=PriceTable.from_json(PRICES))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        html = client.get("/ui/overview").text
+    assert _figure(html, "executions") == "1"
+    assert (_figure(html, "tokens"), _figure(html, "spend")) == ("-", "-")
+    assert "this store keeps no index of LLM usage" in html
+
+
 def test_overview_page_over_an_empty_store(tmp_path: Path) -> None:
     """No records: the page says so instead of drawing empty rows."""
-    from intentusnet.server.ui import create_ui_app
-    from intentusnet.store import FileExecutionStore
-
     store = FileExecutionStore(tmp_path / "r")
     with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
         html = client.get("/ui/overview").text
