@@ -72,8 +72,11 @@ class UsageIndex(Protocol):
     record).
     """
 
-    def recorded_usage(self) -> dict[str, RecordedUsage]:
-        """The usage of every completed record that carries one, by id."""
+    def recorded_usage(self, since: datetime | None = None) -> dict[str, RecordedUsage]:
+        """The usage of every completed record that carries one, by id.
+
+        ``since``: only of records created then or later.
+        """
         ...
 
 

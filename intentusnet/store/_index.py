@@ -240,9 +240,12 @@ class StoreIndex:
             bytes_on_disk=size,
         )
 
-    def usage(self) -> list[tuple[str, str]]:
-        """(id, usage text) of every completed record whose answer carries usage."""
-        return self._ask(lambda cat: cat.usage())
+    def usage(self, since_us: int | None = None) -> list[tuple[str, str]]:
+        """(id, usage text) of the completed records whose answer carries usage.
+
+        ``since_us``: only those created at or after it.
+        """
+        return self._ask(lambda cat: cat.usage(since_us))
 
     def prunable(self, cutoff: datetime) -> list[str]:
         """Ids to prune: created before ``cutoff``, and every recording failure.

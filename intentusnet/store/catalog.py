@@ -467,19 +467,25 @@ class Catalog:
 
         return self._db.read(run)
 
-    def usage(self) -> list[tuple[str, str]]:
+    def usage(self, since_us: int | None = None) -> list[tuple[str, str]]:
         """(id, usage) of the completed records of ``records`` that carry usage.
 
-        Each row is read whole and checked against its seal.
+        ``since_us`` keeps those created at or after it (read along the index
+        by status and time). Each row is read whole and checked against its
+        seal.
         """
         sql = (
             f"SELECT {_COLUMNS}, seal FROM records "
             "WHERE status = 'completed' AND usage IS NOT NULL"
         )
+        params: tuple[int, ...] = ()
+        if since_us is not None:
+            sql += " AND created_us >= ?"
+            params = (since_us,)
 
         def run(db: sqlite3.Connection) -> list[tuple[str, str]]:
             found = []
-            for values in db.execute(sql):
+            for values in db.execute(sql, params):
                 row = _checked(values)
                 if row.usage is not None:
                     found.append((row.id, row.usage))

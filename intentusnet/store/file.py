@@ -24,7 +24,7 @@ from orjson import dumps
 
 from .._util.files import make_dirs
 from .._util.jsonvalue import JSONObject
-from .._util.time import utc_now
+from .._util.time import micros_of, utc_now
 from ..errors import RecordNotFound, StoreError
 from ..record.format import header_line
 from ..record.keys import SigningKey, load_signing_key
@@ -623,16 +623,19 @@ class FileExecutionStore:
                 extra += os.stat(f"{catalog}{suffix}").st_size
         return self._index.stats(extra)
 
-    def recorded_usage(self) -> dict[str, RecordedUsage]:
+    def recorded_usage(self, since: datetime | None = None) -> dict[str, RecordedUsage]:
         """The LLM token usage of every completed record that carries one, by id.
 
         Read from the catalog's rows, not the record files (see
-        ``store.usage``); ``savings_report`` asks it. Added in 0.1.0.
+        ``store.usage``); ``savings_report`` asks it, the explorer's overview
+        asks it ``since`` (only records created then or later; naive = UTC).
+        Added in 0.1.0.
         """
         if not os.path.isdir(self._root):
             return {}
         found: dict[str, RecordedUsage] = {}
-        for execution_id, text in self._index.usage():
+        since_us = None if since is None else micros_of(since)
+        for execution_id, text in self._index.usage(since_us):
             usage = usage_from_text(text)
             if usage is not None:
                 found[execution_id] = usage

@@ -134,7 +134,9 @@ def window(store: ExecutionStore, prices: PriceTable | None) -> Window:
     if isinstance(store, CacheHitJournal):
         hits = store.cache_hits(since=start, limit=ROWS)
         hit_days = [hit.created_utc[:10] for hit in hits]
-    usage = store.recorded_usage() if isinstance(store, UsageIndex) else None
+    usage = None
+    if isinstance(store, UsageIndex):
+        usage = store.recorded_usage(since=start)
     return add_up(since, rows, hit_days, usage, prices)
 
 
