@@ -61,15 +61,23 @@ class Scan(NamedTuple):
 
 
 def value_query(text: str) -> ValueQuery | None:
-    """The search box's text as a value query, or None if it is not one.
+    """The search box's text as a value query, or None if it holds no ``=``.
+
+    No execution id or hash holds ``=``, so text with one is a value query.
 
     Raises:
-        RequestInvalid: it looks like one but its path is empty or malformed.
+        RequestInvalid: its path is empty, malformed, or not below payload,
+            metadata or context.
     """
     name, equals, value = text.partition("=")
-    root = name.split(".", 1)[0]
-    if not equals or root not in _ROOTS:
+    if not equals:
         return None
+    root = name.split(".", 1)[0]
+    if root not in _ROOTS:
+        raise RequestInvalid(
+            f"{name!r}: a search by value names a path below payload, metadata "
+            "or context, e.g. payload.customer.email=a@example.com"
+        )
     path = tuple(name.split("."))
     if len(path) < 2 or not all(path):
         raise RequestInvalid(

@@ -99,16 +99,27 @@ def test_the_scan_is_bounded_and_continues_older(
         ("metadata.source=cli=x", ValueQuery(("metadata", "source"), "cli=x")),
         ("context.tags=", ValueQuery(("context", "tags"), "")),
         ("exec-01a2", None),
-        ("other.a=1", None),
+        ("sha256:ab", None),
     ],
 )
 def test_value_query_syntax(text: str, parsed: ValueQuery | None) -> None:
-    """PATH=VALUE below payload, metadata or context; anything else is not one."""
+    """PATH=VALUE below payload, metadata or context; text without = is not one."""
     assert value_query(text) == parsed
 
 
 def test_a_path_with_an_empty_part_is_refused() -> None:
-    """payload.=x and payload..a=x name no value: refused with an example."""
+    """payload=x and payload..a=x name no value: refused with an example."""
     for text in ("payload=x", "payload..a=x"):
         with pytest.raises(RequestInvalid, match="needs a path below payload"):
             value_query(text)
+
+
+def test_a_path_elsewhere_is_refused_with_the_syntax(llm_client: TestClient) -> None:
+    """customer.email=x (no root) is refused, the page showing the right form."""
+    page = llm_client.get(
+        "/ui", params={"intent": "chat.answer", "q": "customer.email=x"}
+    )
+    assert page.status_code == 422
+    assert "a search by value names a path below payload, metadata or context" in (
+        page.text
+    )
