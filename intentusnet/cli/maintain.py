@@ -15,7 +15,7 @@ from ..errors import RecordIntegrityError
 from .context import ExecutionId, open_store
 from .keys import key_options, key_ring
 from .output import emit_json, note, progress_counter, working
-from .params import Duration
+from .params import Duration, prices_option
 
 if TYPE_CHECKING:
     from ..cache.savings import SavingsReport
@@ -301,17 +301,7 @@ def prune(older_than: timedelta, dry_run: bool, as_json: bool) -> None:
     metavar="PATH",
     help="Replay cache directory to report.  [default: STORE/replay-cache]",
 )
-@click.option(
-    "--prices",
-    "prices_file",
-    envvar="INTENTUSNET_PRICES",
-    show_envvar=True,
-    metavar="FILE",
-    help=(
-        "Price table (JSON, or TOML as *.toml): cost per million tokens by "
-        "model, to show the cost LLM calls spent and hits avoided."
-    ),
-)
+@prices_option("the cost LLM calls spent and hits avoided")
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def stats(cache_dir: Path | None, prices_file: str | None, as_json: bool) -> None:
     """Count records by status and intent, cache hits; show sizes on disk.

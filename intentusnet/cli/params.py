@@ -223,3 +223,18 @@ def keyed_redactor(key_file: str | None, make: Callable[[bytes], Redactor]) -> R
         return make(key)
     except (TypeError, ValueError) as exc:
         raise CliFailure(f"--redact: {exc}", USAGE) from None
+
+
+def prices_option(purpose: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The ``--prices FILE`` option (or ``INTENTUSNET_PRICES``), as ``prices_file``.
+
+    ``purpose`` ends the help text: what the prices are used for.
+    """
+    return click.option(
+        "--prices",
+        "prices_file",
+        envvar="INTENTUSNET_PRICES",
+        show_envvar=True,
+        metavar="FILE",
+        help=f"Price table (JSON, or TOML as *.toml) for {purpose}.",
+    )

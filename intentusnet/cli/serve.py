@@ -27,7 +27,7 @@ import click
 from .application import APP_ENV, open_app
 from .context import named_store
 from .keys import key_options, key_ring
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, prices_option
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -114,16 +114,9 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option(
     "--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True
 )
-@click.option(
-    "--prices",
-    "prices_file",
-    envvar="INTENTUSNET_PRICES",
-    show_envvar=True,
-    metavar="FILE",
-    help=(
-        "Price table (JSON, or TOML as *.toml) for the cost LLM calls spent and "
-        "hits avoided in GET /v1/savings and /metrics."
-    ),
+@prices_option(
+    "the cost LLM calls spent and hits avoided in GET /v1/savings, /metrics and "
+    "the explorer at /ui"
 )
 @click.option(
     "--recover/--no-recover",

@@ -16,7 +16,7 @@ import click
 
 from .context import open_store
 from .keys import key_options, key_ring
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, prices_option
 
 #: The explorer's port unless --port says otherwise: not ``serve``'s (8765),
 #: nor the one the docs' example agent listens on (8766).
@@ -37,10 +37,12 @@ DEFAULT_PORT: Final = 8767
     default="warning",
     show_default=True,
 )
+@prices_option("the cost of LLM calls in the records list and the overview")
 @key_options
 def ui(
     port: int,
     log_level: str,
+    prices_file: str | None,
     key_files: tuple[str, ...],
     key_dirs: tuple[str, ...],
     require_signature: bool,
@@ -48,7 +50,8 @@ def ui(
     """Browse the records of --store at http://127.0.0.1:PORT/ui until stopped.
 
     Read-only, and bound to 127.0.0.1 only. With --key or --keys each
-    record's page says whether its signatures verify with those public keys.
+    record's page says whether its signatures verify with those public keys;
+    with --prices the list and the overview show what LLM calls cost.
     Added in 0.1.0.
     """
     missing = [
@@ -62,6 +65,9 @@ def ui(
             USAGE,
         )
     ring = key_ring(key_files, key_dirs, require_signature)
+    from ..cache.prices import PriceTable
+
+    prices = PriceTable.load(prices_file) if prices_file else None  # bad: exit 2
     import uvicorn
 
     from ..server.ui import create_ui_app
@@ -70,7 +76,7 @@ def ui(
     listening = _listen(port)
     port = listening.getsockname()[1]  # the one picked, for --port 0
     config = uvicorn.Config(
-        create_ui_app(store, signature_keys=ring),
+        create_ui_app(store, signature_keys=ring, prices=prices),
         host="127.0.0.1",
         port=port,
         log_level=log_level,

@@ -151,7 +151,8 @@ def create_app(
             signs in at ``/ui/login``); a key that may route may invalidate.
         prices: prices per million tokens by model, for the cost LLM calls
             spent and hits avoided in ``GET /v1/savings`` and ``/metrics``, and
-            an LLM call's cost in the explorer (added in 0.1.0).
+            in the explorer (a record's calls, the list and the overview;
+            added in 0.1.0).
         signature_keys: the trusted public keys (an ``intentusnet.KeyRing``)
             the explorer checks each record's
             signatures with (added in 0.1.0); without them a signed record's

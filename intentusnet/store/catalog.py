@@ -153,6 +153,8 @@ _DROP: Final = "DELETE FROM records WHERE id = ?"
 _COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
 _ORDER: Final = " ORDER BY created_us DESC, id DESC"
 _UNFINISHED: Final = "in_progress"
+#: Ids asked in one query of :meth:`Catalog.usage_of` (SQLite allows 32,766).
+_IDS_A_QUERY: Final = 500
 
 
 class CatalogRow(NamedTuple):
@@ -484,17 +486,20 @@ class Catalog:
     def usage_of(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, usage) of those of ``ids`` that are completed and carry usage.
 
-        Each row is read whole and checked against its seal.
+        Asked by primary key, a few hundred ids a query; each row is read whole
+        and checked against its seal.
         """
-        sql = (
-            f"SELECT {_COLUMNS}, seal FROM records WHERE id = ? "
-            "AND status = 'completed' AND usage IS NOT NULL"
-        )
 
         def run(db: sqlite3.Connection) -> list[tuple[str, str]]:
             found = []
-            for execution_id in ids:
-                for values in db.execute(sql, (execution_id,)):
+            for start in range(0, len(ids), _IDS_A_QUERY):
+                chunk = ids[start : start + _IDS_A_QUERY]
+                sql = (
+                    f"SELECT {_COLUMNS}, seal FROM records WHERE id IN "
+                    f"({', '.join('?' * len(chunk))}) "
+                    "AND status = 'completed' AND usage IS NOT NULL"
+                )
+                for values in db.execute(sql, chunk):
                     row = _checked(values)
                     if row.usage is not None:
                         found.append((row.id, row.usage))

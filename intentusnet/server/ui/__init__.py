@@ -45,8 +45,8 @@ def add_ui(
 
     ``signature_keys`` (trusted public keys) checks each record's signatures
     on its page; ``app_ref``, the ``MODULE:ATTR`` of the application, goes
-    into the commands the pages show; ``prices`` prices LLM calls. Added in
-    0.1.0.
+    into the commands the pages show; ``prices`` prices LLM calls (a record's,
+    the list's and the overview's). Added in 0.1.0.
     """
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
     app.include_router(access_router(gate))
@@ -75,8 +75,8 @@ def create_ui_app(
     What ``intentusnet ui`` serves. ``signature_keys``, the trusted public
     keys (``intentusnet ui --key``/``--keys``), checks each record's
     signatures on its page; ``app_ref``, the application's ``MODULE:ATTR``,
-    goes into the commands the pages show; ``prices`` prices LLM calls.
-    Added in 0.1.0.
+    goes into the commands the pages show; ``prices`` prices LLM calls (a
+    record's, the list's and the overview's). Added in 0.1.0.
     """
     app = FastAPI(
         title="IntentusNet explorer",

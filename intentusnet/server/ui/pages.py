@@ -9,9 +9,8 @@ only read: nothing here writes to the store.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from functools import wraps
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -32,7 +31,7 @@ from ...errors import (
 )
 from ...http.problem import status_for
 from ...integrations.mcp.view import is_session
-from ...record.model import RecordStatus, RecordSummary, VerifyReport
+from ...record.model import RecordStatus, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
 from ...steps.diff import diff_records
 from ...steps.explain import explain
@@ -42,21 +41,22 @@ from ..auth import Access
 from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
 from .jsondiff import entry_rows
+from .overview import DAYS, ROWS, window
 from .render import HEADERS, render, render_text
+from .rows import load_rows, money, row_details
+from .search import SCAN_LIMIT, scan, value_query
 from .spans import drawn
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
     from ...cache.prices import PriceTable
+    from ...record.model import ExecutionRecord
     from ...store import ExecutionStore
 
 __all__ = ["PAGE_SIZE", "ui_router"]
 
 #: Records per page of the list.
 PAGE_SIZE: Final = 50
-#: How far back the overview's daily chart reaches, and how many records it reads.
-_OVERVIEW_DAYS: Final = 14
-_OVERVIEW_ROWS: Final = 20_000
 _Page = Callable[..., Response]
 
 
@@ -106,10 +106,6 @@ def _when(text: str | None) -> datetime | None:
     except ValueError:
         raise RequestInvalid(f"{text!r} is not a date and time") from None
     return found if found.tzinfo else found.replace(tzinfo=UTC)
-
-
-def _created(summary: RecordSummary) -> datetime:
-    return datetime.fromisoformat(summary.created_utc)
 
 
 def _yes_no(replayable: str) -> bool | None:
@@ -176,8 +172,8 @@ def ui_router(
     ``signature_keys``, the trusted public keys, checks each record's
     signatures on its page (without them a signed record's key is named, not
     checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
-    into the commands a record's page shows; ``prices`` prices its LLM calls.
-    Added in 0.1.0.
+    into the commands a record's page shows; ``prices`` prices its LLM calls,
+    and those of the list and the overview. Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -203,9 +199,10 @@ def ui_router(
         authorize(request)
         where = need_store()
         query = q.strip()
-        if query and (found := _exact_record(where, query)):
+        by_value = value_query(query)
+        if by_value is None and query and (found := _exact_record(where, query)):
             return RedirectResponse(f"/ui/executions/{found}", status_code=303)
-        hashed = query.lower().startswith("sha256:")
+        hashed = by_value is None and query.lower().startswith("sha256:")
         after, before, which = _when(since), _when(until), _yes_no(replayable)
         try:
             selected = ListFilters(
@@ -214,15 +211,22 @@ def ui_router(
                 since=after,
                 until=before,
                 replayable=which,
-                id_prefix=None if hashed or not query else query,
+                id_prefix=None if hashed or by_value or not query else query,
                 envelope_hash=query.lower() if hashed else None,
                 limit=PAGE_SIZE,
             )
         except ValueError as exc:
             raise RequestInvalid(str(exc)) from None
-        items, following = page(
-            where, selected, Cursor.decode(cursor) if cursor else None
-        )
+        at = Cursor.decode(cursor) if cursor else None
+        searched = None
+        loaded: Mapping[str, ExecutionRecord | None]
+        if by_value is None:
+            items, following = page(where, selected, at)
+            loaded = load_rows(where, items)
+        else:
+            searched = scan(where, selected, at, by_value, PAGE_SIZE)
+            items, following = searched.matches, searched.next_cursor
+            loaded = searched.records
         filters = {
             "intent": intent,
             "status": status,
@@ -235,6 +239,10 @@ def ui_router(
             "records.html",
             request,
             items=items,
+            details=row_details(where, loaded, prices),
+            priced=prices is not None,
+            searched=searched,
+            scan_limit=SCAN_LIMIT,
             filters=filters,
             statuses=sorted(s.value for s in RecordStatus),
             next_cursor=None if following is None else following.encode(),
@@ -371,36 +379,17 @@ def ui_router(
         authorize(request)
         where = need_store()
         stats = where.stats()
-        today = datetime.now(UTC).date()
-        days = [today - timedelta(days=n) for n in range(_OVERVIEW_DAYS - 1, -1, -1)]
-        start = datetime.combine(days[0], datetime.min.time(), UTC)
-        runs = Counter(
-            _created(s).date()
-            for s in where.list(ListFilters(since=start, limit=_OVERVIEW_ROWS))
-        )
-        hits: Counter[object] = Counter()
-        if isinstance(where, CacheHitJournal):
-            hits = Counter(
-                datetime.fromisoformat(hit.created_utc).date()
-                for hit in where.cache_hits(since=start, limit=_OVERVIEW_ROWS)
-            )
-        daily = [
-            {
-                "day": day.isoformat(),
-                "runs": runs[day],
-                "hits": hits[day],
-                "rate": hits[day] / (hits[day] + runs[day])
-                if hits[day] + runs[day]
-                else None,
-            }
-            for day in days
-        ]
+        figures = window(where, prices)
         return render(
             "overview.html",
             request,
             stats=stats,
-            daily=daily,
-            busiest=max([1, *runs.values(), *hits.values()]),
+            figures=figures,
+            prices=prices,
+            money=money,
+            days=DAYS,
+            rows=ROWS,
+            busiest=max([1, *(d.executions + d.hits for d in figures.days)]),
             widest_status=max([1, *stats.by_status.values()]),
             widest_intent=max([1, *stats.by_intent.values()]),
         )
