@@ -85,6 +85,7 @@ PUBLIC = [
     "RecordNotFound",
     "RecordStatus",
     "RecordSummary",
+    "RecordVerdict",
     "RecordWriter",
     "RecordedStep",
     "Recovery",
@@ -106,6 +107,7 @@ PUBLIC = [
     "RerunOptions",
     "RerunPlan",
     "RerunResult",
+    "RerunWorkerError",
     "ResponseMetadata",
     "ResumeRefused",
     "RoutingDecision",
@@ -143,7 +145,9 @@ PUBLIC = [
     "plan_rerun",
     "record_steps",
     "rerun",
+    "rerun_all",
     "savings_report",
+    "select_ids",
     "step",
 ]
 
