@@ -17,6 +17,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Final
 
 from ..errors import RerunWorkerError
@@ -79,6 +80,10 @@ def rerun_all(
     ``functools.partial`` of one). Re-runs are recorded in memory only: the
     store is read, never written. See docs/regression.md. Added in 0.1.0.
 
+    Workers are started fresh (``spawn``): they import the caller's main
+    module again, so a script calling this keeps its work under ``if __name__
+    == "__main__":``.
+
     Args:
         store: the store's directory or ``postgresql://`` URL.
         app: builds the ``IntentRouter`` with today's agents.
@@ -91,7 +96,8 @@ def rerun_all(
         One verdict per record, in the order of ``ids``.
 
     Raises:
-        RerunWorkerError: a worker could not open the store or build the router.
+        RerunWorkerError: a worker could not open the store or build the
+            router, or ended abruptly.
         ValueError: ``jobs`` is below 1.
     """
     if jobs < 1:
@@ -106,13 +112,18 @@ def rerun_all(
         initargs=(os.fspath(store), app, tuple(allowed_hosts)),
     ) as pool:
         pending: deque[Future[list[RecordVerdict]]] = deque()
-        batches = _batches(iter(ids))
-        for batch in batches:
-            pending.append(pool.submit(_check_batch, batch))
-            if len(pending) >= jobs * _AHEAD:
+        try:
+            for batch in _batches(iter(ids)):
+                pending.append(pool.submit(_check_batch, batch))
+                if len(pending) >= jobs * _AHEAD:
+                    yield from pending.popleft().result()
+            while pending:
                 yield from pending.popleft().result()
-        while pending:
-            yield from pending.popleft().result()
+        except BrokenProcessPool as exc:
+            raise RerunWorkerError(
+                f"a re-run worker process ended abruptly ({exc}); a script calling "
+                "rerun_all must guard it with if __name__ == '__main__'"
+            ) from exc
 
 
 def _batches(ids: Iterator[str]) -> Iterator[list[str]]:
