@@ -91,7 +91,7 @@ def _record(directory: Path, records: int) -> None:
 def _run(
     directory: Path, jobs: int, limit: int | None
 ) -> tuple[float, float, int, int, int]:
-    """Run ``rerun --all``: wall time, CPU time, peak memory, exit code, bytes printed."""
+    """Run ``rerun --all``: wall and CPU time, peak memory, exit code, bytes out."""
     command = [
         sys.executable, "-m", "intentusnet.cli", "--store", "records",
         "rerun", "--all", "--app", "benchapp:router", "--jobs", str(jobs),
