@@ -42,7 +42,7 @@ def export_records(
 ) -> None:
     """Copy the selection and the records it links to into the store ``directory``."""
     source = open_store()
-    chosen = select(
+    selected = select(
         source,
         intent,
         since=since,
@@ -52,6 +52,7 @@ def export_records(
         sample=sample,
         seed=seed,
     )
+    chosen = list(selected())
     target = open_named(str(directory), create=True)
     ctx.call_on_close(target.close)
     tally = Tally()

@@ -11,6 +11,7 @@ a summary; the exit code is 0 when every record is ``same`` (``changed`` too wit
 from __future__ import annotations
 
 import contextlib
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -128,8 +129,9 @@ def run_all(
     app = partial(load_router, app_ref, name)
     # The workers open the store by its name: the directory of the default one.
     where = name if name is not None else str(store.directory)
-    if not ids and not as_json:
-        click.echo("No records match the selection: nothing to re-run.", err=True)
+    # Progress has a total: the selection is walked once more to count it.
+    shown = progress or sys.stderr.isatty()
+    total = sum(1 for _ in ids()) if shown else None
     with contextlib.ExitStack() as stack:
         report = None
         if junit is not None:
@@ -137,25 +139,28 @@ def run_all(
 
             body = stack.enter_context(tempfile.TemporaryFile())
             report = JUnitReport(junit, "intentusnet rerun --all", body)
-        verdicts = rerun_all(where, app, ids, jobs=jobs, allowed_hosts=allowed_hosts)
-        counts, listed = _tally(verdicts, len(ids), report, as_json, progress)
+        verdicts = rerun_all(where, app, ids(), jobs=jobs, allowed_hosts=allowed_hosts)
+        counts, listed = _tally(verdicts, total, report, as_json, progress)
         if report is not None:
             report.close()
     failing = counts["diverged"] + counts["error"]
     if "changed" not in allowed:
         failing += counts["changed"]
+    selected = sum(counts.values())
     if as_json:
-        summary: JSONObject = {"selected": len(ids), **counts, "records": listed}
+        summary: JSONObject = {"selected": selected, **counts, "records": listed}
         emit_json(summary)
-    elif ids:
+    elif selected:
         _print_summary(counts)
+    else:
+        click.echo("No records match the selection: nothing to re-run.", err=True)
     if failing:
         raise click.exceptions.Exit(NOT_SAME)
 
 
 def _tally(
     verdicts: Iterator[RecordVerdict],
-    total: int,
+    total: int | None,
     report: JUnitReport | None,
     as_json: bool,
     progress: bool,
@@ -166,7 +171,7 @@ def _tally(
     counts = dict.fromkeys(OUTCOMES, 0)
     listed: list[JSONValue] = []
     with progress_counter(
-        "Re-running" if total else None, total, force=progress
+        None if total == 0 else "Re-running", total, force=progress
     ) as advance:
         for done, verdict in enumerate(verdicts, 1):
             counts[verdict.outcome] += 1

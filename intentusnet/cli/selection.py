@@ -7,8 +7,9 @@ Both select as ``records list`` filters (``--intent``, ``--since``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 import click
@@ -84,12 +85,20 @@ def select(
     limit: int | None,
     sample: int | None,
     seed: int,
-) -> list[str]:
-    """The ids of the records selected, newest first."""
+) -> Callable[[], Iterator[str]]:
+    """The selection, as a function yielding its ids (newest first) each time.
+
+    Each call walks the same records: without ``--until``, the selection ends
+    at the moment this is called.
+    """
     from ..store.filters import ListFilters
     from ..testing.bulk import select_ids
 
     filters = ListFilters(
-        intent=intent, status=status, since=since, until=until, limit=limit
+        intent=intent,
+        status=status,
+        since=since,
+        until=until or datetime.now(UTC),
+        limit=limit,
     )
-    return select_ids(store, filters, sample=sample, seed=seed)
+    return partial(select_ids, store, filters, sample=sample, seed=seed)

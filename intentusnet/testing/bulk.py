@@ -11,13 +11,16 @@ stays flat however many records are selected.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import random
 from collections import deque
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from ..errors import RerunWorkerError
@@ -29,6 +32,8 @@ from .verdict import RecordVerdict, check_record
 
 __all__ = ["rerun_all", "select_ids"]
 
+#: Records asked of the store at a time.
+_PAGE: Final = 1000
 #: Records sent to a worker at a time.
 _BATCH: Final = 32
 #: Batches in flight per worker: enough that a worker never waits for the next.
@@ -41,15 +46,18 @@ def select_ids(
     *,
     sample: int | None = None,
     seed: int = 0,
-) -> list[str]:
+) -> Iterator[str]:
     """The ids of the records ``filters`` select in ``store``, newest first.
 
-    Added in 0.1.0.
+    The store is asked a page at a time, so memory stays flat in the number of
+    records; records made after the first page was asked for are left out
+    (without ``filters.until``, it is set to that moment). Added in 0.1.0.
 
     Args:
         store: where the records are.
         filters: what ``store.list()`` selects.
-        sample: keep only this many of them, drawn at random (in list order).
+        sample: yield only this many of them, drawn at random (in list order;
+            the draw holds ``sample`` ids, not the whole selection).
         seed: the seed of that draw: equal seeds draw equal records.
 
     Raises:
@@ -57,17 +65,57 @@ def select_ids(
     """
     if sample is not None and sample < 1:
         raise ValueError(f"sample must be >= 1, not {sample}")
-    ids = [summary.execution_id for summary in store.list(filters)]
-    if sample is None or sample >= len(ids):
-        return ids
-    chosen = random.Random(seed).sample(range(len(ids)), sample)
-    return [ids[i] for i in sorted(chosen)]
+    if filters.until is None:
+        filters = replace(filters, until=datetime.now(UTC))
+    listed = _listed(store, filters)
+    if sample is None:
+        return listed
+    return _drawn(listed, sample, random.Random(seed))
+
+
+def _listed(store: ExecutionStore, filters: ListFilters) -> Iterator[str]:
+    """Every selected id, asking ``store`` for a page at a time, newest first."""
+    left = filters.limit
+    until = filters.until
+    # ids already yielded that were created at ``edge``, the oldest time seen:
+    # the next page starts at that time again and skips them.
+    edge, edge_ids = "", set[str]()
+    while left is None or left > 0:
+        want = _PAGE if left is None else min(_PAGE, left)
+        asked = want + len(edge_ids)
+        rows = store.list(replace(filters, until=until, limit=asked))
+        taken = [r for r in rows if r.execution_id not in edge_ids][:want]
+        for row in taken:
+            yield row.execution_id
+        if len(rows) < asked or not taken:
+            return
+        if left is not None:
+            left -= len(taken)
+        oldest = taken[-1].created_utc
+        at_oldest = {r.execution_id for r in taken if r.created_utc == oldest}
+        edge_ids = edge_ids | at_oldest if oldest == edge else at_oldest
+        edge = oldest
+        until = datetime.fromisoformat(oldest) + timedelta(microseconds=1)
+
+
+def _drawn(ids: Iterator[str], sample: int, draw: random.Random) -> Iterator[str]:
+    """``sample`` of ``ids`` drawn evenly in one pass (reservoir), in their order."""
+    kept: list[tuple[int, str]] = []
+    for index, execution_id in enumerate(ids):
+        if index < sample:
+            kept.append((index, execution_id))
+        else:
+            slot = draw.randint(0, index)
+            if slot < sample:
+                kept[slot] = (index, execution_id)
+    for _index, execution_id in sorted(kept):
+        yield execution_id
 
 
 def rerun_all(
     store: str | os.PathLike[str],
     app: Callable[[], IntentRouter],
-    ids: Collection[str],
+    ids: Iterable[str],
     *,
     jobs: int = 1,
     allowed_hosts: Collection[str] = (),
@@ -102,8 +150,10 @@ def rerun_all(
     """
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, not {jobs}")
-    if not ids:
-        return
+    batches = _batches(iter(ids))
+    first = next(batches, None)
+    if first is None:
+        return  # nothing to re-run: no worker is started
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
         max_workers=jobs,
@@ -113,7 +163,7 @@ def rerun_all(
     ) as pool:
         pending: deque[Future[list[RecordVerdict]]] = deque()
         try:
-            for batch in _batches(iter(ids)):
+            for batch in itertools.chain([first], batches):
                 pending.append(pool.submit(_check_batch, batch))
                 if len(pending) >= jobs * _AHEAD:
                     yield from pending.popleft().result()

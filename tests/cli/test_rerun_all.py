@@ -116,12 +116,13 @@ def test_jobs_two_lists_changed_and_diverged_and_writes_junit(
 def test_allow_changed_exits_zero_and_lists_only_what_is_not_same(
     invoke: Invoke, in_app: Path
 ) -> None:
-    """Release 2 changes one answer: listed, summed up, and allowed by --allow."""
+    """Release 2 changes one answer: listed, summed up, allowed; progress on stderr."""
     result = invoke(
         "--store", "records", "rerun", "--all", "--intent", "ticket.triage",
-        "--app", APP, "--allow", "changed", TRIAGE_RELEASE="2",
+        "--app", APP, "--allow", "changed", "--progress", TRIAGE_RELEASE="2",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert "Re-running: 4/4 records (100%)" in result.stderr
     lines = result.stdout.splitlines()
     (row,) = [line for line in lines if "exec-" in line]
     assert "ticket.triage@1.0  first deviation: output (output_changed); " in row
