@@ -171,8 +171,9 @@ def rerun_all(
                 yield from pending.popleft().result()
         except BrokenProcessPool as exc:
             raise RerunWorkerError(
-                f"a re-run worker process ended abruptly ({exc}); a script calling "
-                "rerun_all must guard it with if __name__ == '__main__'"
+                f"a re-run worker process ended abruptly ({exc}); note that a "
+                "script calling rerun_all keeps its work under "
+                "if __name__ == '__main__'"
             ) from exc
 
 
