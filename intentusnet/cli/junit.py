@@ -73,15 +73,16 @@ class JUnitReport:
     def close(self) -> None:
         """Write the file: the counts, then every test case."""
         counts = {key: str(value) for key, value in self.counts.items()}
-        suite = ElementTree.tostring(
-            ElementTree.Element("testsuite", {"name": self.name, **counts}),
-            encoding="unicode",
-        )
-        opening = suite.removesuffix(" />") + ">\n"
         with self.path.open("wb") as out:
             out.write(b'<?xml version="1.0" encoding="utf-8"?>\n')
-            out.write(f'<testsuites name="{self.name}">\n'.encode())
-            out.write(opening.encode())
+            out.write(_opening("testsuites", {"name": self.name}))
+            out.write(_opening("testsuite", {"name": self.name, **counts}))
             self._body.seek(0)
             shutil.copyfileobj(self._body, out)
             out.write(b"</testsuite>\n</testsuites>\n")
+
+
+def _opening(tag: str, attributes: dict[str, str]) -> bytes:
+    """``<tag a="v">`` and a new line, the values escaped."""
+    empty = ElementTree.tostring(ElementTree.Element(tag, attributes), "unicode")
+    return (empty.removesuffix(" />") + ">\n").encode()
