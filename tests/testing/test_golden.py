@@ -82,9 +82,31 @@ def test_check_golden_passes_today_and_fails_on_a_change(golden: Path) -> None:
 def test_a_tampered_golden_record_fails_its_case(golden: Path) -> None:
     """A record edited in the golden set is its case's failure, never a pass."""
     case = golden_cases(golden)[1]
-    path = record_file(FileExecutionStore(golden), case.execution_id)
+    with FileExecutionStore(golden) as store:
+        path = record_file(store, case.execution_id)
     data = bytearray(path.read_bytes())
     data[data.index(b"bob")] = ord("B")
     path.write_bytes(bytes(data))
     with pytest.raises(AssertionError, match="error: tampered: "):
         check_golden(case, _router())
+
+
+def test_export_refuses_a_tampered_record_and_exits_6(tmp_path: Path) -> None:
+    """A damaged record is not exported: noted as failed, exit 6 (as copy)."""
+    source = tmp_path / "records"
+    with FileExecutionStore(source) as store, _router(store) as router:
+        answer = router.route_intent(
+            {"intent": {"name": "greet"}, "payload": {"id": "x"}}
+        )
+    execution_id = str(answer.metadata.execution_id)
+    with FileExecutionStore(source) as store:
+        path = record_file(store, execution_id)
+    data = bytearray(path.read_bytes())
+    data[data.index(b'"x"') + 1] = ord("y")
+    path.write_bytes(bytes(data))
+    result = CliRunner().invoke(
+        cli, ["--store", str(source), "records", "export", "--to", str(tmp_path / "g")]
+    )
+    assert result.exit_code == 6
+    assert f"{execution_id}: failed: " in result.stdout
+    assert "Copied 0, skipped 0, 0 conflicts, 1 failed." in result.stdout
