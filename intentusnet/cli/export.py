@@ -4,8 +4,8 @@ The selected records go to DIR with every record their steps link to (the
 child of a ``ctx.route`` step, the transport record of an HTTP step), and
 theirs in turn, so that a strict re-run of each finds everything it serves.
 Each is copied as ``copy`` copies: its bytes verified, then written as they
-are. Records hold no secrets (a ``Redactor`` kept them out when they were
-made), and nothing else of the store goes along.
+are. Nothing else of the store goes along (no keys, no cache entries); a
+record holds what a ``Redactor`` let through when it was made.
 """
 
 from __future__ import annotations
