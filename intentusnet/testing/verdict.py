@@ -173,7 +173,10 @@ def _diverged(
     if isinstance(miss, NondeterminismError):
         position = miss.position
     elif miss.rerun_execution_id is not None:
-        steps = record_steps(scratch.load(miss.rerun_execution_id))
+        try:
+            steps = record_steps(scratch.load(miss.rerun_execution_id))
+        except IntentusNetError:
+            steps = []  # not recorded: the position stays unknown
         asked = [s.number for s in steps if s.name == miss.name]
         position = asked[-1] if asked else None
     at = "" if position is None else f" at step {position}"
