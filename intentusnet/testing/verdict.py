@@ -176,7 +176,7 @@ def _diverged(
         try:
             steps = record_steps(scratch.load(miss.rerun_execution_id))
         except IntentusNetError:
-            steps = []  # not recorded: the position stays unknown
+            steps = ()  # not recorded: the position stays unknown
         asked = [s.number for s in steps if s.name == miss.name]
         position = asked[-1] if asked else None
     at = "" if position is None else f" at step {position}"
