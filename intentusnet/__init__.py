@@ -111,6 +111,8 @@ _EXPORTS: dict[str, str] = {
     "RerunOptions": "steps.options",
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
+    "RerunWorkerError": "errors",
+    "RecordVerdict": "testing.verdict",
     "ResponseMetadata": "envelope",
     "ResumeRefused": "errors",
     "RoutingDecision": "envelope",
@@ -148,7 +150,9 @@ _EXPORTS: dict[str, str] = {
     "reask": "integrations.reask",
     "record_steps": "steps.view",
     "rerun": "steps.rerun",
+    "rerun_all": "testing.bulk",
     "savings_report": "cache.savings",
+    "select_ids": "testing.bulk",
     "step": "steps.step",
 }
 
@@ -291,6 +295,9 @@ if TYPE_CHECKING:
     from .store import open_store as open_store
     from .store.durable import DurableStore as DurableStore
     from .store.hits import CacheHit as CacheHit
+    from .testing.bulk import rerun_all as rerun_all
+    from .testing.bulk import select_ids as select_ids
+    from .testing.verdict import RecordVerdict as RecordVerdict
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 

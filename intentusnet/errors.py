@@ -31,6 +31,7 @@ with, and also subclasses the builtin it behaves like::
     ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
     ├── SigningKeyError (ValueError)              signing_key_error      2
     ├── PriceTableError (ValueError)              price_table_invalid    2
+    ├── RerunWorkerError (RuntimeError)           rerun_worker_failed    2
     ├── NetworkBlocked (ConnectionError)          network_blocked        7
     ├── InvalidIdempotencyKey (ValueError)        invalid_idempotency_key 2
     ├── IdempotencyConflict (ValueError)          idempotency_conflict   2
@@ -91,6 +92,7 @@ __all__ = [
     "RequestInvalid",
     "RequestNotRecorded",
     "RequestTooLarge",
+    "RerunWorkerError",
     "ResumeRefused",
     "ServiceError",
     "ServiceUnavailable",
@@ -623,6 +625,17 @@ class PriceTableError(IntentusNetError, ValueError):
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
         super().__init__(f"{path}: {problem}")
+
+
+class RerunWorkerError(IntentusNetError, RuntimeError):
+    """A bulk re-run's worker could not open the store or build the application.
+
+    Raised by ``rerun_all`` (``intentusnet rerun --all``) with the worker's
+    reason, e.g. a module that cannot be imported. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "rerun_worker_failed"
+    exit_code: ClassVar[int] = 2
 
 
 class NetworkBlocked(IntentusNetError, ConnectionError):

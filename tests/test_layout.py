@@ -118,6 +118,8 @@ IMPORTS = _imports()
         ("hashing", "envelope"),
         ("_util", "record"),
         ("_util", "envelope"),
+        ("steps", "testing"),
+        ("integrations", "testing"),
     ],
 )
 def test_imports_point_down(part: str, banned: str) -> None:

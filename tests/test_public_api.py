@@ -88,6 +88,7 @@ PUBLIC = [
     "RecordNotFound",
     "RecordStatus",
     "RecordSummary",
+    "RecordVerdict",
     "RecordWriter",
     "RecordedStep",
     "Recovery",
@@ -109,6 +110,7 @@ PUBLIC = [
     "RerunOptions",
     "RerunPlan",
     "RerunResult",
+    "RerunWorkerError",
     "ResponseMetadata",
     "ResumeRefused",
     "RoutingDecision",
@@ -147,7 +149,9 @@ PUBLIC = [
     "reask",
     "record_steps",
     "rerun",
+    "rerun_all",
     "savings_report",
+    "select_ids",
     "step",
 ]
 

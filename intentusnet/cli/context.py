@@ -164,6 +164,12 @@ def last_intent_option(command: _F) -> _F:
     return option(command)
 
 
+def last_intent() -> str | None:
+    """The ``--intent NAME`` given to the command, if any."""
+    value = click.get_current_context().meta.get(_INTENT_KEY)
+    return None if value is None else str(value)
+
+
 def check_last_intent() -> None:
     """Refuse ``--intent`` when no ``ID`` said ``last`` (it would do nothing).
 

@@ -26,7 +26,7 @@ INTEGRITY_EXIT: Final = RecordIntegrityError.exit_code
 CONFLICT_EXIT: Final = RecordExists.exit_code
 
 
-class _Tally:
+class Tally:
     """What happened to each record: counts, and why records were not copied."""
 
     def __init__(self) -> None:
@@ -35,6 +35,7 @@ class _Tally:
         self.notes: list[tuple[str, str, str]] = []
 
     def add(self, outcome: str, execution_id: str, why: str | None = None) -> None:
+        """Count one record's outcome, noting why when there is something to say."""
         self.counts[outcome] += 1
         if why is not None:
             self.notes.append((execution_id, outcome, why))
@@ -69,7 +70,7 @@ def copy(
     ctx.call_on_close(source.close)
     target = open_named(dst, create=True)
     ctx.call_on_close(target.close)
-    tally = _Tally()
+    tally = Tally()
     if only:
         ids = [newest_execution_id(source) if i == LAST else i for i in only]
         for execution_id in ids:
@@ -86,19 +87,20 @@ def copy(
             if execution_id in writing:
                 tally.add("skipped", execution_id, "still being written")
             else:
-                _copy_one(source, target, execution_id, tally)
+                copy_one(source, target, execution_id, tally)
             if advance is not None:
                 advance(done)
-    _report(tally, as_json)
+    report(tally, as_json)
     if tally.counts["failed"]:
         ctx.exit(INTEGRITY_EXIT)
     if tally.counts["conflict"]:
         ctx.exit(CONFLICT_EXIT)
 
 
-def _copy_one(
-    source: NamedStore, target: NamedStore, execution_id: str, tally: _Tally
+def copy_one(
+    source: NamedStore, target: NamedStore, execution_id: str, tally: Tally
 ) -> None:
+    """Copy one record, verified, byte for byte; note the outcome in ``tally``."""
     from ..record.verify import verify_bytes
 
     try:
@@ -137,7 +139,8 @@ def _copy_one(
         return
 
 
-def _report(tally: _Tally, as_json: bool) -> None:
+def report(tally: Tally, as_json: bool) -> None:
+    """Print what happened to the records: notes, then the counts."""
     counts = tally.counts
     if as_json:
         notes: list[JSONValue] = [

@@ -12,7 +12,7 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -29,6 +29,7 @@ from .context import (
 from .output import emit_json, status_text
 from .params import USAGE, CliFailure
 from .reask import edit_options, print_reask, reasked_override
+from .rerun_all import rerun_all_options, run_all
 from .timeline import print_row, timeline_row
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class _Override(_OverrideType):
 
 
 @click.command()
-@click.argument("execution_id", metavar="ID", type=ExecutionId())
+@click.argument("execution_id", metavar="[ID]", type=ExecutionId(), required=False)
 @click.option(
     "--app",
     "app_ref",
@@ -154,9 +155,10 @@ class _Override(_OverrideType):
     "store's (repeatable).",
 )
 @last_intent_option
+@rerun_all_options
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def rerun(
-    execution_id: str,
+    execution_id: str | None,
     app_ref: str | None,
     from_failure: bool,
     from_step: str | None,
@@ -173,10 +175,14 @@ def rerun(
     block_network: bool,
     allowed_hosts: tuple[str, ...],
     as_json: bool,
+    **selection: Any,  # rerun --all's options: typed by run_all
 ) -> None:
-    """Re-run record ID with today's code, its steps served from the record."""
+    """Re-run record ID (or --all selected) with today's code, steps from the record."""
     from ..replay import ReplayEngine
 
+    if selection["run_all"] or execution_id is None:
+        run_all(execution_id, app_ref, allowed_hosts, as_json, **selection)
+        return
     check_last_intent()
     if allowed_hosts and not block_network:
         raise CliFailure("--allow-host needs --block-network", USAGE)

@@ -152,6 +152,7 @@ def progress_counter(
     total: int | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,
+    force: bool = False,
 ) -> Iterator[Advance | None]:
     """A progress callback counting records on stderr, only on a terminal.
 
@@ -159,9 +160,9 @@ def progress_counter(
     line is redrawn at most every :data:`REDRAW_INTERVAL` seconds, however often
     the callback is called, and once more at the end with the final count. With
     ``total`` it shows the share done and an estimate of the time left (added
-    in 0.1.0).
+    in 0.1.0). ``force`` shows it on stderr even when that is not a terminal.
     """
-    if label is None or not sys.stderr.isatty():
+    if label is None or not (force or sys.stderr.isatty()):
         yield None
         return
     started = clock()

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
 from .params import EnvelopeHash, IdPrefix, Since
+from .selection import STATUSES, selection_options
 from .timeline import print_inspection, timeline_json
 
 if TYPE_CHECKING:
@@ -17,16 +19,6 @@ if TYPE_CHECKING:
     from ..store.hits import CacheHit
 
 _JSON_HELP = "Print JSON instead of a table."
-#: ``RecordStatus`` values, spelled out so that ``--help`` need not import the
-#: record model (a test keeps them equal).
-STATUSES = (
-    "completed",
-    "failed",
-    "in_progress",
-    "incomplete",
-    "recording_failure",
-    "needs_attention",
-)
 
 
 @click.group()
@@ -179,6 +171,31 @@ def _row(summary: RecordSummary) -> list[str]:
         "yes" if summary.replayable else f"no ({reason.value if reason else '?'})",
         ms(summary.duration_ms),
     ]
+
+
+@records.command("export")
+@click.option(
+    "--to",
+    "directory",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="The golden set's directory (a file store; created if need be).",
+)
+@click.option("--intent", metavar="NAME", help="Only records of this intent.")
+@selection_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def export(ctx: click.Context, /, directory: Path, **selection: Any) -> None:
+    """Write the selected records, and the records their steps link to, to DIR.
+
+    DIR becomes a small file store a repository can keep beside its tests:
+    every record is verified and copied byte for byte (see `copy`), so it
+    verifies and re-runs as the original (`rerun --all`, intentusnet.testing).
+    """
+    from .export import export_records
+
+    export_records(ctx, directory, **selection)
 
 
 @records.command("show")

@@ -1,0 +1,20 @@
+"""The golden set of docs/regression.md: one test per exported record.
+
+Run from examples/, once ``intentusnet records export --to golden`` wrote it::
+
+    python -m pytest -q test_support_triage_golden.py
+"""
+
+from pathlib import Path
+
+import pytest
+
+from intentusnet.testing import check_golden, golden_cases
+from support_triage import router
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("case", golden_cases(GOLDEN), ids=str)
+def test_golden(case):
+    check_golden(case, router)
