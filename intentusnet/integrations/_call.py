@@ -68,7 +68,7 @@ class Call:
     ) -> None:
         self.recorder = recorder
         self.request = request
-        self.payload, self.key, self.redacted, self.sent = made
+        self.payload, self.key, self.redacted, self.sent, self.tenant = made
         self.step = step
         #: the execution of the agent making the call, if one is
         self.parent = None if step is None else step.execution_id
@@ -110,7 +110,12 @@ class Call:
                 answer = recorder.cache.answer(
                     key,
                     lambda: recorder.calls.run(
-                        self.payload, run, self._secrets(), key.directive, self.parent
+                        self.payload,
+                        run,
+                        self._secrets(),
+                        key.directive,
+                        self.parent,
+                        self.tenant,
                     ),
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
@@ -162,7 +167,12 @@ class Call:
                 answer = await recorder.cache.aanswer(
                     key,
                     lambda: recorder.calls.arun(
-                        self.payload, run, self._secrets(), key.directive, self.parent
+                        self.payload,
+                        run,
+                        self._secrets(),
+                        key.directive,
+                        self.parent,
+                        self.tenant,
                     ),
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
