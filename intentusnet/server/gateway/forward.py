@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 import httpx
 
 from ...cache.replay_cache import ReplayCache
-from ...integrations.httpx import AsyncRecordingTransport
+from ...integrations.httpx import AsyncRecordingTransport, TransportMode
 from .settings import GatewaySettings, tenant_of
 
 if TYPE_CHECKING:
@@ -76,24 +76,34 @@ class Forwarder:
         self.store = store
         self.settings = settings
         self.cache = ReplayCache(store=store)
-        timeout = httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT)
         #: one client per upstream, whatever the number of credentials
         self.clients = {
-            name: httpx.AsyncClient(
-                transport=AsyncRecordingTransport(
-                    store,
-                    settings.mode,
-                    httpx.AsyncHTTPTransport(),
-                    cache=self.cache,
-                    tenant=lambda request: self.tenant(request.headers.raw),
-                    redactor=settings.redactor,
-                ),
-                timeout=timeout,
-                follow_redirects=False,
-                trust_env=False,
-            )
-            for name in settings.upstreams
+            name: self._client(settings.mode) for name in settings.upstreams
         }
+        #: the clients of read-only callers: answered from records only
+        self.replaying = (
+            self.clients
+            if settings.mode is TransportMode.REPLAY
+            else {
+                name: self._client(TransportMode.REPLAY) for name in settings.upstreams
+            }
+        )
+
+    def _client(self, mode: TransportMode) -> httpx.AsyncClient:
+        settings = self.settings
+        return httpx.AsyncClient(
+            transport=AsyncRecordingTransport(
+                self.store,
+                mode,
+                httpx.AsyncHTTPTransport(),
+                cache=self.cache,
+                tenant=lambda request: self.tenant(request.headers.raw),
+                redactor=settings.redactor,
+            ),
+            timeout=httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT),
+            follow_redirects=False,
+            trust_env=False,
+        )
 
     def tenant(self, headers: list[tuple[bytes, bytes]]) -> str | None:
         """The tenant of a request with these headers (``None``: shared cache)."""
@@ -107,11 +117,14 @@ class Forwarder:
         target: str,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        *,
+        replay_only: bool = False,
     ) -> httpx.Response:
         """Send a request to upstream ``name``; its response, body not yet read.
 
         ``target`` is the path and query after the upstream's name, as the
-        client wrote them. The caller closes the response.
+        client wrote them; ``replay_only``: answer from the records only, as
+        in replay mode (a read-only caller). The caller closes the response.
 
         Raises:
             CacheMiss: replay mode, and no record answers the request.
@@ -121,12 +134,12 @@ class Forwarder:
                 answer.
         """
         url = self.settings.upstreams[name].url + target
-        client = self.clients[name]
+        client = (self.replaying if replay_only else self.clients)[name]
         request = httpx.Request(method, url, headers=forwarded(headers), content=body)
         return await client.send(request, stream=True)
 
     async def aclose(self) -> None:
         """Close every client (writing the cache's counts), its pool and the cache."""
-        for client in self.clients.values():
+        for client in {*self.clients.values(), *self.replaying.values()}:
             await client.aclose()
         self.cache.close()
