@@ -105,13 +105,21 @@ class Traffic:
 
         async def sending(message: Message) -> None:
             seen.saw(message)
+            if seen.complete:
+                self._release(seen)  # before the client can see the end
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
         finally:
-            self.active -= 1
+            self._release(seen)
             self._answered(scope, seen, time.perf_counter() - started)
+
+    def _release(self, seen: _Seen) -> None:
+        """Free the request's place (once) for the next one."""
+        if not seen.released:
+            seen.released = True
+            self.active -= 1
 
     def _answered(self, scope: Scope, seen: _Seen, whole: float) -> None:
         path: str = scope["path"]
@@ -151,6 +159,7 @@ class _Seen:
         self.head: float | None = None
         self.size = 0
         self.complete = False
+        self.released = False
 
     def saw(self, message: Message) -> None:
         if message["type"] == "http.response.start":
