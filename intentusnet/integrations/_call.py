@@ -100,7 +100,7 @@ class Call:
             self.passed = True
             hand.put(Handed(response, tee, running_execution.get()))
             del tee
-            return self._whole(response, outcome.body())
+            return self._whole(response, outcome.body(), outcome.failed)
 
         run: Job = job
         recorder, key = self.recorder, self.key
@@ -157,7 +157,7 @@ class Call:
             handed.append(Handed(response, tee, running_execution.get()))
             hand.set_result(None)
             del tee
-            return self._whole(response, await outcome.body())
+            return self._whole(response, await outcome.body(), outcome.failed)
 
         run: AsyncJob = job
         recorder, key = self.recorder, self.key
@@ -207,13 +207,23 @@ class Call:
         )
         return recorded
 
-    def _whole(self, response: HTTPResponse, content: bytes | None) -> JobResult:
-        """A passed-through body, recorded once the client has read all of it."""
+    def _whole(
+        self, response: HTTPResponse, content: bytes | None, failed: bool
+    ) -> JobResult:
+        """A passed-through body, recorded once the client has read all of it.
+
+        One cut short is the call's failure, saying who cut it: the upstream
+        (reading failed) or the client (it closed the response early).
+        """
         if content is None:
+            who = (
+                "failed before its end (the upstream broke off)"
+                if failed
+                else "was closed by the client before its end"
+            )
             raise Interrupted(
                 f"the response to {self.recorder.secrets.describe(self.request)} "
-                "was closed or failed before its end; it is not recorded as an "
-                "answer"
+                f"{who}; it is not recorded as an answer"
             )
         return self._read(response, content)
 

@@ -43,6 +43,8 @@ class Outcome:
     def __init__(self) -> None:
         self.parts: list[bytes] = []
         self.complete = False
+        #: reading the body failed (the upstream broke off); else, when not
+        #: complete, the client stopped reading it
         self.failed = False
         self.done = threading.Event()
 
@@ -59,6 +61,8 @@ class AsyncOutcome:
         self.parts: list[bytes] = []
         self.complete = False
         self.failed = False
+        #: a read was cancelled: its reader (the client) gave up waiting
+        self.stopped = False
         self.done = asyncio.Event()
 
     async def body(self) -> bytes | None:
@@ -110,6 +114,7 @@ class Tee:
             self._close()
         except Exception:
             outcome.complete = False
+            outcome.failed = True
         finally:
             outcome.done.set()
 
@@ -140,6 +145,9 @@ class AsyncTee:
                 outcome.parts.append(chunk)
                 yield chunk
             outcome.complete = True
+        except asyncio.CancelledError:
+            outcome.stopped = True
+            raise
         except Exception:
             outcome.failed = True
             raise
@@ -151,11 +159,14 @@ class AsyncTee:
         outcome = self.outcome
         if not outcome.done.is_set():
             try:
-                if not (outcome.complete or outcome.failed):
+                if not (outcome.complete or outcome.failed or outcome.stopped):
                     outcome.complete = await anext(self._chunks, None) is None
                 await self._close()
             except Exception:
                 outcome.complete = False
+                # Closing a body whose read was cancelled may fail: not the
+                # upstream's doing.
+                outcome.failed = not outcome.stopped
             finally:
                 outcome.done.set()
         # A record later than that is left to finish; the client goes on.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -264,3 +265,35 @@ def test_sigterm_finishes_a_stream_in_flight(api: FakeAPI, tmp_path: Path) -> No
     assert (first + rest).rstrip().endswith(b"data: [DONE]")
     with FileExecutionStore(root) as store:
         assert store.load(record).header.status == "completed"
+
+
+def test_a_client_leaving_mid_stream_is_recorded_as_cut_by_the_client(
+    gateway: Gateway, api: FakeAPI, folder: Path
+) -> None:
+    """A client that reads one event and closes leaves a failed record saying so."""
+    url = f"{gateway.url}/fake/v1/chat/completions"
+    api.release.clear()
+    try:
+        with (
+            httpx.Client(trust_env=False, timeout=TIMEOUT) as client,
+            client.stream(
+                "POST",
+                url,
+                json=_ask("left early", stream=True),
+                headers={**FULL, **BEARER},
+            ) as stream,
+        ):
+            next(stream.iter_raw())
+            record = stream.headers["x-intentusnet-record"]
+        # Still held upstream: only the client's leaving can end the record.
+        deadline = time.monotonic() + TIMEOUT
+        with FileExecutionStore(folder / "records") as store:
+            while store.load(record).header.status == "in_progress":
+                assert time.monotonic() < deadline, "the cut stream was never recorded"
+                time.sleep(0.05)
+            loaded = store.load(record)
+    finally:
+        api.release.set()
+    assert loaded.header.status == "failed"
+    message = loaded.final_response["error"]["message"]
+    assert "was closed by the client before its end" in message

@@ -259,7 +259,7 @@ async def _answer(response: httpx.Response) -> Response:
 
 
 async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it comes; closing it (the client left) records the cut."""
+    """The body as it comes; the client leaving cancels the read (recorded as such)."""
     try:
         async for chunk in response.aiter_raw():
             yield chunk

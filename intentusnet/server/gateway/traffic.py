@@ -100,28 +100,26 @@ class Traffic:
             return
         self.active += 1
         self.metrics.started()
-        started = time.perf_counter()
-        seen = _Seen(started)
+        seen = _Seen(time.perf_counter())
 
         async def sending(message: Message) -> None:
             seen.saw(message)
             if seen.complete:
-                self._release(seen)  # before the client can see the end
+                self._done(scope, seen)  # before the client can see the end
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
         finally:
-            self._release(seen)
-            self._answered(scope, seen, time.perf_counter() - started)
+            self._done(scope, seen)
 
-    def _release(self, seen: _Seen) -> None:
-        """Free the request's place (once) for the next one."""
-        if not seen.released:
-            seen.released = True
-            self.active -= 1
-
-    def _answered(self, scope: Scope, seen: _Seen, whole: float) -> None:
+    def _done(self, scope: Scope, seen: _Seen) -> None:
+        """Free the request's place for the next one; count and log it (once)."""
+        if seen.done:
+            return
+        seen.done = True
+        self.active -= 1
+        whole = time.perf_counter() - seen.started
         path: str = scope["path"]
         name = path.lstrip("/").partition("/")[0]
         upstream = name if name in self.upstreams else ""
@@ -159,7 +157,7 @@ class _Seen:
         self.head: float | None = None
         self.size = 0
         self.complete = False
-        self.released = False
+        self.done = False
 
     def saw(self, message: Message) -> None:
         if message["type"] == "http.response.start":
