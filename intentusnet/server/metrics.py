@@ -267,6 +267,7 @@ class SavingsCollector(Collector):
         self._report = report
 
     def collect(self) -> Iterator[Metric]:
+        """The calls, tokens and (priced) cost families, read from the store now."""
         try:
             report = self._report()
         except (IntentusNetError, OSError) as exc:
