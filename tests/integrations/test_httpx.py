@@ -796,8 +796,7 @@ def test_a_tenant_function_keys_each_request_by_its_tenant(store, llm):
         assert answer.headers[CACHE_HEADER] == "hit"
     assert llm.calls == 2
     tenants = sorted(
-        store.load(s.execution_id).envelope["context"]["tenant"]
-        for s in store.list()
+        store.load(s.execution_id).envelope["context"]["tenant"] for s in store.list()
     )
     assert tenants == ["blue", "red"]
     with pytest.raises(TypeError, match="tenant must be"):
