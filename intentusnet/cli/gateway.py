@@ -141,6 +141,14 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     help="Price table (JSON, or TOML as *.toml) for the cost saved in /metrics.",
 )
 @click.option(
+    "--pace",
+    type=click.Choice(["fast", "recorded"]),
+    default="fast",
+    show_default=True,
+    help="recorded: answer a recorded event stream at the pace its events came "
+    "when it was recorded; fast: at once.",
+)
+@click.option(
     "--shutdown-timeout",
     type=click.IntRange(min=0),
     default=30,
@@ -177,6 +185,7 @@ def gateway(
     max_concurrency: int,
     access_log: str,
     prices_file: str | None,
+    pace: str,
     shutdown_timeout: int,
     timeout: float,
     log_level: str,
@@ -198,7 +207,7 @@ def gateway(
     from ..integrations.httpx import TransportMode
     from ..server.auth import KeyRing, check_bind
     from ..server.gateway import GatewaySettings, create_gateway
-    from ..server.gateway.settings import TENANT_KEY_FILE, tenant_key
+    from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
     from ..store.file import FileExecutionStore
 
     host, port = _address(listen)
@@ -231,6 +240,7 @@ def gateway(
             keys=keys,
             max_concurrency=max_concurrency or None,
             prices=prices,
+            pace=Pace(pace),
         )
     except (ValueError, OSError) as exc:
         store.close()

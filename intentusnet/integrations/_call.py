@@ -22,7 +22,7 @@ from ..cache.replay_cache import ReplayCache
 from ..envelope import AgentResponse, CacheDirective
 from ._http import AsyncOpen, HTTPRequest, HTTPResponse, Open
 from ._key import Made
-from ._passthrough import AsyncTee, Interrupted, Tee
+from ._passthrough import Arrivals, AsyncOutcome, AsyncTee, Interrupted, Outcome, Tee
 from ._response import Responses, passes
 from ._secrets import Secrets
 from ._served import record_of
@@ -100,7 +100,7 @@ class Call:
             self.passed = True
             hand.put(Handed(response, tee, running_execution.get()))
             del tee
-            return self._whole(response, outcome.body(), outcome.failed)
+            return self._whole(response, outcome.body(), outcome)
 
         run: Job = job
         recorder, key = self.recorder, self.key
@@ -157,7 +157,7 @@ class Call:
             handed.append(Handed(response, tee, running_execution.get()))
             hand.set_result(None)
             del tee
-            return self._whole(response, await outcome.body(), outcome.failed)
+            return self._whole(response, await outcome.body(), outcome)
 
         run: AsyncJob = job
         recorder, key = self.recorder, self.key
@@ -200,15 +200,20 @@ class Call:
     def _secrets(self) -> list[str]:
         return self.recorder.secrets.of_request(self.request, self.redacted)
 
-    def _read(self, response: HTTPResponse, content: bytes) -> JobResult:
+    def _read(
+        self, response: HTTPResponse, content: bytes, arrivals: Arrivals | None = None
+    ) -> JobResult:
         """A body read whole: recorded, and kept as it came to serve."""
         self.live, recorded = self.recorder.responses.recorded(
-            response, content, self.sent
+            response, content, self.sent, arrivals
         )
         return recorded
 
     def _whole(
-        self, response: HTTPResponse, content: bytes | None, failed: bool
+        self,
+        response: HTTPResponse,
+        content: bytes | None,
+        outcome: Outcome | AsyncOutcome,
     ) -> JobResult:
         """A passed-through body, recorded once the client has read all of it.
 
@@ -218,14 +223,14 @@ class Call:
         if content is None:
             who = (
                 "failed before its end (the upstream broke off)"
-                if failed
+                if outcome.failed
                 else "was closed by the client before its end"
             )
             raise Interrupted(
                 f"the response to {self.recorder.secrets.describe(self.request)} "
                 f"{who}; it is not recorded as an answer"
             )
-        return self._read(response, content)
+        return self._read(response, content, outcome)
 
     def _ended(self, answer: AgentResponse) -> AgentResponse:
         """End a passed-through response's step once it is recorded (or failed)."""

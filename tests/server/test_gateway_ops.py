@@ -49,7 +49,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(api: FakeAPI, folder: Path) -> Iterator[Gateway]:
-    """A gateway in cache mode: keys, a limit of 3 requests, a logged, priced run."""
+    """A gateway in cache mode: keys, 3 requests at once, logged, priced, paced."""
     process = Gateway(
         folder / "records",
         api.url,
@@ -61,6 +61,8 @@ def gateway(api: FakeAPI, folder: Path) -> Iterator[Gateway]:
         str(folder / "access.log"),
         "--prices",
         str(folder / "prices.json"),
+        "--pace",
+        "recorded",
     )
     yield process
     process.stop()
@@ -297,3 +299,39 @@ def test_a_client_leaving_mid_stream_is_recorded_as_cut_by_the_client(
     assert loaded.header.status == "failed"
     message = loaded.final_response["error"]["message"]
     assert "was closed by the client before its end" in message
+
+
+def test_a_recorded_stream_is_replayed_at_its_recorded_pace(
+    gateway: Gateway, api: FakeAPI, folder: Path
+) -> None:
+    """The record keeps when each event came; a hit waits as long between them."""
+    url = f"{gateway.url}/fake/v1/chat/completions"
+    body, headers = _ask("paced", stream=True), {**FULL, **BEARER}
+    api.release.clear()
+    with (
+        httpx.Client(trust_env=False, timeout=TIMEOUT) as client,
+        client.stream("POST", url, json=body, headers=headers) as live,
+    ):
+        chunks = live.iter_raw()
+        recorded = next(chunks)
+        time.sleep(0.4)  # the rest comes 0.4 s after the first event
+        api.release.set()
+        recorded += b"".join(chunks)
+        record = live.headers["x-intentusnet-record"]
+    with FileExecutionStore(folder / "records") as store:
+        answer = store.load(record).final_response["payload"]["response"]
+    times = answer["eventMs"]
+    assert len(times) == recorded.count(b"\n\n")
+    assert times[-1] - times[0] >= 400
+    with (
+        httpx.Client(trust_env=False, timeout=TIMEOUT) as client,
+        client.stream("POST", url, json=body, headers=headers) as hit,
+    ):
+        chunks = hit.iter_raw()
+        first = next(chunks)
+        waited = time.monotonic()
+        replayed = first + b"".join(chunks)
+        waited = time.monotonic() - waited
+        assert hit.headers["x-intentusnet-cache"] == "hit"
+    assert replayed == recorded
+    assert waited >= 0.3  # paced as recorded, not sent at once

@@ -23,8 +23,10 @@ keys are configured; ``GET /healthz`` never does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
@@ -44,7 +46,7 @@ from ..auth import Access
 from .forward import HOP_BY_HOP, KEY_HEADER, Forwarder
 from .metrics import CONTENT_TYPE, GatewayMetrics
 from .misses import miss_body
-from .settings import GatewaySettings
+from .settings import GatewaySettings, Pace
 from .traffic import AccessLog, Traffic
 
 if TYPE_CHECKING:
@@ -165,7 +167,7 @@ def create_gateway(
             "bypass",
         ):
             metrics.upstream_error(name, "status_5xx")
-        return await _answer(response)
+        return await _answer(response, settings.pace)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -235,8 +237,12 @@ async def _body(request: Request, limit: int) -> bytes | Response:
     return b"".join(parts)
 
 
-async def _answer(response: httpx.Response) -> Response:
-    """The client's response: an event stream streamed, any other body whole."""
+async def _answer(response: httpx.Response, pace: Pace) -> Response:
+    """The client's response: an event stream streamed, any other body whole.
+
+    With ``Pace.RECORDED`` a recorded stream's events are sent when they came
+    (after the head) while it was recorded.
+    """
     headers = [
         (name, value)
         for name, value in response.headers.raw
@@ -245,7 +251,7 @@ async def _answer(response: httpx.Response) -> Response:
     content_type = response.headers.get("content-type", "")
     if content_type.lower().startswith("text/event-stream"):
         streamed = StreamingResponse(
-            _chunks(response), status_code=response.status_code
+            _chunks(response, _times(response, pace)), status_code=response.status_code
         )
         streamed.raw_headers.extend(headers)
         return streamed
@@ -258,10 +264,31 @@ async def _answer(response: httpx.Response) -> Response:
     return whole
 
 
-async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it comes; the client leaving cancels the read (recorded as such)."""
+def _times(response: httpx.Response, pace: Pace) -> tuple[int, ...]:
+    """When to send each event of a recorded stream (ms after the head), if paced."""
+    extensions = response.extensions
+    if pace is not Pace.RECORDED or extensions.get("intentusnet_cache") != "hit":
+        return ()
+    times = extensions.get("intentusnet_event_ms")
+    return times if isinstance(times, tuple) else ()
+
+
+async def _chunks(
+    response: httpx.Response, times: tuple[int, ...]
+) -> AsyncIterator[bytes]:
+    """The body as it comes, each chunk at its time if ``times`` are given.
+
+    The client leaving cancels the read (recorded as such on a miss).
+    """
+    started = time.monotonic()
+    sent = 0
     try:
         async for chunk in response.aiter_raw():
+            if sent < len(times):
+                wait = started + times[sent] / 1000 - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            sent += 1
             yield chunk
     finally:
         await response.aclose()

@@ -17,6 +17,7 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "TENANT_KEY_FILE",
     "GatewaySettings",
+    "Pace",
     "Upstream",
     "tenant_key",
     "tenant_of",
@@ -48,6 +50,13 @@ DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY: Final = 256
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _MIN_KEY: Final = 16
+
+
+class Pace(StrEnum):
+    """How a recorded event stream is answered: at once, or at its recorded pace."""
+
+    FAST = "fast"
+    RECORDED = "recorded"
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,8 @@ class GatewaySettings:
         max_concurrency: requests answered at once at most (more get 503);
             ``None``: no limit.
         prices: the price table ``/metrics`` prices saved tokens with.
+        pace: ``recorded``: a recorded event stream is answered at the pace its
+            events came when it was recorded; ``fast`` (the default): at once.
     """
 
     upstreams: Mapping[str, Upstream]
@@ -117,6 +128,7 @@ class GatewaySettings:
     keys: KeyRing = field(default_factory=KeyRing)
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
     prices: PriceTable | None = None
+    pace: Pace = Pace.FAST
 
     @classmethod
     def of(cls, upstreams: Iterable[str], **options: object) -> GatewaySettings:
