@@ -14,6 +14,7 @@ It prints:
     every one answered from its record, with each request's latency under that
     load (p50/p99) and the throughput; beside the bare app, same load
     generator, the two taking turns over --rounds rounds (median round shown);
+    then one connection at a time (latency without queueing);
   * miss overhead: --calls requests one at a time, each new (so each is
     forwarded and recorded), straight to the upstream and through the gateway,
     taking turns: the difference of the p50 latencies;
@@ -288,6 +289,15 @@ def main() -> None:
             r for r, _ in bare
         )
         print(f"  hit throughput: {ratio:.2f}x the bare app (median rounds)")
+        for label, port, path in (
+            ("gateway hit", ports["gateway"], "/up" + PATH),
+            ("bare uvicorn app", ports["bare"], PATH),
+        ):
+            _, alone = _load(port, path, 1, min(args.requests, 1000))
+            print(
+                f"  {label}, one connection: p50 {_pct(alone, 0.5):.2f} ms, "
+                f"p99 {_pct(alone, 0.99):.2f} ms"
+            )
         for label, stream in (
             ("miss, whole answer", False),
             ("stream, first byte", True),
