@@ -103,7 +103,6 @@ def cached(
             the_store,
             intent=intent,
             version=version,
-            tenant=tenant,
             agent=_NOT_NAME.sub("_", label)[:128],
             is_async=inspect.iscoroutinefunction(fn),
         )
@@ -117,7 +116,7 @@ def cached(
             bound.apply_defaults()
             payload = cast(JSONObject, dict(bound.arguments))
             try:
-                return payload, calls.key(payload)
+                return payload, calls.key(payload, tenant=tenant)
             except EnvelopeValidationError as exc:
                 found = _ARGUMENT.match(exc.path)
                 name = found.group(0) if found else "?"
@@ -149,13 +148,15 @@ def cached(
                     return _wrap(label, await coroutine_fn(*args, **kwargs))
 
                 if not use_cache:
-                    return result(await calls.arun(payload, job), ran=True)
+                    return result(
+                        await calls.arun(payload, job, tenant=tenant), ran=True
+                    )
                 ran = False
 
                 def execute() -> Awaitable[AgentResponse]:
                     nonlocal ran
                     ran = True
-                    return calls.arun(payload, job)
+                    return calls.arun(payload, job, tenant=tenant)
 
                 answer = await the_cache.aanswer(key, execute)
                 return result(answer, ran=ran)
@@ -171,13 +172,13 @@ def cached(
                     return _wrap(label, fn(*args, **kwargs))
 
                 if not use_cache:
-                    return result(calls.run(payload, job), ran=True)
+                    return result(calls.run(payload, job, tenant=tenant), ran=True)
                 ran = False
 
                 def execute() -> AgentResponse:
                     nonlocal ran
                     ran = True
-                    return calls.run(payload, job)
+                    return calls.run(payload, job, tenant=tenant)
 
                 answer = the_cache.answer(key, execute)
                 return result(answer, ran=ran)

@@ -55,11 +55,13 @@ _KEPT_FAILURES: Final = 64
 class CallRouter:
     """Routes calls of one kind (one intent) through a one-agent router.
 
+    Each call names its tenant (hashed with it), so one router serves any
+    number of tenants.
+
     Args:
         store: where the calls are recorded.
         intent: the intent name of every call.
         version: its version.
-        tenant: the tenant every call is made for (hashed).
         agent: the agent's name in the records.
         is_async: the jobs are coroutines (``arun``) rather than plain (``run``).
         redactor: the router's redactor (its answers and error texts are
@@ -72,14 +74,12 @@ class CallRouter:
         *,
         intent: str,
         version: str,
-        tenant: str | None,
         agent: str,
         is_async: bool,
         redactor: Redactor | None = None,
     ) -> None:
         self.intent = intent
         self.version = version
-        self.tenant = tenant
         self.router = IntentRouter(store=store, max_workers=4, redactor=redactor)
         #: each call's job and the secrets it names, by request id
         self._jobs: dict[str, tuple[Job | AsyncJob, Collection[str]]] = {}
@@ -87,27 +87,31 @@ class CallRouter:
         self._lock = threading.Lock()
         handler = self._ahandle if is_async else self._handle
         self.router.agent(IntentRef(name=intent, version=version), name=agent)(handler)
-        self._wire: JSONObject = {
-            "intent": {"name": intent, "version": version},
-            "context": {"tenant": tenant},
-        }
-        # The hashed view (DESIGN §3) but for the payload never changes: its
-        # canonical bytes around the payload are made once, as the envelope
-        # model does, so a call's hash costs one canonical encoding.
-        self._prefix, self._suffix = hash_parts(hashed_view(self._wire))
+        self._intent: JSONObject = {"name": intent, "version": version}
+        # The hashed view (DESIGN §3) but for the payload and the tenant never
+        # changes: its canonical bytes before the payload are made once, as
+        # the envelope model does, and those after it hold the tenant.
+        self._prefix, _ = hash_parts(hashed_view(self._wire(None)))
+
+    def _wire(self, tenant: str | None) -> JSONObject:
+        return {"intent": self._intent, "context": {"tenant": tenant}}
 
     def key(
-        self, payload: JSONObject, directive: CacheDirective = CacheDirective.DEFAULT
+        self,
+        payload: JSONObject,
+        directive: CacheDirective = CacheDirective.DEFAULT,
+        tenant: str | None = None,
     ) -> CacheKey:
-        """The cache key of a call with this payload (its envelope's hash).
+        """The cache key of a call with this payload for ``tenant`` (its hash).
 
         Raises:
             EnvelopeValidationError: the payload holds a value JSON cannot carry;
                 the path is relative to the payload.
         """
         body = canonical_json(payload)
+        _, suffix = hash_parts(hashed_view(self._wire(tenant)))
         return CacheKey(
-            hash_bytes(self._prefix + body + self._suffix),
+            hash_bytes(self._prefix + body + suffix),
             self.intent,
             self.version,
             directive,
@@ -118,10 +122,11 @@ class CallRouter:
         payload: JSONObject,
         request_id: str,
         directive: CacheDirective = CacheDirective.DEFAULT,
+        tenant: str | None = None,
     ) -> IntentEnvelope:
         """The envelope a call is recorded with (its cache directive included)."""
         wire: JSONObject = {
-            **self._wire,
+            **self._wire(tenant),
             "payload": payload,
             "metadata": {"requestId": request_id},
         }
@@ -137,20 +142,22 @@ class CallRouter:
         secrets: Collection[str] = (),
         directive: CacheDirective = CacheDirective.DEFAULT,
         parent: str | None = None,
+        tenant: str | None = None,
     ) -> AgentResponse:
         """Route one call whose work is ``job``; its answer as recorded.
 
         ``secrets`` (a request's keys) are replaced by markers wherever they
         appear in what is recorded, error messages included; ``directive`` is
         recorded in the envelope; ``parent`` is the execution whose agent made
-        the call, if any (the record's ``parentExecutionId``).
+        the call, if any (the record's ``parentExecutionId``); ``tenant`` the
+        tenant it is made for.
         """
         request_id = new_request_id()
         self._jobs[request_id] = (job, secrets)
         kept: list[AgentResponse] = []
         try:
             live = self.router.route_intent(
-                self.envelope(payload, request_id, directive),
+                self.envelope(payload, request_id, directive, tenant),
                 options=ExecutionOptions(
                     parent_execution_id=parent, recorded=kept.append
                 ),
@@ -166,6 +173,7 @@ class CallRouter:
         secrets: Collection[str] = (),
         directive: CacheDirective = CacheDirective.DEFAULT,
         parent: str | None = None,
+        tenant: str | None = None,
     ) -> AgentResponse:
         """The async ``run``."""
         request_id = new_request_id()
@@ -173,7 +181,7 @@ class CallRouter:
         kept: list[AgentResponse] = []
         try:
             live = await self.router.route(
-                self.envelope(payload, request_id, directive),
+                self.envelope(payload, request_id, directive, tenant),
                 options=ExecutionOptions(
                     parent_execution_id=parent, recorded=kept.append
                 ),

@@ -6,6 +6,8 @@ Needs the ``server`` extra (uvicorn). docs/gateway.md describes it.
 from __future__ import annotations
 
 import importlib.util
+import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +19,10 @@ from .params import USAGE, CliFailure, keyed_redactor
 from .serve import parse_size
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from ..routing.redact import Redactor
+    from ..server.gateway.traffic import AccessLog
 
 
 def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
@@ -111,6 +116,47 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     help="Refuse larger request bodies (413).",
 )
 @click.option(
+    "--max-concurrency",
+    type=click.IntRange(min=0),
+    default=256,
+    show_default=True,
+    metavar="N",
+    help="Answer at most N requests at once; more get 503 with Retry-After "
+    "(0: no limit).",
+)
+@click.option(
+    "--access-log",
+    default="-",
+    show_default=True,
+    metavar="FILE|-|off",
+    help="Where one JSON line per request goes (no credential, no query string): "
+    "a file appended to, - for stderr, or off.",
+)
+@click.option(
+    "--prices",
+    "prices_file",
+    envvar="INTENTUSNET_PRICES",
+    show_envvar=True,
+    metavar="FILE",
+    help="Price table (JSON, or TOML as *.toml) for the cost saved in /metrics.",
+)
+@click.option(
+    "--pace",
+    type=click.Choice(["fast", "recorded"]),
+    default="fast",
+    show_default=True,
+    help="recorded: answer a recorded event stream at the pace its events came "
+    "when it was recorded; fast: at once.",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.IntRange(min=0),
+    default=30,
+    show_default=True,
+    metavar="SECONDS",
+    help="On SIGTERM or SIGINT, wait this long for answers and streams in flight.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=600.0,
@@ -136,6 +182,11 @@ def gateway(
     redact_key_file: str | None,
     api_keys_file: str | None,
     max_body_size: int,
+    max_concurrency: int,
+    access_log: str,
+    prices_file: str | None,
+    pace: str,
+    shutdown_timeout: int,
     timeout: float,
     log_level: str,
 ) -> None:
@@ -151,12 +202,12 @@ def gateway(
             f"gateway needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
             USAGE,
         )
-    import uvicorn
 
+    from ..cache.prices import PriceTable
     from ..integrations.httpx import TransportMode
     from ..server.auth import KeyRing, check_bind
     from ..server.gateway import GatewaySettings, create_gateway
-    from ..server.gateway.settings import TENANT_KEY_FILE, tenant_key
+    from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
     from ..store.file import FileExecutionStore
 
     host, port = _address(listen)
@@ -166,6 +217,7 @@ def gateway(
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
     redactor = _redactor(redact, redact_headers, redact_key_file)
+    prices = PriceTable.load(prices_file) if prices_file else None  # bad: exit 2
     store = open_named(store_name or named_store(), create=mode != "replay")
     try:
         key = None
@@ -186,6 +238,9 @@ def gateway(
             timeout=timeout,
             redactor=redactor,
             keys=keys,
+            max_concurrency=max_concurrency or None,
+            prices=prices,
+            pace=Pace(pace),
         )
     except (ValueError, OSError) as exc:
         store.close()
@@ -193,9 +248,19 @@ def gateway(
     except BaseException:
         store.close()
         raise
-    app = create_gateway(store, settings)
-    shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
-    note(f"intentusnet gateway: {mode} mode on http://{host}:{port} ({shown})")
+    with ExitStack() as stack:
+        stack.callback(store.close)
+        log = _access_log(access_log, stack)
+        app = create_gateway(store, settings, access_log=log)
+        shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
+        note(f"intentusnet gateway: {mode} mode on http://{host}:{port} ({shown})")
+        _run(app, host, port, log_level, shutdown_timeout)
+
+
+def _run(app: Starlette, host: str, port: int, log_level: str, drain: int) -> None:
+    """Serve ``app`` until SIGINT or SIGTERM, then finish what is in flight."""
+    import uvicorn
+
     try:
         uvicorn.run(
             app,
@@ -206,15 +271,28 @@ def gateway(
             server_header=False,
             date_header=False,  # the upstream's (or the record's) is served
             proxy_headers=False,
-            timeout_graceful_shutdown=30,
+            timeout_graceful_shutdown=drain,
         )
     except SystemExit as exc:
         if exc.code not in (0, None):
             raise CliFailure(
                 f"the gateway could not start on {host}:{port} (see the log above)", 1
             ) from exc
-    finally:
-        store.close()
+
+
+def _access_log(target: str, stack: ExitStack) -> AccessLog | None:
+    """The access log ``--access-log`` names (a file stays open until the end)."""
+    from ..server.gateway.traffic import AccessLog
+
+    if target == "off":
+        return None
+    if target == "-":
+        return AccessLog(sys.stderr)
+    try:
+        stream = stack.enter_context(open(target, "a", encoding="utf-8"))  # noqa: SIM115
+    except OSError as exc:
+        raise CliFailure(f"--access-log {target!r}: {exc.strerror}", USAGE) from None
+    return AccessLog(stream)
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from ..cache.replay_cache import ReplayCache
 from ..envelope import AgentResponse, CacheDirective
 from ._http import AsyncOpen, HTTPRequest, HTTPResponse, Open
 from ._key import Made
-from ._passthrough import AsyncTee, Interrupted, Tee
+from ._passthrough import Arrivals, AsyncOutcome, AsyncTee, Interrupted, Outcome, Tee
 from ._response import Responses, passes
 from ._secrets import Secrets
 from ._served import record_of
@@ -68,7 +68,7 @@ class Call:
     ) -> None:
         self.recorder = recorder
         self.request = request
-        self.payload, self.key, self.redacted, self.sent = made
+        self.payload, self.key, self.redacted, self.sent, self.tenant = made
         self.step = step
         #: the execution of the agent making the call, if one is
         self.parent = None if step is None else step.execution_id
@@ -100,7 +100,7 @@ class Call:
             self.passed = True
             hand.put(Handed(response, tee, running_execution.get()))
             del tee
-            return self._whole(response, outcome.body())
+            return self._whole(response, outcome.body(), outcome)
 
         run: Job = job
         recorder, key = self.recorder, self.key
@@ -110,7 +110,12 @@ class Call:
                 answer = recorder.cache.answer(
                     key,
                     lambda: recorder.calls.run(
-                        self.payload, run, self._secrets(), key.directive, self.parent
+                        self.payload,
+                        run,
+                        self._secrets(),
+                        key.directive,
+                        self.parent,
+                        self.tenant,
                     ),
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
@@ -152,7 +157,7 @@ class Call:
             handed.append(Handed(response, tee, running_execution.get()))
             hand.set_result(None)
             del tee
-            return self._whole(response, await outcome.body())
+            return self._whole(response, await outcome.body(), outcome)
 
         run: AsyncJob = job
         recorder, key = self.recorder, self.key
@@ -162,7 +167,12 @@ class Call:
                 answer = await recorder.cache.aanswer(
                     key,
                     lambda: recorder.calls.arun(
-                        self.payload, run, self._secrets(), key.directive, self.parent
+                        self.payload,
+                        run,
+                        self._secrets(),
+                        key.directive,
+                        self.parent,
+                        self.tenant,
                     ),
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
@@ -190,22 +200,37 @@ class Call:
     def _secrets(self) -> list[str]:
         return self.recorder.secrets.of_request(self.request, self.redacted)
 
-    def _read(self, response: HTTPResponse, content: bytes) -> JobResult:
+    def _read(
+        self, response: HTTPResponse, content: bytes, arrivals: Arrivals | None = None
+    ) -> JobResult:
         """A body read whole: recorded, and kept as it came to serve."""
         self.live, recorded = self.recorder.responses.recorded(
-            response, content, self.sent
+            response, content, self.sent, arrivals
         )
         return recorded
 
-    def _whole(self, response: HTTPResponse, content: bytes | None) -> JobResult:
-        """A passed-through body, recorded once the client has read all of it."""
+    def _whole(
+        self,
+        response: HTTPResponse,
+        content: bytes | None,
+        outcome: Outcome | AsyncOutcome,
+    ) -> JobResult:
+        """A passed-through body, recorded once the client has read all of it.
+
+        One cut short is the call's failure, saying who cut it: the upstream
+        (reading failed) or the client (it closed the response early).
+        """
         if content is None:
+            who = (
+                "failed before its end (the upstream broke off)"
+                if outcome.failed
+                else "was closed by the client before its end"
+            )
             raise Interrupted(
                 f"the response to {self.recorder.secrets.describe(self.request)} "
-                "was closed or failed before its end; it is not recorded as an "
-                "answer"
+                f"{who}; it is not recorded as an answer"
             )
-        return self._read(response, content)
+        return self._read(response, content, outcome)
 
     def _ended(self, answer: AgentResponse) -> AgentResponse:
         """End a passed-through response's step once it is recorded (or failed)."""

@@ -34,9 +34,13 @@ RequestHook: TypeAlias = Callable[[JSONObject], JSONObject]
 #: ``key(payload) -> value``: the JSON value that keys the cache instead of the
 #: request's payload; the envelope's payload is then ``{"key": value}``.
 KeyFunction: TypeAlias = Callable[[JSONObject], JSONValue]
-#: A request's envelope payload, its key, the values redacted from it and the
-#: request's own payload (the envelope's, unless a key function made that).
-Made: TypeAlias = tuple[JSONObject, CacheKey, list[str], JSONObject]
+#: ``tenant(request) -> tenant``: the tenant of each request (e.g. of its
+#: credential headers), for a transport serving many tenants.
+TenantFunction: TypeAlias = Callable[[HTTPRequest], str | None]
+#: A request's envelope payload, its key, the values redacted from it, the
+#: request's own payload (the envelope's, unless a key function made that) and
+#: its tenant.
+Made: TypeAlias = tuple[JSONObject, CacheKey, list[str], JSONObject, str | None]
 
 #: Request headers that are part of a request's meaning, and so of its hash.
 DEFAULT_HASH_HEADERS: Final = (
@@ -58,7 +62,8 @@ class RequestKeys:
     """A transport's way of keying requests (its arguments checked once, here).
 
     Raises:
-        TypeError: ``key`` is not callable.
+        TypeError: ``key`` is not callable; ``tenant`` is neither a string nor
+            a callable.
         ValueError: an ignored body path is not a path, or ``hash_headers``
             names a credential header the redactor does not name.
     """
@@ -68,6 +73,7 @@ class RequestKeys:
         calls: CallRouter,
         secrets: Secrets,
         *,
+        tenant: str | TenantFunction | None,
         hash_headers: Collection[str],
         ignore_body_paths: Collection[str],
         before_record_request: RequestHook | None,
@@ -75,7 +81,13 @@ class RequestKeys:
     ) -> None:
         if key is not None and not callable(key):
             raise TypeError(f"key must be a callable (payload -> JSON), not {key!r}")
+        if tenant is not None and not isinstance(tenant, str) and not callable(tenant):
+            raise TypeError(
+                f"tenant must be a string or a callable (request -> tenant), "
+                f"not {tenant!r}"
+            )
         self.function = key
+        self.tenant = tenant
         #: JSON body paths whose values do not count (hashed as IGNORED)
         self.ignored: tuple[Path, ...] = tuple(parse(p) for p in ignore_body_paths)
         self.before_request = before_record_request
@@ -119,6 +131,7 @@ class RequestKeys:
         url = request.url
         names = self._seen_names
         seen = (
+            self.tenant_of(request),
             request.method,
             url.scheme,
             url.raw_host,
@@ -137,6 +150,11 @@ class RequestKeys:
         self._keys[seen] = made[1].envelope_hash
         return made[1], made
 
+    def tenant_of(self, request: HTTPRequest) -> str | None:
+        """The tenant a request is made for: the transport's, or its function's."""
+        tenant = self.tenant
+        return tenant if tenant is None or isinstance(tenant, str) else tenant(request)
+
     def payload(
         self,
         request: HTTPRequest,
@@ -149,6 +167,7 @@ class RequestKeys:
         hashed too. The module's docstring says what the payload holds.
         """
         hashed, secrets = self.hashed_names, self.secrets
+        tenant = self.tenant_of(request)
         marked, redactor = secrets.marked, secrets.redactor
         kept: dict[str, list[str]] = {}
         boundary = b""
@@ -169,27 +188,32 @@ class RequestKeys:
         if body:
             try:
                 payload["json"] = self._body(parse_json(body), found)
-                return self._keyed(payload, directive, found)
+                return self._keyed(payload, directive, found, tenant)
             except ValueError:  # not JSON, or not JSON every language reads alike
                 payload.pop("json", None)
                 if boundary:
                     body = body.replace(b"--" + boundary, b"--" + _BOUNDARY)
                 payload["bodySha256"] = sha256(body).hexdigest()
                 payload["bodySize"] = len(body)
-        return self._keyed(payload, directive, found)
+        return self._keyed(payload, directive, found, tenant)
 
     def _keyed(
-        self, payload: JSONObject, directive: CacheDirective, found: dict[str, str]
+        self,
+        payload: JSONObject,
+        directive: CacheDirective,
+        found: dict[str, str],
+        tenant: str | None,
     ) -> Made:
         if self.before_request is not None:
             payload = self.before_request(payload)
         if self.function is None:
-            return payload, self.calls.key(payload, directive), list(found), payload
-        keyed, key = self._key_of(payload, directive)
-        return keyed, key, list(found), payload
+            key = self.calls.key(payload, directive, tenant)
+            return payload, key, list(found), payload, tenant
+        keyed, key = self._key_of(payload, directive, tenant)
+        return keyed, key, list(found), payload, tenant
 
     def _key_of(
-        self, payload: JSONObject, directive: CacheDirective
+        self, payload: JSONObject, directive: CacheDirective, tenant: str | None
     ) -> tuple[JSONObject, CacheKey]:
         """The envelope payload a key function makes, ``{"key": value}``; its key.
 
@@ -210,7 +234,7 @@ class RequestKeys:
                 "key",
             ) from exc
         try:
-            return keyed, self.calls.key(keyed, directive)
+            return keyed, self.calls.key(keyed, directive, tenant)
         except IntentusNetError as exc:
             raise NotCacheable(
                 f"the key function {name} returned a value that cannot key the "

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
+from bisect import bisect_left
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Final
 
@@ -33,7 +35,31 @@ class Interrupted(RuntimeError):
     """
 
 
-class Outcome:
+class Arrivals:
+    """The parts of a body as they came, and when (to replay it at its pace)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self._started = time.monotonic()
+        #: (bytes received so far, milliseconds since the head) per part
+        self._arrived: list[tuple[int, int]] = []
+        self._size = 0
+
+    def add(self, part: bytes) -> None:
+        """Keep one part of the body, noting when it came."""
+        self.parts.append(part)
+        self._size += len(part)
+        elapsed = int((time.monotonic() - self._started) * 1000)
+        self._arrived.append((self._size, elapsed))
+
+    def at_ms(self, ends: list[int]) -> list[int]:
+        """When the body's byte at each offset in ``ends`` (exclusive) had come."""
+        sizes = [size for size, _ in self._arrived]
+        last = len(sizes) - 1
+        return [self._arrived[min(bisect_left(sizes, end), last)][1] for end in ends]
+
+
+class Outcome(Arrivals):
     """What became of a passed-through body; the call's job waits on it.
 
     Kept apart from the tee so that the job does not keep the tee alive: a
@@ -41,8 +67,10 @@ class Outcome:
     """
 
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        super().__init__()
         self.complete = False
+        #: reading the body failed (the upstream broke off); else, when not
+        #: complete, the client stopped reading it
         self.failed = False
         self.done = threading.Event()
 
@@ -52,13 +80,15 @@ class Outcome:
         return b"".join(self.parts) if self.complete else None
 
 
-class AsyncOutcome:
+class AsyncOutcome(Arrivals):
     """The async ``Outcome``."""
 
     def __init__(self) -> None:
-        self.parts: list[bytes] = []
+        super().__init__()
         self.complete = False
         self.failed = False
+        #: a read was cancelled: its reader (the client) gave up waiting
+        self.stopped = False
         self.done = asyncio.Event()
 
     async def body(self) -> bytes | None:
@@ -85,7 +115,7 @@ class Tee:
         outcome = self.outcome
         try:
             for chunk in self._chunks:
-                outcome.parts.append(chunk)
+                outcome.add(chunk)
                 yield chunk
             outcome.complete = True
         except Exception:
@@ -110,6 +140,7 @@ class Tee:
             self._close()
         except Exception:
             outcome.complete = False
+            outcome.failed = True
         finally:
             outcome.done.set()
 
@@ -137,9 +168,12 @@ class AsyncTee:
         outcome = self.outcome
         try:
             async for chunk in self._chunks:
-                outcome.parts.append(chunk)
+                outcome.add(chunk)
                 yield chunk
             outcome.complete = True
+        except asyncio.CancelledError:
+            outcome.stopped = True
+            raise
         except Exception:
             outcome.failed = True
             raise
@@ -151,11 +185,14 @@ class AsyncTee:
         outcome = self.outcome
         if not outcome.done.is_set():
             try:
-                if not (outcome.complete or outcome.failed):
+                if not (outcome.complete or outcome.failed or outcome.stopped):
                     outcome.complete = await anext(self._chunks, None) is None
                 await self._close()
             except Exception:
                 outcome.complete = False
+                # Closing a body whose read was cancelled may fail: not the
+                # upstream's doing.
+                outcome.failed = not outcome.stopped
             finally:
                 outcome.done.set()
         # A record later than that is left to finish; the client goes on.

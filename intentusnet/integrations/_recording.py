@@ -161,7 +161,7 @@ class RecordingCore:
         if current_context() is None:
             return key, made, None
         made = made or self.keys.payload(request, body, directive)
-        payload, key, redacted, _ = made
+        payload, key, redacted, _, _ = made
         step = opened_step(
             request, payload, lambda: self.secrets.of_request(request, redacted)
         )

@@ -22,11 +22,13 @@ from ..cache.callrouter import JobResult
 from ..envelope import AgentResponse, ErrorCode, ErrorInfo
 from ..routing.redact import redact_body
 from ._http import HTTPResponse
+from ._passthrough import Arrivals
 from ._secrets import Secrets
 from .usage import recorded_call_usage
 
 #: ``before_record_response(data) -> data``: the response as recorded and later
-#: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding).
+#: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding, and
+#: eventMs for an event stream passed through).
 ResponseHook: TypeAlias = Callable[[JSONObject], JSONObject]
 
 #: Response headers that describe the bytes on the wire, not the body recorded
@@ -59,7 +61,11 @@ class Responses:
         self.with_request = with_request
 
     def recorded(
-        self, response: HTTPResponse, body: bytes, request: JSONObject
+        self,
+        response: HTTPResponse,
+        body: bytes,
+        request: JSONObject,
+        arrivals: Arrivals | None = None,
     ) -> tuple[JSONObject, JobResult]:
         """A response as the client gets it, and as it is recorded.
 
@@ -67,6 +73,9 @@ class Responses:
         paths applied; an error status is an error answer. ``request`` is the
         request's payload: recorded beside the response when a key function
         made the envelope's, and read with the response for its token usage.
+        A body passed through as it came (``arrivals``) that is an event
+        stream records when each event had come (``eventMs``, milliseconds
+        after the head), so it can be replayed at its pace.
         """
         try:
             text: str | None = body.decode("utf-8")
@@ -80,6 +89,8 @@ class Responses:
             "body": text if text is not None else base64.b64encode(body).decode(),
             "bodyEncoding": "utf-8" if text is not None else "base64",
         }
+        if arrivals is not None:
+            data["eventMs"] = list(arrivals.at_ms(_event_ends(body)))
         shown = data if self.secrets.redactor is None else self._redacted(data, text)
         if self.before_response is not None:
             shown = self.before_response(shown)
@@ -168,7 +179,8 @@ class Ready(NamedTuple):
     """A response to serve, in plain values each transport turns into its own.
 
     ``chunks`` is the body split into server-sent events when it is an event
-    stream (replayed event by event), else empty.
+    stream (replayed event by event), else empty; ``event_ms`` says when each
+    had come after the head, when that was recorded (else empty).
     """
 
     status: int
@@ -176,6 +188,7 @@ class Ready(NamedTuple):
     content: bytes
     chunks: tuple[bytes, ...]
     extensions: dict[str, bytes]
+    event_ms: tuple[int, ...] = ()
 
 
 def ready_of(data: JSONObject) -> Ready:
@@ -191,28 +204,44 @@ def ready_of(data: JSONObject) -> Ready:
     streamed = _is_event_stream(headers)
     if not streamed:
         headers.append(("content-length", str(len(content))))
+    chunks = _events(content) if streamed else ()
+    times = data.get("eventMs")
+    event_ms: tuple[int, ...] = ()
+    if isinstance(times, list) and len(times) == len(chunks):
+        event_ms = tuple(t if isinstance(t, int) else 0 for t in times)
     return Ready(
         status=int(cast("int", data.get("status") or 200)),
         headers=tuple(headers),
         content=content,
-        chunks=_events(content) if streamed else (),
+        chunks=chunks,
         extensions={
             "http_version": str(data.get("httpVersion") or "HTTP/1.1").encode(),
             "reason_phrase": str(data.get("reasonPhrase") or "").encode(),
         },
+        event_ms=event_ms,
     )
 
 
 def _events(content: bytes) -> tuple[bytes, ...]:
     """Split a server-sent event stream after each event (a blank line)."""
+    start = 0
     chunks: list[bytes] = []
+    for end in _event_ends(content):
+        chunks.append(content[start:end])
+        start = end
+    return tuple(chunks)
+
+
+def _event_ends(content: bytes) -> list[int]:
+    """Where each server-sent event of ``content`` ends (after its blank line)."""
+    ends: list[int] = []
     start = 0
     while (end := content.find(b"\n\n", start)) >= 0:
-        chunks.append(content[start : end + 2])
         start = end + 2
+        ends.append(start)
     if start < len(content):
-        chunks.append(content[start:])
-    return tuple(chunks)
+        ends.append(len(content))
+    return ends
 
 
 def _is_event_stream(headers: list[tuple[str, str]]) -> bool:

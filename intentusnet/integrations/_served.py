@@ -46,12 +46,17 @@ class Served(NamedTuple):
         return headers
 
     def extensions(self) -> dict[str, object]:
-        """The response's extensions: the cache state, the record id, the step."""
+        """The response's extensions: the cache state, the record id, the step.
+
+        A recorded event stream's ``intentusnet_event_ms`` says when each of
+        its events had come after the head (empty when not recorded).
+        """
         return {
             **self.ready.extensions,
             "intentusnet_cache": self.cache,
             "intentusnet_record": self.record,
             "intentusnet_step": self.step,
+            "intentusnet_event_ms": self.ready.event_ms,
         }
 
 

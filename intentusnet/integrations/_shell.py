@@ -24,7 +24,13 @@ from ._http import (
     Sends,
     TransportMode,
 )
-from ._key import DEFAULT_HASH_HEADERS, KeyFunction, RequestHook, RequestKeys
+from ._key import (
+    DEFAULT_HASH_HEADERS,
+    KeyFunction,
+    RequestHook,
+    RequestKeys,
+    TenantFunction,
+)
 from ._passthrough import AsyncTee, Tee
 from ._recording import RecordingCore
 from ._response import ResponseHook, Responses
@@ -62,7 +68,7 @@ class RecordingShell(Generic[_W]):
         *,
         cache: ReplayCache | None = None,
         intent: str = "http.request",
-        tenant: str | None = None,
+        tenant: str | TenantFunction | None = None,
         hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
         secret_headers: Collection[str] = (),
         secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
@@ -78,7 +84,6 @@ class RecordingShell(Generic[_W]):
             store,
             intent=intent,
             version="1.0",
-            tenant=tenant,
             agent=self._library.name,
             is_async=self._is_async,
             # Same key as the user's (a random one without): the router's
@@ -88,6 +93,7 @@ class RecordingShell(Generic[_W]):
         keys = RequestKeys(
             calls,
             secrets,
+            tenant=tenant,
             hash_headers=hash_headers,
             ignore_body_paths=ignore_body_paths,
             before_record_request=before_record_request,

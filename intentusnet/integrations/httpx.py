@@ -73,7 +73,10 @@ class RecordingTransport(
         cache: the ``ReplayCache`` to use (bound to ``store``); a new one by
             default. Its policy applies (errors, intents, max age).
         intent: the intent calls are recorded under.
-        tenant: recorded and hashed with every call.
+        tenant: recorded and hashed with every call; or a function of the
+            request giving its tenant (``request -> str | None``), for one
+            transport serving many tenants (the gateway keys it by the
+            caller's credential). The function form was added in 0.1.0.
         hash_headers: request headers hashed and recorded (lower case);
             credential headers are refused here unless the redactor names
             them (then their markers are hashed).
@@ -105,7 +108,8 @@ class RecordingTransport(
 
     Raises:
         ValueError: an unknown mode, or a credential header in ``hash_headers``.
-        TypeError: ``key`` is not callable.
+        TypeError: ``key`` is not callable, or ``tenant`` is neither a string
+            nor a callable.
 
     Added in 0.1.0.
     """

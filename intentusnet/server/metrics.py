@@ -54,6 +54,7 @@ __all__ = [
     "MULTIPROCESS_ENV",
     "RECOVERY_BUCKETS",
     "Metrics",
+    "SavingsCollector",
 ]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -182,7 +183,7 @@ class Metrics:
         ``hit`` (answered from its record, its tokens avoided); ``direction``
         is ``input`` or ``output``. Added in 0.1.0.
         """
-        self._exposed.register(_Savings(report))
+        self._exposed.register(SavingsCollector(report))
 
     @property
     def multiprocess(self) -> bool:
@@ -256,13 +257,17 @@ class Metrics:
             mark_process_dead(os.getpid(), self._dir)  # type: ignore[no-untyped-call]
 
 
-class _Savings(Collector):
-    """``intentusnet_llm_*``: what caching saved, read from the store per scrape."""
+class SavingsCollector(Collector):
+    """``intentusnet_llm_*``: what caching saved, read from the store per scrape.
+
+    ``serve`` and ``gateway`` register it (``Metrics.watch`` for ``serve``).
+    """
 
     def __init__(self, report: Callable[[], SavingsReport]) -> None:
         self._report = report
 
     def collect(self) -> Iterator[Metric]:
+        """The calls, tokens and (priced) cost families, read from the store now."""
         try:
             report = self._report()
         except (IntentusNetError, OSError) as exc:

@@ -281,10 +281,11 @@ def test_call_key_is_the_hash_of_the_envelope_recorded(tenant):
         MemoryExecutionStore(),
         intent="llm.complete",
         version="2",
-        tenant=tenant,
         agent="complete",
         is_async=False,
     )
     payload = {"prompt": "hi", "temperature": 1.0, "tags": ["a"]}
-    key = calls.key(payload)
-    assert key.envelope_hash == compute_hash(calls.envelope(payload, "req-1"))
+    key = calls.key(payload, tenant=tenant)
+    envelope = calls.envelope(payload, "req-1", tenant=tenant)
+    assert envelope.context.tenant == tenant
+    assert key.envelope_hash == compute_hash(envelope)

@@ -780,3 +780,24 @@ def test_a_failing_request_hook_reaches_the_caller_before_any_call(store, llm):
     with client(store, before_record_request=broken) as http, pytest.raises(KeyError):
         http.post(f"{llm.url}/echo", content=b"x")
     assert llm.calls == 0
+
+
+def test_a_tenant_function_keys_each_request_by_its_tenant(store, llm):
+    """One transport serves many tenants: each its own answers, recorded as its."""
+
+    def tenant(request: httpx.Request) -> str | None:
+        return request.headers.get("x-team")
+
+    url = f"{llm.url}/v1/chat/completions"
+    with client(store, tenant=tenant) as http:
+        for team in ("red", "blue", "red", "blue"):
+            answer = http.post(url, json=CHAT, headers={**BEARER, "x-team": team})
+            assert answer.status_code == 200
+        assert answer.headers[CACHE_HEADER] == "hit"
+    assert llm.calls == 2
+    tenants = sorted(
+        store.load(s.execution_id).envelope["context"]["tenant"] for s in store.list()
+    )
+    assert tenants == ["blue", "red"]
+    with pytest.raises(TypeError, match="tenant must be"):
+        RecordingTransport(store, tenant=3)  # type: ignore[arg-type]

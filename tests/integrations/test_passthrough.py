@@ -90,7 +90,7 @@ def test_a_stream_closed_early_is_never_served(api, store):
     assert statuses == ["completed", "failed"]
     failed = next(s for s in store.list() if s.status.value == "failed")
     message = store.load(failed.execution_id).final_response["error"]["message"]
-    assert "closed or failed before its end" in message
+    assert "was closed by the client before its end" in message
 
 
 def test_a_stream_cut_by_the_server_fails_and_is_never_served(api, store):
@@ -106,6 +106,9 @@ def test_a_stream_cut_by_the_server_fails_and_is_never_served(api, store):
                 r.read()
     assert api.hits == 2
     assert [s.status.value for s in store.list()] == ["failed", "failed"]
+    for summary in store.list():
+        error = store.load(summary.execution_id).final_response["error"]
+        assert "failed before its end (the upstream broke off)" in error["message"]
 
 
 def test_async_pass_through_and_an_interrupted_stream(api, store):

@@ -12,30 +12,42 @@ gateway's own errors are JSON ``{"error": {"type", "message"}}``:
 * 404 ``unknown_upstream``: the first path segment names no upstream;
 * 404 ``intentusnet_cache_miss``: replay mode, and no record answers (the
   nearest recorded requests are named);
-* 413 ``body_too_large``; 502 ``upstream_unreachable``; 504
-  ``upstream_timeout``.
+* 413 ``body_too_large``; 502 ``upstream_unreachable``; 503 ``overloaded``
+  (``traffic``); 504 ``upstream_timeout``.
 
-An upstream's own error statuses are passed on as it sent them.
+An upstream's own error statuses are passed on as it sent them. A read-only
+gateway key is answered from the records only, whatever the mode: it never
+forwards nor records. ``GET /metrics`` (``metrics``) needs a gateway key when
+keys are configured; ``GET /healthz`` never does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
 import httpx
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ...cache.savings import UsageLedger
 from ...errors import CacheMiss
+from ...integrations.httpx import CACHE_HEADER
+from ..auth import Access
 from .forward import HOP_BY_HOP, KEY_HEADER, Forwarder
+from .metrics import CONTENT_TYPE, GatewayMetrics
 from .misses import miss_body
-from .settings import GatewaySettings
+from .settings import GatewaySettings, Pace
+from .traffic import AccessLog, Traffic
 
 if TYPE_CHECKING:
     from ...store import ExecutionStore
@@ -54,25 +66,48 @@ def error(status: int, kind: str, message: str, **more: object) -> JSONResponse:
     )
 
 
-def create_gateway(store: ExecutionStore, settings: GatewaySettings) -> Starlette:
+def create_gateway(
+    store: ExecutionStore,
+    settings: GatewaySettings,
+    *,
+    access_log: AccessLog | None = None,
+) -> Starlette:
     """The gateway's ASGI app, recording to ``store`` (the caller closes it).
 
     Args:
         store: where calls are recorded and answered from.
         settings: upstreams, mode, tenancy and limits.
+        access_log: where one JSON line per request is written; none by
+            default.
     """
     forwarder = Forwarder(store, settings)
     names = sorted(settings.upstreams)
+    metrics = GatewayMetrics(names)
+    ledger = UsageLedger(store)
+    metrics.watch(lambda: ledger.report(settings.prices))
+
+    def refused(status: int, kind: str, message: str, **more: object) -> Response:
+        metrics.error(kind)
+        return error(status, kind, message, **more)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "mode": settings.mode.value})
+
+    async def metrics_text(request: Request) -> Response:
+        access = _access(request, settings)
+        if isinstance(access, Response):
+            return access
+        # Off the event loop: what caching saved is read from the store.
+        return Response(
+            await run_in_threadpool(metrics.render), media_type=CONTENT_TYPE
+        )
 
     async def proxy(request: Request) -> Response:
         raw = request.scope.get("raw_path") or request.scope["path"].encode()
         path = raw.decode("latin-1").partition("?")[0]
         name, slash, rest = path.lstrip("/").partition("/")
         if name not in settings.upstreams:
-            return error(
+            return refused(
                 404,
                 "unknown_upstream",
                 f"no upstream {name[:64]!r}; the gateway forwards "
@@ -80,42 +115,59 @@ def create_gateway(store: ExecutionStore, settings: GatewaySettings) -> Starlett
                 upstreams=names,
             )
         if _BAD_PATH.search(rest):
-            return error(
+            return refused(
                 400,
                 "bad_path",
                 "the path holds a dot segment or an encoded slash; the gateway "
                 "forwards only plain paths under an upstream",
             )
-        denied = _denied(request, settings)
-        if denied is not None:
-            return denied
+        access = _access(request, settings)
+        if isinstance(access, Response):
+            metrics.error("unauthorized")
+            return access
         body = await _body(request, settings.max_body)
         if isinstance(body, Response):
+            metrics.error("body_too_large")
             return body
         query = request.scope.get("query_string", b"").decode("latin-1")
         target = slash + rest + ("?" + query if query else "")
         headers = list(request.headers.raw)
         try:
-            response = await forwarder.send(name, request.method, target, headers, body)
+            response = await forwarder.send(
+                name,
+                request.method,
+                target,
+                headers,
+                body,
+                replay_only=access is Access.READ,
+            )
         except CacheMiss as miss:
+            metrics.error("intentusnet_cache_miss")
             tenant = forwarder.tenant(headers)
             return JSONResponse(miss_body(miss, store, tenant, body), status_code=404)
         except ValueError as exc:
-            return error(400, "bad_cache_header", str(exc))
+            return refused(400, "bad_cache_header", str(exc))
         except httpx.TimeoutException:
-            return error(
+            metrics.upstream_error(name, "timeout")
+            return refused(
                 504,
                 "upstream_timeout",
                 f"upstream {name!r} did not answer within {settings.timeout:g}s",
             )
         except httpx.TransportError as exc:
-            return error(
+            metrics.upstream_error(name, "unreachable")
+            return refused(
                 502,
                 "upstream_unreachable",
                 f"upstream {name!r} could not be reached or broke off: "
                 f"{type(exc).__name__}",
             )
-        return await _answer(response)
+        if response.status_code >= 500 and response.headers.get(CACHE_HEADER) in (
+            "miss",
+            "bypass",
+        ):
+            metrics.upstream_error(name, "status_5xx")
+        return await _answer(response, settings.pace)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -127,21 +179,36 @@ def create_gateway(store: ExecutionStore, settings: GatewaySettings) -> Starlett
     app = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", metrics_text, methods=["GET"]),
             Route("/{rest:path}", proxy, methods=_METHODS),
+        ],
+        middleware=[
+            Middleware(
+                Traffic,
+                upstreams=frozenset(names),
+                metrics=metrics,
+                log=access_log,
+                max_concurrency=settings.max_concurrency,
+            )
         ],
         lifespan=lifespan,
     )
     app.state.forwarder = forwarder
+    app.state.metrics = metrics
     return app
 
 
-def _denied(request: Request, settings: GatewaySettings) -> Response | None:
-    """A 401 when gateway keys are configured and the request has no valid one."""
+def _access(request: Request, settings: GatewaySettings) -> Access | Response:
+    """What the request's gateway key allows; a 401 without a valid one.
+
+    With no keys configured every request has full access.
+    """
     if not settings.keys:
-        return None
+        return Access.ROUTE
     token = request.headers.get(KEY_HEADER)
-    if token is not None and settings.keys.access_of(token) is not None:
-        return None
+    access = None if token is None else settings.keys.access_of(token)
+    if access is not None:
+        return access
     return error(
         401,
         "unauthorized",
@@ -170,8 +237,12 @@ async def _body(request: Request, limit: int) -> bytes | Response:
     return b"".join(parts)
 
 
-async def _answer(response: httpx.Response) -> Response:
-    """The client's response: an event stream streamed, any other body whole."""
+async def _answer(response: httpx.Response, pace: Pace) -> Response:
+    """The client's response: an event stream streamed, any other body whole.
+
+    With ``Pace.RECORDED`` a recorded stream's events are sent when they came
+    (after the head) while it was recorded.
+    """
     headers = [
         (name, value)
         for name, value in response.headers.raw
@@ -180,7 +251,7 @@ async def _answer(response: httpx.Response) -> Response:
     content_type = response.headers.get("content-type", "")
     if content_type.lower().startswith("text/event-stream"):
         streamed = StreamingResponse(
-            _chunks(response), status_code=response.status_code
+            _chunks(response, _times(response, pace)), status_code=response.status_code
         )
         streamed.raw_headers.extend(headers)
         return streamed
@@ -193,10 +264,31 @@ async def _answer(response: httpx.Response) -> Response:
     return whole
 
 
-async def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it comes; closing it (the client left) records the cut."""
+def _times(response: httpx.Response, pace: Pace) -> tuple[int, ...]:
+    """When to send each event of a recorded stream (ms after the head), if paced."""
+    extensions = response.extensions
+    if pace is not Pace.RECORDED or extensions.get("intentusnet_cache") != "hit":
+        return ()
+    times = extensions.get("intentusnet_event_ms")
+    return times if isinstance(times, tuple) else ()
+
+
+async def _chunks(
+    response: httpx.Response, times: tuple[int, ...]
+) -> AsyncIterator[bytes]:
+    """The body as it comes, each chunk at its time if ``times`` are given.
+
+    The client leaving cancels the read (recorded as such on a miss).
+    """
+    started = time.monotonic()
+    sent = 0
     try:
         async for chunk in response.aiter_raw():
+            if sent < len(times):
+                wait = started + times[sent] / 1000 - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            sent += 1
             yield chunk
     finally:
         await response.aclose()

@@ -1,11 +1,13 @@
-"""Forwarding a request through the recording transports, one per upstream and tenant.
+"""Forwarding a request through the recording transports, one per upstream.
 
-Every upstream has one connection pool (an ``httpx.AsyncHTTPTransport``); every
-tenant of it an ``httpx.AsyncClient`` over an ``AsyncRecordingTransport``
-wrapping that pool, made on its first request. The transports share one
-``ReplayCache``, so the gateway hashes, redacts, records and answers requests
-exactly as a Python client with the same transport does: a request recorded
-through one is answered through the other.
+Every upstream has one ``httpx.AsyncClient`` over an ``AsyncRecordingTransport``
+wrapping its own connection pool (an ``httpx.AsyncHTTPTransport``), all made at
+start. A request's tenant is read from its credential headers by the
+transport's tenant function, so any number of credentials share the clients:
+memory does not grow with them. The transports share one ``ReplayCache``, so
+the gateway hashes, redacts, records and answers requests exactly as a Python
+client with the same transport does: a request recorded through one is
+answered through the other.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 import httpx
 
 from ...cache.replay_cache import ReplayCache
-from ...integrations.httpx import AsyncRecordingTransport
+from ...integrations.httpx import AsyncRecordingTransport, TransportMode
 from .settings import GatewaySettings, tenant_of
 
 if TYPE_CHECKING:
@@ -74,36 +76,39 @@ class Forwarder:
         self.store = store
         self.settings = settings
         self.cache = ReplayCache(store=store)
-        self._pools = {name: httpx.AsyncHTTPTransport() for name in settings.upstreams}
-        self._clients: dict[tuple[str, str | None], httpx.AsyncClient] = {}
-        self._timeout = httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT)
+        #: one client per upstream, whatever the number of credentials
+        self.clients = {
+            name: self._client(settings.mode) for name in settings.upstreams
+        }
+        #: the clients of read-only callers: answered from records only
+        self.replaying = (
+            self.clients
+            if settings.mode is TransportMode.REPLAY
+            else {
+                name: self._client(TransportMode.REPLAY) for name in settings.upstreams
+            }
+        )
+
+    def _client(self, mode: TransportMode) -> httpx.AsyncClient:
+        settings = self.settings
+        return httpx.AsyncClient(
+            transport=AsyncRecordingTransport(
+                self.store,
+                mode,
+                httpx.AsyncHTTPTransport(),
+                cache=self.cache,
+                tenant=lambda request: self.tenant(request.headers.raw),
+                redactor=settings.redactor,
+            ),
+            timeout=httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT),
+            follow_redirects=False,
+            trust_env=False,
+        )
 
     def tenant(self, headers: list[tuple[bytes, bytes]]) -> str | None:
         """The tenant of a request with these headers (``None``: shared cache)."""
         key = self.settings.tenant_key
         return None if key is None else tenant_of(key, headers)
-
-    def client(self, name: str, tenant: str | None) -> httpx.AsyncClient:
-        """The client of upstream ``name`` for ``tenant``, made on first use."""
-        found = self._clients.get((name, tenant))
-        if found is None:
-            settings = self.settings
-            transport = AsyncRecordingTransport(
-                self.store,
-                settings.mode,
-                self._pools[name],
-                cache=self.cache,
-                tenant=tenant,
-                redactor=settings.redactor,
-            )
-            found = httpx.AsyncClient(
-                transport=transport,
-                timeout=self._timeout,
-                follow_redirects=False,
-                trust_env=False,
-            )
-            self._clients[(name, tenant)] = found
-        return found
 
     async def send(
         self,
@@ -112,11 +117,14 @@ class Forwarder:
         target: str,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        *,
+        replay_only: bool = False,
     ) -> httpx.Response:
         """Send a request to upstream ``name``; its response, body not yet read.
 
         ``target`` is the path and query after the upstream's name, as the
-        client wrote them. The caller closes the response.
+        client wrote them; ``replay_only``: answer from the records only, as
+        in replay mode (a read-only caller). The caller closes the response.
 
         Raises:
             CacheMiss: replay mode, and no record answers the request.
@@ -126,14 +134,12 @@ class Forwarder:
                 answer.
         """
         url = self.settings.upstreams[name].url + target
-        client = self.client(name, self.tenant(headers))
+        client = (self.replaying if replay_only else self.clients)[name]
         request = httpx.Request(method, url, headers=forwarded(headers), content=body)
         return await client.send(request, stream=True)
 
     async def aclose(self) -> None:
-        """Close every client (writing the cache's counts), the pools and the cache."""
-        for client in self._clients.values():
+        """Close every client (writing the cache's counts), its pool and the cache."""
+        for client in {*self.clients.values(), *self.replaying.values()}:
             await client.aclose()
-        for pool in self._pools.values():
-            await pool.aclose()
         self.cache.close()

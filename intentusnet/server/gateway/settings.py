@@ -17,10 +17,12 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+from ...cache.prices import PriceTable
 from ...integrations.httpx import TransportMode
 from ...routing.redact import Redactor
 from ..auth import KeyRing
@@ -28,8 +30,10 @@ from ..auth import KeyRing
 __all__ = [
     "CREDENTIAL_HEADERS",
     "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_CONCURRENCY",
     "TENANT_KEY_FILE",
     "GatewaySettings",
+    "Pace",
     "Upstream",
     "tenant_key",
     "tenant_of",
@@ -42,8 +46,17 @@ CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key", "x-goog-ap
 TENANT_KEY_FILE: Final = "gateway-tenant.key"
 #: Requests larger than this are refused (413) unless the settings say otherwise.
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
+#: Requests answered at once beyond which more are refused (503).
+DEFAULT_MAX_CONCURRENCY: Final = 256
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _MIN_KEY: Final = 16
+
+
+class Pace(StrEnum):
+    """How a recorded event stream is answered: at once, or at its recorded pace."""
+
+    FAST = "fast"
+    RECORDED = "recorded"
 
 
 @dataclass(frozen=True)
@@ -97,7 +110,13 @@ class GatewaySettings:
         timeout: seconds an upstream may take to answer (and between chunks).
         redactor: body paths and headers recorded as markers.
         keys: the gateway's own API keys, sent in ``x-intentusnet-key``
-            (none configured: no key is asked for).
+            (none configured: no key is asked for). A read-only key's
+            requests are answered from the records only, as in replay mode.
+        max_concurrency: requests answered at once at most (more get 503);
+            ``None``: no limit.
+        prices: the price table ``/metrics`` prices saved tokens with.
+        pace: ``recorded``: a recorded event stream is answered at the pace its
+            events came when it was recorded; ``fast`` (the default): at once.
     """
 
     upstreams: Mapping[str, Upstream]
@@ -107,6 +126,9 @@ class GatewaySettings:
     timeout: float = 600.0
     redactor: Redactor | None = None
     keys: KeyRing = field(default_factory=KeyRing)
+    max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
+    prices: PriceTable | None = None
+    pace: Pace = Pace.FAST
 
     @classmethod
     def of(cls, upstreams: Iterable[str], **options: object) -> GatewaySettings:
