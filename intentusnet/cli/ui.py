@@ -14,6 +14,7 @@ from typing import Final
 
 import click
 
+from .application import APP_ENV
 from .context import open_store
 from .keys import key_options, key_ring
 from .params import USAGE, CliFailure, prices_option
@@ -37,11 +38,21 @@ DEFAULT_PORT: Final = 8767
     default="warning",
     show_default=True,
 )
+@click.option(
+    "--app",
+    "app_ref",
+    metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
+    help="The application's router, named in the commands the pages show "
+    "(never imported: the explorer runs nothing).",
+)
 @prices_option("the cost of LLM calls in the records list and the overview")
 @key_options
 def ui(
     port: int,
     log_level: str,
+    app_ref: str | None,
     prices_file: str | None,
     key_files: tuple[str, ...],
     key_dirs: tuple[str, ...],
@@ -51,7 +62,8 @@ def ui(
 
     Read-only, and bound to 127.0.0.1 only. With --key or --keys each
     record's page says whether its signatures verify with those public keys;
-    with --prices the list and the overview show what LLM calls cost.
+    with --prices the list and the overview show what LLM calls cost; with
+    --app the commands the pages show name the application.
     Added in 0.1.0.
     """
     missing = [
@@ -76,7 +88,7 @@ def ui(
     listening = _listen(port)
     port = listening.getsockname()[1]  # the one picked, for --port 0
     config = uvicorn.Config(
-        create_ui_app(store, signature_keys=ring, prices=prices),
+        create_ui_app(store, signature_keys=ring, app_ref=app_ref, prices=prices),
         host="127.0.0.1",
         port=port,
         log_level=log_level,

@@ -17,7 +17,7 @@ from intentusnet.store import FileExecutionStore
 
 @pytest.mark.slow
 def test_ui_serves_the_store_read_only(tmp_path: Path) -> None:
-    """The pages list the store's records; nothing routes; it stops on SIGTERM."""
+    """The pages list the store's records, name --app; nothing routes; SIGTERM stops."""
     root = tmp_path / "records"
     store = FileExecutionStore(root)
     with IntentRouter(store=store) as router:
@@ -25,11 +25,14 @@ def test_ui_serves_the_store_read_only(tmp_path: Path) -> None:
         answer = router.route_intent({"intent": {"name": "echo"}, "payload": {}})
     store.close()
     execution_id = answer.metadata.execution_id
-    ui = UiProcess(root)
+    ui = UiProcess(root, "--app", "shop.agents:router")
     try:
         with httpx.Client(base_url=ui.url, trust_env=False, timeout=10) as http:
             assert execution_id in http.get("/ui").text
-            assert http.get(f"/ui/executions/{execution_id}").status_code == 200
+            page = http.get(f"/ui/executions/{execution_id}")
+            assert page.status_code == 200
+            assert "--app shop.agents:router" in page.text
+            assert "MODULE:ATTR" not in page.text
             assert http.get("/").headers["location"] == "/ui"
             assert http.post("/v1/intents", json={}).status_code in (404, 405)
             assert http.get("/openapi.json").status_code == 404
