@@ -9,6 +9,7 @@ routed again as a re-run of the child it recorded.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Mapping
 from contextvars import Token
 from typing import TYPE_CHECKING, Protocol
@@ -163,13 +164,7 @@ def route_child(
     envelope: IntentEnvelope | Mapping[str, JSONValue],
 ) -> AgentResponse:
     """Route a child intent from inside an agent, as a step of the parent."""
-    import asyncio  # not on a sync route's path (see routing.router)
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
+    if _in_a_coroutine():
         raise RuntimeError(
             "ctx.route() blocks and cannot run inside a coroutine; "
             "use `await ctx.aroute(envelope)`"
@@ -213,3 +208,15 @@ async def aroute_child(
         if token is not None:
             leave_step(token)
     return call.done(response)
+
+
+def _in_a_coroutine() -> bool:
+    """Whether this thread runs an event loop (only once asyncio is loaded)."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:
+        return False  # a sync route never loads it (see routing.router)
+    try:
+        aio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

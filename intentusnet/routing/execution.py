@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import os
+import sys
 import threading
 import time
 import traceback
@@ -321,9 +322,10 @@ class StepSession:
 
     def failed(self, step: OpenStep, exc: BaseException) -> None:
         """Write ``STEP_END`` for a call that raised ``exc``."""
-        import asyncio  # not on a sync route's path (see routing.router)
-
-        cancelled = isinstance(exc, asyncio.CancelledError)
+        # An asyncio.CancelledError exists only once asyncio is loaded; a sync
+        # route never loads it (see routing.router), nor does its first failure.
+        aio = sys.modules.get("asyncio")
+        cancelled = aio is not None and isinstance(exc, aio.CancelledError)
         tb = None if cancelled else _format(exc)
         outcome = "cancelled" if cancelled else "error"
         self._end(step, outcome, None, None, error=exc, tb=tb)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ...errors import RecordIntegrityError, RecordNotFound
 from ...steps.view import record_steps
 from ...store.usage import RecordedUsage, recorded_usage
+from .render import NONE
 
 if TYPE_CHECKING:
     from ...cache.prices import PriceTable
@@ -102,7 +103,7 @@ def _detail(
         why = "no LLM call"
         if hits:
             why = f"{hits} LLM call{'s' if hits != 1 else ''} served from the cache"
-        return RowDetail("-", why, "-", why, None)
+        return RowDetail(NONE, why, NONE, why, None)
     spent_in = sum(c.input_tokens for c in calls)
     spent_out = sum(c.output_tokens for c in calls)
     tokens_title = (
@@ -112,7 +113,7 @@ def _detail(
     tokens = tokens_text(spent_in + spent_out)
     if prices is None:
         return RowDetail(
-            tokens, tokens_title, "-", f"{tokens_title}; no price table", None
+            tokens, tokens_title, NONE, f"{tokens_title}; no price table", None
         )
     costs = [prices.cost(c.model, c.input_tokens, c.output_tokens) for c in calls]
     priced = [x for x in costs if x is not None]
@@ -152,7 +153,7 @@ def row_details(
     for execution_id, record in records.items():
         if record is None:
             details[execution_id] = RowDetail(
-                "-", "", "-", "", "the record fails verification: open it to see why"
+                NONE, "", NONE, "", "the record fails verification: open it to see why"
             )
             continue
         detail = _detail(*_calls(store, record), prices)

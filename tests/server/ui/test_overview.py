@@ -14,6 +14,7 @@ from intentusnet import MemoryExecutionStore, PriceTable
 from intentusnet.record.model import RecordStatus, RecordSummary
 from intentusnet.server.ui import create_ui_app
 from intentusnet.server.ui.overview import add_up, percentile
+from intentusnet.server.ui.render import NONE
 from intentusnet.store import FileExecutionStore
 from intentusnet.store.usage import RecordedUsage
 
@@ -118,7 +119,7 @@ def test_a_store_without_a_usage_index_shows_no_spend() -> None:
     with TestClient(app, base_url="http://127.0.0.1") as client:
         html = client.get("/ui/overview").text
     assert _figure(html, "executions") == "1"
-    assert (_figure(html, "tokens"), _figure(html, "spend")) == ("-", "-")
+    assert (_figure(html, "tokens"), _figure(html, "spend")) == (NONE, NONE)
     assert "this store keeps no index of LLM usage" in html
 
 
@@ -129,4 +130,4 @@ def test_overview_page_over_an_empty_store(tmp_path: Path) -> None:
         html = client.get("/ui/overview").text
     store.close()
     assert "No records or cache hits in the last 30 days." in html
-    assert _figure(html, "p95") == "-"
+    assert _figure(html, "p95") == NONE

@@ -13,6 +13,7 @@ from intentusnet import IntentRouter, PriceTable
 from intentusnet.cli import cli
 from intentusnet.server import create_app
 from intentusnet.server.ui import create_ui_app
+from intentusnet.server.ui.render import NONE
 from intentusnet.server.ui.rows import money
 from intentusnet.store import FileExecutionStore
 
@@ -57,7 +58,7 @@ def test_tokens_and_cost_of_the_calls_an_execution_made(
     )
     assert spent["cost"] == COST
     assert spent["cost_title"] == spent["tokens_title"]  # for narrow tables
-    assert spent["error"] == "-"
+    assert spent["error"] == NONE
 
 
 def test_cache_hits_spend_nothing(
@@ -66,8 +67,8 @@ def test_cache_hits_spend_nothing(
     """A run whose calls the cache answered shows no tokens, and says why."""
     ids = llm_sample[1]
     cached = _cells(llm_client.get("/ui?intent=chat.answer").text)[ids["cached"]]
-    assert cached["tokens"] == "-"
-    assert cached["cost"] == "-"
+    assert cached["tokens"] == NONE
+    assert cached["cost"] == NONE
     assert cached["tokens_title"] == "2 LLM calls served from the cache"
 
 
@@ -115,7 +116,7 @@ def test_without_a_price_table_costs_are_blank(
         html = client.get("/ui?intent=chat.answer").text
     store.close()
     spent = _cells(html)[ids["spent"]]
-    assert (spent["tokens"], spent["cost"]) == (TOKENS, "-")
+    assert (spent["tokens"], spent["cost"]) == (TOKENS, NONE)
     assert "start the explorer with <code>--prices FILE</code>" in html
 
 
@@ -151,7 +152,7 @@ def test_a_damaged_record_says_so_in_its_row(tmp_path: Path) -> None:
     with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
         cells = _cells(client.get("/ui").text)
     store.close()
-    assert cells[good]["error"] == "-"
+    assert cells[good]["error"] == NONE
     assert cells[bad]["error"] == "the record fails verification: open it to see why"
 
 
