@@ -29,7 +29,7 @@ from ._util.ids import new_execution_id as new_execution_id
 from ._util.ids import new_request_id
 from ._util.jsonvalue import JSONObject, JSONValue, check_json, parse_json
 from .errors import EnvelopeValidationError
-from .hashing import view
+from .hashing import hash_parts, view
 
 __all__ = [
     "AgentResponse",
@@ -242,18 +242,26 @@ class IntentEnvelope(_Model):
     def _check_payload(self) -> IntentEnvelope:
         # pydantic checked the payload is a dict; this refuses, naming the path,
         # what JSON cannot carry inside it (NaN, bytes, deep nesting, ...). The
-        # walk is ``payload_plain``'s: its verdict is kept for the first hash.
-        _ = self.payload_plain
+        # walk is ``_payload_plain``'s: its verdict is kept for the first hash.
+        _ = self._payload_plain
         return self
 
     @cached_property
-    def payload_plain(self) -> bool:
-        """Whether orjson's sorted output of the payload is its RFC 8785 form.
+    def hash_parts(self) -> tuple[bytes, bytes, bool]:
+        """Canonical bytes before and after the payload, and the payload's verdict.
 
-        The payload's check (``check_json``) answers it: computed once, by the
-        validator at construction, and kept for the first hash (the envelope is
-        frozen; a changed copy is validated anew).
+        For ``compute_hash``: the prefix and suffix bracket the payload's
+        canonical bytes; the flag says whether orjson's sorted output of the
+        payload already is RFC 8785. Made at the first hash and kept: the
+        envelope is frozen (a changed copy is validated anew).
         """
+        prefix, suffix = hash_parts(self.hashed_view())
+        return prefix, suffix, self._payload_plain
+
+    @cached_property
+    def _payload_plain(self) -> bool:
+        # check_json's verdict on the payload: computed once, by the validator
+        # (or, for an envelope built without validation, by the first hash).
         return check_json(self.payload, "payload")
 
     def model_copy(

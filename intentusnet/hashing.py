@@ -13,14 +13,13 @@ algorithm written out below. A property test holds both paths against the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import re
 from collections.abc import Mapping
 from typing import Final, Protocol
 
-from orjson import OPT_SORT_KEYS, JSONEncodeError, dumps
+from orjson import OPT_SORT_KEYS, dumps
 
 from ._util.jsonvalue import JSONValue, check_json
 from .errors import EnvelopeValidationError
@@ -43,18 +42,23 @@ HASH_PATTERN: Final = r"sha256:[0-9a-f]{64}"
 
 
 class HashableEnvelope(Protocol):
-    """An envelope that gives its hashed view and its payload's verdict.
+    """An envelope that holds the canonical bytes of its view around the payload.
 
-    ``IntentEnvelope`` is one: it checked its payload when it was made, and its
-    fields beside the payload are typed (strings, None, a list of strings).
+    ``IntentEnvelope`` is one: it is frozen, so only its payload is encoded per
+    hash.
     """
 
-    def hashed_view(self) -> dict[str, JSONValue]:
-        """The part of the envelope that is hashed (see :func:`view`)."""
+    @property
+    def payload(self) -> dict[str, JSONValue]:
+        """The payload (checked by the envelope when it was made)."""
 
     @property
-    def payload_plain(self) -> bool:
-        """Whether orjson's sorted output of the payload is RFC 8785."""
+    def hash_parts(self) -> tuple[bytes, bytes, bool]:
+        """The view's canonical bytes around the payload, and its verdict.
+
+        That is ``(prefix, suffix, plain)``: ``plain`` says whether orjson's
+        sorted output of the payload is RFC 8785.
+        """
 
 
 def canonical_json(value: JSONValue) -> bytes:
@@ -150,22 +154,20 @@ def compute_hash(envelope: HashableEnvelope | Mapping[str, JSONValue]) -> str:
     if isinstance(envelope, Mapping):
         view = hashed_view(envelope if type(envelope) is dict else dict(envelope))
         return hash_bytes(_encode(view, plain=_check_view(view)))
-    if not hasattr(envelope, "payload_plain"):
+    parts: tuple[bytes, bytes, bool] | None = getattr(envelope, "hash_parts", None)
+    if parts is None:
         raise EnvelopeValidationError(
             "an envelope must be a JSON object (a dict) or an IntentEnvelope, "
             f"not {type(envelope).__name__}"
         )
-    view = envelope.hashed_view()
-    if envelope.payload_plain:
-        # The model checked its payload when it was made; beside it the view
-        # holds the model's typed strings, None and a list of strings under
-        # fixed ASCII keys, which orjson writes as RFC 8785 does. A lone
-        # surrogate in one of those strings orjson refuses: the check below
-        # names it.
-        with contextlib.suppress(JSONEncodeError):
-            return hash_bytes(dumps(view, option=OPT_SORT_KEYS))
-    _check_view(view, skip="payload")
-    return hash_bytes(_encode(view, plain=False))
+    # The model checked its payload at construction and kept the verdict, and
+    # holds the canonical bytes of the rest of the view (it is frozen): only the
+    # payload is encoded per call.
+    prefix, suffix, plain = parts
+    digest = hashlib.sha256(prefix)
+    digest.update(_encode(envelope.payload, plain=plain))
+    digest.update(suffix)
+    return HASH_PREFIX + digest.hexdigest()
 
 
 def hash_parts(view: dict[str, JSONValue]) -> tuple[bytes, bytes]:
@@ -191,14 +193,12 @@ def hash_parts(view: dict[str, JSONValue]) -> tuple[bytes, bytes]:
 _WIRE_PATHS: Final = {"tenant": "context.tenant"}
 
 
-def _check_view(view: dict[str, JSONValue], skip: str | None = None) -> bool:
+def _check_view(view: dict[str, JSONValue]) -> bool:
     # Each part from its own root, as the model checks its payload: a payload
-    # at the nesting limit must hash from its wire form too. ``skip``: a part
-    # checked already.
+    # at the nesting limit must hash from its wire form too.
     plain = True
     for key, part in view.items():
-        if key != skip:
-            plain = check_json(part, _WIRE_PATHS.get(key, key)) and plain
+        plain = check_json(part, _WIRE_PATHS.get(key, key)) and plain
     return plain
 
 
