@@ -107,6 +107,7 @@ def peer_python(venv: Path) -> str:
             "import importlib.metadata as m; print(m.version('intentusnet'))",
         ],
         env=environment(None),
+        cwd=venv,  # not a checkout, whose *.egg-info `-c` would find first
         capture_output=True,
         text=True,
         check=False,

@@ -255,7 +255,7 @@ class IntentEnvelope(_Model):
         payload already is RFC 8785. Made at the first hash and kept: the
         envelope is frozen (a changed copy is validated anew).
         """
-        prefix, suffix = hash_parts(self.hashed_view())
+        prefix, suffix = hash_parts(self.hashed_view(), typed=True)
         return prefix, suffix, self._payload_plain
 
     @cached_property

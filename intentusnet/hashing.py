@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Final, Protocol
 
-from orjson import OPT_SORT_KEYS, dumps
+from orjson import OPT_SORT_KEYS, JSONEncodeError, dumps
 
 from ._util.jsonvalue import JSONValue, check_json
 from .errors import EnvelopeValidationError
@@ -170,23 +170,39 @@ def compute_hash(envelope: HashableEnvelope | Mapping[str, JSONValue]) -> str:
     return HASH_PREFIX + digest.hexdigest()
 
 
-def hash_parts(view: dict[str, JSONValue]) -> tuple[bytes, bytes]:
+def hash_parts(
+    view: dict[str, JSONValue], *, typed: bool = False
+) -> tuple[bytes, bytes]:
     """Split a hashed view's canonical bytes around its payload.
 
     Returns ``(prefix, suffix)`` such that ``prefix + canonical_json(payload) +
     suffix == canonical_json(view)``: the keys of the view sort as ``intent``,
     ``payload``, ``routing``, ``tenant``, ``version``.
+
+    ``typed``: the parts beside the payload are an envelope model's typed
+    fields (strings, None and a list of strings, under fixed ASCII keys),
+    which orjson with sorted keys writes as RFC 8785 does, so they are not
+    walked first; a lone surrogate in a string, which orjson refuses, is then
+    checked and named as it is without ``typed``.
     """
+    encode = _typed_json if typed else canonical_json
     return (
-        b'{"intent":' + canonical_json(view["intent"]) + b',"payload":',
+        b'{"intent":' + encode(view["intent"]) + b',"payload":',
         b',"routing":'
-        + canonical_json(view["routing"])
+        + encode(view["routing"])
         + b',"tenant":'
-        + canonical_json(view["tenant"])
+        + encode(view["tenant"])
         + b',"version":'
-        + canonical_json(view["version"])
+        + encode(view["version"])
         + b"}",
     )
+
+
+def _typed_json(value: JSONValue) -> bytes:
+    try:
+        return dumps(value, option=OPT_SORT_KEYS)
+    except JSONEncodeError:
+        return canonical_json(value)  # names what orjson refused
 
 
 #: Where each part of the hashed view lives in the wire form, for error paths.
