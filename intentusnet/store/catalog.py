@@ -494,14 +494,15 @@ class Catalog:
             found = []
             for start in range(0, len(ids), _IDS_A_QUERY):
                 chunk = ids[start : start + _IDS_A_QUERY]
+                # By id alone: the primary key answers it (a condition on
+                # status would let SQLite walk that index instead).
                 sql = (
                     f"SELECT {_COLUMNS}, seal FROM records WHERE id IN "
-                    f"({', '.join('?' * len(chunk))}) "
-                    "AND status = 'completed' AND usage IS NOT NULL"
+                    f"({', '.join('?' * len(chunk))})"
                 )
                 for values in db.execute(sql, chunk):
                     row = _checked(values)
-                    if row.usage is not None:
+                    if row.status == "completed" and row.usage is not None:
                         found.append((row.id, row.usage))
             return found
 
