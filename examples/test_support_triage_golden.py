@@ -8,9 +8,9 @@ Run from examples/, once ``intentusnet records export --to golden`` wrote it::
 from pathlib import Path
 
 import pytest
+from support_triage import router
 
 from intentusnet.testing import check_golden, golden_cases
-from support_triage import router
 
 GOLDEN = Path(__file__).parent / "golden"
 
