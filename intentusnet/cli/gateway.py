@@ -15,21 +15,20 @@ import click
 
 from .context import named_store, open_named
 from .output import note
-from .params import USAGE, CliFailure, keyed_redactor
-from .serve import parse_size
+from .params import (
+    LOG_LEVELS,
+    USAGE,
+    CliFailure,
+    keyed_redactor,
+    prices_option,
+    size_param,
+)
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ..routing.redact import Redactor
     from ..server.gateway.traffic import AccessLog
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 @click.command()
@@ -111,7 +110,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     "--max-body-size",
     default="16MiB",
     show_default=True,
-    callback=_size,
+    callback=size_param,
     metavar="SIZE",
     help="Refuse larger request bodies (413).",
 )
@@ -132,14 +131,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     help="Where one JSON line per request goes (no credential, no query string): "
     "a file appended to, - for stderr, or off.",
 )
-@click.option(
-    "--prices",
-    "prices_file",
-    envvar="INTENTUSNET_PRICES",
-    show_envvar=True,
-    metavar="FILE",
-    help="Price table (JSON, or TOML as *.toml) for the cost saved in /metrics.",
-)
+@prices_option("the cost saved in /metrics")
 @click.option(
     "--pace",
     type=click.Choice(["fast", "recorded"]),
@@ -166,7 +158,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(("critical", "error", "warning", "info", "debug")),
+    type=click.Choice(LOG_LEVELS),
     default="info",
     show_default=True,
 )

@@ -238,3 +238,30 @@ def prices_option(purpose: str) -> Callable[[Callable[..., None]], Callable[...,
         metavar="FILE",
         help=f"Price table (JSON, or TOML as *.toml) for {purpose}.",
     )
+
+
+#: The levels ``--log-level`` takes, for the commands that serve HTTP.
+LOG_LEVELS: Final = ("critical", "error", "warning", "info", "debug")
+_SIZE: Final = r"(?i)(\d+)\s*(|b|k|kb|kib|m|mb|mib)"
+_SIZE_UNITS: Final = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024}
+_SIZE_UNITS.update({"m": 1024**2, "mb": 1000**2, "mib": 1024**2})
+
+
+def parse_size(text: str) -> int:
+    """Parse ``1048576``, ``512KiB``, ``1MiB`` or ``2MB`` as a number of bytes.
+
+    Raises:
+        ValueError: not of that form, or zero.
+    """
+    match = re.fullmatch(_SIZE, text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise ValueError(f"{text!r} is not a size; use e.g. 1048576, 512KiB or 1MiB")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def size_param(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    """A click callback reading a size option with :func:`parse_size`."""
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ import click
 from .application import APP_ENV, open_app
 from .context import named_store
 from .keys import key_options, key_ring
-from .params import USAGE, CliFailure, prices_option
+from .params import LOG_LEVELS, USAGE, CliFailure, prices_option, size_param
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -36,33 +35,10 @@ if TYPE_CHECKING:
 
 #: Where the command hands its settings to worker processes.
 SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
+
+
 # A pattern, compiled (and cached by ``re``) on first use: ``intentusnet --help``
 # imports this module to list the command, and should not compile it.
-_SIZE: Final = r"(?i)(\d+)\s*(|b|k|kb|kib|m|mb|mib)"
-_UNITS: Final = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024}
-_UNITS.update({"m": 1024**2, "mb": 1000**2, "mib": 1024**2})
-_LOG_LEVELS: Final = ("critical", "error", "warning", "info", "debug")
-
-
-def parse_size(text: str) -> int:
-    """Parse ``1048576``, ``512KiB``, ``1MiB`` or ``2MB`` as a number of bytes.
-
-    Raises:
-        ValueError: not of that form, or zero.
-    """
-    match = re.fullmatch(_SIZE, text.strip())
-    if match is None or int(match.group(1)) == 0:
-        raise ValueError(f"{text!r} is not a size; use e.g. 1048576, 512KiB or 1MiB")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-
-
 @click.command()
 @click.option(
     "--app",
@@ -99,7 +75,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     "--max-body-size",
     default="1MiB",
     show_default=True,
-    callback=_size,
+    callback=size_param,
     metavar="SIZE",
     help="Refuse larger request bodies (413).",
 )
@@ -112,7 +88,7 @@ def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     help="On shutdown, wait this long for executions in flight.",
 )
 @click.option(
-    "--log-level", type=click.Choice(_LOG_LEVELS), default="info", show_default=True
+    "--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True
 )
 @prices_option(
     "the cost LLM calls spent and hits avoided in GET /v1/savings, /metrics and "

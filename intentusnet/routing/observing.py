@@ -101,29 +101,17 @@ class Observers:
 
     def execution_started(self, execution: ObservedExecution) -> None:
         """Tell each that an execution began."""
-        for observer in self.members:
-            try:
-                observer.execution_started(execution)
-            except Exception:
-                self.errors.failed(observer, "execution_started")
+        self._tell("execution_started", execution)
 
     def execution_ended(
         self, execution: ObservedExecution, response: AgentResponse
     ) -> None:
         """Tell each that an execution answered."""
-        for observer in self.members:
-            try:
-                observer.execution_ended(execution, response)
-            except Exception:
-                self.errors.failed(observer, "execution_ended")
+        self._tell("execution_ended", execution, response)
 
     def attempt_started(self, execution_id: str, agent: str, attempt: int) -> None:
         """Tell each that an attempt began."""
-        for observer in self.members:
-            try:
-                observer.attempt_started(execution_id, agent, attempt)
-            except Exception:
-                self.errors.failed(observer, "attempt_started")
+        self._tell("attempt_started", execution_id, agent, attempt)
 
     def attempt_ended(
         self,
@@ -134,11 +122,7 @@ class Observers:
         error: ErrorInfo | None,
     ) -> None:
         """Tell each that an attempt ended."""
-        for observer in self.members:
-            try:
-                observer.attempt_ended(execution_id, agent, attempt, outcome, error)
-            except Exception:
-                self.errors.failed(observer, "attempt_ended")
+        self._tell("attempt_ended", execution_id, agent, attempt, outcome, error)
 
     def step_started(
         self,
@@ -151,31 +135,35 @@ class Observers:
         child_execution_id: str | None,
     ) -> None:
         """Tell each that a step began."""
-        for observer in self.members:
-            try:
-                observer.step_started(
-                    execution_id, step, name, agent, attempt, parent, child_execution_id
-                )
-            except Exception:
-                self.errors.failed(observer, "step_started")
+        self._tell(
+            "step_started",
+            execution_id,
+            step,
+            name,
+            agent,
+            attempt,
+            parent,
+            child_execution_id,
+        )
 
     def step_ended(
         self, execution_id: str, step: int, outcome: str, error: str | None
     ) -> None:
         """Tell each that a step ended."""
-        for observer in self.members:
-            try:
-                observer.step_ended(execution_id, step, outcome, error)
-            except Exception:
-                self.errors.failed(observer, "step_ended")
+        self._tell("step_ended", execution_id, step, outcome, error)
 
     def call_made(self, call: ObservedCall) -> None:
         """Tell each about an HTTP call a recording transport answered."""
+        self._tell("call_made", call)
+
+    def _tell(self, method: str, *args: object) -> None:
+        # Each observer in turn; what one raises is counted and logged, and the
+        # next is told all the same.
         for observer in self.members:
             try:
-                observer.call_made(call)
+                getattr(observer, method)(*args)
             except Exception:
-                self.errors.failed(observer, "call_made")
+                self.errors.failed(observer, method)
 
 
 class _GuardedScope:

@@ -21,7 +21,7 @@ from pgkit import PASSWORD
 
 from intentusnet import RecordStatus, ReplayEngine
 from intentusnet.cli import cli
-from intentusnet.cli.serve import parse_size
+from intentusnet.cli.params import parse_size
 from intentusnet.store import FileExecutionStore, PostgresExecutionStore
 
 APP = """
