@@ -45,6 +45,7 @@ from ._layout import (
     relative_path,
     walk_ids,
 )
+from ._loaded import LoadedRecords
 from ._owner import current_owner, owner_alive
 from ._url import is_url, public_url
 from .catalog import CatalogRow
@@ -139,6 +140,7 @@ class FileExecutionStore:
         self._fsync = durability == "fsync"
         self._connected = False
         self._owner: tuple[JSONObject, str] | None = None
+        self._loaded = LoadedRecords()
 
     # The catalog and the hit journal are made on first use. Threads racing to
     # make one may both build it (the constructors touch nothing outside the
@@ -417,7 +419,13 @@ class FileExecutionStore:
                 "stopped between creating it and writing the header (status "
                 "recording_failure). `intentusnet prune` removes it."
             )
-        return parse_record(data, execution_id, lambda owner: owner_alive(path, owner))
+        record = self._loaded.get(execution_id, data)
+        if record is None:
+            record = parse_record(
+                data, execution_id, lambda owner: owner_alive(path, owner)
+            )
+            self._loaded.keep(execution_id, data, record)
+        return record
 
     def raw(self, execution_id: str) -> bytes:
         """The record's file, byte for byte (a torn last line included).

@@ -283,6 +283,47 @@ def test_invalidate_drops_a_torn_tail_first(store: FileExecutionStore) -> None:
     ]
 
 
+def test_a_record_loaded_again_from_the_same_bytes_is_the_same_record(
+    store: FileExecutionStore,
+) -> None:
+    """A finished record read again, unchanged, is not parsed a second time."""
+    execution_id = finished(store)
+    first = store.load(execution_id)
+    assert store.load(execution_id) is first
+    store.invalidate(execution_id, "answer went stale")
+    again = store.load(execution_id)
+    assert again is not first
+    assert again.header.replayable_reason is ReplayableReason.MANUALLY_INVALIDATED
+
+
+def test_a_byte_edited_in_place_after_a_load_is_caught_on_the_next(
+    store: FileExecutionStore,
+) -> None:
+    """The same size, the same inode, one byte changed: the next load refuses it."""
+    execution_id = finished(store)
+    store.load(execution_id)
+    path = record_file(store, execution_id)
+    data = path.read_bytes()
+    at = data.index(b'"agent":"') + len(b'"agent":"')
+    with path.open("r+b") as f:  # in place: no new inode, no new size
+        f.seek(at)
+        f.write(b"X")
+    with pytest.raises(RecordIntegrityError, match="hash mismatch"):
+        store.load(execution_id)
+
+
+def test_records_kept_for_loading_again_are_bounded(store: FileExecutionStore) -> None:
+    """After many other loads, the first record is read and checked afresh."""
+    from intentusnet.store._loaded import LOADED_MAX
+
+    ids = [finished(store) for _ in range(LOADED_MAX + 1)]
+    first = store.load(ids[0])
+    for execution_id in ids[1:]:
+        store.load(execution_id)
+    assert store.load(ids[-1]) is store.load(ids[-1])
+    assert store.load(ids[0]) is not first
+
+
 def test_delete_removes_file_and_catalog_row(store: FileExecutionStore) -> None:
     """A deleted record is gone from the disk, the listing and hash lookups."""
     execution_id = finished(store)

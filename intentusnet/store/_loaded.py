@@ -1,0 +1,54 @@
+"""Records loaded before, kept with the bytes they were verified from.
+
+Parsing a record is a function of its file's bytes alone once the record is
+settled: finished and whole, its status no longer depends on whether its
+writer still runs. ``LoadedRecords`` keeps such records beside the bytes they
+were read from; a later load that reads the same bytes, compared byte for
+byte, gets the same record without checking and parsing them again. Any change
+to the file (an appended ``INVALIDATED`` line, an edit of one byte) makes the
+bytes differ, and the file is checked in full as on a first load.
+
+The record handed out is shared by every load of those bytes: records are
+read-only (``ExecutionRecord`` is a frozen tuple, and its dicts are to be read,
+not changed). Bounded: the oldest record is dropped when full.
+"""
+
+from __future__ import annotations
+
+from threading import Lock
+from typing import Final
+
+from ..record.model import ExecutionRecord
+
+__all__ = ["LoadedRecords"]
+
+#: Records kept per store; a few KB each.
+LOADED_MAX: Final = 256
+
+
+class LoadedRecords:
+    """Settled records by execution id, with the bytes each was parsed from."""
+
+    __slots__ = ("_kept", "_lock")
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[bytes, ExecutionRecord]] = {}
+        self._lock = Lock()
+
+    def get(self, execution_id: str, data: bytes) -> ExecutionRecord | None:
+        """The record parsed from exactly ``data`` before, or ``None``."""
+        kept = self._kept.get(execution_id)
+        if kept is not None and kept[0] == data:
+            return kept[1]
+        return None
+
+    def keep(self, execution_id: str, data: bytes, record: ExecutionRecord) -> None:
+        """Keep ``record``, parsed from ``data``, if it is settled."""
+        if record.final_response is None or record.torn_tail:
+            return  # its status may still change with its writer's life
+        with self._lock:
+            kept = self._kept
+            kept.pop(execution_id, None)
+            if len(kept) >= LOADED_MAX:
+                del kept[next(iter(kept))]
+            kept[execution_id] = (data, record)
