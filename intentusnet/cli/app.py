@@ -7,7 +7,6 @@ an internal error (exit 1). ``--debug`` prints the traceback as well.
 
 from __future__ import annotations
 
-import difflib
 import errno
 import importlib
 import os
@@ -83,6 +82,8 @@ class _Group(click.Group):
         known = name in COMMANDS or name.startswith("-")
         # Not while completing a word: completion lists the names itself.
         if name and not known and not ctx.resilient_parsing:
+            import difflib  # only for a mistyped name: no command needs it
+
             close = difflib.get_close_matches(name, COMMANDS, n=3)
             if close:
                 shown = ", ".join(repr(found) for found in close)

@@ -11,7 +11,6 @@ or context manager raises is left out, and the code runs without it.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
     from .seams import ExecutionObserver, ObservedCall, ObservedExecution
 
 __all__ = ["ObserverErrors", "Observers"]
-
-_log = logging.getLogger("intentusnet.observers")
 
 
 class ObserverErrors:
@@ -45,9 +42,11 @@ class ObserverErrors:
 
     def failed(self, observer: object, method: str) -> None:
         """Log the exception being handled (``observer.method`` raised it); count it."""
+        import logging  # only once an observer fails: routing does not need it
+
         with self._lock:
             self._count += 1
-        _log.exception(
+        logging.getLogger("intentusnet.observers").exception(
             "observer %s.%s raised (the execution goes on as it was)",
             type(observer).__qualname__,
             method,

@@ -11,7 +11,6 @@ functions that use it, so a synchronous route of sync agents never loads it
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextvars
 import inspect
 import threading
@@ -63,6 +62,7 @@ from .strategies import (
 
 if TYPE_CHECKING:
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from ..envelope import RoutingDecision, RoutingStrategy
     from ..store.protocol import ExecutionStore
@@ -134,9 +134,8 @@ class IntentRouter:
         ] = {}
         #: the header's configuration per (generation, intent, version, strategy)
         self._configs: dict[tuple[int, str, str, RoutingStrategy], JSONObject] = {}
-        self._executor = cf.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="intentusnet-agent"
-        )
+        self._max_workers = max_workers
+        self._pool: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
@@ -665,10 +664,12 @@ class IntentRouter:
             finally:
                 CURRENT.reset(token)
         else:
+            from concurrent.futures import wait
+
             future = self._executor.submit(
                 _entered(ctx).run, _call, agent, env, ctx, ex
             )
-            done, _ = cf.wait([future], timeout=timeout_ms / 1000)
+            done, _ = wait([future], timeout=timeout_ms / 1000)
             if not done:
                 # A thread cannot be stopped: the attempt is abandoned and its
                 # eventual result ignored; a side effect it is making is let
@@ -802,16 +803,38 @@ class IntentRouter:
                 self._loop, self._loop_thread = loop, thread
             return self._loop
 
+    @property
+    def _executor(self) -> ThreadPoolExecutor:
+        """The worker threads that run sync agents with a timeout, or from async.
+
+        Made on first use: a router that never needs them does not import
+        ``concurrent.futures``.
+        """
+        pool = self._pool
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with self._loop_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=self._max_workers,
+                        thread_name_prefix="intentusnet-agent",
+                    )
+                pool = self._pool
+        return pool
+
     def close(self) -> None:
         """Stop the background loop and the worker threads (idempotent)."""
         with self._loop_lock:
             loop, self._loop = self._loop, None
             thread, self._loop_thread = self._loop_thread, None
+            pool = self._pool
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
             loop.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> IntentRouter:
         return self
