@@ -15,14 +15,14 @@ __all__ = [
 ]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH: Final = datetime(1970, 1, 1)
 _ONE_MICRO: Final = timedelta(microseconds=1)
 
 
 def utc_text(micros: int) -> str:
     """Format epoch microseconds as ``2026-11-22T07:20:00.123456Z``."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return f"{text}.{fraction:06d}Z"
+    moment = _NAIVE_EPOCH + timedelta(microseconds=micros)
+    return moment.isoformat(timespec="microseconds") + "Z"
 
 
 def utc_now() -> tuple[str, int]:
