@@ -10,7 +10,8 @@ bytes differ, and the file is checked in full as on a first load.
 
 The record handed out is shared by every load of those bytes: records are
 read-only (``ExecutionRecord`` is a frozen tuple, and its dicts are to be read,
-not changed). Bounded: the oldest record is dropped when full.
+not changed). Bounded in count and in bytes: the oldest records are dropped
+to make room, and a record of more than a quarter of the bytes is not kept.
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ from ..record.model import ExecutionRecord
 
 __all__ = ["LoadedRecords"]
 
-#: Records kept per store; a few KB each.
+#: Records kept per store, at most.
 LOADED_MAX: Final = 256
+#: Their files' bytes, at most (the parsed records take a few times more).
+LOADED_MAX_BYTES: Final = 8 << 20
 
 
 class LoadedRecords:
     """Settled records by execution id, with the bytes each was parsed from."""
 
-    __slots__ = ("_kept", "_lock")
+    __slots__ = ("_bytes", "_kept", "_lock")
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[bytes, ExecutionRecord]] = {}
+        self._bytes = 0
         self._lock = Lock()
 
     def get(self, execution_id: str, data: bytes) -> ExecutionRecord | None:
@@ -46,9 +50,16 @@ class LoadedRecords:
         """Keep ``record``, parsed from ``data``, if it is settled."""
         if record.final_response is None or record.torn_tail:
             return  # its status may still change with its writer's life
+        if len(data) > LOADED_MAX_BYTES // 4:
+            return
         with self._lock:
             kept = self._kept
-            kept.pop(execution_id, None)
-            if len(kept) >= LOADED_MAX:
-                del kept[next(iter(kept))]
+            old = kept.pop(execution_id, None)
+            if old is not None:
+                self._bytes -= len(old[0])
+            while kept and (
+                len(kept) >= LOADED_MAX or self._bytes + len(data) > LOADED_MAX_BYTES
+            ):
+                self._bytes -= len(kept.pop(next(iter(kept)))[0])
             kept[execution_id] = (data, record)
+            self._bytes += len(data)

@@ -324,6 +324,19 @@ def test_records_kept_for_loading_again_are_bounded(store: FileExecutionStore) -
     assert store.load(ids[0]) is not first
 
 
+def test_a_large_record_is_not_kept_for_loading_again(
+    store: FileExecutionStore,
+) -> None:
+    """A record of megabytes is read and checked on every load: memory stays bounded."""
+    from intentusnet.store._loaded import LOADED_MAX_BYTES
+
+    execution_id = finished(store, "x" * (LOADED_MAX_BYTES // 4))
+    first = store.load(execution_id)
+    again = store.load(execution_id)
+    assert again is not first
+    assert again == first
+
+
 def test_delete_removes_file_and_catalog_row(store: FileExecutionStore) -> None:
     """A deleted record is gone from the disk, the listing and hash lookups."""
     execution_id = finished(store)
