@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 from fastapi import Depends, FastAPI, Path, Query
-from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -85,10 +84,6 @@ if TYPE_CHECKING:
 __all__ = ["create_app"]
 
 _log = logging.getLogger("intentusnet.server")
-_bearer = HTTPBearer(
-    auto_error=False,
-    description="An API key. Read-only keys can read and replay, not route.",
-)
 _ID = Annotated[str, Path(description="The execution id.", max_length=256)]
 #: ``?wait=``: how long getExecution and getExecutionByKey may hold the answer.
 _Wait = Annotated[
@@ -214,7 +209,9 @@ def create_app(
 
 
 def _needs(service: Service, access: Access) -> Callable[..., Awaitable[None]]:
-    async def check(request: Request, _: Annotated[object, Depends(_bearer)]) -> None:
+    # The key is read from the request once, by the KeyRing; the OpenAPI
+    # document names the scheme for every operation that can answer 401.
+    async def check(request: Request) -> None:
         service.authorize(request, access)
 
     return check
