@@ -2,6 +2,7 @@
 
 Run: python benchmarks/bench_server.py [--only compare|details] [--runs 3]
      [--threads 1] [--connections 50] [--seconds 10] [--dir DIR]
+     [--before CHECKOUT]
      [--clients 50] [--requests 5000]
 
 First, side by side (``compare``): wrk (Debian's package, installed with
@@ -14,7 +15,10 @@ measured in turn, round after round, so the machine's load hits each alike.
 It prints each run's requests/s, p50 and p99 and its ratio to the bare app's
 run of the same round, then the medians and the issue's target (one worker at
 least 0.4x the bare app). wrk runs on the same machine: on 2 cores it competes
-with the servers, so two workers cannot double anything.
+with the servers, so two workers cannot double anything. ``--before CHECKOUT``
+(a checkout of the code before a change, e.g. ``git worktree add /tmp/before
+main``) adds its ``serve`` with one worker to the same rounds, on a store of its
+own.
 
 Then (``details``) it starts ``intentusnet serve`` (one worker, recording on,
 durability "flush", the store in a temporary directory) with an async echo
@@ -315,7 +319,12 @@ def _check_answer(port: int) -> None:
 
 
 def compare(
-    threads: int, connections: int, seconds: int, runs: int, directory: str | None
+    threads: int,
+    connections: int,
+    seconds: int,
+    runs: int,
+    directory: str | None,
+    before: str | None,
 ) -> None:
     """Bare FastAPI against ``serve`` with 1 and 2 workers, driven by wrk in turn."""
     wrk = _ensure_wrk()
@@ -324,20 +333,34 @@ def compare(
     (work / "echoapp.py").write_text(ECHO_APP)
     script = work / "intents.lua"
     script.write_text(LUA % API_KEY)
-    bare_label, one_label = "bare FastAPI", "serve, 1 worker"
-    ports = {bare_label: _port(), one_label: _port(), "serve, 2 workers": _port()}
     env = {
         **os.environ,
         "BENCH_STORE": str(work / "records"),
         "INTENTUSNET_API_KEYS": API_KEY,
     }
-    bare_port, one_port, two_port = ports.values()
     quiet = ["--host", "127.0.0.1", "--log-level", "warning"]
     serve = ["intentusnet.cli", "serve", "--app", "echoapp:router", *quiet]
+    bare_label, one_label = "bare FastAPI", "serve, 1 worker"
+    # uvicorn as serve runs it: no Server header, no proxy headers
+    bare = [
+        "uvicorn",
+        "bareapp:app",
+        *quiet,
+        "--no-server-header",
+        "--no-proxy-headers",
+    ]
+    apps = {
+        bare_label: (bare, env),
+        one_label: (serve, env),
+        "serve, 2 workers": ([*serve, "--workers", "2"], env),
+    }
+    if before is not None:  # its own store: the catalog's layout may differ
+        old = {**env, "PYTHONPATH": before, "BENCH_STORE": str(work / "before")}
+        apps["serve, 1, before"] = (serve, old)
+    ports = {label: _port() for label in apps}
     processes = [
-        _start(["uvicorn", "bareapp:app", "--port", str(bare_port), *quiet], work, env),
-        _start([*serve, "--port", str(one_port)], work, env),
-        _start([*serve, "--port", str(two_port), "--workers", "2"], work, env),
+        _start([*argv, "--port", str(ports[label])], work, app_env)
+        for label, (argv, app_env) in apps.items()
     ]
     found: dict[str, list[WrkResult]] = {label: [] for label in ports}
     print(
@@ -404,9 +427,22 @@ def main() -> None:
         "--seconds", type=int, default=10, help="each wrk run's duration"
     )
     parser.add_argument("--dir", default=None, help="where serve records")
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="a checkout of the code before (git worktree add): its serve, "
+        "1 worker, is measured in the same rounds",
+    )
     args = parser.parse_args()
     if args.only != "details":
-        compare(args.threads, args.connections, args.seconds, args.runs, args.dir)
+        compare(
+            args.threads,
+            args.connections,
+            args.seconds,
+            args.runs,
+            args.dir,
+            args.before,
+        )
     if args.only == "compare":
         return
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
