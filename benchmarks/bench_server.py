@@ -238,6 +238,11 @@ def _ensure_wrk() -> str:
     found = shutil.which("wrk")
     if found:
         return found
+    if shutil.which("apt-get") is None:
+        sys.exit(
+            "wrk is not installed and there is no apt-get here to install it: "
+            "install wrk (https://github.com/wg/wrk) and run again"
+        )
     command = ["apt-get", "install", "-y", "wrk"]
     if os.geteuid() != 0:
         if shutil.which("sudo") is None:
@@ -247,13 +252,13 @@ def _ensure_wrk() -> str:
             )
         command.insert(0, "sudo")
     print(f"wrk not found: installing it with '{' '.join(command)}'", flush=True)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    # Its output (and sudo's password prompt) go to the terminal.
+    done = subprocess.run(command, check=False)
     found = shutil.which("wrk")
     if done.returncode != 0 or found is None:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         sys.exit(
-            f"could not install wrk ('{' '.join(command)}' exited "
-            f"{done.returncode}): {' / '.join(tail)}"
+            f"could not install wrk: '{' '.join(command)}' exited "
+            f"{done.returncode} (its output is above)"
         )
     return found
 
