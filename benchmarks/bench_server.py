@@ -517,6 +517,7 @@ def main() -> None:
         for process in (server, agent):
             process.terminate()
             process.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     print(f"cores: {os.cpu_count()}, runs: {args.runs} (medians shown), recording on")
     print(
