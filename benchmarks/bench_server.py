@@ -1,16 +1,24 @@
 """The HTTP service on loopback: intents per second, latency, a remote agent hop.
 
-Run: python benchmarks/bench_server.py [--clients 50] [--requests 5000] [--runs 3]
-     [--only compare|details]
+Run: python benchmarks/bench_server.py [--only compare|details] [--runs 3]
+     [--threads 1] [--connections 50] [--seconds 10] [--dir DIR]
+     [--before CHECKOUT]
+     [--clients 50] [--requests 5000]
 
-First, side by side (``compare``): the same load generator against a bare
-FastAPI app on uvicorn answering every POST with a constant JSON object, and
-against ``intentusnet serve`` (recording on, file store) with one and with two
-workers; all three run at once and are measured in turn, round after round, so
-the machine's load hits each alike. It prints each one's median intents/s and
-the ratios to the bare app (the issue's targets: at least 0.5x with one worker,
-and two workers faster than one). The load generator runs on the same machine,
-so on 2 cores it competes with the workers: two workers cannot double anything.
+First, side by side (``compare``): wrk (Debian's package, installed with
+apt-get when missing) drives a bare FastAPI app on uvicorn answering every POST
+with a constant JSON object, and ``intentusnet serve`` (an API key, recording
+on, file store in ``--dir``) with one and with two workers, all with the same
+POST of a JSON envelope (a different payload each time, from a Lua script) and
+the same threads, connections and duration. All three run at once and are
+measured in turn, round after round, so the machine's load hits each alike.
+It prints each run's requests/s, p50 and p99 and its ratio to the bare app's
+run of the same round, then the medians and the issue's target (one worker at
+least 0.4x the bare app). wrk runs on the same machine: on 2 cores it competes
+with the servers, so two workers cannot double anything. ``--before CHECKOUT``
+(a checkout of the code before a change, e.g. ``git worktree add /tmp/before
+main``) adds its ``serve`` with one worker to the same rounds, on a store of its
+own.
 
 Then (``details``) it starts ``intentusnet serve`` (one worker, recording on,
 durability "flush", the store in a temporary directory) with an async echo
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -37,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -195,51 +205,219 @@ def _start(argv: list[str], work: Path, env: dict[str, str]) -> subprocess.Popen
     )
 
 
-def compare(clients: int, requests: int, runs: int) -> None:
-    """Bare FastAPI against ``serve`` with 1 and 2 workers, interleaved."""
-    work = Path(tempfile.mkdtemp(prefix="bench-compare-"))
+LUA = """
+-- Every request a different payload, so no two envelopes hash equal.
+local counter = 0
+local threads = 0
+
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+
+function request()
+  counter = counter + 1
+  local body = '{"intent":{"name":"echo"},"payload":{"t":' .. tid ..
+    ',"i":' .. counter .. '}}'
+  return wrk.format("POST", nil, {
+    ["Content-Type"] = "application/json",
+    ["Authorization"] = "Bearer %s",
+  }, body)
+end
+"""
+#: The API key ``serve`` is started with; the bare app gets the same header.
+API_KEY = "bench-key-0123456789abcdef"
+#: The issue's target: ``serve`` (one worker, recording) / the bare app.
+TARGET = 0.4
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3}
+_LATENCY = re.compile(r"^\s*(50|99)%\s+([\d.]+)(us|ms|s|m)\s*$", re.MULTILINE)
+
+
+def _ensure_wrk() -> str:
+    """The path of ``wrk``; installed from Debian's packages when missing."""
+    found = shutil.which("wrk")
+    if found:
+        return found
+    if shutil.which("apt-get") is None:
+        sys.exit(
+            "wrk is not installed and there is no apt-get here to install it: "
+            "install wrk (https://github.com/wg/wrk) and run again"
+        )
+    command = ["apt-get", "install", "-y", "wrk"]
+    if os.geteuid() != 0:
+        if shutil.which("sudo") is None:
+            sys.exit(
+                "wrk is not installed and this user is not root and has no sudo: "
+                "install it with 'apt-get install -y wrk' and run again"
+            )
+        command.insert(0, "sudo")
+    print(f"wrk not found: installing it with '{' '.join(command)}'", flush=True)
+    # Its output (and sudo's password prompt) go to the terminal.
+    done = subprocess.run(command, check=False)
+    found = shutil.which("wrk")
+    if done.returncode != 0 or found is None:
+        sys.exit(
+            f"could not install wrk: '{' '.join(command)}' exited "
+            f"{done.returncode} (its output is above)"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    """What one wrk run measured."""
+
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+
+
+def _parse_wrk(output: str) -> WrkResult:
+    """Requests/s and the p50/p99 latency of ``wrk --latency`` output."""
+    rate = re.search(r"^Requests/sec:\s+([\d.]+)", output, re.MULTILINE)
+    total = re.search(r"^\s*(\d+) requests in", output, re.MULTILINE)
+    latency = {q: float(v) * _UNITS[u] for q, v, u in _LATENCY.findall(output)}
+    if rate is None or total is None or set(latency) != {"50", "99"}:
+        raise RuntimeError(f"cannot read wrk's output:\n{output}")
+    failed = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    if failed or "Socket errors" in output:
+        raise RuntimeError(f"wrk saw failed requests:\n{output}")
+    return WrkResult(float(rate[1]), latency["50"], latency["99"], int(total[1]))
+
+
+def _wrk(
+    wrk: str, script: Path, port: int, threads: int, connections: int, seconds: int
+) -> WrkResult:
+    done = subprocess.run(
+        [
+            wrk,
+            f"-t{threads}",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            f"http://127.0.0.1:{port}/v1/intents",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk exited {done.returncode}: {done.stderr.strip()}")
+    return _parse_wrk(done.stdout)
+
+
+def _check_answer(port: int) -> None:
+    """One request as wrk sends it, answered 200 and (from serve) ``success``."""
+    answer = httpx.post(
+        f"http://127.0.0.1:{port}/v1/intents",
+        json={"intent": {"name": "echo"}, "payload": {"t": 0, "i": 0}},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        trust_env=False,
+    )
+    answer.raise_for_status()
+    if answer.json()["status"] != "success":
+        raise RuntimeError(f"port {port} answered {answer.text}")
+
+
+def compare(
+    threads: int,
+    connections: int,
+    seconds: int,
+    runs: int,
+    directory: str | None,
+    before: str | None,
+) -> None:
+    """Bare FastAPI against ``serve`` with 1 and 2 workers, driven by wrk in turn."""
+    wrk = _ensure_wrk()
+    work = Path(tempfile.mkdtemp(prefix="bench-compare-", dir=directory))
     (work / "bareapp.py").write_text(BARE)
     (work / "echoapp.py").write_text(ECHO_APP)
-    ports = {"bare FastAPI, constant JSON": _port()}
-    ports["serve --workers 1, recording"] = _port()
-    ports["serve --workers 2, recording"] = _port()
-    env = {**os.environ, "BENCH_STORE": str(work / "records")}
-    bare_port, one_port, two_port = ports.values()
-    quiet = ["--log-level", "warning"]
+    script = work / "intents.lua"
+    script.write_text(LUA % API_KEY)
+    env = {
+        **os.environ,
+        "BENCH_STORE": str(work / "records"),
+        "INTENTUSNET_API_KEYS": API_KEY,
+    }
+    quiet = ["--host", "127.0.0.1", "--log-level", "warning"]
     serve = ["intentusnet.cli", "serve", "--app", "echoapp:router", *quiet]
-    processes = [
-        _start(["uvicorn", "bareapp:app", "--port", str(bare_port), *quiet], work, env),
-        _start([*serve, "--port", str(one_port)], work, env),
-        _start([*serve, "--port", str(two_port), "--workers", "2"], work, env),
+    bare_label, one_label = "bare FastAPI", "serve, 1 worker"
+    # uvicorn as serve runs it: no Server header, no proxy headers
+    bare = [
+        "uvicorn",
+        "bareapp:app",
+        *quiet,
+        "--no-server-header",
+        "--no-proxy-headers",
     ]
-    rates: dict[str, list[float]] = {label: [] for label in ports}
+    apps = {
+        bare_label: (bare, env),
+        one_label: (serve, env),
+        "serve, 2 workers": ([*serve, "--workers", "2"], env),
+    }
+    if before is not None:  # its own store: the catalog's layout may differ
+        old = {**env, "PYTHONPATH": before, "BENCH_STORE": str(work / "before")}
+        apps["serve, 1, before"] = (serve, old)
+    ports = {label: _port() for label in apps}
+    processes = [
+        _start([*argv, "--port", str(ports[label])], work, app_env)
+        for label, (argv, app_env) in apps.items()
+    ]
+    found: dict[str, list[WrkResult]] = {label: [] for label in ports}
+    print(
+        f"wrk -t{threads} -c{connections} -d{seconds}s --latency, POST /v1/intents "
+        f"(a different payload each; serve records every one to {work}, "
+        f"API key on); load average before: {_loadavg()}",
+        flush=True,
+    )
     try:
         for port in ports.values():
             _wait(f"http://127.0.0.1:{port}")
-            _load(port, 10, 500, "echo")  # warm up
-        for _ in range(runs):
+            _check_answer(port)
+            _wrk(wrk, script, port, threads, connections, 2)  # warm up
+        for round_ in range(1, runs + 1):
             for label, port in ports.items():
-                rates[label].append(_load(port, clients, requests, "echo")[0])
+                result = _wrk(wrk, script, port, threads, connections, seconds)
+                found[label].append(result)
+                ratio = result.rate / found[bare_label][-1].rate
+                print(
+                    f"  round {round_}  {label:<17} {result.rate:8.0f} requests/s  "
+                    f"p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms  "
+                    f"{ratio:5.2f}x bare",
+                    flush=True,
+                )
     finally:
         for process in processes:
             process.terminate()
+        for process in processes:
             process.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
-    bare = med(rates["bare FastAPI, constant JSON"])
-    print(
-        f"side by side, {clients} connections x {requests // clients} requests, "
-        f"{runs} rounds (medians; rough: the machine is shared):"
-    )
-    for label, found in rates.items():
-        low, high = min(found), max(found)
+    print(f"medians of {runs} rounds (load average after: {_loadavg()}):")
+    for label, results in found.items():
+        ratios = [
+            r.rate / b.rate for r, b in zip(results, found[bare_label], strict=True)
+        ]
         print(
-            f"  {label:<30} {med(found):7.0f} intents/s  ({low:.0f}-{high:.0f})"
-            f"  {med(found) / bare:5.2f}x bare"
+            f"  {label:<17} {med(r.rate for r in results):8.0f} requests/s  "
+            f"p50 {med(r.p50_ms for r in results):6.2f} ms  "
+            f"p99 {med(r.p99_ms for r in results):6.2f} ms  "
+            f"{med(ratios):5.2f}x bare"
         )
-    one = med(rates["serve --workers 1, recording"])
-    two = med(rates["serve --workers 2, recording"])
-    print(f"  2 workers / 1 worker: {two / one:.2f}x")
+    one = [
+        r.rate / b.rate
+        for r, b in zip(found[one_label], found[bare_label], strict=True)
+    ]
+    verdict = "met" if med(one) >= TARGET else "MISSED"
+    print(f"target: serve, 1 worker >= {TARGET}x bare: {med(one):.2f}x, {verdict}")
+
+
+def _loadavg() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:
@@ -248,9 +426,28 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", choices=("compare", "details"), default=None)
+    parser.add_argument("--threads", type=int, default=1, help="wrk's threads")
+    parser.add_argument("--connections", type=int, default=50, help="wrk's connections")
+    parser.add_argument(
+        "--seconds", type=int, default=10, help="each wrk run's duration"
+    )
+    parser.add_argument("--dir", default=None, help="where serve records")
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="a checkout of the code before (git worktree add): its serve, "
+        "1 worker, is measured in the same rounds",
+    )
     args = parser.parse_args()
     if args.only != "details":
-        compare(args.clients, args.requests, args.runs)
+        compare(
+            args.threads,
+            args.connections,
+            args.seconds,
+            args.runs,
+            args.dir,
+            args.before,
+        )
     if args.only == "compare":
         return
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
@@ -320,6 +517,7 @@ def main() -> None:
         for process in (server, agent):
             process.terminate()
             process.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
     med = statistics.median
     print(f"cores: {os.cpu_count()}, runs: {args.runs} (medians shown), recording on")
     print(

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
-from fastapi import Depends, FastAPI, Path, Query
-from fastapi.security import HTTPBearer
+from fastapi import FastAPI, Path, Query
 from fastapi_offline import FastAPIOffline
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -85,10 +84,6 @@ if TYPE_CHECKING:
 __all__ = ["create_app"]
 
 _log = logging.getLogger("intentusnet.server")
-_bearer = HTTPBearer(
-    auto_error=False,
-    description="An API key. Read-only keys can read and replay, not route.",
-)
 _ID = Annotated[str, Path(description="The execution id.", max_length=256)]
 #: ``?wait=``: how long getExecution and getExecutionByKey may hold the answer.
 _Wait = Annotated[
@@ -213,16 +208,11 @@ def create_app(
     return app
 
 
-def _needs(service: Service, access: Access) -> Callable[..., Awaitable[None]]:
-    async def check(request: Request, _: Annotated[object, Depends(_bearer)]) -> None:
-        service.authorize(request, access)
-
-    return check
-
-
 def _add_routes(app: FastAPI, service: Service) -> None:
-    read = [Depends(_needs(service, Access.READ))]
-    write = [Depends(_needs(service, Access.ROUTE))]
+    # Each endpoint checks the caller's key first, as the explorer's pages do:
+    # the header is read once, by the KeyRing, and FastAPI solves no dependency
+    # for it. The OpenAPI document names the scheme for every operation that
+    # can answer 401.
     auth: dict[int | str, dict[str, Any]] = {
         401: problem("No API key, or an unknown one."),
         403: problem("Not allowed."),
@@ -230,7 +220,6 @@ def _add_routes(app: FastAPI, service: Service) -> None:
 
     @app.post(
         "/v1/intents",
-        dependencies=write,
         tags=["intents"],
         summary="Route an intent",
         operation_id="routeIntent",
@@ -289,6 +278,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         },
     )
     async def route_intent(request: Request) -> Response:
+        service.authorize(request, Access.ROUTE)
         key = idempotency_key(request)
         body = await read_json(request, service.max_body_bytes)
         if body is None:
@@ -309,7 +299,6 @@ def _add_routes(app: FastAPI, service: Service) -> None:
 
     @app.get(
         "/v1/executions",
-        dependencies=read,
         tags=["executions"],
         summary="List execution records, newest first",
         operation_id="listExecutions",
@@ -320,6 +309,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         },
     )
     async def list_executions(
+        request: Request,
         intent: Annotated[str | None, Query(max_length=256)] = None,
         status: RecordStatus | None = None,
         since: Annotated[
@@ -353,6 +343,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             str | None, Query(max_length=1024, description="nextCursor of a page.")
         ] = None,
     ) -> Response:
+        service.authorize(request, Access.READ)
         after = None if cursor is None else Cursor.decode(cursor)
         if service.store is None:
             return _json({"items": [], "nextCursor": None})
@@ -400,7 +391,6 @@ def _add_routes(app: FastAPI, service: Service) -> None:
 
     @app.get(
         "/v1/executions/{execution_id}",
-        dependencies=read,
         tags=["executions"],
         summary="Show an execution: its newest record, optionally waiting for it",
         operation_id="getExecution",
@@ -418,6 +408,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         },
     )
     async def get_execution(
+        request: Request,
         execution_id: _ID,
         wait: _Wait = 0,
         follow: Annotated[
@@ -428,11 +419,11 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             ),
         ] = True,
     ) -> Response:
+        service.authorize(request, Access.READ)
         return await _newest(execution_id, follow=follow, wait=wait)
 
     @app.get(
         "/v1/idempotency-keys/{key:path}",
-        dependencies=read,
         tags=["executions"],
         summary="Show the execution an idempotency key names: its newest record",
         operation_id="getExecutionByKey",
@@ -449,6 +440,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         },
     )
     async def get_execution_by_key(
+        request: Request,
         key: Annotated[
             str,
             Path(
@@ -459,13 +451,13 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         ],
         wait: _Wait = 0,
     ) -> Response:
+        service.authorize(request, Access.READ)
         store = service.require_store()
         execution_id = await run_in_threadpool(keyed_execution, store, key)
         return await _newest(execution_id, follow=True, wait=wait, named=False)
 
     @app.post(
         "/v1/executions/{execution_id}/replay",
-        dependencies=read,
         tags=["executions"],
         summary="Replay an execution: its recorded answer, without running agents",
         operation_id="replayExecution",
@@ -490,6 +482,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         },
     )
     async def replay_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.READ)
         body = await read_json(request, service.max_body_bytes)
         try:
             wanted = ReplayRequest.model_validate({} if body is None else body)
@@ -512,7 +505,6 @@ def _add_routes(app: FastAPI, service: Service) -> None:
 
     @app.get(
         "/v1/executions/{execution_id}/verify",
-        dependencies=read,
         tags=["executions"],
         summary="Verify the hash chain of an execution record",
         operation_id="verifyExecution",
@@ -523,7 +515,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             409: problem("The record cannot be read at all."),
         },
     )
-    async def verify_execution(execution_id: _ID) -> Response:
+    async def verify_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.READ)
         store = service.require_store()
         report = await run_in_threadpool(store.verify, execution_id)
         return _json(report.to_json())
@@ -553,7 +546,6 @@ def _add_routes(app: FastAPI, service: Service) -> None:
 
     @app.get(
         "/metrics",
-        dependencies=read,
         tags=["service"],
         summary="Metrics in the Prometheus text format",
         operation_id="metrics",
@@ -565,14 +557,14 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             **auth,
         },
     )
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        service.authorize(request, Access.READ)
         # Off the event loop: what caching saved is read from the store.
         text = await run_in_threadpool(service.metrics.render)
         return Response(text, media_type=CONTENT_TYPE)
 
     @app.get(
         "/v1/savings",
-        dependencies=read,
         tags=["service"],
         summary="What caching saved: LLM calls, tokens and cost, by model",
         operation_id="savings",
@@ -582,7 +574,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             404: problem("This service records no executions."),
         },
     )
-    async def savings() -> Response:
+    async def savings(request: Request) -> Response:
+        service.authorize(request, Access.READ)
         report = await run_in_threadpool(service.savings)
         return _json(report.to_json())
 

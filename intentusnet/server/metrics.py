@@ -103,8 +103,11 @@ class Metrics:
             ["status"],
             registry=registry,
         )
-        for status in ("success", "error"):
-            self._routed.labels(status=status)
+        # Bound once: the answer's status takes one of these two values.
+        self._routed_as = {
+            status: self._routed.labels(status=status)
+            for status in ("success", "error")
+        }
         self._intent_errors = Counter(
             "intentusnet_intent_errors",
             "Routed intents answered with an error, by ErrorInfo code.",
@@ -203,7 +206,7 @@ class Metrics:
         with self._lock:
             self._in_flight -= 1
         self._in_flight_gauge.dec()
-        self._routed.labels(status=status).inc()
+        self._routed_as[status].inc()
         if error_code is not None:
             self._intent_errors.labels(code=error_code).inc()
         (self._hits if from_replay else self._misses).inc()

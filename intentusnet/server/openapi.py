@@ -4,7 +4,8 @@ FastAPI describes the paths and parameters from the route functions; the
 schemas come from :func:`pydantic.json_schema.models_json_schema` over the very
 models that validate requests (``IntentEnvelope``) and describe answers
 (``AgentResponse`` and :mod:`.schemas`). Every error response is documented as
-``application/problem+json`` with the ``Problem`` schema.
+``application/problem+json`` with the ``Problem`` schema, and every operation
+that can answer 401 names the API key's scheme (``HTTPBearer``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ if TYPE_CHECKING:
 
     from .._util.jsonvalue import JSONObject
 
-__all__ = ["build_openapi", "ok", "problem", "ref"]
+__all__ = ["SECURITY_SCHEME", "build_openapi", "ok", "problem", "ref"]
+
+#: The API key as the OpenAPI document names it: a bearer token.
+SECURITY_SCHEME: Final = "HTTPBearer"
+_KEY_DESCRIPTION: Final = "An API key. Read-only keys can read and replay, not route."
 
 _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (IntentEnvelope, "validation"),
@@ -102,10 +107,20 @@ def build_openapi(app: FastAPI) -> JSONObject:
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)  # FastAPI's; our validation errors are problems
     schemas.update(component_schemas())
+    components["securitySchemes"] = {
+        SECURITY_SCHEME: {
+            "type": "http",
+            "scheme": "bearer",
+            "description": _KEY_DESCRIPTION,
+        }
+    }
     for operations in doc.get("paths", {}).values():
         for operation in operations.values():
-            for status, response in operation.get("responses", {}).items():
+            responses = operation.get("responses", {})
+            for status, response in responses.items():
                 if status[:1] in "45":
                     response["content"] = problem("")["content"]
+            if "401" in responses:
+                operation["security"] = [{SECURITY_SCHEME: []}]
     app.openapi_schema = doc
     return doc

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from livekit import READ_KEY, ROUTE_KEY, LiveServer
+from livekit import READ_KEY, ROUTE_KEY, LiveServer, echo_router, keyed_app
 
 from intentusnet import IntentRouter
 from intentusnet.server import Access, KeyRing, create_app
@@ -116,6 +116,35 @@ def test_missing_and_unknown_keys(live: LiveServer) -> None:
         base_url=live.url, headers={"Authorization": "Basic abc"}, trust_env=False
     ) as http:
         assert http.get("/v1/executions").status_code == 401
+
+
+def test_every_secured_operation_checks_the_key(tmp_path: Path) -> None:
+    """Each operation the OpenAPI document secures refuses no key and a wrong one."""
+
+    async def ask(method: str, path: str, key: str | None) -> httpx.Response:
+        headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1", headers=headers
+        ) as http:
+            return await http.request(method, path)
+
+    with echo_router(tmp_path) as router:
+        app = keyed_app(router)
+        secured = [
+            (method.upper(), path.replace("{execution_id}", "x").replace("{key}", "k"))
+            for path, operations in app.openapi()["paths"].items()  # type: ignore[attr-defined]
+            for method, operation in operations.items()
+            if operation.get("security")
+        ]
+        assert len(secured) == 8
+        for method, path in secured:
+            for key in (None, "wrong-key-0123456789abcdef"):
+                answer = asyncio.run(ask(method, path, key))
+                assert answer.status_code == 401, (method, path, key)
+                assert answer.json()["code"] == "unauthorized"
+        answer = asyncio.run(ask("GET", "/healthz", None))
+        assert answer.status_code == 200
 
 
 def test_read_only_key(live: LiveServer) -> None:

@@ -83,6 +83,21 @@ def test_errors_are_documented_as_problems(doc: dict[str, object]) -> None:
                     assert list(response["content"]) == ["application/problem+json"]
 
 
+def test_the_api_key_scheme_is_declared(doc: dict[str, object]) -> None:
+    """The bearer key is a security scheme that every operation but health needs."""
+    schemes = doc["components"]["securitySchemes"]  # type: ignore[index]
+    assert list(schemes) == ["HTTPBearer"]
+    assert schemes["HTTPBearer"]["type"] == "http"
+    assert schemes["HTTPBearer"]["scheme"] == "bearer"
+    assert "Read-only keys" in schemes["HTTPBearer"]["description"]
+    paths = doc["paths"]
+    assert isinstance(paths, dict)
+    for path, operations in paths.items():
+        for operation in operations.values():
+            needed = None if path == "/healthz" else [{"HTTPBearer": []}]
+            assert operation.get("security") == needed, path
+
+
 def test_list_parameters_are_the_store_filters(doc: dict[str, object]) -> None:
     """GET /v1/executions documents every filter of store.list(), with its format."""
     operation = doc["paths"]["/v1/executions"]["get"]  # type: ignore[index]
