@@ -35,17 +35,23 @@ from ._scan import row_for
 from .step_index import ended_steps, indexed
 from .writer import ChainWriter, wire_object
 
-#: Append lines to a record and bring its catalog row up to date, in one
-#: statement; ``{outcome}`` is empty or :data:`OUTCOME`. Arrays are sent in
-#: binary (``%b``): psycopg's text form quotes each element, which cost more
-#: than the rest of the statement's parameters together.
-APPEND: Final = """WITH added AS (
+#: The common table expression adding a record's lines (its id, then arrays of
+#: numbers and bytes). Arrays are sent in binary (``%b``): psycopg's text form
+#: quotes each element, which cost more than the rest of a statement's
+#: parameters together.
+_ADDED: Final = """added AS (
         INSERT INTO intentusnet_lines (execution_id, seq, line)
         SELECT %s, s, l FROM unnest(%b::integer[], %b::bytea[]) AS u(s, l)
-        RETURNING 1)
-    UPDATE intentusnet_records SET lines = lines + (SELECT count(*) FROM added),
-        size = size + %s, chain_head = %s {outcome}
-    WHERE execution_id = %s RETURNING lines"""
+        RETURNING 1)"""
+#: Bring the catalog row up to date with the added lines (their size, the new
+#: chain head, the record's id); ``{outcome}`` is empty or :data:`OUTCOME`.
+_UPDATED: Final = """UPDATE intentusnet_records
+        SET lines = lines + (SELECT count(*) FROM added),
+            size = size + %s, chain_head = %s {outcome}
+        WHERE execution_id = %s RETURNING lines"""
+#: Append lines to a record and bring its catalog row up to date, in one
+#: statement.
+APPEND: Final = f"WITH {_ADDED} {_UPDATED}"
 OUTCOME: Final = ", status = %s, replayable = %s, reason = %s, agent = %s, " \
     "duration_ms = %s"  # fmt: skip
 #: Open a record: take its writer's lock and, only once it is taken, insert its
@@ -64,17 +70,11 @@ _OPEN: Final = f"""WITH lock AS MATERIALIZED (
 #: :data:`APPEND` with the outcome, releasing the writer's lock: the lock is
 #: taken again for the statement's transaction (a session's own lock always
 #: is), so it stays held until the commit that shows the row completed, though
-#: the session's hold ends here. ``{outcome}`` is :data:`OUTCOME`.
-COMPLETE: Final = """WITH added AS (
-        INSERT INTO intentusnet_lines (execution_id, seq, line)
-        SELECT %s, s, l FROM unnest(%b::integer[], %b::bytea[]) AS u(s, l)
-        RETURNING 1),
-    updated AS (UPDATE intentusnet_records
-        SET lines = lines + (SELECT count(*) FROM added),
-            size = size + %s, chain_head = %s {outcome}
-        WHERE execution_id = %s RETURNING lines),
-    kept AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s) AS held)
-    SELECT lines, pg_advisory_unlock(%s) FROM updated, kept WHERE held"""
+#: the session's hold ends here. ``{outcome}`` is :data:`OUTCOME`; then the
+#: lock key, twice.
+COMPLETE: Final = f"""WITH {_ADDED}, updated AS ({_UPDATED}),
+    kept AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s))
+    SELECT lines, pg_advisory_unlock(%s) FROM updated, kept"""
 _IMPORT: Final = f"""WITH row AS (INSERT INTO intentusnet_records ({COLUMNS}, lock_key)
         VALUES ({", ".join(["%s"] * 17)})
         ON CONFLICT DO NOTHING RETURNING execution_id)
@@ -280,16 +280,15 @@ class PostgresRecordWriter(ChainWriter):
         seqs = list(range(self._rows, self._rows + len(lines)))
         head = "sha256:" + lines[-1][-67:-3].decode()
         params: list[object] = [self.execution_id, seqs, lines, len(line), head]
-        outcome = ""
-        if self._final is not None:
-            outcome = OUTCOME
+        if self._final is None:
+            sql = APPEND.format(outcome="")
+            params.append(self.execution_id)
+        else:  # the record is done: its lock goes in the same statement
+            sql = COMPLETE.format(outcome=OUTCOME)
             status, replayable, reason, agent, duration = self._outcome(self._final)
+            key = lock_key(self.execution_id)
             params += [status, bool(replayable), reason, agent, duration]
-        params.append(self.execution_id)
-        sql = APPEND.format(outcome=outcome)
-        if outcome:  # the record is done: its lock goes in the same round trip
-            sql = COMPLETE.format(outcome=outcome)
-            params += [lock_key(self.execution_id)] * 2
+            params += [self.execution_id, key, key]
         ended = self.ended_steps[self._indexed :]
         if ended:  # a STEP_END among the lines: indexed in the same statement
             sql = f"WITH {_pg_steps.ADD}, {sql.removeprefix('WITH ')}"
