@@ -12,9 +12,9 @@ temporary directory (--dir to choose where, e.g. /dev/shm). Prints:
   * executions/s of 4 processes routing into one store, beside the file
     store's;
   * with --before CHECKOUT (a checkout of an earlier commit, e.g.
-    ``git worktree add /tmp/before 5cbc09b``), the one-process median of that
-    checkout's code and of this one, each in fresh processes taking turns
-    (the machine's load drifts), and their ratio;
+    ``git worktree add /tmp/before 5cbc09b``), both PostgreSQL rows for that
+    checkout's code and for this one, each in fresh processes taking turns
+    (the machine's load drifts), and their ratios;
   * find_by_hash (query, load, verify) and the first page of list() at
     --records records (made by another process, imported with import_raw);
   * a cache hit through a router whose ReplayCache has never seen the
@@ -156,13 +156,16 @@ def statements_per_route(dsn: str, routes: int = 100) -> float:
     return sent / routes
 
 
-def child_median(checkout: str | None, dsn: str, tag: str) -> float:
-    """``route_median`` in a fresh process importing ``checkout``'s package."""
+def in_child(checkout: str | None, kind: str, dsn: str, tag: str) -> float:
+    """A row measured in a fresh process importing ``checkout``'s package.
+
+    ``kind`` "route" is ``route_median``, "rate" ``executions_per_second``.
+    """
     env = dict(os.environ)
     if checkout is not None:
         env["PYTHONPATH"] = checkout
     done = subprocess.run(
-        [sys.executable, __file__, "--route-median", dsn, tag],
+        [sys.executable, __file__, "--child", kind, dsn, tag],
         env=env,
         cwd=Path(__file__).parent,
         capture_output=True,
@@ -171,6 +174,24 @@ def child_median(checkout: str | None, dsn: str, tag: str) -> float:
         timeout=600,
     )
     return float(done.stdout.strip())
+
+
+def turns(before: str, dsn: str) -> None:
+    """This checkout against ``before``: fresh processes taking turns."""
+    print(f"PostgreSQL, this checkout against {before} (fresh processes, in turns)")
+    for kind, label, unit, rounds in (
+        ("route", "one process, us a routed intent", "us", ROUNDS),
+        ("rate", f"{PROCESSES} processes, executions/s", "/s", 3),
+    ):
+        now: list[float] = []
+        then: list[float] = []
+        for turn in range(rounds):
+            then.append(in_child(before, kind, dsn, f"before{turn}"))
+            now.append(in_child(None, kind, dsn, f"now{turn}"))
+        row(f"  {label}, before", statistics.median(then), unit=unit)
+        row(f"  {label}, now", statistics.median(now), unit=unit)
+        row("  ratio now / before", statistics.median(now) / statistics.median(then),
+            unit="x ", note=f"{rounds} turns each")  # fmt: skip
 
 
 def bench_recording(dsn: str, files: str, before: str | None) -> None:
@@ -182,23 +203,14 @@ def bench_recording(dsn: str, files: str, before: str | None) -> None:
     row("  PostgreSQL / file store", pg / file, unit="x ")
     row("  statements per routed intent (PostgreSQL)", statements_per_route(dsn),
         unit="  ")  # fmt: skip
-    if before is not None:
-        print(f"the same, {ROUNDS} fresh processes each, taking turns")
-        now: list[float] = []
-        then: list[float] = []
-        for turn in range(ROUNDS):
-            then.append(child_median(before, dsn, f"before{turn}"))
-            now.append(child_median(None, dsn, f"now{turn}"))
-        row(f"  PostgreSQL, {before}", statistics.median(then))
-        row("  PostgreSQL, this checkout", statistics.median(now))
-        row("  ratio this / before", statistics.median(now) / statistics.median(then),
-            unit="x ")  # fmt: skip
     print(f"executions/s, {PROCESSES} processes into one store")
     pg_rate = executions_per_second(dsn, 500)
     file_rate = executions_per_second(files, 500)
     row("  PostgreSQL", pg_rate, unit="/s")
     row("  file store", file_rate, unit="/s")
     row("  PostgreSQL / file store", pg_rate / file_rate, unit="x ")
+    if before is not None:
+        turns(before, dsn)
 
 
 def fill(dsn: str, records: int) -> list[str]:
@@ -301,10 +313,15 @@ def main() -> None:
     parser.add_argument(
         "--before", default=None, help="a checkout to compare the one-process row with"
     )
-    parser.add_argument("--route-median", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.route_median is not None:  # a child of --before
-        print(route_median(*args.route_median))
+    if args.child is not None:  # a process of --before's turns
+        kind, dsn, tag = args.child
+        print(
+            route_median(dsn, tag)
+            if kind == "route"
+            else executions_per_second(dsn, 500)
+        )
         return
     print(f"load average {' '.join(f'{n:.2f}' for n in os.getloadavg())}")
     base = Path(tempfile.mkdtemp(prefix="bench-pg-", dir=args.dir))
