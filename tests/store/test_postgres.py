@@ -312,6 +312,49 @@ def test_a_routed_intent_is_three_statements_and_leaves_no_lock(
         assert pg_store.verify(execution_id).valid
 
 
+def test_a_record_stays_locked_until_its_completion_commits(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Mid-commit of the completing statement, others still read it in progress."""
+    writer = start(pg_store, execution_id="slow")
+    writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"x": 1}))
+    other = PostgresExecutionStore(pg_dsn)
+    assert other.list()[0].status is RecordStatus.IN_PROGRESS  # connected now
+    with other, psycopg.connect(pg_dsn, autocommit=True) as conn:
+        # Stalls the completing statement after its own work, before its commit.
+        conn.execute(
+            "CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.status <> 'in_progress' THEN PERFORM pg_sleep(1); END IF; "
+            "RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER stall AFTER UPDATE ON intentusnet_records "
+            "FOR EACH ROW EXECUTE FUNCTION stall()"
+        )
+
+        def stalled() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+            ).fetchone()
+            return row is not None and row[0] == 1
+
+        completing = threading.Thread(
+            target=writer.complete,
+            args=({"status": "success", "payload": None, "metadata": {}},),
+        )
+        completing.start()
+        try:
+            assert _eventually(stalled)
+            assert _advisory_locks(pg_dsn) == 1
+            (row,) = other.list()
+            assert row.status is RecordStatus.IN_PROGRESS
+            assert stalled()  # all of it seen before the commit
+        finally:
+            completing.join(timeout=30)
+    assert _advisory_locks(pg_dsn) == 0
+    assert pg_store.load("slow").header.status is RecordStatus.COMPLETED
+
+
 def test_an_id_another_session_writes_or_wrote_cannot_be_opened(
     pg_store: PostgresExecutionStore, pg_dsn: str
 ) -> None:
