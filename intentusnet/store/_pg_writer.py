@@ -35,13 +35,14 @@ from ._scan import row_for
 from .step_index import ended_steps, indexed
 from .writer import ChainWriter, wire_object
 
-#: The common table expression adding a record's lines (its id, then arrays of
-#: numbers and bytes). Arrays are sent in binary (``%b``): psycopg's text form
-#: quotes each element, which cost more than the rest of a statement's
-#: parameters together.
+#: The common table expression adding lines to a record: its id, then
+#: ``{rows}``, a number and the bytes for each line (see :func:`line_rows`).
+#: Scalars, not arrays, for the few lines a writer sends at once: psycopg
+#: adapts a list in Python, finding its elements' type on every call, and a
+#: number or bytes in C.
 _ADDED: Final = """added AS (
         INSERT INTO intentusnet_lines (execution_id, seq, line)
-        SELECT %s, s, l FROM unnest(%b::integer[], %b::bytea[]) AS u(s, l)
+        SELECT %s, s, l FROM (VALUES {rows}) AS u(s, l)
         RETURNING 1)"""
 #: Bring the catalog row up to date with the added lines (their size, the new
 #: chain head, the record's id); ``{outcome}`` is empty or :data:`OUTCOME`.
@@ -50,7 +51,7 @@ _UPDATED: Final = """UPDATE intentusnet_records
             size = size + %s, chain_head = %s {outcome}
         WHERE execution_id = %s RETURNING lines"""
 #: Append lines to a record and bring its catalog row up to date, in one
-#: statement.
+#: statement (``{rows}`` and ``{outcome}`` as above).
 APPEND: Final = f"WITH {_ADDED} {_UPDATED}"
 OUTCOME: Final = ", status = %s, replayable = %s, reason = %s, agent = %s, " \
     "duration_ms = %s"  # fmt: skip
@@ -75,6 +76,9 @@ _OPEN: Final = f"""WITH lock AS MATERIALIZED (
 COMPLETE: Final = f"""WITH {_ADDED}, updated AS ({_UPDATED}),
     kept AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s))
     SELECT lines, pg_advisory_unlock(%s) FROM updated, kept"""
+#: Import a whole record: its lines as two arrays (a record may have more lines
+#: than a statement takes parameters), sent in binary (``%b``), which psycopg
+#: adapts faster than their text form.
 _IMPORT: Final = f"""WITH row AS (INSERT INTO intentusnet_records ({COLUMNS}, lock_key)
         VALUES ({", ".join(["%s"] * 17)})
         ON CONFLICT DO NOTHING RETURNING execution_id)
@@ -82,6 +86,14 @@ _IMPORT: Final = f"""WITH row AS (INSERT INTO intentusnet_records ({COLUMNS}, lo
     SELECT execution_id, s, l
     FROM row, unnest(%b::integer[], %b::bytea[]) AS u(s, l)
     RETURNING seq"""
+
+
+def line_rows(first: int, lines: list[bytes]) -> tuple[str, list[object]]:
+    """``{rows}`` of :data:`APPEND` for ``lines`` numbered from ``first``; values."""
+    values: list[object] = []
+    for seq, line in enumerate(lines, first):
+        values += (seq, line)
+    return ", ".join(["(%s::integer, %s::bytea)"] * len(lines)), values
 
 
 def lock_record(db: Connection, execution_id: str, writing: set[str]) -> bool:
@@ -225,13 +237,12 @@ def append_invalidated(
         return
     line = invalidated_lines(record, reason, utc_now()[1], signer)
     lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
-    first = len(record.events) + 1
+    rows, values = line_rows(len(record.events) + 1, lines)
     db.run(
-        APPEND.format(outcome=OUTCOME),
+        APPEND.format(rows=rows, outcome=OUTCOME),
         [
             execution_id,
-            list(range(first, first + len(lines))),
-            lines,
+            *values,
             len(line),
             "sha256:" + line[-67:-3].decode(),
             *outcome_of(parse_record(data + line, execution_id, not_running)),
@@ -277,14 +288,14 @@ class PostgresRecordWriter(ChainWriter):
 
     def _emit(self, line: bytes) -> None:
         lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
-        seqs = list(range(self._rows, self._rows + len(lines)))
+        rows, values = line_rows(self._rows, lines)
         head = "sha256:" + lines[-1][-67:-3].decode()
-        params: list[object] = [self.execution_id, seqs, lines, len(line), head]
+        params: list[object] = [self.execution_id, *values, len(line), head]
         if self._final is None:
-            sql = APPEND.format(outcome="")
+            sql = APPEND.format(rows=rows, outcome="")
             params.append(self.execution_id)
         else:  # the record is done: its lock goes in the same statement
-            sql = COMPLETE.format(outcome=OUTCOME)
+            sql = COMPLETE.format(rows=rows, outcome=OUTCOME)
             status, replayable, reason, agent, duration = self._outcome(self._final)
             key = lock_key(self.execution_id)
             params += [status, bool(replayable), reason, agent, duration]
