@@ -1,14 +1,20 @@
 """The PostgreSQL store beside the file store: medians of issue 13's targets.
 
 Run: python benchmarks/bench_postgres.py [--records 20000] [--dir PATH]
-         [--only recording|cache|lookups|sizes ...]
+         [--only recording|cache|lookups|sizes ...] [--before CHECKOUT]
 
 Starts a throwaway PostgreSQL server on this machine (tests/pgkit.py: initdb
 and pg_ctl on PATH, or the pgserver package) with the server's durable
 defaults, and reaches it over its Unix socket. The file store lives in a
 temporary directory (--dir to choose where, e.g. /dev/shm). Prints:
-  * route_intent + record, durability "flush", one process;
-  * executions/s of 4 processes routing into one store;
+  * route_intent + record, durability "flush", one process, against the
+    0.75 ms target, and the statements each routed intent sends;
+  * executions/s of 4 processes routing into one store, beside the file
+    store's;
+  * with --before CHECKOUT (a checkout of an earlier commit, e.g.
+    ``git worktree add /tmp/before 5cbc09b``), both PostgreSQL rows for that
+    checkout's code and for this one, each in fresh processes taking turns
+    (the machine's load drifts), and their ratios;
   * find_by_hash (query, load, verify) and the first page of list() at
     --records records (made by another process, imported with import_raw);
   * a cache hit through a router whose ReplayCache has never seen the
@@ -21,7 +27,10 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import random
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +56,9 @@ from intentusnet.store import (
 Store = FileExecutionStore | PostgresExecutionStore
 PROCESSES = 4
 SECTIONS = ["recording", "cache", "lookups", "sizes"]
+#: Turns each of the two checkouts takes with --before.
+ROUNDS = 5
+TARGET_US = 750
 
 
 def open_store(where: str) -> Store:
@@ -108,20 +120,97 @@ def executions_per_second(where: str, count: int) -> float:
     return PROCESSES * count / (time.perf_counter() - start)
 
 
-def bench_recording(dsn: str, files: str) -> None:
-    print("route_intent + record, durability flush, one process (no cache)")
-    for label, where in (("PostgreSQL", dsn), ("file store", files)):
-        store = open_store(where)
-        router = router_over(store)
-        for n in range(200):
-            router.route_intent(envelope(n, "warm"))
-        us = per_call_median(lambda n, r=router: r.route_intent(envelope(n)), 2000)
-        row(f"  {label}", us, note="target <= 1500 us" * (label == "PostgreSQL"))
+def route_median(where: str, tag: str = "") -> float:
+    """Median us of one routed and recorded intent into ``where`` (warmed first)."""
+    store = open_store(where)
+    router = router_over(store)
+    for n in range(200):
+        router.route_intent(envelope(n, f"warm{tag}"))
+    us = per_call_median(lambda n, r=router: r.route_intent(envelope(n, tag)), 2000)
+    router.close()
+    store.close()
+    return us
+
+
+def statements_per_route(dsn: str, routes: int = 100) -> float:
+    """Statements the store's connections send per routed intent."""
+    sent = 0
+    execute = psycopg.Connection.execute
+
+    def counted(conn: psycopg.Connection, *args: object, **kw: object) -> object:  # type: ignore[type-arg]
+        nonlocal sent
+        sent += 1
+        return execute(conn, *args, **kw)  # type: ignore[arg-type]
+
+    store = open_store(dsn)
+    router = router_over(store)
+    router.route_intent(envelope(-1, "count"))  # connect, create the schema
+    psycopg.Connection.execute = counted  # type: ignore[assignment,method-assign]
+    try:
+        for n in range(routes):
+            router.route_intent(envelope(n, "count"))
+    finally:
+        psycopg.Connection.execute = execute  # type: ignore[method-assign]
         router.close()
         store.close()
+    return sent / routes
+
+
+def in_child(checkout: str | None, kind: str, dsn: str, tag: str) -> float:
+    """A row measured in a fresh process importing ``checkout``'s package.
+
+    ``kind`` "route" is ``route_median``, "rate" ``executions_per_second``.
+    """
+    env = dict(os.environ)
+    if checkout is not None:
+        env["PYTHONPATH"] = checkout
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", kind, dsn, tag],
+        env=env,
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return float(done.stdout.strip())
+
+
+def turns(before: str, dsn: str) -> None:
+    """This checkout against ``before``: fresh processes taking turns."""
+    print(f"PostgreSQL, this checkout against {before} (fresh processes, in turns)")
+    for kind, label, unit, rounds in (
+        ("route", "one process, us a routed intent", "us", ROUNDS),
+        ("rate", f"{PROCESSES} processes, executions/s", "/s", 3),
+    ):
+        now: list[float] = []
+        then: list[float] = []
+        for turn in range(rounds):
+            then.append(in_child(before, kind, dsn, f"before{turn}"))
+            now.append(in_child(None, kind, dsn, f"now{turn}"))
+        row(f"  {label}, before", statistics.median(then), unit=unit)
+        row(f"  {label}, now", statistics.median(now), unit=unit)
+        row("  ratio now / before", statistics.median(now) / statistics.median(then),
+            unit="x ", note=f"{rounds} turns each")  # fmt: skip
+
+
+def bench_recording(dsn: str, files: str, before: str | None) -> None:
+    print("route_intent + record, durability flush, one process (no cache)")
+    pg, file = route_median(dsn), route_median(files)
+    row("  PostgreSQL", pg, note=f"target <= {TARGET_US} us: "
+        + ("met" if pg <= TARGET_US else "missed"))  # fmt: skip
+    row("  file store", file)
+    row("  PostgreSQL / file store", pg / file, unit="x ")
+    row("  statements per routed intent (PostgreSQL)", statements_per_route(dsn),
+        unit="  ")  # fmt: skip
     print(f"executions/s, {PROCESSES} processes into one store")
-    for label, where in (("PostgreSQL", dsn), ("file store", files)):
-        row(f"  {label}", executions_per_second(where, 500), unit="/s")
+    pg_rate = executions_per_second(dsn, 500)
+    file_rate = executions_per_second(files, 500)
+    row("  PostgreSQL", pg_rate, unit="/s")
+    row("  file store", file_rate, unit="/s")
+    row("  PostgreSQL / file store", pg_rate / file_rate, unit="x ")
+    if before is not None:
+        turns(before, dsn)
 
 
 def fill(dsn: str, records: int) -> list[str]:
@@ -221,7 +310,20 @@ def main() -> None:
         default=SECTIONS,
         help="run these sections only (default: all)",
     )
+    parser.add_argument(
+        "--before", default=None, help="a checkout to compare the one-process row with"
+    )
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child is not None:  # a process of --before's turns
+        kind, dsn, tag = args.child
+        print(
+            route_median(dsn, tag)
+            if kind == "route"
+            else executions_per_second(dsn, 500)
+        )
+        return
+    print(f"load average {' '.join(f'{n:.2f}' for n in os.getloadavg())}")
     base = Path(tempfile.mkdtemp(prefix="bench-pg-", dir=args.dir))
     with postgres_server(durable=True) as server:
         with psycopg.connect(server.socket_dsn(), autocommit=True) as conn:
@@ -230,7 +332,9 @@ def main() -> None:
             (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
         print(f"PostgreSQL {version} over its Unix socket; file store in {base}")
         if "recording" in args.only:
-            bench_recording(server.socket_dsn("routing"), str(base / "routing"))
+            bench_recording(
+                server.socket_dsn("routing"), str(base / "routing"), args.before
+            )
         if "cache" in args.only:
             bench_cache(server.socket_dsn("hits"), str(base / "hits"))
         if "lookups" in args.only:

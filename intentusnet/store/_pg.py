@@ -211,8 +211,11 @@ class Connection:
 
 
 def _rows(cursor: psycopg.Cursor[Row]) -> list[Row]:
-    """A statement's rows; ``[]`` for one that returns none."""
-    return cursor.fetchall() if cursor.description else []
+    """A statement's rows; ``[]`` for one that returns none.
+
+    ``rownumber`` says so without building the result's column descriptions.
+    """
+    return cursor.fetchall() if cursor.rownumber is not None else []
 
 
 #: Connections and pools inherited over fork(): kept, never closed, by the child.

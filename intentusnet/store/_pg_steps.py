@@ -23,7 +23,7 @@ ADD: Final = """added_steps AS (
         INSERT INTO intentusnet_steps
             (execution_id, step, envelope_hash, name, args_hash, created_us)
         SELECT r.execution_id, u.s, r.envelope_hash, u.n, u.a, r.created_us
-        FROM unnest(%s::integer[], %s::text[], %s::text[]) AS u(s, n, a),
+        FROM unnest(%b::integer[], %b::text[], %b::text[]) AS u(s, n, a),
             intentusnet_records r
         WHERE r.execution_id = %s
         ON CONFLICT DO NOTHING)"""

@@ -1,12 +1,14 @@
 """Writing records to PostgreSQL: a record's lines, one row each.
 
 :func:`open_record` takes the record's session advisory lock and writes its
-header row and catalog row; :class:`PostgresRecordWriter` appends the rest, one
-statement (and commit) per write, keeping the catalog row current in the same
-statement. :func:`import_record` stores a finished record's bytes as they are,
+header row and catalog row, in one statement; :class:`PostgresRecordWriter`
+appends the rest, one statement (and commit) per write, keeping the catalog row
+current in the same statement. A routed intent with one agent is three: the
+opening, the lines up to the agent's start, and the rest with the outcome.
+:func:`import_record` stores a finished record's bytes as they are,
 :func:`append_invalidated` adds an ``INVALIDATED`` line. The lock is released
-when the record is completed or closed, or by PostgreSQL when the writer's
-connection ends.
+by the statement that completes the record, by ``close``, or by PostgreSQL
+when the writer's connection ends.
 """
 
 from __future__ import annotations
@@ -33,31 +35,65 @@ from ._scan import row_for
 from .step_index import ended_steps, indexed
 from .writer import ChainWriter, wire_object
 
-#: Append lines to a record and bring its catalog row up to date, in one
-#: statement; ``{outcome}`` is empty or :data:`OUTCOME`.
-APPEND: Final = """WITH added AS (
+#: The common table expression adding lines to a record: its id, then
+#: ``{rows}``, a number and the bytes for each line (see :func:`line_rows`).
+#: Scalars, not arrays, for the few lines a writer sends at once: psycopg
+#: adapts a list in Python, finding its elements' type on every call, and a
+#: number or bytes in C.
+_ADDED: Final = """added AS (
         INSERT INTO intentusnet_lines (execution_id, seq, line)
-        SELECT %s, s, l FROM unnest(%s::integer[], %s::bytea[]) AS u(s, l)
-        RETURNING 1)
-    UPDATE intentusnet_records SET lines = lines + (SELECT count(*) FROM added),
-        size = size + %s, chain_head = %s {outcome}
-    WHERE execution_id = %s RETURNING lines"""
+        SELECT %s, s, l FROM (VALUES {rows}) AS u(s, l)
+        RETURNING 1)"""
+#: Bring the catalog row up to date with the added lines (their size, the new
+#: chain head, the record's id); ``{outcome}`` is empty or :data:`OUTCOME`.
+_UPDATED: Final = """UPDATE intentusnet_records
+        SET lines = lines + (SELECT count(*) FROM added),
+            size = size + %s, chain_head = %s {outcome}
+        WHERE execution_id = %s RETURNING lines"""
+#: Append lines to a record and bring its catalog row up to date, in one
+#: statement (``{rows}`` and ``{outcome}`` as above).
+APPEND: Final = f"WITH {_ADDED} {_UPDATED}"
 OUTCOME: Final = ", status = %s, replayable = %s, reason = %s, agent = %s, " \
     "duration_ms = %s"  # fmt: skip
-_OPEN: Final = f"""WITH row AS (INSERT INTO intentusnet_records
-        ({COLUMNS}, lock_key) VALUES
-        (%s, %s, %s, %s, %s, %s, 'in_progress', false,
-         'execution_incomplete', NULL, NULL, %s, NULL, 1, %s, %s, %s)
-        ON CONFLICT DO NOTHING RETURNING execution_id)
-    INSERT INTO intentusnet_lines (execution_id, seq, line)
-    SELECT execution_id, 0, %s FROM row RETURNING seq"""
+#: Open a record: take its writer's lock and, only once it is taken, insert its
+#: catalog row and header line; one row, ``(locked, opened)``. The lock comes
+#: before the commit that shows the row, so no reader sees the row unlocked.
+_OPEN: Final = f"""WITH lock AS MATERIALIZED (
+        SELECT pg_try_advisory_lock(%s) AS held),
+    row AS (INSERT INTO intentusnet_records ({COLUMNS}, lock_key)
+        SELECT %s, %s, %s, %s, %s, %s, 'in_progress', false,
+            'execution_incomplete', NULL, NULL, %s, NULL, 1, %s, %s, %s
+        FROM lock WHERE held
+        ON CONFLICT DO NOTHING RETURNING execution_id),
+    header AS (INSERT INTO intentusnet_lines (execution_id, seq, line)
+        SELECT execution_id, 0, %s FROM row RETURNING seq)
+    SELECT held, EXISTS (SELECT 1 FROM header) FROM lock"""
+#: :data:`APPEND` with the outcome, releasing the writer's lock: the lock is
+#: taken again for the statement's transaction (a session's own lock always
+#: is), so it stays held until the commit that shows the row completed, though
+#: the session's hold ends here. ``{outcome}`` is :data:`OUTCOME`; then the
+#: lock key, twice.
+COMPLETE: Final = f"""WITH {_ADDED}, updated AS ({_UPDATED}),
+    kept AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s))
+    SELECT lines, pg_advisory_unlock(%s) FROM updated, kept"""
+#: Import a whole record: its lines as two arrays (a record may have more lines
+#: than a statement takes parameters), sent in binary (``%b``), which psycopg
+#: adapts faster than their text form.
 _IMPORT: Final = f"""WITH row AS (INSERT INTO intentusnet_records ({COLUMNS}, lock_key)
         VALUES ({", ".join(["%s"] * 17)})
         ON CONFLICT DO NOTHING RETURNING execution_id)
     INSERT INTO intentusnet_lines (execution_id, seq, line)
     SELECT execution_id, s, l
-    FROM row, unnest(%s::integer[], %s::bytea[]) AS u(s, l)
+    FROM row, unnest(%b::integer[], %b::bytea[]) AS u(s, l)
     RETURNING seq"""
+
+
+def line_rows(first: int, lines: list[bytes]) -> tuple[str, list[object]]:
+    """``{rows}`` of :data:`APPEND` for ``lines`` numbered from ``first``; values."""
+    values: list[object] = []
+    for seq, line in enumerate(lines, first):
+        values += (seq, line)
+    return ", ".join(["(%s::integer, %s::bytea)"] * len(lines)), values
 
 
 def lock_record(db: Connection, execution_id: str, writing: set[str]) -> bool:
@@ -120,7 +156,9 @@ def open_record(
     intent = wire.get("intent")
     intent_d = intent if isinstance(intent, dict) else {}
     name, version = intent_d.get("name"), intent_d.get("version", "1.0")
+    key = lock_key(execution_id)
     values = [
+        key,
         execution_id,
         created_us,
         created_utc,
@@ -130,22 +168,23 @@ def open_record(
         parent_execution_id,
         len(header),
         digest,
-        lock_key(execution_id),
+        key,
         header,
     ]
     with db.lock:
-        # The lock first: a reader never sees the row without its lock.
-        if not lock_record(db, execution_id, writing):
+        # Session locks are re-entrant: one of ours would be taken again.
+        if execution_id in writing:
             raise RecordExists(f"record {execution_id} already exists")
         try:
-            added = db.run(
+            ((locked, opened),) = db.run(
                 _OPEN, values, doing=f"record {execution_id}: could not open"
             )
         except BaseException:
-            unlock(db, execution_id)
+            unlock(db, execution_id)  # if the statement took it before failing
             raise
-        if not added:
-            unlock(db, execution_id)
+        if not opened:
+            if locked:
+                unlock(db, execution_id)
             raise RecordExists(f"record {execution_id} already exists")
         writing.add(execution_id)
         writer = PostgresRecordWriter(
@@ -198,13 +237,12 @@ def append_invalidated(
         return
     line = invalidated_lines(record, reason, utc_now()[1], signer)
     lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
-    first = len(record.events) + 1
+    rows, values = line_rows(len(record.events) + 1, lines)
     db.run(
-        APPEND.format(outcome=OUTCOME),
+        APPEND.format(rows=rows, outcome=OUTCOME),
         [
             execution_id,
-            list(range(first, first + len(lines))),
-            lines,
+            *values,
             len(line),
             "sha256:" + line[-67:-3].decode(),
             *outcome_of(parse_record(data + line, execution_id, not_running)),
@@ -250,16 +288,18 @@ class PostgresRecordWriter(ChainWriter):
 
     def _emit(self, line: bytes) -> None:
         lines = [part + b"\n" for part in line.split(b"\n")[:-1]]
-        seqs = list(range(self._rows, self._rows + len(lines)))
+        rows, values = line_rows(self._rows, lines)
         head = "sha256:" + lines[-1][-67:-3].decode()
-        params: list[object] = [self.execution_id, seqs, lines, len(line), head]
-        outcome = ""
-        if self._final is not None:
-            outcome = OUTCOME
+        params: list[object] = [self.execution_id, *values, len(line), head]
+        if self._final is None:
+            sql = APPEND.format(rows=rows, outcome="")
+            params.append(self.execution_id)
+        else:  # the record is done: its lock goes in the same statement
+            sql = COMPLETE.format(rows=rows, outcome=OUTCOME)
             status, replayable, reason, agent, duration = self._outcome(self._final)
+            key = lock_key(self.execution_id)
             params += [status, bool(replayable), reason, agent, duration]
-        params.append(self.execution_id)
-        sql = APPEND.format(outcome=outcome)
+            params += [self.execution_id, key, key]
         ended = self.ended_steps[self._indexed :]
         if ended:  # a STEP_END among the lines: indexed in the same statement
             sql = f"WITH {_pg_steps.ADD}, {sql.removeprefix('WITH ')}"
@@ -282,6 +322,8 @@ class PostgresRecordWriter(ChainWriter):
 
     def _finish(self, *, completed: bool) -> None:
         self._writing.discard(self.execution_id)
+        if completed:
+            return  # the statement that completed the record released its lock
         with self._db.lock:
             try:
                 if self._db.session() is self._session:

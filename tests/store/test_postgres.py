@@ -267,6 +267,115 @@ def test_the_router_reports_a_connection_killed_mid_execution(
     assert record.header.status is RecordStatus.INCOMPLETE
 
 
+def _advisory_locks(dsn: str) -> int:
+    """How many advisory locks the sessions on the database hold now."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database())"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_routed_intent_is_three_statements_and_leaves_no_lock(
+    pg_store: PostgresExecutionStore, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Open, the agent's start, the outcome: three statements; the lock then freed."""
+    router = IntentRouter(store=pg_store)
+    router.register(
+        AgentDefinition(name="echo", intents=["echo"]), lambda env, ctx: {"ok": 1}
+    )
+    router.route_intent({"intent": {"name": "echo"}, "payload": {"n": -1}})
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def counted(conn: psycopg.Connection, query: str, *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        sent.append(query)
+        return execute(conn, query, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counted)
+    answers = [
+        router.route_intent({"intent": {"name": "echo"}, "payload": {"n": n}})
+        for n in range(5)
+    ]
+    monkeypatch.undo()
+    router.close()
+    assert [answer.status for answer in answers] == ["success"] * 5
+    assert len(sent) == 3 * 5
+    assert _advisory_locks(pg_dsn) == 0
+    for answer in answers:
+        execution_id = answer.metadata.execution_id
+        assert execution_id is not None
+        assert pg_store.load(execution_id).header.status is RecordStatus.COMPLETED
+        assert pg_store.verify(execution_id).valid
+
+
+def test_a_record_stays_locked_until_its_completion_commits(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Mid-commit of the completing statement, others still read it in progress."""
+    writer = start(pg_store, execution_id="slow")
+    writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"x": 1}))
+    other = PostgresExecutionStore(pg_dsn)
+    assert other.list()[0].status is RecordStatus.IN_PROGRESS  # connected now
+    with other, psycopg.connect(pg_dsn, autocommit=True) as conn:
+        # Stalls the completing statement after its own work, before its commit.
+        conn.execute(
+            "CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.status <> 'in_progress' THEN PERFORM pg_sleep(1); END IF; "
+            "RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER stall AFTER UPDATE ON intentusnet_records "
+            "FOR EACH ROW EXECUTE FUNCTION stall()"
+        )
+
+        def stalled() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"
+            ).fetchone()
+            return row is not None and row[0] == 1
+
+        completing = threading.Thread(
+            target=writer.complete,
+            args=({"status": "success", "payload": None, "metadata": {}},),
+        )
+        completing.start()
+        try:
+            assert _eventually(stalled)
+            assert _advisory_locks(pg_dsn) == 1
+            (row,) = other.list()
+            assert row.status is RecordStatus.IN_PROGRESS
+            assert stalled()  # all of it seen before the commit
+        finally:
+            completing.join(timeout=30)
+    assert _advisory_locks(pg_dsn) == 0
+    assert pg_store.load("slow").header.status is RecordStatus.COMPLETED
+
+
+def test_an_id_another_session_writes_or_wrote_cannot_be_opened(
+    pg_store: PostgresExecutionStore, pg_dsn: str
+) -> None:
+    """Held elsewhere, then completed: RecordExists both times, no lock left behind."""
+    writer = start(pg_store, execution_id="taken")
+    with PostgresExecutionStore(pg_dsn) as other:
+        with pytest.raises(RecordExists):
+            start(other, execution_id="taken")  # its lock is held by the writer
+        assert other.list()[0].status is RecordStatus.IN_PROGRESS
+        writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"x": 1}))
+        writer.complete({"status": "success", "payload": None, "metadata": {}})
+        assert _advisory_locks(pg_dsn) == 0
+        with pytest.raises(RecordExists):
+            start(other, execution_id="taken")  # its row exists
+        assert _advisory_locks(pg_dsn) == 0
+        other.invalidate("taken", "stale")  # no session holds it
+    assert pg_store.load("taken").header.replayable_reason is (
+        ReplayableReason.MANUALLY_INVALIDATED
+    )
+
+
 def test_a_file_record_copied_byte_for_byte_verifies_and_replays_alike(
     pg_store: PostgresExecutionStore, tmp_path: Path
 ) -> None:
