@@ -48,23 +48,23 @@ from ._layout import (
 from ._loaded import LoadedRecords
 from ._owner import current_owner, owner_alive
 from ._url import is_url, public_url
-from .catalog import CatalogRow
 from .durable import check_idempotency_key, not_resumed
 from .filters import ListFilters
-from .step_index import StepRef, ended_steps
-from .usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
-from .writer import FileRecordWriter, wire_object
 
-# The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
-# journal load when first used, so that reading one record (``intentusnet
-# replay ID``) imports neither.
+# The catalog (its rows, queries and upkeep, and with them sqlite3), the
+# writer and the cache-hit journal load when first used, so that reading one
+# record (``intentusnet replay ID``) imports none of them.
 if TYPE_CHECKING:
     from ._index import StoreIndex
     from .hits import CacheHit, HitJournal
+    from .step_index import StepRef
+    from .usage import RecordedUsage, UsageTotal
     from .verification import Progress, StoreVerification
+    from .writer import FileRecordWriter
 
     _Hits: TypeAlias = list[CacheHit]
     _Totals: TypeAlias = list[UsageTotal]
+    _StepRefs: TypeAlias = list[StepRef]
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -75,7 +75,6 @@ __all__ = [
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
-_StepRefs: TypeAlias = list[StepRef]
 
 
 #: How record writes reach the disk: ``"flush"`` hands every line to the OS
@@ -218,6 +217,9 @@ class FileExecutionStore:
             RecordExists: a record with this id exists; records are never rewritten.
             StoreError: the file could not be created or written.
         """
+        from .catalog import CatalogRow
+        from .writer import FileRecordWriter, wire_object
+
         execution_id = new_record_id(execution_id, parent_execution_id)
         created_utc, created_us = utc_now()
         owner, owner_text = self._owner_fields()
@@ -334,6 +336,8 @@ class FileExecutionStore:
             StoreError: the file could not be written.
         """
         from ._scan import row_for
+        from .step_index import ended_steps
+        from .usage import usage_text
 
         check_id(execution_id)
         data = data[: data.rfind(b"\n") + 1]  # a torn last line is not a line
@@ -653,6 +657,8 @@ class FileExecutionStore:
         ids = list(execution_ids)
         if not ids or not os.path.isdir(self._root):
             return {}
+        from .usage import usage_from_text
+
         found: dict[str, RecordedUsage] = {}
         for execution_id, text in self._index.usage_of(ids):
             usage = usage_from_text(text)
