@@ -62,7 +62,7 @@ def crc(text: str) -> int:
 def row_seal(values: Sequence[object]) -> int:
     """The seal of a row's 17 values: the checksum of their ``repr``.
 
-    The values are those the row is read back as (see :func:`_sealed_values`).
+    The values are those the row is read back as (see :func:`sealed_values`).
     """
     return crc(repr(tuple(values)))
 
@@ -76,15 +76,15 @@ def _count_seal(status: str, intent: str, records: str, size: str) -> str:
     return f"{SEAL_FUNCTION}({text})"
 
 
-_TABLE: Final = (
-    "(id TEXT PRIMARY KEY, "
+_FIELDS: Final = (
     "created_us INTEGER NOT NULL, created_utc TEXT NOT NULL, intent TEXT NOT NULL, "
     "intent_version TEXT NOT NULL, envelope_hash TEXT NOT NULL, "
     "status TEXT NOT NULL, replayable INTEGER NOT NULL, reason TEXT, agent TEXT, "
     "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
     "size INTEGER NOT NULL, chain_head TEXT NOT NULL, usage TEXT, "
-    "seal INTEGER NOT NULL)"
+    "seal INTEGER NOT NULL"
 )
+_TABLE: Final = f"(id TEXT PRIMARY KEY, {_FIELDS})"
 # Counted by an update, or a new row (its seal is only computed then).
 _COUNT_NEW: Final = (
     "UPDATE counts SET records = records + 1, bytes = bytes + new.size, seal = "
@@ -100,9 +100,8 @@ _UNCOUNT_OLD: Final = (
     + _count_seal("status", "intent", "records - 1", "bytes - old.size")
     + " WHERE status = old.status AND intent = old.intent;"
 )
-_DDL: Final = (
-    f"CREATE TABLE IF NOT EXISTS records {_TABLE}",
-    f"CREATE TABLE IF NOT EXISTS live {_TABLE} WITHOUT ROWID",
+_RECORDS: Final = f"CREATE TABLE IF NOT EXISTS records {_TABLE}"
+_RECORDS_INDEXES: Final = (
     # With ``id`` last, a hash lookup reads its answer, newest first, from the
     # index alone.
     "CREATE INDEX IF NOT EXISTS records_by_hash_id "
@@ -112,17 +111,30 @@ _DDL: Final = (
     "CREATE INDEX IF NOT EXISTS records_by_status ON records (status, created_us)",
     "CREATE INDEX IF NOT EXISTS records_by_replayable "
     "ON records (replayable, created_us)",
+)
+_COUNTS: Final = (
     "CREATE TABLE IF NOT EXISTS counts (status TEXT NOT NULL, intent TEXT NOT NULL, "
     "records INTEGER NOT NULL, bytes INTEGER NOT NULL, seal INTEGER NOT NULL, "
-    "PRIMARY KEY (status, intent)) WITHOUT ROWID",
+    "PRIMARY KEY (status, intent)) WITHOUT ROWID"
+)
+#: The triggers keeping ``counts`` and the usage totals as ``records`` changes.
+_RECORDS_TRIGGERS: Final = (
     "CREATE TRIGGER IF NOT EXISTS records_counted AFTER INSERT ON records BEGIN "
     f"{_COUNT_NEW} END",
     "CREATE TRIGGER IF NOT EXISTS records_recounted AFTER UPDATE ON records BEGIN "
     f"{_UNCOUNT_OLD} {_COUNT_NEW} END",
     "CREATE TRIGGER IF NOT EXISTS records_uncounted AFTER DELETE ON records BEGIN "
     f"{_UNCOUNT_OLD} END",
+    *_catalog_usage.TRIGGERS,
+)
+_DDL: Final = (
+    _RECORDS,
+    f"CREATE TABLE IF NOT EXISTS live {_TABLE} WITHOUT ROWID",
+    *_RECORDS_INDEXES,
+    _COUNTS,
+    *_RECORDS_TRIGGERS,
     *_catalog_steps.DDL,
-    *_catalog_usage.DDL,
+    *_catalog_usage.TABLE,
 )
 _META: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)"
 #: Every table, index and trigger the schema makes, by name, as SQLite keeps its
@@ -148,6 +160,21 @@ _ADD_OPENED: Final = (
     "WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1)"
 )
 _DROP_LIVE: Final = "DELETE FROM live WHERE id = ?"
+#: The temporary table of a rebuild's rows (see :meth:`Catalog.start_rebuild`).
+_STAGED: Final = "rebuilt"
+_STAGE: Final = f"INSERT INTO temp.{_STAGED} VALUES ({_PARAMS})"
+# Rows of records a rebuild did not read.
+_UNSEEN: Final = (
+    "SELECT id FROM records AS r WHERE NOT EXISTS "
+    f"(SELECT 1 FROM temp.{_STAGED} AS s WHERE s.id = r.id)"
+)
+# Those, and rows that moved forward since the rebuild read their files.
+_MERGE: Final = (
+    f"INSERT INTO temp.{_STAGED} SELECT * FROM records WHERE true "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in [*_NAMES[1:], "seal"])
+    + f" WHERE excluded.lines > {_STAGED}.lines"
+)
 _ANY_LIVE: Final = "SELECT 1 FROM live LIMIT 1"
 _DROP: Final = "DELETE FROM records WHERE id = ?"
 _COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
@@ -155,6 +182,10 @@ _ORDER: Final = " ORDER BY created_us DESC, id DESC"
 _UNFINISHED: Final = "in_progress"
 #: Ids asked in one query of :meth:`Catalog.usage_of` (SQLite allows 32,766).
 _IDS_A_QUERY: Final = 500
+
+
+#: A row's values and its seal, as written (see :func:`sealed_values`).
+SealedRow = tuple[object, ...]
 
 
 class CatalogRow(NamedTuple):
@@ -225,7 +256,7 @@ class Catalog:
 
     def add_live(self, row: CatalogRow) -> None:
         """Record that a record is opening (one small commit)."""
-        self._db.run(lambda db: db.execute(_ADD_LIVE, _sealed_values(row)))
+        self._db.run(lambda db: db.execute(_ADD_LIVE, sealed_values(row)))
 
     def upsert(self, row: CatalogRow) -> None:
         """Insert a record's row, or move an existing one forward."""
@@ -250,11 +281,11 @@ class Catalog:
             # row here), and "live" is usually empty: most records complete
             # within their batch and never enter it.
             if rows:
-                db.executemany(_UPSERT, map(_sealed_values, rows))
+                db.executemany(_UPSERT, map(sealed_values, rows))
                 if db.execute(_ANY_LIVE).fetchone() is not None:
                     db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
             if opened:
-                db.executemany(_ADD_OPENED, map(_sealed_values, opened))
+                db.executemany(_ADD_OPENED, map(sealed_values, opened))
             if steps:
                 _catalog_steps.add(db, steps)
 
@@ -268,7 +299,7 @@ class Catalog:
         record has by now; they never replace it.
         """
         self._db.transaction(
-            lambda db: db.executemany(_ADD_OPENED, map(_sealed_values, rows))
+            lambda db: db.executemany(_ADD_OPENED, map(sealed_values, rows))
         )
 
     def remove(self, ids: Sequence[str]) -> None:
@@ -283,22 +314,61 @@ class Catalog:
         if keys:
             self._db.transaction(run)
 
-    def stale(self, exists: Callable[[str], bool]) -> list[str]:
-        """Ids of ``records`` rows whose file is gone, reading the ids as a stream.
+    # -- rebuilding ---------------------------------------------------------------
 
-        Only the answer is held in memory, so that a large catalog costs time,
-        not memory.
+    def start_rebuild(self) -> None:
+        """Begin gathering the rows of a rebuild apart from ``records``.
+
+        They go to a temporary table of this process's connection (SQLite's own
+        file, removed when the connection closes, by a killed process too),
+        without indexes or triggers: until :meth:`finish_rebuild`, ``records``
+        stays as it is, so a rebuild killed midway leaves the catalog usable.
         """
 
-        def run(db: sqlite3.Connection) -> list[str]:
-            return [i for (i,) in db.execute("SELECT id FROM records") if not exists(i)]
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(f"DROP TABLE IF EXISTS temp.{_STAGED}")
+            # Rows appended as read (a key would be kept sorted at every row).
+            db.execute(f"CREATE TEMP TABLE {_STAGED} (id TEXT NOT NULL, {_FIELDS})")
 
-        return self._db.run(run)
+        self._db.run(run)
 
-    def recount(self) -> None:
-        """Derive ``counts`` and the usage totals from ``records`` again."""
+    def stage(self, rows: Sequence[SealedRow], steps: Sequence[StepRow] = ()) -> None:
+        """Add rows read by a rebuild, and their records' steps to the step index.
+
+        The rows come sealed (:func:`sealed_values`), by the processes that read
+        the files.
+        """
 
         def run(db: sqlite3.Connection) -> None:
+            db.executemany(_STAGE, rows)
+            if steps:
+                _catalog_steps.add(db, steps)
+
+        self._db.transaction(run)
+
+    def finish_rebuild(self, exists: Callable[[str], bool]) -> None:
+        """Replace ``records`` with the staged rows in one transaction; mark complete.
+
+        Rows other processes wrote meanwhile are kept: that of a record the
+        rebuild did not read (made since) if ``exists`` says its file is there,
+        and one describing more lines than the rebuild read (appended since).
+        ``records`` is then made anew and filled in one statement, its indexes
+        built over all its rows, ``counts`` and the usage totals derived with
+        one grouped query each, and the triggers that keep them made again.
+        Other processes read the old rows until the commit (WAL), and wait for
+        it to write theirs.
+        """
+
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(f"CREATE UNIQUE INDEX temp.{_STAGED}_id ON {_STAGED} (id)")
+            gone = [(i,) for (i,) in db.execute(_UNSEEN) if not exists(i)]
+            db.execute(_MERGE)
+            db.executemany(f"DELETE FROM temp.{_STAGED} WHERE id = ?", gone)
+            db.executemany(_DROP_LIVE, gone)
+            _catalog_steps.drop(db, [i for (i,) in gone])
+            db.execute("DROP TABLE records")  # with its indexes and triggers
+            db.execute(_RECORDS)
+            db.execute(f"INSERT INTO records SELECT * FROM temp.{_STAGED}")
             db.execute("DELETE FROM counts")
             db.execute(
                 "INSERT INTO counts SELECT status, intent, count(*), sum(size), "
@@ -306,8 +376,19 @@ class Catalog:
                 + " FROM records GROUP BY status, intent"
             )
             _catalog_usage.recount(db)
+            # Built after the rows and the totals: sorting once costs less than
+            # keeping them row by row (and the totals read the table once).
+            for statement in (*_RECORDS_INDEXES, *_RECORDS_TRIGGERS):
+                db.execute(statement)
+            db.execute(
+                "DELETE FROM live WHERE EXISTS "
+                f"(SELECT 1 FROM temp.{_STAGED} AS s WHERE s.id = live.id)"
+            )
+            db.execute(_COMPLETE)
+            db.execute(f"DROP TABLE temp.{_STAGED}")
 
         self._db.transaction(run)
+        self._complete = True
 
     def mark_complete(self) -> None:
         """Record that the catalog lists every record file of the store."""
@@ -575,8 +656,8 @@ def _corrupt(problem: str) -> Exception:
     return DatabaseCorrupt(f"the catalog is damaged: {problem}")
 
 
-def _sealed_values(row: CatalogRow) -> tuple[object, ...]:
-    """A row's values as SQLite reads them back, and their seal."""
+def sealed_values(row: CatalogRow) -> SealedRow:
+    """A row's values as SQLite reads them back, and their seal: what is written."""
     values: tuple[object, ...] = tuple(row)
     duration, replayable = row.duration_ms, row.replayable
     if (duration is not None and type(duration) is not float) or type(
