@@ -83,13 +83,16 @@ def _counted(row: str) -> str:
     return f"{row}.status = 'completed' AND {row}.usage IS NOT NULL"
 
 
-#: The table, its index and the four triggers keeping it.
-DDL: Final = (
+#: The table and its index.
+TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS usage_totals (provider TEXT NOT NULL, model TEXT, "
     "calls INTEGER NOT NULL, input_tokens INTEGER NOT NULL, "
     "output_tokens INTEGER NOT NULL, seal INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS usage_totals_by_model "
     "ON usage_totals (provider, model)",
+)
+#: The four triggers on ``records`` keeping the table.
+TRIGGERS: Final = (
     "CREATE TRIGGER IF NOT EXISTS usage_added AFTER INSERT ON records "
     f"WHEN {_counted('new')} BEGIN {_change('new', '+')} END",
     "CREATE TRIGGER IF NOT EXISTS usage_replaced AFTER UPDATE ON records "
@@ -99,6 +102,8 @@ DDL: Final = (
     "CREATE TRIGGER IF NOT EXISTS usage_removed AFTER DELETE ON records "
     f"WHEN {_counted('old')} BEGIN {_change('old', '-')} END",
 )
+#: The table, its index and the four triggers keeping it.
+DDL: Final = (*TABLE, *TRIGGERS)
 
 
 class DamagedRow(ValueError):

@@ -297,25 +297,23 @@ class StoreIndex:
             )
         self.writes.flush()
         done = indexed = 0
+        root = self._root
         try:
+            self.catalog.start_rebuild()
             shards = over_shards(
                 self.catalog, self._root, index_chunk, processes=processes
             )
             for seen, rows, changed, steps in shards:
-                self.catalog.upsert_many(rows, steps=steps)
+                self.catalog.stage(rows, steps)
                 for execution_id, problem in changed:
                     report_changed(execution_id, problem, on_changed)
                 done += seen
                 indexed += len(rows)
                 if on_progress is not None:
                     on_progress(done)
-            root = self._root
-            gone = self.catalog.stale(
+            self.catalog.finish_rebuild(
                 lambda i: os.path.exists(f"{root}/{relative_path(i)}")
             )
-            self.catalog.remove(gone)
-            self.catalog.recount()
-            self.catalog.mark_complete()
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"could not rebuild the catalog: {exc}") from exc
         self.settle()

@@ -30,7 +30,7 @@ from . import _files, _log
 from ._files import headerless, verify_file
 from ._layout import CATALOG_NAME, ids_in_shard, relative_path, shards
 from ._owner import opener_alive, owner_alive
-from .catalog import Catalog, CatalogRow
+from .catalog import Catalog, CatalogRow, SealedRow, sealed_values
 from .step_index import StepKey, StepRow, ended_steps, step_rows
 from .usage import usage_text
 from .verification import Tally, tally, unjudged
@@ -183,8 +183,10 @@ Changed = tuple[str, str]
 
 def index_chunk(
     catalog: Catalog, root: str, ids: list[str]
-) -> tuple[int, list[CatalogRow], list[Changed], list[StepRow]]:
+) -> tuple[int, list[SealedRow], list[Changed], list[StepRow]]:
     """Read the rows of some record files; return files read, rows, changes, steps.
+
+    The rows come sealed (``catalog.sealed_values``), ready to be written.
 
     A file whose bytes no longer hold the last line the catalog saw (same
     place, same hash) was changed or cut after it was indexed: its row keeps
@@ -197,7 +199,7 @@ def index_chunk(
         known = catalog.rows(ids)
     except (sqlite3.Error, OSError):
         known = {}  # nothing to compare with
-    rows: list[CatalogRow] = []
+    rows: list[SealedRow] = []
     changed: list[Changed] = []
     steps: list[StepRow] = []
     for execution_id in ids:
@@ -222,7 +224,7 @@ def index_chunk(
                         chain_head=seen.chain_head,
                     )
         if row is not None:
-            rows.append(row)
+            rows.append(sealed_values(row))
             steps += step_rows(row.envelope_hash, row.created_us, row.id, ended)
     return len(ids), rows, changed, steps
 

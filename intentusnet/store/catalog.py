@@ -26,9 +26,12 @@ import itertools
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from . import _catalog_sql as _sql
 from . import _catalog_steps, _catalog_usage
+from ._catalog_sql import CATALOG_SCHEMA as CATALOG_SCHEMA
+from ._catalog_sql import SEAL_FUNCTION as SEAL_FUNCTION
 from .step_index import StepRef, StepRow
 from .usage import UsageTotal
 
@@ -36,18 +39,6 @@ from .usage import UsageTotal
 # sqlite3 loads when the first Catalog is made.
 if TYPE_CHECKING:
     import sqlite3
-
-#: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "7"
-#: The SQL function computing a checksum of text (see :func:`crc`).
-SEAL_FUNCTION: Final = "intentusnet_seal"
-_COLUMNS: Final = (
-    "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
-    "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
-    "chain_head, usage"
-)
-_NAMES: Final = _COLUMNS.split(", ")
-_PARAMS: Final = ", ".join("?" * 18)  # a row's values and its seal
 
 
 def crc(text: str) -> int:
@@ -62,99 +53,13 @@ def crc(text: str) -> int:
 def row_seal(values: Sequence[object]) -> int:
     """The seal of a row's 17 values: the checksum of their ``repr``.
 
-    The values are those the row is read back as (see :func:`_sealed_values`).
+    The values are those the row is read back as (see :func:`sealed_values`).
     """
     return crc(repr(tuple(values)))
 
 
-def _count_seal(status: str, intent: str, records: str, size: str) -> str:
-    """SQL of the seal of a ``counts`` row: the same text in SQL and Python."""
-    # Each part in parentheses: || binds tighter than + in SQL.
-    text = " || char(31) || ".join(
-        f"({part})" for part in (status, intent, records, size)
-    )
-    return f"{SEAL_FUNCTION}({text})"
-
-
-_TABLE: Final = (
-    "(id TEXT PRIMARY KEY, "
-    "created_us INTEGER NOT NULL, created_utc TEXT NOT NULL, intent TEXT NOT NULL, "
-    "intent_version TEXT NOT NULL, envelope_hash TEXT NOT NULL, "
-    "status TEXT NOT NULL, replayable INTEGER NOT NULL, reason TEXT, agent TEXT, "
-    "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
-    "size INTEGER NOT NULL, chain_head TEXT NOT NULL, usage TEXT, "
-    "seal INTEGER NOT NULL)"
-)
-# Counted by an update, or a new row (its seal is only computed then).
-_COUNT_NEW: Final = (
-    "UPDATE counts SET records = records + 1, bytes = bytes + new.size, seal = "
-    + _count_seal("status", "intent", "records + 1", "bytes + new.size")
-    + " WHERE status = new.status AND intent = new.intent; "
-    "INSERT INTO counts SELECT new.status, new.intent, 1, new.size, "
-    + _count_seal("new.status", "new.intent", "1", "new.size")
-    + " WHERE NOT EXISTS (SELECT 1 FROM counts "
-    "WHERE status = new.status AND intent = new.intent);"
-)
-_UNCOUNT_OLD: Final = (
-    "UPDATE counts SET records = records - 1, bytes = bytes - old.size, seal = "
-    + _count_seal("status", "intent", "records - 1", "bytes - old.size")
-    + " WHERE status = old.status AND intent = old.intent;"
-)
-_DDL: Final = (
-    f"CREATE TABLE IF NOT EXISTS records {_TABLE}",
-    f"CREATE TABLE IF NOT EXISTS live {_TABLE} WITHOUT ROWID",
-    # With ``id`` last, a hash lookup reads its answer, newest first, from the
-    # index alone.
-    "CREATE INDEX IF NOT EXISTS records_by_hash_id "
-    "ON records (envelope_hash, replayable, created_us, id)",
-    "CREATE INDEX IF NOT EXISTS records_by_created ON records (created_us, id)",
-    "CREATE INDEX IF NOT EXISTS records_by_intent ON records (intent, created_us)",
-    "CREATE INDEX IF NOT EXISTS records_by_status ON records (status, created_us)",
-    "CREATE INDEX IF NOT EXISTS records_by_replayable "
-    "ON records (replayable, created_us)",
-    "CREATE TABLE IF NOT EXISTS counts (status TEXT NOT NULL, intent TEXT NOT NULL, "
-    "records INTEGER NOT NULL, bytes INTEGER NOT NULL, seal INTEGER NOT NULL, "
-    "PRIMARY KEY (status, intent)) WITHOUT ROWID",
-    "CREATE TRIGGER IF NOT EXISTS records_counted AFTER INSERT ON records BEGIN "
-    f"{_COUNT_NEW} END",
-    "CREATE TRIGGER IF NOT EXISTS records_recounted AFTER UPDATE ON records BEGIN "
-    f"{_UNCOUNT_OLD} {_COUNT_NEW} END",
-    "CREATE TRIGGER IF NOT EXISTS records_uncounted AFTER DELETE ON records BEGIN "
-    f"{_UNCOUNT_OLD} END",
-    *_catalog_steps.DDL,
-    *_catalog_usage.DDL,
-)
-_META: Final = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)"
-#: Every table, index and trigger the schema makes, by name, as SQLite keeps its
-#: statement (without ``IF NOT EXISTS``): a schema that differs is damaged.
-_SCHEMA: Final = {
-    statement.split()[5]: statement.replace(" IF NOT EXISTS", "")
-    for statement in (_META, *_DDL)
-}
-# Rows only move forward: a row describing fewer lines never replaces one
-# describing more (records are append-only), so a slow reindex cannot undo a
-# writer's newer update. A row that moves forward is replaced whole, seal and
-# all (its other columns come from the same header).
-_UPSERT: Final = (
-    f"INSERT INTO records ({_COLUMNS}, seal) VALUES ({_PARAMS}) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{name} = excluded.{name}" for name in [*_NAMES[1:], "seal"])
-    + " WHERE excluded.lines >= records.lines"
-)
-_ADD_LIVE: Final = f"INSERT OR REPLACE INTO live VALUES ({_PARAMS})"
-# A logged row of an opened record, unless the record's row is there already.
-_ADD_OPENED: Final = (
-    f"INSERT OR IGNORE INTO live SELECT {_PARAMS} "
-    "WHERE NOT EXISTS (SELECT 1 FROM records WHERE id = ?1)"
-)
-_DROP_LIVE: Final = "DELETE FROM live WHERE id = ?"
-_ANY_LIVE: Final = "SELECT 1 FROM live LIMIT 1"
-_DROP: Final = "DELETE FROM records WHERE id = ?"
-_COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
-_ORDER: Final = " ORDER BY created_us DESC, id DESC"
-_UNFINISHED: Final = "in_progress"
-#: Ids asked in one query of :meth:`Catalog.usage_of` (SQLite allows 32,766).
-_IDS_A_QUERY: Final = 500
+#: A row's values and its seal, as written (see :func:`sealed_values`).
+SealedRow = tuple[object, ...]
 
 
 class CatalogRow(NamedTuple):
@@ -225,7 +130,7 @@ class Catalog:
 
     def add_live(self, row: CatalogRow) -> None:
         """Record that a record is opening (one small commit)."""
-        self._db.run(lambda db: db.execute(_ADD_LIVE, _sealed_values(row)))
+        self._db.run(lambda db: db.execute(_sql.ADD_LIVE, sealed_values(row)))
 
     def upsert(self, row: CatalogRow) -> None:
         """Insert a record's row, or move an existing one forward."""
@@ -250,11 +155,11 @@ class Catalog:
             # row here), and "live" is usually empty: most records complete
             # within their batch and never enter it.
             if rows:
-                db.executemany(_UPSERT, map(_sealed_values, rows))
-                if db.execute(_ANY_LIVE).fetchone() is not None:
-                    db.executemany(_DROP_LIVE, [(row.id,) for row in rows])
+                db.executemany(_sql.UPSERT, map(sealed_values, rows))
+                if db.execute(_sql.ANY_LIVE).fetchone() is not None:
+                    db.executemany(_sql.DROP_LIVE, [(row.id,) for row in rows])
             if opened:
-                db.executemany(_ADD_OPENED, map(_sealed_values, opened))
+                db.executemany(_sql.ADD_OPENED, map(sealed_values, opened))
             if steps:
                 _catalog_steps.add(db, steps)
 
@@ -268,7 +173,7 @@ class Catalog:
         record has by now; they never replace it.
         """
         self._db.transaction(
-            lambda db: db.executemany(_ADD_OPENED, map(_sealed_values, rows))
+            lambda db: db.executemany(_sql.ADD_OPENED, map(sealed_values, rows))
         )
 
     def remove(self, ids: Sequence[str]) -> None:
@@ -276,42 +181,96 @@ class Catalog:
         keys = [(i,) for i in ids]
 
         def run(db: sqlite3.Connection) -> None:
-            db.executemany(_DROP, keys)
-            db.executemany(_DROP_LIVE, keys)
+            db.executemany(_sql.DROP, keys)
+            db.executemany(_sql.DROP_LIVE, keys)
             _catalog_steps.drop(db, ids)
 
         if keys:
             self._db.transaction(run)
 
-    def stale(self, exists: Callable[[str], bool]) -> list[str]:
-        """Ids of ``records`` rows whose file is gone, reading the ids as a stream.
+    # -- rebuilding ---------------------------------------------------------------
 
-        Only the answer is held in memory, so that a large catalog costs time,
-        not memory.
+    def start_rebuild(self) -> None:
+        """Begin gathering the rows of a rebuild apart from ``records``.
+
+        They go to a temporary table of this process's connection (SQLite's own
+        file, removed when the connection closes, by a killed process too),
+        without indexes or triggers: until :meth:`finish_rebuild`, ``records``
+        stays as it is, so a rebuild killed midway leaves the catalog usable.
         """
 
-        def run(db: sqlite3.Connection) -> list[str]:
-            return [i for (i,) in db.execute("SELECT id FROM records") if not exists(i)]
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(f"DROP TABLE IF EXISTS temp.{_sql.STAGED}")
+            # Rows appended as read (a key would be kept sorted at every row).
+            db.execute(
+                f"CREATE TEMP TABLE {_sql.STAGED} (id TEXT NOT NULL, {_sql.FIELDS})"
+            )
 
-        return self._db.run(run)
+        self._db.run(run)
 
-    def recount(self) -> None:
-        """Derive ``counts`` and the usage totals from ``records`` again."""
+    def stage(self, rows: Sequence[SealedRow], steps: Sequence[StepRow] = ()) -> None:
+        """Add rows read by a rebuild, and their records' steps to the step index.
+
+        The rows come sealed (:func:`sealed_values`), by the processes that read
+        the files.
+        """
 
         def run(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM counts")
-            db.execute(
-                "INSERT INTO counts SELECT status, intent, count(*), sum(size), "
-                + _count_seal("status", "intent", "count(*)", "sum(size)")
-                + " FROM records GROUP BY status, intent"
-            )
-            _catalog_usage.recount(db)
+            db.executemany(_sql.STAGE, rows)
+            if steps:
+                _catalog_steps.add(db, steps)
 
         self._db.transaction(run)
 
+    def finish_rebuild(self, exists: Callable[[str], bool]) -> None:
+        """Replace ``records`` with the staged rows in one transaction; mark complete.
+
+        Rows other processes wrote meanwhile are kept: that of a record the
+        rebuild did not read (made since) if ``exists`` says its file is there,
+        and one describing more lines than the rebuild read (appended since).
+        ``records`` is then made anew and filled in one statement, its indexes
+        built over all its rows, ``counts`` and the usage totals derived with
+        one grouped query each, and the triggers that keep them made again.
+        Other processes read the old rows until the commit (WAL), and wait for
+        it to write theirs.
+        """
+
+        def run(db: sqlite3.Connection) -> None:
+            db.execute(
+                f"CREATE UNIQUE INDEX temp.{_sql.STAGED}_id ON {_sql.STAGED} (id)"
+            )
+            gone = [(i,) for (i,) in db.execute(_sql.UNSEEN) if not exists(i)]
+            db.execute(_sql.MERGE)
+            db.executemany(f"DELETE FROM temp.{_sql.STAGED} WHERE id = ?", gone)
+            db.executemany(_sql.DROP_LIVE, gone)
+            _catalog_steps.drop(db, [i for (i,) in gone])
+            db.execute("DROP TABLE records")  # with its indexes and triggers
+            db.execute(_sql.RECORDS)
+            db.execute(f"INSERT INTO records SELECT * FROM temp.{_sql.STAGED}")
+            db.execute("DELETE FROM counts")
+            db.execute(
+                "INSERT INTO counts SELECT status, intent, count(*), sum(size), "
+                + _sql.count_seal("status", "intent", "count(*)", "sum(size)")
+                + " FROM records GROUP BY status, intent"
+            )
+            _catalog_usage.recount(db)
+            # Built after the rows and the totals: sorting once costs less than
+            # keeping them row by row (and the totals read the table once).
+            for statement in (*_sql.RECORDS_INDEXES, *_sql.RECORDS_TRIGGERS):
+                db.execute(statement)
+            db.execute(
+                "DELETE FROM live WHERE EXISTS "
+                f"(SELECT 1 FROM temp.{_sql.STAGED} AS s WHERE s.id = live.id)"
+            )
+            db.execute(_sql.COMPLETE)
+            db.execute(f"DROP TABLE temp.{_sql.STAGED}")
+
+        self._db.transaction(run)
+        self._complete = True
+
     def mark_complete(self) -> None:
         """Record that the catalog lists every record file of the store."""
-        self._db.run(lambda db: db.execute(_COMPLETE))
+        self._db.run(lambda db: db.execute(_sql.COMPLETE))
         self._complete = True
 
     def connect(self) -> None:
@@ -341,7 +300,7 @@ class Catalog:
         def run(db: sqlite3.Connection) -> CatalogRow | None:
             for table in ("records", "live"):
                 found = db.execute(
-                    f"SELECT {_COLUMNS}, seal FROM {table} WHERE id = ?",
+                    f"SELECT {_sql.COLUMNS}, seal FROM {table} WHERE id = ?",
                     (execution_id,),
                 ).fetchone()
                 if found is not None:
@@ -358,7 +317,7 @@ class Catalog:
             for start in range(0, len(ids), 500):  # SQLite's limit on parameters
                 part = ids[start : start + 500]
                 marks = ", ".join("?" * len(part))
-                sql = f"SELECT {_COLUMNS}, seal FROM records WHERE id IN ({marks})"
+                sql = f"SELECT {_sql.COLUMNS}, seal FROM records WHERE id IN ({marks})"
                 for values in db.execute(sql, part):
                     row = _checked(values)
                     found[row.id] = row
@@ -378,9 +337,9 @@ class Catalog:
         if replayable_only:
             indexed += " AND replayable = 1"
         sql = (
-            f"SELECT id, 0 FROM ({indexed}{_ORDER} LIMIT ?) UNION ALL "
+            f"SELECT id, 0 FROM ({indexed}{_sql.ORDER} LIMIT ?) UNION ALL "
             f"SELECT id, 1 FROM (SELECT id, created_us FROM live "
-            f"WHERE envelope_hash = ?{_ORDER} LIMIT ?)"
+            f"WHERE envelope_hash = ?{_sql.ORDER} LIMIT ?)"
         )
         params = (envelope_hash, limit, envelope_hash, limit)
         found = self._db.run(lambda db: db.execute(sql, params).fetchall())
@@ -441,21 +400,21 @@ class Catalog:
             params.append(envelope_hash)
         if settled:
             where.append("status != ?")
-            params.append(_UNFINISHED)
+            params.append(_sql.UNFINISHED)
         whole = not live and len(where) == len(count_where) and limit is None
         chosen = f"FROM {'live' if live else 'records'}"
         if where:
             chosen += " WHERE " + " AND ".join(where)
-        chosen += _ORDER
+        chosen += _sql.ORDER
         if limit is not None:
             chosen += " LIMIT ?"
             params.append(limit)
-        sql = f"SELECT {_COLUMNS}, seal {chosen}"
+        sql = f"SELECT {_sql.COLUMNS}, seal {chosen}"
         if id_prefix is not None and not live:
             # The ids are picked from the index alone; only their rows are read.
             sql = (
-                f"SELECT {_COLUMNS}, seal FROM records "
-                f"WHERE id IN (SELECT id {chosen}){_ORDER}"
+                f"SELECT {_sql.COLUMNS}, seal FROM records "
+                f"WHERE id IN (SELECT id {chosen}){_sql.ORDER}"
             )
 
         def run(db: sqlite3.Connection) -> list[CatalogRow]:
@@ -492,12 +451,12 @@ class Catalog:
 
         def run(db: sqlite3.Connection) -> list[tuple[str, str]]:
             found = []
-            for start in range(0, len(ids), _IDS_A_QUERY):
-                chunk = ids[start : start + _IDS_A_QUERY]
+            for start in range(0, len(ids), _sql.IDS_A_QUERY):
+                chunk = ids[start : start + _sql.IDS_A_QUERY]
                 # By id alone: the primary key answers it (a condition on
                 # status would let SQLite walk that index instead).
                 sql = (
-                    f"SELECT {_COLUMNS}, seal FROM records WHERE id IN "
+                    f"SELECT {_sql.COLUMNS}, seal FROM records WHERE id IN "
                     f"({', '.join('?' * len(chunk))})"
                 )
                 for values in db.execute(sql, chunk):
@@ -539,31 +498,33 @@ class Catalog:
         schema = dict(db.execute("SELECT name, sql FROM sqlite_master").fetchall())
         if "meta" not in schema:
             return False  # a new file
-        if schema["meta"] != _SCHEMA["meta"]:
+        if schema["meta"] != _sql.SCHEMA["meta"]:
             raise _corrupt("its schema of meta is not the one made")
         found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if found is None or found[0] != CATALOG_SCHEMA:
             return False  # another layout: dropped and made anew
-        wrong = sorted(name for name, sql in _SCHEMA.items() if schema.get(name) != sql)
+        wrong = sorted(
+            name for name, sql in _sql.SCHEMA.items() if schema.get(name) != sql
+        )
         if wrong:
             raise _corrupt(f"its schema of {', '.join(wrong)} is not the one made")
         return True
 
     def _setup(self, db: sqlite3.Connection, fresh: bool) -> None:
-        db.execute(_META)
+        db.execute(_sql.META)
         found = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if found is None or found[0] != CATALOG_SCHEMA:
             # Derived data: another layout is dropped and rebuilt, not migrated.
             for table in ("records", "live", "counts", "steps"):
                 db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute("DELETE FROM meta")
-        for statement in _DDL:
+        for statement in _sql.DDL:
             db.execute(statement)
         db.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (CATALOG_SCHEMA,)
         )
         if fresh and self._is_empty():
-            db.execute(_COMPLETE)  # a new catalog of a store without records
+            db.execute(_sql.COMPLETE)  # a new catalog of a store without records
 
     def _forget_complete(self) -> None:
         self._complete = False
@@ -575,8 +536,8 @@ def _corrupt(problem: str) -> Exception:
     return DatabaseCorrupt(f"the catalog is damaged: {problem}")
 
 
-def _sealed_values(row: CatalogRow) -> tuple[object, ...]:
-    """A row's values as SQLite reads them back, and their seal."""
+def sealed_values(row: CatalogRow) -> SealedRow:
+    """A row's values as SQLite reads them back, and their seal: what is written."""
     values: tuple[object, ...] = tuple(row)
     duration, replayable = row.duration_ms, row.replayable
     if (duration is not None and type(duration) is not float) or type(
