@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from orjson import loads
+
 from .._util.jsonvalue import JSONObject
 from .._util.time import parse_utc, utc_text
 from ..errors import EnvelopeValidationError, RecordIntegrityError
@@ -41,6 +43,7 @@ __all__ = [
     "OwnerAlive",
     "derive_reason",
     "parse_record",
+    "parsed_again",
 ]
 
 #: Decides whether the process that owns an unfinished record is still writing it.
@@ -114,6 +117,35 @@ def parse_record(
         final,
         record_fingerprint(events, final),
         bool(torn),
+    )
+
+
+def parsed_again(record: ExecutionRecord, data: bytes) -> ExecutionRecord:
+    """``record`` with dicts of its own, parsed again from the bytes it came from.
+
+    For a finished, whole record loaded again from exactly the bytes
+    ``parse_record`` verified (``store/_loaded.py``): what the checks found
+    holds, so only the JSON is parsed again, and a caller may change what it
+    got without changing what the next load returns.
+    """
+    lines = data.split(b"\n")
+    fields = loads(lines[0])
+    events = tuple(
+        ExecutionEvent(e.seq, e.type, e.at_ms, loads(line)["data"], e.prev_hash, e.hash)
+        for e, line in zip(record.events, lines[1:], strict=False)
+    )
+    final = _object(
+        next(
+            e.data["response"]
+            for e in reversed(events)
+            if e.type is EventType.FINAL_RESPONSE
+        )
+    )
+    header = record.header._replace(
+        owner=_owner(fields), configuration=_configuration(fields)
+    )
+    return ExecutionRecord(
+        header, _object(fields["envelope"]), events, final, record.fingerprint
     )
 
 

@@ -1,17 +1,17 @@
 """Records loaded before, kept with the bytes they were verified from.
 
-Parsing a record is a function of its file's bytes alone once the record is
-settled: finished and whole, its status no longer depends on whether its
-writer still runs. ``LoadedRecords`` keeps such records beside the bytes they
-were read from; a later load that reads the same bytes, compared byte for
-byte, gets the same record without checking and parsing them again. Any change
-to the file (an appended ``INVALIDATED`` line, an edit of one byte) makes the
-bytes differ, and the file is checked in full as on a first load.
+What checking a record finds is a function of its file's bytes alone once the
+record is settled: finished and whole, its status no longer depends on whether
+its writer still runs. ``LoadedRecords`` keeps such records beside the bytes
+they were read from; a later load that reads the same bytes, compared byte for
+byte, skips the checks (every line's hash, the chain, the envelope's hash, the
+fields) and only parses the JSON again, so that every load still returns dicts
+of its own. Any change to the file (an appended ``INVALIDATED`` line, an edit
+of one byte) makes the bytes differ, and the file is checked in full as on a
+first load.
 
-The record handed out is shared by every load of those bytes: records are
-read-only (``ExecutionRecord`` is a frozen tuple, and its dicts are to be read,
-not changed). Bounded in count and in bytes: the oldest records are dropped
-to make room, and a record of more than a quarter of the bytes is not kept.
+Bounded in count and in bytes: the oldest records are dropped to make room,
+and a record of more than a quarter of the bytes is not kept.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from threading import Lock
 from typing import Final
 
 from ..record.model import ExecutionRecord
+from ..record.reader import parsed_again
 
 __all__ = ["LoadedRecords"]
 
@@ -40,10 +41,10 @@ class LoadedRecords:
         self._lock = Lock()
 
     def get(self, execution_id: str, data: bytes) -> ExecutionRecord | None:
-        """The record parsed from exactly ``data`` before, or ``None``."""
+        """The record checked from exactly ``data`` before, dicts its own; or None."""
         kept = self._kept.get(execution_id)
         if kept is not None and kept[0] == data:
-            return kept[1]
+            return parsed_again(kept[1], data)
         return None
 
     def keep(self, execution_id: str, data: bytes, record: ExecutionRecord) -> None:

@@ -283,17 +283,37 @@ def test_invalidate_drops_a_torn_tail_first(store: FileExecutionStore) -> None:
     ]
 
 
-def test_a_record_loaded_again_from_the_same_bytes_is_the_same_record(
-    store: FileExecutionStore,
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the records the file store checks in full, in order."""
+    import intentusnet.store.file as file_module
+
+    seen: list[str] = []
+    parse = file_module.parse_record
+
+    def counted(data: bytes, execution_id: str, owner_alive: object) -> object:
+        seen.append(execution_id)
+        return parse(data, execution_id, owner_alive)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(file_module, "parse_record", counted)
+    return seen
+
+
+def test_a_record_loaded_again_from_the_same_bytes_is_not_checked_again(
+    store: FileExecutionStore, checks: list[str]
 ) -> None:
-    """A finished record read again, unchanged, is not parsed a second time."""
+    """A finished record read again, unchanged, is parsed but not checked again."""
     execution_id = finished(store)
     first = store.load(execution_id)
-    assert store.load(execution_id) is first
-    store.invalidate(execution_id, "answer went stale")
     again = store.load(execution_id)
+    assert again == first
     assert again is not first
-    assert again.header.replayable_reason is ReplayableReason.MANUALLY_INVALIDATED
+    assert again.final_response is not first.final_response
+    assert checks == [execution_id]
+    store.invalidate(execution_id, "answer went stale")
+    third = store.load(execution_id)
+    assert checks == [execution_id, execution_id]
+    assert third.header.replayable_reason is ReplayableReason.MANUALLY_INVALIDATED
 
 
 def test_a_byte_edited_in_place_after_a_load_is_caught_on_the_next(
@@ -312,29 +332,31 @@ def test_a_byte_edited_in_place_after_a_load_is_caught_on_the_next(
         store.load(execution_id)
 
 
-def test_records_kept_for_loading_again_are_bounded(store: FileExecutionStore) -> None:
-    """After many other loads, the first record is read and checked afresh."""
+def test_records_kept_for_loading_again_are_bounded(
+    store: FileExecutionStore, checks: list[str]
+) -> None:
+    """After many other loads, the first record is checked afresh."""
     from intentusnet.store._loaded import LOADED_MAX
 
     ids = [finished(store) for _ in range(LOADED_MAX + 1)]
-    first = store.load(ids[0])
-    for execution_id in ids[1:]:
+    for execution_id in ids:
         store.load(execution_id)
-    assert store.load(ids[-1]) is store.load(ids[-1])
-    assert store.load(ids[0]) is not first
+    store.load(ids[-1])
+    assert checks == ids
+    store.load(ids[0])
+    assert checks == [*ids, ids[0]]
 
 
 def test_a_large_record_is_not_kept_for_loading_again(
-    store: FileExecutionStore,
+    store: FileExecutionStore, checks: list[str]
 ) -> None:
-    """A record of megabytes is read and checked on every load: memory stays bounded."""
+    """A record of megabytes is checked on every load: memory stays bounded."""
     from intentusnet.store._loaded import LOADED_MAX_BYTES
 
     execution_id = finished(store, "x" * (LOADED_MAX_BYTES // 4))
     first = store.load(execution_id)
-    again = store.load(execution_id)
-    assert again is not first
-    assert again == first
+    assert store.load(execution_id) == first
+    assert checks == [execution_id, execution_id]
 
 
 def test_delete_removes_file_and_catalog_row(store: FileExecutionStore) -> None:
