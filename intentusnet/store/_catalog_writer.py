@@ -28,7 +28,8 @@ from typing import Final
 
 from . import _log
 from ._opened import OpenedLog, OtherLogs
-from .catalog import Catalog, CatalogRow
+from ._row import CatalogRow
+from .catalog import Catalog
 from .step_index import StepKey, step_rows
 
 #: Rows are written in batches of at most this many ...

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
     from collections.abc import Callable
 
     from ..record.keys import SigningKey
-    from .catalog import CatalogRow
+    from ._row import CatalogRow
 
 _CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
 _CHUNK: Final = 65536

@@ -44,9 +44,10 @@ from ._catalog_writer import CatalogWriter
 from ._files import report_changed
 from ._layout import CATALOG_NAME, has_records, relative_path
 from ._owner import opener_alive, owner_alive
+from ._row import CatalogRow
 from ._scan import file_row, index_chunk, over_shards
 from ._sqlite import DatabaseCorrupt, DatabaseReadOnly
-from .catalog import Catalog, CatalogRow
+from .catalog import Catalog
 from .filters import ListFilters
 from .step_index import StepRef
 from .usage import UsageTotal

@@ -28,7 +28,7 @@ import orjson
 
 from .._util.files import FILE_MODE, make_dirs
 from .._util.ids import uuid7_hex
-from .catalog import CatalogRow
+from ._row import CatalogRow
 
 #: The directory of the logs under a store's root.
 LOG_DIR: Final = "opened"

@@ -27,8 +27,8 @@ from . import _log, _pg_steps
 from ._files import catalog_mismatch, report_changed
 from ._pg import Connection, Row
 from ._pg_schema import HELD, lock_key
+from ._row import CatalogRow
 from ._scan import row_for
-from .catalog import CatalogRow
 from .filters import ListFilters
 from .step_index import StepKey, ended_steps
 

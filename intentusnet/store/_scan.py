@@ -30,7 +30,8 @@ from . import _files, _log
 from ._files import headerless, verify_file
 from ._layout import CATALOG_NAME, ids_in_shard, relative_path, shards
 from ._owner import opener_alive, owner_alive
-from .catalog import Catalog, CatalogRow, SealedRow, sealed_values
+from ._row import CatalogRow
+from .catalog import Catalog, SealedRow, sealed_values
 from .step_index import StepKey, StepRow, ended_steps, step_rows
 from .usage import usage_text
 from .verification import Tally, tally, unjudged

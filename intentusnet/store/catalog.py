@@ -26,12 +26,13 @@ import itertools
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from . import _catalog_sql as _sql
 from . import _catalog_steps, _catalog_usage
 from ._catalog_sql import CATALOG_SCHEMA as CATALOG_SCHEMA
 from ._catalog_sql import SEAL_FUNCTION as SEAL_FUNCTION
+from ._row import CatalogRow
 from .step_index import StepRef, StepRow
 from .usage import UsageTotal
 
@@ -60,35 +61,6 @@ def row_seal(values: Sequence[object]) -> int:
 
 #: A row's values and its seal, as written (see :func:`sealed_values`).
 SealedRow = tuple[object, ...]
-
-
-class CatalogRow(NamedTuple):
-    """One record as the catalog knows it (columns in table order).
-
-    ``status`` is ``in_progress`` for a record that was open when last seen;
-    readers decide whether its owner is still there. ``lines`` counts the
-    record's complete lines, header included, and ``chain_head`` is the hash of
-    the last of them. ``usage`` is the LLM token usage its answer carries (the
-    JSON text of ``store.usage.RecordedUsage``), or None.
-    """
-
-    id: str
-    created_us: int
-    created_utc: str
-    intent: str
-    intent_version: str
-    envelope_hash: str
-    status: str
-    replayable: int
-    reason: str | None
-    agent: str | None
-    duration_ms: float | None
-    parent_id: str | None
-    owner: str | None
-    lines: int
-    size: int
-    chain_head: str
-    usage: str | None = None
 
 
 class Catalog:

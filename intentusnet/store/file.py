@@ -47,20 +47,21 @@ from ._layout import (
 )
 from ._loaded import LoadedRecords
 from ._owner import current_owner, owner_alive
+from ._row import CatalogRow
 from ._url import is_url, public_url
 from .durable import check_idempotency_key, not_resumed
 from .filters import ListFilters
+from .writer import FileRecordWriter, wire_object
 
-# The catalog (its rows, queries and upkeep, and with them sqlite3), the
-# writer and the cache-hit journal load when first used, so that reading one
-# record (``intentusnet replay ID``) imports none of them.
+# The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
+# journal load when first used, so that reading one record (``intentusnet
+# replay ID``) imports neither.
 if TYPE_CHECKING:
     from ._index import StoreIndex
     from .hits import CacheHit, HitJournal
     from .step_index import StepRef
     from .usage import RecordedUsage, UsageTotal
     from .verification import Progress, StoreVerification
-    from .writer import FileRecordWriter
 
     _Hits: TypeAlias = list[CacheHit]
     _Totals: TypeAlias = list[UsageTotal]
@@ -217,9 +218,6 @@ class FileExecutionStore:
             RecordExists: a record with this id exists; records are never rewritten.
             StoreError: the file could not be created or written.
         """
-        from .catalog import CatalogRow
-        from .writer import FileRecordWriter, wire_object
-
         execution_id = new_record_id(execution_id, parent_execution_id)
         created_utc, created_us = utc_now()
         owner, owner_text = self._owner_fields()

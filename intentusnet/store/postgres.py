@@ -50,7 +50,7 @@ from ._pg_writer import (
     open_record,
     unlock,
 )
-from .catalog import CatalogRow
+from ._row import CatalogRow
 from .durable import check_idempotency_key
 from .filters import ListFilters
 from .step_index import StepRef

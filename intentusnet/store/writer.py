@@ -21,7 +21,7 @@ from ..record.format import seal
 from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from ..record.signing import signature_data
-from .catalog import CatalogRow
+from ._row import CatalogRow
 from .step_index import StepKey, ended_step, indexed
 from .usage import usage_text
 
