@@ -50,6 +50,8 @@ running_execution: ContextVar[str | None] = ContextVar(
 )
 #: Exceptions of failed calls are kept this long (in calls), for their waiters.
 _KEPT_FAILURES: Final = 64
+#: Tenants whose hashed bytes after the payload are kept (emptied when full).
+_SUFFIXES_KEPT: Final = 1024
 
 
 class CallRouter:
@@ -92,6 +94,8 @@ class CallRouter:
         # changes: its canonical bytes before the payload are made once, as
         # the envelope model does, and those after it hold the tenant.
         self._prefix, _ = hash_parts(hashed_view(self._wire(None)))
+        #: the canonical bytes after the payload, per tenant (made once each)
+        self._suffixes: dict[str | None, bytes] = {}
 
     def _wire(self, tenant: str | None) -> JSONObject:
         return {"intent": self._intent, "context": {"tenant": tenant}}
@@ -109,7 +113,12 @@ class CallRouter:
                 the path is relative to the payload.
         """
         body = canonical_json(payload)
-        _, suffix = hash_parts(hashed_view(self._wire(tenant)))
+        suffix = self._suffixes.get(tenant)
+        if suffix is None:
+            if len(self._suffixes) >= _SUFFIXES_KEPT:
+                self._suffixes.clear()
+            _, suffix = hash_parts(hashed_view(self._wire(tenant)))
+            self._suffixes[tenant] = suffix
         return CacheKey(
             hash_bytes(self._prefix + body + suffix),
             self.intent,

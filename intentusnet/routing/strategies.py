@@ -292,11 +292,13 @@ def _record_attempts(
     recorded and told under the number its attempt started with.
     """
     numbers = {agent.name: n for n, agent in enumerate(race, first_attempt)}
+    observers = ex.observers
     for index, out in enumerate(outcomes, first_attempt):
         number = numbers.get(out.agent, index)
-        ex.observers.attempt_ended(
-            ex.execution_id, out.agent, number, out.outcome, out.error
-        )
+        if observers:
+            observers.attempt_ended(
+                ex.execution_id, out.agent, number, out.outcome, out.error
+            )
         recorder = ex.recorder
         if recorder is not None:
             recorder.event(
