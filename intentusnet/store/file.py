@@ -51,21 +51,20 @@ from ._row import CatalogRow
 from ._url import is_url, public_url
 from .durable import check_idempotency_key, not_resumed
 from .filters import ListFilters
+from .step_index import StepRef, ended_steps
+from .usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from .writer import FileRecordWriter, wire_object
 
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
 # journal load when first used, so that reading one record (``intentusnet
-# replay ID``) imports neither.
+# replay ID``) imports neither (the writer's rows are ``_row.CatalogRow``).
 if TYPE_CHECKING:
     from ._index import StoreIndex
     from .hits import CacheHit, HitJournal
-    from .step_index import StepRef
-    from .usage import RecordedUsage, UsageTotal
     from .verification import Progress, StoreVerification
 
     _Hits: TypeAlias = list[CacheHit]
     _Totals: TypeAlias = list[UsageTotal]
-    _StepRefs: TypeAlias = list[StepRef]
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -76,6 +75,7 @@ __all__ = [
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
 _Ids: TypeAlias = list[str]
+_StepRefs: TypeAlias = list[StepRef]
 
 
 #: How record writes reach the disk: ``"flush"`` hands every line to the OS
@@ -334,8 +334,6 @@ class FileExecutionStore:
             StoreError: the file could not be written.
         """
         from ._scan import row_for
-        from .step_index import ended_steps
-        from .usage import usage_text
 
         check_id(execution_id)
         data = data[: data.rfind(b"\n") + 1]  # a torn last line is not a line
@@ -655,8 +653,6 @@ class FileExecutionStore:
         ids = list(execution_ids)
         if not ids or not os.path.isdir(self._root):
             return {}
-        from .usage import usage_from_text
-
         found: dict[str, RecordedUsage] = {}
         for execution_id, text in self._index.usage_of(ids):
             usage = usage_from_text(text)
