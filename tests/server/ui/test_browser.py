@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,37 +19,16 @@ from typing import Any
 import pytest
 from livekit import UiProcess
 
+from .chromium import TIMEOUT_MS, chromium_path, launched
 from .sample import HOSTILE, make_store
 
 pytestmark = pytest.mark.slow
-
-_BROWSERS = ("chromium", "chromium-browser")
-_TIMEOUT_MS = 15_000
-
-
-def _chromium() -> str:
-    """Chromium's path, or fail (CI) or skip (elsewhere) saying what is missing."""
-    found = next((p for name in _BROWSERS if (p := shutil.which(name))), None)
-    missing = []
-    if found is None:
-        missing.append("Chromium (apt-get install chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("Playwright (pip install playwright)")
-    if missing:
-        reason = "browser tests need " + " and ".join(missing)
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason + "; CI must run them", pytrace=False)
-        pytest.skip(reason)
-    assert found is not None
-    return found
 
 
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
     """``intentusnet ui`` over the sample store, in a subprocess: (url, ids)."""
-    executable = _chromium()  # before starting anything
+    executable = chromium_path()  # before starting anything
     del executable
     root = tmp_path_factory.mktemp("browser") / "records"
     ids = make_store(root)
@@ -64,20 +42,8 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, di
 @pytest.fixture(scope="module")
 def browser(explorer: tuple[str, dict]) -> Iterator[Any]:
     """Headless Chromium, one for the module."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=_chromium(),
-            headless=True,
-            # root in a container has no user namespaces for the sandbox
-            args=["--no-sandbox", "--disable-gpu"],
-            timeout=_TIMEOUT_MS,
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launched() as chromium:
+        yield chromium
 
 
 @pytest.fixture
@@ -85,7 +51,7 @@ def page(browser: Any) -> Iterator[Any]:
     """A fresh page with bounded waits; the test fails on any script error."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(_TIMEOUT_MS)
+    page.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     yield page
@@ -178,7 +144,7 @@ def test_api_docs_render_offline(browser: Any, tmp_path: Path) -> None:
     ):
         context = browser.new_context()
         page = context.new_page()
-        page.set_default_timeout(_TIMEOUT_MS)
+        page.set_default_timeout(TIMEOUT_MS)
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
         page.goto(live.url + "/docs")
@@ -202,7 +168,7 @@ def test_signatures_checked_with_trusted_keys(
     context = browser.new_context()
     try:
         page = context.new_page()
-        page.set_default_timeout(_TIMEOUT_MS)
+        page.set_default_timeout(TIMEOUT_MS)
         page.goto(f"{ui.url}/ui/executions/{ids['good']}")
         good = page.locator("#signature")
         assert good.inner_text() == f"signed by key {key.key_id}, verified"

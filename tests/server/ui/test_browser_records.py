@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 from livekit import UiProcess
 
+from .chromium import TIMEOUT_MS, chromium_path, launched
 from .llm_sample import COST, TOKENS, make_llm_store, write_prices
-from .test_browser import _chromium
 
 pytestmark = pytest.mark.slow
 
-_TIMEOUT_MS = 15_000
 # a phone, a small laptop (the middle layout), a desktop
 _LOOKS = [
     (390, "light"),
@@ -36,7 +35,7 @@ _BACKGROUND = {"light": "rgb(255, 255, 255)", "dark": "rgb(17, 20, 24)"}
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
     """``intentusnet ui --prices`` over the LLM sample, in a subprocess: (url, ids)."""
-    _chromium()  # before starting anything
+    chromium_path()  # before starting anything
     where = tmp_path_factory.mktemp("browser-records")
     ids = make_llm_store(where / "records", padding=3)
     ui = UiProcess(where / "records", "--prices", str(write_prices(where)))
@@ -49,19 +48,8 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, di
 @pytest.fixture(scope="module")
 def browser(explorer: tuple[str, dict]) -> Iterator[Any]:
     """Headless Chromium, one for the module."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=_chromium(),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu"],  # no user namespaces as root
-            timeout=_TIMEOUT_MS,
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launched() as chromium:
+        yield chromium
 
 
 def _open(browser: Any, url: str, width: int, scheme: str) -> tuple[Any, Any]:
@@ -70,7 +58,7 @@ def _open(browser: Any, url: str, width: int, scheme: str) -> tuple[Any, Any]:
         viewport={"width": width, "height": 900}, color_scheme=scheme
     )
     page = context.new_page()
-    page.set_default_timeout(_TIMEOUT_MS)
+    page.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(url)

@@ -19,8 +19,8 @@ from livekit import UiProcess
 
 from intentusnet import FileExecutionStore, IntentRouter
 
+from .chromium import TIMEOUT_MS, chromium_path, launched
 from .sample import make_store, record_llm_calls
-from .test_browser import _TIMEOUT_MS, _chromium
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ _LAYOUT = """() => {
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
     """``intentusnet ui`` over the sample store and two LLM calls: (url, ids)."""
-    _chromium()  # before starting anything
+    chromium_path()  # before starting anything
     root = tmp_path_factory.mktemp("execution") / "records"
     ids = make_store(root)
     ids.update({f"llm-{k}": v for k, v in record_llm_calls(root).items()})
@@ -60,19 +60,8 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, di
 @pytest.fixture(scope="module")
 def browser(explorer: tuple[str, dict]) -> Iterator[Any]:
     """Headless Chromium, one for the module."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=_chromium(),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu"],
-            timeout=_TIMEOUT_MS,
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launched() as chromium:
+        yield chromium
 
 
 def _page(browser: Any, width: int, scheme: str = "light") -> tuple[Any, Any, list]:
@@ -81,7 +70,7 @@ def _page(browser: Any, width: int, scheme: str = "light") -> tuple[Any, Any, li
         viewport={"width": width, "height": 900}, color_scheme=scheme
     )
     page = context.new_page()
-    page.set_default_timeout(_TIMEOUT_MS)
+    page.set_default_timeout(TIMEOUT_MS)
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
     page.on(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from livekit import UiProcess
 
-from .test_browser import _TIMEOUT_MS, _chromium
+from .chromium import TIMEOUT_MS, chromium_path, launched
 
 pytest.importorskip("mcp")
 
@@ -57,7 +57,7 @@ def _record(root: Path) -> None:
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``intentusnet ui`` over a store holding one recorded MCP session."""
-    _chromium()  # before starting anything
+    chromium_path()  # before starting anything
     root = tmp_path_factory.mktemp("mcp-ui") / "records"
     _record(root)
     ui = UiProcess(root)
@@ -69,65 +69,49 @@ def explorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_an_mcp_session_is_a_bar_per_call(explorer: str) -> None:
     """Each call is a lane: its tool, its arguments, a visible bar, errors marked."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=_chromium(),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu"],
-            timeout=_TIMEOUT_MS,
+    with launched() as chromium:
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(explorer + "/ui?intent=mcp.session")
+        page.locator("table.records tbody tr").first.get_by_role("link").click()
+        page.wait_for_url("**/ui/executions/exec-*")
+        lanes = page.locator(".timeline .lane").filter(has=page.locator(".bar.step"))
+        labels = [
+            text.strip() for text in lanes.locator(".lane-label").all_inner_texts()
+        ]
+        calls = [label for label in labels if label.startswith("tools/call")]
+        assert len(calls) == 4, labels
+        assert 'tools/call add {"a":2,"b":3}' in calls
+        delete = lanes.filter(has_text="tools/call delete")
+        assert delete.locator(".side-effect").is_visible()
+        failed = lanes.filter(has_text="tools/call fail")
+        assert "error" in failed.locator(".lane-info").inner_text()
+        assert failed.locator(".bar.outcome-error").count() == 1
+        assert (
+            sum(
+                label == "progress" or label.startswith("progress ") for label in labels
+            )
+            == 2
         )
-        try:
-            page = chromium.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(_TIMEOUT_MS)
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(explorer + "/ui?intent=mcp.session")
-            page.locator("table.records tbody tr").first.get_by_role("link").click()
-            page.wait_for_url("**/ui/executions/exec-*")
-            lanes = page.locator(".timeline .lane").filter(
-                has=page.locator(".bar.step")
+        bars = page.locator(".timeline .bar.step")
+        for n in range(bars.count()):
+            box = bars.nth(n).bounding_box()
+            assert box is not None
+            assert box["width"] >= 1
+        shown = page.locator("p.error").all_inner_texts()
+        assert any(
+            "tools/call fail — tool error: Error executing tool fail" in text
+            for text in shown
+        )
+        # a session needs no application to be replayed: no MODULE:ATTR
+        commands = page.locator(".command code").all_inner_texts()
+        assert "intentusnet mcp proxy --mode replay --listen 127.0.0.1:0" in commands
+        assert not [c for c in commands if "MODULE:ATTR" in c]
+        if os.environ.get("INTENTUSNET_SCREENSHOTS"):
+            page.screenshot(
+                path=str(Path(os.environ["INTENTUSNET_SCREENSHOTS"]) / "mcp.png"),
+                full_page=True,
             )
-            labels = [
-                text.strip() for text in lanes.locator(".lane-label").all_inner_texts()
-            ]
-            calls = [label for label in labels if label.startswith("tools/call")]
-            assert len(calls) == 4, labels
-            assert 'tools/call add {"a":2,"b":3}' in calls
-            delete = lanes.filter(has_text="tools/call delete")
-            assert delete.locator(".side-effect").is_visible()
-            failed = lanes.filter(has_text="tools/call fail")
-            assert "error" in failed.locator(".lane-info").inner_text()
-            assert failed.locator(".bar.outcome-error").count() == 1
-            assert (
-                sum(
-                    label == "progress" or label.startswith("progress ")
-                    for label in labels
-                )
-                == 2
-            )
-            bars = page.locator(".timeline .bar.step")
-            for n in range(bars.count()):
-                box = bars.nth(n).bounding_box()
-                assert box is not None
-                assert box["width"] >= 1
-            shown = page.locator("p.error").all_inner_texts()
-            assert any(
-                "tools/call fail — tool error: Error executing tool fail" in text
-                for text in shown
-            )
-            # a session needs no application to be replayed: no MODULE:ATTR
-            commands = page.locator(".command code").all_inner_texts()
-            assert (
-                "intentusnet mcp proxy --mode replay --listen 127.0.0.1:0" in commands
-            )
-            assert not [c for c in commands if "MODULE:ATTR" in c]
-            if os.environ.get("INTENTUSNET_SCREENSHOTS"):
-                page.screenshot(
-                    path=str(Path(os.environ["INTENTUSNET_SCREENSHOTS"]) / "mcp.png"),
-                    full_page=True,
-                )
-            assert errors == []
-        finally:
-            chromium.close()
+        assert errors == []
