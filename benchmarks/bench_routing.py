@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_us, row
+from _timing import median_us, payload_1kb, row
 
 from intentusnet import (
     AgentDefinition,
@@ -28,23 +28,6 @@ from intentusnet import (
     IntentRouter,
     compute_hash,
 )
-
-
-def payload_1kb() -> dict[str, object]:
-    """A 1 KB payload shaped like an LLM request: strings, ints, a float, a list."""
-    payload: dict[str, object] = {
-        "model": "small-model-1",
-        "temperature": 0.7,
-        "max_tokens": 256,
-        "messages": [
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Summarise: " + "lorem ipsum " * 50},
-        ],
-        "tags": ["bench", "routing", "hash"],
-    }
-    while len(orjson.dumps(payload)) < 1024:
-        payload["tags"].append("pad")  # type: ignore[attr-defined]
-    return payload
 
 
 def main() -> None:

@@ -1,16 +1,24 @@
 """What both drivers share: the payloads, the timers and the command line.
 
 Standard library only: the peer's driver runs in the peer's virtualenv, which
-has neither this project nor orjson.
+has neither this project nor orjson. The timers and the 1 KB payload are the
+other benchmarks' (``benchmarks/_timing.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/
+
+from _timing import payload_1kb, turns
+from _timing import per_call_median as each_us
+
+__all__ = ["Row", "batch_us", "each_us", "main", "payload_1kb", "payload_small"]
 
 #: Rows each driver answers, by name (bench_peer.py names the same ones).
 Row = Callable[[argparse.Namespace], Mapping[str, float | str]]
@@ -19,25 +27,6 @@ Row = Callable[[argparse.Namespace], Mapping[str, float | str]]
 def payload_small() -> dict[str, object]:
     """The 2-byte payload's object: one short string."""
     return {"text": "hi"}
-
-
-def payload_1kb() -> dict[str, object]:
-    """A 1 KB payload shaped like an LLM request (as bench_routing.py's)."""
-    payload: dict[str, object] = {
-        "model": "small-model-1",
-        "temperature": 0.7,
-        "max_tokens": 256,
-        "messages": [
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Summarise: " + "lorem ipsum " * 50},
-        ],
-        "tags": ["bench", "routing", "hash"],
-    }
-    tags = payload["tags"]
-    assert isinstance(tags, list)
-    while len(json.dumps(payload, separators=(",", ":"))) < 1024:
-        tags.append("pad")
-    return payload
 
 
 def batch_us(
@@ -50,27 +39,8 @@ def batch_us(
     machine disturbed least (other work only ever adds time); the pairing of
     processes in bench_peer.py then takes the median over rounds.
     """
-    for fn in fns.values():
-        for _ in range(min(number, 200)):  # warm caches and lazy imports
-            fn()
-    samples: dict[str, list[float]] = {label: [] for label in fns}
-    for _ in range(repeat):
-        for label, fn in fns.items():
-            start = time.perf_counter()
-            for _ in range(number):
-                fn()
-            samples[label].append((time.perf_counter() - start) / number * 1e6)
+    samples = turns(fns, number=number, repeat=repeat)
     return {label: min(times) for label, times in samples.items()}
-
-
-def each_us(fn: Callable[[int], object], calls: int) -> float:
-    """Median of ``calls`` individually timed calls ``fn(0)`` ... ``fn(calls - 1)``."""
-    samples = []
-    for i in range(calls):
-        start = time.perf_counter_ns()
-        fn(i)
-        samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples) / 1000
 
 
 def main(rows: dict[str, Row]) -> None:
