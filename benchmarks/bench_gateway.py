@@ -28,19 +28,16 @@ costs little next to the servers; it shares the machine with them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 import orjson
+from _serving import free_port, load, pct_ms, start_module, wait_ready
 
 UPSTREAM = """
 import asyncio, json, os
@@ -100,35 +97,6 @@ PATH = "/v1/chat/completions"
 HEADERS = {"authorization": "Bearer sk-bench", "content-type": "application/json"}
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait(url: str) -> None:
-    deadline = time.monotonic() + 30
-    with httpx.Client(trust_env=False, timeout=1) as http:
-        while time.monotonic() < deadline:
-            try:
-                if http.get(url + "/healthz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
-    raise RuntimeError(f"{url} did not start")
-
-
-def _start(argv: list[str], work: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", *argv],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def _ask(text: str, *, stream: bool = False) -> dict[str, object]:
     body: dict[str, object] = {
         "model": "m",
@@ -139,51 +107,20 @@ def _ask(text: str, *, stream: bool = False) -> dict[str, object]:
     return body
 
 
-async def _client(port: int, path: str, count: int, latencies: list[float]) -> None:
+def _load(port: int, path: str, clients: int, total: int) -> tuple[float, list[float]]:
+    """Requests per second and latencies: the same question, ``clients`` at once."""
     body = orjson.dumps(_ask("the same question"))
-    request = (
+    data = (
         b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Authorization: Bearer sk-bench\r\nContent-Type: application/json\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body)
     )
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        for _ in range(count):
-            started = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            await reader.readexactly(length)
-            latencies.append(time.perf_counter() - started)
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(head.decode("latin-1"))
-    finally:
-        writer.close()
-        await writer.wait_closed()
+    return load(port, clients, total, lambda _i: data, _answered)
 
 
-def _load(port: int, path: str, clients: int, total: int) -> tuple[float, list[float]]:
-    """Requests per second and each request's latency, ``clients`` at once."""
-    latencies: list[float] = []
-
-    async def run() -> None:
-        per = total // clients
-        await asyncio.gather(
-            *(_client(port, path, per, latencies) for _ in range(clients))
-        )
-
-    started = time.perf_counter()
-    asyncio.run(run())
-    return len(latencies) / (time.perf_counter() - started), latencies
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+def _answered(head: bytes, body: bytes) -> None:
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(head.decode("latin-1"))
 
 
 def _one(http: httpx.Client, url: str, text: str, *, stream: bool) -> float:
@@ -237,13 +174,13 @@ def main() -> None:
         ),
         "BENCH_DELAY_MS": str(args.delay_ms),
     }
-    ports = {name: _port() for name in ("upstream", "gateway", "bare")}
+    ports = {name: free_port() for name in ("upstream", "gateway", "bare")}
     url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     uvicorn = ["uvicorn", "--log-level", "warning", "--no-access-log", "--port"]
     processes = [
-        _start([*uvicorn, str(ports["upstream"]), "upstream_app:app"], work, env),
-        _start([*uvicorn, str(ports["bare"]), "bare_app:app"], work, env),
-        _start(
+        start_module([*uvicorn, str(ports["upstream"]), "upstream_app:app"], work, env),
+        start_module([*uvicorn, str(ports["bare"]), "bare_app:app"], work, env),
+        start_module(
             [
                 "intentusnet.cli",
                 "gateway",
@@ -266,7 +203,7 @@ def main() -> None:
     ]
     try:
         for name in url:
-            _wait(url[name])
+            wait_ready(url[name])
         gateway = url["gateway"] + "/up"
         with httpx.Client(trust_env=False, timeout=30, headers=HEADERS) as http:
             first = http.post(gateway + PATH, json=_ask("the same question"))
@@ -281,9 +218,10 @@ def main() -> None:
             bare.append(_load(ports["bare"], PATH, args.clients, args.requests))
         for label, rounds in (("gateway hit", hits), ("bare uvicorn app", bare)):
             rate, latencies = sorted(rounds, key=lambda r: r[0])[len(rounds) // 2]
+            p50, p99 = pct_ms(latencies, 0.5), pct_ms(latencies, 0.99)
             print(
-                f"  {label:<18} {rate:>8.0f} req/s   p50 {_pct(latencies, 0.5):7.2f} ms"
-                f"   p99 {_pct(latencies, 0.99):7.2f} ms"
+                f"  {label:<18} {rate:>8.0f} req/s   p50 {p50:7.2f} ms"
+                f"   p99 {p99:7.2f} ms"
             )
         ratio = statistics.median(r for r, _ in hits) / statistics.median(
             r for r, _ in bare
@@ -295,8 +233,8 @@ def main() -> None:
         ):
             _, alone = _load(port, path, 1, min(args.requests, 1000))
             print(
-                f"  {label}, one connection: p50 {_pct(alone, 0.5):.2f} ms, "
-                f"p99 {_pct(alone, 0.99):.2f} ms"
+                f"  {label}, one connection: p50 {pct_ms(alone, 0.5):.2f} ms, "
+                f"p99 {pct_ms(alone, 0.99):.2f} ms"
             )
         for label, stream in (
             ("miss, whole answer", False),

@@ -40,17 +40,18 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import orjson
+from _serving import free_port, load, pct_ms, start_module, wait_ready
 
 APP = """
 import os
@@ -104,70 +105,30 @@ app = agent_app(echo)
 """
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _intent_request(intent: str) -> Callable[[int], bytes]:
+    """The ``i``-th ``POST /v1/intents`` of one connection: payload ``{"i": i}``."""
+
+    def request(i: int) -> bytes:
+        body = orjson.dumps({"intent": {"name": intent}, "payload": {"i": i}})
+        return (
+            b"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+
+    return request
 
 
-def _wait(url: str) -> None:
-    deadline = time.monotonic() + 30
-    with httpx.Client(trust_env=False, timeout=1) as http:
-        while time.monotonic() < deadline:
-            try:
-                http.get(url + "/healthz")
-                return
-            except httpx.TransportError:
-                time.sleep(0.05)
-    raise RuntimeError(f"{url} did not start")
-
-
-async def _client(port: int, count: int, intent: str, latencies: list[float]) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        for i in range(count):
-            body = orjson.dumps({"intent": {"name": intent}, "payload": {"i": i}})
-            started = time.perf_counter()
-            writer.write(
-                b"POST /v1/intents HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"Content-Type: application/json\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-            )
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":")[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            answer = orjson.loads(await reader.readexactly(length))
-            latencies.append(time.perf_counter() - started)
-            if answer["status"] != "success":
-                raise RuntimeError(answer)
-    finally:
-        writer.close()
-        await writer.wait_closed()
+def _succeeded(head: bytes, body: bytes) -> None:
+    answer = orjson.loads(body)
+    if answer["status"] != "success":
+        raise RuntimeError(answer)
 
 
 def _load(
     port: int, clients: int, total: int, intent: str
 ) -> tuple[float, list[float]]:
-    latencies: list[float] = []
-
-    async def run() -> None:
-        per = total // clients
-        await asyncio.gather(
-            *(_client(port, per, intent, latencies) for _ in range(clients))
-        )
-
-    started = time.perf_counter()
-    asyncio.run(run())
-    return len(latencies) / (time.perf_counter() - started), latencies
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+    return load(port, clients, total, _intent_request(intent), _succeeded)
 
 
 def _in_process_remote(agent_url: str, count: int) -> list[float]:
@@ -193,16 +154,6 @@ def _in_process_remote(agent_url: str, count: int) -> list[float]:
 
         asyncio.run(run())
     return latencies
-
-
-def _start(argv: list[str], work: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", *argv],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 LUA = """
@@ -362,9 +313,9 @@ def compare(
     if before is not None:  # its own store: the catalog's layout may differ
         old = {**env, "PYTHONPATH": before, "BENCH_STORE": str(work / "before")}
         apps["serve, 1, before"] = (serve, old)
-    ports = {label: _port() for label in apps}
+    ports = {label: free_port() for label in apps}
     processes = [
-        _start([*argv, "--port", str(ports[label])], work, app_env)
+        start_module([*argv, "--port", str(ports[label])], work, app_env)
         for label, (argv, app_env) in apps.items()
     ]
     found: dict[str, list[WrkResult]] = {label: [] for label in ports}
@@ -376,7 +327,7 @@ def compare(
     )
     try:
         for port in ports.values():
-            _wait(f"http://127.0.0.1:{port}")
+            wait_ready(f"http://127.0.0.1:{port}")
             _check_answer(port)
             _wrk(wrk, script, port, threads, connections, 2)  # warm up
         for round_ in range(1, runs + 1):
@@ -453,7 +404,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
     (work / "benchapp.py").write_text(APP)
     (work / "benchagent.py").write_text(AGENT)
-    agent_port, port = _port(), _port()
+    agent_port, port = free_port(), free_port()
     agent_url = f"http://127.0.0.1:{agent_port}"
     env = {
         **os.environ,
@@ -495,24 +446,24 @@ def main() -> None:
         **quiet,  # type: ignore[call-overload]
     )
     try:
-        _wait(agent_url)
-        _wait(f"http://127.0.0.1:{port}")
+        wait_ready(agent_url)
+        wait_ready(f"http://127.0.0.1:{port}")
         _load(port, 10, 500, "echo")  # warm up
         rates, p50s, p99s, s50, s99, r50, r99, h50, h99 = ([] for _ in range(9))
         for _ in range(args.runs):
             rate, lat = _load(port, args.clients, args.requests, "echo")
             rates.append(rate)
-            p50s.append(_pct(lat, 0.5))
-            p99s.append(_pct(lat, 0.99))
+            p50s.append(pct_ms(lat, 0.5))
+            p99s.append(pct_ms(lat, 0.99))
             _, seq = _load(port, 1, 500, "echo")
-            s50.append(_pct(seq, 0.5))
-            s99.append(_pct(seq, 0.99))
+            s50.append(pct_ms(seq, 0.5))
+            s99.append(pct_ms(seq, 0.99))
             rem = _in_process_remote(agent_url + "/", 500)
-            r50.append(_pct(rem, 0.5))
-            r99.append(_pct(rem, 0.99))
+            r50.append(pct_ms(rem, 0.5))
+            r99.append(pct_ms(rem, 0.99))
             _, hop = _load(port, 1, 500, "remote")
-            h50.append(_pct(hop, 0.5))
-            h99.append(_pct(hop, 0.99))
+            h50.append(pct_ms(hop, 0.5))
+            h99.append(pct_ms(hop, 0.99))
     finally:
         for process in (server, agent):
             process.terminate()
