@@ -26,6 +26,7 @@ import diskcache  # type: ignore[import-untyped]  # ships no types
 
 from .._util.files import make_dirs
 from .._util.jsonvalue import JSONObject
+from .._util.sqlite import says_damaged
 from ..errors import CacheError
 
 __all__ = [
@@ -38,7 +39,6 @@ __all__ = [
 
 _log = logging.getLogger("intentusnet.cache")
 _T = TypeVar("_T")
-_CORRUPT_CODES: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 #: A reset within this many seconds of the last one is not tried again: a
 #: database that keeps failing is left alone rather than rebuilt in a loop.
 _RESET_PAUSE_S: Final = 1.0
@@ -88,15 +88,6 @@ class CacheStats:
         }
 
 
-def is_corrupt(exc: BaseException) -> bool:
-    """Whether SQLite says the database file is damaged or not a database."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF in _CORRUPT_CODES:
-        return True
-    text = str(exc)
-    return "not a database" in text or "malformed" in text
-
-
 class DiskTier:
     """One diskcache directory, bounded by ``size_limit`` bytes.
 
@@ -128,7 +119,7 @@ class DiskTier:
         try:
             self._cache = self._open()
         except sqlite3.DatabaseError as exc:
-            if not is_corrupt(exc):
+            if not says_damaged(exc):
                 raise CacheError(f"cache {directory} cannot be opened: {exc}") from exc
             self._quarantine(exc)
             try:
@@ -214,7 +205,7 @@ class DiskTier:
         try:
             return operation(cache)
         except sqlite3.DatabaseError as exc:
-            if is_corrupt(exc):
+            if says_damaged(exc):
                 self._reset(cache, exc)
             else:
                 _log.warning(

@@ -20,12 +20,12 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TypeVar
 
+from .._util.sqlite import says_damaged
 from . import _log
 
 _T = TypeVar("_T")
-_CORRUPT: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
 
 #: Creates or updates the schema of a database, inside a write transaction;
@@ -258,17 +258,11 @@ def _use_wal(db: sqlite3.Connection) -> None:
 
 
 def is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    """Whether an error of SQLite's says the database file is damaged."""
-    if isinstance(exc, DatabaseCorrupt):
-        return True
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int) and code & 0xFF in _CORRUPT:
-        return True
-    text = str(exc)
+    """Whether an error of SQLite's, or of a row's seal, says the file is damaged."""
     return (
-        "not a database" in text
-        or "malformed" in text
-        or "Could not decode to UTF-8" in text  # see run()
+        isinstance(exc, DatabaseCorrupt)
+        or says_damaged(exc)
+        or "Could not decode to UTF-8" in str(exc)  # see run()
     )
 
 
