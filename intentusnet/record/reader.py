@@ -124,7 +124,7 @@ def parsed_again(record: ExecutionRecord, data: bytes) -> ExecutionRecord:
     """``record`` with dicts of its own, parsed again from the bytes it came from.
 
     For a finished, whole record loaded again from exactly the bytes
-    ``parse_record`` verified (``store/_loaded.py``): what the checks found
+    ``parse_record`` verified (``store/file/loaded.py``): what the checks found
     holds, so only the JSON is parsed again, and a caller may change what it
     got without changing what the next load returns.
     """

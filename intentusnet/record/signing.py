@@ -34,6 +34,7 @@ __all__ = [
     "KeyRing",
     "SignatureCheck",
     "SignatureStatus",
+    "invalidated",
     "invalidated_lines",
     "signature_data",
 ]
@@ -286,3 +287,8 @@ def invalidated_lines(
     return line + signature_line(
         seq + 1, round((now_us - created_us) / 1000, 3), data, head
     )
+
+
+def invalidated(record: ExecutionRecord) -> bool:
+    """Whether a record holds an ``INVALIDATED`` event (a second adds nothing)."""
+    return any(event.type is EventType.INVALIDATED for event in record.events)

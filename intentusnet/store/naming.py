@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from ._url import is_url, public_url, scrub
+from .urls import is_url, public_url, scrub
 
 if TYPE_CHECKING:
     from ..record.keys import SigningKey

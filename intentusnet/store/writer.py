@@ -8,10 +8,8 @@ execution; its methods are safe to call from several threads.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
-from collections.abc import Callable
 from types import TracebackType
 from typing import Final
 
@@ -21,9 +19,10 @@ from ..record.format import seal
 from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from ..record.signing import signature_data
-from ._row import CatalogRow
-from .step_index import StepKey, ended_step, indexed
-from .usage import usage_text
+from .rows import CatalogRow
+from .step_index import StepKey, ended_step
+
+__all__ = ["ChainWriter", "wire_object"]
 
 _FINAL: Final = EventType.FINAL_RESPONSE
 _FAILURE: Final = EventType.RECORDING_FAILURE
@@ -344,115 +343,3 @@ class ChainWriter:
             agent if isinstance(agent, str) else None,
             float(duration) if isinstance(duration, (int, float)) else None,
         )
-
-
-class FileRecordWriter(ChainWriter):
-    """Writes one record file: one ``os.write`` per line, ``flock`` held while open.
-
-    Made by ``FileExecutionStore.open``.
-    """
-
-    def __init__(
-        self,
-        execution_id: str,
-        *,
-        fd: int,
-        header_hash: str,
-        size: int,
-        fsync: bool,
-        row: CatalogRow | None,
-        on_complete: Callable[[CatalogRow, list[StepKey]], None],
-        signer: SigningKey | None = None,
-    ) -> None:
-        super().__init__(execution_id, header_hash, size, signer)
-        self._fd = fd
-        self._fsync = fsync
-        self._row = row
-        self._on_complete = on_complete
-        self.index_steps = row is not None and indexed(row.intent)
-
-    def _emit(self, line: bytes) -> None:
-        fd = self._fd
-        try:
-            written = os.write(fd, line)
-            while written < len(line):  # only on a full disk or a signal
-                more = os.write(fd, line[written:])
-                if more == 0:
-                    raise OSError(28, "no space left on device")
-                written += more
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, self._size)  # drop the partial line
-            except OSError:
-                self._broken = True
-            raise StoreError(
-                f"record {self.execution_id}: write failed: {exc.strerror or exc}"
-            ) from exc
-
-    def _finish(self, *, completed: bool) -> None:
-        fd, self._fd = self._fd, -1
-        try:
-            if completed and self._fsync:
-                os.fsync(fd)
-        except OSError as exc:
-            raise StoreError(
-                f"record {self.execution_id}: fsync failed: {exc.strerror or exc}"
-            ) from exc
-        finally:
-            # Once per record: not contextlib.suppress, an object and two calls.
-            try:  # noqa: SIM105
-                os.close(fd)  # also releases the flock
-            except OSError:
-                pass
-
-    def _completed(self, response: JSONObject) -> None:
-        row = self._row
-        if row is not None:  # the row as opened, with what completing changed
-            self._on_complete(
-                CatalogRow(
-                    *row[:6],
-                    *self._outcome(response),
-                    row.parent_id,
-                    row.owner,
-                    self._seq + 1,
-                    self._size,
-                    self._prev,
-                    usage_text(response),
-                ),
-                self.ended_steps,
-            )
-
-    def _closed(self) -> None:
-        # Stopped unfinished by its own process: incomplete from now on, and
-        # the row says so (readers need not find out; only a killed process's
-        # row is left "in_progress" for them to settle).
-        row = self._row
-        if row is not None:
-            seq, head = self._written
-            self._on_complete(
-                CatalogRow(
-                    *row[:6],
-                    _INCOMPLETE,
-                    0,
-                    self._reason() or _EXECUTION_INCOMPLETE,
-                    None,
-                    None,
-                    row.parent_id,
-                    row.owner,
-                    seq + 1,
-                    self._size,
-                    head,
-                ),
-                self.ended_steps,
-            )
-
-    def __del__(self) -> None:
-        # A writer dropped without close() must not keep its lock for the life
-        # of the process (the record would look in progress).
-        fd = getattr(self, "_fd", -1)
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                if self._held:  # sealed lines still waiting: keep them
-                    os.write(fd, b"".join(self._held))
-            with contextlib.suppress(OSError):
-                os.close(fd)

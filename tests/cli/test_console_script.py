@@ -154,10 +154,10 @@ NEVER = frozenset(
         "intentusnet.routing",
         "intentusnet.steps",
         "intentusnet.cache",
-        "intentusnet.store._index",
+        "intentusnet.store.file.index",
         "intentusnet.store.hits",
-        "intentusnet.store.memory",
-        "intentusnet.store.postgres",
+        "intentusnet.store.memory.store",
+        "intentusnet.store.postgres.store",
         "intentusnet.store.protocol",
     }
 )

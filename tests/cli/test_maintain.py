@@ -14,7 +14,7 @@ from recordkit import change_answer, reseal
 from intentusnet.errors import UnsupportedSchemaVersion
 from intentusnet.record.model import VerifyReport
 from intentusnet.store import FileExecutionStore
-from intentusnet.store._layout import relative_path
+from intentusnet.store.file.layout import relative_path
 
 from .support import Invoke, record_file
 

@@ -564,7 +564,7 @@ def test_error_bodies_do_not_reveal_server_paths(
     empty_http: httpx.Client, empty_root: Path
 ) -> None:
     """404 and 500 problem documents name no directory of the server."""
-    from intentusnet.store._layout import relative_path
+    from intentusnet.store.file.layout import relative_path
 
     eid = execution_id(route(empty_http, envelope(text="here")))
     missing = problem(

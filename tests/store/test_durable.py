@@ -239,7 +239,7 @@ KEY_FILE_HOLDER = textwrap.dedent(
     """
     import fcntl, os, sys, time
     from intentusnet.store import FileExecutionStore
-    from intentusnet.store._durable_files import _key_path
+    from intentusnet.store.file.durable import _key_path
 
     root, key, mode = sys.argv[1:]
     if mode == "claimed":

@@ -1,0 +1,317 @@
+"""The file store's idempotency keys, record holds and resume links.
+
+Layout under the store's root::
+
+    idempotency/<2 hex>/<sha256 of the key>.json  {"key", "executionId", "envelopeHash"}
+    resumes/<2 hex>/<execution id>.next           the id of the execution resuming it
+
+A key is claimed in its file's ``flock``: a caller opens the key file
+(creating it if missing) and takes its lock without waiting. The one that
+gets the lock of a file with no claim in it (new, or left empty or half
+written by a claimer that died before its claim was whole) writes its own
+claim (fsynced, with the directory, with ``durability="fsync"``) and has
+created it; whoever finds a whole claim gets it, held if the lock was free.
+A file locked by another process with no claim in it yet is being written:
+the caller looks again shortly. The claimer keeps the lock until it lets go
+of the claim; the kernel drops it however the process dies, so a key file
+nobody locks belongs to no live process, and the next caller to lock it
+holds it. Three system calls for a new key (open, lock, write) and the close.
+
+A record is held with an exclusive non-blocking ``flock`` on its file, the
+lock its writer holds until the record completes or closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+from ..._util.files import FILE_MODE, fsync_dir, make_dirs
+from ..._util.ids import uuid7_hex
+from ...errors import StoreError
+from .files import open_existing
+from .layout import relative_path
+
+KEYS_DIR: Final = "idempotency"
+RESUMES_DIR: Final = "resumes"
+#: Seconds to wait for the claim of a key file a live process has locked.
+_CLAIM_WAIT_S: Final = 5.0
+
+
+class FileKeyClaim:
+    """A key's claim as read from its file; ``held`` while ``fd`` holds the lock."""
+
+    __slots__ = ("_fd", "created", "envelope_hash", "execution_id")
+
+    def __init__(
+        self, execution_id: str, envelope_hash: str, fd: int, *, created: bool
+    ) -> None:
+        self.execution_id = execution_id
+        self.envelope_hash = envelope_hash
+        self.created = created
+        self._fd = fd
+
+    @property
+    def held(self) -> bool:
+        """This caller holds the claim until ``release``."""
+        return self._fd >= 0
+
+    def release(self) -> None:
+        """Let go of the claim's lock (idempotent)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class FileRecordHold:
+    """An exclusive ``flock`` on a record file, and where its resume link goes."""
+
+    __slots__ = ("_fd", "_fsync", "_root", "execution_id")
+
+    def __init__(self, root: str, execution_id: str, fd: int, fsync: bool) -> None:
+        self._root = root
+        self.execution_id = execution_id
+        self._fd = fd
+        self._fsync = fsync
+
+    def link(self, resumed_by: str) -> None:
+        """Write ``resumes/<2 hex>/<id>.next`` naming ``resumed_by`` (replaced whole).
+
+        Raises:
+            StoreError: it could not be written.
+        """
+        directory = Path(self._root, RESUMES_DIR, relative_path(self.execution_id)[:2])
+        target = f"{directory}/{self.execution_id}.next"
+        try:
+            _write_whole(directory, target, resumed_by.encode(), self._fsync)
+        except OSError as exc:
+            raise StoreError(
+                f"record {self.execution_id}: cannot write its resume link: {exc}"
+            ) from exc
+
+    def release(self) -> None:
+        """Let go of the record's lock (idempotent)."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _write_whole(directory: Path, target: str, data: bytes, fsync: bool) -> None:
+    """Write ``data`` to a dot file beside ``target`` and rename it into place."""
+    make_dirs(directory)
+    hidden = f"{directory}/.{uuid7_hex()}"
+    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.write(fd, data)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(hidden, target)
+    if fsync:
+        fsync_dir(str(directory))
+
+
+def _key_path(root: str, key: str) -> tuple[str, str]:
+    digest = hashlib.sha256(key.encode("ascii")).hexdigest()
+    directory = f"{root}/{KEYS_DIR}/{digest[:2]}"
+    return directory, f"{directory}/{digest}.json"
+
+
+def claim_key(
+    root: str, key: str, envelope_hash: str, execution_id: str, *, fsync: bool
+) -> FileKeyClaim:
+    """Claim ``key`` for ``execution_id``, or read (and maybe hold) its claim.
+
+    Raises:
+        StoreError: the claim could not be written or read, or a live process
+            locked the key file and wrote no claim in it in time.
+    """
+    directory, path = _key_path(root, key)
+    deadline = time.monotonic() + _CLAIM_WAIT_S
+    try:
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            except FileNotFoundError:
+                make_dirs(Path(directory))
+                continue
+            found = _claim_in(fd, directory, key, envelope_hash, execution_id, fsync)
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"idempotency key {key!r}: a live process locked its key file "
+                    f"but wrote no claim in it within {_CLAIM_WAIT_S:g} s"
+                )
+            time.sleep(0.001)  # its claimer is between creating and writing it
+    except OSError as exc:
+        raise StoreError(f"idempotency key {key!r}: cannot claim: {exc}") from exc
+
+
+def _claim_in(
+    fd: int,
+    directory: str,
+    key: str,
+    envelope_hash: str,
+    execution_id: str,
+    fsync: bool,
+) -> FileKeyClaim | None:
+    """The claim in the key file ``fd``; None while a live claimer writes it.
+
+    Takes ``fd``'s lock if it is free: the claim found is then held. A file
+    with no whole claim in it whose lock was free belongs to no live process
+    (it is new, or its claimer died before writing it): nothing was run under
+    it, so the claim is written here, this caller's.
+    """
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except BlockingIOError:
+            held = False
+        data = os.pread(fd, 65536, 0)
+        found = _parse(data)
+        if found is None and held:
+            claim = {
+                "key": key,
+                "executionId": execution_id,
+                "envelopeHash": envelope_hash,
+            }
+            if data:
+                os.ftruncate(fd, 0)  # a claimer died half-way through writing
+            os.pwrite(fd, orjson.dumps(claim), 0)
+            if fsync:
+                os.fsync(fd)
+                fsync_dir(directory)  # the file's name, if it was created now
+            return FileKeyClaim(execution_id, envelope_hash, fd, created=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    if found is None or not held:
+        os.close(fd)
+    if found is None:
+        return None
+    return FileKeyClaim(*found, fd if held else -1, created=False)
+
+
+def _parse(data: bytes) -> tuple[str, str] | None:
+    """``(executionId, envelopeHash)`` of a whole claim; None if there is none."""
+    if not data:
+        return None  # a new file (the common case: no exception raised)
+    try:
+        claim = orjson.loads(data)
+        return str(claim["executionId"]), str(claim["envelopeHash"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def hold_record(root: str, execution_id: str, *, fsync: bool) -> FileRecordHold | None:
+    """Lock the record file; None while another open file description locks it.
+
+    Raises:
+        RecordNotFound: there is no such record.
+    """
+    fd = open_existing(f"{root}/{relative_path(execution_id)}", execution_id)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return FileRecordHold(root, execution_id, fd, fsync)
+
+
+def resumed_by(root: str, execution_id: str) -> str | None:
+    """The id in ``execution_id``'s resume link, if it has one."""
+    path = f"{root}/{RESUMES_DIR}/{relative_path(execution_id)[:2]}/{execution_id}.next"
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("ascii", "replace").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(
+            f"record {execution_id}: cannot read its resume link: {exc}"
+        ) from exc
+    return text or None
+
+
+def keyed_execution(root: str, key: str) -> str | None:
+    """The execution whose claim ``key``'s file holds; None if it holds none.
+
+    Read only: nothing is created or locked.
+
+    Raises:
+        StoreError: the key file could not be read.
+    """
+    _directory, path = _key_path(root, key)
+    found = _read_claim(path)
+    return None if found is None else found[0]
+
+
+def _read_claim(path: str) -> tuple[str, str] | None:
+    try:
+        with open(path, "rb") as handle:
+            return _parse(handle.read())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"cannot read the idempotency key file {path}: {exc}") from exc
+
+
+def forget(root: str, execution_id: str) -> None:
+    """Delete what names a record about to be deleted: its key and resume link.
+
+    The key is the one in the record's ``INTENT_RECEIVED`` line (its second),
+    deleted only if its claim names this record (a resume's record carries
+    the key of the chain's first). Missing files are nothing to delete.
+
+    Raises:
+        StoreError: a file could not be deleted.
+    """
+    key = _key_in(f"{root}/{relative_path(execution_id)}")
+    shard = relative_path(execution_id)[:2]
+    doomed = [f"{root}/{RESUMES_DIR}/{shard}/{execution_id}.next"]
+    if key is not None:
+        path = _key_path(root, key)[1]
+        found = _read_claim(path)
+        if found is not None and found[0] == execution_id:
+            doomed.append(path)
+    for path in doomed:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(
+                f"record {execution_id}: cannot delete {path}: {exc}"
+            ) from exc
+
+
+def _key_in(path: str) -> str | None:
+    """The ``idempotencyKey`` of a record file's ``INTENT_RECEIVED`` line, if any."""
+    try:
+        with open(path, "rb") as handle:
+            handle.readline()  # the header
+            line = handle.readline()
+    except OSError:
+        return None  # no record file: no key of it to find
+    try:
+        event = orjson.loads(line)
+        key = (
+            event["data"]["idempotencyKey"]
+            if event["type"] == "INTENT_RECEIVED"
+            else None
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return key if isinstance(key, str) and key.isascii() else None

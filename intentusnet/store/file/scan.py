@@ -1,0 +1,297 @@
+"""Reading record files into catalog rows and reports: one file, or the whole store.
+
+Whole-store work (``reindex``, ``verify --all``) goes in chunks of at most
+:data:`CHUNK` files of one shard directory, in worker processes for a large
+store if asked: each worker reads and checks the files of its chunk and
+answers with their catalog rows, or with a tally and the reports worth
+showing, so that memory does not grow with the store. Only the calling process
+writes the catalog, one transaction a chunk (workers writing would wait for
+each other's locks).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import orjson
+
+from ..._util.jsonvalue import JSONObject
+from ..._util.time import utc_text
+from ...errors import RecordIntegrityError, RecordNotFound, UnsupportedSchemaVersion
+from ...record.model import (
+    RecordStatus,
+    ReplayableReason,
+    VerifyReport,
+)
+from ...record.reader import parse_record
+from ...record.verify import salvage_header
+from .. import logger
+from ..owner import opener_alive, owner_alive
+from ..rows import CatalogRow, catalog_mismatch, row_for
+from ..step_index import StepKey, StepRow, ended_steps, step_rows
+from ..usage import usage_text
+from ..verification import Tally, tally, unjudged
+from . import files
+from .catalog import Catalog, SealedRow, sealed_values
+from .files import headerless, verify_file
+from .layout import CATALOG_NAME, ids_in_shard, relative_path, shards
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
+_T = TypeVar("_T")
+#: Below about this many records, starting worker processes costs more than
+#: they save; the work then runs in the calling process.
+PARALLEL_FROM: Final = 20_000
+#: Files per piece of whole-store work.
+CHUNK: Final = 1000
+_FAILED: Final = RecordStatus.RECORDING_FAILURE.value
+#: Looks up what the catalog knows of a record (only asked for a file that has
+#: no header, which alone cannot say what it was meant to hold).
+Lookup = Callable[[str], CatalogRow | None]
+#: A record file's catalog row and its ended steps (for the step index).
+Indexed = tuple[CatalogRow, list[StepKey]]
+
+
+def file_row(root: str, execution_id: str, lookup: Lookup) -> Indexed | None:
+    """The catalog row of one record file, and its ended steps; None if nothing.
+
+    A damaged record is indexed as ``integrity_failure`` where line 1 can be
+    read. A file without a complete first line is a ``recording_failure``
+    once the process that created it is gone; until then it is left as the
+    catalog has it. A newer format or an unreadable header is logged and left
+    out.
+    """
+    path = f"{root}/{relative_path(execution_id)}"
+    try:
+        data = files.read(path, execution_id)
+    except RecordNotFound:
+        return None
+    return data_row(path, execution_id, data, lookup)
+
+
+def data_row(
+    path: str, execution_id: str, data: bytes, lookup: Lookup
+) -> Indexed | None:
+    """The catalog row of a record file's bytes ``data``, read from ``path``.
+
+    With the ended steps of a sound record (none of a damaged one).
+    """
+    if headerless(data):
+        row = _headerless_row(path, execution_id, len(data), lookup(execution_id))
+        return None if row is None else (row, [])
+    lines = data.count(b"\n")
+    try:
+        record = parse_record(
+            data, execution_id, lambda owner: owner_alive(path, owner)
+        )
+        # Every event is parsed: a row is only written as sound for a record
+        # whose every line is (else integrity_failure).
+        steps = ended_steps(record)
+        row = row_for(
+            record.header, lines, len(data), usage_text(record.final_response)
+        )
+        return row, steps
+    except UnsupportedSchemaVersion as exc:
+        logger.warning("not indexed: %s", exc)
+        return None
+    except RecordIntegrityError as exc:
+        header = salvage_header(data, execution_id)
+        if header is None:
+            logger.warning("not indexed, unreadable: %s", exc)
+            return None
+        return row_for(header, lines, len(data)), []
+
+
+def _headerless_row(
+    path: str, execution_id: str, size: int, known: CatalogRow | None
+) -> CatalogRow | None:
+    owner: JSONObject | None = None
+    if known is not None and known.owner:
+        found = orjson.loads(known.owner)
+        owner = found if isinstance(found, dict) else None
+    if opener_alive(path, owner):
+        return known  # about to write its header
+    if known is not None:
+        return known._replace(
+            status=_FAILED,
+            replayable=0,
+            reason=ReplayableReason.RECORDING_FAILURE.value,
+            lines=0,
+            size=size,
+            chain_head="",
+        )
+    try:  # all the file can tell: when it was made
+        created_us = os.stat(path).st_mtime_ns // 1000
+    except OSError:
+        return None
+    return CatalogRow(
+        execution_id,
+        created_us,
+        utc_text(created_us),
+        "",
+        "",
+        "",
+        _FAILED,
+        0,
+        ReplayableReason.RECORDING_FAILURE.value,
+        None,
+        None,
+        None,
+        None,
+        0,
+        size,
+        "",
+    )
+
+
+# -- whole-store work, a chunk of files at a time -----------------------------------
+
+
+#: What a rebuild found of one record the catalog remembered otherwise:
+#: (execution id, how its file differs).
+Changed = tuple[str, str]
+
+
+def index_chunk(
+    catalog: Catalog, root: str, ids: list[str]
+) -> tuple[int, list[SealedRow], list[Changed], list[StepRow]]:
+    """Read the rows of some record files; return files read, rows, changes, steps.
+
+    The rows come sealed (``catalog.sealed_values``), ready to be written.
+
+    A file whose bytes no longer hold the last line the catalog saw (same
+    place, same hash) was changed or cut after it was indexed: its row keeps
+    the catalog's line count and chain head and says ``integrity_failure``,
+    so that a rebuild never turns a changed record valid, and it is listed
+    among the changes. The caller writes the rows: one writer, so that
+    workers never wait for each other's locks on the catalog.
+    """
+    try:
+        known = catalog.rows(ids)
+    except (sqlite3.Error, OSError):
+        known = {}  # nothing to compare with
+    rows: list[SealedRow] = []
+    changed: list[Changed] = []
+    steps: list[StepRow] = []
+    for execution_id in ids:
+        path = f"{root}/{relative_path(execution_id)}"
+        try:
+            data = files.read(path, execution_id)
+        except RecordNotFound:
+            continue
+        found = data_row(path, execution_id, data, catalog.get)
+        row, ended = (None, []) if found is None else found
+        seen = known.get(execution_id)
+        if seen is not None:
+            problem = catalog_mismatch(data, seen.lines, seen.chain_head)
+            if problem is not None:
+                changed.append((execution_id, problem))
+                ended = []  # a changed record points the index nowhere
+                if row is not None:
+                    row = row._replace(
+                        replayable=0,
+                        reason=ReplayableReason.INTEGRITY_FAILURE.value,
+                        lines=seen.lines,
+                        chain_head=seen.chain_head,
+                    )
+        if row is not None:
+            rows.append(sealed_values(row))
+            steps += step_rows(row.envelope_hash, row.created_us, row.id, ended)
+    return len(ids), rows, changed, steps
+
+
+def verify_chunk(catalog: Catalog, root: str, ids: list[str], each: bool) -> Tally:
+    """Verify some record files; return their tally (see ``verification.tally``)."""
+    try:
+        rows = catalog.rows(ids)
+    except (sqlite3.Error, OSError):
+        rows = {}  # no catalog to compare with (say, a read-only store)
+    reports: list[VerifyReport] = []
+    for execution_id in ids:
+        try:
+            data = files.read(f"{root}/{relative_path(execution_id)}", execution_id)
+        except RecordNotFound:
+            continue  # deleted meanwhile
+        try:
+            reports.append(verify_file(data, execution_id, rows.get(execution_id)))
+        except RecordIntegrityError as exc:  # a newer format: cannot be judged
+            reports.append(unjudged(execution_id, exc))
+    return tally(reports, each)
+
+
+#: Work on some record files: (catalog, root, ids, *args) -> result.
+ShardWork = Callable[..., _T]
+
+
+def over_shards(
+    catalog: Catalog,
+    root: str,
+    work: ShardWork[_T],
+    *args: object,
+    processes: int = 1,
+) -> Iterator[_T]:
+    """Yield ``work(catalog, root, ids, *args)`` for every chunk of files, in order.
+
+    Chunks hold at most :data:`CHUNK` ids of one shard directory. With
+    ``processes`` above 1 and a store of :data:`PARALLEL_FROM` records or more
+    (judged by its first shard), the chunks go to that many worker processes
+    (multiprocessing's "forkserver": fresh processes, not forks of this one,
+    which may hold other threads' locks), each with its own catalog connection
+    and at most two chunks ahead of the consumer, so that results do not pile
+    up in memory. Otherwise the work runs here, with ``catalog``.
+    """
+    found = shards(root)
+    chunks = _chunks(root, found)
+    if processes <= 1 or _estimate(root, found) < PARALLEL_FROM:
+        for ids in chunks:
+            yield work(catalog, root, ids, *args)
+        return
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    with context.Pool(processes) as pool:
+        queue: deque[AsyncResult[_T]] = deque()
+        for ids in chunks:
+            queue.append(pool.apply_async(_in_worker, (work, root, ids, *args)))
+            if len(queue) >= 2 * processes:
+                break
+        while queue:
+            result = queue.popleft().get()
+            following = next(chunks, None)
+            if following is not None:
+                queue.append(
+                    pool.apply_async(_in_worker, (work, root, following, *args))
+                )
+            yield result
+
+
+def _chunks(root: str, found: list[str]) -> Iterator[list[str]]:
+    """The ids of the record files, a shard directory at a time, in chunks."""
+    for shard in found:
+        ids = ids_in_shard(root, shard)
+        for start in range(0, len(ids), CHUNK):
+            yield ids[start : start + CHUNK]
+
+
+def _estimate(root: str, found: list[str]) -> int:
+    """Roughly how many records a store holds: its first shard times the shards."""
+    if len(found) < 256:
+        return len(found)  # ids fill all 256 shards long before 20,000 records
+    return len(ids_in_shard(root, found[0])) * len(found)
+
+
+_WORKER_CATALOGS: dict[str, Catalog] = {}
+
+
+def _in_worker(work: ShardWork[_T], root: str, ids: list[str], *args: object) -> _T:
+    """Run ``work`` in a worker process, with the worker's catalog connection."""
+    catalog = _WORKER_CATALOGS.get(root)
+    if catalog is None:
+        catalog = _WORKER_CATALOGS[root] = Catalog(Path(root, CATALOG_NAME))
+    return work(catalog, root, ids, *args)

@@ -1,0 +1,131 @@
+"""The memory store's idempotency keys, record holds and resume links.
+
+The same rules as the file store's (``store/file/durable.py``), with a lock and
+sets in place of files and ``flock``: one process, so a holder is live until
+it lets go.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection
+
+from ...errors import RecordNotFound
+
+
+class MemoryKeyClaim:
+    """A key's claim; ``held`` until ``release``."""
+
+    __slots__ = ("_durable", "_key", "created", "envelope_hash", "execution_id", "held")
+
+    def __init__(
+        self,
+        durable: MemoryDurable,
+        key: str,
+        claim: tuple[str, str],
+        *,
+        created: bool,
+        held: bool,
+    ) -> None:
+        self._durable = durable
+        self._key = key
+        self.execution_id, self.envelope_hash = claim
+        self.created = created
+        self.held = held
+
+    def release(self) -> None:
+        """Let go of the claim (idempotent)."""
+        if self.held:
+            self.held = False
+            with self._durable.lock:
+                self._durable.held_keys.discard(self._key)
+
+
+class MemoryRecordHold:
+    """A held record of a memory store."""
+
+    __slots__ = ("_durable", "_held", "execution_id")
+
+    def __init__(self, durable: MemoryDurable, execution_id: str) -> None:
+        self._durable = durable
+        self.execution_id = execution_id
+        self._held = True
+
+    def link(self, resumed_by: str) -> None:
+        """Note that ``resumed_by`` resumes the held record."""
+        with self._durable.lock:
+            self._durable.links[self.execution_id] = resumed_by
+
+    def release(self) -> None:
+        """Let go of the record (idempotent)."""
+        if self._held:
+            self._held = False
+            with self._durable.lock:
+                self._durable.held_records.discard(self.execution_id)
+
+
+class MemoryDurable:
+    """Keys, holds and links of one memory store.
+
+    Args:
+        exists: whether the store holds a record.
+        writing: whether a writer still has the record open.
+    """
+
+    def __init__(
+        self, exists: Callable[[str], bool], writing: Callable[[str], bool]
+    ) -> None:
+        self.lock = threading.Lock()
+        self.keys: dict[str, tuple[str, str]] = {}
+        self.held_keys: set[str] = set()
+        self.held_records: set[str] = set()
+        self.links: dict[str, str] = {}
+        self._exists = exists
+        self._writing = writing
+
+    def claim_key(
+        self, key: str, envelope_hash: str, execution_id: str
+    ) -> MemoryKeyClaim:
+        """Claim ``key``, or return its claim (held if nobody holds it)."""
+        with self.lock:
+            found = self.keys.get(key)
+            created = found is None
+            if found is None:
+                found = self.keys[key] = (execution_id, envelope_hash)
+            held = key not in self.held_keys
+            if held:
+                self.held_keys.add(key)
+        return MemoryKeyClaim(self, key, found, created=created, held=held)
+
+    def hold_record(self, execution_id: str) -> MemoryRecordHold | None:
+        """Hold the record; None while it is written or held.
+
+        Raises:
+            RecordNotFound: there is no such record.
+        """
+        if not self._exists(execution_id):
+            raise RecordNotFound(f"no record {execution_id}")
+        with self.lock:
+            if self._writing(execution_id) or execution_id in self.held_records:
+                return None
+            self.held_records.add(execution_id)
+        return MemoryRecordHold(self, execution_id)
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The execution that resumed ``execution_id``, if any."""
+        with self.lock:
+            return self.links.get(execution_id)
+
+    def keyed_execution(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed."""
+        with self.lock:
+            found = self.keys.get(key)
+        return None if found is None else found[0]
+
+    def forget(self, execution_ids: Collection[str]) -> None:
+        """Drop the keys naming these records, and their resume links."""
+        with self.lock:
+            for key in [k for k, (e, _) in self.keys.items() if e in execution_ids]:
+                del self.keys[key]
+            for execution_id in execution_ids:
+                self.links.pop(execution_id, None)
