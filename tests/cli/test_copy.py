@@ -16,7 +16,8 @@ from .support import Invoke, envelope, record_file
 @pytest.fixture
 def sound(store_root: Path, ids: dict[str, str]) -> dict[str, str]:
     """The ``ids`` store without its tampered record: every record verifies."""
-    record_file(store_root, ids.pop("tampered")).unlink()
+    with FileExecutionStore(store_root) as store:
+        store.delete(ids.pop("tampered"))  # its file and its row
     with FileExecutionStore(store_root) as store:
         store.reindex()
     return ids

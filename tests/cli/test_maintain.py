@@ -117,7 +117,8 @@ def test_verify_reports_a_headerless_file_as_a_recording_failure(
     invoke: Invoke, store_root: Path, ids: dict[str, str]
 ) -> None:
     """A file with no complete first line: a note, not a failure; exit 0."""
-    record_file(store_root, ids["tampered"]).unlink()
+    with FileExecutionStore(store_root) as store:
+        store.delete(ids["tampered"])  # its file and its row
     target = store_root / relative_path("exec-headerless")
     target.parent.mkdir(exist_ok=True)
     target.write_bytes(b'{"schemaVersion": 1, "execu')  # a torn first line
@@ -141,7 +142,8 @@ def test_verify_all_valid_store_exits_0(
     invoke: Invoke, store_root: Path, ids: dict[str, str]
 ) -> None:
     """Without the tampered record every record verifies: exit 0, no progress text."""
-    record_file(store_root, ids["tampered"]).unlink()
+    with FileExecutionStore(store_root) as store:
+        store.delete(ids["tampered"])  # its file and its row
     result = invoke("--store", str(store_root), "verify", "--all")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1].endswith("- VALID")

@@ -297,6 +297,13 @@ class Catalog:
 
         return self._db.run(run)
 
+    def settled_ids(self, after: str, limit: int) -> list[str]:
+        """Ids of settled records' rows after ``after``, in id order (a page)."""
+        found = self._db.run(
+            lambda db: db.execute(_sql.SETTLED_IDS, (after, limit)).fetchall()
+        )
+        return [str(execution_id) for (execution_id,) in found]
+
     def ids_by_hash(
         self, envelope_hash: str, *, replayable_only: bool, limit: int
     ) -> list[tuple[str, bool]]:

@@ -138,5 +138,10 @@ DROP: Final = "DELETE FROM records WHERE id = ?"
 COMPLETE: Final = "INSERT OR REPLACE INTO meta VALUES ('complete', '1')"
 ORDER: Final = " ORDER BY created_us DESC, id DESC"
 UNFINISHED: Final = "in_progress"
+#: Ids of rows of settled records, in id order, a page after a given id.
+SETTLED_IDS: Final = (
+    "SELECT id FROM records WHERE id > ? AND status != 'in_progress' "
+    "ORDER BY id LIMIT ?"
+)
 #: Ids asked in one query of :meth:`Catalog.usage_of` (SQLite allows 32,766).
 IDS_A_QUERY: Final = 500

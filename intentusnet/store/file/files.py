@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Final
 from ..._util.files import FILE_MODE, fsync_dir, make_dirs
 from ..._util.time import utc_now
 from ...errors import RecordExists, RecordNotFound, StoreError
-from ...record.model import VerifyReport
+from ...record.model import RecordStatus, VerifyReport
 from ...record.reader import parse_record
 from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
-from ..rows import cross_check
+from ..rows import catalog_mismatch, cross_check
 
 if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
     from ...record.keys import SigningKey
@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # the catalog (sqlite3) is not needed to read a record
 
 _CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
 _CHUNK: Final = 65536
+#: Statuses of rows that may be ahead of their file (opening, never written).
+_UNWRITTEN: Final = (
+    RecordStatus.IN_PROGRESS.value,
+    RecordStatus.RECORDING_FAILURE.value,
+)
 
 
 def create(root: str, relative: str, line: bytes, *, fsync: bool) -> int:
@@ -79,6 +84,23 @@ def headerless(data: bytes) -> bool:
     nothing was recorded, and nothing was tampered with.
     """
     return b"\n" not in data
+
+
+def saw_header(row: CatalogRow) -> bool:
+    """Whether the catalog saw this record settled, header and all.
+
+    Only then does a file without a complete first line mean lines were cut
+    from it; a row of a record still opening (or never opened) says nothing of
+    what reached the file.
+    """
+    return row.status not in _UNWRITTEN and row.lines > 0
+
+
+def cut_from(data: bytes, row: CatalogRow) -> str | None:
+    """How a file with no complete first line lost lines its row saw, or None."""
+    return (
+        catalog_mismatch(data, row.lines, row.chain_head) if saw_header(row) else None
+    )
 
 
 def verify_file(data: bytes, execution_id: str, row: CatalogRow | None) -> VerifyReport:

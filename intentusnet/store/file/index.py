@@ -58,6 +58,7 @@ _STATUSES: Final = {s.value: s for s in RecordStatus}
 _REASONS: Final = {r.value: r for r in ReplayableReason}
 _IN_PROGRESS: Final = RecordStatus.IN_PROGRESS.value
 _FAILED: Final = RecordStatus.RECORDING_FAILURE.value
+_INTEGRITY_FAILURE: Final = ReplayableReason.INTEGRITY_FAILURE.value
 
 
 class StoreIndex:
@@ -453,10 +454,22 @@ class StoreIndex:
         return found if isinstance(found, dict) else None
 
     def _settled(self, row: CatalogRow) -> CatalogRow | None:
-        """The row, re-read from its file if its writer is gone; None if no file."""
-        if row.status != _IN_PROGRESS:
-            return row
+        """The row, re-read from its file if its writer is gone; None if no file.
+
+        A settled row is checked against its file's size, one ``stat``: a file
+        that is gone is not listed (``verify --all`` reports the row and
+        ``reindex`` drops it), and one shorter than the catalog saw lost lines,
+        so it lists as ``integrity_failure``, whatever the row says.
+        """
         path = f"{self._root}/{relative_path(row.id)}"
+        if row.status != _IN_PROGRESS:
+            try:
+                size = os.stat(path).st_size
+            except FileNotFoundError:
+                return None
+            if size >= row.size:
+                return row
+            return row._replace(replayable=0, reason=_INTEGRITY_FAILURE)
         if not os.path.exists(path):
             # Opening (the file comes next), or its process died before making
             # it: either way, nothing to list; a dead one's row is dropped.

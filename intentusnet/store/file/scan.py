@@ -38,7 +38,7 @@ from ..usage import usage_text
 from ..verification import Tally, tally, unjudged
 from . import files
 from .catalog import Catalog, SealedRow, sealed_values
-from .files import headerless, verify_file
+from .files import headerless, saw_header, verify_file
 from .layout import CATALOG_NAME, ids_in_shard, relative_path, shards
 
 if TYPE_CHECKING:
@@ -117,6 +117,12 @@ def _headerless_row(
         owner = found if isinstance(found, dict) else None
     if opener_alive(path, owner):
         return known  # about to write its header
+    if known is not None and saw_header(known):
+        # The catalog saw this record settled, header and all: its lines were
+        # cut since, which is not a process stopped before writing them.
+        return known._replace(
+            replayable=0, reason=ReplayableReason.INTEGRITY_FAILURE.value
+        )
     if known is not None:
         return known._replace(
             status=_FAILED,
@@ -223,6 +229,41 @@ def verify_chunk(catalog: Catalog, root: str, ids: list[str], each: bool) -> Tal
         except RecordIntegrityError as exc:  # a newer format: cannot be judged
             reports.append(unjudged(execution_id, exc))
     return tally(reports, each)
+
+
+def rows_without_files(catalog: Catalog, root: str) -> Iterator[Tally]:
+    """Tallies of the settled catalog rows whose record file is gone.
+
+    A file deleted outside the store (not by ``delete`` or ``prune``) leaves a
+    row claiming a record nobody can load: each is a failing report, a page of
+    :data:`CHUNK` rows at a time. ``reindex`` drops such rows.
+    """
+    after = ""
+    while True:
+        try:
+            ids = catalog.settled_ids(after, CHUNK)
+        except (sqlite3.Error, OSError):
+            return  # no catalog to compare with (say, a read-only store)
+        if not ids:
+            return
+        after = ids[-1]
+        gone = [
+            VerifyReport(
+                execution_id,
+                0,
+                0,
+                (
+                    "no file: the catalog lists this record but its file is gone "
+                    "(deleted outside the store); `intentusnet reindex` drops "
+                    "the row",
+                ),
+                valid=False,
+            )
+            for execution_id in ids
+            if not os.path.exists(f"{root}/{relative_path(execution_id)}")
+        ]
+        if gone:
+            yield tally(gone, each=True)
 
 
 #: Work on some record files: (catalog, root, ids, *args) -> result.

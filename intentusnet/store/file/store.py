@@ -12,6 +12,7 @@ files are the truth: a lost or corrupt catalog is rebuilt from them.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,7 +26,7 @@ from orjson import dumps
 from ..._util.files import make_dirs
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_now
-from ...errors import RecordNotFound, StoreError
+from ...errors import RecordIntegrityError, RecordNotFound, StoreError
 from ...record.format import header_line
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
@@ -41,7 +42,7 @@ from ..urls import is_url, public_url
 from ..usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from ..writer import wire_object
 from . import durable, files
-from .files import headerless, verify_file
+from .files import cut_from, headerless, verify_file
 from .layout import CATALOG_NAME, has_records, relative_path, walk_ids
 from .loaded import LoadedRecords
 from .writer import FileRecordWriter
@@ -400,11 +401,17 @@ class FileExecutionStore:
                 line, which makes it incomplete); the message names the line.
             RecordNotFound: also for a file with no complete first line (status
                 ``recording_failure``): there is no record in it to load.
+            RecordIntegrityError: also for a file with no complete first line
+                whose catalog row saw the record settled (its lines were cut).
         """
         check_id(execution_id)
         path = f"{self._root}/{relative_path(execution_id)}"
         data = files.read(path, execution_id)
         if headerless(data):
+            row = self._index.row(execution_id)  # a failure path: the catalog
+            problem = None if row is None else cut_from(data, row)
+            if problem is not None:
+                raise RecordIntegrityError(f"record {execution_id}: {problem}")
             raise RecordNotFound(
                 f"record {execution_id} holds nothing to load: its file has no "
                 f"complete first line ({len(data)} bytes), because its process was "
@@ -471,12 +478,14 @@ class FileExecutionStore:
             on_progress: called with the number of files checked so far.
         """
         from ..verification import StoreVerification
-        from .scan import over_shards, verify_chunk
+        from .scan import over_shards, rows_without_files, verify_chunk
 
         if os.path.isdir(self._root):
             self._index.writes.flush()  # the catalog is compared with the files
-        tallies = over_shards(
-            self._index.catalog, self._root, verify_chunk, each, processes=processes
+        catalog = self._index.catalog
+        tallies = itertools.chain(
+            over_shards(catalog, self._root, verify_chunk, each, processes=processes),
+            rows_without_files(catalog, self._root),
         )
         return StoreVerification(tallies, on_progress)
 
