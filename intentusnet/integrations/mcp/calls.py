@@ -9,10 +9,14 @@ step there and holds a servable answer answers it, by occurrence: the n-th
 call with these arguments gets that session's n-th answer, and the last one
 once they run out, so a client that asks again gets the same answer again.
 
-An answer is not servable when the server said it was outdated: a listing
-recorded before a ``notifications/*/list_changed`` of its kind in its session,
-or a ``resources/read`` before a ``notifications/resources/updated`` of its
-URI. In a ``cache`` session the same notification, live, drops the answers of
+The server may say an answer is outdated: a listing recorded before a
+``notifications/*/list_changed`` of its kind in its session, or a
+``resources/read`` before a ``notifications/resources/updated`` of its URI. An
+outdated answer is stale for calls made after the change, never for the call
+that came before it: a replay gives the n-th call the n-th answer, outdated
+later or not, and refuses a call asked more often than recorded whose last
+answer was outdated; a ``cache`` session never serves an outdated answer. In a
+``cache`` session the same notification, live, drops the answers of
 its kind recorded before it; an answer whose ``ttlMs`` hint has run out (by the
 session's clock) is not served either; and a call the session forwarded
 answers its next identical call (read back from the session's own record).
@@ -68,6 +72,8 @@ class RecordedCalls:
         force: sessions that are not replayable (cut short) answer too.
         clock: a cache session's clock: an answer whose ``ttlMs`` ran out is
             not served. ``None`` (a replay): answers never expire.
+        replay: a replay: each call gets the answer its turn got in the
+            session, outdated later or not (see the module's docstring).
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class RecordedCalls:
         only: str | None = None,
         force: bool = False,
         clock: Clock | None = None,
+        replay: bool = False,
     ) -> None:
         if not isinstance(store, StepIndex):
             raise StoreError(
@@ -91,6 +98,7 @@ class RecordedCalls:
         self._only = only
         self._force = force
         self._clock = clock
+        self._replay = replay
         #: a replayed session is never parked (``seams.Cassette.attention``)
         self.attention: JSONObject | None = None
         #: the sessions loaded so far (None: not usable), and those that answered
@@ -153,14 +161,16 @@ class RecordedCalls:
                         unanswered = (execution_id, step)
                         self._unanswered.setdefault((name, args_hash), unanswered)
                 elif self._servable(session, step):
+                    # a replay gives each call the answer its turn got, even
+                    # one the server outdated later (the call came before that)
                     answers.append(step)
             if answers:
                 return execution_id, answers
         return None
 
     def _servable(self, session: RecordedSession, step: RecordedStep) -> bool:
-        """Not outdated in its session, nor by a live notification, nor expired."""
-        if session.outdated(step):
+        """Not outdated (in its session unless a replay, or live), nor expired."""
+        if not self._replay and session.outdated(step):
             return False
         if any(outdated(step.name, step.args, *n) for n in self._notices):
             return False
@@ -225,8 +235,19 @@ class RecordedCalls:
             self._queues[key] = found
         self._calls[key] += 1
         source, queue = self._queues[key]
+        if (
+            self._replay
+            and self._calls[key] > len(queue)
+            and self._stale(source, queue[-1])
+        ):
+            return None  # asked again after the change: the last answer is stale
         self.answered_from[source] = None
         return source, queue[min(self._calls[key], len(queue)) - 1]
+
+    def _stale(self, source: str, step: RecordedStep) -> bool:
+        """The server outdated ``step``'s answer in its session (a replay's rule)."""
+        session = self._sessions.get(source)
+        return session is not None and session.outdated(step)
 
     def progress(self, source: str, step: RecordedStep) -> list[JSONObject]:
         """The progress notifications recorded during ``step``, in order.

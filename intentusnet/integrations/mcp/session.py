@@ -129,6 +129,8 @@ class Session:
         self._tools_listed = False
         self.requests = 0
         self.forwarded = 0
+        #: requests answered with an error: nothing recorded, or no upstream
+        self.refused = 0
         self._pending: dict[bytes, asyncio.Future[JSONObject]] = {}
         #: requests the client cancelled: a late answer to one is dropped
         self._cancelled_ids: set[bytes] = set()
@@ -170,11 +172,12 @@ class Session:
         return self.counts()
 
     def counts(self) -> JSONObject:
-        """The requests so far, those forwarded and those served."""
+        """The requests so far: those forwarded, those served, those refused."""
         return {
             "requests": self.requests,
             "forwarded": self.forwarded,
-            "served": self.requests - self.forwarded,
+            "served": self.requests - self.forwarded - self.refused,
+            "refused": self.refused,
         }
 
     # -- the client's messages ---------------------------------------------------
@@ -273,9 +276,11 @@ class Session:
         except ClientCancelled:
             return  # no answer after a cancellation (MCP)
         except UpstreamExited as exc:
+            self.refused += 1
             await self._answer(error(request_id, UPSTREAM_GONE, str(exc)))
             return
         except _NotRecorded as exc:
+            self.refused += 1
             await self._answer(error(request_id, NOT_RECORDED, str(exc), exc.data))
             return
         except Exception as exc:  # an error answer, live or recorded

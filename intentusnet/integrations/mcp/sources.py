@@ -47,7 +47,8 @@ def recorded_calls(
         record_id: one session to answer from alone; ``None`` for every
             session of the upstream.
         force: sessions that are not replayable (cut short) answer too.
-        required: a replay: no session to answer from is an error.
+        required: a replay: no session to answer from is an error, and each
+            call gets its turn's answer (``RecordedCalls``' ``replay``).
         clock: a cache session's clock (``time.time``): a recorded answer
             whose ``ttlMs`` ran out is not served. ``None``: never expire.
 
@@ -75,7 +76,9 @@ def recorded_calls(
                     "no recorded MCP session of this upstream in the store "
                     "(record one with --mode record, or name it with --record ID)"
                 )
-            return RecordedCalls(store, envelope_hash or "", "", clock=clock)
+            return RecordedCalls(
+                store, envelope_hash or "", "", clock=clock, replay=required
+            )
         newest, reason = found[0].execution_id, found[0].replayable_reason
         ok = bool(
             store.list(
@@ -92,5 +95,11 @@ def recorded_calls(
         raise ReplayNotAllowed(why, newest)
     assert envelope_hash is not None
     return RecordedCalls(
-        store, envelope_hash, newest, only=record_id, force=force, clock=clock
+        store,
+        envelope_hash,
+        newest,
+        only=record_id,
+        force=force,
+        clock=clock,
+        replay=required,
     )

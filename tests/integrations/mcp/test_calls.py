@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -122,15 +123,36 @@ def test_a_tampered_session_is_not_served(tmp_path: Path) -> None:
     lone.close()
 
 
-def test_an_answer_outdated_in_its_session_is_not_served(tmp_path: Path) -> None:
+def test_a_replay_serves_the_call_that_came_before_the_change(tmp_path: Path) -> None:
+    """An outdated answer still answers its own turn; asked again, it is refused."""
+    store = MemoryExecutionStore()
+    updated = ("mcp:notifications/resources/updated", MEMO, None)
+    _session(store, [(READ, MEMO, "first")])
+    _session(store, [(READ, MEMO, "before the change"), updated])
+    calls = _replay(store)
+    read = (READ, MEMO, None)
+    assert _text(calls, read) == "before the change"  # its turn: it came first
+    assert _text(calls, read) is None  # asked after the change: stale
+    _session(store, [updated, (READ, MEMO, "after")])
+    calls = _replay(store)
+    assert [_text(calls, read), _text(calls, read)] == ["after", "after"]
+
+
+def test_a_cache_session_never_serves_an_outdated_answer(tmp_path: Path) -> None:
     """resources/read before a resources/updated of its URI: an older one answers."""
     store = MemoryExecutionStore()
     updated = ("mcp:notifications/resources/updated", MEMO, None)
     _session(store, [(READ, MEMO, "first")])
     _session(store, [(READ, MEMO, "stale"), updated])
-    assert _text(_replay(store), (READ, MEMO, None)) == "first"
-    _session(store, [updated, (READ, MEMO, "after")])
-    assert _text(_replay(store), (READ, MEMO, None)) == "after"
+    calls = recorded_calls(
+        store,
+        compute_hash(ENVELOPE),
+        None,
+        force=False,
+        required=False,
+        clock=time.time,
+    )
+    assert _decide(calls, (READ, MEMO, None)) == ("serve", "first")
 
 
 def _decide(calls: Any, call: Call) -> tuple[str, JSONValue]:

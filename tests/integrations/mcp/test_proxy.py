@@ -604,20 +604,21 @@ def test_replay_answers_from_every_session_of_the_upstream(
     assert _calls(tmp_path) == made
 
 
-def test_a_listing_the_server_outdated_is_not_replayed(tmp_path: Path) -> None:
-    """resources/list recorded before a list_changed is not served; a later one is."""
+def test_the_sdk_client_replays_a_session_whose_listing_changed_later(
+    tmp_path: Path,
+) -> None:
+    """A listing before the list_changed is replayed; one asked after it is not."""
 
-    async def listing_then_change(client: Client) -> None:
-        await client.list_resources()
+    async def listing_then_change(client: Client) -> list[str]:
+        listed = [str(r.uri) for r in (await client.list_resources()).resources]
         await client.call_tool("announce", {})
         await asyncio.sleep(1.0)  # the server's list_changed arrives meanwhile
+        return listed
 
-    async def listing(client: Client) -> list[str]:
-        return [str(r.uri) for r in (await client.list_resources()).resources]
-
-    async def refused(client: Client) -> str:
+    async def asked_again(client: Client) -> str:
+        await listing_then_change(client)
         with pytest.raises(MCPError) as caught:
-            await client.list_resources()
+            await client.list_resources()  # after the change: stale
         return str(caught.value)
 
     def legacy(mode: str, body: Body, *, upstream: bool = True) -> Any:
@@ -634,11 +635,10 @@ def test_a_listing_the_server_outdated_is_not_replayed(tmp_path: Path) -> None:
 
         return asyncio.run(asyncio.wait_for(run(), LIMIT))
 
-    legacy("record", listing_then_change)
+    recorded = legacy("record", listing_then_change)
     store = _store(tmp_path)
     names = [s.name for s in record_steps(store.load(store.list()[0].execution_id))]
     store.close()
     assert "mcp:notifications/resources/list_changed" in names
-    assert "resources/list" in legacy("replay", refused, upstream=False)
-    legacy("record", listing)  # a listing recorded after the change
-    assert legacy("replay", listing, upstream=False) == ["memo://greeting"]
+    assert legacy("replay", listing_then_change, upstream=False) == recorded
+    assert "resources/list" in legacy("replay", asked_again, upstream=False)
