@@ -1,5 +1,6 @@
 """Repository promises: the README's set-up commands, its CLI block, CI, changelog."""
 
+import ast
 import os
 import re
 import shlex
@@ -78,3 +79,45 @@ def test_readme_cli_block_runs_right_after_the_quickstart(tmp_path, monkeypatch)
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, f"{line}\n{result.output}"
         assert result.stdout.strip(), f"{line} printed nothing"
+
+
+def _tests_without_docstring(root: Path) -> list[str]:
+    """Each test function under ``root`` whose docstring is missing or opens blank.
+
+    Test functions are those pytest collects: ``test*`` functions at the top of a
+    ``test_*.py`` file or in its classes.
+    """
+    missing = []
+    for path in sorted(root.rglob("test_*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        in_classes = [
+            n for node in body if isinstance(node, ast.ClassDef) for n in node.body
+        ]
+        for node in [*body, *in_classes]:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            summary = (ast.get_docstring(node, clean=False) or "").partition("\n")[0]
+            if node.name.startswith("test") and not summary.strip():
+                missing.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    return missing
+
+
+def test_every_test_says_what_it_proves():
+    """Every test function in tests/ has a docstring whose first line is its summary."""
+    assert _tests_without_docstring(ROOT / "tests") == []
+
+
+def test_docstring_check_finds_tests_without_one(tmp_path):
+    """Tests without a docstring, or opening it blank, are named; helpers are not."""
+    (tmp_path / "test_a.py").write_text(
+        'def test_said():\n    """It works."""\n\n'
+        "def test_silent():\n    pass\n\n"
+        "class TestGroup:\n"
+        '    async def test_blank(self):\n        """\n        Late."""\n\n'
+        "def helper():\n    pass\n"
+    )
+    (tmp_path / "helpers.py").write_text("def test_not_collected():\n    pass\n")
+    assert _tests_without_docstring(tmp_path) == [
+        "test_a.py:4 test_silent",
+        "test_a.py:8 test_blank",
+    ]
