@@ -316,8 +316,11 @@ def test_names_used_by_other_folders_are_in_all() -> None:
 
 
 def test_all_check_finds_names_left_out(tmp_path: Path) -> None:
-    """Names imported across top-level folders but missing from ``__all__`` are
-    found, inside functions too; inside a folder, submodules and listed names pass."""
+    """Names imported across top-level folders but left out of ``__all__`` are found.
+
+    Imports inside functions count; inside a folder, submodules and listed names
+    pass.
+    """
     package = _package(
         tmp_path,
         {
