@@ -69,6 +69,7 @@ __all__ = [
     "CassetteMiss",
     "ClientDisconnected",
     "EnvelopeValidationError",
+    "ExecutionPending",
     "Forbidden",
     "IdempotencyConflict",
     "IdempotencyTimeout",

@@ -130,6 +130,7 @@ def test_the_matcher(expected: list[str], actual: list[str], same: bool) -> None
     assert _matches(expected, actual) is same
 
 
+@pytest.mark.slow  # a shell runs each session's commands, the CLI starting each time
 @pytest.mark.parametrize("block", SESSIONS)
 def test_session_runs_as_documented(block: list[str], tmp_path: Path) -> None:
     """Each command of the session prints what the docs show."""

@@ -169,6 +169,7 @@ def test_blocks_run_in_an_empty_directory(workdir: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter per block, some starting servers
 @pytest.mark.parametrize(("name", "code"), BLOCKS)
 def test_block_runs(name: str, code: str, workdir: Path) -> None:
     """The block runs to the end on its own, exit status 0, network refused."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ def _module(package: Path, path: Path) -> str:
     return ".".join(parts)
 
 
+def _target(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module ``from x import ...`` in ``module`` (at ``path``) names as ``x``."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    up = base[: len(base) - node.level + 1]
+    return ".".join([*up, *([node.module] if node.module else [])])
+
+
 def _imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Every package module and the package names it imports, anywhere in it.
 
@@ -27,19 +37,12 @@ def _imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in package.rglob("*.py"):
         module = _module(package, path)
-        base = (
-            module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        )
         targets: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    up = base[: len(base) - node.level + 1]
-                    target = ".".join([*up, *([node.module] if node.module else [])])
-                else:
-                    target = node.module or ""
+                target = _target(module, path, node)
                 targets.add(target)
                 targets.update(f"{target}.{alias.name}" for alias in node.names)
         found[module] = {t for t in targets if t.startswith(package.name)}
@@ -231,20 +234,110 @@ def test_private_modules_stay_in_their_folder() -> None:
 
 def test_modules_used_by_other_folders_declare_all() -> None:
     """Every module another folder imports names its public part in ``__all__``."""
-    missing = []
-    for target in sorted(SHARED):
-        path = PACKAGE.parent.joinpath(*target.split("."))
-        file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-        if file.name == "__init__.py":
-            continue
-        tree = ast.parse(file.read_text(encoding="utf-8"))
-        names = {
-            t.id
-            for node in tree.body
-            if isinstance(node, ast.Assign | ast.AnnAssign)
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            if isinstance(t, ast.Name)
-        }
-        if "__all__" not in names:
-            missing.append(target)
+    missing = [
+        target
+        for target in sorted(SHARED)
+        if _file(PACKAGE, target).name != "__init__.py"
+        and _declared(_file(PACKAGE, target)) is None
+    ]
     assert missing == []
+
+
+def _file(package: Path, module: str) -> Path:
+    """The source of ``module``: a package's is its ``__init__.py``."""
+    path = package.parent.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _names(node: ast.expr | None, bound: dict[str, ast.expr]) -> set[str]:
+    """The strings ``node`` lists, through ``sorted()``, ``*x`` and the module's names.
+
+    ``__all__ = sorted(_EXPORTS)`` lists the keys of the dict ``_EXPORTS`` holds.
+    """
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Name):
+        return _names(bound[node.id], bound)
+    if isinstance(node, ast.Starred):
+        return _names(node.value, bound)
+    if isinstance(node, ast.Call) and len(node.args) == 1:
+        return _names(node.args[0], bound)
+    assert isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict), ast.dump(node)
+    items = node.keys if isinstance(node, ast.Dict) else node.elts
+    return set().union(*(_names(item, bound) for item in items))
+
+
+@functools.cache
+def _declared(file: Path) -> set[str] | None:
+    """The names ``__all__`` lists in ``file``, or None where it has no ``__all__``."""
+    bound: dict[str, ast.expr] = {}
+    for node in ast.parse(file.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound.update((t.id, node.value) for t in targets if isinstance(t, ast.Name))
+    return _names(bound["__all__"], bound) if "__all__" in bound else None
+
+
+def _top(package: Path, module: str) -> str:
+    """The top-level folder ``module`` sits in (``store``), "" for the core modules."""
+    parts = module.split(".")[1:]
+    return parts[0] if parts and package.joinpath(parts[0]).is_dir() else ""
+
+
+def _undeclared(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Each ``module.name`` imported from another top-level folder that ``module``'s
+    ``__all__`` leaves out, with the modules importing it.
+
+    Modules are found by their path, so a folder's inner layout (``store/file/``)
+    needs no list here; a submodule imported by name (``from x import y``) is a
+    module, held by the check above, not a name of ``x``.
+    """
+    modules = {_module(package, path) for path in package.rglob("*.py")}
+    found: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        user = _module(package, path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target = _target(user, path, node)
+            if target not in modules or _top(package, target) == _top(package, user):
+                continue
+            declared = _declared(_file(package, target)) or set()
+            for alias in node.names:
+                name = f"{target}.{alias.name}"
+                if name not in modules and alias.name not in declared:
+                    found.setdefault(name, set()).add(user)
+    return {name: sorted(users) for name, users in sorted(found.items())}
+
+
+def test_names_used_by_other_folders_are_in_all() -> None:
+    """Every name a module of another top-level folder imports is in ``__all__``."""
+    assert _undeclared() == {}
+
+
+def test_all_check_finds_names_left_out(tmp_path: Path) -> None:
+    """Names imported across top-level folders but left out of ``__all__`` are found.
+
+    Imports inside functions count; inside a folder, submodules and listed names
+    pass.
+    """
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": '_EXPORTS = {"A": "core.a"}\n__all__ = sorted(_EXPORTS)\n',
+            "errors.py": '__all__ = ["Listed"]\nListed = Hidden = 1\n',
+            "core/__init__.py": '__all__ = [*["A"]]\nA = 1\n',
+            "core/a.py": '__all__ = ("A",)\nA = B = _c = 1\n',
+            "core/inner/b.py": "from ..a import B\nfrom pkg.errors import Hidden\n",
+            "up/c.py": (
+                "from pkg import A, errors\nfrom pkg.core import A as A2, a\n"
+                "from ..core.a import A as A3, B\nfrom pkg.errors import Listed\n"
+                "def later():\n    from pkg.core.a import _c\n"
+            ),
+        },
+    )
+    assert _undeclared(package) == {
+        "pkg.core.a.B": ["pkg.up.c"],
+        "pkg.core.a._c": ["pkg.up.c"],
+        "pkg.errors.Hidden": ["pkg.core.inner.b"],
+    }

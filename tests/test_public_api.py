@@ -171,8 +171,11 @@ def test_each_name_imports() -> None:
 
 
 def test_a_module_imported_first_does_not_shadow_a_function() -> None:
-    """Importing the modules behind ``explain``, ``rerun``, ``cached`` and ``step``
-    first still leaves the functions, not the modules, on the package."""
+    """A module imported first does not shadow its function on the package.
+
+    Importing the modules behind ``explain``, ``rerun``, ``cached`` and ``step``
+    first still leaves the functions, not the modules, on the package.
+    """
     probe = (
         "import types, intentusnet.steps.explain, intentusnet.steps.rerun, "
         "intentusnet.steps.step, intentusnet.cache.cached\n"

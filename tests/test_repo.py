@@ -1,5 +1,6 @@
 """Repository promises: the README's set-up commands, its CLI block, CI, changelog."""
 
+import ast
 import os
 import re
 import shlex
@@ -78,3 +79,49 @@ def test_readme_cli_block_runs_right_after_the_quickstart(tmp_path, monkeypatch)
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, f"{line}\n{result.output}"
         assert result.stdout.strip(), f"{line} printed nothing"
+
+
+def _tests_without_summary(root: Path) -> list[str]:
+    """Each test function under ``root`` without a one-line docstring summary.
+
+    Test functions are those pytest collects: ``test*`` functions at the top of a
+    ``test_*.py`` file or in its classes. The summary is the docstring's first line;
+    anything more follows a blank line.
+    """
+    missing = []
+    for path in sorted(root.rglob("test_*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        in_classes = [
+            n for node in body if isinstance(node, ast.ClassDef) for n in node.body
+        ]
+        for node in sorted([*body, *in_classes], key=lambda node: node.lineno):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            lines = (ast.get_docstring(node, clean=False) or "").split("\n")
+            summary = lines[0].strip() and (len(lines) == 1 or not lines[1].strip())
+            if node.name.startswith("test") and not summary:
+                missing.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    return missing
+
+
+def test_every_test_says_what_it_proves():
+    """Every test function in tests/ has a docstring opening with a one-line summary."""
+    assert _tests_without_summary(ROOT / "tests") == []
+
+
+def test_docstring_check_finds_tests_without_a_summary(tmp_path):
+    """Tests with no docstring, a blank first line or a wrapped summary are named."""
+    (tmp_path / "test_a.py").write_text(
+        'def test_said():\n    """It works.\n\n    Because.\n    """\n\n'
+        "def test_silent():\n    pass\n\n"
+        "class TestGroup:\n"
+        '    async def test_blank(self):\n        """\n        Late."""\n\n'
+        'def test_wrapped():\n    """It works\n    somehow."""\n\n'
+        "def helper():\n    pass\n"
+    )
+    (tmp_path / "helpers.py").write_text("def test_not_collected():\n    pass\n")
+    assert _tests_without_summary(tmp_path) == [
+        "test_a.py:7 test_silent",
+        "test_a.py:11 test_blank",
+        "test_a.py:15 test_wrapped",
+    ]

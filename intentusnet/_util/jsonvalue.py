@@ -23,6 +23,8 @@ else:
 __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INT",
+    "JSONObject",
+    "JSONValue",
     "check_json",
     "parse_json",
     "render_path",

@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
 
-__all__ = ["KEY_VARIABLES", "REASK_INTENT", "ReaskAnswer", "ReaskResult", "reask"]
+__all__ = [
+    "KEY_VARIABLES",
+    "MAX_TIMES",
+    "REASK_INTENT",
+    "ReaskAnswer",
+    "ReaskResult",
+    "reask",
+]
 
 #: The intent a re-ask is recorded under.
 REASK_INTENT: Final = "intentusnet.reask"

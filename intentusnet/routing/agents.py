@@ -57,8 +57,11 @@ __all__ = [
     "AgentRegistry",
     "AgentResult",
     "RegisteredAgent",
+    "add_secrets",
     "current_context",
+    "make_definition",
     "open_step",
+    "running_observers",
 ]
 
 AgentResult: TypeAlias = JSONObject | AgentResponse

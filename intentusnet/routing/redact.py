@@ -50,7 +50,10 @@ __all__ = [
     "RedactHook",
     "Redaction",
     "Redactor",
+    "header_names",
     "is_marker",
+    "keyed",
+    "redact_body",
 ]
 
 #: Every marker starts so; 32 hex digits and ``]`` follow.

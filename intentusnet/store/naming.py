@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     #: What :func:`open_store` returns: a store that is also a cache-hit journal.
     NamedStore: TypeAlias = FileExecutionStore | PostgresExecutionStore
 
-__all__ = ["is_url", "open_store", "public_url"]
+__all__ = ["NamedStore", "is_url", "open_store", "public_url"]
 
 _EXTRA_HINT: Final = "pip install 'intentusnet[postgres]'"
 

@@ -334,8 +334,10 @@ def record_network_run(
 def test_block_network_stops_a_call_not_recorded_with_exit_7(
     invoke: Invoke, app_dir: Path, store_root: Path, tmp_path: Path
 ) -> None:
-    """A connection the record cannot answer is refused: exit 7, the address, no
-    traceback, and the server is never reached."""
+    """A connection the record cannot answer is refused with exit 7, no traceback.
+
+    The address is named, and the server is never reached.
+    """
     (app_dir / "demo_app_net.py").write_text(NETWORK_APP)
     with answering() as (port, asked):
         executed = record_network_run(invoke, store_root, tmp_path, "raw", port)

@@ -148,9 +148,11 @@ def route(router: IntentRouter, payload: dict[str, Any], *, is_async: bool):
 def test_an_sdk_call_in_an_agent_is_a_step_served_by_a_rerun(
     store, closing, is_async: bool, stream: bool
 ) -> None:
-    """The call is a step of the agent's record and the transport's own record,
-    linked both ways; a rerun with the server stopped serves the step (no new
-    transport record), and answers the same."""
+    """An SDK call in an agent is a step of its record, served by a rerun.
+
+    The step and the transport's own record are linked both ways; a rerun with the
+    server stopped serves the step (no new transport record), and answers the same.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=is_async, closing=closing)
         payload = {"prompt": "hello there", "stream": stream}
@@ -196,9 +198,12 @@ def test_an_sdk_call_in_an_agent_is_a_step_served_by_a_rerun(
 def test_the_same_call_in_a_later_execution_is_a_cache_hit(
     store, closing, is_async: bool
 ) -> None:
-    """Two executions make the same SDK call: the server is asked once; the second
-    step is served by the cache and names the first call's record; a strict rerun
-    of the second serves its step with the server stopped and the network blocked."""
+    """The same SDK call in a later execution is served by the cache.
+
+    The server is asked once; the second step names the first call's record; a
+    strict rerun of the second serves its step with the server stopped and the
+    network blocked.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=is_async, closing=closing)
         first = route(router, {"prompt": "same question"}, is_async=is_async)
@@ -233,8 +238,10 @@ def test_the_same_call_in_a_later_execution_is_a_cache_hit(
 def test_a_stream_in_an_agent_is_recorded_in_both_places_once_read(
     store, closing
 ) -> None:
-    """A streamed call: the step and the transport record end when the agent has
-    read the stream; a second execution streams it from the cache."""
+    """A streamed call's step and transport record end once the agent read it.
+
+    A second execution streams it from the cache.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=False, closing=closing)
         payload = {"prompt": "stream me", "stream": True}
@@ -265,9 +272,11 @@ def _record_path(store, execution_id: str) -> tuple[str, ...]:
 def test_a_strict_rerun_with_a_changed_prompt_stops_naming_the_request(
     store, closing, is_async: bool
 ) -> None:
-    """Today's code asks something else at a recorded step's place: NondeterminismError
-    (a CassetteMiss) names the request and the nearest recorded one, the SDK's caller
-    gets it, and nothing reaches the server."""
+    """A strict rerun asked something else at a step's place stops, naming it.
+
+    NondeterminismError (a CassetteMiss) names the request and the nearest recorded
+    one, the SDK's caller gets it, and nothing reaches the server.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=is_async, closing=closing)
         first = route(router, {"prompt": "hello"}, is_async=is_async)
@@ -296,8 +305,11 @@ def test_a_strict_rerun_with_a_changed_prompt_stops_naming_the_request(
 def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
     store, closing
 ) -> None:
-    """allow_live: a request the record does not hold is answered by the
-    transport, recorded with the re-run's execution as its parent."""
+    """allow_live: a request the record does not hold is recorded under the re-run.
+
+    The transport answers it, and records it with the re-run's execution as its
+    parent.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=False, closing=closing)
         first = route(router, {"prompt": "hello"}, is_async=False)
@@ -318,8 +330,10 @@ def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
 
 
 def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None:
-    """A stream the server cuts fails its step: a strict rerun raises the failure
-    again, never serving the partial body."""
+    """A stream the server cuts fails its step; a strict rerun fails it again.
+
+    The partial body is never served.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=False, closing=closing)
         first = router.route_intent(
@@ -344,8 +358,10 @@ def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None
 
 
 def test_an_error_status_is_a_response_served_again(store, closing) -> None:
-    """A 429 is the step's output (a response, not a failure): a rerun with the
-    server stopped serves it, and the SDK raises the same error again."""
+    """A 429 is the step's output, served again: the SDK raises the same error.
+
+    It is a response, not a failure: a rerun with the server stopped serves it.
+    """
     with FakeAPI() as api:
         router = openai_router(store, api.url, is_async=False, closing=closing)
         first = router.route_intent(
@@ -390,9 +406,11 @@ def test_a_transport_cache_hit_in_an_agent_is_recorded_as_its_step(store) -> Non
 
 
 def test_redaction_ignored_paths_and_hooks_shape_the_step(store) -> None:
-    """The step's args and output are what the transport hashes and records: the
-    redactor, ignore_body_paths and before_record_request apply; the agent sees
-    the recorded response live as in the rerun; the secret never reaches disk."""
+    """The step holds what the transport hashes and records, the secret redacted.
+
+    The redactor, ignore_body_paths and before_record_request apply; the agent sees
+    the recorded response live as in the rerun; the secret never reaches disk.
+    """
     redactor = Redactor(
         b"0123456789abcdef",
         http_body=["messages[*].content", "choices[*].message.content"],
@@ -447,8 +465,10 @@ def test_redaction_ignored_paths_and_hooks_shape_the_step(store) -> None:
 
 
 def test_a_request_inside_a_step_is_its_child_served_with_it(store) -> None:
-    """Made inside ctx.step, the request is that step's child; a rerun serving
-    the parent makes no request at all."""
+    """A request made inside ctx.step is that step's child, served with it.
+
+    A rerun serving the parent makes no request at all.
+    """
     with FakeAPI() as api:
         http = httpx.Client(
             transport=via_httpx.RecordingTransport(store), timeout=TIMEOUT
@@ -481,8 +501,10 @@ def test_a_request_inside_a_step_is_its_child_served_with_it(store) -> None:
 
 
 def test_anthropic_through_httpx2_in_an_agent(store) -> None:
-    """The Anthropic SDK (httpx2) in an async agent, streamed: a step, re-run
-    with the server stopped."""
+    """The Anthropic SDK (httpx2), streamed in an async agent, is a step.
+
+    A rerun serves it with the server stopped.
+    """
     with FakeAPI() as api:
         router = IntentRouter(store=store)
 
@@ -516,8 +538,10 @@ def test_anthropic_through_httpx2_in_an_agent(store) -> None:
 
 
 def test_block_network_stops_a_raw_socket_call_in_a_rerun(store) -> None:
-    """A call not through the transports is not a step; with block_network() a
-    rerun refuses it, says which address, and the server sees nothing."""
+    """A raw socket call is no step; block_network() refuses it in a rerun.
+
+    The refusal names the address, and the server sees nothing.
+    """
     with FakeAPI() as api:
         router = IntentRouter(store=store)
 

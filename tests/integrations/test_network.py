@@ -42,6 +42,7 @@ def server() -> Iterator[str]:
 def test_a_connection_inside_the_block_is_refused_naming_the_address(
     server: str,
 ) -> None:
+    """httpx and a raw socket are refused inside, naming the address; served after."""
     port = server.rsplit(":", 1)[1].strip("/")
     with block_network():
         with pytest.raises(httpx.ConnectError, match=f"127.0.0.1:{port} is blocked"):
@@ -54,6 +55,8 @@ def test_a_connection_inside_the_block_is_refused_naming_the_address(
 
 
 def test_async_clients_are_blocked_too(server: str) -> None:
+    """An async client is refused inside the block (NetworkBlocked as a cause)."""
+
     async def fetch() -> str:
         async with httpx.AsyncClient() as client:
             return (await client.get(server)).text
@@ -73,6 +76,7 @@ def test_async_clients_are_blocked_too(server: str) -> None:
 def test_allowed_hosts_stay_reachable_and_localhost_means_loopback(
     server: str,
 ) -> None:
+    """An allowed host stays reachable, localhost meaning 127.0.0.1; others do not."""
     with block_network(allowed_hosts=["localhost"]):
         assert httpx.get(server).text == "hi"
     with block_network(allowed_hosts=["127.0.0.1"]):
@@ -85,6 +89,7 @@ def test_allowed_hosts_stay_reachable_and_localhost_means_loopback(
 
 
 def test_blocks_nest_and_a_connection_must_pass_every_one(server: str) -> None:
+    """Nested blocks refuse a host the inner one bans, though the outer allows it."""
     with block_network(allowed_hosts=["127.0.0.1"]):
         with block_network(), pytest.raises(httpx.ConnectError):
             httpx.get(server)
@@ -94,6 +99,7 @@ def test_blocks_nest_and_a_connection_must_pass_every_one(server: str) -> None:
 def test_other_threads_are_blocked_and_unix_sockets_are_not(
     server: str, tmp_path: object
 ) -> None:
+    """A connection from another thread is refused; a Unix socket pair still talks."""
     errors: list[BaseException] = []
 
     def fetch() -> None:
@@ -116,6 +122,7 @@ def test_other_threads_are_blocked_and_unix_sockets_are_not(
 
 
 def test_the_socket_class_is_left_as_it_was() -> None:
+    """Leaving the block leaves ``socket.socket``'s attributes as they were before."""
     before = dict(vars(socket.socket))
     with block_network():
         assert "connect" in vars(socket.socket)

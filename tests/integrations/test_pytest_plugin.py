@@ -515,6 +515,7 @@ def test_stream_bytes(intentusnet_cassette):
 """
 
 
+@pytest.mark.slow  # imports the OpenAI and Anthropic SDKs, runs inner sessions
 def test_sdks_record_and_replay(
     pytester: pytest.Pytester, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -596,6 +597,7 @@ def test_documented_example_runs(pytester: pytest.Pytester) -> None:
     run(pytester, "--intentusnet-block-network").assert_outcomes(passed=2)
 
 
+@pytest.mark.slow  # imports the OpenAI and Anthropic SDKs, runs inner sessions
 def test_documented_sdk_example_runs(
     pytester: pytest.Pytester, api: FakeAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

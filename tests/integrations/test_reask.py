@@ -102,8 +102,11 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_reask_another_model_side_by_side(recorded, api: FakeAPI, keyed) -> None:
-    """Another model and an edit, asked twice: new answers beside the recorded one,
-    the changed paths, token and cost differences, and a linked record."""
+    """Re-asking another model with an edit shows the answers side by side.
+
+    Asked twice: the new answers beside the recorded one, the changed paths, token
+    and cost differences, and a linked record.
+    """
     store, _, source = recorded
     before = api.hits
     result = reask(
@@ -145,8 +148,10 @@ def test_reask_another_model_side_by_side(recorded, api: FakeAPI, keyed) -> None
 
 
 def test_override_forks_a_rerun_from_the_new_answer(recorded, keyed) -> None:
-    """The new answer served as the step's output: the judge call that quotes it
-    runs live, the rest is served."""
+    """An override forks a rerun: the new answer is served as the step's output.
+
+    The judge call that quotes it runs live, the rest is served.
+    """
     store, router, source = recorded
     result = reask(store.load(source), 1, store=store, model="model-b")
     forked = rerun(
@@ -254,8 +259,10 @@ def test_an_unreachable_host_is_the_asks_error(recorded, keyed) -> None:
 def test_a_streamed_answer_is_read_event_by_event(
     api: FakeAPI, tmp_path: Path, keyed
 ) -> None:
-    """A call recorded as an event stream is asked again streamed; its text is the
-    events' deltas put together."""
+    """A call recorded as an event stream is asked again streamed.
+
+    Its text is the events' deltas put together.
+    """
     store = FileExecutionStore(tmp_path / "records")
     transport = via_httpx.RecordingTransport(store)
     ask_body = {

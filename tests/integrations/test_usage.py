@@ -20,6 +20,7 @@ def sse(*events: object, names: bool = False) -> bytes:
 
 
 def test_openai_chat_completion() -> None:
+    """A chat completion gives its provider, models, token counts and JSON form."""
     answer = {
         "model": "gpt-x-2025",
         "usage": {"prompt_tokens": 12, "completion_tokens": 5},
@@ -39,6 +40,7 @@ def test_openai_chat_completion() -> None:
 
 
 def test_openai_stream_reports_usage_in_its_last_chunk_only_when_asked() -> None:
+    """A streamed chat completion counts tokens only from a last usage chunk."""
     chunk = {"model": "gpt-x-2025", "choices": [{"delta": {"content": "hi"}}]}
     last = {
         "model": "gpt-x-2025",
@@ -59,6 +61,7 @@ def test_openai_stream_reports_usage_in_its_last_chunk_only_when_asked() -> None
 
 
 def test_anthropic_message_plain_and_streamed() -> None:
+    """An Anthropic message's counts, plain or streamed (the delta's output wins)."""
     ask = json.dumps({"model": "claude-y", "max_tokens": 5}).encode()
     message = {
         "type": "message",
@@ -80,6 +83,7 @@ def test_anthropic_message_plain_and_streamed() -> None:
 
 
 def test_openai_responses_and_embeddings() -> None:
+    """A Responses API stream and an embeddings answer give operation and counts."""
     done = {
         "type": "response.completed",
         "response": {
@@ -97,6 +101,7 @@ def test_openai_responses_and_embeddings() -> None:
 
 
 def test_other_paths_and_unreadable_answers_give_none() -> None:
+    """Other paths and unreadable answers give None; badly typed fields are None."""
     assert read_usage("/v1/models", ASK, b"{}", "application/json") is None
     assert read_usage("/v1/messages", b"", b"<html>", "text/html") is None
     assert read_usage("/v1/messages", b"not json", b"[1, 2]", None) is None

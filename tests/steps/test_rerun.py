@@ -375,8 +375,10 @@ def test_rerun_without_a_store_records_in_memory() -> None:
 
 
 def test_a_record_in_postgresql_reruns_from_the_database(pg_dsn: str) -> None:
-    """Records read back from PostgreSQL re-run strictly or resumed, served from
-    the database, and the re-runs are recorded there, linked and valid."""
+    """Records in PostgreSQL, re-run strictly or resumed, are served from the database.
+
+    The re-runs are recorded there, linked and valid.
+    """
     CALLS.clear()
     STATE.clear()
     with PostgresExecutionStore(pg_dsn) as pg, IntentRouter(store=pg) as router:

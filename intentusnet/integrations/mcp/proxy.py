@@ -39,6 +39,8 @@ __all__ = [
     "INTENT",
     "ProxyMode",
     "SessionIncomplete",
+    "Upstream",
+    "http_envelope",
     "record_session",
     "replay_session",
     "session_envelope",

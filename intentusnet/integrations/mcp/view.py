@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     from ...record.model import ExecutionRecord
     from ...steps.view import RecordedStep
 
-__all__ = ["CallView", "brief", "call_view", "is_session", "session_calls"]
+__all__ = [
+    "SESSION_INTENT",
+    "CallView",
+    "brief",
+    "call_view",
+    "is_session",
+    "session_calls",
+]
 
 #: The intent of an MCP session record (``proxy.INTENT``; not imported from
 #: there, which imports the router).

@@ -21,6 +21,9 @@ from mcp import Client
 
 from intentusnet import FileExecutionStore, record_steps
 
+# each test starts the proxy and an upstream server: seconds each
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 SERVER = Path(__file__).with_name("server.py")
 LIMIT = 30.0

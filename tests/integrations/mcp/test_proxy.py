@@ -25,6 +25,9 @@ from mcp.shared.exceptions import MCPError
 
 from intentusnet import FileExecutionStore, record_steps
 
+# each test starts the proxy and an upstream server: seconds each
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 SERVER = Path(__file__).with_name("server.py")
 UPSTREAM = [sys.executable, str(SERVER)]

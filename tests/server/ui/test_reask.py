@@ -75,8 +75,10 @@ def test_read_only_explorer_shows_the_form_and_refuses_to_send(recorded) -> None
 def test_a_route_key_sends_and_sees_the_answers(
     recorded, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Signed in with a key that may route: the answers side by side; a read key
-    is refused; a bad edit shows the form again with the reason."""
+    """Signed in with a key that may route, a re-ask shows the answers side by side.
+
+    A read key is refused; a bad edit shows the form again with the reason.
+    """
     router, _, execution_id = recorded
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     with TestClient(keyed_app(router), base_url="https://testserver") as client:
