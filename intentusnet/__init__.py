@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "Forbidden": "errors",
     "HTTPCassette": "integrations.cassette",
     "HTTPInteraction": "integrations.cassette",
+    "Hit": "store.hits",
     "IdempotencyConflict": "errors",
     "IdempotencyTimeout": "errors",
     "IntentContext": "envelope",
@@ -295,6 +296,7 @@ if TYPE_CHECKING:
     from .store import open_store as open_store
     from .store.durable import DurableStore as DurableStore
     from .store.hits import CacheHit as CacheHit
+    from .store.hits import Hit as Hit
     from .testing.bulk import rerun_all as rerun_all
     from .testing.bulk import select_ids as select_ids
     from .testing.verdict import RecordVerdict as RecordVerdict

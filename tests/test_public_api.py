@@ -48,6 +48,7 @@ PUBLIC = [
     "Forbidden",
     "HTTPCassette",
     "HTTPInteraction",
+    "Hit",
     "IdempotencyConflict",
     "IdempotencyTimeout",
     "IntentContext",

@@ -39,6 +39,7 @@ from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
 from ..errors import IntentusNetError
 from ..hashing import compute_hash
+from ..store.hits import Hit
 from ..store.protocol import ExecutionStore
 from . import flight as _flight
 from .disk import CACHE_DIR as CACHE_DIR
@@ -638,12 +639,14 @@ class ReplayCache:
             return
         try:
             store.record_cache_hit(
-                execution_id,
-                envelope_hash=key.envelope_hash,
-                intent_name=key.intent,
-                intent_version=key.intent_version,
-                request_id=key.request_id,
-                namespace=self.namespace,
+                Hit(
+                    execution_id,
+                    key.envelope_hash,
+                    key.intent,
+                    key.intent_version,
+                    key.request_id,
+                    self.namespace,
+                )
             )
         except (IntentusNetError, OSError) as exc:
             if not self._trace_failed:  # once: a full disk would flood the log

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
         MemoryExecutionStore,
         PostgresExecutionStore,
     )
-    from ..store.hits import CacheHit
+    from ..store.hits import CacheHit, Hit
     from ..store.usage import RecordedUsage, UsageTotal
 
     _Hits: TypeAlias = list[CacheHit]
@@ -36,16 +36,7 @@ class CacheHitJournal(Protocol):
     cache needs a store that is also a journal (every store is).
     """
 
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
+    def record_cache_hit(self, hit: Hit) -> str:
         """Note that a cached answer was served (no new record); the hit's id."""
         ...
 

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from hashlib import sha256
-from typing import Final
+from typing import Final, NamedTuple
 
 import orjson
 
@@ -27,7 +27,7 @@ from .._util.jsonvalue import JSONObject
 from .._util.time import parse_utc, utc_now
 from . import logger
 
-__all__ = ["HITS_DIR", "CacheHit", "hit_line", "parse_hits", "select"]
+__all__ = ["HITS_DIR", "CacheHit", "Hit", "hit_line", "parse_hits", "select"]
 
 #: The journal directory under a store's root.
 HITS_DIR: Final = "cache-hits"
@@ -37,6 +37,28 @@ _HASH_TAG: Final = b',"hash":"sha256:'
 _TAIL: Final = len(_HASH_TAG) + 64 + 2
 _OPEN: Final = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 _SUFFIX: Final = ".jsonl"
+
+
+class Hit(NamedTuple):
+    """An answer served from the replay cache, to be journaled (``record_cache_hit``).
+
+    Attributes:
+        source_execution_id: the record whose answer was served.
+        envelope_hash: the hash of the envelope answered.
+        intent_name: the intent answered.
+        intent_version: its version.
+        request_id: the caller's request id, when there was one.
+        namespace: the cache namespace that served it.
+
+    Added in 0.1.0.
+    """
+
+    source_execution_id: str
+    envelope_hash: str
+    intent_name: str
+    intent_version: str = "1.0"
+    request_id: str | None = None
+    namespace: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +102,8 @@ class CacheHit:
         }
 
 
-def hit_line(
-    source_execution_id: str,
-    *,
-    envelope_hash: str,
-    intent_name: str,
-    intent_version: str,
-    request_id: str | None,
-    namespace: str,
-) -> tuple[bytes, str, str]:
-    """Seal one journal line for a hit happening now.
+def hit_line(hit: Hit) -> tuple[bytes, str, str]:
+    """Seal one journal line for ``hit``, happening now.
 
     Returns:
         The line (newline included), the hit id and the UTC time text.
@@ -102,11 +116,11 @@ def hit_line(
             "type": "CACHE_HIT",
             "hitId": hit_id,
             "createdUtc": created,
-            "sourceExecutionId": source_execution_id,
-            "envelopeHash": envelope_hash,
-            "intent": {"name": intent_name, "version": intent_version},
-            "requestId": request_id,
-            "namespace": namespace,
+            "sourceExecutionId": hit.source_execution_id,
+            "envelopeHash": hit.envelope_hash,
+            "intent": {"name": hit.intent_name, "version": hit.intent_version},
+            "requestId": hit.request_id,
+            "namespace": hit.namespace,
         }
     )[:-1]
     digest = sha256(body).hexdigest().encode()

@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from intentusnet import IntentRouter
+from intentusnet import Hit, IntentRouter
 from intentusnet.store import FileExecutionStore, MemoryExecutionStore
 from intentusnet.store.hits import HITS_DIR, parse_hits
 
 
 def note(store, source: str = "exec-1", intent: str = "echo", **extra) -> str:
-    return store.record_cache_hit(
-        source, envelope_hash="sha256:" + "ab" * 32, intent_name=intent, **extra
-    )
+    return store.record_cache_hit(Hit(source, "sha256:" + "ab" * 32, intent, **extra))
 
 
 @pytest.fixture(params=["file", "memory"])

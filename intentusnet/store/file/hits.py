@@ -16,7 +16,7 @@ from typing import Final
 
 from ..._util.files import FILE_MODE, make_dirs
 from ..._util.time import micros_of
-from ..hits import HITS_DIR, CacheHit, hit_line, parse_hits, select
+from ..hits import HITS_DIR, CacheHit, Hit, hit_line, parse_hits, select
 
 __all__ = ["HitJournal"]
 
@@ -39,29 +39,13 @@ class HitJournal:
         self._day = ""
         self._pid = -1
 
-    def append(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str,
-        request_id: str | None,
-        namespace: str,
-    ) -> str:
+    def append(self, hit: Hit) -> str:
         """Append one hit; return its id.
 
         Raises:
             OSError: the journal could not be written.
         """
-        line, hit_id, created = hit_line(
-            source_execution_id,
-            envelope_hash=envelope_hash,
-            intent_name=intent_name,
-            intent_version=intent_version,
-            request_id=request_id,
-            namespace=namespace,
-        )
+        line, hit_id, created = hit_line(hit)
         day = created[:10]
         with self._lock:
             fd = self._fd

@@ -51,7 +51,7 @@ from .writer import FileRecordWriter
 # journal load when first used, so that reading one record (``intentusnet
 # replay ID``) imports neither (the writer's rows are ``rows.CatalogRow``).
 if TYPE_CHECKING:
-    from ..hits import CacheHit
+    from ..hits import CacheHit, Hit
     from ..verification import Progress, StoreVerification
     from .hits import HitJournal
     from .index import StoreIndex
@@ -663,17 +663,8 @@ class FileExecutionStore:
 
     # -- cache hits (see store/hits.py) -------------------------------------------
 
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
-        """Note that a cached answer of ``source_execution_id`` was served.
+    def record_cache_hit(self, hit: Hit) -> str:
+        """Note that a cached answer (``hit.source_execution_id``'s) was served.
 
         One line appended to the day's hit journal; no record file is made.
         Added in 0.1.0.
@@ -685,14 +676,7 @@ class FileExecutionStore:
             StoreError: the journal could not be written.
         """
         try:
-            return self._hits.append(
-                source_execution_id,
-                envelope_hash=envelope_hash,
-                intent_name=intent_name,
-                intent_version=intent_version,
-                request_id=request_id,
-                namespace=namespace,
-            )
+            return self._hits.append(hit)
         except (OSError, TypeError) as exc:
             raise StoreError(f"could not record a cache hit: {exc}") from exc
 

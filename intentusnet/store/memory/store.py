@@ -31,7 +31,7 @@ from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
 from ..durable import check_idempotency_key, not_resumed
 from ..filters import ListFilters
-from ..hits import CacheHit, hit_line, parse_hits, select
+from ..hits import CacheHit, Hit, hit_line, parse_hits, select
 from ..ids import check_id, new_record_id
 from ..owner import current_owner
 from ..step_index import StepRef, ended_steps
@@ -333,25 +333,9 @@ class MemoryExecutionStore:
             size = sum(len(data) for data in self._data.values())
         return StoreStats(len(self._data), by_status, by_intent, size)
 
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
+    def record_cache_hit(self, hit: Hit) -> str:
         """Append one hit to the in-memory journal; return its id."""
-        line, hit_id, _created = hit_line(
-            source_execution_id,
-            envelope_hash=envelope_hash,
-            intent_name=intent_name,
-            intent_version=intent_version,
-            request_id=request_id,
-            namespace=namespace,
-        )
+        line, hit_id, _created = hit_line(hit)
         with self._lock:
             self._hits += line
         return hit_id

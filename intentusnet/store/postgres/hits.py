@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..._util.time import micros_of, parse_utc
-from ..hits import CacheHit, hit_line, parse_hits
+from ..hits import CacheHit, Hit, hit_line, parse_hits
 from .connection import Connection
 
 
@@ -19,29 +19,13 @@ class PostgresHitJournal:
 
     _db: Connection
 
-    def record_cache_hit(
-        self,
-        source_execution_id: str,
-        *,
-        envelope_hash: str,
-        intent_name: str,
-        intent_version: str = "1.0",
-        request_id: str | None = None,
-        namespace: str = "default",
-    ) -> str:
+    def record_cache_hit(self, hit: Hit) -> str:
         """Note that a cached answer was served (one row, no record); its id."""
-        line, hit_id, created = hit_line(
-            source_execution_id,
-            envelope_hash=envelope_hash,
-            intent_name=intent_name,
-            intent_version=intent_version,
-            request_id=request_id,
-            namespace=namespace,
-        )
+        line, hit_id, created = hit_line(hit)
         self._db.run(
             "INSERT INTO intentusnet_cache_hits (hit_id, created_us, intent, line) "
             "VALUES (%s, %s, %s, %s)",
-            [hit_id, parse_utc(created) or 0, intent_name, line],
+            [hit_id, parse_utc(created) or 0, hit.intent_name, line],
         )
         return hit_id
 

@@ -31,6 +31,7 @@ from intentusnet.store import (
     MemoryExecutionStore,
     PostgresExecutionStore,
 )
+from intentusnet.store.hits import Hit
 from intentusnet.store.postgres.catalog import REINDEX_BATCH
 
 TESTS = str(Path(__file__).parents[2])
@@ -718,8 +719,8 @@ def test_cache_hits_are_rows_read_back_newest_first(
     pg_store: PostgresExecutionStore, pg_dsn: str
 ) -> None:
     """The cache-hit journal keeps sealed lines; an edited one is left out."""
-    first = pg_store.record_cache_hit("s1", envelope_hash="h", intent_name="a")
-    second = pg_store.record_cache_hit("s2", envelope_hash="h", intent_name="b")
+    first = pg_store.record_cache_hit(Hit("s1", "h", "a"))
+    second = pg_store.record_cache_hit(Hit("s2", "h", "b"))
     assert [hit.hit_id for hit in pg_store.cache_hits()] == [second, first]
     assert [hit.hit_id for hit in pg_store.cache_hits(intent="a")] == [first]
     assert pg_store.cache_hit_count() == 2
