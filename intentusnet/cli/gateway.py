@@ -18,6 +18,7 @@ from .output import note
 from .params import (
     LOG_LEVELS,
     USAGE,
+    Choice,
     CliFailure,
     keyed_redactor,
     prices_option,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--mode",
-    type=click.Choice(["record", "replay", "cache"]),
+    type=Choice(["record", "replay", "cache"]),
     default="cache",
     show_default=True,
     help="record: always forward and record; replay: answer from records only "
@@ -134,7 +135,7 @@ if TYPE_CHECKING:
 @prices_option("the cost saved in /metrics")
 @click.option(
     "--pace",
-    type=click.Choice(["fast", "recorded"]),
+    type=Choice(["fast", "recorded"]),
     default="fast",
     show_default=True,
     help="recorded: answer a recorded event stream at the pace its events came "
@@ -158,7 +159,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(LOG_LEVELS),
+    type=Choice(LOG_LEVELS),
     default="info",
     show_default=True,
 )

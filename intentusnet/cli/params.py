@@ -39,8 +39,10 @@ if TYPE_CHECKING:
     _DurationType = click.ParamType[timedelta]
     _TimeType = click.ParamType[datetime]
     _TextType = click.ParamType[str]
+    _ChoiceType = click.Choice[str]
 else:  # click < 8.2 has no generic ParamType
     _DurationType = _TimeType = _TextType = click.ParamType
+    _ChoiceType = click.Choice
 
 
 class CliFailure(click.ClickException):
@@ -101,6 +103,22 @@ def did_you_mean(close: Sequence[str]) -> str:
     shown = ", ".join(repr(name) for name in close)
     which = shown if len(close) == 1 else f"one of {shown}"
     return f" Did you mean {which}?"
+
+
+class Choice(_ChoiceType):
+    """``click.Choice``, a mistyped value getting the closest choices suggested."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        """Return the choice given, or fail naming the choices and the closest."""
+        try:
+            return str(super().convert(value, param, ctx))
+        except click.BadParameter as exc:
+            hint = did_you_mean(close_names(str(value), map(str, self.choices)))
+            if not hint:
+                raise
+            self.fail(f"{exc.message}{hint}", param, ctx)
 
 
 def parse_duration(text: str) -> timedelta:

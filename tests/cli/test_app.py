@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import orjson
 import pytest
 
 import intentusnet
 from intentusnet import errors
+from intentusnet.cli import cli
 from intentusnet.cli.app import EXIT_CODES
+from intentusnet.cli.params import Choice
 from intentusnet.store import DEFAULT_ROOT, FileExecutionStore
 
 from .support import Invoke
@@ -242,3 +245,40 @@ def test_a_mistyped_option_gets_a_close_suggestion(
         assert "--json" not in result.stderr
     else:
         assert suggested in result.stderr
+
+
+def test_a_mistyped_choice_gets_the_closest_suggested(invoke: Invoke) -> None:
+    """A value outside an option's choices lists them and suggests the close ones."""
+    result = invoke("records", "list", "--status", "complted")
+    assert result.exit_code == 2
+    assert "'complted' is not one of 'completed', 'failed'," in result.stderr
+    assert "Did you mean one of 'completed', 'incomplete'?" in result.stderr
+    result = invoke("records", "list", "--status", "zzz")
+    assert result.exit_code == 2
+    assert "'zzz' is not one of" in result.stderr
+    assert "Did you mean" not in result.stderr
+
+
+def _every_command(group: click.Group) -> list[click.Command]:
+    ctx = click.Context(group)
+    found: list[click.Command] = [group]
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        found += (
+            _every_command(command) if isinstance(command, click.Group) else [command]
+        )
+    return found
+
+
+def test_every_choice_option_suggests() -> None:
+    """Every option with choices, in every command, is one that suggests."""
+    choices = [
+        param
+        for command in _every_command(cli)
+        for param in command.params
+        if isinstance(param.type, click.Choice)
+    ]
+    assert len(choices) >= 8  # --status, --mode, --log-level, --pace, --allow ...
+    for param in choices:
+        assert isinstance(param.type, Choice), param.name
