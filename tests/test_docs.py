@@ -1,10 +1,13 @@
 """Every ```python block in README.md and docs/*.md runs as a user would paste it.
 
 Each block runs on its own, in a fresh Python process whose working directory is an
-empty temporary directory (holding only ``docs/envelope-hash-vectors.json``, which
-docs/hashing.md reads as from the repository root), with ``INTENTUSNET_STORE``
-unset, warnings turned into errors as in the suite, and every network connection
-refused but to loopback addresses: a block that needs a server starts its own.
+empty temporary directory (a block must run from anywhere: it reads no file of the
+repository by a relative path), with ``INTENTUSNET_STORE`` unset, warnings turned
+into errors as in the suite, and every network connection refused but to loopback
+addresses: a block that needs a server starts its own.
+
+Every relative link of these pages leads to a file that exists and, in a page, to
+one of its headings; every ``docs/NAME.md`` a page names exists.
 
 A block whose first line names a test module (``# test_weather.py``) is one a
 user runs with pytest: tests/integrations/test_pytest_plugin.py runs it so, and
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,8 +28,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: Files a block may read, by their path in the repository.
-DATA = ["docs/envelope-hash-vectors.json"]
 
 #: Run before each block: loopback only, then the block as ``__main__``.
 GUARD = textwrap.dedent(
@@ -99,11 +99,7 @@ BLOCKS = [p for p in ALL_BLOCKS if not TEST_MODULE.match(p.values[1])]
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """An empty working directory, but for the data files the docs read."""
-    for name in DATA:
-        target = tmp_path / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / name, target)
+    """An empty working directory: a block must not need the repository's files."""
     return tmp_path
 
 
@@ -159,11 +155,11 @@ def test_blocks_cannot_reach_the_network(code: str, workdir: Path) -> None:
 
 
 def test_blocks_run_in_an_empty_directory(workdir: Path) -> None:
-    """A block sees no INTENTUSNET_STORE and only the data files in its directory."""
+    """A block sees no INTENTUSNET_STORE and nothing but itself in its directory."""
     code = (
         "import os\n"
         "assert 'INTENTUSNET_STORE' not in os.environ\n"
-        "assert sorted(os.listdir()) == ['doc_cwd.py', 'docs']\n"
+        "assert sorted(os.listdir()) == ['doc_cwd.py']\n"
     )
     result = _run("cwd", code, workdir)
     assert result.returncode == 0, result.stderr
@@ -184,3 +180,64 @@ def test_python_is_fenced_as_python() -> None:
         fences = re.findall(r"^\s*```(\w+)", path.read_text(), re.M)
         odd = {fence for fence in fences if fence.lower().startswith("py")}
         assert odd <= {"python"}, f"{path.name}: fenced as {sorted(odd)}"
+
+
+#: A fenced block: links and names inside it are examples, not references.
+_FENCED = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
+#: A markdown link or image: ``[text](target)`` or ``[text](target "title")``.
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def _prose(path: Path) -> str:
+    return _FENCED.sub("", path.read_text())
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes for the page's headings (``-1`` for repeats)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for title in re.findall(r"^#{1,6} +(.+?) *$", _prose(page), re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        repeats = seen.get(slug, 0)
+        seen[slug] = repeats + 1
+        found.add(slug if repeats == 0 else f"{slug}-{repeats}")
+    return found
+
+
+def _links() -> list[tuple[Path, str]]:
+    return [
+        (page, target)
+        for page in DOCS
+        # Inline code is left out: `[x](y)` there is an example.
+        for target in _LINK.findall(re.sub(r"`[^`\n]*`", "", _prose(page)))
+        if not re.match(r"[a-z][a-z0-9+.-]*:", target)  # https:, mailto:
+    ]
+
+
+def test_relative_links_lead_to_a_file_and_a_heading() -> None:
+    """Each relative link names a file that exists and, in a page, a heading of it."""
+    links = _links()
+    assert len(links) > 100  # the pattern really finds the pages' links
+    for page, target in links:
+        name, _, anchor = target.partition("#")
+        linked = (page.parent / name).resolve() if name else page
+        where = f"{page.relative_to(ROOT)}: {target}"
+        assert linked.exists(), f"{where}: no such file"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked), f"{where}: no such heading"
+
+
+def test_anchors_are_made_as_github_makes_them() -> None:
+    """Code, colons and repeats in headings give the anchors pages link to."""
+    anchors = _anchors(ROOT / "docs" / "cli.md")
+    assert "intentusnet-records-list" in anchors  # ## `intentusnet records list`
+    assert "naming-a-store-a-path-or-a-url" in anchors  # ## Naming a store: a ...
+    assert "intentusnet-replay" in anchors
+    assert "intentusnet replay" not in anchors
+
+
+def test_pages_named_in_the_text_exist() -> None:
+    """Every docs/NAME.md a page names, linked or not, is a page of the docs."""
+    for page in DOCS:
+        for name in re.findall(r"\bdocs/[\w.-]+\.md\b", page.read_text()):
+            assert (ROOT / name).exists(), f"{page.relative_to(ROOT)} names {name}"

@@ -28,7 +28,9 @@ from intentusnet import (
 from intentusnet._util.jsonvalue import MAX_DEPTH, MAX_SAFE_INT
 from intentusnet.hashing import hashed_view
 
-VECTORS_FILE = Path(__file__).parent.parent / "docs" / "envelope-hash-vectors.json"
+VECTORS_FILE = (
+    Path(__file__).parent.parent / "intentusnet" / "envelope-hash-vectors.json"
+)
 VECTORS = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
 HASH_FORM = re.compile(r"sha256:[0-9a-f]{64}")
 

@@ -11,8 +11,8 @@ import errno
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 import click
 
@@ -20,9 +20,32 @@ from .. import __version__
 from ..errors import IntentusNetError
 from .context import Settings
 from .output import colour
-from .params import CliFailure
+from .params import CliFailure, close_names, did_you_mean
 
 _HELP_OPTIONS = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
+
+#: What each exit code means, as ``--help`` says it; each is how the row of
+#: docs/cli.md's exit-code table begins (tests/cli/test_docs.py holds them equal),
+#: and every library error's ``exit_code`` is one of them.
+EXIT_CODES: Final[Mapping[int, str]] = {
+    0: "success",
+    1: "unexpected internal error, or a store that cannot be read or written",
+    2: "usage error",
+    3: "record not found, or an invalid id",
+    4: "record not replayable, or an execution that cannot be resumed",
+    5: "envelope hash mismatch",
+    6: "integrity or signature failure",
+    7: "cassette miss",
+    8: "the execution ran, and failed",
+}
+# \b keeps click from joining the table's lines into one paragraph.
+_HELP = "\n\n".join(
+    [
+        "Inspect, replay, verify and manage IntentusNet execution records.",
+        "Exit codes (docs/cli.md says more):",
+        "\b\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items()),
+    ]
+)
 
 #: command name -> ``module:attribute`` in this package. A command's module is
 #: imported only when that command runs (or help lists it), so ``replay`` does
@@ -82,22 +105,27 @@ class _Group(click.Group):
         known = name in COMMANDS or name.startswith("-")
         # Not while completing a word: completion lists the names itself.
         if name and not known and not ctx.resilient_parsing:
-            import difflib  # only for a mistyped name: no command needs it
-
-            close = difflib.get_close_matches(name, COMMANDS, n=3)
-            if close:
-                shown = ", ".join(repr(found) for found in close)
-                which = shown if len(close) == 1 else f"one of {shown}"
-                raise click.UsageError(
-                    f"No such command {name!r}. Did you mean {which}?", ctx
-                )
+            hint = did_you_mean(close_names(name, COMMANDS))
+            if hint:
+                raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
         return super().resolve_command(ctx, args)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Read the global options; a mistyped one gets the closest suggested."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            _suggest_options(exc)
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, mapping failures to one line and an exit code."""
         debug = bool(ctx.params.get("debug"))
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            _suggest_options(exc)
+            raise
         except CliFailure as exc:
             exc.debug = debug
             raise
@@ -114,6 +142,25 @@ class _Group(click.Group):
             raise internal_error(exc, debug) from exc
         except Exception as exc:
             raise internal_error(exc, debug) from exc
+
+
+def _suggest_options(exc: click.NoSuchOption) -> None:
+    """Suggest the command's long options closest to the mistyped one.
+
+    click compares the names with their ``--``, which every long option
+    shares: ``--sort`` came out close to ``--json``. :func:`close_names` does not.
+    """
+    ctx = exc.ctx
+    if ctx is None or not exc.option_name.startswith("--"):
+        return  # a short option: click suggests none, nor do we
+    params = ctx.command.get_params(ctx)
+    known = [
+        name
+        for param in params
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("--")
+    ]
+    exc.possibilities = close_names(exc.option_name, known)
 
 
 def _stdout_to_devnull() -> None:
@@ -133,7 +180,7 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
     return CliFailure(message, 1, cause=exc, debug=debug)
 
 
-@click.group(cls=_Group, context_settings=_HELP_OPTIONS)
+@click.group(cls=_Group, context_settings=_HELP_OPTIONS, help=_HELP)
 @click.option(
     "--store",
     "store",
@@ -168,13 +215,7 @@ def internal_error(exc: Exception, debug: bool) -> CliFailure:
 def cli(
     ctx: click.Context, store: str | None, signing_key: str | None, debug: bool
 ) -> None:
-    """Inspect, replay, verify and manage IntentusNet execution records.
-
-    Exit codes: 0 success, 1 internal error, 2 usage error, 3 record not found
-    or invalid id, 4 record not replayable, 5 envelope hash mismatch, 6 integrity
-    or signature failure, 7 cassette miss (rerun), 8 the re-run's execution failed
-    (rerun). See docs/cli.md.
-    """
+    """The command group; its help is ``_HELP``, which lists the exit codes."""
     if colour() is False:
         ctx.color = False
     # --debug is read by _Group.invoke

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import click
 
 from ..errors import RecordNotFound
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, close_names, did_you_mean
 
 if TYPE_CHECKING:
     from ..store.naming import NamedStore
@@ -184,6 +184,20 @@ def check_last_intent() -> None:
         )
 
 
+def _refuse_unless_recorded(execution_id: str) -> None:
+    """Refuse an id that names no record, suggesting ``last`` (it is close to it).
+
+    Raises:
+        RecordNotFound: the store holds no such record (exit 3).
+    """
+    store = open_store()
+    if not store.exists(execution_id):
+        raise RecordNotFound(
+            f"no record {execution_id!r} in {store.where!r}."
+            f"{did_you_mean([LAST])} ('last' is the newest record)"
+        )
+
+
 class ExecutionId(_IdType):
     """A click parameter holding an execution id; ``last`` is the newest record."""
 
@@ -192,9 +206,15 @@ class ExecutionId(_IdType):
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> str:
-        """Return the id given, or the newest record's id for ``last``."""
+        """Return the id given, or the newest record's id for ``last``.
+
+        An id close to ``last`` (``lats``) that names no record is refused
+        with ``last`` suggested, rather than as an unknown id.
+        """
         text = str(value)
         if text != LAST:
+            if close_names(text, [LAST]):
+                _refuse_unless_recorded(text)
             return text
         meta = click.get_current_context().meta
         meta[_LAST_USED_KEY] = True

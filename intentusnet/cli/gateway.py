@@ -18,6 +18,7 @@ from .output import note
 from .params import (
     LOG_LEVELS,
     USAGE,
+    Choice,
     CliFailure,
     keyed_redactor,
     prices_option,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--mode",
-    type=click.Choice(["record", "replay", "cache"]),
+    type=Choice(["record", "replay", "cache"]),
     default="cache",
     show_default=True,
     help="record: always forward and record; replay: answer from records only "
@@ -134,7 +135,7 @@ if TYPE_CHECKING:
 @prices_option("the cost saved in /metrics")
 @click.option(
     "--pace",
-    type=click.Choice(["fast", "recorded"]),
+    type=Choice(["fast", "recorded"]),
     default="fast",
     show_default=True,
     help="recorded: answer a recorded event stream at the pace its events came "
@@ -158,7 +159,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(LOG_LEVELS),
+    type=Choice(LOG_LEVELS),
     default="info",
     show_default=True,
 )
@@ -195,20 +196,25 @@ def gateway(
             USAGE,
         )
 
-    from ..cache.prices import PriceTable
-    from ..integrations.httpx import TransportMode
+    # What the command line says wrong is said before the gateway is imported.
     from ..server.auth import KeyRing, check_bind
-    from ..server.gateway import GatewaySettings, create_gateway
-    from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
-    from ..store.file import FileExecutionStore
+    from ..server.gateway.upstream import upstreams_of
 
     host, port = _address(listen)
+    redactor = _redactor(redact, redact_headers, redact_key_file)
     try:
+        found = upstreams_of(upstreams)
         keys = KeyRing.from_env({}, keys_file=api_keys_file)
         check_bind(host, keys)
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
-    redactor = _redactor(redact, redact_headers, redact_key_file)
+
+    from ..cache.prices import PriceTable
+    from ..integrations.httpx import TransportMode
+    from ..server.gateway import GatewaySettings, create_gateway
+    from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
+    from ..store.file import FileExecutionStore
+
     prices = PriceTable.load(prices_file) if prices_file else None  # bad: exit 2
     store = open_named(store_name or named_store(), create=mode != "replay")
     try:
@@ -222,8 +228,8 @@ def gateway(
                 )
             path = Path(tenant_key_file or store.root / TENANT_KEY_FILE)
             key = tenant_key(path, create=tenant_key_file is None)
-        settings = GatewaySettings.of(
-            upstreams,
+        settings = GatewaySettings(
+            found,
             mode=TransportMode.parse(mode),
             tenant_key=key,
             max_body=max_body_size,
@@ -299,10 +305,13 @@ def _redactor(
     paths: tuple[str, ...], headers: tuple[str, ...], key_file: str | None
 ) -> Redactor | None:
     """The ``Redactor`` of the --redact options, if any."""
-    from ..routing.redact import Redactor
-
     if not paths and not headers:
         return None
-    return keyed_redactor(
-        key_file, lambda key: Redactor(key, http_body=paths, http_headers=headers)
-    )
+
+    def make(key: bytes) -> Redactor:
+        # Imported once the key file is known: a missing one is said at once.
+        from ..routing.redact import Redactor
+
+        return Redactor(key, http_body=paths, http_headers=headers)
+
+    return keyed_redactor(key_file, make)

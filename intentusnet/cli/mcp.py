@@ -13,7 +13,7 @@ import click
 
 from .context import LAST, named_store, open_named
 from .output import note
-from .params import USAGE, CliFailure, keyed_redactor
+from .params import USAGE, Choice, CliFailure, keyed_redactor
 
 #: The exit code of a session the upstream cut short (or that never started).
 UPSTREAM_EXITED: Final = 1
@@ -39,7 +39,7 @@ def mcp() -> None:
 )
 @click.option(
     "--mode",
-    type=click.Choice(["record", "replay", "cache"]),
+    type=Choice(["record", "replay", "cache"]),
     default="record",
     show_default=True,
     help="record: forward and record every call; replay: answer from a record "

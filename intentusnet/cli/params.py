@@ -32,15 +32,17 @@ _PART: Final = r"(\d+(?:\.\d+)?)([wdhms])"
 
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Sequence
 
     from ..routing.redact import Redactor
 
     _DurationType = click.ParamType[timedelta]
     _TimeType = click.ParamType[datetime]
     _TextType = click.ParamType[str]
+    _ChoiceType = click.Choice[str]
 else:  # click < 8.2 has no generic ParamType
     _DurationType = _TimeType = _TextType = click.ParamType
+    _ChoiceType = click.Choice
 
 
 class CliFailure(click.ClickException):
@@ -76,6 +78,47 @@ class CliFailure(click.ClickException):
             click.echo("".join(traceback.format_exception(self.cause)), err=True)
         # Shown after the command's context is gone: NO_COLOR is asked here.
         click.secho(f"Error: {self.message}", err=True, fg="red", color=colour())
+
+
+def close_names(given: str, known: Iterable[str]) -> list[str]:
+    """The names in ``known`` closest to the mistyped ``given``, best first (up to 3).
+
+    Leading dashes are not compared: every long option has them, and counted
+    they made ``--sort`` look close to ``--json``.
+    """
+    import difflib  # only for a mistake: no command needs it
+
+    bare = {name.lstrip("-"): name for name in known}
+    close = difflib.get_close_matches(given.lstrip("-"), bare, n=3)
+    return [bare[name] for name in close]
+
+
+def did_you_mean(close: Sequence[str]) -> str:
+    """`` Did you mean 'x'?`` (or ``one of 'x', 'y'``) for :func:`close_names`.
+
+    ``""`` when nothing is close: a far guess helps no one.
+    """
+    if not close:
+        return ""
+    shown = ", ".join(repr(name) for name in close)
+    which = shown if len(close) == 1 else f"one of {shown}"
+    return f" Did you mean {which}?"
+
+
+class Choice(_ChoiceType):
+    """``click.Choice``, a mistyped value getting the closest choices suggested."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        """Return the choice given, or fail naming the choices and the closest."""
+        try:
+            return str(super().convert(value, param, ctx))
+        except click.BadParameter as exc:
+            hint = did_you_mean(close_names(str(value), map(str, self.choices)))
+            if not hint:
+                raise
+            self.fail(f"{exc.message}{hint}", param, ctx)
 
 
 def parse_duration(text: str) -> timedelta:

@@ -10,7 +10,7 @@ import click
 
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
-from .params import EnvelopeHash, IdPrefix, Since
+from .params import Choice, EnvelopeHash, IdPrefix, Since
 from .selection import STATUSES, selection_options
 from .timeline import print_inspection, timeline_json
 
@@ -30,7 +30,7 @@ def records() -> None:
 @click.option("--intent", metavar="NAME", help="Only records of this intent.")
 @click.option(
     "--status",
-    type=click.Choice(STATUSES),
+    type=Choice(STATUSES),
     help="Only records in this state.",
 )
 @click.option(

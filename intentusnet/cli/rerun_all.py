@@ -25,7 +25,7 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from .application import load_router
 from .context import last_intent, named_store, open_store
 from .output import emit_json, progress_counter, table
-from .params import USAGE, CliFailure
+from .params import USAGE, Choice, CliFailure
 from .selection import select, selection_options
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def rerun_all_options(command: _F) -> _F:
         click.option(
             "--allow",
             "allowed",
-            type=click.Choice(["changed"]),
+            type=Choice(["changed"]),
             multiple=True,
             help="With --all: exit 0 although records changed.",
         ),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from .params import Since
+from .params import Choice, Since
 
 if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
@@ -47,9 +47,7 @@ def selection_options(command: _F) -> _F:
             type=Since(),
             help="Records created before this time (exclusive).",
         ),
-        click.option(
-            "--status", type=click.Choice(STATUSES), help="Records in this state."
-        ),
+        click.option("--status", type=Choice(STATUSES), help="Records in this state."),
         click.option(
             "--limit",
             type=click.IntRange(min=1),

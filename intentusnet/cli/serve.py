@@ -26,7 +26,7 @@ import click
 from .application import APP_ENV, open_app
 from .context import named_store
 from .keys import key_options, key_ring
-from .params import LOG_LEVELS, USAGE, CliFailure, prices_option, size_param
+from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option, size_param
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -87,9 +87,7 @@ SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
     metavar="SECONDS",
     help="On shutdown, wait this long for executions in flight.",
 )
-@click.option(
-    "--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True
-)
+@click.option("--log-level", type=Choice(LOG_LEVELS), default="info", show_default=True)
 @prices_option(
     "the cost LLM calls spent and hits avoided in GET /v1/savings, /metrics and "
     "the explorer at /ui"

@@ -17,7 +17,7 @@ import click
 from .application import APP_ENV
 from .context import open_store
 from .keys import key_options, key_ring
-from .params import LOG_LEVELS, USAGE, CliFailure, prices_option
+from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option
 
 #: The explorer's port unless --port says otherwise: not ``serve``'s (8765),
 #: nor the one the docs' example agent listens on (8766).
@@ -34,7 +34,7 @@ DEFAULT_PORT: Final = 8767
 )
 @click.option(
     "--log-level",
-    type=click.Choice(LOG_LEVELS),
+    type=Choice(LOG_LEVELS),
     default="warning",
     show_default=True,
 )

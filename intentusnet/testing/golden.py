@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from ..errors import IntentusNetError
 from ..routing.router import IntentRouter
 from ..store.naming import open_store
@@ -78,12 +80,24 @@ def check_golden(case: GoldenCase, router: IntentRouter) -> RecordVerdict:
 
     Raises:
         AssertionError: the verdict is ``changed``, ``diverged`` or ``error``;
-            the message says where and why.
+            the message says where and why, and for ``changed`` shows the
+            recorded answer and today's.
     """
+    # pytest leaves this frame out of a failure: the test's own line comes
+    # first, then the message, not this function's source.
+    __tracebackhide__ = True
     with open_store(case.directory, create=False) as store:
         verdict = check_record(store, case.execution_id, router)
     if verdict.outcome not in ("same", "skipped"):
-        raise AssertionError(
-            f"{case.execution_id} ({case.intent}) {verdict.outcome}: {verdict.reason}"
-        )
+        raise AssertionError(_failure(case, verdict))
     return verdict
+
+
+def _failure(case: GoldenCase, verdict: RecordVerdict) -> str:
+    """What a failed case says: the outcome and why, then the two answers."""
+    lines = [f"{case.execution_id} ({case.intent}) {verdict.outcome}: {verdict.reason}"]
+    if verdict.outcome == "changed":
+        for label, value in (("recorded", verdict.recorded), ("today", verdict.answer)):
+            shown = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+            lines.append(f"{label + ':':9} {shown}")
+    return "\n".join(lines)

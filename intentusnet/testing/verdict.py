@@ -56,6 +56,9 @@ class RecordVerdict:
         paths: ``changed``: the JSON paths where the answer differs.
         step: ``diverged``: the step the code asked for.
         position: ``diverged``: that step's number in the re-run.
+        recorded: ``changed``: the recorded final payload (added in 0.1.0;
+            not in :meth:`to_json`, whose row names the paths).
+        answer: ``changed``: today's final payload (added in 0.1.0).
     """
 
     execution_id: str
@@ -66,6 +69,8 @@ class RecordVerdict:
     paths: tuple[str, ...] = ()
     step: str | None = None
     position: int | None = None
+    recorded: JSONValue = None
+    answer: JSONValue = None
 
     @property
     def same(self) -> bool:
@@ -161,7 +166,14 @@ def _compare(
     where = f"first deviation: {deviation}" if deviation else "another answer"
     why = where + (f"; answer differs at {', '.join(paths)}" if paths else "")
     return RecordVerdict(
-        execution_id, intent, "changed", why, deviation=deviation, paths=paths
+        execution_id,
+        intent,
+        "changed",
+        why,
+        deviation=deviation,
+        paths=paths,
+        recorded=recorded.get("payload"),
+        answer=answer.get("payload"),
     )
 
 

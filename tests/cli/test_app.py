@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import orjson
 import pytest
 
 import intentusnet
 from intentusnet import errors
+from intentusnet.cli import cli
+from intentusnet.cli.app import EXIT_CODES
+from intentusnet.cli.params import Choice
 from intentusnet.store import DEFAULT_ROOT, FileExecutionStore
 
 from .support import Invoke
@@ -48,7 +52,7 @@ def test_help_lists_every_command(invoke: Invoke) -> None:
         if line.strip()
     }
     assert listed == COMMANDS
-    assert "5 envelope hash mismatch" in result.stdout
+    assert "5  envelope hash mismatch" in result.stdout
     assert f"[default: {DEFAULT_ROOT}]" in result.stdout
 
 
@@ -201,3 +205,80 @@ def test_a_mistyped_command_gets_a_suggestion(invoke: Invoke) -> None:
     assert result.exit_code == 2
     assert "Error: No such command 'xyzzy'.\n" in result.stderr
     assert "Did you mean" not in result.stderr
+
+
+def test_every_error_exits_with_a_documented_code() -> None:
+    """Each library error's exit code is one the exit-code table explains."""
+    pending: list[type[errors.IntentusNetError]] = [errors.IntentusNetError]
+    seen = 0
+    while pending:
+        error = pending.pop()
+        seen += 1
+        assert error.exit_code in EXIT_CODES, error.__name__
+        pending.extend(error.__subclasses__())
+    assert seen > 30  # the whole tree was walked
+
+
+@pytest.mark.parametrize(
+    ("argv", "suggested"),
+    [
+        (["records", "list", "--stauts", "completed"], "Did you mean '--status'?"),
+        (["records", "list", "--jsno"], "Did you mean '--json'?"),
+        (["records", "list", "--hlep"], "Did you mean '--help'?"),
+        (["--stroe", "x", "records", "list"], "Did you mean '--store'?"),
+        (["replay", "x", "--frce"], "Did you mean '--force'?"),
+        (["records", "list", "--sort", "newest"], None),
+        (["records", "list", "--srot", "newest"], None),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_a_mistyped_option_gets_a_close_suggestion(
+    invoke: Invoke, argv: list[str], suggested: str | None
+) -> None:
+    """Options are suggested by their names, not by the "--" they all share."""
+    result = invoke(*argv)
+    assert result.exit_code == 2
+    mistyped = next(arg for arg in argv if arg.startswith("--"))
+    assert f"Error: No such option {mistyped!r}." in result.stderr
+    if suggested is None:  # --json was suggested for --sort: "--" counted
+        assert "Did you mean" not in result.stderr
+        assert "--json" not in result.stderr
+    else:
+        assert suggested in result.stderr
+
+
+def test_a_mistyped_choice_gets_the_closest_suggested(invoke: Invoke) -> None:
+    """A value outside an option's choices lists them and suggests the close ones."""
+    result = invoke("records", "list", "--status", "complted")
+    assert result.exit_code == 2
+    assert "'complted' is not one of 'completed', 'failed'," in result.stderr
+    assert "Did you mean one of 'completed', 'incomplete'?" in result.stderr
+    result = invoke("records", "list", "--status", "zzz")
+    assert result.exit_code == 2
+    assert "'zzz' is not one of" in result.stderr
+    assert "Did you mean" not in result.stderr
+
+
+def _every_command(group: click.Group) -> list[click.Command]:
+    ctx = click.Context(group)
+    found: list[click.Command] = [group]
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        found += (
+            _every_command(command) if isinstance(command, click.Group) else [command]
+        )
+    return found
+
+
+def test_every_choice_option_suggests() -> None:
+    """Every option with choices, in every command, is one that suggests."""
+    choices = [
+        param
+        for command in _every_command(cli)
+        for param in command.params
+        if isinstance(param.type, click.Choice)
+    ]
+    assert len(choices) >= 8  # --status, --mode, --log-level, --pace, --allow ...
+    for param in choices:
+        assert isinstance(param.type, Choice), param.name

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from intentusnet import IntentRouter
+from intentusnet.record.model import EventType
 from intentusnet.store import FileExecutionStore
 
 from .support import Invoke, envelope
@@ -127,3 +128,34 @@ def test_last_in_an_empty_store_exits_3(
     assert "no records in" in result.stderr
     assert "'last' names none" in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("mistyped", ["lats", "lst", "Last"])
+def test_an_id_close_to_last_gets_last_suggested(
+    invoke: Invoke, store_root: Path, two_runs: tuple[str, str], mistyped: str
+) -> None:
+    """An id that names no record and is close to ``last`` suggests ``last``, exit 3."""
+    result = invoke("--store", str(store_root), "replay", mistyped)
+    assert result.exit_code == 3, result.output
+    assert f"no record {mistyped!r}" in result.stderr
+    assert "Did you mean 'last'?" in result.stderr
+    assert result.stdout == ""
+    far = invoke("--store", str(store_root), "replay", "exec-nothing")
+    assert far.exit_code == 3
+    assert "Did you mean" not in far.stderr
+
+
+def test_a_recorded_id_close_to_last_is_read_as_given(
+    invoke: Invoke, store_root: Path, two_runs: tuple[str, str]
+) -> None:
+    """A record whose id is close to ``last`` (``lats``) is that record, no hint."""
+    from recordkit import attempt_end, response, start
+
+    with FileExecutionStore(store_root) as store:
+        writer = start(store, "typo", execution_id="lats")
+        writer.append(EventType.AGENT_ATTEMPT_END, attempt_end({"echo": "typo"}))
+        writer.complete(response("lats"))
+    result = invoke("--store", str(store_root), "records", "show", "lats", "--json")
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout)["header"]["executionId"] == "lats"
+    assert result.stderr == ""

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from intentusnet.cli import cli
+from intentusnet.cli.app import EXIT_CODES
 
 DOC = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
 
@@ -84,10 +86,17 @@ def test_global_options_are_documented() -> None:
 
 
 def test_exit_codes_table() -> None:
-    """The exit-code table lists 0 to 8: DESIGN §8, 7 a miss, 8 a failed re-run."""
+    """The exit-code table and --help list the same codes, each as --help says it."""
     section = _section("Output, errors and exit codes")
-    codes = re.findall(r"^\| (\d) \|", section, re.M)
-    assert codes == [str(code) for code in range(9)]
+    rows = dict(re.findall(r"^\| (\d+) \| (.*) \|$", section, re.M))
+    assert [int(code) for code in rows] == list(EXIT_CODES)
+    for code, meaning in EXIT_CODES.items():
+        # A row goes on after its meaning with details: after ":", ";" or " (".
+        head = re.split(r":|;| \(", rows[str(code)], maxsplit=1)[0]
+        assert head == meaning, f"exit code {code}"
+    shown = CliRunner().invoke(cli, ["--help"]).output
+    for code, meaning in EXIT_CODES.items():
+        assert f"\n    {code}  {meaning}\n" in shown
 
 
 def test_shell_completion_documented() -> None:

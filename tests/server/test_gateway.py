@@ -26,6 +26,8 @@ from intentusnet.server.gateway import tenant_of
 from intentusnet.store import FileExecutionStore
 
 pytestmark = pytest.mark.slow
+#: The checkout under test, first on a subprocess's path.
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 10
 ASK = {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}
 BEARER = {"authorization": f"Bearer {API_KEY}"}
@@ -427,17 +429,19 @@ def test_curl_records_and_replays(root: Path, tmp_path: Path) -> None:
     assert replayed == recorded
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--upstream", "bad name=http://x"], "NAME=URL"),
-        (["--upstream", "a=ftp://x"], "not an http(s) URL"),
-        (["--upstream", "a=http://x", "--upstream", "a=http://y"], "given twice"),
-        (["--upstream", "a=http://x", "--listen", "0.0.0.0:1"], "without an API key"),
-        (["--upstream", "a=http://x", "--listen", "nowhere"], "HOST:PORT"),
-        (["--upstream", "a=http://x", "--redact", "user"], "--redact-key-file"),
-    ],
-)
+#: Command lines the gateway refuses, and what its one line of error says.
+USAGE_ERRORS = [
+    ([], "Missing option '--upstream'"),
+    (["--upstream", "bad name=http://x"], "NAME=URL"),
+    (["--upstream", "a=ftp://x"], "not an http(s) URL"),
+    (["--upstream", "a=http://x", "--upstream", "a=http://y"], "given twice"),
+    (["--upstream", "a=http://x", "--listen", "0.0.0.0:1"], "without an API key"),
+    (["--upstream", "a=http://x", "--listen", "nowhere"], "HOST:PORT"),
+    (["--upstream", "a=http://x", "--redact", "user"], "--redact-key-file"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
 def test_usage_errors_exit_2(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -448,3 +452,36 @@ def test_usage_errors_exit_2(
     )
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+#: Runs the command line in a fresh Python and prints the server packages loaded.
+_LOADED = """
+import sys
+from intentusnet.cli import main
+try:
+    main(sys.argv[1:])
+finally:
+    heavy = ("fastapi", "starlette", "uvicorn", "httpx", "pydantic")
+    print(",".join(m for m in heavy if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
+def test_a_usage_error_imports_no_server_package(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    """A refused command line is said before FastAPI, Starlette or httpx load."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("INTENTUSNET_API_KEYS", None)
+    store = str(tmp_path / "s")
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED, "gateway", "--store", store, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert done.stdout == "\n"  # none of them was imported

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from intentusnet import AgentContext, FileExecutionStore, IntentEnvelope, Intent
 from intentusnet.cli import cli
 from intentusnet.testing import check_golden, golden_cases
 
+#: The checkout under test, first on a subprocess's path.
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 #: Today's answer for ``greet``: tests change it to see a golden case fail.
 GREETING = {"word": "hello"}
 
@@ -110,3 +115,65 @@ def test_export_refuses_a_tampered_record_and_exits_6(tmp_path: Path) -> None:
     assert result.exit_code == 6
     assert f"{execution_id}: failed: " in result.stdout
     assert "Copied 0, skipped 0, 0 conflicts, 1 failed." in result.stdout
+
+
+#: A test module as a user writes it for the golden set, run with today's
+#: ``greet`` answering "hi" where the recorded one said "hello".
+INNER = """
+import os
+from pathlib import Path
+
+import pytest
+
+from intentusnet import IntentRouter
+from intentusnet.testing import check_golden, golden_cases
+
+router = IntentRouter()
+
+
+@router.agent("greet", name="greet")
+def greet(envelope, ctx):
+    name = ctx.step("names.lookup", {"key": envelope.payload["id"]}, str.upper)
+    return {"text": f"hi {name}"}
+
+
+CASES = [c for c in golden_cases(os.environ["GOLDEN"]) if c.intent == "greet@1.0"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_golden(case):
+    check_golden(case, router)
+"""
+
+
+def test_a_failing_case_shows_the_test_line_and_both_answers(
+    golden: Path, tmp_path: Path
+) -> None:
+    """pytest shows the user's check_golden line, then the answers: no library frame."""
+    module = tmp_path / "test_greetings.py"
+    module.write_text(INNER)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(module)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "GOLDEN": str(golden), "PYTHONPATH": CHECKOUT},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = done.stdout
+    assert "1 failed" in report
+    assert "intentusnet/testing/golden.py" not in report  # its frame is hidden
+    failure = report.split(" FAILURES ")[1]
+    source = [line for line in failure.splitlines() if line.startswith(">")]
+    assert source == [">       check_golden(case, router)"]
+    said = [line[1:].strip() for line in failure.splitlines() if line.startswith("E")]
+    assert said[0].startswith("AssertionError: exec-")
+    assert said[0].endswith(
+        "changed: first deviation: output (output_changed); answer differs at text"
+    )
+    assert said[1:3] == [
+        'recorded: {"text":"hello BOB"}',
+        'today:    {"text":"hi BOB"}',
+    ]

@@ -89,14 +89,20 @@ def test_unchanged_code_is_same(recorded: tuple[FileExecutionStore, list[str]]) 
 def test_another_answer_is_changed_with_its_paths(
     recorded: tuple[FileExecutionStore, list[str]],
 ) -> None:
-    """A different final answer is `changed`, naming the deviation and the paths."""
+    """A different final answer is `changed`, naming the deviation, paths, answers."""
     store, ids = recorded
+    same = check_record(store, ids[0], _router(None))
+    assert (same.recorded, same.answer) == (None, None)  # only `changed` has them
     RELEASE["double"] = True
     verdict = check_record(store, ids[0], _router(None))
     assert verdict.outcome == "changed"
     assert verdict.paths == ("value",)
     assert verdict.deviation == "output (output_changed)"
     assert "answer differs at value" in verdict.reason
+    recorded_value, answer_value = verdict.recorded, verdict.answer
+    assert isinstance(recorded_value, dict)
+    assert isinstance(answer_value, dict)
+    assert answer_value["value"] == 2 * recorded_value["value"]
 
 
 def test_a_step_not_recorded_is_diverged_with_its_position(

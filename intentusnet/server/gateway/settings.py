@@ -13,19 +13,18 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Final
-from urllib.parse import urlsplit
 
 from ...cache.prices import PriceTable
 from ...integrations.httpx import TransportMode
 from ...routing.redact import Redactor
 from ..auth import KeyRing
+from .upstream import Upstream
 
 __all__ = [
     "CREDENTIAL_HEADERS",
@@ -34,7 +33,6 @@ __all__ = [
     "TENANT_KEY_FILE",
     "GatewaySettings",
     "Pace",
-    "Upstream",
     "tenant_key",
     "tenant_of",
 ]
@@ -48,7 +46,6 @@ TENANT_KEY_FILE: Final = "gateway-tenant.key"
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 #: Requests answered at once beyond which more are refused (503).
 DEFAULT_MAX_CONCURRENCY: Final = 256
-_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _MIN_KEY: Final = 16
 
 
@@ -57,44 +54,6 @@ class Pace(StrEnum):
 
     FAST = "fast"
     RECORDED = "recorded"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """An API the gateway forwards to: ``/NAME/rest`` goes to ``URL/rest``."""
-
-    name: str
-    url: str
-
-    @classmethod
-    def parse(cls, text: str) -> Upstream:
-        """Read ``NAME=URL``.
-
-        Raises:
-            ValueError: not of that form; a name other than letters, digits,
-                ``.``, ``_`` and ``-``; a URL not ``http(s)://host[/path]``
-                or one with a query, a fragment or user info.
-        """
-        name, equals, url = text.partition("=")
-        name, url = name.strip(), url.strip()
-        if not equals or not _NAME.fullmatch(name) or name in (".", ".."):
-            raise ValueError(
-                f"--upstream takes NAME=URL with a NAME of letters, digits, '.', '_' "
-                f"and '-' (e.g. openai=https://api.openai.com), not {text!r}"
-            )
-        parts = urlsplit(url)
-        if (
-            parts.scheme not in ("http", "https")
-            or not parts.hostname
-            or parts.query
-            or parts.fragment
-            or "@" in parts.netloc
-        ):
-            raise ValueError(
-                f"upstream {name!r}: {url!r} is not an http(s) URL without query, "
-                "fragment or user info"
-            )
-        return cls(name, url.rstrip("/"))
 
 
 @dataclass(frozen=True)
@@ -129,23 +88,6 @@ class GatewaySettings:
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
     prices: PriceTable | None = None
     pace: Pace = Pace.FAST
-
-    @classmethod
-    def of(cls, upstreams: Iterable[str], **options: object) -> GatewaySettings:
-        """Settings with upstreams given as ``NAME=URL`` texts.
-
-        Raises:
-            ValueError: a malformed upstream, or a name given twice.
-        """
-        found: dict[str, Upstream] = {}
-        for text in upstreams:
-            upstream = Upstream.parse(text)
-            if upstream.name in found:
-                raise ValueError(f"upstream {upstream.name!r} is given twice")
-            found[upstream.name] = upstream
-        if not found:
-            raise ValueError("give at least one --upstream NAME=URL")
-        return cls(found, **options)  # type: ignore[arg-type]
 
 
 def tenant_of(key: bytes, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
