@@ -11,19 +11,20 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from ..errors import LogIntegrityError
 from ..record.keys import PublicKey, SigningKey
-from .merkle import HASH_SIZE
+from .merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
 from .note import check_key_name, open_note, sign_note
 
-__all__ = ["Checkpoint", "open_checkpoint", "parse_checkpoint"]
+__all__ = ["LogCheckpoint", "open_checkpoint", "parse_checkpoint"]
 
 _SIZE: Final = re.compile(r"0|[1-9][0-9]*")
 
 
-class Checkpoint(NamedTuple):
+class LogCheckpoint(NamedTuple):
     """A log's tree head: its origin, size and root. Added in 0.1.0."""
 
     origin: str
@@ -39,8 +40,27 @@ class Checkpoint(NamedTuple):
         """The checkpoint as a note signed by ``key`` under the origin's name."""
         return sign_note(self.body(), self.origin, key)
 
+    @classmethod
+    def open(cls, note: bytes, origin: str, key: PublicKey) -> LogCheckpoint:
+        """The checkpoint in a signed note, checked (see :func:`open_checkpoint`).
 
-def parse_checkpoint(text: str) -> Checkpoint:
+        Raises:
+            LogIntegrityError: the note fails, or is not a checkpoint of ``origin``.
+        """
+        return open_checkpoint(note, origin, key)
+
+    def proves_inclusion(self, leaf: bytes, index: int, proof: Sequence[bytes]) -> bool:
+        """Whether ``proof`` shows the bytes ``leaf`` are leaf ``index`` here."""
+        return verify_inclusion(leaf_hash(leaf), index, self.size, proof, self.root)
+
+    def proves_consistency(self, older: LogCheckpoint, proof: Sequence[bytes]) -> bool:
+        """Whether ``proof`` shows the tree of ``older`` is a prefix of this one."""
+        return older.origin == self.origin and verify_consistency(
+            older.size, self.size, older.root, self.root, proof
+        )
+
+
+def parse_checkpoint(text: str) -> LogCheckpoint:
     """Read a checkpoint's note text (already checked as signed).
 
     Raises:
@@ -61,10 +81,10 @@ def parse_checkpoint(text: str) -> Checkpoint:
         raise LogIntegrityError("a checkpoint's root is not base64") from None
     if len(digest) != HASH_SIZE:
         raise LogIntegrityError(f"a checkpoint's root is {len(digest)} bytes, not 32")
-    return Checkpoint(check_key_name(origin), int(size), digest)
+    return LogCheckpoint(check_key_name(origin), int(size), digest)
 
 
-def open_checkpoint(data: bytes, origin: str, key: PublicKey) -> Checkpoint:
+def open_checkpoint(data: bytes, origin: str, key: PublicKey) -> LogCheckpoint:
     """The checkpoint in a signed note, checked against the log's key and origin.
 
     Raises:

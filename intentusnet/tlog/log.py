@@ -31,7 +31,7 @@ from typing import Final
 from .._util.files import FILE_MODE, fsync_dir, make_dirs
 from ..errors import LogError, LogIntegrityError
 from ..record.keys import PublicKey, SigningKey
-from .checkpoint import Checkpoint, open_checkpoint, parse_checkpoint
+from .checkpoint import LogCheckpoint, open_checkpoint, parse_checkpoint
 from .merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
@@ -97,7 +97,7 @@ class TileLog:
         """The signed checkpoint as stored, or None before the first append."""
         return self._read(_CHECKPOINT)
 
-    def tree_head(self, key: PublicKey | None = None) -> Checkpoint:
+    def tree_head(self, key: PublicKey | None = None) -> LogCheckpoint:
         """The current checkpoint; checked against ``key`` and the origin when given.
 
         Unchecked, it says which tiles to read, not that they are the log's:
@@ -108,7 +108,7 @@ class TileLog:
         """
         note = self.checkpoint_note()
         if note is None:
-            return Checkpoint(self.origin or "-", 0, EMPTY_ROOT)
+            return LogCheckpoint(self.origin or "-", 0, EMPTY_ROOT)
         if key is not None:
             if self.origin is None:
                 raise LogIntegrityError("checking a checkpoint needs the log's origin")
@@ -227,7 +227,7 @@ class TileLog:
         root = subtree_hash(0, new_size, _EdgeHashes(new_edge, new_size).perfect)
         for path, data in writes:
             self._write(path, data)
-        self._write(_CHECKPOINT, Checkpoint(origin, new_size, root).sign(key))
+        self._write(_CHECKPOINT, LogCheckpoint(origin, new_size, root).sign(key))
         return new_size
 
     def _edge(self, size: int) -> list[list[bytes]]:

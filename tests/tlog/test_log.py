@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from intentusnet.errors import LogError, LogIntegrityError
 from intentusnet.record.keys import SigningKey
+from intentusnet.tlog.checkpoint import LogCheckpoint
 from intentusnet.tlog.log import TileLog
 from intentusnet.tlog.merkle import (
     EMPTY_ROOT,
@@ -223,3 +224,25 @@ def test_an_unwritable_directory_is_a_log_error(
     (tmp_path / "file").write_text("")
     with pytest.raises(LogError, match="cannot append"):
         open_log(tmp_path / "file" / "log", key).append([b"x"])
+
+
+def test_a_checkpoint_checks_proofs_offline(tmp_path: Path, key: SigningKey) -> None:
+    """Given only notes and proofs, a checkpoint checks leaves and its own history."""
+    log = open_log(tmp_path, key)
+    log.append(leaves(0, 10))
+    old_note = log.checkpoint_note()
+    log.append(leaves(10, 290))
+    assert old_note is not None
+    new_note = log.checkpoint_note()
+    assert new_note is not None
+    old = LogCheckpoint.open(old_note, ORIGIN, key.public_key)
+    new = LogCheckpoint.open(new_note, ORIGIN, key.public_key)
+    proof = log.prove_inclusion(7)
+    assert new.proves_inclusion(b"leaf 7", 7, proof)
+    assert not new.proves_inclusion(b"leaf 8", 7, proof)
+    assert not new.proves_inclusion(b"leaf 7", 8, proof)
+    consistency = log.prove_consistency(10)
+    assert new.proves_consistency(old, consistency)
+    assert not old.proves_consistency(new, consistency)
+    other = LogCheckpoint("example.com/other", old.size, old.root)
+    assert not new.proves_consistency(other, consistency)

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from intentusnet.errors import LogIntegrityError
 from intentusnet.record.keys import PublicKey, SigningKey
-from intentusnet.tlog.checkpoint import Checkpoint, open_checkpoint, parse_checkpoint
+from intentusnet.tlog.checkpoint import LogCheckpoint, open_checkpoint, parse_checkpoint
 from intentusnet.tlog.note import note_key_id, open_note, sign_note, verifier_key
 
 from .oracle import aics_tlog
@@ -54,7 +54,7 @@ def test_a_note_signed_here_opens(key: SigningKey) -> None:
 def test_aics_tlog_verifies_our_checkpoints(key: SigningKey) -> None:
     """The oracle accepts our checkpoint with our verifier key and reads it alike."""
     oracle = aics_tlog()
-    note = Checkpoint(ORIGIN, 1234, ROOT).sign(key)
+    note = LogCheckpoint(ORIGIN, 1234, ROOT).sign(key)
     vkey = oracle.parse_vkey(verifier_key(ORIGIN, key.public_key))
     result = oracle.verify_checkpoint(oracle.parse_note(note), vkey)
     assert result.ok
@@ -67,7 +67,7 @@ def test_we_verify_aics_tlog_checkpoints() -> None:
     private = Ed25519PrivateKey.generate()
     note = oracle.sign_checkpoint(oracle.Checkpoint(ORIGIN, 77, ROOT), private, ORIGIN)
     public = SigningKey(private).public_key
-    assert open_checkpoint(note.to_bytes(), ORIGIN, public) == Checkpoint(
+    assert open_checkpoint(note.to_bytes(), ORIGIN, public) == LogCheckpoint(
         ORIGIN, 77, ROOT
     )
 
@@ -131,15 +131,15 @@ def test_notes_that_do_not_hold_are_refused(key: SigningKey, change: str) -> Non
 
 def test_checkpoint_body_is_three_lines() -> None:
     """The body is origin, decimal size and base64 root, each ending in a newline."""
-    body = Checkpoint(ORIGIN, 20852163, ROOT).body()
+    body = LogCheckpoint(ORIGIN, 20852163, ROOT).body()
     assert body == f"{ORIGIN}\n20852163\n{base64.b64encode(ROOT).decode()}\n"
-    assert parse_checkpoint(body) == Checkpoint(ORIGIN, 20852163, ROOT)
+    assert parse_checkpoint(body) == LogCheckpoint(ORIGIN, 20852163, ROOT)
 
 
 def test_extension_lines_of_others_are_accepted() -> None:
     """A checkpoint with extension lines parses; they are not part of the head."""
-    body = Checkpoint(ORIGIN, 5, ROOT).body() + "extension\n"
-    assert parse_checkpoint(body) == Checkpoint(ORIGIN, 5, ROOT)
+    body = LogCheckpoint(ORIGIN, 5, ROOT).body() + "extension\n"
+    assert parse_checkpoint(body) == LogCheckpoint(ORIGIN, 5, ROOT)
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_malformed_checkpoints_are_refused(body: str) -> None:
 
 def test_a_checkpoint_of_another_origin_is_refused(key: SigningKey) -> None:
     """A checkpoint whose origin line differs from its signer's name is refused."""
-    body = Checkpoint("example.com/other", 5, ROOT).body()
+    body = LogCheckpoint("example.com/other", 5, ROOT).body()
     note = sign_note(body, ORIGIN, key)
     with pytest.raises(LogIntegrityError, match=r"of log 'example\.com/other'"):
         open_checkpoint(note, ORIGIN, key.public_key)
