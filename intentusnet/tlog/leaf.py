@@ -55,6 +55,15 @@ class LogLeaf(NamedTuple):
         key = UNSIGNED if self.key_id is None else self.key_id
         return LEAF_PREFIX + f"{self.execution_id}\n{self.chain_head}\n{key}\n".encode()
 
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LogLeaf:
+        """Read a leaf's bytes (see :func:`parse_leaf`).
+
+        Raises:
+            LogIntegrityError: not a version 1 leaf, or a field not of its form.
+        """
+        return parse_leaf(data)
+
 
 def parse_leaf(data: bytes) -> LogLeaf:
     """Read a leaf's bytes; exactly the bytes :meth:`LogLeaf.to_bytes` makes.

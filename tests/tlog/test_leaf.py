@@ -39,6 +39,7 @@ def test_leaves_round_trip(execution_id: str, head: str, key: str | None) -> Non
     """Every valid leaf parses back to itself."""
     leaf = LogLeaf(execution_id, head, key)
     assert parse_leaf(leaf.to_bytes()) == leaf
+    assert LogLeaf.from_bytes(leaf.to_bytes()) == leaf
 
 
 @pytest.mark.parametrize(
