@@ -225,6 +225,7 @@ class TileLog:
             return size
         writes, new_edge, new_size = _grow(edge, size, leaves)
         root = subtree_hash(0, new_size, _EdgeHashes(new_edge, new_size).perfect)
+        make_dirs(self.path / _TMP)
         for path, data in writes:
             self._write(path, data)
         self._write(_CHECKPOINT, LogCheckpoint(origin, new_size, root).sign(key))
@@ -275,7 +276,9 @@ class TileLog:
 
     def _discard_after(self, size: int) -> None:
         """Delete what a killed append left past the tree of ``size``."""
-        shutil.rmtree(self.path / _TMP, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            for name in os.listdir(self.path / _TMP):
+                (self.path / _TMP / name).unlink()
         self._discard(bundle_path, size)
         level, count = 0, size
         while (self.path / "tile" / str(level)).is_dir():
@@ -331,10 +334,8 @@ class TileLog:
     def _write(self, relative: str, data: bytes) -> None:
         """Put ``data`` at ``relative`` whole: a temporary file, flushed, renamed."""
         target = self.path / relative
-        temp_dir = self.path / _TMP
-        make_dirs(temp_dir)
         made = make_dirs(target.parent)
-        temp = temp_dir / relative.replace("/", "_")
+        temp = self.path / _TMP / relative.replace("/", "_")
         fd = os.open(
             temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE
         )
