@@ -133,6 +133,7 @@ _EXPORTS: dict[str, str] = {
     "LogError": "errors",
     "LogIntegrityError": "errors",
     "LogLeaf": "tlog.leaf",
+    "LogProof": "tlog.proof",
     "TileLog": "tlog.log",
     "StepRun": "steps.view",
     "StoreError": "errors",
@@ -308,6 +309,7 @@ if TYPE_CHECKING:
     from .tlog.checkpoint import LogCheckpoint as LogCheckpoint
     from .tlog.leaf import LogLeaf as LogLeaf
     from .tlog.log import TileLog as TileLog
+    from .tlog.proof import LogProof as LogProof
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 

@@ -68,6 +68,7 @@ PUBLIC = [
     "LogError",
     "LogIntegrityError",
     "LogLeaf",
+    "LogProof",
     "MalformedRequest",
     "MemoryExecutionStore",
     "ModelPrice",

@@ -42,6 +42,7 @@ from .merkle import (
     subtree_hash,
 )
 from .note import check_key_name
+from .proof import LogProof
 from .tiles import (
     MAX_LEAF,
     TILE_WIDTH,
@@ -137,7 +138,12 @@ class TileLog:
         if not 0 <= index < size:
             raise LogIntegrityError(f"leaf {index} is not in a log of {size} leaves")
         bundle, at = divmod(index, TILE_WIDTH)
-        width = min(size - bundle * TILE_WIDTH, TILE_WIDTH)
+        return self._bundle_leaves(bundle, min(size - bundle * TILE_WIDTH, TILE_WIDTH))[
+            at
+        ]
+
+    def _bundle_leaves(self, bundle: int, width: int) -> list[bytes]:
+        """The first ``width`` leaves of entry bundle ``bundle``."""
         path = bundle_path(bundle, width)
         data = self._read(path)
         if data is None and width < TILE_WIDTH:
@@ -147,7 +153,36 @@ class TileLog:
         leaves = decode_bundle(data)
         if len(leaves) < width:
             raise LogIntegrityError(f"the log's entry bundle {path} is short")
-        return leaves[at]
+        return leaves[:width]
+
+    def find(self, leaf_of: Callable[[bytes], bool]) -> int | None:
+        """The index of the newest leaf ``leaf_of`` accepts, or None.
+
+        Reads the entry bundles from the end back (newest first), so finding
+        a recent leaf is quick; an absent one reads the whole log.
+        """
+        size = self.size
+        for bundle in range((size - 1) // TILE_WIDTH, -1, -1):
+            leaves = self._bundle_leaves(
+                bundle, min(size - bundle * TILE_WIDTH, TILE_WIDTH)
+            )
+            for at in range(len(leaves) - 1, -1, -1):
+                if leaf_of(leaves[at]):
+                    return bundle * TILE_WIDTH + at
+        return None
+
+    def proof_of(self, index: int) -> LogProof:
+        """A tlog-proof file of leaf ``index`` under the current checkpoint.
+
+        Raises:
+            LogIntegrityError: no such leaf, or a tile or bundle missing.
+        """
+        note = self.checkpoint_note()
+        if note is None:
+            raise LogIntegrityError("the log is empty: it has no checkpoint yet")
+        size = self.tree_head().size
+        path = self.prove_inclusion(index, size)
+        return LogProof(self.leaf(index, size), index, tuple(path), note)
 
     def root(self, size: int | None = None) -> bytes:
         """The root of the first ``size`` leaves (default: all), from the tiles."""
@@ -239,7 +274,7 @@ class TileLog:
         """
         edge: list[list[bytes]] = []
         width = size % TILE_WIDTH
-        edge.append(self._bundle_edge(size // TILE_WIDTH, width) if width else [])
+        edge.append(self._bundle_leaves(size // TILE_WIDTH, width) if width else [])
         level, count = 0, size
         while count:
             width = count % TILE_WIDTH
@@ -261,18 +296,6 @@ class TileLog:
                 "the log's last entry bundle disagrees with its tile"
             )
         return edge
-
-    def _bundle_edge(self, index: int, width: int) -> list[bytes]:
-        path = bundle_path(index, width)
-        data = self._read(path)
-        if data is None:
-            raise LogIntegrityError(f"the log's entry bundle {path} is missing")
-        leaves = decode_bundle(data)
-        if len(leaves) != width:
-            raise LogIntegrityError(
-                f"the log's entry bundle {path} has the wrong count"
-            )
-        return leaves
 
     def _discard_after(self, size: int) -> None:
         """Delete what a killed append left past the tree of ``size``."""

@@ -21,6 +21,7 @@ COMMANDS = {
     "copy",
     "invalidate",
     "keys",
+    "log",
     "reindex",
     "prune",
     "stats",

@@ -19,12 +19,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tlogkit import aics_tlog, disagreeing_files
 
 from intentusnet.record.keys import SigningKey
 from intentusnet.tlog.log import TileLog
-
-from .layout import disagreeing_files
-from .oracle import aics_tlog
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGIN = "example.com/crash"

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tlogkit import aics_tlog, disagreeing_files
 
 from intentusnet.errors import LogError, LogIntegrityError
 from intentusnet.record.keys import SigningKey
@@ -19,9 +20,6 @@ from intentusnet.tlog.merkle import (
     verify_inclusion,
 )
 from intentusnet.tlog.note import verifier_key
-
-from .layout import disagreeing_files
-from .oracle import aics_tlog
 
 ORIGIN = "example.com/intentusnet"
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tlogkit import aics_tlog
 
 from intentusnet.tlog.merkle import (
     EMPTY_ROOT,
@@ -18,8 +19,6 @@ from intentusnet.tlog.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-
-from .oracle import aics_tlog
 
 # The Certificate Transparency test vectors: eight leaves and the root of
 # every prefix, from transparency-dev/merkle (testonly/constants.go, and the

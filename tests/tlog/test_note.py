@@ -6,13 +6,12 @@ import base64
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from tlogkit import aics_tlog
 
 from intentusnet.errors import LogIntegrityError
 from intentusnet.record.keys import PublicKey, SigningKey
 from intentusnet.tlog.checkpoint import LogCheckpoint, open_checkpoint, parse_checkpoint
 from intentusnet.tlog.note import note_key_id, open_note, sign_note, verifier_key
-
-from .oracle import aics_tlog
 
 # The example of c2sp.org/signed-note ("Verifier keys", "Example").
 SPEC_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"

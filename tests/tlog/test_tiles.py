@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tlogkit import aics_tlog
 
 from intentusnet.errors import LogIntegrityError
 from intentusnet.tlog.tiles import (
@@ -14,8 +15,6 @@ from intentusnet.tlog.tiles import (
     index_path,
     tile_path,
 )
-
-from .oracle import aics_tlog
 
 
 @pytest.mark.parametrize(
