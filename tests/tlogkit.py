@@ -39,8 +39,7 @@ def disagreeing_files(directory: Path, leaves: list[bytes]) -> list[str]:
     the leaves. A file for leaves past the end of ``leaves`` disagrees.
     """
     oracle = aics_tlog()
-    from aics_tlog import tiles
-
+    tiles = oracle.tiles
     wrong: list[str] = []
     for path in sorted((directory / "tile").rglob("*")):
         if path.is_dir():

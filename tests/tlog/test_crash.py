@@ -12,6 +12,7 @@ clean up and go on.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,11 +27,24 @@ from intentusnet.tlog.log import TileLog
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGIN = "example.com/crash"
-BEFORE, BATCH = 250, 300
-#: The files one append of 300 leaves to 250 writes: bundles 000, 001 and
-#: 002.p/38, level-0 tiles 000, 001 and 002.p/38, level-1 tile 000.p/2, and
-#: the checkpoint last.
-WRITES = 8
+#: (leaves before, leaves appended, files the append writes). 250 + 300:
+#: bundles 000, 001 and 002.p/38, level-0 tiles 000, 001 and 002.p/38, level-1
+#: tile 000.p/2, the checkpoint. 65,500 + 100 (a level-1 tile fills): bundles
+#: 255 and 256.p/64, level-0 tiles 255 and 256.p/64, level-1 tile 000, level-2
+#: tile 000.p/1, the checkpoint.
+SMALL, LARGE = (250, 300, 8), (65_500, 100, 7)
+KILLS = [
+    pytest.param(
+        scenario,
+        where,
+        nth,
+        marks=[pytest.mark.slow] * (scenario is LARGE),
+        id=f"{'large' if scenario is LARGE else 'small'}-{where}-{nth}",
+    )
+    for scenario in (SMALL, LARGE)
+    for where in ("written", "before_rename", "after_rename")
+    for nth in range(1, scenario[2] + 1)
+]
 
 CHILD = textwrap.dedent(
     """
@@ -75,13 +89,13 @@ def leaves(first: int, count: int) -> list[bytes]:
 
 
 def run_child(
-    path: Path, key_file: Path, where: str, nth: int
+    path: Path, key_file: Path, scenario: tuple[int, int, int], where: str, nth: int
 ) -> subprocess.Popen[str]:
     """Start the appending child, stopping at the ``nth`` event ``where``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), str(key_file), str(BEFORE),
-         str(BATCH), where, str(nth), ORIGIN],
+        [sys.executable, "-c", CHILD, str(path), str(key_file), str(scenario[0]),
+         str(scenario[1]), where, str(nth), ORIGIN],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -95,32 +109,58 @@ def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return private
 
 
-def a_log(path: Path, key_file: Path) -> TileLog:
-    """The log with its first 250 leaves."""
-    log = TileLog(path, origin=ORIGIN, signing_key=SigningKey.load(key_file))
-    log.append(leaves(0, BEFORE))
-    return log
+@pytest.fixture(scope="module")
+def templates(
+    tmp_path_factory: pytest.TempPathFactory, key_file: Path
+) -> dict[int, Path]:
+    """Logs of each scenario's first leaves, made once, copied by each test."""
+    made: dict[int, Path] = {}
+    for before, _batch, _writes in (SMALL, LARGE):
+        path = tmp_path_factory.mktemp(f"log-{before}")
+        key = SigningKey.load(key_file)
+        TileLog(path, origin=ORIGIN, signing_key=key, durable=False).append(
+            leaves(0, before)
+        )
+        made[before] = path
+    return made
 
 
-def test_the_seam_sees_every_write(tmp_path: Path, key_file: Path) -> None:
+def a_log(
+    path: Path, key_file: Path, templates: dict[int, Path], before: int
+) -> TileLog:
+    """The log with its first ``before`` leaves, at ``path``."""
+    shutil.copytree(templates[before], path, dirs_exist_ok=True)
+    return TileLog(path, origin=ORIGIN, signing_key=SigningKey.load(key_file))
+
+
+@pytest.mark.parametrize("scenario", [SMALL, LARGE], ids=["small", "large"])
+def test_the_seam_sees_every_write(
+    tmp_path: Path, key_file: Path, templates, scenario: tuple[int, int, int]
+) -> None:
     """Run to the end, the append renames exactly the files the kill points cover."""
-    a_log(tmp_path, key_file)
-    with run_child(tmp_path, key_file, "count", 0) as child:
+    before, batch, writes = scenario
+    a_log(tmp_path, key_file, templates, before)
+    with run_child(tmp_path, key_file, scenario, "count", 0) as child:
         out, _ = child.communicate(timeout=60)
     assert child.returncode == 0
-    assert out.split() == ["done", str(BEFORE + BATCH), str(WRITES)]
+    assert out.split() == ["done", str(before + batch), str(writes)]
 
 
-@pytest.mark.parametrize("nth", range(1, WRITES + 1))
-@pytest.mark.parametrize("where", ["written", "before_rename", "after_rename"])
+@pytest.mark.parametrize(("scenario", "where", "nth"), KILLS)
 def test_a_killed_append_leaves_the_log_whole(
-    tmp_path: Path, key_file: Path, where: str, nth: int
+    tmp_path: Path,
+    key_file: Path,
+    templates: dict[int, Path],
+    scenario: tuple[int, int, int],
+    where: str,
+    nth: int,
 ) -> None:
     """Killed at any write, the checkpoint and its tiles agree with the leaves."""
     oracle = aics_tlog()
-    log = a_log(tmp_path, key_file)
+    before, batch, writes = scenario
+    log = a_log(tmp_path, key_file, templates, before)
     key = SigningKey.load(key_file)
-    with run_child(tmp_path, key_file, where, nth) as child:
+    with run_child(tmp_path, key_file, scenario, where, nth) as child:
         try:
             assert child.stdout is not None
             assert child.stdout.readline() == "stopped\n"
@@ -130,8 +170,8 @@ def test_a_killed_append_leaves_the_log_whole(
     assert child.returncode == -signal.SIGKILL
 
     head = log.tree_head(key.public_key)
-    committed = where == "after_rename" and nth == WRITES
-    assert head.size == (BEFORE + BATCH if committed else BEFORE)
+    committed = where == "after_rename" and nth == writes
+    assert head.size == (before + batch if committed else before)
     written = leaves(0, head.size)
     assert head.root == oracle.MerkleTree(written).root()
     oracle.audit_tiles(oracle.FileSystemTileReader(tmp_path), head.size, head.root)
