@@ -95,7 +95,7 @@ def root(leaves: list[bytes]) -> bytes:
 
 @pytest.mark.parametrize("size", range(9))
 def test_roots_match_the_ct_vectors(size: int) -> None:
-    """The root of each prefix of the CT leaves (the empty one too) is as published."""
+    """Each prefix's root is as in transparency-dev/merkle's testonly/constants.go."""
     assert root(LEAVES[:size]) == ROOTS[size]
 
 
@@ -106,7 +106,7 @@ def test_the_empty_root_is_the_hash_of_nothing() -> None:
 
 @pytest.mark.parametrize(("index", "size", "proof"), INCLUSION)
 def test_inclusion_proofs_match_the_ct_vectors(index, size, proof) -> None:
-    """Generated audit paths are the published ones, and verify."""
+    """Audit paths are transparency-dev/merkle's (proof/verify_test.go), and verify."""
     expected = [bytes.fromhex(h) for h in proof]
     assert inclusion_proof(index, size, in_memory(LEAVES[:size])) == expected
     assert verify_inclusion(
@@ -116,7 +116,7 @@ def test_inclusion_proofs_match_the_ct_vectors(index, size, proof) -> None:
 
 @pytest.mark.parametrize(("old", "new", "proof"), CONSISTENCY)
 def test_consistency_proofs_match_the_ct_vectors(old, new, proof) -> None:
-    """Generated consistency proofs are the published ones, and verify."""
+    """Consistency proofs are transparency-dev/merkle's (verify_test.go), and verify."""
     expected = [bytes.fromhex(h) for h in proof]
     assert consistency_proof(old, new, in_memory(LEAVES[:new])) == expected
     assert verify_consistency(old, new, ROOTS[old], ROOTS[new], expected)
