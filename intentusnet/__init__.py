@@ -130,6 +130,12 @@ _EXPORTS: dict[str, str] = {
     "SignatureStatus": "record.signing",
     "SigningKey": "record.keys",
     "SigningKeyError": "errors",
+    "LogCheckpoint": "tlog.checkpoint",
+    "LogError": "errors",
+    "LogIntegrityError": "errors",
+    "LogLeaf": "tlog.leaf",
+    "LogProof": "tlog.proof",
+    "TileLog": "tlog.log",
     "StepRun": "steps.view",
     "StoreError": "errors",
     "Submission": "http.submission",
@@ -199,6 +205,8 @@ if TYPE_CHECKING:
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import InvalidIdempotencyKey as InvalidIdempotencyKey
     from .errors import InvalidRerunOption as InvalidRerunOption
+    from .errors import LogError as LogError
+    from .errors import LogIntegrityError as LogIntegrityError
     from .errors import MalformedRequest as MalformedRequest
     from .errors import NetworkBlocked as NetworkBlocked
     from .errors import NondeterminismError as NondeterminismError
@@ -300,6 +308,10 @@ if TYPE_CHECKING:
     from .testing.bulk import rerun_all as rerun_all
     from .testing.bulk import select_ids as select_ids
     from .testing.verdict import RecordVerdict as RecordVerdict
+    from .tlog.checkpoint import LogCheckpoint as LogCheckpoint
+    from .tlog.leaf import LogLeaf as LogLeaf
+    from .tlog.log import TileLog as TileLog
+    from .tlog.proof import LogProof as LogProof
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 

@@ -30,6 +30,8 @@ with, and also subclasses the builtin it behaves like::
     ├── NotCacheable (TypeError)                  not_cacheable          2
     ├── SideEffectRefused (RuntimeError)          side_effect_refused    1
     ├── SigningKeyError (ValueError)              signing_key_error      2
+    ├── LogError (OSError)                        log_error              1
+    │   └── LogIntegrityError (ValueError)        log_integrity_failure  6
     ├── PriceTableError (ValueError)              price_table_invalid    2
     ├── RerunWorkerError (RuntimeError)           rerun_worker_failed    2
     ├── NetworkBlocked (ConnectionError)          network_blocked        7
@@ -77,6 +79,8 @@ __all__ = [
     "InvalidExecutionId",
     "InvalidIdempotencyKey",
     "InvalidRerunOption",
+    "LogError",
+    "LogIntegrityError",
     "MalformedRequest",
     "NetworkBlocked",
     "NondeterminismError",
@@ -608,6 +612,29 @@ class SigningKeyError(IntentusNetError, ValueError):
 
     code: ClassVar[str] = "signing_key_error"
     exit_code: ClassVar[int] = 2
+
+
+class LogError(IntentusNetError, OSError):
+    """The transparency log's directory cannot be read or written.
+
+    The message names the file and the operating system's reason, or says
+    that another process holds the log's append lock. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "log_error"
+    exit_code: ClassVar[int] = 1
+
+
+class LogIntegrityError(LogError, ValueError):
+    """A log's files, a leaf, a checkpoint or a signed note do not hold up.
+
+    A tile or entry bundle that disagrees with the checkpoint, a signed note
+    whose signature fails or that no trusted key signed, a checkpoint or leaf
+    that is not well formed. The message says which and why. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "log_integrity_failure"
+    exit_code: ClassVar[int] = 6
 
 
 class PriceTableError(IntentusNetError, ValueError):

@@ -117,6 +117,7 @@ IMPORTS = _imports()
         ("record", "replay"),
         ("record", "routing"),
         ("record", "envelope"),
+        ("record", "tlog"),
         ("envelope", "record"),
         ("hashing", "envelope"),
         ("_util", "record"),
@@ -134,6 +135,21 @@ def test_imports_point_down(part: str, banned: str) -> None:
         if module == prefix or module.startswith(prefix + ".")
     }
     assert {m: found for m, found in offenders.items() if found} == {}
+
+
+def test_the_log_imports_only_what_sits_below_it() -> None:
+    """tlog/ imports only record/, hashing, _util and errors, and itself."""
+    allowed = tuple(
+        f"intentusnet.{part}"
+        for part in ("tlog", "record", "hashing", "_util", "errors")
+    )
+    found = {
+        target
+        for module, targets in IMPORTS.items()
+        if module.startswith("intentusnet.tlog")
+        for target in targets
+    }
+    assert sorted(t for t in found if not t.startswith(allowed)) == []
 
 
 def test_no_import_cycles() -> None:

@@ -58,6 +58,7 @@ COMMANDS = {
     "copy": "copy:copy",
     "invalidate": "maintain:invalidate",
     "keys": "keys:keys",
+    "log": "log:log",
     "reindex": "maintain:reindex",
     "prune": "maintain:prune",
     "stats": "maintain:stats",

@@ -25,6 +25,7 @@ COMMANDS = {
     "copy",
     "invalidate",
     "keys",
+    "log",
     "reindex",
     "prune",
     "stats",

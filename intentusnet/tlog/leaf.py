@@ -1,0 +1,99 @@
+"""The log's leaf: one closed record, named by its id, chain head and key.
+
+A leaf is UTF-8 text, four lines, each ending in a newline::
+
+    intentusnet log leaf v1
+    <execution id>
+    sha256:<64 hex>          the record's final chain hash (its last line's hash)
+    ed25519:<16 hex>         the key that signed it, or "unsigned"
+
+The first line names the format and its version, so a leaf is never read as
+another kind of statement and a later format can be told apart. Everything
+else the record holds is reached through its chain head: the leaf commits to
+the whole record without carrying it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+from .._util.ids import ID_PART_PATTERN
+from ..errors import LogIntegrityError
+
+__all__ = ["LEAF_PREFIX", "UNSIGNED", "LogLeaf", "parse_leaf"]
+
+LEAF_PREFIX: Final = b"intentusnet log leaf v1\n"
+#: The key line of a record closed without a signing key.
+UNSIGNED: Final = "unsigned"
+
+_ID: Final = re.compile(ID_PART_PATTERN)
+_HEAD: Final = re.compile(r"sha256:[0-9a-f]{64}")
+_KEY: Final = re.compile(r"ed25519:[0-9a-f]{16}")
+
+
+class LogLeaf(NamedTuple):
+    """What one leaf says. Added in 0.1.0.
+
+    Attributes:
+        execution_id: the closed record.
+        chain_head: its last line's hash, ``sha256:`` and 64 hex digits.
+        key_id: the key that signed it, or None for an unsigned record.
+    """
+
+    execution_id: str
+    chain_head: str
+    key_id: str | None
+
+    def to_bytes(self) -> bytes:
+        """The leaf's canonical bytes (checked: a bad field raises).
+
+        Raises:
+            LogIntegrityError: a field is not of its form.
+        """
+        _check(self)
+        key = UNSIGNED if self.key_id is None else self.key_id
+        return LEAF_PREFIX + f"{self.execution_id}\n{self.chain_head}\n{key}\n".encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LogLeaf:
+        """Read a leaf's bytes (see :func:`parse_leaf`).
+
+        Raises:
+            LogIntegrityError: not a version 1 leaf, or a field not of its form.
+        """
+        return parse_leaf(data)
+
+
+def parse_leaf(data: bytes) -> LogLeaf:
+    """Read a leaf's bytes; exactly the bytes :meth:`LogLeaf.to_bytes` makes.
+
+    Raises:
+        LogIntegrityError: not a version 1 leaf, or a field not of its form.
+    """
+    if not data.startswith(LEAF_PREFIX):
+        raise LogIntegrityError("not an intentusnet log leaf (version 1)")
+    try:
+        text = data[len(LEAF_PREFIX) :].decode("ascii")
+    except UnicodeDecodeError:
+        raise LogIntegrityError("a log leaf holds non-ASCII bytes") from None
+    lines = text.split("\n")
+    if len(lines) != 4 or lines[3] != "":
+        raise LogIntegrityError("a log leaf has four lines, each ending in a newline")
+    execution_id, head, key = lines[:3]
+    leaf = LogLeaf(execution_id, head, None if key == UNSIGNED else key)
+    _check(leaf)
+    return leaf
+
+
+def _check(leaf: LogLeaf) -> None:
+    if _ID.fullmatch(leaf.execution_id) is None or leaf.execution_id[0] == ".":
+        raise LogIntegrityError(
+            f"invalid execution id in a log leaf: {leaf.execution_id[:40]!r}"
+        )
+    if _HEAD.fullmatch(leaf.chain_head) is None:
+        raise LogIntegrityError(
+            f"invalid chain head in a log leaf: {leaf.chain_head[:80]!r}"
+        )
+    if leaf.key_id is not None and _KEY.fullmatch(leaf.key_id) is None:
+        raise LogIntegrityError(f"invalid key id in a log leaf: {leaf.key_id[:40]!r}")
