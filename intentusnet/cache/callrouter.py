@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -161,18 +162,9 @@ class CallRouter:
         the call, if any (the record's ``parentExecutionId``); ``tenant`` the
         tenant it is made for.
         """
-        request_id = new_request_id()
-        self._jobs[request_id] = (job, secrets)
-        kept: list[AgentResponse] = []
-        try:
-            live = self.router.route_intent(
-                self.envelope(payload, request_id, directive, tenant),
-                options=ExecutionOptions(
-                    parent_execution_id=parent, recorded=kept.append
-                ),
-            )
-        finally:
-            del self._jobs[request_id]
+        with self._routing(job, secrets, parent) as (request_id, options, kept):
+            env = self.envelope(payload, request_id, directive, tenant)
+            live = self.router.route_intent(env, options=options)
         return kept[0] if kept else live
 
     async def arun(
@@ -185,19 +177,28 @@ class CallRouter:
         tenant: str | None = None,
     ) -> AgentResponse:
         """The async ``run``."""
+        with self._routing(job, secrets, parent) as (request_id, options, kept):
+            env = self.envelope(payload, request_id, directive, tenant)
+            live = await self.router.route(env, options=options)
+        return kept[0] if kept else live
+
+    @contextmanager
+    def _routing(
+        self, job: Job | AsyncJob, secrets: Collection[str], parent: str | None
+    ) -> Iterator[tuple[str, ExecutionOptions, list[AgentResponse]]]:
+        """A call's request id and options while ``run`` or ``arun`` routes it.
+
+        Its job is found by the request id meanwhile; the list gets the answer
+        as recorded.
+        """
         request_id = new_request_id()
         self._jobs[request_id] = (job, secrets)
         kept: list[AgentResponse] = []
+        options = ExecutionOptions(parent_execution_id=parent, recorded=kept.append)
         try:
-            live = await self.router.route(
-                self.envelope(payload, request_id, directive, tenant),
-                options=ExecutionOptions(
-                    parent_execution_id=parent, recorded=kept.append
-                ),
-            )
+            yield request_id, options, kept
         finally:
             del self._jobs[request_id]
-        return kept[0] if kept else live
 
     def failure(
         self, response: AgentResponse, *, ran: bool, from_records: bool
@@ -237,28 +238,30 @@ class CallRouter:
     # -- the agent ----------------------------------------------------------------
 
     def _handle(self, env: IntentEnvelope, ctx: AgentContext) -> JobResult:
-        job, secrets = self._jobs[env.metadata.request_id]
-        if secrets:
-            add_secrets(ctx, secrets)
-        running = running_execution.set(ctx.execution_id)
-        try:
+        with self._running(env, ctx) as job:
             result = job()
-        except Exception as exc:
-            self._keep(ctx.execution_id, exc)
-            raise
-        finally:
-            running_execution.reset(running)
         assert not isinstance(result, Awaitable)  # a sync job by construction
         return result
 
     async def _ahandle(self, env: IntentEnvelope, ctx: AgentContext) -> JobResult:
+        with self._running(env, ctx) as job:
+            result = job()
+            return await result if isinstance(result, Awaitable) else result
+
+    @contextmanager
+    def _running(
+        self, env: IntentEnvelope, ctx: AgentContext
+    ) -> Iterator[Job | AsyncJob]:
+        """The agent's flow around its job (``_handle``, ``_ahandle``).
+
+        What the job raises is kept for its caller.
+        """
         job, secrets = self._jobs[env.metadata.request_id]
         if secrets:
             add_secrets(ctx, secrets)
         running = running_execution.set(ctx.execution_id)
         try:
-            result = job()
-            return await result if isinstance(result, Awaitable) else result
+            yield job
         except Exception as exc:
             self._keep(ctx.execution_id, exc)
             raise

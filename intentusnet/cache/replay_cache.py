@@ -30,10 +30,10 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias, cast
 
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope
@@ -74,6 +74,14 @@ _POLL_FIRST_S: Final = 0.002
 _POLL_MAX_S: Final = 0.05
 # What one try at a flight across processes found (see ReplayCache._claim).
 _SERVED, _CLAIMED, _RUN, _WAIT = "served", "claimed", "run", "wait"
+
+#: What the answering flow yields for the caller's ``execute`` to run (its
+#: other requests are a flight to wait on, a pause in seconds).
+_EXECUTE: Final = None
+#: The answering flow: what it asks for, what it is sent, what it returns.
+_Answering: TypeAlias = Generator[
+    "cf.Future[AgentResponse] | float | None", "AgentResponse | None", AgentResponse
+]
 _DEFAULT: Final = CacheDirective.DEFAULT
 _BYPASS: Final = CacheDirective.BYPASS
 _CACHES: weakref.WeakSet[ReplayCache] = weakref.WeakSet()
@@ -228,16 +236,9 @@ class ReplayCache:
         execute: Callable[[IntentEnvelope], AgentResponse],
     ) -> AgentResponse:
         """Answer ``env`` from the cache, or by ``execute(env)`` (the router's seam)."""
-        intent = env.intent
-        if not self.policy.allows(intent.name):
+        key = self._key(env)
+        if key is None:
             return execute(env)
-        key = CacheKey(
-            compute_hash(env),
-            intent.name,
-            intent.version,
-            env.routing.cache,
-            env.metadata.request_id,
-        )
         return self.answer(key, lambda: execute(env))
 
     async def aserve(
@@ -246,17 +247,23 @@ class ReplayCache:
         execute: Callable[[IntentEnvelope], Awaitable[AgentResponse]],
     ) -> AgentResponse:
         """The async ``serve``."""
+        key = self._key(env)
+        if key is None:
+            return await execute(env)
+        return await self.aanswer(key, lambda: execute(env))
+
+    def _key(self, env: IntentEnvelope) -> CacheKey | None:
+        """The key ``env`` is served under; None if the policy caches none."""
         intent = env.intent
         if not self.policy.allows(intent.name):
-            return await execute(env)
-        key = CacheKey(
+            return None
+        return CacheKey(
             compute_hash(env),
             intent.name,
             intent.version,
             env.routing.cache,
             env.metadata.request_id,
         )
-        return await self.aanswer(key, lambda: execute(env))
 
     def answer(
         self,
@@ -273,27 +280,27 @@ class ReplayCache:
         before the flight is joined (an answer stored meanwhile is still
         found: the flight's leader looks once more). Added in 0.1.0.
         """
-        while True:
-            directive = key.directive
-            if directive is _BYPASS:
-                self._count_miss()
-                return self._keep(key, execute())
-            if missed:  # looked up just now: the flight's leader looks again
-                missed = False
-            elif (entry := self._find(key.envelope_hash)) is not None:
-                return self._serve(entry, key)
-            flight, leader = self._flights.join(
-                key.envelope_hash, lead=directive is _DEFAULT
-            )
-            if flight is None:  # no_store, and nothing in flight
-                self._count_miss()
-                return execute()
-            if not leader:
-                shared = _flight.wait(flight)
-                if shared is not None:
-                    return self._share(shared, key)
-                continue  # the leader gave up: try again
-            return self._lead(key, flight, execute)
+        served = None if missed else self._at_once(key)
+        if served is not None:
+            return served
+        flow = self._answering(key)
+        got: AgentResponse | None = None
+        try:
+            while True:
+                try:
+                    ask = flow.send(got)
+                except StopIteration as done:
+                    answer: AgentResponse = done.value
+                    return answer
+                if ask is _EXECUTE:
+                    got = execute()
+                elif isinstance(ask, float):
+                    time.sleep(ask)
+                    got = None
+                else:
+                    got = _flight.wait(ask)
+        finally:
+            flow.close()  # after a failure: the flow's own clean-up runs
 
     async def aanswer(
         self,
@@ -303,41 +310,69 @@ class ReplayCache:
         missed: bool = False,
     ) -> AgentResponse:
         """The async ``answer``: flights are shared with sync callers too."""
-        while True:
-            directive = key.directive
-            if directive is _BYPASS:
-                self._count_miss()
-                return self._keep(key, await execute())
-            if missed:  # looked up just now: the flight's leader looks again
-                missed = False
-            elif (entry := self._find(key.envelope_hash)) is not None:
-                return self._serve(entry, key)
-            flight, leader = self._flights.join(
-                key.envelope_hash, lead=directive is _DEFAULT
-            )
-            if flight is None:
-                self._count_miss()
-                return await execute()
-            if not leader:
-                shared = await _flight.await_(flight)
-                if shared is not None:
-                    return self._share(shared, key)
-                continue
-            return await self._alead(key, flight, execute)
+        served = None if missed else self._at_once(key)
+        if served is not None:
+            return served
+        flow = self._answering(key)
+        got: AgentResponse | None = None
+        try:
+            while True:
+                try:
+                    ask = flow.send(got)
+                except StopIteration as done:
+                    answer: AgentResponse = done.value
+                    return answer
+                if ask is _EXECUTE:
+                    got = await execute()
+                elif isinstance(ask, float):
+                    await asyncio.sleep(ask)
+                    got = None
+                else:
+                    got = await _flight.await_(ask)
+        finally:
+            flow.close()
 
-    def _lead(
-        self,
-        key: CacheKey,
-        flight: cf.Future[AgentResponse],
-        execute: Callable[[], AgentResponse],
-    ) -> AgentResponse:
+    def _at_once(self, key: CacheKey) -> AgentResponse | None:
+        """A hit, served before any flow starts (a bypass has none)."""
+        return None if key.directive is _BYPASS else self.hit(key)
+
+    def _answering(self, key: CacheKey) -> _Answering:
+        """The flow of ``answer`` and ``aanswer`` after a miss; they drive it.
+
+        It yields what it waits for: ``_EXECUTE``, to be sent what the caller's
+        ``execute`` returned; a flight, to be sent its answer (None: its leader
+        gave up); a pause in seconds, to be sent None. A driver that fails
+        doing what was asked closes the flow: its clean-up runs, and what the
+        driver raised goes on.
+        """
+        if key.directive is _BYPASS:
+            self._count_miss()
+            return self._keep(key, cast(AgentResponse, (yield _EXECUTE)))
+        while True:
+            flight, leader = self._flights.join(
+                key.envelope_hash, lead=key.directive is _DEFAULT
+            )
+            if flight is None:  # no_store, and nothing in flight
+                self._count_miss()
+                return cast(AgentResponse, (yield _EXECUTE))
+            if leader:  # the leader looks once more, in its own flow
+                return (yield from self._leading(key, flight))
+            shared = yield flight
+            if shared is not None:
+                return self._share(shared, key)
+            served = self.hit(key)  # the leader gave up: look, then try again
+            if served is not None:
+                return served
+
+    def _leading(self, key: CacheKey, flight: cf.Future[AgentResponse]) -> _Answering:
+        """The flow of a flight's leader: it runs ``execute`` unless answered."""
         envelope_hash = key.envelope_hash
         entry = self._find_in_memory(envelope_hash)
         claimed = False
         if entry is None:  # not answered between our lookup and our flight
             delay = _POLL_FIRST_S
             while (state := self._claim(envelope_hash))[0] == _WAIT:
-                time.sleep(delay)  # another process runs it: wait for its record
+                yield delay  # another process runs it: wait for its record
                 delay = min(2 * delay, _POLL_MAX_S)
             claimed, entry = state[0] == _CLAIMED, state[1]
         if entry is not None:
@@ -346,39 +381,7 @@ class ReplayCache:
             return response
         self._count_miss()
         try:
-            response = self._keep(key, execute())
-        except BaseException:
-            self._flights.abort(envelope_hash, flight)
-            raise
-        finally:
-            if claimed:
-                self._unclaim(envelope_hash)
-        self._flights.land(envelope_hash, flight, response)
-        return response
-
-    async def _alead(
-        self,
-        key: CacheKey,
-        flight: cf.Future[AgentResponse],
-        execute: Callable[[], Awaitable[AgentResponse]],
-    ) -> AgentResponse:
-        """The async ``_lead``."""
-        envelope_hash = key.envelope_hash
-        entry = self._find_in_memory(envelope_hash)
-        claimed = False
-        if entry is None:
-            delay = _POLL_FIRST_S
-            while (state := self._claim(envelope_hash))[0] == _WAIT:
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, _POLL_MAX_S)
-            claimed, entry = state[0] == _CLAIMED, state[1]
-        if entry is not None:
-            response = self._serve(entry, key)
-            self._flights.land(envelope_hash, flight, response)
-            return response
-        self._count_miss()
-        try:
-            response = self._keep(key, await execute())
+            response = self._keep(key, cast(AgentResponse, (yield _EXECUTE)))
         except BaseException:
             self._flights.abort(envelope_hash, flight)
             raise

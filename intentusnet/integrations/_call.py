@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .._util.jsonvalue import JSONObject
-from ..cache.callrouter import AsyncJob, CallRouter, Job, JobResult, running_execution
+from ..cache.callrouter import CallRouter, JobResult, running_execution
 from ..cache.replay_cache import ReplayCache
 from ..envelope import AgentResponse, CacheDirective
 from ._http import AsyncOpen, HTTPRequest, HTTPResponse, Open
@@ -27,6 +28,8 @@ from ._response import Responses, passes
 from ._secrets import Secrets
 from ._served import record_of
 from ._steps import AgentStep
+
+_T = TypeVar("_T", Tee, AsyncTee)
 
 
 class Recorder(Protocol):
@@ -96,33 +99,19 @@ class Call:
                     close()
                 return self._read(response, content)
             tee = Tee(chunks, close, settled)
-            outcome = tee.outcome  # waited on without keeping the tee alive
-            self.passed = True
-            hand.put(Handed(response, tee, running_execution.get()))
-            del tee
+            outcome = self._pass(response, tee, hand.put).outcome
+            del tee  # the client's: a response it drops unclosed frees it
             return self._whole(response, outcome.body(), outcome)
 
-        run: Job = job
         recorder, key = self.recorder, self.key
 
         def route() -> AgentResponse:
-            try:
+            with self._routing():
                 answer = recorder.cache.answer(
                     key,
-                    lambda: recorder.calls.run(
-                        self.payload,
-                        run,
-                        self._secrets(),
-                        key.directive,
-                        self.parent,
-                        self.tenant,
-                    ),
+                    lambda: recorder.calls.run(self.payload, job, *self._routed()),
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
-            except BaseException as exc:
-                if self.passed:  # the client has the response: its step fails
-                    self.failed(exc)
-                raise
             return self._ended(answer)
 
         threading.Thread(
@@ -142,6 +131,10 @@ class Call:
         handed: list[Handed] = []  # emptied when taken: nothing else keeps the tee
         settled = asyncio.Event()
 
+        def handing(live: Handed) -> None:
+            handed.append(live)
+            hand.set_result(None)
+
         async def job() -> JobResult:
             self.ran = True
             response, chunks, aclose = await open_()
@@ -152,34 +145,19 @@ class Call:
                     await aclose()
                 return self._read(response, content)
             tee = AsyncTee(chunks, aclose, settled)
-            outcome = tee.outcome  # waited on without keeping the tee alive
-            self.passed = True
-            handed.append(Handed(response, tee, running_execution.get()))
-            hand.set_result(None)
-            del tee
+            outcome = self._pass(response, tee, handing).outcome
+            del tee  # the client's: a response it drops unclosed frees it
             return self._whole(response, await outcome.body(), outcome)
 
-        run: AsyncJob = job
         recorder, key = self.recorder, self.key
 
         async def route() -> AgentResponse:
-            try:
+            with self._routing():
                 answer = await recorder.cache.aanswer(
                     key,
-                    lambda: recorder.calls.arun(
-                        self.payload,
-                        run,
-                        self._secrets(),
-                        key.directive,
-                        self.parent,
-                        self.tenant,
-                    ),
+                    lambda: recorder.calls.arun(self.payload, job, *self._routed()),
                     missed=key.directive is not CacheDirective.BYPASS,
                 )
-            except BaseException as exc:
-                if self.passed:  # the client has the response: its step fails
-                    self.failed(exc)
-                raise
             return self._ended(answer)
 
         def done(task: asyncio.Future[AgentResponse]) -> None:
@@ -196,6 +174,28 @@ class Call:
         if hand.done():
             return handed.pop()
         return task.result()
+
+    def _routed(self) -> tuple[list[str], CacheDirective, str | None, str | None]:
+        """How ``calls`` routes the call, after its payload and job."""
+        return self._secrets(), self.key.directive, self.parent, self.tenant
+
+    @contextmanager
+    def _routing(self) -> Iterator[None]:
+        """Around the routing: once the client has the response, it fails the step."""
+        try:
+            yield
+        except BaseException as exc:
+            if self.passed:
+                self.failed(exc)
+            raise
+
+    def _pass(
+        self, response: HTTPResponse, tee: _T, hand: Callable[[Handed], object]
+    ) -> _T:
+        """Hand the live response to the client, its body passed through ``tee``."""
+        self.passed = True
+        hand(Handed(response, tee, running_execution.get()))
+        return tee
 
     def _secrets(self) -> list[str]:
         return self.recorder.secrets.of_request(self.request, self.redacted)

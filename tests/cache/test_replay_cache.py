@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import diskcache
@@ -803,3 +803,187 @@ def test_answer_after_a_missed_hit(store):
     assert ran == ["ran"]  # a bypass runs, whatever the caller looked up
     assert fresh.metadata.from_replay is False
     assert agent.calls == 2
+
+
+# -- answer and aanswer: one flow, driven by a sync and an async loop -----------------
+
+COLOURS = ["sync", "async"]
+
+
+def answered(cache: ReplayCache, key: CacheKey, execute, colour: str) -> AgentResponse:
+    """``cache.answer`` of ``key`` (``colour`` "sync"), or ``aanswer`` in a loop."""
+    if colour == "sync":
+        return cache.answer(key, execute)
+
+    async def aexecute() -> AgentResponse:
+        return execute()
+
+    return asyncio.run(cache.aanswer(key, aexecute))
+
+
+def in_thread(call, *args) -> Future:
+    """Run ``call(*args)`` on a daemon thread (one left hanging ends with the run)."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call(*args))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+def echo_router(store) -> tuple[IntentRouter, Echo]:
+    """A router without a cache that records 'echo' executions in ``store``."""
+    agent = Echo()
+    router = IntentRouter(store=store)
+    router.agent("echo", name="echo")(agent)
+    return router, agent
+
+
+def key_of(env: IntentEnvelope, directive: CacheDirective) -> CacheKey:
+    return CacheKey(compute_hash(env), "echo", "1.0", directive)
+
+
+@pytest.mark.parametrize("colour", COLOURS)
+def test_bypass_and_no_store_through_either_answer(store, colour):
+    """bypass runs and its answer is kept; no_store is served it, or runs unkept."""
+    cache = ReplayCache(store=store)
+    plain, agent = echo_router(store)
+    kept_env = IntentEnvelope.model_validate(envelope("kept"))
+    other_env = IntentEnvelope.model_validate(envelope("other", cache="no_store"))
+
+    def never() -> AgentResponse:
+        raise AssertionError("served from the cache: nothing runs")
+
+    with plain:
+        fresh = answered(
+            cache,
+            key_of(kept_env, CacheDirective.BYPASS),
+            lambda: plain.route_intent(kept_env),
+            colour,
+        )
+        served = answered(
+            cache, key_of(kept_env, CacheDirective.NO_STORE), never, colour
+        )
+        unkept = answered(
+            cache,
+            key_of(other_env, CacheDirective.NO_STORE),
+            lambda: plain.route_intent(other_env),
+            colour,
+        )
+    assert fresh.metadata.from_replay is False
+    assert served.metadata.original_execution_id == fresh.metadata.execution_id
+    assert unkept.metadata.from_replay is False
+    assert cache.get(kept_env) is not None
+    assert cache.get(other_env) is None  # recorded, but not kept: no_store
+    assert agent.calls == 2
+
+
+@pytest.mark.parametrize("waiter", COLOURS)
+@pytest.mark.parametrize("leader", COLOURS)
+def test_a_leader_that_raises_lets_its_waiter_run_its_own(store, leader, waiter):
+    """A leader's failure reaches it alone; the caller waiting on its flight runs."""
+    cache = ReplayCache(store=store)
+    plain, agent = echo_router(store)
+    env = IntentEnvelope.model_validate(envelope())
+    key = key_of(env, CacheDirective.DEFAULT)
+    leading, release = threading.Event(), threading.Event()
+    events: list[str] = []
+
+    def failing() -> AgentResponse:
+        leading.set()
+        assert release.wait(10)
+        events.append("leader raised")
+        raise RuntimeError("leader failed")
+
+    def running() -> AgentResponse:
+        events.append("waiter ran")
+        return plain.route_intent(env)
+
+    with plain:
+        first = in_thread(answered, cache, key, failing, leader)
+        assert leading.wait(10)  # the leader runs: the waiter joins its flight
+        second = in_thread(answered, cache, key, running, waiter)
+        time.sleep(0.2)  # the waiter is waiting on the flight
+        release.set()
+        with pytest.raises(RuntimeError, match="leader failed"):
+            first.result(timeout=10)
+        answer = second.result(timeout=10)
+    assert events == ["leader raised", "waiter ran"]
+    assert answer.status == "success"
+    assert answer.metadata.from_replay is False
+    assert agent.calls == 1
+
+
+class SharedFlightsStore(MemoryExecutionStore):
+    """An in-memory store sharing flights with another process, played by the test.
+
+    While ``held``, the other process holds every flight; ``asked`` is set once
+    a flight was asked for; the flights given up are noted in ``ended``.
+    """
+
+    def __init__(self, *, held: bool) -> None:
+        super().__init__()
+        self.held = held
+        self.asked = threading.Event()
+        self.ended: list[str] = []
+
+    def try_flight(self, envelope_hash: str) -> bool:
+        self.asked.set()
+        return not self.held
+
+    def end_flight(self, envelope_hash: str) -> None:
+        self.ended.append(envelope_hash)
+
+
+@pytest.mark.parametrize("colour", COLOURS)
+def test_a_flight_another_process_holds_is_waited_for_and_served(colour):
+    """While another process runs the envelope, the leader waits for its record."""
+    store = SharedFlightsStore(held=True)
+    cache = ReplayCache(store=store)
+    other, agent = echo_router(store)  # the process holding the flight
+    env = IntentEnvelope.model_validate(envelope())
+
+    def never() -> AgentResponse:
+        raise AssertionError("the other process's record answers: nothing runs")
+
+    def other_process_runs() -> AgentResponse:
+        assert store.asked.wait(10)  # the leader has found the flight held
+        return other.route_intent(env)
+
+    with other:
+        ran = in_thread(other_process_runs)
+        answer = answered(cache, key_of(env, CacheDirective.DEFAULT), never, colour)
+        recorded = ran.result(timeout=10)
+    assert answer.metadata.from_replay is True
+    assert answer.metadata.original_execution_id == recorded.metadata.execution_id
+    assert store.ended == []  # it claimed nothing: it gives nothing up
+    assert agent.calls == 1
+
+
+@pytest.mark.parametrize("fails", [False, True])
+@pytest.mark.parametrize("colour", COLOURS)
+def test_a_claimed_flight_is_given_up_once_run(colour, fails):
+    """The leader that claimed a flight across processes gives it up after running."""
+    store = SharedFlightsStore(held=False)
+    cache = ReplayCache(store=store)
+    plain, _ = echo_router(store)
+    env = IntentEnvelope.model_validate(envelope())
+    key = key_of(env, CacheDirective.DEFAULT)
+
+    def execute() -> AgentResponse:
+        if fails:
+            raise RuntimeError("the call failed")
+        return plain.route_intent(env)
+
+    with plain:
+        if fails:
+            with pytest.raises(RuntimeError, match="the call failed"):
+                answered(cache, key, execute, colour)
+        else:
+            assert answered(cache, key, execute, colour).status == "success"
+    assert store.ended == [key.envelope_hash]
+    assert (cache.get(env) is None) is fails

@@ -235,18 +235,19 @@ def test_the_same_call_in_a_later_execution_is_a_cache_hit(
     assert result.response.payload["text"] == second.payload["text"]
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_a_stream_in_an_agent_is_recorded_in_both_places_once_read(
-    store, closing
+    store, closing, is_async: bool
 ) -> None:
     """A streamed call's step and transport record end once the agent read it.
 
     A second execution streams it from the cache.
     """
     with FakeAPI() as api:
-        router = openai_router(store, api.url, is_async=False, closing=closing)
+        router = openai_router(store, api.url, is_async=is_async, closing=closing)
         payload = {"prompt": "stream me", "stream": True}
-        first = route(router, payload, is_async=False)
-        second = route(router, payload, is_async=False)
+        first = route(router, payload, is_async=is_async)
+        second = route(router, payload, is_async=is_async)
         assert api.hits == 1
     assert first.payload == second.payload
     (made,) = record_steps(store.load(first.metadata.execution_id))
@@ -329,19 +330,18 @@ def test_a_request_a_rerun_makes_live_is_recorded_under_the_rerun(
     assert call.header.parent_execution_id == result.execution_id
 
 
-def test_a_stream_cut_short_in_an_agent_is_a_failed_step(store, closing) -> None:
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_stream_cut_short_in_an_agent_is_a_failed_step(
+    store, closing, is_async: bool
+) -> None:
     """A stream the server cuts fails its step; a strict rerun fails it again.
 
     The partial body is never served.
     """
     with FakeAPI() as api:
-        router = openai_router(store, api.url, is_async=False, closing=closing)
-        first = router.route_intent(
-            {
-                "intent": {"name": "chat"},
-                "payload": {"prompt": "cut it", "stream": True},
-            }
-        )
+        router = openai_router(store, api.url, is_async=is_async, closing=closing)
+        payload = {"prompt": "cut it", "stream": True}
+        first = route(router, payload, is_async=is_async)
         assert first.status == "error"
     record = store.load(first.metadata.execution_id)
     (step,) = record_steps(record)
