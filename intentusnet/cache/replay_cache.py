@@ -367,21 +367,23 @@ class ReplayCache:
     def _leading(self, key: CacheKey, flight: cf.Future[AgentResponse]) -> _Answering:
         """The flow of a flight's leader: it runs ``execute`` unless answered."""
         envelope_hash = key.envelope_hash
-        entry = self._find_in_memory(envelope_hash)
         claimed = False
-        if entry is None:  # not answered between our lookup and our flight
-            delay = _POLL_FIRST_S
-            while (state := self._claim(envelope_hash))[0] == _WAIT:
-                yield delay  # another process runs it: wait for its record
-                delay = min(2 * delay, _POLL_MAX_S)
-            claimed, entry = state[0] == _CLAIMED, state[1]
-        if entry is not None:
-            response = self._serve(entry, key)
-            self._flights.land(envelope_hash, flight, response)
-            return response
-        self._count_miss()
+        # Whatever stops the leader (its run failing, a cancellation while it
+        # waits for another process, a failed serve) aborts its flight: the
+        # callers waiting on it run their own instead of waiting forever.
         try:
-            response = self._keep(key, cast(AgentResponse, (yield _EXECUTE)))
+            entry = self._find_in_memory(envelope_hash)
+            if entry is None:  # not answered between our lookup and our flight
+                delay = _POLL_FIRST_S
+                while (state := self._claim(envelope_hash))[0] == _WAIT:
+                    yield delay  # another process runs it: wait for its record
+                    delay = min(2 * delay, _POLL_MAX_S)
+                claimed, entry = state[0] == _CLAIMED, state[1]
+            if entry is not None:
+                response = self._serve(entry, key)
+            else:
+                self._count_miss()
+                response = self._keep(key, cast(AgentResponse, (yield _EXECUTE)))
         except BaseException:
             self._flights.abort(envelope_hash, flight)
             raise

@@ -964,6 +964,34 @@ def test_a_flight_another_process_holds_is_waited_for_and_served(colour):
     assert agent.calls == 1
 
 
+def test_a_leader_cancelled_while_another_process_runs_frees_its_flight():
+    """Cancelled while it waits for another process, a leader never strands callers."""
+    store = SharedFlightsStore(held=True)
+    cache = ReplayCache(store=store)
+    plain, agent = echo_router(store)
+    env = IntentEnvelope.model_validate(envelope())
+    key = key_of(env, CacheDirective.DEFAULT)
+
+    def never() -> AgentResponse:
+        raise AssertionError("the cancelled leader runs nothing")
+
+    async def cancelled_leader() -> None:
+        task = asyncio.ensure_future(cache.aanswer(key, never))
+        assert await asyncio.to_thread(store.asked.wait, 10)  # it waits now
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_leader())
+    store.held = False  # the other process gave the envelope up
+    with plain:
+        answer = in_thread(
+            answered, cache, key, lambda: plain.route_intent(env), "sync"
+        ).result(timeout=10)  # before the fix: waited forever on the flight
+    assert answer.status == "success"
+    assert agent.calls == 1
+
+
 @pytest.mark.parametrize("fails", [False, True])
 @pytest.mark.parametrize("colour", COLOURS)
 def test_a_claimed_flight_is_given_up_once_run(colour, fails):
