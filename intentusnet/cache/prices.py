@@ -11,14 +11,19 @@ Prices are per million tokens. A model name is matched exactly, or by the
 longest pattern ending in ``*`` that it starts with (``*`` is allowed only at
 the end). Loading checks every field and names the file, the model and the
 field of the first problem.
+
+Without a table of the user's, the commands price LLM calls from the prices the
+``genai-prices`` package publishes (USD; :func:`price_table`); a user's table in
+USD overrides them model by model, one in another currency replaces them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -26,9 +31,13 @@ import orjson
 
 from ..errors import PriceTableError
 
-__all__ = ["ModelPrice", "PriceTable"]
+__all__ = ["ModelPrice", "PriceTable", "price_table"]
 
 _FIELDS: Final = ("input", "output")
+_USD: Final = "USD"
+#: Whether the published prices can be had (found, not imported: that waits for
+#: the first cost asked for).
+_HAVE_PUBLISHED: Final = importlib.util.find_spec("genai_prices") is not None
 _PER: Final = 1_000_000
 
 
@@ -53,13 +62,25 @@ class PriceTable:
 
     ``models`` maps a model name, or a prefix followed by ``*``, to its
     :class:`ModelPrice`. Build one with :meth:`load` (a file) or
-    :meth:`from_json` (a parsed document); both check every field.
+    :meth:`from_json` (a parsed document); both check every field. With
+    ``published`` (USD only), a model the table does not name is priced from
+    the ``genai-prices`` package (:meth:`published_prices`, :func:`price_table`).
 
     Added in 0.1.0.
     """
 
     currency: str
     models: Mapping[str, ModelPrice]
+    published: bool = False
+
+    @classmethod
+    def published_prices(cls) -> PriceTable:
+        """The prices ``genai-prices`` publishes, in USD (added in 0.1.0).
+
+        The package (the ``prices`` extra, also in ``server``) is imported at
+        the first cost asked for; without it every model is unpriced.
+        """
+        return cls(_USD, {}, published=True)
 
     @classmethod
     def load(cls, path: str | Path) -> PriceTable:
@@ -135,7 +156,40 @@ class PriceTable:
     ) -> float | None:
         """What the tokens cost with ``model``'s price; None if it has none."""
         price = self.price_of(model)
-        return None if price is None else price.cost(input_tokens, output_tokens)
+        if price is not None:
+            return price.cost(input_tokens, output_tokens)
+        if not self.published or model is None:
+            return None
+        return _published_cost(model, input_tokens, output_tokens)
+
+
+def price_table(path: str | None) -> PriceTable | None:
+    """The prices the commands use: the user's table at ``path``, else the published.
+
+    A table in USD falls back on the published prices for the models it does
+    not name; one in another currency stands alone. Without ``path`` and
+    without the ``genai-prices`` package: None (costs are not shown).
+
+    Raises:
+        PriceTableError: the file cannot be read, or a field is wrong.
+    """
+    if path:
+        table = PriceTable.load(path)
+        return replace(table, published=table.currency == _USD and _HAVE_PUBLISHED)
+    return PriceTable.published_prices() if _HAVE_PUBLISHED else None
+
+
+def _published_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    """What ``genai-prices`` says the tokens cost with ``model``; None if unknown."""
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    try:
+        return float(calc_price(usage, model).total_price)
+    except LookupError:
+        return None
 
 
 def _name(source: str, name: str) -> str:

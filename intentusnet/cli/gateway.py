@@ -209,13 +209,13 @@ def gateway(
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
 
-    from ..cache.prices import PriceTable
+    from ..cache.prices import price_table
     from ..integrations.httpx import TransportMode
     from ..server.gateway import GatewaySettings, create_gateway
     from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
     from ..store.file import FileExecutionStore
 
-    prices = PriceTable.load(prices_file) if prices_file else None  # bad: exit 2
+    prices = price_table(prices_file)  # bad: exit 2
     store = open_named(store_name or named_store(), create=mode != "replay")
     try:
         key = None

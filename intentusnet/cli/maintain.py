@@ -311,11 +311,11 @@ def stats(cache_dir: Path | None, prices_file: str | None, as_json: bool) -> Non
     --prices.
     """
     from ..cache.disk import CACHE_DIR, read_stats
-    from ..cache.prices import PriceTable
+    from ..cache.prices import price_table
     from ..cache.savings import savings_report
 
     # A bad price table is a usage error (exit 2), found before any work.
-    prices = PriceTable.load(prices_file) if prices_file else None
+    prices = price_table(prices_file)
     store = open_store()
     found = store.stats()
     hits = store.cache_hit_count()

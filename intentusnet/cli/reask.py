@@ -144,11 +144,11 @@ def reask(
     as_json: bool,
 ) -> None:
     """Send a recorded model call again, edited, and compare the answers."""
-    from ..cache.prices import PriceTable
+    from ..cache.prices import price_table
     from ..integrations.reask import reask as reask_call
 
     check_last_intent()
-    prices = PriceTable.load(prices_file) if prices_file else None
+    prices = price_table(prices_file)
     store = open_store()
     result = reask_call(
         store.load(execution_id),

@@ -249,7 +249,7 @@ def worker_app() -> FastAPI:
     """
     import json
 
-    from ..cache.prices import PriceTable
+    from ..cache.prices import price_table
     from ..routing.recovery import Recovery
     from ..server import KeyRing, create_app
 
@@ -266,7 +266,7 @@ def worker_app() -> FastAPI:
         max_body_bytes=int(settings["maxBody"]),
         drain_timeout=float(settings["drain"]),
         close_router=True,
-        prices=PriceTable.load(prices) if prices else None,
+        prices=price_table(prices),
         signature_keys=key_ring(
             tuple(trusted.get("files", ())),
             tuple(trusted.get("dirs", ())),

@@ -77,9 +77,9 @@ def ui(
             USAGE,
         )
     ring = key_ring(key_files, key_dirs, require_signature)
-    from ..cache.prices import PriceTable
+    from ..cache.prices import price_table
 
-    prices = PriceTable.load(prices_file) if prices_file else None  # bad: exit 2
+    prices = price_table(prices_file)  # bad: exit 2
     import uvicorn
 
     from ..server.ui import create_ui_app

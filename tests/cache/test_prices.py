@@ -113,3 +113,51 @@ def test_bad_files_name_the_file(tmp_path: Path) -> None:
     latin.write_bytes(b'currency = "\xe9"')
     with pytest.raises(PriceTableError, match=r"latin\.toml: not UTF-8 text"):
         PriceTable.load(latin)
+
+
+def test_without_a_table_the_published_prices_price_known_models() -> None:
+    """No file: genai-prices' published USD prices; a model it lacks is unpriced."""
+    from genai_prices import Usage, calc_price
+
+    from intentusnet.cache.prices import price_table
+
+    table = price_table(None)
+    assert table is not None
+    assert (table.currency, table.published) == ("USD", True)
+    expected = calc_price(Usage(input_tokens=1200, output_tokens=300), "gpt-4o-mini")
+    assert table.cost("gpt-4o-mini", 1200, 300) == float(expected.total_price)
+    assert table.cost("a-model-nobody-publishes", 1200, 300) is None
+    assert table.cost(None, 1200, 300) is None
+
+
+def test_a_usd_table_overrides_and_another_currency_stands_alone(
+    tmp_path: Path,
+) -> None:
+    """USD: the user's prices win, the rest are published; EUR: the user's only."""
+    from intentusnet.cache.prices import price_table
+
+    path = tmp_path / "prices.json"
+    path.write_text(
+        '{"currency": "USD", "models": {"gpt-4o*": {"input": 1, "output": 2}}}'
+    )
+    usd = price_table(str(path))
+    assert usd is not None
+    assert usd.cost("gpt-4o-mini", 1_000_000, 1_000_000) == 3.0
+    assert usd.cost("claude-3-5-haiku-latest", 1_000_000, 0) is not None
+    path.write_text(
+        '{"currency": "EUR", "models": {"gpt-4o*": {"input": 1, "output": 2}}}'
+    )
+    eur = price_table(str(path))
+    assert eur is not None
+    assert eur.published is False
+    assert eur.cost("claude-3-5-haiku-latest", 1_000_000, 0) is None
+
+
+def test_without_the_package_and_a_table_nothing_is_priced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No genai-prices installed and no file: no table, so costs are not shown."""
+    from intentusnet.cache import prices
+
+    monkeypatch.setattr(prices, "_HAVE_PUBLISHED", False)
+    assert prices.price_table(None) is None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from genai_prices import Usage, calc_price
 from integrations.fakeapi import FakeAPI
 from llmkit import Expected, record_calls
 from recordkit import change_answer, reseal
@@ -431,7 +432,7 @@ def test_stats_shows_what_caching_saved(
     tmp_path: Path,
     llm_store: dict[tuple[str, str], Expected],
 ) -> None:
-    """stats counts LLM calls, tokens spent and avoided, and costs with --prices."""
+    """stats counts LLM calls, tokens spent and avoided, and their costs."""
     mini = llm_store[("openai", "gpt-4o-mini")]
     haiku = llm_store[("anthropic", "claude-3-5-haiku-latest")]
     text = invoke("--store", str(store_root), "stats").stdout
@@ -443,11 +444,16 @@ def test_stats_shows_what_caching_saved(
         f"Tokens avoided by hits: {mini.avoided[0]} input, {mini.avoided[1]} output"
         in text
     )
-    assert "Cost" not in text
+    # without --prices: the prices genai-prices publishes, in USD
+    published = calc_price(
+        Usage(input_tokens=mini.avoided[0], output_tokens=mini.avoided[1]),
+        "gpt-4o-mini",
+    )
+    assert f"Cost avoided: {float(published.total_price):.6f} USD" in text
     row = next(line.split() for line in text.splitlines() if "gpt-4o-mini" in line)
-    assert row == ["openai", "gpt-4o-mini", "3", "2", "1"] + [
+    assert row[:9] == ["openai", "gpt-4o-mini", "3", "2", "1"] + [
         str(n) for n in (*mini.spent, *mini.avoided)
-    ]
+    ]  # then the cost spent and avoided
     prices = tmp_path / "prices.json"
     prices.write_bytes(
         orjson.dumps(
@@ -466,6 +472,33 @@ def test_stats_shows_what_caching_saved(
     assert llm["currency"] == "EUR"
     assert llm["cost"]["avoided"] == pytest.approx(avoided)
     assert llm["outputTokens"] == {"spent": spent_out, "avoided": mini.avoided[1]}
+
+
+def test_a_usd_table_overrides_the_published_prices_model_by_model(
+    invoke: Invoke,
+    store_root: Path,
+    tmp_path: Path,
+    llm_store: dict[tuple[str, str], Expected],
+) -> None:
+    """A USD table prices its models; the others keep the published prices."""
+    mini = llm_store[("openai", "gpt-4o-mini")]
+    haiku = llm_store[("anthropic", "claude-3-5-haiku-latest")]
+    prices = tmp_path / "prices.json"
+    prices.write_bytes(
+        orjson.dumps(
+            {"currency": "USD", "models": {"gpt-4o*": {"input": 1e6, "output": 2e6}}}
+        )
+    )
+    args = ("--store", str(store_root), "stats", "--json", "--prices", str(prices))
+    doc = orjson.loads(invoke(*args).stdout)
+    by_model = {row["model"]: row for row in doc["llm"]["models"]}
+    ours = mini.spent[0] * 1 + mini.spent[1] * 2
+    assert by_model["gpt-4o-mini"]["cost"]["spent"] == pytest.approx(ours)
+    usage = Usage(input_tokens=haiku.spent[0], output_tokens=haiku.spent[1])
+    published = float(calc_price(usage, "claude-3-5-haiku-latest").total_price)
+    assert by_model["claude-3-5-haiku-latest"]["cost"]["spent"] == pytest.approx(
+        published
+    )
 
 
 def test_stats_without_llm_calls(invoke: Invoke, store_root: Path) -> None:
