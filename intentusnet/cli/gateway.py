@@ -66,8 +66,26 @@ if TYPE_CHECKING:
 @click.option(
     "--shared-cache",
     is_flag=True,
-    help="Share answers across credentials (by default each Authorization / "
-    "x-api-key value has its own cache). See docs/gateway.md for the risk.",
+    help="Share answers across credentials (by default each caller's credentials, "
+    "headers and query parameters, have their own cache). See docs/gateway.md for "
+    "the risk.",
+)
+@click.option(
+    "--credential",
+    "credentials",
+    multiple=True,
+    metavar="NAME",
+    help="A header or query-parameter name (or a pattern such as '*session*') that "
+    "carries a credential too: never recorded, part of the tenant (repeatable; "
+    "docs/redaction.md).",
+)
+@click.option(
+    "--not-credential",
+    "not_credentials",
+    multiple=True,
+    metavar="NAME",
+    help="A name (or pattern) the credential rule matches that carries no credential "
+    "(repeatable).",
 )
 @click.option(
     "--tenant-key-file",
@@ -169,6 +187,8 @@ def gateway(
     store_name: str | None,
     shared_cache: bool,
     tenant_key_file: str | None,
+    credentials: tuple[str, ...],
+    not_credentials: tuple[str, ...],
     redact: tuple[str, ...],
     redact_headers: tuple[str, ...],
     redact_key_file: str | None,
@@ -196,6 +216,7 @@ def gateway(
         )
 
     from ..cache.prices import PriceTable
+    from ..integrations.credentials import CredentialRule
     from ..integrations.httpx import TransportMode
     from ..server.auth import KeyRing, check_bind
     from ..server.gateway import GatewaySettings, create_gateway
@@ -233,6 +254,7 @@ def gateway(
             max_concurrency=max_concurrency or None,
             prices=prices,
             pace=Pace(pace),
+            credentials=CredentialRule(credentials, not_credentials),
         )
     except (ValueError, OSError) as exc:
         store.close()

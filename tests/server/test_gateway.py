@@ -34,7 +34,13 @@ BEARER = {"authorization": f"Bearer {API_KEY}"}
 class Gateway(CliProcess):
     """``intentusnet gateway`` in a subprocess on a free loopback port."""
 
-    def __init__(self, store: Path, upstream: str, *args: str) -> None:
+    def __init__(
+        self,
+        store: Path | str,
+        upstream: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         command = [
             sys.executable,
@@ -51,7 +57,7 @@ class Gateway(CliProcess):
             "warning",
             *args,
         ]
-        super().__init__(command, f"http://127.0.0.1:{self.port}")
+        super().__init__(command, f"http://127.0.0.1:{self.port}", env=env)
 
 
 @pytest.fixture
@@ -235,6 +241,167 @@ def test_shared_cache_answers_every_credential(
         gateway.stop()
     assert again.headers["x-intentusnet-cache"] == "hit"
     assert api.hits == 1
+
+
+# -- tenancy: every place a credential sits ------------------------------------------
+
+#: Where a caller's credential sits: ``(header|query, name, how the value is written)``.
+POSITIONS = [
+    ("header", "authorization", "Bearer {}"),
+    ("header", "x-api-key", "{}"),
+    ("header", "api-key", "{}"),
+    ("header", "x-goog-api-key", "{}"),
+    ("header", "cookie", "session={}; theme=dark"),
+    ("header", "X-Auth-Token", "{}"),
+    ("header", "Proxy-Authorization", "Basic {}"),
+    ("query", "key", "{}"),
+    ("query", "api_key", "{}"),
+    ("query", "auth", "{}"),
+    ("query", "X-Goog-Signature", "{}"),
+    ("query", "id_token", "{}"),
+    ("query", "secret", "{}"),
+    ("query", "client_assertion", "{}"),
+    ("query", "private_token", "{}"),
+]
+Position = tuple[str, str, str]
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def stored(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, list[str]]:
+    """A gateway's store (a directory, or a PostgreSQL database) and its options."""
+    if request.param == "file":
+        return str(tmp_path / "records"), []
+    key = tmp_path / "tenant.key"
+    key.write_text("k" * 32)
+    return request.getfixturevalue("pg_dsn"), ["--tenant-key-file", str(key)]
+
+
+def _ask_with(
+    http: httpx.Client,
+    url: str,
+    credentials: list[tuple[Position, str]],
+    body: dict[str, object] = ASK,
+) -> httpx.Response:
+    """POST ``body`` to ``url`` carrying each secret at its position."""
+    headers: dict[str, str] = {}
+    params: list[tuple[str, str]] = [("q", "1")]
+    for (where, name, form), secret in credentials:
+        if where == "header":
+            headers[name] = form.format(secret)
+        else:
+            params.append((name, form.format(secret)))
+    return http.post(url, json=body, headers=headers, params=params)
+
+
+def test_no_answer_crosses_callers_wherever_their_credential_sits(
+    stored: tuple[str, list[str]], http: httpx.Client
+) -> None:
+    """15 credential positions x 2 callers, and none: each misses, then hits its own."""
+    store, options = stored
+    callers: list[list[tuple[Position, str]]] = [
+        [(position, f"{position[1]}-{who}-s3cr3t")]
+        for position in POSITIONS
+        for who in ("alice", "bob")
+    ]
+    callers.append([])  # no credential at all: the anonymous tenant
+    with FakeAPI(any_key=True) as api:
+        gateway = Gateway(store, api.url, *options)
+        url = f"{gateway.url}/fake/v1/chat/completions"
+        try:
+            first = [_ask_with(http, url, caller) for caller in callers]
+            again = [_ask_with(http, url, caller) for caller in callers]
+        finally:
+            gateway.stop()
+    assert [r.status_code for r in first + again] == [200] * (2 * len(callers))
+    assert [r.headers["x-intentusnet-cache"] for r in first] == ["miss"] * len(callers)
+    assert [r.headers["x-intentusnet-cache"] for r in again] == ["hit"] * len(callers)
+    assert [r.json()["id"] for r in again] == [r.json()["id"] for r in first]
+    assert len({r.json()["id"] for r in first}) == len(callers) == api.hits == 31
+
+
+def _files_holding_any(root: Path, secrets: list[str]) -> list[str]:
+    return [
+        f"{secret} in {path}"
+        for path in root.rglob("*")
+        if path.is_file()
+        for data in [path.read_bytes()]
+        for secret in secrets
+        if secret.encode() in data
+    ]
+
+
+def _tables_holding_any(dsn: str, secrets: list[str]) -> tuple[int, list[str]]:
+    """How many tables the database has, and the secrets any row of them holds."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT format('%I.%I', table_schema, table_name) FROM "
+                "information_schema.tables WHERE table_schema NOT IN "
+                "('pg_catalog', 'information_schema')"
+            )
+        ]
+        dump = "\n".join(
+            text
+            for table in tables
+            for (text,) in conn.execute(f"SELECT t::text FROM {table} t")
+        )
+    return len(tables), [
+        secret for secret in secrets if secret in dump or secret.encode().hex() in dump
+    ]
+
+
+def test_no_planted_secret_reaches_a_byte_the_gateway_wrote(
+    stored: tuple[str, list[str]], http: httpx.Client, tmp_path: Path
+) -> None:
+    """120 secrets in every position, on hits, misses, streams, errors: none written."""
+    store, options = stored
+    callers = [
+        [(position, f"planted{n:02d}-{position[1]}-Zq9") for position in POSITIONS]
+        for n in range(8)
+    ]
+    planted = [secret for caller in callers for _, secret in caller]
+    assert len(set(planted)) == 120
+    log = tmp_path / "access.log"
+    temporary = tmp_path / "tmp"  # a store without a directory caches here
+    temporary.mkdir()
+    down = f"down=http://127.0.0.1:{free_port()}"
+    with FakeAPI(any_key=True) as api:
+        gateway = Gateway(
+            store,
+            api.url,
+            *options,
+            *("--upstream", down, "--access-log", str(log), "--log-level", "debug"),
+            env={"TMPDIR": str(temporary)},
+        )
+        url = f"{gateway.url}/fake/v1/chat/completions"
+        try:
+            for caller in callers:
+                asks = [
+                    ASK,
+                    ASK,
+                    {**ASK, "stream": True},
+                    {**ASK, "messages": [{"role": "user", "content": "fail 500"}]},
+                ]
+                answers = [_ask_with(http, url, caller, body) for body in asks]
+                broken = _ask_with(http, f"{gateway.url}/down/v1/x", caller)
+                assert [a.status_code for a in answers] == [200, 200, 200, 500]
+                assert answers[1].headers["x-intentusnet-cache"] == "hit"
+                assert broken.status_code == 502
+            while_running = _files_holding_any(tmp_path, planted)
+        finally:
+            gateway.stop()
+    assert api.hits == 8 * 3
+    assert while_running == []
+    assert _files_holding_any(tmp_path, planted) == []
+    assert [s for s in planted if any(s in line for line in gateway.lines)] == []
+    assert log.read_text().count("\n") == 8 * 5
+    if store.startswith("postgresql://"):
+        tables, found = _tables_holding_any(store, planted)
+        assert tables >= 3
+        assert found == []
 
 
 def test_cache_directives_and_replay_misses(

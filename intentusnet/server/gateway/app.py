@@ -132,6 +132,7 @@ def create_gateway(
         query = request.scope.get("query_string", b"").decode("latin-1")
         target = slash + rest + ("?" + query if query else "")
         headers = list(request.headers.raw)
+        tenant = forwarder.tenant(headers, query)
         try:
             response = await forwarder.send(
                 name,
@@ -139,11 +140,11 @@ def create_gateway(
                 target,
                 headers,
                 body,
+                tenant=tenant,
                 replay_only=access is Access.READ,
             )
         except CacheMiss as miss:
             metrics.error("intentusnet_cache_miss")
-            tenant = forwarder.tenant(headers)
             return JSONResponse(miss_body(miss, store, tenant, body), status_code=404)
         except ValueError as exc:
             return refused(400, "bad_cache_header", str(exc))
