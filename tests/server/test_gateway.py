@@ -441,6 +441,18 @@ def test_cache_directives_and_replay_misses(
     assert all("body differs at messages[0].content" in n for n in error["nearest"])
     assert error["request"].endswith("/v1/chat/completions")
     assert api.hits == 2
+    # for the caller: the nearest request's hash, the mode in the gateway's words
+    with FileExecutionStore(root) as store:
+        hashes = {store.load(r).header.envelope_hash for r in recorded}
+    assert all(f"request hash {h}" in miss.text for h in hashes)
+    assert error["mode"] == "replay"
+    assert "this gateway runs in replay mode" in error["message"]
+    assert str(root) not in miss.text
+    assert str(root.resolve()) not in miss.text
+    assert "mode=" not in miss.text
+    assert "Traceback" not in miss.text
+    # for the operator: where it looked
+    assert any(str(root) in line for line in gateway.lines)
 
 
 def _raw(url: str, request: bytes) -> tuple[int, bytes]:

@@ -227,7 +227,13 @@ def test_a_read_only_key_is_answered_from_records_only(
     assert served.headers["x-intentusnet-cache"] == "hit"
     missed = http.post(url, json=_ask("never recorded"), headers={**READ, **BEARER})
     assert missed.status_code == 404
-    assert missed.json()["error"]["type"] == "intentusnet_cache_miss"
+    error = missed.json()["error"]
+    assert error["type"] == "intentusnet_cache_miss"
+    assert error["mode"] == "read-only"
+    assert "your gateway key is read-only" in error["message"]
+    assert "replay mode" not in error["message"]
+    assert str(folder) not in missed.text
+    assert "mode=" not in missed.text
     bypass = {**READ, **BEARER, "x-intentusnet-cache": "bypass"}
     assert (
         http.post(url, json=body, headers=bypass).headers["x-intentusnet-cache"]

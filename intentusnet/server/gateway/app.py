@@ -41,7 +41,7 @@ from starlette.routing import Route
 
 from ...cache.savings import UsageLedger
 from ...errors import CacheMiss
-from ...integrations.httpx import CACHE_HEADER
+from ...integrations.httpx import CACHE_HEADER, TransportMode
 from ..auth import Access
 from .forward import HOP_BY_HOP, KEY_HEADER, Forwarder
 from .metrics import CONTENT_TYPE, GatewayMetrics
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from ...store import ExecutionStore
 
 _log = logging.getLogger("intentusnet.gateway")
+#: The longest path written to the operator's log.
+_PATH_LOGGED: Final = 512
 _METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 #: A dot segment (``.``/``..``, written plainly or percent-encoded) or an
 #: encoded slash or backslash: refused, so a path cannot leave its upstream.
@@ -145,7 +147,12 @@ def create_gateway(
             )
         except CacheMiss as miss:
             metrics.error("intentusnet_cache_miss")
-            return JSONResponse(miss_body(miss, store, tenant, body), status_code=404)
+            _log.warning("%s %s: %s", request.method, path[:_PATH_LOGGED], miss)
+            why = "read-only" if settings.mode is not TransportMode.REPLAY else "replay"
+            return JSONResponse(
+                await run_in_threadpool(miss_body, miss, store, tenant, body, why),
+                status_code=404,
+            )
         except ValueError as exc:
             return refused(400, "bad_cache_header", str(exc))
         except httpx.TimeoutException:
