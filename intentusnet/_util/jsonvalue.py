@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
@@ -164,9 +165,12 @@ def parse_json(data: bytes | bytearray | str) -> JSONValue:
     Integers are kept exact, however long (orjson would turn one beyond 64 bits
     into a float and lose its digits), so that :func:`check_json` refuses one
     beyond +-(2**53-1) with the same error as a Python value. ``NaN`` and
-    ``Infinity``, invalid UTF-8, lone surrogates, trailing data and nesting
-    deeper than about 200 levels are not JSON here; a number too large for a
-    float (``1E400``) reads as an infinity, which :func:`check_json` refuses.
+    ``Infinity``, invalid UTF-8, lone surrogates, trailing data, nesting
+    deeper than about 200 levels, an object naming a key twice and a key
+    holding a NUL (``\u0000``) are not JSON here: two readers of a key given
+    twice may each take another value, and a NUL ends a key in C. A number
+    too large for a float (``1E400``) reads as an infinity, which
+    :func:`check_json` refuses.
 
     Raises:
         ValueError: the text is not JSON; the message says where.
@@ -176,7 +180,24 @@ def parse_json(data: bytes | bytearray | str) -> JSONValue:
     # about 0.1 ms more, and the documents read here are mostly read once.
     from pydantic_core import from_json
 
-    return cast("JSONValue", from_json(data, allow_inf_nan=False, cache_strings=False))
+    value = from_json(data, allow_inf_nan=False, cache_strings=False)
+    if isinstance(value, dict | list):
+        # It keeps the last of a key given twice without a word: the standard
+        # library's scanner sees each object's keys (only keys are looked at).
+        json.loads(data, object_pairs_hook=_distinct_keys)
+    return cast("JSONValue", value)
+
+
+def _distinct_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """Refuse an object naming a key twice, or a key holding a NUL."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        if "\0" in key:
+            raise ValueError(f"the key {key!r} holds a NUL character")
+        seen.add(key)
+    return {}  # the value is pydantic-core's; nothing to build here
 
 
 def _child(where: _Path, key: str | int, depth: int) -> _Path:
