@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .context import named_store, open_named
+from .listening import listening_socket
 from .output import note
 from .params import (
     LOG_LEVELS,
@@ -25,6 +26,8 @@ from .params import (
 )
 
 if TYPE_CHECKING:
+    from socket import socket
+
     from starlette.applications import Starlette
 
     from ..routing.redact import Redactor
@@ -264,34 +267,33 @@ def gateway(
         raise
     with ExitStack() as stack:
         stack.callback(store.close)
+        listening = stack.enter_context(
+            listening_socket(host, port, "choose another with --listen HOST:PORT")
+        )
         log = _access_log(access_log, stack)
         app = create_gateway(store, settings, access_log=log)
         shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
         note(f"intentusnet gateway: {mode} mode on http://{host}:{port} ({shown})")
-        _run(app, host, port, log_level, shutdown_timeout)
+        _run(app, listening, log_level, shutdown_timeout)
 
 
-def _run(app: Starlette, host: str, port: int, log_level: str, drain: int) -> None:
+def _run(app: Starlette, listening: socket, log_level: str, drain: int) -> None:
     """Serve ``app`` until SIGINT or SIGTERM, then finish what is in flight."""
     import uvicorn
 
-    try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level=log_level,
-            access_log=False,  # a URL's query may hold a key: never logged
-            server_header=False,
-            date_header=False,  # the upstream's (or the record's) is served
-            proxy_headers=False,
-            timeout_graceful_shutdown=drain,
-        )
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise CliFailure(
-                f"the gateway could not start on {host}:{port} (see the log above)", 1
-            ) from exc
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,  # a URL's query may hold a key: never logged
+        server_header=False,
+        date_header=False,  # the upstream's (or the record's) is served
+        proxy_headers=False,
+        timeout_graceful_shutdown=drain,
+    )
+    server = uvicorn.Server(config)
+    server.run(sockets=[listening])
+    if not server.started:
+        raise CliFailure("the gateway could not start (see the log above)", 1)
 
 
 def _access_log(target: str, stack: ExitStack) -> AccessLog | None:

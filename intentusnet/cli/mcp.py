@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from .context import LAST, named_store, open_named
+from .listening import listening_socket
 from .output import note
 from .params import USAGE, CliFailure, keyed_redactor
 
@@ -266,7 +267,14 @@ def proxy(
                 raise
 
         async def serve(host: str, port: int) -> str:
-            listener = Listener(host, port, each, idle_seconds=idle, gate=gate)
+            listener = Listener(
+                host,
+                port,
+                each,
+                idle_seconds=idle,
+                gate=gate,
+                listening=listening,
+            )
             await listener.open()
             loop = asyncio.get_running_loop()
             for signal in (SIGINT, SIGTERM):
@@ -281,7 +289,11 @@ def proxy(
         if address is None:
             note(f"intentusnet mcp proxy: {asyncio.run(run())}")
         else:
-            note(f"intentusnet mcp proxy: {asyncio.run(serve(*address))}")
+            listening = listening_socket(
+                *address, "choose another with --listen HOST:PORT (port 0: any)"
+            )
+            with listening:
+                note(f"intentusnet mcp proxy: {asyncio.run(serve(*address))}")
     finally:
         store.close()
 

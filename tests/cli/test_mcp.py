@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,26 @@ def test_a_short_or_missing_keys_file_is_a_usage_error(
         )
         assert result.exit_code == 2
         assert says in result.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(invoke: Invoke, store_root: Path) -> None:
+    """--listen on a port another socket holds: one line naming it, exit 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = invoke(
+            "mcp",
+            "proxy",
+            "--store",
+            str(store_root),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--",
+            "x",
+        )
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"Error: cannot listen on 127.0.0.1:{port}: the port is in use; "
+        "choose another with --listen HOST:PORT (port 0: any)"
+    ]

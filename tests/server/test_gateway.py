@@ -627,3 +627,55 @@ def test_usage_errors_exit_2(
     )
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize(
+    ("upstream", "message"),
+    [
+        ("a=http://user:hunter2-pw@api.example", "user info"),
+        ("a=http://:hunter2-pw@api.example/v1", "user info"),
+        ("a=http://api.example/v1?key=hunter2-pw", "without query"),
+        ("bad name=http://user:hunter2-pw@api.example", "NAME=URL"),
+    ],
+)
+def test_a_refused_upstream_is_quoted_without_its_secrets(
+    upstream: str, message: str, tmp_path: Path
+) -> None:
+    """An upstream URL refused for its user info or query: exit 2, never the secret."""
+    result = CliRunner().invoke(
+        cli, ["gateway", "--store", str(tmp_path / "s"), "--upstream", upstream]
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "api.example" in result.output or "bad name" in result.output
+    assert "hunter2" not in result.output
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Another process on the port: one line naming it, exit 2, no server log."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "intentusnet.cli",
+                "gateway",
+                "--store",
+                str(tmp_path / "s"),
+                "--upstream",
+                "a=http://127.0.0.1:9",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"Error: cannot listen on 127.0.0.1:{port}: the port is in use; "
+        "choose another with --listen HOST:PORT"
+    ]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import Enum
@@ -185,6 +186,8 @@ class Listener:
         run: runs each new session to its end, on a task of its own.
         idle_seconds: a session whose client sends nothing for this long ends.
         gate: what each request's key allows; ``None``: no key is asked for.
+        listening: a socket already bound to ``host:port`` to serve on (the
+            command binds it first, to say in one line why it cannot).
     """
 
     def __init__(
@@ -195,11 +198,13 @@ class Listener:
         *,
         idle_seconds: float = IDLE_SECONDS,
         gate: Gate | None = None,
+        listening: socket.socket | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.idle_seconds = idle_seconds
         self.gate = gate
+        self._listening = listening
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
         self._stateless: ListenSession | None = None
@@ -222,13 +227,14 @@ class Listener:
         )
         server = uvicorn.Server(config)
         self._server = server
-        self._task = asyncio.create_task(server.serve())
+        sockets = None if self._listening is None else [self._listening]
+        self._task = asyncio.create_task(server.serve(sockets=sockets))
         while not server.started:
             if self._task.done():
                 self._task.result()  # the port could not be bound: raise why
             await asyncio.sleep(0.01)
-        sockets = [s for srv in server.servers for s in srv.sockets]
-        self.port = int(sockets[0].getsockname()[1])
+        bound = [s for srv in server.servers for s in srv.sockets]
+        self.port = int(bound[0].getsockname()[1])
 
     @property
     def url(self) -> str:
