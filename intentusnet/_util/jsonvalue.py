@@ -183,21 +183,26 @@ def parse_json(data: bytes | bytearray | str) -> JSONValue:
     value = from_json(data, allow_inf_nan=False, cache_strings=False)
     if isinstance(value, dict | list):
         # It keeps the last of a key given twice without a word: the standard
-        # library's scanner sees each object's keys (only keys are looked at).
-        json.loads(data, object_pairs_hook=_distinct_keys)
+        # library's scanner shows each object's keys (only keys are looked at).
+        text = data if isinstance(data, str) else bytes(data).decode()
+        _KEYS_CHECK.decode(text)
     return cast("JSONValue", value)
 
 
-def _distinct_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+def _distinct_keys(pairs: list[tuple[str, object]]) -> None:
     """Refuse an object naming a key twice, or a key holding a NUL."""
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"the key {key!r} is given twice in one object")
+    keys = {key for key, _ in pairs}
+    if len(keys) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"the key {twice!r} is given twice in one object")
+    for key in keys:
         if "\0" in key:
             raise ValueError(f"the key {key!r} holds a NUL character")
-        seen.add(key)
-    return {}  # the value is pydantic-core's; nothing to build here
+
+
+#: The standard library's scanner, telling :func:`_distinct_keys` each
+#: object's keys (what it builds is thrown away).
+_KEYS_CHECK: Final = json.JSONDecoder(object_pairs_hook=_distinct_keys)
 
 
 def _child(where: _Path, key: str | int, depth: int) -> _Path:
