@@ -228,6 +228,36 @@ def test_each_credential_has_its_own_answers_by_default(
     assert _files_holding(root, API_KEY.encode()) == []
 
 
+def test_a_python_client_shares_a_query_credentials_records(
+    root: Path, http: httpx.Client
+) -> None:
+    """A transport keyed by tenant_of with the query string hits the gateway's."""
+    with FakeAPI(any_key=True) as api:
+        gateway = Gateway(root, api.url)
+        try:
+            first = http.post(
+                f"{gateway.url}/fake/v1/chat/completions",
+                json=ASK,
+                params={"key": "AIza-query-credential-1"},
+            )
+        finally:
+            gateway.stop()
+        key = (root / "gateway-tenant.key").read_bytes().strip()
+        store = FileExecutionStore(root)
+        url = f"{api.url}/v1/chat/completions"
+        answers = []
+        for given in ("AIza-query-credential-1", "AIza-query-credential-2"):
+            tenant = tenant_of(key, [], f"key={given}")
+            transport = RecordingTransport(store, tenant=tenant)
+            with httpx.Client(transport=transport, timeout=TIMEOUT) as direct:
+                answers.append(direct.post(url, json=ASK, params={"key": given}))
+        store.close()
+    assert first.headers["x-intentusnet-cache"] == "miss"
+    assert [a.headers["x-intentusnet-cache"] for a in answers] == ["hit", "miss"]
+    assert answers[0].content == first.content
+    assert api.hits == 2
+
+
 def test_shared_cache_answers_every_credential(
     root: Path, api: FakeAPI, http: httpx.Client
 ) -> None:
