@@ -355,14 +355,38 @@ def test_deep_nesting_in_json_text_is_refused():
         b'{"intent": {"name": "x"}} trailing',
         b'{"intent": {"name": "x"}, "payload": {"a": NaN}}',
         b'{"intent": {"name": "x"}, "payload": {"a": "\\ud800"}}',
+        b'{"intent": {"name": "x"}, "intent": {"name": "y"}}',
+        b'{"intent": {"name": "x"}, "payload": {"a": [{"b": 1, "b": 1}]}}',
+        b'{"intent": {"name": "x"}, "payload": {"a\\u0000b": 1}}',
+        b'{"intent": {"name": "x", "name\\u0000": "y"}}',
     ],
-    ids=["truncated", "empty", "not utf-8", "trailing", "NaN", "lone surrogate"],
+    ids=[
+        "truncated",
+        "empty",
+        "not utf-8",
+        "trailing",
+        "NaN",
+        "lone surrogate",
+        "duplicate key",
+        "duplicate nested key",
+        "NUL in a payload key",
+        "NUL in an intent key",
+    ],
 )
 def test_invalid_json_text_is_refused(text):
     """Text that is not JSON is refused with a one-line "not valid JSON" error."""
     with pytest.raises(EnvelopeValidationError, match=r"^not valid JSON") as info:
         IntentEnvelope.model_validate_json(text)
     assert "\n" not in str(info.value)
+
+
+def test_equal_keys_in_different_objects_and_nul_in_values_are_json():
+    """A key repeated across objects, or a NUL inside a value, is no fault."""
+    text = (
+        b'{"intent": {"name": "x"}, "payload": {"name": "a\\u0000", "p": {"name": 1}}}'
+    )
+    env = IntentEnvelope.model_validate_json(text)
+    assert env.payload == {"name": "a\x00", "p": {"name": 1}}
 
 
 def test_json_text_must_hold_an_object():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
@@ -166,9 +167,12 @@ def parse_json(data: bytes | bytearray | str) -> JSONValue:
     Integers are kept exact, however long (orjson would turn one beyond 64 bits
     into a float and lose its digits), so that :func:`check_json` refuses one
     beyond +-(2**53-1) with the same error as a Python value. ``NaN`` and
-    ``Infinity``, invalid UTF-8, lone surrogates, trailing data and nesting
-    deeper than about 200 levels are not JSON here; a number too large for a
-    float (``1E400``) reads as an infinity, which :func:`check_json` refuses.
+    ``Infinity``, invalid UTF-8, lone surrogates, trailing data, nesting
+    deeper than about 200 levels, an object naming a key twice and a key
+    holding a NUL (``\u0000``) are not JSON here: two readers of a key given
+    twice may each take another value, and a NUL ends a key in C. A number
+    too large for a float (``1E400``) reads as an infinity, which
+    :func:`check_json` refuses.
 
     Raises:
         ValueError: the text is not JSON; the message says where.
@@ -178,7 +182,29 @@ def parse_json(data: bytes | bytearray | str) -> JSONValue:
     # about 0.1 ms more, and the documents read here are mostly read once.
     from pydantic_core import from_json
 
-    return cast("JSONValue", from_json(data, allow_inf_nan=False, cache_strings=False))
+    value = from_json(data, allow_inf_nan=False, cache_strings=False)
+    if isinstance(value, dict | list):
+        # It keeps the last of a key given twice without a word: the standard
+        # library's scanner shows each object's keys (only keys are looked at).
+        text = data if isinstance(data, str) else bytes(data).decode()
+        _KEYS_CHECK.decode(text)
+    return cast("JSONValue", value)
+
+
+def _distinct_keys(pairs: list[tuple[str, object]]) -> None:
+    """Refuse an object naming a key twice, or a key holding a NUL."""
+    keys = {key for key, _ in pairs}
+    if len(keys) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"the key {twice!r} is given twice in one object")
+    for key in keys:
+        if "\0" in key:
+            raise ValueError(f"the key {key!r} holds a NUL character")
+
+
+#: The standard library's scanner, telling :func:`_distinct_keys` each
+#: object's keys (what it builds is thrown away).
+_KEYS_CHECK: Final = json.JSONDecoder(object_pairs_hook=_distinct_keys)
 
 
 def _child(where: _Path, key: str | int, depth: int) -> _Path:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .context import named_store, open_named
+from .listening import listening_socket
 from .output import note
 from .params import (
     LOG_LEVELS,
@@ -26,6 +27,8 @@ from .params import (
 )
 
 if TYPE_CHECKING:
+    from socket import socket
+
     from starlette.applications import Starlette
 
     from ..routing.redact import Redactor
@@ -67,8 +70,26 @@ if TYPE_CHECKING:
 @click.option(
     "--shared-cache",
     is_flag=True,
-    help="Share answers across credentials (by default each Authorization / "
-    "x-api-key value has its own cache). See docs/gateway.md for the risk.",
+    help="Share answers across credentials (by default each caller's credentials, "
+    "headers and query parameters, have their own cache). See docs/gateway.md for "
+    "the risk.",
+)
+@click.option(
+    "--credential",
+    "credentials",
+    multiple=True,
+    metavar="NAME",
+    help="A header or query-parameter name (or a pattern such as '*session*') that "
+    "carries a credential too: never recorded, part of the tenant (repeatable; "
+    "docs/redaction.md).",
+)
+@click.option(
+    "--not-credential",
+    "not_credentials",
+    multiple=True,
+    metavar="NAME",
+    help="A name (or pattern) the credential rule matches that carries no credential "
+    "(repeatable).",
 )
 @click.option(
     "--tenant-key-file",
@@ -170,6 +191,8 @@ def gateway(
     store_name: str | None,
     shared_cache: bool,
     tenant_key_file: str | None,
+    credentials: tuple[str, ...],
+    not_credentials: tuple[str, ...],
     redact: tuple[str, ...],
     redact_headers: tuple[str, ...],
     redact_key_file: str | None,
@@ -210,6 +233,7 @@ def gateway(
         raise CliFailure(str(exc), USAGE) from exc
 
     from ..cache.prices import price_table
+    from ..integrations.credentials import CredentialRule
     from ..integrations.httpx import TransportMode
     from ..server.gateway import GatewaySettings, create_gateway
     from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
@@ -239,6 +263,7 @@ def gateway(
             max_concurrency=max_concurrency or None,
             prices=prices,
             pace=Pace(pace),
+            credentials=CredentialRule(credentials, not_credentials),
         )
     except (ValueError, OSError) as exc:
         store.close()
@@ -248,34 +273,33 @@ def gateway(
         raise
     with ExitStack() as stack:
         stack.callback(store.close)
+        listening = stack.enter_context(
+            listening_socket(host, port, "choose another with --listen HOST:PORT")
+        )
         log = _access_log(access_log, stack)
         app = create_gateway(store, settings, access_log=log)
         shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
         note(f"intentusnet gateway: {mode} mode on http://{host}:{port} ({shown})")
-        _run(app, host, port, log_level, shutdown_timeout)
+        _run(app, listening, log_level, shutdown_timeout)
 
 
-def _run(app: Starlette, host: str, port: int, log_level: str, drain: int) -> None:
+def _run(app: Starlette, listening: socket, log_level: str, drain: int) -> None:
     """Serve ``app`` until SIGINT or SIGTERM, then finish what is in flight."""
     import uvicorn
 
-    try:
-        uvicorn.run(
-            app,
-            host=host,
-            port=port,
-            log_level=log_level,
-            access_log=False,  # a URL's query may hold a key: never logged
-            server_header=False,
-            date_header=False,  # the upstream's (or the record's) is served
-            proxy_headers=False,
-            timeout_graceful_shutdown=drain,
-        )
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            raise CliFailure(
-                f"the gateway could not start on {host}:{port} (see the log above)", 1
-            ) from exc
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,  # a URL's query may hold a key: never logged
+        server_header=False,
+        date_header=False,  # the upstream's (or the record's) is served
+        proxy_headers=False,
+        timeout_graceful_shutdown=drain,
+    )
+    server = uvicorn.Server(config)
+    server.run(sockets=[listening])
+    if not server.started:
+        raise CliFailure("the gateway could not start (see the log above)", 1)
 
 
 def _access_log(target: str, stack: ExitStack) -> AccessLog | None:

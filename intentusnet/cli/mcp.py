@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from .context import LAST, named_store, open_named
+from .listening import listening_socket
 from .output import note
 from .params import USAGE, Choice, CliFailure, keyed_redactor
 
@@ -20,6 +21,7 @@ UPSTREAM_EXITED: Final = 1
 
 if TYPE_CHECKING:
     from ..integrations.mcp.calls import RecordedCalls
+    from ..integrations.mcp.listen import Gate
     from ..integrations.mcp.proxy import Upstream
     from ..integrations.mcp.session import Endpoint
     from ..routing.redact import Redactor
@@ -103,6 +105,16 @@ def mcp() -> None:
     "stdio: any number of sessions, one record each, until SIGINT or SIGTERM.",
 )
 @click.option(
+    "--api-keys-file",
+    envvar="INTENTUSNET_API_KEYS_FILE",
+    show_envvar=True,
+    type=click.Path(dir_okay=False),
+    metavar="PATH",
+    help="With --listen: API keys, one a line (ro:KEY is read-only: answered from "
+    "the records only), as serve's; clients send 'Authorization: Bearer KEY'. "
+    "Needed to listen on an address other than loopback.",
+)
+@click.option(
     "--idle",
     type=click.FloatRange(min=0, min_open=True),
     default=600.0,
@@ -123,6 +135,7 @@ def proxy(
     redact: tuple[str, ...],
     redact_key_file: str | None,
     listen: str | None,
+    api_keys_file: str | None,
     idle: float,
     upstream: tuple[str, ...],
 ) -> None:
@@ -158,6 +171,8 @@ def proxy(
             "give the upstream server's command after -- (or --upstream-url)", USAGE
         )
     sent = _headers(headers)
+    address = None if listen is None else _address(listen)
+    gate = None if address is None else _gate(address[0], api_keys_file)
     redactor = _redactor(redact, redact_key_file)
     envelope = None
     if url is not None:
@@ -168,29 +183,34 @@ def proxy(
     try:
         upstream_hash = None if envelope is None else compute_hash(envelope)
 
-        def answers() -> RecordedCalls | None:
+        def answers(replay: bool) -> RecordedCalls | None:
             """The recorded calls one session answers from.
 
             Asked again for each session: a cache session answers what the
             sessions before it learned.
             """
-            if mode == "record":
+            if mode == "record" and not replay:
                 return None
             return recorded_calls(
                 store,
                 upstream_hash,
                 None if record_id == LAST else record_id,
                 force=force,
-                required=mode == "replay",
-                clock=time.time if mode == "cache" else None,
+                required=replay,
+                clock=time.time if mode == "cache" and not replay else None,
             )
 
-        answers()  # a replay with nothing to answer from fails before any I/O
+        # a replay with nothing to answer from fails before any I/O
+        answers(mode == "replay")
 
-        async def one(client: Endpoint) -> str:
-            """Record or replay one session with ``client``; its summary."""
-            calls = answers()
-            if mode == "replay":
+        async def one(client: Endpoint, read_only: bool = False) -> str:
+            """Record or replay one session with ``client``; its summary.
+
+            A read-only caller's session is replayed, whatever the mode.
+            """
+            replay = mode == "replay" or read_only
+            calls = answers(replay)
+            if replay:
                 assert calls is not None
                 done = await replay_session(
                     client, calls, side_effects=set(side_effects), redactor=redactor
@@ -241,13 +261,20 @@ def proxy(
 
         async def each(client: ListenSession) -> None:
             try:
-                note(f"intentusnet mcp proxy: {await one(client)}")
+                note(f"intentusnet mcp proxy: {await one(client, client.read_only)}")
             except CliFailure as failed:  # this session's; the others go on
                 note(f"intentusnet mcp proxy: {failed.message}")
                 raise
 
         async def serve(host: str, port: int) -> str:
-            listener = Listener(host, port, each, idle_seconds=idle)
+            listener = Listener(
+                host,
+                port,
+                each,
+                idle_seconds=idle,
+                gate=gate,
+                listening=listening,
+            )
             await listener.open()
             loop = asyncio.get_running_loop()
             for signal in (SIGINT, SIGTERM):
@@ -259,10 +286,14 @@ def proxy(
                 await listener.close()
             return "stopped"
 
-        if listen is None:
+        if address is None:
             note(f"intentusnet mcp proxy: {asyncio.run(run())}")
         else:
-            note(f"intentusnet mcp proxy: {asyncio.run(serve(*_address(listen)))}")
+            listening = listening_socket(
+                *address, "choose another with --listen HOST:PORT (port 0: any)"
+            )
+            with listening:
+                note(f"intentusnet mcp proxy: {asyncio.run(serve(*address))}")
     finally:
         store.close()
 
@@ -297,6 +328,31 @@ def _address(text: str) -> tuple[str, int]:
     if not port.isdigit():
         raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
     return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)
+
+
+def _gate(host: str, keys_file: str | None) -> Gate | None:
+    """What ``--listen`` lets each caller do: the keys of ``serve``, if any.
+
+    Without keys only a loopback address may be listened on.
+    """
+    from ..integrations.mcp.listen import Allowed
+    from ..server.auth import Access, KeyRing, check_bind
+
+    try:
+        keys = KeyRing.from_env(keys_file=keys_file)
+        check_bind(host, keys)
+    except (ValueError, OSError) as exc:
+        raise CliFailure(str(exc), USAGE) from exc
+    if not keys:
+        return None
+
+    def gate(authorization: str | None) -> Allowed | None:
+        access = keys.bearer_access(authorization)
+        if access is None:
+            return None
+        return Allowed.READ if access is Access.READ else Allowed.ALL
+
+    return gate
 
 
 def _headers(given: tuple[str, ...]) -> dict[str, str]:

@@ -7,9 +7,7 @@ nothing remote. Needs the ``server`` extra.
 
 from __future__ import annotations
 
-import errno
 import importlib.util
-import socket
 from typing import Final
 
 import click
@@ -17,6 +15,7 @@ import click
 from .application import APP_ENV
 from .context import open_store
 from .keys import key_options, key_ring
+from .listening import listening_socket
 from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option
 
 #: The explorer's port unless --port says otherwise: not ``serve``'s (8765),
@@ -85,7 +84,9 @@ def ui(
     from ..server.ui import create_ui_app
 
     store = open_store()
-    listening = _listen(port)
+    listening = listening_socket(
+        "127.0.0.1", port, "choose another with --port (0: any free port)"
+    )
     port = listening.getsockname()[1]  # the one picked, for --port 0
     config = uvicorn.Config(
         create_ui_app(store, signature_keys=ring, app_ref=app_ref, prices=prices),
@@ -101,27 +102,3 @@ def ui(
         server.run(sockets=[listening])
     if not server.started:
         raise CliFailure(f"the explorer could not start on 127.0.0.1:{port}", 1)
-
-
-def _listen(port: int) -> socket.socket:
-    """A socket listening on 127.0.0.1:``port``, or a usage error saying why not.
-
-    Bound here, before anything is printed, so a port in use is one line
-    and exit 2, not the server's log and its own exit code.
-    """
-    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        # as uvicorn binds: a port left in TIME_WAIT by a stopped explorer is free
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind(("127.0.0.1", port))
-        listening.listen(2048)
-    except OSError as exc:
-        listening.close()
-        in_use = exc.errno == errno.EADDRINUSE
-        reason = "the port is in use" if in_use else str(exc.strerror)
-        raise CliFailure(
-            f"cannot listen on 127.0.0.1:{port}: {reason}; "
-            "choose another with --port (0: any free port)",
-            USAGE,
-        ) from exc
-    return listening

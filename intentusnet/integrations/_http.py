@@ -12,7 +12,7 @@ below, and each library's classes are made of them and its stream bases.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from enum import StrEnum
 from types import ModuleType
 from typing import Protocol, TypeAlias, TypeVar
@@ -55,6 +55,8 @@ class HTTPRequest(Protocol):
     def url(self) -> HTTPURL: ...
     @property
     def headers(self) -> HTTPHeaders: ...
+    @property
+    def extensions(self) -> Mapping[str, object]: ...
     def read(self) -> bytes: ...
     async def aread(self) -> bytes: ...
 

@@ -1,10 +1,12 @@
 """The credentials a request carries: never hashed, never stored.
 
-Credential headers (``Authorization``, ``Cookie``, API-key headers and any
-header a user names) are left out of what is hashed and recorded; credential
-query parameters are left out of the URL as recorded. The values of both, and
-of the headers a ``Redactor`` names, are a call's secrets: replaced by markers
-wherever they show up in its record (an error text quoting the URL, say).
+Headers and query parameters the credential rule names (``credentials``: any
+``Authorization``, ``Cookie``, ``*key*``, ``*token*``... and the names a user
+adds) are left out of what is hashed and recorded: credential headers of the
+request and the response, credential parameters of the URL. The values of
+both, and of the headers a ``Redactor`` names, are a call's secrets: replaced
+by markers wherever they show up in its record (an error text quoting the URL,
+say).
 """
 
 from __future__ import annotations
@@ -15,30 +17,8 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode
 
 from ..routing.redact import Redactor, header_names
 from ._http import HTTPURL, HTTPRequest, authority
+from .credentials import CredentialRule
 
-#: Query parameters that carry credentials (any case): left out of the hash and
-#: the record, and their values replaced wherever they appear in the record.
-DEFAULT_SECRET_PARAMS: Final = (
-    "api_key",
-    "apikey",
-    "api-key",
-    "key",
-    "sig",
-    "signature",
-    "x-amz-signature",
-    "x-amz-credential",
-    "x-amz-security-token",
-    "client_secret",
-    "password",
-    "token",
-    "access_token",
-    "refresh_token",
-    "code",
-)
-_SECRET_NAMES: Final = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "api-key"}
-)
-_SECRET_PARTS: Final = ("api-key", "api_key", "apikey", "secret", "auth", "password")
 #: Canonical URLs are remembered up to this many.
 _URLS_KEPT: Final = 1024
 
@@ -47,19 +27,19 @@ class Secrets:
     """A transport's secret headers and parameters, and the URLs it records.
 
     Args:
-        headers: more header names never hashed nor stored.
-        params: query parameters (any case) never hashed nor stored.
+        rule: which header and parameter names carry credentials.
+        more: more names (or patterns) that do, added to the rule.
         redactor: its header names are recorded (and hashed) as markers.
     """
 
     def __init__(
         self,
-        headers: Collection[str],
-        params: Collection[str],
+        rule: CredentialRule,
+        more: Collection[str],
         redactor: Redactor | None,
     ) -> None:
-        self.headers = frozenset(name.lower() for name in headers)
-        self.params = frozenset(name.lower() for name in params)
+        #: the names never hashed nor stored (headers and parameters alike)
+        self.rule = CredentialRule([*rule.more, *more], rule.less) if more else rule
         self.redactor = redactor
         #: headers recorded (and, when hashed, hashed) as their markers
         self.marked = frozenset() if redactor is None else header_names(redactor)
@@ -69,13 +49,7 @@ class Secrets:
 
     def is_secret(self, name: str) -> bool:
         """Whether a header carries a credential (it is never hashed nor stored)."""
-        lowered = name.lower()
-        return (
-            lowered in _SECRET_NAMES
-            or lowered in self.headers
-            or lowered.endswith("token")
-            or any(part in lowered for part in _SECRET_PARTS)
-        )
+        return self.rule(name)
 
     def of_request(self, request: HTTPRequest, redacted: list[str]) -> list[str]:
         """The secrets of a request that is being made (not needed for a hit).
@@ -119,10 +93,10 @@ class Secrets:
         text = f"{url.scheme}://{authority(url)}{path.decode('ascii')}"
         left_out: list[str] = []
         if query:
-            secret = self.params
+            secret = self.rule
             params: list[tuple[str, str]] = []
             for k, v in parse_qsl(query.decode("ascii"), keep_blank_values=True):
-                if k.lower() in secret:
+                if secret(k):
                     left_out.append(v)
                 else:
                     params.append((k, v))
@@ -133,8 +107,7 @@ class Secrets:
             left_out.extend(
                 part.partition(b"=")[2].decode("ascii")
                 for part in query.split(b"&")
-                if unquote_plus(part.partition(b"=")[0].decode("ascii")).lower()
-                in secret
+                if secret(unquote_plus(part.partition(b"=")[0].decode("ascii")))
             )
         return text, tuple(dict.fromkeys(v for v in left_out if v))
 

@@ -34,8 +34,9 @@ from ._key import (
 from ._passthrough import AsyncTee, Tee
 from ._recording import RecordingCore
 from ._response import ResponseHook, Responses
-from ._secrets import DEFAULT_SECRET_PARAMS, Secrets
+from ._secrets import Secrets
 from ._served import HitHeaders, Served
+from .credentials import DEFAULT_RULE, CredentialRule
 
 if TYPE_CHECKING:
     from ..cache.replay_cache import ReplayCache
@@ -70,8 +71,9 @@ class RecordingShell(Generic[_W]):
         intent: str = "http.request",
         tenant: str | TenantFunction | None = None,
         hash_headers: Collection[str] = DEFAULT_HASH_HEADERS,
+        credentials: CredentialRule = DEFAULT_RULE,
         secret_headers: Collection[str] = (),
-        secret_params: Collection[str] = DEFAULT_SECRET_PARAMS,
+        secret_params: Collection[str] = (),
         redactor: Redactor | None = None,
         ignore_body_paths: Collection[str] = (),
         before_record_request: RequestHook | None = None,
@@ -79,7 +81,7 @@ class RecordingShell(Generic[_W]):
         key: KeyFunction | None = None,
     ) -> None:
         checked = TransportMode.parse(mode)
-        secrets = Secrets(secret_headers, secret_params, redactor)
+        secrets = Secrets(credentials, [*secret_headers, *secret_params], redactor)
         calls = CallRouter(
             store,
             intent=intent,

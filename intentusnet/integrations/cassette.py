@@ -42,6 +42,7 @@ TRANSPORT_OPTIONS: Final = frozenset(
         "intent",
         "tenant",
         "hash_headers",
+        "credentials",
         "secret_headers",
         "secret_params",
         "redactor",

@@ -9,9 +9,10 @@ Every request becomes an ``http.request`` envelope whose payload is the method,
 the URL (query parameters sorted, secret ones and any user info left out), an
 allow-list of headers, and the body: its JSON value when it is JSON (so its
 hash is that of its canonical form) or else the SHA-256 and size of its bytes.
-Credentials (``Authorization``, ``Cookie``, API-key headers and any header you
-name) are never hashed and never stored: they are not in the envelope, and they
-are dropped from the recorded response headers. Credential query parameters are
+Credentials (headers and query parameters the ``CredentialRule`` names:
+``Authorization``, ``Cookie``, ``*key*``, ``*token*``... and any name you add)
+are never hashed and never stored: they are not in the envelope, and they are
+dropped from the recorded response headers. Credential query parameters are
 left out of the URL, and the values of both are replaced by markers wherever
 they appear in what is recorded (an error message quoting the URL, say). A
 ``Redactor`` adds JSON body paths and header names, applied before the request
@@ -41,17 +42,18 @@ import httpx
 
 from ._http import Library, TransportMode
 from ._key import DEFAULT_HASH_HEADERS
-from ._secrets import DEFAULT_SECRET_PARAMS
 from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
 from ._shell import AsyncTransport, SyncTransport
+from .credentials import DEFAULT_RULE, CredentialRule
 
 __all__ = [
     "CACHE_HEADER",
     "DEFAULT_HASH_HEADERS",
-    "DEFAULT_SECRET_PARAMS",
+    "DEFAULT_RULE",
     "RECORD_HEADER",
     "STEP_HEADER",
     "AsyncRecordingTransport",
+    "CredentialRule",
     "RecordingTransport",
     "TransportMode",
 ]
@@ -80,9 +82,13 @@ class RecordingTransport(
         hash_headers: request headers hashed and recorded (lower case);
             credential headers are refused here unless the redactor names
             them (then their markers are hashed).
-        secret_headers: more header names never hashed nor stored.
-        secret_params: query parameters (any case) never hashed nor stored;
-            :data:`DEFAULT_SECRET_PARAMS` by default.
+        credentials: which header and query-parameter names carry
+            credentials, never hashed nor stored (:class:`CredentialRule`;
+            docs/redaction.md); :data:`DEFAULT_RULE` by default. Added in 0.1.0.
+        secret_headers: more header names (or patterns) never hashed nor
+            stored, added to ``credentials``.
+        secret_params: more query-parameter names (or patterns) never hashed
+            nor stored, added to ``credentials`` (one rule for both).
         redactor: JSON body paths and header names recorded as markers,
             applied before the request is hashed and before the response is
             recorded (docs/redaction.md). Added in 0.1.0.

@@ -19,17 +19,18 @@ import httpx2
 
 from ._http import Library, TransportMode
 from ._key import DEFAULT_HASH_HEADERS
-from ._secrets import DEFAULT_SECRET_PARAMS
 from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
 from ._shell import AsyncTransport, SyncTransport
+from .credentials import DEFAULT_RULE, CredentialRule
 
 __all__ = [
     "CACHE_HEADER",
     "DEFAULT_HASH_HEADERS",
-    "DEFAULT_SECRET_PARAMS",
+    "DEFAULT_RULE",
     "RECORD_HEADER",
     "STEP_HEADER",
     "AsyncRecordingTransport",
+    "CredentialRule",
     "RecordingTransport",
     "TransportMode",
 ]

@@ -53,6 +53,7 @@ from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
 from ..routing.durable import FINISHED
+from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
 from .bodies import DEFAULT_MAX_BODY, read_json
@@ -256,7 +257,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
                     "description": "The request's idempotency key: a structured-"
                     'field string ("order-7") or a bare token, 1-255 printable '
                     "ASCII characters. The agent runs once per key.",
-                    "schema": {"type": "string", "maxLength": 257},
+                    # the key and the structured-field string's two quotes
+                    "schema": {"type": "string", "maxLength": MAX_KEY_LENGTH + 2},
                 },
                 {
                     "name": "Prefer",
@@ -446,7 +448,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             Path(
                 description="The Idempotency-Key the execution was sent with, "
                 "percent-encoded.",
-                max_length=1024,
+                # checked by the service (400 invalid_idempotency_key), not here
+                json_schema_extra={"maxLength": MAX_KEY_LENGTH},
             ),
         ],
         wait: _Wait = 0,

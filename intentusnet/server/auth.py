@@ -150,6 +150,11 @@ class KeyRing:
                 granted = key.access
         return granted
 
+    def bearer_access(self, authorization: str | None) -> Access | None:
+        """The access an ``Authorization: Bearer <key>`` value grants, if any."""
+        match = _BEARER.fullmatch(authorization or "")
+        return None if match is None else self.access_of(match.group(1))
+
     def authorize(self, authorization: str | None, needed: Access) -> None:
         """Check an ``Authorization`` header value for ``needed`` access.
 

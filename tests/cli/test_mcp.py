@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+
+import pytest
 
 from .support import Invoke
 
@@ -94,3 +97,64 @@ def test_listen_takes_host_and_port(invoke: Invoke, store_root: Path) -> None:
     )
     assert result.exit_code == 2
     assert "HOST:PORT" in result.stderr
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "[::]", "example.com"])
+def test_listening_beyond_loopback_needs_api_keys(
+    invoke: Invoke, store_root: Path, host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--listen beyond loopback without keys: exit 2, before anything is bound."""
+    monkeypatch.delenv("INTENTUSNET_API_KEYS", raising=False)
+    monkeypatch.delenv("INTENTUSNET_API_KEYS_FILE", raising=False)
+    result = invoke(
+        "mcp", "proxy", "--store", str(store_root), "--listen", f"{host}:1", "--", "x"
+    )
+    assert result.exit_code == 2
+    assert "without an API key" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_short_or_missing_keys_file_is_a_usage_error(
+    invoke: Invoke, store_root: Path, tmp_path: Path
+) -> None:
+    """A keys file that cannot be read, or holds a short key: exit 2, named."""
+    short = tmp_path / "short"
+    short.write_text("short\n")
+    for path, says in ((short, "at least 16"), (tmp_path / "none", "No such file")):
+        result = invoke(
+            "mcp",
+            "proxy",
+            "--store",
+            str(store_root),
+            "--listen",
+            "127.0.0.1:1",
+            "--api-keys-file",
+            str(path),
+            "--",
+            "x",
+        )
+        assert result.exit_code == 2
+        assert says in result.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(invoke: Invoke, store_root: Path) -> None:
+    """--listen on a port another socket holds: one line naming it, exit 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = invoke(
+            "mcp",
+            "proxy",
+            "--store",
+            str(store_root),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--",
+            "x",
+        )
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"Error: cannot listen on 127.0.0.1:{port}: the port is in use; "
+        "choose another with --listen HOST:PORT (port 0: any)"
+    ]

@@ -6,9 +6,11 @@ parse, with ``"stream": true`` as server-sent events (sent event by event; a
 ``FakeAPI(held=True)`` sends each stream's first event, then waits until its
 ``release`` event is set, ten seconds at most, before the rest). A prompt
 ``"fail 429"`` or ``"fail 500"`` gets that status with the API's error body.
-Requests without the key get a 401. A prompt starting ``"cut"`` gets a stream
-cut after two events (the connection closes mid-body). ``FakeAPI(by_model=True)``
-answers differently per model: the text ends ``by MODEL``. ``hits`` counts requests;
+Requests without the key get a 401 (``FakeAPI(any_key=True)``
+answers every request, whatever its credentials). A prompt starting ``"cut"``
+gets a stream cut after two events (the connection closes mid-body).
+``FakeAPI(by_model=True)`` answers differently per model: the text ends ``by
+MODEL``. ``hits`` counts requests;
 ``seen`` keeps each request's headers; ``finished`` counts bodies sent to their
 end. Every answer reports its usage as each API does (see :func:`tokens`; a
 streamed OpenAI answer only when the request asks with
@@ -159,7 +161,9 @@ def _anthropic(n: int, ask: dict[str, object], text: str) -> list[bytes] | bytes
 class FakeAPI:
     """Serve the fake API on an ephemeral port (a context manager)."""
 
-    def __init__(self, held: bool = False, by_model: bool = False) -> None:
+    def __init__(
+        self, held: bool = False, by_model: bool = False, any_key: bool = False
+    ) -> None:
         self.hits = 0
         self.seen: list[dict[str, str]] = []
         self.finished = 0
@@ -185,7 +189,7 @@ class FakeAPI:
                 keyed = self.headers.get("x-api-key") == API_KEY or self.headers.get(
                     "authorization"
                 ) == (f"Bearer {API_KEY}")
-                if not keyed:
+                if not keyed and not any_key:
                     self._send(401, b'{"error": {"message": "bad key"}}')
                     return
                 ask = json.loads(body)

@@ -396,12 +396,18 @@ def test_verify(http: httpx.Client, store_root: Path) -> None:
 
 
 def test_malformed_json(http: httpx.Client) -> None:
-    """A body that is not JSON is a 400 malformed_request problem."""
+    """A body that is not JSON (or names a key twice) is a 400 malformed_request."""
     answer = http.post("/v1/intents", content=b'{"intent": ')
     problem(answer, 400, "malformed_request")
     problem(http.post("/v1/intents", content=b""), 400, "malformed_request")
     deep = b"[" * 5000 + b"]" * 5000
     problem(http.post("/v1/intents", content=deep), 400, "malformed_request")
+    twice = b'{"intent": {"name": "echo"}, "payload": {"a": 1, "a": 2}}'
+    said = problem(http.post("/v1/intents", content=twice), 400, "malformed_request")
+    assert "'a' is given twice" in said["detail"]
+    nul = b'{"intent": {"name": "echo"}, "payload": {"a\\u0000": 1}}'
+    said = problem(http.post("/v1/intents", content=nul), 400, "malformed_request")
+    assert "NUL" in said["detail"]
 
 
 @pytest.mark.parametrize(

@@ -302,6 +302,31 @@ def test_an_execution_is_found_by_its_key(
     assert asyncio.run(by_async_client()) == execution_id
 
 
+def test_the_openapi_key_limits_are_the_servers(shop: Shop, http: httpx.Client) -> None:
+    """The documented maxLength of the key (path and header) is where refusal starts."""
+    shop.gate.set()
+    doc = http.get("/openapi.json").json()
+    by_key = doc["paths"]["/v1/idempotency-keys/{key}"]["get"]["parameters"]
+    (path_limit,) = [p["schema"]["maxLength"] for p in by_key if p["name"] == "key"]
+    route = doc["paths"]["/v1/intents"]["post"]["parameters"]
+    (header_limit,) = [
+        p["schema"]["maxLength"] for p in route if p["name"] == "Idempotency-Key"
+    ]
+    longest = "k" * path_limit
+    assert header_limit == len(f'"{longest}"')
+    kept = http.post("/v1/intents", json=HOLD, headers={"Idempotency-Key": longest})
+    assert kept.status_code == 200
+    found = http.get(f"/v1/idempotency-keys/{longest}")
+    assert found.status_code == 200
+    quoted = {"Idempotency-Key": f'"{longest}"'}
+    assert http.post("/v1/intents", json=HOLD, headers=quoted).status_code == 200
+    over = longest + "k"
+    refused = http.post("/v1/intents", json=HOLD, headers={"Idempotency-Key": over})
+    _problem(refused, 400, "invalid_idempotency_key")
+    _problem(http.get(f"/v1/idempotency-keys/{over}"), 400, "invalid_idempotency_key")
+    assert len(shop.ran) == 1
+
+
 def test_an_unknown_or_malformed_key_is_404_or_400(http: httpx.Client) -> None:
     """A key no execution has is 404; a key that is not a key is 400."""
     _problem(http.get("/v1/idempotency-keys/never-sent"), 404, "record_not_found")

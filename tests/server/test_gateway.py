@@ -36,7 +36,13 @@ BEARER = {"authorization": f"Bearer {API_KEY}"}
 class Gateway(CliProcess):
     """``intentusnet gateway`` in a subprocess on a free loopback port."""
 
-    def __init__(self, store: Path, upstream: str, *args: str) -> None:
+    def __init__(
+        self,
+        store: Path | str,
+        upstream: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         command = [
             sys.executable,
@@ -53,7 +59,7 @@ class Gateway(CliProcess):
             "warning",
             *args,
         ]
-        super().__init__(command, f"http://127.0.0.1:{self.port}")
+        super().__init__(command, f"http://127.0.0.1:{self.port}", env=env)
 
 
 @pytest.fixture
@@ -224,6 +230,36 @@ def test_each_credential_has_its_own_answers_by_default(
     assert _files_holding(root, API_KEY.encode()) == []
 
 
+def test_a_python_client_shares_a_query_credentials_records(
+    root: Path, http: httpx.Client
+) -> None:
+    """A transport keyed by tenant_of with the query string hits the gateway's."""
+    with FakeAPI(any_key=True) as api:
+        gateway = Gateway(root, api.url)
+        try:
+            first = http.post(
+                f"{gateway.url}/fake/v1/chat/completions",
+                json=ASK,
+                params={"key": "AIza-query-credential-1"},
+            )
+        finally:
+            gateway.stop()
+        key = (root / "gateway-tenant.key").read_bytes().strip()
+        store = FileExecutionStore(root)
+        url = f"{api.url}/v1/chat/completions"
+        answers = []
+        for given in ("AIza-query-credential-1", "AIza-query-credential-2"):
+            tenant = tenant_of(key, [], f"key={given}")
+            transport = RecordingTransport(store, tenant=tenant)
+            with httpx.Client(transport=transport, timeout=TIMEOUT) as direct:
+                answers.append(direct.post(url, json=ASK, params={"key": given}))
+        store.close()
+    assert first.headers["x-intentusnet-cache"] == "miss"
+    assert [a.headers["x-intentusnet-cache"] for a in answers] == ["hit", "miss"]
+    assert answers[0].content == first.content
+    assert api.hits == 2
+
+
 def test_shared_cache_answers_every_credential(
     root: Path, api: FakeAPI, http: httpx.Client
 ) -> None:
@@ -237,6 +273,167 @@ def test_shared_cache_answers_every_credential(
         gateway.stop()
     assert again.headers["x-intentusnet-cache"] == "hit"
     assert api.hits == 1
+
+
+# -- tenancy: every place a credential sits ------------------------------------------
+
+#: Where a caller's credential sits: ``(header|query, name, how the value is written)``.
+POSITIONS = [
+    ("header", "authorization", "Bearer {}"),
+    ("header", "x-api-key", "{}"),
+    ("header", "api-key", "{}"),
+    ("header", "x-goog-api-key", "{}"),
+    ("header", "cookie", "session={}; theme=dark"),
+    ("header", "X-Auth-Token", "{}"),
+    ("header", "Proxy-Authorization", "Basic {}"),
+    ("query", "key", "{}"),
+    ("query", "api_key", "{}"),
+    ("query", "auth", "{}"),
+    ("query", "X-Goog-Signature", "{}"),
+    ("query", "id_token", "{}"),
+    ("query", "secret", "{}"),
+    ("query", "client_assertion", "{}"),
+    ("query", "private_token", "{}"),
+]
+Position = tuple[str, str, str]
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def stored(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, list[str]]:
+    """A gateway's store (a directory, or a PostgreSQL database) and its options."""
+    if request.param == "file":
+        return str(tmp_path / "records"), []
+    key = tmp_path / "tenant.key"
+    key.write_text("k" * 32)
+    return request.getfixturevalue("pg_dsn"), ["--tenant-key-file", str(key)]
+
+
+def _ask_with(
+    http: httpx.Client,
+    url: str,
+    credentials: list[tuple[Position, str]],
+    body: dict[str, object] = ASK,
+) -> httpx.Response:
+    """POST ``body`` to ``url`` carrying each secret at its position."""
+    headers: dict[str, str] = {}
+    params: list[tuple[str, str]] = [("q", "1")]
+    for (where, name, form), secret in credentials:
+        if where == "header":
+            headers[name] = form.format(secret)
+        else:
+            params.append((name, form.format(secret)))
+    return http.post(url, json=body, headers=headers, params=params)
+
+
+def test_no_answer_crosses_callers_wherever_their_credential_sits(
+    stored: tuple[str, list[str]], http: httpx.Client
+) -> None:
+    """15 credential positions x 2 callers, and none: each misses, then hits its own."""
+    store, options = stored
+    callers: list[list[tuple[Position, str]]] = [
+        [(position, f"{position[1]}-{who}-s3cr3t")]
+        for position in POSITIONS
+        for who in ("alice", "bob")
+    ]
+    callers.append([])  # no credential at all: the anonymous tenant
+    with FakeAPI(any_key=True) as api:
+        gateway = Gateway(store, api.url, *options)
+        url = f"{gateway.url}/fake/v1/chat/completions"
+        try:
+            first = [_ask_with(http, url, caller) for caller in callers]
+            again = [_ask_with(http, url, caller) for caller in callers]
+        finally:
+            gateway.stop()
+    assert [r.status_code for r in first + again] == [200] * (2 * len(callers))
+    assert [r.headers["x-intentusnet-cache"] for r in first] == ["miss"] * len(callers)
+    assert [r.headers["x-intentusnet-cache"] for r in again] == ["hit"] * len(callers)
+    assert [r.json()["id"] for r in again] == [r.json()["id"] for r in first]
+    assert len({r.json()["id"] for r in first}) == len(callers) == api.hits == 31
+
+
+def _files_holding_any(root: Path, secrets: list[str]) -> list[str]:
+    return [
+        f"{secret} in {path}"
+        for path in root.rglob("*")
+        if path.is_file()
+        for data in [path.read_bytes()]
+        for secret in secrets
+        if secret.encode() in data
+    ]
+
+
+def _tables_holding_any(dsn: str, secrets: list[str]) -> tuple[int, list[str]]:
+    """How many tables the database has, and the secrets any row of them holds."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT format('%I.%I', table_schema, table_name) FROM "
+                "information_schema.tables WHERE table_schema NOT IN "
+                "('pg_catalog', 'information_schema')"
+            )
+        ]
+        dump = "\n".join(
+            text
+            for table in tables
+            for (text,) in conn.execute(f"SELECT t::text FROM {table} t")
+        )
+    return len(tables), [
+        secret for secret in secrets if secret in dump or secret.encode().hex() in dump
+    ]
+
+
+def test_no_planted_secret_reaches_a_byte_the_gateway_wrote(
+    stored: tuple[str, list[str]], http: httpx.Client, tmp_path: Path
+) -> None:
+    """120 secrets in every position, on hits, misses, streams, errors: none written."""
+    store, options = stored
+    callers = [
+        [(position, f"planted{n:02d}-{position[1]}-Zq9") for position in POSITIONS]
+        for n in range(8)
+    ]
+    planted = [secret for caller in callers for _, secret in caller]
+    assert len(set(planted)) == 120
+    log = tmp_path / "access.log"
+    temporary = tmp_path / "tmp"  # a store without a directory caches here
+    temporary.mkdir()
+    down = f"down=http://127.0.0.1:{free_port()}"
+    with FakeAPI(any_key=True) as api:
+        gateway = Gateway(
+            store,
+            api.url,
+            *options,
+            *("--upstream", down, "--access-log", str(log), "--log-level", "debug"),
+            env={"TMPDIR": str(temporary)},
+        )
+        url = f"{gateway.url}/fake/v1/chat/completions"
+        try:
+            for caller in callers:
+                asks = [
+                    ASK,
+                    ASK,
+                    {**ASK, "stream": True},
+                    {**ASK, "messages": [{"role": "user", "content": "fail 500"}]},
+                ]
+                answers = [_ask_with(http, url, caller, body) for body in asks]
+                broken = _ask_with(http, f"{gateway.url}/down/v1/x", caller)
+                assert [a.status_code for a in answers] == [200, 200, 200, 500]
+                assert answers[1].headers["x-intentusnet-cache"] == "hit"
+                assert broken.status_code == 502
+            while_running = _files_holding_any(tmp_path, planted)
+        finally:
+            gateway.stop()
+    assert api.hits == 8 * 3
+    assert while_running == []
+    assert _files_holding_any(tmp_path, planted) == []
+    assert [s for s in planted if any(s in line for line in gateway.lines)] == []
+    assert log.read_text().count("\n") == 8 * 5
+    if store.startswith("postgresql://"):
+        tables, found = _tables_holding_any(store, planted)
+        assert tables >= 3
+        assert found == []
 
 
 def test_cache_directives_and_replay_misses(
@@ -276,6 +473,18 @@ def test_cache_directives_and_replay_misses(
     assert all("body differs at messages[0].content" in n for n in error["nearest"])
     assert error["request"].endswith("/v1/chat/completions")
     assert api.hits == 2
+    # for the caller: the nearest request's hash, the mode in the gateway's words
+    with FileExecutionStore(root) as store:
+        hashes = {store.load(r).header.envelope_hash for r in recorded}
+    assert all(f"request hash {h}" in miss.text for h in hashes)
+    assert error["mode"] == "replay"
+    assert "this gateway runs in replay mode" in error["message"]
+    assert str(root) not in miss.text
+    assert str(root.resolve()) not in miss.text
+    assert "mode=" not in miss.text
+    assert "Traceback" not in miss.text
+    # for the operator: where it looked
+    assert any(str(root) in line for line in gateway.lines)
 
 
 def _raw(url: str, request: bytes) -> tuple[int, bytes]:
@@ -485,3 +694,55 @@ def test_a_usage_error_imports_no_server_package(
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert done.stdout == "\n"  # none of them was imported
+
+
+@pytest.mark.parametrize(
+    ("upstream", "message"),
+    [
+        ("a=http://user:hunter2-pw@api.example", "user info"),
+        ("a=http://:hunter2-pw@api.example/v1", "user info"),
+        ("a=http://api.example/v1?key=hunter2-pw", "without query"),
+        ("bad name=http://user:hunter2-pw@api.example", "NAME=URL"),
+    ],
+)
+def test_a_refused_upstream_is_quoted_without_its_secrets(
+    upstream: str, message: str, tmp_path: Path
+) -> None:
+    """An upstream URL refused for its user info or query: exit 2, never the secret."""
+    result = CliRunner().invoke(
+        cli, ["gateway", "--store", str(tmp_path / "s"), "--upstream", upstream]
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "api.example" in result.output or "bad name" in result.output
+    assert "hunter2" not in result.output
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Another process on the port: one line naming it, exit 2, no server log."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "intentusnet.cli",
+                "gateway",
+                "--store",
+                str(tmp_path / "s"),
+                "--upstream",
+                "a=http://127.0.0.1:9",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"Error: cannot listen on 127.0.0.1:{port}: the port is in use; "
+        "choose another with --listen HOST:PORT"
+    ]

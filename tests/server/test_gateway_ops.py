@@ -13,7 +13,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic
 import httpx
+import openai
 import pytest
 from integrations.fakeapi import API_KEY, FakeAPI
 from livekit import CliProcess
@@ -227,7 +229,13 @@ def test_a_read_only_key_is_answered_from_records_only(
     assert served.headers["x-intentusnet-cache"] == "hit"
     missed = http.post(url, json=_ask("never recorded"), headers={**READ, **BEARER})
     assert missed.status_code == 404
-    assert missed.json()["error"]["type"] == "intentusnet_cache_miss"
+    error = missed.json()["error"]
+    assert error["type"] == "intentusnet_cache_miss"
+    assert error["mode"] == "read-only"
+    assert "your gateway key is read-only" in error["message"]
+    assert "replay mode" not in error["message"]
+    assert str(folder) not in missed.text
+    assert "mode=" not in missed.text
     bypass = {**READ, **BEARER, "x-intentusnet-cache": "bypass"}
     assert (
         http.post(url, json=body, headers=bypass).headers["x-intentusnet-cache"]
@@ -335,3 +343,68 @@ def test_a_recorded_stream_is_replayed_at_its_recorded_pace(
         assert hit.headers["x-intentusnet-cache"] == "hit"
     assert replayed == recorded
     assert waited >= 0.3  # paced as recorded, not sent at once
+
+
+def test_an_upstream_breaking_a_stream_off_ends_it_cleanly(
+    gateway: Gateway, api: FakeAPI, folder: Path
+) -> None:
+    """The SDKs get an API error event, not a broken body; a cut record, a log line."""
+    seen = len(gateway.lines)
+    hits = api.hits
+    said = []
+    with (
+        openai.OpenAI(
+            base_url=f"{gateway.url}/fake/v1",
+            api_key=API_KEY,
+            max_retries=0,
+            timeout=TIMEOUT,
+            default_headers=FULL,
+        ) as oa,
+        anthropic.Anthropic(
+            base_url=f"{gateway.url}/fake",
+            api_key=API_KEY,
+            max_retries=0,
+            timeout=TIMEOUT,
+            default_headers=FULL,
+        ) as an,
+    ):
+        for _ in range(2):  # a cut stream is never served: both reach the upstream
+            with pytest.raises(openai.APIError) as openai_error:
+                for _event in oa.chat.completions.create(
+                    model="m",
+                    messages=[{"role": "user", "content": "cut for openai"}],
+                    stream=True,
+                ):
+                    pass
+            with (
+                pytest.raises(anthropic.APIError) as anthropic_error,
+                an.messages.stream(
+                    model="c",
+                    max_tokens=16,
+                    messages=[{"role": "user", "content": "cut for anthropic"}],
+                ) as events,
+            ):
+                "".join(events.text_stream)
+            said += [openai_error.value, anthropic_error.value]
+    assert api.hits == hits + 4
+    for error in said:
+        assert "broke the stream off" in str(error)
+        assert not isinstance(error, openai.APIConnectionError)
+        assert not isinstance(error, anthropic.APIConnectionError)
+    time.sleep(0.2)  # the last access-log line is written as the body ends
+    logged = gateway.lines[seen:]
+    cuts = [json.loads(line) for line in logged if '"upstream_cut"' in line]
+    assert [c["upstream"] for c in cuts] == ["fake"] * 4
+    assert not any("Traceback" in line or "Exception in" in line for line in logged)
+    access = [
+        json.loads(line)
+        for line in (folder / "access.log").read_text().splitlines()
+        if json.loads(line)["record"] in {c["record"] for c in cuts}
+    ]
+    assert [a["complete"] for a in access] == [False] * 4
+    with FileExecutionStore(folder / "records") as store:
+        for cut in cuts:
+            record = store.load(cut["record"])
+            assert record.header.status == "failed"
+            message = record.final_response["error"]["message"]
+            assert "the upstream broke off" in message

@@ -14,6 +14,11 @@ that the caller runs as one session: one record, one upstream.
   request open and no message from its client, and SIGINT or SIGTERM ends them
   all.
 
+With a gate (API keys: ``intentusnet mcp proxy --api-keys-file``, the keys of
+``serve``), every request needs ``Authorization: Bearer KEY`` (401 without a
+valid one). A session opened with a read-only key is answered from the records
+only; a read-only key may not use a session a full key opened (403).
+
 A POSTed request is answered with an event stream: the messages related to it
 (its progress notifications, by progress token) and then its answer; a POSTed
 notification or response is accepted (202). ``GET`` is not offered (405), so a
@@ -28,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from enum import Enum
+from typing import Final, TypeAlias
 
 import orjson
 
@@ -45,7 +52,7 @@ from .jsonrpc import (
     progress_token,
 )
 
-__all__ = ["ListenSession", "Listener"]
+__all__ = ["Allowed", "Gate", "ListenSession", "Listener"]
 
 PATH: Final = "/mcp"
 #: How long a session may go without a message from its client (``--idle``).
@@ -54,6 +61,20 @@ IDLE_SECONDS: Final = 600.0
 #: stop (their calls in flight have their own, shorter, drain).
 STOP_SECONDS: Final = 10.0
 _HEADER: Final = "mcp-session-id"
+
+
+class Allowed(Enum):
+    """What a caller's key lets it do with sessions."""
+
+    #: sessions answered from the records only: no upstream, nothing recorded
+    READ = "read"
+    #: sessions as the proxy's mode says
+    ALL = "all"
+
+
+#: ``gate(authorization) -> allowed``: what a request's ``Authorization``
+#: header lets it do, ``None`` for nothing (no key, or an unknown one).
+Gate: TypeAlias = Callable[[str | None], Allowed | None]
 
 
 def _key(value: JSONValue) -> bytes:
@@ -65,10 +86,12 @@ class ListenSession:
 
     Attributes:
         session_id: its ``Mcp-Session-Id``; ``None`` for the stateless session.
+        read_only: opened with a read-only key: answer it from the records only.
     """
 
-    def __init__(self, session_id: str | None) -> None:
+    def __init__(self, session_id: str | None, read_only: bool = False) -> None:
         self.session_id = session_id
+        self.read_only = read_only
         self.ended = False
         self.last_seen = time.monotonic()
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -158,10 +181,13 @@ class Listener:
     """The MCP clients' side, as a streamable-HTTP server on ``host:port``.
 
     Args:
-        host: the address to listen on (keep it loopback: there is no auth).
+        host: the address to listen on (without a gate, keep it loopback).
         port: the port; 0 picks a free one (see ``port`` once started).
         run: runs each new session to its end, on a task of its own.
         idle_seconds: a session whose client sends nothing for this long ends.
+        gate: what each request's key allows; ``None``: no key is asked for.
+        listening: a socket already bound to ``host:port`` to serve on (the
+            command binds it first, to say in one line why it cannot).
     """
 
     def __init__(
@@ -171,10 +197,14 @@ class Listener:
         run: SessionRunner,
         *,
         idle_seconds: float = IDLE_SECONDS,
+        gate: Gate | None = None,
+        listening: socket.socket | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.idle_seconds = idle_seconds
+        self.gate = gate
+        self._listening = listening
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
         self._stateless: ListenSession | None = None
@@ -197,13 +227,14 @@ class Listener:
         )
         server = uvicorn.Server(config)
         self._server = server
-        self._task = asyncio.create_task(server.serve())
+        sockets = None if self._listening is None else [self._listening]
+        self._task = asyncio.create_task(server.serve(sockets=sockets))
         while not server.started:
             if self._task.done():
                 self._task.result()  # the port could not be bound: raise why
             await asyncio.sleep(0.01)
-        sockets = [s for srv in server.servers for s in srv.sockets]
-        self.port = int(sockets[0].getsockname()[1])
+        bound = [s for srv in server.servers for s in srv.sockets]
+        self.port = int(bound[0].getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -247,8 +278,8 @@ class Listener:
             found.append(self._stateless)
         return found
 
-    def _start(self, session_id: str | None) -> ListenSession:
-        session = ListenSession(session_id)
+    def _start(self, session_id: str | None, read_only: bool) -> ListenSession:
+        session = ListenSession(session_id, read_only)
         if session_id is None:
             self._stateless = session
         else:
@@ -273,6 +304,19 @@ class Listener:
         from starlette.responses import JSONResponse, Response, StreamingResponse
 
         assert isinstance(request, Request)
+        allowed = Allowed.ALL
+        if self.gate is not None:
+            found = self.gate(request.headers.get("authorization"))
+            if found is None:
+                problem = error(
+                    None,
+                    INVALID_REQUEST,
+                    "this proxy needs an API key: send 'Authorization: Bearer <key>'",
+                )
+                return JSONResponse(
+                    problem, status_code=401, headers={"www-authenticate": "Bearer"}
+                )
+            allowed = found
         given = request.headers.get(_HEADER)
         if request.method == "GET":
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
@@ -280,6 +324,9 @@ class Listener:
         if given and (known is None or known.ended):
             problem = error(None, INVALID_REQUEST, f"unknown or ended session {given}")
             return JSONResponse(problem, status_code=404)
+        read_only = allowed is Allowed.READ
+        if read_only and known is not None and not known.read_only:
+            return _read_only_refused()
         if request.method == "DELETE":
             if known is None:
                 return Response(status_code=400)
@@ -298,13 +345,14 @@ class Listener:
             problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")
             return JSONResponse(problem, status_code=503)
         session = known
+        opens = message.get("method") == "initialize"
+        stateless = self._stateless
+        if session is None and not opens and stateless is not None:
+            session = None if stateless.ended else stateless
+        if session is not None and read_only and not session.read_only:
+            return _read_only_refused()
         if session is None:
-            if message.get("method") == "initialize":
-                session = self._start(secrets.token_hex(16))
-            elif self._stateless is not None and not self._stateless.ended:
-                session = self._stateless
-            else:
-                session = self._start(None)
+            session = self._start(secrets.token_hex(16) if opens else None, read_only)
         headers = {} if session.session_id is None else {_HEADER: session.session_id}
         if not is_request(message):
             session.accept(body)
@@ -314,3 +362,15 @@ class Listener:
             media_type="text/event-stream",
             headers=headers,
         )
+
+
+def _read_only_refused() -> object:
+    """403: a read-only key asked to use a session a full key opened."""
+    from starlette.responses import JSONResponse
+
+    problem = error(
+        None,
+        INVALID_REQUEST,
+        "this API key is read-only: it may not use a session a full key opened",
+    )
+    return JSONResponse(problem, status_code=403)

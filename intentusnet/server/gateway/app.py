@@ -24,10 +24,11 @@ keys are configured; ``GET /healthz`` never does.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -41,7 +42,7 @@ from starlette.routing import Route
 
 from ...cache.savings import UsageLedger
 from ...errors import CacheMiss
-from ...integrations.httpx import CACHE_HEADER
+from ...integrations.httpx import CACHE_HEADER, RECORD_HEADER, TransportMode
 from ..auth import Access
 from .forward import HOP_BY_HOP, KEY_HEADER, Forwarder
 from .metrics import CONTENT_TYPE, GatewayMetrics
@@ -53,6 +54,24 @@ if TYPE_CHECKING:
     from ...store import ExecutionStore
 
 _log = logging.getLogger("intentusnet.gateway")
+#: What ends an event stream the upstream broke off: an ``error`` event, after
+#: a blank line that ends whatever part of an event came before it.
+CUT_EVENT: Final = (
+    b"\n\nevent: error\ndata: "
+    + json.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "upstream_cut",
+                "message": "the upstream broke the stream off before its end; this "
+                "answer is incomplete and was not cached",
+            },
+        }
+    ).encode()
+    + b"\n\n"
+)
+#: The longest path written to the operator's log.
+_PATH_LOGGED: Final = 512
 _METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 #: A dot segment (``.``/``..``, written plainly or percent-encoded) or an
 #: encoded slash or backslash: refused, so a path cannot leave its upstream.
@@ -132,6 +151,23 @@ def create_gateway(
         query = request.scope.get("query_string", b"").decode("latin-1")
         target = slash + rest + ("?" + query if query else "")
         headers = list(request.headers.raw)
+        tenant = forwarder.tenant(headers, query)
+
+        def cut(exc: httpx.TransportError) -> None:
+            """The upstream broke a stream off: counted, one log line, not complete."""
+            request.state.cut = True  # read by the access log (``traffic``)
+            timeout = isinstance(exc, httpx.TimeoutException)
+            metrics.upstream_error(name, "timeout" if timeout else "unreachable")
+            entry = {
+                "event": "upstream_cut",
+                "upstream": name,
+                "method": request.method,
+                "path": path[:_PATH_LOGGED],
+                "record": response.headers.get(RECORD_HEADER),
+                "error": type(exc).__name__,
+            }
+            _log.warning(json.dumps(entry, separators=(",", ":")))
+
         try:
             response = await forwarder.send(
                 name,
@@ -139,12 +175,23 @@ def create_gateway(
                 target,
                 headers,
                 body,
+                tenant=tenant,
                 replay_only=access is Access.READ,
             )
+            if response.status_code >= 500 and response.headers.get(CACHE_HEADER) in (
+                "miss",
+                "bypass",
+            ):
+                metrics.upstream_error(name, "status_5xx")
+            return await _answer(response, settings.pace, cut)
         except CacheMiss as miss:
             metrics.error("intentusnet_cache_miss")
-            tenant = forwarder.tenant(headers)
-            return JSONResponse(miss_body(miss, store, tenant, body), status_code=404)
+            _log.warning("%s %s: %s", request.method, path[:_PATH_LOGGED], miss)
+            why = "read-only" if settings.mode is not TransportMode.REPLAY else "replay"
+            return JSONResponse(
+                await run_in_threadpool(miss_body, miss, store, tenant, body, why),
+                status_code=404,
+            )
         except ValueError as exc:
             return refused(400, "bad_cache_header", str(exc))
         except httpx.TimeoutException:
@@ -162,12 +209,6 @@ def create_gateway(
                 f"upstream {name!r} could not be reached or broke off: "
                 f"{type(exc).__name__}",
             )
-        if response.status_code >= 500 and response.headers.get(CACHE_HEADER) in (
-            "miss",
-            "bypass",
-        ):
-            metrics.upstream_error(name, "status_5xx")
-        return await _answer(response, settings.pace)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -237,11 +278,18 @@ async def _body(request: Request, limit: int) -> bytes | Response:
     return b"".join(parts)
 
 
-async def _answer(response: httpx.Response, pace: Pace) -> Response:
+async def _answer(
+    response: httpx.Response, pace: Pace, cut: Callable[[httpx.TransportError], None]
+) -> Response:
     """The client's response: an event stream streamed, any other body whole.
 
     With ``Pace.RECORDED`` a recorded stream's events are sent when they came
-    (after the head) while it was recorded.
+    (after the head) while it was recorded. ``cut`` is told when the upstream
+    breaks a stream off.
+
+    Raises:
+        httpx.TransportError: the upstream broke a whole body off (its head
+            is not sent yet: the caller answers 502 or 504).
     """
     headers = [
         (name, value)
@@ -251,7 +299,8 @@ async def _answer(response: httpx.Response, pace: Pace) -> Response:
     content_type = response.headers.get("content-type", "")
     if content_type.lower().startswith("text/event-stream"):
         streamed = StreamingResponse(
-            _chunks(response, _times(response, pace)), status_code=response.status_code
+            _chunks(response, _times(response, pace), cut),
+            status_code=response.status_code,
         )
         streamed.raw_headers.extend(headers)
         return streamed
@@ -274,11 +323,17 @@ def _times(response: httpx.Response, pace: Pace) -> tuple[int, ...]:
 
 
 async def _chunks(
-    response: httpx.Response, times: tuple[int, ...]
+    response: httpx.Response,
+    times: tuple[int, ...],
+    cut: Callable[[httpx.TransportError], None],
 ) -> AsyncIterator[bytes]:
     """The body as it comes, each chunk at its time if ``times`` are given.
 
-    The client leaving cancels the read (recorded as such on a miss).
+    The client leaving cancels the read (recorded as such on a miss). The
+    upstream breaking the stream off ends it cleanly for the client, with an
+    ``error`` event (:data:`CUT_EVENT`, which the OpenAI and Anthropic SDKs
+    raise as an API error), and tells ``cut``; the transport records it as a
+    failure, never served.
     """
     started = time.monotonic()
     sent = 0
@@ -290,5 +345,8 @@ async def _chunks(
                     await asyncio.sleep(wait)
             sent += 1
             yield chunk
+    except httpx.TransportError as exc:
+        cut(exc)
+        yield CUT_EVENT
     finally:
         await response.aclose()

@@ -2,17 +2,19 @@
 
 Every upstream has one ``httpx.AsyncClient`` over an ``AsyncRecordingTransport``
 wrapping its own connection pool (an ``httpx.AsyncHTTPTransport``), all made at
-start. A request's tenant is read from its credential headers by the
-transport's tenant function, so any number of credentials share the clients:
-memory does not grow with them. The transports share one ``ReplayCache``, so
-the gateway hashes, redacts, records and answers requests exactly as a Python
-client with the same transport does: a request recorded through one is
-answered through the other.
+start. A request's tenant is made of the credentials the client sent (headers,
+``Proxy-Authorization`` and ``Cookie`` included, and query parameters; never
+the gateway's own key) and handed to the transport with the request, so any
+number of credentials share the clients: memory does not grow with them. The
+transports share one ``ReplayCache``, so the gateway hashes, redacts, records
+and answers requests exactly as a Python client with the same transport does:
+a request recorded through one is answered through the other.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, Protocol
 
 import httpx
 
@@ -43,7 +45,16 @@ HOP_BY_HOP: Final = frozenset(
 )
 #: The header a caller sends the gateway's own API key in (never forwarded).
 KEY_HEADER: Final = "x-intentusnet-key"
+#: The request extension that carries a request's tenant to the transport.
+_TENANT: Final = "intentusnet_tenant"
 _CONNECT_TIMEOUT: Final = 10.0
+
+
+class _Extended(Protocol):
+    """A request as the transports' tenant function gets it: its extensions."""
+
+    @property
+    def extensions(self) -> Mapping[str, object]: ...
 
 
 def forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -97,7 +108,8 @@ class Forwarder:
                 mode,
                 httpx.AsyncHTTPTransport(),
                 cache=self.cache,
-                tenant=lambda request: self.tenant(request.headers.raw),
+                tenant=_tenant,
+                credentials=settings.credentials,
                 redactor=settings.redactor,
             ),
             timeout=httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT),
@@ -105,10 +117,18 @@ class Forwarder:
             trust_env=False,
         )
 
-    def tenant(self, headers: list[tuple[bytes, bytes]]) -> str | None:
-        """The tenant of a request with these headers (``None``: shared cache)."""
+    def tenant(self, headers: list[tuple[bytes, bytes]], query: str) -> str | None:
+        """The tenant of a request (``None``: shared cache).
+
+        ``headers`` are the ones the client sent (the gateway's own key is
+        not a credential of the caller's), ``query`` its query string.
+        """
         key = self.settings.tenant_key
-        return None if key is None else tenant_of(key, headers)
+        if key is None:
+            return None
+        own = KEY_HEADER.encode()
+        sent = [(name, value) for name, value in headers if name.lower() != own]
+        return tenant_of(key, sent, query, self.settings.credentials)
 
     async def send(
         self,
@@ -118,13 +138,15 @@ class Forwarder:
         headers: list[tuple[bytes, bytes]],
         body: bytes,
         *,
+        tenant: str | None,
         replay_only: bool = False,
     ) -> httpx.Response:
         """Send a request to upstream ``name``; its response, body not yet read.
 
         ``target`` is the path and query after the upstream's name, as the
-        client wrote them; ``replay_only``: answer from the records only, as
-        in replay mode (a read-only caller). The caller closes the response.
+        client wrote them; ``tenant`` the request's (:meth:`tenant`);
+        ``replay_only``: answer from the records only, as in replay mode (a
+        read-only caller). The caller closes the response.
 
         Raises:
             CacheMiss: replay mode, and no record answers the request.
@@ -135,7 +157,13 @@ class Forwarder:
         """
         url = self.settings.upstreams[name].url + target
         client = (self.replaying if replay_only else self.clients)[name]
-        request = httpx.Request(method, url, headers=forwarded(headers), content=body)
+        request = httpx.Request(
+            method,
+            url,
+            headers=forwarded(headers),
+            content=body,
+            extensions={_TENANT: tenant},
+        )
         return await client.send(request, stream=True)
 
     async def aclose(self) -> None:
@@ -143,3 +171,9 @@ class Forwarder:
         for client in {*self.clients.values(), *self.replaying.values()}:
             await client.aclose()
         self.cache.close()
+
+
+def _tenant(request: _Extended) -> str | None:
+    """The tenant the gateway gave a request (the transports' tenant function)."""
+    tenant = request.extensions.get(_TENANT)
+    return tenant if isinstance(tenant, str) else None

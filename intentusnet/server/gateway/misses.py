@@ -3,7 +3,10 @@
 The recorded requests of the same tenant are read newest first (at most
 :data:`SCANNED`); those with the same method and URL come first, ranked by how
 few places their JSON bodies differ from the request's, then those of the same
-method and host. Only paths are named, never values.
+method and host. Each is named by its record and its request hash; only body
+paths are named, never values. The answer is written for the caller: it says
+why nothing was forwarded in the gateway's words, and names no file, no path
+and no Python argument (the operator's log gets the details).
 """
 
 from __future__ import annotations
@@ -26,16 +29,35 @@ SHOWN: Final = 3
 _INTENT: Final = "http.request"
 
 
+#: Why a miss is not forwarded, in the caller's words: by what answered it.
+WHY: Final = {
+    "replay": "this gateway runs in replay mode: it answers from its records only "
+    "and never forwards a request",
+    "read-only": "your gateway key is read-only: its requests are answered from "
+    "the records only and never forwarded",
+}
+
+
 def miss_body(
-    miss: CacheMiss, store: ExecutionStore, tenant: str | None, body: bytes
+    miss: CacheMiss,
+    store: ExecutionStore,
+    tenant: str | None,
+    body: bytes,
+    mode: str,
 ) -> JSONObject:
-    """The JSON error body of a replay miss, naming the nearest recorded requests."""
+    """The JSON error body of a replay miss, naming the nearest recorded requests.
+
+    ``mode`` is ``replay`` (the gateway's mode) or ``read-only`` (a
+    read-only key in another mode): a key of :data:`WHY`.
+    """
     nearest = nearest_requests(store, tenant, miss.request, body)
     shown = "; ".join(nearest) if nearest else "none"
     return {
         "error": {
             "type": "intentusnet_cache_miss",
-            "message": f"{miss}; nearest recorded: {shown}",
+            "message": f"no recorded answer for {miss.request} (request hash "
+            f"{miss.envelope_hash}); {WHY[mode]}; nearest recorded: {shown}",
+            "mode": mode,
             "request": miss.request,
             "envelopeHash": miss.envelope_hash,
             "nearest": list(nearest),
@@ -75,12 +97,20 @@ def nearest_requests(
                 (
                     len(paths),
                     order,
-                    f"{summary.execution_id} ({method} {other}; "
+                    f"{summary.execution_id} (request hash "
+                    f"{summary.envelope_hash}; {method} {other}; "
                     f"body differs at {differ})",
                 )
             )
         elif urlsplit(other).netloc == host:
-            ranked.append((1000, order, f"{summary.execution_id} ({method} {other})"))
+            ranked.append(
+                (
+                    1000,
+                    order,
+                    f"{summary.execution_id} (request hash {summary.envelope_hash}; "
+                    f"{method} {other})",
+                )
+            )
     ranked.sort()
     return [text for _, _, text in ranked[:SHOWN]]
 

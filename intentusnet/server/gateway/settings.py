@@ -2,10 +2,11 @@
 
 An upstream is ``NAME=URL``: requests to ``/NAME/rest`` go to ``URL/rest``.
 Tenancy scopes the cache per credential: a request's tenant is a keyed
-HMAC-SHA256 of the credential headers it carries (:func:`tenant_of`), made with
-the gateway's tenant key, so the credential itself is never hashed unkeyed,
-stored nor logged; the tenant is hashed with every request, as the transports'
-``tenant`` argument is.
+HMAC-SHA256 of every credential-bearing part it carries, headers and query
+parameters the credential rule names (:func:`tenant_of`), made with the
+gateway's tenant key, so the credential itself is never hashed unkeyed, stored
+nor logged; the tenant is hashed with every request, as the transports'
+``tenant`` argument is. A request carrying none has the anonymous tenant.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Final
+from urllib.parse import parse_qsl
 
 from ...cache.prices import PriceTable
+from ...integrations.credentials import DEFAULT_RULE, CredentialRule
 from ...integrations.httpx import TransportMode
 from ...routing.redact import Redactor
 from ..auth import KeyRing
 from .upstream import Upstream
 
 __all__ = [
-    "CREDENTIAL_HEADERS",
+    "ANONYMOUS",
     "DEFAULT_MAX_BODY",
     "DEFAULT_MAX_CONCURRENCY",
     "TENANT_KEY_FILE",
@@ -37,9 +40,8 @@ __all__ = [
     "tenant_of",
 ]
 
-#: Request headers whose values say who is calling (any case): their keyed
-#: HMAC is the request's tenant.
-CREDENTIAL_HEADERS: Final = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+#: The tenant of every request that carries no credential.
+ANONYMOUS: Final = "credential:none"
 #: The tenant key's file in a file store's directory, made on first use.
 TENANT_KEY_FILE: Final = "gateway-tenant.key"
 #: Requests larger than this are refused (413) unless the settings say otherwise.
@@ -76,6 +78,8 @@ class GatewaySettings:
         prices: the price table ``/metrics`` prices saved tokens with.
         pace: ``recorded``: a recorded event stream is answered at the pace its
             events came when it was recorded; ``fast`` (the default): at once.
+        credentials: which header and query-parameter names carry
+            credentials: never recorded, and the request's tenant.
     """
 
     upstreams: Mapping[str, Upstream]
@@ -88,26 +92,39 @@ class GatewaySettings:
     max_concurrency: int | None = DEFAULT_MAX_CONCURRENCY
     prices: PriceTable | None = None
     pace: Pace = Pace.FAST
+    credentials: CredentialRule = DEFAULT_RULE
 
 
-def tenant_of(key: bytes, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """A request's tenant: the keyed HMAC of its credential headers, or ``None``.
+def tenant_of(
+    key: bytes,
+    headers: Iterable[tuple[bytes, bytes]],
+    query: str = "",
+    rule: CredentialRule = DEFAULT_RULE,
+) -> str:
+    """A request's tenant: the keyed HMAC of its credentials, or :data:`ANONYMOUS`.
 
-    ``headers`` are the request's raw ``(name, value)`` pairs. A request
-    carrying no credential header has no tenant (like a transport's default).
-    The transports take the same value as their ``tenant`` argument, so a
-    Python client keyed the same way shares the gateway's records.
+    ``headers`` are the request's raw ``(name, value)`` pairs, ``query`` its
+    query string; every header and parameter ``rule`` names counts, in any
+    order. A request carrying none has the anonymous tenant, shared by such
+    requests only. The transports take the same value as their ``tenant``
+    argument, so a Python client keyed the same way shares the gateway's
+    records.
     """
     mac = hmac.new(key, digestmod=hashlib.sha256)
     found = False
     for name, value in sorted(
-        (name.lower(), value)
-        for name, value in headers
-        if name.lower().decode("latin-1") in CREDENTIAL_HEADERS
+        (name.lower(), value) for name, value in headers if rule(name.decode("latin-1"))
     ):
         found = True
         mac.update(name + b"\0" + value + b"\0")
-    return f"credential:{mac.hexdigest()[:32]}" if found else None
+    for param, text in sorted(
+        (param.lower(), text)
+        for param, text in parse_qsl(query, keep_blank_values=True)
+        if rule(param)
+    ):
+        found = True
+        mac.update(f"?{param}\0{text}\0".encode())
+    return f"credential:{mac.hexdigest()[:32]}" if found else ANONYMOUS
 
 
 def tenant_key(path: Path, *, create: bool) -> bytes:

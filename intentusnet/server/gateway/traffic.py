@@ -11,8 +11,9 @@ counted in the metrics, and written as one JSON line to the access log:
 
 The path is logged without its query string (a query may carry a key), and no
 header is logged, so no credential reaches the log. ``complete`` is false when
-the body was cut short (the client left mid-stream, or the upstream broke
-off). ``/healthz`` and ``/metrics`` are neither limited, counted nor logged.
+the body was cut short (the client left mid-stream, or the upstream broke off:
+the app sets ``cut`` in the request's state, as it ends the client's stream
+cleanly). ``/healthz`` and ``/metrics`` are neither limited, counted nor logged.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ class Traffic:
                 "bytes": seen.size,
                 "headMs": round(head * 1000, 3),
                 "ms": round(whole * 1000, 3),
-                "complete": seen.complete,
+                "complete": seen.complete and not scope.get("state", {}).get("cut"),
             }
         )
 

@@ -38,7 +38,8 @@ class Upstream:
         if not equals or not _NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(
                 f"--upstream takes NAME=URL with a NAME of letters, digits, '.', '_' "
-                f"and '-' (e.g. openai=https://api.openai.com), not {text!r}"
+                f"and '-' (e.g. openai=https://api.openai.com), not "
+                f"{_without_user_info(text)!r}"
             )
         parts = urlsplit(url)
         if (
@@ -49,10 +50,20 @@ class Upstream:
             or "@" in parts.netloc
         ):
             raise ValueError(
-                f"upstream {name!r}: {url!r} is not an http(s) URL without query, "
-                "fragment or user info"
+                f"upstream {name!r}: {_without_user_info(url)!r} is not an http(s) "
+                "URL without query, fragment or user info (a key goes in the "
+                "client's headers, never in the upstream's URL)"
             )
         return cls(name, url.rstrip("/"))
+
+
+def _without_user_info(text: str) -> str:
+    """``text`` with a URL's user info and query hidden (``//***@``, ``?***``).
+
+    A refused ``--upstream`` is quoted back to the user: never its password,
+    nor a key in its query.
+    """
+    return re.sub(r"\?[^#]*", "?***", re.sub(r"//[^/?#]*@", "//***@", text))
 
 
 def upstreams_of(texts: Iterable[str]) -> dict[str, Upstream]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -244,3 +245,87 @@ def test_one_replay_proxy_answers_a_run_of_separate_sessions(tmp_path: Path) -> 
     assert replayed == recorded
     assert err.count("replayed from exec-") == len(tasks)
     assert (tmp_path / "calls.txt").read_text() == made
+
+
+FULL_KEY = "mcp-full-key-0123456789"
+READ_KEY = "mcp-read-key-0123456789"
+
+
+def _rpc(
+    url: str, message: dict[str, Any], key: str | None, session: str | None = None
+) -> tuple[int, str | None, Any]:
+    """POST one JSON-RPC message: the status, the session id and the last message."""
+    import httpx
+
+    headers = {"accept": "application/json, text/event-stream"}
+    if key is not None:
+        headers["authorization"] = f"Bearer {key}"
+    if session is not None:
+        headers["mcp-session-id"] = session
+    answer = httpx.post(url, json=message, headers=headers, timeout=LIMIT)
+    data = [
+        line.removeprefix("data: ")
+        for line in answer.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    parsed = json.loads(data[-1]) if data else answer.json() if answer.text else None
+    return answer.status_code, answer.headers.get("mcp-session-id"), parsed
+
+
+def test_listening_with_keys_asks_every_request_for_one(tmp_path: Path) -> None:
+    """With --api-keys-file: 401 without a key; a read-only key's session replays."""
+    import httpx
+
+    keys = tmp_path / "keys"
+    keys.write_text(f"{FULL_KEY}\nro:{READ_KEY}\n")
+    keys.chmod(0o600)
+    fake = Path(__file__).with_name("fake_upstream.py")
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+
+    def call(word: str, n: int) -> dict[str, Any]:
+        params = {"name": "echo", "arguments": {"word": word}}
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+    def body(url: str) -> dict[str, Any]:
+        seen: dict[str, Any] = {
+            "none": _rpc(url, init, None)[0],
+            "wrong": _rpc(url, init, "wrong-key-0123456789")[0],
+        }
+        status, full, _ = _rpc(url, init, FULL_KEY)
+        seen["full"] = status, _rpc(url, call("hi", 1), FULL_KEY, full)[2]
+        seen["read in full"] = _rpc(url, call("hi", 2), READ_KEY, full)[0]
+        assert full is not None
+        ended = httpx.delete(
+            url,
+            headers={"mcp-session-id": full, "authorization": f"Bearer {FULL_KEY}"},
+        )
+        seen["deleted"] = ended.status_code
+        _completed(tmp_path / "store", 1)  # the session's record is closed
+        status, read, _ = _rpc(url, init, READ_KEY)
+        seen["read"] = status, _rpc(url, call("hi", 1), READ_KEY, read)[2]
+        seen["read new"] = _rpc(url, call("new", 2), READ_KEY, read)[2]
+        return seen
+
+    seen, err = _serve_url(
+        tmp_path,
+        "record",
+        body,
+        "--api-keys-file",
+        str(keys),
+        "--",
+        sys.executable,
+        str(fake),
+    )
+    assert seen["none"] == seen["wrong"] == 401
+    assert seen["full"][0] == 200
+    assert seen["full"][1]["result"]["content"][0]["text"] == '{"word": "hi"}'
+    assert seen["read in full"] == 403
+    assert seen["deleted"] == 200
+    assert seen["read"][0] == 200
+    assert seen["read"][1] == seen["full"][1]  # answered from the record
+    assert "error" in seen["read new"]  # never forwarded
+    assert err.count("recorded exec-") == 1
+    assert "replayed from exec-" in err
+    store = FileExecutionStore(tmp_path / "store")
+    assert len(store.list()) == 1  # the read-only session recorded nothing
+    store.close()
