@@ -24,6 +24,7 @@ import openai
 import pytest
 
 from intentusnet.integrations import cassette, network, pytest_plugin
+from intentusnet.store import FileExecutionStore
 
 from .fakeapi import API_KEY, FakeAPI
 
@@ -317,7 +318,7 @@ def test_bad_options_fail_the_test_precisely(
     out = result.stdout.str()
     assert (
         "unknown record mode 'sometimes'; use one of 'once', 'new_episodes', "
-        "'none', 'all'" in out
+        "'none', 'all', 'rewrite'\n" in out
     )
     assert "unknown cassette option ignore_paths; the options are record_mode," in out
     assert "takes keyword options only, not ('cassette.yaml',)" in out
@@ -611,3 +612,162 @@ def test_documented_sdk_example_runs(
     assert api.hits == 2
     api.__exit__(None, None, None)
     run(pytester, "--intentusnet-block-network").assert_outcomes(passed=2)
+
+
+def cassette_bytes(pytester: pytest.Pytester) -> dict[str, bytes]:
+    """Every file under the inner cassettes, by relative path, with its bytes."""
+    root = pytester.path / "cassettes"
+    return {str(p.relative_to(root)): p.read_bytes() for p in cassette_files(pytester)}
+
+
+def test_a_cassette_holds_only_its_record_files(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """No catalog, no log in the cassette: recording writes records, replay nothing."""
+    ask_module(pytester, "hello", "bye")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    recorded = cassette_bytes(pytester)
+    assert len(recorded) == 2
+    assert all(
+        re.fullmatch(r"test_inner/test_ask/[0-9a-f]{2}/exec-\w+\.jsonl", p)
+        for p in recorded
+    )
+    dirs = [p for p in (pytester.path / "cassettes").rglob("*") if p.is_dir()]
+    assert all(any(d.iterdir()) for d in dirs)  # no empty directory left either
+    run(pytester).assert_outcomes(passed=1)
+    assert cassette_bytes(pytester) == recorded
+
+
+def test_an_old_cassettes_catalog_is_ignored_then_dropped(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """A catalog in the cassette is left alone by a replay, deleted by a recording."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    path = pytester.path / "cassettes" / "test_inner" / "test_ask"
+    with FileExecutionStore(path) as old:  # as the store made cassettes before
+        assert len(old.list()) == 1
+    catalog = path / "catalog.sqlite3"
+    before = catalog.read_bytes()
+    run(pytester).assert_outcomes(passed=1)
+    assert catalog.read_bytes() == before  # replaying writes nothing there
+    ask_module(pytester, "hello", "new")
+    added = run(pytester, "--intentusnet-record-mode=new_episodes")
+    added.assert_outcomes(passed=1)
+    assert states(added) == ["hit", "miss"]
+    assert [p.name for p in path.iterdir() if len(p.name) != 2] == []  # shards
+    with FileExecutionStore(path) as store:  # a catalog made now sees both
+        assert len(store.list()) == 2
+
+
+def test_rewrite_deletes_the_cassette_and_records_it_anew(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """``rewrite`` drops the old records and records each new request once."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    old = set(cassette_bytes(pytester))
+    ask_module(pytester, "bye", "bye")
+    again = run(
+        pytester, "--intentusnet-record-mode=rewrite", "--intentusnet-block-network"
+    )
+    again.assert_outcomes(passed=1)
+    assert states(again) == ["miss", "hit"]  # equal requests get one answer
+    assert api.hits == 2
+    new = set(cassette_bytes(pytester))
+    assert len(new) == 1
+    assert not new & old
+    api.__exit__(None, None, None)
+    replayed = run(pytester)
+    replayed.assert_outcomes(passed=1)
+    assert states(replayed) == ["hit", "hit"]
+
+
+def test_record_modes_of_the_option_are_the_cassettes() -> None:
+    """The command line offers exactly the modes a cassette knows."""
+    assert tuple(m.value for m in cassette.RecordMode) == pytest_plugin._MODES
+
+
+#: A weather API whose answer is $FORECAST, recorded under one host name.
+FORECAST = """
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+
+class Weather(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ('{"forecast": "%s"}' % os.environ["FORECAST"]).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Weather)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,))
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def intentusnet_config(url):
+    def one_host(request):
+        request["url"] = request["url"].replace(url, "http://weather.test")
+        return request
+
+    return {"before_record_request": one_host}
+
+
+@pytest.mark.intentusnet
+def test_forecast(url):
+    assert httpx.get(f"{url}/oslo").json() == {"forecast": os.environ["FORECAST"]}
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` with a fixed identity; return its output."""
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def test_a_rerecorded_cassette_diffs_as_readable_text(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In git, a changed answer shows as text lines; no binary file is committed."""
+    pytester.makepyfile(test_weather=FORECAST)
+    monkeypatch.setenv("FORECAST", "sunny")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "cassettes")
+    git(pytester.path, "commit", "-q", "-m", "record")
+    committed = git(pytester.path, "ls-files", "cassettes").split()
+    assert [Path(name).suffix for name in committed] == [".jsonl"]
+    monkeypatch.setenv("FORECAST", "snow")
+    run(pytester, "--intentusnet-record-mode=rewrite").assert_outcomes(passed=1)
+    git(pytester.path, "add", "-A", "cassettes")
+    diff = git(pytester.path, "diff", "--cached", "--no-color")
+    assert "Binary files" not in diff
+    diff.encode("ascii")  # text a reviewer reads as it is
+    lines = diff.splitlines()
+    # the answer's line, old and new (its body a JSON string in the JSON line)
+    assert [x for x in lines if x.startswith("-") and '\\"sunny\\"' in x]
+    assert [x for x in lines if x.startswith("+") and '\\"snow\\"' in x]
+    run(pytester).assert_outcomes(passed=1)  # the new cassette replays

@@ -74,11 +74,14 @@ class StoreIndex:
         catalog: Catalog,
         root: str,
         load: Callable[[str], ExecutionRecord],
+        derived: str | None = None,
     ) -> None:
         self.catalog = catalog
         self._root = root
+        #: the directory of the logs of opened records (the store's catalog_dir)
+        self._derived = root if derived is None else derived
         self._load = load
-        self.writes = CatalogWriter(catalog, root)
+        self.writes = CatalogWriter(catalog, self._derived)
         #: the store's own catalog is not used (see :meth:`_answer_from_files`)
         self.private = False
 
@@ -398,7 +401,7 @@ class StoreIndex:
         )
         self.catalog, self.writes, self.private = (
             catalog,
-            CatalogWriter(catalog, root),
+            CatalogWriter(catalog, self._derived),
             True,
         )
 
