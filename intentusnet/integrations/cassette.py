@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
 from .._util.choices import choice
 from ..errors import CacheMiss, RequestNotRecorded
-from ..store.file import FileExecutionStore
-from ..store.file.layout import CATALOG_NAME
+from ..store.file import CATALOG_NAME, FileExecutionStore
 from ..store.memory import MemoryExecutionStore
 from ._http import TransportMode
 
