@@ -6,7 +6,9 @@ A test marked ``@pytest.mark.intentusnet`` (or asking for the
 ``<test file's directory>/cassettes/<module>/<test name>/``; every request an
 ``httpx`` or ``httpx2`` client makes while it runs, whichever client and SDK
 built it, sync or async, is answered from the cassette or made and recorded,
-as ``--intentusnet-record-mode`` says (docs/pytest.md).
+as ``--intentusnet-record-mode`` says (docs/pytest.md). The cassette's
+directory holds only its record files; its catalog is rebuilt in pytest's
+temporary directory.
 
 Options:
     ``--intentusnet-record-mode=once|new_episodes|none|all|rewrite`` (default

@@ -21,8 +21,11 @@ import httpcore
 import httpx
 import httpx2
 import openai
+import orjson
 import pytest
+from click.testing import CliRunner
 
+from intentusnet.cli import cli
 from intentusnet.integrations import cassette, network, pytest_plugin
 from intentusnet.store import FileExecutionStore
 
@@ -636,28 +639,47 @@ def test_a_cassette_holds_only_its_record_files(
     assert all(any(d.iterdir()) for d in dirs)  # no empty directory left either
     run(pytester).assert_outcomes(passed=1)
     assert cassette_bytes(pytester) == recorded
+    store = str(pytester.path / "cassettes" / "test_inner" / "test_ask")
+    for name in recorded:
+        execution_id = Path(name).stem
+        for command in (["records", "show"], ["inspect"], ["verify"]):
+            shown = CliRunner().invoke(cli, ["--store", store, *command, execution_id])
+            assert shown.exit_code == 0, shown.output
+    assert cassette_bytes(pytester) == recorded  # the CLI's reads wrote nothing
 
 
-def test_an_old_cassettes_catalog_is_ignored_then_dropped(
-    pytester: pytest.Pytester, api: FakeAPI
+@pytest.mark.parametrize(
+    ("mode", "kept"),
+    [
+        ("none", True),
+        ("once", True),  # the cassette holds records: it replays
+        ("new_episodes", False),
+        ("all", False),
+        ("rewrite", False),
+    ],
+)
+def test_an_old_cassettes_catalog_is_kept_by_replays_dropped_by_recordings(
+    pytester: pytest.Pytester, api: FakeAPI, mode: str, kept: bool
 ) -> None:
-    """A catalog in the cassette is left alone by a replay, deleted by a recording."""
+    """An old catalog in a cassette: replaying keeps it, a recording mode drops it."""
     ask_module(pytester, "hello")
     run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
     path = pytester.path / "cassettes" / "test_inner" / "test_ask"
     with FileExecutionStore(path) as old:  # as the store made cassettes before
         assert len(old.list()) == 1
-    catalog = path / "catalog.sqlite3"
-    before = catalog.read_bytes()
-    run(pytester).assert_outcomes(passed=1)
-    assert catalog.read_bytes() == before  # replaying writes nothing there
-    ask_module(pytester, "hello", "new")
-    added = run(pytester, "--intentusnet-record-mode=new_episodes")
-    added.assert_outcomes(passed=1)
-    assert states(added) == ["hit", "miss"]
-    assert [p.name for p in path.iterdir() if len(p.name) != 2] == []  # shards
-    with FileExecutionStore(path) as store:  # a catalog made now sees both
-        assert len(store.list()) == 2
+    (path / "opened").mkdir(exist_ok=True)
+    before = {p.name: p.read_bytes() for p in path.glob("catalog.sqlite3*")}
+    assert "catalog.sqlite3" in before
+    run(pytester, f"--intentusnet-record-mode={mode}").assert_outcomes(passed=1)
+    after = {p.name: p.read_bytes() for p in path.glob("catalog.sqlite3*")}
+    if kept:
+        assert after == before  # replaying writes nothing there
+        assert (path / "opened").is_dir()
+    else:
+        assert after == {}
+        assert [p.name for p in path.iterdir() if len(p.name) != 2] == []  # shards
+    with FileExecutionStore(path) as store:  # a catalog made now sees them all
+        assert len(store.list()) == len(list(path.glob("*/*.jsonl")))
 
 
 def test_rewrite_deletes_the_cassette_and_records_it_anew(
@@ -771,3 +793,65 @@ def test_a_rerecorded_cassette_diffs_as_readable_text(
     assert [x for x in lines if x.startswith("-") and '\\"sunny\\"' in x]
     assert [x for x in lines if x.startswith("+") and '\\"snow\\"' in x]
     run(pytester).assert_outcomes(passed=1)  # the new cassette replays
+
+
+#: What differs between two recordings of one test with the same answers, as
+#: docs/pytest.md lists it (JSON paths in a record's lines; ``[]`` any item).
+UNSTABLE = {
+    "executionId",
+    "createdUtc",
+    "envelope.metadata.createdAt",
+    "envelope.metadata.requestId",
+    "owner.pid",
+    "owner.startTicks",
+    "owner.host",
+    "owner.bootId",
+    "atMs",
+    "data.openedAfterMs",
+    "data.requestId",
+    "data.durationMs",
+    "data.response.metadata.executionId",
+    "data.response.metadata.durationMs",
+    "data.response.metadata.attempts[].durationMs",
+    "data.output.response.headers[]",  # the server's date
+    "data.response.payload.response.headers[]",
+    "prevHash",
+    "hash",
+}
+
+
+def changed_paths(a: object, b: object, path: str = "") -> set[str]:
+    """The JSON paths where ``a`` and ``b`` differ, list indexes as ``[]``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: set[str] = set()
+        for key in a.keys() | b.keys():
+            found |= changed_paths(a.get(key), b.get(key), f"{path}.{key}")
+        return found
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return set().union(
+            *(changed_paths(x, y, f"{path}[]") for x, y in zip(a, b, strict=True))
+        )
+    if a != b:
+        # a header pair's value: the pair is the item that changed
+        return {path.removesuffix("[]") if "headers[][]" in path else path}
+    return set()
+
+
+def test_two_recordings_differ_only_where_the_docs_say(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded twice with one answer, a cassette differs in the listed fields only."""
+    pytester.makepyfile(test_weather=FORECAST)
+    monkeypatch.setenv("FORECAST", "sunny")
+    lines = []
+    for _ in range(2):
+        run(pytester, "--intentusnet-record-mode=rewrite").assert_outcomes(passed=1)
+        (record,) = (pytester.path / "cassettes").rglob("*.jsonl")
+        lines.append([orjson.loads(line) for line in record.read_bytes().splitlines()])
+    first, second = lines
+    assert [line.get("type") for line in first] == [line.get("type") for line in second]
+    changed = set().union(
+        *(changed_paths(a, b) for a, b in zip(first, second, strict=True))
+    )
+    assert {p.lstrip(".") for p in changed} <= UNSTABLE
+    assert "executionId" in {p.lstrip(".") for p in changed}  # it did record anew

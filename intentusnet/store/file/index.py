@@ -343,7 +343,9 @@ class StoreIndex:
                     if self.catalog.read_only:
                         raise DatabaseReadOnly("it is incomplete or new")
                     if has_records(self._root):
-                        if not self.private:  # that one was announced
+                        # A private catalog was announced; one in a
+                        # catalog_dir is expected to be new (docs/store.md).
+                        if not self.private and self._derived == self._root:
                             logger.warning(
                                 "catalog %s is new or was lost; rebuilding it from "
                                 "the record files",

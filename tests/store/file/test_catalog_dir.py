@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,23 @@ def test_the_root_holds_only_record_files(
     assert (derived / "opened").is_dir()  # the logs of opened records went here
 
 
-def test_a_new_catalog_dir_is_rebuilt_from_the_files(tmp_path: Path) -> None:
-    """A store opened with an empty catalog_dir lists what the files hold."""
+def test_a_new_catalog_dir_is_rebuilt_from_the_files_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store with an empty catalog_dir lists what the files hold, with no warning."""
     root = tmp_path / "records"
     with FileExecutionStore(root) as store:
         made = {finished(store, "a"), finished(store, "b")}
-    with FileExecutionStore(root, catalog_dir=tmp_path / "fresh") as store:
-        assert {s.execution_id for s in store.list()} == made
-        assert store.find_by_hash(store.load(sorted(made)[0]).header.envelope_hash)
+    with caplog.at_level(logging.WARNING, logger="intentusnet.store"):
+        with FileExecutionStore(root, catalog_dir=tmp_path / "fresh") as store:
+            assert {s.execution_id for s in store.list()} == made
+            found = store.load(sorted(made)[0]).header.envelope_hash
+            assert store.find_by_hash(found)
+        assert caplog.records == []
+        (root / "catalog.sqlite3").unlink()  # the root's own catalog, lost
+        with FileExecutionStore(root) as store:
+            assert {s.execution_id for s in store.list()} == made
+        assert "is new or was lost" in caplog.text  # that one still says so
     assert (tmp_path / "fresh" / "catalog.sqlite3").is_file()
 
 
