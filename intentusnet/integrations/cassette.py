@@ -338,14 +338,12 @@ def _drop_catalog(path: Path) -> None:
     """Delete the catalog that older cassettes kept in their directory.
 
     Derived data: the cassette's catalog is rebuilt elsewhere, and one left
-    here would miss what is recorded now. A directory of opened-record logs
-    left empty goes too.
+    here would miss what is recorded now. Its logs of opened records go too.
     """
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path / f"{CATALOG_NAME}{suffix}")
-    with contextlib.suppress(OSError):
-        (path / "opened").rmdir()  # only when empty
+    shutil.rmtree(path / "opened", ignore_errors=True)
 
 
 class _Through:

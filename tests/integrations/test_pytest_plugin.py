@@ -120,6 +120,9 @@ def test_options_and_marker_show_in_help(pytester: pytest.Pytester) -> None:
         "--intentusnet-allowed-hosts",
     ):
         assert option in helped
+    assert "rewrite (delete the cassette and record it anew)" in " ".join(
+        helped.split()
+    )
     assert (
         "@pytest.mark.intentusnet(record_mode"
         in run(pytester, "--markers").stdout.str()
@@ -329,7 +332,12 @@ def test_bad_options_fail_the_test_precisely(
     assert "cassette.py:" not in out
     wrong = run(pytester, "--intentusnet-record-mode=sometimes")
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR
-    wrong.stderr.fnmatch_lines(["*invalid choice: 'sometimes'*"])
+    wrong.stderr.fnmatch_lines(
+        [
+            "*invalid choice: 'sometimes' (choose from 'once', 'new_episodes', "
+            "'none', 'all', 'rewrite')*"
+        ]
+    )
 
 
 def test_parametrized_ids_make_safe_directories(
@@ -668,13 +676,14 @@ def test_an_old_cassettes_catalog_is_kept_by_replays_dropped_by_recordings(
     with FileExecutionStore(path) as old:  # as the store made cassettes before
         assert len(old.list()) == 1
     (path / "opened").mkdir(exist_ok=True)
+    (path / "opened" / "1-dead.rows").write_text("[]\n")  # a killed writer's log
     before = {p.name: p.read_bytes() for p in path.glob("catalog.sqlite3*")}
     assert "catalog.sqlite3" in before
     run(pytester, f"--intentusnet-record-mode={mode}").assert_outcomes(passed=1)
     after = {p.name: p.read_bytes() for p in path.glob("catalog.sqlite3*")}
     if kept:
         assert after == before  # replaying writes nothing there
-        assert (path / "opened").is_dir()
+        assert (path / "opened" / "1-dead.rows").is_file()
     else:
         assert after == {}
         assert [p.name for p in path.iterdir() if len(p.name) != 2] == []  # shards
