@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._util.yamltext import yaml_text
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
 from .params import Choice, EnvelopeHash, IdPrefix, Since
+from .record_text import FORMATS, markdown_text
 from .selection import STATUSES, selection_options
 from .timeline import print_inspection, timeline_json
 
@@ -201,9 +203,23 @@ def export(ctx: click.Context, /, directory: Path, **selection: Any) -> None:
 @records.command("show")
 @click.argument("execution_id", metavar="ID", type=ExecutionId())
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
-def show(execution_id: str, as_json: bool) -> None:
-    """Print the assembled record ID as JSON."""
-    emit_json(open_store().load(execution_id).to_json(), compact=as_json)
+@click.option(
+    "--format",
+    "form",
+    type=Choice(FORMATS),
+    help="json: compact one-line JSON (as --json); yaml or markdown: for reading.",
+)
+def show(execution_id: str, as_json: bool, form: str | None) -> None:
+    """Print the assembled record ID as JSON (indented), or as --format says."""
+    if as_json and form not in (None, "json"):
+        raise click.UsageError(f"--json and --format {form} ask for two formats")
+    document = open_store().load(execution_id).to_json()
+    if form == "yaml":
+        click.echo(yaml_text(document), nl=False)
+    elif form == "markdown":
+        click.echo(markdown_text(document), nl=False)
+    else:
+        emit_json(document, compact=as_json or form == "json")
 
 
 @click.command()

@@ -8,6 +8,10 @@ recording transports (the ones of ``intentusnet.integrations.httpx`` and
 ``httpx2``), which answer it from the cassette or make it and record it, as
 the test's :class:`RecordMode` says.
 
+The cassette's directory holds only its record files (text that diffs well):
+the store's catalog and the replay cache's index are derived data, rebuilt in
+the plugin's cache directory for each test.
+
 The cassette is handed each request by the transport class's own method
 (``httpx.HTTPTransport.handle_request`` and its async and ``httpx2`` twins),
 which the plugin replaces for the test; the call itself is made by the method
@@ -17,7 +21,10 @@ it replaced, on the transport the client built.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from hashlib import sha256
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
 
 from .._util.choices import choice
 from ..errors import CacheMiss, RequestNotRecorded
-from ..store.file import FileExecutionStore
+from ..store.file import CATALOG_NAME, FileExecutionStore
 from ..store.memory import MemoryExecutionStore
 from ._http import TransportMode
 
@@ -61,13 +68,16 @@ class RecordMode(StrEnum):
     ``once``: record when the cassette holds no records yet, else only replay
     (a new request fails); ``new_episodes``: replay what is recorded, record
     what is not; ``none``: only replay (a new request fails); ``all``: make
-    and record every request, never replay. Added in 0.1.0.
+    and record every request, never replay; ``rewrite``: delete the
+    cassette, then record it anew (as ``once`` on a new cassette). Added in
+    0.1.0.
     """
 
     ONCE = "once"
     NEW_EPISODES = "new_episodes"
     NONE = "none"
     ALL = "all"
+    REWRITE = "rewrite"
 
     @classmethod
     def parse(cls, value: object) -> RecordMode:
@@ -123,8 +133,9 @@ class HTTPCassette:
     Args:
         path: the cassette's directory (a ``FileExecutionStore`` root).
         record_mode: see :class:`RecordMode`.
-        cache_dir: where the cassette's replay cache keeps its index (derived
-            data, kept out of the cassette).
+        cache_dir: where the cassette's derived data is made: the replay
+            cache's index and the store's catalog (kept out of the cassette;
+            give a new directory for each use, as the plugin does).
         options: the recording transports' options (``TRANSPORT_OPTIONS``),
             e.g. ``ignore_body_paths`` or ``before_record_request``.
 
@@ -152,7 +163,10 @@ class HTTPCassette:
                 f"record_mode, {', '.join(sorted(TRANSPORT_OPTIONS))}"
             )
         self.options = options
-        files = FileExecutionStore(self.path)
+        self._cache_dir = Path(cache_dir)
+        if self.record_mode is RecordMode.REWRITE:
+            shutil.rmtree(self.path, ignore_errors=True)
+        files = FileExecutionStore(self.path, catalog_dir=self._cache_dir / "catalog")
         #: the cassette held records when the test began
         self.existed = next(iter(files.iter_ids()), None) is not None
         #: the requests this test made through the cassette, in order
@@ -164,14 +178,15 @@ class HTTPCassette:
             self.transport_mode = TransportMode.REPLAY
         elif mode is RecordMode.ALL:
             self.transport_mode = TransportMode.RECORD
-        else:
+        else:  # once on a new cassette, new_episodes, rewrite
             self.transport_mode = TransportMode.CACHE
+        if self.transport_mode is not TransportMode.REPLAY:
+            _drop_catalog(self.path)
         empty = self.transport_mode is TransportMode.REPLAY and not self.existed
         self._files = files
         #: the cassette's store (an empty one in memory when there is nothing to
         #: replay and nothing may be recorded: no directory is made)
         self.store: ExecutionStore = MemoryExecutionStore() if empty else files
-        self._cache_dir = Path(cache_dir)
         self._cache: ReplayCache | None = None
         self._transports: dict[str, object] = {}
         self._through: dict[str, _Through] = {}
@@ -274,7 +289,7 @@ class HTTPCassette:
             # Replaying touches nothing in the cassette: no hit journal, and
             # the cache's index lives outside it.
             self._cache = ReplayCache(
-                self._cache_dir, store=self.store, record_hits=False
+                self._cache_dir / "replay-cache", store=self.store, record_hits=False
             )
         through = _Through(original)
         # The transports call only handle_request / handle_async_request and
@@ -318,6 +333,18 @@ class HTTPCassette:
         if self._cache is not None:
             self._cache.close()
         self._files.close()
+
+
+def _drop_catalog(path: Path) -> None:
+    """Delete the catalog that older cassettes kept in their directory.
+
+    Derived data: the cassette's catalog is rebuilt elsewhere, and one left
+    here would miss what is recorded now. Its logs of opened records go too.
+    """
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path / f"{CATALOG_NAME}{suffix}")
+    shutil.rmtree(path / "opened", ignore_errors=True)
 
 
 class _Through:

@@ -6,10 +6,13 @@ A test marked ``@pytest.mark.intentusnet`` (or asking for the
 ``<test file's directory>/cassettes/<module>/<test name>/``; every request an
 ``httpx`` or ``httpx2`` client makes while it runs, whichever client and SDK
 built it, sync or async, is answered from the cassette or made and recorded,
-as ``--intentusnet-record-mode`` says (docs/pytest.md).
+as ``--intentusnet-record-mode`` says (docs/pytest.md). The cassette's
+directory holds only its record files; its catalog is rebuilt in pytest's
+temporary directory.
 
 Options:
-    ``--intentusnet-record-mode=once|new_episodes|none|all`` (default ``none``),
+    ``--intentusnet-record-mode=once|new_episodes|none|all|rewrite`` (default
+    ``none``),
     ``--intentusnet-block-network``, ``--intentusnet-allowed-hosts=HOST,...``.
 
 Fixtures:
@@ -34,7 +37,9 @@ if TYPE_CHECKING:
     from .cassette import HTTPCassette
 
 _MARKER = "intentusnet"
-_MODES = ("once", "new_episodes", "none", "all")
+_MODES = ("once", "new_episodes", "none", "all", "rewrite")
+#: The modes that may make requests: their tests keep the network.
+_RECORDING = ("once", "new_episodes", "all", "rewrite")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,7 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=(
             "what cassettes do with HTTP requests: once (record a cassette that "
             "holds nothing yet, else replay), new_episodes (replay, record what "
-            "is new), none (replay only; the default), all (record every request)"
+            "is new), none (replay only; the default), all (record every "
+            "request), rewrite (delete the cassette and record it anew)"
         ),
     )
     group.addoption(
@@ -57,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help=(
             "refuse every network connection during tests, but for tests with a "
-            "cassette whose record mode records (once, new_episodes, all)"
+            "cassette whose record mode records (once, new_episodes, all, rewrite)"
         ),
     )
     group.addoption(
@@ -151,7 +157,7 @@ def _intentusnet(request: pytest.FixtureRequest) -> Iterator[None]:
         cassette: HTTPCassette = request.getfixturevalue("intentusnet_cassette")
         mode = cassette.record_mode.value
     # As pytest-recording does: a cassette that may record needs the network.
-    if not blocking or mode in ("once", "new_episodes", "all"):
+    if not blocking or mode in _RECORDING:
         yield
         return
     from .network import block_network

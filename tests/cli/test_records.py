@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 
 from intentusnet.cli.records import STATUSES
 from intentusnet.record.model import RecordStatus
@@ -221,6 +223,56 @@ def test_show_prints_the_record(
     )
     assert compact.stdout.count("\n") == 1
     assert orjson.loads(compact.stdout) == record
+
+
+@pytest.mark.parametrize("name", ["completed", "fallback", "failed", "incomplete"])
+def test_show_formats_print_the_same_document(
+    invoke: Invoke, store_root: Path, ids: dict[str, str], name: str
+) -> None:
+    """--format json is --json; yaml reads back as the document; markdown holds it."""
+    show = ("--store", str(store_root), "records", "show", ids[name])
+    record = orjson.loads(invoke(*show).stdout)
+    as_json = invoke(*show, "--format", "json")
+    assert as_json.exit_code == 0, as_json.output
+    assert as_json.stdout == invoke(*show, "--json").stdout
+    assert invoke(*show, "--json", "--format", "json").stdout == as_json.stdout
+    as_yaml = invoke(*show, "--format", "yaml")
+    assert as_yaml.exit_code == 0, as_yaml.output
+    assert yaml.safe_load(as_yaml.stdout) == record
+    page = invoke(*show, "--format", "markdown")
+    assert page.exit_code == 0, page.output
+    text = page.stdout
+    assert text.startswith(f"# {ids[name]}: ")
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    assert headings == [
+        f"### {e['seq']}. {e['type']} (at {e['atMs']} ms)" for e in record["events"]
+    ]
+    blocks = re.findall(r"^```yaml\n(.*?)^```$", text, re.S | re.M)
+    assert yaml.safe_load(blocks[0]) == record["header"]
+    assert yaml.safe_load(blocks[1]) == record["envelope"]
+    final = record["finalResponse"]
+    if final is None:
+        assert "None: the record did not finish." in text
+    else:
+        assert yaml.safe_load(blocks[-1]) == final
+
+
+def test_show_refuses_an_unknown_format_or_two_formats(
+    invoke: Invoke, store_root: Path, ids: dict[str, str]
+) -> None:
+    """A format not offered, or --json with another format: usage error, exit 2."""
+    show = ("--store", str(store_root), "records", "show", ids["completed"])
+    unknown = invoke(*show, "--format", "yml")
+    assert unknown.exit_code == 2
+    assert (
+        "Invalid value for '--format': 'yml' is not one of 'json', 'yaml', "
+        "'markdown'." in unknown.stderr
+    )
+    both = invoke(*show, "--json", "--format", "yaml")
+    assert both.exit_code == 2
+    assert "Error: --json and --format yaml ask for two formats" in both.stderr
+    assert unknown.stdout == both.stdout == ""
+    assert "Traceback" not in unknown.stderr + both.stderr
 
 
 @pytest.mark.parametrize("command", [["records", "show"], ["inspect"]])

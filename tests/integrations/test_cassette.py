@@ -95,6 +95,31 @@ def test_record_modes_map_onto_the_transport_modes(tmp_path: Path, api, transpor
     )
 
 
+def test_rewrite_empties_the_cassette_and_records_anew(tmp_path: Path, api, transport):
+    """rewrite deletes the records held, then records as once on a new cassette."""
+    path = tmp_path / "c"
+    first = HTTPCassette(path, "once", cache_dir=tmp_path / "k1")
+    send(first, transport, ask(api.url, "hi"))
+    first.close()
+    old = first.record_ids()
+    again = HTTPCassette(path, "rewrite", cache_dir=tmp_path / "k2")
+    assert (again.existed, again.transport_mode.value) == (False, "cache")
+    assert again.record_ids() == []
+    states = [send(again, transport, ask(api.url, "hi")).headers["x-intentusnet-cache"]]
+    states.append(
+        send(again, transport, ask(api.url, "hi")).headers["x-intentusnet-cache"]
+    )
+    again.close()
+    assert states == ["miss", "hit"]
+    assert api.hits == 2
+    (new,) = again.record_ids()
+    assert new not in old
+    # the derived data went to the cache directory, not the cassette
+    assert (tmp_path / "k2" / "catalog" / "catalog.sqlite3").is_file()
+    assert (tmp_path / "k2" / "replay-cache").is_dir()
+    assert sorted(p.suffix for p in path.rglob("*") if p.is_file()) == [".jsonl"]
+
+
 def test_a_refused_request_names_itself_and_the_cassette(
     tmp_path: Path, api, transport
 ):
@@ -127,7 +152,11 @@ def test_cassette_names() -> None:
 
 def test_cassette_refuses_unknown_mode_and_options(tmp_path: Path) -> None:
     """HTTPCassette names the bad mode or option and lists the valid ones."""
-    with pytest.raises(ValueError, match="unknown record mode 'twice'; use one of"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown record mode 'twice'; use one of 'once', 'new_episodes', "
+        r"'none', 'all', 'rewrite'$",
+    ):
         HTTPCassette(tmp_path / "c", "twice", cache_dir=tmp_path / "k")
     with pytest.raises(ValueError, match="unknown cassette option store"):
         HTTPCassette(

@@ -21,9 +21,13 @@ import httpcore
 import httpx
 import httpx2
 import openai
+import orjson
 import pytest
+from click.testing import CliRunner
 
+from intentusnet.cli import cli
 from intentusnet.integrations import cassette, network, pytest_plugin
+from intentusnet.store import FileExecutionStore
 
 from .fakeapi import API_KEY, FakeAPI
 
@@ -116,6 +120,9 @@ def test_options_and_marker_show_in_help(pytester: pytest.Pytester) -> None:
         "--intentusnet-allowed-hosts",
     ):
         assert option in helped
+    assert "rewrite (delete the cassette and record it anew)" in " ".join(
+        helped.split()
+    )
     assert (
         "@pytest.mark.intentusnet(record_mode"
         in run(pytester, "--markers").stdout.str()
@@ -317,7 +324,7 @@ def test_bad_options_fail_the_test_precisely(
     out = result.stdout.str()
     assert (
         "unknown record mode 'sometimes'; use one of 'once', 'new_episodes', "
-        "'none', 'all'" in out
+        "'none', 'all', 'rewrite'\n" in out
     )
     assert "unknown cassette option ignore_paths; the options are record_mode," in out
     assert "takes keyword options only, not ('cassette.yaml',)" in out
@@ -325,7 +332,12 @@ def test_bad_options_fail_the_test_precisely(
     assert "cassette.py:" not in out
     wrong = run(pytester, "--intentusnet-record-mode=sometimes")
     assert wrong.ret == pytest.ExitCode.USAGE_ERROR
-    wrong.stderr.fnmatch_lines(["*invalid choice: 'sometimes'*"])
+    wrong.stderr.fnmatch_lines(
+        [
+            "*invalid choice: 'sometimes' (choose from 'once', 'new_episodes', "
+            "'none', 'all', 'rewrite')*"
+        ]
+    )
 
 
 def test_parametrized_ids_make_safe_directories(
@@ -611,3 +623,244 @@ def test_documented_sdk_example_runs(
     assert api.hits == 2
     api.__exit__(None, None, None)
     run(pytester, "--intentusnet-block-network").assert_outcomes(passed=2)
+
+
+def cassette_bytes(pytester: pytest.Pytester) -> dict[str, bytes]:
+    """Every file under the inner cassettes, by relative path, with its bytes."""
+    root = pytester.path / "cassettes"
+    return {str(p.relative_to(root)): p.read_bytes() for p in cassette_files(pytester)}
+
+
+def test_a_cassette_holds_only_its_record_files(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """No catalog, no log in the cassette: recording writes records, replay nothing."""
+    ask_module(pytester, "hello", "bye")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    recorded = cassette_bytes(pytester)
+    assert len(recorded) == 2
+    assert all(
+        re.fullmatch(r"test_inner/test_ask/[0-9a-f]{2}/exec-\w+\.jsonl", p)
+        for p in recorded
+    )
+    dirs = [p for p in (pytester.path / "cassettes").rglob("*") if p.is_dir()]
+    assert all(any(d.iterdir()) for d in dirs)  # no empty directory left either
+    run(pytester).assert_outcomes(passed=1)
+    assert cassette_bytes(pytester) == recorded
+    store = str(pytester.path / "cassettes" / "test_inner" / "test_ask")
+    for name in recorded:
+        execution_id = Path(name).stem
+        for command in (["records", "show"], ["inspect"], ["verify"]):
+            shown = CliRunner().invoke(cli, ["--store", store, *command, execution_id])
+            assert shown.exit_code == 0, shown.output
+    assert cassette_bytes(pytester) == recorded  # the CLI's reads wrote nothing
+
+
+@pytest.mark.parametrize(
+    ("mode", "kept"),
+    [
+        ("none", True),
+        ("once", True),  # the cassette holds records: it replays
+        ("new_episodes", False),
+        ("all", False),
+        ("rewrite", False),
+    ],
+)
+def test_an_old_cassettes_catalog_is_kept_by_replays_dropped_by_recordings(
+    pytester: pytest.Pytester, api: FakeAPI, mode: str, kept: bool
+) -> None:
+    """An old catalog in a cassette: replaying keeps it, a recording mode drops it."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    path = pytester.path / "cassettes" / "test_inner" / "test_ask"
+    with FileExecutionStore(path) as old:  # as the store made cassettes before
+        assert len(old.list()) == 1
+    (path / "opened").mkdir(exist_ok=True)
+    (path / "opened" / "1-dead.rows").write_text("[]\n")  # a killed writer's log
+    before = {p.name: p.read_bytes() for p in path.glob("catalog.sqlite3*")}
+    assert "catalog.sqlite3" in before
+    run(pytester, f"--intentusnet-record-mode={mode}").assert_outcomes(passed=1)
+    after = {p.name: p.read_bytes() for p in path.glob("catalog.sqlite3*")}
+    if kept:
+        assert after == before  # replaying writes nothing there
+        assert (path / "opened" / "1-dead.rows").is_file()
+    else:
+        assert after == {}
+        assert [p.name for p in path.iterdir() if len(p.name) != 2] == []  # shards
+    with FileExecutionStore(path) as store:  # a catalog made now sees them all
+        assert len(store.list()) == len(list(path.glob("*/*.jsonl")))
+
+
+def test_rewrite_deletes_the_cassette_and_records_it_anew(
+    pytester: pytest.Pytester, api: FakeAPI
+) -> None:
+    """``rewrite`` drops the old records and records each new request once."""
+    ask_module(pytester, "hello")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    old = set(cassette_bytes(pytester))
+    ask_module(pytester, "bye", "bye")
+    again = run(
+        pytester, "--intentusnet-record-mode=rewrite", "--intentusnet-block-network"
+    )
+    again.assert_outcomes(passed=1)
+    assert states(again) == ["miss", "hit"]  # equal requests get one answer
+    assert api.hits == 2
+    new = set(cassette_bytes(pytester))
+    assert len(new) == 1
+    assert not new & old
+    api.__exit__(None, None, None)
+    replayed = run(pytester)
+    replayed.assert_outcomes(passed=1)
+    assert states(replayed) == ["hit", "hit"]
+
+
+def test_record_modes_of_the_option_are_the_cassettes() -> None:
+    """The command line offers exactly the modes a cassette knows."""
+    assert tuple(m.value for m in cassette.RecordMode) == pytest_plugin._MODES
+
+
+#: A weather API whose answer is $FORECAST, recorded under one host name.
+FORECAST = """
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+
+class Weather(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ('{"forecast": "%s"}' % os.environ["FORECAST"]).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Weather)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,))
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def intentusnet_config(url):
+    def one_host(request):
+        request["url"] = request["url"].replace(url, "http://weather.test")
+        return request
+
+    return {"before_record_request": one_host}
+
+
+@pytest.mark.intentusnet
+def test_forecast(url):
+    assert httpx.get(f"{url}/oslo").json() == {"forecast": os.environ["FORECAST"]}
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` with a fixed identity; return its output."""
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def test_a_rerecorded_cassette_diffs_as_readable_text(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In git, a changed answer shows as text lines; no binary file is committed."""
+    pytester.makepyfile(test_weather=FORECAST)
+    monkeypatch.setenv("FORECAST", "sunny")
+    run(pytester, "--intentusnet-record-mode=once").assert_outcomes(passed=1)
+    git(pytester.path, "init", "-q")
+    git(pytester.path, "add", "cassettes")
+    git(pytester.path, "commit", "-q", "-m", "record")
+    committed = git(pytester.path, "ls-files", "cassettes").split()
+    assert [Path(name).suffix for name in committed] == [".jsonl"]
+    monkeypatch.setenv("FORECAST", "snow")
+    run(pytester, "--intentusnet-record-mode=rewrite").assert_outcomes(passed=1)
+    git(pytester.path, "add", "-A", "cassettes")
+    diff = git(pytester.path, "diff", "--cached", "--no-color")
+    assert "Binary files" not in diff
+    diff.encode("ascii")  # text a reviewer reads as it is
+    lines = diff.splitlines()
+    # the answer's line, old and new (its body a JSON string in the JSON line)
+    assert [x for x in lines if x.startswith("-") and '\\"sunny\\"' in x]
+    assert [x for x in lines if x.startswith("+") and '\\"snow\\"' in x]
+    run(pytester).assert_outcomes(passed=1)  # the new cassette replays
+
+
+#: What differs between two recordings of one test with the same answers, as
+#: docs/pytest.md lists it (JSON paths in a record's lines; ``[]`` any item).
+UNSTABLE = {
+    "executionId",
+    "createdUtc",
+    "envelope.metadata.createdAt",
+    "envelope.metadata.requestId",
+    "owner.pid",
+    "owner.startTicks",
+    "owner.host",
+    "owner.bootId",
+    "atMs",
+    "data.openedAfterMs",
+    "data.requestId",
+    "data.durationMs",
+    "data.response.metadata.executionId",
+    "data.response.metadata.durationMs",
+    "data.response.metadata.attempts[].durationMs",
+    "data.output.response.headers[]",  # the server's date
+    "data.response.payload.response.headers[]",
+    "prevHash",
+    "hash",
+}
+
+
+def changed_paths(a: object, b: object, path: str = "") -> set[str]:
+    """The JSON paths where ``a`` and ``b`` differ, list indexes as ``[]``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: set[str] = set()
+        for key in a.keys() | b.keys():
+            found |= changed_paths(a.get(key), b.get(key), f"{path}.{key}")
+        return found
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return set().union(
+            *(changed_paths(x, y, f"{path}[]") for x, y in zip(a, b, strict=True))
+        )
+    if a != b:
+        # a header pair's value: the pair is the item that changed
+        return {path.removesuffix("[]") if "headers[][]" in path else path}
+    return set()
+
+
+def test_two_recordings_differ_only_where_the_docs_say(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded twice with one answer, a cassette differs in the listed fields only."""
+    pytester.makepyfile(test_weather=FORECAST)
+    monkeypatch.setenv("FORECAST", "sunny")
+    lines = []
+    for _ in range(2):
+        run(pytester, "--intentusnet-record-mode=rewrite").assert_outcomes(passed=1)
+        (record,) = (pytester.path / "cassettes").rglob("*.jsonl")
+        lines.append([orjson.loads(line) for line in record.read_bytes().splitlines()])
+    first, second = lines
+    assert [line.get("type") for line in first] == [line.get("type") for line in second]
+    changed = set().union(
+        *(changed_paths(a, b) for a, b in zip(first, second, strict=True))
+    )
+    assert {p.lstrip(".") for p in changed} <= UNSTABLE
+    assert "executionId" in {p.lstrip(".") for p in changed}  # it did record anew

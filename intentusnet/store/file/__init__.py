@@ -8,6 +8,7 @@ behind, the log of opened records, ``reindex``); ``sqlite`` opens its database;
 again; ``durable`` holds idempotency keys and resume claims beside the records.
 """
 
+from .layout import CATALOG_NAME
 from .store import DEFAULT_ROOT, Durability, FileExecutionStore
 
-__all__ = ["DEFAULT_ROOT", "Durability", "FileExecutionStore"]
+__all__ = ["CATALOG_NAME", "DEFAULT_ROOT", "Durability", "FileExecutionStore"]

@@ -44,11 +44,12 @@ class CatalogWriter:
 
     The catalog is derived data: failing to update it must not fail the
     recording. The record files are intact and ``reindex()`` repairs the rows.
+    ``logs`` is the directory of the logs of opened records: the store's root,
+    or its ``catalog_dir``.
     """
 
-    def __init__(self, catalog: Catalog, root: str) -> None:
+    def __init__(self, catalog: Catalog, logs: str) -> None:
         self.catalog = catalog
-        self._root = root
         #: rows of completed (or re-read) records, newest per id
         self._pending: dict[str, CatalogRow] = {}
         #: the ended steps of those records, for the step index
@@ -56,8 +57,8 @@ class CatalogWriter:
         #: rows of opened records that are in the log but not in the catalog yet
         self._opened: dict[str, CatalogRow] = {}
         self._since = 0.0  # when the oldest of them was queued
-        self._log = OpenedLog(root)
-        self._others = OtherLogs(root)
+        self._log = OpenedLog(logs)
+        self._others = OtherLogs(logs)
         self._lock = threading.Lock()
         #: rows of other processes' logs, by id, where this process may not
         #: write the catalog (a read-only store): answered from, never written

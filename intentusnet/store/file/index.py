@@ -74,11 +74,14 @@ class StoreIndex:
         catalog: Catalog,
         root: str,
         load: Callable[[str], ExecutionRecord],
+        derived: str | None = None,
     ) -> None:
         self.catalog = catalog
         self._root = root
+        #: the directory of the logs of opened records (the store's catalog_dir)
+        self._derived = root if derived is None else derived
         self._load = load
-        self.writes = CatalogWriter(catalog, root)
+        self.writes = CatalogWriter(catalog, self._derived)
         #: the store's own catalog is not used (see :meth:`_answer_from_files`)
         self.private = False
 
@@ -340,7 +343,9 @@ class StoreIndex:
                     if self.catalog.read_only:
                         raise DatabaseReadOnly("it is incomplete or new")
                     if has_records(self._root):
-                        if not self.private:  # that one was announced
+                        # A private catalog was announced; one in a
+                        # catalog_dir is expected to be new (docs/store.md).
+                        if not self.private and self._derived == self._root:
                             logger.warning(
                                 "catalog %s is new or was lost; rebuilding it from "
                                 "the record files",
@@ -398,7 +403,7 @@ class StoreIndex:
         )
         self.catalog, self.writes, self.private = (
             catalog,
-            CatalogWriter(catalog, root),
+            CatalogWriter(catalog, self._derived),
             True,
         )
 

@@ -39,7 +39,7 @@ from ..verification import Tally, tally, unjudged
 from . import files
 from .catalog import Catalog, SealedRow, sealed_values
 from .files import headerless, saw_header, verify_file
-from .layout import CATALOG_NAME, ids_in_shard, relative_path, shards
+from .layout import ids_in_shard, relative_path, shards
 
 if TYPE_CHECKING:
     from multiprocessing.pool import AsyncResult
@@ -289,6 +289,7 @@ def over_shards(
     """
     found = shards(root)
     chunks = _chunks(root, found)
+    path = str(catalog.path)  # the workers open it too
     if processes <= 1 or _estimate(root, found) < PARALLEL_FROM:
         for ids in chunks:
             yield work(catalog, root, ids, *args)
@@ -299,7 +300,7 @@ def over_shards(
     with context.Pool(processes) as pool:
         queue: deque[AsyncResult[_T]] = deque()
         for ids in chunks:
-            queue.append(pool.apply_async(_in_worker, (work, root, ids, *args)))
+            queue.append(pool.apply_async(_in_worker, (work, path, root, ids, *args)))
             if len(queue) >= 2 * processes:
                 break
         while queue:
@@ -307,7 +308,7 @@ def over_shards(
             following = next(chunks, None)
             if following is not None:
                 queue.append(
-                    pool.apply_async(_in_worker, (work, root, following, *args))
+                    pool.apply_async(_in_worker, (work, path, root, following, *args))
                 )
             yield result
 
@@ -330,9 +331,11 @@ def _estimate(root: str, found: list[str]) -> int:
 _WORKER_CATALOGS: dict[str, Catalog] = {}
 
 
-def _in_worker(work: ShardWork[_T], root: str, ids: list[str], *args: object) -> _T:
-    """Run ``work`` in a worker process, with the worker's catalog connection."""
-    catalog = _WORKER_CATALOGS.get(root)
+def _in_worker(
+    work: ShardWork[_T], path: str, root: str, ids: list[str], *args: object
+) -> _T:
+    """Run ``work`` in a worker process, with its connection to the catalog ``path``."""
+    catalog = _WORKER_CATALOGS.get(path)
     if catalog is None:
-        catalog = _WORKER_CATALOGS[root] = Catalog(Path(root, CATALOG_NAME))
+        catalog = _WORKER_CATALOGS[path] = Catalog(Path(path))
     return work(catalog, root, ids, *args)

@@ -2,7 +2,8 @@
 
 Layout (DESIGN §5)::
 
-    <root>/catalog.sqlite3            the catalog (derived; rebuilt by reindex())
+    <root>/catalog.sqlite3            the catalog (derived; rebuilt by reindex();
+                                      in ``catalog_dir`` when one is given)
     <root>/<2 hex of sha256(id)>/<id>.jsonl   one record
 
 Record files are created exclusively with mode 0600, directories with 0700. The
@@ -98,6 +99,12 @@ class FileExecutionStore:
             every record opened names its id in line 1 and is signed each time
             it is closed (completed, closed unfinished, invalidated); see
             docs/records.md, "Signatures". Added in 0.1.0.
+        catalog_dir: the directory of the store's derived files, the catalog
+            and the logs of opened records, when they must not sit in the
+            root (default: the root); one store's alone. A catalog that misses
+            records is not noticed: every process writing the store must name
+            the same directory, or use a new one each time (it is rebuilt from
+            the record files when missing). Added in 0.1.0.
 
     Raises:
         ValueError: an unknown durability, or a ``postgresql://`` URL for the
@@ -112,6 +119,7 @@ class FileExecutionStore:
         *,
         durability: Durability = "flush",
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
+        catalog_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -130,6 +138,8 @@ class FileExecutionStore:
         self.directory: Final[Path | None] = self.root
         self.durability = durability
         self._root = os.fspath(self.root)
+        #: where the catalog and the logs of opened records are
+        self._derived = self.root if catalog_dir is None else Path(catalog_dir)
         self._fsync = durability == "fsync"
         self._connected = False
         self._owner: tuple[JSONObject, str] | None = None
@@ -144,10 +154,14 @@ class FileExecutionStore:
         from .catalog import Catalog
         from .index import StoreIndex
 
+        if self._derived != self.root:
+            # Made now: a catalog whose directory is missing reads as read only.
+            with contextlib.suppress(OSError):
+                make_dirs(self._derived)
         catalog = Catalog(
-            self.root / CATALOG_NAME, is_empty=lambda: not has_records(self._root)
+            self._derived / CATALOG_NAME, is_empty=lambda: not has_records(self._root)
         )
-        made = StoreIndex(catalog, self._root, self.load)
+        made = StoreIndex(catalog, self._root, self.load, os.fspath(self._derived))
         index: StoreIndex = self.__dict__.setdefault("_index", made)
         return index
 
@@ -626,7 +640,7 @@ class FileExecutionStore:
         """
         if not os.path.isdir(self._root):
             return StoreStats(records=0, by_status={}, by_intent={}, bytes_on_disk=0)
-        catalog = self.root / CATALOG_NAME  # the store's, whatever answers
+        catalog = self._derived / CATALOG_NAME  # the store's, whatever answers
         extra = self._hits.size()
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
@@ -740,6 +754,7 @@ class FileExecutionStore:
         self._connected = True
         try:
             make_dirs(self.root)
+            make_dirs(self._derived)
             self._index.catalog.connect()
         except (sqlite3.Error, OSError) as exc:
             logger.warning("catalog %s unavailable (%s)", self._index.catalog.path, exc)
