@@ -144,7 +144,7 @@ def test_overview_fits_and_shows_the_figures(
         assert page.locator("#executions").inner_text() == "11"
         assert page.locator("#error-rate").inner_text() == "9.1%"
         assert page.locator("#p95").is_visible()
-        assert page.locator("#spend").inner_text() == "0.0300 USD +?"
+        assert page.locator("#spend").inner_text() == "0.030 USD +?"
         rows = page.locator("table.daily tbody tr")
         assert rows.count() == 1  # one day with records, no empty days
         assert rows.first.locator("td.spend").is_visible()
