@@ -2,14 +2,16 @@
 
 Long intent and agent names (one with no place to break), a failed run whose
 error runs to hundreds of characters, an execution parked ``needs_attention``
-with a long message, and agents whose LLM calls cost millionths of a dollar
-(5.85e-06 USD a call at :data:`PRICES`), served by the fake API of
-``llm_sample.py`` behind the recording transport.
+(its process killed inside a side effect, then resumed), and agents whose LLM
+calls cost millionths of a dollar (5.85e-06 USD a call at :data:`PRICES`),
+served by the fake API of ``llm_sample.py`` behind the recording transport.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -22,7 +24,6 @@ from intentusnet import (
     JSONObject,
 )
 from intentusnet.integrations.httpx import RecordingTransport
-from intentusnet.routing.durable import park
 
 from .llm_sample import fake_api
 
@@ -50,17 +51,43 @@ LONG_ERROR = (
     + "after 5 retries; "
     * 12
 )
-#: Why the parked execution waits, as a person would write it.
-PARKED_MESSAGE = (
-    "the charge step started and its end was never recorded: nobody knows "
-    "whether the customer was charged, so the execution will not run it again "
-    "nor skip it; check the payment provider's dashboard for a charge with the "
-    "idempotency key, then resume it with --force or invalidate it"
-)
+def _capture(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
+    """Charge a card: a side effect. ``die`` kills the process inside the step."""
+
+    def charge(amount: int) -> JSONObject:
+        if envelope.payload.get("die"):
+            os._exit(9)  # the process dies: the step's end is never recorded
+        return {"charged": amount}
+
+    return ctx.step("payments.charge", {"amount": 20}, charge, side_effect=True)
 
 
-class _Crash(BaseException):
-    """Stands for the routing process dying: the record is left unfinished."""
+def die_in_a_side_effect(root: str) -> None:
+    """Route a capture whose process dies inside its side effect (run as a child)."""
+    store = FileExecutionStore(root)
+    router = IntentRouter(store=store)
+    router.agent("payments.capture", name="capturer")(_capture)
+    router.route_intent({"intent": {"name": "payments.capture"}, "payload": {"die": 1}})
+
+
+def _parked(store: FileExecutionStore) -> str:
+    """An execution parked side_effect_in_doubt, as a real one gets parked.
+
+    A child process dies inside the charge step; resuming it here finds the
+    side effect in doubt and parks it. Returns the parked record's id.
+    """
+    tests = str(Path(__file__).parents[2])
+    code = (
+        f"import sys; sys.path.insert(0, {tests!r}); "
+        "from server.ui.long_sample import die_in_a_side_effect; "
+        f"die_in_a_side_effect({str(store.root)!r})"
+    )
+    died = subprocess.run([sys.executable, "-c", code], check=False, timeout=60)
+    assert died.returncode == 9, died
+    [crashed] = [s.execution_id for s in store.list()]
+    with IntentRouter(store=store) as router:
+        router.agent("payments.capture", name="capturer")(_capture)
+        return str(router.resume(crashed).metadata.execution_id)
 
 
 def make_long_store(root: Path) -> dict[str, str]:
@@ -84,24 +111,15 @@ def make_long_store(root: Path) -> dict[str, str]:
             raise RuntimeError(LONG_ERROR)
         return {"reconciled": True}
 
-    def charge(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
-        ctx.step("payments.charge", {"amount": 20}, lambda amount: {"ok": True})
-        raise _Crash
-
-    ids: dict[str, str] = {}
+    ids: dict[str, str] = {"parked": _parked(store)}
     with IntentRouter(store=store) as router:
         router.agent(LONG_INTENT, name=LONG_AGENT)(reconcile)
         router.agent(UNBROKEN_INTENT, name="a" * 80)(lambda env, ctx: {"ok": 1})
-        router.agent("payments.capture", name="capturer")(charge)
 
         def run(role: str, intent: str, payload: JSONObject) -> None:
             wire: JSONObject = {"intent": {"name": intent}, "payload": payload}
             ids[role] = router.route_intent(wire).metadata.execution_id
 
-        with contextlib.suppress(_Crash):  # the record stays unfinished
-            router.route_intent({"intent": {"name": "payments.capture"}})
-        [crashed] = [s.execution_id for s in store.list()]
-        ids["parked"] = park(router, crashed, "side_effect_in_doubt", PARKED_MESSAGE)
         run("unbroken", UNBROKEN_INTENT, {})
         run("failed", LONG_INTENT, {"fail": True})
         run("spent", LONG_INTENT, {"n": 1})
