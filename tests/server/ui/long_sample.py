@@ -51,6 +51,8 @@ LONG_ERROR = (
     + "after 5 retries; "
     * 12
 )
+
+
 def _capture(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
     """Charge a card: a side effect. ``die`` kills the process inside the step."""
 

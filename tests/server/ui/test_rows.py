@@ -156,7 +156,8 @@ def test_ids_are_shown_short_and_linked_whole(
     spent = llm_sample[1]["spent"]
     html = llm_client.get("/ui?intent=chat.answer").text
     link = (
-        f'href="/ui/executions/{spent}" title="{spent}"><span class="id-start">'
+        f'href="/ui/executions/{spent}" title="{spent}" aria-label="{spent}">'
+        '<span class="id-start">'
         f'{spent[:-4]}</span><span class="id-end">{spent[-4:]}</span></a>'
     )
     assert link in html
