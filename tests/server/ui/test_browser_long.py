@@ -234,6 +234,25 @@ def test_parked_execution_reads_as_parked(
     assert problems == []
 
 
+@pytest.mark.parametrize(("width", "scheme"), LOOKS)
+def test_diff_of_long_runs_fits(
+    browser: Any, explorer: tuple[str, dict], tmp_path: Path, width: int, scheme: str
+) -> None:
+    """Two runs with long intent and agent names side by side: no sideways scroll."""
+    url, ids = explorer
+    address = f"{url}/ui/diff?a={ids['unbroken']}&b={ids['spent']}"
+    context, page, problems = _open(browser, address, width, scheme)
+    try:
+        page.screenshot(
+            path=str(tmp_path / f"long-diff-{width}-{scheme}.png"), full_page=True
+        )
+        assert page.locator("#verdict").is_visible()
+        _fits(page, f"diff at {width} px, {scheme}")
+    finally:
+        context.close()
+    assert problems == []
+
+
 @pytest.mark.parametrize(("width", "scheme"), [(390, "light"), (390, "dark")])
 def test_reask_form_fits_a_phone(
     browser: Any, explorer: tuple[str, dict], tmp_path: Path, width: int, scheme: str
