@@ -57,7 +57,8 @@ class RowUsage(NamedTuple):
 
     ``own`` is the call the record itself is (counted on its row); ``calls``
     are the calls it made live, each counted on its own record's row;
-    ``hits`` counts its calls a cache answered from earlier records.
+    ``hits`` counts its calls a cache answered from earlier records. A record
+    that is a call (``own``) is shown as that call alone.
     """
 
     own: RecordedUsage | None
@@ -65,7 +66,7 @@ class RowUsage(NamedTuple):
     hits: int
 
 
-def tokens_text(count: int) -> str:
+def _count(count: int) -> str:
     """A token count with thousands separators."""
     return f"{count:,}"
 
@@ -115,7 +116,7 @@ def _detail(usage: RowUsage, prices: PriceTable | None) -> RowDetail:
         return RowDetail(NONE, why, NONE, why, None)
     spent_in = sum(c.input_tokens for c in calls)
     spent_out = sum(c.output_tokens for c in calls)
-    counts = f"{tokens_text(spent_in)} input + {tokens_text(spent_out)} output tokens"
+    counts = f"{_count(spent_in)} input + {_count(spent_out)} output tokens"
     included = 0 if usage.own is not None else len(calls)
     tokens_title = f"{counts} in this LLM call"
     if included:
@@ -123,7 +124,7 @@ def _detail(usage: RowUsage, prices: PriceTable | None) -> RowDetail:
             f"{counts} in the {_plural(included, 'LLM call')} it made, "
             f"each counted on its own row (http.request)"
         )
-    tokens = tokens_text(spent_in + spent_out)
+    tokens = _count(spent_in + spent_out)
     if prices is None:
         return RowDetail(
             tokens,
