@@ -64,6 +64,7 @@ def _shots(ids: dict[str, str]) -> list[tuple[str, str, int, str]]:
         ("ui-records-phone.png", "/ui?intent=chat.answer", 390, "light"),
         ("ui-search.png", "/ui?intent=chat.answer&q=payload.tags%3Dvip", 1280, "light"),
         ("ui-execution.png", f"/ui/executions/{ids['steps']}", 1280, "light"),
+        ("ui-panel.png", f"/ui/executions/{ids['spent']}#step-1", 1280, "light"),
         ("ui-fallback.png", f"/ui/executions/{ids['fallback']}", 1280, "light"),
         ("ui-execution-dark.png", f"/ui/executions/{ids['steps']}", 1280, "dark"),
         ("ui-diff.png", f"/ui/diff?a={ids['steps']}&b={ids['steps2']}", 1280, "light"),
@@ -99,8 +100,9 @@ def main() -> None:
                     )
                     page = context.new_page()
                     page.goto(url + path)
-                    # the list is cut at the window's height; the rest in full
-                    whole = name != "ui-records.png"
+                    # the list and the open panel are cut at the window's height;
+                    # the rest in full
+                    whole = name not in ("ui-records.png", "ui-panel.png")
                     page.screenshot(path=str(args.out / name), full_page=whole)
                     context.close()
                     print(args.out / name)

@@ -43,7 +43,7 @@ from .access import Gate, form, login_redirect, same_origin
 from .jsondiff import entry_rows
 from .overview import DAYS, ROWS, window
 from .render import HEADERS, render, render_text
-from .rows import load_rows, money, row_details
+from .rows import load_rows, row_details
 from .search import SCAN_LIMIT, scan, value_query
 from .spans import drawn
 
@@ -386,7 +386,6 @@ def ui_router(
             stats=stats,
             figures=figures,
             prices=prices,
-            money=money,
             days=DAYS,
             rows=ROWS,
             busiest=max([1, *(d.executions + d.hits for d in figures.days)]),

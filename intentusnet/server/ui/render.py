@@ -9,6 +9,8 @@ pages work offline.
 
 from __future__ import annotations
 
+import math
+from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
 from typing import Final
 from urllib.parse import urlencode
@@ -19,7 +21,7 @@ from starlette.responses import HTMLResponse
 
 from ... import __version__
 
-__all__ = ["HEADERS", "NONE", "duration_text", "render", "render_text"]
+__all__ = ["HEADERS", "NONE", "duration_text", "money", "render", "render_text"]
 
 #: What every page shows for "none": one dash.
 NONE: Final = "\u2013"
@@ -53,6 +55,21 @@ def duration_text(value: float | None) -> str:
     return f"{value:.3f} ms"
 
 
+def money(value: float, currency: str) -> str:
+    """An amount as text, in one form on every page: the list, overview and panel.
+
+    From 1 up, two decimals with thousands separators; below 1, two
+    significant digits (``0.030``, ``0.0000059``), so a tiny cost never shows
+    as zero; zero is ``0.00``. Rounded half up from the shortest decimal form
+    of the float (5.85e-06 is 0.0000059, as a person rounds it).
+    """
+    decimals = 2
+    if 0 < value < 1:
+        decimals = max(2, 1 - math.floor(math.log10(value)))
+    exact = Decimal(repr(value)).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_UP)
+    return f"{exact:,f} {currency}"
+
+
 @cache
 def _environment() -> Environment:
     environment = Environment(
@@ -65,6 +82,7 @@ def _environment() -> Environment:
     environment.globals["query"] = _query
     environment.globals["version"] = __version__
     environment.filters["ms"] = duration_text
+    environment.globals["money"] = money
     environment.globals["dash"] = NONE
     return environment
 

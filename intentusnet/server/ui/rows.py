@@ -3,11 +3,14 @@
 A summary comes from the store's index; these come from the records themselves,
 loaded with the one reader (``store.load``) a page (50 records) at a time.
 
-A record's tokens are those its own answer carries (an LLM call an HTTP
-transport recorded, see docs/cache.md) plus those of the LLM calls it made
-live: its ``http`` steps whose record names it as parent. A step a cache hit
-answered names an earlier record, whose tokens were spent then, not now. A
-child intent's calls count on the child's own row. The cost is the tokens
+Each LLM call is counted once, on the row of its own record: the
+``http.request`` record an HTTP transport made of it (see docs/cache.md),
+whose answer carries its usage, as the overview counts it. The row of the
+execution that made the calls live (its ``http`` steps whose record names it
+as parent) shows their total too, marked as such ("incl. 2 calls"): a figure
+that gathers rows listed on their own, never added to them. A step a cache
+hit answered names an earlier record, whose tokens were spent then, not now.
+A child intent's calls show on the child's own row. The cost is the tokens
 priced by the price table the explorer was given (``--prices FILE``).
 """
 
@@ -19,14 +22,14 @@ from typing import TYPE_CHECKING, NamedTuple
 from ...errors import RecordIntegrityError, RecordNotFound
 from ...steps.view import record_steps
 from ...store.usage import RecordedUsage, recorded_usage
-from .render import NONE
+from .render import NONE, money
 
 if TYPE_CHECKING:
     from ...cache.prices import PriceTable
     from ...record.model import ExecutionRecord, RecordSummary
     from ...store import ExecutionStore
 
-__all__ = ["RowDetail", "load_rows", "money", "row_details", "tokens_text"]
+__all__ = ["RowDetail", "RowUsage", "load_rows", "row_details", "row_usage"]
 
 
 class RowDetail(NamedTuple):
@@ -36,7 +39,9 @@ class RowDetail(NamedTuple):
     without a price table); ``tokens_title`` and ``cost_title`` explain them
     (input and output counts, and for the cost also the models without a
     price, so a narrow table without the tokens column still tells them).
-    ``error`` is the code and message of a failed answer, or None.
+    ``included`` is how many LLM calls of other rows the figures gather (0:
+    the record's own call, or none). ``error`` is the code and message of a
+    failed answer, or None.
     """
 
     tokens: str
@@ -44,30 +49,36 @@ class RowDetail(NamedTuple):
     cost: str
     cost_title: str
     error: str | None
+    included: int = 0
 
 
-def money(value: float, currency: str) -> str:
-    """A cost as text: four decimals below 1, two above, and the currency."""
-    return f"{value:,.2f} {currency}" if value >= 1 else f"{value:.4f} {currency}"
+class RowUsage(NamedTuple):
+    """The LLM usage of one listed record.
+
+    ``own`` is the call the record itself is (counted on its row); ``calls``
+    are the calls it made live, each counted on its own record's row;
+    ``hits`` counts its calls a cache answered from earlier records. A record
+    that is a call (``own``) is shown as that call alone.
+    """
+
+    own: RecordedUsage | None
+    calls: list[RecordedUsage]
+    hits: int
 
 
-def tokens_text(count: int) -> str:
+def _count(count: int) -> str:
     """A token count with thousands separators."""
     return f"{count:,}"
 
 
-def _calls(
-    store: ExecutionStore, record: ExecutionRecord
-) -> tuple[list[RecordedUsage], int]:
-    """The usage of the record's own answer and of the LLM calls it made live.
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
-    Also how many of its LLM calls a cache hit answered.
-    """
-    found = []
+
+def row_usage(store: ExecutionStore, record: ExecutionRecord) -> RowUsage:
+    """The usage of ``record``'s own answer and of the LLM calls it made live."""
+    calls = []
     hits = 0
-    own = recorded_usage(record.final_response)
-    if own is not None:
-        found.append(own)
     execution_id = record.header.execution_id
     for step in record_steps(record):
         child = step.child_execution_id
@@ -83,8 +94,8 @@ def _calls(
         if call.header.parent_execution_id != execution_id:
             hits += 1  # an earlier execution spent these tokens
         else:
-            found.append(used)
-    return found, hits
+            calls.append(used)
+    return RowUsage(recorded_usage(record.final_response), calls, hits)
 
 
 def _error(record: ExecutionRecord) -> str | None:
@@ -96,24 +107,32 @@ def _error(record: ExecutionRecord) -> str | None:
     return ": ".join(str(part) for part in (code, message) if part)
 
 
-def _detail(
-    calls: list[RecordedUsage], hits: int, prices: PriceTable | None
-) -> RowDetail:
+def _detail(usage: RowUsage, prices: PriceTable | None) -> RowDetail:
+    calls = [usage.own] if usage.own is not None else usage.calls
     if not calls:
         why = "no LLM call"
-        if hits:
-            why = f"{hits} LLM call{'s' if hits != 1 else ''} served from the cache"
+        if usage.hits:
+            why = f"{_plural(usage.hits, 'LLM call')} served from the cache"
         return RowDetail(NONE, why, NONE, why, None)
     spent_in = sum(c.input_tokens for c in calls)
     spent_out = sum(c.output_tokens for c in calls)
-    tokens_title = (
-        f"{tokens_text(spent_in)} input + {tokens_text(spent_out)} output tokens "
-        f"in {len(calls)} LLM call{'s' if len(calls) != 1 else ''}"
-    )
-    tokens = tokens_text(spent_in + spent_out)
+    counts = f"{_count(spent_in)} input + {_count(spent_out)} output tokens"
+    included = 0 if usage.own is not None else len(calls)
+    tokens_title = f"{counts} in this LLM call"
+    if included:
+        tokens_title = (
+            f"{counts} in the {_plural(included, 'LLM call')} it made, "
+            f"each counted on its own row (http.request)"
+        )
+    tokens = _count(spent_in + spent_out)
     if prices is None:
         return RowDetail(
-            tokens, tokens_title, NONE, f"{tokens_title}; no price table", None
+            tokens,
+            tokens_title,
+            NONE,
+            f"{tokens_title}; no price table",
+            None,
+            included,
         )
     costs = [prices.cost(c.model, c.input_tokens, c.output_tokens) for c in calls]
     priced = [x for x in costs if x is not None]
@@ -125,7 +144,7 @@ def _detail(
     if unpriced:  # never guessed: said to be missing
         cost = f"{cost} +?" if cost else "?"
         cost_title += "; no price for " + ", ".join(unpriced)
-    return RowDetail(tokens, tokens_title, cost, cost_title, None)
+    return RowDetail(tokens, tokens_title, cost, cost_title, None, included)
 
 
 def load_rows(
@@ -156,6 +175,6 @@ def row_details(
                 NONE, "", NONE, "", "the record fails verification: open it to see why"
             )
             continue
-        detail = _detail(*_calls(store, record), prices)
+        detail = _detail(row_usage(store, record), prices)
         details[execution_id] = detail._replace(error=_error(record))
     return details

@@ -18,7 +18,7 @@ import orjson
 
 from ...errors import StoreError
 from ...integrations.usage import recorded_call_usage
-from .render import duration_text
+from .render import duration_text, money
 from .timeline import attempts, draw
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ def _llm(
     if prices is not None:
         amount = prices.cost(model, usage.input_tokens or 0, usage.output_tokens or 0)
         if amount is not None:
-            cost = f"{amount:.6f} {prices.currency}"
+            cost = money(amount, prices.currency)
     # An HTTP step's record is the call it made, parented to this execution,
     # or an earlier one a cache hit came from (its tokens not spent again).
     child = step.child_execution_id

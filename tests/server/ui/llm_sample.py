@@ -30,12 +30,12 @@ PRICES: JSONObject = {
 CALLS = ((100_000, 10_000), (20_000, 10_000))
 #: What the first answer spent: 120,000 + 20,000 tokens, at PRICES.
 TOKENS = "140,000"
-COST = "0.0300 USD"
+COST = "0.030 USD"
 #: The error text of the failed run.
 ERROR = "AGENT_ERROR"
 
 
-def _api(request: httpx.Request) -> httpx.Response:
+def fake_api(request: httpx.Request) -> httpx.Response:
     body = orjson.loads(request.content)
     prompt, completion = (int(n) for n in body["messages"][0]["content"].split("/"))
     return httpx.Response(
@@ -67,7 +67,7 @@ def make_llm_store(root: Path, padding: int = 0) -> dict[str, str]:
     """
     store = FileExecutionStore(root)
     transport = RecordingTransport(
-        store, mode="cache", wrapped=httpx.MockTransport(_api)
+        store, mode="cache", wrapped=httpx.MockTransport(fake_api)
     )
     http = httpx.Client(transport=transport)
 

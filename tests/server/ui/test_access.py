@@ -110,7 +110,7 @@ def test_write_key_invalidates(keyed: tuple[TestClient, str]) -> None:
     assert "manually_invalidated" in after
     assert 'id="invalidate"' not in after
     listed = client.get("/ui?replayable=no").text
-    assert "not replayable: manually_invalidated" in listed
+    assert "no: manually_<wbr>invalidated" in listed
     assert execution_id in listed
 
 

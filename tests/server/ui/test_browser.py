@@ -69,7 +69,7 @@ def test_list_filter_and_open_a_record(page: Any, explorer: tuple[str, dict]) ->
     page.wait_for_url("**/ui?status=failed*")
     rows = page.locator("table.records tbody tr")
     assert rows.count() == 1
-    rows.get_by_role("link").click()
+    rows.get_by_role("link", name=ids["failed"]).click()
     page.wait_for_url(f"**/ui/executions/{ids['failed']}")
     assert page.locator("#verified").inner_text().endswith("lines verified")
 

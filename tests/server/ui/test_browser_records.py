@@ -111,15 +111,20 @@ def test_records_list_fits_and_shows_costs(
         assert {"Execution", "Status", "Cost"} <= set(headers)
         if width == 390:  # the error goes on a line of its own, under its row
             assert not {"Created (UTC)", "Agent", "Tokens", "Error"} & set(headers)
-        else:
-            assert {"Created (UTC)", "Intent", "Tokens", "Duration", "Error"} <= set(
-                headers
-            )
-            assert ("Agent" in headers) is (width == 1280)
+        else:  # by priority: replay < 1440, agent < 1320, duration < 1180 px ...
+            assert {"Intent", "Tokens", "Error"} <= set(headers)
+            assert "Replay" not in headers
+            assert "Agent" not in headers
+            assert ("Duration" in headers) is (width >= 1180)
+            assert ("Created (UTC)" in headers) is (width >= 1060)
+        # the run's row gathers its calls' figures and says so (each call is
+        # counted on its own row); where the tokens are dropped, the cost says it
         spent = page.locator(f'tr[data-id="{ids["spent"]}"]')
-        assert spent.locator("td.cost").inner_text() == COST
         if width > 390:
-            assert spent.locator("td.tokens").inner_text() == TOKENS
+            assert spent.locator("td.cost").inner_text() == COST
+            assert spent.locator("td.tokens").inner_text() == f"{TOKENS}\nincl. 2 calls"
+        else:
+            assert spent.locator("td.cost").inner_text() == f"{COST}\nincl. 2 calls"
         failed = page.locator(f'tr[data-id="{ids["failed"]}"] td.error-text')
         assert failed.inner_text().startswith("AGENT_ERROR: ")
         link = spent.locator("a.mono")
@@ -144,7 +149,7 @@ def test_overview_fits_and_shows_the_figures(
         assert page.locator("#executions").inner_text() == "11"
         assert page.locator("#error-rate").inner_text() == "9.1%"
         assert page.locator("#p95").is_visible()
-        assert page.locator("#spend").inner_text() == "0.0300 USD +?"
+        assert page.locator("#spend").inner_text() == "0.030 USD +?"
         rows = page.locator("table.daily tbody tr")
         assert rows.count() == 1  # one day with records, no empty days
         assert rows.first.locator("td.spend").is_visible()

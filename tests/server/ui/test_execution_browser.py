@@ -194,7 +194,7 @@ def test_diff_marks_the_changed_path(browser: Any, explorer: tuple[str, dict]) -
 def test_running_execution_updates_in_place(
     browser: Any, explorer: tuple[str, dict]
 ) -> None:
-    """A running execution's page follows it without reloading, to its end."""
+    """A running execution's page follows it in place, then redraws whole at its end."""
     url, ids = explorer
     store = FileExecutionStore(ids["root"])
     started, release = threading.Event(), threading.Event()
@@ -220,14 +220,23 @@ def test_running_execution_updates_in_place(
             page.goto(f"{url}/ui/executions/{found['id']}")
             assert page.locator("#record-status").inner_text() == "in_progress"
             assert page.locator("#lane-step-2").count() == 0
+            assert "execution_incomplete" in page.locator("p.badges").inner_text()
             page.evaluate("window.__same_page = true")
             release.set()
             page.locator("#lane-step-2").wait_for()
-            page.wait_for_function(
-                "document.getElementById('record-status').textContent === 'completed'"
-            )
-            assert page.evaluate("window.__same_page") is True  # never reloaded
-            assert "ended (completed)" in page.locator("#live-note").inner_text()
+            # ended: the page is drawn again whole, not only its timeline
+            page.wait_for_function("window.__same_page === undefined")
+            page.wait_for_load_state("load")
+            assert page.locator("#record-status").inner_text() == "completed"
+            badges = page.locator("p.badges").inner_text()
+            assert "replayable" in badges
+            assert "not replayable" not in badges
+            assert "execution_incomplete" not in page.locator("main").inner_text()
+            assert page.locator("#timeline-section[data-live]").count() == 0
+            note = page.locator("#live-note")
+            assert "ended (completed) while you watched" in note.inner_text()
+            page.reload()  # said once: a later load is a plain page
+            assert page.locator("#live-note").is_hidden()
             context.close()
         finally:
             release.set()

@@ -75,7 +75,7 @@ def test_an_mcp_session_is_a_bar_per_call(explorer: str) -> None:
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(explorer + "/ui?intent=mcp.session")
-        page.locator("table.records tbody tr").first.get_by_role("link").click()
+        page.locator("table.records tbody tr").first.locator("a.short-id").click()
         page.wait_for_url("**/ui/executions/exec-*")
         lanes = page.locator(".timeline .lane").filter(has=page.locator(".bar.step"))
         labels = [

@@ -58,7 +58,7 @@ def test_overview_figures_of_the_llm_sample(llm_client: TestClient) -> None:
     assert _figure(html, "executions") == "11"
     assert _figure(html, "error-rate") == "9.1%"  # 1 failed of 11
     assert _figure(html, "tokens") == "280,000"
-    assert _figure(html, "spend") == "0.0300 USD +?"  # o-9 has no price
+    assert _figure(html, "spend") == "0.030 USD +?"  # o-9 has no price
     assert "+? stands for the calls of o-9" in html
     assert _figure(html, "hits") == "4 (26.7%)"
     assert len(re.findall(r"<tr data-day=", html)) == 1

@@ -347,3 +347,48 @@ def test_execution_pages_link_an_interrupted_record_and_its_resume(
     assert f'href="/ui/executions/{old}" title="{old}">{old}</a> (attempt 1)' in (
         resumed
     )
+
+
+def _shown_text(html: str) -> str:
+    """The page's text as first drawn: no closed <details>, no bar details, no tags."""
+    html = re.sub(r"<template.*?</template>", "", html, flags=re.S)
+    html = re.sub(r"<details(?![^>]*\bopen)[^>]*>.*?</details>", "", html, flags=re.S)
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def test_a_parked_execution_reads_as_parked(tmp_path: Path) -> None:
+    """Parked: its status class, a parked badge, no replayable one, the reason once."""
+    from intentusnet.server.ui import create_ui_app
+    from intentusnet.store import FileExecutionStore
+
+    from .long_sample import make_long_store
+
+    ids = make_long_store(tmp_path / "records")
+    store = FileExecutionStore(tmp_path / "records")
+    with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/ui/executions/{ids['parked']}").text
+        listed = client.get("/ui?status=needs_attention").text
+        done = client.get(f"/ui/executions/{ids['spent']}").text
+    store.close()
+    badges = re.search(r'<p class="badges">(.*?)</p>', page, re.S)
+    assert badges is not None
+    assert 'class="status status-needs_attention"' in badges.group(1)
+    assert 'id="parked-badge"' in badges.group(1)
+    assert "replayable" not in badges.group(1)
+    message = "it may or may not have happened"
+    assert message in re.sub(r"<[^>]+>", "", page)  # it is there ...
+    assert _shown_text(page).count(message) == 1  # ... and said once
+    assert "side_effect_in_doubt" in _shown_text(page)
+    # in the list: its row marked parked, no replayable word, its status coloured
+    row = re.search(
+        rf'<tr data-id="{ids["parked"]}" class="parked">(.*?)</tr>', listed, re.S
+    )
+    assert row is not None
+    assert 'class="status status-needs_attention">needs_<wbr>attention' in row.group(1)
+    replay = re.search(r'<td class="c-replay">(.*?)</td>', row.group(1), re.S)
+    assert replay is not None
+    assert "yes" not in replay.group(1)
+    assert "no" not in re.sub(r"<[^>]+>", "", replay.group(1))
+    # a finished execution keeps its replayable badge
+    assert "replayable</span>" in done
+    assert 'id="parked-badge"' not in done

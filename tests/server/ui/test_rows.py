@@ -5,19 +5,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import httpx
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from recordkit import edit, finished, record_file
 
 from intentusnet import IntentRouter, PriceTable
 from intentusnet.cli import cli
+from intentusnet.integrations.httpx import RecordingTransport
 from intentusnet.server import create_app
 from intentusnet.server.ui import create_ui_app
-from intentusnet.server.ui.render import NONE
-from intentusnet.server.ui.rows import money
+from intentusnet.server.ui.render import NONE, money
+from intentusnet.server.ui.rows import row_usage
 from intentusnet.store import FileExecutionStore
 
-from .llm_sample import COST, ERROR, PRICES, TOKENS
+from .llm_sample import COST, ERROR, PRICES, TOKENS, fake_api
+from .long_sample import CALL_COST, TWO_CALLS_COST, make_long_store
+from .long_sample import PRICES as LONG_PRICES
 
 
 def _cells(html: str) -> dict[str, dict[str, str]]:
@@ -30,17 +34,21 @@ def _cells(html: str) -> dict[str, dict[str, str]]:
             r'<td class="([^"]*)"(?: title="([^"]*)")?>(.*?)</td>', row, re.S
         )
         by_class = {
-            name: (re.sub(r"<[^>]+>", "", text).strip(), title)
+            name: (re.sub(r"<[^>]+>", "", text).strip(), title, classes.split())
             for classes, title, text in cells
             for name in ("tokens", "cost", "error-text")
             if name in classes.split()
         }
+        tokens, tokens_title, tokens_classes = by_class["tokens"]
+        marker = re.search(r'<small class="calls">(.*?)</small>', row)
         found[execution_id] = {
-            "tokens": by_class["tokens"][0],
-            "tokens_title": by_class["tokens"][1],
-            "cost": by_class["cost"][0],
+            "tokens": tokens.split("incl.")[0].strip(),
+            "tokens_title": tokens_title,
+            "cost": by_class["cost"][0].split("incl.")[0].strip(),
             "cost_title": by_class["cost"][1],
             "error": by_class["error-text"][0],
+            "included": marker.group(1) if marker else "",
+            "gathered": "gathered" in tokens_classes,
         }
     return found
 
@@ -53,8 +61,11 @@ def test_tokens_and_cost_of_the_calls_an_execution_made(
     cells = _cells(llm_client.get("/ui?intent=chat.answer").text)
     spent = cells[ids["spent"]]
     assert spent["tokens"] == TOKENS
+    assert spent["included"] == "incl. 2 calls"
+    assert spent["gathered"]
     assert spent["tokens_title"] == (
-        "120,000 input + 20,000 output tokens in 2 LLM calls"
+        "120,000 input + 20,000 output tokens in the 2 LLM calls it made, "
+        "each counted on its own row (http.request)"
     )
     assert spent["cost"] == COST
     assert spent["cost_title"] == spent["tokens_title"]  # for narrow tables
@@ -81,7 +92,8 @@ def test_a_model_without_a_price_is_not_guessed(
     assert unpriced["tokens"] == TOKENS
     assert unpriced["cost"] == "?"
     assert unpriced["cost_title"] == (
-        "120,000 input + 20,000 output tokens in 2 LLM calls; no price for o-9"
+        "120,000 input + 20,000 output tokens in the 2 LLM calls it made, "
+        "each counted on its own row (http.request); no price for o-9"
     )
 
 
@@ -96,7 +108,7 @@ def test_failed_run_shows_its_error_text(
 
 
 def test_an_llm_calls_own_record_carries_its_tokens(llm_client: TestClient) -> None:
-    """The http.request record of one call shows that call's tokens."""
+    """The http.request record of one call shows that call's tokens, as counted."""
     cells = _cells(llm_client.get("/ui?intent=http.request").text)
     assert sorted(c["tokens"] for c in cells.values()) == [
         "110,000",
@@ -104,6 +116,11 @@ def test_an_llm_calls_own_record_carries_its_tokens(llm_client: TestClient) -> N
         "30,000",
         "30,000",
     ]
+    assert not any(c["gathered"] or c["included"] for c in cells.values())
+    assert {c["tokens_title"] for c in cells.values()} == {
+        "100,000 input + 10,000 output tokens in this LLM call",
+        "20,000 input + 10,000 output tokens in this LLM call",
+    }
 
 
 def test_without_a_price_table_costs_are_blank(
@@ -139,7 +156,9 @@ def test_ids_are_shown_short_and_linked_whole(
     spent = llm_sample[1]["spent"]
     html = llm_client.get("/ui?intent=chat.answer").text
     link = (
-        f'href="/ui/executions/{spent}" title="{spent}">{spent[:13]}…{spent[-4:]}</a>'
+        f'href="/ui/executions/{spent}" title="{spent}" aria-label="{spent}">'
+        '<span class="id-start">'
+        f'{spent[:-4]}</span><span class="id-end">{spent[-4:]}</span></a>'
     )
     assert link in html
 
@@ -156,10 +175,96 @@ def test_a_damaged_record_says_so_in_its_row(tmp_path: Path) -> None:
     assert cells[bad]["error"] == "the record fails verification: open it to see why"
 
 
-def test_money_is_readable() -> None:
-    """Costs under 1 keep four decimals; larger ones two, with separators."""
-    assert money(0.03, "USD") == "0.0300 USD"
+def test_money_keeps_two_significant_digits() -> None:
+    """Below 1: two significant digits, never 0.0000; from 1 up: two decimals."""
+    assert money(5.85e-06, "USD") == "0.0000059 USD"  # half up, as written
+    assert money(0.03, "USD") == "0.030 USD"
+    assert money(0.5, "USD") == "0.50 USD"
+    assert money(0.00096, "USD") == "0.00096 USD"
+    assert money(0.0999, "USD") == "0.100 USD"  # rounded up a digit
+    assert money(0.996, "USD") == "1.00 USD"
+    assert money(0.0, "USD") == "0.00 USD"
     assert money(1234.5, "EUR") == "1,234.50 EUR"
+    assert money(2.0, "EUR") == "2.00 EUR"
+
+
+def test_list_overview_and_panel_write_money_alike(tmp_path: Path) -> None:
+    """A 5.85e-06 USD call reads 0.0000059 USD in the list, overview and panel."""
+    root = tmp_path / "records"
+    ids = make_long_store(root)
+    store = FileExecutionStore(root)
+    app = create_ui_app(store, prices=PriceTable.from_json(LONG_PRICES))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        cells = _cells(client.get("/ui").text)
+        overview = client.get("/ui/overview").text
+        page = client.get(f"/ui/executions/{ids['spent']}").text
+    store.close()
+    calls = [c for c in cells.values() if c["tokens"] == "39"]
+    assert len(calls) == 4
+    assert {c["cost"] for c in calls} == {CALL_COST}
+    assert cells[ids["spent"]]["cost"] == TWO_CALLS_COST
+    # 4 calls of 5.85e-06 USD: 2.34e-05
+    assert re.search(r'<dd id="spend"[^>]*>0\.000023 USD</dd>', overview)
+    assert page.count(f"<dt>Cost</dt><dd>{CALL_COST}</dd>") == 2  # each step's panel
+
+
+def _one_call_store(root: Path) -> str:
+    """An agent that makes one LLM call of 5,000 + 1,000 tokens; its id."""
+    store = FileExecutionStore(root)
+    transport = RecordingTransport(
+        store, mode="record", wrapped=httpx.MockTransport(fake_api)
+    )
+    http = httpx.Client(transport=transport)
+
+    def ask(env, ctx):  # type: ignore[no-untyped-def]
+        body = {"model": "gpt-4o-mini", "messages": [{"content": "5000/1000"}]}
+        http.post("http://llm.test/v1/chat/completions", json=body)
+        return {"ok": True}
+
+    with IntentRouter(store=store) as router:
+        router.agent("ask", name="asker")(ask)
+        found = router.route_intent({"intent": {"name": "ask"}})
+    http.close()
+    transport.close()
+    store.close()
+    return str(found.metadata.execution_id)
+
+
+def test_each_llm_call_is_counted_once(tmp_path: Path) -> None:
+    """One 6,000-token call: the list counts 6,000, as the overview, not 12,000."""
+    agent = _one_call_store(tmp_path / "records")
+    store = FileExecutionStore(tmp_path / "records")
+    with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as client:
+        cells = _cells(client.get("/ui").text)
+        overview = client.get("/ui/overview").text
+    store.close()
+    assert len(cells) == 2  # the agent's record and its call's http.request
+    counted = [
+        int(c["tokens"].replace(",", "")) for c in cells.values() if not c["gathered"]
+    ]
+    assert sum(counted) == 6_000
+    assert re.search(r'<dd id="tokens"[^>]*>6,000</dd>', overview)
+    # the agent's row shows its call's total, marked as gathered from that row
+    assert cells[agent]["tokens"] == "6,000"
+    assert cells[agent]["gathered"]
+    assert cells[agent]["included"] == "incl. 1 call"
+
+
+def test_row_usage_tells_own_calls_from_made_calls(tmp_path: Path) -> None:
+    """row_usage: the call record's usage is its own; the agent's are its calls."""
+    agent = _one_call_store(tmp_path / "records")
+    store = FileExecutionStore(tmp_path / "records")
+    record = store.load(agent)
+    usage = row_usage(store, record)
+    [call_id] = [s.execution_id for s in store.list() if s.execution_id != agent]
+    call = row_usage(store, store.load(call_id))
+    store.close()
+    assert usage.own is None
+    assert [(c.input_tokens, c.output_tokens) for c in usage.calls] == [(5000, 1000)]
+    assert call.own is not None
+    assert (call.own.input_tokens, call.own.output_tokens) == (5000, 1000)
+    assert call.calls == []
+    assert usage.hits == call.hits == 0
 
 
 def test_ui_refuses_a_bad_price_table(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_llm_call_detail(store: FileExecutionStore, llm: tuple[Path, dict]) -> N
     live, hit = found["live"], found["hit"]
     assert (live.provider, live.model) == ("openai", "model-a")
     assert (live.input_tokens, live.output_tokens) == (2, 4)
-    assert live.cost == f"{(2 * 1.0 + 4 * 2.0) / 1_000_000:.6f} USD"
+    assert live.cost == "0.000010 USD"  # 1e-05: two significant digits
     assert not live.cached
     assert hit.cached
     assert (hit.input_tokens, hit.output_tokens) == (2, 4)

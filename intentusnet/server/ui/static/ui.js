@@ -52,6 +52,7 @@ function openSpan(span, focus) {
   if (!template || !panel) return;
   panel.querySelector(".panel-body").replaceChildren(template.content.cloneNode(true));
   panel.hidden = false;
+  panel.parentElement.classList.add("panel-open");
   panel.dataset.span = span;
   for (const lane of document.querySelectorAll(".lane.selected")) lane.classList.remove("selected");
   const lane = document.getElementById("lane-" + span);
@@ -67,6 +68,7 @@ function closePanel() {
   if (!panel || panel.hidden) return;
   const span = panel.dataset.span;
   panel.hidden = true;
+  panel.parentElement.classList.remove("panel-open");
   delete panel.dataset.span;
   for (const lane of document.querySelectorAll(".lane.selected")) lane.classList.remove("selected");
   const address = new URL(location.href);
@@ -133,8 +135,22 @@ function follow(section) {
     if (answer.running) {
       setTimeout(tick, 1000);
     } else {
-      note.textContent = `The execution ended (${answer.status}). Reload the page for its whole record.`;
+      // Ended: everything else on the page (badges, replayability, errors, the
+      // response) was drawn while it ran, so the page is drawn again, whole.
+      note.textContent = `The execution ended (${answer.status}): showing its whole record.`;
+      sessionStorage.setItem(ENDED, answer.status);
+      location.reload();
     }
   };
   setTimeout(tick, 1000);
 }
+// Said once after the reload an ended execution asked for.
+const ENDED = "intentusnet-ended:" + location.pathname;
+window.addEventListener("DOMContentLoaded", () => {
+  const ended = sessionStorage.getItem(ENDED);
+  const note = document.getElementById("live-note");
+  if (ended === null || !note) return;
+  sessionStorage.removeItem(ENDED);
+  note.hidden = false;
+  note.textContent = `The execution ended (${ended}) while you watched; the page shows its whole record.`;
+});
