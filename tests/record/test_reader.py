@@ -26,7 +26,6 @@ from recordkit import (
 from intentusnet._util.jsonvalue import JSONObject
 from intentusnet.errors import (
     RecordIntegrityError,
-    RecordNotFound,
     UnsupportedSchemaVersion,
 )
 from intentusnet.record.format import GENESIS_HASH, seal
@@ -210,11 +209,11 @@ def test_torn_last_line_on_disk_reads_as_incomplete(store: FileExecutionStore) -
 def test_cut_header_line_holds_no_record_and_verify_sees_the_cut(
     store: FileExecutionStore,
 ) -> None:
-    """A file cut inside line 1 loads as nothing; the catalog shows lines were cut."""
+    """A settled record cut inside line 1: load and verify both say lines were cut."""
     execution_id = finished(store)
     path = record_file(store, execution_id)
     path.write_bytes(path.read_bytes()[:30])
-    with pytest.raises(RecordNotFound, match="no complete first line"):
+    with pytest.raises(RecordIntegrityError, match="lines were cut from its end"):
         store.load(execution_id)
     report = store.verify(execution_id)
     assert not report.valid
