@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -44,6 +45,7 @@ from .jsonrpc import (
     parse,
     progress_token,
 )
+from .recorded import ANONYMOUS
 
 __all__ = ["ListenSession", "Listener"]
 
@@ -74,6 +76,8 @@ class ListenSession:
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._streams: dict[bytes, asyncio.Queue[bytes | None]] = {}
         self._tokens: dict[bytes, bytes] = {}
+        #: the client of each open request (its credential's digest)
+        self._clients: dict[bytes, str] = {}
 
     async def receive(self) -> bytes | None:
         """The client's next message; ``None`` once the session is over."""
@@ -124,14 +128,23 @@ class ListenSession:
         self.last_seen = time.monotonic()
         self._inbox.put_nowait(body)
 
+    def client_of(self, request_id: JSONValue) -> str:
+        """The client of the open request ``request_id`` (see ``request``)."""
+        return self._clients.get(_key(request_id), ANONYMOUS)
+
     def request(
-        self, body: bytes, message: dict[str, JSONValue]
+        self, body: bytes, message: dict[str, JSONValue], client: str = ANONYMOUS
     ) -> AsyncIterator[bytes]:
-        """A request from the client: the event stream that answers it."""
+        """A request from ``client``: the event stream that answers it.
+
+        ``client``: ``sha256:HEX`` of the credential it came with, else
+        ``anonymous`` (who may get a ``cacheScope: "private"`` answer).
+        """
         self.last_seen = time.monotonic()
         key = _key(message.get("id"))
         stream: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._streams[key] = stream
+        self._clients[key] = client
         token = progress_token(message)
         if token is not None:
             self._tokens[_key(token)] = key
@@ -144,6 +157,7 @@ class ListenSession:
             finally:
                 self.last_seen = time.monotonic()  # idle from its last answer
                 self._streams.pop(key, None)
+                self._clients.pop(key, None)
                 if token is not None:
                     self._tokens.pop(_key(token), None)
 
@@ -309,8 +323,12 @@ class Listener:
         if not is_request(message):
             session.accept(body)
             return Response(status_code=202, headers=headers)
+        credential = request.headers.get("authorization")
+        client = ANONYMOUS
+        if credential:  # recorded as its digest, never as itself
+            client = "sha256:" + hashlib.sha256(credential.encode()).hexdigest()
         return StreamingResponse(
-            session.request(body, message),
+            session.request(body, message, client),
             media_type="text/event-stream",
             headers=headers,
         )

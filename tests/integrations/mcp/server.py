@@ -2,7 +2,9 @@
 
 Every call of a tool appends a line to the file named by ``MCP_TEST_CALLS``,
 so a test sees which calls reached the server; the process id goes to the file
-named by ``MCP_TEST_PID``, so a test can kill it.
+named by ``MCP_TEST_PID``, so a test can kill it. ``MCP_TEST_PRIVATE_TTL_MS``
+makes every ``resources/read`` answer carry ``cacheScope: "private"`` and that
+``ttlMs``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ import asyncio
 import os
 import sys
 
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import Completion, ToolAnnotations
 
-server = MCPServer("intentusnet-test", log_level="CRITICAL")
+_PRIVATE = os.environ.get("MCP_TEST_PRIVATE_TTL_MS")
+server = MCPServer(
+    "intentusnet-test",
+    log_level="CRITICAL",
+    cache_hints=None
+    if _PRIVATE is None
+    else {"resources/read": CacheHint(ttl_ms=int(_PRIVATE), scope="private")},
+)
 _counter = {"n": 0}
 
 
@@ -110,6 +120,14 @@ async def announce(ctx: Context) -> str:
 def greeting() -> str:
     """A fixed resource."""
     return "hello"
+
+
+@server.resource("memo://count")
+def count() -> str:
+    """A resource that changes on every read (so who got which is visible)."""
+    _called("count")
+    _counter["n"] += 1
+    return str(_counter["n"])
 
 
 @server.prompt()

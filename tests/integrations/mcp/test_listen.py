@@ -244,3 +244,44 @@ def test_one_replay_proxy_answers_a_run_of_separate_sessions(tmp_path: Path) -> 
     assert replayed == recorded
     assert err.count("replayed from exec-") == len(tasks)
     assert (tmp_path / "calls.txt").read_text() == made
+
+
+def test_two_clients_through_one_cache_proxy_never_share_private_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cacheScope private: served again to its credential only, never to another.
+
+    The clients with no credential are one client: what one was given, the
+    next is served.
+    """
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    def run(url: str) -> list[tuple[str, str]]:
+        async def read(credential: str | None) -> tuple[str, str]:
+            headers = {} if credential is None else {"authorization": credential}
+            http = httpx2.AsyncClient(headers=headers, timeout=LIMIT)
+            transport = streamable_http_client(url, http_client=http)
+            async with http, Client(transport, read_timeout_seconds=LIMIT) as client:
+                found = await client.read_resource("memo://count")
+                answer = found.model_dump(mode="json", by_alias=True)
+                return answer["cacheScope"], answer["contents"][0]["text"]
+
+        async def clients() -> list[tuple[str, str]]:
+            order = ["Bearer one", "Bearer two", "Bearer one", None, None]
+            return [await read(credential) for credential in order]
+
+        return asyncio.run(asyncio.wait_for(clients(), LIMIT * 2))
+
+    upstream = ("--", sys.executable, str(SERVER))
+    monkeypatch.setenv("MCP_TEST_PRIVATE_TTL_MS", "60000")  # read by the server
+    answers, _ = _serve_url(tmp_path, "cache", run, *upstream)
+    assert answers == [
+        ("private", "1"),  # client one: forwarded
+        ("private", "2"),  # client two: forwarded, not client one's
+        ("private", "1"),  # client one again: its own answer, served
+        ("private", "3"),  # no credential: forwarded, not one or two's
+        ("private", "3"),  # no credential again: the anonymous client's answer
+    ]
+    made = (tmp_path / "calls.txt").read_text().split()
+    assert made.count("count") == 3
