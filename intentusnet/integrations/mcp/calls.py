@@ -320,13 +320,13 @@ class RecordedCalls:
         session = self._sessions.get(source)
         return session is not None and session.outdated(step)
 
-    def progress(self, source: str, step: RecordedStep) -> list[JSONObject]:
-        """The progress notifications recorded during ``step``, in order.
+    def sent(self, source: str, step: RecordedStep) -> list[tuple[str, JSONObject]]:
+        """The notifications the server sent during ``step``, in order.
 
-        Each is the notification's ``params`` less its ``progressToken``.
+        Each is its step name and parameters (``RecordedSession.sent``).
         """
         session = self._sessions.get(source)
-        return [] if session is None else session.progress(step.number)
+        return [] if session is None else session.sent(step.number)
 
     def unanswered(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
         """A recorded call with these arguments that got no answer, if any.

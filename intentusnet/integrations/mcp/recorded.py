@@ -4,7 +4,8 @@ The step index (``store.step_index``) says which sessions hold a call; this is
 what a session says of it once its record is loaded (and so verified): the
 step the index named, whether it holds an answer, whether the server outdated
 that answer later in the same session (a ``notifications/*/list_changed``, a
-``notifications/resources/updated``), the progress recorded during it, when
+``notifications/resources/updated``), the notifications recorded during it
+(progress, log messages), when
 the answer came (for a ``ttlMs`` hint), and in which protocol revision it was
 asked (:meth:`RecordedSession.revision`).
 """
@@ -20,7 +21,10 @@ from ..._util.jsonvalue import JSONObject, JSONValue
 from ..._util.time import parse_utc
 from ...record.model import ExecutionRecord
 from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import ASKED_BY, OUTDATES, PROGRESS
+from .jsonrpc import ASKED_BY, OUTDATES
+
+#: The steps of notifications the server sent (during a call, or outdating).
+NOTIFICATIONS: Final = "mcp:notifications/"
 
 __all__ = ["ANONYMOUS", "Asker", "RecordedSession", "answered", "outdated", "private"]
 
@@ -106,7 +110,8 @@ class RecordedSession:
         self.steps: dict[int, RecordedStep] = {}
         #: the notifications that outdate answers: (step number, name, params)
         self._notices: list[tuple[int, str, JSONValue]] = []
-        self._progress: dict[int, list[JSONObject]] = defaultdict(list)
+        #: what the server sent during each call, in order: (step name, params)
+        self._sent: dict[int, list[tuple[str, JSONObject]]] = defaultdict(list)
         #: each call's ``mcp:asked-by`` (its revision, its client), if any
         self._asked_by: dict[int, JSONObject] = {}
         #: the revision the session negotiated (its ``initialize``'s answer)
@@ -114,8 +119,8 @@ class RecordedSession:
         for step in record_steps(record):
             self.steps[step.number] = step
             if step.parent is not None:  # what the server sent during a call
-                if step.name == PROGRESS and isinstance(step.args, dict):
-                    self._progress[step.parent].append(step.args)
+                if step.name.startswith(NOTIFICATIONS) and isinstance(step.args, dict):
+                    self._sent[step.parent].append((step.name, step.args))
                 elif step.name == ASKED_BY and isinstance(step.args, dict):
                     self._asked_by[step.parent] = step.args
             elif step.name in OUTDATES:
@@ -200,6 +205,10 @@ class RecordedSession:
             return source, number
         return None
 
-    def progress(self, number: int) -> list[JSONObject]:
-        """The progress notifications recorded during step ``number``, in order."""
-        return self._progress.get(number, [])
+    def sent(self, number: int) -> list[tuple[str, JSONObject]]:
+        """The notifications recorded during step ``number``, in order.
+
+        Each is its step name (``mcp:notifications/progress``, ...) and its
+        recorded parameters (a progress notification's less its token).
+        """
+        return self._sent.get(number, [])

@@ -280,11 +280,12 @@ class Session:
                 value = await self.run_step(name, args, call, side_effect=side)
             else:
                 source, found = self._replayed(name, args, asker)
-                if token is not None:
-                    for note in (
-                        self.calls.progress(source, found) if self.calls else ()
-                    ):
-                        await self._answer(_progress(token, note))
+                assert self.calls is not None  # a replay's
+                for sent, params in self.calls.sent(source, found):
+                    if sent != PROGRESS:
+                        await self._answer(_notification(sent, params))
+                    elif token is not None:  # progress: if the client asked
+                        await self._answer(_progress(token, params))
                 if not found.ok:
                     raise RuntimeError(found.error_text)
                 value = found.output
@@ -493,7 +494,9 @@ class Session:
         ping) is a step whose output is the client's answer, nested in the
         one call in flight if there is exactly one. A notification that
         outdates earlier answers (a list change, a resource update) is a step
-        of the session; other notifications are only forwarded.
+        of the session; any other the server sends on its own (a log message)
+        is a step of the one call in flight, if exactly one is; otherwise it
+        is only forwarded.
         """
         method = message.get("method")
         params = message.get("params")
@@ -519,6 +522,18 @@ class Session:
             name = f"mcp:{method}"
             args = {k: v for k, v in given.items() if k != "_meta"}
             fn = _nothing
+        elif (
+            is_notification(message)
+            and str(method).startswith("notifications/")
+            and method != "notifications/cancelled"
+            and len(self._open) == 1
+        ):
+            # sent on its own (a log message, say): a step of the one call
+            # in flight, replayed with it in order
+            name = f"mcp:{method}"
+            args = {k: v for k, v in given.items() if k != "_meta"}
+            fn = _nothing
+            context = next(iter(self._open.values()))
         else:
             return
         assert self.run_step is not None
@@ -610,6 +625,12 @@ async def _recorded(step: Awaitable[JSONValue]) -> None:
     # a client's error answer is its step's failure, already recorded
     with contextlib.suppress(Exception):
         await step
+
+
+def _notification(name: str, params: JSONObject) -> JSONObject:
+    """A recorded notification (its step ``name``), sent again as it was."""
+    method = name.removeprefix("mcp:")
+    return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
 def _progress(token: JSONValue, note: JSONObject) -> JSONObject:

@@ -75,6 +75,17 @@ async def steps(count: int, ctx: Context) -> str:
     return f"{count} steps"
 
 
+@server.tool()
+async def chatty(count: int, ctx: Context) -> str:
+    """Log a line and report progress ``count`` times each, in turn, then answer."""
+    _called("chatty")
+    for done in range(1, count + 1):
+        await ctx.info(f"line {done}")
+        await ctx.report_progress(done, count)
+        await asyncio.sleep(0.01)
+    return f"{count} lines"
+
+
 @server.tool(annotations=ToolAnnotations(destructiveHint=True))
 def delete(item: str) -> str:
     """Delete an item (a side effect)."""
