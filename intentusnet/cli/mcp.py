@@ -111,6 +111,14 @@ def mcp() -> None:
     help="With --listen: a session whose client sends nothing for this long ends "
     "(its record is closed).",
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="With --listen: a Host header accepted besides the loopback names and the "
+    "address listened on (DNS rebinding protection; repeatable).",
+)
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -124,6 +132,7 @@ def proxy(
     redact_key_file: str | None,
     listen: str | None,
     idle: float,
+    allow_hosts: tuple[str, ...],
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -247,7 +256,9 @@ def proxy(
                 raise
 
         async def serve(host: str, port: int) -> str:
-            listener = Listener(host, port, each, idle_seconds=idle)
+            listener = Listener(
+                host, port, each, idle_seconds=idle, allow_hosts=allow_hosts
+            )
             await listener.open()
             loop = asyncio.get_running_loop()
             for signal in (SIGINT, SIGTERM):

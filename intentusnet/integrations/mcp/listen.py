@@ -30,12 +30,13 @@ import contextlib
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Final
 
 import orjson
 
 from ..._util.jsonvalue import JSONValue
+from .checks import HEADER_MISMATCH, allowed_hosts, header_mismatch, rebinding
 from .jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -176,6 +177,8 @@ class Listener:
         port: the port; 0 picks a free one (see ``port`` once started).
         run: runs each new session to its end, on a task of its own.
         idle_seconds: a session whose client sends nothing for this long ends.
+        allow_hosts: ``Host`` values accepted besides the loopback names and
+            ``host`` (:mod:`.checks`: DNS rebinding).
     """
 
     def __init__(
@@ -185,10 +188,13 @@ class Listener:
         run: SessionRunner,
         *,
         idle_seconds: float = IDLE_SECONDS,
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.host = host
         self.port = port
         self.idle_seconds = idle_seconds
+        self._allow_hosts = tuple(allow_hosts)
+        self._allowed: frozenset[str] = frozenset()
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
         self._stateless: ListenSession | None = None
@@ -218,6 +224,7 @@ class Listener:
             await asyncio.sleep(0.01)
         sockets = [s for srv in server.servers for s in srv.sockets]
         self.port = int(sockets[0].getsockname()[1])
+        self._allowed = allowed_hosts(self.host, self.port, self._allow_hosts)
 
     @property
     def url(self) -> str:
@@ -287,6 +294,10 @@ class Listener:
         from starlette.responses import JSONResponse, Response, StreamingResponse
 
         assert isinstance(request, Request)
+        refused = rebinding(request.headers, self._allowed)
+        if refused is not None:  # DNS rebinding: a web page's request
+            why = "intentusnet mcp proxy: Host or Origin not allowed (--allow-host)"
+            return JSONResponse(error(None, INVALID_REQUEST, why), status_code=refused)
         given = request.headers.get(_HEADER)
         if request.method == "GET":
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
@@ -307,6 +318,10 @@ class Listener:
             return JSONResponse(problem, status_code=400)
         if isinstance(message, list) or not isinstance(message, dict):
             problem = error(None, INVALID_REQUEST, "Invalid Request: one message")
+            return JSONResponse(problem, status_code=400)
+        mismatch = header_mismatch(request.headers, message)
+        if mismatch is not None:
+            problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
             return JSONResponse(problem, status_code=400)
         if self._stopped.is_set():
             problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")

@@ -285,3 +285,59 @@ def test_two_clients_through_one_cache_proxy_never_share_private_answers(
     ]
     made = (tmp_path / "calls.txt").read_text().split()
     assert made.count("count") == 3
+
+
+def test_listen_refuses_rebinding_and_headers_that_do_not_match_the_body(
+    tmp_path: Path,
+) -> None:
+    """Host/Origin not allowed: 421/403; Mcp-Name not the body's: 400, -32020."""
+    import json
+
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}, "_meta": meta},
+    }
+    good = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "add",
+    }
+
+    def run(url: str) -> list[Any]:
+        with httpx.Client(timeout=LIMIT) as http:
+
+            def post(**headers: str) -> httpx.Response:
+                sent = {**good, **{k.replace("_", "-"): v for k, v in headers.items()}}
+                return http.post(url, json=call, headers=sent)
+
+            answered = post()
+            data = [
+                json.loads(line.removeprefix("data: "))
+                for line in answered.text.splitlines()
+                if line.startswith("data: ")
+            ]
+            mismatch = post(mcp_name="sub")
+            return [
+                (answered.status_code, data[-1]["result"]["content"][0]["text"]),
+                (mismatch.status_code, mismatch.json()["error"]["code"]),
+                post(host="evil.example").status_code,
+                post(origin="http://evil.example").status_code,
+                post(host="mcp.test", origin="http://mcp.test").status_code,
+            ]
+
+    upstream = ("--", sys.executable, str(SERVER))
+    found, _ = _serve_url(
+        tmp_path, "record", run, "--allow-host", "mcp.test", *upstream
+    )
+    assert found == [(200, "5"), (400, -32020), 421, 403, 200]
+    made = (tmp_path / "calls.txt").read_text().split()
+    assert made == ["add", "add"]  # the refused requests reached no server
