@@ -210,7 +210,10 @@ def proxy(
             if url is not None:
                 from ..integrations.mcp.http import HttpUpstream
 
-                server = HttpUpstream(url, sent)
+                versions = None
+                if isinstance(client, ListenSession):  # its headers, passed on
+                    versions = client.version_of
+                server = HttpUpstream(url, sent, versions=versions)
             else:
                 server = UpstreamProcess(upstream)
             try:

@@ -5,8 +5,10 @@ next message; the server answers a request with one JSON body or with a
 ``text/event-stream`` of messages (progress notifications, then the answer),
 and both feed one queue that the session reads. The routing headers MCP asks
 for (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Mcp-Method``,
-``Mcp-Name``) are taken from the messages themselves. Headers the user gives
-(``--header``, credentials included) are sent and never recorded.
+``Mcp-Name``) are taken from the messages themselves, but for a request whose
+client sent its own ``MCP-Protocol-Version`` (on ``--listen``): that one is
+passed on. Headers the user gives (``--header``, credentials included) are sent
+and never recorded.
 
 Once the session is initialized, a ``GET`` holds the server's event stream
 open for the messages that belong to no request (a list change, a log line, a
@@ -20,7 +22,7 @@ import asyncio
 import base64
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import httpx
@@ -63,6 +65,8 @@ class HttpUpstream:
         url: the server's MCP endpoint.
         headers: sent with every request (an ``Authorization``, say).
         transport: an httpx transport (tests); the network by default.
+        versions: the ``MCP-Protocol-Version`` header the client sent with a
+            request, by its id (``ListenSession.version_of``), passed on.
     """
 
     def __init__(
@@ -71,9 +75,11 @@ class HttpUpstream:
         headers: Mapping[str, str] | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        versions: Callable[[JSONValue], str | None] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self._versions = versions
         self.session_id: str | None = None
         self.version: str | None = None
         self._transport = transport
@@ -114,6 +120,8 @@ class HttpUpstream:
         params = parsed.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
+        if self._versions is not None and is_request(parsed):
+            version = self._versions(parsed.get("id")) or version
         if isinstance(version, str):
             headers["mcp-protocol-version"] = version
         elif self.version is not None and method != "initialize":

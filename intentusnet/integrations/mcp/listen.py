@@ -79,6 +79,8 @@ class ListenSession:
         self._tokens: dict[bytes, bytes] = {}
         #: the client of each open request (its credential's digest)
         self._clients: dict[bytes, str] = {}
+        #: the ``MCP-Protocol-Version`` header each open request came with
+        self._versions: dict[bytes, str] = {}
 
     async def receive(self) -> bytes | None:
         """The client's next message; ``None`` once the session is over."""
@@ -133,19 +135,30 @@ class ListenSession:
         """The client of the open request ``request_id`` (see ``request``)."""
         return self._clients.get(_key(request_id), ANONYMOUS)
 
+    def version_of(self, request_id: JSONValue) -> str | None:
+        """The ``MCP-Protocol-Version`` header the open request came with, if any."""
+        return self._versions.get(_key(request_id))
+
     def request(
-        self, body: bytes, message: dict[str, JSONValue], client: str = ANONYMOUS
+        self,
+        body: bytes,
+        message: dict[str, JSONValue],
+        client: str = ANONYMOUS,
+        version: str | None = None,
     ) -> AsyncIterator[bytes]:
         """A request from ``client``: the event stream that answers it.
 
         ``client``: ``sha256:HEX`` of the credential it came with, else
         ``anonymous`` (who may get a ``cacheScope: "private"`` answer).
+        ``version``: its ``MCP-Protocol-Version`` header, passed on upstream.
         """
         self.last_seen = time.monotonic()
         key = _key(message.get("id"))
         stream: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._streams[key] = stream
         self._clients[key] = client
+        if version is not None:
+            self._versions[key] = version
         token = progress_token(message)
         if token is not None:
             self._tokens[_key(token)] = key
@@ -159,6 +172,7 @@ class ListenSession:
                 self.last_seen = time.monotonic()  # idle from its last answer
                 self._streams.pop(key, None)
                 self._clients.pop(key, None)
+                self._versions.pop(key, None)
                 if token is not None:
                     self._tokens.pop(_key(token), None)
 
@@ -343,7 +357,9 @@ class Listener:
         if credential:  # recorded as its digest, never as itself
             client = "sha256:" + hashlib.sha256(credential.encode()).hexdigest()
         return StreamingResponse(
-            session.request(body, message, client),
+            session.request(
+                body, message, client, request.headers.get("mcp-protocol-version")
+            ),
             media_type="text/event-stream",
             headers=headers,
         )
