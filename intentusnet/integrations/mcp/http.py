@@ -154,7 +154,8 @@ class HttpUpstream:
                 if kind.strip() == "text/event-stream":
                     await self._events(response, parsed)
                 elif kind.strip() == "application/json":
-                    self._answer(await response.aread(), parsed)
+                    refused = response.status_code >= 400 and is_request(parsed)
+                    self._answer(await response.aread(), parsed, refused)
                 elif response.status_code >= 400 and is_request(parsed):
                     await response.aread()
                     self._failed(parsed, f"HTTP {response.status_code}")
@@ -164,12 +165,26 @@ class HttpUpstream:
             if is_request(parsed):
                 self._failed(parsed, f"{type(exc).__name__}: {exc}")
 
-    def _answer(self, body: bytes, sent: JSONValue) -> None:
+    def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> None:
+        """Queue the messages of ``body``, the server's answer to ``sent``.
+
+        ``refused``: the server refused the request ``sent`` with an HTTP error
+        status; its JSON-RPC error with ``id: null`` (it may not have read the
+        body) answers that request, under its id: the client waits for it.
+        """
         try:
             value = parse(body)
         except ValueError:
             return
         for one in value if isinstance(value, list) else [value]:
+            if (
+                refused
+                and isinstance(one, dict)
+                and isinstance(sent, dict)
+                and one.get("id") is None
+                and "error" in one
+            ):
+                one = {**one, "id": sent.get("id")}
             if (
                 isinstance(one, dict)
                 and isinstance(sent, dict)

@@ -246,3 +246,36 @@ def test_listen_passes_the_clients_protocol_version_header_on(
     found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", upstream.url)
     assert found["id"] == 1
     assert found["error"]["code"] == -32602  # the server's: _meta is missing
+
+
+def test_an_http_error_with_no_id_answers_the_request_it_refused(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """The server's 400 with id null: the client gets that error under its id."""
+    import json
+
+    import httpx
+
+    from .test_listen import _serve_url
+
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+
+    def run(url: str) -> Any:
+        with httpx.Client(timeout=LIMIT) as http:
+            answered = http.post(
+                url,
+                json=call,
+                headers={"accept": "application/json, text/event-stream"},
+            )
+        data = [
+            json.loads(line.removeprefix("data: "))
+            for line in answered.text.splitlines()
+            if line.startswith("data: ")
+        ]
+        return data[-1]
+
+    # no session, no revision: the server refuses it (400, "Missing session ID")
+    found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", upstream.url)
+    assert found["id"] == 7
+    assert found["error"]["code"] == -32600
+    assert "session" in found["error"]["message"].lower()
