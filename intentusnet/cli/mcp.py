@@ -123,6 +123,14 @@ def mcp() -> None:
     help="With --listen: a session whose client sends nothing for this long ends "
     "(its record is closed).",
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="With --listen: a Host header accepted besides the loopback names and the "
+    "address listened on (DNS rebinding protection; repeatable).",
+)
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -137,6 +145,7 @@ def proxy(
     listen: str | None,
     api_keys_file: str | None,
     idle: float,
+    allow_hosts: tuple[str, ...],
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -221,7 +230,10 @@ def proxy(
             if url is not None:
                 from ..integrations.mcp.http import HttpUpstream
 
-                server = HttpUpstream(url, sent)
+                versions = None
+                if isinstance(client, ListenSession):  # its headers, passed on
+                    versions = client.version_of
+                server = HttpUpstream(url, sent, versions=versions)
             else:
                 server = UpstreamProcess(upstream)
             try:
@@ -274,6 +286,7 @@ def proxy(
                 idle_seconds=idle,
                 gate=gate,
                 listening=listening,
+                allow_hosts=allow_hosts,
             )
             await listener.open()
             loop = asyncio.get_running_loop()

@@ -20,12 +20,26 @@ answer was outdated; a ``cache`` session never serves an outdated answer. In a
 its kind recorded before it; an answer whose ``ttlMs`` hint has run out (by the
 session's clock) is not served either; and a call the session forwarded
 answers its next identical call (read back from the session's own record).
+
+An answer is given only to a call asked in the protocol revision it was asked
+in (:class:`~.recorded.Asker`, :meth:`~.recorded.RecordedSession.revision`): a
+2025 session's answers never reach a 2026-07-28 request, nor the reverse, and
+a request naming no revision gets only answers to requests that named none. A
+record from before revisions were recorded, of a session with no
+``initialize``, held stateless requests: it answers stateless requests (those
+naming their revision in ``_meta``), as it did.
+
+An answer marked ``cacheScope: "private"`` is given only to the client it was
+given to (:class:`~.recorded.Asker`'s ``client``: the local user, or on
+``--listen`` the credential it came with, all those with none being one
+client), never to another.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from contextvars import ContextVar
 from itertools import groupby
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -37,18 +51,32 @@ from ...steps.cassette import Decision
 from ...steps.view import RecordedStep
 from ...store.step_index import StepIndex, StepRef
 from .jsonrpc import CALL_METHODS, destructive_tools
-from .recorded import Clock, RecordedSession, answered, outdated, ttl_ms
+from .recorded import (
+    Asker,
+    Clock,
+    RecordedSession,
+    answered,
+    outdated,
+    private,
+    ttl_ms,
+)
 
 if TYPE_CHECKING:
     from ...store.protocol import ExecutionStore
 
-__all__ = ["RecordedCalls", "outdated"]
+__all__ = ["ASKER", "Asker", "RecordedCalls", "outdated"]
+
+#: Who asks the call a cache session's step is routed for: set by the session
+#: on each request's own task (the router's cassette protocol passes only the
+#: step's name and arguments).
+_NOBODY: Final = Asker()  # frozen: a shared default is safe
+ASKER: ContextVar[Asker] = ContextVar("intentusnet_mcp_asker", default=_NOBODY)
 
 _NEAREST: Final = 3
 #: The most records followed from a served answer to the one the server gave.
 _HOPS: Final = 64
 _CALL_PREFIXES: Final = tuple(f"mcp:{method}" for method in sorted(CALL_METHODS))
-_Key: TypeAlias = tuple[str, str]
+_Key: TypeAlias = tuple[str, str, Asker]
 _Found: TypeAlias = tuple[str, list[RecordedStep]]
 
 
@@ -108,7 +136,7 @@ class RecordedCalls:
         self._queues: dict[_Key, _Found] = {}
         self._calls: dict[_Key, int] = defaultdict(int)
         #: calls a session holds no answer to (cancelled, cut short)
-        self._unanswered: dict[_Key, tuple[str, RecordedStep]] = {}
+        self._unanswered: dict[tuple[str, str], tuple[str, RecordedStep]] = {}
         #: the notifications a cache session's server sent live
         self._notices: list[tuple[str, JSONValue]] = []
         #: a cache session's own record, and the calls it forwarded
@@ -144,8 +172,13 @@ class RecordedCalls:
             found = [ref for ref in found if ref.execution_id == self._only]
         return found
 
-    def _resolve(self, name: str, args_hash: str | None) -> _Found | None:
-        """The newest session's servable answers to a call (``None``: any args)."""
+    def _resolve(
+        self, name: str, args_hash: str | None, asker: Asker | None
+    ) -> _Found | None:
+        """The newest session's servable answers to a call (``None``: any args).
+
+        ``asker``: who asks (its revision); ``None``: any revision.
+        """
         for execution_id, refs in groupby(self._refs(name, args_hash), _execution):
             session = self._session(execution_id)
             if session is None:
@@ -156,6 +189,8 @@ class RecordedCalls:
                     step = session.answer(ref.step, name, args_hash)
                 except LookupError:
                     continue  # the index points at another step: not this call
+                if asker is not None and not self._fits(session, step, asker):
+                    continue
                 if not answered(step):
                     if args_hash is not None:
                         unanswered = (execution_id, step)
@@ -166,6 +201,42 @@ class RecordedCalls:
                     answers.append(step)
             if answers:
                 return execution_id, answers
+        return None
+
+    def _fits(self, session: RecordedSession, step: RecordedStep, asker: Asker) -> bool:
+        """``step``'s answer may be given to ``asker``: its revision, its client.
+
+        A step a cache session served is judged by the step it was served
+        from (its session's revision may not say). An old record that names
+        no revision (stateless requests) answers stateless requests. A
+        ``private`` answer goes only to the client it was given to.
+        """
+        source = self._answered_by(session, step) or (session, step)
+        version, named = source[0].revision(source[1])
+        if named is None:
+            fits = asker.stateless
+        else:
+            fits = (version, named) == (asker.version, asker.stateless)
+        if not fits or not private(source[1]):
+            return fits
+        return _sees(asker, source[0].client(source[1]))
+
+    def _answered_by(
+        self, session: RecordedSession, step: RecordedStep
+    ) -> tuple[RecordedSession, RecordedStep] | None:
+        """The session and step the server gave ``step``'s answer in.
+
+        ``step`` itself when it was answered live; ``None`` when the record a
+        served answer came from cannot be read.
+        """
+        for _ in range(_HOPS):
+            origin = session.origin(step)
+            if origin is None:
+                return session, step
+            found = self._session(origin[0])
+            if found is None or origin[1] not in found.steps:
+                return None
+            session, step = found, found.steps[origin[1]]
         return None
 
     def _servable(self, session: RecordedSession, step: RecordedStep) -> bool:
@@ -185,15 +256,8 @@ class RecordedCalls:
         """
         if self._clock is None or ttl_ms(step) is None:
             return False
-        for _ in range(_HOPS):
-            origin = session.origin(step)
-            if origin is None:
-                return session.expired(step, self._clock())
-            found = self._session(origin[0])
-            if found is None or origin[1] not in found.steps:
-                return True
-            session, step = found, found.steps[origin[1]]
-        return True
+        source = self._answered_by(session, step)
+        return source is None or source[0].expired(source[1], self._clock())
 
     @property
     def destructive(self) -> set[str]:
@@ -214,21 +278,28 @@ class RecordedCalls:
 
     # -- answering -----------------------------------------------------------------
 
-    def find(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
-        """The session and recorded answer to this call, or ``None``.
+    def find(
+        self, name: str, args_hash: str, asker: Asker
+    ) -> tuple[str, RecordedStep] | None:
+        """The session and recorded answer to this call by ``asker``, or ``None``.
 
-        A listing (``initialize``, ``tools/list``, ...) whose parameters differ
-        gets the first recorded one of its kind in the newest session with one.
+        A listing (``tools/list``, ...) whose parameters differ gets the first
+        recorded one of its kind, of ``asker``'s revision, in the newest
+        session with one. ``initialize`` is answered from a session that
+        negotiated the revision the client asks for, else from the newest (a
+        server answers its own revision when it does not speak the client's).
         """
-        key = (name, args_hash)
+        key = (name, args_hash, asker)
         if key not in self._queues and key in self._forwarded:
             self._read_own()
         if key not in self._queues:
-            found = self._resolve(name, args_hash)
+            found = self._resolve(name, args_hash, asker)
             if found is None:
                 if is_call(name):
                     return None
-                found = self._resolve(name, None)
+                found = self._resolve(name, None, asker)
+                if found is None and name == "mcp:initialize":
+                    found = self._resolve(name, None, None)
                 if found is None:
                     return None
                 found = (found[0], found[1][:1])
@@ -249,13 +320,13 @@ class RecordedCalls:
         session = self._sessions.get(source)
         return session is not None and session.outdated(step)
 
-    def progress(self, source: str, step: RecordedStep) -> list[JSONObject]:
-        """The progress notifications recorded during ``step``, in order.
+    def sent(self, source: str, step: RecordedStep) -> list[tuple[str, JSONObject]]:
+        """The notifications the server sent during ``step``, in order.
 
-        Each is the notification's ``params`` less its ``progressToken``.
+        Each is its step name and parameters (``RecordedSession.sent``).
         """
         session = self._sessions.get(source)
-        return [] if session is None else session.progress(step.number)
+        return [] if session is None else session.sent(step.number)
 
     def unanswered(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
         """A recorded call with these arguments that got no answer, if any.
@@ -315,7 +386,9 @@ class RecordedCalls:
         own = RecordedSession(store.load(execution_id))
         for key, number in self._forwarded.items():
             step = own.steps.get(number)
-            if step is not None and answered(step):
+            if step is None or (private(step) and not _sees(key[2], own.client(step))):
+                continue  # a private answer of another client's
+            if answered(step):
                 self._queues[key] = (execution_id, [step])
                 self._sessions[execution_id] = own
         self._forwarded.clear()
@@ -328,15 +401,16 @@ class RecordedCalls:
         """Serve a recorded call; forward a miss, an expired answer, a listing."""
         if side_effect or not is_call(name):
             return Decision(LIVE)
-        found = self.find(name, args_hash)
+        asker = ASKER.get()
+        found = self.find(name, args_hash, asker)
         if found is not None:
             source, step = found
             session = self._sessions.get(source)
             if session is None or not self._expired(session, step):
                 action = SERVE if step.ok else REPLAY_ERROR
                 return Decision(action, step, served_from=source)
-            del self._queues[name, args_hash]  # ran out since it was found
-        self._asked[name, args_hash] = args
+            del self._queues[name, args_hash, asker]  # ran out since it was found
+        self._asked[name, args_hash, asker] = args
         return Decision(LIVE)
 
     def ended(
@@ -349,13 +423,22 @@ class RecordedCalls:
         outcome: str,
     ) -> None:
         """Note a call forwarded: its answer, once recorded, answers it again."""
-        key = (name, args_hash)
+        key = (name, args_hash, ASKER.get())
         if source == "live" and key in self._asked:
             self._forwarded[key] = number
 
     def child(self, execution_id: str) -> None:
         """MCP sessions route no child intents."""
         return None
+
+
+def _sees(asker: Asker, client: str | None) -> bool:
+    """``asker`` may get a ``private`` answer given to ``client``: the same one.
+
+    The ``--listen`` clients that present no credential are one client (the
+    proxy cannot tell them apart, nor can the upstream); never the local user.
+    """
+    return client == asker.client
 
 
 def _execution(ref: StepRef) -> str:

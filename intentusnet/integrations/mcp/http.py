@@ -5,8 +5,10 @@ next message; the server answers a request with one JSON body or with a
 ``text/event-stream`` of messages (progress notifications, then the answer),
 and both feed one queue that the session reads. The routing headers MCP asks
 for (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Mcp-Method``,
-``Mcp-Name``) are taken from the messages themselves. Headers the user gives
-(``--header``, credentials included) are sent and never recorded.
+``Mcp-Name``) are taken from the messages themselves, but for a request whose
+client sent its own ``MCP-Protocol-Version`` (on ``--listen``): that one is
+passed on. Headers the user gives (``--header``, credentials included) are sent
+and never recorded.
 
 Once the session is initialized, a ``GET`` holds the server's event stream
 open for the messages that belong to no request (a list change, a log line, a
@@ -20,7 +22,7 @@ import asyncio
 import base64
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import httpx
@@ -63,6 +65,8 @@ class HttpUpstream:
         url: the server's MCP endpoint.
         headers: sent with every request (an ``Authorization``, say).
         transport: an httpx transport (tests); the network by default.
+        versions: the ``MCP-Protocol-Version`` header the client sent with a
+            request, by its id (``ListenSession.version_of``), passed on.
     """
 
     def __init__(
@@ -71,9 +75,11 @@ class HttpUpstream:
         headers: Mapping[str, str] | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        versions: Callable[[JSONValue], str | None] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self._versions = versions
         self.session_id: str | None = None
         self.version: str | None = None
         self._transport = transport
@@ -114,6 +120,8 @@ class HttpUpstream:
         params = parsed.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
+        if self._versions is not None and is_request(parsed):
+            version = self._versions(parsed.get("id")) or version
         if isinstance(version, str):
             headers["mcp-protocol-version"] = version
         elif self.version is not None and method != "initialize":
@@ -146,7 +154,8 @@ class HttpUpstream:
                 if kind.strip() == "text/event-stream":
                     await self._events(response, parsed)
                 elif kind.strip() == "application/json":
-                    self._answer(await response.aread(), parsed)
+                    refused = response.status_code >= 400 and is_request(parsed)
+                    self._answer(await response.aread(), parsed, refused)
                 elif response.status_code >= 400 and is_request(parsed):
                     await response.aread()
                     self._failed(parsed, f"HTTP {response.status_code}")
@@ -156,12 +165,26 @@ class HttpUpstream:
             if is_request(parsed):
                 self._failed(parsed, f"{type(exc).__name__}: {exc}")
 
-    def _answer(self, body: bytes, sent: JSONValue) -> None:
+    def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> None:
+        """Queue the messages of ``body``, the server's answer to ``sent``.
+
+        ``refused``: the server refused the request ``sent`` with an HTTP error
+        status; its JSON-RPC error with ``id: null`` (it may not have read the
+        body) answers that request, under its id: the client waits for it.
+        """
         try:
             value = parse(body)
         except ValueError:
             return
         for one in value if isinstance(value, list) else [value]:
+            if (
+                refused
+                and isinstance(one, dict)
+                and isinstance(sent, dict)
+                and one.get("id") is None
+                and "error" in one
+            ):
+                one = {**one, "id": sent.get("id")}
             if (
                 isinstance(one, dict)
                 and isinstance(sent, dict)

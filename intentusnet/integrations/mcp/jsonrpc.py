@@ -15,6 +15,7 @@ import orjson
 from ..._util.jsonvalue import JSONObject, JSONValue
 
 __all__ = [
+    "ASKED_BY",
     "CALL_METHODS",
     "FROM_SERVER",
     "LISTED_METHODS",
@@ -27,6 +28,7 @@ __all__ = [
     "is_response",
     "parse",
     "progress_token",
+    "request_version",
     "step_of",
 ]
 
@@ -50,6 +52,11 @@ CALL_METHODS: Final = frozenset(
 FROM_SERVER: Final = "mcp:from-server:"
 #: A progress notification the server sent for a call, recorded as a step.
 PROGRESS: Final = "mcp:notifications/progress"
+#: The step nested in a forwarded call that says in which protocol revision it
+#: was asked (and by which client), where the session does not say it.
+ASKED_BY: Final = "mcp:asked-by"
+#: Where a request of the stateless 2026-07-28 revision names its revision.
+VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 #: Requests recorded too, so that a replayed session can start and list its
 #: tools with no upstream; a replay answers them from the first recorded one
 #: when the client's parameters (its name, version) differ.
@@ -206,6 +213,14 @@ def destructive_tools(listing: JSONValue) -> set[str]:
         ):
             found.add(name)
     return found
+
+
+def request_version(message: JSONValue) -> str | None:
+    """The protocol revision a request names in its ``_meta`` (2026-07-28), if any."""
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def progress_token(message: JSONValue) -> JSONValue:

@@ -32,16 +32,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from enum import Enum
 from typing import Final, TypeAlias
 
 import orjson
 
 from ..._util.jsonvalue import JSONValue
+from .checks import HEADER_MISMATCH, allowed_hosts, header_mismatch, rebinding
 from .jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -51,6 +53,7 @@ from .jsonrpc import (
     parse,
     progress_token,
 )
+from .recorded import ANONYMOUS
 
 __all__ = ["Allowed", "Gate", "ListenSession", "Listener"]
 
@@ -97,6 +100,10 @@ class ListenSession:
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._streams: dict[bytes, asyncio.Queue[bytes | None]] = {}
         self._tokens: dict[bytes, bytes] = {}
+        #: the client of each open request (its credential's digest)
+        self._clients: dict[bytes, str] = {}
+        #: the ``MCP-Protocol-Version`` header each open request came with
+        self._versions: dict[bytes, str] = {}
 
     async def receive(self) -> bytes | None:
         """The client's next message; ``None`` once the session is over."""
@@ -147,14 +154,34 @@ class ListenSession:
         self.last_seen = time.monotonic()
         self._inbox.put_nowait(body)
 
+    def client_of(self, request_id: JSONValue) -> str:
+        """The client of the open request ``request_id`` (see ``request``)."""
+        return self._clients.get(_key(request_id), ANONYMOUS)
+
+    def version_of(self, request_id: JSONValue) -> str | None:
+        """The ``MCP-Protocol-Version`` header the open request came with, if any."""
+        return self._versions.get(_key(request_id))
+
     def request(
-        self, body: bytes, message: dict[str, JSONValue]
+        self,
+        body: bytes,
+        message: dict[str, JSONValue],
+        client: str = ANONYMOUS,
+        version: str | None = None,
     ) -> AsyncIterator[bytes]:
-        """A request from the client: the event stream that answers it."""
+        """A request from ``client``: the event stream that answers it.
+
+        ``client``: ``sha256:HEX`` of the credential it came with, else
+        ``anonymous`` (who may get a ``cacheScope: "private"`` answer).
+        ``version``: its ``MCP-Protocol-Version`` header, passed on upstream.
+        """
         self.last_seen = time.monotonic()
         key = _key(message.get("id"))
         stream: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._streams[key] = stream
+        self._clients[key] = client
+        if version is not None:
+            self._versions[key] = version
         token = progress_token(message)
         if token is not None:
             self._tokens[_key(token)] = key
@@ -167,6 +194,8 @@ class ListenSession:
             finally:
                 self.last_seen = time.monotonic()  # idle from its last answer
                 self._streams.pop(key, None)
+                self._clients.pop(key, None)
+                self._versions.pop(key, None)
                 if token is not None:
                     self._tokens.pop(_key(token), None)
 
@@ -188,6 +217,8 @@ class Listener:
         gate: what each request's key allows; ``None``: no key is asked for.
         listening: a socket already bound to ``host:port`` to serve on (the
             command binds it first, to say in one line why it cannot).
+        allow_hosts: ``Host`` values accepted besides the loopback names and
+            ``host`` (:mod:`.checks`: DNS rebinding).
     """
 
     def __init__(
@@ -199,12 +230,15 @@ class Listener:
         idle_seconds: float = IDLE_SECONDS,
         gate: Gate | None = None,
         listening: socket.socket | None = None,
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.host = host
         self.port = port
         self.idle_seconds = idle_seconds
         self.gate = gate
         self._listening = listening
+        self._allow_hosts = tuple(allow_hosts)
+        self._allowed: frozenset[str] = frozenset()
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
         self._stateless: ListenSession | None = None
@@ -235,6 +269,7 @@ class Listener:
             await asyncio.sleep(0.01)
         bound = [s for srv in server.servers for s in srv.sockets]
         self.port = int(bound[0].getsockname()[1])
+        self._allowed = allowed_hosts(self.host, self.port, self._allow_hosts)
 
     @property
     def url(self) -> str:
@@ -304,6 +339,10 @@ class Listener:
         from starlette.responses import JSONResponse, Response, StreamingResponse
 
         assert isinstance(request, Request)
+        refused = rebinding(request.headers, self._allowed)
+        if refused is not None:  # DNS rebinding: a web page's request
+            why = "intentusnet mcp proxy: Host or Origin not allowed (--allow-host)"
+            return JSONResponse(error(None, INVALID_REQUEST, why), status_code=refused)
         allowed = Allowed.ALL
         if self.gate is not None:
             found = self.gate(request.headers.get("authorization"))
@@ -341,6 +380,10 @@ class Listener:
         if isinstance(message, list) or not isinstance(message, dict):
             problem = error(None, INVALID_REQUEST, "Invalid Request: one message")
             return JSONResponse(problem, status_code=400)
+        mismatch = header_mismatch(request.headers, message)
+        if mismatch is not None:
+            problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
+            return JSONResponse(problem, status_code=400)
         if self._stopped.is_set():
             problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")
             return JSONResponse(problem, status_code=503)
@@ -357,8 +400,14 @@ class Listener:
         if not is_request(message):
             session.accept(body)
             return Response(status_code=202, headers=headers)
+        credential = request.headers.get("authorization")
+        client = ANONYMOUS
+        if credential:  # recorded as its digest, never as itself
+            client = "sha256:" + hashlib.sha256(credential.encode()).hexdigest()
         return StreamingResponse(
-            session.request(body, message),
+            session.request(
+                body, message, client, request.headers.get("mcp-protocol-version")
+            ),
             media_type="text/event-stream",
             headers=headers,
         )

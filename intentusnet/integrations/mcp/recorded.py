@@ -4,27 +4,64 @@ The step index (``store.step_index``) says which sessions hold a call; this is
 what a session says of it once its record is loaded (and so verified): the
 step the index named, whether it holds an answer, whether the server outdated
 that answer later in the same session (a ``notifications/*/list_changed``, a
-``notifications/resources/updated``), the progress recorded during it, and
-when the answer came (for a ``ttlMs`` hint).
+``notifications/resources/updated``), the notifications recorded during it
+(progress, log messages), when
+the answer came (for a ``ttlMs`` hint), and in which protocol revision it was
+asked (:meth:`RecordedSession.revision`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ..._util.time import parse_utc
 from ...record.model import ExecutionRecord
 from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import OUTDATES, PROGRESS
+from .jsonrpc import ASKED_BY, OUTDATES
 
-__all__ = ["RecordedSession", "answered", "outdated"]
+#: The steps of notifications the server sent (during a call, or outdating).
+NOTIFICATIONS: Final = "mcp:notifications/"
+
+__all__ = ["ANONYMOUS", "Asker", "RecordedSession", "answered", "outdated", "private"]
 
 #: Seconds since the epoch, now: ``time.time`` (a test's own clock).
 Clock = Callable[[], float]
 _TTL: Final = "ttlMs"
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asks a call, as far as matching it goes.
+
+    Attributes:
+        version: the protocol revision it is asked in: the one its ``_meta``
+            names (a stateless 2026-07-28 request), else the one its session
+            negotiated (``initialize``); ``None`` when neither says.
+        stateless: the revision is the one the request names (``_meta``).
+        client: who the client is, for ``cacheScope: "private"`` answers:
+            ``None`` for the local user (a stdio client: it can read the
+            store itself), on ``--listen`` the SHA-256 of the credential its
+            request came with (``sha256:HEX``), or ``"anonymous"`` (every
+            request with none: one client to the proxy, as to the upstream).
+    """
+
+    version: str | None = None
+    stateless: bool = False
+    client: str | None = None
+
+
+#: The client of a ``--listen`` request that came with no credential.
+ANONYMOUS: Final = "anonymous"
+
+
+def private(step: RecordedStep) -> bool:
+    """The step's result says ``cacheScope: "private"`` (only an explicit one)."""
+    output = step.output
+    return isinstance(output, dict) and output.get("cacheScope") == "private"
 
 
 def answered(step: RecordedStep) -> bool:
@@ -73,14 +110,25 @@ class RecordedSession:
         self.steps: dict[int, RecordedStep] = {}
         #: the notifications that outdate answers: (step number, name, params)
         self._notices: list[tuple[int, str, JSONValue]] = []
-        self._progress: dict[int, list[JSONObject]] = defaultdict(list)
+        #: what the server sent during each call, in order: (step name, params)
+        self._sent: dict[int, list[tuple[str, JSONObject]]] = defaultdict(list)
+        #: each call's ``mcp:asked-by`` (its revision, its client), if any
+        self._asked_by: dict[int, JSONObject] = {}
+        #: the revision the session negotiated (its ``initialize``'s answer)
+        self.version: str | None = None
         for step in record_steps(record):
             self.steps[step.number] = step
             if step.parent is not None:  # what the server sent during a call
-                if step.name == PROGRESS and isinstance(step.args, dict):
-                    self._progress[step.parent].append(step.args)
+                if step.name.startswith(NOTIFICATIONS) and isinstance(step.args, dict):
+                    self._sent[step.parent].append((step.name, step.args))
+                elif step.name == ASKED_BY and isinstance(step.args, dict):
+                    self._asked_by[step.parent] = step.args
             elif step.name in OUTDATES:
                 self._notices.append((step.number, step.name, step.args))
+            elif step.name == "mcp:initialize" and self.version is None:
+                output = step.output if step.ok else None
+                found = output.get("protocolVersion") if isinstance(output, dict) else 0
+                self.version = found if isinstance(found, str) else None
         created_us = parse_utc(record.header.created_utc) or 0
         self._opened = created_us / 1e6
         self._events = {event.seq: event for event in record.events}
@@ -100,6 +148,28 @@ class RecordedSession:
         ):
             raise LookupError(f"{self.execution_id} has no step {number} {name}")
         return step
+
+    def revision(self, step: RecordedStep) -> tuple[str | None, bool | None]:
+        """The revision ``step`` was asked in, and whether its request named it.
+
+        The revision recorded with the call (``mcp:asked-by``: the one its
+        ``_meta`` named, or none), else the one its session negotiated
+        (``(version, False)``). Neither: a record from before revisions were
+        recorded, of a session with no ``initialize`` (stateless requests):
+        ``(None, None)``.
+        """
+        asked = self._asked_by.get(step.number, {})
+        if "protocolVersion" in asked:
+            found = asked["protocolVersion"]
+            return (found, True) if isinstance(found, str) else (None, False)
+        if self.version is not None:
+            return self.version, False
+        return None, None
+
+    def client(self, step: RecordedStep) -> str | None:
+        """The client ``step`` was asked by (see :class:`Asker`); ``None``: local."""
+        found = self._asked_by.get(step.number, {}).get("client")
+        return found if isinstance(found, str) else None
 
     def outdated(self, step: RecordedStep) -> bool:
         """The server outdated ``step``'s answer later in this session."""
@@ -135,6 +205,10 @@ class RecordedSession:
             return source, number
         return None
 
-    def progress(self, number: int) -> list[JSONObject]:
-        """The progress notifications recorded during step ``number``, in order."""
-        return self._progress.get(number, [])
+    def sent(self, number: int) -> list[tuple[str, JSONObject]]:
+        """The notifications recorded during step ``number``, in order.
+
+        Each is its step name (``mcp:notifications/progress``, ...) and its
+        recorded parameters (a progress notification's less its token).
+        """
+        return self._sent.get(number, [])

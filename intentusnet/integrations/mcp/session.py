@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Awaitable, Callable
-from typing import Final, Protocol, TypeAlias
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
@@ -28,8 +28,9 @@ from ..._util.jsonvalue import JSONObject, JSONValue
 from ...routing.execution import jsonish
 from ...routing.redact import Redaction, Redactor
 from ...steps.view import RecordedStep
-from .calls import RecordedCalls, is_call
+from .calls import ASKER, Asker, RecordedCalls, is_call
 from .jsonrpc import (
+    ASKED_BY,
     FROM_SERVER,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -48,6 +49,7 @@ from .jsonrpc import (
     is_response,
     parse,
     progress_token,
+    request_version,
     result,
     step_of,
 )
@@ -74,6 +76,14 @@ class Endpoint(Protocol):
 
     async def send(self, message: bytes) -> None:
         """Send one message (without its newline)."""
+
+
+@runtime_checkable
+class Identifies(Protocol):
+    """A client side that knows who sent each request (``--listen``)."""
+
+    def client_of(self, request_id: JSONValue) -> str:
+        """The client of the request ``request_id`` (``Asker.client``)."""
 
 
 #: ``ctx.astep``: ``await run_step(name, args, fn, side_effect=...)``.
@@ -143,6 +153,8 @@ class Session:
         self._asked: dict[bytes, asyncio.Future[JSONObject]] = {}
         #: steps recording what the server sent (progress, its requests)
         self._notes: set[asyncio.Task[None]] = set()
+        #: the protocol revision the session negotiated (``initialize``)
+        self.version: str | None = None
 
     async def run(self) -> JSONObject:
         """Pump until the client leaves; return what the session did.
@@ -228,6 +240,8 @@ class Session:
             return
         self.requests += 1
         name, args = step
+        asker = self._asker(message)
+        ASKER.set(asker)  # this request's own task: its cassette's decisions
         tool = name.removeprefix("mcp:tools/call:") if is_call(name) else None
         if tool is not None and self._caching():
             await self._know_tools(message)
@@ -244,6 +258,7 @@ class Session:
                 self._tokens[_key(token)] = key
             try:
                 self.forwarded += 1
+                await self._mark(method, message, asker)
                 answer = await self._call_upstream(request_id, line)
             finally:
                 self._open.pop(key, None)
@@ -264,12 +279,13 @@ class Session:
             if self.run_step is not None:
                 value = await self.run_step(name, args, call, side_effect=side)
             else:
-                source, found = self._replayed(name, args)
-                if token is not None:
-                    for note in (
-                        self.calls.progress(source, found) if self.calls else ()
-                    ):
-                        await self._answer(_progress(token, note))
+                source, found = self._replayed(name, args, asker)
+                assert self.calls is not None  # a replay's
+                for sent, params in self.calls.sent(source, found):
+                    if sent != PROGRESS:
+                        await self._answer(_notification(sent, params))
+                    elif token is not None:  # progress: if the client asked
+                        await self._answer(_progress(token, params))
                 if not found.ok:
                     raise RuntimeError(found.error_text)
                 value = found.output
@@ -290,6 +306,10 @@ class Session:
             code, text = error_from_text(str(exc))
             await self._answer(error(request_id, code, text))
             return
+        if method == "initialize" and isinstance(value, dict):
+            found_version = value.get("protocolVersion")
+            if isinstance(found_version, str):
+                self.version = found_version
         if method == "tools/list":
             self.side_effects |= destructive_tools(value)
             if not isinstance(value, dict) or value.get("nextCursor") is None:
@@ -298,6 +318,43 @@ class Session:
             await self.client.send(orjson.dumps(live[0]))
         else:
             await self._answer(result(request_id, value))
+
+    def _asker(self, message: JSONObject) -> Asker:
+        """Who asks ``message``: the revision it names, else the session's.
+
+        An ``initialize`` asks for the revision in its ``protocolVersion``.
+        """
+        client = None
+        if isinstance(self.client, Identifies):
+            client = self.client.client_of(message.get("id"))
+        named = request_version(message)
+        if named is not None:
+            return Asker(named, stateless=True, client=client)
+        if message.get("method") == "initialize":
+            params = message.get("params")
+            asked = params.get("protocolVersion") if isinstance(params, dict) else None
+            return Asker(asked if isinstance(asked, str) else None, client=client)
+        return Asker(self.version, client=client)
+
+    async def _mark(self, method: str, message: JSONObject, asker: Asker) -> None:
+        """Record a forwarded call's revision, where its session does not say it.
+
+        Nested in the call's step (``mcp:asked-by``): a stateless request's
+        revision (the one its ``_meta`` names, or none) is its own, not its
+        session's (an ``initialize`` says it in its answer); and the client of
+        a ``--listen`` request (a stdio client is the local user).
+        """
+        if self.run_step is None:
+            return
+        asked: JSONObject = {}
+        if method != "initialize" and (
+            self.version is None or request_version(message) is not None
+        ):
+            asked["protocolVersion"] = asker.version
+        if asker.client is not None:
+            asked["client"] = asker.client
+        if asked:
+            await self.run_step(ASKED_BY, asked, _nothing)
 
     def _caching(self) -> bool:
         """A cache session: recorded calls answer, the rest is forwarded."""
@@ -339,6 +396,7 @@ class Session:
 
             async def ask(request: JSONObject = request, **_: object) -> JSONValue:
                 line = orjson.dumps(request)
+                await self._mark("tools/list", request, ASKER.get())
                 answer = await self._call_upstream(request["id"], line)
                 if "error" in answer:
                     raise UpstreamError(-32603, "tools/list failed")
@@ -353,13 +411,15 @@ class Session:
             if cursor is None:
                 return
 
-    def _replayed(self, name: str, args: JSONObject) -> tuple[str, RecordedStep]:
+    def _replayed(
+        self, name: str, args: JSONObject, asker: Asker
+    ) -> tuple[str, RecordedStep]:
         assert self.calls is not None
         recorded, args_hash, _ = jsonish(args)
         if self.redaction is not None:
             recorded = self.redaction.args(name, recorded)
             args_hash = jsonish(recorded)[1]
-        found = self.calls.find(name, args_hash)
+        found = self.calls.find(name, args_hash, asker)
         if found is None:
             cut = self.calls.unanswered(name, args_hash)
             if cut is not None:
@@ -434,7 +494,9 @@ class Session:
         ping) is a step whose output is the client's answer, nested in the
         one call in flight if there is exactly one. A notification that
         outdates earlier answers (a list change, a resource update) is a step
-        of the session; other notifications are only forwarded.
+        of the session; any other the server sends on its own (a log message)
+        is a step of the one call in flight, if exactly one is; otherwise it
+        is only forwarded.
         """
         method = message.get("method")
         params = message.get("params")
@@ -460,6 +522,18 @@ class Session:
             name = f"mcp:{method}"
             args = {k: v for k, v in given.items() if k != "_meta"}
             fn = _nothing
+        elif (
+            is_notification(message)
+            and str(method).startswith("notifications/")
+            and method != "notifications/cancelled"
+            and len(self._open) == 1
+        ):
+            # sent on its own (a log message, say): a step of the one call
+            # in flight, replayed with it in order
+            name = f"mcp:{method}"
+            args = {k: v for k, v in given.items() if k != "_meta"}
+            fn = _nothing
+            context = next(iter(self._open.values()))
         else:
             return
         assert self.run_step is not None
@@ -551,6 +625,12 @@ async def _recorded(step: Awaitable[JSONValue]) -> None:
     # a client's error answer is its step's failure, already recorded
     with contextlib.suppress(Exception):
         await step
+
+
+def _notification(name: str, params: JSONObject) -> JSONObject:
+    """A recorded notification (its step ``name``), sent again as it was."""
+    method = name.removeprefix("mcp:")
+    return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
 def _progress(token: JSONValue, note: JSONObject) -> JSONObject:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 import orjson
 
 from ...steps.view import record_steps
-from .jsonrpc import FROM_SERVER
+from .jsonrpc import ASKED_BY, FROM_SERVER
 
 if TYPE_CHECKING:
     from ..._util.jsonvalue import JSONValue
@@ -109,12 +109,15 @@ def call_view(step: RecordedStep, start_ms: float) -> CallView:
 
 
 def session_calls(record: ExecutionRecord) -> list[CallView]:
-    """The calls of an MCP session record, in the order they started."""
+    """The calls of an MCP session record, in the order they started.
+
+    A call's ``mcp:asked-by`` (its revision, its client) is not shown.
+    """
     at = {event.seq: event.at_ms for event in record.events}
     return [
         call_view(step, at.get(step.start_seq, 0.0))
         for step in record_steps(record)
-        if step.name.startswith("mcp:")
+        if step.name.startswith("mcp:") and step.name != ASKED_BY
     ]
 
 

@@ -2,7 +2,9 @@
 
 Every call of a tool appends a line to the file named by ``MCP_TEST_CALLS``,
 so a test sees which calls reached the server; the process id goes to the file
-named by ``MCP_TEST_PID``, so a test can kill it.
+named by ``MCP_TEST_PID``, so a test can kill it. ``MCP_TEST_PRIVATE_TTL_MS``
+makes every ``resources/read`` answer carry ``cacheScope: "private"`` and that
+``ttlMs``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ import asyncio
 import os
 import sys
 
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import Completion, ToolAnnotations
 
-server = MCPServer("intentusnet-test", log_level="CRITICAL")
+_PRIVATE = os.environ.get("MCP_TEST_PRIVATE_TTL_MS")
+server = MCPServer(
+    "intentusnet-test",
+    log_level="CRITICAL",
+    cache_hints=None
+    if _PRIVATE is None
+    else {"resources/read": CacheHint(ttl_ms=int(_PRIVATE), scope="private")},
+)
 _counter = {"n": 0}
 
 
@@ -65,6 +75,17 @@ async def steps(count: int, ctx: Context) -> str:
     return f"{count} steps"
 
 
+@server.tool()
+async def chatty(count: int, ctx: Context) -> str:
+    """Log a line and report progress ``count`` times each, in turn, then answer."""
+    _called("chatty")
+    for done in range(1, count + 1):
+        await ctx.info(f"line {done}")
+        await ctx.report_progress(done, count)
+        await asyncio.sleep(0.01)
+    return f"{count} lines"
+
+
 @server.tool(annotations=ToolAnnotations(destructiveHint=True))
 def delete(item: str) -> str:
     """Delete an item (a side effect)."""
@@ -110,6 +131,14 @@ async def announce(ctx: Context) -> str:
 def greeting() -> str:
     """A fixed resource."""
     return "hello"
+
+
+@server.resource("memo://count")
+def count() -> str:
+    """A resource that changes on every read (so who got which is visible)."""
+    _called("count")
+    _counter["n"] += 1
+    return str(_counter["n"])
 
 
 @server.prompt()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from intentusnet._util.jsonvalue import JSONValue
 from intentusnet._util.time import parse_utc
 from intentusnet.errors import RecordIntegrityError
 from intentusnet.hashing import compute_hash
+from intentusnet.integrations.mcp.calls import ASKER, Asker
 from intentusnet.integrations.mcp.proxy import session_envelope
 from intentusnet.integrations.mcp.sources import recorded_calls
 from intentusnet.routing.execution import jsonish
@@ -31,6 +33,10 @@ READ = "mcp:resources/read"
 MEMO = {"uri": "memo://a"}
 #: One recorded request: (step name, arguments, answer).
 Call = tuple[str, dict[str, JSONValue], JSONValue]
+#: The sessions ``_session`` records name no revision (no ``initialize``, no
+#: ``mcp:asked-by``): records of stateless requests from before revisions were
+#: recorded, which answer stateless requests.
+STATELESS = Asker("2026-07-28", stateless=True)
 
 
 def _session(store: Any, calls: Sequence[Call]) -> str:
@@ -53,9 +59,9 @@ def _add(a: int, b: int) -> Call:
     return "mcp:tools/call:add", {"a": a, "b": b}, {"content": [a + b]}
 
 
-def _text(calls: Any, call: Call) -> JSONValue:
-    """The answer ``calls`` gives to ``call`` (None: not recorded)."""
-    found = calls.find(call[0], jsonish(call[1])[1])
+def _text(calls: Any, call: Call, asker: Asker = STATELESS) -> JSONValue:
+    """The answer ``calls`` gives to ``call`` by ``asker`` (None: not recorded)."""
+    found = calls.find(call[0], jsonish(call[1])[1], asker)
     return None if found is None else found[1].output
 
 
@@ -155,9 +161,15 @@ def test_a_cache_session_never_serves_an_outdated_answer(tmp_path: Path) -> None
     assert _decide(calls, (READ, MEMO, None)) == ("serve", "first")
 
 
-def _decide(calls: Any, call: Call) -> tuple[str, JSONValue]:
-    """What a cache session does with ``call``: serve (and what) or go live."""
-    decision = calls.decide(call[0], call[1], jsonish(call[1])[1], side_effect=False)
+def _decide(calls: Any, call: Call, asker: Asker = STATELESS) -> tuple[str, JSONValue]:
+    """What a cache session does with ``call`` by ``asker``: serve (what) or go live."""
+
+    def decide() -> Any:
+        ASKER.set(asker)
+        args_hash = jsonish(call[1])[1]
+        return calls.decide(call[0], call[1], args_hash, side_effect=False)
+
+    decision = contextvars.copy_context().run(decide)
     recorded = decision.recorded
     return decision.action, None if recorded is None else recorded.output
 
@@ -239,9 +251,13 @@ def test_an_answer_a_cache_session_served_is_as_old_as_the_original() -> None:
     def proxy(envelope: Any, ctx: Any) -> JSONValue:
         return ctx.step(READ, MEMO, lambda **_: "forwarded")
 
-    reply = router.route_intent(
-        ENVELOPE, options=ExecutionOptions(cassette=cached(came))
-    )
+    def route() -> Any:
+        ASKER.set(STATELESS)  # as the proxy's session does for each request
+        return router.route_intent(
+            ENVELOPE, options=ExecutionOptions(cassette=cached(came))
+        )
+
+    reply = contextvars.copy_context().run(route)
     router.close()
     assert reply.payload == answer
     served = store.load(reply.metadata.execution_id)
@@ -276,3 +292,145 @@ def _every_session_of(pg_store: Any) -> None:
     calls = _replay(pg_store)
     assert _text(calls, _add(0, 1000)) == {"content": [1000]}
     assert _text(calls, ("mcp:tools/call:now", {}, None)) == "old"
+
+
+COUNTER = "mcp:tools/call:counter"
+V2025 = "2025-11-25"
+V2026 = "2026-07-28"
+
+
+def _revision_session(store: Any, asked_in: JSONValue, answer: JSONValue) -> str:
+    """Record a session whose counter call was asked in ``asked_in``, as the proxy does.
+
+    ``"init:VERSION"``: a session that negotiated VERSION with ``initialize``;
+    anything else: a stateless call whose ``mcp:asked-by`` step names it.
+    """
+    router = IntentRouter(store=store)
+
+    @router.agent("mcp.session", name="mcp-proxy")
+    def proxy(envelope: Any, ctx: Any) -> JSONValue:
+        if isinstance(asked_in, str) and asked_in.startswith("init:"):
+            version = asked_in.removeprefix("init:")
+            init = {"protocolVersion": version}
+            ctx.step("mcp:initialize", init, lambda **_: init)
+            return ctx.step(COUNTER, {}, lambda **_: answer)
+
+        def call(**_: Any) -> JSONValue:
+            asked = {"protocolVersion": asked_in}
+            ctx.step("mcp:asked-by", asked, lambda **_: None)
+            return answer
+
+        return ctx.step(COUNTER, {}, call)
+
+    execution_id = router.route_intent(ENVELOPE).metadata.execution_id
+    router.close()
+    assert execution_id is not None
+    return execution_id
+
+
+@pytest.mark.parametrize(
+    ("asker", "served"),
+    [
+        (Asker(V2025), "a 2025 answer"),  # a 2025 session's call
+        (Asker(V2026, stateless=True), "a 2026 answer"),  # a stateless request
+        (Asker(None), "the malformed request's error"),  # one naming no revision
+        (Asker("2025-06-18"), None),  # a revision nothing was recorded in
+        (Asker(V2025, stateless=True), None),  # stateless, naming 2025
+        (Asker(V2026), None),  # a session that negotiated 2026
+    ],
+)
+def test_an_answer_is_given_only_in_the_revision_it_was_asked_in(
+    asker: Asker, served: str | None
+) -> None:
+    """Each revision (or none) gets its own recorded answer, never another's."""
+    store = MemoryExecutionStore()
+    _revision_session(store, f"init:{V2025}", "a 2025 answer")
+    _revision_session(store, V2026, "a 2026 answer")
+    _revision_session(store, None, "the malformed request's error")
+    assert _text(_replay(store), (COUNTER, {}, None), asker) == served
+    cached = recorded_calls(
+        store, compute_hash(ENVELOPE), None, force=False, required=False
+    )
+    action, output = _decide(cached, (COUNTER, {}, None), asker)
+    assert (action, output) == (("serve", served) if served else ("live", None))
+
+
+@pytest.mark.parametrize(
+    ("asker", "served"),
+    [
+        (Asker(V2025), "old 2025"),  # the revision its initialize negotiated
+        (Asker("2025-06-18"), None),
+        (Asker(V2026, stateless=True), "old stateless"),  # the old stateless record
+        (Asker(None), None),  # a request naming no revision: neither
+    ],
+)
+def test_records_from_before_revisions_answer_the_revision_they_recorded(
+    asker: Asker, served: str | None
+) -> None:
+    """Records without mcp:asked-by: a session's initialize says its revision."""
+    store = MemoryExecutionStore()
+    _session(store, [(COUNTER, {}, "old stateless")])
+    _revision_session(store, f"init:{V2025}", "old 2025")
+    assert _text(_replay(store), (COUNTER, {}, None), asker) == served
+
+
+def test_initialize_prefers_a_session_of_the_asked_revision() -> None:
+    """initialize: a session that negotiated the client's revision, else the newest."""
+    store = MemoryExecutionStore()
+    _revision_session(store, "init:2025-06-18", "old")
+    _revision_session(store, f"init:{V2025}", "new")
+    init = ("mcp:initialize", {"protocolVersion": "2025-06-18"}, None)
+    assert _text(_replay(store), init, Asker("2025-06-18")) == {
+        "protocolVersion": "2025-06-18"
+    }
+    assert _text(_replay(store), init, Asker("2024-11-05")) == {
+        "protocolVersion": V2025
+    }
+
+
+def _private_session(store: Any, client: str | None, text: str, scope: str) -> str:
+    """Record a stateless resources/read by ``client`` whose answer has ``scope``."""
+    router = IntentRouter(store=store)
+    answer = {"contents": [{"uri": "memo://a", "text": text}], "cacheScope": scope}
+
+    @router.agent("mcp.session", name="mcp-proxy")
+    def proxy(envelope: Any, ctx: Any) -> JSONValue:
+        def read(**_: Any) -> JSONValue:
+            asked: dict[str, JSONValue] = {"protocolVersion": V2026}
+            if client is not None:
+                asked["client"] = client
+            ctx.step("mcp:asked-by", asked, lambda **_: None)
+            return answer
+
+        return ctx.step(READ, MEMO, read)
+
+    execution_id = router.route_intent(ENVELOPE).metadata.execution_id
+    router.close()
+    assert execution_id is not None
+    return execution_id
+
+
+CLIENTS = [None, "sha256:aa", "sha256:bb", "anonymous"]
+
+
+@pytest.mark.parametrize("recorded_for", CLIENTS)
+@pytest.mark.parametrize("asked_by", CLIENTS)
+def test_a_private_answer_goes_only_to_its_own_client(
+    recorded_for: str | None, asked_by: str | None
+) -> None:
+    """cacheScope private: the same client only (the anonymous ones are one)."""
+    store = MemoryExecutionStore()
+    _private_session(store, "sha256:public", "public", "public")
+    _private_session(store, recorded_for, "private", "private")
+    asker = Asker(V2026, stateless=True, client=asked_by)
+    expected = "private" if recorded_for == asked_by else "public"
+    found = _text(_replay(store), (READ, MEMO, None), asker)
+    assert isinstance(found, dict)
+    assert found["contents"][0]["text"] == expected  # type: ignore[index]
+    cached = recorded_calls(
+        store, compute_hash(ENVELOPE), None, force=False, required=False
+    )
+    action, output = _decide(cached, (READ, MEMO, None), asker)
+    assert action == "serve"
+    assert isinstance(output, dict)
+    assert output["contents"][0]["text"] == expected  # type: ignore[index]

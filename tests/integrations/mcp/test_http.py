@@ -203,3 +203,79 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
     return [exc]
+
+
+def test_listen_passes_the_clients_protocol_version_header_on(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """--listen to --upstream-url: the server sees the client's own version header.
+
+    A request naming no revision in its body but 2026-07-28 in its header gets
+    the server's own answer to that (its error), not one for a request with no
+    version at all (an error with no id, which no client waits for).
+    """
+    import json
+
+    import httpx
+
+    from .test_listen import _serve_url
+
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "add",
+    }
+
+    def run(url: str) -> Any:
+        with httpx.Client(timeout=LIMIT) as http:
+            answered = http.post(url, json=call, headers=headers)
+        data = [
+            json.loads(line.removeprefix("data: "))
+            for line in answered.text.splitlines()
+            if line.startswith("data: ")
+        ]
+        return data[-1]
+
+    found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", upstream.url)
+    assert found["id"] == 1
+    assert found["error"]["code"] == -32602  # the server's: _meta is missing
+
+
+def test_an_http_error_with_no_id_answers_the_request_it_refused(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """The server's 400 with id null: the client gets that error under its id."""
+    import json
+
+    import httpx
+
+    from .test_listen import _serve_url
+
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+
+    def run(url: str) -> Any:
+        with httpx.Client(timeout=LIMIT) as http:
+            answered = http.post(
+                url,
+                json=call,
+                headers={"accept": "application/json, text/event-stream"},
+            )
+        data = [
+            json.loads(line.removeprefix("data: "))
+            for line in answered.text.splitlines()
+            if line.startswith("data: ")
+        ]
+        return data[-1]
+
+    # no session, no revision: the server refuses it (400, "Missing session ID")
+    found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", upstream.url)
+    assert found["id"] == 7
+    assert found["error"]["code"] == -32600
+    assert "session" in found["error"]["message"].lower()

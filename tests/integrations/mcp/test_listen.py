@@ -329,3 +329,100 @@ def test_listening_with_keys_asks_every_request_for_one(tmp_path: Path) -> None:
     store = FileExecutionStore(tmp_path / "store")
     assert len(store.list()) == 1  # the read-only session recorded nothing
     store.close()
+
+
+def test_two_clients_through_one_cache_proxy_never_share_private_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cacheScope private: served again to its credential only, never to another.
+
+    The clients with no credential are one client: what one was given, the
+    next is served.
+    """
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    def run(url: str) -> list[tuple[str, str]]:
+        async def read(credential: str | None) -> tuple[str, str]:
+            headers = {} if credential is None else {"authorization": credential}
+            http = httpx2.AsyncClient(headers=headers, timeout=LIMIT)
+            transport = streamable_http_client(url, http_client=http)
+            async with http, Client(transport, read_timeout_seconds=LIMIT) as client:
+                found = await client.read_resource("memo://count")
+                answer = found.model_dump(mode="json", by_alias=True)
+                return answer["cacheScope"], answer["contents"][0]["text"]
+
+        async def clients() -> list[tuple[str, str]]:
+            order = ["Bearer one", "Bearer two", "Bearer one", None, None]
+            return [await read(credential) for credential in order]
+
+        return asyncio.run(asyncio.wait_for(clients(), LIMIT * 2))
+
+    upstream = ("--", sys.executable, str(SERVER))
+    monkeypatch.setenv("MCP_TEST_PRIVATE_TTL_MS", "60000")  # read by the server
+    answers, _ = _serve_url(tmp_path, "cache", run, *upstream)
+    assert answers == [
+        ("private", "1"),  # client one: forwarded
+        ("private", "2"),  # client two: forwarded, not client one's
+        ("private", "1"),  # client one again: its own answer, served
+        ("private", "3"),  # no credential: forwarded, not one or two's
+        ("private", "3"),  # no credential again: the anonymous client's answer
+    ]
+    made = (tmp_path / "calls.txt").read_text().split()
+    assert made.count("count") == 3
+
+
+def test_listen_refuses_rebinding_and_headers_that_do_not_match_the_body(
+    tmp_path: Path,
+) -> None:
+    """Host/Origin not allowed: 421/403; Mcp-Name not the body's: 400, -32020."""
+    import json
+
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "add", "arguments": {"a": 2, "b": 3}, "_meta": meta},
+    }
+    good = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "add",
+    }
+
+    def run(url: str) -> list[Any]:
+        with httpx.Client(timeout=LIMIT) as http:
+
+            def post(**headers: str) -> httpx.Response:
+                sent = {**good, **{k.replace("_", "-"): v for k, v in headers.items()}}
+                return http.post(url, json=call, headers=sent)
+
+            answered = post()
+            data = [
+                json.loads(line.removeprefix("data: "))
+                for line in answered.text.splitlines()
+                if line.startswith("data: ")
+            ]
+            mismatch = post(mcp_name="sub")
+            return [
+                (answered.status_code, data[-1]["result"]["content"][0]["text"]),
+                (mismatch.status_code, mismatch.json()["error"]["code"]),
+                post(host="evil.example").status_code,
+                post(origin="http://evil.example").status_code,
+                post(host="mcp.test", origin="http://mcp.test").status_code,
+            ]
+
+    upstream = ("--", sys.executable, str(SERVER))
+    found, _ = _serve_url(
+        tmp_path, "record", run, "--allow-host", "mcp.test", *upstream
+    )
+    assert found == [(200, "5"), (400, -32020), 421, 403, 200]
+    made = (tmp_path / "calls.txt").read_text().split()
+    assert made == ["add", "add"]  # the refused requests reached no server

@@ -645,3 +645,58 @@ def test_the_sdk_client_replays_a_session_whose_listing_changed_later(
     assert "mcp:notifications/resources/list_changed" in names
     assert legacy("replay", listing_then_change, upstream=False) == recorded
     assert "resources/list" in legacy("replay", asked_again, upstream=False)
+
+
+def test_log_messages_during_a_call_are_recorded_and_replayed_in_order(
+    tmp_path: Path,
+) -> None:
+    """notifications/message sent mid-call: steps of the call, replayed in turn."""
+
+    async def chat(params: StdioServerParameters) -> tuple[str, list[Any]]:
+        heard: list[Any] = []
+
+        async def on_log(params: Any) -> None:
+            heard.append(("log", params.level, params.data))
+
+        async def on_progress(done: float, total: float | None, message: str | None):
+            heard.append(("progress", done))
+
+        async with Client(
+            params,
+            read_timeout_seconds=LIMIT,
+            logging_callback=on_log,
+            log_level="info",
+        ) as logged:
+            answer = await logged.call_tool(
+                "chatty", {"count": 2}, progress_callback=on_progress
+            )
+        return answer.content[0].text, heard
+
+    def talk(mode: str) -> Any:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=_proxy(tmp_path / "store", mode, upstream=mode != "replay"),
+            env=_env(tmp_path / "calls.txt"),
+        )
+        return asyncio.run(asyncio.wait_for(chat(params), LIMIT))
+
+    recorded = talk("record")
+    assert recorded == (
+        "2 lines",
+        [
+            ("log", "info", "line 1"),
+            ("progress", 1.0),
+            ("log", "info", "line 2"),
+            ("progress", 2.0),
+        ],
+    )
+    store = _store(tmp_path)
+    record = store.load(store.list()[0].execution_id)
+    steps = record_steps(record)
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:chatty"]
+    logged = [s for s in steps if s.name == "mcp:notifications/message"]
+    assert [s.parent for s in logged] == [call.number] * 2
+    assert logged[0].args == {"level": "info", "data": "line 1"}
+    store.close()
+    assert talk("replay") == recorded
+    assert _calls(tmp_path) == ["chatty"]  # the replay reached no server

@@ -173,8 +173,12 @@ def test_inspect_shows_the_session_as_a_timeline_of_calls(tmp_path: Path) -> Non
     assert shown.exit_code == 0, shown.output
     assert "mcp.session" in shown.stdout
     ended = [line for line in shown.stdout.splitlines() if "STEP_END" in line]
-    # the two calls run at once: either may end first
+    # the two calls run at once: either may end first; each holds the step
+    # saying it was asked naming no revision (the fake upstream has no
+    # initialize), not shown under "Calls"
     assert sorted(line.split()[-3] for line in ended) == [
+        "mcp:asked-by",
+        "mcp:asked-by",
         "mcp:tools/call:fetch",
         "mcp:tools/call:search",
     ]

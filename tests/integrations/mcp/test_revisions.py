@@ -1,0 +1,144 @@
+"""Replay and cache match a call in the protocol revision it is asked in."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+# each test starts the proxy and the SDK's server: seconds each
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+UPSTREAM = [sys.executable, str(Path(__file__).with_name("server.py"))]
+#: Every wait in these tests is bounded by this.
+LIMIT = 30.0
+V2026 = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": V2026,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+}
+
+
+def _request(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def _counter(request_id: int, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": "counter", "arguments": {}}
+    if meta is not None:
+        params["_meta"] = meta
+    return _request(request_id, "tools/call", params)
+
+
+#: A 2025 client's handshake: initialize, then initialized.
+HANDSHAKE = [
+    _request(
+        1,
+        "initialize",
+        {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    ),
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
+
+def exchange(
+    store: Path, mode: str, messages: list[dict[str, Any]], calls: Path
+) -> list[dict[str, Any]]:
+    """Send ``messages`` one at a time through a proxy; the answers to the requests."""
+    argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
+    argv += ["--store", str(store), "--mode", mode]
+    if mode != "replay":
+        argv += ["--", *UPSTREAM]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_TEST_CALLS": str(calls)}
+    answers = []
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        timer = threading.Timer(LIMIT, proxy.kill)  # every read below is bounded
+        timer.start()
+        try:
+            assert proxy.stdin is not None
+            assert proxy.stdout is not None
+            for message in messages:
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+                proxy.stdin.flush()
+                if "id" not in message:
+                    continue
+                while True:
+                    line = proxy.stdout.readline()
+                    assert line, "the proxy ended without an answer"
+                    answer = json.loads(line)
+                    if answer.get("id") == message["id"] and "method" not in answer:
+                        answers.append(answer)
+                        break
+            proxy.stdin.close()
+            proxy.wait(timeout=LIMIT)
+        finally:
+            timer.cancel()
+            proxy.kill()
+    return answers
+
+
+def _counted(calls: Path) -> int:
+    return len(calls.read_text().split()) if calls.exists() else 0
+
+
+def test_replay_answers_each_revision_from_its_own_recording(tmp_path: Path) -> None:
+    """A 2026 request gets the 2026 answer, a 2025 session the 2025 one, no cross."""
+    store, calls = tmp_path / "store", tmp_path / "calls.txt"
+    stateless = exchange(store, "record", [_counter(7, META), _counter(8)], calls)
+    assert stateless[0]["result"]["_meta"]  # a 2026 answer carries serverInfo
+    assert stateless[1]["error"]["code"] == -32602  # no revision: refused
+    session = exchange(store, "record", [*HANDSHAKE, _counter(2), _counter(3)], calls)
+    assert "_meta" not in session[1]["result"]  # a 2025 answer does not
+    assert _counted(calls) == 3
+    again = exchange(store, "replay", [_counter(7, META), _counter(8)], calls)
+    assert again == stateless  # the newer 2025 session answers neither
+    replayed = exchange(store, "replay", [*HANDSHAKE, _counter(2), _counter(3)], calls)
+    assert replayed == session
+    assert _counted(calls) == 3  # nothing reached a server
+
+
+def test_a_request_naming_no_revision_never_gets_a_recorded_success(
+    tmp_path: Path,
+) -> None:
+    """Only a 2026 success recorded: a malformed request's replay is refused."""
+    store, calls = tmp_path / "store", tmp_path / "calls.txt"
+    exchange(store, "record", [_counter(7, META)], calls)
+    (refused,) = exchange(store, "replay", [_counter(7)], calls)
+    assert refused["error"]["code"] == -32001
+
+
+def test_a_cache_session_forwards_a_call_recorded_in_another_revision(
+    tmp_path: Path,
+) -> None:
+    """A 2025 session's answer is not served to a 2026 request, nor the reverse."""
+    store, calls = tmp_path / "store", tmp_path / "calls.txt"
+    exchange(store, "record", [*HANDSHAKE, _counter(2)], calls)
+    (fresh,) = exchange(store, "cache", [_counter(7, META)], calls)
+    assert fresh["result"]["_meta"]  # the server's 2026 answer, forwarded
+    assert _counted(calls) == 2
+    cached = exchange(store, "cache", [*HANDSHAKE, _counter(2)], calls)
+    assert "_meta" not in cached[1]["result"]
+    assert _counted(calls) == 2  # the 2025 call was served from the record
+    (served,) = exchange(store, "cache", [_counter(7, META)], calls)
+    assert served == fresh
+    assert _counted(calls) == 2
