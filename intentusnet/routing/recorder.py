@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final
 
+from .._util import faults
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from ..record.fingerprint import PATH_EVENTS, fingerprint, path_entry
@@ -77,6 +78,8 @@ class Recorder:
         #: the fingerprint entries of the events written so far, in file order
         self._path: list[JSONValue] = []
         self._lock = threading.Lock()
+        if faults.KILL_AT:  # a crash test's seam (_util/faults.py)
+            faults.point()
         try:
             self._writer = store.open(
                 envelope,
@@ -90,6 +93,8 @@ class Recorder:
             self.error = f"could not open the record: {exc}"
             self.execution_id = execution_id
             return
+        if faults.KILL_AT:
+            faults.point()
         self.execution_id = self._writer.execution_id
         intent_received: JSONObject = {
             "requestId": request_id,
