@@ -807,8 +807,8 @@ class ResumeRefused(IntentusNetError):
     or resuming it), ``no_agent`` (no agent of this router handles its intent),
     ``configuration_changed`` (the router's configuration for the intent is
     not the recorded one; ``force=True`` resumes anyway), ``no_store`` (the
-    router records nothing), ``attempts_exhausted`` (recovery gave up).
-    Added in 0.1.0.
+    router records nothing), ``attempts_exhausted`` (recovery gave up),
+    ``chain_broken`` (a record of its resume chain is gone). Added in 0.1.0.
 
     Attributes:
         reason: the stable reason word.

@@ -1,7 +1,8 @@
 """Durable executions: resuming an interrupted one, and routing with a key.
 
-``resume`` runs an interrupted execution's agent again with its record as the
-journal (``journal.py``): completed steps are served, the rest runs live, and
+``resume`` runs an interrupted execution's agent again with its resume chain
+(its first record and every resume of it) as the journal (``journal.py``):
+steps whose end any of them holds are served, the rest runs live, and
 the answer is recorded as a new record that names the old one (``resumeOf``),
 while the store links the old one to it. Who may resume is decided by the
 store's owner lock: the resumer holds the interrupted record's lock until its
@@ -42,7 +43,12 @@ from ..errors import (
     ResumeRefused,
     StoreError,
 )
-from ..record.durable import idempotency_key_of, resume_attempt, resume_origin
+from ..record.durable import (
+    idempotency_key_of,
+    resume_attempt,
+    resume_of,
+    resume_origin,
+)
 from ..record.model import EventType, RecordStatus
 from ..store.durable import DurableStore, KeyClaim
 from .journal import Journal
@@ -59,6 +65,7 @@ __all__ = [
     "FINISHED",
     "DurableRouter",
     "chain_head",
+    "chain_of",
     "park",
     "parked",
     "recorded_answer",
@@ -162,6 +169,29 @@ def chain_head(router: DurableRouter, execution_id: str) -> str:
             return current
         seen.add(following)
         current = following
+
+
+def chain_of(router: DurableRouter, record: ExecutionRecord) -> list[ExecutionRecord]:
+    """``record`` and the records it resumes, back to the first: oldest first.
+
+    Raises:
+        ResumeRefused: ``chain_broken``, a record of the chain is gone (its
+            steps cannot be known, so none may be guessed).
+    """
+    chain, seen = [record], {record.execution_id}
+    while (previous := resume_of(chain[-1])) is not None and previous not in seen:
+        seen.add(previous)
+        try:
+            chain.append(_load(router, previous))
+        except RecordNotFound:
+            raise ResumeRefused(
+                "chain_broken",
+                record.execution_id,
+                f"record {previous}, which it resumes, is gone: the steps it "
+                "ended are unknown",
+            ) from None
+    chain.reverse()
+    return chain
 
 
 def recorded_answer(record: ExecutionRecord) -> AgentResponse:
@@ -330,7 +360,7 @@ def _resumption(
         execution_id=new_execution_id(),
         parent_execution_id=header.parent_execution_id,
         received=received,
-        cassette=Journal(record, store=router.store),
+        cassette=Journal(chain_of(router, record), store=router.store),
         origin_execution_id=resume_origin(record),
     )
     return env.model_copy(update={"routing": routing}), options
