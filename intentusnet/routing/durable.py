@@ -247,8 +247,12 @@ def resume(
         break
     try:
         _refuse_finished(record, execution_id)
-        env, options = _resumption(router, record, force)
-        hold.link(str(options.execution_id))
+        _refuse_abandoned(store, record)
+        # Linked once the new record says what it resumes (its INTENT_RECEIVED
+        # on disk), before its agent runs: a record the chain links to always
+        # names the record before it, so its chain can be read back to the
+        # first record (chain_of).
+        env, options = _resumption(router, record, force, opened=hold.link)
         return router.route_intent(env, options=options)
     finally:
         hold.release()
@@ -276,8 +280,8 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
         _refuse_finished(record, execution_id)
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
+        _refuse_abandoned(store, record)
         new_id = new_execution_id()
-        hold.link(new_id)
         recorder = Recorder(
             router.store,  # type: ignore[arg-type]  # require_durable checked it
             record.envelope,
@@ -291,7 +295,11 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
                 "resumeAttempt": resume_attempt(record) + 1,
             },
             configuration=record.header.configuration,
+            announce=True,
         )
+        if recorder.error is not None:
+            raise StoreError(f"could not park {head}: {recorder.error}")
+        hold.link(new_id)  # once the record names what it resumes, as resume
         attention: JSONObject = {
             "reason": reason,
             "message": message,
@@ -324,8 +332,29 @@ def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
         )
 
 
+def _refuse_abandoned(store: DurableStore, record: ExecutionRecord) -> None:
+    """Refuse a resume record its chain does not link to.
+
+    Its resumer died after the record said what it resumes and before it
+    linked it (so before its agent ran): the record it resumes is still the
+    chain's newest, and is resumed instead.
+    """
+    previous = resume_of(record)
+    if previous is not None and store.resumed_by(previous) != record.execution_id:
+        raise ResumeRefused(
+            "abandoned",
+            record.execution_id,
+            f"its resumer died before linking it to {previous}, which is "
+            "resumed instead (nothing ran in it)",
+        )
+
+
 def _resumption(
-    router: DurableRouter, record: ExecutionRecord, force: bool
+    router: DurableRouter,
+    record: ExecutionRecord,
+    force: bool,
+    *,
+    opened: Callable[[str], None],
 ) -> tuple[IntentEnvelope, ExecutionOptions]:
     """The envelope and options of ``record``'s resumed execution, once allowed."""
     header = record.header
@@ -346,11 +375,8 @@ def _resumption(
             f"the router's agents for the intent changed since it ran (recorded "
             f"configuration {recorded}, today {today}); force=True resumes anyway",
         )
-    received: JSONObject = {
-        "resumeOf": header.execution_id,
-        "resumeOrigin": resume_origin(record),
-        "resumeAttempt": resume_attempt(record) + 1,
-    }
+    journal = Journal(chain_of(router, record), store=router.store)
+    received = journal.resumption()
     key = idempotency_key_of(record)
     if key is not None:
         received["idempotencyKey"] = key
@@ -360,8 +386,9 @@ def _resumption(
         execution_id=new_execution_id(),
         parent_execution_id=header.parent_execution_id,
         received=received,
-        cassette=Journal(chain_of(router, record), store=router.store),
-        origin_execution_id=resume_origin(record),
+        cassette=journal,
+        origin_execution_id=journal.origin,
+        opened=opened,
     )
     return env.model_copy(update={"routing": routing}), options
 

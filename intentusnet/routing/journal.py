@@ -51,7 +51,9 @@ from ..errors import (
     NondeterminismError,
     SideEffectInDoubt,
 )
+from ..record.durable import resume_attempt, resume_origin
 from ..record.model import EventType
+from ..store.durable import DurableStore, RecordHold
 from .seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
 
 if TYPE_CHECKING:
@@ -219,6 +221,9 @@ class Journal:
         store: ExecutionStore | None = None,
     ) -> None:
         self.execution_id = chain[-1].execution_id
+        #: the first execution of the chain, and the resumes it holds
+        self.origin = resume_origin(chain[0])
+        self.attempt = resume_attempt(chain[-1])
         self.attention: JSONObject | None = None
         self.served = 0
         self.ran: list[int] = []
@@ -320,6 +325,41 @@ class Journal:
         outcome: str,
     ) -> None:
         """Nothing to note: the new record says how each step ended."""
+
+    def resumption(self) -> JSONObject:
+        """The ``INTENT_RECEIVED`` links of the execution resuming this chain."""
+        return {
+            "resumeOf": self.execution_id,
+            "resumeOrigin": self.origin,
+            "resumeAttempt": self.attempt + 1,
+        }
+
+    def continue_as(self, execution_id: str) -> RecordHold | None:
+        """Hold the newest record and link it to ``execution_id``, its resume.
+
+        For a child intent's chain, which its parent's resume continues (a
+        resume of the chain itself is ``durable.resume``, which does the
+        same): the link keeps the record out of every later recovery scan,
+        and the hold, until it is released, out of any other resumer's hands.
+        ``None`` when the store keeps no links or a live process holds it.
+
+        Raises:
+            StoreError: the link could not be written.
+        """
+        store = self._store
+        if not isinstance(store, DurableStore):
+            return None
+        try:
+            hold = store.hold_record(self.execution_id)
+        except IntentusNetError:
+            return None
+        if hold is not None:
+            try:
+                hold.link(execution_id)
+            except BaseException:
+                hold.release()
+                raise
+        return hold
 
     def child(self, execution_id: str) -> Journal | None:
         """The journal of a recorded child intent, to resume it too.
