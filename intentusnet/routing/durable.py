@@ -247,7 +247,7 @@ def resume(
         break
     try:
         _refuse_finished(record, execution_id)
-        _refuse_abandoned(store, record)
+        _refuse_abandoned(router, store, record)
         # Linked once the new record says what it resumes (its INTENT_RECEIVED
         # on disk), before its agent runs: a record the chain links to always
         # names the record before it, so its chain can be read back to the
@@ -280,7 +280,7 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
         _refuse_finished(record, execution_id)
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
-        _refuse_abandoned(store, record)
+        _refuse_abandoned(router, store, record)
         new_id = new_execution_id()
         recorder = Recorder(
             router.store,  # type: ignore[arg-type]  # require_durable checked it
@@ -332,7 +332,9 @@ def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
         )
 
 
-def _refuse_abandoned(store: DurableStore, record: ExecutionRecord) -> None:
+def _refuse_abandoned(
+    router: DurableRouter, store: DurableStore, record: ExecutionRecord
+) -> None:
     """Refuse a resume record its chain does not link to.
 
     Its resumer died after the record said what it resumes and before it
@@ -341,6 +343,8 @@ def _refuse_abandoned(store: DurableStore, record: ExecutionRecord) -> None:
     """
     previous = resume_of(record)
     if previous is not None and store.resumed_by(previous) != record.execution_id:
+        if not _has_record(router, previous):  # deleted, with its link
+            chain_of(router, record)  # raises chain_broken
         raise ResumeRefused(
             "abandoned",
             record.execution_id,

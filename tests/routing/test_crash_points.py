@@ -13,9 +13,11 @@ start and its end, on each level, with no timing. Afterwards:
   exactly once in an execution that completed;
 - a side effect whose start is recorded and whose end is recorded in no
   record of its chain (the oracle, read from the records before recovery)
-  parks its execution ``side_effect_in_doubt`` naming it; every other trip
-  completes with the answer of a trip nothing interrupted, and a retry of its
-  key answers the same.
+  parks its execution ``side_effect_in_doubt`` naming it (a receipt's print:
+  the receipt is parked, and the trip completes with its answer); every other
+  trip completes with the answer of a trip nothing interrupted, and a retry of
+  its key answers the same;
+- recovery leaves only records nothing ran in (``empty``, ``abandoned``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from intentusnet import AgentResponse, IntentRouter, RecordStatus, Recovery
+from intentusnet import (
+    AgentResponse,
+    IntentRouter,
+    RecordStatus,
+    Recovery,
+    ResumeRefused,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 import crashkit  # the application, importable beside this file
@@ -244,6 +252,11 @@ def test_every_crash_point_two_levels_deep(
     # Left: records nothing ran in, which recovery leaves to a retry of their
     # key (docs/durability.md).
     left = Counter(o.reason for o in report.outcomes)
+    for abandoned in report.outcomes:
+        if abandoned.reason == "abandoned":  # resumed by hand: refused too
+            with pytest.raises(ResumeRefused) as refused:
+                router.resume(abandoned.execution_id)
+            assert refused.value.reason == "abandoned"
 
     answers = {
         case: router.route_intent(crashkit.envelope(case), idempotency_key=case)

@@ -72,10 +72,11 @@ def _recover(
 
 
 #: The fault point (``INTENTUSNET_KILL_AT``, intentusnet/_util/faults.py) just
-#: after a resume's first piece of lines (``INTENT_RECEIVED`` with
-#: ``AGENT_ATTEMPT_START``): points 1 and 2 are around its header, 3 and 4
-#: around that piece. Killed there, the agent has not re-opened step 1.
-AFTER_ATTEMPT_START = "4"
+#: after a resume's ``AGENT_ATTEMPT_START``: points 1 and 2 are around its
+#: header, 3 and 4 around its ``INTENT_RECEIVED`` (then it is linked), 5 and 6
+#: around the piece with ``AGENT_ATTEMPT_START``. Killed there, the resume is
+#: linked and the agent has not re-opened step 1.
+AFTER_ATTEMPT_START = "6"
 
 
 def _runs(tmp_path: Path) -> list[str]:
