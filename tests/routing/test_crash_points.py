@@ -27,9 +27,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -121,22 +123,51 @@ def router(
     built.store.close()
 
 
-def _kill_everywhere(forker: Forker) -> list[str]:
-    """Route and kill at every (N, M); the cases, named ``N-M``."""
+def _kill_at(forker: Forker, n: int) -> tuple[list[str], bool]:
+    """Route killed at point ``n``, retry killed at every M: the cases ``N-M``.
+
+    And whether the trip finished before point ``n`` (no point left).
+    """
     cases: list[str] = []
-    for n in range(1, MAX_POINT):
-        for m in range(1, MAX_POINT):
-            case = f"{n}-{m}"
-            first = forker.run(case, n)
-            second = forker.run(case, m)  # the retry: resumes a killed trip
-            cases.append(case)
-            if second == 0:
-                break
-        else:
-            pytest.fail(f"a resume of {n} was still killed at point {MAX_POINT}")
-        if first == 0:  # the trip finished: no point left to kill it at
-            return cases
-    pytest.fail(f"a trip was still killed at point {MAX_POINT}")
+    for m in range(1, MAX_POINT):
+        case = f"{n}-{m}"
+        first = forker.run(case, n)
+        second = forker.run(case, m)  # the retry: resumes a killed trip
+        cases.append(case)
+        if second == 0:
+            return cases, first == 0
+    pytest.fail(f"a resume of {n} was still killed at point {MAX_POINT}")
+
+
+def _kill_everywhere(where: str, ledger: Path) -> list[str]:
+    """Every (N, M), N shared out to two forkers (the machine's two cores)."""
+    points = iter(range(1, MAX_POINT))
+    lock = threading.Lock()
+    last: list[int] = []  # the first N the trip finished before
+    cases: list[str] = []
+
+    def work() -> None:
+        forker = Forker(where, ledger)
+        try:
+            while True:
+                with lock:
+                    n = next(points, None)
+                    if n is None or (last and n > last[0]):
+                        return
+                found, finished = _kill_at(forker, n)
+                with lock:
+                    cases.extend(found)
+                    if finished:
+                        last[:] = [min([n, *last])]
+        finally:
+            forker.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(work) for _ in range(2)]:
+            done.result()
+    if not last:
+        pytest.fail(f"a trip was still killed at point {MAX_POINT}")
+    return cases
 
 
 def _chain(router: IntentRouter, case: str) -> list[str]:
@@ -237,11 +268,7 @@ def test_every_crash_point_two_levels_deep(
 ) -> None:
     """Killed at each write point, then its resume: at most once, parked in doubt."""
     started = time.monotonic()
-    forker = Forker(where, tmp_path / "ledger")
-    try:
-        cases = _kill_everywhere(forker)
-    finally:
-        forker.close()
+    cases = _kill_everywhere(where, tmp_path / "ledger")
     killed_s = time.monotonic() - started
     doubt = {case: _in_doubt(router, case) for case in cases}
 
