@@ -835,7 +835,9 @@ class ResumeRefused(IntentusNetError):
     or resuming it), ``no_agent`` (no agent of this router handles its intent),
     ``configuration_changed`` (the router's configuration for the intent is
     not the recorded one; ``force=True`` resumes anyway), ``no_store`` (the
-    router records nothing), ``attempts_exhausted`` (recovery gave up).
+    router records nothing), ``attempts_exhausted`` (recovery gave up),
+    ``chain_broken`` (a record of its resume chain is gone), ``abandoned`` (a
+    resume record whose resumer died before linking it: nothing ran in it).
     Added in 0.1.0.
 
     Attributes:

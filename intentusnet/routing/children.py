@@ -15,13 +15,15 @@ from contextvars import Token
 from typing import TYPE_CHECKING, Protocol
 
 from .._util.ids import new_execution_id
-from .._util.jsonvalue import JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
 from ..hashing import hashed_view
 from .execution import Execution, OpenStep, StepSession, enter_step, leave_step
+from .journal import Journal
 from .seams import Cassette, ExecutionOptions
 
 if TYPE_CHECKING:
+    from ..store.durable import RecordHold
     from .execution import _Active
 
 __all__ = ["Router", "aroute_child", "route_child"]
@@ -50,7 +52,7 @@ class Router(Protocol):
 class _ChildRoute:
     """One ``ctx.route`` call: the parent's ``route:`` step and the child's options."""
 
-    __slots__ = ("env", "opened", "options", "recorded", "session")
+    __slots__ = ("env", "hold", "opened", "options", "recorded", "session")
 
     def __init__(
         self,
@@ -82,16 +84,26 @@ class _ChildRoute:
                 child=child_id,
             )
         recorded_child, cassette = _rerun_of_child(session, self.opened)
+        received: JSONObject | None = (
+            None if recorded_child is None else {"replayOf": recorded_child}
+        )
+        origin = None
+        #: the newest record of the child's chain, held while a resume continues it
+        self.hold: RecordHold | None = None
+        if isinstance(cassette, Journal):  # a resumed parent: resume the child too
+            received, origin = cassette.resumption(), cassette.origin
+            self.hold = cassette.continue_as(child_id)
         #: the child's answer as its record holds it, once it is routed
         self.recorded: list[AgentResponse] = []
         self.options = ExecutionOptions(
             execution_id=child_id,
             parent_execution_id=parent_id,
-            received=None if recorded_child is None else {"replayOf": recorded_child},
+            received=received,
             store=None if ex is None else ex.store,
             cassette=cassette,
             redaction=redaction,
             recorded=self.recorded.append,
+            origin_execution_id=origin,
         )
 
     def served(self) -> AgentResponse | None:
@@ -100,6 +112,12 @@ class _ChildRoute:
         if opened is None or session is None or not opened.served:
             return None
         return _served_response(opened, session.serve(opened))
+
+    def release(self) -> None:
+        """Let go of the child chain's record a resume held (if it did)."""
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            hold.release()
 
     def enter(self) -> Token[_Active] | None:
         """Mark the step as running (a step inside the child is not its child)."""
@@ -180,6 +198,7 @@ def route_child(
         call.failed(exc)
         raise
     finally:
+        call.release()
         if token is not None:
             leave_step(token)
     return call.done(response)
@@ -205,6 +224,7 @@ async def aroute_child(
         call.failed(exc)
         raise
     finally:
+        call.release()
         if token is not None:
             leave_step(token)
     return call.done(response)

@@ -1,7 +1,8 @@
 """Durable executions: resuming an interrupted one, and routing with a key.
 
-``resume`` runs an interrupted execution's agent again with its record as the
-journal (``journal.py``): completed steps are served, the rest runs live, and
+``resume`` runs an interrupted execution's agent again with its resume chain
+(its first record and every resume of it) as the journal (``journal.py``):
+steps whose end any of them holds are served, the rest runs live, and
 the answer is recorded as a new record that names the old one (``resumeOf``),
 while the store links the old one to it. Who may resume is decided by the
 store's owner lock: the resumer holds the interrupted record's lock until its
@@ -42,7 +43,12 @@ from ..errors import (
     ResumeRefused,
     StoreError,
 )
-from ..record.durable import idempotency_key_of, resume_attempt, resume_origin
+from ..record.durable import (
+    idempotency_key_of,
+    resume_attempt,
+    resume_of,
+    resume_origin,
+)
 from ..record.model import EventType, RecordStatus
 from ..store.durable import DurableStore, KeyClaim
 from .journal import Journal
@@ -59,6 +65,7 @@ __all__ = [
     "FINISHED",
     "DurableRouter",
     "chain_head",
+    "chain_of",
     "park",
     "parked",
     "recorded_answer",
@@ -164,6 +171,29 @@ def chain_head(router: DurableRouter, execution_id: str) -> str:
         current = following
 
 
+def chain_of(router: DurableRouter, record: ExecutionRecord) -> list[ExecutionRecord]:
+    """``record`` and the records it resumes, back to the first: oldest first.
+
+    Raises:
+        ResumeRefused: ``chain_broken``, a record of the chain is gone (its
+            steps cannot be known, so none may be guessed).
+    """
+    chain, seen = [record], {record.execution_id}
+    while (previous := resume_of(chain[-1])) is not None and previous not in seen:
+        seen.add(previous)
+        try:
+            chain.append(_load(router, previous))
+        except RecordNotFound:
+            raise ResumeRefused(
+                "chain_broken",
+                record.execution_id,
+                f"record {previous}, which it resumes, is gone: the steps it "
+                "ended are unknown",
+            ) from None
+    chain.reverse()
+    return chain
+
+
 def recorded_answer(record: ExecutionRecord) -> AgentResponse:
     """A finished record's answer, marked as a replay (no agent ran)."""
     response = AgentResponse.model_validate(record.final_response or {})
@@ -217,8 +247,12 @@ def resume(
         break
     try:
         _refuse_finished(record, execution_id)
-        env, options = _resumption(router, record, force)
-        hold.link(str(options.execution_id))
+        _refuse_abandoned(router, store, record)
+        # Linked once the new record says what it resumes (its INTENT_RECEIVED
+        # on disk), before its agent runs: a record the chain links to always
+        # names the record before it, so its chain can be read back to the
+        # first record (chain_of).
+        env, options = _resumption(router, record, force, opened=hold.link)
         return router.route_intent(env, options=options)
     finally:
         hold.release()
@@ -246,8 +280,8 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
         _refuse_finished(record, execution_id)
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
+        _refuse_abandoned(router, store, record)
         new_id = new_execution_id()
-        hold.link(new_id)
         recorder = Recorder(
             router.store,  # type: ignore[arg-type]  # require_durable checked it
             record.envelope,
@@ -261,7 +295,11 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
                 "resumeAttempt": resume_attempt(record) + 1,
             },
             configuration=record.header.configuration,
+            announce=True,
         )
+        if recorder.error is not None:
+            raise StoreError(f"could not park {head}: {recorder.error}")
+        hold.link(new_id)  # once the record names what it resumes, as resume
         attention: JSONObject = {
             "reason": reason,
             "message": message,
@@ -294,8 +332,33 @@ def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
         )
 
 
+def _refuse_abandoned(
+    router: DurableRouter, store: DurableStore, record: ExecutionRecord
+) -> None:
+    """Refuse a resume record its chain does not link to.
+
+    Its resumer died after the record said what it resumes and before it
+    linked it (so before its agent ran): the record it resumes is still the
+    chain's newest, and is resumed instead.
+    """
+    previous = resume_of(record)
+    if previous is not None and store.resumed_by(previous) != record.execution_id:
+        if not _has_record(router, previous):  # deleted, with its link
+            chain_of(router, record)  # raises chain_broken
+        raise ResumeRefused(
+            "abandoned",
+            record.execution_id,
+            f"its resumer died before linking it to {previous}, which is "
+            "resumed instead (nothing ran in it)",
+        )
+
+
 def _resumption(
-    router: DurableRouter, record: ExecutionRecord, force: bool
+    router: DurableRouter,
+    record: ExecutionRecord,
+    force: bool,
+    *,
+    opened: Callable[[str], None],
 ) -> tuple[IntentEnvelope, ExecutionOptions]:
     """The envelope and options of ``record``'s resumed execution, once allowed."""
     header = record.header
@@ -316,11 +379,8 @@ def _resumption(
             f"the router's agents for the intent changed since it ran (recorded "
             f"configuration {recorded}, today {today}); force=True resumes anyway",
         )
-    received: JSONObject = {
-        "resumeOf": header.execution_id,
-        "resumeOrigin": resume_origin(record),
-        "resumeAttempt": resume_attempt(record) + 1,
-    }
+    journal = Journal(chain_of(router, record), store=router.store)
+    received = journal.resumption()
     key = idempotency_key_of(record)
     if key is not None:
         received["idempotencyKey"] = key
@@ -330,8 +390,9 @@ def _resumption(
         execution_id=new_execution_id(),
         parent_execution_id=header.parent_execution_id,
         received=received,
-        cassette=Journal(record, store=router.store),
-        origin_execution_id=resume_origin(record),
+        cassette=journal,
+        origin_execution_id=journal.origin,
+        opened=opened,
     )
     return env.model_copy(update={"routing": routing}), options
 

@@ -1,13 +1,23 @@
-"""An interrupted record as the journal of its resumed execution.
+"""An interrupted resume chain as the journal of its resumed execution.
+
+The journal is the whole chain: the execution's first record and every resume
+of it, oldest first (``resumeOf`` links them). A step keeps its number
+through every resume, so the chain's records are merged by number: a step's
+start is the first record's that started it, and it *ended* if any record of
+the chain holds its end. A resume killed before it re-served its steps (its
+record holds none of them) thus loses none: the next resume serves them from
+the record that holds them, and a step whose end is recorded anywhere never
+runs again. A step end a resume wrote when it parked (``source: miss``) is
+not an end: nothing ran.
 
 A resumed execution runs its agent again from the start; each step it opens is
-matched to the record *by position*: the n-th step the code opens must be the
+matched to the journal *by position*: the n-th step the code opens must be the
 n-th recorded step (same name, same ``argsHash``); steps nested in a step that
 is served were answered with it and are skipped. What the recorded step holds
 says what happens (docs/durability.md):
 
-- it ended: served (its output, or its recorded failure raised again); never
-  run twice;
+- it ended (in any record of the chain): served (its output, or its recorded
+  failure raised again), naming the record it came from; never run twice;
 - it started and never ended: run live, unless it is a side effect not
   declared ``idempotent=True``: then it may or may not have happened, and the
   execution is parked (``SideEffectInDoubt``);
@@ -18,8 +28,10 @@ says what happens (docs/durability.md):
 Once parked, every later step call is refused with the same error, and the
 router records the execution ``needs_attention`` (an ``ATTENTION_NEEDED``
 event, see :attr:`Journal.attention`) whatever the agent answers. The journal
-numbers the steps of the new record as the interrupted one did, so a step
-keeps its number (and its ``ctx.idempotency_key``) through every resume.
+numbers the steps of the new record as the chain did, so a step keeps its
+number (and its ``ctx.idempotency_key``) through every resume. A child intent
+(``ctx.route``) resumed more than once has a chain too: the child records the
+``route:`` step's starts name, oldest first, are its journal.
 
 It implements the ``Cassette`` seam (``seams.py``) as the re-run's cassette
 does, so resume needs nothing from ``steps/``.
@@ -28,7 +40,8 @@ does, so resume needs nothing from ``steps/``.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .._util.jsonvalue import JSONObject, JSONValue
@@ -38,14 +51,16 @@ from ..errors import (
     NondeterminismError,
     SideEffectInDoubt,
 )
+from ..record.durable import resume_attempt, resume_origin
 from ..record.model import EventType
+from ..store.durable import DurableStore, RecordHold
 from .seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
 
-__all__ = ["Journal", "JournalDecision", "JournalStep"]
+__all__ = ["Journal", "JournalDecision", "JournalStep", "chain_steps", "journal_steps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +80,10 @@ class JournalStep:
     error: JSONObject | None
     traceback: str | None
     child_execution_id: str | None
+    #: the record holding the step's end (else its start)
+    record: str = ""
+    #: the child executions the step's starts name, oldest first
+    children: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +99,11 @@ class JournalDecision:
 
 
 def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
-    """The recorded steps of ``record``, in the order they started."""
+    """The recorded steps of ``record``, in the order they started.
+
+    A step whose end says ``source: miss`` (refused by a journal: nothing ran)
+    is left out.
+    """
     starts: list[JSONObject] = []
     ends: dict[int, JSONObject] = {}
     for event in record.events:
@@ -90,10 +113,11 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
             number = event.data.get("step")
             if type(number) is int:
                 ends[number] = event.data
+    missed = {n for n, end in ends.items() if end.get("source") == "miss"}
     steps: list[JournalStep] = []
     for start in starts:
         number = start.get("step")
-        if type(number) is not int:
+        if type(number) is not int or number in missed:
             continue
         end = ends.get(number)
         done = end or {}
@@ -114,9 +138,60 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
                 error=error if isinstance(error, dict) else None,
                 traceback=_text(done.get("traceback")),
                 child_execution_id=_text(child),
+                record=record.execution_id,
+                children=tuple(c for c in (_text(start.get("childExecutionId")),) if c),
             )
         )
     return steps
+
+
+def chain_steps(chain: Sequence[ExecutionRecord]) -> list[JournalStep]:
+    """The steps of a resume chain (oldest record first), merged by number.
+
+    In the order they first started. A step's start is its first record's
+    (a later record asking for another step there was parked, and wrote an
+    end that is a miss); its end is the first that can serve it (``success``
+    or ``error``) of any record, else the first end found, else none.
+    """
+    merged: dict[int, JournalStep] = {}
+    for record in chain:
+        for step in journal_steps(record):
+            known = merged.get(step.number)
+            if known is None:
+                merged[step.number] = step
+                continue
+            children = known.children + tuple(
+                c for c in step.children if c not in known.children
+            )
+            ended = _end_kept(known, step)
+            merged[step.number] = replace(
+                known,
+                ended=ended.ended,
+                outcome=ended.outcome,
+                output=ended.output,
+                output_hash=ended.output_hash,
+                error=ended.error,
+                traceback=ended.traceback,
+                child_execution_id=ended.child_execution_id
+                if ended.ended
+                else step.child_execution_id or known.child_execution_id,
+                record=ended.record,
+                children=children,
+            )
+    return list(merged.values())
+
+
+def _servable(step: JournalStep) -> bool:
+    return step.ended and step.outcome in ("success", "error")
+
+
+def _end_kept(known: JournalStep, later: JournalStep) -> JournalStep:
+    """Of two records' views of one step, the one whose end the journal keeps."""
+    if not later.ended:
+        return known
+    if not known.ended or (_servable(later) and not _servable(known)):
+        return later
+    return known
 
 
 def _text(value: JSONValue) -> str | None:
@@ -124,10 +199,11 @@ def _text(value: JSONValue) -> str | None:
 
 
 class Journal:
-    """The record of an interrupted execution, answering its resumed steps.
+    """The records of an interrupted execution, answering its resumed steps.
 
     Args:
-        record: the interrupted record (the newest of its resume chain).
+        chain: the records of its resume chain, oldest first; the last is the
+            interrupted record resumed (the newest).
         store: where the records of its child intents are loaded from.
 
     Attributes:
@@ -139,18 +215,28 @@ class Journal:
     """
 
     def __init__(
-        self, record: ExecutionRecord, *, store: ExecutionStore | None = None
+        self,
+        chain: Sequence[ExecutionRecord],
+        *,
+        store: ExecutionStore | None = None,
     ) -> None:
-        self.execution_id = record.execution_id
+        self.execution_id = chain[-1].execution_id
+        #: the first execution of the chain, and the resumes it holds
+        self.origin = resume_origin(chain[0])
+        self.attempt = resume_attempt(chain[-1])
         self.attention: JSONObject | None = None
         self.served = 0
         self.ran: list[int] = []
         self._store = store
-        self._steps = journal_steps(record)
+        self._steps = chain_steps(chain)
         self._children: dict[int, list[int]] = {}
+        #: a child execution's chain (oldest first), by the newest id in it
+        self._child_chains: dict[str, tuple[str, ...]] = {}
         for step in self._steps:
             if step.parent is not None:
                 self._children.setdefault(step.parent, []).append(step.number)
+            if step.child_execution_id is not None and step.children:
+                self._child_chains[step.child_execution_id] = step.children
         self._cursor = 0
         self._consumed: set[int] = set()
         self._next = max((s.number for s in self._steps), default=0) + 1
@@ -196,7 +282,9 @@ class Journal:
                 self._consume(recorded.number)
                 self.served += 1
                 action = SERVE if recorded.outcome == "success" else REPLAY_ERROR
-                return JournalDecision(action, recorded, recorded.number)
+                return JournalDecision(
+                    action, recorded, recorded.number, served_from=recorded.record
+                )
             if (side_effect or recorded.side_effect) and not recorded.idempotent:
                 self._park(
                     "side_effect_in_doubt",
@@ -238,11 +326,54 @@ class Journal:
     ) -> None:
         """Nothing to note: the new record says how each step ended."""
 
-    def child(self, execution_id: str) -> Journal | None:
-        """The journal of a recorded child intent, to resume it too."""
-        if self._store is None:
+    def resumption(self) -> JSONObject:
+        """The ``INTENT_RECEIVED`` links of the execution resuming this chain."""
+        return {
+            "resumeOf": self.execution_id,
+            "resumeOrigin": self.origin,
+            "resumeAttempt": self.attempt + 1,
+        }
+
+    def continue_as(self, execution_id: str) -> RecordHold | None:
+        """Hold the newest record and link it to ``execution_id``, its resume.
+
+        For a child intent's chain, which its parent's resume continues (a
+        resume of the chain itself is ``durable.resume``, which does the
+        same): the link keeps the record out of every later recovery scan,
+        and the hold, until it is released, out of any other resumer's hands.
+        ``None`` when the store keeps no links or a live process holds it.
+
+        Raises:
+            StoreError: the link could not be written.
+        """
+        store = self._store
+        if not isinstance(store, DurableStore):
             return None
         try:
-            return Journal(self._store.load(execution_id), store=self._store)
+            hold = store.hold_record(self.execution_id)
         except IntentusNetError:
             return None
+        if hold is not None:
+            try:
+                hold.link(execution_id)
+            except BaseException:
+                hold.release()
+                raise
+        return hold
+
+    def child(self, execution_id: str) -> Journal | None:
+        """The journal of a recorded child intent, to resume it too.
+
+        Its chain is every child record the step's starts name, oldest first
+        (a child whose process died before its record opened has none).
+        """
+        store = self._store
+        if store is None:
+            return None
+        chain: list[ExecutionRecord] = []
+        for child_id in self._child_chains.get(execution_id, (execution_id,)):
+            try:
+                chain.append(store.load(child_id))
+            except IntentusNetError:
+                continue
+        return Journal(chain, store=store) if chain else None

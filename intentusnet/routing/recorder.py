@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final
 
+from .._util import faults
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import IntentusNetError
 from ..record.fingerprint import PATH_EVENTS, fingerprint, path_entry
@@ -44,7 +45,10 @@ class Recorder:
     ``started``, the routing call's ``time.perf_counter()`` at its start, puts
     ``openedAfterMs`` in ``INTENT_RECEIVED``: how long the call ran before the
     record was open, the time its events' ``atMs`` (counted from the opening)
-    do not show.
+    do not show. With ``announce``, ``INTENT_RECEIVED`` is on disk when the
+    recorder is made (not held for the next write): the record says what it
+    is before anyone is told it is open (an asynchronous submit's 202, a
+    resume's link, which names it).
     """
 
     __slots__ = (
@@ -69,6 +73,7 @@ class Recorder:
         configuration: JSONObject | None = None,
         redaction: Redaction | None = None,
         started: float | None = None,
+        announce: bool = False,
     ) -> None:
         self.error: str | None = None
         #: what this execution redacts (the envelope given here already is)
@@ -77,6 +82,8 @@ class Recorder:
         #: the fingerprint entries of the events written so far, in file order
         self._path: list[JSONValue] = []
         self._lock = threading.Lock()
+        if faults.KILL_AT:  # a crash test's seam (_util/faults.py)
+            faults.point()
         try:
             self._writer = store.open(
                 envelope,
@@ -90,6 +97,8 @@ class Recorder:
             self.error = f"could not open the record: {exc}"
             self.execution_id = execution_id
             return
+        if faults.KILL_AT:
+            faults.point()
         self.execution_id = self._writer.execution_id
         intent_received: JSONObject = {
             "requestId": request_id,
@@ -102,10 +111,15 @@ class Recorder:
             intent_received["openedAfterMs"] = round(opened, 3)
         if received:  # e.g. replayOf, for a re-run
             intent_received.update(received)
-        self.event("INTENT_RECEIVED", intent_received)
+        self.event("INTENT_RECEIVED", intent_received, now=announce)
 
-    def event(self, event_type: str, data: JSONObject) -> None:
-        """Append one event; on failure, stop recording and remember why."""
+    def event(self, event_type: str, data: JSONObject, *, now: bool = False) -> None:
+        """Append one event; on failure, stop recording and remember why.
+
+        ``now``: on disk when this returns, even an event the router always
+        follows with another (an execution announced as open, see
+        ``ExecutionOptions.opened``).
+        """
         writer = self._writer
         if writer is None:
             return
@@ -116,7 +130,8 @@ class Recorder:
             except Exception as exc:  # a hook's fault: write nothing unredacted
                 self._fail(f"could not redact {event_type}: {type(exc).__name__}")
                 return
-        write = writer.append_soon if event_type in _FOLLOWED else writer.append
+        soon = event_type in _FOLLOWED and not now
+        write = writer.append_soon if soon else writer.append
         if event_type not in PATH_EVENTS:
             try:
                 write(event_type, data)

@@ -5,7 +5,8 @@ router's intents that are ``incomplete`` (their owner is gone: the file
 store's owner lock says so, PostgreSQL's advisory lock, held by a session on
 any host), older than the grace period and not resumed already
 (``DurableStore.interrupted``), and resumes each (``IntentRouter.resume``).
-The claim is the store's: a record a live process writes or resumes is
+A child intent's record (``ctx.route``) is skipped: the resume of its parent
+continues it. The claim is the store's: a record a live process writes or resumes is
 skipped (``owned``), so processes sharing a store may all run recovery and
 each execution is resumed by one of them. A chain resumed ``max_attempts``
 times is parked ``needs_attention`` instead; between attempts, the chain
@@ -50,7 +51,8 @@ class RecoveryOutcome:
         execution_id: the interrupted record found.
         action: ``resumed``, ``parked`` or ``skipped``.
         reason: why (a ``ResumeRefused`` reason, ``backoff``, ``resumed``
-            (its chain was finished already), or the parked reason).
+            (its chain was finished already), ``child`` (a child intent's
+            record: its parent's resume finishes it), or the parked reason).
         resumed_as: the record that finished it (or parked it), if any.
     """
 
@@ -173,6 +175,18 @@ class Recovery:
             record = store.load(head)
         except IntentusNetError as exc:
             return RecoveryOutcome(execution_id, "skipped", exc.code)
+        if not record.events:
+            # Only its header: nothing ran in it and nobody was told it is
+            # open (an asynchronous submit answers once INTENT_RECEIVED is on
+            # disk, a resume links it then). It may be a resume whose process
+            # died before saying what it resumes: resumed, it could run its
+            # chain's steps again. A key retried resumes it from its claim.
+            return RecoveryOutcome(execution_id, "skipped", "empty")
+        if record.header.parent_execution_id is not None:
+            # A child intent's record: its parent's resume continues it (as a
+            # new child record, this one its journal). Resumed on its own too,
+            # its side effects could run twice.
+            return RecoveryOutcome(execution_id, "skipped", "child")
         status = record.header.status
         if status is not RecordStatus.INCOMPLETE:
             # resumed already (finished, or being resumed by a live process)

@@ -521,6 +521,7 @@ class IntentRouter:
                 configuration=self._configuration(env),
                 redaction=redaction,
                 started=started,
+                announce=opts.opened is not None,
             )
             ex = Execution(
                 recorder.execution_id or new_execution_id(),
@@ -535,7 +536,11 @@ class IntentRouter:
         if opts.opened is not None and (
             ex.recorder is not None and ex.recorder.error is None
         ):
-            opts.opened(ex.execution_id)  # the record is open: say so
+            try:
+                opts.opened(ex.execution_id)  # the record is open: say so
+            except BaseException:
+                ex.recorder.abandon()  # no agent runs: it reads incomplete
+                raise
         if ex.observers:
             self._observe(ex, env, options)
         return ex, decision, decision_wire, order

@@ -196,12 +196,15 @@ class ExecutionOptions:
         origin_execution_id: the first execution of a resume chain, whose
             id ``ctx.idempotency_key`` is derived from (added in 0.1.0).
         opened: called with the execution's id once its record is open in the
-            store (its header and envelope written: all a resumer needs),
-            before any agent runs; not called when nothing is recorded. For an
-            asynchronous submit, which answers as soon as it is called; it must
-            not raise. With an idempotency key (the only option allowed with
-            one), it is called with the id of the execution the key names,
-            once that one's record is open, whoever runs it (added in 0.1.0).
+            store (its header, envelope and ``INTENT_RECEIVED`` written: all a
+            resumer needs), before any agent runs; not called when nothing is
+            recorded. For an asynchronous submit, which answers as soon as it
+            is called, and a resume, which links the record it resumes to it
+            then. If it raises, the record is closed unfinished and the
+            exception propagates: no agent runs. With an idempotency key
+            (the only option allowed with one), it is called with the id of
+            the execution the key names, once that one's record is open,
+            whoever runs it (added in 0.1.0).
         envelope_hash: the hash of the envelope as recorded, when the caller
             computed it already (a keyed call claims its key under it), so it
             is not computed twice; ``None``: hashed when the record opens

@@ -13,6 +13,7 @@ import time
 from types import TracebackType
 from typing import Final
 
+from .._util import faults
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import StoreError
 from ..record.format import seal
@@ -314,7 +315,12 @@ class ChainWriter:
         held = self._held
         if held:
             line = b"".join((*held, line))
-        self._emit(line)
+        if faults.KILL_AT:  # a crash test's seam (_util/faults.py)
+            faults.point()
+            self._emit(line)
+            faults.point()
+        else:
+            self._emit(line)
         self._size += len(line)
         if held:
             self._held, self._held_kinds = [], []

@@ -18,7 +18,7 @@ from types import ModuleType
 import orjson
 import pytest
 
-from intentusnet import IntentRouter, ListFilters, RecordStatus
+from intentusnet import IntentRouter, ListFilters, RecordStatus, Recovery
 from intentusnet.record.durable import resume_of
 
 KIT = Path(__file__).with_name("shopkit.py")
@@ -51,6 +51,32 @@ def _route(
         timeout=60,
         check=False,
     )
+
+
+RECOVER_ONCE = ("recover", "--once", "--grace", "0", "--app", "shopkit:router")
+
+
+def _recover(
+    tmp_path: Path, where: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``intentusnet recover --once --grace 0`` in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "intentusnet.cli", *RECOVER_ONCE],
+        cwd=KIT.parent,
+        env=_env(tmp_path, where, **extra),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+#: The fault point (``INTENTUSNET_KILL_AT``, intentusnet/_util/faults.py) just
+#: after a resume's ``AGENT_ATTEMPT_START``: points 1 and 2 are around its
+#: header, 3 and 4 around its ``INTENT_RECEIVED`` (then it is linked), 5 and 6
+#: around the piece with ``AGENT_ATTEMPT_START``. Killed there, the resume is
+#: linked and the agent has not re-opened step 1.
+AFTER_ATTEMPT_START = "6"
 
 
 def _runs(tmp_path: Path) -> list[str]:
@@ -202,3 +228,49 @@ def test_random_kills_lose_nothing_and_repeat_nothing(shopkit: ModuleType) -> No
     for bad in ("unfinished", "lost", "no_reason", "side_effects_twice"):
         assert counts[bad] == 0, counts
     assert counts["steps_rerun"] == counts["emails_skipped"] == 0, counts
+
+
+def _steps_of(shop: IntentRouter, execution_id: str) -> list[str]:
+    return [e.type.value for e in shop.store.load(execution_id).events]
+
+
+def test_a_resume_killed_before_its_first_step_loses_no_step(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """Killed after the e-mail, its recovery killed before step 1: one e-mail."""
+    assert _route(tmp_path, where, SHOP_KILL="before:charge").returncode == -9
+    [origin] = shop.store.list()
+    killed = _recover(tmp_path, where, INTENTUSNET_KILL_AT=AFTER_ATTEMPT_START)
+    assert killed.returncode == -9, killed.stderr
+    resumed = shop.store.resumed_by(origin.execution_id)
+    assert resumed is not None
+    events = _steps_of(shop, resumed)
+    assert events[-1] == "AGENT_ATTEMPT_START"
+    assert "STEP_START" not in events  # the resume holds no step
+
+    report = Recovery(shop, grace=0, backoff=0).run_once()  # here, no waiting
+
+    assert [o.action for o in report.outcomes] == ["resumed"]
+    runs = _runs(tmp_path)
+    assert [len(_named(runs, n)) for n in ("fetch", "email", "charge")] == [1, 1, 1]
+    head = shop.store.resumed_by(resumed)
+    assert head is not None
+    record = shop.store.load(head)
+    assert record.header.status is RecordStatus.COMPLETED
+    assert record.final_response["payload"] == {"total": 20}
+
+
+def test_a_keyed_retry_killed_before_its_first_step_loses_no_step(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """A keyed retry killed before step 1, then another retry: one e-mail."""
+    assert _route(tmp_path, where, "k-2", SHOP_KILL="before:charge").returncode == -9
+    killed = _route(tmp_path, where, "k-2", INTENTUSNET_KILL_AT=AFTER_ATTEMPT_START)
+    assert killed.returncode == -9, killed.stderr
+
+    retried = _route(tmp_path, where, "k-2")
+
+    assert retried.returncode == 0, retried.stderr
+    assert orjson.loads(retried.stdout)["payload"] == {"total": 20}
+    runs = _runs(tmp_path)
+    assert [len(_named(runs, n)) for n in ("fetch", "email", "charge")] == [1, 1, 1]

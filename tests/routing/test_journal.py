@@ -128,3 +128,52 @@ def test_a_key_answers_once_and_refuses_another_envelope() -> None:
     assert conflict.value.recorded_hash == first.metadata.envelope_hash
     assert conflict.value.given_hash == router.envelope_hash(other)
     assert calls == ["a", "b", "c"]
+
+
+def test_a_resume_interrupted_before_its_steps_is_resumed_from_the_chain() -> None:
+    """A resume that died holding no step loses none: the next serves the first."""
+    calls: list[str] = []
+    plan: dict[str, object] = {"crash": "c"}
+    router = _router(calls, plan)
+    old = _interrupted(router)
+    plan["crash"] = "a"  # the resume dies before it re-opens step 1
+    with pytest.raises(Crash):
+        router.resume(old)
+    between = router.store.resumed_by(old)
+    assert between is not None
+    plan["crash"] = None
+
+    answer = router.resume(old)
+
+    assert answer.payload == {"done": ["a", "b", "c"]}
+    assert calls == ["a", "b", "c"]  # a and b ran once, in the first record
+    record = router.store.load(str(answer.metadata.execution_id))
+    served = [
+        e.data["servedFrom"]
+        for e in record.events
+        if e.type.value == "STEP_END" and e.data.get("source") == "record"
+    ]
+    assert served == [{"executionId": old, "step": 1}, {"executionId": old, "step": 2}]
+
+
+def test_a_chain_missing_a_record_is_not_resumed() -> None:
+    """A resume chain whose first record is gone is refused, nothing run."""
+    calls: list[str] = []
+    plan: dict[str, object] = {"crash": "c"}
+    router = _router(calls, plan)
+    old = _interrupted(router)
+    plan["crash"] = "a"
+    with pytest.raises(Crash):
+        router.resume(old)
+    newest = router.store.resumed_by(old)
+    assert newest is not None
+    router.store.delete(old)
+    plan["crash"] = None
+
+    with pytest.raises(ResumeRefused) as refused:
+        router.resume(newest)
+
+    assert refused.value.reason == "chain_broken"
+    assert old in refused.value.detail
+    assert calls == ["a", "b"]
+    assert router.store.resumed_by(newest) is None
