@@ -26,7 +26,10 @@ class CatalogRow(NamedTuple):
     readers decide whether its owner is still there. ``lines`` counts the
     record's complete lines, header included, and ``chain_head`` is the hash of
     the last of them. ``usage`` is the LLM token usage its answer carries (the
-    JSON text of ``store.usage.RecordedUsage``), or None.
+    JSON text of ``store.usage.RecordedUsage``), or None. ``inode`` is the file
+    store's record file's inode when the row was made from it (None before the
+    file exists, and in PostgreSQL): a listed row whose file has another one was
+    replaced, and is checked against its file.
     """
 
     id: str
@@ -46,6 +49,7 @@ class CatalogRow(NamedTuple):
     size: int
     chain_head: str
     usage: str | None = None
+    inode: int | None = None
 
 
 def cross_check(

@@ -62,7 +62,7 @@ def _refusal(event_type: object) -> ValueError:
 _OUTCOME_COLUMNS: Final = ("status", "replayable", "reason", "agent", "duration_ms")
 # FileRecordWriter._completed relies on the column order.
 assert CatalogRow._fields[6:11] == _OUTCOME_COLUMNS
-assert CatalogRow._fields[13:] == ("lines", "size", "chain_head", "usage")
+assert CatalogRow._fields[13:] == ("lines", "size", "chain_head", "usage", "inode")
 _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
 _NEEDS_ATTENTION: Final = RecordStatus.NEEDS_ATTENTION.value

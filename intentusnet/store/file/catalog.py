@@ -52,7 +52,7 @@ def crc(text: str) -> int:
 
 
 def row_seal(values: Sequence[object]) -> int:
-    """The seal of a row's 17 values: the checksum of their ``repr``.
+    """The seal of a row's 18 values: the checksum of their ``repr``.
 
     The values are those the row is read back as (see :func:`sealed_values`).
     """
@@ -534,9 +534,9 @@ def sealed_values(row: CatalogRow) -> SealedRow:
 
 def _checked(values: Sequence[object]) -> CatalogRow:
     """A row read back (its columns, then its seal), if it matches its seal."""
-    if len(values) != 18 or row_seal(values[:17]) != values[17]:
+    if len(values) != 19 or row_seal(values[:18]) != values[18]:
         raise _corrupt(f"a row does not match its checksum ({values[0]!r})")
-    return CatalogRow(*values[:17])  # type: ignore[arg-type]
+    return CatalogRow(*values[:18])  # type: ignore[arg-type]
 
 
 def _check_order(rows: Sequence[CatalogRow]) -> None:

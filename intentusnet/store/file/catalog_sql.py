@@ -13,16 +13,16 @@ from typing import Final
 from . import catalog_steps, catalog_usage
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
-CATALOG_SCHEMA: Final = "7"
+CATALOG_SCHEMA: Final = "8"
 #: The SQL function computing a checksum of text (see ``catalog.crc``).
 SEAL_FUNCTION: Final = "intentusnet_seal"
 COLUMNS: Final = (
     "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
     "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
-    "chain_head, usage"
+    "chain_head, usage, inode"
 )
 NAMES: Final = COLUMNS.split(", ")
-PARAMS: Final = ", ".join("?" * 18)  # a row's values and its seal
+PARAMS: Final = ", ".join("?" * 19)  # a row's values and its seal
 
 
 def count_seal(status: str, intent: str, records: str, size: str) -> str:
@@ -39,7 +39,7 @@ FIELDS: Final = (
     "intent_version TEXT NOT NULL, envelope_hash TEXT NOT NULL, "
     "status TEXT NOT NULL, replayable INTEGER NOT NULL, reason TEXT, agent TEXT, "
     "duration_ms REAL, parent_id TEXT, owner TEXT, lines INTEGER NOT NULL, "
-    "size INTEGER NOT NULL, chain_head TEXT NOT NULL, usage TEXT, "
+    "size INTEGER NOT NULL, chain_head TEXT NOT NULL, usage TEXT, inode INTEGER, "
     "seal INTEGER NOT NULL"
 )
 TABLE: Final = f"(id TEXT PRIMARY KEY, {FIELDS})"

@@ -42,10 +42,11 @@ from ...record.model import (
 from .. import logger
 from ..filters import ListFilters
 from ..owner import opener_alive, owner_alive
-from ..rows import CatalogRow, report_changed
+from ..rows import CatalogRow, catalog_mismatch, report_changed
 from ..step_index import StepRef
 from ..usage import UsageTotal
 from ..verification import Progress
+from . import files
 from .catalog import Catalog
 from .catalog_writer import CatalogWriter
 from .layout import CATALOG_NAME, has_records, relative_path
@@ -464,17 +465,21 @@ class StoreIndex:
         A settled row is checked against its file's size, one ``stat``: a file
         that is gone is not listed (``verify --all`` reports the row and
         ``reindex`` drops it), and one shorter than the catalog saw lost lines,
-        so it lists as ``integrity_failure``, whatever the row says.
+        so it lists as ``integrity_failure``, whatever the row says. A file
+        with another inode than the row's was replaced: it is read, and lists
+        as ``integrity_failure`` unless it still holds the lines the row saw.
         """
         path = f"{self._root}/{relative_path(row.id)}"
         if row.status != _IN_PROGRESS:
             try:
-                size = os.stat(path).st_size
+                found = os.stat(path)
             except FileNotFoundError:
                 return None
-            if size >= row.size:
-                return row
-            return row._replace(replayable=0, reason=_INTEGRITY_FAILURE)
+            if found.st_size < row.size or (
+                row.inode not in (None, found.st_ino) and self._changed(path, row)
+            ):
+                return row._replace(replayable=0, reason=_INTEGRITY_FAILURE)
+            return row
         if not os.path.exists(path):
             # Opening (the file comes next), or its process died before making
             # it: either way, nothing to list; a dead one's row is dropped.
@@ -489,6 +494,15 @@ class StoreIndex:
         # a header (a recording failure).
         fresh = self.refresh(row.id, row)
         return row._replace(status="incomplete") if fresh is None else fresh
+
+    @staticmethod
+    def _changed(path: str, row: CatalogRow) -> bool:
+        """Whether a replaced file no longer holds the lines its row saw."""
+        try:
+            data = files.read(path, row.id)
+        except RecordNotFound:
+            return True
+        return catalog_mismatch(data, row.lines, row.chain_head) is not None
 
     def _summary(self, row: CatalogRow) -> RecordSummary | None:
         settled = self._settled(row)

@@ -96,7 +96,7 @@ def data_row(
         row = row_for(
             record.header, lines, len(data), usage_text(record.final_response)
         )
-        return row, steps
+        return row._replace(inode=_inode(path)), steps
     except UnsupportedSchemaVersion as exc:
         logger.warning("not indexed: %s", exc)
         return None
@@ -105,7 +105,15 @@ def data_row(
         if header is None:
             logger.warning("not indexed, unreadable: %s", exc)
             return None
-        return row_for(header, lines, len(data)), []
+        return row_for(header, lines, len(data))._replace(inode=_inode(path)), []
+
+
+def _inode(path: str) -> int | None:
+    """The inode of the file at ``path`` (None if it is gone meanwhile)."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 def _headerless_row(

@@ -284,7 +284,7 @@ class FileExecutionStore:
             header_hash=digest,
             size=len(line),
             fsync=self._fsync,
-            row=row,
+            row=row._replace(inode=os.fstat(fd).st_ino),
             on_complete=writes.write_later,
             signer=self._signer,
         )
@@ -351,12 +351,11 @@ class FileExecutionStore:
         fd = files.create(
             self._root, relative_path(execution_id), data, fsync=self._fsync
         )
+        inode = os.fstat(fd).st_ino
         os.close(fd)
         usage = usage_text(record.final_response)
-        self._index.writes.write(
-            row_for(record.header, data.count(b"\n"), len(data), usage),
-            ended_steps(record),
-        )
+        row = row_for(record.header, data.count(b"\n"), len(data), usage)
+        self._index.writes.write(row._replace(inode=inode), ended_steps(record))
         return record
 
     def invalidate(self, execution_id: str, reason: str) -> None:

@@ -94,6 +94,7 @@ class FileRecordWriter(ChainWriter):
                     self._size,
                     self._prev,
                     usage_text(response),
+                    row.inode,
                 ),
                 self.ended_steps,
             )
@@ -118,6 +119,8 @@ class FileRecordWriter(ChainWriter):
                     seq + 1,
                     self._size,
                     head,
+                    None,
+                    row.inode,
                 ),
                 self.ended_steps,
             )

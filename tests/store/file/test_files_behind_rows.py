@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -116,3 +117,26 @@ def test_verify_all_exits_6_for_a_row_without_its_file(
     assert result.exit_code == 6, result.output
     assert execution_id in result.output
     assert "no file" in result.output
+
+
+def test_a_replaced_file_is_read_and_listed_by_what_it_holds(
+    store: FileExecutionStore,
+) -> None:
+    """Another inode: the same lines list as before, an edited copy as damaged."""
+    execution_id = finished(store, "replace me")
+    path = record_file(store, execution_id)
+    whole = path.read_bytes()
+    os.link(path, path.with_suffix(".kept"))  # its inode number is not reused
+    copy = path.with_suffix(".copy")
+    copy.write_bytes(whole)
+    copy.replace(path)  # the same bytes in a new file: nothing lost
+    assert _listed(store)[execution_id] == (True, None)
+    last = whole.rindex(b'"hash":"sha256:') + len('"hash":"sha256:')
+    edited = (
+        whole[:last]
+        + (b"0" if whole[last : last + 1] != b"0" else b"1")
+        + whole[last + 1 :]
+    )
+    copy.write_bytes(edited)  # same size, its last line's hash changed
+    copy.replace(path)
+    assert _listed(store)[execution_id] == (False, ReplayableReason.INTEGRITY_FAILURE)
