@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from .context import LAST, named_store, open_named
-from .listening import listening_socket
+from .listening import deadline_options, deadlines, listening_socket
 from .output import note
 from .params import USAGE, Choice, CliFailure, keyed_redactor
 
@@ -123,6 +123,7 @@ def mcp() -> None:
     help="With --listen: a session whose client sends nothing for this long ends "
     "(its record is closed).",
 )
+@deadline_options
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -137,6 +138,9 @@ def proxy(
     listen: str | None,
     api_keys_file: str | None,
     idle: float,
+    body_timeout: float,
+    keep_alive: int,
+    max_connections: int,
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -173,6 +177,7 @@ def proxy(
     sent = _headers(headers)
     address = None if listen is None else _address(listen)
     gate = None if address is None else _gate(address[0], api_keys_file)
+    limits = deadlines(body_timeout, keep_alive, max_connections)
     redactor = _redactor(redact, redact_key_file)
     envelope = None
     if url is not None:
@@ -274,6 +279,7 @@ def proxy(
                 idle_seconds=idle,
                 gate=gate,
                 listening=listening,
+                deadlines=limits,
             )
             await listener.open()
             loop = asyncio.get_running_loop()

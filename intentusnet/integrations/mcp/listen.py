@@ -41,6 +41,7 @@ from typing import Final, TypeAlias
 
 import orjson
 
+from ..._util.deadlines import Deadlines
 from ..._util.jsonvalue import JSONValue
 from .jsonrpc import (
     INVALID_REQUEST,
@@ -188,6 +189,8 @@ class Listener:
         gate: what each request's key allows; ``None``: no key is asked for.
         listening: a socket already bound to ``host:port`` to serve on (the
             command binds it first, to say in one line why it cannot).
+        deadlines: the time limits and connection cap of the HTTP server
+            (by default, those ``mcp proxy --listen`` documents).
     """
 
     def __init__(
@@ -199,12 +202,14 @@ class Listener:
         idle_seconds: float = IDLE_SECONDS,
         gate: Gate | None = None,
         listening: socket.socket | None = None,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.idle_seconds = idle_seconds
         self.gate = gate
         self._listening = listening
+        self._deadlines = deadlines or Deadlines()
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
         self._stateless: ListenSession | None = None
@@ -223,7 +228,12 @@ class Listener:
             routes=[Route(PATH, self._endpoint, methods=["GET", "POST", "DELETE"])]
         )
         config = uvicorn.Config(
-            app, host=self.host, port=self.port, log_level="warning", lifespan="off"
+            self._deadlines.guard(app),
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            **self._deadlines.uvicorn_settings(),
         )
         server = uvicorn.Server(config)
         self._server = server
