@@ -94,6 +94,10 @@ def _command(name: str, work: Path, port: int) -> tuple[list[str], str, str]:
         (work / "dlapp.py").write_text(APP)
         argv = ["serve", "--app", "dlapp:router", "--port", str(port)]
         return [*argv, "--log-level", "warning", *LIMITS], "/healthz", "/v1/intents"
+    if name == "serve-workers":
+        (work / "dlapp.py").write_text(APP)
+        argv = ["serve", "--app", "dlapp:router", "--port", str(port), "--workers", "2"]
+        return [*argv, "--log-level", "warning", *LIMITS], "/healthz", "/v1/intents"
     if name == "gateway":
         listen = [
             "--listen",
@@ -116,7 +120,7 @@ def _make_store(root: str) -> None:
     Path(root).mkdir()
 
 
-@pytest.mark.parametrize("name", ["serve", "gateway", "ui", "mcp"])
+@pytest.mark.parametrize("name", ["serve", "serve-workers", "gateway", "ui", "mcp"])
 def test_slow_bodies_are_refused_by_the_deadline_and_starve_no_one(
     name: str, tmp_path: Path
 ) -> None:
@@ -361,3 +365,62 @@ def test_deadlines_refuse_values_out_of_range() -> None:
         with pytest.raises(ValueError, match=named):
             Deadlines(**bad)  # type: ignore[arg-type]
     assert isinstance(Deadlines().guard(_echo), BodyDeadline)
+
+
+def _hung_receive() -> Any:
+    """A ``receive`` whose body never comes."""
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return receive
+
+
+async def _strict(scope: Any, receive: Any, send: Any) -> None:
+    """Read the body; a disconnect is an exception (as Starlette's request.body())."""
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ConnectionResetError("the client left")
+
+
+def _posted() -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": "POST",
+        "path": "/p",
+        "headers": [(b"content-length", b"10")],
+    }
+
+
+def test_an_app_failing_after_the_refusal_is_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Past the deadline: 408 sent, the app told, its exception one info line."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    guarded = BodyDeadline(_strict, 0.1)
+    with caplog.at_level("INFO", logger="intentusnet.server"):
+        asyncio.run(guarded(_posted(), _hung_receive(), send))
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 408
+    assert (b"connection", b"close") in sent[0]["headers"]
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "POST /p: the request body did not arrive within 0.1 s" in line
+    assert "ConnectionResetError" in line
+
+
+def test_an_app_failing_before_any_refusal_is_not_hidden() -> None:
+    """An exception with the body in time (or none asked) propagates unchanged."""
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise ValueError("a bug")
+
+    async def nothing(message: dict[str, Any]) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="a bug"):
+        asyncio.run(BodyDeadline(broken, 5.0)(_posted(), _hung_receive(), nothing))
