@@ -13,8 +13,6 @@ complete, so nothing at this level can time them (docs/serve.md, "Deadlines").
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, TypedDict
@@ -40,7 +38,6 @@ KEEP_ALIVE_SECONDS: Final = 5
 #: Open connections past which a request is answered 503.
 MAX_CONNECTIONS: Final = 1000
 
-_log = logging.getLogger("intentusnet.server")
 _DISCONNECT: Final = {"type": "http.disconnect"}
 _CLOSE: Final = (b"connection", b"close")
 
@@ -112,6 +109,10 @@ class BodyDeadline:
     async def __call__(
         self, scope: MutableMapping[str, Any], receive: Receive, send: Send
     ) -> None:
+        # asyncio (which imports logging) here, not at the top: `intentusnet
+        # --help` imports this module for the options' defaults
+        import asyncio
+
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -156,7 +157,9 @@ class BodyDeadline:
                 raise
             # The client has its answer; an app that stops on being told the
             # client is gone (Starlette's ClientDisconnect) is no server error.
-            _log.info(
+            import logging
+
+            logging.getLogger("intentusnet.server").info(
                 "%s %s: %s; the application stopped with %s",
                 scope.get("method"),
                 scope.get("path"),
