@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .context import named_store, open_named
-from .listening import listening_socket
+from .listening import deadline_options, deadlines, listening_socket
 from .output import note
 from .params import (
     LOG_LEVELS,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from starlette.applications import Starlette
 
+    from .._util.deadlines import Deadlines
     from ..routing.redact import Redactor
     from ..server.gateway.traffic import AccessLog
 
@@ -178,6 +179,7 @@ if TYPE_CHECKING:
     metavar="SECONDS",
     help="How long an upstream may take to answer, or between two chunks (504).",
 )
+@deadline_options
 @click.option(
     "--log-level",
     type=Choice(LOG_LEVELS),
@@ -204,6 +206,9 @@ def gateway(
     pace: str,
     shutdown_timeout: int,
     timeout: float,
+    body_timeout: float,
+    keep_alive: int,
+    max_connections: int,
     log_level: str,
 ) -> None:
     """Forward /NAME/... to each --upstream NAME=URL, recording every call.
@@ -224,6 +229,7 @@ def gateway(
     from ..server.gateway.upstream import upstreams_of
 
     host, port = _address(listen)
+    limits = deadlines(body_timeout, keep_alive, max_connections)
     redactor = _redactor(redact, redact_headers, redact_key_file)
     try:
         found = upstreams_of(upstreams)
@@ -280,21 +286,24 @@ def gateway(
         app = create_gateway(store, settings, access_log=log)
         shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
         note(f"intentusnet gateway: {mode} mode on http://{host}:{port} ({shown})")
-        _run(app, listening, log_level, shutdown_timeout)
+        _run(app, listening, log_level, shutdown_timeout, limits)
 
 
-def _run(app: Starlette, listening: socket, log_level: str, drain: int) -> None:
+def _run(
+    app: Starlette, listening: socket, log_level: str, drain: int, limits: Deadlines
+) -> None:
     """Serve ``app`` until SIGINT or SIGTERM, then finish what is in flight."""
     import uvicorn
 
     config = uvicorn.Config(
-        app,
+        limits.guard(app),
         log_level=log_level,
         access_log=False,  # a URL's query may hold a key: never logged
         server_header=False,
         date_header=False,  # the upstream's (or the record's) is served
         proxy_headers=False,
         timeout_graceful_shutdown=drain,
+        **limits.uvicorn_settings(),
     )
     server = uvicorn.Server(config)
     server.run(sockets=[listening])

@@ -1,18 +1,68 @@
-"""Binding a command's listening socket before anything is printed.
+"""Binding a command's listening socket before anything is printed; its limits.
 
 ``ui`` and ``gateway`` bind their port here and hand the socket to uvicorn, so
 a port in use (or an address this machine does not have) is one line and exit
 2, not a banner, the server's log and its own exit code.
+
+Every listening command (``serve``, ``gateway``, ``ui``, ``mcp proxy
+--listen``) takes the same ``--body-timeout``, ``--keep-alive`` and
+``--max-connections`` (:func:`deadline_options`).
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Callable
+from typing import TypeVar
 
+import click
+
+from .._util.deadlines import (
+    BODY_SECONDS,
+    KEEP_ALIVE_SECONDS,
+    MAX_CONNECTIONS,
+    Deadlines,
+)
 from .params import USAGE, CliFailure
 
-__all__ = ["listening_socket"]
+__all__ = ["deadline_options", "deadlines", "listening_socket"]
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def deadline_options(command: _F) -> _F:
+    """Add ``--body-timeout``, ``--keep-alive`` and ``--max-connections``."""
+    command = click.option(
+        "--max-connections",
+        type=click.IntRange(min=2),
+        default=MAX_CONNECTIONS,
+        show_default=True,
+        metavar="N",
+        help="With N connections open, answer a request 503.",
+    )(command)
+    command = click.option(
+        "--keep-alive",
+        type=click.IntRange(min=1),
+        default=KEEP_ALIVE_SECONDS,
+        show_default=True,
+        metavar="SECONDS",
+        help="Close a connection idle this long between requests.",
+    )(command)
+    return click.option(
+        "--body-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=BODY_SECONDS,
+        show_default=True,
+        metavar="SECONDS",
+        help="A request body must arrive within this long after its headers "
+        "(408 and the connection closed).",
+    )(command)
+
+
+def deadlines(body_timeout: float, keep_alive: int, max_connections: int) -> Deadlines:
+    """The :class:`Deadlines` of the options :func:`deadline_options` adds."""
+    return Deadlines(body_timeout, keep_alive, max_connections)
 
 
 def listening_socket(host: str, port: int, hint: str) -> socket.socket:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from .context import LAST, named_store, open_named
-from .listening import listening_socket
+from .listening import deadline_options, deadlines, listening_socket
 from .output import note
 from .params import USAGE, Choice, CliFailure, keyed_redactor
 
@@ -131,6 +131,7 @@ def mcp() -> None:
     help="With --listen: a Host header accepted besides the loopback names and the "
     "address listened on (DNS rebinding protection; repeatable).",
 )
+@deadline_options
 @click.argument("upstream", nargs=-1, metavar="-- UPSTREAM...")
 def proxy(
     store_name: str | None,
@@ -146,6 +147,9 @@ def proxy(
     api_keys_file: str | None,
     idle: float,
     allow_hosts: tuple[str, ...],
+    body_timeout: float,
+    keep_alive: int,
+    max_connections: int,
     upstream: tuple[str, ...],
 ) -> None:
     """Sit between an MCP client and the stdio MCP server UPSTREAM.
@@ -182,6 +186,7 @@ def proxy(
     sent = _headers(headers)
     address = None if listen is None else _address(listen)
     gate = None if address is None else _gate(address[0], api_keys_file)
+    limits = deadlines(body_timeout, keep_alive, max_connections)
     redactor = _redactor(redact, redact_key_file)
     envelope = None
     if url is not None:
@@ -287,6 +292,7 @@ def proxy(
                 gate=gate,
                 listening=listening,
                 allow_hosts=allow_hosts,
+                deadlines=limits,
             )
             await listener.open()
             loop = asyncio.get_running_loop()

@@ -26,11 +26,11 @@ import click
 from .application import APP_ENV, open_app
 from .context import named_store
 from .keys import key_options, key_ring
+from .listening import deadline_options, deadlines
 from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option, size_param
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
-
+    from .._util.deadlines import BodyDeadline, UvicornLimits
     from ..routing.router import IntentRouter
 
 #: Where the command hands its settings to worker processes.
@@ -110,6 +110,7 @@ SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
     "it was opened.",
 )
 @key_options
+@deadline_options
 def serve(
     app_ref: str,
     host: str,
@@ -125,6 +126,9 @@ def serve(
     key_files: tuple[str, ...],
     key_dirs: tuple[str, ...],
     require_signature: bool,
+    body_timeout: float,
+    keep_alive: int,
+    max_connections: int,
 ) -> None:
     """Serve the router of MODULE:ATTR over HTTP until stopped (Ctrl-C, SIGTERM).
 
@@ -150,6 +154,7 @@ def serve(
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
     key_ring(key_files, key_dirs, require_signature)  # refuse bad keys here
+    limits = deadlines(body_timeout, keep_alive, max_connections)
     settings = {  # what worker_app builds the app from, in every worker
         "app": app_ref,
         "keysFile": api_keys_file,
@@ -158,6 +163,7 @@ def serve(
         "prices": prices_file,
         "recover": recover,
         "recoverAfter": recover_after,
+        "bodyTimeout": body_timeout,
         "signatureKeys": {
             "files": [os.path.abspath(f) for f in key_files],
             "dirs": [os.path.abspath(d) for d in key_dirs],
@@ -165,7 +171,7 @@ def serve(
         },
     }
     with _shared_metrics(workers):
-        _run(settings, host, port, workers, log_level)
+        _run(settings, host, port, workers, log_level, limits.uvicorn_settings())
 
 
 @contextmanager
@@ -190,7 +196,12 @@ def _shared_metrics(workers: int) -> Iterator[None]:
 
 
 def _run(
-    settings: dict[str, Any], host: str, port: int, workers: int, log_level: str
+    settings: dict[str, Any],
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str,
+    limits: UvicornLimits,
 ) -> None:
     import json
 
@@ -201,7 +212,7 @@ def _run(
     router, _ = open_app(settings["app"], named_store())
     settings["recover"] = _recovers(router, settings["recover"], settings["app"])
     os.environ[SETTINGS_ENV] = json.dumps(settings)
-    app: FastAPI | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
+    app: BodyDeadline | str = worker_app() if workers == 1 else f"{__name__}:worker_app"
     try:
         uvicorn.run(
             app,
@@ -213,6 +224,7 @@ def _run(
             timeout_graceful_shutdown=math.ceil(settings["drain"]) or None,
             server_header=False,
             proxy_headers=False,
+            **limits,
         )
     except SystemExit as exc:
         if exc.code not in (0, None):
@@ -241,14 +253,17 @@ def _recovers(router: IntentRouter, asked: bool | None, app_ref: str) -> bool:
     return durable if asked is None else asked
 
 
-def worker_app() -> FastAPI:
+def worker_app() -> BodyDeadline:
     """Build the app from the settings ``serve`` left in the environment.
+
+    The app is behind the body deadline ``serve --body-timeout`` set.
 
     The router records to the store ``serve`` was given (``INTENTUSNET_STORE``),
     as in the command's own process; the app closes that store on shutdown.
     """
     import json
 
+    from .._util.deadlines import BodyDeadline
     from ..cache.prices import price_table
     from ..routing.recovery import Recovery
     from ..server import KeyRing, create_app
@@ -260,7 +275,7 @@ def worker_app() -> FastAPI:
     recovery = None
     if settings.get("recover"):
         recovery = Recovery(router, grace=float(settings["recoverAfter"]))
-    return create_app(
+    app = create_app(
         router,
         keys=KeyRing.from_env(keys_file=settings["keysFile"]),
         max_body_bytes=int(settings["maxBody"]),
@@ -275,3 +290,4 @@ def worker_app() -> FastAPI:
         recovery=recovery,
         app_ref=settings["app"],
     )
+    return BodyDeadline(app, float(settings["bodyTimeout"]))

@@ -15,7 +15,7 @@ import click
 from .application import APP_ENV
 from .context import open_store
 from .keys import key_options, key_ring
-from .listening import listening_socket
+from .listening import deadline_options, deadlines, listening_socket
 from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option
 
 #: The explorer's port unless --port says otherwise: not ``serve``'s (8765),
@@ -48,6 +48,7 @@ DEFAULT_PORT: Final = 8767
 )
 @prices_option("the cost of LLM calls in the records list and the overview")
 @key_options
+@deadline_options
 def ui(
     port: int,
     log_level: str,
@@ -56,6 +57,9 @@ def ui(
     key_files: tuple[str, ...],
     key_dirs: tuple[str, ...],
     require_signature: bool,
+    body_timeout: float,
+    keep_alive: int,
+    max_connections: int,
 ) -> None:
     """Browse the records of --store at http://127.0.0.1:PORT/ui until stopped.
 
@@ -76,6 +80,7 @@ def ui(
             USAGE,
         )
     ring = key_ring(key_files, key_dirs, require_signature)
+    limits = deadlines(body_timeout, keep_alive, max_connections)
     from ..cache.prices import price_table
 
     prices = price_table(prices_file)  # bad: exit 2
@@ -89,12 +94,15 @@ def ui(
     )
     port = listening.getsockname()[1]  # the one picked, for --port 0
     config = uvicorn.Config(
-        create_ui_app(store, signature_keys=ring, app_ref=app_ref, prices=prices),
+        limits.guard(
+            create_ui_app(store, signature_keys=ring, app_ref=app_ref, prices=prices)
+        ),
         host="127.0.0.1",
         port=port,
         log_level=log_level,
         server_header=False,
         proxy_headers=False,
+        **limits.uvicorn_settings(),
     )
     server = uvicorn.Server(config)
     click.echo(f"Explorer of {store.root} on http://127.0.0.1:{port}/ui (Ctrl-C stops)")

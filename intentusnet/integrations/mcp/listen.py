@@ -42,6 +42,7 @@ from typing import Final, TypeAlias
 
 import orjson
 
+from ..._util.deadlines import Deadlines
 from ..._util.jsonvalue import JSONValue
 from .checks import HEADER_MISMATCH, allowed_hosts, header_mismatch, rebinding
 from .jsonrpc import (
@@ -219,6 +220,8 @@ class Listener:
             command binds it first, to say in one line why it cannot).
         allow_hosts: ``Host`` values accepted besides the loopback names and
             ``host`` (:mod:`.checks`: DNS rebinding).
+        deadlines: the time limits and connection cap of the HTTP server
+            (by default, those ``mcp proxy --listen`` documents).
     """
 
     def __init__(
@@ -231,6 +234,7 @@ class Listener:
         gate: Gate | None = None,
         listening: socket.socket | None = None,
         allow_hosts: Iterable[str] = (),
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -239,6 +243,7 @@ class Listener:
         self._listening = listening
         self._allow_hosts = tuple(allow_hosts)
         self._allowed: frozenset[str] = frozenset()
+        self._deadlines = deadlines or Deadlines()
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
         self._stateless: ListenSession | None = None
@@ -257,7 +262,12 @@ class Listener:
             routes=[Route(PATH, self._endpoint, methods=["GET", "POST", "DELETE"])]
         )
         config = uvicorn.Config(
-            app, host=self.host, port=self.port, log_level="warning", lifespan="off"
+            self._deadlines.guard(app),
+            host=self.host,
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            **self._deadlines.uvicorn_settings(),
         )
         server = uvicorn.Server(config)
         self._server = server
