@@ -1,0 +1,140 @@
+"""The file store's transparency log: ``<root>/log/``, its sequencer, its audit.
+
+The store appends one leaf per record close (``tlog.sequencer``); this module
+reads the record files for the two scans that need the records themselves:
+the sequencer's *pending scan* (closed records not yet leaves) and the
+audit's walk (every record, as ``log verify`` judges it against the leaves).
+Both read the files, never the catalog: the catalog may be deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Final
+
+from ...errors import RecordIntegrityError, UnsupportedSchemaVersion
+from ...record.keys import PublicKey, SigningKey
+from ...record.model import ExecutionRecord, RecordStatus
+from ...record.reader import parse_record
+from ...record.signing import KeyRing, SignatureStatus
+from ...tlog.audit import RecordState, log_origin
+from ...tlog.cadence import LogCadence
+from ...tlog.leaf import LogLeaf
+from ...tlog.log import TileLog
+from ...tlog.sequencer import LogSequencer
+from ..owner import owner_alive
+from .files import headerless
+from .layout import relative_path, walk_ids
+
+__all__ = ["LOG_DIR", "open_sequencer", "pending_leaves", "record_states", "store_log"]
+
+#: The log's folder inside the store's.
+LOG_DIR: Final = "log"
+_IN_PROGRESS: Final = RecordStatus.IN_PROGRESS
+
+
+def store_log(root: str | os.PathLike[str], key: SigningKey | None = None) -> TileLog:
+    """The store's log: read only without a key, appendable with one."""
+    path = Path(root) / LOG_DIR
+    if key is None:
+        return TileLog(path)
+    return TileLog(path, origin=log_origin(key.key_id), signing_key=key)
+
+
+def open_sequencer(
+    root: str, key: SigningKey, cadence: LogCadence, since: float
+) -> LogSequencer:
+    """The sequencer appending the store's closed records to its log.
+
+    ``since``: when the store started queuing the leaves of records it closes.
+    """
+    pending = partial(pending_leaves, root)
+    return LogSequencer(store_log(root, key), cadence, pending, since)
+
+
+def pending_leaves(
+    root: str, since: float, before: float | None = None
+) -> tuple[list[LogLeaf], float]:
+    """The leaves of the records closed and last changed in [since, before).
+
+    In the order the records last changed (closed), oldest first. Also the
+    time a later scan may start from: ``before`` (default: now), or the last
+    change of the oldest record found still open (its writer may be killed
+    before it queues its leaf). Records that fail their checks are left out:
+    the audit names them.
+    """
+    if before is None:
+        before = time.time()
+    until = before
+    found: list[tuple[float, LogLeaf]] = []
+    for execution_id in walk_ids(root):
+        path = f"{root}/{relative_path(execution_id)}"
+        try:
+            changed = os.stat(path).st_mtime
+            if not since <= changed < before:
+                continue
+            record = _load(path, execution_id)
+        except (OSError, RecordIntegrityError, UnsupportedSchemaVersion):
+            continue
+        if record is None:
+            continue
+        if record.header.status is _IN_PROGRESS:
+            until = min(until, changed)
+            continue
+        header = record.header
+        leaf = LogLeaf(execution_id, header.chain_head, header.key_id)
+        found.append((changed, leaf))
+    found.sort(key=lambda pair: pair[0])  # the order they closed in
+    return [leaf for _, leaf in found], until
+
+
+def record_states(root: str, key: PublicKey) -> Iterator[RecordState]:
+    """Every record of the store, as the audit judges it against the leaves.
+
+    A record whose chain fails, or whose signature by ``key`` fails, is
+    ``damaged``; a file with no complete first line holds no record (its
+    process was stopped while opening it) and is passed over.
+    """
+    ring = KeyRing([key])
+    now = time.time()
+    for execution_id in walk_ids(root):
+        path = f"{root}/{relative_path(execution_id)}"
+        try:
+            age = now - os.stat(path).st_mtime
+            record = _load(path, execution_id)
+        except FileNotFoundError:
+            continue
+        except (OSError, RecordIntegrityError, UnsupportedSchemaVersion) as exc:
+            yield RecordState(execution_id, True, None, frozenset(), 0.0, str(exc))
+            continue
+        if record is None:
+            continue
+        check = ring.check(record)
+        if check.status is SignatureStatus.SIGNED_INVALID:
+            yield RecordState(execution_id, True, None, frozenset(), 0.0, check.detail)
+            continue
+        header = record.header
+        lines = frozenset(
+            [header.chain_head if not record.events else record.events[0].prev_hash]
+            + [event.hash for event in record.events]
+        )
+        yield RecordState(
+            execution_id,
+            header.status is not _IN_PROGRESS,
+            header.chain_head,
+            lines,
+            age,
+        )
+
+
+def _load(path: str, execution_id: str) -> ExecutionRecord | None:
+    """The record in the file at ``path``; None for one with no header line."""
+    with open(path, "rb") as file:
+        data = file.read()
+    if headerless(data):
+        return None
+    return parse_record(data, execution_id, lambda owner: owner_alive(path, owner))
