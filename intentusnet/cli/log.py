@@ -22,6 +22,7 @@ from .output import emit_json
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
+    from .._util.jsonvalue import JSONObject, JSONValue
     from ..store import FileExecutionStore
     from ..tlog.audit import LogAudit
 
@@ -272,6 +273,80 @@ def run_audit(
     )
 
 
+def audit_beside_records(
+    key_files: tuple[str, ...], key_dirs: tuple[str, ...]
+) -> LogAudit | None:
+    """The log audit ``verify --all`` adds, or None: no log, or no key for it.
+
+    The log's key is the public key, among those given, whose id its origin
+    names; none remembered checkpoint is used (that is ``log verify``'s).
+    """
+    from ..record.keys import PublicKey
+    from ..store import FileExecutionStore
+    from ..store.file.translog import store_log
+    from ..tlog.audit import log_origin
+
+    store = open_store()
+    if not isinstance(store, FileExecutionStore):
+        return None
+    tlog = store_log(store.root)
+    if tlog.checkpoint_note() is None:
+        return None
+    origin = tlog.tree_head().origin
+    paths = [*key_files]
+    for folder in key_dirs:
+        paths.extend(str(path) for path in sorted(Path(folder).glob("*.pub")))
+    for path in paths:
+        key = PublicKey.load(path)
+        if log_origin(key.key_id) == origin:
+            return run_audit(store, key, [], 60.0)
+    from .output import note
+
+    note(
+        f"The store keeps a transparency log ({origin}); give its key "
+        "(--key) to check it too."
+    )
+    return None
+
+
+def log_json(audit: LogAudit) -> JSONObject:
+    """An audit as ``--json`` prints it."""
+    head = audit.checkpoint
+    findings: list[JSONValue] = [
+        {
+            "name": f.name,
+            "executionId": f.execution_id,
+            "detail": f.detail,
+            "exitCode": f.exit_code,
+        }
+        for f in audit.findings
+    ]
+    return {
+        "origin": None if head is None else head.origin,
+        "size": None if head is None else head.size,
+        "root": None if head is None else base64.b64encode(head.root).decode(),
+        "leaves": audit.leaves,
+        "records": audit.records,
+        "findings": findings,
+        "valid": not audit.findings,
+    }
+
+
+def show_audit(audit: LogAudit) -> None:
+    """The findings, then one line: the log, its size, the verdict."""
+    show_findings(audit)
+    head = audit.checkpoint
+    verdict = (
+        click.style("VALID", fg="green")
+        if not audit.findings
+        else click.style(f"{len(audit.findings)} findings", fg="red")
+    )
+    named = "the log" if head is None else f"{head.origin} at size {head.size}"
+    click.echo(
+        f"Log: {named}, {audit.leaves} leaves, {audit.records} records - {verdict}"
+    )
+
+
 def show_findings(audit: LogAudit) -> None:
     """Each finding on a line: its name, the record (or the log), what."""
     for finding in audit.findings:
@@ -282,38 +357,10 @@ def show_findings(audit: LogAudit) -> None:
 
 
 def _report(audit: LogAudit, as_json: bool) -> None:
-    head = audit.checkpoint
     if as_json:
-        emit_json(
-            {
-                "origin": None if head is None else head.origin,
-                "size": None if head is None else head.size,
-                "root": None if head is None else base64.b64encode(head.root).decode(),
-                "leaves": audit.leaves,
-                "records": audit.records,
-                "findings": [
-                    {
-                        "name": f.name,
-                        "executionId": f.execution_id,
-                        "detail": f.detail,
-                        "exitCode": f.exit_code,
-                    }
-                    for f in audit.findings
-                ],
-                "valid": not audit.findings,
-            }
-        )
-        return
-    show_findings(audit)
-    verdict = (
-        click.style("VALID", fg="green")
-        if not audit.findings
-        else click.style(f"{len(audit.findings)} findings", fg="red")
-    )
-    named = "the log" if head is None else f"{head.origin} at size {head.size}"
-    click.echo(
-        f"Log: {named}, {audit.leaves} leaves, {audit.records} records - {verdict}"
-    )
+        emit_json(log_json(audit))
+    else:
+        show_audit(audit)
 
 
 def _file_store() -> FileExecutionStore:

@@ -125,7 +125,7 @@ def test_2_a_record_edited_rehashed_and_resigned_is_edited(
 ) -> None:
     """A record re-written with the key (its signature holds): edited, exit 12.
 
-    ``verify --all --key`` accepts it (signed-valid): only the log tells.
+    ``verify ID --key`` accepts it (signed-valid): only the log tells.
     """
     victim = base.ids[321]
     path = record_file(copy, victim)
@@ -133,7 +133,7 @@ def test_2_a_record_edited_rehashed_and_resigned_is_edited(
         reseal(path.read_bytes(), change_answer("forged")), base.key, victim
     )
     path.write_bytes(forged)
-    plain = invoke("--store", str(copy), "verify", "--all", "--key", str(base.public))
+    plain = invoke("--store", str(copy), "verify", victim, "--key", str(base.public))
     assert plain.exit_code == 0, plain.output
     code, report = audit(invoke, base, copy, tmp_path / "state")
     assert (code, named(report)) == (12, [("edited", victim)])
@@ -274,3 +274,17 @@ def resign(data: bytes, key: SigningKey, execution_id: str) -> bytes:
             fields["data"] = signature_data(key, execution_id, number - 2, head)
 
     return reseal(data, change)
+
+
+def test_verify_all_walks_the_log_when_given_its_key(
+    invoke: Invoke, base: Base, copy: Path
+) -> None:
+    """verify --all --key names a deleted record (exit 13); without a key, a note."""
+    victim = base.ids[3]
+    record_file(copy, victim).unlink()
+    found = invoke("--store", str(copy), "verify", "--all", "--key", str(base.public))
+    assert found.exit_code == 13
+    assert f"deleted: {victim}: the log holds it; the store does not" in found.stdout
+    keyless = invoke("--store", str(copy), "verify", "--all")
+    assert keyless.exit_code == 0
+    assert "give its key (--key) to check it too" in keyless.stderr
