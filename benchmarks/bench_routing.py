@@ -4,6 +4,9 @@ Run: python benchmarks/bench_routing.py [--dir PATH]
 
 The recording rows put the store in a temporary directory under --dir (default:
 the system's), so `--dir /dev/shm` separates the code's cost from the disk's.
+The transparency log rows route into two signed stores, one keeping the log
+and one not (``log_cadence=None``), in turns, so that a busy machine slows both
+alike: the range of the batches is printed beside each median.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +22,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_us, payload_1kb, row
+from _timing import median_us, payload_1kb, row, turns
 
 from intentusnet import (
     AgentDefinition,
@@ -26,6 +30,8 @@ from intentusnet import (
     IntentEnvelope,
     IntentRef,
     IntentRouter,
+    LogCadence,
+    SigningKey,
     compute_hash,
 )
 
@@ -89,6 +95,49 @@ def main() -> None:
             note = "target <= 120 us in total" if durability == "flush" else ""
             row(f"route_intent + record, durability {durability}", us, note=note)
             recorded.close()
+            store.close()
+
+    print("routing with recording, signed: the transparency log on and off, in turns")
+    key = SigningKey.generate()
+    with tempfile.TemporaryDirectory(prefix="bench-routing-log-", dir=base) as tmp:
+        routers: dict[str, IntentRouter] = {}
+        stores = []
+        for label, cadence in (("log on", LogCadence()), ("log off", None)):
+            store = FileExecutionStore(
+                f"{tmp}/{label}", signing_key=key, log_cadence=cadence
+            )
+            stores.append(store)
+            routers[label] = IntentRouter(store=store)
+            routers[label].register(
+                AgentDefinition(name="echo", intents=["echo"]), echo
+            )
+        samples = turns(
+            {
+                label: lambda r=r: r.route_intent(small)  # type: ignore[misc]
+                for label, r in routers.items()
+            },
+            number=300,
+            repeat=15,
+        )
+        for label, times in samples.items():
+            row(
+                f"route_intent + signed record, {label}",
+                statistics.median(times),
+                note=f"batches {min(times):.1f}-{max(times):.1f} us",
+            )
+        ratio = statistics.median(
+            on / off
+            for on, off in zip(samples["log on"], samples["log off"], strict=True)
+        )
+        row(
+            "log on / log off (median of the turns' ratios)",
+            ratio,
+            "x ",
+            "target <= 1.05x",
+        )
+        for r in routers.values():
+            r.close()
+        for store in stores:
             store.close()
 
     print(f"hashing (payload {size} bytes)")

@@ -75,8 +75,8 @@ def verify(
 
     With --all, a store keeping a transparency log has it checked too when
     its key is among --key/--keys: its leaves walked against the records, as
-    `log verify` does (without a remembered checkpoint); a finding exits
-    with its code (docs/cli.md).
+    `log verify` does (without a remembered checkpoint). A record that fails
+    exits 6; else a finding of the log exits with its code (docs/cli.md).
 
     A file with no complete first line (its process was killed before it wrote
     the header) is a recording failure, not tampering: it is reported with a
@@ -133,6 +133,8 @@ def verify(
             doc["log"] = log_json(audit)
         emit_json(doc)
     else:
+        if audit is not None:
+            show_audit(audit)
         click.echo(
             f"Total: {run.records} records ({run.invalid} invalid, "
             f"{run.recording_failures} recording failures), "
@@ -144,12 +146,10 @@ def verify(
                 "Signatures: "
                 + ", ".join(f"{n} {status}" for status, n in run.signatures.items())
             )
-        if audit is not None:
-            show_audit(audit)
-    if audit is not None and audit.findings:
-        ctx.exit(max(finding.exit_code for finding in audit.findings))
     if run.invalid:
         ctx.exit(INTEGRITY_EXIT)
+    if audit is not None and audit.findings:
+        ctx.exit(max(finding.exit_code for finding in audit.findings))
 
 
 def _outcome_json(outcome: VerifyOutcome) -> JSONObject:
