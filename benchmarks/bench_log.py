@@ -29,6 +29,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -85,25 +86,39 @@ def publish_latency(folder: Path, key: SigningKey) -> tuple[list[float], list[fl
     singles = []
     for _ in range(15):
         time.sleep(0.3)
-        closed = time.perf_counter()
-        close_one(store)
         size = log.size + 1
+        start = time.perf_counter()
+        close_one(store)
         while log.size < size:
             time.sleep(0.001)
-        singles.append(time.perf_counter() - closed)
-    burst: list[float] = []
-    times: dict[int, float] = {}
+        singles.append(time.perf_counter() - start)
+    seen: list[tuple[int, float]] = []  # (size, when first seen)
+    done = threading.Event()
+
+    def watch() -> None:
+        last = log.size
+        while not done.is_set():
+            size = log.size
+            if size != last:
+                seen.append((size, time.perf_counter()))
+                last = size
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch)
     base = log.size
-    for i in range(2_000):
+    watcher.start()
+    closed = []
+    for _ in range(2_000):
         close_one(store)
-        times[base + i + 1] = time.perf_counter()
-    while log.size < base + 2_000:
-        size = log.size
-        now = time.perf_counter()
-        burst.extend(now - times.pop(n) for n in sorted(times) if n <= size)
-        time.sleep(0.001)
-    now = time.perf_counter()
-    burst.extend(now - t for t in times.values())
+        closed.append(time.perf_counter())
+    while not seen or seen[-1][0] < base + 2_000:
+        time.sleep(0.01)
+    done.set()
+    watcher.join()
+    burst = [
+        next(when for size, when in seen if size >= base + n + 1) - closed[n]
+        for n in range(2_000)
+    ]
     store.close()
     shutil.rmtree(root)
     return singles, burst
