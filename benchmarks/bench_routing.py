@@ -36,11 +36,63 @@ from intentusnet import (
 )
 
 
+def log_on_and_off(base: str | None, echo: object, small: IntentEnvelope) -> None:
+    """Route into two signed stores, log on and off, in turns; medians and ranges."""
+    print("routing with recording, signed: the transparency log on and off, in turns")
+    key = SigningKey.generate()
+    with tempfile.TemporaryDirectory(prefix="bench-routing-log-", dir=base) as tmp:
+        routers: dict[str, IntentRouter] = {}
+        stores = []
+        for label, cadence in (("log on", LogCadence()), ("log off", None)):
+            store = FileExecutionStore(
+                f"{tmp}/{label}", signing_key=key, log_cadence=cadence
+            )
+            stores.append(store)
+            routers[label] = IntentRouter(store=store)
+            routers[label].register(
+                AgentDefinition(name="echo", intents=["echo"]), echo
+            )
+        samples = turns(
+            {
+                label: lambda r=r: r.route_intent(small)  # type: ignore[misc]
+                for label, r in routers.items()
+            },
+            number=300,
+            repeat=15,
+        )
+        for label, times in samples.items():
+            row(
+                f"route_intent + signed record, {label}",
+                statistics.median(times),
+                note=f"batches {min(times):.1f}-{max(times):.1f} us",
+            )
+        ratio = statistics.median(
+            on / off
+            for on, off in zip(samples["log on"], samples["log off"], strict=True)
+        )
+        row(
+            "log on / log off (median of the turns' ratios)",
+            ratio,
+            "x ",
+            "target <= 1.05x",
+        )
+        for r in routers.values():
+            r.close()
+        for store in stores:
+            store.close()
+
+
 def main() -> None:
     """Print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=None, help="where recording stores go")
-    base = parser.parse_args().dir
+    parser.add_argument(
+        "--log-only",
+        action="store_true",
+        help="only the transparency log rows (log on and off, in turns)",
+    )
+    args = parser.parse_args()
+    base = args.dir
     router = IntentRouter()
 
     @router.agent("echo", name="echo")
@@ -52,6 +104,10 @@ def main() -> None:
     raw = big.payload
     size = len(orjson.dumps(raw))
 
+    if args.log_only:
+        log_on_and_off(base, echo, small)
+        router.close()
+        return
     print("routing (no store, DIRECT, echo agent)")
     direct = median_us(lambda: echo(small, None), number=20000)
     sync = median_us(lambda: router.route_intent(small), number=20000)
@@ -97,48 +153,7 @@ def main() -> None:
             recorded.close()
             store.close()
 
-    print("routing with recording, signed: the transparency log on and off, in turns")
-    key = SigningKey.generate()
-    with tempfile.TemporaryDirectory(prefix="bench-routing-log-", dir=base) as tmp:
-        routers: dict[str, IntentRouter] = {}
-        stores = []
-        for label, cadence in (("log on", LogCadence()), ("log off", None)):
-            store = FileExecutionStore(
-                f"{tmp}/{label}", signing_key=key, log_cadence=cadence
-            )
-            stores.append(store)
-            routers[label] = IntentRouter(store=store)
-            routers[label].register(
-                AgentDefinition(name="echo", intents=["echo"]), echo
-            )
-        samples = turns(
-            {
-                label: lambda r=r: r.route_intent(small)  # type: ignore[misc]
-                for label, r in routers.items()
-            },
-            number=300,
-            repeat=15,
-        )
-        for label, times in samples.items():
-            row(
-                f"route_intent + signed record, {label}",
-                statistics.median(times),
-                note=f"batches {min(times):.1f}-{max(times):.1f} us",
-            )
-        ratio = statistics.median(
-            on / off
-            for on, off in zip(samples["log on"], samples["log off"], strict=True)
-        )
-        row(
-            "log on / log off (median of the turns' ratios)",
-            ratio,
-            "x ",
-            "target <= 1.05x",
-        )
-        for r in routers.values():
-            r.close()
-        for store in stores:
-            store.close()
+    log_on_and_off(base, echo, small)
 
     print(f"hashing (payload {size} bytes)")
     floor = median_us(

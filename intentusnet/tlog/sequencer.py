@@ -61,20 +61,23 @@ def append_leaves(log: TileLog, index: LeafIndex, leaves: Iterable[LogLeaf]) -> 
     it comes twice in ``leaves``.
     """
     batch = list(leaves)
+    fresh: list[LogLeaf] = []
+    start = 0
 
     def select(size: int) -> list[bytes]:
-        index.catch_up(size)
+        nonlocal start
+        start = index.catch_up(size)
         seen: set[tuple[str, str]] = set()
-        fresh: list[bytes] = []
         for leaf in batch:
             key = (leaf.execution_id, leaf.chain_head)
             if key not in seen and not index.holds(*key):
                 seen.add(key)
-                fresh.append(leaf.to_bytes())
-        return fresh
+                fresh.append(leaf)
+        return [leaf.to_bytes() for leaf in fresh]
 
     size = log.append((), select=select)
-    index.catch_up(size)
+    if fresh:
+        index.add(start, fresh)
     return size
 
 
