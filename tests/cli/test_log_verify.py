@@ -8,6 +8,7 @@ deleted; each test tampers with a copy, as someone who can write the store
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -288,3 +289,121 @@ def test_verify_all_walks_the_log_when_given_its_key(
     keyless = invoke("--store", str(copy), "verify", "--all")
     assert keyless.exit_code == 0
     assert "give its key (--key) to check it too" in keyless.stderr
+
+
+def lines_of(path: Path) -> list[bytes]:
+    """A record file's lines, newlines kept."""
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def cut_signature(path: Path) -> None:
+    """The last line (the SIGNATURE) cut off."""
+    path.write_bytes(b"".join(lines_of(path)[:-1]))
+
+
+def add_after_signature(path: Path) -> None:
+    """A line chained after the SIGNATURE, as a careful forger would seal it."""
+    last = orjson.loads(lines_of(path)[-1])
+    fields = {
+        "seq": last["seq"] + 1,
+        "type": "AGENT_ATTEMPT_END",
+        "atMs": last["atMs"],
+        "data": {"agent": "echo", "attempt": 2, "outcome": "success"},
+        "prevHash": last["hash"],
+    }
+    body = orjson.dumps(fields)[:-1]
+    digest = hashlib.sha256(body).hexdigest()
+    with path.open("ab") as file:
+        file.write(body + b',"hash":"sha256:' + digest.encode() + b'"}\n')
+
+
+def unsign(path: Path) -> None:
+    """The key id and the signature removed, every hash recomputed."""
+
+    def drop_key(number: int, fields: dict[str, object]) -> None:
+        if number == 1:
+            del fields["keyId"]
+
+    path.write_bytes(reseal(b"".join(lines_of(path)[:-1]), drop_key))
+
+
+@pytest.mark.parametrize(
+    ("tamper", "finding"),
+    [
+        (cut_signature, ("damaged", 11)),
+        (add_after_signature, ("damaged", 11)),
+        (unsign, ("edited", 12)),
+    ],
+    ids=["signature cut", "line added after the signature", "key id removed"],
+)
+def test_the_rest_of_the_tamper_table_is_found(
+    invoke: Invoke, base: Base, copy: Path, tmp_path: Path, tamper, finding
+) -> None:
+    """records.md's rows: each tamper names its record with its finding and code."""
+    victim = base.ids[99]
+    tamper(record_file(copy, victim))
+    code, report = audit(invoke, base, copy, tmp_path / "state")
+    assert (code, named(report)) == (finding[1], [(finding[0], victim)])
+
+
+def test_a_record_cut_back_to_its_signed_state_before_invalidation_is_edited(
+    invoke: Invoke, base: Base, copy: Path, tmp_path: Path
+) -> None:
+    """INVALIDATED and its SIGNATURE removed (signed state): edited, exit 12."""
+    victim = base.ids[42]
+    store = FileExecutionStore(copy, signing_key=base.key)
+    store.invalidate(victim, "the answer was wrong")
+    store.close()
+    assert audit(invoke, base, copy, tmp_path / "state")[0] == 0
+    path = record_file(copy, victim)
+    path.write_bytes(b"".join(lines_of(path)[:-2]))
+    for catalog in copy.glob("catalog.sqlite3*"):
+        catalog.unlink()  # which remembered the longer record
+    plain = invoke("--store", str(copy), "verify", victim, "--key", str(base.public))
+    assert plain.exit_code == 0, plain.output  # that state was signed
+    code, report = audit(invoke, base, copy, tmp_path / "state")
+    assert (code, named(report)) == (12, [("edited", victim)])
+
+
+def test_a_log_gone_after_a_checkpoint_was_remembered_is_a_rollback(
+    invoke: Invoke, base: Base, copy: Path, tmp_path: Path
+) -> None:
+    """The whole log/ folder removed: rollback (15); with nothing remembered: exit 3."""
+    state = tmp_path / "state"
+    assert audit(invoke, base, copy, state)[0] == 0
+    shutil.rmtree(copy / "log")
+    code, report = audit(invoke, base, copy, state)
+    assert (code, named(report)) == (15, [("rollback", None)])
+    fresh = invoke(
+        "--store",
+        str(copy),
+        "log",
+        "verify",
+        "--key",
+        str(base.public),
+        "--state",
+        str(tmp_path / "none"),
+    )
+    assert fresh.exit_code == 3
+    assert "has no transparency log" in fresh.stderr
+
+
+def test_the_default_state_file_is_under_xdg_state_home(
+    invoke: Invoke, base: Base, copy: Path, tmp_path: Path
+) -> None:
+    """Without --state the checkpoint goes to $XDG_STATE_HOME/intentusnet/log/."""
+    home = tmp_path / "xdg"
+    result = invoke(
+        "--store",
+        str(copy),
+        "log",
+        "verify",
+        "--key",
+        str(base.public),
+        XDG_STATE_HOME=str(home),
+    )
+    assert result.exit_code == 0, result.output
+    name = f"intentusnet_{base.key.key_id.replace(':', '_')}.checkpoint"
+    assert (home / "intentusnet" / "log" / name).read_bytes() == (
+        copy / "log" / "checkpoint"
+    ).read_bytes()
