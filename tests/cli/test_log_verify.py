@@ -407,3 +407,13 @@ def test_the_default_state_file_is_under_xdg_state_home(
     assert (home / "intentusnet" / "log" / name).read_bytes() == (
         copy / "log" / "checkpoint"
     ).read_bytes()
+
+
+def test_backfill_without_the_signing_key_is_a_usage_error(
+    invoke: Invoke, copy: Path
+) -> None:
+    """log backfill with no key to sign the checkpoint: exit 2, named, no traceback."""
+    result = invoke("--store", str(copy), "log", "backfill")
+    assert result.exit_code == 2
+    assert "--signing-key" in result.stderr
+    assert "Traceback" not in result.output

@@ -220,3 +220,38 @@ def test_leaves_queued_by_a_killed_process_are_appended_by_the_next(
         [*killed, later]
     )
     assert findings(root, key) == []
+
+
+def test_a_failed_append_loses_no_leaf(tmp_path: Path, key) -> None:
+    """The log cannot be written: closing the store does not raise, the records
+    are not in the log; once it can, the next store's scan appends them all.
+    """
+    (tmp_path / "log").mkdir(parents=True)
+    (tmp_path / "log" / ".tmp").write_bytes(b"")  # a file where a folder must be
+    store = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
+    ids = [finished(store) for _ in range(3)]
+    store.close()
+    assert store_log(tmp_path).size == 0
+    (tmp_path / "log" / ".tmp").unlink()
+    again = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
+    later = finished(again)
+    again.close()
+    assert [leaf.execution_id for leaf in leaves_of(tmp_path)] == [*ids, later]
+    assert findings(tmp_path, key) == []
+
+
+def test_the_background_thread_retries_a_failed_append(tmp_path: Path, key) -> None:
+    """A batch that fails in the thread stays queued, and is appended once it can be."""
+    (tmp_path / "log").mkdir(parents=True)
+    blocker = tmp_path / "log" / ".tmp"
+    blocker.write_bytes(b"")
+    store = FileExecutionStore(
+        tmp_path, signing_key=key, log_cadence=LogCadence(seconds=0.05, leaves=10**6)
+    )
+    execution_id = finished(store)
+    time.sleep(0.5)  # the thread has tried, and failed
+    assert store_log(tmp_path).size == 0
+    blocker.unlink()
+    wait_for_size(tmp_path, 1, limit=15.0)  # the next try, 5 s after the failure
+    assert leaves_of(tmp_path)[0].execution_id == execution_id
+    store.close()

@@ -88,7 +88,8 @@ def pending_leaves(
         header = record.header
         leaf = LogLeaf(execution_id, header.chain_head, header.key_id)
         found.append((changed, leaf))
-    found.sort(key=lambda pair: pair[0])  # the order they closed in
+    # The order they closed in; ids (time-sortable) order equal file times.
+    found.sort(key=lambda pair: (pair[0], pair[1].execution_id))
     return [leaf for _, leaf in found], until
 
 
