@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -190,7 +191,10 @@ class LogSequencer:
                 self._busy = True
             try:
                 self._append(batch)
-            except LogError:
+            except Exception as exc:  # the thread must live on: it is retried
+                _logger.warning(
+                    "appending to the log %s failed: %s", self.log.path, exc
+                )
                 with cond:
                     self._queue[:0] = batch
                     self._failed_at = time.monotonic()
@@ -227,6 +231,7 @@ class LogSequencer:
 
 
 _ALL: Final[weakref.WeakSet[LogSequencer]] = weakref.WeakSet()
+_logger: Final = logging.getLogger("intentusnet.log")
 
 
 def _after_fork() -> None:

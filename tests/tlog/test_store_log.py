@@ -240,8 +240,12 @@ def test_a_failed_append_loses_no_leaf(tmp_path: Path, key) -> None:
     assert findings(tmp_path, key) == []
 
 
-def test_the_background_thread_retries_a_failed_append(tmp_path: Path, key) -> None:
-    """A batch that fails in the thread stays queued, and is appended once it can be."""
+def test_the_background_thread_retries_a_failed_append(
+    tmp_path: Path, key, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch that fails in the thread stays queued (a warning says why), and is
+    appended once it can be.
+    """
     (tmp_path / "log").mkdir(parents=True)
     blocker = tmp_path / "log" / ".tmp"
     blocker.write_bytes(b"")
@@ -251,6 +255,7 @@ def test_the_background_thread_retries_a_failed_append(tmp_path: Path, key) -> N
     execution_id = finished(store)
     time.sleep(0.5)  # the thread has tried, and failed
     assert store_log(tmp_path).size == 0
+    assert "appending to the log" in caplog.text
     blocker.unlink()
     wait_for_size(tmp_path, 1, limit=15.0)  # the next try, 5 s after the failure
     assert leaves_of(tmp_path)[0].execution_id == execution_id
