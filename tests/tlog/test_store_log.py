@@ -260,3 +260,56 @@ def test_the_background_thread_retries_a_failed_append(
     wait_for_size(tmp_path, 1, limit=15.0)  # the next try, 5 s after the failure
     assert leaves_of(tmp_path)[0].execution_id == execution_id
     store.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[3])
+    from recordkit import finished
+    from intentusnet.record.keys import SigningKey
+    from intentusnet.store import FileExecutionStore
+    from intentusnet.tlog.cadence import LogCadence
+
+    store = FileExecutionStore(
+        sys.argv[1],
+        signing_key=SigningKey.load(sys.argv[2]),
+        log_cadence=LogCadence(seconds=0.02, leaves=8),
+    )
+    print(" ".join(finished(store) for _ in range(60)), flush=True)
+    store.close()
+    """
+)
+
+
+def test_two_processes_appending_at_once_log_each_record_once(
+    tmp_path: Path, key
+) -> None:
+    """Two processes closing records into one store, each appending small batches
+    at the same time: every record one leaf, the tiles agree, no finding.
+    """
+    root = tmp_path / "store"
+    private, _public = key.save(tmp_path / "keys")
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(root),
+                str(private),
+                str(ROOT / "tests"),
+            ],
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        for _ in range(2)
+    ]
+    ids: list[str] = []
+    for child in children:
+        out, _ = child.communicate(timeout=120)
+        assert child.returncode == 0
+        ids.extend(out.decode().split())
+    assert len(ids) == 120
+    assert sorted(leaf.execution_id for leaf in leaves_of(root)) == sorted(ids)
+    assert findings(root, key) == []
