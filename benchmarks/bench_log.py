@@ -80,7 +80,7 @@ def publish_latency(folder: Path, key: SigningKey) -> tuple[list[float], list[fl
     """Seconds from close to published, for 15 spaced closes and a burst of 2,000."""
     root = folder / "latency"
     store = FileExecutionStore(root, signing_key=key)
-    log = store_log(root)
+    log = store_log(root, key.key_id)
     close_one(store)  # the sequencer's start (and its first scan) out of the way
     store.close()
     singles = []
@@ -144,7 +144,8 @@ def audit_rate(folder: Path, key: SigningKey, count: int) -> tuple[float, float]
     for _ in range(3):
         start = time.perf_counter()
         states = record_states(str(root), key.public_key)
-        assert not audit_log(store_log(root), key.public_key, records=states).findings
+        log = store_log(root, key.key_id)
+        assert not audit_log(log, key.public_key, records=states).findings
         walks.append(1_000 / (time.perf_counter() - start))
     return statistics.median(rates), statistics.median(walks)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .._util.jsonvalue import JSONObject, JSONValue
     from ..store import FileExecutionStore
     from ..tlog.audit import LogAudit
+    from ..tlog.log import TileLog
 
 NOT_FOUND: Final = 3
 #: Leaves per checkpoint when backfilling.
@@ -52,29 +53,23 @@ def prove(execution_id: str, out: str) -> None:
     The proof holds the leaf, its index, its inclusion proof and the log's
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
-    from ..errors import LogError
-    from ..store.file.translog import store_log
-    from ..tlog.index import LeafIndex
-    from ..tlog.leaf import LogLeaf
+    from ..store.file.translog import LOG_DIR, store_logs
 
     store = _file_store()
-    tlog = store_log(store.root)
-    log_dir = tlog.path
-    try:  # the index answers at once; without it, the bundles newest first
-        leaves = LeafIndex(tlog)
-        leaves.catch_up()
-        index = leaves.newest(execution_id)
-        leaves.close()
-    except LogError:
-        index = tlog.find(
-            lambda leaf: LogLeaf.from_bytes(leaf).execution_id == execution_id
-        )
-    if index is None:
+    found = None
+    logs = store_logs(store.root)
+    for tlog in logs:  # one log per signing key the store has had
+        index = _newest_leaf(tlog, execution_id)
+        if index is not None:
+            found = (tlog, index)
+            break
+    if found is None:
         raise CliFailure(
-            f"record {execution_id} has no leaf in the log {log_dir} "
-            f"({tlog.size} leaves)",
+            f"record {execution_id} has no leaf in the logs of "
+            f"{store.root / LOG_DIR} ({len(logs)} logs)",
             NOT_FOUND,
         )
+    tlog, index = found
     data = tlog.proof_of(index).to_bytes()
     if out == "-":
         click.echo(data, nl=False)
@@ -83,6 +78,24 @@ def prove(execution_id: str, out: str) -> None:
         Path(out).write_bytes(data)
     except OSError as exc:
         raise CliFailure(f"cannot write {out}: {exc.strerror or exc}", USAGE) from None
+
+
+def _newest_leaf(tlog: TileLog, execution_id: str) -> int | None:
+    """The index of the record's newest leaf in ``tlog``, or None."""
+    from ..errors import LogError
+    from ..tlog.index import LeafIndex
+    from ..tlog.leaf import LogLeaf
+
+    try:  # the index answers at once; without it, the bundles newest first
+        leaves = LeafIndex(tlog)
+        leaves.catch_up()
+        index = leaves.newest(execution_id)
+        leaves.close()
+        return index
+    except LogError:
+        return tlog.find(
+            lambda leaf: LogLeaf.from_bytes(leaf).execution_id == execution_id
+        )
 
 
 @log.command("verify-proof")
@@ -160,11 +173,11 @@ def backfill(as_json: bool) -> None:
             "(--signing-key FILE or INTENTUSNET_SIGNING_KEY)",
             USAGE,
         )
-    tlog = store_log(store.root, key)
+    tlog = store_log(store.root, key.key_id, key)
     index = LeafIndex(tlog)
     before = index.catch_up()
     started = time.time()
-    found, until = pending_leaves(os.fspath(store.root), 0.0)
+    found, until = pending_leaves(os.fspath(store.root), 0.0, key_id=key.key_id)
     size = before
     for at in range(0, len(found), _BATCH):
         size = append_leaves(tlog, index, found[at : at + _BATCH])
@@ -265,7 +278,7 @@ def run_audit(
     assert isinstance(key, PublicKey)
     store.close()  # what this process queued is in the log
     return audit_log(
-        store_log(store.root),
+        store_log(store.root, key.key_id),
         key,
         known=known,
         records=record_states(os.fspath(store.root), key),
@@ -283,23 +296,24 @@ def audit_beside_records(
     """
     from ..record.keys import PublicKey
     from ..store import FileExecutionStore
-    from ..store.file.translog import store_log
+    from ..store.file.translog import store_logs
     from ..tlog.audit import log_origin
 
     store = open_store()
     if not isinstance(store, FileExecutionStore):
         return None
-    tlog = store_log(store.root)
-    if tlog.checkpoint_note() is None:
+    logs = store_logs(store.root)
+    if not logs:
         return None
-    origin = tlog.tree_head().origin
     paths = [*key_files]
     for folder in key_dirs:
         paths.extend(str(path) for path in sorted(Path(folder).glob("*.pub")))
+    origins = {tlog.tree_head().origin for tlog in logs}
     for path in paths:
         key = PublicKey.load(path)
-        if log_origin(key.key_id) == origin:
+        if log_origin(key.key_id) in origins:
             return run_audit(store, key, [], 60.0)
+    origin = ", ".join(sorted(origins))
     from .output import note
 
     note(

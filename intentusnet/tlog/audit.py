@@ -78,6 +78,8 @@ class RecordState(NamedTuple):
         line_hashes: the hash of each of its lines.
         age: seconds since it last changed.
         problem: why it fails its own checks (hash chain, signature), or None.
+        expected: it must be a leaf of this log once closed (signed by its
+            key); else it is checked only if it is one.
     """
 
     execution_id: str
@@ -86,6 +88,7 @@ class RecordState(NamedTuple):
     line_hashes: frozenset[str]
     age: float
     problem: str | None = None
+    expected: bool = True
 
 
 class LogAudit(NamedTuple):
@@ -219,7 +222,7 @@ def _record_findings(
     if record.problem is not None:
         return [LogFinding("damaged", record.execution_id, record.problem)]
     if heads is None:
-        if record.closed and record.age >= grace:
+        if record.closed and record.expected and record.age >= grace:
             return [
                 LogFinding("hidden", record.execution_id, "closed, and not in the log")
             ]

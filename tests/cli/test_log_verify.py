@@ -19,6 +19,7 @@ from recordkit import change_answer, edit, finished, reseal
 from intentusnet.record.keys import SigningKey
 from intentusnet.record.signing import signature_data
 from intentusnet.store import FileExecutionStore
+from intentusnet.store.file.translog import log_folder
 
 from .support import Invoke, record_file
 
@@ -107,7 +108,10 @@ def test_an_untouched_store_verifies_and_its_checkpoint_is_remembered(
     code, report = audit(invoke, base, copy, state)
     assert (code, report["findings"]) == (0, [])
     assert (report["size"], report["leaves"], report["records"]) == (1000,) * 3
-    assert state.read_bytes() == (copy / "log" / "checkpoint").read_bytes()
+    assert (
+        state.read_bytes()
+        == (log_folder(copy, base.key.key_id) / "checkpoint").read_bytes()
+    )
 
 
 def test_1_a_byte_edited_is_damaged(
@@ -236,7 +240,7 @@ def test_a_changed_tile_is_log_damaged_and_not_remembered(
     invoke: Invoke, base: Base, copy: Path, tmp_path: Path
 ) -> None:
     """A byte of a level-0 tile changed: log-damaged, exit 14; no state written."""
-    tile = copy / "log" / "tile" / "0" / "000"
+    tile = log_folder(copy, base.key.key_id) / "tile" / "0" / "000"
     edit(tile, 40)
     state = tmp_path / "state"
     code, report = audit(invoke, base, copy, state)
@@ -249,7 +253,7 @@ def test_a_state_signed_by_another_key_is_refused(
 ) -> None:
     """A remembered checkpoint the log's key did not sign: exit 6, named."""
     state = tmp_path / "state"
-    note = (copy / "log" / "checkpoint").read_bytes()
+    note = (log_folder(copy, base.key.key_id) / "checkpoint").read_bytes()
     state.write_bytes(note.replace(b"\n1000\n", b"\n999\n"))
     result = invoke(
         "--store",
@@ -371,7 +375,7 @@ def test_a_log_gone_after_a_checkpoint_was_remembered_is_a_rollback(
     """The whole log/ folder removed: rollback (15); with nothing remembered: exit 3."""
     state = tmp_path / "state"
     assert audit(invoke, base, copy, state)[0] == 0
-    shutil.rmtree(copy / "log")
+    shutil.rmtree(log_folder(copy, base.key.key_id))
     code, report = audit(invoke, base, copy, state)
     assert (code, named(report)) == (15, [("rollback", None)])
     fresh = invoke(
@@ -405,7 +409,7 @@ def test_the_default_state_file_is_under_xdg_state_home(
     assert result.exit_code == 0, result.output
     name = f"intentusnet_{base.key.key_id.replace(':', '_')}.checkpoint"
     assert (home / "intentusnet" / "log" / name).read_bytes() == (
-        copy / "log" / "checkpoint"
+        log_folder(copy, base.key.key_id) / "checkpoint"
     ).read_bytes()
 
 

@@ -30,36 +30,69 @@ from ..owner import owner_alive
 from .files import headerless
 from .layout import relative_path, walk_ids
 
-__all__ = ["LOG_DIR", "open_sequencer", "pending_leaves", "record_states", "store_log"]
+__all__ = [
+    "LOG_DIR",
+    "log_folder",
+    "open_sequencer",
+    "pending_leaves",
+    "record_states",
+    "store_log",
+    "store_logs",
+]
 
-#: The log's folder inside the store's.
+#: The folder of the store's logs, one per signing key, inside the store's.
 LOG_DIR: Final = "log"
 _IN_PROGRESS: Final = RecordStatus.IN_PROGRESS
 
 
-def store_log(root: str | os.PathLike[str], key: SigningKey | None = None) -> TileLog:
-    """The store's log: read only without a key, appendable with one."""
-    path = Path(root) / LOG_DIR
-    if key is None:
+def log_folder(root: str | os.PathLike[str], key_id: str) -> Path:
+    """The folder of the log the store keeps with key ``key_id``.
+
+    One log per key: after a key rotation, the records the new key signs go
+    to a log of their own (its origin names the new key), and the old log
+    stays as it was, for its records and their proofs.
+    """
+    return Path(root) / LOG_DIR / key_id.replace(":", "-")
+
+
+def store_log(
+    root: str | os.PathLike[str], key_id: str, signing_key: SigningKey | None = None
+) -> TileLog:
+    """The store's log of key ``key_id``: read only, or appendable with the key."""
+    path = log_folder(root, key_id)
+    if signing_key is None:
         return TileLog(path)
-    return TileLog(path, origin=log_origin(key.key_id), signing_key=key)
+    return TileLog(path, origin=log_origin(key_id), signing_key=signing_key)
+
+
+def store_logs(root: str | os.PathLike[str]) -> list[TileLog]:
+    """Every log of the store (a folder of ``log/`` with a checkpoint), in order."""
+    try:
+        names = sorted(os.listdir(Path(root) / LOG_DIR))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [TileLog(Path(root) / LOG_DIR / name) for name in names]
+    return [log for log in found if (log.path / "checkpoint").is_file()]
 
 
 def open_sequencer(
     root: str, key: SigningKey, cadence: LogCadence, since: float
 ) -> LogSequencer:
-    """The sequencer appending the store's closed records to its log.
+    """The sequencer appending the records the store closes to the key's log.
 
     ``since``: when the store started queuing the leaves of records it closes.
     """
-    pending = partial(pending_leaves, root)
-    return LogSequencer(store_log(root, key), cadence, pending, since)
+    pending = partial(pending_leaves, root, key_id=key.key_id)
+    return LogSequencer(store_log(root, key.key_id, key), cadence, pending, since)
 
 
 def pending_leaves(
-    root: str, since: float, before: float | None = None
+    root: str, since: float, before: float | None = None, *, key_id: str
 ) -> tuple[list[LogLeaf], float]:
     """The leaves of the records closed and last changed in [since, before).
+
+    Only records signed by ``key_id``, or unsigned: a record another key
+    signed belongs to that key's log.
 
     In the order the records last changed (closed), oldest first. Also the
     time a later scan may start from: ``before`` (default: now), or the last
@@ -86,6 +119,8 @@ def pending_leaves(
             until = min(until, changed)
             continue
         header = record.header
+        if header.key_id not in (key_id, None):
+            continue
         leaf = LogLeaf(execution_id, header.chain_head, header.key_id)
         found.append((changed, leaf))
     # The order they closed in; ids (time-sortable) order equal file times.
@@ -98,7 +133,9 @@ def record_states(root: str, key: PublicKey) -> Iterator[RecordState]:
 
     A record whose chain fails, or whose signature by ``key`` fails, is
     ``damaged``; a file with no complete first line holds no record (its
-    process was stopped while opening it) and is passed over.
+    process was stopped while opening it) and is passed over. Only a record
+    signed by ``key`` is ``expected`` in its log (an unsigned one may be there,
+    by ``log backfill``; one another key signed is in that key's log).
     """
     ring = KeyRing([key])
     now = time.time()
@@ -129,6 +166,7 @@ def record_states(root: str, key: PublicKey) -> Iterator[RecordState]:
             header.chain_head,
             lines,
             age,
+            expected=header.key_id == key.key_id,
         )
 
 
