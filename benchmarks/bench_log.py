@@ -10,7 +10,15 @@ the log's default durability (every file and directory flushed):
   * the time to check one inclusion proof against a checkpoint
     (``LogCheckpoint.proves_inclusion``) in a log of --leaves leaves, and to
     make one from the tiles (``TileLog.prove_inclusion``); target: at most 1 ms
-    to check.
+    to check;
+  * a signed FileExecutionStore with the log at its default cadence: the time
+    from a record's close to a published checkpoint holding its leaf, for
+    single closes spaced out and for each close of a burst (target: at most
+    1.2 s);
+  * ``log verify``'s audit of a log of --audit-leaves leaves (its checkpoint,
+    every tile and bundle, every leaf parsed), in leaves a second (target: at
+    least 50,000), and of a store's records against the leaves, in records a
+    second.
 Figures are medians of several runs, never means.
 """
 
@@ -21,13 +29,19 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _timing import per_call_median, row
 
-from intentusnet import LogLeaf, SigningKey, TileLog
+from intentusnet import FileExecutionStore, LogLeaf, SigningKey, TileLog
+from intentusnet.store.file.translog import record_states, store_log
+from intentusnet.tlog.audit import audit_log
+
+ENVELOPE = {"intent": {"name": "echo", "version": "1.0"}, "payload": {"text": "hi"}}
+ANSWER = {"status": "success", "payload": {"text": "hi"}, "metadata": {}}
 
 ORIGIN = "bench.example/log"
 
@@ -55,6 +69,87 @@ def append_rate(folder: Path, key: SigningKey, batch: int, total: int) -> float:
     return statistics.median(rates)
 
 
+def close_one(store: FileExecutionStore) -> str:
+    """Open and complete one record, as the router does in short; its id."""
+    writer = store.open(ENVELOPE, envelope_hash="sha256:" + "0" * 64)
+    writer.complete(ANSWER)
+    return writer.execution_id
+
+
+def publish_latency(folder: Path, key: SigningKey) -> tuple[list[float], list[float]]:
+    """Seconds from close to published, for 15 spaced closes and a burst of 2,000."""
+    root = folder / "latency"
+    store = FileExecutionStore(root, signing_key=key)
+    log = store_log(root, key.key_id)
+    close_one(store)  # the sequencer's start (and its first scan) out of the way
+    store.close()
+    singles = []
+    for _ in range(15):
+        time.sleep(0.3)
+        size = log.size + 1
+        start = time.perf_counter()
+        close_one(store)
+        while log.size < size:
+            time.sleep(0.001)
+        singles.append(time.perf_counter() - start)
+    seen: list[tuple[int, float]] = []  # (size, when first seen)
+    done = threading.Event()
+
+    def watch() -> None:
+        last = log.size
+        while not done.is_set():
+            size = log.size
+            if size != last:
+                seen.append((size, time.perf_counter()))
+                last = size
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch)
+    base = log.size
+    watcher.start()
+    closed = []
+    for _ in range(2_000):
+        close_one(store)
+        closed.append(time.perf_counter())
+    while not seen or seen[-1][0] < base + 2_000:
+        time.sleep(0.01)
+    done.set()
+    watcher.join()
+    burst = [
+        next(when for size, when in seen if size >= base + n + 1) - closed[n]
+        for n in range(2_000)
+    ]
+    store.close()
+    shutil.rmtree(root)
+    return singles, burst
+
+
+def audit_rate(folder: Path, key: SigningKey, count: int) -> tuple[float, float]:
+    """Leaves a second auditing a log of ``count``; records a second walking 1,000."""
+    log = TileLog(folder / "audit", origin=f"intentusnet/{key.key_id}", signing_key=key)
+    data = leaves(0, count, key.key_id)
+    for at in range(0, count, 8192):
+        log.append(data[at : at + 8192])
+    rates = []
+    for _ in range(3):
+        start = time.perf_counter()
+        assert not audit_log(log, key.public_key).findings
+        rates.append(count / (time.perf_counter() - start))
+    root = folder / "walk"
+    store = FileExecutionStore(root, signing_key=key)
+    for _ in range(1_000):
+        close_one(store)
+    store.close()
+    walks = []
+    for _ in range(3):
+        start = time.perf_counter()
+        states = record_states(str(root), key.public_key)
+        log = store_log(root, key.key_id)
+        assert not audit_log(log, key.public_key, records=states).findings
+        walks.append(1_000 / (time.perf_counter() - start))
+    return statistics.median(rates), statistics.median(walks)
+
+
 def main() -> None:
     """Print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -62,6 +157,7 @@ def main() -> None:
         "--dir", type=Path, help="where the logs go (default: a temp dir)"
     )
     parser.add_argument("--leaves", type=int, default=20_000)
+    parser.add_argument("--audit-leaves", type=int, default=200_000)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(dir=args.dir))
     key = SigningKey.generate()
@@ -95,6 +191,29 @@ def main() -> None:
             per_call_median(lambda i: log.prove_inclusion(i * 7919 % size), 300),
             "us",
         )
+        print("a signed store's log, default cadence (0.5 s or 256 leaves):")
+        singles, burst = publish_latency(folder, key)
+        row(
+            "close -> published, single closes (median)",
+            statistics.median(singles),
+            "s ",
+            f"max {max(singles):.3f} s; target <= 1.2 s",
+        )
+        row(
+            "close -> published, a burst of 2,000 (median)",
+            statistics.median(burst),
+            "s ",
+            f"max {max(burst):.3f} s",
+        )
+        print("log verify:")
+        leaf_rate, record_rate = audit_rate(folder, key, args.audit_leaves)
+        row(
+            f"audit a log of {args.audit_leaves:,} leaves",
+            leaf_rate,
+            "leaves/s",
+            "target >= 50,000",
+        )
+        row("walk a store's records against the leaves", record_rate, "records/s")
     finally:
         shutil.rmtree(folder)
 

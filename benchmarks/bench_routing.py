@@ -4,6 +4,9 @@ Run: python benchmarks/bench_routing.py [--dir PATH]
 
 The recording rows put the store in a temporary directory under --dir (default:
 the system's), so `--dir /dev/shm` separates the code's cost from the disk's.
+The transparency log rows route into two signed stores, one keeping the log
+and one not (``log_cadence=None``), in turns, so that a busy machine slows both
+alike: the range of the batches is printed beside each median.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +22,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import median_us, payload_1kb, row
+from _timing import median_us, payload_1kb, row, turns
 
 from intentusnet import (
     AgentDefinition,
@@ -26,15 +30,69 @@ from intentusnet import (
     IntentEnvelope,
     IntentRef,
     IntentRouter,
+    LogCadence,
+    SigningKey,
     compute_hash,
 )
+
+
+def log_on_and_off(base: str | None, echo: object, small: IntentEnvelope) -> None:
+    """Route into two signed stores, log on and off, in turns; medians and ranges."""
+    print("routing with recording, signed: the transparency log on and off, in turns")
+    key = SigningKey.generate()
+    with tempfile.TemporaryDirectory(prefix="bench-routing-log-", dir=base) as tmp:
+        routers: dict[str, IntentRouter] = {}
+        stores = []
+        for label, cadence in (("log on", LogCadence()), ("log off", None)):
+            store = FileExecutionStore(
+                f"{tmp}/{label}", signing_key=key, log_cadence=cadence
+            )
+            stores.append(store)
+            routers[label] = IntentRouter(store=store)
+            routers[label].register(
+                AgentDefinition(name="echo", intents=["echo"]), echo
+            )
+        samples = turns(
+            {
+                label: lambda r=r: r.route_intent(small)  # type: ignore[misc]
+                for label, r in routers.items()
+            },
+            number=300,
+            repeat=15,
+        )
+        for label, times in samples.items():
+            row(
+                f"route_intent + signed record, {label}",
+                statistics.median(times),
+                note=f"batches {min(times):.1f}-{max(times):.1f} us",
+            )
+        ratio = statistics.median(
+            on / off
+            for on, off in zip(samples["log on"], samples["log off"], strict=True)
+        )
+        row(
+            "log on / log off (median of the turns' ratios)",
+            ratio,
+            "x ",
+            "target <= 1.05x",
+        )
+        for r in routers.values():
+            r.close()
+        for store in stores:
+            store.close()
 
 
 def main() -> None:
     """Print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=None, help="where recording stores go")
-    base = parser.parse_args().dir
+    parser.add_argument(
+        "--log-only",
+        action="store_true",
+        help="only the transparency log rows (log on and off, in turns)",
+    )
+    args = parser.parse_args()
+    base = args.dir
     router = IntentRouter()
 
     @router.agent("echo", name="echo")
@@ -46,6 +104,10 @@ def main() -> None:
     raw = big.payload
     size = len(orjson.dumps(raw))
 
+    if args.log_only:
+        log_on_and_off(base, echo, small)
+        router.close()
+        return
     print("routing (no store, DIRECT, echo agent)")
     direct = median_us(lambda: echo(small, None), number=20000)
     sync = median_us(lambda: router.route_intent(small), number=20000)
@@ -90,6 +152,8 @@ def main() -> None:
             row(f"route_intent + record, durability {durability}", us, note=note)
             recorded.close()
             store.close()
+
+    log_on_and_off(base, echo, small)
 
     print(f"hashing (payload {size} bytes)")
     floor = median_us(

@@ -130,6 +130,7 @@ _EXPORTS: dict[str, str] = {
     "SignatureStatus": "record.signing",
     "SigningKey": "record.keys",
     "SigningKeyError": "errors",
+    "LogCadence": "tlog.cadence",
     "LogCheckpoint": "tlog.checkpoint",
     "LogError": "errors",
     "LogIntegrityError": "errors",
@@ -308,6 +309,7 @@ if TYPE_CHECKING:
     from .testing.bulk import rerun_all as rerun_all
     from .testing.bulk import select_ids as select_ids
     from .testing.verdict import RecordVerdict as RecordVerdict
+    from .tlog.cadence import LogCadence as LogCadence
     from .tlog.checkpoint import LogCheckpoint as LogCheckpoint
     from .tlog.leaf import LogLeaf as LogLeaf
     from .tlog.log import TileLog as TileLog

@@ -65,6 +65,7 @@ PUBLIC = [
     "JSONValue",
     "KeyRing",
     "ListFilters",
+    "LogCadence",
     "LogCheckpoint",
     "LogError",
     "LogIntegrityError",

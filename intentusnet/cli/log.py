@@ -1,25 +1,35 @@
 """``intentusnet log``: the transparency log's proofs, made and checked (docs/log.md).
 
-``log prove ID`` writes the C2SP tlog-proof of a record's leaf in the log kept in
-the file store's ``log/`` folder; ``log verify-proof FILE --key PUB`` checks one
-offline, with the log's public key alone. The log is being built: until the
-store appends a leaf when a record closes, a log exists only where a program
-wrote one with ``TileLog``.
+A signed file store appends a leaf to its log (``<root>/log/``) each time a
+record closes. ``log backfill`` appends the records closed before the log
+existed; ``log verify`` audits the log and the records against each other,
+remembering the newest checkpoint it accepted; ``log prove ID`` writes the
+C2SP tlog-proof of a record's leaf; ``log verify-proof FILE --key PUB`` checks
+one offline, with the log's public key alone.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import click
 
-from .context import ExecutionId, open_store
+from .context import ExecutionId, Settings, open_store
 from .output import emit_json
 from .params import USAGE, CliFailure
 
+if TYPE_CHECKING:
+    from .._util.jsonvalue import JSONObject, JSONValue
+    from ..store import FileExecutionStore
+    from ..tlog.audit import LogAudit
+    from ..tlog.log import TileLog
+
 NOT_FOUND: Final = 3
+#: Leaves per checkpoint when backfilling.
+_BATCH: Final = 4096
 #: Proof files larger than this are not proof files (one is about 3 KB).
 _MAX_PROOF: Final = 1024 * 1024
 
@@ -43,24 +53,23 @@ def prove(execution_id: str, out: str) -> None:
     The proof holds the leaf, its index, its inclusion proof and the log's
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
-    from ..store import FileExecutionStore
-    from ..tlog.leaf import LogLeaf
-    from ..tlog.log import TileLog
+    from ..store.file.translog import LOG_DIR, store_logs
 
-    store = open_store()
-    if not isinstance(store, FileExecutionStore):
-        raise CliFailure("the transparency log lives in a file store's folder", USAGE)
-    log_dir = store.root / "log"
-    tlog = TileLog(log_dir)
-    index = tlog.find(
-        lambda leaf: LogLeaf.from_bytes(leaf).execution_id == execution_id
-    )
-    if index is None:
+    store = _file_store()
+    found = None
+    logs = store_logs(store.root)
+    for tlog in logs:  # one log per signing key the store has had
+        index = _newest_leaf(tlog, execution_id)
+        if index is not None:
+            found = (tlog, index)
+            break
+    if found is None:
         raise CliFailure(
-            f"record {execution_id} has no leaf in the log {log_dir} "
-            f"({tlog.size} leaves)",
+            f"record {execution_id} has no leaf in the logs of "
+            f"{store.root / LOG_DIR} ({len(logs)} logs)",
             NOT_FOUND,
         )
+    tlog, index = found
     data = tlog.proof_of(index).to_bytes()
     if out == "-":
         click.echo(data, nl=False)
@@ -69,6 +78,24 @@ def prove(execution_id: str, out: str) -> None:
         Path(out).write_bytes(data)
     except OSError as exc:
         raise CliFailure(f"cannot write {out}: {exc.strerror or exc}", USAGE) from None
+
+
+def _newest_leaf(tlog: TileLog, execution_id: str) -> int | None:
+    """The index of the record's newest leaf in ``tlog``, or None."""
+    from ..errors import LogError
+    from ..tlog.index import LeafIndex
+    from ..tlog.leaf import LogLeaf
+
+    try:  # the index answers at once; without it, the bundles newest first
+        leaves = LeafIndex(tlog)
+        leaves.catch_up()
+        index = leaves.newest(execution_id)
+        leaves.close()
+        return index
+    except LogError:
+        return tlog.find(
+            lambda leaf: LogLeaf.from_bytes(leaf).execution_id == execution_id
+        )
 
 
 @log.command("verify-proof")
@@ -117,6 +144,279 @@ def verify_proof(
         f"{checkpoint.size} - INCLUDED (chain head {leaf.chain_head}, "
         f"{leaf.key_id or 'unsigned'})"
     )
+
+
+@log.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def backfill(as_json: bool) -> None:
+    """Append every closed record that is not a leaf yet.
+
+    These are the records closed before the log existed, or whose process
+    died with their leaves queued.
+    Needs the store's signing key (--signing-key or INTENTUSNET_SIGNING_KEY):
+    it signs the new checkpoint. Running it again appends nothing new: a
+    record at the same chain head is never a leaf twice.
+    """
+    import time
+
+    from ..record.keys import load_signing_key
+    from ..store.file.translog import pending_leaves, store_log
+    from ..tlog.index import LeafIndex
+    from ..tlog.sequencer import append_leaves
+
+    store = _file_store()
+    settings = click.get_current_context().find_object(Settings)
+    key = load_signing_key(settings.signing_key if settings else None)
+    if key is None:
+        raise CliFailure(
+            "log backfill signs the log's checkpoint: give the store's key "
+            "(--signing-key FILE or INTENTUSNET_SIGNING_KEY)",
+            USAGE,
+        )
+    tlog = store_log(store.root, key.key_id, key)
+    index = LeafIndex(tlog)
+    before = index.catch_up()
+    started = time.time()
+    found, until = pending_leaves(os.fspath(store.root), 0.0, key_id=key.key_id)
+    size = before
+    for at in range(0, len(found), _BATCH):
+        size = append_leaves(tlog, index, found[at : at + _BATCH])
+    index.mark_scanned(min(started, until))
+    index.close()
+    if as_json:
+        emit_json({"appended": size - before, "size": size, "origin": tlog.origin})
+    else:
+        click.echo(f"Appended {size - before} leaves; the log holds {size}.")
+
+
+@log.command("verify")
+@click.option(
+    "--key",
+    "key_file",
+    required=True,
+    metavar="PUB",
+    help="The log's public key file (the store's signing key's .pub).",
+)
+@click.option(
+    "--state",
+    "state_file",
+    default=None,
+    metavar="FILE",
+    help="Where the newest checkpoint accepted is remembered "
+    "(default: under $XDG_STATE_HOME/intentusnet/log/, one file per log).",
+)
+@click.option(
+    "--trusted",
+    "trusted_files",
+    multiple=True,
+    metavar="CHECKPOINT_FILE",
+    help="A checkpoint of this log accepted elsewhere (repeatable): the log "
+    "must extend it.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A record closed less than this long ago may still wait for its leaf.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def verify_log(
+    ctx: click.Context,
+    key_file: str,
+    state_file: str | None,
+    trusted_files: tuple[str, ...],
+    grace: float,
+    as_json: bool,
+) -> None:
+    """Audit the log: its checkpoint, tiles and history, and every record.
+
+    Exits 0 when all holds, else with the highest exit code of the findings
+    (hidden 10, damaged 11, edited 12, deleted 13, log-damaged 14, rollback
+    15, split-view 16; docs/cli.md). The checkpoint is remembered once it
+    holds up, and every later run refuses a log that does not extend it.
+    """
+    from ..record.keys import PublicKey
+    from ..tlog.audit import log_origin
+
+    key = PublicKey.load(key_file)
+    store = _file_store()
+    origin = log_origin(key.key_id)
+    state = Path(state_file) if state_file else _state_path(origin)
+    known = []
+    for name in trusted_files:
+        trusted = _read_state(Path(name), "checkpoint file")
+        if trusted is None:
+            raise CliFailure(f"no checkpoint file {name}", USAGE)
+        known.append((f"--trusted {name}", trusted))
+    remembered = _read_state(state, "log state")
+    if remembered is not None:
+        known.insert(0, (f"the checkpoint remembered in {state}", remembered))
+    audit = run_audit(store, key, known, grace)
+    if audit.checkpoint is None and not audit.findings:
+        raise CliFailure(f"the store {store.root} has no transparency log", 3)
+    if audit.history_holds and audit.note is not None:
+        _remember(state, audit.note)
+    _report(audit, as_json)
+    if audit.findings:
+        ctx.exit(max(finding.exit_code for finding in audit.findings))
+
+
+def run_audit(
+    store: FileExecutionStore,
+    key: object,
+    known: list[tuple[str, bytes]],
+    grace: float,
+) -> LogAudit:
+    """Audit the store's log and records with the log's public ``key``."""
+    from ..record.keys import PublicKey
+    from ..store.file.translog import record_states, store_log
+    from ..tlog.audit import audit_log
+
+    assert isinstance(key, PublicKey)
+    store.close()  # what this process queued is in the log
+    return audit_log(
+        store_log(store.root, key.key_id),
+        key,
+        known=known,
+        records=record_states(os.fspath(store.root), key),
+        grace=grace,
+    )
+
+
+def audit_beside_records(
+    key_files: tuple[str, ...], key_dirs: tuple[str, ...]
+) -> LogAudit | None:
+    """The log audit ``verify --all`` adds, or None: no log, or no key for it.
+
+    The log's key is the public key, among those given, whose id its origin
+    names; none remembered checkpoint is used (that is ``log verify``'s).
+    """
+    from ..record.keys import PublicKey
+    from ..store import FileExecutionStore
+    from ..store.file.translog import store_logs
+    from ..tlog.audit import log_origin
+
+    store = open_store()
+    if not isinstance(store, FileExecutionStore):
+        return None
+    logs = store_logs(store.root)
+    if not logs:
+        return None
+    paths = [*key_files]
+    for folder in key_dirs:
+        paths.extend(str(path) for path in sorted(Path(folder).glob("*.pub")))
+    origins = {tlog.tree_head().origin for tlog in logs}
+    for path in paths:
+        key = PublicKey.load(path)
+        if log_origin(key.key_id) in origins:
+            return run_audit(store, key, [], 60.0)
+    origin = ", ".join(sorted(origins))
+    from .output import note
+
+    note(
+        f"The store keeps a transparency log ({origin}); give its key "
+        "(--key) to check it too."
+    )
+    return None
+
+
+def log_json(audit: LogAudit) -> JSONObject:
+    """An audit as ``--json`` prints it."""
+    head = audit.checkpoint
+    findings: list[JSONValue] = [
+        {
+            "name": f.name,
+            "executionId": f.execution_id,
+            "detail": f.detail,
+            "exitCode": f.exit_code,
+        }
+        for f in audit.findings
+    ]
+    return {
+        "origin": None if head is None else head.origin,
+        "size": None if head is None else head.size,
+        "root": None if head is None else base64.b64encode(head.root).decode(),
+        "leaves": audit.leaves,
+        "records": audit.records,
+        "findings": findings,
+        "valid": not audit.findings,
+    }
+
+
+def show_audit(audit: LogAudit) -> None:
+    """The findings, then one line: the log, its size, the verdict."""
+    show_findings(audit)
+    head = audit.checkpoint
+    verdict = (
+        click.style("VALID", fg="green")
+        if not audit.findings
+        else click.style(f"{len(audit.findings)} findings", fg="red")
+    )
+    named = "the log" if head is None else f"{head.origin} at size {head.size}"
+    click.echo(
+        f"Log: {named}, {audit.leaves} leaves, {audit.records} records - {verdict}"
+    )
+
+
+def show_findings(audit: LogAudit) -> None:
+    """Each finding on a line: its name, the record (or the log), what."""
+    for finding in audit.findings:
+        click.echo(
+            f"{click.style(finding.name, fg='red')}: "
+            f"{finding.execution_id or 'log'}: {finding.detail}"
+        )
+
+
+def _report(audit: LogAudit, as_json: bool) -> None:
+    if as_json:
+        emit_json(log_json(audit))
+    else:
+        show_audit(audit)
+
+
+def _file_store() -> FileExecutionStore:
+    from ..store import FileExecutionStore
+
+    store = open_store()
+    if not isinstance(store, FileExecutionStore):
+        raise CliFailure("the transparency log lives in a file store's folder", USAGE)
+    return store
+
+
+def _state_path(origin: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    name = "".join(c if c.isalnum() or c in "-." else "_" for c in origin)
+    return Path(base) / "intentusnet" / "log" / f"{name}.checkpoint"
+
+
+def _read_state(path: Path, what: str) -> bytes | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read(_MAX_PROOF)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CliFailure(
+            f"cannot read the {what} {path}: {exc.strerror or exc}", USAGE
+        ) from None
+
+
+def _remember(path: Path, note: bytes) -> None:
+    """Write the accepted checkpoint to ``path`` whole (a temporary file, renamed)."""
+    from .._util.files import make_dirs
+
+    try:
+        make_dirs(path.parent)
+        temp = path.with_name(path.name + ".tmp")
+        temp.write_bytes(note)
+        os.replace(temp, path)
+    except OSError as exc:
+        raise CliFailure(
+            f"cannot write the log state {path}: {exc.strerror or exc}", 1
+        ) from None
 
 
 def _read(path: str) -> bytes:

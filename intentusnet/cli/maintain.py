@@ -14,6 +14,7 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import RecordIntegrityError
 from .context import ExecutionId, open_store
 from .keys import key_options, key_ring
+from .log import audit_beside_records, log_json, show_audit
 from .output import emit_json, note, progress_counter, working
 from .params import Duration, prices_option
 
@@ -72,6 +73,11 @@ def verify(
 ) -> None:
     """Check the hash chains of the records named (or --all); exit 6 on failure.
 
+    With --all, a store keeping a transparency log has it checked too when
+    its key is among --key/--keys: its leaves walked against the records, as
+    `log verify` does (without a remembered checkpoint). A record that fails
+    exits 6; else a finding of the log exits with its code (docs/cli.md).
+
     A file with no complete first line (its process was killed before it wrote
     the header) is a recording failure, not tampering: it is reported with a
     note and does not fail the command. With --key or --keys, each record's
@@ -108,6 +114,7 @@ def verify(
                 shown.append(_outcome_json(outcome))
             else:
                 _show(outcome)
+    audit = audit_beside_records(key_files, key_dirs) if all_records else None
     if as_json:
         total: JSONObject = {
             "records": run.records,
@@ -121,8 +128,13 @@ def verify(
         if ring is not None:
             by_status: JSONObject = dict(run.signatures)
             total["signatures"] = by_status
-        emit_json({"records": shown, "total": total})
+        doc: JSONObject = {"records": shown, "total": total}
+        if audit is not None:
+            doc["log"] = log_json(audit)
+        emit_json(doc)
     else:
+        if audit is not None:
+            show_audit(audit)
         click.echo(
             f"Total: {run.records} records ({run.invalid} invalid, "
             f"{run.recording_failures} recording failures), "
@@ -136,6 +148,8 @@ def verify(
             )
     if run.invalid:
         ctx.exit(INTEGRITY_EXIT)
+    if audit is not None and audit.findings:
+        ctx.exit(max(finding.exit_code for finding in audit.findings))
 
 
 def _outcome_json(outcome: VerifyOutcome) -> JSONObject:

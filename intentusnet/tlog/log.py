@@ -155,6 +155,28 @@ class TileLog:
             raise LogIntegrityError(f"the log's entry bundle {path} is short")
         return leaves[:width]
 
+    def leaves(self, start: int = 0, size: int | None = None) -> Iterator[bytes]:
+        """The leaves from index ``start`` up to ``size`` (default: all), in order.
+
+        Raises:
+            LogIntegrityError: ``start`` above ``size``, or a bundle missing.
+        """
+        size = self._size(size)
+        if not 0 <= start <= size:
+            raise LogIntegrityError(f"no leaves from {start} in a log of {size}")
+        for bundle in range(start // TILE_WIDTH, (size + TILE_WIDTH - 1) // TILE_WIDTH):
+            found = self._bundle_leaves(
+                bundle, min(size - bundle * TILE_WIDTH, TILE_WIDTH)
+            )
+            yield from found[max(start - bundle * TILE_WIDTH, 0) :]
+
+    def tile(self, level: int, index: int, width: int) -> bytes | None:
+        """The bytes of a tile as stored (the full one if the partial is gone)."""
+        data = self._read(tile_path(level, index, width))
+        if data is None and width < TILE_WIDTH:
+            data = self._read(tile_path(level, index))
+        return data
+
     def find(self, leaf_of: Callable[[bytes], bool]) -> int | None:
         """The index of the newest leaf ``leaf_of`` accepts, or None.
 
@@ -219,8 +241,17 @@ class TileLog:
 
     # -- appending ----------------------------------------------------------
 
-    def append(self, leaves: Sequence[bytes]) -> int:
+    def append(
+        self,
+        leaves: Sequence[bytes],
+        *,
+        select: Callable[[int], Sequence[bytes]] | None = None,
+    ) -> int:
         """Append ``leaves`` in order, publish a signed checkpoint; the new size.
+
+        ``select``, when given, is called with the log's size once this
+        appender holds the lock, and returns the leaves to append instead of
+        ``leaves`` (a sequencer leaves out what another appender added).
 
         Raises:
             LogError: no origin or signing key, or the directory cannot be
@@ -239,7 +270,7 @@ class TileLog:
         try:
             make_dirs(self.path)
             with self._locked():
-                return self._append(list(leaves), self.origin, self._key)
+                return self._append(leaves, self.origin, self._key, select)
         except OSError as exc:
             if isinstance(exc, LogError):
                 raise
@@ -247,9 +278,22 @@ class TileLog:
                 f"cannot append to the log in {self.path}: {exc.strerror or exc}"
             ) from exc
 
-    def _append(self, leaves: list[bytes], origin: str, key: SigningKey) -> int:
+    def _append(
+        self,
+        leaves: Sequence[bytes],
+        origin: str,
+        key: SigningKey,
+        select: Callable[[int], Sequence[bytes]] | None,
+    ) -> int:
         head = self.tree_head(key.public_key)
         size = head.size
+        if select is not None:
+            leaves = select(size)
+            for leaf in leaves:
+                if len(leaf) > MAX_LEAF:
+                    raise LogIntegrityError(
+                        f"a leaf of {len(leaf)} bytes; at most {MAX_LEAF}"
+                    )
         self._discard_after(size)
         edge = self._edge(size)
         if subtree_hash(0, size, _EdgeHashes(edge, size).perfect) != head.root:
@@ -258,7 +302,7 @@ class TileLog:
             )
         if not leaves:
             return size
-        writes, new_edge, new_size = _grow(edge, size, leaves)
+        writes, new_edge, new_size = _grow(edge, size, list(leaves))
         root = subtree_hash(0, new_size, _EdgeHashes(new_edge, new_size).perfect)
         make_dirs(self.path / _TMP)
         for path, data in writes:

@@ -10,6 +10,7 @@ import pytest
 from tlogkit import aics_tlog
 
 from intentusnet.record.keys import SigningKey
+from intentusnet.store.file.translog import log_folder
 from intentusnet.tlog.leaf import LogLeaf
 from intentusnet.tlog.log import TileLog
 
@@ -32,7 +33,7 @@ def logged(store_root: Path, keys: tuple[Path, Path]) -> list[LogLeaf]:
         LogLeaf(f"exec-{i}", "sha256:" + f"{i:064x}", key.key_id) for i in range(300)
     ]
     leaves.append(LogLeaf("exec-5", "sha256:" + "f" * 64, key.key_id))
-    log = TileLog(store_root / "log", origin=ORIGIN, signing_key=key)
+    log = TileLog(log_folder(store_root, key.key_id), origin=ORIGIN, signing_key=key)
     log.append([leaf.to_bytes() for leaf in leaves])
     return leaves
 
@@ -72,7 +73,9 @@ def test_the_newest_leaf_of_a_record_is_proved(
         "index": 300,
         "origin": ORIGIN,
         "size": 301,
-        "root": base64.b64encode(TileLog(store_root / "log").root()).decode(),
+        "root": base64.b64encode(
+            TileLog(log_folder(store_root, logged[0].key_id or "")).root()
+        ).decode(),
     }
 
 
@@ -102,7 +105,7 @@ def test_an_id_without_a_leaf_exits_3(invoke: Invoke, store_root: Path, logged) 
     """Proving a record the log does not hold says so, exit 3."""
     result = invoke("--store", str(store_root), "log", "prove", "exec-999")
     assert result.exit_code == 3
-    assert "record exec-999 has no leaf in the log" in result.stderr
+    assert "record exec-999 has no leaf in the logs of" in result.stderr
 
 
 def _proof(invoke: Invoke, store_root: Path, tmp_path: Path) -> bytes:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -32,13 +33,15 @@ from ...record.format import header_line
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
 from ...record.reader import parse_record
+from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
+from ...tlog.leaf import LogLeaf
 from .. import logger
 from ..durable import check_idempotency_key, not_resumed
 from ..filters import ListFilters
 from ..ids import check_id, new_record_id
 from ..owner import current_owner, owner_alive
 from ..rows import CatalogRow
-from ..step_index import StepRef, ended_steps
+from ..step_index import StepKey, StepRef, ended_steps
 from ..urls import is_url, public_url
 from ..usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from ..writer import wire_object
@@ -52,6 +55,7 @@ from .writer import FileRecordWriter
 # journal load when first used, so that reading one record (``intentusnet
 # replay ID``) imports neither (the writer's rows are ``rows.CatalogRow``).
 if TYPE_CHECKING:
+    from ...tlog.sequencer import LogSequencer
     from ..hits import CacheHit, Hit
     from ..verification import Progress, StoreVerification
     from .hits import HitJournal
@@ -105,6 +109,12 @@ class FileExecutionStore:
             records is not noticed: every process writing the store must name
             the same directory, or use a new one each time (it is rebuilt from
             the record files when missing). Added in 0.1.0.
+        log_cadence: with a ``signing_key``, each record closed is appended to
+            the store's transparency log (``<root>/log/``) off the caller's
+            thread, and a checkpoint signed with the key is published at the
+            pace this :class:`LogCadence` sets (default: 0.5 s or 256 leaves);
+            ``None`` keeps no log. Without a key there is no log: checkpoints
+            are never unsigned (docs/log.md). Added in 0.1.0.
 
     Raises:
         ValueError: an unknown durability, or a ``postgresql://`` URL for the
@@ -120,6 +130,7 @@ class FileExecutionStore:
         durability: Durability = "flush",
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
         catalog_dir: str | os.PathLike[str] | None = None,
+        log_cadence: LogCadence | None = DEFAULT_CADENCE,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -144,6 +155,9 @@ class FileExecutionStore:
         self._connected = False
         self._owner: tuple[JSONObject, str] | None = None
         self._loaded = LoadedRecords()
+        #: the log's pace, or None: no log (no key, or turned off)
+        self._cadence = None if self._signer is None else log_cadence
+        self._made = time.time()  # records closed since are queued by this store
 
     # The catalog and the hit journal are made on first use. Threads racing to
     # make one may both build it (the constructors touch nothing outside the
@@ -164,6 +178,16 @@ class FileExecutionStore:
         made = StoreIndex(catalog, self._root, self.load, os.fspath(self._derived))
         index: StoreIndex = self.__dict__.setdefault("_index", made)
         return index
+
+    @cached_property
+    def _sequencer(self) -> LogSequencer:
+        from .translog import open_sequencer
+
+        assert self._signer is not None
+        assert self._cadence is not None
+        made = open_sequencer(self._root, self._signer, self._cadence, self._made)
+        sequencer: LogSequencer = self.__dict__.setdefault("_sequencer", made)
+        return sequencer
 
     @cached_property
     def _hits(self) -> HitJournal:
@@ -198,6 +222,8 @@ class FileExecutionStore:
             self._index.catalog.close()
         if "_hits" in self.__dict__:
             self._hits.close()
+        if "_sequencer" in self.__dict__:
+            self._sequencer.close()  # what is queued goes into the log now
 
     # -- writing ------------------------------------------------------------------
 
@@ -285,9 +311,18 @@ class FileExecutionStore:
             size=len(line),
             fsync=self._fsync,
             row=row._replace(inode=os.fstat(fd).st_ino),
-            on_complete=writes.write_later,
+            on_complete=writes.write_later if self._cadence is None else self._logged,
             signer=self._signer,
         )
+
+    def _logged(self, row: CatalogRow, ended: list[StepKey]) -> None:
+        """A record closed: its catalog row queued, and its leaf for the log."""
+        self._index.writes.write_later(row, ended)
+        self._log_leaf(row.id, row.chain_head)
+
+    def _log_leaf(self, execution_id: str, chain_head: str) -> None:
+        assert self._signer is not None
+        self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
 
     # -- durable executions (added in 0.1.0) ---------------------------------------
 
@@ -384,6 +419,8 @@ class FileExecutionStore:
             signer=self._signer,
         )
         self._index.refresh(execution_id)
+        if self._cadence is not None:  # closed again, at a new chain head
+            self._log_leaf(execution_id, self.load(execution_id).header.chain_head)
 
     def delete(self, execution_id: str) -> None:
         """Delete a record's file and its catalog row (its key and resume link too).
