@@ -15,7 +15,6 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,9 +22,6 @@ import openai
 import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
@@ -44,6 +40,7 @@ from intentusnet.integrations import httpx as via_httpx
 from intentusnet.integrations.opentelemetry import instrument
 
 from .fakeapi import API_KEY, FakeAPI
+from .otlp import Receiver, received
 
 TIMEOUT = 10  # seconds: every request, wait and subprocess is bounded
 ROOT = Path(__file__).resolve().parents[2]
@@ -793,52 +790,6 @@ def test_standalone_transport_instrumented_itself(tmp_path, api, provider, expor
     assert failed.attributes["http.response.status_code"] == 429
 
 
-class Receiver:
-    """An OTLP/HTTP trace receiver on 127.0.0.1: POST /v1/traces, protobuf bodies."""
-
-    def __init__(self) -> None:
-        self.requests: list[ExportTraceServiceRequest] = []
-        self.got = threading.Event()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # quiet
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                if self.path != "/v1/traces" or (
-                    self.headers.get("content-type") != "application/x-protobuf"
-                ):
-                    self.send_response(404)
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                    return
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                owner.requests.append(request)
-                owner.got.set()
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, args=(0.02,), daemon=True
-        )
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(TIMEOUT)
-
-
 def test_spans_reach_an_otlp_http_receiver(store):
     """The real OTLP/HTTP exporter sends an execution's spans to a loopback receiver."""
     with Receiver() as receiver:
@@ -882,23 +833,6 @@ def test_spans_reach_an_otlp_http_receiver(store):
         spans["execute_tool work"].parent_span_id == spans["invoke_agent echo"].span_id
     )
     assert len({s.trace_id for s in spans.values()}) == 1
-
-
-def received(receiver: Receiver) -> dict[str, tuple]:
-    """The intentusnet spans the receiver got, by name: (span, its attributes)."""
-    found = {}
-    for request in receiver.requests:
-        for resource in request.resource_spans:
-            for scope in resource.scope_spans:
-                if scope.scope.name != "intentusnet":
-                    continue
-                for span in scope.spans:
-                    values = {}
-                    for a in span.attributes:
-                        kind = a.value.WhichOneof("value")
-                        values[a.key] = getattr(a.value, kind)
-                    found.setdefault(span.name, []).append((span, values))
-    return found
 
 
 def test_genai_spans_with_captured_content_reach_an_otlp_receiver(tmp_path, api):
