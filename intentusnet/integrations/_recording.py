@@ -192,14 +192,11 @@ class RecordingCore:
         """The recorded answer to a request, or ``CacheMiss`` (a tenant hint in it)."""
         found = self.cache.find(key, serve_errors=True)
         if found is None:
-            payload, _, _, _, tenant = self.keys.payload(request, body, key.directive)
             raise CacheMiss(
                 self.secrets.describe(request),
                 key.envelope_hash,
                 str(self.store.root),
-                tenant_hint(
-                    self.store, self.keys.calls, payload, key.directive, tenant
-                ),
+                tenant_hint(self.store, self.keys, request, body, key.directive),
             )
         return found
 

@@ -5,7 +5,9 @@ than the recorder's (another key, another credential, a tenant key read with
 its trailing newline) misses every request with nothing else to say. On a
 replay miss the tenants of the newest recorded requests (at most
 :data:`SCANNED`) are tried with the request: one whose hash a record holds is
-named in the miss's message.
+named in the miss's message. A transport given a tenant function serves many
+tenants (the gateway's): it never tells one of another's records, and does
+not look.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from ..errors import IntentusNetError
 from ..store.filters import ListFilters
 
 if TYPE_CHECKING:
-    from .._util.jsonvalue import JSONObject
-    from ..cache.callrouter import CallRouter
     from ..envelope import CacheDirective
     from ..store import ExecutionStore
+    from ._http import HTTPRequest
+    from ._key import RequestKeys
 
 __all__ = ["SCANNED", "tenant_hint"]
 
@@ -29,16 +31,20 @@ SCANNED: Final = 100
 
 def tenant_hint(
     store: ExecutionStore,
-    calls: CallRouter,
-    payload: JSONObject,
+    keys: RequestKeys,
+    request: HTTPRequest,
+    body: bytes,
     directive: CacheDirective,
-    tenant: str | None,
 ) -> str:
     """What to add to a replay miss's message: a record of it for another tenant.
 
-    ``payload`` is the request's envelope payload, ``tenant`` its tenant; an
-    empty text when no recorded request is this one for another tenant.
+    An empty text when no recorded request is this one for another tenant, or
+    when the transport has a tenant function.
     """
+    if callable(keys.tenant):
+        return ""
+    payload, _, _, _, tenant = keys.payload(request, body, directive)
+    calls = keys.calls
     tried: set[str | None] = {tenant}
     for summary in store.list(ListFilters(intent=calls.intent, limit=SCANNED)):
         try:

@@ -33,6 +33,7 @@ from intentusnet import (
     FileExecutionStore,
     IntentRouter,
     MemoryExecutionStore,
+    PriceTable,
     Redactor,
     ReplayCache,
 )
@@ -788,6 +789,59 @@ def test_standalone_transport_instrumented_itself(tmp_path, api, provider, expor
     store.close()
     assert failed.status.status_code is StatusCode.ERROR
     assert failed.attributes["http.response.status_code"] == 429
+
+
+def test_with_prices_a_call_carries_its_cost_a_hit_zero(
+    tmp_path, api, provider, exporter
+):
+    """prices=: a miss its cost, a hit 0 and its saving; USD only as llm.cost."""
+    store = FileExecutionStore(tmp_path / "records")
+    euros = PriceTable.from_json(
+        {"currency": "EUR", "models": {"gpt-priced": {"input": 1.0, "output": 2.0}}}
+    )
+    transport = via_httpx.RecordingTransport(store)
+    instrument(transport, tracer_provider=provider, prices=euros)
+    client = openai_client(transport, api.url)
+    replies = [
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi there"}]
+        )
+        for model in ("gpt-priced", "gpt-priced", "gpt-unpriced", "gpt-unpriced")
+    ]
+    client.close()
+    transport.close()
+    store.close()
+    miss, hit, unpriced_miss, unpriced_hit = (
+        dict(s.attributes)
+        for s in sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    )
+    usage = replies[0].usage
+    assert usage is not None
+    cost = (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1_000_000
+    assert miss["intentusnet.cache"] == "miss"
+    assert miss["intentusnet.cost"] == pytest.approx(cost)
+    assert miss["intentusnet.cost.currency"] == "EUR"
+    assert "llm.cost.total" not in miss  # OpenInference's is in USD
+    assert hit["intentusnet.cache"] == "hit"
+    assert hit["intentusnet.cost"] == 0.0
+    assert hit["intentusnet.cache.saved_cost"] == pytest.approx(cost)
+    assert not [k for k in unpriced_miss if k.startswith("intentusnet.cost")]
+    assert unpriced_hit["intentusnet.cost"] == 0.0  # a hit costs nothing anyway
+    assert "intentusnet.cache.saved_cost" not in unpriced_hit
+    dollars = PriceTable.from_json(
+        {"currency": "USD", "models": {"gpt-priced": {"input": 1.0, "output": 2.0}}}
+    )
+    with FileExecutionStore(tmp_path / "records") as again:
+        replaying = via_httpx.RecordingTransport(again, mode="replay")
+        instrument(replaying, tracer_provider=provider, prices=dollars)
+        with openai_client(replaying, api.url) as replay_client:
+            replay_client.chat.completions.create(
+                model="gpt-priced", messages=[{"role": "user", "content": "hi there"}]
+            )
+        replaying.close()
+    last = max(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    assert last.attributes["llm.cost.total"] == 0.0
+    assert last.attributes["intentusnet.cache.saved_cost"] == pytest.approx(cost)
 
 
 def test_spans_reach_an_otlp_http_receiver(store):

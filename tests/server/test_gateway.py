@@ -272,6 +272,22 @@ def test_a_wrong_tenant_key_says_so_in_the_replay_miss(
     assert "recorded for tenant" not in str(unrecorded.value)
     assert hit.headers["x-intentusnet-cache"] == "hit"
     assert hit.headers["x-intentusnet-record"] == first.headers["x-intentusnet-record"]
+    # the gateway serves many tenants: it never tells one of another's records
+    replaying = Gateway(root, api.url, "--mode", "replay", "--log-level", "info")
+    try:
+        other = http.post(
+            f"{replaying.url}/fake/v1/chat/completions",
+            json=ASK,
+            headers={"x-api-key": API_KEY},
+        )
+    finally:
+        replaying.stop()
+    assert other.status_code == 404
+    assert other.json()["error"]["type"] == "intentusnet_cache_miss"
+    said = other.text + "".join(replaying.lines)
+    assert "cache_miss" in "".join(replaying.lines)
+    assert "recorded for tenant" not in said
+    assert right not in said
     assert api.hits == 1
 
 
