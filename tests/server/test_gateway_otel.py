@@ -176,55 +176,88 @@ def test_spans_of_errors_and_of_the_gateways_own_paths(
             with httpx.Client(trust_env=False, timeout=TIMEOUT) as http:
                 assert http.get(f"{gateway.url}/healthz").status_code == 200
                 assert http.get(f"{gateway.url}/nowhere/v1").status_code == 404
+                assert http.get(f"{gateway.url}/metrics").status_code == 200
                 failed = http.post(
                     f"{gateway.url}/fake/v1/chat/completions",
                     json=ask,
                     headers={"authorization": f"Bearer {API_KEY}"},
                 )
                 assert failed.status_code == 500
+                cut = http.post(
+                    f"{gateway.url}/fake/v1/chat/completions",
+                    json={
+                        **ask,
+                        "stream": True,
+                        "messages": [{"role": "user", "content": "cut short"}],
+                    },
+                    headers={"authorization": f"Bearer {API_KEY}"},
+                )
+                assert b"upstream_cut" in cut.content
         finally:
             gateway.stop()
     spans = received(receiver)
     assert sorted(spans) == ["GET", "POST /fake/{path}", f"chat {MODEL}"]
-    ((unknown, unknown_attributes),) = spans["GET"]
+    ((unknown, unknown_attributes),) = spans["GET"]  # none for /healthz, /metrics
     assert unknown_attributes["http.response.status_code"] == 404
     assert "intentusnet.upstream" not in unknown_attributes
     assert unknown.status.code == unknown.status.STATUS_CODE_UNSET  # a 4xx is theirs
-    ((server, serving),) = spans["POST /fake/{path}"]
-    ((call, _),) = spans[f"chat {MODEL}"]
+    (server, serving), (broken, streaming) = sorted(
+        spans["POST /fake/{path}"], key=lambda s: s[0].start_time_unix_nano
+    )
+    calls = sorted(spans[f"chat {MODEL}"], key=lambda s: s[0].start_time_unix_nano)
     assert server.parent_span_id == b""  # no traceparent: a root
-    assert call.parent_span_id == server.span_id
+    assert [c.parent_span_id for c, _ in calls] == [server.span_id, broken.span_id]
     assert serving["http.response.status_code"] == 500
     assert server.status.code == server.status.STATUS_CODE_ERROR
-    assert call.status.code == call.status.STATUS_CODE_ERROR
+    assert calls[0][0].status.code == server.status.STATUS_CODE_ERROR
+    # a stream the upstream broke off: answered 200, the request's span in error
+    assert streaming["http.response.status_code"] == 200
+    assert streaming["intentusnet.complete"] is False
+    assert broken.status.code == broken.status.STATUS_CODE_ERROR
+    assert "broke the stream off" in broken.status.message
 
 
 def test_stderr_is_json_from_its_first_line(api: FakeAPI, tmp_path: Path) -> None:
-    """Every stderr line, from uvicorn's start to its end, is one JSON object."""
-    gateway = Gateway(tmp_path / "records", api.url, "--log-level", "info")
-    try:
-        with httpx.Client(trust_env=False, timeout=TIMEOUT) as http:
-            ready = len(gateway.lines)
-            answer = http.post(
-                f"{gateway.url}/fake/v1/chat/completions",
-                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
-                headers={"authorization": f"Bearer {API_KEY}"},
-            )
-            assert answer.status_code == 200
-    finally:
-        gateway.stop()
+    """Every stderr line is one JSON object; OTEL_* variables alone send no span."""
+    with Receiver() as receiver:
+        gateway = Gateway(
+            tmp_path / "records",
+            api.url,
+            "--log-level",
+            "info",
+            env={**_otel_env(receiver), "OTEL_BSP_SCHEDULE_DELAY": "10"},
+        )
+        try:
+            ready = _ask_once(gateway)
+        finally:
+            gateway.stop()
+    assert receiver.requests == []  # not asked for with --otel
     lines = [json.loads(line) for line in gateway.lines]  # each one JSON
     assert all(isinstance(line, dict) for line in lines)
     started, *_ = lines
     assert started["event"] == "started"
     assert started["level"] == "info"
     assert started["upstreams"] == {"fake": api.url}
+    assert started["otel"] is False
     messages = [line.get("message") for line in lines]
     assert messages.index("Application startup complete.") < ready
     assert "Finished server process" in messages[-1]
     access = [line for line in lines if line.get("path") == "/fake/v1/chat/completions"]
     assert [a["cache"] for a in access] == ["miss"]
     assert API_KEY not in "".join(gateway.lines)
+
+
+def _ask_once(gateway: Gateway) -> int:
+    """One chat completion through ``gateway``: how many lines it wrote before."""
+    with httpx.Client(trust_env=False, timeout=TIMEOUT) as http:
+        before = len(gateway.lines)
+        answer = http.post(
+            f"{gateway.url}/fake/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+            headers={"authorization": f"Bearer {API_KEY}"},
+        )
+    assert answer.status_code == 200
+    return before
 
 
 BLOCKER = """

@@ -141,12 +141,17 @@ class Spans:
 
 
 def _ended(span: trace.Span, scope: Scope, seen: Seen) -> None:
-    """End a request's span: an error for a 5xx or a stream the upstream cut."""
-    if scope.get("state", {}).get("cut"):
+    """End a request's span: an error for a 5xx or a stream the upstream cut.
+
+    ``intentusnet.complete`` is the access log's ``complete``: false when the
+    body was cut short, by the client or the upstream.
+    """
+    cut = bool(scope.get("state", {}).get("cut"))
+    if cut:
         span.set_status(
             Status(StatusCode.ERROR, "the upstream broke the stream off before its end")
         )
     elif seen.status >= 500:
         span.set_status(Status(StatusCode.ERROR, f"HTTP {seen.status}"))
-    span.set_attribute("intentusnet.complete", seen.complete)
+    span.set_attribute("intentusnet.complete", seen.complete and not cut)
     span.end()
