@@ -455,14 +455,16 @@ class CacheMiss(ReplayError, LookupError):
     code: ClassVar[str] = "cache_miss"
     exit_code: ClassVar[int] = 3
 
-    def __init__(self, request: str, envelope_hash: str, where: str = "") -> None:
+    def __init__(
+        self, request: str, envelope_hash: str, where: str = "", hint: str = ""
+    ) -> None:
         self.request = request
         self.envelope_hash = envelope_hash
         store = f" in store {where}" if where else ""
         super().__init__(
             f"no recorded response for {request} (envelope {envelope_hash})"
             f"{store}; replay mode never makes the call: record it first with "
-            "mode='record' or mode='cache'"
+            f"mode='record' or mode='cache'{hint}"
         )
 
 

@@ -6,16 +6,17 @@ Needs the ``server`` extra (uvicorn). docs/gateway.md describes it.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import logging.config
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .context import named_store, open_named
 from .listening import deadline_options, deadlines, listening_socket
-from .output import note
 from .params import (
     LOG_LEVELS,
     USAGE,
@@ -181,10 +182,19 @@ if TYPE_CHECKING:
 )
 @deadline_options
 @click.option(
+    "--otel",
+    is_flag=True,
+    help="Send OpenTelemetry spans over OTLP/HTTP: a server span per request (its "
+    "parent the caller's traceparent), a chat MODEL span per upstream call. The "
+    "standard OTEL_EXPORTER_OTLP_* variables say where (default "
+    "http://localhost:4318/v1/traces). Needs the otel extra.",
+)
+@click.option(
     "--log-level",
     type=Choice(LOG_LEVELS),
     default="info",
     show_default=True,
+    help="The least severe log line written (every line is a JSON object).",
 )
 def gateway(
     listen: str,
@@ -209,6 +219,7 @@ def gateway(
     body_timeout: float,
     keep_alive: int,
     max_connections: int,
+    otel: bool,
     log_level: str,
 ) -> None:
     """Forward /NAME/... to each --upstream NAME=URL, recording every call.
@@ -221,6 +232,12 @@ def gateway(
     if missing:
         raise CliFailure(
             f"gateway needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
+            USAGE,
+        )
+    if otel and not _have(_OTEL_MODULES):
+        raise CliFailure(
+            "--otel needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
+            "pip install 'intentusnet[otel]'",
             USAGE,
         )
 
@@ -242,6 +259,7 @@ def gateway(
     from ..integrations.credentials import CredentialRule
     from ..integrations.httpx import TransportMode
     from ..server.gateway import GatewaySettings, create_gateway
+    from ..server.gateway.logs import FIELDS, log_config
     from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
     from ..store.file import FileExecutionStore
 
@@ -283,20 +301,61 @@ def gateway(
             listening_socket(host, port, "choose another with --listen HOST:PORT")
         )
         log = _access_log(access_log, stack)
-        app = create_gateway(store, settings, access_log=log)
+        logging_config = log_config(log_level)
+        logging.config.dictConfig(logging_config)  # JSON from the first line
+        provider = None
+        if otel:
+            from ..server.gateway.spans import otlp_provider
+
+            provider = otlp_provider()
+            stack.callback(provider.shutdown)  # what is batched is sent
+        app = create_gateway(store, settings, access_log=log, tracer_provider=provider)
+        url = f"http://{host}:{port}"
         shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
-        note(f"intentusnet gateway: {mode} mode on http://{host}:{port} ({shown})")
-        _run(app, listening, log_level, shutdown_timeout, limits)
+        logging.getLogger("intentusnet.gateway").info(
+            "intentusnet gateway: %s mode on %s (%s)",
+            mode,
+            url,
+            shown,
+            extra={
+                FIELDS: {
+                    "event": "started",
+                    "mode": mode,
+                    "url": url,
+                    "upstreams": {n: u.url for n, u in settings.upstreams.items()},
+                    "otel": otel,
+                }
+            },
+        )
+        _run(app, listening, logging_config, log_level, shutdown_timeout, limits)
+
+
+#: What ``--otel`` needs: the SDK and the OTLP/HTTP exporter.
+_OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+
+
+def _have(modules: tuple[str, ...]) -> bool:
+    """Whether every one of ``modules`` can be imported (none is imported)."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def _run(
-    app: Starlette, listening: socket, log_level: str, drain: int, limits: Deadlines
+    app: Starlette,
+    listening: socket,
+    logging_config: dict[str, Any],
+    log_level: str,
+    drain: int,
+    limits: Deadlines,
 ) -> None:
     """Serve ``app`` until SIGINT or SIGTERM, then finish what is in flight."""
     import uvicorn
 
     config = uvicorn.Config(
         limits.guard(app),
+        log_config=logging_config,
         log_level=log_level,
         access_log=False,  # a URL's query may hold a key: never logged
         server_header=False,

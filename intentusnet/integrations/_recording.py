@@ -28,6 +28,7 @@ from ._observed import Observed, Observers, observers_of_call, tell_call
 from ._response import Responses, ready_of
 from ._served import CACHE_HEADER, Served, record_of
 from ._steps import AgentStep, opened_step
+from ._tenants import tenant_hint
 
 if TYPE_CHECKING:
     from ..store import ExecutionStore
@@ -133,7 +134,7 @@ class RecordingCore:
             return step.served()
         try:
             if self.mode is TransportMode.REPLAY:
-                found = self.replay(key, request)
+                found = self.replay(key, request, body)
             elif key.directive is CacheDirective.BYPASS:
                 found = None
             else:
@@ -187,12 +188,15 @@ class RecordingCore:
             )
         return self.directive if self.directive is CacheDirective.BYPASS else asked
 
-    def replay(self, key: CacheKey, request: HTTPRequest) -> AgentResponse:
-        """The recorded answer to a request, or ``CacheMiss``."""
+    def replay(self, key: CacheKey, request: HTTPRequest, body: bytes) -> AgentResponse:
+        """The recorded answer to a request, or ``CacheMiss`` (a tenant hint in it)."""
         found = self.cache.find(key, serve_errors=True)
         if found is None:
             raise CacheMiss(
-                self.secrets.describe(request), key.envelope_hash, str(self.store.root)
+                self.secrets.describe(request),
+                key.envelope_hash,
+                str(self.store.root),
+                tenant_hint(self.store, self.keys, request, body, key.directive),
             )
         return found
 

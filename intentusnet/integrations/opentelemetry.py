@@ -54,11 +54,13 @@ from ._waiting import OpenStep, WaitingCalls
 if TYPE_CHECKING:
     from contextvars import Token
 
+    from ..cache.prices import PriceTable
     from ..envelope import AgentResponse, ErrorInfo
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
+    from .usage import Usage
 
-__all__ = ["Instrumentation", "Observable", "instrument"]
+__all__ = ["TRACER_NAME", "Instrumentation", "Observable", "instrument"]
 
 #: The instrumentation scope of every span.
 TRACER_NAME: Final = "intentusnet"
@@ -91,6 +93,7 @@ def instrument(
     tracer_provider: TracerProvider | None = None,
     *,
     capture_content: bool = False,
+    prices: PriceTable | None = None,
 ) -> Instrumentation:
     """Trace what ``target`` (an ``IntentRouter`` or a recording transport) does.
 
@@ -107,11 +110,16 @@ def instrument(
             from ``target``'s store, so redacted as the records are. Off by
             default: spans then carry no payload, body or prompt. Added in
             0.1.0.
+        prices: price LLM calls with this table: a call's span carries what
+            it cost (``intentusnet.cost``, and ``llm.cost.total`` in USD), a
+            cache hit 0 and what it saved (``intentusnet.cache.saved_cost``).
+            None (the default): no cost on the spans. Added in 0.1.0.
 
     Returns:
         The instrumentation: ``uninstrument()`` stops it. Instrumenting an
         object already instrumented returns its instrumentation as it is
-        (``tracer_provider`` and ``capture_content`` are not changed): spans
+        (``tracer_provider``, ``capture_content`` and ``prices`` are not
+        changed): spans
         are never doubled.
 
     Added in 0.1.0.
@@ -121,7 +129,7 @@ def instrument(
         if found is not None:
             return found
         instrumentation = Instrumentation(
-            target, tracer_provider, capture_content=capture_content
+            target, tracer_provider, capture_content=capture_content, prices=prices
         )
         _INSTRUMENTED[target] = instrumentation
     target.add_observer(instrumentation)
@@ -168,6 +176,7 @@ class Instrumentation:
         tracer_provider: TracerProvider | None = None,
         *,
         capture_content: bool = False,
+        prices: PriceTable | None = None,
     ) -> None:
         self._target: weakref.ref[Observable] = weakref.ref(target)
         self._tracer = trace.get_tracer(
@@ -176,6 +185,7 @@ class Instrumentation:
         store: ExecutionStore | None = getattr(target, "store", None)
         #: where inputs and outputs are read from, when they are captured
         self._content = store if capture_content else None
+        self._prices = prices
         # Open spans, by execution id, (execution id, attempt) and (execution
         # id, step); a child execution's parent span by the child's id. An
         # agent's HTTP step ends before its call is told: its span waits for
@@ -377,7 +387,11 @@ class Instrumentation:
     def call_made(self, call: ObservedCall) -> None:
         """An HTTP call: its step's span, or a client span; GenAI for an LLM's."""
         usage = _spans.call_usage(call)
-        attributes = _spans.call_attributes(call, usage)
+        attributes: dict[str, str | int | bool | float] = dict(
+            _spans.call_attributes(call, usage)
+        )
+        if usage is not None and self._prices is not None:
+            attributes.update(_cost(usage, call.cache == "hit", self._prices))
         waiting = self._calls.take(call)
         if waiting is not None:  # the agent's HTTP step: one span for the call
             step, ended_ns = waiting
@@ -425,6 +439,30 @@ class Instrumentation:
         except IntentusNetError:  # not in this store, or unreadable: nothing shown
             return
         span.set_attributes(content(record))
+
+
+def _cost(usage: Usage, hit: bool, prices: PriceTable) -> dict[str, str | float]:
+    """What an LLM call cost with ``prices``: a hit nothing, and what it saved.
+
+    ``llm.cost.total`` is OpenInference's, in USD: set for a table in USD only.
+    A call whose model has no price, or whose answer gave no counts, has none
+    (a hit still costs 0).
+    """
+    cost = None
+    if usage.input_tokens is not None and usage.output_tokens is not None:
+        model = usage.response_model or usage.model
+        cost = prices.cost(model, usage.input_tokens, usage.output_tokens)
+    if cost is None and not hit:
+        return {}
+    found: dict[str, str | float] = {
+        "intentusnet.cost": 0.0 if hit else cost or 0.0,
+        "intentusnet.cost.currency": prices.currency,
+    }
+    if hit and cost is not None:
+        found["intentusnet.cache.saved_cost"] = cost
+    if prices.currency == "USD":
+        found["llm.cost.total"] = found["intentusnet.cost"]
+    return found
 
 
 def _failed(span: Span, error: ErrorInfo) -> None:

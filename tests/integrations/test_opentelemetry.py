@@ -15,7 +15,6 @@ import sys
 import textwrap
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -23,9 +22,6 @@ import openai
 import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
@@ -37,6 +33,7 @@ from intentusnet import (
     FileExecutionStore,
     IntentRouter,
     MemoryExecutionStore,
+    PriceTable,
     Redactor,
     ReplayCache,
 )
@@ -44,6 +41,7 @@ from intentusnet.integrations import httpx as via_httpx
 from intentusnet.integrations.opentelemetry import instrument
 
 from .fakeapi import API_KEY, FakeAPI
+from .otlp import Receiver, received
 
 TIMEOUT = 10  # seconds: every request, wait and subprocess is bounded
 ROOT = Path(__file__).resolve().parents[2]
@@ -793,50 +791,57 @@ def test_standalone_transport_instrumented_itself(tmp_path, api, provider, expor
     assert failed.attributes["http.response.status_code"] == 429
 
 
-class Receiver:
-    """An OTLP/HTTP trace receiver on 127.0.0.1: POST /v1/traces, protobuf bodies."""
-
-    def __init__(self) -> None:
-        self.requests: list[ExportTraceServiceRequest] = []
-        self.got = threading.Event()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # quiet
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                if self.path != "/v1/traces" or (
-                    self.headers.get("content-type") != "application/x-protobuf"
-                ):
-                    self.send_response(404)
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                    return
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                owner.requests.append(request)
-                owner.got.set()
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, args=(0.02,), daemon=True
+def test_with_prices_a_call_carries_its_cost_a_hit_zero(
+    tmp_path, api, provider, exporter
+):
+    """prices=: a miss its cost, a hit 0 and its saving; USD only as llm.cost."""
+    store = FileExecutionStore(tmp_path / "records")
+    euros = PriceTable.from_json(
+        {"currency": "EUR", "models": {"gpt-priced": {"input": 1.0, "output": 2.0}}}
+    )
+    transport = via_httpx.RecordingTransport(store)
+    instrument(transport, tracer_provider=provider, prices=euros)
+    client = openai_client(transport, api.url)
+    replies = [
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi there"}]
         )
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(TIMEOUT)
+        for model in ("gpt-priced", "gpt-priced", "gpt-unpriced", "gpt-unpriced")
+    ]
+    client.close()
+    transport.close()
+    store.close()
+    miss, hit, unpriced_miss, unpriced_hit = (
+        dict(s.attributes)
+        for s in sorted(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    )
+    usage = replies[0].usage
+    assert usage is not None
+    cost = (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1_000_000
+    assert miss["intentusnet.cache"] == "miss"
+    assert miss["intentusnet.cost"] == pytest.approx(cost)
+    assert miss["intentusnet.cost.currency"] == "EUR"
+    assert "llm.cost.total" not in miss  # OpenInference's is in USD
+    assert hit["intentusnet.cache"] == "hit"
+    assert hit["intentusnet.cost"] == 0.0
+    assert hit["intentusnet.cache.saved_cost"] == pytest.approx(cost)
+    assert not [k for k in unpriced_miss if k.startswith("intentusnet.cost")]
+    assert unpriced_hit["intentusnet.cost"] == 0.0  # a hit costs nothing anyway
+    assert "intentusnet.cache.saved_cost" not in unpriced_hit
+    dollars = PriceTable.from_json(
+        {"currency": "USD", "models": {"gpt-priced": {"input": 1.0, "output": 2.0}}}
+    )
+    with FileExecutionStore(tmp_path / "records") as again:
+        replaying = via_httpx.RecordingTransport(again, mode="replay")
+        instrument(replaying, tracer_provider=provider, prices=dollars)
+        with openai_client(replaying, api.url) as replay_client:
+            replay_client.chat.completions.create(
+                model="gpt-priced", messages=[{"role": "user", "content": "hi there"}]
+            )
+        replaying.close()
+    last = max(exporter.get_finished_spans(), key=lambda s: s.start_time)
+    assert last.attributes["llm.cost.total"] == 0.0
+    assert last.attributes["intentusnet.cache.saved_cost"] == pytest.approx(cost)
 
 
 def test_spans_reach_an_otlp_http_receiver(store):
@@ -882,23 +887,6 @@ def test_spans_reach_an_otlp_http_receiver(store):
         spans["execute_tool work"].parent_span_id == spans["invoke_agent echo"].span_id
     )
     assert len({s.trace_id for s in spans.values()}) == 1
-
-
-def received(receiver: Receiver) -> dict[str, tuple]:
-    """The intentusnet spans the receiver got, by name: (span, its attributes)."""
-    found = {}
-    for request in receiver.requests:
-        for resource in request.resource_spans:
-            for scope in resource.scope_spans:
-                if scope.scope.name != "intentusnet":
-                    continue
-                for span in scope.spans:
-                    values = {}
-                    for a in span.attributes:
-                        kind = a.value.WhichOneof("value")
-                        values[a.key] = getattr(a.value, kind)
-                    found.setdefault(span.name, []).append((span, values))
-    return found
 
 
 def test_genai_spans_with_captured_content_reach_an_otlp_receiver(tmp_path, api):

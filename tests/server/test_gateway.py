@@ -21,8 +21,9 @@ from integrations.fakeapi import API_KEY, FakeAPI
 from livekit import CliProcess, free_port
 
 from intentusnet.cli import cli
+from intentusnet.errors import CacheMiss
 from intentusnet.integrations.httpx import RecordingTransport
-from intentusnet.server.gateway import tenant_of
+from intentusnet.server.gateway import tenant_key, tenant_of
 from intentusnet.store import FileExecutionStore
 
 pytestmark = pytest.mark.slow
@@ -219,7 +220,7 @@ def test_each_credential_has_its_own_answers_by_default(
     finally:
         gateway.stop()
     assert api.hits == 2
-    key = (root / "gateway-tenant.key").read_bytes().strip()
+    key = tenant_key(root / "gateway-tenant.key")
     tenant = tenant_of(key, [(b"authorization", f"Bearer {API_KEY}".encode())])
     store = FileExecutionStore(root)
     transport = RecordingTransport(store, tenant=tenant)
@@ -228,6 +229,66 @@ def test_each_credential_has_its_own_answers_by_default(
     store.close()
     assert hit.headers["x-intentusnet-cache"] == "hit"
     assert _files_holding(root, API_KEY.encode()) == []
+
+
+def test_a_wrong_tenant_key_says_so_in_the_replay_miss(
+    root: Path, api: FakeAPI, http: httpx.Client
+) -> None:
+    """The key file read with its newline: a miss naming the tenant that has it."""
+    gateway = Gateway(root, api.url)
+    try:
+        first = http.post(
+            f"{gateway.url}/fake/v1/chat/completions", json=ASK, headers=BEARER
+        )
+    finally:
+        gateway.stop()
+    assert first.headers["x-intentusnet-cache"] == "miss"
+    path = root / "gateway-tenant.key"
+    raw = path.read_bytes()
+    assert raw.endswith(b"\n")
+    assert tenant_key(path) == raw.strip()
+    assert len(tenant_key(str(path))) == 64
+    sent = [(b"authorization", f"Bearer {API_KEY}".encode())]
+    right, wrong = tenant_of(tenant_key(path), sent), tenant_of(raw, sent)
+    assert right != wrong
+    url = f"{api.url}/v1/chat/completions"
+    with FileExecutionStore(root) as store:
+        for tenant in (wrong, right):
+            transport = RecordingTransport(store, mode="replay", tenant=tenant)
+            with httpx.Client(transport=transport, timeout=TIMEOUT) as direct:
+                if tenant == wrong:
+                    with pytest.raises(CacheMiss) as missed:
+                        direct.post(url, json=ASK, headers=BEARER)
+                    # another request, recorded for nobody: no tenant named
+                    with pytest.raises(CacheMiss) as unrecorded:
+                        direct.post(url, json={**ASK, "n": 2}, headers=BEARER)
+                else:
+                    hit = direct.post(url, json=ASK, headers=BEARER)
+    assert (
+        f"this request is recorded for tenant {right!r}, not for this "
+        f"transport's {wrong!r}"
+    ) in str(missed.value)
+    assert "tenant_of(tenant_key(path), ...)" in str(missed.value)
+    assert "recorded for tenant" not in str(unrecorded.value)
+    assert hit.headers["x-intentusnet-cache"] == "hit"
+    assert hit.headers["x-intentusnet-record"] == first.headers["x-intentusnet-record"]
+    # the gateway serves many tenants: it never tells one of another's records
+    replaying = Gateway(root, api.url, "--mode", "replay", "--log-level", "info")
+    try:
+        other = http.post(
+            f"{replaying.url}/fake/v1/chat/completions",
+            json=ASK,
+            headers={"x-api-key": API_KEY},
+        )
+    finally:
+        replaying.stop()
+    assert other.status_code == 404
+    assert other.json()["error"]["type"] == "intentusnet_cache_miss"
+    said = other.text + "".join(replaying.lines)
+    assert "cache_miss" in "".join(replaying.lines)
+    assert "recorded for tenant" not in said
+    assert right not in said
+    assert api.hits == 1
 
 
 def test_a_python_client_shares_a_query_credentials_records(
@@ -244,7 +305,7 @@ def test_a_python_client_shares_a_query_credentials_records(
             )
         finally:
             gateway.stop()
-        key = (root / "gateway-tenant.key").read_bytes().strip()
+        key = tenant_key(root / "gateway-tenant.key")
         store = FileExecutionStore(root)
         url = f"{api.url}/v1/chat/completions"
         answers = []

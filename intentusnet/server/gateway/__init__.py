@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "GatewaySettings": "settings",
     "Upstream": "upstream",
     "create_gateway": "app",
+    "tenant_key": "settings",
     "tenant_of": "settings",
 }
 
@@ -25,6 +26,7 @@ __all__ = sorted(_EXPORTS)
 if TYPE_CHECKING:
     from .app import create_gateway as create_gateway
     from .settings import GatewaySettings as GatewaySettings
+    from .settings import tenant_key as tenant_key
     from .settings import tenant_of as tenant_of
     from .upstream import Upstream as Upstream
 

@@ -45,12 +45,15 @@ from ...errors import CacheMiss
 from ...integrations.httpx import CACHE_HEADER, RECORD_HEADER, TransportMode
 from ..auth import Access
 from .forward import HOP_BY_HOP, KEY_HEADER, Forwarder
+from .logs import FIELDS
 from .metrics import CONTENT_TYPE, GatewayMetrics
 from .misses import miss_body
 from .settings import GatewaySettings, Pace
 from .traffic import AccessLog, Traffic
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from ...store import ExecutionStore
 
 _log = logging.getLogger("intentusnet.gateway")
@@ -90,6 +93,7 @@ def create_gateway(
     settings: GatewaySettings,
     *,
     access_log: AccessLog | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> Starlette:
     """The gateway's ASGI app, recording to ``store`` (the caller closes it).
 
@@ -98,12 +102,26 @@ def create_gateway(
         settings: upstreams, mode, tenancy and limits.
         access_log: where one JSON line per request is written; none by
             default.
+        tracer_provider: where OpenTelemetry spans go (a server span per
+            request, a client span per upstream call: ``spans``); none are
+            made by default. Needs the ``otel`` extra.
     """
     forwarder = Forwarder(store, settings)
     names = sorted(settings.upstreams)
     metrics = GatewayMetrics(names)
     ledger = UsageLedger(store)
     metrics.watch(lambda: ledger.report(settings.prices))
+    middleware = [
+        Middleware(
+            Traffic,
+            upstreams=frozenset(names),
+            metrics=metrics,
+            log=access_log,
+            max_concurrency=settings.max_concurrency,
+        )
+    ]
+    if tracer_provider is not None:
+        middleware.insert(0, _traced(forwarder, names, tracer_provider, settings))
 
     def refused(status: int, kind: str, message: str, **more: object) -> Response:
         metrics.error(kind)
@@ -166,7 +184,7 @@ def create_gateway(
                 "record": response.headers.get(RECORD_HEADER),
                 "error": type(exc).__name__,
             }
-            _log.warning(json.dumps(entry, separators=(",", ":")))
+            _log.warning("upstream %r broke a stream off", name, extra={FIELDS: entry})
 
         try:
             response = await forwarder.send(
@@ -186,7 +204,13 @@ def create_gateway(
             return await _answer(response, settings.pace, cut)
         except CacheMiss as miss:
             metrics.error("intentusnet_cache_miss")
-            _log.warning("%s %s: %s", request.method, path[:_PATH_LOGGED], miss)
+            _log.warning(
+                "%s %s: %s",
+                request.method,
+                path[:_PATH_LOGGED],
+                miss,
+                extra={FIELDS: {"event": "cache_miss", "upstream": name}},
+            )
             why = "read-only" if settings.mode is not TransportMode.REPLAY else "replay"
             return JSONResponse(
                 await run_in_threadpool(miss_body, miss, store, tenant, body, why),
@@ -216,6 +240,9 @@ def create_gateway(
             yield
         finally:
             await forwarder.aclose()
+            flush = getattr(tracer_provider, "force_flush", None)
+            if flush is not None:  # the SDK's: the spans batched are sent
+                await run_in_threadpool(flush)
 
     app = Starlette(
         routes=[
@@ -223,20 +250,29 @@ def create_gateway(
             Route("/metrics", metrics_text, methods=["GET"]),
             Route("/{rest:path}", proxy, methods=_METHODS),
         ],
-        middleware=[
-            Middleware(
-                Traffic,
-                upstreams=frozenset(names),
-                metrics=metrics,
-                log=access_log,
-                max_concurrency=settings.max_concurrency,
-            )
-        ],
+        middleware=middleware,
         lifespan=lifespan,
     )
     app.state.forwarder = forwarder
     app.state.metrics = metrics
     return app
+
+
+def _traced(
+    forwarder: Forwarder,
+    names: list[str],
+    tracer_provider: TracerProvider,
+    settings: GatewaySettings,
+) -> Middleware:
+    """The spans' middleware, the forwarder's transports instrumented for calls."""
+    from ...integrations.opentelemetry import instrument
+    from .spans import Spans
+
+    for transport in forwarder.transports:
+        instrument(transport, tracer_provider, prices=settings.prices)
+    return Middleware(
+        Spans, upstreams=frozenset(names), tracer_provider=tracer_provider
+    )
 
 
 def _access(request: Request, settings: GatewaySettings) -> Access | Response:

@@ -87,6 +87,8 @@ class Forwarder:
         self.store = store
         self.settings = settings
         self.cache = ReplayCache(store=store)
+        #: every client's recording transport (instrumented for spans)
+        self.transports: list[AsyncRecordingTransport] = []
         #: one client per upstream, whatever the number of credentials
         self.clients = {
             name: self._client(settings.mode) for name in settings.upstreams
@@ -102,16 +104,18 @@ class Forwarder:
 
     def _client(self, mode: TransportMode) -> httpx.AsyncClient:
         settings = self.settings
+        transport = AsyncRecordingTransport(
+            self.store,
+            mode,
+            httpx.AsyncHTTPTransport(),
+            cache=self.cache,
+            tenant=_tenant,
+            credentials=settings.credentials,
+            redactor=settings.redactor,
+        )
+        self.transports.append(transport)
         return httpx.AsyncClient(
-            transport=AsyncRecordingTransport(
-                self.store,
-                mode,
-                httpx.AsyncHTTPTransport(),
-                cache=self.cache,
-                tenant=_tenant,
-                credentials=settings.credentials,
-                redactor=settings.redactor,
-            ),
+            transport=transport,
             timeout=httpx.Timeout(settings.timeout, connect=_CONNECT_TIMEOUT),
             follow_redirects=False,
             trust_env=False,

@@ -103,12 +103,15 @@ def tenant_of(
 ) -> str:
     """A request's tenant: the keyed HMAC of its credentials, or :data:`ANONYMOUS`.
 
-    ``headers`` are the request's raw ``(name, value)`` pairs, ``query`` its
-    query string; every header and parameter ``rule`` names counts, in any
-    order. A request carrying none has the anonymous tenant, shared by such
-    requests only. The transports take the same value as their ``tenant``
-    argument, so a Python client keyed the same way shares the gateway's
-    records.
+    ``key`` is the tenant key's bytes exactly as the gateway uses them: as
+    :func:`tenant_key` reads its file, without the trailing newline (read the
+    file with it, not as it is: with the newline it is another key, so
+    another tenant). ``headers`` are the request's raw ``(name, value)`` pairs, as
+    sent (``(b"authorization", b"Bearer sk-...")``), ``query`` its query
+    string; every header and parameter ``rule`` names counts, in any order.
+    A request carrying none has the anonymous tenant, shared by such requests
+    only. The transports take the same value as their ``tenant`` argument, so
+    a Python client keyed the same way shares the gateway's records.
     """
     mac = hmac.new(key, digestmod=hashlib.sha256)
     found = False
@@ -127,13 +130,19 @@ def tenant_of(
     return f"credential:{mac.hexdigest()[:32]}" if found else ANONYMOUS
 
 
-def tenant_key(path: Path, *, create: bool) -> bytes:
-    """The tenant key in ``path``: made (random, mode 0600) if missing and allowed.
+def tenant_key(path: str | Path, *, create: bool = False) -> bytes:
+    """The tenant key in file ``path``, as the gateway hashes with it.
+
+    The key is the file's bytes with the whitespace around them stripped: the
+    file the gateway makes holds 64 hex digits and a newline, and the key is
+    the 64 digits. ``create``: make the file (random, mode 0600) if it is
+    missing, as the gateway does on its first start.
 
     Raises:
         ValueError: the file holds fewer than 16 bytes.
         FileNotFoundError: it is missing and may not be made.
     """
+    path = Path(path)
     if not path.exists() and create:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

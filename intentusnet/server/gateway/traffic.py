@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..._util.time import utc_now
 from .metrics import CACHE_STATES, GatewayMetrics
 
-__all__ = ["AccessLog", "Traffic"]
+__all__ = ["OWN_PATHS", "AccessLog", "Seen", "Traffic"]
 
 #: Paths of the gateway itself: never limited, counted nor logged.
 OWN_PATHS: Final = frozenset({"/healthz", "/metrics"})
@@ -101,7 +101,7 @@ class Traffic:
             return
         self.active += 1
         self.metrics.started()
-        seen = _Seen(time.perf_counter())
+        seen = Seen(time.perf_counter())
 
         async def sending(message: Message) -> None:
             seen.saw(message)
@@ -114,7 +114,7 @@ class Traffic:
         finally:
             self._done(scope, seen)
 
-    def _done(self, scope: Scope, seen: _Seen) -> None:
+    def _done(self, scope: Scope, seen: Seen) -> None:
         """Free the request's place for the next one; count and log it (once)."""
         if seen.done:
             return
@@ -147,7 +147,7 @@ class Traffic:
         )
 
 
-class _Seen:
+class Seen:
     """What a response sent: its status, cache state, record, size, timing."""
 
     def __init__(self, started: float) -> None:
@@ -161,6 +161,7 @@ class _Seen:
         self.done = False
 
     def saw(self, message: Message) -> None:
+        """Note what ``message`` (a response's head or a part of its body) says."""
         if message["type"] == "http.response.start":
             self.head = time.perf_counter() - self.started
             self.status = message["status"]
