@@ -9,8 +9,9 @@ numbers it, asks the re-run's cassette (if any) what to do and writes
 :meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
 :func:`arun_step` drive one step call; :func:`open_pending` opens a
 :class:`PendingStep`, one whose end is written later by whoever sees the call
-end (a streamed HTTP response read to its end). The event data is described
-in docs/records.md.
+end (a streamed HTTP response read to its end). :meth:`StepSession.patched`
+answers ``ctx.patched``, recording its marker step ``patch:NAME`` when the
+execution takes the patch. The event data is described in docs/records.md.
 """
 
 from __future__ import annotations

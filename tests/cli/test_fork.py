@@ -119,3 +119,41 @@ def test_fork_from_a_step_the_execution_does_not_hold_exits_2(
     assert "Traceback" not in done.stderr
     assert _ids(tmp_path) == before
     assert [_runs(tmp_path, n) for n in ("fetch", "email", "charge")] == [1, 1, 0]
+
+
+FAILING_APP = """
+import os
+from intentusnet import IntentRouter, open_store
+
+router = IntentRouter(store=open_store(os.environ["SHOP_STORE"]))
+
+
+@router.agent("sum")
+def add(envelope, ctx):
+    a = ctx.step("a", {}, lambda: 1)
+    if os.environ.get("FAIL_B") == "1":
+        ctx.step("b", {}, lambda: 1 // 0)
+    return {"sum": a + ctx.step("b", {}, lambda: 2)}
+"""
+
+
+def test_a_fork_that_runs_and_fails_exits_8(tmp_path: Path) -> None:
+    """The fork's execution fails (today's b raises): its result printed, exit 8."""
+    (tmp_path / "sumapp.py").write_text(FAILING_APP)
+    route = (
+        "import sumapp; r = sumapp.router.route_intent("
+        "{'intent': {'name': 'sum'}, 'payload': {}}); print(r.metadata.execution_id)"
+    )
+    made = _run(tmp_path, "-c", route)
+    assert made.returncode == 0, made.stderr
+    old = made.stdout.strip()
+
+    ok = _cli(tmp_path, "fork", old, "--from", "b", "--app", "sumapp:router")
+    failed = _cli(
+        tmp_path, "fork", old, "--from", "b", "--app", "sumapp:router", FAIL_B="1"
+    )
+
+    assert ok.returncode == 0, ok.stderr
+    assert failed.returncode == 8, failed.stderr
+    assert ": failed" in failed.stdout
+    assert "ran:    b (step 2)" in failed.stdout
