@@ -1,7 +1,8 @@
 """Durable executions (issue 24): medians of its targets, file store and PostgreSQL.
 
-Run: python benchmarks/bench_durable.py [--only kill key repeat scan trial ...]
-         [--grace 2] [--kill-runs 7] [--records 100000] [--kills 100] [--dir PATH]
+Run: python benchmarks/bench_durable.py [--only kill key repeat patch scan trial ...]
+         [--grace 2] [--kill-runs 7] [--records 100000] [--kills 100]
+         [--patch-runs 200] [--dir PATH]
 
 Starts a throwaway PostgreSQL server (tests/pgkit.py, the server's durable
 defaults, reached over its Unix socket); the file store lives in a temporary
@@ -19,6 +20,12 @@ durability "flush". The application is the tests' shop
   * repeat: a repeated key answered from its record, beside a ReplayCache hit
     served from a record (a cache that never saw the envelope) and one from its
     warm memory tier; target: within 1.5x of a cache hit;
+  * patch: ``ctx.patched(name)`` on the path that has the marker: a check
+    after the first in an execution (its answer is the execution's), median of
+    batches; target <= 5 us. Beside it, once per execution, the first check:
+    in a new execution (the marker recorded) and in a resume whose record
+    holds the marker (served), medians of --patch-runs executions, each
+    beside a plain ``ctx.step`` timed the same way (the marker is a step);
   * scan: ``Recovery.scan()`` over --records completed records (seven intents)
     and 100 interrupted ones of the recovered intent, in a fresh process: first
     scan and median of five, records/s, peak RSS before and after (memory
@@ -31,6 +38,7 @@ durability "flush". The application is the tests' shop
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import multiprocessing
 import os
@@ -72,7 +80,7 @@ TESTS = HERE.parent / "tests"
 
 KIT = TESTS / "routing" / "shopkit.py"
 Store = FileExecutionStore | PostgresExecutionStore
-SECTIONS = ["kill", "key", "repeat", "scan", "trial"]
+SECTIONS = ["kill", "key", "repeat", "patch", "scan", "trial"]
 INTERRUPTED = 100
 
 
@@ -185,6 +193,57 @@ def bench_repeat(where: str, number: int) -> None:
     store.close()
 
 
+class _Stop(BaseException):
+    """Ends an execution after its first patch check: its record stays open."""
+
+
+def bench_patch(where: str, runs: int, number: int = 10_000) -> None:
+    """``ctx.patched``: a repeated check, and the first check (new, resumed)."""
+    store = open_store(where)
+    router = IntentRouter(store=store)
+    plan: dict[str, object] = {"stop": True}
+    first: list[float] = []
+    steps: list[float] = []  # a plain ctx.step beside it, the same way
+    batches: list[float] = []
+
+    @router.agent("patch")
+    def agent(env, ctx):  # type: ignore[no-untyped-def]
+        start = time.perf_counter_ns()
+        ctx.patched("c")
+        first.append((time.perf_counter_ns() - start) / 1000)
+        start = time.perf_counter_ns()
+        ctx.step("plain", {}, lambda: 1)
+        steps.append((time.perf_counter_ns() - start) / 1000)
+        if plan["stop"]:
+            raise _Stop
+        for _ in range(0 if batches else 15):  # once: the first resume's
+            start = time.perf_counter_ns()
+            for _ in range(number):
+                ctx.patched("c")
+            batches.append((time.perf_counter_ns() - start) / 1000 / number)
+        return {}
+
+    for n in range(runs):
+        with contextlib.suppress(_Stop):
+            router.route_intent({"intent": {"name": "patch"}, "payload": {"n": n}})
+    interrupted = [s.execution_id for s in store.list()]
+    new, step_new = statistics.median(first), statistics.median(steps)
+    first.clear()
+    steps.clear()
+    plan["stop"] = False
+    for execution_id in interrupted:
+        router.resume(execution_id)
+    resumed, step_resumed = statistics.median(first), statistics.median(steps)
+    row("patched(), a check after the first (marker held)",
+        statistics.median(batches), note="target <= 5 us")  # fmt: skip
+    row(f"patched(), first check, new execution (marker recorded), {runs}", new,
+        note=f"a plain ctx.step there: {step_new:.2f} us")  # fmt: skip
+    row(f"patched(), first check, resume (marker served), {runs}", resumed,
+        note=f"a plain ctx.step there: {step_resumed:.2f} us")  # fmt: skip
+    router.close()
+    store.close()
+
+
 def _fill_pg(dsn: str, start: int, count: int) -> None:
     """Make ``count`` records (three events, complete) and import them into ``dsn``."""
     sys.path.insert(0, str(HERE))
@@ -284,6 +343,7 @@ def main() -> None:
     parser.add_argument("--kill-runs", type=int, default=7)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--kills", type=int, default=100)
+    parser.add_argument("--patch-runs", type=int, default=200)
     parser.add_argument("--dir", default=None, help="where the file store goes")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the server too
@@ -314,6 +374,8 @@ def run(args: argparse.Namespace, base: Path) -> None:
                 bench_key(at("key"), target, 300 if label == "file store" else 100)
             if "repeat" in args.only:
                 bench_repeat(at("repeat"), 500)
+            if "patch" in args.only:
+                bench_patch(at("patch"), args.patch_runs)
             if "scan" in args.only:
                 bench_scan(at("scan"), args.records)
             if "trial" in args.only:

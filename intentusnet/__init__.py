@@ -152,6 +152,7 @@ _EXPORTS: dict[str, str] = {
     "current_context": "routing.agents",
     "diff_records": "steps.diff",
     "explain": "steps.explain",
+    "fork": "steps.fork",
     "new_execution_id": "_util.ids",
     "open_store": "store",
     "plan_rerun": "steps.plan",
@@ -286,6 +287,7 @@ if TYPE_CHECKING:
     from .steps.diff import diff_records as diff_records
     from .steps.explain import Explanation as Explanation
     from .steps.explain import explain as explain
+    from .steps.fork import fork as fork
     from .steps.options import RerunOptions as RerunOptions
     from .steps.plan import PlannedStep as PlannedStep
     from .steps.plan import RerunPlan as RerunPlan

@@ -151,6 +151,7 @@ PUBLIC = [
     "current_context",
     "diff_records",
     "explain",
+    "fork",
     "new_execution_id",
     "open_store",
     "plan_rerun",

@@ -66,6 +66,7 @@ COMMANDS = {
     "serve": "serve:serve",
     "gateway": "gateway:gateway",
     "rerun": "debugging:rerun",
+    "fork": "debugging:fork",
     "reask": "reask:reask",
     "resume": "durable:resume",
     "recover": "durable:recover",

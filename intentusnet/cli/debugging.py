@@ -1,9 +1,10 @@
-"""``rerun``, ``diff`` and ``debug``: find why a run failed, prove the fix.
+"""``rerun``, ``fork``, ``diff`` and ``debug``: find why a run failed, prove the fix.
 
 ``debug ID`` explains a failure and shows the timeline up to it; ``rerun ID
 --app MODULE:ATTR`` runs the recorded envelope through today's code with the
 steps served from the record, from wherever the options say (``--dry-run``
-only says what it would do); ``diff A B`` shows where two runs part ways.
+only says what it would do); ``fork ID --from STEP`` is ``rerun --from`` over
+an execution's whole resume chain; ``diff A B`` shows where two runs part ways.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import click
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss, NetworkBlocked
-from .application import APP_ENV, load_router
+from .application import APP_ENV, load_router, open_app
 from .context import (
     ExecutionId,
     check_last_intent,
@@ -274,6 +275,58 @@ def rerun(
             print_reask(reasked)
             click.echo()
         _print_rerun(result, _step_names(engine.record))
+    if not result.ok:
+        raise click.exceptions.Exit(RERUN_FAILED)
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID", type=ExecutionId())
+@click.option(
+    "--from",
+    "from_step",
+    required=True,
+    metavar="STEP",
+    help="Serve the steps before STEP (a number, kept through every resume, or "
+    "a name) from the execution's records; run it and the rest live.",
+)
+@click.option(
+    "--app",
+    "app_ref",
+    required=True,
+    metavar="MODULE:ATTR",
+    envvar=APP_ENV,
+    show_envvar=True,
+    help="The IntentRouter with today's agents; its store holds the execution.",
+)
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+def fork(execution_id: str, from_step: str, app_ref: str, as_json: bool) -> None:
+    """Run execution ID again from step STEP with today's code, as a new execution.
+
+    The steps before STEP are served from every record of ID's resume chain
+    (a side effect is never made again); STEP and the rest run live. Works on
+    completed, failed, parked and interrupted executions. The new record names
+    the one it forks (replay of). A step the execution does not hold: exit 2,
+    nothing written. The fork ran and failed: exit 8.
+    """
+    from ..steps.fork import fork as fork_execution
+
+    router, given = open_app(app_ref, named_store())
+    try:
+        result = fork_execution(router, execution_id, from_step)
+    except CassetteMiss as exc:
+        raise CliFailure(
+            f"{exc} (the fork's record: {exc.rerun_execution_id})",
+            exc.exit_code,
+            cause=exc,
+        ) from exc
+    finally:
+        router.close()
+        if given is not None:
+            given.close()
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        _print_rerun(result, {s.number: s.name for s in result.steps})
     if not result.ok:
         raise click.exceptions.Exit(RERUN_FAILED)
 

@@ -378,6 +378,52 @@ class AgentContext:
             False,
         )
 
+    def patched(self, name: str) -> bool:
+        """Whether this execution takes the new path of a code change ``name``.
+
+        Put a change of an agent's steps behind it (``if ctx.patched("x"):
+        new else: old``) and executions recorded before the deploy finish on
+        the old path instead of parking with ``nondeterminism``. True for an
+        execution that reaches it on code that has the patch: recorded as the
+        step ``patch:NAME`` (no arguments, output ``true``). A resume (or a
+        re-run) whose record holds that marker here gets True; one whose
+        record reached this point without it gets False, and nothing is
+        recorded (the old path, as recorded); one whose record ends before
+        this point gets True, and the marker. Only the first check of ``name``
+        in an execution asks the record; later ones repeat its answer. See
+        docs/durability.md ("Operating"). Added in 0.1.0.
+
+        Raises:
+            TypeError: ``name`` is not a string.
+            ValueError: ``name`` is empty or blank.
+        """
+        checked = _patch_name(name)
+        execution = self._execution
+        session = None if execution is None else execution.steps()
+        if session is None:
+            return True  # nothing is recorded: today's code
+        return session.patched(self.agent, self.attempt, checked, new=True)
+
+    def deprecate_patch(self, name: str) -> None:
+        """Retire patch ``name`` once no execution recorded without it remains.
+
+        Replaces ``if ctx.patched(name): new else: old`` by ``new`` preceded by
+        this call. It records nothing and requires nothing: where a resumed
+        (or re-run) execution's record holds the marker ``patch:NAME`` at this
+        point, the marker is served (so the steps after it line up); anywhere
+        else it does nothing. Once no record holding the marker can be resumed
+        either, remove the call. Added in 0.1.0.
+
+        Raises:
+            TypeError: ``name`` is not a string.
+            ValueError: ``name`` is empty or blank.
+        """
+        checked = _patch_name(name)
+        execution = self._execution
+        session = None if execution is None else execution.steps()
+        if session is not None:
+            session.patched(self.agent, self.attempt, checked, new=False)
+
     def now(self) -> datetime:
         """The current time, a timezone-aware UTC ``datetime``, as a step.
 
@@ -468,6 +514,17 @@ def open_step(ctx: AgentContext, name: str, args: JSONObject) -> PendingStep | N
         CassetteMiss: in a re-run, no recording answers the call.
     """
     return open_pending(ctx._execution, ctx.agent, ctx.attempt, name, args)
+
+
+def _patch_name(name: object) -> str:
+    """``name`` checked as a patch's name (``ctx.patched``)."""
+    if not isinstance(name, str):
+        raise TypeError(
+            f"a patch name must be a string, not {type(name).__name__}: {name!r}"
+        )
+    if not name.strip():
+        raise ValueError(f"a patch name must not be empty or blank: {name!r}")
+    return name
 
 
 def _uuid4_text() -> str:

@@ -9,8 +9,9 @@ numbers it, asks the re-run's cassette (if any) what to do and writes
 :meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
 :func:`arun_step` drive one step call; :func:`open_pending` opens a
 :class:`PendingStep`, one whose end is written later by whoever sees the call
-end (a streamed HTTP response read to its end). The event data is described
-in docs/records.md.
+end (a streamed HTTP response read to its end). :meth:`StepSession.patched`
+answers ``ctx.patched``, recording its marker step ``patch:NAME`` when the
+execution takes the patch. The event data is described in docs/records.md.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from .redact import Redaction
 
 __all__ = [
+    "PATCH_PREFIX",
     "Execution",
     "OpenStep",
     "PendingStep",
@@ -80,6 +82,9 @@ _REPLAYED: dict[str, type[ReplayedStepError]] = {}
 _MAX_REPLAYED: Final = 256
 #: The observers of an execution nobody observes.
 _NO_OBSERVERS: Final = Observers()
+#: ``ctx.patched(NAME)`` is recorded as a step so named, with no arguments.
+PATCH_PREFIX: Final = "patch:"
+_NO_ARGS_HASH: Final = hash_bytes(canonical_json({}))
 
 
 def jsonish(value: object) -> tuple[JSONValue, str, str | None]:
@@ -164,6 +169,7 @@ class StepSession:
     __slots__ = (
         "_count",
         "_lock",
+        "_patches",
         "cassette",
         "execution_id",
         "observers",
@@ -187,6 +193,8 @@ class StepSession:
         self.step_scopes = step_scopes
         self._count = 0
         self._lock = threading.Lock()
+        #: what ``ctx.patched`` answered, by patch name
+        self._patches: dict[str, bool] = {}
 
     def open(
         self,
@@ -214,6 +222,96 @@ class StepSession:
             recorded_args, args_hash = _redacted(
                 redaction.args(name, recorded_args), recorded_args, args_hash
             )
+        decision: StepDecision | None = None
+        miss: CassetteMiss | None = None
+        if self.cassette is not None:
+            try:
+                decision = self.cassette.decide(
+                    name, recorded_args, args_hash, side_effect=side_effect
+                )
+            except CassetteMiss as exc:
+                miss = exc
+        return self._start(
+            agent,
+            attempt,
+            name,
+            recorded_args,
+            args_hash,
+            reason,
+            side_effect=side_effect,
+            child=child,
+            idempotent=idempotent,
+            decision=decision,
+            miss=miss,
+        )
+
+    def patched(self, agent: str, attempt: int, name: str, *, new: bool) -> bool:
+        """Whether the execution takes patch ``name``'s new path (``ctx.patched``).
+
+        The first check of ``name`` in the execution decides, later ones give
+        the same answer and record nothing. Without a cassette (a new
+        execution) the marker step ``patch:NAME`` is recorded and the answer
+        is True. With one (a resume, a re-run), its ``patch`` says: the
+        recorded marker is served (True); the record reached this point
+        without it (False, nothing recorded); or the record ends before it
+        (recorded live, True). ``new=False`` (``ctx.deprecate_patch``) records
+        no new marker: it only serves a recorded one, so that the record's
+        steps still line up.
+
+        Raises:
+            CassetteMiss: the resumed execution is parked.
+        """
+        patches = self._patches
+        known = patches.get(name)
+        if known is not None:
+            return known
+        marker = PATCH_PREFIX + name
+        decision: StepDecision | None = None
+        cassette = self.cassette
+        if cassette is not None:
+            decision = cassette.patch(marker, _NO_ARGS_HASH, new=new)
+            taken = decision is not None
+        else:
+            taken = new
+        if taken:
+            step = self._start(
+                agent,
+                attempt,
+                marker,
+                {},
+                _NO_ARGS_HASH,
+                None,
+                side_effect=False,
+                child=None,
+                idempotent=False,
+                decision=decision,
+                miss=None,
+            )
+            if step.served:
+                self.serve(step)
+            else:
+                self.succeeded(step, True)
+        if new:
+            with self._lock:
+                taken = patches.setdefault(name, taken)
+        return taken
+
+    def _start(
+        self,
+        agent: str,
+        attempt: int,
+        name: str,
+        recorded_args: JSONValue,
+        args_hash: str,
+        reason: str | None,
+        *,
+        side_effect: bool,
+        child: str | None,
+        idempotent: bool,
+        decision: StepDecision | None,
+        miss: CassetteMiss | None,
+    ) -> OpenStep:
+        """Number a step call the cassette (if any) decided, write ``STEP_START``."""
         with self._lock:
             self._count += 1
             number = self._count
@@ -234,20 +332,11 @@ class StepSession:
             data["reason"] = f"args are {reason}"
         if idempotent:
             data["idempotent"] = True
-        decision: StepDecision | None = None
-        miss: CassetteMiss | None = None
-        if self.cassette is not None:
-            try:
-                decision = self.cassette.decide(
-                    name, recorded_args, args_hash, side_effect=side_effect
-                )
-            except CassetteMiss as exc:
-                miss = exc
-            position = None if decision is None else decision.position
-            if position is not None:  # a resumed execution keeps its numbers
-                number = data["step"] = position
-                with self._lock:
-                    self._count = max(self._count, position)
+        position = None if decision is None else decision.position
+        if position is not None:  # a resumed execution keeps its numbers
+            number = data["step"] = position
+            with self._lock:
+                self._count = max(self._count, position)
         if child is not None:
             if decision is not None and decision.action != LIVE and decision.recorded:
                 child = decision.recorded.child_execution_id  # served: no new child

@@ -25,6 +25,12 @@ says what happens (docs/durability.md):
 - the code asks for another step than the recorded one: the code does not
   replay the record, and the execution is parked (``NondeterminismError``).
 
+A patch check (``ctx.patched``, :meth:`Journal.patch`) is matched by position
+too, but never parks: the recorded marker here is served (the new path), another
+recorded step here means the record went on without the patch (the old path,
+nothing recorded), and no recorded step left means today's code goes on (the
+marker is recorded, the new path).
+
 Once parked, every later step call is refused with the same error, and the
 router records the execution ``needs_attention`` (an ``ATTENTION_NEEDED``
 event, see :attr:`Journal.attention`) whatever the agent answers. The journal
@@ -293,6 +299,43 @@ class Journal:
                         recorded.number, name, args_hash, self.execution_id
                     ),
                 )
+            self.ran.append(recorded.number)
+            return JournalDecision(LIVE, recorded, recorded.number)
+
+    def patch(self, marker: str, args_hash: str, *, new: bool) -> StepDecision | None:
+        """Match a patch check by position (see ``seams.Cassette.patch``).
+
+        The recorded step here is the marker: it is served (a marker that
+        started and never ended runs live again, when ``new``). Another step
+        is here: ``None``, the old path, and the position stays the other
+        step's. No recorded step is left: live when ``new``, else ``None``.
+        """
+        with self._lock:
+            if self._stop is not None:
+                raise self._stop  # parked: nothing more runs
+            steps = self._steps
+            while self._cursor < len(steps) and (
+                steps[self._cursor].number in self._consumed
+            ):
+                self._cursor += 1
+            if self._cursor >= len(steps):
+                if not new:
+                    return None
+                position, self._next = self._next, self._next + 1
+                self.ran.append(position)
+                return JournalDecision(LIVE, None, position)
+            recorded = steps[self._cursor]
+            if recorded.name != marker or recorded.args_hash != args_hash:
+                return None  # the record went on without the patch
+            self._cursor += 1
+            self._consume(recorded.number)
+            if recorded.ended and recorded.outcome == "success":
+                self.served += 1
+                return JournalDecision(
+                    SERVE, recorded, recorded.number, served_from=recorded.record
+                )
+            if not new:
+                return None
             self.ran.append(recorded.number)
             return JournalDecision(LIVE, recorded, recorded.number)
 

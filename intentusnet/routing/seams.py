@@ -152,6 +152,19 @@ class Cassette(Protocol):
             SideEffectMismatch: a side-effect step is needed with other args.
         """
 
+    def patch(self, marker: str, args_hash: str, *, new: bool) -> StepDecision | None:
+        """Match the marker step of a patch check (``ctx.patched``) here.
+
+        Returns the decision for the marker: served when the record holds it
+        at this point, or run live (recorded: the new path) when the record
+        ends before this point and ``new``; ``None`` when the record reached
+        this point without it (the old path: nothing is recorded), or it ends
+        before and not ``new`` (``ctx.deprecate_patch``). Added in 0.1.0.
+
+        Raises:
+            CassetteMiss: the execution is parked.
+        """
+
     def ended(
         self,
         number: int,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import difflib
 import threading
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
@@ -52,7 +52,7 @@ from .selection import OVERRIDE, RerunSpec, classify
 from .selection import REPLAY_ERROR as ERROR_AGAIN
 from .selection import SERVE as SERVED
 from .selection import SIDE_EFFECT as SIDE
-from .view import RecordedStep, StepRun, record_steps
+from .view import RecordedStep, StepRun, chain_record_steps, record_steps
 
 if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
@@ -110,6 +110,9 @@ class Cassette:
         spec: a re-run's resolved options; strict by default.
         source_store: where the record's children are loaded from, to re-run
             them too; without it they run live.
+        chain: ``record``'s resume chain, oldest first (``record`` last): its
+            steps are the chain's, merged (``view.chain_record_steps``), each
+            served from the record holding it (a fork).
 
     Attributes:
         runs: how each step call ended, in that order.
@@ -125,6 +128,7 @@ class Cassette:
         spec: RerunSpec | None = None,
         source_store: ExecutionStore | None = None,
         misses: list[CassetteMiss] | None = None,
+        chain: Sequence[ExecutionRecord] = (),
     ) -> None:
         self.spec = spec if spec is not None else RerunSpec(allow_live=allow_live)
         self.execution_id = record.execution_id
@@ -135,7 +139,12 @@ class Cassette:
         #: a re-run is never parked (see ``seams.Cassette.attention``)
         self.attention: JSONObject | None = None
         self.misses: list[CassetteMiss] = [] if misses is None else misses
-        self.steps = record_steps(record)
+        #: by step number, the record of the chain holding it (a chain only)
+        self._holders: dict[int, str] = {}
+        if len(chain) > 1:
+            self.steps, self._holders = chain_record_steps(chain)
+        else:
+            self.steps = record_steps(record)
         self._lock = threading.Lock()
         self._queues: dict[tuple[str, str], list[RecordedStep]] = defaultdict(list)
         self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)
@@ -323,6 +332,32 @@ class Cassette:
                 self.misses.append(miss)
             raise
 
+    def patch(self, marker: str, args_hash: str, *, new: bool) -> Decision | None:
+        """Match a patch check (``ctx.patched``; see ``seams.Cassette.patch``).
+
+        A recorded, unserved marker is served (run live in the live part).
+        Without one, the record went on without the patch while a recorded
+        step before the live part is still unserved: ``None``, the old path;
+        else today's code goes on: the marker runs live when ``new``.
+        """
+        with self._lock:
+            key = (marker, args_hash)
+            self._calls[key] += 1
+            recorded = next(
+                (s for s in self._queues.get(key, ()) if s.number not in self._used),
+                None,
+            )
+            if recorded is not None:
+                self._consume(recorded)
+                if recorded.ok and classify(recorded, self.spec)[0] == SERVED:
+                    return Decision(SERVE, recorded, served_from=self._held(recorded))
+                return Decision(LIVE, recorded) if new else None
+            start = self.spec.live_from
+            waiting = next((s for s in self.steps if s.number not in self._used), None)
+            if waiting is not None and (start is None or waiting.start_seq < start):
+                return None  # the record went on without the patch
+            return Decision(LIVE) if new else None
+
     def ended(
         self,
         number: int,
@@ -443,9 +478,9 @@ class Cassette:
             )
             return Decision(SERVE, edited, overridden=True)
         if action in (SERVED, SIDE):
-            return Decision(SERVE, recorded)
+            return Decision(SERVE, recorded, served_from=self._held(recorded))
         if action == ERROR_AGAIN:
-            return Decision(REPLAY_ERROR, recorded)
+            return Decision(REPLAY_ERROR, recorded, served_from=self._held(recorded))
         if action == LIVE:
             return Decision(LIVE, recorded)
         # a miss: it cannot be served
@@ -459,6 +494,10 @@ class Cassette:
             execution_id=self.execution_id,
             why=f"the recorded call cannot be served ({recorded.reason})",
         )
+
+    def _held(self, step: RecordedStep) -> str | None:
+        """The record of the chain holding ``step``; ``None``: the cassette's."""
+        return self._holders.get(step.number)
 
     def _consume(self, step: RecordedStep) -> None:
         # A served step's nested steps were answered with it.

@@ -13,6 +13,7 @@ chosen steps live and ``override`` serves chosen steps with edited outputs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from .cassette import Cassette
 from .diff import RecordDiff, diff_records
 from .options import RerunOptions
 from .selection import resolve
-from .view import StepRun
+from .view import StepRun, chain_record_steps
 
 if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
@@ -109,6 +110,7 @@ def rerun(
     options: RerunOptions = RerunOptions(),
     *,
     store: ExecutionStore | None = None,
+    chain: Sequence[ExecutionRecord] = (),
 ) -> RerunResult:
     """Run a record's envelope again with today's agents, steps from the record.
 
@@ -127,6 +129,10 @@ def rerun(
         options: where the re-run starts, which steps run live or are served
             with an edited output (a strict re-run by default).
         store: where to record the re-run.
+        chain: the engine's record's resume chain, oldest first, the record
+            last (a fork, ``intentusnet.fork``): the steps of every record of
+            it answer, each from the record holding its end; the re-run's
+            ``INTENT_RECEIVED`` names them (``rerunChain``).
 
     Side-effect steps that succeeded are served in every case: an e-mail is
     never sent twice.
@@ -144,9 +150,12 @@ def rerun(
         EnvelopeValidationError: the recorded envelope is not valid.
     """
     record = engine.record
-    spec = resolve(record, options, engine.store)
+    merged = chain_record_steps(chain)[0] if len(chain) > 1 else None
+    spec = resolve(record, options, engine.store, steps=merged)
     target = store or router.store or MemoryExecutionStore()
-    cassette = Cassette(record, spec=spec, source_store=engine.store or target)
+    cassette = Cassette(
+        record, spec=spec, source_store=engine.store or target, chain=chain
+    )
     env = IntentEnvelope.model_validate(record.envelope)
     # Recorded as a re-run asks: never answered from the cache.
     routing = env.routing.model_copy(update={"cache": CacheDirective.BYPASS})
@@ -157,6 +166,8 @@ def rerun(
         "allowLive": options.allow_live,
     }
     received.update(spec.to_json())
+    if merged is not None:
+        received["rerunChain"] = [r.execution_id for r in chain]
     execution = ExecutionOptions(received=received, store=target, cassette=cassette)
     response = router.route_intent(env, options=execution)
     execution_id = response.metadata.execution_id

@@ -176,6 +176,8 @@ def resolve(
     record: ExecutionRecord,
     options: RerunOptions,
     store: ExecutionStore | None = None,
+    *,
+    steps: tuple[RecordedStep, ...] | None = None,
 ) -> RerunSpec:
     """Check a re-run's options against ``record`` and resolve them.
 
@@ -183,13 +185,16 @@ def resolve(
         record: the record to re-run.
         options: the re-run's options.
         store: where ``explain`` loads a failed child intent's record from.
+        steps: the steps to resolve them against, when not ``record``'s own
+            (a fork's: its resume chain's, ``view.chain_record_steps``).
 
     Raises:
         InvalidRerunOption: a step is not in the record, no root cause or
             failure is found, or a side effect is asked to run live.
     """
     from_step, from_snapshot = options.from_step, options.from_snapshot
-    steps = record_steps(record)
+    if steps is None:
+        steps = record_steps(record)
     by_number = {s.number: s for s in steps}
     starts = options.starts
     mode = starts[0] if starts else "strict"

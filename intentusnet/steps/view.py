@@ -8,13 +8,14 @@ is unfinished. Like the rest of the read path this needs no pydantic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..record.model import EventType, ExecutionRecord
 
-__all__ = ["RecordedStep", "StepRun", "record_steps"]
+__all__ = ["RecordedStep", "StepRun", "chain_record_steps", "record_steps"]
 
 #: ``outcome`` of a step that started and never ended.
 UNFINISHED: Final = "unfinished"
@@ -186,6 +187,42 @@ def record_steps(record: ExecutionRecord) -> tuple[RecordedStep, ...]:
         found.append(_step(number, start_seq, start, end_seq, end))
     found.sort(key=lambda s: s.start_seq)
     return tuple(found)
+
+
+def chain_record_steps(
+    chain: Sequence[ExecutionRecord],
+) -> tuple[tuple[RecordedStep, ...], dict[int, str]]:
+    """The steps of a resume chain (oldest record first), merged by number.
+
+    A resume keeps its steps' numbers, so a step is the same step in every
+    record of the chain: it is taken from the first record whose end of it
+    can serve it (it succeeded, or failed, and is replayable), else from the
+    first record holding it; an end a resume wrote when it was parked (nothing
+    ran: ``source: miss``) is no end. In the order the steps first started;
+    ``start_seq`` is that order (the records' own ``seq`` do not compare), so
+    the re-run's ``live_from`` compares across the chain. Also returns, by
+    number, the record each step was taken from. Added in 0.1.0.
+    """
+    merged: dict[int, RecordedStep] = {}
+    held: dict[int, str] = {}
+    for record in chain:
+        for step in record_steps(record):
+            if step.source == "miss":
+                continue
+            known = merged.get(step.number)
+            if known is None:
+                merged[step.number] = replace(step, start_seq=len(merged))
+            elif _servable(step) and not _servable(known):
+                merged[step.number] = replace(step, start_seq=known.start_seq)
+            else:
+                continue
+            held[step.number] = record.execution_id
+    ordered = tuple(sorted(merged.values(), key=lambda s: s.start_seq))
+    return ordered, held
+
+
+def _servable(step: RecordedStep) -> bool:
+    return step.replayable and step.outcome in ("success", "error")
 
 
 def _step(

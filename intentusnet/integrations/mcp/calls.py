@@ -427,6 +427,10 @@ class RecordedCalls:
         if source == "live" and key in self._asked:
             self._forwarded[key] = number
 
+    def patch(self, marker: str, args_hash: str, *, new: bool) -> Decision | None:
+        """MCP sessions run no agent code: a patch check takes today's path."""
+        return Decision(LIVE) if new else None
+
     def child(self, execution_id: str) -> None:
         """MCP sessions route no child intents."""
         return None
