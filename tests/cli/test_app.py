@@ -33,6 +33,7 @@ COMMANDS = {
     "serve",
     "gateway",
     "rerun",
+    "fork",
     "reask",
     "diff",
     "debug",
