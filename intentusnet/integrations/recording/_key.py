@@ -16,15 +16,15 @@ from collections.abc import Callable, Collection
 from hashlib import sha256
 from typing import Final, TypeAlias
 
-from .._util.jsonvalue import JSONObject, JSONValue, parse_json
+from ..._util.jsonvalue import JSONObject, JSONValue, parse_json
 
 # The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
-from .._util.paths import Path, parse, rewrite
-from ..cache.callrouter import CallRouter
-from ..cache.replay_cache import CacheKey
-from ..envelope import CacheDirective
-from ..errors import IntentusNetError, NotCacheable
-from ..routing.redact import redact_body
+from ..._util.paths import Path, parse, rewrite
+from ...cache.callrouter import CallRouter
+from ...cache.replay_cache import CacheKey
+from ...envelope import CacheDirective
+from ...errors import IntentusNetError, NotCacheable
+from ...routing.redact import redact_body
 from ._http import HTTPRequest
 from ._secrets import Secrets
 

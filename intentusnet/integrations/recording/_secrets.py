@@ -15,9 +15,9 @@ from collections.abc import Collection
 from typing import Final
 from urllib.parse import parse_qsl, unquote_plus, urlencode
 
-from ..routing.redact import Redactor, header_names
+from ...routing.redact import Redactor, header_names
+from ..credentials import CredentialRule
 from ._http import HTTPURL, HTTPRequest, authority
-from .credentials import CredentialRule
 
 #: Canonical URLs are remembered up to this many.
 _URLS_KEPT: Final = 1024

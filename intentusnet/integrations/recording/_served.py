@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, NamedTuple, TypeVar
 
-from ..envelope import AgentResponse
+from ...envelope import AgentResponse
 from ._passthrough import AsyncTee, Tee
 from ._response import Ready
 

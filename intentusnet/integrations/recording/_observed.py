@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import TypeAlias
 
-from ..routing import observing
-from ..routing.agents import current_context, running_observers
-from ..routing.seams import ExecutionObserver, ObservedCall
+from ...routing import observing
+from ...routing.agents import current_context, running_observers
+from ...routing.seams import ExecutionObserver, ObservedCall
 
 __all__ = [
     "Observed",

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from .._util.jsonvalue import JSONObject
-from ..cache.callrouter import CallRouter, JobResult, running_execution
-from ..cache.replay_cache import ReplayCache
-from ..envelope import AgentResponse, CacheDirective
+from ..._util.jsonvalue import JSONObject
+from ...cache.callrouter import CallRouter, JobResult, running_execution
+from ...cache.replay_cache import ReplayCache
+from ...envelope import AgentResponse, CacheDirective
 from ._http import AsyncOpen, HTTPRequest, HTTPResponse, Open
 from ._key import Made
 from ._passthrough import Arrivals, AsyncOutcome, AsyncTee, Interrupted, Outcome, Tee

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
-from ..cache.callrouter import CallRouter
-from ..routing.redact import keyed
+from ...cache.callrouter import CallRouter
+from ...routing.redact import keyed
+from ..credentials import DEFAULT_RULE, CredentialRule
 from ._http import (
     AsyncSends,
     HTTPRequest,
@@ -36,13 +37,12 @@ from ._recording import RecordingCore
 from ._response import ResponseHook, Responses
 from ._secrets import Secrets
 from ._served import HitHeaders, Served
-from .credentials import DEFAULT_RULE, CredentialRule
 
 if TYPE_CHECKING:
-    from ..cache.replay_cache import ReplayCache
-    from ..routing.redact import Redactor
-    from ..routing.seams import ExecutionObserver
-    from ..store import ExecutionStore
+    from ...cache.replay_cache import ReplayCache
+    from ...routing.redact import Redactor
+    from ...routing.seams import ExecutionObserver
+    from ...store import ExecutionStore
 
 #: The library's transport a recording transport wraps.
 _W = TypeVar("_W")

@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import ModuleType
 from typing import Protocol, TypeAlias, TypeVar
 
-from .._util.choices import choice
+from ..._util.choices import choice
 from ._passthrough import AsyncTee, Tee
 
 

@@ -17,14 +17,14 @@ from typing import Final, NamedTuple, TypeAlias, cast
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue
-from ..cache.callrouter import JobResult
-from ..envelope import AgentResponse, ErrorCode, ErrorInfo
-from ..routing.redact import redact_body
+from ..._util.jsonvalue import JSONObject, JSONValue
+from ...cache.callrouter import JobResult
+from ...envelope import AgentResponse, ErrorCode, ErrorInfo
+from ...routing.redact import redact_body
+from ..usage import recorded_call_usage
 from ._http import HTTPResponse
 from ._passthrough import Arrivals
 from ._secrets import Secrets
-from .usage import recorded_call_usage
 
 #: ``before_record_response(data) -> data``: the response as recorded and later
 #: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding, and

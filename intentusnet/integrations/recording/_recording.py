@@ -16,11 +16,11 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Final, cast
 
-from .._util.jsonvalue import JSONObject
-from ..cache.replay_cache import CacheKey, ReplayCache
-from ..envelope import AgentResponse, CacheDirective
-from ..errors import CacheMiss
-from ..routing.agents import current_context
+from ..._util.jsonvalue import JSONObject
+from ...cache.replay_cache import CacheKey, ReplayCache
+from ...envelope import AgentResponse, CacheDirective
+from ...errors import CacheMiss
+from ...routing.agents import current_context
 from ._call import Call, Handed
 from ._http import AsyncOpen, HTTPRequest, Open, TransportMode
 from ._key import Made, RequestKeys
@@ -30,7 +30,7 @@ from ._served import CACHE_HEADER, Served, record_of
 from ._steps import AgentStep, opened_step
 
 if TYPE_CHECKING:
-    from ..store import ExecutionStore
+    from ...store import ExecutionStore
 
 _ASKED: Final = {
     "default": CacheDirective.DEFAULT,

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .._util.jsonvalue import JSONObject
-from ..routing.agents import add_secrets, current_context, open_step
+from ..._util.jsonvalue import JSONObject
+from ...routing.agents import add_secrets, current_context, open_step
 from ._http import HTTPRequest, authority
 from ._response import ready_of
 from ._served import Served
 
 if TYPE_CHECKING:
-    from ..routing.execution import PendingStep
+    from ...routing.execution import PendingStep
 
 
 class AgentStep:
