@@ -238,6 +238,8 @@ class Response(NamedTuple):
     step: int | None = None
     #: a live body passed through as it arrives (``content`` is empty then)
     tee: Tee | AsyncTee | None = None
+    #: a hit's ``headers`` in its transport's library's type, made once
+    made: object = None
 
 
 def response_of(

@@ -85,7 +85,8 @@ _ASKED: Final = {
     "no-store": CacheDirective.NO_STORE,
     "no_store": CacheDirective.NO_STORE,
 }
-#: Hits' responses are remembered up to this many (by the answer served).
+#: Hits' responses (and their library's headers) are remembered up to this many,
+#: by the answer served.
 _HITS_KEPT: Final = 1024
 _T = TypeVar("_T", Tee, AsyncTee)
 
@@ -106,11 +107,14 @@ class RecordingCore:
         cache: ReplayCache | None,
         keys: RequestKeys,
         responses: Responses,
+        headers: Callable[[tuple[tuple[str, str], ...]], object],
     ) -> None:
         self.mode = mode
         self.store = store
         self.keys = keys
         self.responses = responses
+        #: makes headers of the transport's library (a hit's, once)
+        self.headers = headers
         self.calls = keys.calls
         self.secrets = keys.secrets
         self._hits: dict[int, tuple[AgentResponse, Response]] = {}
@@ -133,47 +137,23 @@ class RecordingCore:
         The response served after a call is the one that came (unredacted).
         The observers are told about the call once it is answered.
         """
-        started = time.time_ns()
-        observed = observers_of_call(self.observers)
+        started, observed = time.time_ns(), observers_of_call(self.observers)
         served = self.decide(request, body)
         if isinstance(served, Call):
-            call = served
-            try:
-                served = self._called(call, call.run(open_))
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        if observed[0]:
-            tell_call(
-                (request.method, self.secrets.url(request.url), body),
-                served,
-                started,
-                observed,
-            )
-        return served
+            with served.failing():
+                served = self._called(served, served.run(open_))
+        return self._told(request, body, served, started, observed)
 
     async def ahandle(
         self, request: HTTPRequest, body: bytes, open_: AsyncOpen
     ) -> Response:
         """The async ``handle``."""
-        started = time.time_ns()
-        observed = observers_of_call(self.observers)
+        started, observed = time.time_ns(), observers_of_call(self.observers)
         served = self.decide(request, body)
         if isinstance(served, Call):
-            call = served
-            try:
-                served = self._called(call, await call.arun(open_))
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        if observed[0]:
-            tell_call(
-                (request.method, self.secrets.url(request.url), body),
-                served,
-                started,
-                observed,
-            )
-        return served
+            with served.failing():
+                served = self._called(served, await served.arun(open_))
+        return self._told(request, body, served, started, observed)
 
     def decide(self, request: HTTPRequest, body: bytes) -> Response | Call:
         """The answer the records hold for a request, or the call it needs.
@@ -303,6 +283,7 @@ class RecordingCore:
         if found is not None and found[0] is answer:
             return found[1]
         hit = response_of(self.data(answer, ran), "hit", record_of(answer))
+        hit = hit._replace(made=self.headers(hit.headers))
         if len(self._hits) >= _HITS_KEPT:
             self._hits.clear()
         self._hits[id(answer)] = (answer, hit)
@@ -320,6 +301,20 @@ class RecordingCore:
             served = self.mode is TransportMode.REPLAY or self.cache.policy.serve_errors
             raise self.calls.failure(answer, ran=ran, from_records=served)
         return cast(JSONObject, data)
+
+    def _told(
+        self,
+        request: HTTPRequest,
+        body: bytes,
+        served: Response,
+        started: int,
+        observed: Observed,
+    ) -> Response:
+        """``served``, once the observers are told about the call (if any observe)."""
+        if observed[0]:
+            call = (request.method, self.secrets.url(request.url), body)
+            tell_call(call, served, started, observed)
+        return served
 
     def close(self) -> None:
         """Stop the recording router; write the cache's counts (close it if ours).
@@ -536,6 +531,15 @@ class Call:
         """Fail the call's step, if an agent made it (unless it has ended)."""
         if self.step is not None:
             self.step.failed(exc)
+
+    @contextmanager
+    def failing(self) -> Iterator[None]:
+        """Around the call: what it raises fails its step (unless it has ended)."""
+        try:
+            yield
+        except BaseException as exc:
+            self.failed(exc)
+            raise
 
 
 def _outcome(

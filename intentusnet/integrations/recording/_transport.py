@@ -120,39 +120,6 @@ class _APassed:
         await self._tee.aclose()
 
 
-_H = TypeVar("_H")
-
-
-class HitHeaders(Generic[_H]):
-    """A hit's headers in a transport's own type, made once per served answer.
-
-    A hit serves the same ``Response`` each time, so its headers are built on
-    the first hit only. Only hits outside agents are kept (a live stream's
-    ``Response`` holds its tee, which a memo must not keep alive; a step's is
-    new each time), at most ``kept`` of them.
-    """
-
-    def __init__(
-        self, make: Callable[[tuple[tuple[str, str], ...]], _H], kept: int = 1024
-    ) -> None:
-        self._make = make
-        self._kept = kept
-        self._memo: dict[int, tuple[Response, _H]] = {}
-
-    def __call__(self, served: Response) -> _H | tuple[tuple[str, str], ...]:
-        """The headers to serve ``served`` with."""
-        if served.cache != "hit" or served.step is not None:
-            return served.headers  # a step's answer is made anew each time
-        found = self._memo.get(id(served))
-        if found is not None and found[0] is served:
-            return found[1]
-        headers = self._make(served.headers)
-        if len(self._memo) >= self._kept:
-            self._memo.clear()
-        self._memo[id(served)] = (served, headers)
-        return headers
-
-
 #: The library's transport a recording transport wraps.
 _W = TypeVar("_W")
 #: The library's request and response types.
@@ -213,11 +180,12 @@ class RecordingShell(Generic[_W]):
         responses = Responses(
             secrets, before_record_response, with_request=key is not None
         )
-        self._core = RecordingCore(store, checked, cache, keys, responses)
+        self._core = RecordingCore(
+            store, checked, cache, keys, responses, self._library.headers
+        )
         self.store = store
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._headers = HitHeaders(self._library.headers)
         self._wrapped: _W = wrapped if wrapped is not None else self._default()
 
     def _default(self) -> _W:
@@ -249,7 +217,7 @@ class RecordingShell(Generic[_W]):
         return self._core.observers.errors.count
 
     def _response(self, served: Response, request: object) -> object:
-        """The library's response to serve (a hit's headers are made once)."""
+        """The library's response to serve (a hit's headers made once, by the core)."""
         library, tee = self._library, served.tee
         if isinstance(tee, Tee):
             stream = library.passed(tee)
@@ -261,7 +229,7 @@ class RecordingShell(Generic[_W]):
             stream = library.byte_stream(served.content)
         return library.response(
             served.status,
-            headers=self._headers(served),
+            headers=served.headers if served.made is None else served.made,
             stream=stream,
             request=request,
             extensions=served.extensions,  # the library copies it
