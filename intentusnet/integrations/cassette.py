@@ -35,7 +35,7 @@ from .._util.choices import choice
 from ..errors import CacheMiss, RequestNotRecorded
 from ..store.file import CATALOG_NAME, FileExecutionStore
 from ..store.memory import MemoryExecutionStore
-from ._http import TransportMode
+from .recording import TransportMode
 
 if TYPE_CHECKING:
     from ..cache.replay_cache import ReplayCache

@@ -33,18 +33,24 @@ A response is recorded whole and replayed as a stream: a ``text/event-stream``
 body event by event. On a miss, an event stream is passed to the client as it
 arrives and recorded once the client has read it to its end; one cut short is
 recorded as a failure, never served. The work is done by the core in
-``_recording``, shared with the httpx2 transports.
+``recording``, shared with the httpx2 transports.
 """
 
 from __future__ import annotations
 
 import httpx
 
-from ._http import Library, TransportMode
-from ._key import DEFAULT_HASH_HEADERS
-from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
-from ._shell import AsyncTransport, SyncTransport
 from .credentials import DEFAULT_RULE, CredentialRule
+from .recording import (
+    CACHE_HEADER,
+    DEFAULT_HASH_HEADERS,
+    RECORD_HEADER,
+    STEP_HEADER,
+    AsyncTransport,
+    Library,
+    SyncTransport,
+    TransportMode,
+)
 
 __all__ = [
     "CACHE_HEADER",

@@ -17,11 +17,17 @@ from __future__ import annotations
 
 import httpx2
 
-from ._http import Library, TransportMode
-from ._key import DEFAULT_HASH_HEADERS
-from ._served import CACHE_HEADER, RECORD_HEADER, STEP_HEADER
-from ._shell import AsyncTransport, SyncTransport
 from .credentials import DEFAULT_RULE, CredentialRule
+from .recording import (
+    CACHE_HEADER,
+    DEFAULT_HASH_HEADERS,
+    RECORD_HEADER,
+    STEP_HEADER,
+    AsyncTransport,
+    Library,
+    SyncTransport,
+    TransportMode,
+)
 
 __all__ = [
     "CACHE_HEADER",

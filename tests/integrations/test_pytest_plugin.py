@@ -203,7 +203,7 @@ def test_none_fails_a_new_request_naming_it_and_the_cassette(
             "--intentusnet-record-mode=once*"
         ]
     )
-    assert "_recording.py" not in result.stdout.str()  # the plugin's frames hidden
+    assert "_serve.py" not in result.stdout.str()  # the plugin's frames hidden
     assert not (pytester.path / "cassettes").exists()
 
 

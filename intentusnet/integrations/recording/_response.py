@@ -1,30 +1,62 @@
-"""A response as recorded, and as it is served again from its record.
+"""A response as recorded, and the one :class:`Response` a transport serves.
 
 A live response is recorded as plain JSON data (status, reasonPhrase,
 httpVersion, headers, body, bodyEncoding): no credential headers, no framing
 headers (the body recorded is decoded), the headers a ``Redactor`` names as
 markers and its body paths applied, then ``before_record_response``. An error
-status is recorded as an error answer. A recorded response becomes a
-:class:`Ready`, the plain values each transport turns into its library's
-response; an event stream is replayed event by event.
+status is recorded as an error answer. What a transport serves (a hit, the
+response a call got, a live response whose body is passed through) is a
+:class:`Response` in plain values, which each transport turns into its
+library's response; a recorded event stream is replayed event by event.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
-from typing import Final, NamedTuple, TypeAlias, cast
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Final, NamedTuple, Protocol, TypeAlias, cast
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue
-from ..cache.callrouter import JobResult
-from ..envelope import AgentResponse, ErrorCode, ErrorInfo
-from ..routing.redact import redact_body
-from ._http import HTTPResponse
-from ._passthrough import Arrivals
-from ._secrets import Secrets
-from .usage import recorded_call_usage
+from ..._util.jsonvalue import JSONObject, JSONValue
+from ...cache.callrouter import JobResult
+from ...envelope import AgentResponse, ErrorCode, ErrorInfo
+from ...routing.redact import redact_body
+from ..usage import recorded_call_usage
+from ._key import HTTPHeaders, Secrets
+from ._passthrough import Arrivals, AsyncTee, Tee
+
+
+class HTTPResponse(Protocol):
+    """The parts of a response the transports read."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def reason_phrase(self) -> str: ...
+    @property
+    def http_version(self) -> str: ...
+    @property
+    def headers(self) -> HTTPHeaders: ...
+    def iter_bytes(self) -> Iterator[bytes]: ...
+    def close(self) -> None: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+    async def aclose(self) -> None: ...
+
+
+#: On a response: ``hit``, ``miss`` or ``bypass``. On a request: ``bypass`` or
+#: ``no-store`` for this call (stripped before the request is hashed or sent).
+#: Added in 0.1.0.
+CACHE_HEADER: Final = "x-intentusnet-cache"
+#: On a response: the id of the record it was answered from, or recorded as
+#: (inside an agent too; in a re-run serving the agent's step, the re-run's).
+#: Added in 0.1.0.
+RECORD_HEADER: Final = "x-intentusnet-record"
+#: On a response to a request made inside an agent: the number of the step it
+#: is recorded as in the agent's execution (``AgentContext.execution_id``).
+#: Added in 0.1.0.
+STEP_HEADER: Final = "x-intentusnet-step"
+
 
 #: ``before_record_response(data) -> data``: the response as recorded and later
 #: replayed (status, reasonPhrase, httpVersion, headers, body, bodyEncoding, and
@@ -124,17 +156,24 @@ class Responses:
             if name not in _WIRE_HEADERS and not is_secret(name)
         ]
 
-    def head(self, response: HTTPResponse) -> Ready:
-        """A live response's head, served before its body has come."""
-        return Ready(
-            status=response.status_code,
-            headers=tuple((str(k), str(v)) for k, v in self.headers(response)),
-            content=b"",
-            chunks=(),
-            extensions={
-                "http_version": response.http_version.encode(),
-                "reason_phrase": response.reason_phrase.encode(),
-            },
+    def passed(
+        self,
+        response: HTTPResponse,
+        tee: Tee | AsyncTee,
+        served: tuple[str, str | None, int | None],
+    ) -> Response:
+        """A live response's head, served before its body has come through ``tee``.
+
+        ``served`` is its cache state, its record and its step.
+        """
+        return _response(
+            response.status_code,
+            [(str(k), str(v)) for k, v in self.headers(response)],
+            b"",
+            (),
+            (response.http_version, response.reason_phrase),
+            (*served, ()),
+            tee,
         )
 
     def _redacted(self, data: JSONObject, text: str | None) -> JSONObject:
@@ -175,24 +214,38 @@ def passes(response: HTTPResponse) -> bool:
     return response.status_code < 400 and kind.startswith("text/event-stream")
 
 
-class Ready(NamedTuple):
+class Response(NamedTuple):
     """A response to serve, in plain values each transport turns into its own.
 
-    ``chunks`` is the body split into server-sent events when it is an event
-    stream (replayed event by event), else empty; ``event_ms`` says when each
-    had come after the head, when that was recorded (else empty).
+    A hit (from a record), or the response a call made got: whole, or its head
+    while its body is passed through as it arrives (``tee``). ``headers`` and
+    ``extensions`` say the cache state, the record and the step too.
     """
 
     status: int
     headers: tuple[tuple[str, str], ...]
     content: bytes
+    #: the body split into server-sent events when it is an event stream
+    #: (replayed event by event), else empty
     chunks: tuple[bytes, ...]
-    extensions: dict[str, bytes]
-    event_ms: tuple[int, ...] = ()
+    extensions: dict[str, object]
+    #: ``hit`` (from a record), ``miss`` (called and recorded) or ``bypass``
+    #: (called and recorded without reading the cache)
+    cache: str
+    #: the record it was answered from, or recorded as
+    record: str | None
+    #: inside an agent: the step of the agent's execution it is recorded as
+    step: int | None = None
+    #: a live body passed through as it arrives (``content`` is empty then)
+    tee: Tee | AsyncTee | None = None
+    #: a hit's ``headers`` in its transport's library's type, made once
+    made: object = None
 
 
-def ready_of(data: JSONObject) -> Ready:
-    """What a recorded response becomes, once, before being served."""
+def response_of(
+    data: JSONObject, cache: str, record: str | None, step: int | None = None
+) -> Response:
+    """What a response's recorded data becomes, to be served."""
     body = data.get("body") or ""
     content = (
         base64.b64decode(str(body))
@@ -209,17 +262,57 @@ def ready_of(data: JSONObject) -> Ready:
     event_ms: tuple[int, ...] = ()
     if isinstance(times, list) and len(times) == len(chunks):
         event_ms = tuple(t if isinstance(t, int) else 0 for t in times)
-    return Ready(
-        status=int(cast("int", data.get("status") or 200)),
-        headers=tuple(headers),
-        content=content,
-        chunks=chunks,
-        extensions={
-            "http_version": str(data.get("httpVersion") or "HTTP/1.1").encode(),
-            "reason_phrase": str(data.get("reasonPhrase") or "").encode(),
-        },
-        event_ms=event_ms,
+    return _response(
+        int(cast("int", data.get("status") or 200)),
+        headers,
+        content,
+        chunks,
+        (
+            str(data.get("httpVersion") or "HTTP/1.1"),
+            str(data.get("reasonPhrase") or ""),
+        ),
+        (cache, record, step, event_ms),
     )
+
+
+def _response(
+    status: int,
+    headers: list[tuple[str, str]],
+    content: bytes,
+    chunks: tuple[bytes, ...],
+    line: tuple[str, str],
+    served: tuple[str, str | None, int | None, tuple[int, ...]],
+    tee: Tee | AsyncTee | None = None,
+) -> Response:
+    """A response with the headers and extensions that say how it is served.
+
+    ``line`` is its HTTP version and reason phrase; ``served`` its cache
+    state, record, step and when each recorded event had come (empty when
+    not recorded: ``intentusnet_event_ms``).
+    """
+    cache, record, step, event_ms = served
+    headers.append((CACHE_HEADER, cache))
+    if record is not None:
+        headers.append((RECORD_HEADER, record))
+    if step is not None:
+        headers.append((STEP_HEADER, str(step)))
+    extensions: dict[str, object] = {
+        "http_version": line[0].encode(),
+        "reason_phrase": line[1].encode(),
+        "intentusnet_cache": cache,
+        "intentusnet_record": record,
+        "intentusnet_step": step,
+        "intentusnet_event_ms": event_ms,
+    }
+    return Response(
+        status, tuple(headers), content, chunks, extensions, cache, record, step, tee
+    )
+
+
+def record_of(answer: AgentResponse) -> str | None:
+    """The record an answer comes from: the one it was served from, for a hit."""
+    metadata = answer.metadata
+    return metadata.original_execution_id or metadata.execution_id
 
 
 def _events(content: bytes) -> tuple[bytes, ...]:

@@ -1,4 +1,13 @@
-"""A request's cache key: what of a request is hashed, and how.
+"""A request as recorded: its credentials left out, and its cache key.
+
+The recording core reads a request through the small protocols below, which
+both ``httpx`` and ``httpx2`` requests satisfy.
+
+Headers and query parameters the credential rule names (``credentials``: any
+``Authorization``, ``Cookie``, ``*key*``, ``*token*``... and the names a user
+adds) are left out of what is hashed and recorded. Their values, and those of
+the headers a ``Redactor`` names, are a call's secrets: replaced by markers
+wherever they show up in its record (an error text quoting the URL, say).
 
 A request's payload is what makes it this request: its method, its URL as
 recorded, the hashed headers (the ones a ``Redactor`` names as their markers)
@@ -12,21 +21,74 @@ the value to hash instead. The payload's envelope hash is the cache key.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from hashlib import sha256
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
+from urllib.parse import parse_qsl, unquote_plus, urlencode
 
-from .._util.jsonvalue import JSONObject, JSONValue, parse_json
+from ..._util.jsonvalue import JSONObject, JSONValue, parse_json
 
 # The one JSON path syntax (docs/redaction.md), shared with the Redactor's rules.
-from .._util.paths import Path, parse, rewrite
-from ..cache.callrouter import CallRouter
-from ..cache.replay_cache import CacheKey
-from ..envelope import CacheDirective
-from ..errors import IntentusNetError, NotCacheable
-from ..routing.redact import redact_body
-from ._http import HTTPRequest
-from ._secrets import Secrets
+from ..._util.paths import Path, parse, rewrite
+from ...cache.callrouter import CallRouter
+from ...cache.replay_cache import CacheKey
+from ...envelope import CacheDirective
+from ...errors import IntentusNetError, NotCacheable
+from ...routing.redact import Redactor, header_names, redact_body
+from ...store.filters import ListFilters
+from ..credentials import CredentialRule
+
+if TYPE_CHECKING:
+    from ...store import ExecutionStore
+
+
+class HTTPURL(Protocol):
+    """The parts of a URL the core reads (``httpx.URL``, ``httpx2.URL``)."""
+
+    @property
+    def scheme(self) -> str: ...
+    @property
+    def raw_host(self) -> bytes: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def raw_path(self) -> bytes: ...
+    @property
+    def password(self) -> str | None: ...
+
+
+class HTTPHeaders(Protocol):
+    """The parts of a header collection the core reads."""
+
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]: ...
+    def multi_items(self) -> list[tuple[str, str]]: ...
+    def get(self, key: str, /) -> str | None: ...
+    def __delitem__(self, key: str, /) -> None: ...
+
+
+class HTTPRequest(Protocol):
+    """The parts of a request the transports read."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def url(self) -> HTTPURL: ...
+    @property
+    def headers(self) -> HTTPHeaders: ...
+    @property
+    def extensions(self) -> Mapping[str, object]: ...
+    def read(self) -> bytes: ...
+    async def aread(self) -> bytes: ...
+
+
+def authority(url: HTTPURL) -> str:
+    """A URL's host and port, as the URL is written (an IPv6 host in brackets)."""
+    host = url.raw_host.decode("ascii")
+    if ":" in host:
+        host = f"[{host}]"
+    return host if url.port is None else f"{host}:{url.port}"
+
 
 #: ``before_record_request(payload) -> payload``: the request as hashed and recorded
 #: (method, url, headers, json or bodySha256 and bodySize), after redaction.
@@ -54,8 +116,113 @@ DEFAULT_HASH_HEADERS: Final = (
 IGNORED: Final = "(ignored)"
 #: The keys of requests seen before are remembered up to this many.
 _KEYS_KEPT: Final = 4096
+#: Canonical URLs are remembered up to this many.
+_URLS_KEPT: Final = 1024
 _BOUNDARY: Final = b"(boundary)"
 _BOUNDARY_PARAM: Final = re.compile(rb'(boundary=)("?)([^";\s]+)("?)', re.IGNORECASE)
+
+
+class Secrets:
+    """A transport's secret headers and parameters, and the URLs it records.
+
+    Args:
+        rule: which header and parameter names carry credentials.
+        more: more names (or patterns) that do, added to the rule.
+        redactor: its header names are recorded (and hashed) as markers.
+    """
+
+    def __init__(
+        self,
+        rule: CredentialRule,
+        more: Collection[str],
+        redactor: Redactor | None,
+    ) -> None:
+        #: the names never hashed nor stored (headers and parameters alike)
+        self.rule = CredentialRule([*rule.more, *more], rule.less) if more else rule
+        self.redactor = redactor
+        #: headers recorded (and, when hashed, hashed) as their markers
+        self.marked = frozenset() if redactor is None else header_names(redactor)
+        self._urls: dict[
+            tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
+        ] = {}
+
+    def is_secret(self, name: str) -> bool:
+        """Whether a header carries a credential (it is never hashed nor stored)."""
+        return self.rule(name)
+
+    def of_request(self, request: HTTPRequest, redacted: list[str]) -> list[str]:
+        """The secrets of a request that is being made (not needed for a hit).
+
+        Credential and named headers' values, credential parameters, the URL's
+        password and the values redacted from the body: they are replaced by
+        markers wherever they show up in the record (an error text, say).
+        """
+        found = list(redacted)
+        marked = self.marked
+        for raw_name, raw_value in request.headers.raw:
+            name = raw_name.decode("latin-1").lower()
+            if name in marked or self.is_secret(name):
+                found.extend(_credential_parts(raw_value.decode("latin-1")))
+        found.extend(self.url_and_secrets(request.url)[1])
+        return found
+
+    def describe(self, request: HTTPRequest) -> str:
+        """The request for people: method and URL (secrets left out)."""
+        return f"{request.method} {self.url(request.url)}"
+
+    def url(self, url: HTTPURL) -> str:
+        """The URL without user info, fragment and secret query parameters."""
+        return self.url_and_secrets(url)[0]
+
+    def url_and_secrets(self, url: HTTPURL) -> tuple[str, tuple[str, ...]]:
+        """The URL as recorded, and the secrets left out of it."""
+        memo = (url.scheme, url.raw_host, url.port, url.raw_path)
+        known = self._urls.get(memo)
+        if known is None:
+            known = self._url(url)
+            if len(self._urls) >= _URLS_KEPT:
+                self._urls.clear()
+            self._urls[memo] = known
+        if url.password:  # not in the memo's key: looked at every time
+            return known[0], (*known[1], url.password)
+        return known
+
+    def _url(self, url: HTTPURL) -> tuple[str, tuple[str, ...]]:
+        path, _, query = url.raw_path.partition(b"?")
+        text = f"{url.scheme}://{authority(url)}{path.decode('ascii')}"
+        left_out: list[str] = []
+        if query:
+            secret = self.rule
+            params: list[tuple[str, str]] = []
+            for k, v in parse_qsl(query.decode("ascii"), keep_blank_values=True):
+                if secret(k):
+                    left_out.append(v)
+                else:
+                    params.append((k, v))
+            params.sort(key=lambda item: item[0])
+            if params:
+                text += "?" + urlencode(params)
+            # As written in the URL too: an error message may quote it raw.
+            left_out.extend(
+                part.partition(b"=")[2].decode("ascii")
+                for part in query.split(b"&")
+                if secret(unquote_plus(part.partition(b"=")[0].decode("ascii")))
+            )
+        return text, tuple(dict.fromkeys(v for v in left_out if v))
+
+
+def _credential_parts(value: str) -> list[str]:
+    """A credential header's value, and the parts an error text may quote alone.
+
+    ``Bearer sk-...`` gives its token too; a cookie header each cookie's value.
+    """
+    parts = [value]
+    scheme, _, token = value.partition(" ")
+    if token and scheme.isalpha():
+        parts.append(token.strip())
+    for cookie in value.split(";"):
+        parts.append(cookie.partition("=")[2].strip())
+    return [part for part in parts if part]
 
 
 class RequestKeys:
@@ -263,3 +430,46 @@ def _boundary(content_type: bytes) -> tuple[bytes, bytes]:
 
 def _ignore(value: JSONValue) -> JSONValue:
     return IGNORED
+
+
+#: The newest recorded requests whose tenants are tried.
+SCANNED: Final = 100
+
+
+def tenant_hint(
+    store: ExecutionStore,
+    keys: RequestKeys,
+    request: HTTPRequest,
+    body: bytes,
+    directive: CacheDirective,
+) -> str:
+    """What to add to a replay miss's message: a record of it for another tenant.
+
+    An empty text when no recorded request is this one for another tenant, or
+    when the transport has a tenant function.
+    """
+    if callable(keys.tenant):
+        return ""
+    payload, _, _, _, tenant = keys.payload(request, body, directive)
+    calls = keys.calls
+    tried: set[str | None] = {tenant}
+    for summary in store.list(ListFilters(intent=calls.intent, limit=SCANNED)):
+        try:
+            context = store.load(summary.execution_id).envelope.get("context")
+        except (IntentusNetError, OSError):  # unreadable: no tenant to try
+            continue
+        other = context.get("tenant") if isinstance(context, dict) else None
+        if (other is not None and not isinstance(other, str)) or other in tried:
+            continue
+        tried.add(other)
+        hashed = calls.key(payload, directive, other).envelope_hash
+        if hashed == summary.envelope_hash or store.list(
+            ListFilters(envelope_hash=hashed, limit=1)
+        ):
+            return (
+                f"; this request is recorded for tenant {other!r}, not for this "
+                f"transport's {tenant!r}: give the transport the tenant it was "
+                "recorded with (a gateway's: tenant_of(tenant_key(path), ...), "
+                "docs/gateway.md)"
+            )
+    return ""

@@ -1,48 +1,124 @@
 """The four recording transports, written once for both libraries.
 
 ``httpx`` and ``httpx2``, sync and async: each transport is a shell over one
-``RecordingCore``: it holds the arguments and the observer methods, hands the
-core a request and a function that makes the call, and turns what the core
-serves into its library's response. A public transport class names only its
-library: its base class, its request and response types, and its
-:class:`~._http.Library`. The arguments are documented once, on
+``RecordingCore`` (``_serve``): it holds the arguments and the observer
+methods, hands the core a request and a function that makes the call, and
+turns the :class:`~._response.Response` the core serves into its library's
+response. A public transport class names only its library: its base class,
+its request and response types, and its :class:`Library`, which reads the
+names both libraries share (``Response``, ``Headers``, the byte stream
+classes, the default transports) from either module. A response's body stream
+must be an instance of its own library's stream classes: the three bodies a
+transport serves (a recorded body replayed, a live body passed through, sync
+and async) are written once below, and each library's classes are made of them
+and its stream bases. The arguments are documented once, on
 ``intentusnet.integrations.httpx.RecordingTransport``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, cast
 
-from ..cache.callrouter import CallRouter
-from ..routing.redact import keyed
-from ._http import (
-    AsyncSends,
-    HTTPRequest,
-    HTTPResponse,
-    Library,
-    Sends,
-    TransportMode,
-)
+from ...cache.callrouter import CallRouter
+from ...routing.redact import keyed
+from ..credentials import DEFAULT_RULE, CredentialRule
 from ._key import (
     DEFAULT_HASH_HEADERS,
+    HTTPRequest,
     KeyFunction,
     RequestHook,
     RequestKeys,
+    Secrets,
     TenantFunction,
 )
 from ._passthrough import AsyncTee, Tee
-from ._recording import RecordingCore
-from ._response import ResponseHook, Responses
-from ._secrets import Secrets
-from ._served import HitHeaders, Served
-from .credentials import DEFAULT_RULE, CredentialRule
+from ._response import HTTPResponse, Response, ResponseHook, Responses
+from ._serve import RecordingCore, TransportMode
 
 if TYPE_CHECKING:
-    from ..cache.replay_cache import ReplayCache
-    from ..routing.redact import Redactor
-    from ..routing.seams import ExecutionObserver
-    from ..store import ExecutionStore
+    from ...cache.replay_cache import ReplayCache
+    from ...routing.redact import Redactor
+    from ...routing.seams import ExecutionObserver
+    from ...store import ExecutionStore
+
+_Req_contra = TypeVar("_Req_contra", contravariant=True)
+_Resp_co = TypeVar("_Resp_co", covariant=True)
+
+
+class Sends(Protocol[_Req_contra, _Resp_co]):
+    """The transport a sync recording transport wraps: it makes real calls."""
+
+    def handle_request(self, request: _Req_contra, /) -> _Resp_co: ...
+    def close(self) -> None: ...
+
+
+class AsyncSends(Protocol[_Req_contra, _Resp_co]):
+    """The transport an async recording transport wraps."""
+
+    async def handle_async_request(self, request: _Req_contra, /) -> _Resp_co: ...
+    async def aclose(self) -> None: ...
+
+
+class Library:
+    """What a recording transport uses of its library, ``httpx`` or ``httpx2``."""
+
+    def __init__(self, module: ModuleType) -> None:
+        #: the library's name, recorded as the agent that made the calls
+        self.name: str = module.__name__
+        self.headers = module.Headers
+        self.response = module.Response
+        self.byte_stream = module.ByteStream
+        sync, async_ = module.SyncByteStream, module.AsyncByteStream
+        self.replayed = type("Replayed", (_Replayed, sync, async_), {})
+        self.passed = type("Passed", (_Passed, sync), {})
+        self.apassed = type("APassed", (_APassed, async_), {})
+        #: the transports that make real calls when none is given
+        self.transport = module.HTTPTransport
+        self.async_transport = module.AsyncHTTPTransport
+
+
+class _Replayed:
+    """A recorded body replayed as a stream of chunks."""
+
+    def __init__(self, chunks: tuple[bytes, ...]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+class _Passed:
+    """A live body passed to the client as it arrives (recorded once whole)."""
+
+    def __init__(self, tee: Tee) -> None:
+        self._tee = tee
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._tee
+
+    def close(self) -> None:
+        self._tee.close()
+
+
+class _APassed:
+    """The async ``_Passed``."""
+
+    def __init__(self, tee: AsyncTee) -> None:
+        self._tee = tee
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._tee:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._tee.aclose()
+
 
 #: The library's transport a recording transport wraps.
 _W = TypeVar("_W")
@@ -104,11 +180,12 @@ class RecordingShell(Generic[_W]):
         responses = Responses(
             secrets, before_record_response, with_request=key is not None
         )
-        self._core = RecordingCore(store, checked, cache, keys, responses)
+        self._core = RecordingCore(
+            store, checked, cache, keys, responses, self._library.headers
+        )
         self.store = store
         self.mode = self._core.mode
         self.cache = self._core.cache
-        self._headers = HitHeaders(self._library.headers)
         self._wrapped: _W = wrapped if wrapped is not None else self._default()
 
     def _default(self) -> _W:
@@ -123,11 +200,11 @@ class RecordingShell(Generic[_W]):
         Calls an agent makes are also told to the observers of the router
         running it. Added in 0.1.0.
         """
-        self._core.observers.add(observer)
+        self._core.observers = self._core.observers.adding(observer)
 
     def remove_observer(self, observer: ExecutionObserver) -> None:
         """Stop telling ``observer``; one not added is ignored. Added in 0.1.0."""
-        self._core.observers.remove(observer)
+        self._core.observers = self._core.observers.removing(observer)
 
     @property
     def observer_errors(self) -> int:
@@ -137,25 +214,25 @@ class RecordingShell(Generic[_W]):
         logger) and counted here; the call is answered as if it had not.
         Added in 0.1.0.
         """
-        return self._core.observers.errors
+        return self._core.observers.errors.count
 
-    def _response(self, served: Served, request: object) -> object:
-        """The library's response to serve (a hit's headers are made once)."""
-        library, ready, tee = self._library, served.ready, served.tee
+    def _response(self, served: Response, request: object) -> object:
+        """The library's response to serve (a hit's headers made once, by the core)."""
+        library, tee = self._library, served.tee
         if isinstance(tee, Tee):
             stream = library.passed(tee)
         elif isinstance(tee, AsyncTee):
             stream = library.apassed(tee)
-        elif ready.chunks:
-            stream = library.replayed(ready.chunks)
+        elif served.chunks:
+            stream = library.replayed(served.chunks)
         else:
-            stream = library.byte_stream(ready.content)
+            stream = library.byte_stream(served.content)
         return library.response(
-            ready.status,
-            headers=self._headers(served),
+            served.status,
+            headers=served.headers if served.made is None else served.made,
             stream=stream,
             request=request,
-            extensions=served.extensions(),
+            extensions=served.extensions,  # the library copies it
         )
 
 
