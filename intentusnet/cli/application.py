@@ -13,7 +13,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import click
 
 from .context import open_named
 from .params import USAGE, CliFailure
@@ -21,6 +24,24 @@ from .params import USAGE, CliFailure
 #: The variable ``--app`` is read from when not given (as ``INTENTUSNET_STORE`` is
 #: for ``--store``); ``debug`` names it in the command it suggests.
 APP_ENV: Final = "INTENTUSNET_APP"
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def app_option(help_text: str, *, required: bool = True) -> Callable[[_F], _F]:
+    """The ``--app MODULE:ATTR`` option (or ``INTENTUSNET_APP``), as ``app_ref``.
+
+    ``help_text`` says what the command does with the router.
+    """
+    return click.option(
+        "--app",
+        "app_ref",
+        required=required,
+        metavar="MODULE:ATTR",
+        envvar=APP_ENV,
+        show_envvar=True,
+        help=help_text,
+    )
+
 
 if TYPE_CHECKING:
     from ..routing.router import IntentRouter

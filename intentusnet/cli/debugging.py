@@ -19,7 +19,7 @@ import click
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss, NetworkBlocked
-from .application import APP_ENV, load_router, open_app
+from .application import APP_ENV, app_option, load_router, open_app
 from .context import (
     ExecutionId,
     check_last_intent,
@@ -75,14 +75,10 @@ class _Override(_OverrideType):
 
 @click.command()
 @click.argument("execution_id", metavar="[ID]", type=ExecutionId(), required=False)
-@click.option(
-    "--app",
-    "app_ref",
-    metavar="MODULE:ATTR",
-    envvar=APP_ENV,
-    show_envvar=True,
-    help="The IntentRouter with today's agents, e.g. myapp.routing:router "
+@app_option(
+    "The IntentRouter with today's agents, e.g. myapp.routing:router "
     "(required unless --dry-run).",
+    required=False,
 )
 @click.option(
     "--from-failure",
@@ -289,15 +285,7 @@ def rerun(
     help="Serve the steps before STEP (a number, kept through every resume, or "
     "a name) from the execution's records; run it and the rest live.",
 )
-@click.option(
-    "--app",
-    "app_ref",
-    required=True,
-    metavar="MODULE:ATTR",
-    envvar=APP_ENV,
-    show_envvar=True,
-    help="The IntentRouter with today's agents; its store holds the execution.",
-)
+@app_option("The IntentRouter with today's agents; its store holds the execution.")
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 def fork(execution_id: str, from_step: str, app_ref: str, as_json: bool) -> None:
     """Run execution ID again from step STEP with today's code, as a new execution.

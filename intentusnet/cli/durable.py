@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import click
 
-from .application import APP_ENV, open_app
+from .application import app_option, open_app
 from .context import named_store
 from .output import emit_json
 
-_APP = click.option(
-    "--app",
-    "app_ref",
-    required=True,
-    metavar="MODULE:ATTR",
-    envvar=APP_ENV,
-    show_envvar=True,
-    help="The IntentRouter whose agents finish the execution.",
-)
+_APP = app_option("The IntentRouter whose agents finish the execution.")
 
 
 @click.command()

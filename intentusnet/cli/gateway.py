@@ -6,8 +6,6 @@ Needs the ``server`` extra (uvicorn). docs/gateway.md describes it.
 from __future__ import annotations
 
 import importlib.util
-import logging
-import logging.config
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -295,6 +293,8 @@ def gateway(
     except BaseException:
         store.close()
         raise
+    import logging.config  # only a running gateway logs: --help never imports it
+
     with ExitStack() as stack:
         stack.callback(store.close)
         listening = stack.enter_context(

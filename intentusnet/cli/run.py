@@ -6,7 +6,7 @@ from typing import Final
 
 import click
 
-from .application import APP_ENV, open_app
+from .application import app_option, open_app
 from .context import named_store
 from .output import emit_json
 from .params import read_json_object
@@ -16,15 +16,7 @@ EXECUTION_FAILED: Final = 8
 
 
 @click.command()
-@click.option(
-    "--app",
-    "app_ref",
-    required=True,
-    metavar="MODULE:ATTR",
-    envvar=APP_ENV,
-    show_envvar=True,
-    help="The IntentRouter to use, e.g. myapp.routing:router.",
-)
+@app_option("The IntentRouter to use, e.g. myapp.routing:router.")
 @click.argument("envelope_file", metavar="ENVELOPE_FILE")
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
 def run(app_ref: str, envelope_file: str, as_json: bool) -> None:

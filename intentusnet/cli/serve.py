@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from .application import APP_ENV, open_app
+from .application import app_option, open_app
 from .context import named_store
 from .keys import key_options, key_ring
 from .listening import deadline_options, deadlines
@@ -40,15 +40,7 @@ SETTINGS_ENV: Final = "INTENTUSNET_SERVE_SETTINGS"
 # A pattern, compiled (and cached by ``re``) on first use: ``intentusnet --help``
 # imports this module to list the command, and should not compile it.
 @click.command()
-@click.option(
-    "--app",
-    "app_ref",
-    required=True,
-    metavar="MODULE:ATTR",
-    envvar=APP_ENV,
-    show_envvar=True,
-    help="The IntentRouter to serve, e.g. myapp.routing:router.",
-)
+@app_option("The IntentRouter to serve, e.g. myapp.routing:router.")
 @click.option(
     "--host",
     default="127.0.0.1",

@@ -12,7 +12,7 @@ from typing import Final
 
 import click
 
-from .application import APP_ENV
+from .application import app_option
 from .context import open_store
 from .keys import key_options, key_ring
 from .listening import deadline_options, deadlines, listening_socket
@@ -37,14 +37,10 @@ DEFAULT_PORT: Final = 8767
     default="warning",
     show_default=True,
 )
-@click.option(
-    "--app",
-    "app_ref",
-    metavar="MODULE:ATTR",
-    envvar=APP_ENV,
-    show_envvar=True,
-    help="The application's router, named in the commands the pages show "
+@app_option(
+    "The application's router, named in the commands the pages show "
     "(never imported: the explorer runs nothing).",
+    required=False,
 )
 @prices_option("the cost of LLM calls in the records list and the overview")
 @key_options
