@@ -30,7 +30,7 @@ from .context import (
 from .output import emit_json, status_text
 from .params import USAGE, CliFailure
 from .reask import edit_options, print_reask, reasked_override
-from .rerun_all import rerun_all_options, run_all
+from .rerun_all import AllOptions, rerun_all_options, run_all
 from .timeline import print_row, timeline_row
 
 if TYPE_CHECKING:
@@ -177,8 +177,9 @@ def rerun(
     """Re-run record ID (or --all selected) with today's code, steps from the record."""
     from ..replay import ReplayEngine
 
-    if selection["run_all"] or execution_id is None:
-        run_all(execution_id, app_ref, allowed_hosts, as_json, **selection)
+    every = AllOptions(**selection)
+    if every.run_all or execution_id is None:
+        run_all(execution_id, app_ref, allowed_hosts, as_json, every)
         return
     check_last_intent()
     if allowed_hosts and not block_network:

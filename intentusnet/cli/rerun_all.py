@@ -14,6 +14,7 @@ import contextlib
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ..testing.verdict import RecordVerdict
     from .junit import JUnitReport
 
-__all__ = ["rerun_all_options", "run_all"]
+__all__ = ["AllOptions", "rerun_all_options", "run_all"]
 
 #: Exit code when a record is not ``same`` (nor an allowed ``changed``).
 NOT_SAME: Final = 8
@@ -95,23 +96,29 @@ def rerun_all_options(command: _F) -> _F:
     return selection_options(command)
 
 
+@dataclass(frozen=True)
+class AllOptions:
+    """What :func:`rerun_all_options` adds to ``rerun``, as one value."""
+
+    run_all: bool
+    since: datetime | None
+    until: datetime | None
+    status: str | None
+    limit: int | None
+    sample: int | None
+    seed: int
+    jobs: int
+    junit: Path | None
+    allowed: tuple[str, ...]
+    progress: bool
+
+
 def run_all(
     execution_id: str | None,
     app_ref: str | None,
     allowed_hosts: tuple[str, ...],
     as_json: bool,
-    *,
-    run_all: bool,
-    since: datetime | None,
-    until: datetime | None,
-    status: str | None,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-    jobs: int,
-    junit: Path | None,
-    allowed: tuple[str, ...],
-    progress: bool,
+    options: AllOptions,
 ) -> None:
     """``rerun --all``: re-run the selection, report, exit 0 or 8."""
     from ..testing.bulk import rerun_all
@@ -122,33 +129,35 @@ def run_all(
     ids = select(
         store,
         last_intent(),
-        since=since,
-        until=until,
-        status=status,
-        limit=limit,
-        sample=sample,
-        seed=seed,
+        since=options.since,
+        until=options.until,
+        status=options.status,
+        limit=options.limit,
+        sample=options.sample,
+        seed=options.seed,
     )
     name = named_store()
     app = partial(load_router, app_ref, name)
     # The workers open the store by its name: the directory of the default one.
     where = name if name is not None else str(store.directory)
     # Progress has a total: the selection is walked once more to count it.
-    shown = progress or sys.stderr.isatty()
+    shown = options.progress or sys.stderr.isatty()
     total = sum(1 for _ in ids()) if shown else None
     with contextlib.ExitStack() as stack:
         report = None
-        if junit is not None:
+        if options.junit is not None:
             from .junit import JUnitReport
 
             body = stack.enter_context(tempfile.TemporaryFile())
-            report = JUnitReport(junit, "intentusnet rerun --all", body)
-        verdicts = rerun_all(where, app, ids(), jobs=jobs, allowed_hosts=allowed_hosts)
-        counts, listed = _tally(verdicts, total, report, as_json, progress)
+            report = JUnitReport(options.junit, "intentusnet rerun --all", body)
+        verdicts = rerun_all(
+            where, app, ids(), jobs=options.jobs, allowed_hosts=allowed_hosts
+        )
+        counts, listed = _tally(verdicts, total, report, as_json, options.progress)
         if report is not None:
             report.close()
     failing = counts["diverged"] + counts["error"]
-    if "changed" not in allowed:
+    if "changed" not in options.allowed:
         failing += counts["changed"]
     selected = sum(counts.values())
     if as_json:
