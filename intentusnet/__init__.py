@@ -115,7 +115,9 @@ _EXPORTS: dict[str, str] = {
     "RerunWorkerError": "errors",
     "RecordVerdict": "testing.verdict",
     "ResponseMetadata": "envelope",
+    "ResolveRefused": "errors",
     "ResumeRefused": "errors",
+    "InvalidResolution": "errors",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
@@ -205,6 +207,7 @@ if TYPE_CHECKING:
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import InvalidIdempotencyKey as InvalidIdempotencyKey
     from .errors import InvalidRerunOption as InvalidRerunOption
+    from .errors import InvalidResolution as InvalidResolution
     from .errors import LogError as LogError
     from .errors import LogIntegrityError as LogIntegrityError
     from .errors import MalformedRequest as MalformedRequest
@@ -223,6 +226,7 @@ if TYPE_CHECKING:
     from .errors import RequestInvalid as RequestInvalid
     from .errors import RequestNotRecorded as RequestNotRecorded
     from .errors import RequestTooLarge as RequestTooLarge
+    from .errors import ResolveRefused as ResolveRefused
     from .errors import ResumeRefused as ResumeRefused
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable

@@ -79,6 +79,7 @@ __all__ = [
     "InvalidExecutionId",
     "InvalidIdempotencyKey",
     "InvalidRerunOption",
+    "InvalidResolution",
     "LogError",
     "LogIntegrityError",
     "MalformedRequest",
@@ -98,6 +99,7 @@ __all__ = [
     "RequestNotRecorded",
     "RequestTooLarge",
     "RerunWorkerError",
+    "ResolveRefused",
     "ResumeRefused",
     "ServiceError",
     "ServiceUnavailable",
@@ -853,6 +855,43 @@ class ResumeRefused(IntentusNetError):
         self.execution_id = execution_id
         self.detail = detail
         super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")
+
+
+class ResolveRefused(IntentusNetError):
+    """A parked execution cannot be resolved as asked; nothing was written.
+
+    Reasons: ``not_parked`` (the newest record of its chain is not parked
+    ``needs_attention``: it runs, waits for a resume or finished),
+    ``not_in_doubt`` (it was parked for another reason than a side effect in
+    doubt, such as nondeterminism: only cancel or fork moves it),
+    ``wrong_step`` (the step named is not the one in doubt), ``owned``
+    (another operator is deciding about it now), ``resolved`` (another
+    operator's decision came first), ``no_store`` (the store keeps no resume
+    links). Added in 0.1.0.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+    """
+
+    code: ClassVar[str] = "resolve_refused"
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot resolve {execution_id} ({reason}): {detail}")
+
+
+class InvalidResolution(IntentusNetError, ValueError):
+    """A resolution's output is not JSON, or given for a step that did not happen.
+
+    Nothing was written. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "invalid_resolution"
+    exit_code: ClassVar[int] = 2
 
 
 class ReaskRefused(IntentusNetError, ValueError):

@@ -58,6 +58,11 @@ class EventType(StrEnum):
     #: in doubt, or nondeterminism (``reason``, ``step``, ``name``); written
     #: before its ``FINAL_RESPONSE`` (added in 0.1.0)
     ATTENTION_NEEDED = "ATTENTION_NEEDED"
+    #: an operator's decision about a parked execution, in a record of its own
+    #: linked into the resume chain (``action``: ``resolve``, with the
+    #: ``step``, whether it ``happened`` and its ``output``; ``by``, ``atUtc``,
+    #: ``via``); the chain's next resume honours it (added in 0.1.0)
+    OPERATOR_DECISION = "OPERATOR_DECISION"
 
 
 class RecordStatus(StrEnum):

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._util.ids import new_execution_id
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.time import utc_now
 from ..envelope import (
     AgentResponse,
     CacheDirective,
@@ -36,13 +37,17 @@ from ..envelope import (
     ResponseMetadata,
 )
 from ..errors import (
+    EnvelopeValidationError,
     IdempotencyConflict,
     IdempotencyTimeout,
     InvalidIdempotencyKey,
+    InvalidResolution,
     RecordNotFound,
+    ResolveRefused,
     ResumeRefused,
     StoreError,
 )
+from ..hashing import canonical_json, hash_bytes
 from ..record.durable import (
     idempotency_key_of,
     resume_attempt,
@@ -51,7 +56,7 @@ from ..record.durable import (
 )
 from ..record.model import EventType, RecordStatus
 from ..store.durable import DurableStore, KeyClaim
-from .journal import Journal
+from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
 
@@ -64,18 +69,20 @@ __all__ = [
     "DEFAULT_KEY_WAIT_S",
     "FINISHED",
     "DurableRouter",
+    "StoreHolder",
     "chain_head",
     "chain_of",
     "park",
     "parked",
     "recorded_answer",
+    "resolve",
     "resume",
     "route_with_key",
 ]
 
 
-class DurableRouter(Protocol):
-    """What resuming and keyed routing need of an ``DurableRouter``."""
+class StoreHolder(Protocol):
+    """What reading a resume chain needs: a router, or its store alone."""
 
     @property
     def store(self) -> ExecutionStore | None:
@@ -86,6 +93,10 @@ class DurableRouter(Protocol):
     def durable_store(self) -> DurableStore | None:
         """``store``, if it keeps idempotency keys and resume links."""
         ...
+
+
+class DurableRouter(StoreHolder, Protocol):
+    """What resuming and keyed routing need of an ``DurableRouter``."""
 
     @property
     def registry(self) -> AgentRegistry:
@@ -125,7 +136,7 @@ _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
 
 
-def require_durable(router: DurableRouter, execution_id: str = "") -> DurableStore:
+def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore:
     """The router's store, which must keep keys and resume links.
 
     Raises:
@@ -143,13 +154,13 @@ def require_durable(router: DurableRouter, execution_id: str = "") -> DurableSto
     return store
 
 
-def _load(router: DurableRouter, execution_id: str) -> ExecutionRecord:
+def _load(router: StoreHolder, execution_id: str) -> ExecutionRecord:
     store = router.store
     assert store is not None  # require_durable checked it
     return store.load(execution_id)
 
 
-def _has_record(router: DurableRouter, execution_id: str) -> bool:
+def _has_record(router: StoreHolder, execution_id: str) -> bool:
     try:
         _load(router, execution_id)
     except RecordNotFound:
@@ -157,7 +168,7 @@ def _has_record(router: DurableRouter, execution_id: str) -> bool:
     return True
 
 
-def chain_head(router: DurableRouter, execution_id: str) -> str:
+def chain_head(router: StoreHolder, execution_id: str) -> str:
     """The newest record of ``execution_id``'s resume chain (itself if none)."""
     store = require_durable(router, execution_id)
     current, seen = execution_id, {execution_id}
@@ -171,7 +182,7 @@ def chain_head(router: DurableRouter, execution_id: str) -> str:
         current = following
 
 
-def chain_of(router: DurableRouter, record: ExecutionRecord) -> list[ExecutionRecord]:
+def chain_of(router: StoreHolder, record: ExecutionRecord) -> list[ExecutionRecord]:
     """``record`` and the records it resumes, back to the first: oldest first.
 
     Raises:
@@ -256,6 +267,154 @@ def resume(
         return router.route_intent(env, options=options)
     finally:
         hold.release()
+
+
+def resolve(
+    router: StoreHolder,
+    execution_id: str,
+    *,
+    step: int,
+    happened: bool,
+    output: JSONValue = None,
+    by: str,
+    via: str,
+) -> str:
+    """Record an operator's decision about a parked execution's step in doubt.
+
+    A new record of the chain (``resumeOf`` the parked record) holds an
+    ``OPERATOR_DECISION`` event: ``resolve``, the ``step``, whether it
+    ``happened`` and, if so, the ``output`` it gave, ``by`` whom, ``via``
+    which door, and when. It is closed unfinished (``incomplete``): recovery,
+    or ``resume``, finishes the execution with it in the journal, serving the
+    step's output (it happened) or running it (it did not). Returns its id.
+
+    Raises:
+        ResolveRefused: ``not_parked``, ``not_in_doubt``, ``wrong_step``,
+            ``owned`` or ``resolved`` (another operator), ``no_store``.
+        InvalidResolution: ``output`` is not JSON, or is given for a step that
+            did not happen.
+        RecordNotFound, InvalidExecutionId: no such record.
+    """
+    if router.durable_store is None:
+        raise ResolveRefused(
+            "no_store", execution_id, "the store keeps no resume links"
+        )
+    if not happened and output is not None:
+        raise InvalidResolution(
+            "an output is given only for a step that happened (--happened)"
+        )
+    try:
+        output_hash = hash_bytes(canonical_json(output))
+    except EnvelopeValidationError as exc:
+        raise InvalidResolution(f"the output is not JSON: {exc}") from None
+    store = require_durable(router, execution_id)
+    head = chain_head(router, execution_id)
+    attention = _in_doubt(_load(router, head), execution_id, step)
+    hold = store.hold_record(head)
+    if hold is None:
+        raise ResolveRefused(
+            "owned", execution_id, "another operator is deciding about it now"
+        )
+    try:
+        if (newest := chain_head(router, head)) != head:
+            _in_doubt(_load(router, newest), execution_id, step)  # says why
+            raise ResolveRefused(
+                "resolved", execution_id, f"another decision came first: {newest}"
+            )
+        record = _load(router, head)
+        _in_doubt(record, execution_id, step)
+        chain = chain_of(router, record)
+        [doubt] = [s for s in chain_steps(chain) if s.number == step]
+        new_id = new_execution_id()
+        attempt = resume_attempt(record) + 1
+        recorder = Recorder(
+            router.store,  # type: ignore[arg-type]  # require_durable checked it
+            record.envelope,
+            record.header.envelope_hash,
+            _request_id(record),
+            execution_id=new_id,
+            parent_execution_id=record.header.parent_execution_id,
+            received={
+                "resumeOf": head,
+                "resumeOrigin": resume_origin(record),
+                "resumeAttempt": attempt,
+                "attemptsFrom": attempt,
+            },
+            configuration=record.header.configuration,
+            announce=True,
+        )
+        if recorder.error is not None:
+            raise StoreError(f"could not resolve {head}: {recorder.error}")
+        hold.link(new_id)  # once the record names what it resumes, as resume
+        decision: JSONObject = {
+            "action": "resolve",
+            "step": step,
+            "name": doubt.name,
+            "argsHash": doubt.args_hash,
+            "parent": doubt.parent,
+            "happened": happened,
+            "by": by,
+            "via": via,
+            "atUtc": utc_now()[0],
+            "parked": head,
+            "reason": attention.get("reason"),
+        }
+        if happened:
+            decision["output"] = output
+            decision["outputHash"] = output_hash
+        recorder.event(EventType.OPERATOR_DECISION, decision, now=True)
+        recorder.abandon()  # incomplete: recovery, or resume, finishes it
+        if recorder.error is not None:
+            raise StoreError(f"could not resolve {head}: {recorder.error}")
+        return new_id
+    finally:
+        hold.release()
+
+
+def _in_doubt(record: ExecutionRecord, asked: str, step: int) -> JSONObject:
+    """The attention of ``record``, parked on side-effect step ``step`` in doubt.
+
+    Raises:
+        ResolveRefused: ``not_parked``, ``not_in_doubt`` or ``wrong_step``.
+    """
+    status = record.header.status
+    attention = next(
+        (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
+    )
+    decided = next(
+        (e.data for e in record.events if e.type is EventType.OPERATOR_DECISION), None
+    )
+    if decided is not None and status is RecordStatus.INCOMPLETE:
+        raise ResolveRefused(
+            "resolved",
+            asked,
+            f"{decided.get('by')} resolved step {decided.get('step')} at "
+            f"{decided.get('atUtc')} (record {record.execution_id}); it waits "
+            "for recovery or resume",
+        )
+    if status is not RecordStatus.NEEDS_ATTENTION or attention is None:
+        raise ResolveRefused(
+            "not_parked",
+            asked,
+            f"record {record.execution_id}, the newest of its chain, is "
+            f"{status.value}, not needs_attention",
+        )
+    reason, parked_step = attention.get("reason"), attention.get("step")
+    if reason != "side_effect_in_doubt":
+        raise ResolveRefused(
+            "not_in_doubt",
+            asked,
+            f"it was parked for {reason}, not a side effect in doubt: no step "
+            "can be resolved",
+        )
+    if parked_step != step:
+        raise ResolveRefused(
+            "wrong_step",
+            asked,
+            f"step {step} is not the step in doubt; step {parked_step} "
+            f"({attention.get('name')}) is",
+        )
+    return attention
 
 
 def park(router: DurableRouter, execution_id: str, reason: str, message: str) -> str:

@@ -11,7 +11,9 @@ skipped (``owned``), so processes sharing a store may all run recovery and
 each execution is resumed by one of them. A chain resumed ``max_attempts``
 times is parked ``needs_attention`` instead; between attempts, the chain
 waits ``backoff`` seconds, doubled each attempt. The attempt count is read
-from the chain's newest record (``resumeAttempt``).
+from the chain's newest record (``resumeAttempt``), counted from the chain's
+last operator decision (``attemptsFrom``: a resolved execution has its
+attempts again).
 
 Counters (``resumed``, ``parked``, ``completion_seconds``) are kept on the
 object for a metrics exporter.
@@ -29,7 +31,7 @@ from .._util.jsonvalue import JSONObject
 from .._util.time import parse_utc
 from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
-from ..record.durable import resume_attempt
+from ..record.durable import attempts_from, resume_attempt
 from ..record.model import RecordStatus
 from .durable import chain_head, park, require_durable
 
@@ -192,7 +194,8 @@ class Recovery:
             # resumed already (finished, or being resumed by a live process)
             reason = "owned" if status is RecordStatus.IN_PROGRESS else "resumed"
             return RecoveryOutcome(execution_id, "skipped", reason, head)
-        attempt = resume_attempt(record)
+        # counted from the chain's last operator decision, if any
+        attempt = resume_attempt(record) - attempts_from(record)
         if attempt >= self.max_attempts:
             try:
                 parked = park(

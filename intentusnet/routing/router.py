@@ -360,6 +360,56 @@ class IntentRouter:
         """
         return durable.resume(self, execution_id, force=force)
 
+    def resolve(
+        self,
+        execution_id: str,
+        *,
+        step: int,
+        happened: bool,
+        output: JSONValue = None,
+        by: str | None = None,
+    ) -> str:
+        """Record an operator's decision about a parked execution's step in doubt.
+
+        The side-effect step ``step`` started and its end is in no record:
+        say whether it ``happened`` (and the ``output`` it gave, JSON) or not.
+        The decision (who, when, what) is a record of the execution's resume
+        chain, sealed like any record; the next resume (recovery's, or
+        ``resume``) serves the step's output, or runs the step. Nothing runs
+        here. See docs/durability.md. Added in 0.1.0.
+
+        Args:
+            execution_id: the parked execution (or any record of its chain).
+            step: the number of the step in doubt (its ``ATTENTION_NEEDED``
+                event's ``step``).
+            happened: whether the side effect took place.
+            output: what the step returned, when it happened.
+            by: who decides; the OS user by default.
+
+        Returns:
+            The id of the decision's record.
+
+        Raises:
+            ResolveRefused: ``reason`` says why (``not_parked``,
+                ``not_in_doubt``, ``wrong_step``, ``owned``, ``resolved``,
+                ``no_store``); nothing was written.
+            InvalidResolution: ``output`` is not JSON, or given for a step that
+                did not happen.
+            RecordNotFound, InvalidExecutionId: there is no such record.
+        """
+        import getpass
+
+        who = by if by is not None else getpass.getuser()
+        return durable.resolve(
+            self,
+            execution_id,
+            step=step,
+            happened=happened,
+            output=output,
+            by=who,
+            via="python",
+        )
+
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
         import asyncio

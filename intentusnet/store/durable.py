@@ -43,7 +43,12 @@ from typing import Final, Protocol, runtime_checkable
 
 from .._util.jsonvalue import JSONObject
 from ..errors import InvalidIdempotencyKey
-from ..record.durable import idempotency_key_of, resume_attempt, resume_of
+from ..record.durable import (
+    idempotency_key_of,
+    parked_commands,
+    resume_attempt,
+    resume_of,
+)
 from ..record.model import EventType, ExecutionRecord, RecordStatus, RecordSummary
 
 __all__ = [
@@ -203,7 +208,9 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
     """The record's key, resume links, resume attempt and attention, as JSON.
 
     ``resumedBy`` is asked of the store (it keeps the link beside the record);
-    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution.
+    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution,
+    ``commands`` what an operator runs to move it on (``[]`` unless it is
+    parked and nothing follows it in its chain yet).
     """
     attention = next(
         (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
@@ -213,6 +220,8 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
         if isinstance(store, DurableStore)
         else None
     )
+    # parked, and no decision (nor resume) after it yet
+    parked = record.header.status is RecordStatus.NEEDS_ATTENTION and resumed_by is None
     return {
         "idempotencyKey": idempotency_key_of(record),
         "resumeOf": resume_of(record),
@@ -220,4 +229,6 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
         "resumeAttempt": resume_attempt(record),
         "interrupted": record.header.status is RecordStatus.INCOMPLETE,
         "attention": attention,
+        # what an operator runs to move it on, while it is parked
+        "commands": parked_commands(record.execution_id, attention if parked else None),
     }
