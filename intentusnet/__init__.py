@@ -116,6 +116,8 @@ _EXPORTS: dict[str, str] = {
     "RecordVerdict": "testing.verdict",
     "ResponseMetadata": "envelope",
     "ResolveRefused": "errors",
+    "CancelRefused": "errors",
+    "ExecutionCancelled": "errors",
     "ResumeRefused": "errors",
     "InvalidResolution": "errors",
     "RoutingDecision": "envelope",
@@ -197,8 +199,10 @@ if TYPE_CHECKING:
     from .errors import CachedCallError as CachedCallError
     from .errors import CacheError as CacheError
     from .errors import CacheMiss as CacheMiss
+    from .errors import CancelRefused as CancelRefused
     from .errors import CassetteMiss as CassetteMiss
     from .errors import EnvelopeValidationError as EnvelopeValidationError
+    from .errors import ExecutionCancelled as ExecutionCancelled
     from .errors import ExecutionPending as ExecutionPending
     from .errors import Forbidden as Forbidden
     from .errors import IdempotencyConflict as IdempotencyConflict

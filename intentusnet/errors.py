@@ -68,9 +68,11 @@ __all__ = [
     "CacheError",
     "CacheMiss",
     "CachedCallError",
+    "CancelRefused",
     "CassetteMiss",
     "ClientDisconnected",
     "EnvelopeValidationError",
+    "ExecutionCancelled",
     "ExecutionPending",
     "Forbidden",
     "IdempotencyConflict",
@@ -882,6 +884,52 @@ class ResolveRefused(IntentusNetError):
         self.execution_id = execution_id
         self.detail = detail
         super().__init__(f"cannot resolve {execution_id} ({reason}): {detail}")
+
+
+class CancelRefused(IntentusNetError):
+    """An execution cannot be cancelled; nothing was written.
+
+    Reasons: ``finished`` (it completed, failed or was cancelled: naming
+    which), ``cancelled`` (another cancel request came first, naming who and
+    when), ``no_store`` (the store keeps no cancel requests). Added in 0.1.0.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+    """
+
+    code: ClassVar[str] = "cancel_refused"
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot cancel {execution_id} ({reason}): {detail}")
+
+
+class ExecutionCancelled(IntentusNetError):
+    """Raised at a step boundary of an execution an operator cancelled.
+
+    Every later step call of the execution raises it again; the router
+    records the execution ``cancelled`` whatever its agent answers. Added in
+    0.1.0.
+
+    Attributes:
+        execution_id: the execution stopped.
+        request: the cancel request (``by``, ``via``, ``atUtc``).
+    """
+
+    code: ClassVar[str] = "execution_cancelled"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, execution_id: str, request: Mapping[str, object]) -> None:
+        self.execution_id = execution_id
+        self.request = request
+        super().__init__(
+            f"execution {execution_id} was cancelled by {request.get('by')} "
+            f"at {request.get('atUtc')}"
+        )
 
 
 class InvalidResolution(IntentusNetError, ValueError):

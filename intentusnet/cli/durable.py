@@ -1,4 +1,4 @@
-"""``resume``, ``recover`` and ``resolve``: finish interrupted and parked executions."""
+"""``resume``, ``recover``, ``resolve`` and ``cancel``: an operator's levers."""
 
 from __future__ import annotations
 
@@ -190,5 +190,41 @@ def resolve(
     click.echo(
         f"resolved: step {step} {'happened' if happened else 'did not happen'}; "
         "recovery (or intentusnet resume) finishes it",
+        err=True,
+    )
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
+def cancel(execution_id: str, as_json: bool) -> None:
+    """Cancel the execution ID, on whatever host runs it.
+
+    A running execution stops at its next step boundary (its router finds the
+    request in the store within a fraction of a second) and is recorded
+    cancelled; an interrupted, parked or resolved one is closed cancelled now.
+    Recovery never resumes it; its idempotency key answers with the
+    cancellation. Refused (exit 4, nothing written) for an execution that
+    finished, or one another cancel request came first for.
+    """
+    import getpass
+
+    from ..routing.durable import cancel as cancel_execution
+
+    store = open_store()
+    record, closed = cancel_execution(
+        _Stored(store), execution_id, by=getpass.getuser(), via="cli"
+    )
+    if as_json:
+        emit_json(
+            {"executionId": execution_id, "record": record, "closed": closed},
+            compact=True,
+        )
+        return
+    click.echo(record)
+    click.echo(
+        "cancelled: closed"
+        if closed
+        else "cancel requested: its router stops it at its next step",
         err=True,
     )

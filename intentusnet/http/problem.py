@@ -48,6 +48,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "integrity_failure": 409,
     "record_exists": 409,
     "resolve_refused": 409,
+    "cancel_refused": 409,
     "request_too_large": 413,
     # A client that hung up before sending its whole body (nginx's 499): its
     # doing, so counted as a client error; the answer reaches no one.

@@ -86,4 +86,4 @@ def parked_commands(execution_id: str, attention: JSONValue) -> list[JSONValue]:
             f"{resolve} --happened --output JSON",
             f"{resolve} --not-happened",
         ]
-    return commands
+    return [*commands, f"intentusnet cancel {execution_id}"]

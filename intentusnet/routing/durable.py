@@ -37,6 +37,7 @@ from ..envelope import (
     ResponseMetadata,
 )
 from ..errors import (
+    CancelRefused,
     EnvelopeValidationError,
     IdempotencyConflict,
     IdempotencyTimeout,
@@ -55,7 +56,7 @@ from ..record.durable import (
     resume_origin,
 )
 from ..record.model import EventType, RecordStatus
-from ..store.durable import DurableStore, KeyClaim
+from ..store.durable import CancelStore, DurableStore, KeyClaim, RecordHold
 from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
@@ -70,8 +71,13 @@ __all__ = [
     "FINISHED",
     "DurableRouter",
     "StoreHolder",
+    "cancel",
+    "cancel_request",
+    "cancelled",
+    "cancelling",
     "chain_head",
     "chain_of",
+    "close_cancelled",
     "park",
     "parked",
     "recorded_answer",
@@ -130,7 +136,12 @@ class DurableRouter(StoreHolder, Protocol):
 DEFAULT_KEY_WAIT_S: Final = 30.0
 #: The statuses of a finished execution: nothing is left to resume.
 FINISHED: Final = frozenset(
-    {RecordStatus.COMPLETED, RecordStatus.FAILED, RecordStatus.NEEDS_ATTENTION}
+    {
+        RecordStatus.COMPLETED,
+        RecordStatus.FAILED,
+        RecordStatus.NEEDS_ATTENTION,
+        RecordStatus.CANCELLED,
+    }
 )
 _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
@@ -214,6 +225,114 @@ def recorded_answer(record: ExecutionRecord) -> AgentResponse:
     return response.model_copy(update={"metadata": metadata})
 
 
+def cancelling(request: JSONObject) -> JSONObject:
+    """The ``OPERATOR_DECISION`` data of a cancellation, from its request."""
+    return {"action": "cancel", **request}
+
+
+def cancelled(response: AgentResponse, request: JSONObject) -> AgentResponse:
+    """The answer of a cancelled execution: a ``CANCELLED`` error naming who."""
+    error = ErrorInfo(
+        code=ErrorCode.CANCELLED,
+        message=f"execution cancelled by {request.get('by')} at {request.get('atUtc')}",
+        retryable=False,
+        details=cancelling(request),
+    )
+    return response.model_copy(
+        update={"status": "error", "payload": None, "error": error}
+    )
+
+
+def cancel(
+    router: StoreHolder, execution_id: str, *, by: str, via: str
+) -> tuple[str, bool]:
+    """Cancel an execution: close it now, or ask its router to stop it.
+
+    A cancel request (``by``, ``via``, ``atUtc``) is written into the store
+    under the chain's first execution, once. An execution no live process
+    runs (interrupted, parked, or resolved and waiting) is closed at once: a
+    new record of its chain holds an ``OPERATOR_DECISION`` (``cancel``) and a
+    ``CANCELLED`` answer. A running one is stopped by its router at its next
+    step boundary (``cancel.py``), and a resume of its chain closes it
+    instead of running it. Returns the record that holds (or will hold) the
+    cancellation and whether it is closed already.
+
+    Raises:
+        CancelRefused: ``finished`` (completed, failed or cancelled),
+            ``cancelled`` (another request came first), ``no_store``.
+        RecordNotFound, InvalidExecutionId: no such record.
+    """
+    store = router.durable_store
+    if not isinstance(store, CancelStore):
+        raise CancelRefused(
+            "no_store", execution_id, "the store keeps no cancel requests"
+        )
+    head = chain_head(router, execution_id)
+    record = _load(router, head)
+    _refuse_ended(record, execution_id)
+    request: JSONObject = {"by": by, "via": via, "atUtc": utc_now()[0]}
+    earlier = store.request_cancel(resume_origin(record), request)
+    if earlier is not None:
+        raise CancelRefused(
+            "cancelled",
+            execution_id,
+            f"{earlier.get('by')} asked to cancel it at {earlier.get('atUtc')}",
+        )
+    closed = close_cancelled(router, head, request)
+    return (head, False) if closed is None else (closed, True)
+
+
+def _refuse_ended(record: ExecutionRecord, asked: str) -> None:
+    status = record.header.status
+    if status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION:
+        raise CancelRefused(
+            "finished",
+            asked,
+            f"record {record.execution_id}, the newest of its chain, is "
+            f"{status.value}: there is nothing to cancel",
+        )
+
+
+def cancel_request(router: StoreHolder, record: ExecutionRecord) -> JSONObject | None:
+    """The cancel request of ``record``'s chain, if one was made."""
+    store = router.durable_store
+    if not isinstance(store, CancelStore):
+        return None
+    origin = resume_origin(record)
+    return store.cancel_requests([origin]).get(origin)
+
+
+def close_cancelled(
+    router: StoreHolder, execution_id: str, request: JSONObject
+) -> str | None:
+    """Close ``execution_id``'s chain as cancelled, unless a live process runs it.
+
+    Returns the new record's id; ``None`` when the chain is running (its
+    router stops it) or ended meanwhile.
+    """
+    store = require_durable(router, execution_id)
+    head = chain_head(router, execution_id)
+    hold = store.hold_record(head)
+    if hold is None:
+        return None
+    try:
+        record = _load(router, head)
+        status = record.header.status
+        ended = status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION
+        if ended or chain_head(router, head) != head:
+            return None
+        return _close(
+            router,
+            record,
+            hold,
+            EventType.OPERATOR_DECISION,
+            cancelling(request),
+            lambda answer: cancelled(answer, request),
+        )
+    finally:
+        hold.release()
+
+
 def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
     """The answer of a parked execution: a ``NEEDS_ATTENTION`` error."""
     error = ErrorInfo(
@@ -259,6 +378,17 @@ def resume(
     try:
         _refuse_finished(record, execution_id)
         _refuse_abandoned(router, store, record)
+        request = cancel_request(router, record)
+        if request is not None:  # cancelled: closed, never run again
+            closed = _close(
+                router,
+                record,
+                hold,
+                EventType.OPERATOR_DECISION,
+                cancelling(request),
+                lambda answer: cancelled(answer, request),
+            )
+            return recorded_answer(_load(router, closed))
         # Linked once the new record says what it resumes (its INTENT_RECEIVED
         # on disk), before its agent runs: a record the chain links to always
         # names the record before it, so its chain can be read back to the
@@ -440,38 +570,67 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
         _refuse_abandoned(router, store, record)
-        new_id = new_execution_id()
-        recorder = Recorder(
-            router.store,  # type: ignore[arg-type]  # require_durable checked it
-            record.envelope,
-            record.header.envelope_hash,
-            _request_id(record),
-            execution_id=new_id,
-            parent_execution_id=record.header.parent_execution_id,
-            received={
-                "resumeOf": head,
-                "resumeOrigin": resume_origin(record),
-                "resumeAttempt": resume_attempt(record) + 1,
-            },
-            configuration=record.header.configuration,
-            announce=True,
-        )
-        if recorder.error is not None:
-            raise StoreError(f"could not park {head}: {recorder.error}")
-        hold.link(new_id)  # once the record names what it resumes, as resume
         attention: JSONObject = {
             "reason": reason,
             "message": message,
             "resumeOf": head,
         }
-        recorder.event(EventType.ATTENTION_NEEDED, attention)
-        answer = AgentResponse(metadata=ResponseMetadata(execution_id=new_id))
-        recorder.complete(parked(answer, attention))
-        if recorder.error is not None:
-            raise StoreError(f"could not park {head}: {recorder.error}")
-        return new_id
+        return _close(
+            router,
+            record,
+            hold,
+            EventType.ATTENTION_NEEDED,
+            attention,
+            lambda answer: parked(answer, attention),
+        )
     finally:
         hold.release()
+
+
+def _close(
+    router: StoreHolder,
+    record: ExecutionRecord,
+    hold: RecordHold,
+    event: EventType,
+    data: JSONObject,
+    answer: Callable[[AgentResponse], AgentResponse],
+) -> str:
+    """Finish ``record``'s held chain without running it; return the new record.
+
+    A new record (``resumeOf`` it) holds the event and the answer ``answer``
+    makes of an empty one; ``record`` is linked to it once it names
+    ``record``, as a resume's is.
+
+    Raises:
+        StoreError: the record could not be written.
+    """
+    head = record.execution_id
+    new_id = new_execution_id()
+    recorder = Recorder(
+        router.store,  # type: ignore[arg-type]  # require_durable checked it
+        record.envelope,
+        record.header.envelope_hash,
+        _request_id(record),
+        execution_id=new_id,
+        parent_execution_id=record.header.parent_execution_id,
+        received={
+            "resumeOf": head,
+            "resumeOrigin": resume_origin(record),
+            "resumeAttempt": resume_attempt(record) + 1,
+        },
+        configuration=record.header.configuration,
+        announce=True,
+    )
+    if recorder.error is not None:
+        raise StoreError(f"could not close {head}: {recorder.error}")
+    hold.link(new_id)  # once the record names what it resumes, as resume
+    recorder.event(event, data)
+    recorder.complete(
+        answer(AgentResponse(metadata=ResponseMetadata(execution_id=new_id)))
+    )
+    if recorder.error is not None:
+        raise StoreError(f"could not close {head}: {recorder.error}")
+    return new_id
 
 
 def _request_id(record: ExecutionRecord) -> str:

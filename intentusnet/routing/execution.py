@@ -47,6 +47,7 @@ from .seams import (
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
     from ..store.protocol import ExecutionStore
+    from .cancel import CancelFlag
     from .recorder import Recorder
     from .redact import Redaction
 
@@ -164,6 +165,7 @@ class StepSession:
     __slots__ = (
         "_count",
         "_lock",
+        "cancel",
         "cassette",
         "execution_id",
         "observers",
@@ -179,9 +181,12 @@ class StepSession:
         execution_id: str = "",
         observers: Observers = _NO_OBSERVERS,
         step_scopes: tuple[scopes.Scope, ...] = (),
+        cancel: CancelFlag | None = None,
     ) -> None:
         self.recorder = recorder
         self.cassette = cassette
+        #: set when an operator cancels the execution (checked at each step)
+        self.cancel = cancel
         self.execution_id = execution_id
         self.observers = observers
         self.step_scopes = step_scopes
@@ -207,7 +212,12 @@ class StepSession:
         Raises:
             CassetteMiss: in a re-run, no recording answers the call (the miss
                 is recorded as the step's failure).
+            ExecutionCancelled: an operator cancelled the execution; nothing
+                is recorded of this step.
         """
+        cancel = self.cancel
+        if cancel is not None:  # a step boundary: stop here if cancelled
+            cancel.check()
         recorded_args, args_hash, reason = jsonish(args)
         redaction = self.redaction
         if redaction is not None:  # before the hash: a re-run matches the record
@@ -473,6 +483,7 @@ class Execution:
         "_lock",
         "_step_scopes",
         "_steps",
+        "cancel",
         "envelope_hash",
         "execution_id",
         "observed",
@@ -494,8 +505,11 @@ class Execution:
         cassette: Cassette | None = None,
         observers: Observers = _NO_OBSERVERS,
         origin_id: str | None = None,
+        cancel: CancelFlag | None = None,
     ) -> None:
         self.execution_id = execution_id
+        #: set when an operator cancels it (see ``cancel.py``)
+        self.cancel = cancel
         self.envelope_hash = envelope_hash
         self.recorder = recorder
         self.started = started
@@ -550,6 +564,7 @@ class Execution:
             execution_id=self.execution_id,
             observers=self.observers,
             step_scopes=self._step_scopes,
+            cancel=self.cancel,
         )
 
 

@@ -51,7 +51,8 @@ class RecoveryOutcome:
 
     Attributes:
         execution_id: the interrupted record found.
-        action: ``resumed``, ``parked`` or ``skipped``.
+        action: ``resumed``, ``parked``, ``cancelled`` (an operator cancelled
+            its chain: closed so, not run) or ``skipped``.
         reason: why (a ``ResumeRefused`` reason, ``backoff``, ``resumed``
             (its chain was finished already), ``child`` (a child intent's
             record: its parent's resume finishes it), or the parked reason).
@@ -101,7 +102,7 @@ class RecoveryReport:
     def to_json(self) -> JSONObject:
         """The wire form: a list of outcomes per action."""
         found: JSONObject = {}
-        for action in ("resumed", "parked", "skipped"):
+        for action in ("resumed", "parked", "cancelled", "skipped"):
             found[action] = [o.to_json() for o in self.of(action)]
         return found
 
@@ -217,6 +218,9 @@ class Recovery:
             return RecoveryOutcome(execution_id, "skipped", refused.reason)
         new_id = answer.metadata.execution_id
         error = answer.error
+        if error is not None and error.details.get("action") == "cancel":
+            # its chain was cancelled: closed so, never run again
+            return RecoveryOutcome(execution_id, "cancelled", "cancelled", new_id)
         if error is not None and error.code is ErrorCode.NEEDS_ATTENTION:
             self.parked += 1
             reason = str(error.details.get("reason", "needs_attention"))

@@ -52,7 +52,7 @@ from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
-from ..routing.durable import FINISHED, resolve
+from ..routing.durable import FINISHED, cancel, resolve
 from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
@@ -559,6 +559,35 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         decided = await run_in_threadpool(decide)
         service.metrics.decided("resolve")
         return _json({"executionId": execution_id, "decision": decided})
+
+    @app.post(
+        "/v1/executions/{execution_id}/cancel",
+        tags=["executions"],
+        summary="Cancel an execution: closed now, or stopped at its next step",
+        operation_id="cancelExecution",
+        responses={
+            200: ok("Cancellation", "Recorded, or requested of its router."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem(
+                "It finished, or another cancel came first (cancel_refused, "
+                "with its reason)."
+            ),
+        },
+    )
+    async def cancel_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.ROUTE)
+        router = service.router
+        if service.store is not router.store:
+            raise MalformedRequest("this service reads another store than it routes")
+        who = service.who(request)
+
+        def stop() -> tuple[str, bool]:
+            return cancel(router, execution_id, by=who, via="http")
+
+        record, closed = await run_in_threadpool(stop)
+        service.metrics.decided("cancel")
+        return _json({"executionId": execution_id, "record": record, "closed": closed})
 
     @app.get(
         "/v1/executions/{execution_id}/verify",

@@ -21,6 +21,7 @@ from ..envelope import AgentResponse, IntentEnvelope
 from ..http.problem import MEDIA_TYPE
 from .schemas import (
     Accepted,
+    Cancellation,
     Decision,
     ExecutionPage,
     ExecutionRecord,
@@ -49,6 +50,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (ReplayRequest, "validation"),
     (ResolutionRequest, "validation"),
     (Decision, "serialization"),
+    (Cancellation, "serialization"),
     (AgentResponse, "serialization"),
     (ExecutionPage, "serialization"),
     (ExecutionRecord, "serialization"),

@@ -21,6 +21,7 @@ from ..record.model import EventType, RecordStatus, ReplayableReason
 __all__ = [
     "ENVELOPE_REF",
     "Accepted",
+    "Cancellation",
     "Decision",
     "ExecutionEvent",
     "ExecutionHeader",
@@ -192,6 +193,19 @@ class Decision(_Wire):
 
     execution_id: str = Field(description="The execution decided about.")
     decision: str = Field(description="The record holding the decision.")
+
+
+class Cancellation(_Wire):
+    """A cancellation, recorded or requested."""
+
+    execution_id: str = Field(description="The execution cancelled.")
+    record: str = Field(
+        description="The record holding the cancellation (a running execution's "
+        "own record, which its router closes so)."
+    )
+    closed: StrictBool = Field(
+        description="true: closed now; false: its router stops it at its next step."
+    )
 
 
 class Accepted(_Wire):

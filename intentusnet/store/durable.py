@@ -53,6 +53,7 @@ from ..record.model import EventType, ExecutionRecord, RecordStatus, RecordSumma
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "CancelStore",
     "DurableStore",
     "KeyClaim",
     "RecordHold",
@@ -180,6 +181,28 @@ class DurableStore(Protocol):
         ``until``, and resumed by no record that exists (a resumer that died
         before its record opened leaves the old record to recover).
         """
+        ...
+
+
+@runtime_checkable
+class CancelStore(Protocol):
+    """A store that keeps cancel requests (the file, memory and PostgreSQL stores).
+
+    A request is kept per resume chain, under the chain's first execution
+    (``origin``), so that whichever record of the chain runs, now or after a
+    resume, finds it. Added in 0.1.0.
+    """
+
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Write the chain's cancel request, durably, unless one is there.
+
+        Returns ``None`` when this call wrote it, else the request made
+        before (of two requests at once, one is written).
+        """
+        ...
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains, by origin (those that have one)."""
         ...
 
 

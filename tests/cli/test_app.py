@@ -40,6 +40,8 @@ COMMANDS = {
     "ui",
     "resume",
     "recover",
+    "resolve",
+    "cancel",
 }
 
 

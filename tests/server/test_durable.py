@@ -385,3 +385,40 @@ def test_a_parked_execution_is_resolved_over_http(tmp_path: Path) -> None:
     assert (event.data["by"], event.data["via"]) == (f"api-key:{name}", "http")
     assert 'intentusnet_operator_decisions_total{action="resolve"} 1.0' in metrics
     store.close()
+
+
+def test_an_execution_is_cancelled_over_http(tmp_path: Path) -> None:
+    """POST .../cancel: a parked execution closed cancelled; a second one is 409."""
+    from livekit import READ_KEY
+
+    from server.ui.long_sample import capture, parked_execution
+
+    store = FileExecutionStore(tmp_path / "records")
+    parked = parked_execution(store)
+    router = IntentRouter(store=store)
+    router.agent("payments.capture", name="capturer")(capture)
+    url = f"/v1/executions/{parked}/cancel"
+    with (
+        router,
+        serving(keyed_app(router)) as server,
+        httpx.Client(base_url=server.url, trust_env=False, timeout=30) as client,
+    ):
+        full = {"Authorization": f"Bearer {ROUTE_KEY}"}
+        _problem(
+            client.post(url, headers={"Authorization": f"Bearer {READ_KEY}"}),
+            403,
+            "forbidden",
+        )
+        answer = client.post(url, headers=full)
+        again = client.post(url, headers=full)
+        read = client.get(f"/v1/executions/{parked}", headers=full)
+        metrics = client.get("/metrics", headers=full).text
+
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["closed"] is True
+    assert store.load(body["record"]).header.status is RecordStatus.CANCELLED
+    assert "(finished)" in str(_problem(again, 409, "cancel_refused")["detail"])
+    assert read.json()["header"]["status"] == "cancelled"
+    assert 'intentusnet_operator_decisions_total{action="cancel"} 1.0' in metrics
+    store.close()

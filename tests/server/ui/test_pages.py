@@ -386,6 +386,7 @@ def test_a_parked_execution_reads_as_parked(tmp_path: Path) -> None:
     assert re.findall(r"<code>(.*?)</code>", commands.group(1)) == [
         f"{resolve} --happened --output JSON",
         f"{resolve} --not-happened",
+        f"intentusnet cancel {ids['parked']}",
     ]
     # in the list: its row marked parked, no replayable word, its status coloured
     row = re.search(
