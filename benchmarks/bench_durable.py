@@ -13,7 +13,7 @@ durability "flush". The application is the tests' shop
     to its execution completed by another process running
     ``Recovery(router, grace=--grace).run_forever()`` (a scan a second), median
     of --kill-runs; target <= grace + 1 s;
-  * cancel: seconds from ``router.cancel(ID)`` returning to the record of a
+  * cancel: seconds from calling ``router.cancel(ID)`` to the record of a
     running execution (the shop's ``tick``, a step every 20 ms, in another
     process) reading ``cancelled``: its router saw the request and stopped it
     at a step; median of --kill-runs; target <= 1 s;
@@ -140,8 +140,8 @@ def bench_cancel(where: str, log: str, runs: int) -> None:
         while not (running := [s for s in store.list() if s.execution_id not in seen]):
             time.sleep(0.005)
         time.sleep(0.2)  # ticking
-        record, _closed = router.cancel(running[0].execution_id, by="bench")
         asked = time.perf_counter()
+        record, _closed = router.cancel(running[0].execution_id, by="bench")
         while store.load(record).header.status is not RecordStatus.CANCELLED:
             if time.perf_counter() - asked > 30:
                 raise SystemExit("the running execution was never cancelled")
