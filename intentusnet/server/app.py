@@ -93,7 +93,7 @@ _Wait = Annotated[
         ge=0,
         le=MAX_WAIT_S,
         description="Seconds (at most 60) to wait for the execution to finish "
-        "(completed, failed or needs_attention) before answering.",
+        "(completed, failed, needs_attention or cancelled) before answering.",
     ),
 ]
 
