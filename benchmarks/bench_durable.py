@@ -1,6 +1,7 @@
 """Durable executions (issue 24): medians of its targets, file store and PostgreSQL.
 
-Run: python benchmarks/bench_durable.py [--only kill key repeat patch scan trial ...]
+Run: python benchmarks/bench_durable.py
+         [--only kill cancel key repeat patch scan trial ...]
          [--grace 2] [--kill-runs 7] [--records 100000] [--kills 100]
          [--patch-runs 200] [--dir PATH]
 
@@ -14,6 +15,10 @@ durability "flush". The application is the tests' shop
     to its execution completed by another process running
     ``Recovery(router, grace=--grace).run_forever()`` (a scan a second), median
     of --kill-runs; target <= grace + 1 s;
+  * cancel: seconds from calling ``router.cancel(ID)`` to the record of a
+    running execution (the shop's ``tick``, a step every 20 ms, in another
+    process) reading ``cancelled``: its router saw the request and stopped it
+    at a step; median of --kill-runs; target <= 1 s;
   * key: route_intent with a new idempotency key minus without one (a new
     envelope each call, no cache), medians of runs taking turns; targets
     <= 30 us (file store), <= 0.5 ms (PostgreSQL);
@@ -80,7 +85,7 @@ TESTS = HERE.parent / "tests"
 
 KIT = TESTS / "routing" / "shopkit.py"
 Store = FileExecutionStore | PostgresExecutionStore
-SECTIONS = ["kill", "key", "repeat", "patch", "scan", "trial"]
+SECTIONS = ["kill", "cancel", "key", "repeat", "patch", "scan", "trial"]
 INTERRUPTED = 100
 
 
@@ -126,6 +131,37 @@ def bench_kill(where: str, log: str, grace: float, runs: int) -> None:
     row(f"kill -> completed elsewhere (grace {grace:g} s), median of {runs}",
         statistics.median(samples), unit="s ",
         note=f"target <= {grace + 1:g} s; min {min(samples):.2f}, "
+        f"max {max(samples):.2f}")  # fmt: skip
+
+
+def bench_cancel(where: str, log: str, runs: int) -> None:
+    """Cancel a running execution of another process; time until it reads cancelled."""
+    env = {**os.environ, "SHOP_STORE": where, "SHOP_LOG": log}
+    router = shop(where, log).router
+    store = router.store
+    assert store is not None
+    samples = []
+    for _ in range(runs):
+        seen = {s.execution_id for s in store.list()}
+        ticking = subprocess.Popen(
+            [sys.executable, str(KIT), "tick"], env=env, stdout=subprocess.DEVNULL
+        )
+        while not (running := [s for s in store.list() if s.execution_id not in seen]):
+            time.sleep(0.005)
+        time.sleep(0.2)  # ticking
+        asked = time.perf_counter()
+        record, _closed = router.cancel(running[0].execution_id, by="bench")
+        while store.load(record).header.status is not RecordStatus.CANCELLED:
+            if time.perf_counter() - asked > 30:
+                raise SystemExit("the running execution was never cancelled")
+            time.sleep(0.002)
+        samples.append(time.perf_counter() - asked)
+        ticking.wait()
+    router.close()
+    store.close()
+    row(f"cancel -> running execution stopped elsewhere, median of {runs}",
+        statistics.median(samples), unit="s ",
+        note=f"target <= 1 s; min {min(samples):.2f}, "
         f"max {max(samples):.2f}")  # fmt: skip
 
 
@@ -369,6 +405,8 @@ def run(args: argparse.Namespace, base: Path) -> None:
             log = str(base / f"log-{label[0]}")
             if "kill" in args.only:
                 bench_kill(at("kill"), log, args.grace, args.kill_runs)
+            if "cancel" in args.only:
+                bench_cancel(at("cancel"), log + "-cancel", args.kill_runs)
             if "key" in args.only:
                 target = "30 us" if label == "file store" else "500 us"
                 bench_key(at("key"), target, 300 if label == "file store" else 100)

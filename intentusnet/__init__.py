@@ -115,7 +115,11 @@ _EXPORTS: dict[str, str] = {
     "RerunWorkerError": "errors",
     "RecordVerdict": "testing.verdict",
     "ResponseMetadata": "envelope",
+    "ResolveRefused": "errors",
+    "CancelRefused": "errors",
+    "ExecutionCancelled": "errors",
     "ResumeRefused": "errors",
+    "InvalidResolution": "errors",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
@@ -197,8 +201,10 @@ if TYPE_CHECKING:
     from .errors import CachedCallError as CachedCallError
     from .errors import CacheError as CacheError
     from .errors import CacheMiss as CacheMiss
+    from .errors import CancelRefused as CancelRefused
     from .errors import CassetteMiss as CassetteMiss
     from .errors import EnvelopeValidationError as EnvelopeValidationError
+    from .errors import ExecutionCancelled as ExecutionCancelled
     from .errors import ExecutionPending as ExecutionPending
     from .errors import Forbidden as Forbidden
     from .errors import IdempotencyConflict as IdempotencyConflict
@@ -207,6 +213,7 @@ if TYPE_CHECKING:
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import InvalidIdempotencyKey as InvalidIdempotencyKey
     from .errors import InvalidRerunOption as InvalidRerunOption
+    from .errors import InvalidResolution as InvalidResolution
     from .errors import LogError as LogError
     from .errors import LogIntegrityError as LogIntegrityError
     from .errors import MalformedRequest as MalformedRequest
@@ -225,6 +232,7 @@ if TYPE_CHECKING:
     from .errors import RequestInvalid as RequestInvalid
     from .errors import RequestNotRecorded as RequestNotRecorded
     from .errors import RequestTooLarge as RequestTooLarge
+    from .errors import ResolveRefused as ResolveRefused
     from .errors import ResumeRefused as ResumeRefused
     from .errors import ServiceError as ServiceError
     from .errors import ServiceUnavailable as ServiceUnavailable

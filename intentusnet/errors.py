@@ -68,9 +68,11 @@ __all__ = [
     "CacheError",
     "CacheMiss",
     "CachedCallError",
+    "CancelRefused",
     "CassetteMiss",
     "ClientDisconnected",
     "EnvelopeValidationError",
+    "ExecutionCancelled",
     "ExecutionPending",
     "Forbidden",
     "IdempotencyConflict",
@@ -79,6 +81,7 @@ __all__ = [
     "InvalidExecutionId",
     "InvalidIdempotencyKey",
     "InvalidRerunOption",
+    "InvalidResolution",
     "LogError",
     "LogIntegrityError",
     "MalformedRequest",
@@ -98,6 +101,7 @@ __all__ = [
     "RequestNotRecorded",
     "RequestTooLarge",
     "RerunWorkerError",
+    "ResolveRefused",
     "ResumeRefused",
     "ServiceError",
     "ServiceUnavailable",
@@ -855,6 +859,89 @@ class ResumeRefused(IntentusNetError):
         self.execution_id = execution_id
         self.detail = detail
         super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")
+
+
+class ResolveRefused(IntentusNetError):
+    """A parked execution cannot be resolved as asked; nothing was written.
+
+    Reasons: ``not_parked`` (the newest record of its chain is not parked
+    ``needs_attention``: it runs, waits for a resume or finished),
+    ``not_in_doubt`` (it was parked for another reason than a side effect in
+    doubt, such as nondeterminism: only cancel or fork moves it),
+    ``wrong_step`` (the step named is not the one in doubt), ``owned``
+    (another operator is deciding about it now), ``resolved`` (another
+    operator's decision came first), ``no_store`` (the store keeps no resume
+    links). Added in 0.1.0.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+    """
+
+    code: ClassVar[str] = "resolve_refused"
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot resolve {execution_id} ({reason}): {detail}")
+
+
+class CancelRefused(IntentusNetError):
+    """An execution cannot be cancelled; nothing was written.
+
+    Reasons: ``finished`` (it completed, failed or was cancelled: naming
+    which), ``cancelled`` (another cancel request came first, naming who and
+    when), ``no_store`` (the store keeps no cancel requests). Added in 0.1.0.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+    """
+
+    code: ClassVar[str] = "cancel_refused"
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot cancel {execution_id} ({reason}): {detail}")
+
+
+class ExecutionCancelled(IntentusNetError):
+    """Raised at a step boundary of an execution an operator cancelled.
+
+    Every later step call of the execution raises it again; the router
+    records the execution ``cancelled`` whatever its agent answers. Added in
+    0.1.0.
+
+    Attributes:
+        execution_id: the execution stopped.
+        request: the cancel request (``by``, ``via``, ``atUtc``).
+    """
+
+    code: ClassVar[str] = "execution_cancelled"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, execution_id: str, request: Mapping[str, object]) -> None:
+        self.execution_id = execution_id
+        self.request = request
+        super().__init__(
+            f"execution {execution_id} was cancelled by {request.get('by')} "
+            f"at {request.get('atUtc')}"
+        )
+
+
+class InvalidResolution(IntentusNetError, ValueError):
+    """A resolution's output is not JSON, or given for a step that did not happen.
+
+    Nothing was written. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "invalid_resolution"
+    exit_code: ClassVar[int] = 2
 
 
 class ReaskRefused(IntentusNetError, ValueError):

@@ -32,7 +32,10 @@ EXIT_CODES: Final[Mapping[int, str]] = {
     1: "unexpected internal error, or a store that cannot be read or written",
     2: "usage error",
     3: "record not found, or an invalid id",
-    4: "record not replayable, or an execution that cannot be resumed",
+    4: (
+        "record not replayable, or an execution that cannot be resumed, "
+        "resolved or cancelled"
+    ),
     5: "envelope hash mismatch",
     6: "integrity or signature failure",
     7: "cassette miss",
@@ -70,6 +73,8 @@ COMMANDS = {
     "reask": "reask:reask",
     "resume": "durable:resume",
     "recover": "durable:recover",
+    "resolve": "durable:resolve",
+    "cancel": "durable:cancel",
     "diff": "debugging:diff",
     "debug": "debugging:debug",
     "mcp": "mcp:mcp",

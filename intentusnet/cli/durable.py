@@ -1,12 +1,18 @@
-"""``intentusnet resume`` and ``intentusnet recover``: finish interrupted executions."""
+"""``resume``, ``recover``, ``resolve`` and ``cancel``: an operator's levers."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import click
 
 from .application import app_option, open_app
-from .context import named_store
+from .context import named_store, open_store
 from .output import emit_json
+from .params import USAGE, CliFailure
+
+if TYPE_CHECKING:
+    from ..store.protocol import ExecutionStore
 
 _APP = app_option("The IntentRouter whose agents finish the execution.")
 
@@ -92,5 +98,125 @@ def recover(
     click.echo(
         f"{len(report.resumed)} resumed, {len(report.parked)} parked, "
         f"{len(report.skipped)} skipped",
+        err=True,
+    )
+
+
+class _Stored:
+    """A store, as what reads a resume chain asks of a router."""
+
+    def __init__(self, store: ExecutionStore) -> None:
+        from ..store.durable import DurableStore
+
+        self.store: ExecutionStore | None = store
+        self.durable_store = store if isinstance(store, DurableStore) else None
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option(
+    "--step",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The step in doubt (inspect names it).",
+)
+@click.option(
+    "--happened/--not-happened",
+    default=None,
+    help="Whether the side effect took place.",
+)
+@click.option(
+    "--output",
+    "output_text",
+    metavar="JSON",
+    help="With --happened: what the step returned (JSON; null by default).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
+def resolve(
+    execution_id: str,
+    step: int,
+    happened: bool | None,
+    output_text: str | None,
+    as_json: bool,
+) -> None:
+    """Say whether the parked execution ID's side effect in doubt happened.
+
+    The decision (who: the OS user; when; what) is recorded as a record of
+    ID's resume chain; recovery (or resume) then finishes the execution,
+    serving --output as the step's answer (--happened) or running the step
+    (--not-happened). Nothing runs here. Refused (exit 4, nothing written)
+    for an execution that is not parked on a side effect in doubt, another
+    step than the one in doubt, or one another operator decided first;
+    --output that is not JSON is exit 2.
+    """
+    import getpass
+
+    import orjson
+
+    from ..routing.durable import resolve as record_resolution
+
+    if happened is None:
+        raise CliFailure("give --happened or --not-happened", USAGE)
+    output = None
+    if output_text is not None:
+        if not happened:
+            raise CliFailure("--output goes with --happened only", USAGE)
+        try:
+            output = orjson.loads(output_text)
+        except orjson.JSONDecodeError as exc:
+            raise CliFailure(f"--output is not JSON: {exc}", USAGE) from None
+    store = open_store()
+    decided = record_resolution(
+        _Stored(store),
+        execution_id,
+        step=step,
+        happened=happened,
+        output=output,
+        by=getpass.getuser(),
+        via="cli",
+    )
+    if as_json:
+        emit_json({"executionId": execution_id, "decision": decided}, compact=True)
+        return
+    click.echo(decided)
+    click.echo(
+        f"resolved: step {step} {'happened' if happened else 'did not happen'}; "
+        "recovery (or intentusnet resume) finishes it",
+        err=True,
+    )
+
+
+@click.command()
+@click.argument("execution_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
+def cancel(execution_id: str, as_json: bool) -> None:
+    """Cancel the execution ID, on whatever host runs it.
+
+    A running execution stops at its next step boundary (its router finds the
+    request in the store within a fraction of a second) and is recorded
+    cancelled; an interrupted, parked or resolved one is closed cancelled now.
+    Recovery never resumes it; its idempotency key answers with the
+    cancellation. Refused (exit 4, nothing written) for an execution that
+    finished, or one another cancel request came first for.
+    """
+    import getpass
+
+    from ..routing.durable import cancel as cancel_execution
+
+    store = open_store()
+    record, closed = cancel_execution(
+        _Stored(store), execution_id, by=getpass.getuser(), via="cli"
+    )
+    if as_json:
+        emit_json(
+            {"executionId": execution_id, "record": record, "closed": closed},
+            compact=True,
+        )
+        return
+    click.echo(record)
+    click.echo(
+        "cancelled: closed"
+        if closed
+        else "cancel requested: its router stops it at its next step",
         err=True,
     )

@@ -30,6 +30,7 @@ STATUS_COLOURS: Final = {
     "incomplete": "yellow",
     "recording_failure": "yellow",
     "needs_attention": "magenta",
+    "cancelled": "magenta",
 }
 
 

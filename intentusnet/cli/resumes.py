@@ -54,3 +54,7 @@ def print_durable(links: JSONObject) -> None:
             click.style("needs attention: ", fg="magenta")
             + f"{attention.get('reason')}: {attention.get('message')}"
         )
+    commands = links["commands"]
+    if isinstance(commands, list):
+        for command in commands:
+            click.echo(f"  to move it on:  {command}")

@@ -30,6 +30,7 @@ STATUSES = (
     "incomplete",
     "recording_failure",
     "needs_attention",
+    "cancelled",
 )
 _F = TypeVar("_F", bound=Callable[..., object])
 

@@ -41,7 +41,7 @@ MAX_WAIT_S: Final = 60.0
 #: Seconds between polls that got no answer.
 RETRY_S: Final = 0.5
 #: The statuses of a finished execution, as records name them.
-_FINISHED: Final = frozenset({"completed", "failed", "needs_attention"})
+_FINISHED: Final = frozenset({"completed", "failed", "needs_attention", "cancelled"})
 
 #: Reads ``GET /v1/executions/{id}?wait=SECONDS``: the newest record's JSON.
 Poll = Callable[[str, float], JSONObject]

@@ -19,7 +19,14 @@ if TYPE_CHECKING:
     from .._util.jsonvalue import JSONValue
     from .model import ExecutionRecord
 
-__all__ = ["idempotency_key_of", "resume_attempt", "resume_of", "resume_origin"]
+__all__ = [
+    "attempts_from",
+    "idempotency_key_of",
+    "parked_commands",
+    "resume_attempt",
+    "resume_of",
+    "resume_origin",
+]
 
 
 def _received(record: ExecutionRecord, field: str) -> JSONValue:
@@ -51,3 +58,32 @@ def idempotency_key_of(record: ExecutionRecord) -> str | None:
     """The idempotency key the execution was routed with, if any."""
     found = _received(record, "idempotencyKey")
     return found if isinstance(found, str) else None
+
+
+def attempts_from(record: ExecutionRecord) -> int:
+    """The ``resumeAttempt`` of the chain's last operator decision (0 if none).
+
+    Recovery counts a chain's attempts from there: an operator who resolved a
+    parked execution gave it its attempts again.
+    """
+    found = _received(record, "attemptsFrom")
+    return found if type(found) is int else 0
+
+
+def parked_commands(execution_id: str, attention: JSONValue) -> list[JSONValue]:
+    """The commands that move a parked execution on, for ``inspect`` and pages.
+
+    A side effect in doubt is resolved (it happened, with the output it gave,
+    or it did not); any parked execution can be cancelled.
+    """
+    if not isinstance(attention, dict):
+        return []
+    commands: list[JSONValue] = []
+    step = attention.get("step")
+    if attention.get("reason") == "side_effect_in_doubt" and type(step) is int:
+        resolve = f"intentusnet resolve {execution_id} --step {step}"
+        commands += [
+            f"{resolve} --happened --output JSON",
+            f"{resolve} --not-happened",
+        ]
+    return [*commands, f"intentusnet cancel {execution_id}"]

@@ -58,6 +58,12 @@ class EventType(StrEnum):
     #: in doubt, or nondeterminism (``reason``, ``step``, ``name``); written
     #: before its ``FINAL_RESPONSE`` (added in 0.1.0)
     ATTENTION_NEEDED = "ATTENTION_NEEDED"
+    #: an operator's decision about a parked execution, in a record of its own
+    #: linked into the resume chain (``action``: ``resolve``, with the
+    #: ``step``, whether it ``happened`` and its ``output``; or ``cancel``;
+    #: ``by``, ``atUtc``, ``via``); the chain's next resume honours it, and a
+    #: finished record holding a ``cancel`` is ``cancelled`` (added in 0.1.0)
+    OPERATOR_DECISION = "OPERATOR_DECISION"
 
 
 class RecordStatus(StrEnum):
@@ -73,6 +79,9 @@ class RecordStatus(StrEnum):
     #: finished, but parked: an ``ATTENTION_NEEDED`` event says which step a
     #: person must look at before it can go on (added in 0.1.0)
     NEEDS_ATTENTION = "needs_attention"
+    #: finished, cancelled by an operator: an ``OPERATOR_DECISION`` event
+    #: (``action``: ``cancel``) says who and when (added in 0.1.0)
+    CANCELLED = "cancelled"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:

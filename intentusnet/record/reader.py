@@ -208,6 +208,11 @@ def _header(
         )
         if any(e.type is EventType.ATTENTION_NEEDED for e in events):
             status = RecordStatus.NEEDS_ATTENTION
+        if any(
+            e.type is EventType.OPERATOR_DECISION and e.data.get("action") == "cancel"
+            for e in events
+        ):
+            status = RecordStatus.CANCELLED
         agent, duration = _answered_by(final, final_event.at_ms)
         start = parse_utc(created) if isinstance(created, str) else None
         if start is not None:

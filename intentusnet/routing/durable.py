@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._util.ids import new_execution_id
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.time import utc_now
 from ..envelope import (
     AgentResponse,
     CacheDirective,
@@ -36,13 +37,18 @@ from ..envelope import (
     ResponseMetadata,
 )
 from ..errors import (
+    CancelRefused,
+    EnvelopeValidationError,
     IdempotencyConflict,
     IdempotencyTimeout,
     InvalidIdempotencyKey,
+    InvalidResolution,
     RecordNotFound,
+    ResolveRefused,
     ResumeRefused,
     StoreError,
 )
+from ..hashing import canonical_json, hash_bytes
 from ..record.durable import (
     idempotency_key_of,
     resume_attempt,
@@ -50,8 +56,8 @@ from ..record.durable import (
     resume_origin,
 )
 from ..record.model import EventType, RecordStatus
-from ..store.durable import DurableStore, KeyClaim
-from .journal import Journal
+from ..store.durable import CancelStore, DurableStore, KeyClaim, RecordHold
+from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
 
@@ -64,18 +70,25 @@ __all__ = [
     "DEFAULT_KEY_WAIT_S",
     "FINISHED",
     "DurableRouter",
+    "StoreHolder",
+    "cancel",
+    "cancel_request",
+    "cancelled",
+    "cancelling",
     "chain_head",
     "chain_of",
+    "close_cancelled",
     "park",
     "parked",
     "recorded_answer",
+    "resolve",
     "resume",
     "route_with_key",
 ]
 
 
-class DurableRouter(Protocol):
-    """What resuming and keyed routing need of an ``DurableRouter``."""
+class StoreHolder(Protocol):
+    """What reading a resume chain needs: a router, or its store alone."""
 
     @property
     def store(self) -> ExecutionStore | None:
@@ -86,6 +99,10 @@ class DurableRouter(Protocol):
     def durable_store(self) -> DurableStore | None:
         """``store``, if it keeps idempotency keys and resume links."""
         ...
+
+
+class DurableRouter(StoreHolder, Protocol):
+    """What resuming and keyed routing need of an ``DurableRouter``."""
 
     @property
     def registry(self) -> AgentRegistry:
@@ -119,13 +136,18 @@ class DurableRouter(Protocol):
 DEFAULT_KEY_WAIT_S: Final = 30.0
 #: The statuses of a finished execution: nothing is left to resume.
 FINISHED: Final = frozenset(
-    {RecordStatus.COMPLETED, RecordStatus.FAILED, RecordStatus.NEEDS_ATTENTION}
+    {
+        RecordStatus.COMPLETED,
+        RecordStatus.FAILED,
+        RecordStatus.NEEDS_ATTENTION,
+        RecordStatus.CANCELLED,
+    }
 )
 _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
 
 
-def require_durable(router: DurableRouter, execution_id: str = "") -> DurableStore:
+def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore:
     """The router's store, which must keep keys and resume links.
 
     Raises:
@@ -143,13 +165,13 @@ def require_durable(router: DurableRouter, execution_id: str = "") -> DurableSto
     return store
 
 
-def _load(router: DurableRouter, execution_id: str) -> ExecutionRecord:
+def _load(router: StoreHolder, execution_id: str) -> ExecutionRecord:
     store = router.store
     assert store is not None  # require_durable checked it
     return store.load(execution_id)
 
 
-def _has_record(router: DurableRouter, execution_id: str) -> bool:
+def _has_record(router: StoreHolder, execution_id: str) -> bool:
     try:
         _load(router, execution_id)
     except RecordNotFound:
@@ -157,7 +179,7 @@ def _has_record(router: DurableRouter, execution_id: str) -> bool:
     return True
 
 
-def chain_head(router: DurableRouter, execution_id: str) -> str:
+def chain_head(router: StoreHolder, execution_id: str) -> str:
     """The newest record of ``execution_id``'s resume chain (itself if none)."""
     store = require_durable(router, execution_id)
     current, seen = execution_id, {execution_id}
@@ -171,7 +193,7 @@ def chain_head(router: DurableRouter, execution_id: str) -> str:
         current = following
 
 
-def chain_of(router: DurableRouter, record: ExecutionRecord) -> list[ExecutionRecord]:
+def chain_of(router: StoreHolder, record: ExecutionRecord) -> list[ExecutionRecord]:
     """``record`` and the records it resumes, back to the first: oldest first.
 
     Raises:
@@ -201,6 +223,114 @@ def recorded_answer(record: ExecutionRecord) -> AgentResponse:
         update={"from_replay": True, "original_execution_id": record.execution_id}
     )
     return response.model_copy(update={"metadata": metadata})
+
+
+def cancelling(request: JSONObject) -> JSONObject:
+    """The ``OPERATOR_DECISION`` data of a cancellation, from its request."""
+    return {"action": "cancel", **request}
+
+
+def cancelled(response: AgentResponse, request: JSONObject) -> AgentResponse:
+    """The answer of a cancelled execution: a ``CANCELLED`` error naming who."""
+    error = ErrorInfo(
+        code=ErrorCode.CANCELLED,
+        message=f"execution cancelled by {request.get('by')} at {request.get('atUtc')}",
+        retryable=False,
+        details=cancelling(request),
+    )
+    return response.model_copy(
+        update={"status": "error", "payload": None, "error": error}
+    )
+
+
+def cancel(
+    router: StoreHolder, execution_id: str, *, by: str, via: str
+) -> tuple[str, bool]:
+    """Cancel an execution: close it now, or ask its router to stop it.
+
+    A cancel request (``by``, ``via``, ``atUtc``) is written into the store
+    under the chain's first execution, once. An execution no live process
+    runs (interrupted, parked, or resolved and waiting) is closed at once: a
+    new record of its chain holds an ``OPERATOR_DECISION`` (``cancel``) and a
+    ``CANCELLED`` answer. A running one is stopped by its router at its next
+    step boundary (``cancel.py``), and a resume of its chain closes it
+    instead of running it. Returns the record that holds (or will hold) the
+    cancellation and whether it is closed already.
+
+    Raises:
+        CancelRefused: ``finished`` (completed, failed or cancelled),
+            ``cancelled`` (another request came first), ``no_store``.
+        RecordNotFound, InvalidExecutionId: no such record.
+    """
+    store = router.durable_store
+    if not isinstance(store, CancelStore):
+        raise CancelRefused(
+            "no_store", execution_id, "the store keeps no cancel requests"
+        )
+    head = chain_head(router, execution_id)
+    record = _load(router, head)
+    _refuse_ended(record, execution_id)
+    request: JSONObject = {"by": by, "via": via, "atUtc": utc_now()[0]}
+    earlier = store.request_cancel(resume_origin(record), request)
+    if earlier is not None:
+        raise CancelRefused(
+            "cancelled",
+            execution_id,
+            f"{earlier.get('by')} asked to cancel it at {earlier.get('atUtc')}",
+        )
+    closed = close_cancelled(router, head, request)
+    return (head, False) if closed is None else (closed, True)
+
+
+def _refuse_ended(record: ExecutionRecord, asked: str) -> None:
+    status = record.header.status
+    if status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION:
+        raise CancelRefused(
+            "finished",
+            asked,
+            f"record {record.execution_id}, the newest of its chain, is "
+            f"{status.value}: there is nothing to cancel",
+        )
+
+
+def cancel_request(router: StoreHolder, record: ExecutionRecord) -> JSONObject | None:
+    """The cancel request of ``record``'s chain, if one was made."""
+    store = router.durable_store
+    if not isinstance(store, CancelStore):
+        return None
+    origin = resume_origin(record)
+    return store.cancel_requests([origin]).get(origin)
+
+
+def close_cancelled(
+    router: StoreHolder, execution_id: str, request: JSONObject
+) -> str | None:
+    """Close ``execution_id``'s chain as cancelled, unless a live process runs it.
+
+    Returns the new record's id; ``None`` when the chain is running (its
+    router stops it) or ended meanwhile.
+    """
+    store = require_durable(router, execution_id)
+    head = chain_head(router, execution_id)
+    hold = store.hold_record(head)
+    if hold is None:
+        return None
+    try:
+        record = _load(router, head)
+        status = record.header.status
+        ended = status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION
+        if ended or chain_head(router, head) != head:
+            return None
+        return _close(
+            router,
+            record,
+            hold,
+            EventType.OPERATOR_DECISION,
+            cancelling(request),
+            lambda answer: cancelled(answer, request),
+        )
+    finally:
+        hold.release()
 
 
 def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
@@ -248,6 +378,17 @@ def resume(
     try:
         _refuse_finished(record, execution_id)
         _refuse_abandoned(router, store, record)
+        request = cancel_request(router, record)
+        if request is not None:  # cancelled: closed, never run again
+            closed = _close(
+                router,
+                record,
+                hold,
+                EventType.OPERATOR_DECISION,
+                cancelling(request),
+                lambda answer: cancelled(answer, request),
+            )
+            return recorded_answer(_load(router, closed))
         # Linked once the new record says what it resumes (its INTENT_RECEIVED
         # on disk), before its agent runs: a record the chain links to always
         # names the record before it, so its chain can be read back to the
@@ -256,6 +397,154 @@ def resume(
         return router.route_intent(env, options=options)
     finally:
         hold.release()
+
+
+def resolve(
+    router: StoreHolder,
+    execution_id: str,
+    *,
+    step: int,
+    happened: bool,
+    output: JSONValue = None,
+    by: str,
+    via: str,
+) -> str:
+    """Record an operator's decision about a parked execution's step in doubt.
+
+    A new record of the chain (``resumeOf`` the parked record) holds an
+    ``OPERATOR_DECISION`` event: ``resolve``, the ``step``, whether it
+    ``happened`` and, if so, the ``output`` it gave, ``by`` whom, ``via``
+    which door, and when. It is closed unfinished (``incomplete``): recovery,
+    or ``resume``, finishes the execution with it in the journal, serving the
+    step's output (it happened) or running it (it did not). Returns its id.
+
+    Raises:
+        ResolveRefused: ``not_parked``, ``not_in_doubt``, ``wrong_step``,
+            ``owned`` or ``resolved`` (another operator), ``no_store``.
+        InvalidResolution: ``output`` is not JSON, or is given for a step that
+            did not happen.
+        RecordNotFound, InvalidExecutionId: no such record.
+    """
+    if router.durable_store is None:
+        raise ResolveRefused(
+            "no_store", execution_id, "the store keeps no resume links"
+        )
+    if not happened and output is not None:
+        raise InvalidResolution(
+            "an output is given only for a step that happened (--happened)"
+        )
+    try:
+        output_hash = hash_bytes(canonical_json(output))
+    except EnvelopeValidationError as exc:
+        raise InvalidResolution(f"the output is not JSON: {exc}") from None
+    store = require_durable(router, execution_id)
+    head = chain_head(router, execution_id)
+    attention = _in_doubt(_load(router, head), execution_id, step)
+    hold = store.hold_record(head)
+    if hold is None:
+        raise ResolveRefused(
+            "owned", execution_id, "another operator is deciding about it now"
+        )
+    try:
+        if (newest := chain_head(router, head)) != head:
+            _in_doubt(_load(router, newest), execution_id, step)  # says why
+            raise ResolveRefused(
+                "resolved", execution_id, f"another decision came first: {newest}"
+            )
+        record = _load(router, head)
+        _in_doubt(record, execution_id, step)
+        chain = chain_of(router, record)
+        [doubt] = [s for s in chain_steps(chain) if s.number == step]
+        new_id = new_execution_id()
+        attempt = resume_attempt(record) + 1
+        recorder = Recorder(
+            router.store,  # type: ignore[arg-type]  # require_durable checked it
+            record.envelope,
+            record.header.envelope_hash,
+            _request_id(record),
+            execution_id=new_id,
+            parent_execution_id=record.header.parent_execution_id,
+            received={
+                "resumeOf": head,
+                "resumeOrigin": resume_origin(record),
+                "resumeAttempt": attempt,
+                "attemptsFrom": attempt,
+            },
+            configuration=record.header.configuration,
+            announce=True,
+        )
+        if recorder.error is not None:
+            raise StoreError(f"could not resolve {head}: {recorder.error}")
+        hold.link(new_id)  # once the record names what it resumes, as resume
+        decision: JSONObject = {
+            "action": "resolve",
+            "step": step,
+            "name": doubt.name,
+            "argsHash": doubt.args_hash,
+            "parent": doubt.parent,
+            "happened": happened,
+            "by": by,
+            "via": via,
+            "atUtc": utc_now()[0],
+            "parked": head,
+            "reason": attention.get("reason"),
+        }
+        if happened:
+            decision["output"] = output
+            decision["outputHash"] = output_hash
+        recorder.event(EventType.OPERATOR_DECISION, decision, now=True)
+        recorder.abandon()  # incomplete: recovery, or resume, finishes it
+        if recorder.error is not None:
+            raise StoreError(f"could not resolve {head}: {recorder.error}")
+        return new_id
+    finally:
+        hold.release()
+
+
+def _in_doubt(record: ExecutionRecord, asked: str, step: int) -> JSONObject:
+    """The attention of ``record``, parked on side-effect step ``step`` in doubt.
+
+    Raises:
+        ResolveRefused: ``not_parked``, ``not_in_doubt`` or ``wrong_step``.
+    """
+    status = record.header.status
+    attention = next(
+        (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
+    )
+    decided = next(
+        (e.data for e in record.events if e.type is EventType.OPERATOR_DECISION), None
+    )
+    if decided is not None and status is RecordStatus.INCOMPLETE:
+        raise ResolveRefused(
+            "resolved",
+            asked,
+            f"{decided.get('by')} resolved step {decided.get('step')} at "
+            f"{decided.get('atUtc')} (record {record.execution_id}); it waits "
+            "for recovery or resume",
+        )
+    if status is not RecordStatus.NEEDS_ATTENTION or attention is None:
+        raise ResolveRefused(
+            "not_parked",
+            asked,
+            f"record {record.execution_id}, the newest of its chain, is "
+            f"{status.value}, not needs_attention",
+        )
+    reason, parked_step = attention.get("reason"), attention.get("step")
+    if reason != "side_effect_in_doubt":
+        raise ResolveRefused(
+            "not_in_doubt",
+            asked,
+            f"it was parked for {reason}, not a side effect in doubt: no step "
+            "can be resolved",
+        )
+    if parked_step != step:
+        raise ResolveRefused(
+            "wrong_step",
+            asked,
+            f"step {step} is not the step in doubt; step {parked_step} "
+            f"({attention.get('name')}) is",
+        )
+    return attention
 
 
 def park(router: DurableRouter, execution_id: str, reason: str, message: str) -> str:
@@ -281,38 +570,67 @@ def park(router: DurableRouter, execution_id: str, reason: str, message: str) ->
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
         _refuse_abandoned(router, store, record)
-        new_id = new_execution_id()
-        recorder = Recorder(
-            router.store,  # type: ignore[arg-type]  # require_durable checked it
-            record.envelope,
-            record.header.envelope_hash,
-            _request_id(record),
-            execution_id=new_id,
-            parent_execution_id=record.header.parent_execution_id,
-            received={
-                "resumeOf": head,
-                "resumeOrigin": resume_origin(record),
-                "resumeAttempt": resume_attempt(record) + 1,
-            },
-            configuration=record.header.configuration,
-            announce=True,
-        )
-        if recorder.error is not None:
-            raise StoreError(f"could not park {head}: {recorder.error}")
-        hold.link(new_id)  # once the record names what it resumes, as resume
         attention: JSONObject = {
             "reason": reason,
             "message": message,
             "resumeOf": head,
         }
-        recorder.event(EventType.ATTENTION_NEEDED, attention)
-        answer = AgentResponse(metadata=ResponseMetadata(execution_id=new_id))
-        recorder.complete(parked(answer, attention))
-        if recorder.error is not None:
-            raise StoreError(f"could not park {head}: {recorder.error}")
-        return new_id
+        return _close(
+            router,
+            record,
+            hold,
+            EventType.ATTENTION_NEEDED,
+            attention,
+            lambda answer: parked(answer, attention),
+        )
     finally:
         hold.release()
+
+
+def _close(
+    router: StoreHolder,
+    record: ExecutionRecord,
+    hold: RecordHold,
+    event: EventType,
+    data: JSONObject,
+    answer: Callable[[AgentResponse], AgentResponse],
+) -> str:
+    """Finish ``record``'s held chain without running it; return the new record.
+
+    A new record (``resumeOf`` it) holds the event and the answer ``answer``
+    makes of an empty one; ``record`` is linked to it once it names
+    ``record``, as a resume's is.
+
+    Raises:
+        StoreError: the record could not be written.
+    """
+    head = record.execution_id
+    new_id = new_execution_id()
+    recorder = Recorder(
+        router.store,  # type: ignore[arg-type]  # require_durable checked it
+        record.envelope,
+        record.header.envelope_hash,
+        _request_id(record),
+        execution_id=new_id,
+        parent_execution_id=record.header.parent_execution_id,
+        received={
+            "resumeOf": head,
+            "resumeOrigin": resume_origin(record),
+            "resumeAttempt": resume_attempt(record) + 1,
+        },
+        configuration=record.header.configuration,
+        announce=True,
+    )
+    if recorder.error is not None:
+        raise StoreError(f"could not close {head}: {recorder.error}")
+    hold.link(new_id)  # once the record names what it resumes, as resume
+    recorder.event(event, data)
+    recorder.complete(
+        answer(AgentResponse(metadata=ResponseMetadata(execution_id=new_id)))
+    )
+    if recorder.error is not None:
+        raise StoreError(f"could not close {head}: {recorder.error}")
+    return new_id
 
 
 def _request_id(record: ExecutionRecord) -> str:

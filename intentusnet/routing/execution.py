@@ -48,6 +48,7 @@ from .seams import (
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
     from ..store.protocol import ExecutionStore
+    from .cancel import CancelFlag
     from .recorder import Recorder
     from .redact import Redaction
 
@@ -170,6 +171,7 @@ class StepSession:
         "_count",
         "_lock",
         "_patches",
+        "cancel",
         "cassette",
         "execution_id",
         "observers",
@@ -185,9 +187,12 @@ class StepSession:
         execution_id: str = "",
         observers: Observers = _NO_OBSERVERS,
         step_scopes: tuple[scopes.Scope, ...] = (),
+        cancel: CancelFlag | None = None,
     ) -> None:
         self.recorder = recorder
         self.cassette = cassette
+        #: set when an operator cancels the execution (checked at each step)
+        self.cancel = cancel
         self.execution_id = execution_id
         self.observers = observers
         self.step_scopes = step_scopes
@@ -215,7 +220,12 @@ class StepSession:
         Raises:
             CassetteMiss: in a re-run, no recording answers the call (the miss
                 is recorded as the step's failure).
+            ExecutionCancelled: an operator cancelled the execution; nothing
+                is recorded of this step.
         """
+        cancel = self.cancel
+        if cancel is not None:  # a step boundary: stop here if cancelled
+            cancel.check()
         recorded_args, args_hash, reason = jsonish(args)
         redaction = self.redaction
         if redaction is not None:  # before the hash: a re-run matches the record
@@ -562,6 +572,7 @@ class Execution:
         "_lock",
         "_step_scopes",
         "_steps",
+        "cancel",
         "envelope_hash",
         "execution_id",
         "observed",
@@ -583,8 +594,11 @@ class Execution:
         cassette: Cassette | None = None,
         observers: Observers = _NO_OBSERVERS,
         origin_id: str | None = None,
+        cancel: CancelFlag | None = None,
     ) -> None:
         self.execution_id = execution_id
+        #: set when an operator cancels it (see ``cancel.py``)
+        self.cancel = cancel
         self.envelope_hash = envelope_hash
         self.recorder = recorder
         self.started = started
@@ -639,6 +653,7 @@ class Execution:
             execution_id=self.execution_id,
             observers=self.observers,
             step_scopes=self._step_scopes,
+            cancel=self.cancel,
         )
 
 

@@ -57,7 +57,7 @@ from ..errors import (
     NondeterminismError,
     SideEffectInDoubt,
 )
-from ..record.durable import resume_attempt, resume_origin
+from ..record.durable import attempts_from, resume_attempt, resume_origin
 from ..record.model import EventType
 from ..store.durable import DurableStore, RecordHold
 from .seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
@@ -90,6 +90,9 @@ class JournalStep:
     record: str = ""
     #: the child executions the step's starts name, oldest first
     children: tuple[str, ...] = ()
+    #: an operator said the side effect did not happen, and nothing started
+    #: it since: it runs live, not parked
+    cleared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +111,13 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
     """The recorded steps of ``record``, in the order they started.
 
     A step whose end says ``source: miss`` (refused by a journal: nothing ran)
-    is left out.
+    is left out. An operator's resolution of a step in doubt (an
+    ``OPERATOR_DECISION`` record) is a view of that step: ended with the
+    output given (it happened), or cleared to run (it did not).
     """
     starts: list[JSONObject] = []
     ends: dict[int, JSONObject] = {}
+    resolved: list[JSONObject] = []
     for event in record.events:
         if event.type is EventType.STEP_START:
             starts.append(event.data)
@@ -119,6 +125,11 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
             number = event.data.get("step")
             if type(number) is int:
                 ends[number] = event.data
+        elif (
+            event.type is EventType.OPERATOR_DECISION
+            and event.data.get("action") == "resolve"
+        ):
+            resolved.append(event.data)
     missed = {n for n, end in ends.items() if end.get("source") == "miss"}
     steps: list[JournalStep] = []
     for start in starts:
@@ -148,7 +159,31 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
                 children=tuple(c for c in (_text(start.get("childExecutionId")),) if c),
             )
         )
+    steps += [_resolution(data, record.execution_id) for data in resolved]
     return steps
+
+
+def _resolution(data: JSONObject, record: str) -> JournalStep:
+    """The view of a step in doubt an operator's resolution gives."""
+    number, parent = data.get("step"), data.get("parent")
+    happened = data.get("happened") is True
+    return JournalStep(
+        number=number if type(number) is int else 0,
+        name=str(data.get("name", "")),
+        args_hash=str(data.get("argsHash", "")),
+        parent=parent if type(parent) is int else None,
+        side_effect=True,
+        idempotent=False,
+        ended=happened,
+        outcome="success" if happened else "unfinished",
+        output=data.get("output") if happened else None,
+        output_hash=_text(data.get("outputHash")) if happened else None,
+        error=None,
+        traceback=None,
+        child_execution_id=None,
+        record=record,
+        cleared=not happened,
+    )
 
 
 def chain_steps(chain: Sequence[ExecutionRecord]) -> list[JournalStep]:
@@ -183,6 +218,8 @@ def chain_steps(chain: Sequence[ExecutionRecord]) -> list[JournalStep]:
                 else step.child_execution_id or known.child_execution_id,
                 record=ended.record,
                 children=children,
+                # a resolution clears it; a start after it puts it in doubt again
+                cleared=step.cleared,
             )
     return list(merged.values())
 
@@ -230,6 +267,7 @@ class Journal:
         #: the first execution of the chain, and the resumes it holds
         self.origin = resume_origin(chain[0])
         self.attempt = resume_attempt(chain[-1])
+        self.attempts_from = attempts_from(chain[-1])
         self.attention: JSONObject | None = None
         self.served = 0
         self.ran: list[int] = []
@@ -291,7 +329,11 @@ class Journal:
                 return JournalDecision(
                     action, recorded, recorded.number, served_from=recorded.record
                 )
-            if (side_effect or recorded.side_effect) and not recorded.idempotent:
+            if (
+                (side_effect or recorded.side_effect)
+                and not recorded.idempotent
+                and not recorded.cleared
+            ):
                 self._park(
                     "side_effect_in_doubt",
                     recorded,
@@ -371,11 +413,14 @@ class Journal:
 
     def resumption(self) -> JSONObject:
         """The ``INTENT_RECEIVED`` links of the execution resuming this chain."""
-        return {
+        links: JSONObject = {
             "resumeOf": self.execution_id,
             "resumeOrigin": self.origin,
             "resumeAttempt": self.attempt + 1,
         }
+        if self.attempts_from:  # an operator's decision: counted from there
+            links["attemptsFrom"] = self.attempts_from
+        return links
 
     def continue_as(self, execution_id: str) -> RecordHold | None:
         """Hold the newest record and link it to ``execution_id``, its resume.

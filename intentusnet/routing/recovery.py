@@ -11,7 +11,9 @@ skipped (``owned``), so processes sharing a store may all run recovery and
 each execution is resumed by one of them. A chain resumed ``max_attempts``
 times is parked ``needs_attention`` instead; between attempts, the chain
 waits ``backoff`` seconds, doubled each attempt. The attempt count is read
-from the chain's newest record (``resumeAttempt``).
+from the chain's newest record (``resumeAttempt``), counted from the chain's
+last operator decision (``attemptsFrom``: a resolved execution has its
+attempts again).
 
 Counters (``resumed``, ``parked``, ``completion_seconds``) are kept on the
 object for a metrics exporter.
@@ -29,7 +31,7 @@ from .._util.jsonvalue import JSONObject
 from .._util.time import parse_utc
 from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
-from ..record.durable import resume_attempt
+from ..record.durable import attempts_from, resume_attempt
 from ..record.model import RecordStatus
 from .durable import chain_head, park, require_durable
 
@@ -49,7 +51,8 @@ class RecoveryOutcome:
 
     Attributes:
         execution_id: the interrupted record found.
-        action: ``resumed``, ``parked`` or ``skipped``.
+        action: ``resumed``, ``parked``, ``cancelled`` (an operator cancelled
+            its chain: closed so, not run) or ``skipped``.
         reason: why (a ``ResumeRefused`` reason, ``backoff``, ``resumed``
             (its chain was finished already), ``child`` (a child intent's
             record: its parent's resume finishes it), or the parked reason).
@@ -99,7 +102,7 @@ class RecoveryReport:
     def to_json(self) -> JSONObject:
         """The wire form: a list of outcomes per action."""
         found: JSONObject = {}
-        for action in ("resumed", "parked", "skipped"):
+        for action in ("resumed", "parked", "cancelled", "skipped"):
             found[action] = [o.to_json() for o in self.of(action)]
         return found
 
@@ -192,7 +195,8 @@ class Recovery:
             # resumed already (finished, or being resumed by a live process)
             reason = "owned" if status is RecordStatus.IN_PROGRESS else "resumed"
             return RecoveryOutcome(execution_id, "skipped", reason, head)
-        attempt = resume_attempt(record)
+        # counted from the chain's last operator decision, if any
+        attempt = resume_attempt(record) - attempts_from(record)
         if attempt >= self.max_attempts:
             try:
                 parked = park(
@@ -214,6 +218,9 @@ class Recovery:
             return RecoveryOutcome(execution_id, "skipped", refused.reason)
         new_id = answer.metadata.execution_id
         error = answer.error
+        if error is not None and error.details.get("action") == "cancel":
+            # its chain was cancelled: closed so, never run again
+            return RecoveryOutcome(execution_id, "cancelled", "cancelled", new_id)
         if error is not None and error.code is ErrorCode.NEEDS_ATTENTION:
             self.parked += 1
             reason = str(error.details.get("reason", "needs_attention"))

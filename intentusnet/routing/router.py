@@ -24,7 +24,7 @@ from .._util.time import ms_since
 from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
 from ..hashing import compute_hash
 from ..record.model import EventType
-from ..store.durable import DurableStore, check_idempotency_key
+from ..store.durable import CancelStore, DurableStore, check_idempotency_key
 from . import durable
 from .agents import (
     CURRENT,
@@ -36,6 +36,7 @@ from .agents import (
     RegisteredAgent,
     make_definition,
 )
+from .cancel import CancelWatch
 from .config import configuration
 from .execution import Execution
 from .observing import Observers
@@ -151,6 +152,10 @@ class IntentRouter:
     def store(self, store: ExecutionStore | None) -> None:
         self._store = store
         self._durable = store if isinstance(store, DurableStore) else None
+        old = getattr(self, "_cancels", None)
+        if old is not None:
+            old.close()
+        self._cancels = CancelWatch(store) if isinstance(store, CancelStore) else None
 
     @property
     def durable_store(self) -> DurableStore | None:
@@ -360,6 +365,86 @@ class IntentRouter:
         """
         return durable.resume(self, execution_id, force=force)
 
+    def resolve(
+        self,
+        execution_id: str,
+        *,
+        step: int,
+        happened: bool,
+        output: JSONValue = None,
+        by: str | None = None,
+    ) -> str:
+        """Record an operator's decision about a parked execution's step in doubt.
+
+        The side-effect step ``step`` started and its end is in no record:
+        say whether it ``happened`` (and the ``output`` it gave, JSON) or not.
+        The decision (who, when, what) is a record of the execution's resume
+        chain, sealed like any record; the next resume (recovery's, or
+        ``resume``) serves the step's output, or runs the step. Nothing runs
+        here. See docs/durability.md. Added in 0.1.0.
+
+        Args:
+            execution_id: the parked execution (or any record of its chain).
+            step: the number of the step in doubt (its ``ATTENTION_NEEDED``
+                event's ``step``).
+            happened: whether the side effect took place.
+            output: what the step returned, when it happened.
+            by: who decides; the OS user by default.
+
+        Returns:
+            The id of the decision's record.
+
+        Raises:
+            ResolveRefused: ``reason`` says why (``not_parked``,
+                ``not_in_doubt``, ``wrong_step``, ``owned``, ``resolved``,
+                ``no_store``); nothing was written.
+            InvalidResolution: ``output`` is not JSON, or given for a step that
+                did not happen.
+            RecordNotFound, InvalidExecutionId: there is no such record.
+        """
+        import getpass
+
+        who = by if by is not None else getpass.getuser()
+        return durable.resolve(
+            self,
+            execution_id,
+            step=step,
+            happened=happened,
+            output=output,
+            by=who,
+            via="python",
+        )
+
+    def cancel(self, execution_id: str, *, by: str | None = None) -> tuple[str, bool]:
+        """Cancel an execution, on any host; nothing of it runs after.
+
+        A running execution stops at its next step boundary (its router
+        polls the store for cancel requests, off the steps' path) and is
+        recorded ``cancelled``; an interrupted, parked or resolved one is
+        closed ``cancelled`` now. Recovery never resumes it, and a retry of
+        its idempotency key answers with the cancellation. See
+        docs/durability.md. Added in 0.1.0.
+
+        Args:
+            execution_id: the execution (any record of its chain).
+            by: who cancels; the OS user by default.
+
+        Returns:
+            The record that holds the cancellation (or, for a running
+            execution, the record its router will close so), and whether it
+            is closed already.
+
+        Raises:
+            CancelRefused: ``finished`` (it completed, failed or was
+                cancelled), ``cancelled`` (another request came first),
+                ``no_store``; nothing was written.
+            RecordNotFound, InvalidExecutionId: there is no such record.
+        """
+        import getpass
+
+        who = by if by is not None else getpass.getuser()
+        return durable.cancel(self, execution_id, by=who, via="python")
+
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
         import asyncio
@@ -523,8 +608,10 @@ class IntentRouter:
                 started=started,
                 announce=opts.opened is not None,
             )
+            execution_id = recorder.execution_id or new_execution_id()
+            watch = self._cancels if store is self._store else None
             ex = Execution(
-                recorder.execution_id or new_execution_id(),
+                execution_id,
                 envelope_hash,
                 recorder,
                 started,
@@ -532,6 +619,11 @@ class IntentRouter:
                 cassette=opts.cassette,
                 observers=self._observers,
                 origin_id=opts.origin_execution_id,
+                cancel=None
+                if watch is None
+                else watch.watch(
+                    opts.origin_execution_id or execution_id, execution_id
+                ),
             )
         if opts.opened is not None and (
             ex.recorder is not None and ex.recorder.error is None
@@ -588,9 +680,16 @@ class IntentRouter:
         """
         if ex.recorder is not None:
             ex.recorder.abandon()
+        self._unwatch(ex)
         if ex.observed is not None:
             answer = interrupted(ex, exc)
             ex.observers.execution_ended(ex.observed, answer)
+
+    def _unwatch(self, ex: Execution) -> None:
+        """Stop looking for cancel requests of ``ex`` (it ended)."""
+        cancel, watch = ex.cancel, self._cancels
+        if cancel is not None and watch is not None:
+            watch.unwatch(ex.origin_id, cancel)
 
     def _finish(
         self, ex: Execution, response: AgentResponse, keep: _Keep | None
@@ -599,6 +698,15 @@ class IntentRouter:
         recorder = ex.recorder
         assert recorder is not None  # the drivers call this only when recording
         attention = ex.attention()
+        cancel = ex.cancel
+        if cancel is not None:
+            self._unwatch(ex)
+            if cancel.observed and cancel.request is not None:
+                # stopped at a step boundary: recorded as its cancellation
+                request = cancel.request
+                recorder.event(EventType.OPERATOR_DECISION, durable.cancelling(request))
+                response = durable.cancelled(response, request)
+                attention = None
         if attention is not None:  # a resumed execution its journal parked
             recorder.event(EventType.ATTENTION_NEEDED, attention)
             response = durable.parked(response, attention)
@@ -830,6 +938,8 @@ class IntentRouter:
 
     def close(self) -> None:
         """Stop the background loop and the worker threads (idempotent)."""
+        if self._cancels is not None:
+            self._cancels.close()
         with self._loop_lock:
             loop, self._loop = self._loop, None
             thread, self._loop_thread = self._loop_thread, None

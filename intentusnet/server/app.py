@@ -30,7 +30,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import orjson
 from fastapi import FastAPI, Path, Query
@@ -52,7 +52,7 @@ from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
-from ..routing.durable import FINISHED
+from ..routing.durable import FINISHED, cancel, resolve
 from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
@@ -69,7 +69,7 @@ from .metrics import CONTENT_TYPE
 from .openapi import build_openapi, ok, problem
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
-from .schemas import ReplayRequest
+from .schemas import ReplayRequest, ResolutionRequest
 from .service import Service
 from .ui import Gate, add_ui
 
@@ -93,7 +93,7 @@ _Wait = Annotated[
         ge=0,
         le=MAX_WAIT_S,
         description="Seconds (at most 60) to wait for the execution to finish "
-        "(completed, failed or needs_attention) before answering.",
+        "(completed, failed, needs_attention or cancelled) before answering.",
     ),
 ]
 
@@ -505,6 +505,89 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         result = await run_in_threadpool(replay)
         service.metrics.replayed()
         return _json(result)
+
+    @app.post(
+        "/v1/executions/{execution_id}/resolution",
+        tags=["executions"],
+        summary="Resolve a parked execution's side effect in doubt",
+        operation_id="resolveExecution",
+        responses={
+            200: ok("Decision", "Recorded; recovery (or resume) finishes it."),
+            400: problem("The body is not JSON."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem(
+                "Not parked on a side effect in doubt, another step, or another "
+                "operator decided first (resolve_refused, with its reason)."
+            ),
+            413: problem("The body is too large."),
+            422: problem("Invalid body: no step, happened not a boolean, ..."),
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/ResolutionRequest"}
+                    }
+                },
+            }
+        },
+    )
+    async def resolve_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.ROUTE)
+        body = await read_json(request, service.max_body_bytes)
+        try:
+            wanted = ResolutionRequest.model_validate({} if body is None else body)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        router = service.router
+        if service.store is not router.store:
+            raise MalformedRequest("this service reads another store than it routes")
+
+        def decide() -> str:
+            return resolve(
+                router,
+                execution_id,
+                step=wanted.step,
+                happened=wanted.happened,
+                output=cast(JSONValue, wanted.output),
+                by=service.who(request),
+                via="http",
+            )
+
+        decided = await run_in_threadpool(decide)
+        service.metrics.decided("resolve")
+        return _json({"executionId": execution_id, "decision": decided})
+
+    @app.post(
+        "/v1/executions/{execution_id}/cancel",
+        tags=["executions"],
+        summary="Cancel an execution: closed now, or stopped at its next step",
+        operation_id="cancelExecution",
+        responses={
+            200: ok("Cancellation", "Recorded, or requested of its router."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem(
+                "It finished, or another cancel came first (cancel_refused, "
+                "with its reason)."
+            ),
+        },
+    )
+    async def cancel_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.ROUTE)
+        router = service.router
+        if service.store is not router.store:
+            raise MalformedRequest("this service reads another store than it routes")
+        who = service.who(request)
+
+        def stop() -> tuple[str, bool]:
+            return cancel(router, execution_id, by=who, via="http")
+
+        record, closed = await run_in_threadpool(stop)
+        service.metrics.decided("cancel")
+        return _json({"executionId": execution_id, "record": record, "closed": closed})
 
     @app.get(
         "/v1/executions/{execution_id}/verify",

@@ -155,6 +155,17 @@ class KeyRing:
         match = _BEARER.fullmatch(authorization or "")
         return None if match is None else self.access_of(match.group(1))
 
+    def name_of(self, authorization: str | None) -> str | None:
+        """A known bearer key's name: ``api-key:`` and 12 hex digits of its SHA-256.
+
+        What an operator's decision records as who made it; ``None`` for no
+        key or an unknown one. Added in 0.1.0.
+        """
+        match = _BEARER.fullmatch(authorization or "")
+        if match is None or self.access_of(match.group(1)) is None:
+            return None
+        return "api-key:" + _digest(match.group(1)).hex()[:12]
+
     def authorize(self, authorization: str | None, needed: Access) -> None:
         """Check an ``Authorization`` header value for ``needed`` access.
 

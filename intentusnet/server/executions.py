@@ -122,9 +122,9 @@ async def newest_record(
 ) -> ExecutionRecord:
     """The execution's record (its chain's newest with ``follow``).
 
-    With ``wait`` > 0, polls until that record is finished (completed, failed
-    or needs_attention), ``wait`` seconds pass, or ``stopping()`` says the
-    service is shutting down; then answers with the record as it is.
+    With ``wait`` > 0, polls until that record is finished (completed, failed,
+    needs_attention or cancelled), ``wait`` seconds pass, or ``stopping()``
+    says the service is shutting down; then answers with the record as it is.
 
     Raises:
         RecordNotFound, InvalidExecutionId, RecordIntegrityError: as the store.

@@ -157,6 +157,15 @@ class Metrics:
             "Interrupted executions recovery parked needs_attention.",
             registry=registry,
         )
+        self._decisions = Counter(
+            "intentusnet_operator_decisions",
+            "Operators' decisions recorded through this service, by action "
+            "(resolve, cancel).",
+            ["action"],
+            registry=registry,
+        )
+        for action in ("resolve", "cancel"):
+            self._decisions.labels(action=action)  # shown from the start, at 0
         self._recovery = Histogram(
             "intentusnet_recovery_seconds",
             "Time from an execution's interruption (its record's last line) to "
@@ -230,6 +239,10 @@ class Metrics:
         self._parked.inc(parked)
         for seconds in completion_seconds:
             self._recovery.observe(seconds)
+
+    def decided(self, action: str) -> None:
+        """Count one operator decision (``resolve`` or ``cancel``). Added in 0.1.0."""
+        self._decisions.labels(action=action).inc()
 
     def replayed(self) -> None:
         """Count one replay served."""

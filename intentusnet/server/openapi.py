@@ -21,12 +21,15 @@ from ..envelope import AgentResponse, IntentEnvelope
 from ..http.problem import MEDIA_TYPE
 from .schemas import (
     Accepted,
+    Cancellation,
+    Decision,
     ExecutionPage,
     ExecutionRecord,
     Health,
     Problem,
     ReplayRequest,
     ReplayResult,
+    ResolutionRequest,
     Savings,
     VerifyReport,
 )
@@ -45,6 +48,9 @@ _KEY_DESCRIPTION: Final = "An API key. Read-only keys can read and replay, not r
 _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (IntentEnvelope, "validation"),
     (ReplayRequest, "validation"),
+    (ResolutionRequest, "validation"),
+    (Decision, "serialization"),
+    (Cancellation, "serialization"),
     (AgentResponse, "serialization"),
     (ExecutionPage, "serialization"),
     (ExecutionRecord, "serialization"),

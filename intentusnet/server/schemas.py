@@ -21,6 +21,8 @@ from ..record.model import EventType, RecordStatus, ReplayableReason
 __all__ = [
     "ENVELOPE_REF",
     "Accepted",
+    "Cancellation",
+    "Decision",
     "ExecutionEvent",
     "ExecutionHeader",
     "ExecutionPage",
@@ -32,6 +34,7 @@ __all__ = [
     "Problem",
     "ReplayRequest",
     "ReplayResult",
+    "ResolutionRequest",
     "Savings",
     "VerifyReport",
 ]
@@ -167,6 +170,41 @@ class ReplayRequest(_Wire):
     )
     force: StrictBool = Field(
         default=False, description="Replay a record that is not replayable."
+    )
+
+
+class ResolutionRequest(_Wire):
+    """An operator's decision about a parked execution's side effect in doubt."""
+
+    step: Annotated[int, Field(ge=1, strict=True)] = Field(
+        description="The step in doubt (its ATTENTION_NEEDED event's step)."
+    )
+    happened: StrictBool = Field(description="Whether the side effect took place.")
+    output: Annotated[object, WithJsonSchema({"description": "Any JSON value."})] = (
+        Field(
+            default=None,
+            description="What the step returned, when it happened (null by default).",
+        )
+    )
+
+
+class Decision(_Wire):
+    """An operator's decision, recorded: the record that holds it."""
+
+    execution_id: str = Field(description="The execution decided about.")
+    decision: str = Field(description="The record holding the decision.")
+
+
+class Cancellation(_Wire):
+    """A cancellation, recorded or requested."""
+
+    execution_id: str = Field(description="The execution cancelled.")
+    record: str = Field(
+        description="The record holding the cancellation (a running execution's "
+        "own record, which its router closes so)."
+    )
+    closed: StrictBool = Field(
+        description="true: closed now; false: its router stops it at its next step."
     )
 
 

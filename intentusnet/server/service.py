@@ -82,6 +82,16 @@ class Service:
                 "no API key is configured, so this service answers only on loopback"
             )
 
+    def who(self, request: Request) -> str:
+        """Who makes a request, as an operator's decision records it.
+
+        The API key, named by the first 12 hex digits of its SHA-256 (the
+        key itself is never recorded); ``loopback`` with no key configured.
+        """
+        if not self.keys:
+            return "loopback (no API key)"
+        return self.keys.name_of(request.headers.get("authorization")) or "unknown"
+
     def start(
         self,
         envelope: IntentEnvelope,

@@ -43,11 +43,17 @@ from typing import Final, Protocol, runtime_checkable
 
 from .._util.jsonvalue import JSONObject
 from ..errors import InvalidIdempotencyKey
-from ..record.durable import idempotency_key_of, resume_attempt, resume_of
+from ..record.durable import (
+    idempotency_key_of,
+    parked_commands,
+    resume_attempt,
+    resume_of,
+)
 from ..record.model import EventType, ExecutionRecord, RecordStatus, RecordSummary
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "CancelStore",
     "DurableStore",
     "KeyClaim",
     "RecordHold",
@@ -178,6 +184,28 @@ class DurableStore(Protocol):
         ...
 
 
+@runtime_checkable
+class CancelStore(Protocol):
+    """A store that keeps cancel requests (the file, memory and PostgreSQL stores).
+
+    A request is kept per resume chain, under the chain's first execution
+    (``origin``), so that whichever record of the chain runs, now or after a
+    resume, finds it. Added in 0.1.0.
+    """
+
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Write the chain's cancel request, durably, unless one is there.
+
+        Returns ``None`` when this call wrote it, else the request made
+        before (of two requests at once, one is written).
+        """
+        ...
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains, by origin (those that have one)."""
+        ...
+
+
 def not_resumed(
     found: Iterable[RecordSummary],
     resumed_by: Callable[[str], str | None],
@@ -203,7 +231,9 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
     """The record's key, resume links, resume attempt and attention, as JSON.
 
     ``resumedBy`` is asked of the store (it keeps the link beside the record);
-    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution.
+    ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution,
+    ``commands`` what an operator runs to move it on (``[]`` unless it is
+    parked and nothing follows it in its chain yet).
     """
     attention = next(
         (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
@@ -213,6 +243,8 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
         if isinstance(store, DurableStore)
         else None
     )
+    # parked, and no decision (nor resume) after it yet
+    parked = record.header.status is RecordStatus.NEEDS_ATTENTION and resumed_by is None
     return {
         "idempotencyKey": idempotency_key_of(record),
         "resumeOf": resume_of(record),
@@ -220,4 +252,6 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
         "resumeAttempt": resume_attempt(record),
         "interrupted": record.header.status is RecordStatus.INCOMPLETE,
         "attention": attention,
+        # what an operator runs to move it on, while it is parked
+        "commands": parked_commands(record.execution_id, attention if parked else None),
     }

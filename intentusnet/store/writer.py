@@ -67,6 +67,8 @@ _COMPLETED: Final = RecordStatus.COMPLETED.value
 _FAILED: Final = RecordStatus.FAILED.value
 _NEEDS_ATTENTION: Final = RecordStatus.NEEDS_ATTENTION.value
 _ATTENTION: Final = EventType.ATTENTION_NEEDED
+_CANCELLED: Final = RecordStatus.CANCELLED.value
+_DECISION: Final = EventType.OPERATOR_DECISION
 _INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
 _EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
@@ -100,6 +102,7 @@ class ChainWriter:
         self._invalidated = False
         self._recording_failed = False
         self._attention = False  # a parked execution (needs_attention)
+        self._cancelled = False  # an execution an operator cancelled
         #: sealed lines waiting for the next write (see append_soon), their
         #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
@@ -257,6 +260,8 @@ class ChainWriter:
             self._invalidated = True
         elif kind is _ATTENTION:
             self._attention = True
+        elif kind is _DECISION and data.get("action") == "cancel":
+            self._cancelled = True
 
     def _sign(self, signer: SigningKey) -> None:
         """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
@@ -343,7 +348,11 @@ class ChainWriter:
         agent, duration = meta_d.get("agent"), meta_d.get("durationMs")
         status = _FAILED if response.get("status") == "error" else _COMPLETED
         return (
-            _NEEDS_ATTENTION if self._attention else status,
+            _CANCELLED
+            if self._cancelled
+            else _NEEDS_ATTENTION
+            if self._attention
+            else status,
             1 if reason is None else 0,
             reason,
             agent if isinstance(agent, str) else None,

@@ -41,6 +41,8 @@ COMMANDS = {
     "ui",
     "resume",
     "recover",
+    "resolve",
+    "cancel",
 }
 
 

@@ -242,7 +242,7 @@ def test_shell_completion(script: str) -> None:
     words = run(
         script,
         _INTENTUSNET_COMPLETE="bash_complete",
-        COMP_WORDS="intentusnet records list --status c",
+        COMP_WORDS="intentusnet records list --status co",
         COMP_CWORD="4",
     )
     assert words.stdout.split() == ["plain,completed"]

@@ -5,7 +5,8 @@ Run as a script (``python tests/routing/shopkit.py route [KEY]``) it routes one
 itself at that point (``before:fetch``, ``in:email``, ... or ``end``). Every
 step function appends ``run:NAME:IDEMPOTENCY_KEY`` to ``SHOP_LOG`` first, so the
 tests count what really ran. ``SHOP_IDEMPOTENT=1`` declares the e-mail
-idempotent. The ``slow`` intent appends one line and sleeps (key races).
+idempotent. The ``slow`` intent appends one line and sleeps (key races);
+``tick`` runs a step every 20 ms for half a minute (to be cancelled).
 ``SHOP_STORE`` is a directory or a ``postgresql://`` URL (``open_store``).
 
 :func:`kill_trial` (imported by the tests and ``benchmarks/bench_durable.py``)
@@ -98,6 +99,15 @@ def slow(envelope, ctx):  # type: ignore[no-untyped-def]
     _log(f"run:slow:{ctx.execution_id}")
     time.sleep(0.3)
     return {"ran": ctx.execution_id}
+
+
+@router.agent("tick")
+def tick(envelope, ctx):  # type: ignore[no-untyped-def]
+    """Tick (a step every 20 ms, each logged) for a long while: one to cancel."""
+    for n in range(int(envelope.payload.get("n", 1500))):
+        ctx.step("tick", {"n": n}, lambda n: _step("tick", n))
+        time.sleep(0.02)
+    return {"ticked": True}
 
 
 def _kill_at(key: str, point: str) -> None:
@@ -203,6 +213,8 @@ def _newest(execution_id: str) -> str:
 def main(argv: list[str]) -> int:
     """``route [KEY]``: route an order; ``slow KEY START_FILE``: race on a key.
 
+    ``tick [KEY]``: tick until cancelled.
+
     ``recover GRACE``: run recovery (``run_forever``) until killed.
     """
     if argv[0] == "recover":
@@ -210,7 +222,11 @@ def main(argv: list[str]) -> int:
 
         Recovery(router, grace=float(argv[1])).run_forever(threading.Event())
         return 0
-    if argv[0] == "route":
+    if argv[0] == "tick":
+        key = argv[1] if len(argv) > 1 else None
+        envelope = {"intent": {"name": "tick"}, "payload": {}}
+        response = router.route_intent(envelope, idempotency_key=key)
+    elif argv[0] == "route":
         key = argv[1] if len(argv) > 1 else None
         response = router.route_intent(ORDER, idempotency_key=key)
     else:

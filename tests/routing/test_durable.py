@@ -7,18 +7,32 @@ separate hosts: nothing but the database's rows and advisory locks is shared.
 
 from __future__ import annotations
 
+import getpass
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
 import orjson
 import pytest
 
-from intentusnet import IntentRouter, ListFilters, RecordStatus, Recovery
+from intentusnet import (
+    CancelRefused,
+    IntentRouter,
+    InvalidResolution,
+    ListFilters,
+    RecordStatus,
+    Recovery,
+    ResolveRefused,
+    ResumeRefused,
+)
 from intentusnet.record.durable import resume_of
 
 KIT = Path(__file__).with_name("shopkit.py")
@@ -274,3 +288,348 @@ def test_a_keyed_retry_killed_before_its_first_step_loses_no_step(
     assert orjson.loads(retried.stdout)["payload"] == {"total": 20}
     runs = _runs(tmp_path)
     assert [len(_named(runs, n)) for n in ("fetch", "email", "charge")] == [1, 1, 1]
+
+
+def _parked_on_the_email(tmp_path: Path, where: str, shop: IntentRouter) -> str:
+    """An order killed inside its e-mail, resumed and parked: the parked record."""
+    assert _route(tmp_path, where, SHOP_KILL="in:email").returncode == -9
+    [interrupted] = shop.store.list()
+    answer = shop.resume(interrupted.execution_id)
+    assert answer.error is not None
+    assert answer.error.details["reason"] == "side_effect_in_doubt"
+    assert answer.error.details["step"] == 2
+    return interrupted.execution_id
+
+
+def _cli(
+    tmp_path: Path, where: str, *args: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``intentusnet --store WHERE ARGS`` in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "intentusnet.cli", "--store", where, *args],
+        cwd=KIT.parent,
+        env=_env(tmp_path, where, **extra),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_resolved_as_happened_recovery_finishes_without_sending_again(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """resolve --happened: recovery serves the e-mail's given output, charges once."""
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    parked = _chain_newest(shop, origin)
+    shown = _cli(tmp_path, where, "inspect", parked).stdout
+    commands = [
+        line.split(":", 1)[1].strip()
+        for line in shown.splitlines()
+        if line.strip().startswith("to move it on:")
+    ]
+    assert commands == [
+        f"intentusnet resolve {parked} --step 2 --happened --output JSON",
+        f"intentusnet resolve {parked} --step 2 --not-happened",
+        f"intentusnet cancel {parked}",
+    ]
+
+    # the command inspect shows, run as shown (its JSON filled in)
+    command = shlex.split(commands[0].replace("JSON", """'{"id": "m-1"}'"""))
+    resolved = _cli(tmp_path, where, *command[1:])
+    assert resolved.returncode == 0, resolved.stderr
+    decision_id = resolved.stdout.strip()
+    assert _recover(tmp_path, where).returncode == 0
+
+    runs = _runs(tmp_path)
+    assert [len(_named(runs, n)) for n in ("fetch", "email", "charge")] == [1, 1, 1]
+    decision = shop.store.load(decision_id)
+    [event] = [e for e in decision.events if e.type.value == "OPERATOR_DECISION"]
+    assert event.data["by"] == getpass.getuser()
+    assert (event.data["via"], event.data["happened"]) == ("cli", True)
+    assert event.data["output"] == {"id": "m-1"}
+    assert shop.store.verify(decision_id).valid
+    finished = shop.store.load(shop.store.resumed_by(decision_id))
+    assert finished.header.status is RecordStatus.COMPLETED
+    [email] = [
+        e for e in finished.events
+        if e.type.value == "STEP_END" and e.data["name"] == "email"
+    ]  # fmt: skip
+    assert email.data["output"] == {"id": "m-1"}
+    assert email.data["servedFrom"]["executionId"] == decision_id
+
+
+def test_resolved_as_not_happened_the_email_is_sent_once(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """resolve --not-happened: the e-mail runs once more, then never again."""
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    shop.resolve(origin, step=2, happened=False, by="ops@example.com")
+
+    assert _recover(tmp_path, where).returncode == 0
+    assert _recover(tmp_path, where).returncode == 0  # nothing left to do
+
+    runs = _runs(tmp_path)
+    # the first line is the e-mail the operator says never went out
+    assert [len(_named(runs, n)) for n in ("fetch", "email", "charge")] == [1, 2, 1]
+    head = shop.store.load(_chain_newest(shop, origin))
+    assert head.header.status is RecordStatus.COMPLETED
+    assert head.final_response["payload"] == {"total": 20}
+
+
+def test_a_resolved_execution_has_its_recovery_attempts_again(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """Recovery counts attempts from the decision: resumed though max_attempts=1."""
+    origin = _parked_on_the_email(tmp_path, where, shop)  # one resume already
+    decision = shop.resolve(origin, step=2, happened=True)
+
+    [outcome] = Recovery(shop, grace=0, max_attempts=1).run_once().outcomes
+
+    assert (outcome.execution_id, outcome.action) == (decision, "resumed")
+    finished = shop.store.load(str(outcome.resumed_as))
+    assert finished.header.status is RecordStatus.COMPLETED
+    assert len(_named(_runs(tmp_path), "email")) == 1
+
+
+def test_a_resume_killed_inside_a_step_resolved_as_not_happened_parks_again(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """Resolved not happened, then killed inside the e-mail again: in doubt again."""
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    shop.resolve(origin, step=2, happened=False)
+    killed = _cli(
+        tmp_path, where, "resume", origin, "--app", "shopkit:router",
+        SHOP_KILL="in:email",
+    )  # fmt: skip
+    assert killed.returncode == -9
+
+    answer = shop.resume(origin)
+
+    assert answer.error is not None
+    assert answer.error.details["reason"] == "side_effect_in_doubt"
+    assert len(_named(_runs(tmp_path), "email")) == 2
+    assert len(_named(_runs(tmp_path), "charge")) == 0
+
+
+def _chain_newest(shop: IntentRouter, execution_id: str) -> str:
+    current = execution_id
+    while (following := shop.store.resumed_by(current)) is not None:
+        current = following
+    return current
+
+
+def test_resolve_refuses_bad_input_and_writes_nothing(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """Another step, output not JSON, output without --happened, no flag: refused."""
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    before = len(shop.store.list())
+    cases = [
+        (("--step", "3", "--happened"), 4, "wrong_step"),
+        (("--step", "2", "--happened", "--output", "{nope"), 2, "not JSON"),
+        (("--step", "2", "--not-happened", "--output", "1"), 2, "--happened only"),
+        (("--step", "2"), 2, "--not-happened"),
+    ]
+    for args, code, said in cases:
+        refused = _cli(tmp_path, where, "resolve", origin, *args)
+        assert (refused.returncode, refused.stdout) == (code, ""), args
+        assert said in refused.stderr
+        assert "Traceback" not in refused.stderr
+    with pytest.raises(InvalidResolution, match="not JSON"):
+        shop.resolve(origin, step=2, happened=True, output={1, 2})
+    assert len(shop.store.list()) == before
+    newest = _chain_newest(shop, origin)
+    assert newest != origin  # still the parked record, nothing linked after it
+    assert shop.store.load(newest).header.status is RecordStatus.NEEDS_ATTENTION
+
+
+def test_resolve_refuses_an_execution_that_is_not_parked(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """An interrupted execution, and a finished one, cannot be resolved."""
+    assert _route(tmp_path, where, SHOP_KILL="in:email").returncode == -9
+    [interrupted] = shop.store.list()
+    with pytest.raises(ResolveRefused) as refused:
+        shop.resolve(interrupted.execution_id, step=2, happened=True)
+    assert refused.value.reason == "not_parked"
+    assert "incomplete" in str(refused.value)
+    assert len(shop.store.list()) == 1
+
+
+def test_two_operators_resolving_at_once_one_wins(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """Two resolutions of one step at once: one record is written, the other told."""
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    start = threading.Barrier(2)
+
+    def decide(happened: bool) -> str:
+        start.wait()
+        try:
+            return shop.resolve(origin, step=2, happened=happened)
+        except ResolveRefused as refused:
+            return refused.reason
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(decide, [True, False]))
+
+    won = [o for o in outcomes if o.startswith("exec-")]
+    assert len(won) == 1
+    assert next(o for o in outcomes if o not in won) in ("owned", "resolved")
+    assert _chain_newest(shop, origin) == won[0]
+    again = _cli(tmp_path, where, "resolve", origin, "--step", "2", "--happened")
+    assert again.returncode == 4
+    assert "(resolved)" in again.stderr
+
+
+# -- cancel ---------------------------------------------------------------------------
+
+
+def _ticking(tmp_path: Path, where: str, *args: str) -> subprocess.Popen[str]:
+    """A router process ticking (``shopkit.py tick``), once its record is open."""
+    process = subprocess.Popen(
+        [sys.executable, str(KIT), "tick", *args],
+        env=_env(tmp_path, where),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while len(_named(_runs(tmp_path), "tick")) < 2:
+        assert time.monotonic() < deadline, "the ticking process never ticked"
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.01)
+    return process
+
+
+def test_cancel_stops_a_running_execution_of_another_process(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """cancel ID: the process running it stops at a step within 1 s; key, list agree."""
+    ticking = _ticking(tmp_path, where, "t-1")
+    [running] = shop.store.list()
+    assert running.status is RecordStatus.IN_PROGRESS
+
+    asked = _cli(tmp_path, where, "cancel", running.execution_id)
+    requested = time.monotonic()
+    out, _ = ticking.communicate(timeout=30)
+    observed = time.monotonic() - requested
+
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.strip() == running.execution_id
+    assert "cancel requested" in asked.stderr
+    assert observed <= 1.0
+    answer = orjson.loads(out)
+    assert (answer["status"], answer["error"]["code"]) == ("error", "CANCELLED")
+    assert answer["error"]["details"]["by"] == getpass.getuser()
+    record = shop.store.load(running.execution_id)
+    assert record.header.status is RecordStatus.CANCELLED
+    assert shop.store.verify(running.execution_id).valid
+    ticks = len(_named(_runs(tmp_path), "tick"))
+    listed = _cli(tmp_path, where, "records", "list", "--status", "cancelled", "--json")
+    assert [r["executionId"] for r in orjson.loads(listed.stdout)] == [
+        running.execution_id
+    ]
+    # the key answers with the cancellation; recovery leaves it alone
+    again = orjson.loads(_route_tick(tmp_path, where, "t-1").stdout)
+    assert again["metadata"]["fromReplay"] is True
+    assert again["error"]["code"] == "CANCELLED"
+    assert Recovery(shop, grace=0).run_once().outcomes == ()
+    assert len(_named(_runs(tmp_path), "tick")) == ticks
+
+
+def _route_tick(
+    tmp_path: Path, where: str, key: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(KIT), "tick", key],
+        env=_env(tmp_path, where),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cancel_closes_parked_and_interrupted_executions(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """A parked and an interrupted execution are closed cancelled; nothing runs."""
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    assert _route(tmp_path, where, SHOP_KILL="before:charge").returncode == -9
+    [interrupted] = [
+        s.execution_id
+        for s in shop.store.list(ListFilters(status="incomplete"))
+        if s.execution_id != origin
+    ]
+
+    for execution_id in (origin, interrupted):
+        record, closed = shop.cancel(execution_id, by="ops@example.com")
+        assert closed
+        cancelled = shop.store.load(record)
+        assert cancelled.header.status is RecordStatus.CANCELLED
+        assert resume_of(cancelled) == _chain_previous(shop, record)
+        [event] = [e for e in cancelled.events if e.type.value == "OPERATOR_DECISION"]
+        assert (event.data["action"], event.data["by"]) == ("cancel", "ops@example.com")
+    assert Recovery(shop, grace=0).run_once().outcomes == ()
+    assert len(_named(_runs(tmp_path), "charge")) == 0
+    assert len(_named(_runs(tmp_path), "email")) == 2  # one per order, never again
+    with pytest.raises(ResumeRefused, match="complete"):
+        shop.resume(interrupted)
+
+
+def _chain_previous(shop: IntentRouter, record: str) -> str | None:
+    return resume_of(shop.store.load(record))
+
+
+def test_a_cancel_requested_before_a_crash_is_honoured_by_recovery(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """A chain that died with a cancel request pending is closed, not resumed."""
+    assert _route(tmp_path, where, SHOP_KILL="before:charge").returncode == -9
+    [interrupted] = shop.store.list()
+    request = {"by": "ops", "via": "cli", "atUtc": "2026-12-07T00:00:00Z"}
+    assert shop.store.request_cancel(interrupted.execution_id, request) is None
+
+    [outcome] = Recovery(shop, grace=0).run_once().outcomes
+
+    assert (outcome.action, outcome.reason) == ("cancelled", "cancelled")
+    closed = shop.store.load(str(outcome.resumed_as))
+    assert closed.header.status is RecordStatus.CANCELLED
+    assert len(_named(_runs(tmp_path), "charge")) == 0
+
+
+def test_cancel_refuses_a_finished_execution_and_a_second_cancel(
+    tmp_path: Path, where: str, shop: IntentRouter
+) -> None:
+    """A finished execution is not cancelled; of two cancels at once, one wins."""
+    assert _route(tmp_path, where).returncode == 0
+    [done] = shop.store.list()
+    refused = _cli(tmp_path, where, "cancel", done.execution_id)
+    assert refused.returncode == 4
+    assert "(finished)" in refused.stderr
+    assert "completed" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert _route(tmp_path, where, SHOP_KILL="before:charge").returncode == -9
+    [interrupted] = [
+        s.execution_id for s in shop.store.list() if s.execution_id != done.execution_id
+    ]
+    start = threading.Barrier(2)
+
+    def stop(by: str) -> str:
+        start.wait()
+        try:
+            return shop.cancel(interrupted, by=by)[0]
+        except CancelRefused as lost:
+            return lost.reason
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(stop, ["ann", "bob"]))
+
+    assert outcomes[0] == "cancelled"
+    assert shop.store.load(outcomes[1]).header.status is RecordStatus.CANCELLED
+    assert len(shop.store.list()) == 3  # the two orders and one cancellation
+    again = _cli(tmp_path, where, "cancel", interrupted)
+    assert again.returncode == 4
+    assert "(finished)" in again.stderr

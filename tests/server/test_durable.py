@@ -331,3 +331,94 @@ def test_an_unknown_or_malformed_key_is_404_or_400(http: httpx.Client) -> None:
     """A key no execution has is 404; a key that is not a key is 400."""
     _problem(http.get("/v1/idempotency-keys/never-sent"), 404, "record_not_found")
     _problem(http.get("/v1/idempotency-keys/caf%C3%A9"), 400, "invalid_idempotency_key")
+
+
+# -- Operators' decisions -----------------------------------------------------------
+
+
+def test_a_parked_execution_is_resolved_over_http(tmp_path: Path) -> None:
+    """POST .../resolution: recorded with the key's name; resume serves the output."""
+    import hashlib
+
+    from livekit import READ_KEY
+
+    from server.ui.long_sample import capture, parked_execution
+
+    store = FileExecutionStore(tmp_path / "records")
+    parked = parked_execution(store)
+    router = IntentRouter(store=store)
+    router.agent("payments.capture", name="capturer")(capture)
+    url = f"/v1/executions/{parked}/resolution"
+    with (
+        router,
+        serving(keyed_app(router)) as server,
+        httpx.Client(base_url=server.url, trust_env=False, timeout=30) as client,
+    ):
+        full = {"Authorization": f"Bearer {ROUTE_KEY}"}
+        read_only = {"Authorization": f"Bearer {READ_KEY}"}
+        body = {"step": 1, "happened": True, "output": {"charged": 20}}
+        _problem(client.post(url, json=body, headers=read_only), 403, "forbidden")
+        wrong = {**body, "step": 2}
+        refused = _problem(
+            client.post(url, json=wrong, headers=full), 409, "resolve_refused"
+        )
+        assert "wrong_step" in str(refused["detail"])
+        _problem(
+            client.post(url, json={"step": 1}, headers=full), 422, "request_invalid"
+        )
+        assert len(store.list()) == 2  # nothing written
+
+        answer = client.post(url, json=body, headers=full)
+        again = client.post(url, json=body, headers=full)
+        metrics = client.get("/metrics", headers=full).text
+
+        assert answer.status_code == 200, answer.text
+        decision = answer.json()["decision"]
+        assert "(resolved)" in str(_problem(again, 409, "resolve_refused")["detail"])
+        finished = router.resume(parked)
+    assert finished.status == "success"
+    assert finished.payload == {"charged": 20}
+    [event] = [
+        e for e in store.load(decision).events if e.type.value == "OPERATOR_DECISION"
+    ]
+    name = hashlib.sha256(ROUTE_KEY.encode()).hexdigest()[:12]
+    assert (event.data["by"], event.data["via"]) == (f"api-key:{name}", "http")
+    assert 'intentusnet_operator_decisions_total{action="resolve"} 1.0' in metrics
+    store.close()
+
+
+def test_an_execution_is_cancelled_over_http(tmp_path: Path) -> None:
+    """POST .../cancel: a parked execution closed cancelled; a second one is 409."""
+    from livekit import READ_KEY
+
+    from server.ui.long_sample import capture, parked_execution
+
+    store = FileExecutionStore(tmp_path / "records")
+    parked = parked_execution(store)
+    router = IntentRouter(store=store)
+    router.agent("payments.capture", name="capturer")(capture)
+    url = f"/v1/executions/{parked}/cancel"
+    with (
+        router,
+        serving(keyed_app(router)) as server,
+        httpx.Client(base_url=server.url, trust_env=False, timeout=30) as client,
+    ):
+        full = {"Authorization": f"Bearer {ROUTE_KEY}"}
+        _problem(
+            client.post(url, headers={"Authorization": f"Bearer {READ_KEY}"}),
+            403,
+            "forbidden",
+        )
+        answer = client.post(url, headers=full)
+        again = client.post(url, headers=full)
+        read = client.get(f"/v1/executions/{parked}", headers=full)
+        metrics = client.get("/metrics", headers=full).text
+
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["closed"] is True
+    assert store.load(body["record"]).header.status is RecordStatus.CANCELLED
+    assert "(finished)" in str(_problem(again, 409, "cancel_refused")["detail"])
+    assert read.json()["header"]["status"] == "cancelled"
+    assert 'intentusnet_operator_decisions_total{action="cancel"} 1.0' in metrics
+    store.close()

@@ -22,7 +22,12 @@ from intentusnet import (
     RecordNotFound,
     RecordStatus,
 )
-from intentusnet.store.durable import DurableStore, KeyClaim, check_idempotency_key
+from intentusnet.store.durable import (
+    CancelStore,
+    DurableStore,
+    KeyClaim,
+    check_idempotency_key,
+)
 
 HASH = "sha256:" + "0" * 64
 
@@ -363,4 +368,28 @@ def test_prune_deletes_the_key_with_its_record(store: DurableStore) -> None:
     assert again.metadata.execution_id != old_id
     assert not again.metadata.from_replay
     assert ran == [{"a": 1}, {"a": 1}, {"a": 1}]
+    router.close()
+
+
+def test_a_cancel_request_is_written_once_and_goes_with_its_record(
+    store: DurableStore,
+) -> None:
+    """The first request is kept, a second gets it; delete takes it away."""
+    assert isinstance(store, CancelStore)
+    router = IntentRouter(store=store)  # type: ignore[arg-type]
+    router.agent("echo", name="echo")(lambda env, ctx: env.payload)
+    origin = str(
+        router.route_intent(
+            {"intent": {"name": "echo"}, "payload": {}}
+        ).metadata.execution_id
+    )
+    first = {"by": "ann", "via": "cli", "atUtc": "2026-12-07T00:00:00Z"}
+
+    assert store.cancel_requests([origin]) == {}
+    assert store.request_cancel(origin, first) is None
+    assert store.request_cancel(origin, {**first, "by": "bob"}) == first
+    assert store.cancel_requests([origin, "exec-" + "0" * 32]) == {origin: first}
+
+    store.delete(origin)  # type: ignore[attr-defined]
+    assert store.cancel_requests([origin]) == {}
     router.close()

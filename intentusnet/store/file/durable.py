@@ -4,6 +4,7 @@ Layout under the store's root::
 
     idempotency/<2 hex>/<sha256 of the key>.json  {"key", "executionId", "envelopeHash"}
     resumes/<2 hex>/<execution id>.next           the id of the execution resuming it
+    cancels/<2 hex>/<origin id>.json              a cancel request of a resume chain
 
 A key is claimed in its file's ``flock``: a caller opens the key file
 (creating it if missing) and takes its lock without waiting. The one that
@@ -35,12 +36,14 @@ import orjson
 
 from ..._util.files import FILE_MODE, fsync_dir, make_dirs
 from ..._util.ids import uuid7_hex
+from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
 from .files import open_existing
 from .layout import relative_path
 
 KEYS_DIR: Final = "idempotency"
 RESUMES_DIR: Final = "resumes"
+CANCELS_DIR: Final = "cancels"
 #: Seconds to wait for the claim of a key file a live process has locked.
 _CLAIM_WAIT_S: Final = 5.0
 
@@ -245,6 +248,68 @@ def resumed_by(root: str, execution_id: str) -> str | None:
     return text or None
 
 
+def _cancel_path(root: str, origin: str) -> tuple[Path, str]:
+    directory = Path(root, CANCELS_DIR, relative_path(origin)[:2])
+    return directory, f"{directory}/{origin}.json"
+
+
+def request_cancel(
+    root: str, origin: str, data: JSONObject, *, fsync: bool
+) -> JSONObject | None:
+    """Write the chain's cancel request, once; the request made before, if any.
+
+    Written whole under a hidden name, then hard-linked into place: the link
+    fails if a request is there, so of two requests at once one is written.
+
+    Raises:
+        StoreError: it could not be written.
+    """
+    directory, target = _cancel_path(root, origin)
+    try:
+        make_dirs(directory)
+        hidden = f"{directory}/.{uuid7_hex()}"
+        fd = os.open(
+            hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE
+        )
+        try:
+            os.write(fd, orjson.dumps(data))
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(hidden, target)
+        except FileExistsError:
+            return cancel_request(root, origin) or {}
+        finally:
+            os.unlink(hidden)
+        if fsync:
+            fsync_dir(str(directory))
+    except OSError as exc:
+        raise StoreError(
+            f"execution {origin}: cannot write its cancel request: {exc}"
+        ) from exc
+    return None
+
+
+def cancel_request(root: str, origin: str) -> JSONObject | None:
+    """The chain's cancel request, if one was made.
+
+    Raises:
+        StoreError: it could not be read.
+    """
+    try:
+        with open(_cancel_path(root, origin)[1], "rb") as handle:
+            found = orjson.loads(handle.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise StoreError(
+            f"execution {origin}: cannot read its cancel request: {exc}"
+        ) from exc
+    return found if isinstance(found, dict) else {}
+
+
 def keyed_execution(root: str, key: str) -> str | None:
     """The execution whose claim ``key``'s file holds; None if it holds none.
 
@@ -280,7 +345,10 @@ def forget(root: str, execution_id: str) -> None:
     """
     key = _key_in(f"{root}/{relative_path(execution_id)}")
     shard = relative_path(execution_id)[:2]
-    doomed = [f"{root}/{RESUMES_DIR}/{shard}/{execution_id}.next"]
+    doomed = [
+        f"{root}/{RESUMES_DIR}/{shard}/{execution_id}.next",
+        _cancel_path(root, execution_id)[1],
+    ]
     if key is not None:
         path = _key_path(root, key)[1]
         found = _read_claim(path)

@@ -348,6 +348,21 @@ class FileExecutionStore:
         """The execution that resumed this one, if any."""
         return durable.resumed_by(self._root, check_id(execution_id))
 
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Write a chain's cancel request (see ``store.durable.CancelStore``)."""
+        return durable.request_cancel(
+            self._root, check_id(origin), data, fsync=self._fsync
+        )
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains (see ``store.durable.CancelStore``)."""
+        found: dict[str, JSONObject] = {}
+        for origin in origins:
+            request = durable.cancel_request(self._root, check_id(origin))
+            if request is not None:
+                found[origin] = request
+        return found
+
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).
 

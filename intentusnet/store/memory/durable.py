@@ -8,8 +8,9 @@ it lets go.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
+from ..._util.jsonvalue import JSONObject
 from ...errors import RecordNotFound
 
 
@@ -80,6 +81,7 @@ class MemoryDurable:
         self.held_keys: set[str] = set()
         self.held_records: set[str] = set()
         self.links: dict[str, str] = {}
+        self.cancels: dict[str, JSONObject] = {}
         self._exists = exists
         self._writing = writing
 
@@ -116,6 +118,17 @@ class MemoryDurable:
         with self.lock:
             return self.links.get(execution_id)
 
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Keep the chain's cancel request, once; the one made before, if any."""
+        with self.lock:
+            found = self.cancels.setdefault(origin, data)
+        return None if found is data else found
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains."""
+        with self.lock:
+            return {o: self.cancels[o] for o in origins if o in self.cancels}
+
     def keyed_execution(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed."""
         with self.lock:
@@ -129,3 +142,4 @@ class MemoryDurable:
                 del self.keys[key]
             for execution_id in execution_ids:
                 self.links.pop(execution_id, None)
+                self.cancels.pop(execution_id, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final, TypeAlias
@@ -140,6 +140,14 @@ class MemoryExecutionStore:
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return self._durable.resumed_by(execution_id)
+
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Keep a chain's cancel request (see ``store.durable.CancelStore``)."""
+        return self._durable.request_cancel(check_id(origin), data)
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains (see ``store.durable.CancelStore``)."""
+        return self._durable.cancel_requests(origins)
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).

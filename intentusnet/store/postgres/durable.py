@@ -26,6 +26,9 @@ import hashlib
 import time
 from typing import Final
 
+import orjson
+
+from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_now
 from ...errors import RecordNotFound, StoreError
 from .connection import Connection
@@ -204,6 +207,39 @@ def resumed_by(db: Connection, execution_id: str) -> str | None:
         doing=f"record {execution_id}: cannot read its resume link",
     )
     return str(rows[0][0]) if rows else None
+
+
+def request_cancel(db: Connection, origin: str, data: JSONObject) -> JSONObject | None:
+    """Insert the chain's cancel request, once; the request made before, if any.
+
+    Raises:
+        StoreError: it could not be written (or the chain's first record is gone).
+    """
+    rows = db.run(
+        "INSERT INTO intentusnet_cancels (origin, data) VALUES (%s, %s) "
+        "ON CONFLICT DO NOTHING RETURNING origin",
+        [origin, orjson.dumps(data).decode()],
+        doing=f"execution {origin}: cannot write its cancel request",
+    )
+    if rows:
+        return None
+    return cancel_requests(db, [origin]).get(origin, {})
+
+
+def cancel_requests(db: Connection, origins: list[str]) -> dict[str, JSONObject]:
+    """The cancel requests of these chains, by their first execution."""
+    if not origins:
+        return {}
+    rows = db.read(
+        "SELECT origin, data FROM intentusnet_cancels WHERE origin = ANY(%s)",
+        [origins],
+        doing="cannot read cancel requests",
+    )
+    found: dict[str, JSONObject] = {}
+    for origin, data in rows:
+        parsed = orjson.loads(data)
+        found[str(origin)] = parsed if isinstance(parsed, dict) else {}
+    return found
 
 
 def keyed_execution(db: Connection, key: str) -> str | None:

@@ -102,6 +102,12 @@ SCHEMA: Final = (
         execution_id text PRIMARY KEY
             REFERENCES intentusnet_records ON DELETE CASCADE,
         resumed_by text NOT NULL)""",
+    # Cancel requests, one per resume chain (by its first execution): a
+    # running router polls them; gone with that record (added in 0.1.0).
+    """CREATE TABLE IF NOT EXISTS intentusnet_cancels (
+        origin text PRIMARY KEY
+            REFERENCES intentusnet_records ON DELETE CASCADE,
+        data text NOT NULL)""",
     # A record's key goes with it (prune, delete): found by the execution.
     """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
         ON intentusnet_keys (execution_id)""",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -472,6 +472,14 @@ class PostgresExecutionStore(PostgresHitJournal):
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return durable.resumed_by(self._db, check_id(execution_id))
+
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Write a chain's cancel request (see ``store.durable.CancelStore``)."""
+        return durable.request_cancel(self._db, check_id(origin), data)
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains, in one query (``CancelStore``)."""
+        return durable.cancel_requests(self._db, list(origins))
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).

@@ -53,7 +53,7 @@ LONG_ERROR = (
 )
 
 
-def _capture(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
+def capture(envelope: IntentEnvelope, ctx: AgentContext) -> JSONObject:
     """Charge a card: a side effect. ``die`` kills the process inside the step."""
 
     def charge(amount: int) -> JSONObject:
@@ -68,11 +68,11 @@ def die_in_a_side_effect(root: str) -> None:
     """Route a capture whose process dies inside its side effect (run as a child)."""
     store = FileExecutionStore(root)
     router = IntentRouter(store=store)
-    router.agent("payments.capture", name="capturer")(_capture)
+    router.agent("payments.capture", name="capturer")(capture)
     router.route_intent({"intent": {"name": "payments.capture"}, "payload": {"die": 1}})
 
 
-def _parked(store: FileExecutionStore) -> str:
+def parked_execution(store: FileExecutionStore) -> str:
     """An execution parked side_effect_in_doubt, as a real one gets parked.
 
     A child process dies inside the charge step; resuming it here finds the
@@ -88,7 +88,7 @@ def _parked(store: FileExecutionStore) -> str:
     assert died.returncode == 9, died
     [crashed] = [s.execution_id for s in store.list()]
     with IntentRouter(store=store) as router:
-        router.agent("payments.capture", name="capturer")(_capture)
+        router.agent("payments.capture", name="capturer")(capture)
         return str(router.resume(crashed).metadata.execution_id)
 
 
@@ -113,7 +113,7 @@ def make_long_store(root: Path) -> dict[str, str]:
             raise RuntimeError(LONG_ERROR)
         return {"reconciled": True}
 
-    ids: dict[str, str] = {"parked": _parked(store)}
+    ids: dict[str, str] = {"parked": parked_execution(store)}
     with IntentRouter(store=store) as router:
         router.agent(LONG_INTENT, name=LONG_AGENT)(reconcile)
         router.agent(UNBROKEN_INTENT, name="a" * 80)(lambda env, ctx: {"ok": 1})

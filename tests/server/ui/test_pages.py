@@ -379,6 +379,15 @@ def test_a_parked_execution_reads_as_parked(tmp_path: Path) -> None:
     assert message in re.sub(r"<[^>]+>", "", page)  # it is there ...
     assert _shown_text(page).count(message) == 1  # ... and said once
     assert "side_effect_in_doubt" in _shown_text(page)
+    # the commands that move it on, for its step in doubt
+    resolve = f"intentusnet resolve {ids['parked']} --step 1"
+    commands = re.search(r'<p class="note parked" id="parked-commands">(.*?)</p>', page)
+    assert commands is not None
+    assert re.findall(r"<code>(.*?)</code>", commands.group(1)) == [
+        f"{resolve} --happened --output JSON",
+        f"{resolve} --not-happened",
+        f"intentusnet cancel {ids['parked']}",
+    ]
     # in the list: its row marked parked, no replayable word, its status coloured
     row = re.search(
         rf'<tr data-id="{ids["parked"]}" class="parked">(.*?)</tr>', listed, re.S
@@ -392,3 +401,4 @@ def test_a_parked_execution_reads_as_parked(tmp_path: Path) -> None:
     # a finished execution keeps its replayable badge
     assert "replayable</span>" in done
     assert 'id="parked-badge"' not in done
+    assert 'id="parked-commands"' not in done
