@@ -245,10 +245,11 @@ class ListenSession:
         if stream is not None:
             stream.add(message)
 
-    def _answered(self, key: bytes, answer: bytes) -> None:
-        """The request ``key``'s answer: its stream ends with it."""
+    def _answered(self, key: bytes, answer: bytes | None) -> None:
+        """The request ``key``'s answer (None: cancelled): its stream ends."""
         stream = self._streams.pop(key)
-        stream.add(answer)
+        if answer is not None:
+            stream.add(answer)
         stream.finish()
         self.last_seen = time.monotonic()  # idle from its last answer
         self._clients.pop(key, None)
@@ -288,8 +289,20 @@ class ListenSession:
         self.end()
 
     def accept(self, body: bytes) -> None:
-        """A notification or a response from the client."""
+        """A notification or a response from the client.
+
+        A cancellation ends its request's stream: no answer comes (MCP).
+        """
         self.last_seen = time.monotonic()
+        message = parse(body)
+        if (
+            isinstance(message, dict)
+            and message.get("method") == "notifications/cancelled"
+        ):
+            params = message.get("params")
+            found = params.get("requestId") if isinstance(params, dict) else None
+            if _key(found) in self._streams:
+                self._answered(_key(found), None)
         self._inbox.put_nowait(body)
 
     def client_of(self, request_id: JSONValue) -> str:

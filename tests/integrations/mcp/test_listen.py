@@ -636,3 +636,36 @@ def test_the_sdk_client_resumes_a_cut_stream(tmp_path: Path) -> None:
     assert cuts == [1]  # the stream was cut once
     assert answer == "3 paced"
     assert progress == [1.0, 2.0, 3.0]
+
+
+def test_a_cancelled_requests_stream_ends_and_its_session_can_go_idle(
+    tmp_path: Path,
+) -> None:
+    """notifications/cancelled: its stream ends with no answer; --idle then ends it."""
+    import httpx
+
+    def run(url: str) -> Any:
+        with httpx.Client(timeout=LIMIT, headers=ACCEPT) as http:
+            session = _opened(http, url)
+            params = {"name": "slow", "arguments": {"seconds": 20}}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            events = []
+            with http.stream(
+                "POST", url, json={**call, "params": params}, headers=session
+            ) as answer:
+                for event in _sse(answer.iter_lines()):
+                    events.append(event)
+                    if len(events) == 1:  # the stream is open: cancel the call
+                        cancel = {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/cancelled",
+                            "params": {"requestId": 1, "reason": "enough"},
+                        }
+                        http.post(url, json=cancel, headers=session)
+        return events, _completed(tmp_path / "store", 1)
+
+    (events, records), _ = _serve_url(
+        tmp_path, "record", run, "--idle", "1", "--", sys.executable, str(SERVER)
+    )
+    assert events == [{"id": "2-0", "retry": "1000", "data": ""}]  # no answer
+    assert len(records) == 1  # the session went idle and its record closed
