@@ -235,10 +235,11 @@ def proxy(
             if url is not None:
                 from ..integrations.mcp.http import HttpUpstream
 
-                versions = None
+                versions = statuses = None
                 if isinstance(client, ListenSession):  # its headers, passed on
                     versions = client.version_of
-                server = HttpUpstream(url, sent, versions=versions)
+                    statuses = client.status  # and the upstream's error statuses
+                server = HttpUpstream(url, sent, versions=versions, statuses=statuses)
             else:
                 server = UpstreamProcess(upstream)
             try:
@@ -293,6 +294,7 @@ def proxy(
                 listening=listening,
                 allow_hosts=allow_hosts,
                 deadlines=limits,
+                upstream_statuses=url is not None,
             )
             await listener.open()
             loop = asyncio.get_running_loop()

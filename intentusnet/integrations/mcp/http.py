@@ -67,6 +67,8 @@ class HttpUpstream:
         transport: an httpx transport (tests); the network by default.
         versions: the ``MCP-Protocol-Version`` header the client sent with a
             request, by its id (``ListenSession.version_of``), passed on.
+        statuses: told the HTTP status each request was answered with, by
+            its id (``ListenSession.status``), before its answer is queued.
     """
 
     def __init__(
@@ -76,10 +78,12 @@ class HttpUpstream:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         versions: Callable[[JSONValue], str | None] | None = None,
+        statuses: Callable[[JSONValue, int], None] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
         self._versions = versions
+        self._statuses = statuses
         self.session_id: str | None = None
         self.version: str | None = None
         self._transport = transport
@@ -150,6 +154,9 @@ class HttpUpstream:
                 found = response.headers.get("mcp-session-id")
                 if found:
                     self.session_id = found
+                if self._statuses is not None and is_request(parsed):
+                    assert isinstance(parsed, dict)
+                    self._statuses(parsed.get("id"), response.status_code)
                 kind = response.headers.get("content-type", "").partition(";")[0]
                 if kind.strip() == "text/event-stream":
                     await self._events(response, parsed)

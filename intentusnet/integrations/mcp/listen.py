@@ -21,11 +21,21 @@ only; a read-only key may not use a session a full key opened (403).
 
 A POSTed request is answered with an event stream: the messages related to it
 (its progress notifications, by progress token) and then its answer; a POSTed
-notification or response is accepted (202). ``GET`` is not offered (405), so a
-message from the server that belongs to no open request goes on the newest
-open request's stream of its session, or is dropped when none is open. Needs
-``uvicorn`` and ``starlette`` (the ``server`` extra; the ``mcp`` extra brings
-them too).
+notification or response is accepted (202). With an HTTP upstream, a request
+the upstream refuses with an HTTP error status (a 4xx or 5xx) is answered with
+that status and the JSON-RPC error as a JSON body instead.
+
+The streams of a session (one with an ``Mcp-Session-Id``) are resumable, as
+the 2025-11-25 revision describes: each event has an id (``STREAM-N``), the
+first (no data) says ``retry``, and a client whose connection broke sends
+``GET`` with its ``Mcp-Session-Id`` and ``Last-Event-ID``: it gets the events
+of that stream after that id, then the rest as they come. What is held is
+bounded (``HELD_EVENTS``, ``HELD_STREAMS``). The stateless revision has no
+resumption: its streams carry no ids. ``GET`` without ``Last-Event-ID`` is not
+offered (405), so a message from the server that belongs to no open request
+goes on the newest open request's stream of its session, or is dropped when
+none is open. Needs ``uvicorn`` and ``starlette`` (the ``server`` extra; the
+``mcp`` extra brings them too).
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ import hashlib
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from enum import Enum
 from typing import Final, TypeAlias
 
@@ -56,7 +67,7 @@ from .jsonrpc import (
 )
 from .recorded import ANONYMOUS
 
-__all__ = ["Allowed", "Gate", "ListenSession", "Listener"]
+__all__ = ["Allowed", "Gate", "ListenSession", "Listener", "Stream"]
 
 PATH: Final = "/mcp"
 #: How long a session may go without a message from its client (``--idle``).
@@ -65,6 +76,13 @@ IDLE_SECONDS: Final = 600.0
 #: stop (their calls in flight have their own, shorter, drain).
 STOP_SECONDS: Final = 10.0
 _HEADER: Final = "mcp-session-id"
+#: The events held per stream for a client that reconnects: the newest ones
+#: (a stream's answer is its last event, so it is always among them).
+HELD_EVENTS: Final = 1000
+#: The answered streams a session holds (its newest ones), besides its open ones.
+HELD_STREAMS: Final = 32
+#: The ``retry`` (milliseconds) each resumable stream starts with.
+RETRY_MS: Final = 1000
 
 
 class Allowed(Enum):
@@ -85,26 +103,116 @@ def _key(value: JSONValue) -> bytes:
     return orjson.dumps(value)
 
 
+class Stream:
+    """One request's event stream, held for a client that reconnects.
+
+    Its events are numbered from 1 (0 is the first, data-less one that says
+    ``retry``); the newest ``HELD_EVENTS`` are held.
+
+    Attributes:
+        number: the stream's number in its session (its event ids' prefix).
+        status: the HTTP status the upstream answered the request with, if
+            it said one.
+        done: its answer is in.
+    """
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.status: int | None = None
+        self.done = False
+        self._events: deque[tuple[int, bytes]] = deque(maxlen=HELD_EVENTS)
+        self._count = 0
+        self._changed = asyncio.Event()
+
+    def add(self, message: bytes) -> None:
+        """One more event."""
+        self._count += 1
+        self._events.append((self._count, message))
+        self._changed.set()
+
+    def finish(self) -> None:
+        """The answer is in: no more events."""
+        self.done = True
+        self._changed.set()
+
+    def answered_with(self, status: int) -> None:
+        """The upstream's HTTP status for the request."""
+        self.status = status
+        self._changed.set()
+
+    def holds(self, seen: int) -> bool:
+        """Every event after number ``seen`` is still held (or still to come)."""
+        oldest = self._events[0][0] if self._events else self._count + 1
+        return 0 <= seen <= self._count and oldest <= seen + 1
+
+    async def started(self) -> None:
+        """Wait until there is an event or a status."""
+        while self.status is None and not self._count and not self.done:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def finished(self) -> None:
+        """Wait until the answer is in."""
+        while not self.done:
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def after(self, seen: int) -> AsyncIterator[tuple[int, bytes]]:
+        """The events numbered after ``seen``, then those to come, to the answer."""
+        while True:
+            for number, message in list(self._events):
+                if number > seen:
+                    seen = number
+                    yield number, message
+            if self.done and seen >= self._count:
+                return
+            self._changed.clear()
+            if seen >= self._count and not self.done:
+                await self._changed.wait()
+
+    def last(self) -> bytes | None:
+        """The newest event (once done: the answer)."""
+        return self._events[-1][1] if self._events else None
+
+
 class ListenSession:
     """One client's MCP session on the listener: the client side of one session.
 
     Attributes:
         session_id: its ``Mcp-Session-Id``; ``None`` for the stateless session.
         read_only: opened with a read-only key: answer it from the records only.
+        upstream_statuses: its upstream tells the HTTP status of each request
+            it is sent (``status``): a request's response waits for it (or
+            for its first message), to pass an error status on.
     """
 
-    def __init__(self, session_id: str | None, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        session_id: str | None,
+        read_only: bool = False,
+        upstream_statuses: bool = False,
+    ) -> None:
         self.session_id = session_id
         self.read_only = read_only
         self.ended = False
         self.last_seen = time.monotonic()
+        self.upstream_statuses = upstream_statuses
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._streams: dict[bytes, asyncio.Queue[bytes | None]] = {}
+        #: the streams of the requests not answered yet, by request id
+        self._streams: dict[bytes, Stream] = {}
+        #: every stream held for a reconnecting client, by number
+        self._held: OrderedDict[int, Stream] = OrderedDict()
+        self._numbered = 0
         self._tokens: dict[bytes, bytes] = {}
         #: the client of each open request (its credential's digest)
         self._clients: dict[bytes, str] = {}
         #: the ``MCP-Protocol-Version`` header each open request came with
         self._versions: dict[bytes, str] = {}
+
+    @property
+    def resumable(self) -> bool:
+        """Its streams have event ids (a session with an id: 2025-11-25)."""
+        return self.session_id is not None
 
     async def receive(self) -> bytes | None:
         """The client's next message; ``None`` once the session is over."""
@@ -125,10 +233,9 @@ class ListenSession:
         stream = None
         if isinstance(parsed, dict):
             if "method" not in parsed and "id" in parsed:  # an answer
-                stream = self._streams.get(_key(parsed.get("id")))
-                if stream is not None:
-                    stream.put_nowait(message)
-                    stream.put_nowait(None)  # its stream ends with it
+                key = _key(parsed.get("id"))
+                if key in self._streams:
+                    self._answered(key, message)
                     return
             token = progress_token(parsed)
             owner = self._tokens.get(_key(token)) if token is not None else None
@@ -136,7 +243,39 @@ class ListenSession:
         if stream is None and self._streams:
             stream = self._streams[next(reversed(self._streams))]
         if stream is not None:
-            stream.put_nowait(message)
+            stream.add(message)
+
+    def _answered(self, key: bytes, answer: bytes | None) -> None:
+        """The request ``key``'s answer (None: cancelled): its stream ends."""
+        stream = self._streams.pop(key)
+        if answer is not None:
+            stream.add(answer)
+        stream.finish()
+        self.last_seen = time.monotonic()  # idle from its last answer
+        self._clients.pop(key, None)
+        self._versions.pop(key, None)
+        for token, owner in list(self._tokens.items()):
+            if owner == key:
+                del self._tokens[token]
+        answered = [n for n, held in self._held.items() if held.done]
+        for number in answered[: max(0, len(answered) - HELD_STREAMS)]:
+            del self._held[number]
+
+    def status(self, request_id: JSONValue, status: int) -> None:
+        """The upstream answered the open request ``request_id`` with ``status``."""
+        stream = self._streams.get(_key(request_id))
+        if stream is not None:
+            stream.answered_with(status)
+
+    def resumed(self, last_event_id: str) -> tuple[Stream, int] | None:
+        """The stream ``Last-Event-ID`` names and the events seen; None if not held."""
+        number, _, seen = last_event_id.partition("-")
+        if not (number.isdigit() and seen.isdigit()):
+            return None
+        stream = self._held.get(int(number))
+        if stream is None or not stream.holds(int(seen)):
+            return None
+        return stream, int(seen)
 
     def idle(self, now: float) -> float:
         """How long the session has been idle: nothing asked and nothing open."""
@@ -144,15 +283,26 @@ class ListenSession:
 
     def abort(self, why: str) -> None:
         """Answer every open request with ``why`` (the session could not run)."""
-        for key, stream in list(self._streams.items()):
+        for key in list(self._streams):
             request_id = orjson.loads(key)
-            stream.put_nowait(orjson.dumps(error(request_id, UPSTREAM_GONE, why)))
-            stream.put_nowait(None)
+            self._answered(key, orjson.dumps(error(request_id, UPSTREAM_GONE, why)))
         self.end()
 
     def accept(self, body: bytes) -> None:
-        """A notification or a response from the client."""
+        """A notification or a response from the client.
+
+        A cancellation ends its request's stream: no answer comes (MCP).
+        """
         self.last_seen = time.monotonic()
+        message = parse(body)
+        if (
+            isinstance(message, dict)
+            and message.get("method") == "notifications/cancelled"
+        ):
+            params = message.get("params")
+            found = params.get("requestId") if isinstance(params, dict) else None
+            if _key(found) in self._streams:
+                self._answered(_key(found), None)
         self._inbox.put_nowait(body)
 
     def client_of(self, request_id: JSONValue) -> str:
@@ -169,8 +319,8 @@ class ListenSession:
         message: dict[str, JSONValue],
         client: str = ANONYMOUS,
         version: str | None = None,
-    ) -> AsyncIterator[bytes]:
-        """A request from ``client``: the event stream that answers it.
+    ) -> Stream:
+        """A request from ``client``: the stream that answers it.
 
         ``client``: ``sha256:HEX`` of the credential it came with, else
         ``anonymous`` (who may get a ``cacheScope: "private"`` answer).
@@ -178,8 +328,11 @@ class ListenSession:
         """
         self.last_seen = time.monotonic()
         key = _key(message.get("id"))
-        stream: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._numbered += 1
+        stream = Stream(self._numbered)
         self._streams[key] = stream
+        if self.resumable:
+            self._held[stream.number] = stream
         self._clients[key] = client
         if version is not None:
             self._versions[key] = version
@@ -187,20 +340,20 @@ class ListenSession:
         if token is not None:
             self._tokens[_key(token)] = key
         self._inbox.put_nowait(body)
+        return stream
 
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                while (item := await stream.get()) is not None:
-                    yield b"event: message\ndata: " + item + b"\n\n"
-            finally:
-                self.last_seen = time.monotonic()  # idle from its last answer
-                self._streams.pop(key, None)
-                self._clients.pop(key, None)
-                self._versions.pop(key, None)
-                if token is not None:
-                    self._tokens.pop(_key(token), None)
+    async def events(self, stream: Stream, seen: int = 0) -> AsyncIterator[bytes]:
+        """``stream``'s events after number ``seen``, as SSE (ids if resumable).
 
-        return events()
+        A resumable stream's connection starts with an event of no data that
+        gives its id and the ``retry`` a reconnecting client waits.
+        """
+        if self.resumable:
+            first = f"id: {stream.number}-{seen}\nretry: {RETRY_MS}\ndata: \n\n"
+            yield first.encode()
+        async for number, message in stream.after(seen):
+            head = f"id: {stream.number}-{number}\n" if self.resumable else ""
+            yield head.encode() + b"event: message\ndata: " + message + b"\n\n"
 
 
 #: Runs one session to its end (records or replays it).
@@ -222,6 +375,8 @@ class Listener:
             ``host`` (:mod:`.checks`: DNS rebinding).
         deadlines: the time limits and connection cap of the HTTP server
             (by default, those ``mcp proxy --listen`` documents).
+        upstream_statuses: the upstream is an HTTP server whose error
+            statuses are passed on (``ListenSession.upstream_statuses``).
     """
 
     def __init__(
@@ -235,8 +390,10 @@ class Listener:
         listening: socket.socket | None = None,
         allow_hosts: Iterable[str] = (),
         deadlines: Deadlines | None = None,
+        upstream_statuses: bool = False,
     ) -> None:
         self.host = host
+        self._upstream_statuses = upstream_statuses
         self.port = port
         self.idle_seconds = idle_seconds
         self.gate = gate
@@ -324,7 +481,7 @@ class Listener:
         return found
 
     def _start(self, session_id: str | None, read_only: bool) -> ListenSession:
-        session = ListenSession(session_id, read_only)
+        session = ListenSession(session_id, read_only, self._upstream_statuses)
         if session_id is None:
             self._stateless = session
         else:
@@ -346,7 +503,7 @@ class Listener:
 
     async def _endpoint(self, request: object) -> object:
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.responses import JSONResponse, Response
 
         assert isinstance(request, Request)
         refused = rebinding(request.headers, self._allowed)
@@ -367,7 +524,8 @@ class Listener:
                 )
             allowed = found
         given = request.headers.get(_HEADER)
-        if request.method == "GET":
+        resuming = request.headers.get("last-event-id")
+        if request.method == "GET" and not (given and resuming):
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
         known = self._sessions.get(given) if given else None
         if given and (known is None or known.ended):
@@ -376,6 +534,14 @@ class Listener:
         read_only = allowed is Allowed.READ
         if read_only and known is not None and not known.read_only:
             return _read_only_refused()
+        if request.method == "GET":
+            assert known is not None
+            assert resuming is not None
+            held = known.resumed(resuming)
+            if held is None:
+                why = f"the events after {resuming} are not held (any more)"
+                return JSONResponse(error(None, INVALID_REQUEST, why), status_code=404)
+            return _event_stream(known.events(*held), {_HEADER: known.session_id})
         if request.method == "DELETE":
             if known is None:
                 return Response(status_code=400)
@@ -414,13 +580,38 @@ class Listener:
         client = ANONYMOUS
         if credential:  # recorded as its digest, never as itself
             client = "sha256:" + hashlib.sha256(credential.encode()).hexdigest()
-        return StreamingResponse(
-            session.request(
-                body, message, client, request.headers.get("mcp-protocol-version")
-            ),
-            media_type="text/event-stream",
-            headers=headers,
+        stream = session.request(
+            body, message, client, request.headers.get("mcp-protocol-version")
         )
+        if session.upstream_statuses:  # an error status is passed on, as it is
+            await stream.started()
+            if stream.status is not None and stream.status >= 400:
+                await stream.finished()
+                answer = stream.last() or b""
+                return Response(
+                    answer,
+                    status_code=stream.status,
+                    media_type="application/json",
+                    headers=headers,
+                )
+        return _event_stream(session.events(stream), headers)
+
+
+def _event_stream(
+    events: AsyncIterator[bytes], headers: Mapping[str, str | None]
+) -> object:
+    """An SSE response of ``events``."""
+    from starlette.responses import StreamingResponse
+
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={
+            **{k: v for k, v in headers.items() if v is not None},
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",
+        },
+    )
 
 
 def _read_only_refused() -> object:

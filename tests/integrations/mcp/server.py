@@ -86,6 +86,17 @@ async def chatty(count: int, ctx: Context) -> str:
     return f"{count} lines"
 
 
+@server.tool()
+async def paced(count: int, seconds: float, ctx: Context) -> str:
+    """Report progress ``count`` times, ``seconds`` apart, then answer."""
+    _called("paced")
+    for done in range(1, count + 1):
+        if done > 1:
+            await asyncio.sleep(seconds)
+        await ctx.report_progress(done, count)
+    return f"{count} paced"
+
+
 @server.tool(annotations=ToolAnnotations(destructiveHint=True))
 def delete(item: str) -> str:
     """Delete an item (a side effect)."""

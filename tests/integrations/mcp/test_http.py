@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -47,15 +49,9 @@ class Upstream:
         return self.calls.read_text().split() if self.calls.exists() else []
 
 
-@pytest.fixture(scope="module")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
-    """The test server on 127.0.0.1, one for the module's tests; killed afterwards.
-
-    Its tools keep their state between sessions (``counter`` counts on), so the
-    tests compare with what they recorded, and count calls from their start.
-    """
-    port = _free_port()
-    calls = tmp_path_factory.mktemp("upstream") / "calls.txt"
+@contextlib.contextmanager
+def _server(port: int, calls: Path) -> Iterator[Upstream]:
+    """The test server over streamable HTTP on 127.0.0.1:``port``; killed after."""
     env = {**os.environ, "MCP_TEST_CALLS": str(calls)}
     process = subprocess.Popen(
         [sys.executable, str(SERVER), "http", str(port)],
@@ -77,6 +73,18 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
     finally:
         process.kill()
         process.wait(timeout=LIMIT)
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    """The test server on 127.0.0.1, one for the module's tests; killed afterwards.
+
+    Its tools keep their state between sessions (``counter`` counts on), so the
+    tests compare with what they recorded, and count calls from their start.
+    """
+    calls = tmp_path_factory.mktemp("upstream") / "calls.txt"
+    with _server(_free_port(), calls) as started:
+        yield started
 
 
 def _session(tmp_path: Path, mode: str, body: Any, *options: str) -> Any:
@@ -214,8 +222,6 @@ def test_listen_passes_the_clients_protocol_version_header_on(
     the server's own answer to that (its error), not one for a request with no
     version at all (an error with no id, which no client waits for).
     """
-    import json
-
     import httpx
 
     from .test_listen import _serve_url
@@ -235,25 +241,36 @@ def test_listen_passes_the_clients_protocol_version_header_on(
 
     def run(url: str) -> Any:
         with httpx.Client(timeout=LIMIT) as http:
-            answered = http.post(url, json=call, headers=headers)
-        data = [
-            json.loads(line.removeprefix("data: "))
-            for line in answered.text.splitlines()
-            if line.startswith("data: ")
-        ]
-        return data[-1]
+            return _answered(http.post(url, json=call, headers=headers))
 
-    found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", upstream.url)
+    (status, _, found), _ = _serve_url(
+        tmp_path, "record", run, "--upstream-url", upstream.url
+    )
+    assert status == 400  # the server's status, passed on
     assert found["id"] == 1
     assert found["error"]["code"] == -32602  # the server's: _meta is missing
+
+
+def _answered(answer: Any) -> tuple[int, str, Any]:
+    """An HTTP answer's status, content type and last JSON-RPC message."""
+    kind = answer.headers.get("content-type", "").partition(";")[0]
+    if kind == "application/json":
+        return answer.status_code, kind, answer.json()
+    data = [
+        json.loads(line.removeprefix("data: "))
+        for line in answer.text.splitlines()
+        if line.startswith("data: ") and line != "data: "
+    ]
+    return answer.status_code, kind, data[-1] if data else None
+
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
 
 
 def test_an_http_error_with_no_id_answers_the_request_it_refused(
     upstream: Upstream, tmp_path: Path
 ) -> None:
-    """The server's 400 with id null: the client gets that error under its id."""
-    import json
-
+    """The server's 400 with id null: the client gets 400 and that error, its id."""
     import httpx
 
     from .test_listen import _serve_url
@@ -262,20 +279,65 @@ def test_an_http_error_with_no_id_answers_the_request_it_refused(
 
     def run(url: str) -> Any:
         with httpx.Client(timeout=LIMIT) as http:
-            answered = http.post(
-                url,
-                json=call,
-                headers={"accept": "application/json, text/event-stream"},
-            )
-        data = [
-            json.loads(line.removeprefix("data: "))
-            for line in answered.text.splitlines()
-            if line.startswith("data: ")
-        ]
-        return data[-1]
+            return _answered(http.post(url, json=call, headers=ACCEPT))
 
     # no session, no revision: the server refuses it (400, "Missing session ID")
-    found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", upstream.url)
+    (status, kind, found), _ = _serve_url(
+        tmp_path, "record", run, "--upstream-url", upstream.url
+    )
+    assert (status, kind) == (400, "application/json")  # not a 200 event stream
     assert found["id"] == 7
     assert found["error"]["code"] == -32600
     assert "session" in found["error"]["message"].lower()
+
+
+def test_an_upstream_session_ended_is_404_for_the_client(tmp_path: Path) -> None:
+    """The upstream restarted (its session gone): its 404 reaches the client as 404.
+
+    A call before is answered 200 on an event stream; the same call after the
+    restart gets the upstream's 404 and its JSON-RPC error, under the call's id.
+    """
+    import httpx
+
+    from .test_listen import _serve_url
+
+    port = _free_port()
+    calls = tmp_path / "calls.txt"
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+    def call(n: int) -> dict[str, Any]:
+        params = {"name": "add", "arguments": {"a": n, "b": 1}}
+        return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+    upstream = contextlib.ExitStack()
+    first = upstream.enter_context(_server(port, calls))
+
+    def run(url: str) -> list[Any]:
+        with httpx.Client(timeout=LIMIT, headers=ACCEPT) as http:
+            opened = http.post(url, json=init)
+            session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            http.post(url, json=ready, headers=session)
+            before = _answered(http.post(url, json=call(1), headers=session))
+            upstream.close()  # the upstream is killed, and started again:
+            with _server(port, calls):  # a new process, which knows no session
+                after = _answered(http.post(url, json=call(2), headers=session))
+            return [before, after]
+
+    with upstream:
+        found, _ = _serve_url(tmp_path, "record", run, "--upstream-url", first.url)
+    before, after = found
+    assert before[:2] == (200, "text/event-stream")
+    assert before[2]["result"]["content"][0]["text"] == "2"
+    assert after[:2] == (404, "application/json")
+    assert after[2]["id"] == 2
+    assert "error" in after[2]

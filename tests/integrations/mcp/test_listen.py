@@ -426,3 +426,246 @@ def test_listen_refuses_rebinding_and_headers_that_do_not_match_the_body(
     assert found == [(200, "5"), (400, -32020), 421, 403, 200]
     made = (tmp_path / "calls.txt").read_text().split()
     assert made == ["add", "add"]  # the refused requests reached no server
+
+
+ACCEPT = {"accept": "application/json, text/event-stream"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+READY = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _sse(lines: Any) -> Any:
+    """The events of an SSE body's lines, each a dict of its fields."""
+    event: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            if event:
+                yield event
+            event = {}
+            continue
+        field, _, value = line.partition(":")
+        event[field] = value.removeprefix(" ")
+    if event:
+        yield event
+
+
+def _opened(http: Any, url: str) -> dict[str, str]:
+    """A session opened with initialize: the header that names it."""
+    opened = http.post(url, json=INIT)
+    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+    assert http.post(url, json=READY, headers=session).status_code == 202
+    return session
+
+
+def _paced(n: int) -> dict[str, Any]:
+    params = {
+        "name": "paced",
+        "arguments": {"count": 4, "seconds": 0.3},
+        "_meta": {"progressToken": f"p{n}"},
+    }
+    return {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params}
+
+
+def _cut_and_resume(url: str) -> dict[str, Any]:
+    """A call's stream cut after its first progress event, then resumed by GET.
+
+    Then: a second call's ids, the held streams' bound (``HELD_STREAMS``)
+    walked with pings, and the GETs that cannot resume.
+    """
+    import httpx
+
+    seen: dict[str, Any] = {}
+    with httpx.Client(timeout=LIMIT, headers=ACCEPT) as http:
+        session = _opened(http, url)
+        first: list[dict[str, str]] = []
+        with http.stream("POST", url, json=_paced(1), headers=session) as answer:
+            for event in _sse(answer.iter_lines()):
+                first.append(event)
+                if "progress" in event.get("data", ""):
+                    break  # the connection is closed here: the stream is cut
+        time.sleep(0.45)  # one more event is sent meanwhile, to nobody
+        again = {**session, "last-event-id": first[-1]["id"]}
+        with http.stream("GET", url, headers=again) as resumed:
+            seen["resumed status"] = resumed.status_code
+            rest = list(_sse(resumed.iter_lines()))
+        seen["first"], seen["rest"] = first, rest
+        second = http.post(url, json=_paced(2), headers=session)
+        seen["second"] = [e.get("id") for e in _sse(second.text.splitlines())]
+        last = {**session, "last-event-id": rest[-1]["id"]}
+        ping = {"jsonrpc": "2.0", "method": "ping"}
+        # answered: streams 1 (initialize), 2, 3 (the calls) and the pings';
+        # HELD_STREAMS + 1 of them: stream 1 is dropped, 2 is the oldest held
+        for n in range(HELD_STREAMS - 2):
+            http.post(url, json={**ping, "id": 100 + n}, headers=session)
+        seen["held"] = _sse(http.get(url, headers=last).text.splitlines())
+        seen["held"] = [e.get("id") for e in seen["held"]]
+        http.post(url, json={**ping, "id": 99}, headers=session)  # one more
+        seen["dropped"] = http.get(url, headers=last).status_code
+        seen["unknown"] = http.get(
+            url, headers={**session, "last-event-id": "77-0"}
+        ).status_code
+        seen["no id"] = http.get(url, headers=session).status_code
+        seen["no session"] = http.get(
+            url, headers={"last-event-id": first[-1]["id"]}
+        ).status_code
+        stateless = http.post(url, json={**ping, "id": 5})
+        seen["stateless"] = list(_sse(stateless.text.splitlines()))
+    return seen
+
+
+HELD_STREAMS = 32  # listen.HELD_STREAMS, as documented
+
+
+def _check_resumed(seen: dict[str, Any]) -> None:
+    first, rest = seen["first"], seen["rest"]
+    # the first event: an id, the retry, no data; then the first progress
+    assert first[0] == {"id": "2-0", "retry": "1000", "data": ""}
+    assert first[1]["id"] == "2-1"
+    assert json.loads(first[1]["data"])["params"]["progress"] == 1
+    assert seen["resumed status"] == 200
+    assert rest[0] == {"id": "2-1", "retry": "1000", "data": ""}
+    ids = [e["id"] for e in rest[1:]]
+    assert ids == ["2-2", "2-3", "2-4", "2-5"]  # missed, then the rest, in order
+    messages = [json.loads(e["data"]) for e in rest[1:]]
+    assert [m["params"]["progress"] for m in messages[:3]] == [2, 3, 4]
+    assert messages[3]["id"] == 1
+    assert messages[3]["result"]["content"][0]["text"] == "4 paced"
+    assert seen["second"] == ["3-0", "3-1", "3-2", "3-3", "3-4", "3-5"]
+    assert seen["held"] == ["2-5"]  # the priming event names where it resumes
+    assert seen["dropped"] == 404  # past HELD_STREAMS answered streams
+    assert seen["unknown"] == 404
+    assert seen["no id"] == 405  # no stream of its own outside requests
+    assert seen["no session"] == 405  # the stateless revision does not resume
+    assert [set(e) for e in seen["stateless"]] == [{"event", "data"}]  # no ids
+
+
+def test_a_cut_stream_is_resumed_with_last_event_id_recording_and_replaying(
+    tmp_path: Path,
+) -> None:
+    """GET with Last-Event-ID: the missed events in order, then the rest; bounded."""
+    upstream = ("--", sys.executable, str(SERVER))
+    recorded, _ = _serve_url(tmp_path, "record", _cut_and_resume, *upstream)
+    _check_resumed(recorded)
+    made = (tmp_path / "calls.txt").read_text().split()
+    replayed, err = _serve_url(tmp_path, "replay", _cut_and_resume)
+    _check_resumed(replayed)
+    assert "replayed from exec-" in err
+    assert (tmp_path / "calls.txt").read_text().split() == made  # no server asked
+
+
+def test_a_stream_holds_its_newest_events_only() -> None:
+    """HELD_EVENTS: the oldest go first; a cursor before them cannot resume."""
+    from intentusnet.integrations.mcp.listen import HELD_EVENTS, Stream
+
+    stream = Stream(1)
+    for n in range(HELD_EVENTS + 1):
+        stream.add(str(n).encode())
+    stream.finish()
+    assert not stream.holds(0)  # event 1 is gone
+    assert stream.holds(1)
+    assert not stream.holds(HELD_EVENTS + 2)  # never sent
+
+    async def rest() -> list[int]:
+        return [number async for number, _ in stream.after(HELD_EVENTS - 1)]
+
+    assert asyncio.run(rest()) == [HELD_EVENTS, HELD_EVENTS + 1]
+
+
+def test_the_sdk_client_resumes_a_cut_stream(tmp_path: Path) -> None:
+    """The SDK client, its connection cut mid-call, reconnects and gets every event."""
+    relay_port = _free_port()
+    cuts: list[int] = []
+
+    async def pipe(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, watch: bool
+    ) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+                if watch and not cuts and b"notifications/progress" in data:
+                    cuts.append(1)  # the first progress passed: cut here
+                    return
+        finally:
+            writer.close()
+
+    def run(url: str) -> Any:
+        target = int(url.split(":")[2].split("/")[0])
+
+        async def relay(
+            reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> None:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target)
+            sending = asyncio.create_task(pipe(reader, up_writer, False))
+            await pipe(up_reader, writer, True)
+            sending.cancel()
+            up_writer.close()
+
+        async def session() -> Any:
+            progress: list[float] = []
+
+            async def on_progress(done: float, total: float | None, _: str | None):
+                progress.append(done)
+
+            server = await asyncio.start_server(relay, "127.0.0.1", relay_port)
+            async with server:
+                relayed = f"http://127.0.0.1:{relay_port}/mcp"
+                async with Client(
+                    relayed, read_timeout_seconds=LIMIT, mode="legacy"
+                ) as client:
+                    answer = await client.call_tool(
+                        "paced",
+                        {"count": 3, "seconds": 0.3},
+                        progress_callback=on_progress,
+                    )
+            return answer.content[0].text, progress
+
+        return asyncio.run(asyncio.wait_for(session(), LIMIT))
+
+    upstream = ("--", sys.executable, str(SERVER))
+    allow = ("--allow-host", f"127.0.0.1:{relay_port}")
+    (answer, progress), _ = _serve_url(tmp_path, "record", run, *allow, *upstream)
+    assert cuts == [1]  # the stream was cut once
+    assert answer == "3 paced"
+    assert progress == [1.0, 2.0, 3.0]
+
+
+def test_a_cancelled_requests_stream_ends_and_its_session_can_go_idle(
+    tmp_path: Path,
+) -> None:
+    """notifications/cancelled: its stream ends with no answer; --idle then ends it."""
+    import httpx
+
+    def run(url: str) -> Any:
+        with httpx.Client(timeout=LIMIT, headers=ACCEPT) as http:
+            session = _opened(http, url)
+            params = {"name": "slow", "arguments": {"seconds": 20}}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            events = []
+            with http.stream(
+                "POST", url, json={**call, "params": params}, headers=session
+            ) as answer:
+                for event in _sse(answer.iter_lines()):
+                    events.append(event)
+                    if len(events) == 1:  # the stream is open: cancel the call
+                        cancel = {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/cancelled",
+                            "params": {"requestId": 1, "reason": "enough"},
+                        }
+                        http.post(url, json=cancel, headers=session)
+        return events, _completed(tmp_path / "store", 1)
+
+    (events, records), _ = _serve_url(
+        tmp_path, "record", run, "--idle", "1", "--", sys.executable, str(SERVER)
+    )
+    assert events == [{"id": "2-0", "retry": "1000", "data": ""}]  # no answer
+    assert len(records) == 1  # the session went idle and its record closed
