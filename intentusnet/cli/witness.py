@@ -19,7 +19,7 @@ from .params import USAGE, CliFailure
 @click.command()
 @click.option(
     "--listen",
-    default="127.0.0.1:8767",
+    default="127.0.0.1:8768",
     show_default=True,
     metavar="HOST:PORT",
     help="Address to listen on; other than loopback only with --public.",
@@ -90,7 +90,6 @@ def witness(
     from ..record.keys import PublicKey, SigningKey
     from ..server.auth import is_loopback
     from ..tlog.cosignature import Cosigner
-    from ..tlog.note import check_key_name
     from ..tlog.witness import Witness
 
     host, port = listen_address(listen)
@@ -103,11 +102,13 @@ def witness(
     known: dict[str, PublicKey] = {}
     for entry in logs:
         origin, equals, path = entry.partition("=")
-        if not equals or not origin or not path:
+        if not equals or not path or not _is_key_name(origin):
             raise CliFailure(f"--log takes ORIGIN=PUBKEY, not {entry!r}", USAGE)
-        known[check_key_name(origin)] = PublicKey.load(path)
+        known[origin] = PublicKey.load(path)
     key = SigningKey.load(key_file)
-    name = check_key_name(name or f"intentusnet-witness/{key.key_id.partition(':')[2]}")
+    name = name or f"intentusnet-witness/{key.key_id.partition(':')[2]}"
+    if not _is_key_name(name):
+        raise CliFailure(f"--name {name!r}: no spaces or '+'", USAGE)
     limits = deadlines(body_timeout, keep_alive, max_connections)
     try:
         server_witness = Witness(name, key, known, Path(state_dir))
@@ -139,3 +140,15 @@ def witness(
         server_witness.close()
     if not server.started:
         raise CliFailure(f"the witness could not start on {shown}:{port}", 1)
+
+
+def _is_key_name(name: str) -> bool:
+    """Whether ``name`` may name a log or a witness (signed-note key names)."""
+    from ..errors import LogIntegrityError
+    from ..tlog.note import check_key_name
+
+    try:
+        check_key_name(name)
+    except LogIntegrityError:
+        return False
+    return True

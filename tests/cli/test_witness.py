@@ -136,14 +136,17 @@ def test_killed_after_persisting_it_holds_the_new_size(
 def test_the_command_refuses_bad_options(
     invoke: Invoke, tmp_path: Path, keys: dict[str, Path]
 ) -> None:
-    """Non-loopback without --public, a bad --log, a held state folder: exit 2."""
+    """Non-loopback without --public, a bad --log or --name, a held state: exit 2."""
     args = witness_args(tmp_path, keys)
     result = invoke("witness", "--listen", "0.0.0.0:0", *args)
     assert result.exit_code == 2
     assert "--public" in result.output
-    result = invoke("witness", "--log", "no-equals", *args[2:])
+    for bad in ("no-equals", "with space=x.pub", "=x.pub"):
+        result = invoke("witness", "--log", bad, *args[2:])
+        assert result.exit_code == 2
+        assert "ORIGIN=PUBKEY" in result.output
+    result = invoke("witness", *args, "--name", "a+b")
     assert result.exit_code == 2
-    assert "ORIGIN=PUBKEY" in result.output
     running = WitnessProcess(tmp_path, *args)
     try:
         result = invoke("witness", "--listen", "127.0.0.1:0", *args)
