@@ -587,3 +587,35 @@ def test_publish_and_verify_without_enough_cosignatures(
         assert publish(invoke, base, copy, "--witness", vkey).exit_code == 2  # no URL
     finally:
         witness.stop()
+
+
+def test_4_with_a_witness_a_store_restored_from_an_earlier_copy_is_not_cosigned(
+    invoke: Invoke,
+    base: Base,
+    copy: Path,
+    tmp_path: Path,
+    witness_keys: tuple[Path, Path],
+) -> None:
+    """The witness cosigned 1,030 leaves; the store restored to 1,000 is refused
+    (it holds a larger tree: exit 17), and a reader requiring it sees a rollback.
+    """
+    earlier = copy_of(copy, tmp_path / "earlier")
+    witness = start_witness(base, tmp_path, witness_keys[0], "w1")
+    try:
+        entry = f"{witness.url}={witness.vkey}"
+        add_records(copy, base.key, 30, "later")
+        assert publish(invoke, base, copy, "--witness", entry).exit_code == 0
+        saved = cosigned(copy, base).read_bytes()
+        copy_of(earlier, copy)
+        result = publish(invoke, base, copy, "--witness", entry)
+        assert result.exit_code == 17
+        assert "it holds a larger tree (1030 leaves)" in result.output
+        assert not cosigned(copy, base).exists()
+        state = tmp_path / "state"
+        code, report = audit(invoke, base, copy, state, "--witness", witness.vkey)
+        assert (code, named(report)) == (17, [("unwitnessed", None)])
+        cosigned(copy, base).write_bytes(saved)  # a reader holding the cosigned one
+        code, report = audit(invoke, base, copy, state, "--witness", witness.vkey)
+        assert (code, named(report)) == (15, [("rollback", None)])
+    finally:
+        witness.stop()

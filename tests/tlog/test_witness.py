@@ -205,3 +205,26 @@ def test_the_state_outlives_the_witness_and_one_witness_holds_it(
     assert again.add_checkpoint(request(0, [], older)) == (409, "9\n", SIZE_TYPE)
     assert again.add_checkpoint(request(9, [], older)).status == 400
     again.close()
+
+
+def test_signatures_of_other_keys_are_ignored(
+    tmp_path: Path, log_key: SigningKey, witness_key: SigningKey, witness: Witness
+) -> None:
+    """A checkpoint carrying other witnesses' cosignatures and other keys'
+    signatures is cosigned; one whose log signature is altered is 403.
+    """
+    log = grown(tmp_path / "log", log_key, [6])
+    note = log.checkpoint_note()
+    assert note is not None
+    text = note[: note.index(b"\n\n") + 1].decode()
+    other = cosign(text, "witness.example/w9", SigningKey.generate(), 1_700_000_000)
+    stranger = LogCheckpoint(ORIGIN, 6, bytes(32)).sign(SigningKey.generate())
+    foreign_line = stranger[stranger.index(b"\n\n") + 2 :]
+    carried = note + other.encode() + foreign_line
+    answer = witness.add_checkpoint(request(0, [], carried))
+    assert answer.status == 200
+    cosigner = Cosigner(NAME, witness_key.public_key)
+    assert count_cosigners(note + answer.body.encode(), [cosigner]) == (1, [])
+    at = note.index(b"\n\n") + 2 + len(f"\u2014 {ORIGIN} ".encode()) + 10
+    altered = note[:at] + (b"A" if note[at : at + 1] != b"A" else b"B") + note[at + 1 :]
+    assert witness.add_checkpoint(request(6, [], altered)).status == 403
