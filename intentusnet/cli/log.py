@@ -145,6 +145,7 @@ def publish(
     from ..record.keys import PublicKey
     from ..store.file.translog import store_log
     from ..tlog.audit import log_origin, open_known
+    from ..tlog.witness import request_cosignature
 
     key = PublicKey.load(key_file)
     entries = _witness_entries(witnesses)
@@ -167,8 +168,8 @@ def publish(
     problems: list[str] = []
     with httpx.Client(timeout=timeout) as http:
         for url, cosigner in entries:
-            line, problem = _ask_witness(
-                http, url, cosigner, tlog, note, head.size, start
+            line, problem = request_cosignature(
+                _poster(http, url), cosigner, tlog, note, head.size, start
             )
             if line is not None:
                 lines.append(line)
@@ -200,55 +201,24 @@ def publish(
     )
 
 
-def _ask_witness(
-    http: httpx.Client,
-    url: str,
-    cosigner: Cosigner,
-    tlog: TileLog,
-    note: bytes,
-    size: int,
-    start: int,
-) -> tuple[str | None, str]:
-    """The witness's cosignature line of ``note`` (``size`` leaves), or None and why.
+def _poster(http: httpx.Client, url: str) -> Callable[[bytes], tuple[int, str]]:
+    """POST a body to the witness at ``url``: its status and text.
 
-    Asks from size ``start``; told (409) it holds another size, asks once
-    more from that one.
+    Raises:
+        LogError: it cannot be reached.
     """
     import httpx
 
-    from ..tlog.cosignature import count_cosigners
+    from ..errors import LogError
 
-    old = start if start <= size else 0
-    for _ in range(2):
-        proof = tlog.prove_consistency(old, size) if 0 < old < size else []
-        body = "".join(
-            [f"old {old}\n", *(base64.b64encode(h).decode() + "\n" for h in proof)]
-        )
+    def post(body: bytes) -> tuple[int, str]:
         try:
-            answer = http.post(
-                url.rstrip("/") + "/add-checkpoint",
-                content=body.encode() + b"\n" + note,
-            )
+            answer = http.post(url.rstrip("/") + "/add-checkpoint", content=body)
         except httpx.HTTPError as exc:
-            return None, f"cannot reach it: {exc}"
-        if answer.status_code == 409 and answer.text.rstrip("\n").isdigit():
-            held = int(answer.text)
-            if held > size:
-                return None, f"it holds a larger tree ({held} leaves): a rollback"
-            old = held
-            continue
-        if answer.status_code != 200:
-            return None, f"HTTP {answer.status_code}: {answer.text.strip()[:200]}"
-        ours = [
-            line + "\n"
-            for line in answer.text.split("\n")
-            if line.startswith(f"\u2014 {cosigner.name} ")
-        ]
-        for line in ours:
-            if count_cosigners(note + line.encode(), [cosigner]) == (1, []):
-                return line, ""
-        return None, "its answer holds no valid cosignature by its key"
-    return None, f"it answered 409 twice (it holds {old} leaves)"
+            raise LogError(f"cannot reach it: {exc}") from None
+        return answer.status_code, answer.text
+
+    return post
 
 
 @log.command()

@@ -8,6 +8,9 @@ keeps the checkpoint it last cosigned in a file of its state folder
 cosignature is made, and checking and writing happen under one lock: a
 witness killed at any point, then restarted, never cosigns a checkpoint that
 does not extend one it cosigned.
+
+The log's side: :func:`request_cosignature` asks one witness for its
+cosignature (the HTTP is the caller's: ``intentusnet log publish``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from hashlib import sha256
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -28,10 +31,18 @@ from .._util.files import FILE_MODE, fsync_dir, make_dirs
 from ..errors import LogError, LogIntegrityError
 from ..record.keys import PublicKey, SigningKey
 from .checkpoint import LogCheckpoint, open_checkpoint
-from .cosignature import cosign
+from .cosignature import Cosigner, cosign, count_cosigners
+from .log import TileLog
 from .merkle import EMPTY_ROOT, HASH_SIZE
 
-__all__ = ["SIZE_TYPE", "Witness", "WitnessAnswer", "parse_add_checkpoint"]
+__all__ = [
+    "SIZE_TYPE",
+    "Witness",
+    "WitnessAnswer",
+    "add_checkpoint_body",
+    "parse_add_checkpoint",
+    "request_cosignature",
+]
 
 #: The content type of a 409's body: the size the witness holds.
 SIZE_TYPE: Final = "text/x.tlog.size"
@@ -213,3 +224,48 @@ def _inconsistency(
 def _text(note: bytes) -> str:
     data = note.decode("utf-8")
     return data[: data.rfind("\n\n") + 1]
+
+
+def add_checkpoint_body(old: int, proof: Sequence[bytes], note: bytes) -> bytes:
+    """The body of an ``add-checkpoint`` request."""
+    lines = [f"old {old}\n", *(base64.b64encode(h).decode() + "\n" for h in proof)]
+    return "".join(lines).encode() + b"\n" + note
+
+
+def request_cosignature(
+    post: Callable[[bytes], tuple[int, str]],
+    cosigner: Cosigner,
+    log: TileLog,
+    note: bytes,
+    size: int,
+    start: int,
+) -> tuple[str | None, str]:
+    """The witness's cosignature line of ``note`` (``size`` leaves), or None and why.
+
+    ``post`` sends a request body to the witness and returns its status and
+    text (raising :class:`LogError` when it cannot). Asks from size
+    ``start``; told (409) the witness holds another size, asks once more from
+    that one, with a consistency proof from the log's tiles.
+    """
+    old = start if start <= size else 0
+    for _ in range(2):
+        proof = log.prove_consistency(old, size) if 0 < old < size else []
+        try:
+            status, text = post(add_checkpoint_body(old, proof, note))
+        except LogError as exc:
+            return None, str(exc)
+        if status == 409 and _OLD.fullmatch(f"old {text.rstrip(chr(10))}"):
+            held = int(text)
+            if held > size:
+                return None, f"it holds a larger tree ({held} leaves): a rollback"
+            old = held
+            continue
+        if status != 200:
+            return None, f"HTTP {status}: {text.strip()[:200]}"
+        for line in text.split("\n"):
+            if line.startswith(f"\u2014 {cosigner.name} "):
+                mine = line + "\n"
+                if count_cosigners(note + mine.encode(), [cosigner]) == (1, []):
+                    return mine, ""
+        return None, "its answer holds no valid cosignature by its key"
+    return None, f"it answered 409 twice (it holds {old} leaves)"

@@ -228,3 +228,49 @@ def test_signatures_of_other_keys_are_ignored(
     at = note.index(b"\n\n") + 2 + len(f"\u2014 {ORIGIN} ".encode()) + 10
     altered = note[:at] + (b"A" if note[at : at + 1] != b"A" else b"B") + note[at + 1 :]
     assert witness.add_checkpoint(request(6, [], altered)).status == 403
+
+
+def test_request_cosignature_follows_a_409_and_refuses_a_larger_tree(
+    tmp_path: Path, log_key: SigningKey, witness_key: SigningKey, witness: Witness
+) -> None:
+    """From size 0 it is told 5, asks again with a proof, gets a cosignature;
+    a witness holding more than the log is a rollback; failures are said.
+    """
+    from intentusnet.tlog.witness import request_cosignature
+
+    def post(body: bytes) -> tuple[int, str]:
+        answer = witness.add_checkpoint(body)
+        return answer.status, answer.body
+
+    cosigner = Cosigner(NAME, witness_key.public_key)
+    log = grown(tmp_path / "log", log_key, [5])
+    five = log.checkpoint_note()
+    assert five is not None
+    assert request_cosignature(post, cosigner, log, five, 5, 0)[0] is not None
+    log.append([f"leaf {i}".encode() for i in range(5, 12)])
+    twelve = log.checkpoint_note()
+    assert twelve is not None
+    line, _ = request_cosignature(post, cosigner, log, twelve, 12, 0)
+    assert line is not None
+    assert count_cosigners(twelve + line.encode(), [cosigner]) == (1, [])
+    assert witness.size_of(ORIGIN) == 12
+    older = grown(tmp_path / "older", log_key, [8])
+    eight = older.checkpoint_note()
+    assert eight is not None
+    assert request_cosignature(post, cosigner, older, eight, 8, 0) == (
+        None,
+        "it holds a larger tree (12 leaves): a rollback",
+    )
+    someone = Cosigner(NAME, SigningKey.generate().public_key)
+    assert request_cosignature(post, someone, log, twelve, 12, 12) == (
+        None,
+        "its answer holds no valid cosignature by its key",
+    )
+
+    def down(body: bytes) -> tuple[int, str]:
+        raise LogError("cannot reach it: refused")
+
+    assert request_cosignature(down, cosigner, log, twelve, 12, 12) == (
+        None,
+        "cannot reach it: refused",
+    )
