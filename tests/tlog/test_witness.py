@@ -274,3 +274,36 @@ def test_request_cosignature_follows_a_409_and_refuses_a_larger_tree(
         None,
         "cannot reach it: refused",
     )
+
+
+def test_concurrent_requests_from_one_size_get_one_cosignature(
+    tmp_path: Path, log_key: SigningKey, witness: Witness
+) -> None:
+    """Eight threads send old 0 at once, for checkpoints of 3 to 10 leaves: one
+    is cosigned, seven get 409 with its size (the check and the write are one step).
+    """
+    import threading
+
+    bodies = []
+    log = grown(tmp_path / "log", log_key, [])
+    for size in range(3, 11):
+        log.append([f"leaf {size - 1}".encode()] if size > 3 else [b"a", b"b", b"c"])
+        note = log.checkpoint_note()
+        assert note is not None
+        bodies.append(request(0, [], note))
+    start = threading.Barrier(len(bodies))
+    answers: list[tuple[int, str]] = []
+
+    def send(body: bytes) -> None:
+        start.wait(timeout=30)
+        answer = witness.add_checkpoint(body)
+        answers.append((answer.status, answer.body))
+
+    threads = [threading.Thread(target=send, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(status for status, _ in answers) == [200] + [409] * 7
+    held = f"{witness.size_of(ORIGIN)}\n"
+    assert all(body == held for status, body in answers if status == 409)
