@@ -79,6 +79,7 @@ COMMANDS = {
     "debug": "debugging:debug",
     "mcp": "mcp:mcp",
     "ui": "ui:ui",
+    "witness": "witness:witness",
 }
 
 

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .context import named_store, open_named
-from .listening import deadline_options, deadlines, listening_socket
+from .listening import (
+    deadline_options,
+    deadlines,
+    listen_address,
+    listening_socket,
+)
 from .params import (
     LOG_LEVELS,
     USAGE,
@@ -243,7 +248,7 @@ def gateway(
     from ..server.auth import KeyRing, check_bind
     from ..server.gateway.upstream import upstreams_of
 
-    host, port = _address(listen)
+    host, port = listen_address(listen)
     limits = deadlines(body_timeout, keep_alive, max_connections)
     redactor = _redactor(redact, redact_headers, redact_key_file)
     try:
@@ -383,14 +388,6 @@ def _access_log(target: str, stack: ExitStack) -> AccessLog | None:
     except OSError as exc:
         raise CliFailure(f"--access-log {target!r}: {exc.strerror}", USAGE) from None
     return AccessLog(stream)
-
-
-def _address(text: str) -> tuple[str, int]:
-    """``--listen HOST:PORT`` (``PORT`` alone listens on 127.0.0.1)."""
-    host, colon, port = text.rpartition(":")
-    if not port.isdigit() or int(port) > 65535:
-        raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
-    return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)
 
 
 def _redactor(

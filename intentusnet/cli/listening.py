@@ -26,7 +26,7 @@ from .._util.deadlines import (
 )
 from .params import USAGE, CliFailure
 
-__all__ = ["deadline_options", "deadlines", "listening_socket"]
+__all__ = ["deadline_options", "deadlines", "listen_address", "listening_socket"]
 
 _F = TypeVar("_F", bound=Callable[..., object])
 
@@ -92,3 +92,15 @@ def listening_socket(host: str, port: int, hint: str) -> socket.socket:
             f"cannot listen on {shown}:{port}: {reason}; {hint}", USAGE
         ) from None
     return listening
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``--listen HOST:PORT`` (``PORT`` alone listens on 127.0.0.1).
+
+    Raises:
+        CliFailure: not of that form, or the port is above 65535 (exit 2).
+    """
+    host, colon, port = text.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
+    return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import click
 
@@ -22,9 +23,14 @@ from .output import emit_json
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import httpx
+
     from .._util.jsonvalue import JSONObject, JSONValue
     from ..store import FileExecutionStore
     from ..tlog.audit import LogAudit
+    from ..tlog.cosignature import Cosigner
     from ..tlog.log import TileLog
 
 NOT_FOUND: Final = 3
@@ -37,6 +43,182 @@ _MAX_PROOF: Final = 1024 * 1024
 @click.group()
 def log() -> None:
     """Prove records are in the transparency log, and check proofs offline."""
+
+
+#: The exit code of a checkpoint too few witnesses cosigned (the audit's
+#: ``unwitnessed``).
+UNWITNESSED: Final = 17
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def witness_options(command: _F) -> _F:
+    """Add ``--witness URL=VKEY`` (repeatable) and ``--witness-quorum K``."""
+    command = click.option(
+        "--witness-quorum",
+        "quorum",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="K",
+        help="How many of the --witness witnesses must have cosigned "
+        "[default: all of them].",
+    )(command)
+    return click.option(
+        "--witness",
+        "witnesses",
+        multiple=True,
+        metavar="[URL=]VKEY",
+        help="A witness: its add-checkpoint URL prefix (log publish) and its "
+        "verifier key, as `intentusnet witness` prints it (repeatable).",
+    )(command)
+
+
+def _witness_entries(entries: tuple[str, ...]) -> list[tuple[str, Cosigner]]:
+    """Each ``--witness [URL=]VKEY``: its URL ('' without one) and witness."""
+    from ..errors import LogIntegrityError
+    from ..tlog.cosignature import parse_cosigner
+
+    found = []
+    for entry in entries:
+        url, equals, vkey = entry.rpartition("=")
+        if equals and "+" not in vkey:  # base64 ends in '=': no URL given
+            url, vkey = "", entry
+        try:
+            found.append((url, parse_cosigner(vkey)))
+        except LogIntegrityError as exc:
+            raise CliFailure(f"--witness {entry[:80]!r}: {exc}", USAGE) from None
+    return found
+
+
+def _cosigners(entries: tuple[str, ...]) -> list[Cosigner]:
+    return [cosigner for _, cosigner in _witness_entries(entries)]
+
+
+def _quorum(quorum: int | None, witnesses: int) -> int:
+    """The quorum asked for (all by default), checked against the witnesses given."""
+    if quorum is None:
+        return witnesses
+    if quorum > witnesses:
+        raise CliFailure(
+            f"--witness-quorum {quorum} needs at least {quorum} --witness, "
+            f"not {witnesses}",
+            USAGE,
+        )
+    return quorum
+
+
+@log.command()
+@click.option(
+    "--key",
+    "key_file",
+    required=True,
+    metavar="PUB",
+    help="The log's public key file (the store's signing key's .pub).",
+)
+@witness_options
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for each witness.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def publish(
+    key_file: str,
+    witnesses: tuple[str, ...],
+    quorum: int | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Have the witnesses cosign the log's checkpoint; publish it if enough did.
+
+    Sends the log's newest checkpoint, with a consistency proof from the size
+    each witness holds, to every --witness URL=VKEY (C2SP tlog-witness
+    add-checkpoint). With --witness-quorum of them cosigned, the checkpoint
+    and their cosignature lines are published as `log/<key id>/checkpoint.cosigned`
+    (what `log verify --witness` checks); else nothing is published, exit 17.
+    """
+    import httpx
+
+    from ..record.keys import PublicKey
+    from ..store.file.translog import store_log
+    from ..tlog.audit import log_origin, open_known
+    from ..tlog.witness import request_cosignature
+
+    key = PublicKey.load(key_file)
+    entries = _witness_entries(witnesses)
+    if not entries or any(not url for url, _ in entries):
+        raise CliFailure("log publish needs each --witness as URL=VKEY", USAGE)
+    need = _quorum(quorum, len(entries))
+    store = _file_store()
+    store.close()  # what this process queued is in the log
+    tlog = store_log(store.root, key.key_id)
+    note = tlog.checkpoint_note()
+    if note is None:
+        raise CliFailure(f"the store {store.root} has no transparency log", NOT_FOUND)
+    origin = log_origin(key.key_id)
+    head = open_known(note, origin, key, "the log's checkpoint")
+    published = tlog.cosigned_note()
+    start = 0
+    if published is not None:
+        start = open_known(published, origin, key, "the published checkpoint").size
+    lines: list[str] = []
+    problems: list[str] = []
+    with httpx.Client(timeout=timeout) as http:
+        for url, cosigner in entries:
+            line, problem = request_cosignature(
+                _poster(http, url), cosigner, tlog, note, head.size, start
+            )
+            if line is not None:
+                lines.append(line)
+            else:
+                problems.append(f"{url}: {problem}")
+    if len(lines) < need:
+        raise CliFailure(
+            f"{len(lines)} of {len(entries)} witnesses cosigned {origin} at size "
+            f"{head.size}, {need} needed; nothing published: " + "; ".join(problems),
+            UNWITNESSED,
+        )
+    tlog.publish_cosigned(note + "".join(lines).encode())
+    if as_json:
+        emit_json(
+            {
+                "origin": origin,
+                "size": head.size,
+                "cosigned": len(lines),
+                "witnesses": len(entries),
+                "problems": list(problems),
+            }
+        )
+        return
+    for problem in problems:
+        click.echo(f"not cosigned: {problem}", err=True)
+    click.echo(
+        f"Published {origin} at size {head.size}, cosigned by {len(lines)} of "
+        f"{len(entries)} witnesses."
+    )
+
+
+def _poster(http: httpx.Client, url: str) -> Callable[[bytes], tuple[int, str]]:
+    """POST a body to the witness at ``url``: its status and text.
+
+    Raises:
+        LogError: it cannot be reached.
+    """
+    import httpx
+
+    from ..errors import LogError
+
+    def post(body: bytes) -> tuple[int, str]:
+        try:
+            answer = http.post(url.rstrip("/") + "/add-checkpoint", content=body)
+        except httpx.HTTPError as exc:
+            raise LogError(f"cannot reach it: {exc}") from None
+        return answer.status_code, answer.text
+
+    return post
 
 
 @log.command()
@@ -221,6 +403,7 @@ def backfill(as_json: bool) -> None:
     metavar="SECONDS",
     help="A record closed less than this long ago may still wait for its leaf.",
 )
+@witness_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def verify_log(
@@ -229,14 +412,18 @@ def verify_log(
     state_file: str | None,
     trusted_files: tuple[str, ...],
     grace: float,
+    witnesses: tuple[str, ...],
+    quorum: int | None,
     as_json: bool,
 ) -> None:
     """Audit the log: its checkpoint, tiles and history, and every record.
 
     Exits 0 when all holds, else with the highest exit code of the findings
     (hidden 10, damaged 11, edited 12, deleted 13, log-damaged 14, rollback
-    15, split-view 16; docs/cli.md). The checkpoint is remembered once it
-    holds up, and every later run refuses a log that does not extend it.
+    15, split-view 16, unwitnessed 17; docs/cli.md). The checkpoint is
+    remembered once it holds up, and every later run refuses a log that does
+    not extend it. With --witness, the checkpoint `log publish` published
+    must be cosigned by --witness-quorum of them, and the log must extend it.
     """
     from ..record.keys import PublicKey
     from ..tlog.audit import log_origin
@@ -254,7 +441,9 @@ def verify_log(
     remembered = _read_state(state, "log state")
     if remembered is not None:
         known.insert(0, (f"the checkpoint remembered in {state}", remembered))
-    audit = run_audit(store, key, known, grace)
+    cosigners = _cosigners(witnesses)
+    need = _quorum(quorum, len(cosigners))
+    audit = run_audit(store, key, known, grace, cosigners, need)
     if audit.checkpoint is None and not audit.findings:
         raise CliFailure(f"the store {store.root} has no transparency log", 3)
     if audit.history_holds and audit.note is not None:
@@ -269,6 +458,8 @@ def run_audit(
     key: object,
     known: list[tuple[str, bytes]],
     grace: float,
+    witnesses: Sequence[Cosigner] = (),
+    quorum: int = 0,
 ) -> LogAudit:
     """Audit the store's log and records with the log's public ``key``."""
     from ..record.keys import PublicKey
@@ -283,6 +474,8 @@ def run_audit(
         known=known,
         records=record_states(os.fspath(store.root), key),
         grace=grace,
+        witnesses=witnesses,
+        quorum=quorum,
     )
 
 

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from .context import LAST, named_store, open_named
-from .listening import deadline_options, deadlines, listening_socket
+from .listening import (
+    deadline_options,
+    deadlines,
+    listen_address,
+    listening_socket,
+)
 from .output import note
 from .params import USAGE, Choice, CliFailure, keyed_redactor
 
@@ -184,7 +189,7 @@ def proxy(
             "give the upstream server's command after -- (or --upstream-url)", USAGE
         )
     sent = _headers(headers)
-    address = None if listen is None else _address(listen)
+    address = None if listen is None else listen_address(listen)
     gate = None if address is None else _gate(address[0], api_keys_file)
     limits = deadlines(body_timeout, keep_alive, max_connections)
     redactor = _redactor(redact, redact_key_file)
@@ -341,14 +346,6 @@ def _redactor(paths: tuple[str, ...], key_file: str | None) -> Redactor | None:
     return keyed_redactor(
         key_file, lambda key: Redactor(key, args={"*": paths}, outputs={"*": paths})
     )
-
-
-def _address(text: str) -> tuple[str, int]:
-    """``--listen HOST:PORT`` (``PORT`` alone listens on 127.0.0.1)."""
-    host, colon, port = text.rpartition(":")
-    if not port.isdigit():
-        raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
-    return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)
 
 
 def _gate(host: str, keys_file: str | None) -> Gate | None:

@@ -6,10 +6,14 @@ but the log's public key and the checkpoints the caller remembers:
 1. the newest checkpoint's signature (origin ``intentusnet/<key id>``);
 2. every entry bundle and tile against it: the root is recomputed from the
    leaves, and each stored tile from the hashes below it;
-3. each remembered or trusted checkpoint against it: one larger than the log
-   is a rollback; one the log does not extend (its consistency proof, made
-   from the tiles, fails; same size and another root) is a split view;
-4. the leaves against the records, both ways (see :class:`RecordState`).
+3. with witnesses asked for, the checkpoint last published cosigned: a
+   quorum of them must have cosigned it (else ``unwitnessed``), and it joins
+   the known ones;
+4. each remembered, trusted or cosigned checkpoint against it: one larger
+   than the log is a rollback; one the log does not extend (its consistency
+   proof, made from the tiles, fails; same size and another root) is a split
+   view;
+5. the leaves against the records, both ways (see :class:`RecordState`).
 
 Each finding has a name and an exit code (:data:`FINDINGS`); docs/log.md
 says what each one proves.
@@ -17,12 +21,13 @@ says what each one proves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
 from ..errors import LogIntegrityError
 from ..record.keys import PublicKey
 from .checkpoint import LogCheckpoint, open_checkpoint
+from .cosignature import Cosigner, count_cosigners
 from .leaf import parse_leaf
 from .log import TileLog
 from .merkle import HASH_SIZE, fold_perfect, leaf_hash, subtree_hash
@@ -35,6 +40,7 @@ __all__ = [
     "RecordState",
     "audit_log",
     "log_origin",
+    "open_known",
 ]
 
 #: Each finding's name and its exit code; with several, the command exits
@@ -47,6 +53,7 @@ FINDINGS: Final = {
     "log-damaged": 14,  # a checkpoint, tile or bundle that does not hold up
     "rollback": 15,  # the log is smaller than a checkpoint already accepted
     "split-view": 16,  # the log does not extend a checkpoint already accepted
+    "unwitnessed": 17,  # no published checkpoint a quorum of witnesses cosigned
 }
 
 
@@ -112,7 +119,8 @@ class LogAudit(NamedTuple):
     def history_holds(self) -> bool:
         """Whether the checkpoint may be remembered (no log-level finding)."""
         return self.checkpoint is not None and not any(
-            f.name in ("log-damaged", "rollback", "split-view") for f in self.findings
+            f.name in ("log-damaged", "rollback", "split-view", "unwitnessed")
+            for f in self.findings
         )
 
 
@@ -123,6 +131,8 @@ def audit_log(
     known: Iterable[tuple[str, bytes]] = (),
     records: Iterable[RecordState] | None = None,
     grace: float = 60.0,
+    witnesses: Sequence[Cosigner] = (),
+    quorum: int = 0,
 ) -> LogAudit:
     """Check the log's newest checkpoint, tiles and history, and the records.
 
@@ -134,6 +144,9 @@ def audit_log(
         records: every record of the store, or None to check the log alone.
         grace: a closed record changed less than this many seconds ago may
             wait for its leaf (the sequencer's cadence and more): not hidden.
+        witnesses: the witnesses the reader trusts.
+        quorum: how many of them must have cosigned the published checkpoint
+            (0: none asked for).
 
     Raises:
         LogIntegrityError: a known checkpoint is not signed by ``key`` (it is
@@ -142,6 +155,15 @@ def audit_log(
     origin = log_origin(key.key_id)
     olds = [(name, open_known(note, origin, key, name)) for name, note in known]
     findings: list[LogFinding] = []
+    if quorum:
+        cosigned = log.cosigned_note()
+        problem = _unwitnessed(cosigned, origin, key, witnesses, quorum)
+        if problem is not None:
+            findings.append(LogFinding("unwitnessed", None, problem))
+        elif cosigned is not None:
+            olds.append(
+                ("the cosigned checkpoint", open_checkpoint(cosigned, origin, key))
+            )
     note = log.checkpoint_note()
     if note is None:
         for name, old in olds:
@@ -214,6 +236,30 @@ def open_known(note: bytes, origin: str, key: PublicKey, name: str) -> LogCheckp
         return open_checkpoint(note, origin, key)
     except LogIntegrityError as exc:
         raise LogIntegrityError(f"{name}: {exc}") from None
+
+
+def _unwitnessed(
+    note: bytes | None,
+    origin: str,
+    key: PublicKey,
+    witnesses: Sequence[Cosigner],
+    quorum: int,
+) -> str | None:
+    """Why ``note`` is not cosigned by ``quorum`` of ``witnesses``, or None."""
+    if note is None:
+        return "the log has published no cosigned checkpoint"
+    try:
+        open_checkpoint(note, origin, key)
+    except LogIntegrityError as exc:
+        return f"the cosigned checkpoint: {exc}"
+    count, problems = count_cosigners(note, witnesses)
+    if count < quorum:
+        failed = "".join(f"; {p}" for p in problems)
+        return (
+            f"the published checkpoint holds {count} valid cosignatures of the "
+            f"{len(witnesses)} witnesses given, {quorum} needed{failed}"
+        )
+    return None
 
 
 def _record_findings(

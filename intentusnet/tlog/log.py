@@ -55,6 +55,8 @@ from .tiles import (
 __all__ = ["TileLog"]
 
 _CHECKPOINT: Final = "checkpoint"
+#: The newest checkpoint a quorum of witnesses cosigned (``log publish``).
+_COSIGNED: Final = "checkpoint.cosigned"
 _TMP: Final = ".tmp"
 _FULL: Final = TILE_WIDTH * HASH_SIZE
 
@@ -97,6 +99,27 @@ class TileLog:
     def checkpoint_note(self) -> bytes | None:
         """The signed checkpoint as stored, or None before the first append."""
         return self._read(_CHECKPOINT)
+
+    def cosigned_note(self) -> bytes | None:
+        """The checkpoint last published with its witnesses' cosignatures, or None."""
+        return self._read(_COSIGNED)
+
+    def publish_cosigned(self, note: bytes) -> None:
+        """Publish ``note`` (a checkpoint and its cosignatures) whole.
+
+        The caller checked it: signed by the log, cosigned by a quorum, and
+        extending the one it replaces.
+
+        Raises:
+            LogError: the file cannot be written.
+        """
+        try:
+            make_dirs(self.path / _TMP)
+            self._write(_COSIGNED, note)
+        except OSError as exc:
+            raise LogError(
+                f"cannot write {self.path / _COSIGNED}: {exc.strerror or exc}"
+            ) from exc
 
     def tree_head(self, key: PublicKey | None = None) -> LogCheckpoint:
         """The current checkpoint; checked against ``key`` and the origin when given.

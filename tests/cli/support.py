@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import orjson
 from click.testing import Result
 
@@ -123,3 +127,69 @@ NAMED_APP_SOURCE = textwrap.dedent(
         return {"echo": envelope.payload}
     """
 )
+
+
+class WitnessProcess:
+    """``intentusnet witness`` on 127.0.0.1 (a free port), until stopped."""
+
+    def __init__(
+        self, cwd: Path, *argv: str, env: dict[str, str] | None = None
+    ) -> None:
+        self.errors = cwd / "witness-stderr.txt"
+        with self.errors.open("wb") as err:  # the child keeps its own copy
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "intentusnet.cli",
+                    "witness",
+                    "--listen",
+                    "127.0.0.1:0",
+                    *argv,
+                ],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env={
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join(
+                        [CHECKOUT, os.environ.get("PYTHONPATH", "")]
+                    ),
+                    **(env or {}),
+                },
+            )
+        assert self.process.stdout is not None
+        banner = self.process.stdout.readline().decode()  # EOF if it exits
+        if not banner.startswith("Witness "):
+            self.kill()
+            errors = self.errors.read_text()[-500:]
+            raise RuntimeError(f"the witness did not start: {errors}")
+        self.vkey = banner.split(" ")[1]
+        self.url = banner.split(" on ")[1].split(" ")[0]
+
+    def post(self, body: bytes) -> httpx.Response:
+        """POST body to /add-checkpoint."""
+        with httpx.Client(trust_env=False, timeout=10) as http:
+            return http.post(self.url + "/add-checkpoint", content=body)
+
+    def kill(self) -> int:
+        """SIGKILL, wait (bounded); the exit code."""
+        self.process.kill()
+        return self.wait()
+
+    def wait(self) -> int:
+        """Wait for the process to end (bounded), close its stdout; its exit code."""
+        try:
+            return self.process.wait(timeout=30)
+        finally:
+            assert self.process.stdout is not None
+            self.process.stdout.close()
+
+    def stop(self) -> int:
+        """SIGTERM, wait (bounded); the exit code (uvicorn re-raises SIGTERM)."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.wait()
+        except subprocess.TimeoutExpired:
+            return self.kill()
+        return 0 if code == -signal.SIGTERM else code

@@ -39,6 +39,7 @@ COMMANDS = {
     "debug",
     "mcp",
     "ui",
+    "witness",
     "resume",
     "recover",
     "resolve",

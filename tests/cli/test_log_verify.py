@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from click.testing import Result
 from recordkit import change_answer, edit, finished, reseal
 
 from intentusnet.record.keys import SigningKey
@@ -21,7 +22,7 @@ from intentusnet.record.signing import signature_data
 from intentusnet.store import FileExecutionStore
 from intentusnet.store.file.translog import log_folder
 
-from .support import Invoke, record_file
+from .support import Invoke, WitnessProcess, record_file
 
 RECORDS = 1000
 
@@ -421,3 +422,200 @@ def test_backfill_without_the_signing_key_is_a_usage_error(
     assert result.exit_code == 2
     assert "--signing-key" in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.fixture
+def witness_keys(tmp_path: Path) -> tuple[Path, Path]:
+    """Two witnesses' signing key files."""
+    return (
+        SigningKey.generate().save(tmp_path / "w1")[0],
+        SigningKey.generate().save(tmp_path / "w2")[0],
+    )
+
+
+def start_witness(base: Base, tmp_path: Path, key: Path, name: str) -> WitnessProcess:
+    """A witness of the module's log, its state in tmp_path/NAME."""
+    return WitnessProcess(
+        tmp_path,
+        "--log",
+        f"intentusnet/{base.key.key_id}={base.public}",
+        "--key",
+        str(key),
+        "--state",
+        str(tmp_path / name),
+    )
+
+
+def publish(invoke: Invoke, base: Base, root: Path, *more: str) -> Result:
+    """``log publish --json`` on ``root`` with the options ``more``."""
+    return invoke(
+        "--store", str(root), "log", "publish", "--key", str(base.public), *more
+    )
+
+
+def cosigned(root: Path, base: Base) -> Path:
+    """The store's published, cosigned checkpoint file."""
+    return log_folder(root, base.key.key_id) / "checkpoint.cosigned"
+
+
+def test_5_with_a_witness_the_fork_is_not_cosigned_and_is_a_split_view(
+    invoke: Invoke,
+    base: Base,
+    copy: Path,
+    tmp_path: Path,
+    witness_keys: tuple[Path, Path],
+) -> None:
+    """The witness cosigns one history and refuses the other (exit 17, nothing
+    published); the cosigned checkpoint given to the other reader: split view.
+    """
+    witness = start_witness(base, tmp_path, witness_keys[0], "w1")
+    try:
+        entry = f"{witness.url}={witness.vkey}"
+        assert publish(invoke, base, copy, "--witness", entry).exit_code == 0
+        other = copy_of(copy, tmp_path / "other")
+        add_records(copy, base.key, 20, "one")
+        add_records(other, base.key, 20, "two")
+        cosigned(copy, base).unlink()  # from size 0: the witness answers 409
+        result = publish(invoke, base, copy, "--witness", entry)
+        assert result.exit_code == 0, result.output
+        assert "at size 1020, cosigned by 1 of 1" in result.output
+        before = cosigned(other, base).read_bytes()
+        result = publish(invoke, base, other, "--witness", entry)
+        assert result.exit_code == 17
+        assert "HTTP 422" in result.output
+        assert cosigned(other, base).read_bytes() == before
+        code, report = audit(
+            invoke, base, copy, tmp_path / "a.state", "--witness", witness.vkey
+        )
+        assert (code, report["findings"]) == (0, [])
+        code, report = audit(
+            invoke,
+            base,
+            other,
+            tmp_path / "b.state",
+            "--witness",
+            witness.vkey,
+            "--trusted",
+            str(cosigned(copy, base)),
+        )
+        assert (code, named(report)) == (16, [("split-view", None)])
+    finally:
+        witness.stop()
+
+
+def test_two_readers_with_cosigned_checkpoints_of_two_histories_see_a_split_view(
+    invoke: Invoke,
+    base: Base,
+    copy: Path,
+    tmp_path: Path,
+    witness_keys: tuple[Path, Path],
+) -> None:
+    """Each history cosigned by one of two witnesses (quorum 1) verifies alone;
+    a quorum of 2 finds each unwitnessed (17); exchanged, each is a split view (16).
+    """
+    first = start_witness(base, tmp_path, witness_keys[0], "w1")
+    second = start_witness(base, tmp_path, witness_keys[1], "w2")
+    try:
+        other = copy_of(copy, tmp_path / "other")
+        add_records(copy, base.key, 7, "one")  # same size: the roots differ
+        add_records(other, base.key, 7, "two")
+        entries = [f"{w.url}={w.vkey}" for w in (first, second)]
+        assert publish(invoke, base, copy, "--witness", entries[0]).exit_code == 0
+        assert publish(invoke, base, other, "--witness", entries[1]).exit_code == 0
+        keys = ["--witness", first.vkey, "--witness", second.vkey]
+        for root, name in ((copy, "a"), (other, "b")):
+            state = tmp_path / f"{name}.state"
+            code, _ = audit(invoke, base, root, state, *keys, "--witness-quorum", "1")
+            assert code == 0
+            code, report = audit(invoke, base, root, state, *keys)
+            assert (code, named(report)) == (17, [("unwitnessed", None)])
+        for root, theirs in ((copy, other), (other, copy)):
+            code, report = audit(
+                invoke,
+                base,
+                root,
+                tmp_path / f"{root.name}.exchanged",
+                *keys,
+                "--witness-quorum",
+                "1",
+                "--trusted",
+                str(cosigned(theirs, base)),
+            )
+            assert (code, named(report)) == (16, [("split-view", None)])
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_publish_and_verify_without_enough_cosignatures(
+    invoke: Invoke,
+    base: Base,
+    copy: Path,
+    tmp_path: Path,
+    witness_keys: tuple[Path, Path],
+) -> None:
+    """A witness down: nothing published, exit 17; no cosigned checkpoint, or a
+    cosignature altered: unwitnessed, exit 17; bad --witness options: exit 2.
+    """
+    witness = start_witness(base, tmp_path, witness_keys[0], "w1")
+    try:
+        vkey = witness.vkey
+        down = "http://127.0.0.1:9=" + vkey  # discard: nothing listens
+        result = publish(invoke, base, copy, "--witness", down)
+        assert result.exit_code == 17
+        assert "cannot reach it" in result.output
+        assert not cosigned(copy, base).exists()
+        state = tmp_path / "state"
+        code, report = audit(invoke, base, copy, state, "--witness", vkey)
+        assert (code, named(report)) == (17, [("unwitnessed", None)])
+        result = publish(invoke, base, copy, "--witness", f"{witness.url}={vkey}")
+        assert result.exit_code == 0
+        assert audit(invoke, base, copy, state, "--witness", vkey)[0] == 0
+        path = cosigned(copy, base)
+        note = path.read_bytes()
+        cut = note.rindex(b" ") + 20  # a byte inside the cosignature's signature
+        flipped = b"A" if note[cut : cut + 1] != b"A" else b"B"
+        path.write_bytes(note[:cut] + flipped + note[cut + 1 :])
+        code, report = audit(invoke, base, copy, state, "--witness", vkey)
+        assert (code, named(report)) == (17, [("unwitnessed", None)])
+        assert "does not match" in str(report["findings"])
+        for bad in (
+            ["--witness", "no-key"],
+            ["--witness", vkey, "--witness-quorum", "2"],
+        ):
+            assert publish(invoke, base, copy, *bad).exit_code == 2
+        assert publish(invoke, base, copy, "--witness", vkey).exit_code == 2  # no URL
+    finally:
+        witness.stop()
+
+
+def test_4_with_a_witness_a_store_restored_from_an_earlier_copy_is_not_cosigned(
+    invoke: Invoke,
+    base: Base,
+    copy: Path,
+    tmp_path: Path,
+    witness_keys: tuple[Path, Path],
+) -> None:
+    """The witness cosigned 1,030 leaves; the store restored to 1,000 is refused
+    (it holds a larger tree: exit 17), and a reader requiring it sees a rollback.
+    """
+    earlier = copy_of(copy, tmp_path / "earlier")
+    witness = start_witness(base, tmp_path, witness_keys[0], "w1")
+    try:
+        entry = f"{witness.url}={witness.vkey}"
+        add_records(copy, base.key, 30, "later")
+        assert publish(invoke, base, copy, "--witness", entry).exit_code == 0
+        saved = cosigned(copy, base).read_bytes()
+        copy_of(earlier, copy)
+        result = publish(invoke, base, copy, "--witness", entry)
+        assert result.exit_code == 17
+        assert "it holds a larger tree (1030 leaves)" in result.output
+        assert not cosigned(copy, base).exists()
+        state = tmp_path / "state"
+        code, report = audit(invoke, base, copy, state, "--witness", witness.vkey)
+        assert (code, named(report)) == (17, [("unwitnessed", None)])
+        cosigned(copy, base).write_bytes(saved)  # a reader holding the cosigned one
+        code, report = audit(invoke, base, copy, state, "--witness", witness.vkey)
+        assert (code, named(report)) == (15, [("rollback", None)])
+    finally:
+        witness.stop()
