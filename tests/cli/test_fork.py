@@ -68,8 +68,11 @@ def _chain_with_an_empty_resume(tmp_path: Path) -> tuple[str, str]:
 
 
 def test_fork_serves_what_any_record_of_the_chain_ended(tmp_path: Path) -> None:
-    """Forked from the e-mail: fetch and the e-mail served from the first record
-    (the killed resume holds none), charge live; one e-mail in all."""
+    """A fork serves steps any record of the chain ended; one e-mail in all.
+
+    Forked from the e-mail: fetch and the e-mail served from the first record (the
+    killed resume holds none), charge live; one e-mail in all.
+    """
     origin, resume = _chain_with_an_empty_resume(tmp_path)
 
     done = _cli(tmp_path, "fork", origin, "--from", "email", "--app", APP, "--json")

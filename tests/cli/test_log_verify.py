@@ -179,8 +179,10 @@ def test_4_a_store_restored_from_an_earlier_copy_is_a_rollback(
 def test_5_two_readers_shown_two_histories_is_a_split_view(
     invoke: Invoke, base: Base, copy: Path, tmp_path: Path
 ) -> None:
-    """Two copies grown apart each verify alone; either reader's checkpoint
-    given to the other (--trusted) is a split view, exit 16.
+    """Two copies grown apart verify alone; each other's checkpoint: split view.
+
+    Two copies grown apart each verify alone; either reader's checkpoint given to the
+    other (--trusted) is a split view, exit 16.
     """
     other = copy_of(copy, tmp_path / "other")
     add_records(copy, base.key, 20, "one")
@@ -465,8 +467,10 @@ def test_5_with_a_witness_the_fork_is_not_cosigned_and_is_a_split_view(
     tmp_path: Path,
     witness_keys: tuple[Path, Path],
 ) -> None:
-    """The witness cosigns one history and refuses the other (exit 17, nothing
-    published); the cosigned checkpoint given to the other reader: split view.
+    """A witness refuses the fork (exit 17); the fork's reader sees a split view.
+
+    The witness cosigns one history and refuses the other (exit 17, nothing published);
+    the cosigned checkpoint given to the other reader: split view.
     """
     witness = start_witness(base, tmp_path, witness_keys[0], "w1")
     try:
@@ -510,8 +514,10 @@ def test_two_readers_with_cosigned_checkpoints_of_two_histories_see_a_split_view
     tmp_path: Path,
     witness_keys: tuple[Path, Path],
 ) -> None:
-    """Each history cosigned by one of two witnesses (quorum 1) verifies alone;
-    a quorum of 2 finds each unwitnessed (17); exchanged, each is a split view (16).
+    """Cosigned checkpoints of two histories show a split view (exit 16).
+
+    Each history cosigned by one of two witnesses (quorum 1) verifies alone; a quorum of
+    2 finds each unwitnessed (17); exchanged, each is a split view (16).
     """
     first = start_witness(base, tmp_path, witness_keys[0], "w1")
     second = start_witness(base, tmp_path, witness_keys[1], "w2")
@@ -554,8 +560,10 @@ def test_publish_and_verify_without_enough_cosignatures(
     tmp_path: Path,
     witness_keys: tuple[Path, Path],
 ) -> None:
-    """A witness down: nothing published, exit 17; no cosigned checkpoint, or a
-    cosignature altered: unwitnessed, exit 17; bad --witness options: exit 2.
+    """Short of its quorum nothing is published (exit 17); bad options exit 2.
+
+    A witness down: nothing published, exit 17; no cosigned checkpoint, or a cosignature
+    altered: unwitnessed, exit 17; bad --witness options: exit 2.
     """
     witness = start_witness(base, tmp_path, witness_keys[0], "w1")
     try:
@@ -596,8 +604,10 @@ def test_4_with_a_witness_a_store_restored_from_an_earlier_copy_is_not_cosigned(
     tmp_path: Path,
     witness_keys: tuple[Path, Path],
 ) -> None:
-    """The witness cosigned 1,030 leaves; the store restored to 1,000 is refused
-    (it holds a larger tree: exit 17), and a reader requiring it sees a rollback.
+    """A store restored from an earlier copy: refused by the witness, a rollback.
+
+    The witness cosigned 1,030 leaves; the store restored to 1,000 is refused (it holds
+    a larger tree: exit 17), and a reader requiring it sees a rollback.
     """
     earlier = copy_of(copy, tmp_path / "earlier")
     witness = start_witness(base, tmp_path, witness_keys[0], "w1")

@@ -112,8 +112,11 @@ def test_an_old_execution_in_b_finishes_on_the_old_path_after_the_deploy(
 def test_an_old_execution_stopped_before_the_check_takes_the_new_path(
     tmp_path: Path, where: str, job: IntentRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """v1 killed after A ended, before B started: its record ends before the
-    check, so v2's patched is True (the record holds nothing of the old path)."""
+    """An execution killed before the check takes the new path.
+
+    v1 killed after A ended, before B started: its record ends before the check, so v2's
+    patched is True (the record holds nothing of the old path).
+    """
     _killed(tmp_path, where, "1", "after:A")
     old = _only(job)
     monkeypatch.setenv("PATCH_VERSION", "2")
@@ -154,8 +157,11 @@ def test_a_new_execution_records_the_marker_and_its_resume_stays_on_c(
 def test_a_retired_patch_still_resumes_an_execution_holding_its_marker(
     tmp_path: Path, where: str, job: IntentRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """v2 killed in C, resumed on v3 (deprecate_patch): the marker is served, C
-    runs; a new v3 execution records no marker."""
+    """With deprecate_patch, a record holding the marker still resumes.
+
+    v2 killed in C, resumed on v3 (deprecate_patch): the marker is served, C runs; a new
+    v3 execution records no marker.
+    """
     _killed(tmp_path, where, "2", "in:C")
     old = _only(job)
     monkeypatch.setenv("PATCH_VERSION", "3")

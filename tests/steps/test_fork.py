@@ -59,8 +59,11 @@ def _received(record: ExecutionRecord) -> dict[str, Any]:
 
 
 def test_a_completed_execution_is_forked_from_a_step() -> None:
-    """Steps before STEP served (the e-mail not sent again), the rest live,
-    the new record naming the one it forks."""
+    """A completed execution forked from a step: the steps before it served.
+
+    Steps before STEP served (the e-mail not sent again), the rest live, the new record
+    naming the one it forks.
+    """
     calls: Counter[str] = Counter()
     plan: dict[str, Any] = {}
     router = _shop(calls, plan)
@@ -118,9 +121,11 @@ def test_a_failed_execution_is_forked_with_the_fix() -> None:
 
 
 def test_a_parked_execution_is_forked_over_its_whole_chain() -> None:
-    """Parked by a reordered deploy, forked from the e-mail (step 2): fetch and
-    the e-mail served from the chain's first record, charge live; the fork
-    names the chain."""
+    """A parked execution is forked over its whole chain.
+
+    Parked by a reordered deploy, forked from the e-mail (step 2): fetch and the e-mail
+    served from the chain's first record, charge live; the fork names the chain.
+    """
     calls: Counter[str] = Counter()
     plan: dict[str, Any] = {"crash": True}
     router = _shop(calls, plan)

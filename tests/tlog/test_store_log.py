@@ -225,8 +225,10 @@ def test_leaves_queued_by_a_killed_process_are_appended_by_the_next(
 
 
 def test_a_failed_append_loses_no_leaf(tmp_path: Path, key) -> None:
-    """The log cannot be written: closing the store does not raise, the records
-    are not in the log; once it can, the next store's scan appends them all.
+    """A log that cannot be written loses no leaf: the next scan appends them.
+
+    The log cannot be written: closing the store does not raise, the records are not in
+    the log; once it can, the next store's scan appends them all.
     """
     log_folder(tmp_path, key.key_id).mkdir(parents=True)
     blocker = log_folder(tmp_path, key.key_id) / ".tmp"
@@ -246,8 +248,10 @@ def test_a_failed_append_loses_no_leaf(tmp_path: Path, key) -> None:
 def test_the_background_thread_retries_a_failed_append(
     tmp_path: Path, key, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A batch that fails in the thread stays queued (a warning says why), and is
-    appended once it can be.
+    """A batch that fails in the background thread stays queued, then retried.
+
+    A batch that fails in the thread stays queued (a warning says why), and is appended
+    once it can be.
     """
     log_folder(tmp_path, key.key_id).mkdir(parents=True)
     blocker = log_folder(tmp_path, key.key_id) / ".tmp"
@@ -288,8 +292,10 @@ WRITER = textwrap.dedent(
 def test_two_processes_appending_at_once_log_each_record_once(
     tmp_path: Path, key
 ) -> None:
-    """Two processes closing records into one store, each appending small batches
-    at the same time: every record one leaf, the tiles agree, no finding.
+    """Two processes appending to one log log each record exactly once.
+
+    Two processes closing records into one store, each appending small batches at the
+    same time: every record one leaf, the tiles agree, no finding.
     """
     root = tmp_path / "store"
     private, _public = key.save(tmp_path / "keys")
@@ -319,8 +325,10 @@ def test_two_processes_appending_at_once_log_each_record_once(
 
 
 def test_a_rotated_key_starts_a_log_of_its_own(tmp_path: Path, key) -> None:
-    """After a key rotation, the new key's records go to a new log; the old log
-    keeps its records; each log's audit holds (no record of the other key hidden).
+    """A rotated key starts a log of its own; each log's audit holds.
+
+    After a key rotation, the new key's records go to a new log; the old log keeps its
+    records; each log's audit holds (no record of the other key hidden).
     """
     store = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
     old = finished(store)

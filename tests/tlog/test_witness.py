@@ -210,8 +210,10 @@ def test_the_state_outlives_the_witness_and_one_witness_holds_it(
 def test_signatures_of_other_keys_are_ignored(
     tmp_path: Path, log_key: SigningKey, witness_key: SigningKey, witness: Witness
 ) -> None:
-    """A checkpoint carrying other witnesses' cosignatures and other keys'
-    signatures is cosigned; one whose log signature is altered is 403.
+    """Signatures of keys the witness does not know are ignored.
+
+    A checkpoint carrying other witnesses' cosignatures and other keys' signatures is
+    cosigned; one whose log signature is altered is 403.
     """
     log = grown(tmp_path / "log", log_key, [6])
     note = log.checkpoint_note()
@@ -233,8 +235,10 @@ def test_signatures_of_other_keys_are_ignored(
 def test_request_cosignature_follows_a_409_and_refuses_a_larger_tree(
     tmp_path: Path, log_key: SigningKey, witness_key: SigningKey, witness: Witness
 ) -> None:
-    """From size 0 it is told 5, asks again with a proof, gets a cosignature;
-    a witness holding more than the log is a rollback; failures are said.
+    """The log follows a 409 with a proof and refuses a witness holding more.
+
+    From size 0 it is told 5, asks again with a proof, gets a cosignature; a witness
+    holding more than the log is a rollback; failures are said.
     """
     from intentusnet.tlog.witness import request_cosignature
 
@@ -279,8 +283,10 @@ def test_request_cosignature_follows_a_409_and_refuses_a_larger_tree(
 def test_concurrent_requests_from_one_size_get_one_cosignature(
     tmp_path: Path, log_key: SigningKey, witness: Witness
 ) -> None:
-    """Eight threads send old 0 at once, for checkpoints of 3 to 10 leaves: one
-    is cosigned, seven get 409 with its size (the check and the write are one step).
+    """Concurrent requests from one size get exactly one cosignature.
+
+    Eight threads send old 0 at once, for checkpoints of 3 to 10 leaves: one is
+    cosigned, seven get 409 with its size (the check and the write are one step).
     """
     import threading
 
