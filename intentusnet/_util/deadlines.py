@@ -100,6 +100,9 @@ class BodyDeadline:
 
     A response begun before an announced body is in carries ``Connection:
     close``: the unread rest of the body is not left to hold the connection.
+    Before that response ends, the rest of the body is read (within the same
+    deadline) and dropped, so the connection closes cleanly and the client
+    reads its answer.
     """
 
     def __init__(self, app: App, seconds: float) -> None:
@@ -148,6 +151,15 @@ class BodyDeadline:
                 if not body_in:
                     message = dict(message)
                     message["headers"] = [*message.get("headers", ()), _CLOSE]
+            elif message["type"] == "http.response.body" and not message.get(
+                "more_body"
+            ):
+                # Before the answer ends and the connection closes, the rest of
+                # the body is read (within the deadline) and dropped: a socket
+                # closed with unread bytes is reset, and the client may lose the
+                # answer (a 404 to a POST, say) to "connection reset".
+                while not body_in and not refused:
+                    await receive_in_time()
             await send(message)
 
         try:
