@@ -193,3 +193,30 @@ class WitnessProcess:
         except subprocess.TimeoutExpired:
             return self.kill()
         return 0 if code == -signal.SIGTERM else code
+
+
+#: The shop example's agents (tests/routing/shopkit.py), an application ``--app`` names.
+SHOP_KIT = Path(CHECKOUT) / "tests" / "routing" / "shopkit.py"
+SHOP_APP = "shopkit:router"
+
+
+def run_shop(
+    tmp_path: Path, *argv: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGV`` with the shop's store and ledger in ``tmp_path``."""
+    env = dict(os.environ)
+    env.update(
+        SHOP_STORE=str(tmp_path / "store"),
+        SHOP_LOG=str(tmp_path / "log"),
+        PYTHONPATH=os.pathsep.join([CHECKOUT, str(SHOP_KIT.parent)]),
+        **extra,
+    )
+    return subprocess.run(
+        [sys.executable, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )

@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-from .support import CHECKOUT
+from .support import SHOP_APP as APP
+from .support import SHOP_KIT as KIT
+from .support import run_shop as _run
 
-KIT = Path(CHECKOUT) / "tests" / "routing" / "shopkit.py"
-APP = "shopkit:router"
 pytestmark = pytest.mark.slow
-
-
-def _run(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(
-        SHOP_STORE=str(tmp_path / "store"),
-        SHOP_LOG=str(tmp_path / "log"),
-        PYTHONPATH=os.pathsep.join([CHECKOUT, str(KIT.parent)]),
-        **extra,
-    )
-    return subprocess.run(
-        [sys.executable, *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
 
 
 def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:

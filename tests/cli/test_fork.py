@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -13,32 +11,13 @@ import pytest
 from intentusnet import FileExecutionStore
 from intentusnet.record.model import EventType
 
-from .support import CHECKOUT
+from .support import SHOP_APP as APP
+from .support import SHOP_KIT as KIT
+from .support import run_shop as _run
 
-KIT = Path(CHECKOUT) / "tests" / "routing" / "shopkit.py"
-APP = "shopkit:router"
 #: After a resume's AGENT_ATTEMPT_START (tests/routing/test_durable.py says why).
 AFTER_ATTEMPT_START = "6"
 pytestmark = pytest.mark.slow
-
-
-def _run(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(
-        SHOP_STORE=str(tmp_path / "store"),
-        SHOP_LOG=str(tmp_path / "log"),
-        PYTHONPATH=os.pathsep.join([CHECKOUT, str(KIT.parent)]),
-        **extra,
-    )
-    return subprocess.run(
-        [sys.executable, *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
 
 
 def _cli(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
