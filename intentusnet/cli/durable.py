@@ -117,8 +117,9 @@ class _Stored:
 @click.option(
     "--step",
     type=click.IntRange(min=1),
-    required=True,
-    help="The step in doubt (inspect names it).",
+    default=None,
+    help="The step in doubt (inspect names it); none for an execution parked "
+    "attempts_exhausted, which --not-happened tries again.",
 )
 @click.option(
     "--happened/--not-happened",
@@ -134,7 +135,7 @@ class _Stored:
 @click.option("--json", "as_json", is_flag=True, help="Print compact one-line JSON.")
 def resolve(
     execution_id: str,
-    step: int,
+    step: int | None,
     happened: bool | None,
     output_text: str | None,
     as_json: bool,
@@ -144,10 +145,11 @@ def resolve(
     The decision (who: the OS user; when; what) is recorded as a record of
     ID's resume chain; recovery (or resume) then finishes the execution,
     serving --output as the step's answer (--happened) or running the step
-    (--not-happened). Nothing runs here. Refused (exit 4, nothing written)
-    for an execution that is not parked on a side effect in doubt, another
-    step than the one in doubt, or one another operator decided first;
-    --output that is not JSON is exit 2.
+    (--not-happened). An execution parked attempts_exhausted is tried again
+    with --not-happened and no --step. Nothing runs here. Refused (exit 4,
+    nothing written) for an execution that is not parked so (nondeterminism:
+    fork or cancel it), another step than the one in doubt, or one another
+    operator decided first; --output that is not JSON is exit 2.
     """
     import getpass
 
@@ -179,10 +181,13 @@ def resolve(
         emit_json({"executionId": execution_id, "decision": decided}, compact=True)
         return
     click.echo(decided)
+    what = (
+        "to be tried again"
+        if step is None
+        else f"step {step} {'happened' if happened else 'did not happen'}"
+    )
     click.echo(
-        f"resolved: step {step} {'happened' if happened else 'did not happen'}; "
-        "recovery (or intentusnet resume) finishes it",
-        err=True,
+        f"resolved: {what}; recovery (or intentusnet resume) finishes it", err=True
     )
 
 

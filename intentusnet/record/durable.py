@@ -11,7 +11,7 @@ record (``DurableStore.resumed_by``): records are never rewritten.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .model import EventType
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .model import ExecutionRecord
 
 __all__ = [
+    "PARK_REASONS",
     "attempts_from",
     "idempotency_key_of",
     "parked_commands",
@@ -27,6 +28,13 @@ __all__ = [
     "resume_of",
     "resume_origin",
 ]
+
+
+#: Why an execution is parked ``needs_attention``: its ``ATTENTION_NEEDED``
+#: event's ``reason``. A resume found a side effect that started and never
+#: ended, or today's code asking for another step than the record holds;
+#: recovery resumed it ``max_attempts`` times without it finishing.
+PARK_REASONS: Final = ("side_effect_in_doubt", "nondeterminism", "attempts_exhausted")
 
 
 def _received(record: ExecutionRecord, field: str) -> JSONValue:
@@ -70,20 +78,33 @@ def attempts_from(record: ExecutionRecord) -> int:
     return found if type(found) is int else 0
 
 
-def parked_commands(execution_id: str, attention: JSONValue) -> list[JSONValue]:
+def parked_commands(
+    execution_id: str, attention: JSONValue, app_ref: str = "MODULE:ATTR"
+) -> list[JSONValue]:
     """The commands that move a parked execution on, for ``inspect`` and pages.
 
-    A side effect in doubt is resolved (it happened, with the output it gave,
-    or it did not); any parked execution can be cancelled.
+    One lever per reason it was parked for (``PARK_REASONS``): a side effect
+    in doubt is resolved (it happened, with the output it gave, or it did
+    not); an execution whose attempts ran out is tried again (resolved as
+    not happened, no step); one whose code changed under it
+    (``nondeterminism``) is forked from that step on today's code
+    (``app_ref`` names the application). Any parked execution can be
+    cancelled.
     """
     if not isinstance(attention, dict):
         return []
     commands: list[JSONValue] = []
-    step = attention.get("step")
-    if attention.get("reason") == "side_effect_in_doubt" and type(step) is int:
+    reason, step = attention.get("reason"), attention.get("step")
+    if reason == "side_effect_in_doubt" and type(step) is int:
         resolve = f"intentusnet resolve {execution_id} --step {step}"
         commands += [
             f"{resolve} --happened --output JSON",
             f"{resolve} --not-happened",
         ]
+    elif reason == "attempts_exhausted":
+        commands.append(f"intentusnet resolve {execution_id} --not-happened")
+    elif reason == "nondeterminism" and type(step) is int:
+        commands.append(
+            f"intentusnet fork {execution_id} --from {step} --app {app_ref}"
+        )
     return [*commands, f"intentusnet cancel {execution_id}"]

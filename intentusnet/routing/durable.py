@@ -403,24 +403,29 @@ def resolve(
     router: StoreHolder,
     execution_id: str,
     *,
-    step: int,
+    step: int | None,
     happened: bool,
     output: JSONValue = None,
     by: str,
     via: str,
 ) -> str:
-    """Record an operator's decision about a parked execution's step in doubt.
+    """Record an operator's decision about a parked execution.
 
     A new record of the chain (``resumeOf`` the parked record) holds an
-    ``OPERATOR_DECISION`` event: ``resolve``, the ``step``, whether it
-    ``happened`` and, if so, the ``output`` it gave, ``by`` whom, ``via``
-    which door, and when. It is closed unfinished (``incomplete``): recovery,
-    or ``resume``, finishes the execution with it in the journal, serving the
-    step's output (it happened) or running it (it did not). Returns its id.
+    ``OPERATOR_DECISION`` event, ``by`` whom, ``via`` which door, and when.
+    Parked ``side_effect_in_doubt``: ``resolve``, the ``step`` in doubt,
+    whether it ``happened`` and, if so, the ``output`` it gave. Parked
+    ``attempts_exhausted`` (no step, ``happened`` false): ``retry``, the
+    attempts counted again from it. It is closed unfinished
+    (``incomplete``): recovery, or ``resume``, finishes the execution with it
+    in the journal, serving the step's output (it happened) or running it
+    (it did not, or the execution is tried again). Returns its id.
 
     Raises:
-        ResolveRefused: ``not_parked``, ``not_in_doubt``, ``wrong_step``,
-            ``owned`` or ``resolved`` (another operator), ``no_store``.
+        ResolveRefused: ``not_parked``, ``not_in_doubt`` (parked for another
+            reason, such as ``nondeterminism``: fork or cancel it),
+            ``wrong_step``, ``owned`` or ``resolved`` (another operator),
+            ``no_store``.
         InvalidResolution: ``output`` is not JSON, or is given for a step that
             did not happen.
         RecordNotFound, InvalidExecutionId: no such record.
@@ -439,7 +444,7 @@ def resolve(
         raise InvalidResolution(f"the output is not JSON: {exc}") from None
     store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
-    attention = _in_doubt(_load(router, head), execution_id, step)
+    attention = _in_doubt(_load(router, head), execution_id, step, happened)
     hold = store.hold_record(head)
     if hold is None:
         raise ResolveRefused(
@@ -447,14 +452,12 @@ def resolve(
         )
     try:
         if (newest := chain_head(router, head)) != head:
-            _in_doubt(_load(router, newest), execution_id, step)  # says why
+            _in_doubt(_load(router, newest), execution_id, step, happened)  # why
             raise ResolveRefused(
                 "resolved", execution_id, f"another decision came first: {newest}"
             )
         record = _load(router, head)
-        _in_doubt(record, execution_id, step)
-        chain = chain_of(router, record)
-        [doubt] = [s for s in chain_steps(chain) if s.number == step]
+        _in_doubt(record, execution_id, step, happened)
         new_id = new_execution_id()
         attempt = resume_attempt(record) + 1
         recorder = Recorder(
@@ -476,13 +479,19 @@ def resolve(
         if recorder.error is not None:
             raise StoreError(f"could not resolve {head}: {recorder.error}")
         hold.link(new_id)  # once the record names what it resumes, as resume
-        decision: JSONObject = {
-            "action": "resolve",
-            "step": step,
-            "name": doubt.name,
-            "argsHash": doubt.args_hash,
-            "parent": doubt.parent,
-            "happened": happened,
+        decision: JSONObject = {"action": "retry"}
+        if step is not None:  # a side effect in doubt
+            chain = chain_of(router, record)
+            [doubt] = [s for s in chain_steps(chain) if s.number == step]
+            decision = {
+                "action": "resolve",
+                "step": step,
+                "name": doubt.name,
+                "argsHash": doubt.args_hash,
+                "parent": doubt.parent,
+                "happened": happened,
+            }
+        decision |= {
             "by": by,
             "via": via,
             "atUtc": utc_now()[0],
@@ -501,11 +510,17 @@ def resolve(
         hold.release()
 
 
-def _in_doubt(record: ExecutionRecord, asked: str, step: int) -> JSONObject:
-    """The attention of ``record``, parked on side-effect step ``step`` in doubt.
+def _in_doubt(
+    record: ExecutionRecord, asked: str, step: int | None, happened: bool
+) -> JSONObject:
+    """The attention of ``record``, parked so that this resolution fits.
+
+    A side effect in doubt is resolved naming its step; an execution whose
+    attempts ran out is tried again (no step, not happened).
 
     Raises:
-        ResolveRefused: ``not_parked``, ``not_in_doubt`` or ``wrong_step``.
+        ResolveRefused: ``resolved``, ``not_parked``, ``not_in_doubt`` or
+            ``wrong_step``.
     """
     status = record.header.status
     attention = next(
@@ -518,7 +533,7 @@ def _in_doubt(record: ExecutionRecord, asked: str, step: int) -> JSONObject:
         raise ResolveRefused(
             "resolved",
             asked,
-            f"{decided.get('by')} resolved step {decided.get('step')} at "
+            f"{decided.get('by')} resolved it ({decided.get('action')}) at "
             f"{decided.get('atUtc')} (record {record.execution_id}); it waits "
             "for recovery or resume",
         )
@@ -530,19 +545,37 @@ def _in_doubt(record: ExecutionRecord, asked: str, step: int) -> JSONObject:
             f"{status.value}, not needs_attention",
         )
     reason, parked_step = attention.get("reason"), attention.get("step")
+    if reason == "attempts_exhausted":
+        if happened:
+            raise ResolveRefused(
+                "not_in_doubt",
+                asked,
+                "it was parked for attempts_exhausted: no step is in doubt; "
+                "--not-happened (without --step) lets the next resume try again",
+            )
+        if step is not None:
+            raise ResolveRefused(
+                "wrong_step",
+                asked,
+                f"it was parked for attempts_exhausted, not on step {step}: "
+                "give no step to try it again",
+            )
+        return attention
     if reason != "side_effect_in_doubt":
+        step_text = f" {parked_step}" if type(parked_step) is int else ""
         raise ResolveRefused(
             "not_in_doubt",
             asked,
             f"it was parked for {reason}, not a side effect in doubt: no step "
-            "can be resolved",
+            f"can be resolved; fork it from step{step_text} on today's code "
+            "(intentusnet fork), or cancel it",
         )
     if parked_step != step:
+        named = "no step is named" if step is None else f"step {step} is not it"
         raise ResolveRefused(
             "wrong_step",
             asked,
-            f"step {step} is not the step in doubt; step {parked_step} "
-            f"({attention.get('name')}) is",
+            f"{named}: step {parked_step} ({attention.get('name')}) is",
         )
     return attention
 

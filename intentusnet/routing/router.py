@@ -369,15 +369,17 @@ class IntentRouter:
         self,
         execution_id: str,
         *,
-        step: int,
+        step: int | None = None,
         happened: bool,
         output: JSONValue = None,
         by: str | None = None,
     ) -> str:
-        """Record an operator's decision about a parked execution's step in doubt.
+        """Record an operator's decision about a parked execution.
 
         The side-effect step ``step`` started and its end is in no record:
         say whether it ``happened`` (and the ``output`` it gave, JSON) or not.
+        An execution parked ``attempts_exhausted`` is tried again with no
+        ``step`` and ``happened=False``.
         The decision (who, when, what) is a record of the execution's resume
         chain, sealed like any record; the next resume (recovery's, or
         ``resume``) serves the step's output, or runs the step. Nothing runs
@@ -386,7 +388,7 @@ class IntentRouter:
         Args:
             execution_id: the parked execution (or any record of its chain).
             step: the number of the step in doubt (its ``ATTENTION_NEEDED``
-                event's ``step``).
+                event's ``step``); ``None`` for ``attempts_exhausted``.
             happened: whether the side effect took place.
             output: what the step returned, when it happened.
             by: who decides; the OS user by default.

@@ -8,6 +8,10 @@ Endpoints (all JSON, versioned under ``/v1``)::
     GET  /v1/executions/{id}                 one execution's newest record (?wait=)
     POST /v1/executions/{id}/replay          its recorded answer, no agent runs
     GET  /v1/executions/{id}/verify          its hash chain, checked
+    POST /v1/executions/{id}/resume          resume it now (interrupted)
+    POST /v1/executions/{id}/resolution      an operator's resolution (parked)
+    POST /v1/executions/{id}/cancel          cancel it
+    POST /v1/executions/{id}/fork            today's code from a step on
     GET  /v1/idempotency-keys/{key}          the execution a key names (?wait=)
     GET  /v1/savings                         LLM calls, tokens and cost caching saved
     GET  /healthz                            liveness, no key needed
@@ -52,7 +56,7 @@ from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
-from ..routing.durable import FINISHED, cancel, resolve
+from ..routing.durable import FINISHED
 from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
@@ -65,11 +69,12 @@ from .executions import (
     submit,
 )
 from .headers import IDEMPOTENCY_KEY, idempotency_key, prefers_async
+from .levers import Levers
 from .metrics import CONTENT_TYPE
 from .openapi import build_openapi, ok, problem
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
-from .schemas import ReplayRequest, ResolutionRequest
+from .schemas import ForkRequest, ReplayRequest, ResolutionRequest
 from .service import Service
 from .ui import Gate, add_ui
 
@@ -198,7 +203,8 @@ def create_app(
     app.state.intentusnet = service
     install_handlers(app, service.metrics, hidden=_server_paths(service.store))
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
-    _add_routes(app, service)
+    levers = Levers(router, service.store)
+    _add_routes(app, service, levers)
     if ui:
         gate = Gate(
             service.authorize,
@@ -209,7 +215,7 @@ def create_app(
     return app
 
 
-def _add_routes(app: FastAPI, service: Service) -> None:
+def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
     # Each endpoint checks the caller's key first, as the explorer's pages do:
     # the header is read once, by the KeyRing, and FastAPI solves no dependency
     # for it. The OpenAPI document names the scheme for every operation that
@@ -541,13 +547,9 @@ def _add_routes(app: FastAPI, service: Service) -> None:
             wanted = ResolutionRequest.model_validate({} if body is None else body)
         except ValidationError as exc:
             raise _invalid(exc) from None
-        router = service.router
-        if service.store is not router.store:
-            raise MalformedRequest("this service reads another store than it routes")
 
         def decide() -> str:
-            return resolve(
-                router,
+            return levers.resolve(
                 execution_id,
                 step=wanted.step,
                 happened=wanted.happened,
@@ -577,17 +579,76 @@ def _add_routes(app: FastAPI, service: Service) -> None:
     )
     async def cancel_execution(request: Request, execution_id: _ID) -> Response:
         service.authorize(request, Access.ROUTE)
-        router = service.router
-        if service.store is not router.store:
-            raise MalformedRequest("this service reads another store than it routes")
         who = service.who(request)
 
         def stop() -> tuple[str, bool]:
-            return cancel(router, execution_id, by=who, via="http")
+            return levers.cancel(execution_id, by=who, via="http")
 
         record, closed = await run_in_threadpool(stop)
         service.metrics.decided("cancel")
         return _json({"executionId": execution_id, "record": record, "closed": closed})
+
+    @app.post(
+        "/v1/executions/{execution_id}/fork",
+        tags=["executions"],
+        summary="Fork an execution: today's code from a step on, as a new execution",
+        operation_id="forkExecution",
+        responses={
+            200: ok("Fork", "The fork ran; its record, and how it answered."),
+            400: problem("The body is not JSON."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem(
+                "A step before the one named cannot be served (cassette_miss, "
+                "side_effect_mismatch), or the chain is broken (resume_refused)."
+            ),
+            413: problem("The body is too large."),
+            422: problem(
+                "Invalid body, or no such step (invalid_rerun_option): nothing "
+                "was written."
+            ),
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/ForkRequest"}
+                    }
+                },
+            }
+        },
+    )
+    async def fork_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.ROUTE)
+        body = await read_json(request, service.max_body_bytes)
+        try:
+            wanted = ForkRequest.model_validate({} if body is None else body)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        answer = await run_in_threadpool(levers.fork, execution_id, wanted.from_step)
+        service.metrics.decided("fork")
+        return _json(answer, headers={"Location": location(str(answer["executionId"]))})
+
+    @app.post(
+        "/v1/executions/{execution_id}/resume",
+        tags=["executions"],
+        summary="Resume an interrupted execution now, in this service",
+        operation_id="resumeExecution",
+        responses={
+            200: ok("AgentResponse", "The resumed execution's answer."),
+            **auth,
+            404: problem("No such record, or an invalid id."),
+            409: problem(
+                "Not interrupted: finished, parked, or a live process runs it "
+                "(resume_refused, with its reason)."
+            ),
+        },
+    )
+    async def resume_execution(request: Request, execution_id: _ID) -> Response:
+        service.authorize(request, Access.ROUTE)
+        answer = await run_in_threadpool(levers.resume, execution_id)
+        return _json(answer.to_wire())
 
     @app.get(
         "/v1/executions/{execution_id}/verify",

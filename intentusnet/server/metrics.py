@@ -160,11 +160,11 @@ class Metrics:
         self._decisions = Counter(
             "intentusnet_operator_decisions",
             "Operators' decisions recorded through this service, by action "
-            "(resolve, cancel).",
+            "(resolve, cancel, fork).",
             ["action"],
             registry=registry,
         )
-        for action in ("resolve", "cancel"):
+        for action in ("resolve", "cancel", "fork"):
             self._decisions.labels(action=action)  # shown from the start, at 0
         self._recovery = Histogram(
             "intentusnet_recovery_seconds",

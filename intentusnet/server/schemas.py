@@ -28,6 +28,9 @@ __all__ = [
     "ExecutionPage",
     "ExecutionRecord",
     "ExecutionSummary",
+    "Fork",
+    "ForkLinks",
+    "ForkRequest",
     "Health",
     "IntentName",
     "ModelSavings",
@@ -176,8 +179,11 @@ class ReplayRequest(_Wire):
 class ResolutionRequest(_Wire):
     """An operator's decision about a parked execution's side effect in doubt."""
 
-    step: Annotated[int, Field(ge=1, strict=True)] = Field(
-        description="The step in doubt (its ATTENTION_NEEDED event's step)."
+    step: Annotated[int, Field(ge=1, strict=True)] | None = Field(
+        default=None,
+        description="The step in doubt (its ATTENTION_NEEDED event's step); "
+        "absent for an execution parked attempts_exhausted, tried again with "
+        "happened false.",
     )
     happened: StrictBool = Field(description="Whether the side effect took place.")
     output: Annotated[object, WithJsonSchema({"description": "Any JSON value."})] = (
@@ -186,6 +192,39 @@ class ResolutionRequest(_Wire):
             description="What the step returned, when it happened (null by default).",
         )
     )
+
+
+class ForkRequest(_Wire):
+    """Where a fork starts running today's code."""
+
+    from_step: (
+        Annotated[int, Field(ge=1, strict=True)]
+        | Annotated[str, Field(min_length=1, max_length=256)]
+    ) = Field(
+        alias="from",
+        description="The step (its number, kept through every resume, or its "
+        "name: the first so named) from which the fork runs live; the steps "
+        "before it are served from the execution's records.",
+    )
+
+
+class ForkLinks(_Wire):
+    """Where the fork and the execution it forks are read."""
+
+    self_: str = Field(alias="self", description="/v1/executions/{the fork}")
+    fork_of: str = Field(description="/v1/executions/{the record forked}")
+
+
+class Fork(_Wire):
+    """A fork, run: a new execution of today's code."""
+
+    execution_id: str = Field(description="The fork's record.")
+    fork_of: str = Field(
+        description="The record it forks: the newest of the execution's chain."
+    )
+    from_step: int | None = Field(description="The step it ran live from.")
+    status: str = Field(description="success or error: how the fork answered.")
+    links: ForkLinks
 
 
 class Decision(_Wire):

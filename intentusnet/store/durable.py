@@ -227,13 +227,16 @@ def not_resumed(
     return kept
 
 
-def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
+def durable_links(
+    store: object, record: ExecutionRecord, app_ref: str = "MODULE:ATTR"
+) -> JSONObject:
     """The record's key, resume links, resume attempt and attention, as JSON.
 
     ``resumedBy`` is asked of the store (it keeps the link beside the record);
     ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution,
     ``commands`` what an operator runs to move it on (``[]`` unless it is
-    parked and nothing follows it in its chain yet).
+    parked and nothing follows it in its chain yet; ``app_ref`` names the
+    application in a ``fork``).
     """
     attention = next(
         (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
@@ -253,5 +256,7 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
         "interrupted": record.header.status is RecordStatus.INCOMPLETE,
         "attention": attention,
         # what an operator runs to move it on, while it is parked
-        "commands": parked_commands(record.execution_id, attention if parked else None),
+        "commands": parked_commands(
+            record.execution_id, attention if parked else None, app_ref
+        ),
     }

@@ -337,7 +337,7 @@ def test_an_unknown_or_malformed_key_is_404_or_400(http: httpx.Client) -> None:
 
 
 def test_a_parked_execution_is_resolved_over_http(tmp_path: Path) -> None:
-    """POST .../resolution: recorded with the key's name; resume serves the output."""
+    """POST .../resolution recorded with the key's name; POST .../resume serves it."""
     import hashlib
 
     from livekit import READ_KEY
@@ -375,9 +375,14 @@ def test_a_parked_execution_is_resolved_over_http(tmp_path: Path) -> None:
         assert answer.status_code == 200, answer.text
         decision = answer.json()["decision"]
         assert "(resolved)" in str(_problem(again, 409, "resolve_refused")["detail"])
-        finished = router.resume(parked)
-    assert finished.status == "success"
-    assert finished.payload == {"charged": 20}
+        resume = f"/v1/executions/{parked}/resume"
+        _problem(client.post(resume, headers=read_only), 403, "forbidden")
+        finished = client.post(resume, headers=full)
+        twice = client.post(resume, headers=full)
+    assert finished.status_code == 200, finished.text
+    assert finished.json()["status"] == "success"
+    assert finished.json()["payload"] == {"charged": 20}
+    assert "(complete)" in str(_problem(twice, 409, "resume_refused")["detail"])
     [event] = [
         e for e in store.load(decision).events if e.type.value == "OPERATOR_DECISION"
     ]
@@ -422,3 +427,96 @@ def test_an_execution_is_cancelled_over_http(tmp_path: Path) -> None:
     assert read.json()["header"]["status"] == "cancelled"
     assert 'intentusnet_operator_decisions_total{action="cancel"} 1.0' in metrics
     store.close()
+
+
+class _Order:
+    """``order``: fetch, e-mail (a side effect), charge; ``calls`` counts each."""
+
+    def __init__(self, store: object) -> None:
+        from collections import Counter
+
+        self.calls: Counter[str] = Counter()
+        self.price = 10
+        self.router = IntentRouter(store=store)  # type: ignore[arg-type]
+
+        @self.router.agent("order", name="order")
+        def order(env: object, ctx: object) -> dict[str, object]:
+            def run(name: str, value: object, **kw: bool) -> object:
+                def call() -> object:
+                    self.calls[name] += 1
+                    return value
+
+                return ctx.step(name, {}, call, **kw)  # type: ignore[attr-defined]
+
+            price = run("fetch", self.price)
+            run("email", "sent", side_effect=True)
+            return {"total": run("charge", price)}
+
+
+@pytest.fixture(params=["file", "postgres"])
+def order_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """A file store, or a PostgreSQL one on the suite's real server."""
+    from intentusnet.store import PostgresExecutionStore
+
+    if request.param == "file":
+        store: object = FileExecutionStore(tmp_path / "records")
+    else:
+        store = PostgresExecutionStore(request.getfixturevalue("pg_dsn"))
+    yield store
+    store.close()  # type: ignore[attr-defined]
+
+
+def test_an_execution_is_forked_over_http(order_store: object) -> None:
+    """POST .../fork: the steps before it served (one e-mail); a refusal writes none."""
+    from livekit import READ_KEY
+
+    shop = _Order(order_store)
+    with shop.router as router:
+        old = router.route_intent({"intent": {"name": "order"}, "payload": {}})
+        first = old.metadata.execution_id
+        shop.price = 99  # today's code fetches another price: fetch is served
+        url = f"/v1/executions/{first}/fork"
+        with (
+            serving(keyed_app(router)) as server,
+            httpx.Client(base_url=server.url, trust_env=False, timeout=30) as client,
+        ):
+            full = {"Authorization": f"Bearer {ROUTE_KEY}"}
+            read_only = {"Authorization": f"Bearer {READ_KEY}"}
+            body = {"from": "charge"}
+            _problem(client.post(url, json=body, headers=read_only), 403, "forbidden")
+            _problem(client.post(url, json={}, headers=full), 422, "request_invalid")
+            _problem(
+                client.post(url, json={"from": 0}, headers=full), 422, "request_invalid"
+            )
+            missing = _problem(
+                client.post(url, json={"from": "refund"}, headers=full),
+                422,
+                "invalid_rerun_option",
+            )
+            assert "refund" in str(missing["detail"])
+            _problem(
+                client.post("/v1/executions/exec-0000/fork", json=body, headers=full),
+                404,
+                "record_not_found",
+            )
+            assert len(router.store.list()) == 1  # nothing written  # type: ignore[union-attr]
+
+            answer = client.post(url, json=body, headers=full)
+            assert answer.status_code == 200, answer.text
+            forked = answer.json()
+            read = client.get(forked["links"]["self"], headers=read_only)
+            metrics = client.get("/metrics", headers=full).text
+
+    new = forked["executionId"]
+    assert forked == {
+        "executionId": new,
+        "forkOf": first,
+        "fromStep": 3,
+        "status": "success",
+        "links": {"self": f"/v1/executions/{new}", "forkOf": f"/v1/executions/{first}"},
+    }
+    assert answer.headers["location"] == f"/v1/executions/{new}"
+    assert read.json()["finalResponse"]["payload"] == {"total": 10}
+    assert dict(shop.calls) == {"fetch": 1, "email": 1, "charge": 2}
+    assert router.store.load(new).replay_of == first  # type: ignore[union-attr]
+    assert 'intentusnet_operator_decisions_total{action="fork"} 1.0' in metrics

@@ -285,7 +285,7 @@ def ui_router(
             report=report,
             signature=signature,
             explanation=why if why.failed else None,
-            durable=durable_links(where, record),
+            durable=durable_links(where, record, app_ref or "MODULE:ATTR"),
             sections=sections,
             hits=hits,
             can_invalidate=record.header.replayable and gate.may_invalidate(request),
