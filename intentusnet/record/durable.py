@@ -24,6 +24,7 @@ __all__ = [
     "attempts_from",
     "idempotency_key_of",
     "parked_commands",
+    "parked_levers",
     "resume_attempt",
     "resume_of",
     "resume_origin",
@@ -78,33 +79,40 @@ def attempts_from(record: ExecutionRecord) -> int:
     return found if type(found) is int else 0
 
 
-def parked_commands(
+def parked_levers(
     execution_id: str, attention: JSONValue, app_ref: str = "MODULE:ATTR"
-) -> list[JSONValue]:
-    """The commands that move a parked execution on, for ``inspect`` and pages.
+) -> list[tuple[str, str]]:
+    """The levers that move a parked execution on: ``(kind, command)`` pairs.
 
     One lever per reason it was parked for (``PARK_REASONS``): a side effect
-    in doubt is resolved (it happened, with the output it gave, or it did
-    not); an execution whose attempts ran out is tried again (resolved as
-    not happened, no step); one whose code changed under it
-    (``nondeterminism``) is forked from that step on today's code
-    (``app_ref`` names the application). Any parked execution can be
-    cancelled.
+    in doubt is resolved (``happened``, with the output it gave, or
+    ``not_happened``); an execution whose attempts ran out is tried again
+    (``retry``: resolved as not happened, no step); one whose code changed
+    under it (``nondeterminism``) is forked from that step on today's code
+    (``fork``; ``app_ref`` names the application). Any parked execution can
+    be cancelled (``cancel``). ``[]`` when ``attention`` is not a park's.
     """
     if not isinstance(attention, dict):
         return []
-    commands: list[JSONValue] = []
+    levers: list[tuple[str, str]] = []
     reason, step = attention.get("reason"), attention.get("step")
+    resolve = f"intentusnet resolve {execution_id}"
     if reason == "side_effect_in_doubt" and type(step) is int:
-        resolve = f"intentusnet resolve {execution_id} --step {step}"
-        commands += [
-            f"{resolve} --happened --output JSON",
-            f"{resolve} --not-happened",
+        levers += [
+            ("happened", f"{resolve} --step {step} --happened --output JSON"),
+            ("not_happened", f"{resolve} --step {step} --not-happened"),
         ]
     elif reason == "attempts_exhausted":
-        commands.append(f"intentusnet resolve {execution_id} --not-happened")
+        levers.append(("retry", f"{resolve} --not-happened"))
     elif reason == "nondeterminism" and type(step) is int:
-        commands.append(
-            f"intentusnet fork {execution_id} --from {step} --app {app_ref}"
+        levers.append(
+            ("fork", f"intentusnet fork {execution_id} --from {step} --app {app_ref}")
         )
-    return [*commands, f"intentusnet cancel {execution_id}"]
+    return [*levers, ("cancel", f"intentusnet cancel {execution_id}")]
+
+
+def parked_commands(
+    execution_id: str, attention: JSONValue, app_ref: str = "MODULE:ATTR"
+) -> list[JSONValue]:
+    """The commands of :func:`parked_levers`, for ``inspect`` and pages."""
+    return [command for _, command in parked_levers(execution_id, attention, app_ref)]

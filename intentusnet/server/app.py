@@ -76,7 +76,7 @@ from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ForkRequest, ReplayRequest, ResolutionRequest
 from .service import Service
-from .ui import Gate, add_ui
+from .ui import Gate, Operator, add_ui
 
 if TYPE_CHECKING:
     from ..cache.prices import PriceTable
@@ -203,7 +203,7 @@ def create_app(
     app.state.intentusnet = service
     install_handlers(app, service.metrics, hidden=_server_paths(service.store))
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
-    levers = Levers(router, service.store)
+    levers = Levers(router, service.store, service.metrics.decided)
     _add_routes(app, service, levers)
     if ui:
         gate = Gate(
@@ -211,7 +211,20 @@ def create_app(
             service.keys.access_of if service.keys else None,
             invalidation=True,
         )
-        add_ui(app, service.store, gate, signature_keys, app_ref=app_ref, prices=prices)
+        operator = (
+            Operator(levers, service.who, app_ref or "MODULE:ATTR")
+            if levers.usable
+            else None
+        )
+        add_ui(
+            app,
+            service.store,
+            gate,
+            signature_keys,
+            app_ref=app_ref,
+            prices=prices,
+            operator=operator,
+        )
     return app
 
 
@@ -559,7 +572,6 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
             )
 
         decided = await run_in_threadpool(decide)
-        service.metrics.decided("resolve")
         return _json({"executionId": execution_id, "decision": decided})
 
     @app.post(
@@ -585,7 +597,6 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
             return levers.cancel(execution_id, by=who, via="http")
 
         record, closed = await run_in_threadpool(stop)
-        service.metrics.decided("cancel")
         return _json({"executionId": execution_id, "record": record, "closed": closed})
 
     @app.post(
@@ -627,7 +638,6 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         except ValidationError as exc:
             raise _invalid(exc) from None
         answer = await run_in_threadpool(levers.fork, execution_id, wanted.from_step)
-        service.metrics.decided("fork")
         return _json(answer, headers={"Location": location(str(answer["executionId"]))})
 
     @app.post(

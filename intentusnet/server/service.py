@@ -82,15 +82,19 @@ class Service:
                 "no API key is configured, so this service answers only on loopback"
             )
 
-    def who(self, request: Request) -> str:
+    def who(self, request: Request, fallback_key: str | None = None) -> str:
         """Who makes a request, as an operator's decision records it.
 
         The API key, named by the first 12 hex digits of its SHA-256 (the
         key itself is never recorded); ``loopback`` with no key configured.
+        ``fallback_key``: the explorer's login cookie, when no header came.
         """
         if not self.keys:
             return "loopback (no API key)"
-        return self.keys.name_of(request.headers.get("authorization")) or "unknown"
+        header = request.headers.get("authorization")
+        if header is None and fallback_key:
+            header = f"Bearer {fallback_key}"
+        return self.keys.name_of(header) or "unknown"
 
     def start(
         self,

@@ -19,6 +19,7 @@ from ... import __version__
 from ...errors import Forbidden
 from ..auth import Access, is_loopback
 from .access import Gate, access_router
+from .operate import Operator, operate_router
 from .pages import ui_router
 from .reask import reask_router
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ...record.signing import KeyRing
     from ...store import ExecutionStore
 
-__all__ = ["Gate", "add_ui", "create_ui_app"]
+__all__ = ["Gate", "Operator", "add_ui", "create_ui_app"]
 
 _STATIC = Path(__file__).parent / "static"
 
@@ -40,20 +41,31 @@ def add_ui(
     *,
     app_ref: str | None = None,
     prices: PriceTable | None = None,
+    operator: Operator | None = None,
 ) -> None:
     """Mount the explorer on ``app``: pages under ``/ui``, files under ``/ui/static``.
 
     ``signature_keys`` (trusted public keys) checks each record's signatures
     on its page; ``app_ref``, the ``MODULE:ATTR`` of the application, goes
     into the commands the pages show; ``prices`` prices LLM calls (a record's,
-    the list's and the overview's). Added in 0.1.0.
+    the list's and the overview's); ``operator`` (under ``serve``) gives an
+    execution's page its levers as buttons, for a write key. Added in 0.1.0.
     """
     app.mount("/ui/static", StaticFiles(directory=_STATIC), name="ui-static")
     app.include_router(access_router(gate))
     app.include_router(
-        ui_router(store, gate, signature_keys, app_ref=app_ref, prices=prices)
+        ui_router(
+            store,
+            gate,
+            signature_keys,
+            app_ref=app_ref,
+            prices=prices,
+            operator=operator,
+        )
     )
     app.include_router(reask_router(store, gate))
+    if operator is not None:
+        app.include_router(operate_router(gate, operator))
 
 
 def _loopback_only(request: Request, needed: Access, key: str | None) -> None:

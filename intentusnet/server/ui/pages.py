@@ -41,6 +41,7 @@ from ..auth import Access
 from ..pagination import Cursor, page
 from .access import Gate, form, login_redirect, same_origin
 from .jsondiff import entry_rows
+from .operate import Operator, page_levers
 from .overview import DAYS, ROWS, window
 from .render import HEADERS, render, render_text
 from .rows import load_rows, row_details
@@ -166,6 +167,7 @@ def ui_router(
     *,
     app_ref: str | None = None,
     prices: PriceTable | None = None,
+    operator: Operator | None = None,
 ) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
@@ -173,7 +175,9 @@ def ui_router(
     signatures on its page (without them a signed record's key is named, not
     checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
     into the commands a record's page shows; ``prices`` prices its LLM calls,
-    and those of the list and the overview. Added in 0.1.0.
+    and those of the list and the overview. ``operator``, under ``serve``:
+    an execution's page offers its levers as buttons to a write key
+    (``operate.py``). Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -277,6 +281,8 @@ def ui_router(
             "Response": _pretty(record.final_response),
             "Header": _pretty(record.header.to_json()),
         }
+        application = app_ref or "MODULE:ATTR"
+        durable = durable_links(where, record, application)
         return render(
             "execution.html",
             request,
@@ -285,7 +291,11 @@ def ui_router(
             report=report,
             signature=signature,
             explanation=why if why.failed else None,
-            durable=durable_links(where, record, app_ref or "MODULE:ATTR"),
+            durable=durable,
+            levers=[]
+            if is_session(record)
+            else page_levers(record, durable, application),
+            can_operate=operator is not None and gate.may_invalidate(request),
             sections=sections,
             hits=hits,
             can_invalidate=record.header.replayable and gate.may_invalidate(request),
