@@ -34,7 +34,10 @@ HEADERS: Final = {
         "form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends ``Origin: null`` with the
+    # pages' own forms, which the same-origin check must then refuse. No
+    # address leaves for another site either way.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

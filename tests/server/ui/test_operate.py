@@ -19,7 +19,7 @@ from intentusnet.cli import cli
 from intentusnet.record.durable import PARK_REASONS, parked_commands
 from intentusnet.server.ui import create_ui_app
 
-from .parks import CALLS, parked, router_of
+from .parks import CALLS, ORDER, parked, router_of
 
 DOCS = Path(__file__).parents[3] / "docs" / "durability.md"
 #: The lever each reason's execution is moved on with, as inspect prints it.
@@ -126,4 +126,32 @@ def test_every_park_reason_names_its_lever_and_the_lever_moves_it(
             "nondeterminism": {"audit": 1, "fetch": 1, "email": 1},
         }[reason]
     )
+    store.close()
+
+
+def test_the_levers_forms_keep_the_explorers_guard(tmp_path: Path) -> None:
+    """Another origin is 403, no key goes to the login; intentusnet ui has no forms."""
+    from livekit import ROUTE_KEY, keyed_app
+
+    store = FileExecutionStore(tmp_path / "records")
+    with router_of(store) as router:
+        done = str(router.route_intent(ORDER).metadata.execution_id)
+        url = f"/ui/executions/{done}/fork"
+        with TestClient(keyed_app(router), base_url="http://127.0.0.1") as client:
+            key = {"Authorization": f"Bearer {ROUTE_KEY}"}
+            elsewhere = client.post(
+                url, data={"from": "1"}, headers={**key, "Origin": "http://evil.test"}
+            )
+            anonymous = client.post(url, data={"from": "1"}, follow_redirects=False)
+            assert len(store.list()) == 1  # nothing written
+            forked = client.post(url, data={"from": "1"}, headers=key)
+        with TestClient(create_ui_app(store), base_url="http://127.0.0.1") as alone:
+            absent = alone.post(url, data={"from": "1"})
+    assert elsewhere.status_code == 403
+    assert "explorer&#39;s own pages" in elsewhere.text
+    assert anonymous.status_code == 303
+    assert anonymous.headers["location"].startswith("/ui/login?next=")
+    assert forked.status_code == 200  # followed to the fork's page
+    assert len(store.list()) == 2
+    assert absent.status_code in (404, 405)
     store.close()
