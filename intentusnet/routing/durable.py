@@ -21,6 +21,7 @@ Both are synchronous; the router's async twins run them on a worker thread
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
@@ -56,7 +57,13 @@ from ..record.durable import (
     resume_origin,
 )
 from ..record.model import EventType, RecordStatus
-from ..store.durable import CancelStore, DurableStore, KeyClaim, RecordHold
+from ..store.durable import (
+    CancelStore,
+    DecisionTally,
+    DurableStore,
+    KeyClaim,
+    RecordHold,
+)
 from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
@@ -78,6 +85,7 @@ __all__ = [
     "chain_head",
     "chain_of",
     "close_cancelled",
+    "count_decision",
     "park",
     "parked",
     "recorded_answer",
@@ -145,6 +153,22 @@ FINISHED: Final = frozenset(
 )
 _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
+_log = logging.getLogger("intentusnet.durable")
+
+
+def count_decision(router: StoreHolder, action: str, record: str) -> None:
+    """Count an operator's decision in the store, for ``/metrics``.
+
+    After the decision is recorded: a store that cannot count it is logged,
+    not raised (the decision stands; only the metric misses it).
+    """
+    store = router.durable_store
+    if not isinstance(store, DecisionTally):
+        return
+    try:
+        store.note_decision(action, record)
+    except StoreError as exc:
+        _log.warning("the %s decision %s was not counted: %s", action, record, exc)
 
 
 def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore:
@@ -278,6 +302,7 @@ def cancel(
             execution_id,
             f"{earlier.get('by')} asked to cancel it at {earlier.get('atUtc')}",
         )
+    count_decision(router, "cancel", resume_origin(record))
     closed = close_cancelled(router, head, request)
     return (head, False) if closed is None else (closed, True)
 
@@ -505,6 +530,7 @@ def resolve(
         recorder.abandon()  # incomplete: recovery, or resume, finishes it
         if recorder.error is not None:
             raise StoreError(f"could not resolve {head}: {recorder.error}")
+        count_decision(router, "resolve", new_id)
         return new_id
     finally:
         hold.release()

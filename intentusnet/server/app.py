@@ -203,7 +203,7 @@ def create_app(
     app.state.intentusnet = service
     install_handlers(app, service.metrics, hidden=_server_paths(service.store))
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
-    levers = Levers(router, service.store, service.metrics.decided)
+    levers = Levers(router, service.store)
     _add_routes(app, service, levers)
     if ui:
         gate = Gate(

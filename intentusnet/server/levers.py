@@ -10,7 +10,6 @@ callers run it on a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import MalformedRequest
@@ -36,19 +35,11 @@ class Levers:
         store: the store the service reads; the levers refuse to act when it
             is not the router's (they would decide about records the router
             cannot see).
-        decided: told the action (``resolve``, ``cancel``, ``fork``) of each
-            decision made, for the service's metrics.
     """
 
-    def __init__(
-        self,
-        router: IntentRouter,
-        store: ExecutionStore | None,
-        decided: Callable[[str], None] = lambda action: None,
-    ) -> None:
+    def __init__(self, router: IntentRouter, store: ExecutionStore | None) -> None:
         self.router = router
         self._store = store
-        self._decided = decided
 
     @property
     def usable(self) -> bool:
@@ -76,7 +67,7 @@ class Levers:
     ) -> str:
         """Record an operator's resolution of a parked execution."""
         self._check()
-        decision = resolve(
+        return resolve(
             self.router,
             execution_id,
             step=step,
@@ -85,22 +76,16 @@ class Levers:
             by=by,
             via=via,
         )
-        self._decided("resolve")
-        return decision
 
     def cancel(self, execution_id: str, *, by: str, via: str) -> tuple[str, bool]:
         """Cancel an execution: closed now, or stopped at its next step."""
         self._check()
-        cancelled = cancel(self.router, execution_id, by=by, via=via)
-        self._decided("cancel")
-        return cancelled
+        return cancel(self.router, execution_id, by=by, via=via)
 
     def fork(self, execution_id: str, from_step: StepRef) -> JSONObject:
         """Fork an execution from ``from_step`` with today's code; its answer."""
         self._check()
-        answer = fork_answer(fork(self.router, execution_id, from_step))
-        self._decided("fork")
-        return answer
+        return fork_answer(fork(self.router, execution_id, from_step))
 
 
 def fork_answer(result: RerunResult) -> JSONObject:

@@ -13,8 +13,9 @@ mode): counters and the histogram summed, the in-flight gauge summed over live
 workers. Process metrics (CPU, memory, open files) come per worker, labelled
 with its ``pid``, since they cannot be summed meaningfully.
 
-**What caching saved** (``intentusnet_llm_*``) is not counted by the service
-but read from the store when ``/metrics`` is asked (see :meth:`Metrics.watch`):
+**What caching saved** (``intentusnet_llm_*``) and **operators' decisions**
+(``intentusnet_operator_decisions_total``) are not counted by the service but
+read from the store when ``/metrics`` is asked (see :meth:`Metrics.watch`):
 every worker reads the same store, so each answers with the same totals, and
 LLM calls made by any process recording to the store count. Their ``model``
 label takes the model names recorded, bounded by the models a store's calls
@@ -27,7 +28,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -53,6 +54,7 @@ __all__ = [
     "LATENCY_BUCKETS",
     "MULTIPROCESS_ENV",
     "RECOVERY_BUCKETS",
+    "DecisionCollector",
     "Metrics",
     "SavingsCollector",
 ]
@@ -157,15 +159,6 @@ class Metrics:
             "Interrupted executions recovery parked needs_attention.",
             registry=registry,
         )
-        self._decisions = Counter(
-            "intentusnet_operator_decisions",
-            "Operators' decisions recorded through this service, by action "
-            "(resolve, cancel, fork).",
-            ["action"],
-            registry=registry,
-        )
-        for action in ("resolve", "cancel", "fork"):
-            self._decisions.labels(action=action)  # shown from the start, at 0
         self._recovery = Histogram(
             "intentusnet_recovery_seconds",
             "Time from an execution's interruption (its record's last line) to "
@@ -196,6 +189,16 @@ class Metrics:
         is ``input`` or ``output``. Added in 0.1.0.
         """
         self._exposed.register(SavingsCollector(report))
+
+    def watch_decisions(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Expose operators' decisions, as ``counts`` reads them from the store.
+
+        Adds the counter ``intentusnet_operator_decisions_total{action}``
+        (``resolve``, ``cancel``, ``fork``): every decision the store counted
+        (``DecisionTally``), made through any service, the CLI or Python.
+        Added in 0.1.0.
+        """
+        self._exposed.register(DecisionCollector(counts))
 
     @property
     def multiprocess(self) -> bool:
@@ -239,10 +242,6 @@ class Metrics:
         self._parked.inc(parked)
         for seconds in completion_seconds:
             self._recovery.observe(seconds)
-
-    def decided(self, action: str) -> None:
-        """Count one operator decision (``resolve`` or ``cancel``). Added in 0.1.0."""
-        self._decisions.labels(action=action).inc()
 
     def replayed(self) -> None:
         """Count one replay served."""
@@ -326,6 +325,30 @@ class SavingsCollector(Collector):
         yield tokens
         if currency is not None:
             yield cost
+
+
+class DecisionCollector(Collector):
+    """``intentusnet_operator_decisions_total``: read from the store per scrape."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        """The decisions the store counted, by action, read now."""
+        try:
+            counts = self._counts()
+        except (IntentusNetError, OSError) as exc:
+            _log.warning("metrics: operators' decisions cannot be read: %s", exc)
+            return
+        family = CounterMetricFamily(
+            "intentusnet_operator_decisions",
+            "Operators' decisions the store holds, by action (resolve, cancel, "
+            "fork), made through any service, the CLI or Python.",
+            labels=["action"],
+        )
+        for action, count in counts.items():
+            family.add_metric([action], count)
+        yield family
 
 
 def _constant(pid: int) -> Callable[[], int]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..cache.savings import UsageLedger
 from ..errors import Forbidden, RecordNotFound, ServiceUnavailable
 from ..routing.seams import ExecutionOptions
+from ..store.durable import DecisionTally
 from .auth import Access, KeyRing, is_loopback
 from .metrics import Metrics
 from .recovery import BackgroundRecovery
@@ -57,6 +58,8 @@ class Service:
         self.ledger = None if store is None else UsageLedger(store)
         if self.ledger is not None:
             self.metrics.watch(self.savings)
+        if isinstance(store, DecisionTally):
+            self.metrics.watch_decisions(store.decision_counts)
         self.in_flight: set[asyncio.Future[AgentResponse]] = set()
         self.draining = False
         self.recovery = (

@@ -8,15 +8,16 @@ runs live with today's agents, as a new execution recorded in the router's
 store. Its ``INTENT_RECEIVED`` names the chain's newest record (``replayOf``,
 the re-run's link), the step it started at (``rerunFrom``) and the chain
 (``rerunChain``). It works on any execution: completed, failed, parked or
-interrupted.
+interrupted. The store counts it, for ``/metrics`` (``DecisionTally``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import CassetteMiss
 from ..replay import ReplayEngine
-from ..routing.durable import chain_head, chain_of
+from ..routing.durable import chain_head, chain_of, count_decision
 from .options import RerunOptions, StepRef
 from .rerun import RerunResult, rerun
 
@@ -65,4 +66,12 @@ def fork(
     record = store.load(head)
     chain = chain_of(router, record)
     options = RerunOptions(from_step=from_step, allow_live=allow_live)
-    return rerun(ReplayEngine(record, store=store), router, options, chain=chain)
+    try:
+        result = rerun(ReplayEngine(record, store=store), router, options, chain=chain)
+    except CassetteMiss as miss:  # it ran, and stopped: a fork all the same
+        if miss.rerun_execution_id is not None:
+            count_decision(router, "fork", miss.rerun_execution_id)
+        raise
+    if result.execution_id is not None:
+        count_decision(router, "fork", result.execution_id)
+    return result

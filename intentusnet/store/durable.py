@@ -52,11 +52,14 @@ from ..record.durable import (
 from ..record.model import EventType, ExecutionRecord, RecordStatus, RecordSummary
 
 __all__ = [
+    "DECISION_ACTIONS",
     "MAX_KEY_LENGTH",
     "CancelStore",
+    "DecisionTally",
     "DurableStore",
     "KeyClaim",
     "RecordHold",
+    "check_action",
     "check_idempotency_key",
     "durable_links",
     "not_resumed",
@@ -204,6 +207,46 @@ class CancelStore(Protocol):
     def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
         """The cancel requests of these chains, by origin (those that have one)."""
         ...
+
+
+#: The operators' decisions a store counts (``DecisionTally``).
+DECISION_ACTIONS: Final = ("resolve", "cancel", "fork")
+
+
+@runtime_checkable
+class DecisionTally(Protocol):
+    """A store that counts operators' decisions (file, memory and PostgreSQL stores).
+
+    What ``/metrics`` reads (``intentusnet_operator_decisions_total``), so a
+    decision made from the CLI, Python or any service counts. Each decision
+    is noted once, under the record that holds it (the resolution's record,
+    the cancelled chain's first execution, the fork's record); deleting
+    records leaves the counts as they are. Added in 0.1.0.
+    """
+
+    def note_decision(self, action: str, record: str) -> None:
+        """Count decision ``action`` (of ``DECISION_ACTIONS``), held by ``record``.
+
+        Noting the same record twice counts it once.
+        """
+        ...
+
+    def decision_counts(self) -> dict[str, int]:
+        """The decisions counted, by action (every action of ``DECISION_ACTIONS``)."""
+        ...
+
+
+def check_action(action: str) -> str:
+    """``action``, if it is one of ``DECISION_ACTIONS`` (it names a directory).
+
+    Raises:
+        ValueError: it is not.
+    """
+    if action not in DECISION_ACTIONS:
+        raise ValueError(
+            f"{action!r} is not a decision ({', '.join(DECISION_ACTIONS)})"
+        )
+    return action
 
 
 def not_resumed(

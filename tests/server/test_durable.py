@@ -520,3 +520,41 @@ def test_an_execution_is_forked_over_http(order_store: object) -> None:
     assert dict(shop.calls) == {"fetch": 1, "email": 1, "charge": 2}
     assert router.store.load(new).replay_of == first  # type: ignore[union-attr]
     assert 'intentusnet_operator_decisions_total{action="fork"} 1.0' in metrics
+
+
+def test_decisions_from_the_cli_and_python_are_in_metrics(tmp_path: Path) -> None:
+    """/metrics counts what the store holds: a CLI resolve, a Python fork and cancel."""
+    from click.testing import CliRunner
+
+    from intentusnet import fork
+    from intentusnet.cli import cli
+    from server.ui.long_sample import capture, parked_execution
+
+    root = tmp_path / "records"
+    store = FileExecutionStore(root)
+    parked = parked_execution(store)
+    router = IntentRouter(store=store)
+    router.agent("payments.capture", name="capturer")(capture)
+    with (
+        router,
+        serving(keyed_app(router)) as server,
+        httpx.Client(base_url=server.url, trust_env=False, timeout=30) as client,
+    ):
+        full = {"Authorization": f"Bearer {ROUTE_KEY}"}
+        before = client.get("/metrics", headers=full).text
+        resolved = CliRunner().invoke(
+            cli,
+            ["--store", str(root), "resolve", parked, "--step", "1", "--happened"],
+            catch_exceptions=False,
+        )
+        assert resolved.exit_code == 0, resolved.stderr
+        # the parked envelope kills its process in the charge: fork another
+        done = router.route_intent({"intent": {"name": "payments.capture"}})
+        assert fork(router, str(done.metadata.execution_id), 1).ok
+        router.cancel(resolved.stdout.strip(), by="ann")
+        after = client.get("/metrics", headers=full).text
+    for action in ("resolve", "cancel", "fork"):
+        line = f'intentusnet_operator_decisions_total{{action="{action}"}}'
+        assert f"{line} 0.0" in before
+        assert f"{line} 1.0" in after
+    store.close()

@@ -393,3 +393,31 @@ def test_a_cancel_request_is_written_once_and_goes_with_its_record(
     store.delete(origin)  # type: ignore[attr-defined]
     assert store.cancel_requests([origin]) == {}
     router.close()
+
+
+def test_decisions_are_counted_once_per_record_and_outlive_it(
+    store: DurableStore,
+) -> None:
+    """Each action starts at 0; a record noted twice counts once; delete keeps it."""
+    from intentusnet.store.durable import DECISION_ACTIONS, DecisionTally
+
+    assert isinstance(store, DecisionTally)
+    router = IntentRouter(store=store)  # type: ignore[arg-type]
+    router.agent("echo", name="echo")(lambda env, ctx: env.payload)
+    record = str(
+        router.route_intent(
+            {"intent": {"name": "echo"}, "payload": {}}
+        ).metadata.execution_id
+    )
+    assert store.decision_counts() == dict.fromkeys(DECISION_ACTIONS, 0)
+
+    store.note_decision("fork", record)
+    store.note_decision("fork", record)
+    store.note_decision("cancel", record)
+    with pytest.raises(ValueError, match="not a decision"):
+        store.note_decision("../resolve", record)
+
+    assert store.decision_counts() == {"resolve": 0, "cancel": 1, "fork": 1}
+    store.delete(record)  # type: ignore[attr-defined]
+    assert store.decision_counts() == {"resolve": 0, "cancel": 1, "fork": 1}
+    router.close()

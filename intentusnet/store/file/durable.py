@@ -5,6 +5,7 @@ Layout under the store's root::
     idempotency/<2 hex>/<sha256 of the key>.json  {"key", "executionId", "envelopeHash"}
     resumes/<2 hex>/<execution id>.next           the id of the execution resuming it
     cancels/<2 hex>/<origin id>.json              a cancel request of a resume chain
+    decisions/<action>/<execution id>             an operator's decision, counted
 
 A key is claimed in its file's ``flock``: a caller opens the key file
 (creating it if missing) and takes its lock without waiting. The one that
@@ -44,6 +45,7 @@ from .layout import relative_path
 KEYS_DIR: Final = "idempotency"
 RESUMES_DIR: Final = "resumes"
 CANCELS_DIR: Final = "cancels"
+DECISIONS_DIR: Final = "decisions"
 #: Seconds to wait for the claim of a key file a live process has locked.
 _CLAIM_WAIT_S: Final = 5.0
 
@@ -308,6 +310,40 @@ def cancel_request(root: str, origin: str) -> JSONObject | None:
             f"execution {origin}: cannot read its cancel request: {exc}"
         ) from exc
     return found if isinstance(found, dict) else {}
+
+
+def note_decision(root: str, action: str, record: str, *, fsync: bool) -> None:
+    """Count a decision: an empty file named for the record that holds it.
+
+    Raises:
+        StoreError: it could not be written.
+    """
+    directory = Path(root, DECISIONS_DIR, action)
+    try:
+        make_dirs(directory)
+        fd = os.open(
+            f"{directory}/{record}", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE
+        )
+        os.close(fd)
+        if fsync:
+            fsync_dir(str(directory))
+    except OSError as exc:
+        raise StoreError(f"record {record}: cannot count its decision: {exc}") from exc
+
+
+def decision_count(root: str, action: str) -> int:
+    """How many decisions ``action`` were counted (the files of its directory).
+
+    Raises:
+        StoreError: the directory could not be read.
+    """
+    try:
+        with os.scandir(Path(root, DECISIONS_DIR, action)) as entries:
+            return sum(1 for _ in entries)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise StoreError(f"cannot count the {action} decisions: {exc}") from exc
 
 
 def keyed_execution(root: str, key: str) -> str | None:

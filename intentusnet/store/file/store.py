@@ -36,7 +36,12 @@ from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from ...tlog.leaf import LogLeaf
 from .. import logger
-from ..durable import check_idempotency_key, not_resumed
+from ..durable import (
+    DECISION_ACTIONS,
+    check_action,
+    check_idempotency_key,
+    not_resumed,
+)
 from ..filters import ListFilters
 from ..ids import check_id, new_record_id
 from ..owner import current_owner, owner_alive
@@ -362,6 +367,16 @@ class FileExecutionStore:
             if request is not None:
                 found[origin] = request
         return found
+
+    def note_decision(self, action: str, record: str) -> None:
+        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
+        durable.note_decision(
+            self._root, check_action(action), check_id(record), fsync=self._fsync
+        )
+
+    def decision_counts(self) -> dict[str, int]:
+        """The decisions counted, by action (``DecisionTally``)."""
+        return {a: durable.decision_count(self._root, a) for a in DECISION_ACTIONS}
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).

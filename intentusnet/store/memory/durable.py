@@ -82,6 +82,7 @@ class MemoryDurable:
         self.held_records: set[str] = set()
         self.links: dict[str, str] = {}
         self.cancels: dict[str, JSONObject] = {}
+        self.decisions: dict[str, set[str]] = {}
         self._exists = exists
         self._writing = writing
 
@@ -128,6 +129,16 @@ class MemoryDurable:
         """The cancel requests of these chains."""
         with self.lock:
             return {o: self.cancels[o] for o in origins if o in self.cancels}
+
+    def note_decision(self, action: str, record: str) -> None:
+        """Count an operator's decision, once per record."""
+        with self.lock:
+            self.decisions.setdefault(action, set()).add(record)
+
+    def decision_count(self, action: str) -> int:
+        """How many decisions ``action`` were counted."""
+        with self.lock:
+            return len(self.decisions.get(action, ()))
 
     def keyed_execution(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed."""

@@ -29,7 +29,12 @@ from ...record.model import (
 from ...record.reader import parse_record
 from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
-from ..durable import check_idempotency_key, not_resumed
+from ..durable import (
+    DECISION_ACTIONS,
+    check_action,
+    check_idempotency_key,
+    not_resumed,
+)
 from ..filters import ListFilters
 from ..hits import CacheHit, Hit, hit_line, parse_hits, select
 from ..ids import check_id, new_record_id
@@ -148,6 +153,14 @@ class MemoryExecutionStore:
     def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
         """The cancel requests of these chains (see ``store.durable.CancelStore``)."""
         return self._durable.cancel_requests(origins)
+
+    def note_decision(self, action: str, record: str) -> None:
+        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
+        self._durable.note_decision(check_action(action), check_id(record))
+
+    def decision_counts(self) -> dict[str, int]:
+        """The decisions counted, by action (``DecisionTally``)."""
+        return {a: self._durable.decision_count(a) for a in DECISION_ACTIONS}
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).

@@ -242,6 +242,30 @@ def cancel_requests(db: Connection, origins: list[str]) -> dict[str, JSONObject]
     return found
 
 
+def note_decision(db: Connection, action: str, record: str) -> None:
+    """Count an operator's decision, once per record.
+
+    Raises:
+        StoreError: it could not be written.
+    """
+    db.run(
+        "INSERT INTO intentusnet_decisions (action, execution_id) VALUES (%s, %s) "
+        "ON CONFLICT DO NOTHING",
+        [action, record],
+        doing=f"record {record}: cannot count its decision",
+    )
+
+
+def decision_counts(db: Connection) -> dict[str, int]:
+    """The decisions counted, by action, in one query."""
+    rows = db.read(
+        "SELECT action, count(*) FROM intentusnet_decisions GROUP BY action",
+        [],
+        doing="cannot count operators' decisions",
+    )
+    return {str(action): int(count) for action, count in rows}
+
+
 def keyed_execution(db: Connection, key: str) -> str | None:
     """The execution ``key``'s row names, if the key was claimed."""
     rows = db.read(

@@ -108,6 +108,12 @@ SCHEMA: Final = (
         origin text PRIMARY KEY
             REFERENCES intentusnet_records ON DELETE CASCADE,
         data text NOT NULL)""",
+    # Operators' decisions, counted for metrics: one row per decision, by the
+    # record that holds it; kept when records are deleted (added in 0.1.0).
+    """CREATE TABLE IF NOT EXISTS intentusnet_decisions (
+        action text NOT NULL,
+        execution_id text NOT NULL,
+        PRIMARY KEY (action, execution_id))""",
     # A record's key goes with it (prune, delete): found by the execution.
     """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
         ON intentusnet_keys (execution_id)""",

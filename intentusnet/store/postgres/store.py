@@ -30,7 +30,7 @@ from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
 from ...record.reader import parse_record
 from ...record.verify import verify_bytes
-from ..durable import check_idempotency_key
+from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
 from ..filters import ListFilters
 from ..ids import check_id
 from ..rows import CatalogRow, cross_check
@@ -480,6 +480,15 @@ class PostgresExecutionStore(PostgresHitJournal):
     def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
         """The cancel requests of these chains, in one query (``CancelStore``)."""
         return durable.cancel_requests(self._db, list(origins))
+
+    def note_decision(self, action: str, record: str) -> None:
+        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
+        durable.note_decision(self._db, check_action(action), check_id(record))
+
+    def decision_counts(self) -> dict[str, int]:
+        """The decisions counted, by action, in one query (``DecisionTally``)."""
+        found = durable.decision_counts(self._db)
+        return {action: found.get(action, 0) for action in DECISION_ACTIONS}
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).
