@@ -155,3 +155,45 @@ def test_the_levers_forms_keep_the_explorers_guard(tmp_path: Path) -> None:
     assert len(store.list()) == 2
     assert absent.status_code in (404, 405)
     store.close()
+
+
+def test_try_it_again_from_the_page_records_a_retry(tmp_path: Path) -> None:
+    """attempts_exhausted: the page offers Try it again; posted, a retry is recorded."""
+    from livekit import ROUTE_KEY, keyed_app
+
+    where = str(tmp_path / "records")
+    execution = parked(where, "attempts_exhausted")
+    store = FileExecutionStore(where)
+    key = {"Authorization": f"Bearer {ROUTE_KEY}"}
+    with (
+        router_of(store) as router,
+        TestClient(keyed_app(router), base_url="http://127.0.0.1") as client,
+    ):
+        page = client.get(f"/ui/executions/{execution}", headers=key).text
+        tried = client.post(
+            f"/ui/executions/{execution}/resolve",
+            data={"happened": "no"},
+            headers=key,
+            follow_redirects=False,
+        )
+        again = client.post(
+            f"/ui/executions/{execution}/resolve", data={"happened": "no"}, headers=key
+        )
+    assert ">Try it again</button>" in page
+    assert 'action="/ui/executions/' in page
+    assert tried.status_code == 303
+    decision = tried.headers["location"].rsplit("/", 1)[1]
+    [event] = [
+        e.data
+        for e in store.load(decision).events
+        if e.type.value == "OPERATOR_DECISION"
+    ]
+    assert (event["action"], event["via"], event["reason"]) == (
+        "retry",
+        "ui",
+        "attempts_exhausted",
+    )
+    assert "step" not in event
+    assert again.status_code == 409  # another decision came first
+    assert "resolve_refused" in again.text
+    store.close()
