@@ -25,8 +25,6 @@ from .params import USAGE, CliFailure
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    import httpx
-
     from .._util.jsonvalue import JSONObject, JSONValue
     from ..store import FileExecutionStore
     from ..tlog.audit import LogAudit
@@ -140,12 +138,9 @@ def publish(
     and their cosignature lines are published as `log/<key id>/checkpoint.cosigned`
     (what `log verify --witness` checks); else nothing is published, exit 17.
     """
-    import httpx
-
     from ..record.keys import PublicKey
     from ..store.file.translog import store_log
-    from ..tlog.audit import log_origin, open_known
-    from ..tlog.witness import request_cosignature
+    from ..tlog.publish import LogWitnesses, publish_checkpoint
 
     key = PublicKey.load(key_file)
     entries = _witness_entries(witnesses)
@@ -155,70 +150,33 @@ def publish(
     store = _file_store()
     store.close()  # what this process queued is in the log
     tlog = store_log(store.root, key.key_id)
-    note = tlog.checkpoint_note()
-    if note is None:
+    if tlog.checkpoint_note() is None:
         raise CliFailure(f"the store {store.root} has no transparency log", NOT_FOUND)
-    origin = log_origin(key.key_id)
-    head = open_known(note, origin, key, "the log's checkpoint")
-    published = tlog.cosigned_note()
-    start = 0
-    if published is not None:
-        start = open_known(published, origin, key, "the published checkpoint").size
-    lines: list[str] = []
-    problems: list[str] = []
-    with httpx.Client(timeout=timeout) as http:
-        for url, cosigner in entries:
-            line, problem = request_cosignature(
-                _poster(http, url), cosigner, tlog, note, head.size, start
-            )
-            if line is not None:
-                lines.append(line)
-            else:
-                problems.append(f"{url}: {problem}")
-    if len(lines) < need:
+    outcome = publish_checkpoint(tlog, key, LogWitnesses(tuple(entries), need, timeout))
+    if not outcome.published:
         raise CliFailure(
-            f"{len(lines)} of {len(entries)} witnesses cosigned {origin} at size "
-            f"{head.size}, {need} needed; nothing published: " + "; ".join(problems),
+            f"{outcome.cosigned} of {len(entries)} witnesses cosigned "
+            f"{outcome.origin} at size {outcome.size}, {need} needed; nothing "
+            "published: " + "; ".join(outcome.problems),
             UNWITNESSED,
         )
-    tlog.publish_cosigned(note + "".join(lines).encode())
     if as_json:
         emit_json(
             {
-                "origin": origin,
-                "size": head.size,
-                "cosigned": len(lines),
+                "origin": outcome.origin,
+                "size": outcome.size,
+                "cosigned": outcome.cosigned,
                 "witnesses": len(entries),
-                "problems": list(problems),
+                "problems": list(outcome.problems),
             }
         )
         return
-    for problem in problems:
+    for problem in outcome.problems:
         click.echo(f"not cosigned: {problem}", err=True)
     click.echo(
-        f"Published {origin} at size {head.size}, cosigned by {len(lines)} of "
-        f"{len(entries)} witnesses."
+        f"Published {outcome.origin} at size {outcome.size}, cosigned by "
+        f"{outcome.cosigned} of {len(entries)} witnesses."
     )
-
-
-def _poster(http: httpx.Client, url: str) -> Callable[[bytes], tuple[int, str]]:
-    """POST a body to the witness at ``url``: its status and text.
-
-    Raises:
-        LogError: it cannot be reached.
-    """
-    import httpx
-
-    from ..errors import LogError
-
-    def post(body: bytes) -> tuple[int, str]:
-        try:
-            answer = http.post(url.rstrip("/") + "/add-checkpoint", content=body)
-        except httpx.HTTPError as exc:
-            raise LogError(f"cannot reach it: {exc}") from None
-        return answer.status_code, answer.text
-
-    return post
 
 
 @log.command()

@@ -104,18 +104,24 @@ class TileLog:
         """The checkpoint last published with its witnesses' cosignatures, or None."""
         return self._read(_COSIGNED)
 
-    def publish_cosigned(self, note: bytes) -> None:
-        """Publish ``note`` (a checkpoint and its cosignatures) whole.
+    def publish_cosigned(self, note: bytes, size: int) -> bool:
+        """Publish ``note`` (a checkpoint of ``size`` and its cosignatures) whole.
 
         The caller checked it: signed by the log, cosigned by a quorum, and
-        extending the one it replaces.
+        extending the one it replaces. One published at a larger size
+        meanwhile (by another process) is kept: False.
 
         Raises:
             LogError: the file cannot be written.
         """
         try:
-            make_dirs(self.path / _TMP)
-            self._write(_COSIGNED, note)
+            with self._locked():
+                held = self._read(_COSIGNED)
+                if held is not None and _size_of(held) > size:
+                    return False
+                make_dirs(self.path / _TMP)
+                self._write(_COSIGNED, note)
+                return True
         except OSError as exc:
             raise LogError(
                 f"cannot write {self.path / _COSIGNED}: {exc.strerror or exc}"
@@ -453,6 +459,14 @@ class TileLog:
             yield
         finally:
             os.close(fd)
+
+
+def _size_of(note: bytes) -> int:
+    """The size line of a checkpoint note (written by this log: unchecked)."""
+    try:
+        return int(note.split(b"\n", 2)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def _grow(

@@ -35,6 +35,7 @@ from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyRe
 from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from ...tlog.leaf import LogLeaf
+from ...tlog.publish import LogWitnesses, witnesses_from_env
 from .. import logger
 from ..durable import check_idempotency_key, not_resumed
 from ..filters import ListFilters
@@ -115,12 +116,19 @@ class FileExecutionStore:
             pace this :class:`LogCadence` sets (default: 0.5 s or 256 leaves);
             ``None`` keeps no log. Without a key there is no log: checkpoints
             are never unsigned (docs/log.md). Added in 0.1.0.
+        log_witnesses: with a log, the witnesses each new checkpoint is sent
+            to; it is published (``checkpoint.cosigned``) only once a quorum
+            of them cosigned it (docs/log.md, "Running a witness"). Default:
+            those ``$INTENTUSNET_LOG_WITNESSES`` names (``URL=VKEY ...``, with
+            ``$INTENTUSNET_LOG_WITNESS_QUORUM``), else none. Added in 0.1.0.
 
     Raises:
         ValueError: an unknown durability, or a ``postgresql://`` URL for the
             root (given, or in ``$INTENTUSNET_STORE``): a URL names a
             PostgreSQL store, which ``intentusnet.open_store()`` opens.
         SigningKeyError: ``signing_key`` cannot be read as an Ed25519 private key.
+        LogIntegrityError: ``$INTENTUSNET_LOG_WITNESSES`` or its quorum is
+            malformed.
     """
 
     def __init__(
@@ -131,6 +139,7 @@ class FileExecutionStore:
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
         catalog_dir: str | os.PathLike[str] | None = None,
         log_cadence: LogCadence | None = DEFAULT_CADENCE,
+        log_witnesses: LogWitnesses | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -157,6 +166,9 @@ class FileExecutionStore:
         self._loaded = LoadedRecords()
         #: the log's pace, or None: no log (no key, or turned off)
         self._cadence = None if self._signer is None else log_cadence
+        if self._cadence is not None and log_witnesses is None:
+            log_witnesses = witnesses_from_env()
+        self._witnesses = log_witnesses
         self._made = time.time()  # records closed since are queued by this store
 
     # The catalog and the hit journal are made on first use. Threads racing to
@@ -185,7 +197,9 @@ class FileExecutionStore:
 
         assert self._signer is not None
         assert self._cadence is not None
-        made = open_sequencer(self._root, self._signer, self._cadence, self._made)
+        made = open_sequencer(
+            self._root, self._signer, self._cadence, self._made, self._witnesses
+        )
         sequencer: LogSequencer = self.__dict__.setdefault("_sequencer", made)
         return sequencer
 

@@ -25,6 +25,7 @@ from ...tlog.audit import RecordState, log_origin
 from ...tlog.cadence import LogCadence
 from ...tlog.leaf import LogLeaf
 from ...tlog.log import TileLog
+from ...tlog.publish import LogWitnesses, publish_checkpoint
 from ...tlog.sequencer import LogSequencer
 from ..owner import owner_alive
 from .files import headerless
@@ -76,14 +77,23 @@ def store_logs(root: str | os.PathLike[str]) -> list[TileLog]:
 
 
 def open_sequencer(
-    root: str, key: SigningKey, cadence: LogCadence, since: float
+    root: str,
+    key: SigningKey,
+    cadence: LogCadence,
+    since: float,
+    witnesses: LogWitnesses | None = None,
 ) -> LogSequencer:
     """The sequencer appending the records the store closes to the key's log.
 
     ``since``: when the store started queuing the leaves of records it closes.
+    ``witnesses``: who must cosign each checkpoint before it is published.
     """
     pending = partial(pending_leaves, root, key_id=key.key_id)
-    return LogSequencer(store_log(root, key.key_id, key), cadence, pending, since)
+    log = store_log(root, key.key_id, key)
+    publish = None
+    if witnesses is not None:
+        publish = partial(publish_checkpoint, log, key.public_key, witnesses)
+    return LogSequencer(log, cadence, pending, since, publish)
 
 
 def pending_leaves(
