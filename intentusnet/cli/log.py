@@ -362,6 +362,20 @@ def backfill(as_json: bool) -> None:
     help="A record closed less than this long ago may still wait for its leaf.",
 )
 @witness_options
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep watching: audit each new checkpoint as it appears, until "
+    "Ctrl-C or SIGTERM (exit 0) or a finding (its exit code).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05, max=3600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --follow: how often to look for a new checkpoint.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def verify_log(
@@ -372,6 +386,8 @@ def verify_log(
     grace: float,
     witnesses: tuple[str, ...],
     quorum: int | None,
+    follow: bool,
+    interval: float,
     as_json: bool,
 ) -> None:
     """Audit the log: its checkpoint, tiles and history, and every record.
@@ -382,6 +398,8 @@ def verify_log(
     remembered once it holds up, and every later run refuses a log that does
     not extend it. With --witness, the checkpoint `log publish` published
     must be cosigned by --witness-quorum of them, and the log must extend it.
+    With --follow, each new checkpoint is audited as it appears (one report
+    each), until a finding (its exit code) or Ctrl-C / SIGTERM (exit 0).
     """
     from ..record.keys import PublicKey
     from ..tlog.audit import log_origin
@@ -390,25 +408,68 @@ def verify_log(
     store = _file_store()
     origin = log_origin(key.key_id)
     state = Path(state_file) if state_file else _state_path(origin)
-    known = []
+    trusted = []
     for name in trusted_files:
-        trusted = _read_state(Path(name), "checkpoint file")
-        if trusted is None:
+        found = _read_state(Path(name), "checkpoint file")
+        if found is None:
             raise CliFailure(f"no checkpoint file {name}", USAGE)
-        known.append((f"--trusted {name}", trusted))
-    remembered = _read_state(state, "log state")
-    if remembered is not None:
-        known.insert(0, (f"the checkpoint remembered in {state}", remembered))
+        trusted.append((f"--trusted {name}", found))
     cosigners = _cosigners(witnesses)
     need = _quorum(quorum, len(cosigners))
-    audit = run_audit(store, key, known, grace, cosigners, need)
-    if audit.checkpoint is None and not audit.findings:
-        raise CliFailure(f"the store {store.root} has no transparency log", 3)
-    if audit.history_holds and audit.note is not None:
-        _remember(state, audit.note)
-    _report(audit, as_json)
-    if audit.findings:
-        ctx.exit(max(finding.exit_code for finding in audit.findings))
+
+    def check() -> LogAudit:
+        """One audit against the remembered and trusted checkpoints, reported."""
+        known = list(trusted)
+        remembered = _read_state(state, "log state")
+        if remembered is not None:
+            known.insert(0, (f"the checkpoint remembered in {state}", remembered))
+        audit = run_audit(store, key, known, grace, cosigners, need)
+        if audit.checkpoint is None and not audit.findings:
+            raise CliFailure(f"the store {store.root} has no transparency log", 3)
+        if audit.history_holds and audit.note is not None:
+            _remember(state, audit.note)
+        _report(audit, as_json, compact=follow)  # followed: one JSON line each
+        if audit.findings:
+            ctx.exit(max(finding.exit_code for finding in audit.findings))
+        return audit
+
+    audit = check()
+    if follow:
+        _follow(store, key.key_id, audit.note, interval, check)
+
+
+def _follow(
+    store: FileExecutionStore,
+    key_id: str,
+    seen: bytes | None,
+    interval: float,
+    check: Callable[[], object],
+) -> None:
+    """Run ``check`` each time the log's checkpoint changes, until a signal.
+
+    SIGINT and SIGTERM end the watch between two looks (exit 0); ``check``
+    exits on its own with a finding's code.
+    """
+    import signal
+    import threading
+
+    from ..store.file.translog import store_log
+
+    stop = threading.Event()
+    previous = {
+        number: signal.signal(number, lambda *_: stop.set())
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        tlog = store_log(store.root, key_id)
+        while not stop.wait(interval):
+            note = tlog.checkpoint_note()
+            if note != seen:
+                check()
+                seen = note
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def run_audit(
@@ -521,9 +582,9 @@ def show_findings(audit: LogAudit) -> None:
         )
 
 
-def _report(audit: LogAudit, as_json: bool) -> None:
+def _report(audit: LogAudit, as_json: bool, *, compact: bool = False) -> None:
     if as_json:
-        emit_json(log_json(audit))
+        emit_json(log_json(audit), compact=compact)
     else:
         show_audit(audit)
 
