@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import click
 
 from .context import ExecutionId, Settings, open_store
+from .log_host import LogHost
 from .output import emit_json
 from .params import USAGE, CliFailure
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .._util.jsonvalue import JSONObject, JSONValue
-    from ..store import FileExecutionStore
     from ..tlog.audit import LogAudit
     from ..tlog.cosignature import Cosigner
     from ..tlog.log import TileLog
@@ -139,7 +139,6 @@ def publish(
     (what `log verify --witness` checks); else nothing is published, exit 17.
     """
     from ..record.keys import PublicKey
-    from ..store.file.translog import store_log
     from ..tlog.publish import LogWitnesses, publish_checkpoint
 
     key = PublicKey.load(key_file)
@@ -147,11 +146,11 @@ def publish(
     if not entries or any(not url for url, _ in entries):
         raise CliFailure("log publish needs each --witness as URL=VKEY", USAGE)
     need = _quorum(quorum, len(entries))
-    store = _file_store()
-    store.close()  # what this process queued is in the log
-    tlog = store_log(store.root, key.key_id)
+    host = _host()
+    host.store.close()  # what this process queued is in the log
+    tlog = host.log(key.key_id)
     if tlog.checkpoint_note() is None:
-        raise CliFailure(f"the store {store.root} has no transparency log", NOT_FOUND)
+        raise CliFailure(f"the store {host.where} has no transparency log", NOT_FOUND)
     outcome = publish_checkpoint(tlog, key, LogWitnesses(tuple(entries), need, timeout))
     if not outcome.published:
         raise CliFailure(
@@ -193,20 +192,18 @@ def prove(execution_id: str, out: str) -> None:
     The proof holds the leaf, its index, its inclusion proof and the log's
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
-    from ..store.file.translog import LOG_DIR, store_logs
-
-    store = _file_store()
+    host = _host()
     found = None
-    logs = store_logs(store.root)
+    logs = host.logs()
     for tlog in logs:  # one log per signing key the store has had
-        index = _newest_leaf(tlog, execution_id)
+        index = _newest_leaf(host, tlog, execution_id)
         if index is not None:
             found = (tlog, index)
             break
     if found is None:
         raise CliFailure(
             f"record {execution_id} has no leaf in the logs of "
-            f"{store.root / LOG_DIR} ({len(logs)} logs)",
+            f"{host.where} ({len(logs)} logs)",
             NOT_FOUND,
         )
     tlog, index = found
@@ -220,14 +217,13 @@ def prove(execution_id: str, out: str) -> None:
         raise CliFailure(f"cannot write {out}: {exc.strerror or exc}", USAGE) from None
 
 
-def _newest_leaf(tlog: TileLog, execution_id: str) -> int | None:
+def _newest_leaf(host: LogHost, tlog: TileLog, execution_id: str) -> int | None:
     """The index of the record's newest leaf in ``tlog``, or None."""
     from ..errors import LogError
-    from ..tlog.index import LeafIndex
     from ..tlog.leaf import LogLeaf
 
     try:  # the index answers at once; without it, the bundles newest first
-        leaves = LeafIndex(tlog)
+        leaves = host.index(tlog)
         leaves.catch_up()
         index = leaves.newest(execution_id)
         leaves.close()
@@ -300,11 +296,9 @@ def backfill(as_json: bool) -> None:
     import time
 
     from ..record.keys import load_signing_key
-    from ..store.file.translog import pending_leaves, store_log
-    from ..tlog.index import LeafIndex
     from ..tlog.sequencer import append_leaves
 
-    store = _file_store()
+    host = _host()
     settings = click.get_current_context().find_object(Settings)
     key = load_signing_key(settings.signing_key if settings else None)
     if key is None:
@@ -313,11 +307,11 @@ def backfill(as_json: bool) -> None:
             "(--signing-key FILE or INTENTUSNET_SIGNING_KEY)",
             USAGE,
         )
-    tlog = store_log(store.root, key.key_id, key)
-    index = LeafIndex(tlog)
+    tlog = host.log(key.key_id, key)
+    index = host.index(tlog)
     before = index.catch_up()
     started = time.time()
-    found, until = pending_leaves(os.fspath(store.root), 0.0, key_id=key.key_id)
+    found, until = host.unlogged(key.key_id)
     size = before
     for at in range(0, len(found), _BATCH):
         size = append_leaves(tlog, index, found[at : at + _BATCH])
@@ -405,7 +399,7 @@ def verify_log(
     from ..tlog.audit import log_origin
 
     key = PublicKey.load(key_file)
-    store = _file_store()
+    host = _host()
     origin = log_origin(key.key_id)
     state = Path(state_file) if state_file else _state_path(origin)
     trusted = []
@@ -423,9 +417,9 @@ def verify_log(
         remembered = _read_state(state, "log state")
         if remembered is not None:
             known.insert(0, (f"the checkpoint remembered in {state}", remembered))
-        audit = run_audit(store, key, known, grace, cosigners, need)
+        audit = run_audit(host, key, known, grace, cosigners, need)
         if audit.checkpoint is None and not audit.findings:
-            raise CliFailure(f"the store {store.root} has no transparency log", 3)
+            raise CliFailure(f"the store {host.where} has no transparency log", 3)
         if audit.history_holds and audit.note is not None:
             _remember(state, audit.note)
         _report(audit, as_json, compact=follow)  # followed: one JSON line each
@@ -435,11 +429,11 @@ def verify_log(
 
     audit = check()
     if follow:
-        _follow(store, key.key_id, audit.note, interval, check)
+        _follow(host, key.key_id, audit.note, interval, check)
 
 
 def _follow(
-    store: FileExecutionStore,
+    host: LogHost,
     key_id: str,
     seen: bytes | None,
     interval: float,
@@ -453,15 +447,13 @@ def _follow(
     import signal
     import threading
 
-    from ..store.file.translog import store_log
-
     stop = threading.Event()
     previous = {
         number: signal.signal(number, lambda *_: stop.set())
         for number in (signal.SIGINT, signal.SIGTERM)
     }
     try:
-        tlog = store_log(store.root, key_id)
+        tlog = host.log(key_id)
         while not stop.wait(interval):
             note = tlog.checkpoint_note()
             if note != seen:
@@ -473,7 +465,7 @@ def _follow(
 
 
 def run_audit(
-    store: FileExecutionStore,
+    host: LogHost,
     key: object,
     known: list[tuple[str, bytes]],
     grace: float,
@@ -482,16 +474,15 @@ def run_audit(
 ) -> LogAudit:
     """Audit the store's log and records with the log's public ``key``."""
     from ..record.keys import PublicKey
-    from ..store.file.translog import record_states, store_log
     from ..tlog.audit import audit_log
 
     assert isinstance(key, PublicKey)
-    store.close()  # what this process queued is in the log
+    host.store.close()  # what this process queued is in the log
     return audit_log(
-        store_log(store.root, key.key_id),
+        host.log(key.key_id),
         key,
         known=known,
-        records=record_states(os.fspath(store.root), key),
+        records=host.records(key),
         grace=grace,
         witnesses=witnesses,
         quorum=quorum,
@@ -507,14 +498,10 @@ def audit_beside_records(
     names; none remembered checkpoint is used (that is ``log verify``'s).
     """
     from ..record.keys import PublicKey
-    from ..store import FileExecutionStore
-    from ..store.file.translog import store_logs
     from ..tlog.audit import log_origin
 
-    store = open_store()
-    if not isinstance(store, FileExecutionStore):
-        return None
-    logs = store_logs(store.root)
+    host = LogHost(open_store())
+    logs = host.logs()
     if not logs:
         return None
     paths = [*key_files]
@@ -524,7 +511,7 @@ def audit_beside_records(
     for path in paths:
         key = PublicKey.load(path)
         if log_origin(key.key_id) in origins:
-            return run_audit(store, key, [], 60.0)
+            return run_audit(host, key, [], 60.0)
     origin = ", ".join(sorted(origins))
     from .output import note
 
@@ -589,13 +576,9 @@ def _report(audit: LogAudit, as_json: bool, *, compact: bool = False) -> None:
         show_audit(audit)
 
 
-def _file_store() -> FileExecutionStore:
-    from ..store import FileExecutionStore
-
-    store = open_store()
-    if not isinstance(store, FileExecutionStore):
-        raise CliFailure("the transparency log lives in a file store's folder", USAGE)
-    return store
+def _host() -> LogHost:
+    """The logs of the store ``--store`` names (a folder or a PostgreSQL URL)."""
+    return LogHost(open_store())
 
 
 def _state_path(origin: str) -> Path:

@@ -115,11 +115,11 @@ class TileLog:
             LogError: the file cannot be written.
         """
         try:
+            self._begin_writes()
             with self._locked():
                 held = self._read(_COSIGNED)
                 if held is not None and _size_of(held) > size:
                     return False
-                make_dirs(self.path / _TMP)
                 self._write(_COSIGNED, note)
                 return True
         except OSError as exc:
@@ -333,7 +333,7 @@ class TileLog:
             return size
         writes, new_edge, new_size = _grow(edge, size, list(leaves))
         root = subtree_hash(0, new_size, _EdgeHashes(new_edge, new_size).perfect)
-        make_dirs(self.path / _TMP)
+        self._begin_writes()
         for path, data in writes:
             self._write(path, data)
         self._write(_CHECKPOINT, LogCheckpoint(origin, new_size, root).sign(key))
@@ -407,6 +407,14 @@ class TileLog:
             index += 1
 
     # -- files --------------------------------------------------------------
+    # The storage seam: ``_read``, ``_write``, ``_begin_writes``,
+    # ``_discard_after`` and ``_locked`` are all that touch the directory. A
+    # subclass keeping the same files elsewhere overrides them (and ``append``
+    # and ``publish_cosigned``, which take the lock): the PostgreSQL store's
+    # log keeps each file as a row, and appends in one transaction.
+
+    def _begin_writes(self) -> None:
+        make_dirs(self.path / _TMP)
 
     def _size(self, size: int | None) -> int:
         current = self.size

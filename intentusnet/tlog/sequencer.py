@@ -37,7 +37,7 @@ from typing import Final
 
 from ..errors import LogError
 from .cadence import DEFAULT_CADENCE, LogCadence
-from .index import LeafIndex
+from .index import LeafIndex, LeafLookup
 from .leaf import LogLeaf
 from .log import TileLog
 from .publish import Published
@@ -60,7 +60,7 @@ _RETRY: Final = 5.0
 PendingScan = Callable[[float, float], tuple[list[LogLeaf], float]]
 
 
-def append_leaves(log: TileLog, index: LeafIndex, leaves: Iterable[LogLeaf]) -> int:
+def append_leaves(log: TileLog, index: LeafLookup, leaves: Iterable[LogLeaf]) -> int:
     """Append the leaves that are not leaves already, as one batch; the new size.
 
     A leaf is left out when the index (brought up to the log's size under
@@ -95,7 +95,8 @@ class LogSequencer:
     ``since`` is when the store started queuing the leaves of the records it
     closes (default: now): the first scan looks at records changed before.
     ``publish``, when given, has the log's newest checkpoint cosigned and
-    published; it is called after each batch appended.
+    published; it is called after each batch appended. ``index`` says which
+    records are leaves already (default: the log's :class:`LeafIndex`).
     """
 
     def __init__(
@@ -105,11 +106,12 @@ class LogSequencer:
         pending: PendingScan | None = None,
         since: float | None = None,
         publish: Callable[[], Published] | None = None,
+        index: LeafLookup | None = None,
     ) -> None:
         if cadence.seconds < 0 or cadence.leaves < 1:
             raise ValueError(f"a log cadence of at least 1 leaf and 0 s: {cadence}")
         self.log: Final = log
-        self.index: Final = LeafIndex(log)
+        self.index: Final = LeafIndex(log) if index is None else index
         self.cadence: Final = cadence
         self._pending = pending
         self._publish = publish
@@ -173,9 +175,15 @@ class LogSequencer:
                 self._cond.notify_all()
 
     def close(self) -> None:
-        """Append what is queued (best effort: a failure is left to the next scan)."""
+        """Append what is queued (best effort: a failure is left to the next scan).
+
+        A checkpoint short of its witnesses' quorum is not sent again until
+        the next batch: a closed store's thread stays quiet.
+        """
         with contextlib.suppress(LogError):
             self.flush()
+        with self._cond:
+            self._unpublished_at = 0.0
         self.index.close()
 
     # -- the thread ------------------------------------------------------------
@@ -278,7 +286,8 @@ def _after_fork() -> None:
     # (their queued leaves are the parent's to append).
     for sequencer in list(_ALL):
         sequencer._reset()
-        sequencer.index._db = None
+        if isinstance(sequencer.index, LeafIndex):
+            sequencer.index._db = None
 
 
 def _at_exit() -> None:

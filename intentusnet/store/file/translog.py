@@ -20,8 +20,8 @@ from ...errors import RecordIntegrityError, UnsupportedSchemaVersion
 from ...record.keys import PublicKey, SigningKey
 from ...record.model import ExecutionRecord, RecordStatus
 from ...record.reader import parse_record
-from ...record.signing import KeyRing, SignatureStatus
-from ...tlog.audit import RecordState, log_origin
+from ...record.signing import KeyRing
+from ...tlog.audit import RecordState, log_origin, record_state
 from ...tlog.cadence import LogCadence
 from ...tlog.leaf import LogLeaf
 from ...tlog.log import TileLog
@@ -161,23 +161,7 @@ def record_states(root: str, key: PublicKey) -> Iterator[RecordState]:
             continue
         if record is None:
             continue
-        check = ring.check(record)
-        if check.status is SignatureStatus.SIGNED_INVALID:
-            yield RecordState(execution_id, True, None, frozenset(), 0.0, check.detail)
-            continue
-        header = record.header
-        lines = frozenset(
-            [header.chain_head if not record.events else record.events[0].prev_hash]
-            + [event.hash for event in record.events]
-        )
-        yield RecordState(
-            execution_id,
-            header.status is not _IN_PROGRESS,
-            header.chain_head,
-            lines,
-            age,
-            expected=header.key_id == key.key_id,
-        )
+        yield record_state(record, key, ring, age)
 
 
 def _load(path: str, execution_id: str) -> ExecutionRecord | None:
