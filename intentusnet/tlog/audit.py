@@ -239,15 +239,19 @@ def audit_log(
     walked = 0
     if records is not None:
         heads: dict[str, list[str]] = {}
+        deletions: set[str] = set()
         for leaf in parsed:
-            heads.setdefault(leaf.execution_id, []).append(leaf.chain_head)
+            if leaf.deleted:
+                deletions.add(leaf.execution_id)
+            else:
+                heads.setdefault(leaf.execution_id, []).append(leaf.chain_head)
         found: list[LogFinding] = []
         for record in records:
             walked += 1
             found.extend(
                 _record_findings(record, heads.pop(record.execution_id, None), grace)
             )
-        for execution_id in heads:
+        for execution_id in heads.keys() - deletions:  # gone, its deletion unlogged
             found.append(
                 LogFinding(
                     "deleted", execution_id, "the log holds it; the store does not"

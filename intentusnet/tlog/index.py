@@ -114,7 +114,7 @@ class LeafIndex:
             rows = []
             for at, data in enumerate(self.log.leaves(done, size), done):
                 leaf = parse_leaf(data)
-                rows.append((at, leaf.execution_id, leaf.chain_head))
+                rows.append((at, leaf.execution_id, leaf.indexed_head))
             db.executemany("INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)", rows)
             db.execute("UPDATE state SET size = ?", (size,))
         return size
@@ -131,7 +131,7 @@ class LeafIndex:
                 db.executemany(
                     "INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)",
                     [
-                        (at, leaf.execution_id, leaf.chain_head)
+                        (at, leaf.execution_id, leaf.indexed_head)
                         for at, leaf in enumerate(leaves, start)
                     ],
                 )

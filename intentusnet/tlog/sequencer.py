@@ -76,7 +76,7 @@ def append_leaves(log: TileLog, index: LeafLookup, leaves: Iterable[LogLeaf]) ->
         start = index.catch_up(size)
         seen: set[tuple[str, str]] = set()
         for leaf in batch:
-            key = (leaf.execution_id, leaf.chain_head)
+            key = (leaf.execution_id, leaf.indexed_head)
             if key not in seen and not index.holds(*key):
                 seen.add(key)
                 fresh.append(leaf)
@@ -173,6 +173,21 @@ class LogSequencer:
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()
+
+    def append_now(self, leaves: Iterable[LogLeaf]) -> None:
+        """Append ``leaves`` after everything queued, and wait until they are in.
+
+        For deletion leaves: a record is deleted only once its deletion is in
+        the log.
+
+        Raises:
+            LogError, LogIntegrityError: the append failed.
+        """
+        with self._cond:
+            if not self._queue:
+                self._first = time.monotonic()
+            self._queue.extend(leaves)
+        self.flush()
 
     def close(self) -> None:
         """Append what is queued (best effort: a failure is left to the next scan).

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,33 @@ def test_a_rotated_key_starts_a_log_of_its_own(tmp_path: Path, key) -> None:
     assert [leaf.execution_id for leaf in leaves_of(tmp_path, new_key)] == [new]
     assert findings(tmp_path, key) == []
     assert findings(tmp_path, new_key) == []
+
+
+def test_a_deletion_by_the_store_is_logged_and_not_reported(
+    tmp_path: Path, key
+) -> None:
+    """delete() and prune() log a deletion leaf first: log verify reports nothing.
+
+    A record removed by hand (no deletion leaf) is still `deleted`; a store without
+    a log deletes without one.
+    """
+    root = tmp_path / "signed"
+    store = FileExecutionStore(root, signing_key=key, log_cadence=NEVER)
+    ids = [finished(store, f"r {i}") for i in range(5)]
+    head = store.load(ids[0]).header.chain_head
+    store.delete(ids[0])
+    tail = leaves_of(root, key)[-1]  # in the log before the file went
+    assert tail == LogLeaf(ids[0], head, key.key_id, deleted=True)
+    assert findings(root, key) == []
+    assert sorted(store.prune(timedelta(0))) == sorted(ids[1:])
+    deletions = [leaf for leaf in leaves_of(root, key) if leaf.deleted]
+    assert sorted(leaf.execution_id for leaf in deletions) == sorted(ids)
+    assert findings(root, key) == []
+    by_hand = finished(store, "by hand")
+    store.close()
+    next(root.glob(f"*/{by_hand}.jsonl")).unlink()
+    assert findings(root, key) == [("deleted", by_hand)]
+    plain = FileExecutionStore(tmp_path / "plain")
+    plain.delete(finished(plain))
+    plain.close()
+    assert not (tmp_path / "plain" / "log").exists()

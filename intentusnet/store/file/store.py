@@ -28,7 +28,12 @@ from orjson import dumps
 from ..._util.files import make_dirs
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_now
-from ...errors import RecordIntegrityError, RecordNotFound, StoreError
+from ...errors import (
+    RecordIntegrityError,
+    RecordNotFound,
+    StoreError,
+    UnsupportedSchemaVersion,
+)
 from ...record.format import header_line
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
@@ -338,6 +343,28 @@ class FileExecutionStore:
         assert self._signer is not None
         self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
 
+    def _log_deletions(self, ids: Iterable[str]) -> None:
+        """With a log, put each record's deletion leaf in it before it is deleted.
+
+        A record that cannot be read (damaged) gets none: its absence is then
+        reported ``deleted``, as for one removed by hand.
+
+        Raises:
+            LogError: the log cannot be appended to (nothing is deleted).
+        """
+        if self._cadence is None:
+            return
+        assert self._signer is not None
+        leaves = []
+        for execution_id in ids:
+            try:
+                head = self.load(execution_id).header.chain_head
+            except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
+                continue
+            leaves.append(LogLeaf(execution_id, head, self._signer.key_id, True))
+        if leaves:
+            self._sequencer.append_now(leaves)
+
     # -- durable executions (added in 0.1.0) ---------------------------------------
 
     def claim_key(
@@ -458,6 +485,7 @@ class FileExecutionStore:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
         """
         check_id(execution_id)
+        self._log_deletions([execution_id])
         durable.forget(self._root, execution_id)
         try:
             os.unlink(self._path(execution_id))
@@ -646,6 +674,7 @@ class FileExecutionStore:
         if dry_run:
             return ids
         self._hits.prune(cutoff)
+        self._log_deletions(ids)
         removed: _Ids = []
         try:
             for execution_id in ids:

@@ -26,7 +26,12 @@ from typing import Final, TypeAlias
 
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import micros_of
-from ...errors import RecordIntegrityError, RecordNotFound, StoreError
+from ...errors import (
+    RecordIntegrityError,
+    RecordNotFound,
+    StoreError,
+    UnsupportedSchemaVersion,
+)
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
 from ...record.reader import parse_record
@@ -151,6 +156,25 @@ class PostgresExecutionStore(PostgresHitJournal):
         made = Connection(self._dsn, self.durability, 1)
         db: Connection = self.__dict__.setdefault("_log_db", made)
         return db
+
+    def _log_deletions(self, ids: Iterable[str]) -> None:
+        """With a log, put each record's deletion leaf in it before it is deleted.
+
+        Raises:
+            LogError: the log cannot be appended to (nothing is deleted).
+        """
+        if self._cadence is None:
+            return
+        assert self._signer is not None
+        leaves = []
+        for execution_id in ids:
+            try:
+                head = self.load(execution_id).header.chain_head
+            except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
+                continue
+            leaves.append(LogLeaf(execution_id, head, self._signer.key_id, True))
+        if leaves:
+            self._sequencer.append_now(leaves)
 
     def log_connection(self) -> Connection:
         """The connection of the store's transparency log (``intentusnet log``)."""
@@ -280,6 +304,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         Raises:
             InvalidExecutionId, RecordNotFound.
         """
+        self._log_deletions([check_id(execution_id)])
         gone = self._db.run(
             f"""WITH gone AS (
                 DELETE FROM intentusnet_records WHERE execution_id = %s
@@ -312,9 +337,16 @@ class PostgresExecutionStore(PostgresHitJournal):
         chosen = f"""WITH held(k) AS ({HELD})
             SELECT execution_id FROM intentusnet_records
             WHERE created_us < %s AND {STATUS} <> 'in_progress'"""
-        if dry_run:
+        if dry_run or self._cadence is not None:
             rows = self._db.read(chosen + " ORDER BY execution_id", [cutoff])
-            return [str(row[0]) for row in rows]
+            if dry_run:
+                return [str(row[0]) for row in rows]
+            # With a log, the deletions are logged first: only these go.
+            self._log_deletions(str(row[0]) for row in rows)
+            chosen += " AND execution_id = ANY(%s)"
+            params: list[object] = [cutoff, [str(row[0]) for row in rows]]
+        else:
+            params = [cutoff]
         with self._db.lock:
             rows = self._db.run(
                 f"""WITH gone AS (
@@ -322,7 +354,7 @@ class PostgresExecutionStore(PostgresHitJournal):
                     RETURNING execution_id),
                 keys AS ({_FORGET_KEYS})
                 SELECT execution_id FROM gone""",
-                [cutoff],
+                params,
             )
             self._db.run(
                 "DELETE FROM intentusnet_cache_hits WHERE created_us < %s", [cutoff]

@@ -339,5 +339,5 @@ def _leaf_rows(origin: str, start: int, leaves: list[bytes]) -> list[list[object
             leaf = parse_leaf(data)
         except LogIntegrityError:
             continue  # not a record's leaf: nothing to index
-        rows.append([origin, at, leaf.execution_id, leaf.chain_head])
+        rows.append([origin, at, leaf.execution_id, leaf.indexed_head])
     return rows

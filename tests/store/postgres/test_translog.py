@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import orjson
@@ -353,3 +354,35 @@ def test_leaves_queued_by_a_killed_router_are_appended_by_the_next(
     ids = [parse_leaf(leaf).execution_id for leaf in log.leaves()]
     assert len(ids) == len(set(ids)) == 6
     assert last in ids
+
+
+def test_deletions_by_the_store_are_logged_and_not_reported(
+    pg_dsn: str, db: Connection
+) -> None:
+    """delete() and prune() with the key log deletion leaves first: no finding.
+
+    A record deleted by a store without the key (no deletion leaf) is `deleted`.
+    """
+    key = SigningKey.generate()
+    store = PostgresExecutionStore(pg_dsn, signing_key=key, log_cadence=FAST)
+    ids = [finished(store, f"r {i}") for i in range(4)]
+    store.delete(ids[0])
+    assert sorted(store.prune(timedelta(0))) == sorted(ids[1:])
+    log = store_log(db, key.key_id)
+    deleted = [parse_leaf(leaf) for leaf in log.leaves()]
+    assert sorted(leaf.execution_id for leaf in deleted if leaf.deleted) == sorted(ids)
+
+    def findings() -> list[tuple[str, str | None]]:
+        audit = audit_log(
+            log, key.public_key, records=record_states(db, store.load, key.public_key)
+        )
+        return [(f.name, f.execution_id) for f in audit.findings]
+
+    assert findings() == []
+    by_hand = finished(store, "by hand")
+    store.close()
+    keyless = PostgresExecutionStore(pg_dsn)
+    keyless.delete(by_hand)
+    keyless.close()
+    assert findings() == [("deleted", by_hand)]
+    store.close()
