@@ -15,9 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final, NamedTuple
-
-import httpx
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from ..errors import LogError, LogIntegrityError
 from ..record.keys import PublicKey
@@ -25,6 +23,9 @@ from .audit import log_origin, open_known
 from .cosignature import Cosigner, parse_cosigner
 from .log import TileLog
 from .witness import request_cosignature
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "WITNESSES_ENV",
@@ -131,6 +132,8 @@ def publish_checkpoint(
         LogIntegrityError: the log's checkpoint, or the one it last
             published, is not signed by ``key``.
     """
+    import httpx  # here: a store without witnesses never loads it
+
     origin = log_origin(key.key_id)
     note = log.checkpoint_note()
     if note is None:
@@ -173,6 +176,8 @@ def publish_checkpoint(
 
 
 def _poster(http: httpx.Client, url: str) -> Callable[[bytes], tuple[int, str]]:
+    import httpx
+
     def post(body: bytes) -> tuple[int, str]:
         try:
             answer = http.post(url.rstrip("/") + "/add-checkpoint", content=body)
