@@ -101,6 +101,8 @@ def test_published_on_the_cadence_when_k_of_n_cosign(
     All three up: published on the cadence (before close), three valid cosignatures;
     one witness down: still published, cosigned by the two others; two down: the log
     grows but nothing is published, and close() returns within the bounded timeout.
+    Both restarted (new ports, their state kept): the next batch is cosigned by all
+    three, two of them after a 409 (they hold sizes 5 and 3; it asks from 4).
     """
     key = setup.keys[0]
     witnesses = LogWitnesses.parse(setup.entries(0, 1, 2), quorum=2, timeout=2.0)
@@ -135,6 +137,16 @@ def test_published_on_the_cadence_when_k_of_n_cosign(
         note = published(root, key)
         assert note is not None
         assert size_of(note, key) == 4
+        for i in (1, 2):
+            setup.witnesses[i] = restarted(setup.witnesses[i])
+        again = LogWitnesses.parse(setup.entries(0, 1, 2), quorum=3, timeout=2.0)
+        store = FileExecutionStore(
+            root, signing_key=key, log_cadence=FAST, log_witnesses=again
+        )
+        finished(store, "fourth")
+        note = wait_published(root, key, 6)
+        assert count_cosigners(note, cosigners) == (3, [])
+        store.close()
     finally:
         # the rest of the module needs all three: restart the two stopped ones
         for i in (1, 2):
