@@ -181,13 +181,21 @@ class LogSequencer:
         the log.
 
         Raises:
-            LogError, LogIntegrityError: the append failed.
+            LogError, LogIntegrityError: the append failed; ``leaves`` are
+                dropped (the caller does not go on), the queued ones kept.
         """
+        mine = list(leaves)
         with self._cond:
             if not self._queue:
                 self._first = time.monotonic()
-            self._queue.extend(leaves)
-        self.flush()
+            self._queue.extend(mine)
+        try:
+            self.flush()
+        except BaseException:
+            dropped = set(mine)
+            with self._cond:
+                self._queue = [leaf for leaf in self._queue if leaf not in dropped]
+            raise
 
     def close(self) -> None:
         """Append what is queued (best effort: a failure is left to the next scan).

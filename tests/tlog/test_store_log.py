@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from recordkit import finished, start
 
+from intentusnet.errors import LogError
 from intentusnet.record.keys import SigningKey
 from intentusnet.store import FileExecutionStore
 from intentusnet.store.file.translog import log_folder, record_states, store_log
@@ -372,3 +374,24 @@ def test_a_deletion_by_the_store_is_logged_and_not_reported(
     plain.delete(finished(plain))
     plain.close()
     assert not (tmp_path / "plain" / "log").exists()
+
+
+def test_a_deletion_the_log_cannot_hold_deletes_nothing(tmp_path: Path, key) -> None:
+    """The log cannot be written: delete() raises LogError, the record stays, unlogged.
+
+    Once it can, the record's close is logged and no deletion leaf of it is.
+    """
+    store = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
+    kept = finished(store)
+    store.close()
+    blocker = log_folder(tmp_path, key.key_id) / ".tmp"
+    shutil.rmtree(blocker, ignore_errors=True)
+    blocker.write_bytes(b"")  # a file where a folder must be
+    store = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
+    with pytest.raises(LogError):
+        store.delete(kept)
+    assert store.exists(kept)
+    blocker.unlink()
+    store.close()
+    assert [leaf.deleted for leaf in leaves_of(tmp_path, key)] == [False]
+    assert findings(tmp_path, key) == []
