@@ -1,6 +1,6 @@
 """The transparency log (docs/log.md): appending leaves, checking inclusion proofs.
 
-Run: python benchmarks/bench_log.py [--dir PATH] [--leaves 20000]
+Run: python benchmarks/bench_log.py [--dir PATH] [--leaves 20000] [--postgres]
 
 Measures, on the local disk (a temporary directory unless --dir is given), with
 the log's default durability (every file and directory flushed):
@@ -18,7 +18,11 @@ the log's default durability (every file and directory flushed):
   * ``log verify``'s audit of a log of --audit-leaves leaves (its checkpoint,
     every tile and bundle, every leaf parsed), in leaves a second (target: at
     least 50,000), and of a store's records against the leaves, in records a
-    second.
+    second;
+  * with --postgres, appending to the log as rows of a PostgreSQL store (a
+    throwaway server started as the tests start one, durable: fsync on, over
+    its Unix socket), in batches of 1, 16 and 256: each batch one transaction
+    under the log's advisory lock.
 Figures are medians of several runs, never means.
 """
 
@@ -150,6 +154,30 @@ def audit_rate(folder: Path, key: SigningKey, count: int) -> tuple[float, float]
     return statistics.median(rates), statistics.median(walks)
 
 
+def postgres_rates(key: SigningKey) -> None:
+    """Append rates of a log kept as rows of a throwaway PostgreSQL server."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+    from pgkit import postgres_server
+
+    from intentusnet.store.postgres.connection import Connection
+    from intentusnet.store.postgres.translog import PostgresTileLog
+
+    with postgres_server(durable=True) as server:
+        print("appending to a log in PostgreSQL (durable, Unix socket):")
+        for batch, total in [(1, 300), (16, 2_000), (256, 10_240)]:
+            rates = []
+            for run in range(5):
+                db = Connection(server.socket_dsn(), "fsync", 1)
+                log = PostgresTileLog(db, f"{ORIGIN}/{batch}/{run}", key)
+                data = leaves(0, total, key.key_id)
+                start = time.perf_counter()
+                for at in range(0, total, batch):
+                    log.append(data[at : at + batch])
+                rates.append(total / (time.perf_counter() - start))
+                db.close()
+            row(f"batches of {batch:,} leaves", statistics.median(rates), "leaves/s")
+
+
 def main() -> None:
     """Print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -158,6 +186,9 @@ def main() -> None:
     )
     parser.add_argument("--leaves", type=int, default=20_000)
     parser.add_argument("--audit-leaves", type=int, default=200_000)
+    parser.add_argument(
+        "--postgres", action="store_true", help="also append to a PostgreSQL log"
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(dir=args.dir))
     key = SigningKey.generate()
@@ -214,6 +245,8 @@ def main() -> None:
             "target >= 50,000",
         )
         row("walk a store's records against the leaves", record_rate, "records/s")
+        if args.postgres:
+            postgres_rates(key)
     finally:
         shutil.rmtree(folder)
 

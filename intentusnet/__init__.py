@@ -140,6 +140,7 @@ _EXPORTS: dict[str, str] = {
     "LogIntegrityError": "errors",
     "LogLeaf": "tlog.leaf",
     "LogProof": "tlog.proof",
+    "LogWitnesses": "tlog.publish",
     "TileLog": "tlog.log",
     "StepRun": "steps.view",
     "StoreError": "errors",
@@ -324,6 +325,7 @@ if TYPE_CHECKING:
     from .tlog.leaf import LogLeaf as LogLeaf
     from .tlog.log import TileLog as TileLog
     from .tlog.proof import LogProof as LogProof
+    from .tlog.publish import LogWitnesses as LogWitnesses
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())
 

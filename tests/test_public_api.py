@@ -74,6 +74,7 @@ PUBLIC = [
     "LogIntegrityError",
     "LogLeaf",
     "LogProof",
+    "LogWitnesses",
     "MalformedRequest",
     "MemoryExecutionStore",
     "ModelPrice",

@@ -19,16 +19,14 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import click
 
 from .context import ExecutionId, Settings, open_store
+from .log_host import LogHost
 from .output import emit_json
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    import httpx
-
     from .._util.jsonvalue import JSONObject, JSONValue
-    from ..store import FileExecutionStore
     from ..tlog.audit import LogAudit
     from ..tlog.cosignature import Cosigner
     from ..tlog.log import TileLog
@@ -140,85 +138,44 @@ def publish(
     and their cosignature lines are published as `log/<key id>/checkpoint.cosigned`
     (what `log verify --witness` checks); else nothing is published, exit 17.
     """
-    import httpx
-
     from ..record.keys import PublicKey
-    from ..store.file.translog import store_log
-    from ..tlog.audit import log_origin, open_known
-    from ..tlog.witness import request_cosignature
+    from ..tlog.publish import LogWitnesses, publish_checkpoint
 
     key = PublicKey.load(key_file)
     entries = _witness_entries(witnesses)
     if not entries or any(not url for url, _ in entries):
         raise CliFailure("log publish needs each --witness as URL=VKEY", USAGE)
     need = _quorum(quorum, len(entries))
-    store = _file_store()
-    store.close()  # what this process queued is in the log
-    tlog = store_log(store.root, key.key_id)
-    note = tlog.checkpoint_note()
-    if note is None:
-        raise CliFailure(f"the store {store.root} has no transparency log", NOT_FOUND)
-    origin = log_origin(key.key_id)
-    head = open_known(note, origin, key, "the log's checkpoint")
-    published = tlog.cosigned_note()
-    start = 0
-    if published is not None:
-        start = open_known(published, origin, key, "the published checkpoint").size
-    lines: list[str] = []
-    problems: list[str] = []
-    with httpx.Client(timeout=timeout) as http:
-        for url, cosigner in entries:
-            line, problem = request_cosignature(
-                _poster(http, url), cosigner, tlog, note, head.size, start
-            )
-            if line is not None:
-                lines.append(line)
-            else:
-                problems.append(f"{url}: {problem}")
-    if len(lines) < need:
+    host = _host()
+    host.store.close()  # what this process queued is in the log
+    tlog = host.log(key.key_id)
+    if tlog.checkpoint_note() is None:
+        raise CliFailure(f"the store {host.where} has no transparency log", NOT_FOUND)
+    outcome = publish_checkpoint(tlog, key, LogWitnesses(tuple(entries), need, timeout))
+    if not outcome.published:
         raise CliFailure(
-            f"{len(lines)} of {len(entries)} witnesses cosigned {origin} at size "
-            f"{head.size}, {need} needed; nothing published: " + "; ".join(problems),
+            f"{outcome.cosigned} of {len(entries)} witnesses cosigned "
+            f"{outcome.origin} at size {outcome.size}, {need} needed; nothing "
+            "published: " + "; ".join(outcome.problems),
             UNWITNESSED,
         )
-    tlog.publish_cosigned(note + "".join(lines).encode())
     if as_json:
         emit_json(
             {
-                "origin": origin,
-                "size": head.size,
-                "cosigned": len(lines),
+                "origin": outcome.origin,
+                "size": outcome.size,
+                "cosigned": outcome.cosigned,
                 "witnesses": len(entries),
-                "problems": list(problems),
+                "problems": list(outcome.problems),
             }
         )
         return
-    for problem in problems:
+    for problem in outcome.problems:
         click.echo(f"not cosigned: {problem}", err=True)
     click.echo(
-        f"Published {origin} at size {head.size}, cosigned by {len(lines)} of "
-        f"{len(entries)} witnesses."
+        f"Published {outcome.origin} at size {outcome.size}, cosigned by "
+        f"{outcome.cosigned} of {len(entries)} witnesses."
     )
-
-
-def _poster(http: httpx.Client, url: str) -> Callable[[bytes], tuple[int, str]]:
-    """POST a body to the witness at ``url``: its status and text.
-
-    Raises:
-        LogError: it cannot be reached.
-    """
-    import httpx
-
-    from ..errors import LogError
-
-    def post(body: bytes) -> tuple[int, str]:
-        try:
-            answer = http.post(url.rstrip("/") + "/add-checkpoint", content=body)
-        except httpx.HTTPError as exc:
-            raise LogError(f"cannot reach it: {exc}") from None
-        return answer.status_code, answer.text
-
-    return post
 
 
 @log.command()
@@ -235,20 +192,18 @@ def prove(execution_id: str, out: str) -> None:
     The proof holds the leaf, its index, its inclusion proof and the log's
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
-    from ..store.file.translog import LOG_DIR, store_logs
-
-    store = _file_store()
+    host = _host()
     found = None
-    logs = store_logs(store.root)
+    logs = host.logs()
     for tlog in logs:  # one log per signing key the store has had
-        index = _newest_leaf(tlog, execution_id)
+        index = _newest_leaf(host, tlog, execution_id)
         if index is not None:
             found = (tlog, index)
             break
     if found is None:
         raise CliFailure(
             f"record {execution_id} has no leaf in the logs of "
-            f"{store.root / LOG_DIR} ({len(logs)} logs)",
+            f"{host.where} ({len(logs)} logs)",
             NOT_FOUND,
         )
     tlog, index = found
@@ -262,14 +217,13 @@ def prove(execution_id: str, out: str) -> None:
         raise CliFailure(f"cannot write {out}: {exc.strerror or exc}", USAGE) from None
 
 
-def _newest_leaf(tlog: TileLog, execution_id: str) -> int | None:
+def _newest_leaf(host: LogHost, tlog: TileLog, execution_id: str) -> int | None:
     """The index of the record's newest leaf in ``tlog``, or None."""
     from ..errors import LogError
-    from ..tlog.index import LeafIndex
     from ..tlog.leaf import LogLeaf
 
     try:  # the index answers at once; without it, the bundles newest first
-        leaves = LeafIndex(tlog)
+        leaves = host.index(tlog)
         leaves.catch_up()
         index = leaves.newest(execution_id)
         leaves.close()
@@ -342,11 +296,9 @@ def backfill(as_json: bool) -> None:
     import time
 
     from ..record.keys import load_signing_key
-    from ..store.file.translog import pending_leaves, store_log
-    from ..tlog.index import LeafIndex
     from ..tlog.sequencer import append_leaves
 
-    store = _file_store()
+    host = _host()
     settings = click.get_current_context().find_object(Settings)
     key = load_signing_key(settings.signing_key if settings else None)
     if key is None:
@@ -355,11 +307,11 @@ def backfill(as_json: bool) -> None:
             "(--signing-key FILE or INTENTUSNET_SIGNING_KEY)",
             USAGE,
         )
-    tlog = store_log(store.root, key.key_id, key)
-    index = LeafIndex(tlog)
+    tlog = host.log(key.key_id, key)
+    index = host.index(tlog)
     before = index.catch_up()
     started = time.time()
-    found, until = pending_leaves(os.fspath(store.root), 0.0, key_id=key.key_id)
+    found, until = host.unlogged(key.key_id)
     size = before
     for at in range(0, len(found), _BATCH):
         size = append_leaves(tlog, index, found[at : at + _BATCH])
@@ -404,6 +356,20 @@ def backfill(as_json: bool) -> None:
     help="A record closed less than this long ago may still wait for its leaf.",
 )
 @witness_options
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep watching: audit each new checkpoint as it appears, until "
+    "Ctrl-C or SIGTERM (exit 0) or a finding (its exit code).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05, max=3600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --follow: how often to look for a new checkpoint.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def verify_log(
@@ -414,6 +380,8 @@ def verify_log(
     grace: float,
     witnesses: tuple[str, ...],
     quorum: int | None,
+    follow: bool,
+    interval: float,
     as_json: bool,
 ) -> None:
     """Audit the log: its checkpoint, tiles and history, and every record.
@@ -424,37 +392,80 @@ def verify_log(
     remembered once it holds up, and every later run refuses a log that does
     not extend it. With --witness, the checkpoint `log publish` published
     must be cosigned by --witness-quorum of them, and the log must extend it.
+    With --follow, each new checkpoint is audited as it appears (one report
+    each), until a finding (its exit code) or Ctrl-C / SIGTERM (exit 0).
     """
     from ..record.keys import PublicKey
     from ..tlog.audit import log_origin
 
     key = PublicKey.load(key_file)
-    store = _file_store()
+    host = _host()
     origin = log_origin(key.key_id)
     state = Path(state_file) if state_file else _state_path(origin)
-    known = []
+    trusted = []
     for name in trusted_files:
-        trusted = _read_state(Path(name), "checkpoint file")
-        if trusted is None:
+        found = _read_state(Path(name), "checkpoint file")
+        if found is None:
             raise CliFailure(f"no checkpoint file {name}", USAGE)
-        known.append((f"--trusted {name}", trusted))
-    remembered = _read_state(state, "log state")
-    if remembered is not None:
-        known.insert(0, (f"the checkpoint remembered in {state}", remembered))
+        trusted.append((f"--trusted {name}", found))
     cosigners = _cosigners(witnesses)
     need = _quorum(quorum, len(cosigners))
-    audit = run_audit(store, key, known, grace, cosigners, need)
-    if audit.checkpoint is None and not audit.findings:
-        raise CliFailure(f"the store {store.root} has no transparency log", 3)
-    if audit.history_holds and audit.note is not None:
-        _remember(state, audit.note)
-    _report(audit, as_json)
-    if audit.findings:
-        ctx.exit(max(finding.exit_code for finding in audit.findings))
+
+    def check() -> LogAudit:
+        """One audit against the remembered and trusted checkpoints, reported."""
+        known = list(trusted)
+        remembered = _read_state(state, "log state")
+        if remembered is not None:
+            known.insert(0, (f"the checkpoint remembered in {state}", remembered))
+        audit = run_audit(host, key, known, grace, cosigners, need)
+        if audit.checkpoint is None and not audit.findings:
+            raise CliFailure(f"the store {host.where} has no transparency log", 3)
+        if audit.history_holds and audit.note is not None:
+            _remember(state, audit.note)
+        _report(audit, as_json, compact=follow)  # followed: one JSON line each
+        if audit.findings:
+            ctx.exit(max(finding.exit_code for finding in audit.findings))
+        return audit
+
+    audit = check()
+    if follow:
+        _follow(host, key.key_id, audit.note, interval, check)
+
+
+def _follow(
+    host: LogHost,
+    key_id: str,
+    seen: bytes | None,
+    interval: float,
+    check: Callable[[], object],
+) -> None:
+    """Run ``check`` each time the log's checkpoint changes, until a signal.
+
+    SIGINT and SIGTERM end the watch between two looks (exit 0); ``check``
+    exits on its own with a finding's code.
+    """
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = {
+        number: signal.signal(number, lambda *_: stop.set())
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        tlog = host.log(key_id)
+        while not stop.wait(interval):
+            note = tlog.checkpoint_note()
+            if note != seen:
+                check()
+                seen = note
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def run_audit(
-    store: FileExecutionStore,
+    host: LogHost,
     key: object,
     known: list[tuple[str, bytes]],
     grace: float,
@@ -463,16 +474,15 @@ def run_audit(
 ) -> LogAudit:
     """Audit the store's log and records with the log's public ``key``."""
     from ..record.keys import PublicKey
-    from ..store.file.translog import record_states, store_log
     from ..tlog.audit import audit_log
 
     assert isinstance(key, PublicKey)
-    store.close()  # what this process queued is in the log
+    host.store.close()  # what this process queued is in the log
     return audit_log(
-        store_log(store.root, key.key_id),
+        host.log(key.key_id),
         key,
         known=known,
-        records=record_states(os.fspath(store.root), key),
+        records=host.records(key),
         grace=grace,
         witnesses=witnesses,
         quorum=quorum,
@@ -488,14 +498,10 @@ def audit_beside_records(
     names; none remembered checkpoint is used (that is ``log verify``'s).
     """
     from ..record.keys import PublicKey
-    from ..store import FileExecutionStore
-    from ..store.file.translog import store_logs
     from ..tlog.audit import log_origin
 
-    store = open_store()
-    if not isinstance(store, FileExecutionStore):
-        return None
-    logs = store_logs(store.root)
+    host = LogHost(open_store())
+    logs = host.logs()
     if not logs:
         return None
     paths = [*key_files]
@@ -505,7 +511,7 @@ def audit_beside_records(
     for path in paths:
         key = PublicKey.load(path)
         if log_origin(key.key_id) in origins:
-            return run_audit(store, key, [], 60.0)
+            return run_audit(host, key, [], 60.0)
     origin = ", ".join(sorted(origins))
     from .output import note
 
@@ -563,20 +569,16 @@ def show_findings(audit: LogAudit) -> None:
         )
 
 
-def _report(audit: LogAudit, as_json: bool) -> None:
+def _report(audit: LogAudit, as_json: bool, *, compact: bool = False) -> None:
     if as_json:
-        emit_json(log_json(audit))
+        emit_json(log_json(audit), compact=compact)
     else:
         show_audit(audit)
 
 
-def _file_store() -> FileExecutionStore:
-    from ..store import FileExecutionStore
-
-    store = open_store()
-    if not isinstance(store, FileExecutionStore):
-        raise CliFailure("the transparency log lives in a file store's folder", USAGE)
-    return store
+def _host() -> LogHost:
+    """The logs of the store ``--store`` names (a folder or a PostgreSQL URL)."""
+    return LogHost(open_store())
 
 
 def _state_path(origin: str) -> Path:

@@ -26,6 +26,8 @@ from typing import Final, NamedTuple
 
 from ..errors import LogIntegrityError
 from ..record.keys import PublicKey
+from ..record.model import ExecutionRecord, RecordStatus
+from ..record.signing import KeyRing, SignatureStatus
 from .checkpoint import LogCheckpoint, open_checkpoint
 from .cosignature import Cosigner, count_cosigners
 from .leaf import parse_leaf
@@ -41,6 +43,7 @@ __all__ = [
     "audit_log",
     "log_origin",
     "open_known",
+    "record_state",
 ]
 
 #: Each finding's name and its exit code; with several, the command exits
@@ -96,6 +99,34 @@ class RecordState(NamedTuple):
     age: float
     problem: str | None = None
     expected: bool = True
+
+
+def record_state(
+    record: ExecutionRecord, key: PublicKey, ring: KeyRing, age: float
+) -> RecordState:
+    """A record read back (its chain checked) as the audit judges it.
+
+    One whose signature by ``key`` (``ring``: a ring of ``key`` alone) fails
+    is damaged; one signed by another key is not expected in this log.
+    """
+    header = record.header
+    check = ring.check(record)
+    if check.status is SignatureStatus.SIGNED_INVALID:
+        return RecordState(
+            header.execution_id, True, None, frozenset(), 0.0, check.detail
+        )
+    lines = frozenset(
+        [header.chain_head if not record.events else record.events[0].prev_hash]
+        + [event.hash for event in record.events]
+    )
+    return RecordState(
+        header.execution_id,
+        header.status is not RecordStatus.IN_PROGRESS,
+        header.chain_head,
+        lines,
+        age,
+        expected=header.key_id == key.key_id,
+    )
 
 
 class LogAudit(NamedTuple):
@@ -208,15 +239,19 @@ def audit_log(
     walked = 0
     if records is not None:
         heads: dict[str, list[str]] = {}
+        deletions: set[str] = set()
         for leaf in parsed:
-            heads.setdefault(leaf.execution_id, []).append(leaf.chain_head)
+            if leaf.deleted:
+                deletions.add(leaf.execution_id)
+            else:
+                heads.setdefault(leaf.execution_id, []).append(leaf.chain_head)
         found: list[LogFinding] = []
         for record in records:
             walked += 1
             found.extend(
                 _record_findings(record, heads.pop(record.execution_id, None), grace)
             )
-        for execution_id in heads:
+        for execution_id in heads.keys() - deletions:  # gone, its deletion unlogged
             found.append(
                 LogFinding(
                     "deleted", execution_id, "the log holds it; the store does not"

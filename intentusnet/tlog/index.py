@@ -19,13 +19,13 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from ..errors import LogError
 from .leaf import LogLeaf, parse_leaf
 from .log import TileLog
 
-__all__ = ["INDEX_NAME", "LeafIndex"]
+__all__ = ["INDEX_NAME", "LeafIndex", "LeafLookup"]
 
 INDEX_NAME: Final = ".index.sqlite3"
 _SCHEMA: Final = """
@@ -42,6 +42,42 @@ CREATE TABLE IF NOT EXISTS state (
 );
 INSERT OR IGNORE INTO state VALUES (1, 0, 0);
 """
+
+
+class LeafLookup(Protocol):
+    """Which leaves a log holds per execution id: what a sequencer asks.
+
+    :class:`LeafIndex` (a SQLite file beside the tiles) is the file store's;
+    the PostgreSQL store keeps the same in a table.
+    """
+
+    def catch_up(self, size: int | None = None) -> int:
+        """Index the leaves up to ``size`` (default: the log's); the size indexed."""
+        ...
+
+    def add(self, start: int, leaves: Sequence[LogLeaf]) -> None:
+        """Index ``leaves``, just appended at ``start``."""
+        ...
+
+    def holds(self, execution_id: str, chain_head: str) -> bool:
+        """Whether some leaf is this record at this chain head."""
+        ...
+
+    def newest(self, execution_id: str) -> int | None:
+        """The index of the record's newest leaf, or None."""
+        ...
+
+    def scanned(self) -> float:
+        """When the last pending scan that finished started (0: never)."""
+        ...
+
+    def mark_scanned(self, started: float) -> None:
+        """Note that a pending scan started at ``started`` finished."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what it holds open."""
+        ...
 
 
 class LeafIndex:
@@ -78,7 +114,7 @@ class LeafIndex:
             rows = []
             for at, data in enumerate(self.log.leaves(done, size), done):
                 leaf = parse_leaf(data)
-                rows.append((at, leaf.execution_id, leaf.chain_head))
+                rows.append((at, leaf.execution_id, leaf.indexed_head))
             db.executemany("INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)", rows)
             db.execute("UPDATE state SET size = ?", (size,))
         return size
@@ -95,7 +131,7 @@ class LeafIndex:
                 db.executemany(
                     "INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)",
                     [
-                        (at, leaf.execution_id, leaf.chain_head)
+                        (at, leaf.execution_id, leaf.indexed_head)
                         for at, leaf in enumerate(leaves, start)
                     ],
                 )

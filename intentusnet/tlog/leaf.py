@@ -11,6 +11,10 @@ The first line names the format and its version, so a leaf is never read as
 another kind of statement and a later format can be told apart. Everything
 else the record holds is reached through its chain head: the leaf commits to
 the whole record without carrying it.
+
+A *deletion leaf* says the key's holder deleted the record (``prune``,
+``delete``), at that chain head; its first line is ``intentusnet log
+deletion v1`` and the rest is as above, the key line naming the deleting key.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from typing import Final, NamedTuple
 from .._util.ids import ID_PART_PATTERN
 from ..errors import LogIntegrityError
 
-__all__ = ["LEAF_PREFIX", "UNSIGNED", "LogLeaf", "parse_leaf"]
+__all__ = ["DELETION_PREFIX", "LEAF_PREFIX", "UNSIGNED", "LogLeaf", "parse_leaf"]
 
 LEAF_PREFIX: Final = b"intentusnet log leaf v1\n"
+DELETION_PREFIX: Final = b"intentusnet log deletion v1\n"
 #: The key line of a record closed without a signing key.
 UNSIGNED: Final = "unsigned"
 
@@ -39,11 +44,19 @@ class LogLeaf(NamedTuple):
         execution_id: the closed record.
         chain_head: its last line's hash, ``sha256:`` and 64 hex digits.
         key_id: the key that signed it, or None for an unsigned record.
+        deleted: a deletion leaf: the record was deleted by the key's holder,
+            at ``chain_head``; ``key_id`` is the deleting key.
     """
 
     execution_id: str
     chain_head: str
     key_id: str | None
+    deleted: bool = False
+
+    @property
+    def indexed_head(self) -> str:
+        """The chain head as leaf indexes key it (a deletion's kept apart)."""
+        return f"deleted:{self.chain_head}" if self.deleted else self.chain_head
 
     def to_bytes(self) -> bytes:
         """The leaf's canonical bytes (checked: a bad field raises).
@@ -53,7 +66,8 @@ class LogLeaf(NamedTuple):
         """
         _check(self)
         key = UNSIGNED if self.key_id is None else self.key_id
-        return LEAF_PREFIX + f"{self.execution_id}\n{self.chain_head}\n{key}\n".encode()
+        prefix = DELETION_PREFIX if self.deleted else LEAF_PREFIX
+        return prefix + f"{self.execution_id}\n{self.chain_head}\n{key}\n".encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LogLeaf:
@@ -71,17 +85,19 @@ def parse_leaf(data: bytes) -> LogLeaf:
     Raises:
         LogIntegrityError: not a version 1 leaf, or a field not of its form.
     """
-    if not data.startswith(LEAF_PREFIX):
+    deleted = data.startswith(DELETION_PREFIX)
+    if not deleted and not data.startswith(LEAF_PREFIX):
         raise LogIntegrityError("not an intentusnet log leaf (version 1)")
+    prefix = DELETION_PREFIX if deleted else LEAF_PREFIX
     try:
-        text = data[len(LEAF_PREFIX) :].decode("ascii")
+        text = data[len(prefix) :].decode("ascii")
     except UnicodeDecodeError:
         raise LogIntegrityError("a log leaf holds non-ASCII bytes") from None
     lines = text.split("\n")
     if len(lines) != 4 or lines[3] != "":
         raise LogIntegrityError("a log leaf has four lines, each ending in a newline")
     execution_id, head, key = lines[:3]
-    leaf = LogLeaf(execution_id, head, None if key == UNSIGNED else key)
+    leaf = LogLeaf(execution_id, head, None if key == UNSIGNED else key, deleted)
     _check(leaf)
     return leaf
 

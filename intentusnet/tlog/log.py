@@ -104,18 +104,24 @@ class TileLog:
         """The checkpoint last published with its witnesses' cosignatures, or None."""
         return self._read(_COSIGNED)
 
-    def publish_cosigned(self, note: bytes) -> None:
-        """Publish ``note`` (a checkpoint and its cosignatures) whole.
+    def publish_cosigned(self, note: bytes, size: int) -> bool:
+        """Publish ``note`` (a checkpoint of ``size`` and its cosignatures) whole.
 
         The caller checked it: signed by the log, cosigned by a quorum, and
-        extending the one it replaces.
+        extending the one it replaces. One published at a larger size
+        meanwhile (by another process) is kept: False.
 
         Raises:
             LogError: the file cannot be written.
         """
         try:
-            make_dirs(self.path / _TMP)
-            self._write(_COSIGNED, note)
+            self._begin_writes()
+            with self._locked():
+                held = self._read(_COSIGNED)
+                if held is not None and _size_of(held) > size:
+                    return False
+                self._write(_COSIGNED, note)
+                return True
         except OSError as exc:
             raise LogError(
                 f"cannot write {self.path / _COSIGNED}: {exc.strerror or exc}"
@@ -327,7 +333,7 @@ class TileLog:
             return size
         writes, new_edge, new_size = _grow(edge, size, list(leaves))
         root = subtree_hash(0, new_size, _EdgeHashes(new_edge, new_size).perfect)
-        make_dirs(self.path / _TMP)
+        self._begin_writes()
         for path, data in writes:
             self._write(path, data)
         self._write(_CHECKPOINT, LogCheckpoint(origin, new_size, root).sign(key))
@@ -401,6 +407,14 @@ class TileLog:
             index += 1
 
     # -- files --------------------------------------------------------------
+    # The storage seam: ``_read``, ``_write``, ``_begin_writes``,
+    # ``_discard_after`` and ``_locked`` are all that touch the directory. A
+    # subclass keeping the same files elsewhere overrides them (and ``append``
+    # and ``publish_cosigned``, which take the lock): the PostgreSQL store's
+    # log keeps each file as a row, and appends in one transaction.
+
+    def _begin_writes(self) -> None:
+        make_dirs(self.path / _TMP)
 
     def _size(self, size: int | None) -> int:
         current = self.size
@@ -453,6 +467,14 @@ class TileLog:
             yield
         finally:
             os.close(fd)
+
+
+def _size_of(note: bytes) -> int:
+    """The size line of a checkpoint note (written by this log: unchecked)."""
+    try:
+        return int(note.split(b"\n", 2)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def _grow(

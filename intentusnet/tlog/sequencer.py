@@ -13,6 +13,11 @@ started (less a margin) that is closed and not a leaf yet is appended. A
 finished scan proves every record closed before it started is in the log,
 so the next one starts there. ``log backfill`` scans every record.
 
+With witnesses (``publish``), each new checkpoint is then sent to them and
+published only when a quorum cosigned it (``publish.publish_checkpoint``);
+a checkpoint short of its quorum is sent again ``_RETRY`` seconds later, or
+with the next batch, whichever comes first.
+
 Several processes may append to one log: the log's ``flock`` lets one
 append at a time, and under it the :class:`~.index.LeafIndex` leaves out a
 record already a leaf at the same chain head, so none is appended twice.
@@ -32,9 +37,10 @@ from typing import Final
 
 from ..errors import LogError
 from .cadence import DEFAULT_CADENCE, LogCadence
-from .index import LeafIndex
+from .index import LeafIndex, LeafLookup
 from .leaf import LogLeaf
 from .log import TileLog
+from .publish import Published
 
 __all__ = ["LogCadence", "LogSequencer", "append_leaves"]
 
@@ -54,7 +60,7 @@ _RETRY: Final = 5.0
 PendingScan = Callable[[float, float], tuple[list[LogLeaf], float]]
 
 
-def append_leaves(log: TileLog, index: LeafIndex, leaves: Iterable[LogLeaf]) -> int:
+def append_leaves(log: TileLog, index: LeafLookup, leaves: Iterable[LogLeaf]) -> int:
     """Append the leaves that are not leaves already, as one batch; the new size.
 
     A leaf is left out when the index (brought up to the log's size under
@@ -70,7 +76,7 @@ def append_leaves(log: TileLog, index: LeafIndex, leaves: Iterable[LogLeaf]) -> 
         start = index.catch_up(size)
         seen: set[tuple[str, str]] = set()
         for leaf in batch:
-            key = (leaf.execution_id, leaf.chain_head)
+            key = (leaf.execution_id, leaf.indexed_head)
             if key not in seen and not index.holds(*key):
                 seen.add(key)
                 fresh.append(leaf)
@@ -88,6 +94,9 @@ class LogSequencer:
     ``pending`` scans the store for closed records no live writer queued;
     ``since`` is when the store started queuing the leaves of the records it
     closes (default: now): the first scan looks at records changed before.
+    ``publish``, when given, has the log's newest checkpoint cosigned and
+    published; it is called after each batch appended. ``index`` says which
+    records are leaves already (default: the log's :class:`LeafIndex`).
     """
 
     def __init__(
@@ -96,13 +105,16 @@ class LogSequencer:
         cadence: LogCadence = DEFAULT_CADENCE,
         pending: PendingScan | None = None,
         since: float | None = None,
+        publish: Callable[[], Published] | None = None,
+        index: LeafLookup | None = None,
     ) -> None:
         if cadence.seconds < 0 or cadence.leaves < 1:
             raise ValueError(f"a log cadence of at least 1 leaf and 0 s: {cadence}")
         self.log: Final = log
-        self.index: Final = LeafIndex(log)
+        self.index: Final = LeafIndex(log) if index is None else index
         self.cadence: Final = cadence
         self._pending = pending
+        self._publish = publish
         # File times lag the clock by up to a tick: a record closed just after
         # this time may seem closed before, and be scanned too (it is then
         # appended once, by whichever comes first).
@@ -119,6 +131,8 @@ class LogSequencer:
         self._flushing = 0
         self._scanned = self._pending is None
         self._failed_at = 0.0
+        self._published = -1  # the size last published (-1: none yet)
+        self._unpublished_at = 0.0  # when publishing last fell short
 
     def queue(self, leaf: LogLeaf) -> None:
         """Queue one closed record's leaf (cheap: called as a record closes)."""
@@ -160,10 +174,39 @@ class LogSequencer:
                 self._busy = False
                 self._cond.notify_all()
 
+    def append_now(self, leaves: Iterable[LogLeaf]) -> None:
+        """Append ``leaves`` after everything queued, and wait until they are in.
+
+        For deletion leaves: a record is deleted only once its deletion is in
+        the log.
+
+        Raises:
+            LogError, LogIntegrityError: the append failed; ``leaves`` are
+                dropped (the caller does not go on), the queued ones kept.
+        """
+        mine = list(leaves)
+        with self._cond:
+            if not self._queue:
+                self._first = time.monotonic()
+            self._queue.extend(mine)
+        try:
+            self.flush()
+        except BaseException:
+            dropped = set(mine)
+            with self._cond:
+                self._queue = [leaf for leaf in self._queue if leaf not in dropped]
+            raise
+
     def close(self) -> None:
-        """Append what is queued (best effort: a failure is left to the next scan)."""
+        """Append what is queued (best effort: a failure is left to the next scan).
+
+        A checkpoint short of its witnesses' quorum is not sent again until
+        the next batch: a closed store's thread stays quiet.
+        """
         with contextlib.suppress(LogError):
             self.flush()
+        with self._cond:
+            self._unpublished_at = 0.0
         self.index.close()
 
     # -- the thread ------------------------------------------------------------
@@ -205,11 +248,13 @@ class LogSequencer:
 
     def _wait(self) -> float | None:
         """How long the thread waits before the next batch (None: until told)."""
+        now = time.monotonic()
         if not self._queue and self._scanned:
+            if self._unpublished_at:  # try the witnesses again
+                return self._unpublished_at + _RETRY - now
             return None
         if self._flushing:
             return None  # the flushing caller appends
-        now = time.monotonic()
         if self._failed_at and now - self._failed_at < _RETRY:
             return _RETRY - (now - self._failed_at)
         if not self._scanned or len(self._queue) >= self.cadence.leaves:
@@ -228,6 +273,31 @@ class LogSequencer:
             self._scanned = True
         elif batch:
             append_leaves(self.log, self.index, batch)
+        if self._publish is not None:
+            self._publish_newest(self._publish)
+
+    def _publish_newest(self, publish: Callable[[], Published]) -> None:
+        """Have the newest checkpoint cosigned and published, unless it is already."""
+        if self.log.size in (0, self._published):
+            self._unpublished_at = 0.0
+            return
+        try:
+            outcome = publish()
+        except LogError as exc:  # a damaged log: the audit names it
+            _logger.warning("publishing the log %s failed: %s", self.log.path, exc)
+            self._unpublished_at = time.monotonic()
+            return
+        if outcome.published:
+            self._published, self._unpublished_at = outcome.size, 0.0
+            return
+        _logger.warning(
+            "the checkpoint of %s at size %d is not published: %d cosigned; %s",
+            outcome.origin,
+            outcome.size,
+            outcome.cosigned,
+            "; ".join(outcome.problems),
+        )
+        self._unpublished_at = time.monotonic()
 
 
 _ALL: Final[weakref.WeakSet[LogSequencer]] = weakref.WeakSet()
@@ -239,7 +309,8 @@ def _after_fork() -> None:
     # (their queued leaves are the parent's to append).
     for sequencer in list(_ALL):
         sequencer._reset()
-        sequencer.index._db = None
+        if isinstance(sequencer.index, LeafIndex):
+            sequencer.index._db = None
 
 
 def _at_exit() -> None:

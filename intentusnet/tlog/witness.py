@@ -260,6 +260,11 @@ def request_cosignature(
                 return None, f"it holds a larger tree ({held} leaves): a rollback"
             old = held
             continue
+        if status == 422:
+            return None, (
+                "it refused the checkpoint (422): it does not extend the tree "
+                f"the witness cosigned before ({text.strip()[:200]})"
+            )
         if status != 200:
             return None, f"HTTP {status}: {text.strip()[:200]}"
         for line in text.split("\n"):

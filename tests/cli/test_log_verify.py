@@ -486,7 +486,7 @@ def test_5_with_a_witness_the_fork_is_not_cosigned_and_is_a_split_view(
         before = cosigned(other, base).read_bytes()
         result = publish(invoke, base, other, "--witness", entry)
         assert result.exit_code == 17
-        assert "HTTP 422" in result.output
+        assert "refused the checkpoint (422)" in result.output
         assert cosigned(other, base).read_bytes() == before
         code, report = audit(
             invoke, base, copy, tmp_path / "a.state", "--witness", witness.vkey

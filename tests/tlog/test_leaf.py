@@ -22,6 +22,16 @@ def test_leaf_bytes_are_the_documented_four_lines() -> None:
     )
 
 
+def test_a_deletion_leaf_has_its_own_version_line() -> None:
+    """A deletion leaf reads ``intentusnet log deletion v1``, and parses back."""
+    leaf = LogLeaf("exec-1", HEAD, "ed25519:0123456789abcdef", deleted=True)
+    data = leaf.to_bytes()
+    assert data.startswith(b"intentusnet log deletion v1\nexec-1\n")
+    assert parse_leaf(data) == leaf
+    assert parse_leaf(LogLeaf("exec-1", HEAD, None).to_bytes()).deleted is False
+    assert leaf.indexed_head != leaf.chain_head
+
+
 def test_an_unsigned_record_names_no_key() -> None:
     """An unsigned record's key line reads ``unsigned`` and parses back to None."""
     data = LogLeaf("exec-1", HEAD, None).to_bytes()
@@ -47,6 +57,7 @@ def test_leaves_round_trip(execution_id: str, head: str, key: str | None) -> Non
     [
         b"",
         b"intentusnet log leaf v2\nexec-1\n" + HEAD.encode() + b"\nunsigned\n",
+        b"intentusnet log deletion v2\nexec-1\n" + HEAD.encode() + b"\nunsigned\n",
         b"intentusnet log leaf v1\nexec-1\n" + HEAD.encode() + b"\nunsigned",
         b"intentusnet log leaf v1\nexec-1\n" + HEAD.encode() + b"\nunsigned\nmore\n",
         b"intentusnet log leaf v1\n../x\n" + HEAD.encode() + b"\nunsigned\n",
@@ -55,8 +66,8 @@ def test_leaves_round_trip(execution_id: str, head: str, key: str | None) -> Non
         b"intentusnet log leaf v1\nexec-1\n" + HEAD.encode() + b"\ned25519:xyz\n",
         b"intentusnet log leaf v1\nex\xc3\xa9c\n" + HEAD.encode() + b"\nunsigned\n",
     ],
-    ids=["empty", "v2", "no last newline", "extra line", "path id", "dot id",
-         "short head", "bad key", "non-ascii"],
+    ids=["empty", "v2", "deletion v2", "no last newline", "extra line", "path id",
+         "dot id", "short head", "bad key", "non-ascii"],
 )  # fmt: skip
 def test_malformed_leaves_are_refused(data: bytes) -> None:
     """A leaf not exactly of the version 1 form raises LogIntegrityError."""

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from recordkit import finished, start
 
+from intentusnet.errors import LogError
 from intentusnet.record.keys import SigningKey
 from intentusnet.store import FileExecutionStore
 from intentusnet.store.file.translog import log_folder, record_states, store_log
@@ -341,3 +344,54 @@ def test_a_rotated_key_starts_a_log_of_its_own(tmp_path: Path, key) -> None:
     assert [leaf.execution_id for leaf in leaves_of(tmp_path, new_key)] == [new]
     assert findings(tmp_path, key) == []
     assert findings(tmp_path, new_key) == []
+
+
+def test_a_deletion_by_the_store_is_logged_and_not_reported(
+    tmp_path: Path, key
+) -> None:
+    """delete() and prune() log a deletion leaf first: log verify reports nothing.
+
+    A record removed by hand (no deletion leaf) is still `deleted`; a store without
+    a log deletes without one.
+    """
+    root = tmp_path / "signed"
+    store = FileExecutionStore(root, signing_key=key, log_cadence=NEVER)
+    ids = [finished(store, f"r {i}") for i in range(5)]
+    head = store.load(ids[0]).header.chain_head
+    store.delete(ids[0])
+    tail = leaves_of(root, key)[-1]  # in the log before the file went
+    assert tail == LogLeaf(ids[0], head, key.key_id, deleted=True)
+    assert findings(root, key) == []
+    assert sorted(store.prune(timedelta(0))) == sorted(ids[1:])
+    deletions = [leaf for leaf in leaves_of(root, key) if leaf.deleted]
+    assert sorted(leaf.execution_id for leaf in deletions) == sorted(ids)
+    assert findings(root, key) == []
+    by_hand = finished(store, "by hand")
+    store.close()
+    next(root.glob(f"*/{by_hand}.jsonl")).unlink()
+    assert findings(root, key) == [("deleted", by_hand)]
+    plain = FileExecutionStore(tmp_path / "plain")
+    plain.delete(finished(plain))
+    plain.close()
+    assert not (tmp_path / "plain" / "log").exists()
+
+
+def test_a_deletion_the_log_cannot_hold_deletes_nothing(tmp_path: Path, key) -> None:
+    """The log cannot be written: delete() raises LogError, the record stays, unlogged.
+
+    Once it can, the record's close is logged and no deletion leaf of it is.
+    """
+    store = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
+    kept = finished(store)
+    store.close()
+    blocker = log_folder(tmp_path, key.key_id) / ".tmp"
+    shutil.rmtree(blocker, ignore_errors=True)
+    blocker.write_bytes(b"")  # a file where a folder must be
+    store = FileExecutionStore(tmp_path, signing_key=key, log_cadence=NEVER)
+    with pytest.raises(LogError):
+        store.delete(kept)
+    assert store.exists(kept)
+    blocker.unlink()
+    store.close()
+    assert [leaf.deleted for leaf in leaves_of(tmp_path, key)] == [False]
+    assert findings(tmp_path, key) == []

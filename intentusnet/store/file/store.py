@@ -28,13 +28,19 @@ from orjson import dumps
 from ..._util.files import make_dirs
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_now
-from ...errors import RecordIntegrityError, RecordNotFound, StoreError
+from ...errors import (
+    RecordIntegrityError,
+    RecordNotFound,
+    StoreError,
+    UnsupportedSchemaVersion,
+)
 from ...record.format import header_line
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
 from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from ...tlog.leaf import LogLeaf
+from ...tlog.publish import LogWitnesses, witnesses_from_env
 from .. import logger
 from ..durable import (
     DECISION_ACTIONS,
@@ -120,12 +126,19 @@ class FileExecutionStore:
             pace this :class:`LogCadence` sets (default: 0.5 s or 256 leaves);
             ``None`` keeps no log. Without a key there is no log: checkpoints
             are never unsigned (docs/log.md). Added in 0.1.0.
+        log_witnesses: with a log, the witnesses each new checkpoint is sent
+            to; it is published (``checkpoint.cosigned``) only once a quorum
+            of them cosigned it (docs/log.md, "Running a witness"). Default:
+            those ``$INTENTUSNET_LOG_WITNESSES`` names (``URL=VKEY ...``, with
+            ``$INTENTUSNET_LOG_WITNESS_QUORUM``), else none. Added in 0.1.0.
 
     Raises:
         ValueError: an unknown durability, or a ``postgresql://`` URL for the
             root (given, or in ``$INTENTUSNET_STORE``): a URL names a
             PostgreSQL store, which ``intentusnet.open_store()`` opens.
         SigningKeyError: ``signing_key`` cannot be read as an Ed25519 private key.
+        LogIntegrityError: ``$INTENTUSNET_LOG_WITNESSES`` or its quorum is
+            malformed.
     """
 
     def __init__(
@@ -136,6 +149,7 @@ class FileExecutionStore:
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
         catalog_dir: str | os.PathLike[str] | None = None,
         log_cadence: LogCadence | None = DEFAULT_CADENCE,
+        log_witnesses: LogWitnesses | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -162,6 +176,9 @@ class FileExecutionStore:
         self._loaded = LoadedRecords()
         #: the log's pace, or None: no log (no key, or turned off)
         self._cadence = None if self._signer is None else log_cadence
+        if self._cadence is not None and log_witnesses is None:
+            log_witnesses = witnesses_from_env()
+        self._witnesses = log_witnesses
         self._made = time.time()  # records closed since are queued by this store
 
     # The catalog and the hit journal are made on first use. Threads racing to
@@ -190,7 +207,9 @@ class FileExecutionStore:
 
         assert self._signer is not None
         assert self._cadence is not None
-        made = open_sequencer(self._root, self._signer, self._cadence, self._made)
+        made = open_sequencer(
+            self._root, self._signer, self._cadence, self._made, self._witnesses
+        )
         sequencer: LogSequencer = self.__dict__.setdefault("_sequencer", made)
         return sequencer
 
@@ -329,6 +348,28 @@ class FileExecutionStore:
         assert self._signer is not None
         self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
 
+    def _log_deletions(self, ids: Iterable[str]) -> None:
+        """With a log, put each record's deletion leaf in it before it is deleted.
+
+        A record that cannot be read (damaged) gets none: its absence is then
+        reported ``deleted``, as for one removed by hand.
+
+        Raises:
+            LogError: the log cannot be appended to (nothing is deleted).
+        """
+        if self._cadence is None:
+            return
+        assert self._signer is not None
+        leaves = []
+        for execution_id in ids:
+            try:
+                head = self.load(execution_id).header.chain_head
+            except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
+                continue
+            leaves.append(LogLeaf(execution_id, head, self._signer.key_id, True))
+        if leaves:
+            self._sequencer.append_now(leaves)
+
     # -- durable executions (added in 0.1.0) ---------------------------------------
 
     def claim_key(
@@ -459,6 +500,7 @@ class FileExecutionStore:
             InvalidExecutionId, RecordNotFound: as for :meth:`load`.
         """
         check_id(execution_id)
+        self._log_deletions([execution_id])
         durable.forget(self._root, execution_id)
         try:
             os.unlink(self._path(execution_id))
@@ -647,6 +689,7 @@ class FileExecutionStore:
         if dry_run:
             return ids
         self._hits.prune(cutoff)
+        self._log_deletions(ids)
         removed: _Ids = []
         try:
             for execution_id in ids:

@@ -20,11 +20,12 @@ from ...errors import RecordIntegrityError, UnsupportedSchemaVersion
 from ...record.keys import PublicKey, SigningKey
 from ...record.model import ExecutionRecord, RecordStatus
 from ...record.reader import parse_record
-from ...record.signing import KeyRing, SignatureStatus
-from ...tlog.audit import RecordState, log_origin
+from ...record.signing import KeyRing
+from ...tlog.audit import RecordState, log_origin, record_state
 from ...tlog.cadence import LogCadence
 from ...tlog.leaf import LogLeaf
 from ...tlog.log import TileLog
+from ...tlog.publish import LogWitnesses, publish_checkpoint
 from ...tlog.sequencer import LogSequencer
 from ..owner import owner_alive
 from .files import headerless
@@ -76,14 +77,23 @@ def store_logs(root: str | os.PathLike[str]) -> list[TileLog]:
 
 
 def open_sequencer(
-    root: str, key: SigningKey, cadence: LogCadence, since: float
+    root: str,
+    key: SigningKey,
+    cadence: LogCadence,
+    since: float,
+    witnesses: LogWitnesses | None = None,
 ) -> LogSequencer:
     """The sequencer appending the records the store closes to the key's log.
 
     ``since``: when the store started queuing the leaves of records it closes.
+    ``witnesses``: who must cosign each checkpoint before it is published.
     """
     pending = partial(pending_leaves, root, key_id=key.key_id)
-    return LogSequencer(store_log(root, key.key_id, key), cadence, pending, since)
+    log = store_log(root, key.key_id, key)
+    publish = None
+    if witnesses is not None:
+        publish = partial(publish_checkpoint, log, key.public_key, witnesses)
+    return LogSequencer(log, cadence, pending, since, publish)
 
 
 def pending_leaves(
@@ -151,23 +161,7 @@ def record_states(root: str, key: PublicKey) -> Iterator[RecordState]:
             continue
         if record is None:
             continue
-        check = ring.check(record)
-        if check.status is SignatureStatus.SIGNED_INVALID:
-            yield RecordState(execution_id, True, None, frozenset(), 0.0, check.detail)
-            continue
-        header = record.header
-        lines = frozenset(
-            [header.chain_head if not record.events else record.events[0].prev_hash]
-            + [event.hash for event in record.events]
-        )
-        yield RecordState(
-            execution_id,
-            header.status is not _IN_PROGRESS,
-            header.chain_head,
-            lines,
-            age,
-            expected=header.key_id == key.key_id,
-        )
+        yield record_state(record, key, ring, age)
 
 
 def _load(path: str, execution_id: str) -> ExecutionRecord | None:

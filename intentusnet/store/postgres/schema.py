@@ -117,6 +117,24 @@ SCHEMA: Final = (
     # A record's key goes with it (prune, delete): found by the execution.
     """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
         ON intentusnet_keys (execution_id)""",
+    # The transparency logs (store/postgres/translog.py, added in 0.1.0): each
+    # file of the C2SP tiles layout as a row (its path, its bytes exactly as
+    # the file store's), the checkpoints included, one log per origin.
+    """CREATE TABLE IF NOT EXISTS intentusnet_log_tiles (
+        origin text NOT NULL,
+        path text NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (origin, path))""",
+    # Each log's leaves by execution id: derived, written in the transaction
+    # that appends them (never evidence: the audit reads the bundles).
+    """CREATE TABLE IF NOT EXISTS intentusnet_log_leaves (
+        origin text NOT NULL,
+        leaf bigint NOT NULL,
+        execution_id text NOT NULL,
+        chain_head text NOT NULL,
+        PRIMARY KEY (origin, leaf))""",
+    """CREATE INDEX IF NOT EXISTS intentusnet_log_leaves_id
+        ON intentusnet_log_leaves (origin, execution_id, chain_head)""",
 )
 
 
@@ -133,6 +151,11 @@ def flight_key(envelope_hash: str) -> int:
 def key_lock(key_hash: str) -> int:
     """The advisory-lock key of an idempotency key's claim (by the key's hash)."""
     return _key(b"intentusnet-idempotency:", key_hash)
+
+
+def log_lock(origin: str) -> int:
+    """The advisory-lock key of a transparency log's appender (one at a time)."""
+    return _key(b"intentusnet-log:", origin)
 
 
 def _key(kind: bytes, name: str) -> int:

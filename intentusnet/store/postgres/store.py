@@ -19,17 +19,27 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeAlias
 
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import micros_of
-from ...errors import RecordIntegrityError, RecordNotFound, StoreError
+from ...errors import (
+    RecordIntegrityError,
+    RecordNotFound,
+    StoreError,
+    UnsupportedSchemaVersion,
+)
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
 from ...record.reader import parse_record
 from ...record.verify import verify_bytes
+from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
+from ...tlog.leaf import LogLeaf
+from ...tlog.publish import LogWitnesses, witnesses_from_env
+from ...tlog.sequencer import LogSequencer
 from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
 from ..filters import ListFilters
 from ..ids import check_id
@@ -80,6 +90,11 @@ class PostgresExecutionStore(PostgresHitJournal):
             connection, the store's session.
         signing_key: as for ``FileExecutionStore``: records are signed by the
             same code (added in 0.1.0).
+        log_cadence, log_witnesses: as for ``FileExecutionStore``: with a
+            ``signing_key``, each record closed is a leaf of the store's
+            transparency log, kept in the database (``intentusnet_log_tiles``);
+            routers on any number of hosts append through one sequencer at a
+            time (docs/log.md; added in 0.1.0).
 
     The tables are created on first use. Safe for any number of threads (reads
     run in parallel on the pool; writes take turns on the session), processes
@@ -93,6 +108,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         durability: Durability = "flush",
         pool_size: int = POOL_SIZE,
         signing_key: SigningKey | str | os.PathLike[str] | None = None,
+        log_cadence: LogCadence | None = DEFAULT_CADENCE,
+        log_witnesses: LogWitnesses | None = None,
     ) -> None:
         if durability not in ("flush", "fsync"):
             raise ValueError(
@@ -109,6 +126,59 @@ class PostgresExecutionStore(PostgresHitJournal):
         self._db = Connection(dsn, durability, pool_size)
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
+        #: the log's pace, or None: no log (no key, or turned off)
+        self._cadence = None if self._signer is None else log_cadence
+        if self._cadence is not None and log_witnesses is None:
+            log_witnesses = witnesses_from_env()
+        self._witnesses = log_witnesses
+        self._dsn = dsn
+
+    @cached_property
+    def _sequencer(self) -> LogSequencer:
+        from .translog import open_sequencer
+
+        assert self._signer is not None
+        assert self._cadence is not None
+        made = open_sequencer(
+            self._log_db, self.load, self._signer, self._cadence, self._witnesses
+        )
+        sequencer: LogSequencer = self.__dict__.setdefault("_sequencer", made)
+        return sequencer
+
+    def _log_leaf(self, execution_id: str, chain_head: str) -> None:
+        """Queue a closed record's leaf for the log (nothing written here)."""
+        assert self._signer is not None
+        self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
+
+    @cached_property
+    def _log_db(self) -> Connection:
+        # The log's own connection: an append's transaction holds up no write.
+        made = Connection(self._dsn, self.durability, 1)
+        db: Connection = self.__dict__.setdefault("_log_db", made)
+        return db
+
+    def _log_deletions(self, ids: Iterable[str]) -> None:
+        """With a log, put each record's deletion leaf in it before it is deleted.
+
+        Raises:
+            LogError: the log cannot be appended to (nothing is deleted).
+        """
+        if self._cadence is None:
+            return
+        assert self._signer is not None
+        leaves = []
+        for execution_id in ids:
+            try:
+                head = self.load(execution_id).header.chain_head
+            except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
+                continue
+            leaves.append(LogLeaf(execution_id, head, self._signer.key_id, True))
+        if leaves:
+            self._sequencer.append_now(leaves)
+
+    def log_connection(self) -> Connection:
+        """The connection of the store's transparency log (``intentusnet log``)."""
+        return self._log_db
 
     @property
     def root(self) -> Path:
@@ -144,7 +214,14 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.close()
 
     def close(self) -> None:
-        """Close the connections; records still open read as incomplete from now."""
+        """Close the connections; records still open read as incomplete from now.
+
+        What the log's sequencer has queued is appended first.
+        """
+        if "_sequencer" in self.__dict__:
+            self._sequencer.close()
+        if "_log_db" in self.__dict__:
+            self._log_db.close()
         self._db.close()
 
     # -- writing ------------------------------------------------------------------
@@ -168,7 +245,7 @@ class PostgresExecutionStore(PostgresHitJournal):
             RecordExists: a record with this id exists.
             StoreError: the database could not be reached or written.
         """
-        return open_record(
+        writer = open_record(
             self._db,
             self._writing,
             envelope,
@@ -178,6 +255,9 @@ class PostgresExecutionStore(PostgresHitJournal):
             signer=self._signer,
             configuration=configuration,
         )
+        if self._cadence is not None:
+            writer.on_closed = self._log_leaf
+        return writer
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a file store's), verified first.
@@ -215,6 +295,8 @@ class PostgresExecutionStore(PostgresHitJournal):
                 )
             finally:
                 unlock(self._db, execution_id)
+        if self._cadence is not None:  # closed again, at a new chain head
+            self._log_leaf(execution_id, self.load(execution_id).header.chain_head)
 
     def delete(self, execution_id: str) -> None:
         """Delete one record (its lines, row, key and resume link, in one statement).
@@ -222,6 +304,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         Raises:
             InvalidExecutionId, RecordNotFound.
         """
+        self._log_deletions([check_id(execution_id)])
         gone = self._db.run(
             f"""WITH gone AS (
                 DELETE FROM intentusnet_records WHERE execution_id = %s
@@ -254,9 +337,16 @@ class PostgresExecutionStore(PostgresHitJournal):
         chosen = f"""WITH held(k) AS ({HELD})
             SELECT execution_id FROM intentusnet_records
             WHERE created_us < %s AND {STATUS} <> 'in_progress'"""
-        if dry_run:
+        if dry_run or self._cadence is not None:
             rows = self._db.read(chosen + " ORDER BY execution_id", [cutoff])
-            return [str(row[0]) for row in rows]
+            if dry_run:
+                return [str(row[0]) for row in rows]
+            # With a log, the deletions are logged first: only these go.
+            self._log_deletions(str(row[0]) for row in rows)
+            chosen += " AND execution_id = ANY(%s)"
+            params: list[object] = [cutoff, [str(row[0]) for row in rows]]
+        else:
+            params = [cutoff]
         with self._db.lock:
             rows = self._db.run(
                 f"""WITH gone AS (
@@ -264,7 +354,7 @@ class PostgresExecutionStore(PostgresHitJournal):
                     RETURNING execution_id),
                 keys AS ({_FORGET_KEYS})
                 SELECT execution_id FROM gone""",
-                [cutoff],
+                params,
             )
             self._db.run(
                 "DELETE FROM intentusnet_cache_hits WHERE created_us < %s", [cutoff]

@@ -14,6 +14,7 @@ when the writer's connection ends.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Final
 
 from ..._util.jsonvalue import JSONObject
@@ -275,6 +276,9 @@ class PostgresRecordWriter(ChainWriter):
         self._rows = 1  # the header is row 0
         self._final: JSONObject | None = None
         self._indexed = 0  # ended steps in the step index
+        #: called with the id and final chain head once the record is closed
+        #: (the store's transparency log queues its leaf; added in 0.1.0)
+        self.on_closed: Callable[[str, str], None] | None = None
 
     def complete(self, response: JSONObject, *, fingerprint: str | None = None) -> None:
         """Append ``FINAL_RESPONSE`` and the catalog's outcome in one statement."""
@@ -321,6 +325,8 @@ class PostgresRecordWriter(ChainWriter):
 
     def _finish(self, *, completed: bool) -> None:
         self._writing.discard(self.execution_id)
+        if self.on_closed is not None:
+            self.on_closed(self.execution_id, self._written[1])
         if completed:
             return  # the statement that completed the record released its lock
         with self._db.lock:
