@@ -6,8 +6,8 @@
 numbers it, asks the re-run's cassette (if any) what to do and writes
 ``STEP_START``; it closes with :meth:`~StepSession.serve`,
 :meth:`~StepSession.succeeded`, :meth:`~StepSession.failed` or
-:meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
-:func:`arun_step` drive one step call; :func:`open_pending` opens a
+:meth:`~StepSession.routed`, which write ``STEP_END``. :func:`stepping` is the
+flow of one step call; :func:`open_pending` opens a
 :class:`PendingStep`, one whose end is written later by whoever sees the call
 end (a streamed HTTP response read to its end). :meth:`StepSession.patched`
 answers ``ctx.patched``, recording its marker step ``patch:NAME`` when the
@@ -17,19 +17,19 @@ execution takes the patch. The event data is described in docs/records.md.
 from __future__ import annotations
 
 import builtins
-import inspect
 import os
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
 import orjson
 
+from .._util.flow import Flow
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
@@ -59,13 +59,12 @@ __all__ = [
     "PendingStep",
     "StepSession",
     "active_step",
-    "arun_step",
     "enter_step",
     "jsonish",
     "leave_step",
     "open_pending",
     "replayed_error",
-    "run_step",
+    "stepping",
 ]
 
 _T = TypeVar("_T")
@@ -777,66 +776,33 @@ def open_pending(
     )
 
 
-def run_step(
+def stepping(
     ex: Execution | None,
     agent: str,
     attempt: int,
     name: str,
     args: object,
-    call: Callable[[], _T],
+    call: Callable[[], object],
     side_effect: bool,
     idempotent: bool = False,
-) -> _T:
-    """Run ``call`` as step ``name`` of ``ex``, made by ``agent``'s ``attempt``.
+) -> Flow[object]:
+    """Make ``call`` step ``name`` of ``ex``, made by ``agent``'s ``attempt``.
 
-    ``args`` is what is recorded and matched; ``call`` does the work.
+    ``args`` is what is recorded and matched; ``call`` does the work. A flow
+    (``_util.flow``): ``ctx.step`` drives it, ``ctx.astep`` awaits the call.
     """
     session = None if ex is None else ex.steps()
     if session is None:
-        return call()
+        return (yield call)
     opened = session.open(
         agent, attempt, name, args, side_effect=side_effect, idempotent=idempotent
     )
     if opened.served:
-        return cast(_T, _served(session, opened))
+        return _served(session, opened)
     token = enter_step(session, opened.number)
     try:
         with session.step_scope(opened.number):
-            value = call()
-    except BaseException as exc:
-        session.failed(opened, exc)
-        raise
-    finally:
-        leave_step(token)
-    session.succeeded(opened, value)
-    return value
-
-
-async def arun_step(
-    ex: Execution | None,
-    agent: str,
-    attempt: int,
-    name: str,
-    args: object,
-    call: Callable[[], Awaitable[_T] | _T],
-    side_effect: bool,
-    idempotent: bool = False,
-) -> _T:
-    """The async ``run_step``: ``call`` may return an awaitable, which is awaited."""
-    session = None if ex is None else ex.steps()
-    if session is None:
-        result = call()
-        return await result if inspect.isawaitable(result) else result
-    opened = session.open(
-        agent, attempt, name, args, side_effect=side_effect, idempotent=idempotent
-    )
-    if opened.served:
-        return cast(_T, _served(session, opened))
-    token = enter_step(session, opened.number)
-    try:
-        with session.step_scope(opened.number):
-            result = call()
-            value = await result if inspect.isawaitable(result) else result
+            value = yield call
     except BaseException as exc:
         session.failed(opened, exc)
         raise

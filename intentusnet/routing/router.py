@@ -16,8 +16,10 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
+from .._util.flow import Flow, adrive, drive
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
@@ -471,37 +473,25 @@ class IntentRouter:
         The cache looks the redacted envelope up and keeps the redacted
         answer; the caller of a fresh execution gets it unredacted.
         """
-        shown = self._shown(env, None)
-        kept: list[AgentResponse] = []  # the answer as recorded, once it ran
-        live: list[AgentResponse] = []
-        observers = self._observers
-        started = time.time_ns() if observers else 0
+        serving = _Serving(self, env)
 
         def execute(_: IntentEnvelope) -> AgentResponse:
-            live.append(self._execute_sync(env, None, shown, kept.append))
-            return kept[0] if kept else live[0]
+            return serving.ran(
+                self._execute_sync(env, None, serving.shown, serving.kept.append)
+            )
 
-        answer = cache.serve(shown[1], execute)
-        if observers and not live:
-            _tell_hit(observers, env, answer, started)
-        return live[0] if kept and answer is kept[0] else answer
+        return serving.answer(cache.serve(serving.shown[1], execute))
 
     async def _aserve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
         """The async ``_serve``."""
-        shown = self._shown(env, None)
-        kept: list[AgentResponse] = []
-        live: list[AgentResponse] = []
-        observers = self._observers
-        started = time.time_ns() if observers else 0
+        serving = _Serving(self, env)
 
         async def execute(_: IntentEnvelope) -> AgentResponse:
-            live.append(await self._execute_async(env, None, shown, kept.append))
-            return kept[0] if kept else live[0]
+            return serving.ran(
+                await self._execute_async(env, None, serving.shown, serving.kept.append)
+            )
 
-        answer = await cache.aserve(shown[1], execute)
-        if observers and not live:
-            _tell_hit(observers, env, answer, started)
-        return live[0] if kept and answer is kept[0] else answer
+        return serving.answer(await cache.aserve(serving.shown[1], execute))
 
     def _shown(self, env: IntentEnvelope, options: ExecutionOptions | None) -> _Shown:
         """The envelope as recorded and hashed, and the redaction that made it."""
@@ -519,26 +509,7 @@ class IntentRouter:
         shown: _Shown | None = None,
         keep: _Keep | None = None,
     ) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env, options, shown)
-        gen = plan(env, decision, decision_wire, order, ex)
-        try:
-            run = next(gen)
-            while True:
-                run = gen.send(self._run_sync(run, env, ex))
-        except StopIteration as stop:
-            response: AgentResponse = stop.value
-        except Exception as exc:  # a bug of ours: still an answer, never a crash
-            response = internal_error(ex, exc)
-        except BaseException as exc:
-            self._abandoned(ex, exc)
-            raise
-        if ex.recorder is not None:
-            if keep is None and options is not None:
-                keep = options.recorded
-            response = self._finish(ex, response, keep)
-        if ex.observed is not None:
-            ex.observers.execution_ended(ex.observed, response)
-        return response
+        return drive(self._executing(env, options, shown, keep, self._run_sync))
 
     async def _execute_async(
         self,
@@ -547,12 +518,30 @@ class IntentRouter:
         shown: _Shown | None = None,
         keep: _Keep | None = None,
     ) -> AgentResponse:
+        flow = self._executing(env, options, shown, keep, self._run_async)
+        return await adrive(flow)
+
+    def _executing(
+        self,
+        env: IntentEnvelope,
+        options: ExecutionOptions | None,
+        shown: _Shown | None,
+        keep: _Keep | None,
+        run_agents: Callable[[Run, IntentEnvelope, Execution], object],
+    ) -> Flow[AgentResponse]:
+        """One execution: the strategy's plan, its runs made by ``run_agents``.
+
+        Returns the answer, recorded and observed. What a run raises is thrown
+        in: a failure of ours becomes an internal-error answer, and a
+        cancellation or interruption closes the record unfinished and goes on.
+        """
         ex, decision, decision_wire, order = self._begin(env, options, shown)
-        gen = plan(env, decision, decision_wire, order, ex)
+        steps = plan(env, decision, decision_wire, order, ex)
         try:
-            run = next(gen)
+            run = next(steps)
             while True:
-                run = gen.send(await self._run_async(run, env, ex))
+                outcomes = yield partial(run_agents, run, env, ex)
+                run = steps.send(cast("list[Outcome]", outcomes))
         except StopIteration as stop:
             response: AgentResponse = stop.value
         except Exception as exc:  # a bug of ours: still an answer, never a crash
@@ -988,6 +977,32 @@ def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
 
 
 _NO_OPTIONS: Final = ExecutionOptions()
+
+
+class _Serving:
+    """One call answered through the cache: what ``_serve`` and ``_aserve`` share."""
+
+    __slots__ = ("env", "kept", "live", "observers", "shown", "started")
+
+    def __init__(self, router: IntentRouter, env: IntentEnvelope) -> None:
+        self.env = env
+        self.shown = router._shown(env, None)
+        self.kept: list[AgentResponse] = []  # the answer as recorded, once it ran
+        self.live: list[AgentResponse] = []
+        self.observers = router._observers
+        self.started = time.time_ns() if self.observers else 0
+
+    def ran(self, response: AgentResponse) -> AgentResponse:
+        """Take the live answer; return the one the cache keeps."""
+        self.live.append(response)
+        return self.kept[0] if self.kept else response
+
+    def answer(self, answer: AgentResponse) -> AgentResponse:
+        """What the caller gets for the cache's answer; a hit is observed."""
+        live, kept = self.live, self.kept
+        if self.observers and not live:
+            _tell_hit(self.observers, self.env, answer, self.started)
+        return live[0] if kept and answer is kept[0] else answer
 
 
 def _tell_hit(
