@@ -83,6 +83,7 @@ PUBLIC = [
     "NotCacheable",
     "ObservedCall",
     "ObservedExecution",
+    "ObservedStep",
     "PlannedStep",
     "PostgresExecutionStore",
     "PriceTable",

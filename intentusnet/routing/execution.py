@@ -42,7 +42,9 @@ from .seams import (
     REPLAY_ERROR,
     Cassette,
     ObservedExecution,
+    ObservedStep,
     StepDecision,
+    StepEnd,
 )
 
 if TYPE_CHECKING:
@@ -131,7 +133,15 @@ def _format(exc: BaseException) -> str:
 class OpenStep:
     """A step call between its ``STEP_START`` and ``STEP_END`` lines."""
 
-    __slots__ = ("args_hash", "child", "decision", "name", "number", "start")
+    __slots__ = (
+        "args_hash",
+        "child",
+        "decision",
+        "name",
+        "number",
+        "observed",
+        "start",
+    )
 
     def __init__(
         self,
@@ -140,12 +150,15 @@ class OpenStep:
         args_hash: str,
         decision: StepDecision | None,
         child: str | None,
+        observed: ObservedStep | None = None,
     ) -> None:
         self.number = number
         self.name = name
         self.args_hash = args_hash
         self.decision = decision
         self.child = child
+        #: what its observers were told it is (None: it has none)
+        self.observed = observed
         self.start = time.perf_counter()
 
     @property
@@ -353,11 +366,13 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_START, data)
+        observed = None
         if self.observers:
-            self.observers.step_started(
+            observed = ObservedStep(
                 self.execution_id, number, name, agent, attempt, parent, child
             )
-        step = OpenStep(number, name, args_hash, decision, child)
+            self.observers.step_started(observed)
+        step = OpenStep(number, name, args_hash, decision, child, observed)
         if miss is not None:
             self._end(step, "error", None, None, error=miss, tb=None, miss=True)
             raise miss
@@ -533,23 +548,22 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_END, data)
-        if self.observers:
+        if step.observed is not None:
             error = data["error"]
             message = error.get("message") if isinstance(error, dict) else None
-            self.observers.step_ended(
-                self.execution_id,
-                step.number,
-                outcome,
-                None if message is None else str(message),
-            )
+            error_text = None if message is None else str(message)
+            self.observers.step_ended(step.observed, outcome, error_text)
         if self.cassette is not None:
+            source = str(data["source"])
             self.cassette.ended(
-                step.number,
-                step.name,
-                step.args_hash,
-                str(data["source"]),
-                step.decision,
-                outcome,
+                StepEnd(
+                    step.number,
+                    step.name,
+                    step.args_hash,
+                    source,
+                    step.decision,
+                    outcome,
+                )
             )
 
 
