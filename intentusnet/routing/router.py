@@ -303,7 +303,7 @@ class IntentRouter:
         if idempotency_key is not None:
             opened = _keyed(idempotency_key, options)
             return await asyncio.to_thread(
-                durable.route_with_key, self, env, idempotency_key, opened
+                self._route_with_key, env, idempotency_key, opened
             )
 
         async def call_last(env: IntentEnvelope) -> AgentResponse:
@@ -334,7 +334,7 @@ class IntentRouter:
         env = _as_envelope(envelope)
         if idempotency_key is not None:
             opened = _keyed(idempotency_key, options)
-            return durable.route_with_key(self, env, idempotency_key, opened)
+            return self._route_with_key(env, idempotency_key, opened)
         if self._middleware:
             return self._in_loop(self.route(env, options=options))
         if self.cache is not None and options is None:
@@ -365,7 +365,7 @@ class IntentRouter:
                 ``configuration_changed`` or ``no_store``.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        return durable.resume(self, execution_id, force=force)
+        return durable.resume(self._routing(), execution_id, force=force)
 
     def resolve(
         self,
@@ -451,7 +451,21 @@ class IntentRouter:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
         import asyncio
 
-        return await asyncio.to_thread(durable.resume, self, execution_id, force=force)
+        return await asyncio.to_thread(self.resume, execution_id, force=force)
+
+    def _routing(self) -> durable.Routing:
+        """What resuming and keyed routing need of this router."""
+
+        def route(env: IntentEnvelope, options: ExecutionOptions) -> AgentResponse:
+            return self.route_intent(env, options=options)
+
+        return durable.Routing(self.store, self._durable, self.registry, route)
+
+    def _route_with_key(
+        self, env: IntentEnvelope, key: str, opened: Callable[[str], None] | None
+    ) -> AgentResponse:
+        envelope_hash = self.envelope_hash(env)
+        return durable.route_with_key(self._routing(), env, key, envelope_hash, opened)
 
     def envelope_hash(self, envelope: IntentEnvelope) -> str:
         """The hash ``envelope`` is recorded and looked up under (redacted if so).
