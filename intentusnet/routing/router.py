@@ -16,10 +16,8 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
-from .._util.flow import Flow, adrive, drive
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
@@ -52,6 +50,7 @@ from .seams import (
 )
 from .strategies import (
     Outcome,
+    Plan,
     Run,
     cancelled,
     decide,
@@ -523,7 +522,16 @@ class IntentRouter:
         shown: _Shown | None = None,
         keep: _Keep | None = None,
     ) -> AgentResponse:
-        return drive(self._executing(env, options, shown, keep, self._run_sync))
+        ex, steps = self._begin(env, options, shown)
+        try:
+            run = next(steps)
+            while True:
+                run = steps.send(self._run_sync(run, env, ex))
+        except StopIteration as stop:
+            response: AgentResponse = stop.value
+        except BaseException as exc:
+            response = self._failed(ex, exc)
+        return self._end(ex, response, options, keep)
 
     async def _execute_async(
         self,
@@ -532,37 +540,36 @@ class IntentRouter:
         shown: _Shown | None = None,
         keep: _Keep | None = None,
     ) -> AgentResponse:
-        flow = self._executing(env, options, shown, keep, self._run_async)
-        return await adrive(flow)
-
-    def _executing(
-        self,
-        env: IntentEnvelope,
-        options: ExecutionOptions | None,
-        shown: _Shown | None,
-        keep: _Keep | None,
-        run_agents: Callable[[Run, IntentEnvelope, Execution], object],
-    ) -> Flow[AgentResponse]:
-        """One execution: the strategy's plan, its runs made by ``run_agents``.
-
-        Returns the answer, recorded and observed. What a run raises is thrown
-        in: a failure of ours becomes an internal-error answer, and a
-        cancellation or interruption closes the record unfinished and goes on.
-        """
-        ex, decision, decision_wire, order = self._begin(env, options, shown)
-        steps = plan(env, decision, decision_wire, order, ex)
+        ex, steps = self._begin(env, options, shown)
         try:
             run = next(steps)
             while True:
-                outcomes = yield partial(run_agents, run, env, ex)
-                run = steps.send(cast("list[Outcome]", outcomes))
+                run = steps.send(await self._run_async(run, env, ex))
         except StopIteration as stop:
             response: AgentResponse = stop.value
-        except Exception as exc:  # a bug of ours: still an answer, never a crash
-            response = internal_error(ex, exc)
         except BaseException as exc:
-            self._abandoned(ex, exc)
-            raise
+            response = self._failed(ex, exc)
+        return self._end(ex, response, options, keep)
+
+    def _failed(self, ex: Execution, exc: BaseException) -> AgentResponse:
+        """What a driver of ``ex``'s plan answers when running it raised ``exc``.
+
+        A bug of ours is still an answer, never a crash; a cancellation or an
+        interruption closes the record unfinished and goes on.
+        """
+        if isinstance(exc, Exception):
+            return internal_error(ex, exc)
+        self._abandoned(ex, exc)
+        raise exc
+
+    def _end(
+        self,
+        ex: Execution,
+        response: AgentResponse,
+        options: ExecutionOptions | None,
+        keep: _Keep | None,
+    ) -> AgentResponse:
+        """Record and observe ``ex``'s answer; the drivers of its plan end here."""
         if ex.recorder is not None:
             if keep is None and options is not None:
                 keep = options.recorded
@@ -576,10 +583,12 @@ class IntentRouter:
         env: IntentEnvelope,
         options: ExecutionOptions | None,
         shown: _Shown | None = None,
-    ) -> tuple[Execution, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
-        """Open an execution: its decision, its id and, with a store, its record.
+    ) -> tuple[Execution, Plan]:
+        """Open an execution (its id and, with a store, its record) and its plan.
 
-        The record holds the envelope as ``shown`` (redacted), hashed so.
+        The record holds the envelope as ``shown`` (redacted), hashed so. The
+        plan (``strategies.plan``) is the one flow of the drivers: ``_execute_sync``
+        runs its agent runs here, ``_execute_async`` in the event loop.
         """
         started = time.perf_counter()
         decision, decision_wire, order = self._decide(env)
@@ -638,7 +647,7 @@ class IntentRouter:
                 raise
         if ex.observers:
             self._observe(ex, env, options)
-        return ex, decision, decision_wire, order
+        return ex, plan(env, decision, decision_wire, order, ex)
 
     def _observe(
         self, ex: Execution, env: IntentEnvelope, options: ExecutionOptions | None
