@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "NotCacheable": "errors",
     "ObservedCall": "routing.seams",
     "ObservedExecution": "routing.seams",
+    "ObservedStep": "routing.seams",
     "PlannedStep": "steps.plan",
     "PostgresExecutionStore": "store",
     "PriceTable": "cache.prices",
@@ -289,6 +290,7 @@ if TYPE_CHECKING:
     from .routing.seams import ExecutionObserver as ExecutionObserver
     from .routing.seams import ObservedCall as ObservedCall
     from .routing.seams import ObservedExecution as ObservedExecution
+    from .routing.seams import ObservedStep as ObservedStep
     from .steps.cassette import Cassette as Cassette
     from .steps.diff import BranchDiff as BranchDiff
     from .steps.diff import DiffEntry as DiffEntry

@@ -84,6 +84,7 @@ PUBLIC = [
     "NotCacheable",
     "ObservedCall",
     "ObservedExecution",
+    "ObservedStep",
     "PlannedStep",
     "PostgresExecutionStore",
     "PriceTable",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,36 @@ if TYPE_CHECKING:
     from .._util.deadlines import Deadlines
     from ..routing.redact import Redactor
     from ..server.gateway.traffic import AccessLog
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    """The options of ``intentusnet gateway``, as one value (see its --help)."""
+
+    listen: str
+    upstreams: tuple[str, ...]
+    mode: str
+    store_name: str | None
+    shared_cache: bool
+    tenant_key_file: str | None
+    credentials: tuple[str, ...]
+    not_credentials: tuple[str, ...]
+    redact: tuple[str, ...]
+    redact_headers: tuple[str, ...]
+    redact_key_file: str | None
+    api_keys_file: str | None
+    max_body_size: int
+    max_concurrency: int
+    access_log: str
+    prices_file: str | None
+    pace: str
+    shutdown_timeout: int
+    timeout: float
+    body_timeout: float
+    keep_alive: int
+    max_connections: int
+    otel: bool
+    log_level: str
 
 
 @click.command()
@@ -199,45 +230,21 @@ if TYPE_CHECKING:
     show_default=True,
     help="The least severe log line written (every line is a JSON object).",
 )
-def gateway(
-    listen: str,
-    upstreams: tuple[str, ...],
-    mode: str,
-    store_name: str | None,
-    shared_cache: bool,
-    tenant_key_file: str | None,
-    credentials: tuple[str, ...],
-    not_credentials: tuple[str, ...],
-    redact: tuple[str, ...],
-    redact_headers: tuple[str, ...],
-    redact_key_file: str | None,
-    api_keys_file: str | None,
-    max_body_size: int,
-    max_concurrency: int,
-    access_log: str,
-    prices_file: str | None,
-    pace: str,
-    shutdown_timeout: int,
-    timeout: float,
-    body_timeout: float,
-    keep_alive: int,
-    max_connections: int,
-    otel: bool,
-    log_level: str,
-) -> None:
+def gateway(**given: Any) -> None:  # the options: typed by GatewayOptions
     """Forward /NAME/... to each --upstream NAME=URL, recording every call.
 
     Clients point their SDK's base URL at http://HOST:PORT/NAME. Requests are
     hashed, redacted, recorded and answered exactly as the httpx recording
     transports do, into the same store. Runs until SIGINT or SIGTERM.
     """
+    options = GatewayOptions(**given)
     missing = [m for m in ("starlette", "uvicorn") if not importlib.util.find_spec(m)]
     if missing:
         raise CliFailure(
             f"gateway needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
             USAGE,
         )
-    if otel and not _have(_OTEL_MODULES):
+    if options.otel and not _have(_OTEL_MODULES):
         raise CliFailure(
             "--otel needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
             "pip install 'intentusnet[otel]'",
@@ -248,12 +255,14 @@ def gateway(
     from ..server.auth import KeyRing, check_bind
     from ..server.gateway.upstream import upstreams_of
 
-    host, port = listen_address(listen)
-    limits = deadlines(body_timeout, keep_alive, max_connections)
-    redactor = _redactor(redact, redact_headers, redact_key_file)
+    host, port = listen_address(options.listen)
+    limits = deadlines(
+        options.body_timeout, options.keep_alive, options.max_connections
+    )
+    redactor = _redactor(options)
     try:
-        found = upstreams_of(upstreams)
-        keys = KeyRing.from_env({}, keys_file=api_keys_file)
+        found = upstreams_of(options.upstreams)
+        keys = KeyRing.from_env({}, keys_file=options.api_keys_file)
         check_bind(host, keys)
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
@@ -266,31 +275,35 @@ def gateway(
     from ..server.gateway.settings import TENANT_KEY_FILE, Pace, tenant_key
     from ..store.file import FileExecutionStore
 
-    prices = price_table(prices_file)  # bad: exit 2
-    store = open_named(store_name or named_store(), create=mode != "replay")
+    prices = price_table(options.prices_file)  # bad: exit 2
+    store = open_named(
+        options.store_name or named_store(), create=options.mode != "replay"
+    )
     try:
         key = None
-        if not shared_cache:
-            if tenant_key_file is None and not isinstance(store, FileExecutionStore):
+        if not options.shared_cache:
+            if options.tenant_key_file is None and not isinstance(
+                store, FileExecutionStore
+            ):
                 raise CliFailure(
                     "give --tenant-key-file (or --shared-cache) for a store that "
                     "is not a directory",
                     USAGE,
                 )
-            path = Path(tenant_key_file or store.root / TENANT_KEY_FILE)
-            key = tenant_key(path, create=tenant_key_file is None)
+            path = Path(options.tenant_key_file or store.root / TENANT_KEY_FILE)
+            key = tenant_key(path, create=options.tenant_key_file is None)
         settings = GatewaySettings(
             found,
-            mode=TransportMode.parse(mode),
+            mode=TransportMode.parse(options.mode),
             tenant_key=key,
-            max_body=max_body_size,
-            timeout=timeout,
+            max_body=options.max_body_size,
+            timeout=options.timeout,
             redactor=redactor,
             keys=keys,
-            max_concurrency=max_concurrency or None,
+            max_concurrency=options.max_concurrency or None,
             prices=prices,
-            pace=Pace(pace),
-            credentials=CredentialRule(credentials, not_credentials),
+            pace=Pace(options.pace),
+            credentials=CredentialRule(options.credentials, options.not_credentials),
         )
     except (ValueError, OSError) as exc:
         store.close()
@@ -305,11 +318,11 @@ def gateway(
         listening = stack.enter_context(
             listening_socket(host, port, "choose another with --listen HOST:PORT")
         )
-        log = _access_log(access_log, stack)
-        logging_config = log_config(log_level)
+        log = _access_log(options.access_log, stack)
+        logging_config = log_config(options.log_level)
         logging.config.dictConfig(logging_config)  # JSON from the first line
         provider = None
-        if otel:
+        if options.otel:
             from ..server.gateway.spans import otlp_provider
 
             provider = otlp_provider()
@@ -319,20 +332,27 @@ def gateway(
         shown = ", ".join(f"/{n}/ -> {u.url}" for n, u in settings.upstreams.items())
         logging.getLogger("intentusnet.gateway").info(
             "intentusnet gateway: %s mode on %s (%s)",
-            mode,
+            options.mode,
             url,
             shown,
             extra={
                 FIELDS: {
                     "event": "started",
-                    "mode": mode,
+                    "mode": options.mode,
                     "url": url,
                     "upstreams": {n: u.url for n, u in settings.upstreams.items()},
-                    "otel": otel,
+                    "otel": options.otel,
                 }
             },
         )
-        _run(app, listening, logging_config, log_level, shutdown_timeout, limits)
+        _run(
+            app,
+            listening,
+            logging_config,
+            options.log_level,
+            options.shutdown_timeout,
+            limits,
+        )
 
 
 #: What ``--otel`` needs: the SDK and the OTLP/HTTP exporter.
@@ -390,10 +410,9 @@ def _access_log(target: str, stack: ExitStack) -> AccessLog | None:
     return AccessLog(stream)
 
 
-def _redactor(
-    paths: tuple[str, ...], headers: tuple[str, ...], key_file: str | None
-) -> Redactor | None:
+def _redactor(options: GatewayOptions) -> Redactor | None:
     """The ``Redactor`` of the --redact options, if any."""
+    paths, headers = options.redact, options.redact_headers
     if not paths and not headers:
         return None
 
@@ -403,4 +422,4 @@ def _redactor(
 
         return Redactor(key, http_body=paths, http_headers=headers)
 
-    return keyed_redactor(key_file, make)
+    return keyed_redactor(options.redact_key_file, make)

@@ -47,7 +47,12 @@ except ImportError as exc:  # the extra is not installed
 
 from .. import __version__
 from ..errors import IntentusNetError
-from ..routing.seams import ExecutionObserver, ObservedCall, ObservedExecution
+from ..routing.seams import (
+    ExecutionObserver,
+    ObservedCall,
+    ObservedExecution,
+    ObservedStep,
+)
 from . import _spans
 from ._waiting import OpenStep, WaitingCalls
 
@@ -312,20 +317,13 @@ class Instrumentation:
 
     # -- steps --------------------------------------------------------------------
 
-    def step_started(
-        self,
-        execution_id: str,
-        step: int,
-        name: str,
-        agent: str,
-        attempt: int,
-        parent: int | None,
-        child_execution_id: str | None,
-    ) -> None:
+    def step_started(self, step: ObservedStep) -> None:
         """Start a step's span in its parent step's, else in its attempt's.
 
         An HTTP step is a client span: the call's, once it is told.
         """
+        execution_id, name, attempt = step.execution_id, step.name, step.attempt
+        parent, child_execution_id = step.parent, step.child_execution_id
         outer = None
         if parent is not None:
             found = self._steps.get((execution_id, parent))
@@ -337,7 +335,7 @@ class Instrumentation:
         if outer is None:
             return
         span_name, attributes = _spans.step_span(
-            execution_id, step, name, agent, attempt
+            execution_id, step.step, name, step.agent, attempt
         )
         if child_execution_id is not None:
             attributes["intentusnet.child_execution_id"] = child_execution_id
@@ -352,17 +350,15 @@ class Instrumentation:
             attributes=attributes,
         )
         opened = OpenStep(span, name, child_execution_id, (execution_id, attempt))
-        self._steps[execution_id, step] = opened
+        self._steps[execution_id, step.step] = opened
         if child_execution_id is not None:
             self._children[child_execution_id] = span
         if http:  # told its call while open (a stream), or soon after it ends
             self._calls.opened(opened)
 
-    def step_ended(
-        self, execution_id: str, step: int, outcome: str, error: str | None
-    ) -> None:
+    def step_ended(self, step: ObservedStep, outcome: str, error: str | None) -> None:
         """End a step's span with its outcome (an HTTP step's waits for its call)."""
-        found = self._steps.pop((execution_id, step), None)
+        found = self._steps.pop((step.execution_id, step.step), None)
         if found is None:
             return
         span = found.span

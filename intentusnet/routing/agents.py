@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import (
     Annotated,
     Final,
@@ -29,6 +30,7 @@ from typing import (
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .._util.flow import adrive, drive
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
@@ -37,9 +39,8 @@ from .execution import (
     Execution,
     PendingStep,
     active_step,
-    arun_step,
     open_pending,
-    run_step,
+    stepping,
 )
 from .guard import AttemptGuard
 from .observing import Observers
@@ -275,36 +276,11 @@ class AgentContext:
             SideEffectRefused: a side effect, after its attempt was stopped.
         """
         kwargs = dict(args) if args else {}
-        if not side_effect:
-            return run_step(
-                self._execution,
-                self.agent,
-                self.attempt,
-                name,
-                kwargs,
-                lambda: fn(**kwargs),
-                False,
-                idempotent,
-            )
-        guard = self.guard  # never cut in half by a timeout or a lost race
-
-        def call() -> _T:
-            guard.check(name)
-            return fn(**kwargs)
-
-        return guard.run(
-            name,
-            lambda: run_step(
-                self._execution,
-                self.agent,
-                self.attempt,
-                name,
-                kwargs,
-                call,
-                True,
-                idempotent,
-            ),
-        )
+        call = self._call(name, fn, kwargs, side_effect)
+        ex, agent, attempt = self._execution, self.agent, self.attempt
+        flow = stepping(ex, agent, attempt, name, kwargs, call, side_effect, idempotent)
+        run = partial(drive, flow)
+        return cast(_T, self.guard.run(name, run) if side_effect else run())
 
     async def astep(
         self,
@@ -320,36 +296,29 @@ class AgentContext:
         Added in 0.1.0.
         """
         kwargs = dict(args) if args else {}
+        call = self._call(name, fn, kwargs, side_effect)
+        ex, agent, attempt = self._execution, self.agent, self.attempt
+        flow = stepping(ex, agent, attempt, name, kwargs, call, side_effect, idempotent)
+        run = partial(adrive, flow)
+        return cast(_T, await (self.guard.arun(name, run) if side_effect else run()))
+
+    def _call(
+        self,
+        name: str,
+        fn: Callable[..., _T],
+        kwargs: dict[str, object],
+        side_effect: bool,
+    ) -> Callable[[], _T]:
+        """The call of step ``name``; a side effect is refused in a stopped attempt."""
         if not side_effect:
-            return await arun_step(
-                self._execution,
-                self.agent,
-                self.attempt,
-                name,
-                kwargs,
-                lambda: fn(**kwargs),
-                False,
-                idempotent,
-            )
+            return lambda: fn(**kwargs)
         guard = self.guard  # never cut in half by a timeout or a lost race
 
-        def call() -> Awaitable[_T]:
+        def call() -> _T:
             guard.check(name)
             return fn(**kwargs)
 
-        return await guard.arun(
-            name,
-            lambda: arun_step(
-                self._execution,
-                self.agent,
-                self.attempt,
-                name,
-                kwargs,
-                call,
-                True,
-                idempotent,
-            ),
-        )
+        return call
 
     def snapshot(self, name: str, state: _J) -> _J:
         """Record ``state`` under ``name`` and return the state to go on with.
@@ -368,15 +337,7 @@ class AgentContext:
             EnvelopeValidationError: ``state`` is not JSON (names the path).
         """
         check_json(state, f"snapshot {name!r}")
-        return run_step(
-            self._execution,
-            self.agent,
-            self.attempt,
-            SNAPSHOT_PREFIX + name,
-            {},
-            lambda: state,
-            False,
-        )
+        return cast(_J, self._value_step(SNAPSHOT_PREFIX + name, lambda: state))
 
     def patched(self, name: str) -> bool:
         """Whether this execution takes the new path of a code change ``name``.
@@ -432,7 +393,7 @@ class AgentContext:
         reads the recorded time: the n-th call gets the n-th recorded value.
         Sync in async agents too: it never waits. Added in 0.1.0.
         """
-        text = self._nondeterministic(NOW_STEP, lambda: datetime.now(UTC).isoformat())
+        text = self._value_step(NOW_STEP, lambda: datetime.now(UTC).isoformat())
         return datetime.fromisoformat(str(text))
 
     def uuid4(self) -> uuid.UUID:
@@ -441,7 +402,7 @@ class AgentContext:
         Recorded as the step ``intentusnet.uuid4`` (the output is the UUID's
         text), so a re-run mints the recorded ids again. Added in 0.1.0.
         """
-        return uuid.UUID(str(self._nondeterministic(UUID4_STEP, _uuid4_text)))
+        return uuid.UUID(str(self._value_step(UUID4_STEP, _uuid4_text)))
 
     def random(self) -> float:
         """A random float in ``[0.0, 1.0)`` (``random.random()``), as a step.
@@ -449,13 +410,14 @@ class AgentContext:
         Recorded as the step ``intentusnet.random`` (the output is the float),
         so a re-run draws the recorded numbers again. Added in 0.1.0.
         """
-        value = self._nondeterministic(RANDOM_STEP, random.random)
+        value = self._value_step(RANDOM_STEP, random.random)
         return float(cast(float, value))  # 0.0 may come back from JSON as 0
 
-    def _nondeterministic(self, name: str, read: Callable[[], JSONValue]) -> JSONValue:
-        """Read a value the world decides, as step ``name``: recorded, served."""
-        return run_step(
-            self._execution, self.agent, self.attempt, name, {}, read, False
+    def _value_step(self, name: str, read: Callable[[], JSONValue]) -> JSONValue:
+        """Record ``read()`` as step ``name`` (no arguments); a re-run serves it."""
+        ex, agent, attempt = self._execution, self.agent, self.attempt
+        return cast(
+            JSONValue, drive(stepping(ex, agent, attempt, name, {}, read, False))
         )
 
     def route(

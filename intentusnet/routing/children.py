@@ -10,10 +10,11 @@ routed again as a re-run of the child it recorded.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Mapping
-from contextvars import Token
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Protocol, cast
 
+from .._util.flow import Flow, adrive, drive
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
@@ -24,7 +25,6 @@ from .seams import Cassette, ExecutionOptions
 
 if TYPE_CHECKING:
     from ..store.durable import RecordHold
-    from .execution import _Active
 
 __all__ = ["Router", "aroute_child", "route_child"]
 
@@ -106,35 +106,34 @@ class _ChildRoute:
             origin_execution_id=origin,
         )
 
-    def served(self) -> AgentResponse | None:
-        """The recorded answer, when the re-run serves this step."""
-        opened, session = self.opened, self.session
-        if opened is None or session is None or not opened.served:
-            return None
-        return _served_response(opened, session.serve(opened))
+    def routing(self, route: Callable[..., object]) -> Flow[AgentResponse]:
+        """The call: served from the record, or ``route`` made as the step.
 
-    def release(self) -> None:
-        """Let go of the child chain's record a resume held (if it did)."""
-        hold, self.hold = self.hold, None
-        if hold is not None:
-            hold.release()
-
-    def enter(self) -> Token[_Active] | None:
-        """Mark the step as running (a step inside the child is not its child)."""
-        if self.session is None or self.opened is None:
-            return None
-        return enter_step(self.session, self.opened.number)
-
-    def failed(self, exc: BaseException) -> None:
-        """Record that routing the child raised."""
-        if self.session is not None and self.opened is not None:
-            self.session.failed(self.opened, exc)
-
-    def done(self, response: AgentResponse) -> AgentResponse:
-        """Record the child's answer (redacted, as the child's record has it)."""
-        if self.session is not None and self.opened is not None:
-            recorded = self.recorded[0] if self.recorded else response
-            self.session.routed(self.opened, recorded)
+        ``route`` is the router's ``route_intent`` or ``route``.
+        """
+        session, opened = self.session, self.opened
+        if session is None or opened is None:
+            token = None
+        elif opened.served:
+            return _served_response(opened, session.serve(opened))
+        else:  # a step inside the child is not the step's child
+            token = enter_step(session, opened.number)
+        try:
+            got = yield partial(route, self.env, options=self.options)
+        except BaseException as exc:
+            if session is not None and opened is not None:
+                session.failed(opened, exc)
+            raise
+        finally:
+            hold, self.hold = self.hold, None
+            if hold is not None:  # the child chain's record a resume held
+                hold.release()
+            if token is not None:
+                leave_step(token)
+        response = cast(AgentResponse, got)
+        if session is not None and opened is not None:
+            # the child's answer as the child's record has it (redacted)
+            session.routed(opened, self.recorded[0] if self.recorded else response)
         return response
 
 
@@ -187,21 +186,8 @@ def route_child(
             "ctx.route() blocks and cannot run inside a coroutine; "
             "use `await ctx.aroute(envelope)`"
         )
-    call = _ChildRoute(ex, agent, attempt, parent_id, envelope)
-    served = call.served()
-    if served is not None:
-        return served
-    token = call.enter()
-    try:
-        response = router.route_intent(call.env, options=call.options)
-    except BaseException as exc:
-        call.failed(exc)
-        raise
-    finally:
-        call.release()
-        if token is not None:
-            leave_step(token)
-    return call.done(response)
+    child = _ChildRoute(ex, agent, attempt, parent_id, envelope)
+    return drive(child.routing(router.route_intent))
 
 
 async def aroute_child(
@@ -213,21 +199,8 @@ async def aroute_child(
     envelope: IntentEnvelope | Mapping[str, JSONValue],
 ) -> AgentResponse:
     """The async ``route_child``."""
-    call = _ChildRoute(ex, agent, attempt, parent_id, envelope)
-    served = call.served()
-    if served is not None:
-        return served
-    token = call.enter()
-    try:
-        response = await router.route(call.env, options=call.options)
-    except BaseException as exc:
-        call.failed(exc)
-        raise
-    finally:
-        call.release()
-        if token is not None:
-            leave_step(token)
-    return call.done(response)
+    child = _ChildRoute(ex, agent, attempt, parent_id, envelope)
+    return await adrive(child.routing(router.route))
 
 
 def _in_a_coroutine() -> bool:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject, JSONValue
@@ -64,6 +65,7 @@ from ..store.durable import (
     KeyClaim,
     RecordHold,
 )
+from .config import configuration
 from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
@@ -76,7 +78,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_KEY_WAIT_S",
     "FINISHED",
-    "DurableRouter",
+    "Route",
+    "Routing",
     "StoreHolder",
     "cancel",
     "cancel_request",
@@ -109,34 +112,22 @@ class StoreHolder(Protocol):
         ...
 
 
-class DurableRouter(StoreHolder, Protocol):
-    """What resuming and keyed routing need of an ``DurableRouter``."""
+#: Routes and records one execution, as ``IntentRouter.route_intent`` does.
+Route: TypeAlias = Callable[[IntentEnvelope, ExecutionOptions], AgentResponse]
 
-    @property
-    def registry(self) -> AgentRegistry:
-        """The agents."""
-        ...
 
-    def route_intent(
-        self,
-        envelope: IntentEnvelope,
-        *,
-        options: ExecutionOptions | None = None,
-    ) -> AgentResponse:
-        """Route and record one execution."""
-        ...
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """What resuming and keyed routing need of a router.
 
-    def resume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
-        """Resume an interrupted execution."""
-        ...
+    Its store, its agents, and ``route`` to run an execution: the one call
+    back into the router.
+    """
 
-    def envelope_hash(self, envelope: IntentEnvelope) -> str:
-        """The hash ``envelope`` is recorded under."""
-        ...
-
-    def configuration_for(self, envelope: IntentEnvelope) -> JSONObject:
-        """The configuration ``envelope`` is routed under."""
-        ...
+    store: ExecutionStore | None
+    durable_store: DurableStore | None
+    registry: AgentRegistry
+    route: Route
 
 
 #: How long a caller waits for a live execution its key names, when the
@@ -371,9 +362,7 @@ def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
     )
 
 
-def resume(
-    router: DurableRouter, execution_id: str, *, force: bool = False
-) -> AgentResponse:
+def resume(router: Routing, execution_id: str, *, force: bool = False) -> AgentResponse:
     """Resume the newest record of ``execution_id``'s chain; return its answer.
 
     Raises:
@@ -419,7 +408,7 @@ def resume(
         # names the record before it, so its chain can be read back to the
         # first record (chain_of).
         env, options = _resumption(router, record, force, opened=hold.link)
-        return router.route_intent(env, options=options)
+        return router.route(env, options)
     finally:
         hold.release()
 
@@ -606,7 +595,7 @@ def _in_doubt(
     return attention
 
 
-def park(router: DurableRouter, execution_id: str, reason: str, message: str) -> str:
+def park(router: StoreHolder, execution_id: str, reason: str, message: str) -> str:
     """Close ``execution_id``'s chain as ``needs_attention`` without running it.
 
     A new record (``resumeOf`` the newest of the chain) holds an
@@ -710,7 +699,7 @@ def _refuse_finished(record: ExecutionRecord, asked: str) -> None:
 
 
 def _refuse_abandoned(
-    router: DurableRouter, store: DurableStore, record: ExecutionRecord
+    router: StoreHolder, store: DurableStore, record: ExecutionRecord
 ) -> None:
     """Refuse a resume record its chain does not link to.
 
@@ -731,7 +720,7 @@ def _refuse_abandoned(
 
 
 def _resumption(
-    router: DurableRouter,
+    router: Routing,
     record: ExecutionRecord,
     force: bool,
     *,
@@ -748,7 +737,8 @@ def _resumption(
             f"v{env.intent.version}",
         )
     recorded = (header.configuration or {}).get("fingerprint")
-    today = router.configuration_for(env).get("fingerprint")
+    now = configuration(router.registry, env.intent, env.routing.strategy)
+    today = now.get("fingerprint")
     if recorded is not None and recorded != today and not force:
         raise ResumeRefused(
             "configuration_changed",
@@ -775,14 +765,16 @@ def _resumption(
 
 
 def route_with_key(
-    router: DurableRouter,
+    router: Routing,
     env: IntentEnvelope,
     key: str,
+    envelope_hash: str,
     opened: Callable[[str], None] | None = None,
 ) -> AgentResponse:
-    """Route ``env`` under idempotency key ``key`` (see the module's text).
+    """Route ``env`` (hashed ``envelope_hash``) under idempotency key ``key``.
 
-    ``key`` was checked where it entered (``route``/``route_intent``).
+    See the module's text. ``key`` was checked where it entered
+    (``route``/``route_intent``).
     ``opened`` is told the id of the key's execution once its record is open
     (see ``ExecutionOptions.opened``), at most once: when this call opens it,
     or finds it open and not finished (running elsewhere, or interrupted).
@@ -798,7 +790,6 @@ def route_with_key(
             "idempotency keys need a router whose store keeps them (the file, "
             f"memory and PostgreSQL stores do), not {type(router.store).__name__}"
         )
-    envelope_hash = router.envelope_hash(env)
     timeout_ms = env.routing.timeout_ms
     waited = DEFAULT_KEY_WAIT_S if timeout_ms is None else timeout_ms / 1000
     deadline = time.monotonic() + waited
@@ -845,7 +836,7 @@ class _Once:
 
 
 def _act(
-    router: DurableRouter,
+    router: Routing,
     env: IntentEnvelope,
     key: str,
     claim: KeyClaim,
@@ -862,14 +853,14 @@ def _act(
         envelope_hash=envelope_hash,  # hashed once, to claim the key
     )
     if claim.created:
-        return router.route_intent(env, options=fresh)
+        return router.route(env, fresh)
     try:
         head = chain_head(router, execution_id)
         record = _load(router, head)
     except RecordNotFound:
         # Its claimer died between the claim and opening the record: nothing
         # was done, so it runs now, under the claimed id.
-        return router.route_intent(env, options=fresh)
+        return router.route(env, fresh)
     status = record.header.status
     if status in FINISHED:
         return recorded_answer(record)

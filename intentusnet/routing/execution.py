@@ -6,8 +6,8 @@
 numbers it, asks the re-run's cassette (if any) what to do and writes
 ``STEP_START``; it closes with :meth:`~StepSession.serve`,
 :meth:`~StepSession.succeeded`, :meth:`~StepSession.failed` or
-:meth:`~StepSession.routed`, which write ``STEP_END``. :func:`run_step` and
-:func:`arun_step` drive one step call; :func:`open_pending` opens a
+:meth:`~StepSession.routed`, which write ``STEP_END``. :func:`stepping` is the
+flow of one step call; :func:`open_pending` opens a
 :class:`PendingStep`, one whose end is written later by whoever sees the call
 end (a streamed HTTP response read to its end). :meth:`StepSession.patched`
 answers ``ctx.patched``, recording its marker step ``patch:NAME`` when the
@@ -17,19 +17,19 @@ execution takes the patch. The event data is described in docs/records.md.
 from __future__ import annotations
 
 import builtins
-import inspect
 import os
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
 import orjson
 
+from .._util.flow import Flow
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
@@ -42,7 +42,9 @@ from .seams import (
     REPLAY_ERROR,
     Cassette,
     ObservedExecution,
+    ObservedStep,
     StepDecision,
+    StepEnd,
 )
 
 if TYPE_CHECKING:
@@ -59,13 +61,12 @@ __all__ = [
     "PendingStep",
     "StepSession",
     "active_step",
-    "arun_step",
     "enter_step",
     "jsonish",
     "leave_step",
     "open_pending",
     "replayed_error",
-    "run_step",
+    "stepping",
 ]
 
 _T = TypeVar("_T")
@@ -132,7 +133,15 @@ def _format(exc: BaseException) -> str:
 class OpenStep:
     """A step call between its ``STEP_START`` and ``STEP_END`` lines."""
 
-    __slots__ = ("args_hash", "child", "decision", "name", "number", "start")
+    __slots__ = (
+        "args_hash",
+        "child",
+        "decision",
+        "name",
+        "number",
+        "observed",
+        "start",
+    )
 
     def __init__(
         self,
@@ -141,12 +150,15 @@ class OpenStep:
         args_hash: str,
         decision: StepDecision | None,
         child: str | None,
+        observed: ObservedStep | None = None,
     ) -> None:
         self.number = number
         self.name = name
         self.args_hash = args_hash
         self.decision = decision
         self.child = child
+        #: what its observers were told it is (None: it has none)
+        self.observed = observed
         self.start = time.perf_counter()
 
     @property
@@ -354,11 +366,13 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_START, data)
+        observed = None
         if self.observers:
-            self.observers.step_started(
+            observed = ObservedStep(
                 self.execution_id, number, name, agent, attempt, parent, child
             )
-        step = OpenStep(number, name, args_hash, decision, child)
+            self.observers.step_started(observed)
+        step = OpenStep(number, name, args_hash, decision, child, observed)
         if miss is not None:
             self._end(step, "error", None, None, error=miss, tb=None, miss=True)
             raise miss
@@ -534,23 +548,22 @@ class StepSession:
         recorder = self.recorder
         if recorder is not None:
             recorder.event(EventType.STEP_END, data)
-        if self.observers:
+        if step.observed is not None:
             error = data["error"]
             message = error.get("message") if isinstance(error, dict) else None
-            self.observers.step_ended(
-                self.execution_id,
-                step.number,
-                outcome,
-                None if message is None else str(message),
-            )
+            error_text = None if message is None else str(message)
+            self.observers.step_ended(step.observed, outcome, error_text)
         if self.cassette is not None:
+            source = str(data["source"])
             self.cassette.ended(
-                step.number,
-                step.name,
-                step.args_hash,
-                str(data["source"]),
-                step.decision,
-                outcome,
+                StepEnd(
+                    step.number,
+                    step.name,
+                    step.args_hash,
+                    source,
+                    step.decision,
+                    outcome,
+                )
             )
 
 
@@ -777,66 +790,33 @@ def open_pending(
     )
 
 
-def run_step(
+def stepping(
     ex: Execution | None,
     agent: str,
     attempt: int,
     name: str,
     args: object,
-    call: Callable[[], _T],
+    call: Callable[[], object],
     side_effect: bool,
     idempotent: bool = False,
-) -> _T:
-    """Run ``call`` as step ``name`` of ``ex``, made by ``agent``'s ``attempt``.
+) -> Flow[object]:
+    """Make ``call`` step ``name`` of ``ex``, made by ``agent``'s ``attempt``.
 
-    ``args`` is what is recorded and matched; ``call`` does the work.
+    ``args`` is what is recorded and matched; ``call`` does the work. A flow
+    (``_util.flow``): ``ctx.step`` drives it, ``ctx.astep`` awaits the call.
     """
     session = None if ex is None else ex.steps()
     if session is None:
-        return call()
+        return (yield call)
     opened = session.open(
         agent, attempt, name, args, side_effect=side_effect, idempotent=idempotent
     )
     if opened.served:
-        return cast(_T, _served(session, opened))
+        return _served(session, opened)
     token = enter_step(session, opened.number)
     try:
         with session.step_scope(opened.number):
-            value = call()
-    except BaseException as exc:
-        session.failed(opened, exc)
-        raise
-    finally:
-        leave_step(token)
-    session.succeeded(opened, value)
-    return value
-
-
-async def arun_step(
-    ex: Execution | None,
-    agent: str,
-    attempt: int,
-    name: str,
-    args: object,
-    call: Callable[[], Awaitable[_T] | _T],
-    side_effect: bool,
-    idempotent: bool = False,
-) -> _T:
-    """The async ``run_step``: ``call`` may return an awaitable, which is awaited."""
-    session = None if ex is None else ex.steps()
-    if session is None:
-        result = call()
-        return await result if inspect.isawaitable(result) else result
-    opened = session.open(
-        agent, attempt, name, args, side_effect=side_effect, idempotent=idempotent
-    )
-    if opened.served:
-        return cast(_T, _served(session, opened))
-    token = enter_step(session, opened.number)
-    try:
-        with session.step_scope(opened.number):
-            result = call()
-            value = await result if inspect.isawaitable(result) else result
+            value = yield call
     except BaseException as exc:
         session.failed(opened, exc)
         raise

@@ -60,7 +60,7 @@ from ..errors import (
 from ..record.durable import attempts_from, resume_attempt, resume_origin
 from ..record.model import EventType
 from ..store.durable import DurableStore, RecordHold
-from .seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
+from .seams import LIVE, REPLAY_ERROR, SERVE, StepDecision, StepEnd
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
@@ -400,15 +400,7 @@ class Journal:
             self._consumed.add(current)
             pending.extend(self._children.get(current, ()))
 
-    def ended(
-        self,
-        number: int,
-        name: str,
-        args_hash: str,
-        source: str,
-        decision: StepDecision | None,
-        outcome: str,
-    ) -> None:
+    def ended(self, end: StepEnd) -> None:
         """Nothing to note: the new record says how each step ended."""
 
     def resumption(self) -> JSONObject:

@@ -21,7 +21,12 @@ from . import scopes
 
 if TYPE_CHECKING:
     from ..envelope import AgentResponse, ErrorInfo
-    from .seams import ExecutionObserver, ObservedCall, ObservedExecution
+    from .seams import (
+        ExecutionObserver,
+        ObservedCall,
+        ObservedExecution,
+        ObservedStep,
+    )
 
 __all__ = ["ObserverErrors", "Observers"]
 
@@ -123,33 +128,13 @@ class Observers:
         """Tell each that an attempt ended."""
         self._tell("attempt_ended", execution_id, agent, attempt, outcome, error)
 
-    def step_started(
-        self,
-        execution_id: str,
-        step: int,
-        name: str,
-        agent: str,
-        attempt: int,
-        parent: int | None,
-        child_execution_id: str | None,
-    ) -> None:
+    def step_started(self, step: ObservedStep) -> None:
         """Tell each that a step began."""
-        self._tell(
-            "step_started",
-            execution_id,
-            step,
-            name,
-            agent,
-            attempt,
-            parent,
-            child_execution_id,
-        )
+        self._tell("step_started", step)
 
-    def step_ended(
-        self, execution_id: str, step: int, outcome: str, error: str | None
-    ) -> None:
+    def step_ended(self, step: ObservedStep, outcome: str, error: str | None) -> None:
         """Tell each that a step ended."""
-        self._tell("step_ended", execution_id, step, outcome, error)
+        self._tell("step_ended", step, outcome, error)
 
     def call_made(self, call: ObservedCall) -> None:
         """Tell each about an HTTP call a recording transport answered."""

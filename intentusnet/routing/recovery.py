@@ -37,7 +37,7 @@ from .durable import chain_head, park, require_durable
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
-    from .durable import DurableRouter
+    from .router import IntentRouter
 
 __all__ = ["Recovery", "RecoveryOutcome", "RecoveryReport"]
 
@@ -125,7 +125,7 @@ class Recovery:
             interruption (its record's last line) to its answer.
     """
 
-    router: DurableRouter
+    router: IntentRouter
     grace: float = 5.0
     max_attempts: int = 3
     backoff: float = 1.0

@@ -50,6 +50,7 @@ from .seams import (
 )
 from .strategies import (
     Outcome,
+    Plan,
     Run,
     cancelled,
     decide,
@@ -301,7 +302,7 @@ class IntentRouter:
         if idempotency_key is not None:
             opened = _keyed(idempotency_key, options)
             return await asyncio.to_thread(
-                durable.route_with_key, self, env, idempotency_key, opened
+                self._route_with_key, env, idempotency_key, opened
             )
 
         async def call_last(env: IntentEnvelope) -> AgentResponse:
@@ -332,7 +333,7 @@ class IntentRouter:
         env = _as_envelope(envelope)
         if idempotency_key is not None:
             opened = _keyed(idempotency_key, options)
-            return durable.route_with_key(self, env, idempotency_key, opened)
+            return self._route_with_key(env, idempotency_key, opened)
         if self._middleware:
             return self._in_loop(self.route(env, options=options))
         if self.cache is not None and options is None:
@@ -363,7 +364,7 @@ class IntentRouter:
                 ``configuration_changed`` or ``no_store``.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        return durable.resume(self, execution_id, force=force)
+        return durable.resume(self._routing(), execution_id, force=force)
 
     def resolve(
         self,
@@ -451,7 +452,21 @@ class IntentRouter:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
         import asyncio
 
-        return await asyncio.to_thread(durable.resume, self, execution_id, force=force)
+        return await asyncio.to_thread(self.resume, execution_id, force=force)
+
+    def _routing(self) -> durable.Routing:
+        """What resuming and keyed routing need of this router."""
+
+        def route(env: IntentEnvelope, options: ExecutionOptions) -> AgentResponse:
+            return self.route_intent(env, options=options)
+
+        return durable.Routing(self.store, self._durable, self.registry, route)
+
+    def _route_with_key(
+        self, env: IntentEnvelope, key: str, opened: Callable[[str], None] | None
+    ) -> AgentResponse:
+        envelope_hash = self.envelope_hash(env)
+        return durable.route_with_key(self._routing(), env, key, envelope_hash, opened)
 
     def envelope_hash(self, envelope: IntentEnvelope) -> str:
         """The hash ``envelope`` is recorded and looked up under (redacted if so).
@@ -473,37 +488,25 @@ class IntentRouter:
         The cache looks the redacted envelope up and keeps the redacted
         answer; the caller of a fresh execution gets it unredacted.
         """
-        shown = self._shown(env, None)
-        kept: list[AgentResponse] = []  # the answer as recorded, once it ran
-        live: list[AgentResponse] = []
-        observers = self._observers
-        started = time.time_ns() if observers else 0
+        serving = _Serving(self, env)
 
         def execute(_: IntentEnvelope) -> AgentResponse:
-            live.append(self._execute_sync(env, None, shown, kept.append))
-            return kept[0] if kept else live[0]
+            return serving.ran(
+                self._execute_sync(env, None, serving.shown, serving.kept.append)
+            )
 
-        answer = cache.serve(shown[1], execute)
-        if observers and not live:
-            _tell_hit(observers, env, answer, started)
-        return live[0] if kept and answer is kept[0] else answer
+        return serving.answer(cache.serve(serving.shown[1], execute))
 
     async def _aserve(self, cache: ResponseCache, env: IntentEnvelope) -> AgentResponse:
         """The async ``_serve``."""
-        shown = self._shown(env, None)
-        kept: list[AgentResponse] = []
-        live: list[AgentResponse] = []
-        observers = self._observers
-        started = time.time_ns() if observers else 0
+        serving = _Serving(self, env)
 
         async def execute(_: IntentEnvelope) -> AgentResponse:
-            live.append(await self._execute_async(env, None, shown, kept.append))
-            return kept[0] if kept else live[0]
+            return serving.ran(
+                await self._execute_async(env, None, serving.shown, serving.kept.append)
+            )
 
-        answer = await cache.aserve(shown[1], execute)
-        if observers and not live:
-            _tell_hit(observers, env, answer, started)
-        return live[0] if kept and answer is kept[0] else answer
+        return serving.answer(await cache.aserve(serving.shown[1], execute))
 
     def _shown(self, env: IntentEnvelope, options: ExecutionOptions | None) -> _Shown:
         """The envelope as recorded and hashed, and the redaction that made it."""
@@ -521,26 +524,16 @@ class IntentRouter:
         shown: _Shown | None = None,
         keep: _Keep | None = None,
     ) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env, options, shown)
-        gen = plan(env, decision, decision_wire, order, ex)
+        ex, steps = self._begin(env, options, shown)
         try:
-            run = next(gen)
+            run = next(steps)
             while True:
-                run = gen.send(self._run_sync(run, env, ex))
+                run = steps.send(self._run_sync(run, env, ex))
         except StopIteration as stop:
             response: AgentResponse = stop.value
-        except Exception as exc:  # a bug of ours: still an answer, never a crash
-            response = internal_error(ex, exc)
         except BaseException as exc:
-            self._abandoned(ex, exc)
-            raise
-        if ex.recorder is not None:
-            if keep is None and options is not None:
-                keep = options.recorded
-            response = self._finish(ex, response, keep)
-        if ex.observed is not None:
-            ex.observers.execution_ended(ex.observed, response)
-        return response
+            response = self._failed(ex, exc)
+        return self._end(ex, response, options, keep)
 
     async def _execute_async(
         self,
@@ -549,19 +542,36 @@ class IntentRouter:
         shown: _Shown | None = None,
         keep: _Keep | None = None,
     ) -> AgentResponse:
-        ex, decision, decision_wire, order = self._begin(env, options, shown)
-        gen = plan(env, decision, decision_wire, order, ex)
+        ex, steps = self._begin(env, options, shown)
         try:
-            run = next(gen)
+            run = next(steps)
             while True:
-                run = gen.send(await self._run_async(run, env, ex))
+                run = steps.send(await self._run_async(run, env, ex))
         except StopIteration as stop:
             response: AgentResponse = stop.value
-        except Exception as exc:  # a bug of ours: still an answer, never a crash
-            response = internal_error(ex, exc)
         except BaseException as exc:
-            self._abandoned(ex, exc)
-            raise
+            response = self._failed(ex, exc)
+        return self._end(ex, response, options, keep)
+
+    def _failed(self, ex: Execution, exc: BaseException) -> AgentResponse:
+        """What a driver of ``ex``'s plan answers when running it raised ``exc``.
+
+        A bug of ours is still an answer, never a crash; a cancellation or an
+        interruption closes the record unfinished and goes on.
+        """
+        if isinstance(exc, Exception):
+            return internal_error(ex, exc)
+        self._abandoned(ex, exc)
+        raise exc
+
+    def _end(
+        self,
+        ex: Execution,
+        response: AgentResponse,
+        options: ExecutionOptions | None,
+        keep: _Keep | None,
+    ) -> AgentResponse:
+        """Record and observe ``ex``'s answer; the drivers of its plan end here."""
         if ex.recorder is not None:
             if keep is None and options is not None:
                 keep = options.recorded
@@ -575,10 +585,12 @@ class IntentRouter:
         env: IntentEnvelope,
         options: ExecutionOptions | None,
         shown: _Shown | None = None,
-    ) -> tuple[Execution, RoutingDecision, JSONObject, tuple[RegisteredAgent, ...]]:
-        """Open an execution: its decision, its id and, with a store, its record.
+    ) -> tuple[Execution, Plan]:
+        """Open an execution (its id and, with a store, its record) and its plan.
 
-        The record holds the envelope as ``shown`` (redacted), hashed so.
+        The record holds the envelope as ``shown`` (redacted), hashed so. The
+        plan (``strategies.plan``) is the one flow of the drivers: ``_execute_sync``
+        runs its agent runs here, ``_execute_async`` in the event loop.
         """
         started = time.perf_counter()
         decision, decision_wire, order = self._decide(env)
@@ -637,7 +649,7 @@ class IntentRouter:
                 raise
         if ex.observers:
             self._observe(ex, env, options)
-        return ex, decision, decision_wire, order
+        return ex, plan(env, decision, decision_wire, order, ex)
 
     def _observe(
         self, ex: Execution, env: IntentEnvelope, options: ExecutionOptions | None
@@ -990,6 +1002,32 @@ def _bind(mw: Middleware, call_next: CallNext) -> CallNext:
 
 
 _NO_OPTIONS: Final = ExecutionOptions()
+
+
+class _Serving:
+    """One call answered through the cache: what ``_serve`` and ``_aserve`` share."""
+
+    __slots__ = ("env", "kept", "live", "observers", "shown", "started")
+
+    def __init__(self, router: IntentRouter, env: IntentEnvelope) -> None:
+        self.env = env
+        self.shown = router._shown(env, None)
+        self.kept: list[AgentResponse] = []  # the answer as recorded, once it ran
+        self.live: list[AgentResponse] = []
+        self.observers = router._observers
+        self.started = time.time_ns() if self.observers else 0
+
+    def ran(self, response: AgentResponse) -> AgentResponse:
+        """Take the live answer; return the one the cache keeps."""
+        self.live.append(response)
+        return self.kept[0] if self.kept else response
+
+    def answer(self, answer: AgentResponse) -> AgentResponse:
+        """What the caller gets for the cache's answer; a hit is observed."""
+        live, kept = self.live, self.kept
+        if self.observers and not live:
+            _tell_hit(self.observers, self.env, answer, self.started)
+        return live[0] if kept and answer is kept[0] else answer
 
 
 def _tell_hit(

@@ -30,9 +30,11 @@ __all__ = [
     "ExecutionOptions",
     "ObservedCall",
     "ObservedExecution",
+    "ObservedStep",
     "RecordedCall",
     "ResponseCache",
     "StepDecision",
+    "StepEnd",
 ]
 
 
@@ -126,6 +128,27 @@ class StepDecision(Protocol):
         """The record holding ``recorded``, if not the cassette's own."""
 
 
+@dataclass(frozen=True, slots=True)
+class StepEnd:
+    """How one step of a re-run ended, as its ``Cassette`` is told.
+
+    Attributes:
+        number: the step's number in the new record.
+        name: the step's name.
+        args_hash: canonical hash of its arguments.
+        source: ``live`` (called), ``record`` (served) or ``miss``.
+        decision: what the cassette decided for it, if it was asked.
+        outcome: ``success``, ``error`` or ``cancelled``.
+    """
+
+    number: int
+    name: str
+    args_hash: str
+    source: str
+    decision: StepDecision | None
+    outcome: str
+
+
 class Cassette(Protocol):
     """A record's steps, answering the step calls of its re-run."""
 
@@ -165,19 +188,8 @@ class Cassette(Protocol):
             CassetteMiss: the execution is parked.
         """
 
-    def ended(
-        self,
-        number: int,
-        name: str,
-        args_hash: str,
-        source: str,
-        decision: StepDecision | None,
-        outcome: str,
-    ) -> None:
-        """Note how step ``number`` of the re-run ended.
-
-        ``source`` is ``live`` (called), ``record`` (served) or ``miss``.
-        """
+    def ended(self, end: StepEnd) -> None:
+        """Note how a step of the re-run ended."""
 
     def child(self, execution_id: str) -> Cassette | None:
         """The cassette of a recorded child execution, to re-run it.
@@ -265,6 +277,31 @@ class ObservedExecution:
     envelope_hash: str | None
     cache: str
     started_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedStep:
+    """One recorded step, as an ``ExecutionObserver`` is told about it.
+
+    Attributes:
+        execution_id: the execution whose agent called it.
+        step: its number in the execution's record.
+        name: what was called, e.g. ``crm.lookup`` or ``route:INTENT``.
+        agent: the agent that called it.
+        attempt: that agent's attempt number.
+        parent: the step it was called inside, if any.
+        child_execution_id: the child execution a ``route:`` step opens.
+
+    Added in 0.1.0.
+    """
+
+    execution_id: str
+    step: int
+    name: str
+    agent: str
+    attempt: int
+    parent: int | None
+    child_execution_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,25 +407,14 @@ class ExecutionObserver(Protocol):
     ) -> None:
         """An attempt ended: ``success``, ``error``, ``timeout`` or ``cancelled``."""
 
-    def step_started(
-        self,
-        execution_id: str,
-        step: int,
-        name: str,
-        agent: str,
-        attempt: int,
-        parent: int | None,
-        child_execution_id: str | None,
-    ) -> None:
-        """Step ``step`` (``name``) began, inside step ``parent`` if not ``None``.
+    def step_started(self, step: ObservedStep) -> None:
+        """A recorded step began (inside step ``step.parent``, if not ``None``)."""
 
-        ``child_execution_id`` is the child execution a ``route:`` step opens.
+    def step_ended(self, step: ObservedStep, outcome: str, error: str | None) -> None:
+        """The step ended: ``success``, ``error`` or ``cancelled``.
+
+        ``error`` is the failure's message, if any.
         """
-
-    def step_ended(
-        self, execution_id: str, step: int, outcome: str, error: str | None
-    ) -> None:
-        """Step ``step`` ended: ``success``, ``error`` or ``cancelled``."""
 
     def call_made(self, call: ObservedCall) -> None:
         """A recording transport answered an HTTP call (live or from a record)."""

@@ -47,7 +47,7 @@ from ..record.model import ExecutionRecord
 from ..replay import diff_paths
 from ..routing.agents import SNAPSHOT_PREFIX
 from ..routing.execution import jsonish, replayed_error
-from ..routing.seams import LIVE, REPLAY_ERROR, SERVE, StepDecision
+from ..routing.seams import LIVE, REPLAY_ERROR, SERVE, StepEnd
 from .selection import OVERRIDE, RerunSpec, classify
 from .selection import REPLAY_ERROR as ERROR_AGAIN
 from .selection import SERVE as SERVED
@@ -229,7 +229,7 @@ class Cassette:
         if decision.action != LIVE:
             return cast(_T, self._served(name, decision, number, args_hash))
         value = fn(**kwargs)
-        self.ended(number, name, args_hash, "live", decision, "success")
+        self.ended(StepEnd(number, name, args_hash, "live", decision, "success"))
         return value
 
     async def acall(
@@ -248,7 +248,7 @@ class Cassette:
         if decision.action != LIVE:
             return cast(_T, self._served(name, decision, number, args_hash))
         value = await fn(**kwargs)
-        self.ended(number, name, args_hash, "live", decision, "success")
+        self.ended(StepEnd(number, name, args_hash, "live", decision, "success"))
         return value
 
     def __enter__(self) -> Cassette:
@@ -276,7 +276,7 @@ class Cassette:
     ) -> JSONValue:
         found = decision.recorded
         assert found is not None  # served and replayed calls have a recording
-        self.ended(number, name, args_hash, "record", decision, found.outcome)
+        self.ended(StepEnd(number, name, args_hash, "record", decision, found.outcome))
         if decision.action == REPLAY_ERROR:
             raise replayed_error(name, found.error)
         return _copy(found.output)
@@ -358,25 +358,18 @@ class Cassette:
                 return None  # the record went on without the patch
             return Decision(LIVE) if new else None
 
-    def ended(
-        self,
-        number: int,
-        name: str,
-        args_hash: str,
-        source: str,
-        decision: StepDecision | None,
-        outcome: str,
-    ) -> None:
-        """Note how step ``number`` of the re-run ended (see ``runs``)."""
+    def ended(self, end: StepEnd) -> None:
+        """Note how a step of the re-run ended (see ``runs``)."""
+        decision, source = end.decision, end.source
         recorded = None if decision is None else decision.recorded
         run = StepRun(
-            number=number,
-            name=name,
-            args_hash=args_hash,
+            number=end.number,
+            name=end.name,
+            args_hash=end.args_hash,
             source=source,
             recorded=None if recorded is None else recorded.number,
             miss=source == "miss" or (decision is not None and decision.miss),
-            outcome=outcome,
+            outcome=end.outcome,
             overridden=decision is not None and decision.overridden,
         )
         with self._lock:

@@ -17,6 +17,7 @@ from intentusnet import (
     MemoryExecutionStore,
     ObservedCall,
     ObservedExecution,
+    ObservedStep,
     ReplayCache,
 )
 from intentusnet.integrations import httpx as via_httpx
@@ -31,6 +32,7 @@ class Log:
         self.calls: list[tuple] = []
         self.executions: list[ObservedExecution] = []
         self.http: list[ObservedCall] = []
+        self.steps: list[tuple[str, ObservedStep]] = []
         self.lock = threading.Lock()
 
     def _add(self, *call: object) -> None:
@@ -50,13 +52,19 @@ class Log:
     def attempt_ended(self, execution_id, agent, attempt, outcome, error):
         self._add("attempt_ended", agent, attempt, outcome)
 
-    def step_started(
-        self, execution_id, step, name, agent, attempt, parent, child_execution_id
-    ):
-        self._add("step_started", step, name, parent, child_execution_id is not None)
+    def step_started(self, step):
+        self.steps.append(("started", step))
+        self._add(
+            "step_started",
+            step.step,
+            step.name,
+            step.parent,
+            step.child_execution_id is not None,
+        )
 
-    def step_ended(self, execution_id, step, outcome, error):
-        self._add("step_ended", step, outcome, error)
+    def step_ended(self, step, outcome, error):
+        self.steps.append(("ended", step))
+        self._add("step_ended", step.step, outcome, error)
 
     def call_made(self, call):
         self.http.append(call)
@@ -106,6 +114,9 @@ def test_execution_attempts_and_steps_are_told_in_order():
     assert execution.execution_id == response.metadata.execution_id
     assert execution.envelope_hash == response.metadata.envelope_hash
     assert execution.parent_execution_id is None
+    outer, inner = log.steps[0][1], log.steps[1][1]
+    assert log.steps[2:] == [("ended", inner), ("ended", outer)]  # the same values
+    assert inner == ObservedStep(execution.execution_id, 2, "inner", "good", 2, 1, None)
 
 
 def test_parallel_attempts_are_told_under_the_numbers_they_started_with():

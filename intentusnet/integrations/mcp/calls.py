@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ...errors import RecordIntegrityError, RecordNotFound, StoreError
 from ...replay import ReplayEngine, diff_paths
-from ...routing.seams import LIVE, REPLAY_ERROR, SERVE
+from ...routing.seams import LIVE, REPLAY_ERROR, SERVE, StepEnd
 from ...steps.cassette import Decision
 from ...steps.view import RecordedStep
 from ...store.step_index import StepIndex, StepRef
@@ -413,19 +413,11 @@ class RecordedCalls:
         self._asked[name, args_hash, asker] = args
         return Decision(LIVE)
 
-    def ended(
-        self,
-        number: int,
-        name: str,
-        args_hash: str,
-        source: str,
-        decision: object,
-        outcome: str,
-    ) -> None:
+    def ended(self, end: StepEnd) -> None:
         """Note a call forwarded: its answer, once recorded, answers it again."""
-        key = (name, args_hash, ASKER.get())
-        if source == "live" and key in self._asked:
-            self._forwarded[key] = number
+        key = (end.name, end.args_hash, ASKER.get())
+        if end.source == "live" and key in self._asked:
+            self._forwarded[key] = end.number
 
     def patch(self, marker: str, args_hash: str, *, new: bool) -> Decision | None:
         """MCP sessions run no agent code: a patch check takes today's path."""
