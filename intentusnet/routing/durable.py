@@ -60,6 +60,7 @@ from ..store.durable import CancelStore, DurableStore, KeyClaim, RecordHold
 from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
+from .waiting import waiting_answer, waiting_of
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
@@ -817,6 +818,8 @@ def _act(
     told(execution_id)  # open, and being finished (by a resumer, or here)
     if status is RecordStatus.IN_PROGRESS:
         return None  # a live resumer is finishing it
+    if status is RecordStatus.WAITING:  # recovery resumes it when due
+        return waiting_answer(head, waiting_of(record) or {})
     try:
         return resume(router, head)
     except ResumeRefused as refused:

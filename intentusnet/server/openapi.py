@@ -31,6 +31,7 @@ from .schemas import (
     ReplayResult,
     ResolutionRequest,
     Savings,
+    SignalSent,
     VerifyReport,
 )
 
@@ -51,6 +52,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (ResolutionRequest, "validation"),
     (Decision, "serialization"),
     (Cancellation, "serialization"),
+    (SignalSent, "serialization"),
     (AgentResponse, "serialization"),
     (ExecutionPage, "serialization"),
     (ExecutionRecord, "serialization"),

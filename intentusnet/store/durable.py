@@ -57,6 +57,7 @@ __all__ = [
     "DurableStore",
     "KeyClaim",
     "RecordHold",
+    "WaitStore",
     "check_idempotency_key",
     "durable_links",
     "not_resumed",
@@ -203,6 +204,42 @@ class CancelStore(Protocol):
 
     def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
         """The cancel requests of these chains, by origin (those that have one)."""
+        ...
+
+
+@runtime_checkable
+class WaitStore(Protocol):
+    """A store that keeps signals and wake-ups (the file, memory and PostgreSQL stores).
+
+    Signals are kept per resume chain, under its first execution (``origin``),
+    oldest first, as cancel requests are: whichever record of the chain waits
+    for one, now or after a resume, finds it. A wake-up names a waiting record
+    and when recovery should look at it again (its due time; *now* when a
+    signal came for it). Added in 0.1.0.
+    """
+
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Keep ``signal`` for the chain, durably; False if it holds ``cap`` already."""
+        ...
+
+    def signals(self, origin: str) -> list[JSONObject]:
+        """The chain's signals, oldest first."""
+        ...
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Ask recovery to look at ``execution_id`` at ``due_us`` (epoch µs)."""
+        ...
+
+    def due_wakeups(self, until_us: int, limit: int) -> list[tuple[str, int]]:
+        """``(execution_id, due_us)`` of wake-ups due by ``until_us``, soonest first.
+
+        Reads only the due ones: the cost does not grow with the executions
+        waiting for later.
+        """
+        ...
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Forget one wake-up (nothing if it is gone)."""
         ...
 
 
