@@ -2,11 +2,11 @@
 
 Layout under the store's root::
 
-    signals/<2 hex>/<origin id>/<uuid7>.json     one signal, written whole
+    signals/<2 hex>/<origin id>/<ns>-<uuid7>.json  one signal, written whole
     wakeups/<due minute>/<due µs>.<execution id> an empty file: look at it then
 
 A signal file is written under a hidden name and renamed into place, so a
-reader sees it whole or not at all; the uuid7 names sort by the time they were
+reader sees it whole or not at all; the names sort by the time (ns) they were
 made. A chain keeps at most ``cap`` signals: the sender counts them first (two
 senders at once may both pass the count: the cap is approximate by the number
 of senders racing).
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Final
 
@@ -55,7 +56,7 @@ def add_signal(
         kept = [n for n in os.listdir(directory) if not n.startswith(".")]
         if len(kept) >= cap:
             return False
-        name = uuid7_hex()
+        name = f"{time.time_ns():020d}-{uuid7_hex()}"  # sorts by when it came
         hidden = f"{directory}/.{name}"
         fd = os.open(
             hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE
