@@ -270,7 +270,8 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
     ``resumedBy`` is asked of the store (it keeps the link beside the record);
     ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution,
     ``commands`` what an operator runs to move it on (``[]`` unless it is
-    parked and nothing follows it in its chain yet).
+    parked and nothing follows it in its chain yet); ``waiting`` the
+    ``EXECUTION_WAITING`` event of a record that waits and is not resumed yet.
     """
     attention = next(
         (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
@@ -282,6 +283,9 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
     )
     # parked, and no decision (nor resume) after it yet
     parked = record.header.status is RecordStatus.NEEDS_ATTENTION and resumed_by is None
+    waiting = next(
+        (e.data for e in record.events if e.type is EventType.EXECUTION_WAITING), None
+    )
     return {
         "idempotencyKey": idempotency_key_of(record),
         "resumeOf": resume_of(record),
@@ -289,6 +293,10 @@ def durable_links(store: object, record: ExecutionRecord) -> JSONObject:
         "resumeAttempt": resume_attempt(record),
         "interrupted": record.header.status is RecordStatus.INCOMPLETE,
         "attention": attention,
+        # what it waits for and until when, while it waits (added in 0.1.0)
+        "waiting": waiting
+        if record.header.status is RecordStatus.WAITING and resumed_by is None
+        else None,
         # what an operator runs to move it on, while it is parked
         "commands": parked_commands(record.execution_id, attention if parked else None),
     }

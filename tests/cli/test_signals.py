@@ -84,3 +84,19 @@ def test_a_finished_or_unknown_execution_is_refused(
     assert unknown.exit_code == 3
     assert router.store.signals(done) == []  # type: ignore[union-attr]
     router.close()
+
+
+def test_inspect_shows_what_a_waiting_execution_waits_for(
+    invoke, store_root: Path, waiting: tuple[IntentRouter, str, str]
+) -> None:  # type: ignore[no-untyped-def]
+    """records list --status waiting lists it; inspect names the signal, --json too."""
+    router, execution_id, _done = waiting
+    listed = invoke(
+        "--store", str(store_root), "records", "list", "--status", "waiting", "--json"
+    )
+    assert [r["executionId"] for r in orjson.loads(listed.stdout)] == [execution_id]
+    shown = invoke("--store", str(store_root), "inspect", execution_id)
+    assert "waiting:         for signal 'go' (no timeout)" in shown.stdout
+    as_json = invoke("--store", str(store_root), "inspect", execution_id, "--json")
+    assert orjson.loads(as_json.stdout)["durable"]["waiting"]["name"] == "go"
+    router.close()
