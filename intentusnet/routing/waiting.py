@@ -12,7 +12,6 @@ signalled (``recovery.py``).
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from .._util.jsonvalue import JSONObject
@@ -48,12 +47,11 @@ class WaitState:
         taken: the ids of the signals its waits took (none is taken twice).
     """
 
-    __slots__ = ("_lock", "taken", "waiting")
+    __slots__ = ("taken", "waiting")
 
     def __init__(self) -> None:
         self.waiting: JSONObject | None = None
         self.taken: set[str] = set()
-        self._lock = threading.Lock()
 
     def check(self, execution_id: str) -> None:
         """At a step boundary: stop if the execution waits.
@@ -66,16 +64,14 @@ class WaitState:
             raise ExecutionWaiting(execution_id, waiting)
 
     def wait(self, execution_id: str, waiting: JSONObject) -> NoReturn:
-        """Start waiting (the first wait of the execution counts).
+        """Start waiting (an execution waits for one thing: the first to ask).
 
         Raises:
             ExecutionWaiting: always.
         """
-        with self._lock:
-            if self.waiting is None:
-                self.waiting = waiting
-            found = self.waiting
-        raise ExecutionWaiting(execution_id, found)
+        if self.waiting is None:
+            self.waiting = waiting
+        raise ExecutionWaiting(execution_id, self.waiting)
 
 
 def waiting_answer(execution_id: str, waiting: JSONObject) -> AgentResponse:
