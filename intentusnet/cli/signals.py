@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from .context import open_store
-from .durable import _Stored
 from .output import emit_json
 
 
@@ -31,6 +30,7 @@ def signal(
     import orjson
 
     from ..errors import InvalidSignal
+    from ..routing.durable import StoreOnly
     from ..routing.signals import signal as send_signal
 
     payload = None
@@ -41,7 +41,7 @@ def signal(
             raise InvalidSignal(f"the payload is not JSON: {exc}") from None
     store = open_store()
     sent = send_signal(
-        _Stored(store), execution_id, name, payload, by=getpass.getuser(), via="cli"
+        StoreOnly(store), execution_id, name, payload, by=getpass.getuser(), via="cli"
     )
     if as_json:
         emit_json(

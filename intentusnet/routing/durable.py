@@ -72,6 +72,7 @@ __all__ = [
     "FINISHED",
     "DurableRouter",
     "StoreHolder",
+    "StoreOnly",
     "cancel",
     "cancel_request",
     "cancelled",
@@ -100,6 +101,14 @@ class StoreHolder(Protocol):
     def durable_store(self) -> DurableStore | None:
         """``store``, if it keeps idempotency keys and resume links."""
         ...
+
+
+class StoreOnly:
+    """A store alone, as what reads a resume chain asks of a router."""
+
+    def __init__(self, store: ExecutionStore) -> None:
+        self.store: ExecutionStore | None = store
+        self.durable_store = store if isinstance(store, DurableStore) else None
 
 
 class DurableRouter(StoreHolder, Protocol):
