@@ -43,7 +43,15 @@ from .execution import (
 )
 from .guard import AttemptGuard
 from .observing import Observers
-from .retries import Backoff, RetryOn, check_retries, exponential, run_retried
+from .retries import (
+    Backoff,
+    Retrying,
+    RetryOn,
+    arun_retried,
+    check_retries,
+    exponential,
+    run_retried,
+)
 from .seams import ExecutionObserver
 from .waits import sleep, wait_for
 
@@ -288,18 +296,14 @@ class AgentContext:
             ExecutionWaiting: a retry's wait is long: the execution waits.
         """
         if retries or retry_on is not None or backoff is not None:
-            check_retries(retries, side_effect, idempotent, retry_on)
+            retrying = self._retrying(
+                name, side_effect, idempotent, retries, backoff, retry_on
+            )
             return run_retried(
-                self._execution,
-                name,
+                retrying,
                 lambda: self.step(
                     name, args, fn, side_effect=side_effect, idempotent=idempotent
                 ),
-                agent=self.agent,
-                attempt=self.attempt,
-                retries=retries,
-                backoff=backoff or exponential(),
-                retry_on=retry_on,
             )
         kwargs = dict(args) if args else {}
         if not side_effect:
@@ -341,11 +345,25 @@ class AgentContext:
         *,
         side_effect: bool = False,
         idempotent: bool = False,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+        retry_on: RetryOn | None = None,
     ) -> _T:
         """Await ``fn(**args)`` as a recorded step: the async ``step``.
 
+        Retried as ``step`` is (a wait in place is an ``asyncio.sleep``).
         Added in 0.1.0.
         """
+        if retries or retry_on is not None or backoff is not None:
+            retrying = self._retrying(
+                name, side_effect, idempotent, retries, backoff, retry_on
+            )
+            return await arun_retried(
+                retrying,
+                lambda: self.astep(
+                    name, args, fn, side_effect=side_effect, idempotent=idempotent
+                ),
+            )
         kwargs = dict(args) if args else {}
         if not side_effect:
             return await arun_step(
@@ -378,6 +396,27 @@ class AgentContext:
             ),
         )
 
+    def _retrying(
+        self,
+        name: str,
+        side_effect: bool,
+        idempotent: bool,
+        retries: int,
+        backoff: Backoff | None,
+        retry_on: RetryOn | None,
+    ) -> Retrying:
+        """A step's retry options, checked (``step``, ``astep``)."""
+        check_retries(retries, side_effect, idempotent, retry_on)
+        return Retrying(
+            self._execution,
+            name,
+            self.agent,
+            self.attempt,
+            retries,
+            backoff or exponential(),
+            retry_on,
+        )
+
     def sleep(self, duration: float | timedelta) -> None:
         """Sleep ``duration`` (seconds or a ``timedelta``), durably.
 
@@ -392,7 +431,16 @@ class AgentContext:
             TypeError, ValueError: ``duration`` is not a duration >= 0.
             ExecutionWaiting: the execution waits durably (let it pass).
         """
-        sleep(self._execution, self.agent, self.attempt, duration)
+        time.sleep(sleep(self._execution, self.agent, self.attempt, duration))
+
+    async def asleep(self, duration: float | timedelta) -> None:
+        """The async ``sleep``: a short wait in place is an ``asyncio.sleep``.
+
+        Added in 0.1.0.
+        """
+        import asyncio  # loaded by async agents only (a sync route never loads it)
+
+        await asyncio.sleep(sleep(self._execution, self.agent, self.attempt, duration))
 
     def wait_for(
         self, name: str, *, timeout: float | timedelta | None = None

@@ -7,8 +7,10 @@ failed attempt that may be retried, the decision is recorded as the step
 waits (``error``, ``delayS``, ``retryAfterS``, ``dueUtc``): a resume serves the
 attempts and decisions already made, so it never retries more than ``retries``
 times in all, nor waits again a wait that ended. The wait is
-:func:`waits.sleep_until`'s: in place when short, durable (the execution
-waits, its process may exit) when ``DURABLE_WAIT_S`` or longer.
+:func:`waits.in_place`'s: in place when short (``time.sleep``, or
+``asyncio.sleep`` for ``ctx.astep``: :meth:`Retrying.after` is the one logic
+both loops run), durable (the execution waits, its process may exit) when
+``DURABLE_WAIT_S`` or longer.
 
 The delay is the backoff's for the attempt or, when the failure carries an
 HTTP ``429`` or ``503`` answer with ``Retry-After`` (an ``httpx``
@@ -18,9 +20,8 @@ say), whichever is longer.
 
 from __future__ import annotations
 
-import email.utils
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
@@ -34,12 +35,20 @@ from ..errors import (
     SideEffectRefused,
 )
 from .execution import Execution, run_step
-from .waits import sleep_until
+from .waits import in_place
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["RETRY_PREFIX", "Backoff", "RetryOn", "exponential", "run_retried"]
+__all__ = [
+    "RETRY_PREFIX",
+    "Backoff",
+    "RetryOn",
+    "Retrying",
+    "arun_retried",
+    "exponential",
+    "run_retried",
+]
 
 _T = TypeVar("_T")
 #: The decision after a failed attempt is recorded as a step so named.
@@ -149,6 +158,8 @@ def retry_after(exc: BaseException) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # an HTTP date: rare, and the module is not light
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -156,18 +167,47 @@ def retry_after(exc: BaseException) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def run_retried(
-    ex: Execution | None,
-    name: str,
-    attempt_step: Callable[[], _T],
-    *,
-    agent: str,
-    attempt: int,
-    retries: int,
-    backoff: Backoff,
-    retry_on: RetryOn | None,
-) -> _T:
-    """Run ``attempt_step`` (one recorded attempt) up to ``retries`` more times.
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """A step's retry options, and where its decisions are recorded."""
+
+    ex: Execution | None
+    name: str
+    agent: str
+    attempt: int
+    retries: int
+    backoff: Backoff
+    retry_on: RetryOn | None
+
+    def after(self, error: BaseException, tries: int) -> float:
+        """After failed attempt ``tries``: the seconds to wait in place first.
+
+        Records the decision (``retry:NAME``) when the step is retried.
+
+        Raises:
+            ``error``: it is not retried (the last attempt, or not ``retry_on``).
+            ExecutionWaiting: the wait is long: the execution waits durably.
+        """
+        if tries > self.retries or not _matches(error, self.retry_on):
+            raise error
+        decided = _decision(error, self.backoff.delay(tries))
+        ex = self.ex
+        decision = run_step(
+            ex,
+            self.agent,
+            self.attempt,
+            RETRY_PREFIX + self.name,
+            {"attempt": tries},
+            lambda: decided,
+            False,
+        )
+        if ex is None or ex.steps() is None:
+            return float(decided["delayS"])  # type: ignore[arg-type]
+        return in_place(ex, decision, "retry", self.name)
+
+
+def run_retried(retrying: Retrying, attempt_step: Callable[[], _T]) -> _T:
+    """Run ``attempt_step`` (one recorded attempt) until it succeeds or gives up.
 
     Raises:
         The last attempt's error, or the first one ``retry_on`` does not retry.
@@ -179,23 +219,24 @@ def run_retried(
             return attempt_step()
         except BaseException as exc:
             tries += 1
-            if tries > retries or not _matches(exc, retry_on):
-                raise
-            error = exc
-        decided = _decision(error, backoff.delay(tries))
-        decision = run_step(
-            ex,
-            agent,
-            attempt,
-            RETRY_PREFIX + name,
-            {"attempt": tries},
-            lambda: decided,  # noqa: B023  # called now, in this iteration
-            False,
-        )
-        if ex is None or ex.steps() is None:
-            time.sleep(float(decided["delayS"]))  # type: ignore[arg-type]
-            continue
-        sleep_until(ex, decision, "retry", name)
+            pause = retrying.after(exc, tries)
+        time.sleep(pause)
+
+
+async def arun_retried(
+    retrying: Retrying, attempt_step: Callable[[], Awaitable[_T]]
+) -> _T:
+    """The async ``run_retried``: awaits each attempt, and each wait in place."""
+    import asyncio  # loaded by async agents only (a sync route never loads it)
+
+    tries = 0
+    while True:
+        try:
+            return await attempt_step()
+        except BaseException as exc:
+            tries += 1
+            pause = retrying.after(exc, tries)
+        await asyncio.sleep(pause)
 
 
 def _decision(error: BaseException, delay: float) -> JSONObject:

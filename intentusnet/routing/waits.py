@@ -47,9 +47,9 @@ __all__ = [
     "SLEEP_STEP",
     "WAIT_STEP",
     "check_signal_name",
+    "in_place",
     "seconds_of",
     "sleep",
-    "sleep_until",
     "wait_for",
 ]
 
@@ -107,22 +107,23 @@ def _due(seconds: float) -> JSONObject:
     return {"dueUtc": utc_text(due_us), "dueUs": due_us}
 
 
-def sleep_until(ex: Execution, due: JSONValue, waiting_for: str, name: str) -> None:
-    """Wait until ``due`` (a timer step's output): in place, or durably.
+def in_place(ex: Execution, due: JSONValue, waiting_for: str, name: str) -> float:
+    """Seconds to wait in place until ``due`` (a timer step's output), maybe 0.
+
+    The caller sleeps them (``time.sleep``, or ``asyncio.sleep`` in a loop).
 
     Raises:
         ExecutionWaiting: the wait is long: the execution waits durably.
     """
     due_us = due.get("dueUs") if isinstance(due, dict) else None
     if not isinstance(due_us, int):
-        return  # no due time recorded: nothing to wait for
+        return 0.0  # no due time recorded: nothing to wait for
     remaining = due_us / 1_000_000 - time.time()
     if remaining <= 0:
-        return
+        return 0.0
     # the time spent recording the timer step does not make a 1 s sleep short
     if remaining < DURABLE_WAIT_S - _SLACK_S or not isinstance(ex.store, WaitStore):
-        time.sleep(remaining)
-        return
+        return remaining
     ex.waits.wait(
         ex.execution_id,
         {
@@ -136,8 +137,11 @@ def sleep_until(ex: Execution, due: JSONValue, waiting_for: str, name: str) -> N
 
 def sleep(
     ex: Execution | None, agent: str, attempt: int, duration: float | timedelta
-) -> None:
-    """``ctx.sleep``: record the timer step, then wait until it is due.
+) -> float:
+    """``ctx.sleep``: record the timer step; the seconds left to wait in place.
+
+    The caller sleeps them (``ctx.sleep`` with ``time.sleep``, ``ctx.asleep``
+    with ``asyncio.sleep``).
 
     Raises:
         TypeError, ValueError: ``duration`` is not a duration.
@@ -145,8 +149,7 @@ def sleep(
     """
     seconds = seconds_of(duration, "a sleep")
     if ex is None or ex.steps() is None:
-        time.sleep(seconds)  # nothing is recorded: a plain sleep
-        return
+        return seconds  # nothing is recorded: a plain sleep
     due = run_step(
         ex,
         agent,
@@ -156,7 +159,7 @@ def sleep(
         lambda: _due(seconds),
         False,
     )
-    sleep_until(ex, due, "sleep", "sleep")
+    return in_place(ex, due, "sleep", "sleep")
 
 
 def wait_for(

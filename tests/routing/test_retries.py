@@ -246,3 +246,32 @@ def test_a_long_retry_after_is_a_durable_wait_resumed_by_recovery(
     assert tries[1] - tries[0] >= 1.0
     client.close()
     router.close()
+
+
+def test_an_async_step_is_retried_and_an_async_sleep_is_recorded() -> None:
+    """astep(retries=...) in an async agent: attempts recorded; asleep's timer too."""
+    router = IntentRouter(store=MemoryExecutionStore())
+    tries: list[int] = []
+
+    async def flaky(x: int) -> int:
+        tries.append(x)
+        if len(tries) < 2:
+            raise ConnectionError("try 1")
+        return x
+
+    @router.agent("call")
+    async def call(envelope, ctx):  # type: ignore[no-untyped-def]
+        await ctx.asleep(0.05)
+        value = await ctx.astep("flaky", {"x": 5}, flaky, retries=1, backoff=FAST)
+        return {"value": value}
+
+    answer = router.route_intent(CALL)
+    assert answer.payload == {"value": 5}
+    steps = record_steps(router.store.load(answer.metadata.execution_id))
+    assert [s.name for s in steps] == [
+        "intentusnet.sleep",
+        "flaky",
+        "retry:flaky",
+        "flaky",
+    ]
+    router.close()
