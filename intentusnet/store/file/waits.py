@@ -14,7 +14,9 @@ of senders racing).
 A wake-up is an empty file whose name says when it is due; its directory is
 the minute it falls in (12 digits, so names sort by time). Recovery lists the
 minute directories, then only those due, so the cost of a scan follows the
-wake-ups due, not the executions waiting.
+wake-ups due, not the executions waiting. A scan removes a minute directory it
+finds empty once that minute is two minutes past (no wake-up is made for it
+any more); one made meanwhile is created again.
 """
 
 from __future__ import annotations
@@ -122,9 +124,16 @@ def add_wakeup(root: str, execution_id: str, due_us: int, *, fsync: bool) -> Non
     """
     directory, path = _wakeup_path(root, execution_id, due_us)
     try:
-        make_dirs(directory)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        os.close(fd)
+        for last_try in (False, True):
+            make_dirs(directory)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            except FileNotFoundError:
+                if last_try:
+                    raise
+                continue  # a scan removed the emptied minute meanwhile
+            os.close(fd)
+            break
         if fsync:
             fsync_dir(str(directory))
     except OSError as exc:
@@ -137,6 +146,7 @@ def due_wakeups(root: str, until_us: int, limit: int) -> list[tuple[str, int]]:
     """The wake-ups due by ``until_us``, soonest first, at most ``limit``."""
     top = Path(root, WAKEUPS_DIR)
     last = f"{max(0, until_us) // _MINUTE_US:012d}"
+    stale = f"{max(0, until_us) // _MINUTE_US - 2:012d}"
     try:
         minutes = sorted(m for m in os.listdir(top) if m <= last)
     except FileNotFoundError:
@@ -148,8 +158,9 @@ def due_wakeups(root: str, until_us: int, limit: int) -> list[tuple[str, int]]:
         except FileNotFoundError:
             continue
         if not names:
-            with contextlib.suppress(OSError):
-                os.rmdir(top / minute)  # an emptied past minute
+            if minute < stale:  # no wake-up is made for a past minute any more
+                with contextlib.suppress(OSError):
+                    os.rmdir(top / minute)
             continue
         for name in names:
             due, _, execution_id = name.partition(".")
