@@ -34,6 +34,13 @@ _EXPORTS: dict[str, str] = {
     "CassetteMiss": "errors",
     "DiffEntry": "steps.diff",
     "DurableStore": "store.durable",
+    "Backoff": "routing.retries",
+    "exponential": "routing.retries",
+    "ExecutionWaiting": "errors",
+    "InvalidSignal": "errors",
+    "SignalRefused": "errors",
+    "WaitTimedOut": "errors",
+    "WaitStore": "store.durable",
     "EnvelopeValidationError": "errors",
     "ErrorCode": "envelope",
     "ErrorInfo": "envelope",
@@ -208,6 +215,7 @@ if TYPE_CHECKING:
     from .errors import EnvelopeValidationError as EnvelopeValidationError
     from .errors import ExecutionCancelled as ExecutionCancelled
     from .errors import ExecutionPending as ExecutionPending
+    from .errors import ExecutionWaiting as ExecutionWaiting
     from .errors import Forbidden as Forbidden
     from .errors import IdempotencyConflict as IdempotencyConflict
     from .errors import IdempotencyTimeout as IdempotencyTimeout
@@ -216,6 +224,7 @@ if TYPE_CHECKING:
     from .errors import InvalidIdempotencyKey as InvalidIdempotencyKey
     from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import InvalidResolution as InvalidResolution
+    from .errors import InvalidSignal as InvalidSignal
     from .errors import LogError as LogError
     from .errors import LogIntegrityError as LogIntegrityError
     from .errors import MalformedRequest as MalformedRequest
@@ -241,11 +250,13 @@ if TYPE_CHECKING:
     from .errors import SideEffectInDoubt as SideEffectInDoubt
     from .errors import SideEffectMismatch as SideEffectMismatch
     from .errors import SideEffectRefused as SideEffectRefused
+    from .errors import SignalRefused as SignalRefused
     from .errors import SignatureError as SignatureError
     from .errors import SigningKeyError as SigningKeyError
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
+    from .errors import WaitTimedOut as WaitTimedOut
     from .hashing import canonical_json as canonical_json
     from .hashing import compute_hash as compute_hash
     from .http.agent_app import agent_app as agent_app
@@ -286,6 +297,8 @@ if TYPE_CHECKING:
     from .routing.recovery import RecoveryOutcome as RecoveryOutcome
     from .routing.recovery import RecoveryReport as RecoveryReport
     from .routing.redact import Redactor as Redactor
+    from .routing.retries import Backoff as Backoff
+    from .routing.retries import exponential as exponential
     from .routing.router import IntentRouter as IntentRouter
     from .routing.seams import ExecutionObserver as ExecutionObserver
     from .routing.seams import ObservedCall as ObservedCall
@@ -317,6 +330,7 @@ if TYPE_CHECKING:
     from .store import RecordWriter as RecordWriter
     from .store import open_store as open_store
     from .store.durable import DurableStore as DurableStore
+    from .store.durable import WaitStore as WaitStore
     from .store.hits import CacheHit as CacheHit
     from .store.hits import Hit as Hit
     from .testing.bulk import rerun_all as rerun_all

@@ -333,6 +333,10 @@ class ErrorCode(StrEnum):
     #: a resumed execution was parked: a side effect in doubt or
     #: nondeterminism; ``details`` names the step (added in 0.1.0)
     NEEDS_ATTENTION = "NEEDS_ATTENTION"
+    #: the execution waits (a durable sleep, a signal, a retry's wait) and its
+    #: process let it go; ``details`` say for what (``waitingFor``, ``name``)
+    #: and until when (``dueUtc``); recovery resumes it (added in 0.1.0)
+    WAITING = "WAITING"
 
 
 class ErrorInfo(_Model):

@@ -40,6 +40,10 @@ with, and also subclasses the builtin it behaves like::
     ├── IdempotencyTimeout (TimeoutError)         idempotency_timeout    1
     ├── ExecutionPending (TimeoutError)           execution_pending      1
     ├── ResumeRefused                             resume_refused         4
+    ├── SignalRefused                             signal_refused         4
+    ├── InvalidSignal (ValueError)                invalid_signal         2
+    ├── ExecutionWaiting                          execution_waiting      1
+    ├── WaitTimedOut (TimeoutError)               wait_timed_out         1
     ├── ReaskRefused (ValueError)                 reask_refused          2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
@@ -74,6 +78,7 @@ __all__ = [
     "EnvelopeValidationError",
     "ExecutionCancelled",
     "ExecutionPending",
+    "ExecutionWaiting",
     "Forbidden",
     "IdempotencyConflict",
     "IdempotencyTimeout",
@@ -82,6 +87,7 @@ __all__ = [
     "InvalidIdempotencyKey",
     "InvalidRerunOption",
     "InvalidResolution",
+    "InvalidSignal",
     "LogError",
     "LogIntegrityError",
     "MalformedRequest",
@@ -108,11 +114,13 @@ __all__ = [
     "SideEffectInDoubt",
     "SideEffectMismatch",
     "SideEffectRefused",
+    "SignalRefused",
     "SignatureError",
     "SigningKeyError",
     "StoreError",
     "Unauthorized",
     "UnsupportedSchemaVersion",
+    "WaitTimedOut",
 ]
 
 
@@ -932,6 +940,84 @@ class ExecutionCancelled(IntentusNetError):
             f"execution {execution_id} was cancelled by {request.get('by')} "
             f"at {request.get('atUtc')}"
         )
+
+
+class ExecutionWaiting(IntentusNetError):
+    """Raised where an execution starts waiting (a durable sleep, a signal, a retry).
+
+    The execution's process stops running it: every later step call raises
+    it again, and the router closes the record ``waiting`` (an
+    ``EXECUTION_WAITING`` event) whatever the agent answers; recovery resumes
+    it when it is due or signalled. An agent lets it pass. Added in 0.1.0.
+
+    Attributes:
+        execution_id: the execution that waits.
+        waiting: what for (``waitingFor``, ``step``, ``name``, ``dueUtc``).
+    """
+
+    code: ClassVar[str] = "execution_waiting"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, execution_id: str, waiting: Mapping[str, object]) -> None:
+        self.execution_id = execution_id
+        self.waiting = waiting
+        due = waiting.get("dueUtc")
+        until = f" until {due}" if due else ""
+        super().__init__(
+            f"execution {execution_id} waits for {waiting.get('waitingFor')} "
+            f"{waiting.get('name')!r}{until}"
+        )
+
+
+class WaitTimedOut(IntentusNetError, TimeoutError):
+    """``ctx.wait_for(NAME, timeout=...)`` reached its timeout with no signal.
+
+    Raised by ``wait_for`` in the execution (the first time and on every
+    resume: the timeout is recorded as the wait's answer). Added in 0.1.0.
+
+    Attributes:
+        name: the signal waited for.
+    """
+
+    code: ClassVar[str] = "wait_timed_out"
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, name: str, due: str) -> None:
+        self.name = name
+        super().__init__(f"no signal {name!r} came before {due}")
+
+
+class SignalRefused(IntentusNetError):
+    """A signal cannot be delivered; nothing was written.
+
+    Reasons: ``finished`` (the execution completed, failed, was parked or
+    cancelled: naming which), ``full`` (the execution keeps the most signals
+    it may, ``MAX_SIGNALS``), ``no_store`` (the store keeps no signals).
+    Added in 0.1.0.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+    """
+
+    code: ClassVar[str] = "signal_refused"
+    exit_code: ClassVar[int] = 4
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot signal {execution_id} ({reason}): {detail}")
+
+
+class InvalidSignal(IntentusNetError, ValueError):
+    """A signal's name is not a name, or its payload is not JSON or too large.
+
+    Nothing was written. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "invalid_signal"
+    exit_code: ClassVar[int] = 2
 
 
 class InvalidResolution(IntentusNetError, ValueError):

@@ -75,6 +75,7 @@ COMMANDS = {
     "recover": "durable:recover",
     "resolve": "durable:resolve",
     "cancel": "durable:cancel",
+    "signal": "signals:signal",
     "diff": "debugging:diff",
     "debug": "debugging:debug",
     "mcp": "mcp:mcp",

@@ -12,7 +12,7 @@ from .output import emit_json
 from .params import USAGE, CliFailure
 
 if TYPE_CHECKING:
-    from ..store.protocol import ExecutionStore
+    pass
 
 _APP = app_option("The IntentRouter whose agents finish the execution.")
 
@@ -102,16 +102,6 @@ def recover(
     )
 
 
-class _Stored:
-    """A store, as what reads a resume chain asks of a router."""
-
-    def __init__(self, store: ExecutionStore) -> None:
-        from ..store.durable import DurableStore
-
-        self.store: ExecutionStore | None = store
-        self.durable_store = store if isinstance(store, DurableStore) else None
-
-
 @click.command()
 @click.argument("execution_id", metavar="ID")
 @click.option(
@@ -155,6 +145,7 @@ def resolve(
 
     import orjson
 
+    from ..routing.durable import StoreOnly
     from ..routing.durable import resolve as record_resolution
 
     if happened is None:
@@ -169,7 +160,7 @@ def resolve(
             raise CliFailure(f"--output is not JSON: {exc}", USAGE) from None
     store = open_store()
     decided = record_resolution(
-        _Stored(store),
+        StoreOnly(store),
         execution_id,
         step=step,
         happened=happened,
@@ -206,11 +197,12 @@ def cancel(execution_id: str, as_json: bool) -> None:
     """
     import getpass
 
+    from ..routing.durable import StoreOnly
     from ..routing.durable import cancel as cancel_execution
 
     store = open_store()
     record, closed = cancel_execution(
-        _Stored(store), execution_id, by=getpass.getuser(), via="cli"
+        StoreOnly(store), execution_id, by=getpass.getuser(), via="cli"
     )
     if as_json:
         emit_json(

@@ -48,6 +48,13 @@ def print_durable(links: JSONObject) -> None:
         )
     elif links["resumedBy"] is not None:
         click.echo(f"resumed by:      {links['resumedBy']}")
+    waiting = links.get("waiting")
+    if isinstance(waiting, dict):
+        due = waiting.get("dueUtc")
+        click.echo(
+            f"waiting:         for {waiting.get('waitingFor')} "
+            f"{waiting.get('name')!r}" + (f" until {due}" if due else " (no timeout)")
+        )
     attention = links["attention"]
     if isinstance(attention, dict):
         click.echo(

@@ -31,6 +31,7 @@ STATUSES = (
     "recording_failure",
     "needs_attention",
     "cancelled",
+    "waiting",
 )
 _F = TypeVar("_F", bound=Callable[..., object])
 

@@ -50,6 +50,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "resolve_refused": 409,
     "cancel_refused": 409,
     "resume_refused": 409,
+    "signal_refused": 409,
     "request_too_large": 413,
     # A client that hung up before sending its whole body (nginx's 499): its
     # doing, so counted as a client error; the answer reaches no one.
@@ -59,6 +60,7 @@ STATUS_BY_CODE: Final[Mapping[str, int]] = {
     "request_invalid": 422,
     "invalid_resolution": 422,
     "invalid_rerun_option": 422,
+    "invalid_signal": 422,
     "internal_error": 500,
     "service_unavailable": 503,
 }

@@ -64,6 +64,12 @@ class EventType(StrEnum):
     #: ``by``, ``atUtc``, ``via``); the chain's next resume honours it, and a
     #: finished record holding a ``cancel`` is ``cancelled`` (added in 0.1.0)
     OPERATOR_DECISION = "OPERATOR_DECISION"
+    #: the execution waits (a durable sleep, a signal, a retry's wait): its
+    #: process closed the record unfinished; ``waitingFor`` (``sleep``,
+    #: ``signal`` or ``retry``), ``step``, ``name``, ``dueUtc`` (``None``: a
+    #: signal with no timeout). Recovery resumes it when due or signalled
+    #: (added in 0.1.0)
+    EXECUTION_WAITING = "EXECUTION_WAITING"
 
 
 class RecordStatus(StrEnum):
@@ -82,6 +88,10 @@ class RecordStatus(StrEnum):
     #: finished, cancelled by an operator: an ``OPERATOR_DECISION`` event
     #: (``action``: ``cancel``) says who and when (added in 0.1.0)
     CANCELLED = "cancelled"
+    #: closed unfinished by its own process to wait (an ``EXECUTION_WAITING``
+    #: event says for what and until when); recovery resumes it when due or
+    #: signalled (added in 0.1.0)
+    WAITING = "waiting"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import (
     Annotated,
@@ -44,7 +44,17 @@ from .execution import (
 )
 from .guard import AttemptGuard
 from .observing import Observers
+from .retries import (
+    Backoff,
+    Retrying,
+    RetryOn,
+    arun_retried,
+    check_retries,
+    exponential,
+    run_retried,
+)
 from .seams import ExecutionObserver
+from .waits import sleep, wait_for
 
 __all__ = [
     "NOW_STEP",
@@ -249,6 +259,9 @@ class AgentContext:
         *,
         side_effect: bool = False,
         idempotent: bool = False,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+        retry_on: RetryOn | None = None,
     ) -> _T:
         """Call ``fn(**args)`` as a recorded step and return what it returns.
 
@@ -270,11 +283,29 @@ class AgentContext:
                 de-duplicates, e.g. by ``ctx.idempotency_key``): a resumed
                 execution runs a side effect that never ended again instead
                 of parking ``needs_attention`` (added in 0.1.0).
+            retries: run it again up to this many times when it fails, each
+                attempt recorded (``routing/retries.py``; docs/flow-control.md);
+                a side effect only when ``idempotent`` (added in 0.1.0).
+            backoff: the wait before each retry (``exponential()`` by
+                default); a ``Retry-After`` of a 429/503 answer is honoured.
+            retry_on: the errors retried: exception classes, or a predicate
+                of the error (every ``Exception`` by default).
 
         Raises:
             CassetteMiss: in a strict re-run, the record holds no such call.
             SideEffectRefused: a side effect, after its attempt was stopped.
+            ExecutionWaiting: a retry's wait is long: the execution waits.
         """
+        if retries or retry_on is not None or backoff is not None:
+            retrying = self._retrying(
+                name, side_effect, idempotent, retries, backoff, retry_on
+            )
+            return run_retried(
+                retrying,
+                lambda: self.step(
+                    name, args, fn, side_effect=side_effect, idempotent=idempotent
+                ),
+            )
         kwargs = dict(args) if args else {}
         call = self._call(name, fn, kwargs, side_effect)
         ex, agent, attempt = self._execution, self.agent, self.attempt
@@ -290,11 +321,25 @@ class AgentContext:
         *,
         side_effect: bool = False,
         idempotent: bool = False,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+        retry_on: RetryOn | None = None,
     ) -> _T:
         """Await ``fn(**args)`` as a recorded step: the async ``step``.
 
+        Retried as ``step`` is (a wait in place is an ``asyncio.sleep``).
         Added in 0.1.0.
         """
+        if retries or retry_on is not None or backoff is not None:
+            retrying = self._retrying(
+                name, side_effect, idempotent, retries, backoff, retry_on
+            )
+            return await arun_retried(
+                retrying,
+                lambda: self.astep(
+                    name, args, fn, side_effect=side_effect, idempotent=idempotent
+                ),
+            )
         kwargs = dict(args) if args else {}
         call = self._call(name, fn, kwargs, side_effect)
         ex, agent, attempt = self._execution, self.agent, self.attempt
@@ -319,6 +364,72 @@ class AgentContext:
             return fn(**kwargs)
 
         return call
+
+    def _retrying(
+        self,
+        name: str,
+        side_effect: bool,
+        idempotent: bool,
+        retries: int,
+        backoff: Backoff | None,
+        retry_on: RetryOn | None,
+    ) -> Retrying:
+        """A step's retry options, checked (``step``, ``astep``)."""
+        check_retries(retries, side_effect, idempotent, retry_on)
+        return Retrying(
+            self._execution,
+            name,
+            self.agent,
+            self.attempt,
+            retries,
+            backoff or exponential(),
+            retry_on,
+        )
+
+    def sleep(self, duration: float | timedelta) -> None:
+        """Sleep ``duration`` (seconds or a ``timedelta``), durably.
+
+        Recorded as the step ``intentusnet.sleep`` whose output is the due
+        time, so a resume never sleeps again a sleep that ended. A sleep
+        shorter than ``DURABLE_WAIT_S`` (1 s) waits in place; a longer one
+        lets the execution go: its record is closed ``waiting`` and the caller
+        is answered ``WAITING``; recovery, in any process sharing the store,
+        resumes it when due (docs/flow-control.md). Added in 0.1.0.
+
+        Raises:
+            TypeError, ValueError: ``duration`` is not a duration >= 0.
+            ExecutionWaiting: the execution waits durably (let it pass).
+        """
+        time.sleep(sleep(self._execution, self.agent, self.attempt, duration))
+
+    async def asleep(self, duration: float | timedelta) -> None:
+        """The async ``sleep``: a short wait in place is an ``asyncio.sleep``.
+
+        Added in 0.1.0.
+        """
+        import asyncio  # loaded by async agents only (a sync route never loads it)
+
+        await asyncio.sleep(sleep(self._execution, self.agent, self.attempt, duration))
+
+    def wait_for(
+        self, name: str, *, timeout: float | timedelta | None = None
+    ) -> JSONValue:
+        """The payload of the next signal ``name`` sent to this execution.
+
+        A signal sent before the wait began is kept for it. With none yet,
+        the execution waits durably (as ``sleep``) until one is sent
+        (``intentusnet signal``, ``router.signal``, ``POST
+        /v1/executions/{id}/signals/{name}``) or ``timeout`` passes.
+        Recorded as the steps ``intentusnet.wait_for`` and
+        ``intentusnet.signal`` (docs/flow-control.md). Added in 0.1.0.
+
+        Raises:
+            InvalidSignal: ``name`` is not a signal name.
+            WaitTimedOut: ``timeout`` passed with no signal.
+            SignalRefused: the router's store keeps no signals.
+            ExecutionWaiting: the execution waits durably (let it pass).
+        """
+        return wait_for(self._execution, self.agent, self.attempt, name, timeout)
 
     def snapshot(self, name: str, state: _J) -> _J:
         """Record ``state`` under ``name`` and return the state to go on with.

@@ -69,6 +69,7 @@ from .config import configuration
 from .journal import Journal, chain_steps
 from .recorder import Recorder
 from .seams import ExecutionOptions
+from .waiting import waiting_answer, waiting_of
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
@@ -81,6 +82,7 @@ __all__ = [
     "Route",
     "Routing",
     "StoreHolder",
+    "StoreOnly",
     "cancel",
     "cancel_request",
     "cancelled",
@@ -114,6 +116,14 @@ class StoreHolder(Protocol):
 
 #: Routes and records one execution, as ``IntentRouter.route_intent`` does.
 Route: TypeAlias = Callable[[IntentEnvelope, ExecutionOptions], AgentResponse]
+
+
+class StoreOnly:
+    """A store alone, as what reads a resume chain asks of a router."""
+
+    def __init__(self, store: ExecutionStore) -> None:
+        self.store: ExecutionStore | None = store
+        self.durable_store = store if isinstance(store, DurableStore) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -867,6 +877,8 @@ def _act(
     told(execution_id)  # open, and being finished (by a resumer, or here)
     if status is RecordStatus.IN_PROGRESS:
         return None  # a live resumer is finishing it
+    if status is RecordStatus.WAITING:  # recovery resumes it when due
+        return waiting_answer(head, waiting_of(record) or {})
     try:
         return resume(router, head)
     except ResumeRefused as refused:

@@ -46,6 +46,7 @@ from .seams import (
     StepDecision,
     StepEnd,
 )
+from .waiting import WaitState
 
 if TYPE_CHECKING:
     from ..envelope import AgentResponse
@@ -189,6 +190,7 @@ class StepSession:
         "observers",
         "recorder",
         "step_scopes",
+        "waits",
     )
 
     def __init__(
@@ -200,9 +202,12 @@ class StepSession:
         observers: Observers = _NO_OBSERVERS,
         step_scopes: tuple[scopes.Scope, ...] = (),
         cancel: CancelFlag | None = None,
+        waits: WaitState | None = None,
     ) -> None:
         self.recorder = recorder
         self.cassette = cassette
+        #: set when the execution starts waiting (checked at each step)
+        self.waits = waits
         #: set when an operator cancels the execution (checked at each step)
         self.cancel = cancel
         self.execution_id = execution_id
@@ -238,6 +243,8 @@ class StepSession:
         cancel = self.cancel
         if cancel is not None:  # a step boundary: stop here if cancelled
             cancel.check()
+        if self.waits is not None:  # or if it waits (its process lets it go)
+            self.waits.check(self.execution_id)
         recorded_args, args_hash, reason = jsonish(args)
         redaction = self.redaction
         if redaction is not None:  # before the hash: a re-run matches the record
@@ -594,6 +601,7 @@ class Execution:
         "recorder",
         "started",
         "store",
+        "waits",
     )
 
     def __init__(
@@ -612,6 +620,8 @@ class Execution:
         self.execution_id = execution_id
         #: set when an operator cancels it (see ``cancel.py``)
         self.cancel = cancel
+        #: what it waits for, once it waits (see ``waiting.py``)
+        self.waits = WaitState()
         self.envelope_hash = envelope_hash
         self.recorder = recorder
         self.started = started
@@ -667,6 +677,7 @@ class Execution:
             observers=self.observers,
             step_scopes=self._step_scopes,
             cancel=self.cancel,
+            waits=self.waits,
         )
 
 

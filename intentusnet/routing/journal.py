@@ -58,7 +58,7 @@ from ..errors import (
     SideEffectInDoubt,
 )
 from ..record.durable import attempts_from, resume_attempt, resume_origin
-from ..record.model import EventType
+from ..record.model import EventType, RecordStatus
 from ..store.durable import DurableStore, RecordHold
 from .seams import LIVE, REPLAY_ERROR, SERVE, StepDecision, StepEnd
 
@@ -268,6 +268,9 @@ class Journal:
         self.origin = resume_origin(chain[0])
         self.attempt = resume_attempt(chain[-1])
         self.attempts_from = attempts_from(chain[-1])
+        if chain[-1].header.status is RecordStatus.WAITING:
+            # it waited, it was not interrupted: its attempts count anew
+            self.attempts_from = self.attempt + 1
         self.attention: JSONObject | None = None
         self.served = 0
         self.ran: list[int] = []

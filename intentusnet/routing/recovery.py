@@ -15,6 +15,12 @@ from the chain's newest record (``resumeAttempt``), counted from the chain's
 last operator decision (``attemptsFrom``: a resolved execution has its
 attempts again).
 
+Waiting executions (a durable sleep, a signal, a retry's wait) are found
+another way: by the store's wake-ups due (``WaitStore.due_wakeups``, which
+reads only those due, so thousands waiting cost a scan nothing). Each due
+one whose record still waits (or was interrupted) is resumed at once, with
+no grace: its process closed it. A resume that waits again is ``waiting``.
+
 Counters (``resumed``, ``parked``, ``completion_seconds``) are kept on the
 object for a metrics exporter.
 """
@@ -33,6 +39,7 @@ from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
 from ..record.durable import attempts_from, resume_attempt
 from ..record.model import RecordStatus
+from ..store.durable import WaitStore
 from .durable import chain_head, park, require_durable
 
 if TYPE_CHECKING:
@@ -43,6 +50,10 @@ __all__ = ["Recovery", "RecoveryOutcome", "RecoveryReport"]
 
 #: At most this many interrupted records are looked at per intent and scan.
 SCAN_LIMIT: Final = 1000
+#: A wake-up skipped for these reasons is forgotten: nothing will wake.
+_FORGET: Final = frozenset(
+    {"resumed", "finished", "complete", "child", "record_not_found"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +63,8 @@ class RecoveryOutcome:
     Attributes:
         execution_id: the interrupted record found.
         action: ``resumed``, ``parked``, ``cancelled`` (an operator cancelled
-            its chain: closed so, not run) or ``skipped``.
+            its chain: closed so, not run), ``waiting`` (woken, resumed, and
+            waiting again) or ``skipped``.
         reason: why (a ``ResumeRefused`` reason, ``backoff``, ``resumed``
             (its chain was finished already), ``child`` (a child intent's
             record: its parent's resume finishes it), or the parked reason).
@@ -102,7 +114,7 @@ class RecoveryReport:
     def to_json(self) -> JSONObject:
         """The wire form: a list of outcomes per action."""
         found: JSONObject = {}
-        for action in ("resumed", "parked", "cancelled", "skipped"):
+        for action in ("resumed", "parked", "cancelled", "waiting", "skipped"):
             found[action] = [o.to_json() for o in self.of(action)]
         return found
 
@@ -160,8 +172,57 @@ class Recovery:
         return found
 
     def run_once(self) -> RecoveryReport:
-        """Scan once; resume, park or skip each interrupted execution found."""
-        return RecoveryReport(tuple(self._recover(found) for found in self.scan()))
+        """Scan once; resume, park or skip each interrupted execution found.
+
+        Then wake the waiting executions due (:meth:`wake`).
+        """
+        found = tuple(self._recover(found) for found in self.scan())
+        return RecoveryReport(found + self.wake().outcomes)
+
+    def wake(self) -> RecoveryReport:
+        """Resume the waiting executions of the router's intents that are due.
+
+        Those whose wake-up is due (their sleep ended, a signal came, their
+        timeout passed). A wake-up is forgotten once acted on, or once its
+        record is finished or resumed; one of another router's intents, or of
+        a record a live process holds, is left for later. Added in 0.1.0.
+        """
+        store = self.router.durable_store
+        if not isinstance(store, WaitStore):
+            return RecoveryReport()
+        ours = set(self.router.registry.intents())
+        until = time.time_ns() // 1000
+        outcomes = []
+        for execution_id, due in store.due_wakeups(until, SCAN_LIMIT):
+            outcome = self._wake(store, ours, execution_id)
+            if outcome.action != "skipped" or outcome.reason in _FORGET:
+                store.clear_wakeup(execution_id, due)
+            if outcome.reason != "other_intent":
+                outcomes.append(outcome)
+        return RecoveryReport(tuple(outcomes))
+
+    def _wake(
+        self, store: WaitStore, ours: set[tuple[str, str]], execution_id: str
+    ) -> RecoveryOutcome:
+        router = self.router
+        assert router.store is not None
+        try:
+            record = router.store.load(execution_id)
+        except IntentusNetError as exc:
+            return RecoveryOutcome(execution_id, "skipped", exc.code)
+        header = record.header
+        if (header.intent_name, header.intent_version) not in ours:
+            return RecoveryOutcome(execution_id, "skipped", "other_intent")
+        if header.parent_execution_id is not None:
+            return RecoveryOutcome(execution_id, "skipped", "child")  # see Limits
+        if chain_head(router, execution_id) != execution_id:
+            return RecoveryOutcome(execution_id, "skipped", "resumed")
+        status = header.status
+        if status is RecordStatus.IN_PROGRESS:
+            return RecoveryOutcome(execution_id, "skipped", "owned")
+        if status not in (RecordStatus.WAITING, RecordStatus.INCOMPLETE):
+            return RecoveryOutcome(execution_id, "skipped", "finished")
+        return self._resumed(execution_id, execution_id, None)
 
     def run_forever(self, stop: threading.Event, *, interval: float = 1.0) -> None:
         """Scan every ``interval`` seconds until ``stop`` is set."""
@@ -211,9 +272,14 @@ class Recovery:
             return RecoveryOutcome(execution_id, "parked", "attempts_exhausted", parked)
         if attempt and _age(record) < self.backoff * 2 ** (attempt - 1):
             return RecoveryOutcome(execution_id, "skipped", "backoff")
-        interrupted = _last_line_s(record)
+        return self._resumed(execution_id, head, _last_line_s(record))
+
+    def _resumed(
+        self, execution_id: str, head: str, interrupted: float | None
+    ) -> RecoveryOutcome:
+        """Resume ``head`` (of ``execution_id``'s chain); what came of it."""
         try:
-            answer = router.resume(head)
+            answer = self.router.resume(head)
         except ResumeRefused as refused:
             return RecoveryOutcome(execution_id, "skipped", refused.reason)
         new_id = answer.metadata.execution_id
@@ -221,6 +287,8 @@ class Recovery:
         if error is not None and error.details.get("action") == "cancel":
             # its chain was cancelled: closed so, never run again
             return RecoveryOutcome(execution_id, "cancelled", "cancelled", new_id)
+        if error is not None and error.code is ErrorCode.WAITING:
+            return RecoveryOutcome(execution_id, "waiting", "waiting", new_id)
         if error is not None and error.code is ErrorCode.NEEDS_ATTENTION:
             self.parked += 1
             reason = str(error.details.get("reason", "needs_attention"))

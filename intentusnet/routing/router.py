@@ -48,6 +48,7 @@ from .seams import (
     ObservedExecution,
     ResponseCache,
 )
+from .signals import signal
 from .strategies import (
     Outcome,
     Plan,
@@ -61,6 +62,7 @@ from .strategies import (
     plan,
     timed_out,
 )
+from .waiting import close_waiting
 
 if TYPE_CHECKING:
     import asyncio
@@ -448,6 +450,41 @@ class IntentRouter:
         who = by if by is not None else getpass.getuser()
         return durable.cancel(self, execution_id, by=who, via="python")
 
+    def signal(
+        self,
+        execution_id: str,
+        name: str,
+        payload: JSONValue = None,
+        *,
+        by: str | None = None,
+    ) -> str:
+        """Send signal ``name`` with a JSON ``payload`` to an execution.
+
+        Kept in the store for the execution (its resume chain) until a
+        ``ctx.wait_for(name)`` takes it, even one that has not begun; an
+        execution waiting for it is resumed by the next recovery scan. See
+        docs/flow-control.md. Added in 0.1.0.
+
+        Args:
+            execution_id: the execution (any record of its chain).
+            name: the signal's name.
+            payload: what ``wait_for`` returns (JSON, at most 64 KiB).
+            by: who sends it; the OS user by default.
+
+        Returns:
+            The signal's id.
+
+        Raises:
+            InvalidSignal: the name or payload is not valid.
+            SignalRefused: ``finished``, ``full`` (``MAX_SIGNALS`` kept) or
+                ``no_store``; nothing was written.
+            RecordNotFound, InvalidExecutionId: there is no such record.
+        """
+        import getpass
+
+        who = by if by is not None else getpass.getuser()
+        return signal(self, execution_id, name, payload, by=who, via="python")
+
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
         import asyncio
@@ -712,6 +749,7 @@ class IntentRouter:
         recorder = ex.recorder
         assert recorder is not None  # the drivers call this only when recording
         attention = ex.attention()
+        waiting = ex.waits.waiting
         cancel = ex.cancel
         if cancel is not None:
             self._unwatch(ex)
@@ -720,10 +758,12 @@ class IntentRouter:
                 request = cancel.request
                 recorder.event(EventType.OPERATOR_DECISION, durable.cancelling(request))
                 response = durable.cancelled(response, request)
-                attention = None
+                attention = waiting = None
         if attention is not None:  # a resumed execution its journal parked
             recorder.event(EventType.ATTENTION_NEEDED, attention)
             response = durable.parked(response, attention)
+        elif waiting is not None:  # it waits: its process lets it go
+            return close_waiting(ex.store, recorder, ex.execution_id, waiting)
         recorded = recorder.complete(response)
         error = recorder.error
         if error is not None:

@@ -47,7 +47,7 @@ from starlette.responses import Response
 from .. import __version__
 from .._util.ids import ID_PART_PATTERN
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..envelope import IntentEnvelope
+from ..envelope import AgentResponse, ErrorCode, IntentEnvelope
 from ..errors import (
     MalformedRequest,
     RequestInvalid,
@@ -57,6 +57,7 @@ from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
 from ..routing.durable import FINISHED
+from ..routing.signals import signal
 from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
@@ -71,7 +72,7 @@ from .executions import (
 from .headers import IDEMPOTENCY_KEY, idempotency_key, prefers_async
 from .levers import Levers
 from .metrics import CONTENT_TYPE
-from .openapi import build_openapi, ok, problem
+from .openapi import build_openapi, ok, problem, ref
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ForkRequest, ReplayRequest, ResolutionRequest
@@ -246,7 +247,14 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         responses={
             200: ok("AgentResponse", "The answer; agent faults are data here."),
             202: {
-                **ok("Accepted", "Prefer: respond-async: recorded, running."),
+                "description": "Prefer: respond-async: recorded, running "
+                "(Accepted); or the execution waits (a durable sleep, a signal): "
+                "its AgentResponse, a WAITING error saying for what and until when.",
+                "content": {
+                    "application/json": {
+                        "schema": {"oneOf": [ref("Accepted"), ref("AgentResponse")]}
+                    }
+                },
                 "headers": {
                     "Location": {
                         "description": "/v1/executions/{id}",
@@ -307,16 +315,24 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         envelope = IntentEnvelope.model_validate(body)
         if not prefers_async(request) or service.store is None:
             # Without a store there is nothing to read later: answer now.
-            return _json((await service.route(envelope, key)).to_wire())
+            return _answer(await service.route(envelope, key))
         answer = await submit(lambda opened: service.start(envelope, key, opened))
         if not isinstance(answer, str):
-            return _json(answer.to_wire())  # it came first: respond-async not applied
+            return _answer(answer)  # it came first: respond-async not applied
         where = location(answer)
         return _json(
             {"executionId": answer, "location": where},
             202,
             {"Location": where, "Preference-Applied": "respond-async"},
         )
+
+    def _answer(answer: AgentResponse) -> Response:
+        """An answer; ``202`` with ``Location`` for an execution that waits."""
+        error = answer.error
+        if error is None or error.code is not ErrorCode.WAITING:
+            return _json(answer.to_wire())
+        where = location(answer.metadata.execution_id or "")
+        return _json(answer.to_wire(), 202, {"Location": where})
 
     @app.get(
         "/v1/executions",
@@ -659,6 +675,42 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         service.authorize(request, Access.ROUTE)
         answer = await run_in_threadpool(levers.resume, execution_id)
         return _json(answer.to_wire())
+
+    @app.post(
+        "/v1/executions/{execution_id}/signals/{name}",
+        tags=["executions"],
+        summary="Send a signal (a JSON body) to an execution that waits for it",
+        operation_id="signalExecution",
+        responses={
+            200: ok("SignalSent", "Kept for the execution; a wait takes it."),
+            **auth,
+            400: problem("The body is not JSON (malformed_request)."),
+            404: problem("No such record, or an invalid id."),
+            409: problem(
+                "It finished, or keeps the most signals it may (signal_refused, "
+                "with its reason)."
+            ),
+            413: problem("The body is over the service's body limit."),
+            422: problem("A blank name, or a payload over 64 KiB (invalid_signal)."),
+        },
+    )
+    async def signal_execution(
+        request: Request,
+        execution_id: _ID,
+        name: Annotated[str, Path(max_length=200)],
+    ) -> Response:
+        service.authorize(request, Access.ROUTE)
+        payload = await read_json(request, service.max_body_bytes)
+        router = service.router
+        if service.store is not router.store:
+            raise MalformedRequest("this service reads another store than it routes")
+        who = service.who(request)
+
+        def send() -> str:
+            return signal(router, execution_id, name, payload, by=who, via="http")
+
+        sent = await run_in_threadpool(send)
+        return _json({"executionId": execution_id, "name": name, "signal": sent})
 
     @app.get(
         "/v1/executions/{execution_id}/verify",

@@ -33,6 +33,7 @@ from .schemas import (
     ReplayResult,
     ResolutionRequest,
     Savings,
+    SignalSent,
     VerifyReport,
 )
 
@@ -55,6 +56,7 @@ _MODELS: Final[tuple[tuple[type[BaseModel], JsonSchemaMode], ...]] = (
     (Fork, "serialization"),
     (Decision, "serialization"),
     (Cancellation, "serialization"),
+    (SignalSent, "serialization"),
     (AgentResponse, "serialization"),
     (ExecutionPage, "serialization"),
     (ExecutionRecord, "serialization"),

@@ -1,8 +1,11 @@
 """Recovery in the background of the service: ``create_app(..., recovery=)``.
 
 While the app runs, a thread of each worker scans for interrupted executions
-(``Recovery.run_once``) every second and finishes them. Claims are the store's,
-exactly once across processes, so every worker may scan. Each scan's counts go
+(``Recovery.run_once``) every second and finishes them; between two scans it
+looks for waiting executions due (``Recovery.wake``: a sleep that ended, a
+signal sent) every quarter second, so that one resumes within a second.
+Claims are the store's, exactly once across processes, so every worker may
+scan. Each scan's counts go
 to the service's metrics (summed over workers, like the others). A scan that
 fails (the store could not be read) is logged and the next one tries again,
 which is why this loop is the service's own rather than ``run_forever``'s.
@@ -25,6 +28,8 @@ __all__ = ["SCAN_INTERVAL", "BackgroundRecovery"]
 
 #: Seconds between two scans of one worker.
 SCAN_INTERVAL: Final = 1.0
+#: Seconds between two looks for waiting executions due.
+WAKE_INTERVAL: Final = 0.25
 _log = logging.getLogger("intentusnet.server")
 
 
@@ -60,14 +65,19 @@ class BackgroundRecovery:
                 )
 
     def _run(self) -> None:
+        wake = min(WAKE_INTERVAL, self._interval)
         while not self._stop.is_set():
-            self._scan()
-            self._stop.wait(self._interval)
+            self._scan(full=True)
+            waited = 0.0
+            while waited < self._interval and not self._stop.wait(wake):
+                waited += wake
+                if waited < self._interval:
+                    self._scan(full=False)
 
-    def _scan(self) -> None:
+    def _scan(self, *, full: bool) -> None:
         recovery = self._recovery
         try:
-            report = recovery.run_once()
+            report = recovery.run_once() if full else recovery.wake()
         except (IntentusNetError, OSError) as exc:
             _log.warning("recovery: the scan failed, trying again: %s", exc)
             return

@@ -39,6 +39,7 @@ __all__ = [
     "ReplayResult",
     "ResolutionRequest",
     "Savings",
+    "SignalSent",
     "VerifyReport",
 ]
 
@@ -245,6 +246,14 @@ class Cancellation(_Wire):
     closed: StrictBool = Field(
         description="true: closed now; false: its router stops it at its next step."
     )
+
+
+class SignalSent(_Wire):
+    """A signal kept for an execution (added in 0.1.0)."""
+
+    execution_id: str = Field(description="The execution signalled.")
+    name: str = Field(description="The signal's name.")
+    signal: str = Field(description="The signal's id.")
 
 
 class Accepted(_Wire):

@@ -59,6 +59,7 @@ __all__ = [
     "DurableStore",
     "KeyClaim",
     "RecordHold",
+    "WaitStore",
     "check_action",
     "check_idempotency_key",
     "durable_links",
@@ -249,6 +250,42 @@ def check_action(action: str) -> str:
     return action
 
 
+@runtime_checkable
+class WaitStore(Protocol):
+    """A store that keeps signals and wake-ups (the file, memory and PostgreSQL stores).
+
+    Signals are kept per resume chain, under its first execution (``origin``),
+    oldest first, as cancel requests are: whichever record of the chain waits
+    for one, now or after a resume, finds it. A wake-up names a waiting record
+    and when recovery should look at it again (its due time; *now* when a
+    signal came for it). Added in 0.1.0.
+    """
+
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Keep ``signal`` for the chain, durably; False if it holds ``cap`` already."""
+        ...
+
+    def signals(self, origin: str) -> list[JSONObject]:
+        """The chain's signals, oldest first."""
+        ...
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Ask recovery to look at ``execution_id`` at ``due_us`` (epoch µs)."""
+        ...
+
+    def due_wakeups(self, until_us: int, limit: int) -> list[tuple[str, int]]:
+        """``(execution_id, due_us)`` of wake-ups due by ``until_us``, soonest first.
+
+        Reads only the due ones: the cost does not grow with the executions
+        waiting for later.
+        """
+        ...
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Forget one wake-up (nothing if it is gone)."""
+        ...
+
+
 def not_resumed(
     found: Iterable[RecordSummary],
     resumed_by: Callable[[str], str | None],
@@ -279,7 +316,8 @@ def durable_links(
     ``attention`` is the ``ATTENTION_NEEDED`` event of a parked execution,
     ``commands`` what an operator runs to move it on (``[]`` unless it is
     parked and nothing follows it in its chain yet; ``app_ref`` names the
-    application in a ``fork``).
+    application in a ``fork``); ``waiting`` the ``EXECUTION_WAITING`` event of a
+    record that waits and is not resumed yet.
     """
     attention = next(
         (e.data for e in record.events if e.type is EventType.ATTENTION_NEEDED), None
@@ -291,6 +329,9 @@ def durable_links(
     )
     # parked, and no decision (nor resume) after it yet
     parked = record.header.status is RecordStatus.NEEDS_ATTENTION and resumed_by is None
+    waiting = next(
+        (e.data for e in record.events if e.type is EventType.EXECUTION_WAITING), None
+    )
     return {
         "idempotencyKey": idempotency_key_of(record),
         "resumeOf": resume_of(record),
@@ -298,6 +339,10 @@ def durable_links(
         "resumeAttempt": resume_attempt(record),
         "interrupted": record.header.status is RecordStatus.INCOMPLETE,
         "attention": attention,
+        # what it waits for and until when, while it waits (added in 0.1.0)
+        "waiting": waiting
+        if record.header.status is RecordStatus.WAITING and resumed_by is None
+        else None,
         # what an operator runs to move it on, while it is parked
         "commands": parked_commands(
             record.execution_id, attention if parked else None, app_ref

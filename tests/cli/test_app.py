@@ -44,6 +44,7 @@ COMMANDS = {
     "recover",
     "resolve",
     "cancel",
+    "signal",
 }
 
 

@@ -137,7 +137,7 @@ def test_every_secured_operation_checks_the_key(tmp_path: Path) -> None:
             for method, operation in operations.items()
             if operation.get("security")
         ]
-        assert len(secured) == 12  # with resume, resolution, cancel and fork
+        assert len(secured) == 13  # with resume, resolution, cancel, fork and signals
         for method, path in secured:
             for key in (None, "wrong-key-0123456789abcdef"):
                 answer = asyncio.run(ask(method, path, key))

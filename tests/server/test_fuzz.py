@@ -37,7 +37,7 @@ def test_fuzz_finds_no_server_errors_or_schema_violations(live: LiveServer) -> N
     headers = {"Authorization": f"Bearer {ROUTE_KEY}"}
     calls = 0
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 13  # with resume, resolution, cancel and fork
+    assert len(operations) == 14  # with resume, resolution, cancel, fork and signals
     for operation in operations:
         strategy = st.one_of(
             operation.as_strategy(GenerationMode.POSITIVE),

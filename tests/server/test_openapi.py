@@ -72,6 +72,7 @@ def test_errors_are_documented_as_problems(doc: dict[str, object]) -> None:
         "/v1/executions/{execution_id}/cancel",
         "/v1/executions/{execution_id}/fork",
         "/v1/executions/{execution_id}/resume",
+        "/v1/executions/{execution_id}/signals/{name}",
         "/v1/executions/{execution_id}/replay",
         "/v1/executions/{execution_id}/resolution",
         "/v1/executions/{execution_id}/verify",

@@ -56,7 +56,7 @@ from ..step_index import StepKey, StepRef, ended_steps
 from ..urls import is_url, public_url
 from ..usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from ..writer import wire_object
-from . import durable, files
+from . import durable, files, waits
 from .files import cut_from, headerless, verify_file
 from .layout import CATALOG_NAME, has_records, relative_path, walk_ids
 from .loaded import LoadedRecords
@@ -83,6 +83,8 @@ __all__ = [
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
+_Signals: TypeAlias = list[JSONObject]
+_Wakeups: TypeAlias = list[tuple[str, int]]
 _Ids: TypeAlias = list[str]
 _StepRefs: TypeAlias = list[StepRef]
 
@@ -419,6 +421,28 @@ class FileExecutionStore:
         """The decisions counted, by action (``DecisionTally``)."""
         return {a: durable.decision_count(self._root, a) for a in DECISION_ACTIONS}
 
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
+        return waits.add_signal(
+            self._root, check_id(origin), signal, cap=cap, fsync=self._fsync
+        )
+
+    def signals(self, origin: str) -> _Signals:
+        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
+        return waits.signals(self._root, check_id(origin))
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Keep a wake-up (see ``store.durable.WaitStore``)."""
+        waits.add_wakeup(self._root, check_id(execution_id), due_us, fsync=self._fsync)
+
+    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
+        """The wake-ups due (see ``store.durable.WaitStore``)."""
+        return waits.due_wakeups(self._root, until_us, limit)
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Forget a wake-up (see ``store.durable.WaitStore``)."""
+        waits.clear_wakeup(self._root, check_id(execution_id), due_us)
+
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).
 
@@ -502,6 +526,7 @@ class FileExecutionStore:
         check_id(execution_id)
         self._log_deletions([execution_id])
         durable.forget(self._root, execution_id)
+        waits.forget_signals(self._root, execution_id)
         try:
             os.unlink(self._path(execution_id))
         except FileNotFoundError:
@@ -694,6 +719,7 @@ class FileExecutionStore:
         try:
             for execution_id in ids:
                 durable.forget(self._root, execution_id)
+                waits.forget_signals(self._root, execution_id)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._path(execution_id))
                 removed.append(execution_id)

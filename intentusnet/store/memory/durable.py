@@ -7,6 +7,8 @@ it lets go.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import threading
 from collections.abc import Callable, Collection, Iterable
 
@@ -83,6 +85,9 @@ class MemoryDurable:
         self.links: dict[str, str] = {}
         self.cancels: dict[str, JSONObject] = {}
         self.decisions: dict[str, set[str]] = {}
+        self.signals: dict[str, list[JSONObject]] = {}
+        #: (due_us, execution_id), soonest first
+        self.wakeups: list[tuple[int, str]] = []
         self._exists = exists
         self._writing = writing
 
@@ -140,6 +145,39 @@ class MemoryDurable:
         with self.lock:
             return len(self.decisions.get(action, ()))
 
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Keep ``signal`` for the chain unless it holds ``cap`` already."""
+        with self.lock:
+            kept = self.signals.setdefault(origin, [])
+            if len(kept) >= cap:
+                return False
+            kept.append(signal)
+        return True
+
+    def signals_of(self, origin: str) -> list[JSONObject]:
+        """The chain's signals, oldest first."""
+        with self.lock:
+            return list(self.signals.get(origin, ()))
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Keep a wake-up (once per record and due time)."""
+        entry = (due_us, execution_id)
+        with self.lock:
+            at = bisect.bisect_left(self.wakeups, entry)
+            if self.wakeups[at : at + 1] != [entry]:
+                self.wakeups.insert(at, entry)
+
+    def due_wakeups(self, until_us: int, limit: int) -> list[tuple[str, int]]:
+        """The wake-ups due by ``until_us``, soonest first."""
+        with self.lock:
+            end = bisect.bisect_right(self.wakeups, (until_us, "\uffff"))
+            return [(e, d) for d, e in self.wakeups[: min(end, limit)]]
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Forget one wake-up."""
+        with self.lock, contextlib.suppress(ValueError):
+            self.wakeups.remove((due_us, execution_id))
+
     def keyed_execution(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed."""
         with self.lock:
@@ -154,3 +192,4 @@ class MemoryDurable:
             for execution_id in execution_ids:
                 self.links.pop(execution_id, None)
                 self.cancels.pop(execution_id, None)
+                self.signals.pop(execution_id, None)

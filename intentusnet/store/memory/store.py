@@ -51,6 +51,8 @@ __all__ = [
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
+_Signals: TypeAlias = list[JSONObject]
+_Wakeups: TypeAlias = list[tuple[str, int]]
 _Ids: TypeAlias = list[str]
 _Records: TypeAlias = list[ExecutionRecord]
 _Hits: TypeAlias = list[CacheHit]
@@ -161,6 +163,26 @@ class MemoryExecutionStore:
     def decision_counts(self) -> dict[str, int]:
         """The decisions counted, by action (``DecisionTally``)."""
         return {a: self._durable.decision_count(a) for a in DECISION_ACTIONS}
+
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
+        return self._durable.add_signal(check_id(origin), signal, cap=cap)
+
+    def signals(self, origin: str) -> _Signals:
+        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
+        return self._durable.signals_of(origin)
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Keep a wake-up (see ``store.durable.WaitStore``)."""
+        self._durable.add_wakeup(check_id(execution_id), due_us)
+
+    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
+        """The wake-ups due (see ``store.durable.WaitStore``)."""
+        return self._durable.due_wakeups(until_us, limit)
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Forget a wake-up (see ``store.durable.WaitStore``)."""
+        self._durable.clear_wakeup(execution_id, due_us)
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).

@@ -114,6 +114,22 @@ SCHEMA: Final = (
         action text NOT NULL,
         execution_id text NOT NULL,
         PRIMARY KEY (action, execution_id))""",
+    # Signals of a resume chain, by its first execution, oldest first; and
+    # wake-ups of waiting records, by due time (store/postgres/waits.py);
+    # gone with their record (added in 0.1.0).
+    """CREATE TABLE IF NOT EXISTS intentusnet_signals (
+        origin text NOT NULL
+            REFERENCES intentusnet_records ON DELETE CASCADE,
+        seq bigserial,
+        data text NOT NULL,
+        PRIMARY KEY (origin, seq))""",
+    """CREATE TABLE IF NOT EXISTS intentusnet_wakeups (
+        execution_id text NOT NULL
+            REFERENCES intentusnet_records ON DELETE CASCADE,
+        due_us bigint NOT NULL,
+        PRIMARY KEY (execution_id, due_us))""",
+    """CREATE INDEX IF NOT EXISTS intentusnet_wakeups_due
+        ON intentusnet_wakeups (due_us)""",
     # A record's key goes with it (prune, delete): found by the execution.
     """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
         ON intentusnet_keys (execution_id)""",

@@ -46,7 +46,7 @@ from ..ids import check_id
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..verification import Progress, StoreVerification, verify_each
-from . import catalog, durable, steps
+from . import catalog, durable, steps, waits
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
 from .hits import PostgresHitJournal
@@ -71,6 +71,8 @@ _FORGET_KEYS: Final = """DELETE FROM intentusnet_keys
     WHERE execution_id IN (SELECT execution_id FROM gone)"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
+_Signals: TypeAlias = list[JSONObject]
+_Wakeups: TypeAlias = list[tuple[str, int]]
 _StepRefs: TypeAlias = list[StepRef]
 
 
@@ -579,6 +581,26 @@ class PostgresExecutionStore(PostgresHitJournal):
         """The decisions counted, by action, in one query (``DecisionTally``)."""
         found = durable.decision_counts(self._db)
         return {action: found.get(action, 0) for action in DECISION_ACTIONS}
+
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
+        return waits.add_signal(self._db, check_id(origin), signal, cap=cap)
+
+    def signals(self, origin: str) -> _Signals:
+        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
+        return waits.signals(self._db, check_id(origin))
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Keep a wake-up (see ``store.durable.WaitStore``)."""
+        waits.add_wakeup(self._db, check_id(execution_id), due_us)
+
+    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
+        """The wake-ups due, in one indexed query (``WaitStore``)."""
+        return waits.due_wakeups(self._db, until_us, limit)
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Forget a wake-up (see ``store.durable.WaitStore``)."""
+        waits.clear_wakeup(self._db, check_id(execution_id), due_us)
 
     def find_by_idempotency_key(self, key: str) -> str | None:
         """The execution ``key`` names, if it was claimed (added in 0.1.0).

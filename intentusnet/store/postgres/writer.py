@@ -332,6 +332,12 @@ class PostgresRecordWriter(ChainWriter):
         with self._db.lock:
             try:
                 if self._db.session() is self._session:
+                    if self._waiting:  # the row says so before the lock goes
+                        self._db.run(
+                            "UPDATE intentusnet_records SET status = %s "
+                            "WHERE execution_id = %s",
+                            [self._unfinished(), self.execution_id],
+                        )
                     unlock(self._db, self.execution_id)
             except StoreError:
                 pass  # the connection is gone, and the lock with it
