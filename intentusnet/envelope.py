@@ -333,6 +333,9 @@ class ErrorCode(StrEnum):
     #: a resumed execution was parked: a side effect in doubt or
     #: nondeterminism; ``details`` names the step (added in 0.1.0)
     NEEDS_ATTENTION = "NEEDS_ATTENTION"
+    #: its queue had no free slot (or rate token) before the envelope's
+    #: ``timeoutMs``; no agent ran, ``details`` names the queue (added in 0.1.0)
+    QUEUE_TIMEOUT = "QUEUE_TIMEOUT"
 
 
 class ErrorInfo(_Model):

@@ -49,6 +49,7 @@ from . import durable, files
 from .files import cut_from, headerless, verify_file
 from .layout import CATALOG_NAME, has_records, relative_path, walk_ids
 from .loaded import LoadedRecords
+from .queues import FileQueues, FileSlot
 from .writer import FileRecordWriter
 
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
@@ -347,6 +348,18 @@ class FileExecutionStore:
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return durable.resumed_by(self._root, check_id(execution_id))
+
+    def try_queue_slot(self, scope: str, count: int) -> FileSlot | None:
+        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
+        return self._queues.take_queue_token(scope, rate, burst)
+
+    @cached_property
+    def _queues(self) -> FileQueues:
+        return FileQueues(self.root)
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
         """Write a chain's cancel request (see ``store.durable.CancelStore``)."""

@@ -38,6 +38,7 @@ from ..step_index import StepRef, ended_steps
 from ..verification import Progress, StoreVerification, verify_each
 from ..writer import ChainWriter, wire_object
 from .durable import MemoryDurable, MemoryKeyClaim, MemoryRecordHold
+from .queues import MemoryQueues, MemorySlot
 
 __all__ = [
     "MemoryExecutionStore",
@@ -96,6 +97,7 @@ class MemoryExecutionStore:
         self._durable = MemoryDurable(
             lambda i: i in self._data, lambda i: i in self._writing
         )
+        self._queues = MemoryQueues()
 
     def open(
         self,
@@ -124,6 +126,16 @@ class MemoryExecutionStore:
             self._data[execution_id] = bytearray(line)
             self._writing.add(execution_id)
         return MemoryRecordWriter(self, execution_id, digest)
+
+    # -- queues (added in 0.1.0) --------------------------------------------------
+
+    def try_queue_slot(self, scope: str, count: int) -> MemorySlot | None:
+        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
+        return self._queues.take_queue_token(scope, rate, burst)
 
     # -- durable executions (added in 0.1.0) ---------------------------------------
 

@@ -108,6 +108,12 @@ SCHEMA: Final = (
         origin text PRIMARY KEY
             REFERENCES intentusnet_records ON DELETE CASCADE,
         data text NOT NULL)""",
+    # Queue rate limits (store/postgres/queues.py): a token bucket per queue,
+    # counted by the server's clock (added in 0.1.0).
+    """CREATE TABLE IF NOT EXISTS intentusnet_queue_buckets (
+        scope text PRIMARY KEY,
+        tokens double precision NOT NULL,
+        counted timestamptz NOT NULL)""",
     # A record's key goes with it (prune, delete): found by the execution.
     """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
         ON intentusnet_keys (execution_id)""",

@@ -40,6 +40,7 @@ from . import catalog, durable, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
 from .hits import PostgresHitJournal
+from .queues import PostgresQueues, PostgresSlot
 from .schema import HELD, flight_key, lock_key
 from .writer import (
     PostgresRecordWriter,
@@ -107,6 +108,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.durability: Final = durability
         self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
+        self._queues = PostgresQueues(self._db)
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
 
@@ -472,6 +474,14 @@ class PostgresExecutionStore(PostgresHitJournal):
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return durable.resumed_by(self._db, check_id(execution_id))
+
+    def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
+        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
+        return self._queues.take_queue_token(scope, rate, burst)
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
         """Write a chain's cancel request (see ``store.durable.CancelStore``)."""

@@ -1,0 +1,111 @@
+"""The PostgreSQL store's queue slots and token buckets, shared by every host.
+
+A slot is a session advisory lock of the two-key form, ``(scope key, n)`` (a
+key space apart from the one-key locks of records, flights and idempotency
+keys), taken with ``pg_try_advisory_lock`` on the store's session connection:
+the server drops it the moment that connection ends, so a router killed while
+it runs an execution gives its slot back. One statement tries the free slots
+in order and stops at the first it gets. A session takes a lock it holds
+again without waiting, so the slots this process holds are left out of it.
+
+A bucket is a row of ``intentusnet_queue_buckets`` (tokens, and when they were
+counted, by the server's clock), read ``FOR UPDATE`` and written back in one
+statement, so buckets agree across hosts whatever their clocks say.
+"""
+
+from __future__ import annotations
+
+import threading
+from hashlib import sha256
+from typing import Final
+
+from .connection import Connection
+
+__all__ = ["PostgresQueues", "PostgresSlot", "scope_key"]
+
+_TRY: Final = """SELECT n FROM generate_series(0, %s - 1) AS n
+    WHERE n <> ALL(%s::int[]) AND pg_try_advisory_lock(%s::int, n) LIMIT 1"""
+_UNLOCK: Final = "SELECT pg_advisory_unlock(%s::int, %s::int)"
+_CREATE: Final = """INSERT INTO intentusnet_queue_buckets (scope, tokens, counted)
+    VALUES (%s, %s, clock_timestamp()) ON CONFLICT DO NOTHING"""
+# The row is locked first (FOR UPDATE gives its newest version), then
+# refilled by the time since it was counted and written back, less a token
+# when there is one. ``available`` is what there was before taking.
+_TAKE: Final = """WITH b AS MATERIALIZED (
+        SELECT tokens, counted, clock_timestamp() AS now
+        FROM intentusnet_queue_buckets WHERE scope = %s FOR UPDATE),
+    f AS (SELECT least(%s::float8, tokens + greatest(0,
+        extract(epoch FROM now - counted)::float8) * %s::float8) AS available,
+        greatest(counted, now) AS counted FROM b)
+    UPDATE intentusnet_queue_buckets q
+    SET tokens = f.available - CASE WHEN f.available >= 1 THEN 1 ELSE 0 END,
+        counted = f.counted
+    FROM f WHERE q.scope = %s RETURNING f.available"""
+
+
+class PostgresSlot:
+    """A held slot: its advisory lock on the store's session."""
+
+    __slots__ = ("_queues", "key", "n")
+
+    def __init__(self, queues: PostgresQueues, key: int, n: int) -> None:
+        self._queues = queues
+        self.key = key
+        self.n = n
+
+    def release(self) -> None:
+        """Unlock the slot (idempotent; gone anyway with the session)."""
+        with self._queues.lock:
+            held = self._queues.held.get(self.key)
+            if held is None or self.n not in held:
+                return
+            held.discard(self.n)
+        self._queues.db.run(_UNLOCK, [self.key, self.n], doing="queue slot")
+
+
+class PostgresQueues:
+    """The queue slots this process holds, and the bucket rows it made sure of."""
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        self.lock = threading.Lock()
+        #: slot numbers held by this process, by scope key
+        self.held: dict[int, set[int]] = {}
+        self._buckets: set[str] = set()
+
+    def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
+        """Take one of ``count`` slots of ``scope``; ``None`` if all are taken.
+
+        Raises:
+            StoreError: the server cannot be reached.
+        """
+        key = scope_key(scope)
+        with self.lock:  # one taker at a time: the exclusions stay true
+            held = self.held.setdefault(key, set())
+            if len(held) >= count:
+                return None
+            rows = self.db.run(_TRY, [count, sorted(held), key], doing="queue slot")
+            if not rows:
+                return None
+            n = int(rows[0][0])
+            held.add(n)
+        return PostgresSlot(self, key, n)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a token of ``scope``'s bucket: ``0.0``, or the seconds to wait.
+
+        Raises:
+            StoreError: the server cannot be reached.
+        """
+        if scope not in self._buckets:
+            self.db.run(_CREATE, [scope, float(burst)], doing="queue bucket")
+            self._buckets.add(scope)
+        rows = self.db.run(_TAKE, [scope, burst, rate, scope], doing="queue bucket")
+        available = float(rows[0][0]) if rows else float(burst)
+        return 0.0 if available >= 1 else (1 - available) / rate
+
+
+def scope_key(scope: str) -> int:
+    """The first key of a scope's slot locks: 32 bits of a SHA-256, signed."""
+    digest = sha256(b"intentusnet-queue:" + scope.encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
