@@ -31,6 +31,7 @@ STATUSES = (
     "recording_failure",
     "needs_attention",
     "cancelled",
+    "queued",
 )
 _F = TypeVar("_F", bound=Callable[..., object])
 

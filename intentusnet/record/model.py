@@ -64,6 +64,11 @@ class EventType(StrEnum):
     #: ``by``, ``atUtc``, ``via``); the chain's next resume honours it, and a
     #: finished record holding a ``cancel`` is ``cancelled`` (added in 0.1.0)
     OPERATOR_DECISION = "OPERATOR_DECISION"
+    #: an asynchronous submit found its queue full: its process closed the
+    #: record unfinished, and any router with the queue starts it when its
+    #: turn comes, as a resume (``queue``, ``priority``, ``tenant``; added in
+    #: 0.1.0)
+    EXECUTION_QUEUED = "EXECUTION_QUEUED"
 
 
 class RecordStatus(StrEnum):
@@ -82,6 +87,10 @@ class RecordStatus(StrEnum):
     #: finished, cancelled by an operator: an ``OPERATOR_DECISION`` event
     #: (``action``: ``cancel``) says who and when (added in 0.1.0)
     CANCELLED = "cancelled"
+    #: submitted asynchronously and waiting for its queue's turn: an
+    #: ``EXECUTION_QUEUED`` event, and its record closed unfinished; the
+    #: resume that starts it is the chain's next record (added in 0.1.0)
+    QUEUED = "queued"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:

@@ -219,6 +219,8 @@ def _header(
             completed = utc_text(start + round(final_event.at_ms * 1000))
     elif owner_alive(owner_d):
         status = RecordStatus.IN_PROGRESS
+    elif any(e.type is EventType.EXECUTION_QUEUED for e in events):
+        status = RecordStatus.QUEUED
     else:
         status = RecordStatus.INCOMPLETE
     kinds = {event.type for event in events}

@@ -31,13 +31,16 @@ import os
 import re
 import threading
 import time
-from collections.abc import Collection, Generator, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..errors import IntentusNetError, InvalidQueue, UnknownQueue
+from ..record.model import EventType
+from ..store.durable import DurableStore
 from ..store.memory.queues import MemoryQueues
 from ..store.queues import QueueSlot, QueueStore
+from .queued import DEFAULT_STARTED, ExecutionQueued, QueuedStarter
 from .strategies import queue_timed_out
 
 if TYPE_CHECKING:
@@ -364,6 +367,7 @@ class Queues:
         self._local = MemoryQueues()
         self._lock = threading.Lock()
         self._held: dict[str, _Turn] = {}
+        self._starter: QueuedStarter | None = None
 
     def __bool__(self) -> bool:
         return bool(self._intents)
@@ -391,6 +395,8 @@ class Queues:
             self._declared[queue.name] = queue
         for intent in intents:
             self.assign(intent, queue.name)
+        if self._starter is not None:
+            self._starter.start()
         return queue
 
     def assign(self, intent: str, name: str) -> None:
@@ -414,13 +420,26 @@ class Queues:
         if name not in self._declared:
             raise UnknownQueue(name, sorted(self._declared))
 
-    def bind(self, store: object) -> None:
-        """Count slots in ``store`` when it shares them, else in this process."""
+    def bind(self, store: object, resume: Callable[[str], object]) -> None:
+        """Count slots in ``store`` when it shares them, else in this process.
+
+        A store that also keeps resume links gets a starter of the queued
+        executions of these queues (``resume`` starts one).
+        """
+        shared = store if isinstance(store, QueueStore) else None
+        starter = None
+        if shared is not None and isinstance(store, DurableStore):
+            starter = QueuedStarter(shared, resume, self._limits)
         with self._lock:
-            self._store = store if isinstance(store, QueueStore) else None
+            self._store = shared
             lines, self._lines = self._lines, {}
+            old, self._starter = self._starter, starter
         for line in lines.values():
             line.close()
+        if old is not None:
+            old.close()
+        if starter is not None and self._declared:
+            starter.start()
 
     def gate(
         self,
@@ -437,7 +456,7 @@ class Queues:
         line = self._line(envelope, options)
         if line is None:
             return plan
-        return self._wait_then(line, envelope, ex, plan)
+        return self._wait_then(line, envelope, options, ex, plan)
 
     async def agate(
         self,
@@ -451,6 +470,7 @@ class Queues:
         if line is None:
             return plan
         started = time.monotonic()
+        self._submitted(line, envelope, options, ex)
         waiter = line.join(envelope)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter.loop, waiter.signal = asyncio.get_running_loop(), future
@@ -475,11 +495,58 @@ class Queues:
             turn.release()
 
     def close(self) -> None:
-        """Stop handing out turns (the waiting ones time out)."""
+        """Stop handing out turns (the waiting ones time out) and starting."""
         with self._lock:
             lines, self._lines = self._lines, {}
+            starter, self._starter = self._starter, None
         for line in lines.values():
             line.close()
+        if starter is not None:
+            starter.close()
+
+    def _limits(self) -> dict[str, int]:
+        """How many queued executions to start at a time, by queue with intents."""
+        on = set(self._intents.values())
+        return {
+            name: queue.per_worker or queue.concurrency or DEFAULT_STARTED
+            for name, queue in self._declared.items()
+            if name in on
+        }
+
+    def _submitted(
+        self,
+        line: _Line,
+        envelope: IntentEnvelope,
+        options: ExecutionOptions | None,
+        ex: Execution,
+    ) -> None:
+        """Queue an asynchronous submit in the store; any other goes on.
+
+        Raises:
+            ExecutionQueued: queued; its record is closed unfinished by the
+                caller (an interrupted call's path), and reads ``queued``.
+        """
+        store, recorder, starter = self._store, ex.recorder, self._starter
+        if (
+            options is None
+            or options.opened is None
+            or "resumeOf" in (options.received or {})
+            or recorder is None
+            or starter is None
+            or store is None
+        ):
+            return
+        queue, context = line.queue, envelope.context
+        priority = context.priority if queue.priority else 0
+        # listed first: a record that reads queued is always on the list
+        store.enqueue_execution(queue.name, ex.execution_id, priority)
+        recorder.event(
+            EventType.EXECUTION_QUEUED,
+            {"queue": queue.name, "priority": priority, "tenant": context.tenant},
+            now=True,
+        )
+        starter.wake()  # this router may start it at once
+        raise ExecutionQueued(ex.execution_id, queue.name)
 
     def _line(
         self, envelope: IntentEnvelope, options: ExecutionOptions | None
@@ -501,9 +568,15 @@ class Queues:
         return line
 
     def _wait_then(
-        self, line: _Line, envelope: IntentEnvelope, ex: Execution, plan: _Plan
+        self,
+        line: _Line,
+        envelope: IntentEnvelope,
+        options: ExecutionOptions | None,
+        ex: Execution,
+        plan: _Plan,
     ) -> _Plan:
         started = time.monotonic()
+        self._submitted(line, envelope, options, ex)
         waiter = line.join(envelope)
         waiter.signal = event = threading.Event()
         try:

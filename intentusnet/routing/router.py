@@ -158,7 +158,7 @@ class IntentRouter:
         if old is not None:
             old.close()
         self._cancels = CancelWatch(store) if isinstance(store, CancelStore) else None
-        self._queues.bind(store)
+        self._queues.bind(store, self.resume)
 
     @property
     def durable_store(self) -> DurableStore | None:

@@ -12,6 +12,13 @@ The store keeps the two shared parts (docs/flow-control.md):
 - ``take_queue_token(scope, rate, burst)``: a token of a token bucket that
   holds at most ``burst`` tokens and gains ``rate`` a second: ``0.0`` when one
   was taken, else the seconds until one will be there.
+- ``enqueue_execution(queue, execution_id, priority)``, ``queued_executions(
+  queue, limit)``, ``dequeue_execution(queue, execution_id)``: the executions
+  submitted asynchronously that wait for a turn (their records read
+  ``queued``), in the order they start: by priority, lower first, then oldest
+  first. Those whose record a live process holds (a router starting it) are
+  left out of ``queued_executions``; an entry stays until the execution that
+  started from it finished, so a router killed while starting it loses nothing.
 """
 
 from __future__ import annotations
@@ -42,4 +49,19 @@ class QueueStore(Protocol):
 
         The bucket starts full (``burst`` tokens) and gains ``rate`` a second.
         """
+        ...
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note, durably, that ``execution_id`` waits for a turn of ``queue``."""
+        ...
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The first ``limit`` executions waiting for ``queue``, in starting order.
+
+        Those whose record a live process holds are left out.
+        """
+        ...
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget that ``execution_id`` waits (it started and ended); idempotent."""
         ...

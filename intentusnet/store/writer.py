@@ -70,6 +70,7 @@ _ATTENTION: Final = EventType.ATTENTION_NEEDED
 _CANCELLED: Final = RecordStatus.CANCELLED.value
 _DECISION: Final = EventType.OPERATOR_DECISION
 _INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
+_QUEUED: Final = EventType.EXECUTION_QUEUED
 _EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
 _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
@@ -103,6 +104,7 @@ class ChainWriter:
         self._recording_failed = False
         self._attention = False  # a parked execution (needs_attention)
         self._cancelled = False  # an execution an operator cancelled
+        self._queued = False  # closed unfinished to wait for its queue (queued)
         #: sealed lines waiting for the next write (see append_soon), their
         #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
@@ -262,6 +264,8 @@ class ChainWriter:
             self._attention = True
         elif kind is _DECISION and data.get("action") == "cancel":
             self._cancelled = True
+        elif kind is _QUEUED:
+            self._queued = True
 
     def _sign(self, signer: SigningKey) -> None:
         """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
@@ -329,6 +333,10 @@ class ChainWriter:
         self._size += len(line)
         if held:
             self._held, self._held_kinds = [], []
+
+    def _closed_status(self) -> str:
+        """The catalog's status of a record its own process closed unfinished."""
+        return RecordStatus.QUEUED.value if self._queued else _INCOMPLETE
 
     def _reason(self) -> str | None:
         """Why the record is not replayable, as far as this writer knows."""

@@ -1,6 +1,6 @@
 """A queued application, run by several processes at once, writing a ledger.
 
-Run as ``python queuekit.py STORE LEDGER COUNT THREADS TENANT``, it routes
+Run as ``python queuekit.py route STORE LEDGER COUNT THREADS TENANT``, it routes
 ``COUNT`` executions of the ``work`` intent (on queue ``llm``) from
 ``THREADS`` threads, as tenant ``TENANT`` (``-``: none), then prints the
 error codes of their answers, one a line (``ok`` for a success). The queue's
@@ -17,22 +17,47 @@ the test expects, ``QUEUE_TOTAL``, has started; at most 0.5 s: the last ones
 of a full tenant cannot fill the queue), or for
 ``QUEUE_HOLD_MS``; with ``QUEUE_STALL`` it touches ``LEDGER.stalled`` and
 sleeps until killed.
+
+``python queuekit.py submit STORE LEDGER COUNT`` submits ``COUNT`` executions
+asynchronously (as ``Prefer: respond-async`` does: each is queued) and prints
+their ids, one a line; with ``QUEUE_STALL`` it then sleeps, starting queued
+executions (which stall), until killed. ``python queuekit.py work
+STORE LEDGER SECONDS`` only starts queued executions, until the ledger holds
+``QUEUE_ENDS`` ends or ``SECONDS`` pass.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 from intentusnet import IntentRouter, open_store
+from intentusnet.routing.queued import ExecutionQueued
+from intentusnet.routing.seams import ExecutionOptions
 
 
 def _limit(name: str) -> int | None:
     value = os.environ.get(name)
     return None if value is None else int(value)
+
+
+def spawn(mode: str, *args: object, **env: object) -> subprocess.Popen[str]:
+    """This file run as ``mode`` with ``args``, ``env`` upper-cased in its environment.
+
+    Its stdout is a pipe; the package it imports is the one this process has.
+    """
+    environment = {**os.environ, **{k.upper(): str(v) for k, v in env.items()}}
+    package = str(Path(__file__).resolve().parents[2])
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [package, environment.get("PYTHONPATH", "")]
+    )
+    command = [sys.executable, __file__, mode, *map(str, args)]
+    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, text=True)
 
 
 def write(ledger: str, line: str) -> None:
@@ -117,5 +142,39 @@ def main(where: str, ledger: str, count: int, threads: int, tenant: str) -> None
     print("\n".join(codes), flush=True)
 
 
+def submit(where: str, ledger: str, count: int) -> None:
+    """Submit ``count`` executions asynchronously; print their ids."""
+    router = build(where, ledger)
+    for n in range(count):
+        opened: list[str] = []
+        envelope = {"intent": {"name": "work"}, "payload": {"n": n}}
+        with contextlib.suppress(ExecutionQueued):  # queued: started elsewhere
+            router.route_intent(
+                envelope, options=ExecutionOptions(opened=opened.append)
+            )
+        print(opened[0], flush=True)
+    if os.environ.get("QUEUE_STALL"):
+        time.sleep(60)
+    router.close()
+
+
+def work(where: str, ledger: str, seconds: float) -> None:
+    """Start queued executions until none is left or ``seconds`` pass."""
+    router = build(where, ledger)
+    ends = _limit("QUEUE_ENDS") or 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if Path(ledger).exists() and Path(ledger).read_text().count("end ") >= ends:
+            break
+        time.sleep(0.05)
+    router.close()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    mode, where, ledger = sys.argv[1:4]
+    if mode == "route":
+        main(where, ledger, int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+    elif mode == "submit":
+        submit(where, ledger, int(sys.argv[4]))
+    else:
+        work(where, ledger, float(sys.argv[4]))

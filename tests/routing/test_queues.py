@@ -9,7 +9,6 @@ at once is counted from a ledger the agents append to, in order, never timed.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -32,7 +31,8 @@ from intentusnet import (
 )
 from intentusnet.routing.queues import parse_rate
 
-KIT = Path(__file__).with_name("queuekit.py")
+sys.path.insert(0, str(Path(__file__).parent))
+import queuekit  # the application the processes run, importable beside this file
 
 
 def peaks(ledger: Path, skip: int = 0) -> tuple[int, dict[str, int]]:
@@ -469,20 +469,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def _start(
     where: str, ledger: Path, count: int, threads: int, tenant: str, **env: object
 ) -> subprocess.Popen[str]:
-    environment = {**os.environ, **{k.upper(): str(v) for k, v in env.items()}}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(Path.cwd()), environment.get("PYTHONPATH", "")]
-    )
-    command = [
-        sys.executable,
-        str(KIT),
-        where,
-        str(ledger),
-        str(count),
-        str(threads),
-        tenant,
-    ]
-    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, text=True)
+    return queuekit.spawn("route", where, ledger, count, threads, tenant, **env)
 
 
 def _codes(process: subprocess.Popen[str]) -> list[str]:

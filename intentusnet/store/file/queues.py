@@ -7,6 +7,10 @@ Every process on the host that opens the store shares them::
     <root>/queues/<32 hex of sha256(scope)>/bucket     "<tokens> <unix time>",
                                                        read and written under
                                                        its flock
+    <root>/queues/<32 hex of sha256(queue)>/queued/<priority>-<created>-<id>
+                                                       an execution waiting
+                                                       for a turn (empty; the
+                                                       name sorts in order)
 
 The kernel drops a ``flock`` when its process dies, however it dies, so a
 router killed while it runs an execution gives its slot back at once. Within
@@ -24,12 +28,16 @@ import time
 from hashlib import sha256
 from pathlib import Path
 
-from ..._util.files import FILE_MODE, make_dirs
+from ..._util.files import FILE_MODE, fsync_dir, make_dirs
 from ...errors import StoreError
+from ..owner import owner_alive
+from .layout import relative_path
 
 __all__ = ["FileQueues", "FileSlot"]
 
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+#: Added to a priority so that its entry's name sorts (priorities may be < 0).
+_SHIFT = 1 << 62
 
 
 class FileSlot:
@@ -55,11 +63,62 @@ class FileSlot:
 class FileQueues:
     """The queue slots and buckets of one store root."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, fsync: bool = False) -> None:
+        self._root = root
         self._dir = root / "queues"
+        self._fsync = fsync
         self.lock = threading.Lock()
         #: the slot files this process holds
         self.held: set[str] = set()
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Create the execution's entry (fsynced with its directory with fsync).
+
+        Raises:
+            StoreError: it cannot be created.
+        """
+        folder = os.path.join(self._folder(queue), "queued")
+        # the name sorts by priority (shifted to be positive), then by time
+        name = f"{priority + _SHIFT:020d}-{time.time_ns() // 1000:020d}-{execution_id}"
+        path = os.path.join(folder, name)
+        try:
+            make_dirs(Path(folder))
+            fd = os.open(path, _FLAGS, FILE_MODE)
+            try:
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if self._fsync:
+                fsync_dir(folder)
+        except OSError as exc:
+            raise StoreError(f"cannot queue {execution_id}: {exc}") from exc
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The first ``limit`` entries, in order, whose record no one holds."""
+        found: list[str] = []
+        for name in self._entries(queue):
+            execution_id = name.split("-", 2)[2]
+            record = os.path.join(self._root, relative_path(execution_id))
+            if not owner_alive(record, None):
+                found.append(execution_id)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Remove the execution's entry, if it is there."""
+        folder = os.path.join(self._folder(queue), "queued")
+        for name in self._entries(queue):
+            if name.endswith(f"-{execution_id}"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(folder, name))
+
+    def _entries(self, queue: str) -> list[str]:
+        try:
+            return sorted(os.listdir(os.path.join(self._folder(queue), "queued")))
+        except FileNotFoundError:
+            return []
 
     def try_queue_slot(self, scope: str, count: int) -> FileSlot | None:
         """Take one of ``count`` slots of ``scope``; ``None`` if all are taken.

@@ -357,9 +357,21 @@ class FileExecutionStore:
         """Take a queue's rate token (see ``store.queues.QueueStore``)."""
         return self._queues.take_queue_token(scope, rate, burst)
 
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note a queued execution (see ``store.queues.QueueStore``)."""
+        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The queued executions to start (see ``store.queues.QueueStore``)."""
+        return self._queues.queued_executions(queue, limit)
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget a queued execution (see ``store.queues.QueueStore``)."""
+        self._queues.dequeue_execution(queue, check_id(execution_id))
+
     @cached_property
     def _queues(self) -> FileQueues:
-        return FileQueues(self.root)
+        return FileQueues(self.root, fsync=self._fsync)
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
         """Write a chain's cancel request (see ``store.durable.CancelStore``)."""

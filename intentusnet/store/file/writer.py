@@ -10,7 +10,7 @@ from typing import Final
 from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
 from ...record.keys import SigningKey
-from ...record.model import RecordStatus, ReplayableReason
+from ...record.model import ReplayableReason
 from ..rows import CatalogRow
 from ..step_index import StepKey, indexed
 from ..usage import usage_text
@@ -18,7 +18,6 @@ from ..writer import ChainWriter
 
 __all__ = ["FileRecordWriter"]
 
-_INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
 _EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 
 
@@ -109,7 +108,7 @@ class FileRecordWriter(ChainWriter):
             self._on_complete(
                 CatalogRow(
                     *row[:6],
-                    _INCOMPLETE,
+                    self._closed_status(),
                     0,
                     self._reason() or _EXECUTION_INCOMPLETE,
                     None,

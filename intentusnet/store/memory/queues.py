@@ -5,8 +5,10 @@ Also what a router without a store that shares queues limits itself with.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["MemoryQueues", "MemorySlot"]
 
@@ -30,12 +32,37 @@ class MemorySlot:
 
 
 class MemoryQueues:
-    """Slots counted per scope, buckets as (tokens, when) per scope."""
+    """Slots counted per scope, buckets as (tokens, when), queued executions.
 
-    def __init__(self) -> None:
+    Args:
+        held: whether a live holder has a record (left out of the queued).
+    """
+
+    def __init__(self, held: Callable[[str], bool] = lambda _: False) -> None:
         self.lock = threading.Lock()
         self.taken: dict[str, int] = {}
         self._buckets: dict[str, tuple[float, float]] = {}
+        self._queued: dict[str, dict[str, tuple[int, int]]] = {}
+        self._seq = itertools.count()
+        self._held = held
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note that ``execution_id`` waits for a turn of ``queue``."""
+        with self.lock:
+            entries = self._queued.setdefault(queue, {})
+            entries.setdefault(execution_id, (priority, next(self._seq)))
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The first ``limit`` waiting for ``queue`` that no one holds, in order."""
+        with self.lock:
+            entries = sorted(self._queued.get(queue, {}).items(), key=lambda e: e[1])
+        found = [i for i, _ in entries if not self._held(i)]
+        return found[:limit]
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget that ``execution_id`` waits."""
+        with self.lock:
+            self._queued.get(queue, {}).pop(execution_id, None)
 
     def try_queue_slot(self, scope: str, count: int) -> MemorySlot | None:
         """Take one of ``count`` slots of ``scope``; ``None`` if none is free."""

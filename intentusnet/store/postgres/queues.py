@@ -8,6 +8,10 @@ it runs an execution gives its slot back. One statement tries the free slots
 in order and stops at the first it gets. A session takes a lock it holds
 again without waiting, so the slots this process holds are left out of it.
 
+An execution submitted asynchronously that waits for its turn is a row of
+``intentusnet_queued``; those whose record a session holds (its writer, or a
+router starting it) are left out of the list, by the record's lock key.
+
 A bucket is a row of ``intentusnet_queue_buckets`` (tokens, and when they were
 counted, by the server's clock), read ``FOR UPDATE`` and written back in one
 statement, so buckets agree across hosts whatever their clocks say.
@@ -20,8 +24,16 @@ from hashlib import sha256
 from typing import Final
 
 from .connection import Connection
+from .schema import HELD
 
-__all__ = ["PostgresQueues", "PostgresSlot", "scope_key"]
+__all__ = [
+    "PostgresQueues",
+    "PostgresSlot",
+    "dequeue",
+    "enqueue",
+    "queued",
+    "scope_key",
+]
 
 _TRY: Final = """SELECT n FROM generate_series(0, %s - 1) AS n
     WHERE n <> ALL(%s::int[]) AND pg_try_advisory_lock(%s::int, n) LIMIT 1"""
@@ -41,6 +53,18 @@ _TAKE: Final = """WITH b AS MATERIALIZED (
     SET tokens = f.available - CASE WHEN f.available >= 1 THEN 1 ELSE 0 END,
         counted = f.counted
     FROM f WHERE q.scope = %s RETURNING f.available"""
+
+
+_ENQUEUE: Final = """INSERT INTO intentusnet_queued
+    (execution_id, queue, priority, created_us) VALUES (%s, %s, %s,
+    (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+    ON CONFLICT DO NOTHING"""
+_QUEUED: Final = f"""WITH held(k) AS ({HELD})
+    SELECT q.execution_id FROM intentusnet_queued q
+    JOIN intentusnet_records r ON r.execution_id = q.execution_id
+    WHERE q.queue = %s AND r.lock_key NOT IN (SELECT k FROM held)
+    ORDER BY q.priority, q.created_us, q.execution_id LIMIT %s"""
+_DEQUEUE: Final = "DELETE FROM intentusnet_queued WHERE execution_id = %s"
 
 
 class PostgresSlot:
@@ -103,6 +127,22 @@ class PostgresQueues:
         rows = self.db.run(_TAKE, [scope, burst, rate, scope], doing="queue bucket")
         available = float(rows[0][0]) if rows else float(burst)
         return 0.0 if available >= 1 else (1 - available) / rate
+
+
+def enqueue(db: Connection, queue: str, execution_id: str, priority: int) -> None:
+    """Note that ``execution_id`` waits for a turn of ``queue``."""
+    db.run(_ENQUEUE, [execution_id, queue, priority], doing="queue an execution")
+
+
+def queued(db: Connection, queue: str, limit: int) -> list[str]:
+    """The first ``limit`` waiting for ``queue`` whose record no session holds."""
+    rows = db.read(_QUEUED, [queue, limit], doing="list queued executions")
+    return [str(row[0]) for row in rows]
+
+
+def dequeue(db: Connection, execution_id: str) -> None:
+    """Forget that ``execution_id`` waits."""
+    db.run(_DEQUEUE, [execution_id], doing="dequeue an execution")
 
 
 def scope_key(scope: str) -> int:

@@ -15,6 +15,7 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -36,7 +37,7 @@ from ..ids import check_id
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..verification import Progress, StoreVerification, verify_each
-from . import catalog, durable, steps
+from . import catalog, durable, queues, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
 from .hits import PostgresHitJournal
@@ -482,6 +483,18 @@ class PostgresExecutionStore(PostgresHitJournal):
     def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
         """Take a queue's rate token (see ``store.queues.QueueStore``)."""
         return self._queues.take_queue_token(scope, rate, burst)
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note a queued execution (see ``store.queues.QueueStore``)."""
+        queues.enqueue(self._db, queue, check_id(execution_id), priority)
+
+    def queued_executions(self, queue: str, limit: int) -> builtins.list[str]:
+        """The queued executions to start (see ``store.queues.QueueStore``)."""
+        return queues.queued(self._db, queue, limit)
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget a queued execution (see ``store.queues.QueueStore``)."""
+        queues.dequeue(self._db, check_id(execution_id))
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
         """Write a chain's cancel request (see ``store.durable.CancelStore``)."""

@@ -326,6 +326,12 @@ class PostgresRecordWriter(ChainWriter):
         with self._db.lock:
             try:
                 if self._db.session() is self._session:
+                    if self._queued:  # the row says so before the lock goes
+                        self._db.run(
+                            "UPDATE intentusnet_records SET status = %s "
+                            "WHERE execution_id = %s",
+                            [self._closed_status(), self.execution_id],
+                        )
                     unlock(self._db, self.execution_id)
             except StoreError:
                 pass  # the connection is gone, and the lock with it
