@@ -236,3 +236,25 @@ def test_serve_with_two_workers_starts_queued_submits(tmp_path: Path) -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
+
+
+def test_records_list_shows_the_queued(tmp_path: Path) -> None:
+    """``records list --status queued`` lists a queued submit, and only it."""
+    from click.testing import CliRunner
+
+    from intentusnet.cli import cli
+
+    root = tmp_path / "records"
+    with IntentRouter(store=FileExecutionStore(root)) as router:
+        router.queue("llm", concurrency=1)
+        router.agent("work", name="work", queue="llm")(lambda envelope, ctx: {})
+        plain = router.route_intent({"intent": {"name": "work"}, "payload": {}})
+        queued_id, queued = _submit(router, 1)
+        assert queued
+        _finished(router, queued_id)
+    result = CliRunner().invoke(
+        cli, ["--store", str(root), "records", "list", "--status", "queued", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert queued_id in result.output
+    assert plain.metadata.execution_id not in result.output

@@ -70,6 +70,8 @@ class FileQueues:
         self.lock = threading.Lock()
         #: the slot files this process holds
         self.held: set[str] = set()
+        #: entry names seen, by execution id (a dequeue need not list them)
+        self._names: dict[str, str] = {}
 
     def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
         """Create the execution's entry (fsynced with its directory with fsync).
@@ -102,6 +104,7 @@ class FileQueues:
             record = os.path.join(self._root, relative_path(execution_id))
             if not owner_alive(record, None):
                 found.append(execution_id)
+                self._names[execution_id] = name
                 if len(found) >= limit:
                     break
         return found
@@ -109,6 +112,11 @@ class FileQueues:
     def dequeue_execution(self, queue: str, execution_id: str) -> None:
         """Remove the execution's entry, if it is there."""
         folder = os.path.join(self._folder(queue), "queued")
+        known = self._names.pop(execution_id, None)
+        if known is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, known))
+                return
         for name in self._entries(queue):
             if name.endswith(f"-{execution_id}"):
                 with contextlib.suppress(FileNotFoundError):
