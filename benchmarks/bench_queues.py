@@ -10,10 +10,12 @@ appends ``start`` and ``end`` lines (with the time) to one ledger file
 (``O_APPEND``), from which the figures are read. Prints, per store:
 
   * concurrency: --executions executions whose agents sleep 50 ms, on a queue
-    with ``concurrency=8``, submitted asynchronously by the first process (each
-    is recorded ``queued``) and started by all four as their turns come; the
-    most running at once (from the ledger: target never above 8) and the
-    throughput, from the first start to the last end, beside an unlimited run
+    with ``concurrency=8``, submitted asynchronously by four processes that only
+    submit (``run_queued=False``; each is recorded ``queued``; submits per second
+    are printed, from the processes' start), then started by four others as
+    their turns come; the most running at once (from the ledger: target never
+    above 8) and the throughput, from the first start to the last end, beside an
+    unlimited run
     of the same executions routed with no queue by 4 x 2 threads (8 at once);
     target >= 90% of it. Beside them, the same queue with synchronous routes
     (4 processes x 8 threads waiting for turns);
@@ -69,7 +71,8 @@ def _router(where: str, ledger: str, sleep: float) -> IntentRouter:
     router = IntentRouter(store=open_store(where))
     limits = os.environ.get("BENCH_QUEUE")
     if limits == "concurrency":
-        router.queue("llm", concurrency=CONCURRENCY)
+        run = os.environ.get("BENCH_SUBMIT_ONLY") is None
+        router.queue("llm", concurrency=CONCURRENCY, run_queued=run)
     elif limits == "rate":
         router.queue("llm", rate="100/s")
     queue = "llm" if limits else None
@@ -100,7 +103,8 @@ def child(mode: str, where: str, ledger: str, count: int, threads: int) -> None:
             envelope = {"intent": {"name": "work"}, "payload": {"n": n}}
             with contextlib.suppress(ExecutionQueued):
                 router.route_intent(envelope, options=ExecutionOptions(opened=print))
-        mode = "work"
+        router.close()
+        return
     if mode == "work":
         while not _ended(ledger, count):
             time.sleep(0.02)
@@ -140,8 +144,9 @@ def _spawn(
     threads: int,
     queue: str | None,
     sleep: float,
+    **extra: str,
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "BENCH_SLEEP": str(sleep)}
+    env = {**os.environ, "BENCH_SLEEP": str(sleep), **extra}
     env.pop("BENCH_QUEUE", None)
     if queue is not None:
         env["BENCH_QUEUE"] = queue
@@ -182,11 +187,20 @@ def concurrency(where: str, work: Path, executions: int) -> dict[str, float]:
         ("sync", "concurrency"),
     ):
         ledger = work / f"ledger-{name}"
-        if name == "queued":
-            procs = [_spawn("submit", where, ledger, executions, 0, queue, SLEEP_S)]
-            procs += [
+        if name == "queued":  # submitted first (4 x 1/4), then started by 4
+            began = time.monotonic()
+            _run(
+                [
+                    _spawn(
+                        "submit", where, ledger, per, 0, queue, 0, BENCH_SUBMIT_ONLY="1"
+                    )
+                    for _ in range(PROCESSES)
+                ]
+            )
+            figures["submits per s"] = executions / (time.monotonic() - began)
+            procs = [
                 _spawn("work", where, ledger, executions, 0, queue, SLEEP_S)
-                for _ in range(PROCESSES - 1)
+                for _ in range(PROCESSES)
             ]
         else:
             threads = 2 if queue is None else CONCURRENCY

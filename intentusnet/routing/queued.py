@@ -81,6 +81,8 @@ class QueuedStarter:
 
     def start(self) -> None:
         """Start the thread (again in a forked child); idempotent."""
+        if self._pid == os.getpid():
+            return
         with self._lock:
             if self._pid == os.getpid() or self._stop.is_set():
                 return

@@ -128,6 +128,7 @@ class Queue:
     per_worker: int | None = None
     rate: Rate | None = None
     priority: bool = False
+    run_queued: bool = True
 
 
 def _limit(name: str, value: object) -> int | None:
@@ -146,6 +147,7 @@ def make_queue(
     per_worker: int | None,
     rate: str | None,
     priority: bool,
+    run_queued: bool = True,
 ) -> Queue:
     """Check a queue's arguments once, where they enter.
 
@@ -163,6 +165,7 @@ def make_queue(
         _limit("per_worker", per_worker),
         None if rate is None else parse_rate(rate),
         bool(priority),
+        bool(run_queued),
     )
 
 
@@ -510,7 +513,7 @@ class Queues:
         return {
             name: queue.per_worker or queue.concurrency or DEFAULT_STARTED
             for name, queue in self._declared.items()
-            if name in on
+            if name in on and queue.run_queued
         }
 
     def _submitted(
@@ -558,6 +561,9 @@ class Queues:
         name = self._intents.get(envelope.intent.name)
         if name is None:
             return None
+        starter = self._starter
+        if starter is not None:
+            starter.start()  # (again in a forked child: a pid check)
         line = self._lines.get(name)
         if line is None:
             with self._lock:

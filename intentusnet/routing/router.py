@@ -229,6 +229,7 @@ class IntentRouter:
         rate: str | None = None,
         priority: bool = False,
         intents: Sequence[str] = (),
+        run_queued: bool = True,
     ) -> Queue:
         """Declare a queue: limits on its intents' executions (docs/flow-control.md).
 
@@ -245,6 +246,8 @@ class IntentRouter:
             priority: the waiting start by ``context.priority``, lower first,
                 instead of in the order they came.
             intents: intents to put on it (``@router.agent(queue=)`` does too).
+            run_queued: this router starts the queue's queued executions (an
+                asynchronous submit's); ``False`` for one that only submits.
 
         Raises:
             InvalidQueue: a bad name, limit or rate, or a name declared twice;
@@ -259,6 +262,7 @@ class IntentRouter:
             per_worker=per_worker,
             rate=rate,
             priority=priority,
+            run_queued=run_queued,
         )
         return self._queues.declare(made, intents)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -62,3 +63,32 @@ def test_a_damaged_bucket_file_reads_full(tmp_path, garbage: bytes) -> None:  # 
         bucket.write_bytes(garbage)
         assert [store.take_queue_token("api", 1.0, 2) for _ in range(2)] == [0.0, 0.0]
         assert store.take_queue_token("api", 1.0, 2) > 0
+
+
+@pytest.mark.parametrize("kind", ["file", "postgres"])
+def test_slots_taken_by_many_threads_are_all_given_back(
+    kind: str, request: pytest.FixtureRequest, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """Threads racing for slots leave none held: another store takes them all after."""
+    from intentusnet import FileExecutionStore, PostgresExecutionStore
+
+    def opened():  # type: ignore[no-untyped-def]
+        if kind == "file":
+            return FileExecutionStore(tmp_path / "records")
+        return PostgresExecutionStore(request.getfixturevalue("pg_dsn"))
+
+    with opened() as racing, opened() as other:
+
+        def race() -> None:
+            for _ in range(100):
+                slot = racing.try_queue_slot("llm", 4)
+                if slot is not None:
+                    slot.release()
+
+        threads = [threading.Thread(target=race) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        taken = [other.try_queue_slot("llm", 4) for _ in range(5)]
+        assert [slot is not None for slot in taken] == [True] * 4 + [False]

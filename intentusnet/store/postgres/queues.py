@@ -6,7 +6,8 @@ keys), taken with ``pg_try_advisory_lock`` on the store's session connection:
 the server drops it the moment that connection ends, so a router killed while
 it runs an execution gives its slot back. One statement tries the free slots
 in order and stops at the first it gets. A session takes a lock it holds
-again without waiting, so the slots this process holds are left out of it.
+again without waiting (counting it twice), so the slots this process holds are
+left out of the numbers it tries.
 
 An execution submitted asynchronously that waits for its turn is a row of
 ``intentusnet_queued``; those whose record a session holds (its writer, or a
@@ -35,8 +36,14 @@ __all__ = [
     "scope_key",
 ]
 
-_TRY: Final = """SELECT n FROM generate_series(0, %s - 1) AS n
-    WHERE n <> ALL(%s::int[]) AND pg_try_advisory_lock(%s::int, n) LIMIT 1"""
+# The numbers this process does not hold, in order, tried until one is got. A
+# lock the session holds already would be taken again (counted twice), so the
+# numbers it holds are left out of the list, never filtered beside the lock
+# call: the planner may order a filter's conditions as it likes.
+# (No ORDER BY: a sort would read, so lock, every row; a function scan gives the
+# array's elements in order, and LIMIT stops at the first lock got.)
+_TRY: Final = """SELECT n FROM unnest(%s::int[]) AS n
+    WHERE pg_try_advisory_lock(%s::int, n) LIMIT 1"""
 _UNLOCK: Final = "SELECT pg_advisory_unlock(%s::int, %s::int)"
 _CREATE: Final = """INSERT INTO intentusnet_queue_buckets (scope, tokens, counted)
     VALUES (%s, %s, clock_timestamp()) ON CONFLICT DO NOTHING"""
@@ -79,12 +86,12 @@ class PostgresSlot:
 
     def release(self) -> None:
         """Unlock the slot (idempotent; gone anyway with the session)."""
-        with self._queues.lock:
+        with self._queues.lock:  # no try between the two: the count stays one
             held = self._queues.held.get(self.key)
             if held is None or self.n not in held:
                 return
             held.discard(self.n)
-        self._queues.db.run(_UNLOCK, [self.key, self.n], doing="queue slot")
+            self._queues.db.run(_UNLOCK, [self.key, self.n], doing="queue slot")
 
 
 class PostgresQueues:
@@ -108,7 +115,8 @@ class PostgresQueues:
             held = self.held.setdefault(key, set())
             if len(held) >= count:
                 return None
-            rows = self.db.run(_TRY, [count, sorted(held), key], doing="queue slot")
+            free = [n for n in range(count) if n not in held]
+            rows = self.db.run(_TRY, [free, key], doing="queue slot")
             if not rows:
                 return None
             n = int(rows[0][0])
