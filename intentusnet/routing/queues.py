@@ -174,12 +174,18 @@ class _Waiter:
 
     __slots__ = ("loop", "order", "signal", "tenant", "turn")
 
-    def __init__(self, order: tuple[int, int], tenant: str) -> None:
+    def __init__(
+        self,
+        order: tuple[int, int],
+        tenant: str,
+        signal: threading.Event | asyncio.Future[None],
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> None:
         self.order = order
         self.tenant = tenant
         self.turn: _Turn | None = None
-        self.signal: threading.Event | asyncio.Future[None]
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.signal = signal  # set (or its loop told) once the turn is given
+        self.loop = loop
 
     def wake(self) -> None:
         signal = self.signal
@@ -237,11 +243,16 @@ class _Line:
         """How many wait for a turn."""
         return len(self._waiting)
 
-    def join(self, envelope: IntentEnvelope) -> _Waiter:
-        """Put an execution of ``envelope`` in line."""
+    def join(
+        self,
+        envelope: IntentEnvelope,
+        signal: threading.Event | asyncio.Future[None],
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> _Waiter:
+        """Put an execution of ``envelope`` in line; ``signal`` says its turn came."""
         context = envelope.context
         rank = context.priority if self.queue.priority else 0
-        waiter = _Waiter((rank, next(self._seq)), context.tenant or "")
+        waiter = _Waiter((rank, next(self._seq)), context.tenant or "", signal, loop)
         with self._cond:
             self._waiting.append(waiter)
             self._waiting.sort(key=lambda w: w.order)
@@ -290,7 +301,11 @@ class _Line:
                 if self._stop:
                     return
                 waiting = list(self._waiting)
-            pause = self._round(waiting) if waiting else POLL_S
+            try:
+                pause = self._round(waiting) if waiting else POLL_S
+            except Exception:  # a bug of ours: said, and the thread goes on
+                _log.exception("queue %r: handing out turns failed", self.queue.name)
+                pause = POLL_S * 20
 
     def _round(self, waiting: list[_Waiter]) -> float:
         """One pass over the waiting; how long to pause before the next (0: none)."""
@@ -305,9 +320,6 @@ class _Line:
                 slots, wait = self._try(waiter.tenant)
             except IntentusNetError as exc:  # the store is away: asked again soon
                 _log.warning("queue %r: %s", queue.name, exc)
-                return POLL_S * 20
-            except Exception:  # a bug of ours: said, and the thread goes on
-                _log.exception("queue %r: handing out turns failed", queue.name)
                 return POLL_S * 20
             if slots is None:
                 if wait is None:  # the tenant's share is full: the next one may go
@@ -474,18 +486,14 @@ class Queues:
             return plan
         started = time.monotonic()
         self._submitted(line, envelope, options, ex)
-        waiter = line.join(envelope)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiter.loop, waiter.signal = asyncio.get_running_loop(), future
-        if waiter.turn is not None:
-            future.set_result(None)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiter = line.join(envelope, future, loop)
         try:
             await asyncio.wait_for(asyncio.shield(future), _timeout(envelope))
         except TimeoutError:
             pass
-        except (
-            BaseException
-        ):  # cancelled while waiting: a turn given meanwhile goes back
+        except BaseException:  # cancelled while waiting: a turn given goes back
             _give_back(line.leave(waiter))
             raise
         return self._run(line, line.leave(waiter), ex, plan, started)
@@ -583,8 +591,8 @@ class Queues:
     ) -> _Plan:
         started = time.monotonic()
         self._submitted(line, envelope, options, ex)
-        waiter = line.join(envelope)
-        waiter.signal = event = threading.Event()
+        event = threading.Event()
+        waiter = line.join(envelope, event)
         try:
             event.wait(_timeout(envelope))
         except BaseException:  # interrupted while waiting
