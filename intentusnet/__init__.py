@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "CachePolicy": "cache.replay_cache",
     "CacheStats": "cache.replay_cache",
     "CachedCallError": "errors",
+    "CancelRefused": "errors",
     "Cassette": "steps.cassette",
     "CassetteMiss": "errors",
     "DiffEntry": "steps.diff",
@@ -45,11 +46,12 @@ _EXPORTS: dict[str, str] = {
     "ErrorCode": "envelope",
     "ErrorInfo": "envelope",
     "EventType": "record.model",
+    "ExecutionCancelled": "errors",
     "ExecutionEvent": "record.model",
     "ExecutionHeader": "record.model",
     "ExecutionObserver": "routing.seams",
-    "ExecutionPending": "errors",
     "ExecutionPage": "http.client",
+    "ExecutionPending": "errors",
     "ExecutionRecord": "record.model",
     "ExecutionStore": "store",
     "Explanation": "steps.explain",
@@ -69,11 +71,20 @@ _EXPORTS: dict[str, str] = {
     "IntentusNetError": "errors",
     "InvalidExecutionId": "errors",
     "InvalidIdempotencyKey": "errors",
+    "InvalidQueue": "errors",
     "InvalidRerunOption": "errors",
+    "InvalidResolution": "errors",
     "JSONObject": "_util.jsonvalue",
     "JSONValue": "_util.jsonvalue",
     "KeyRing": "record.signing",
     "ListFilters": "store",
+    "LogCadence": "tlog.cadence",
+    "LogCheckpoint": "tlog.checkpoint",
+    "LogError": "errors",
+    "LogIntegrityError": "errors",
+    "LogLeaf": "tlog.leaf",
+    "LogProof": "tlog.proof",
+    "LogWitnesses": "tlog.publish",
     "MalformedRequest": "errors",
     "MemoryExecutionStore": "store",
     "ModelPrice": "cache.prices",
@@ -89,6 +100,11 @@ _EXPORTS: dict[str, str] = {
     "PriceTable": "cache.prices",
     "PriceTableError": "errors",
     "PublicKey": "record.keys",
+    "Queue": "routing.queues",
+    "Rate": "routing.queues",
+    "ReaskAnswer": "integrations.reask",
+    "ReaskRefused": "errors",
+    "ReaskResult": "integrations.reask",
     "RecordDiff": "steps.diff",
     "RecordExists": "errors",
     "RecordIntegrityError": "errors",
@@ -96,6 +112,7 @@ _EXPORTS: dict[str, str] = {
     "RecordNotFound": "errors",
     "RecordStatus": "record.model",
     "RecordSummary": "record.model",
+    "RecordVerdict": "testing.verdict",
     "RecordWriter": "store",
     "RecordedStep": "steps.view",
     "Recovery": "routing.recovery",
@@ -106,9 +123,6 @@ _EXPORTS: dict[str, str] = {
     "ReplayCache": "cache.replay_cache",
     "ReplayEngine": "replay",
     "ReplayError": "errors",
-    "ReaskAnswer": "integrations.reask",
-    "ReaskRefused": "errors",
-    "ReaskResult": "integrations.reask",
     "ReplayHashMismatch": "errors",
     "ReplayNotAllowed": "errors",
     "ReplayResult": "replay",
@@ -121,13 +135,9 @@ _EXPORTS: dict[str, str] = {
     "RerunPlan": "steps.plan",
     "RerunResult": "steps.rerun",
     "RerunWorkerError": "errors",
-    "RecordVerdict": "testing.verdict",
-    "ResponseMetadata": "envelope",
     "ResolveRefused": "errors",
-    "CancelRefused": "errors",
-    "ExecutionCancelled": "errors",
+    "ResponseMetadata": "envelope",
     "ResumeRefused": "errors",
-    "InvalidResolution": "errors",
     "RoutingDecision": "envelope",
     "RoutingOptions": "envelope",
     "RoutingStrategy": "envelope",
@@ -142,19 +152,13 @@ _EXPORTS: dict[str, str] = {
     "SignatureStatus": "record.signing",
     "SigningKey": "record.keys",
     "SigningKeyError": "errors",
-    "LogCadence": "tlog.cadence",
-    "LogCheckpoint": "tlog.checkpoint",
-    "LogError": "errors",
-    "LogIntegrityError": "errors",
-    "LogLeaf": "tlog.leaf",
-    "LogProof": "tlog.proof",
-    "LogWitnesses": "tlog.publish",
-    "TileLog": "tlog.log",
     "StepRun": "steps.view",
     "StoreError": "errors",
-    "Submission": "http.submission",
     "StoreStats": "record.model",
+    "Submission": "http.submission",
+    "TileLog": "tlog.log",
     "Unauthorized": "errors",
+    "UnknownQueue": "errors",
     "UnsupportedSchemaVersion": "errors",
     "VerifiedEvent": "replay",
     "VerifyReport": "record.model",
@@ -222,6 +226,7 @@ if TYPE_CHECKING:
     from .errors import IntentusNetError as IntentusNetError
     from .errors import InvalidExecutionId as InvalidExecutionId
     from .errors import InvalidIdempotencyKey as InvalidIdempotencyKey
+    from .errors import InvalidQueue as InvalidQueue
     from .errors import InvalidRerunOption as InvalidRerunOption
     from .errors import InvalidResolution as InvalidResolution
     from .errors import InvalidSignal as InvalidSignal
@@ -255,6 +260,7 @@ if TYPE_CHECKING:
     from .errors import SigningKeyError as SigningKeyError
     from .errors import StoreError as StoreError
     from .errors import Unauthorized as Unauthorized
+    from .errors import UnknownQueue as UnknownQueue
     from .errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
     from .errors import WaitTimedOut as WaitTimedOut
     from .hashing import canonical_json as canonical_json
@@ -293,6 +299,8 @@ if TYPE_CHECKING:
     from .routing.agents import AgentDefinition as AgentDefinition
     from .routing.agents import AgentRegistry as AgentRegistry
     from .routing.agents import current_context as current_context
+    from .routing.queues import Queue as Queue
+    from .routing.queues import Rate as Rate
     from .routing.recovery import Recovery as Recovery
     from .routing.recovery import RecoveryOutcome as RecoveryOutcome
     from .routing.recovery import RecoveryReport as RecoveryReport

@@ -337,6 +337,9 @@ class ErrorCode(StrEnum):
     #: process let it go; ``details`` say for what (``waitingFor``, ``name``)
     #: and until when (``dueUtc``); recovery resumes it (added in 0.1.0)
     WAITING = "WAITING"
+    #: its queue had no free slot (or rate token) before the envelope's
+    #: ``timeoutMs``; no agent ran, ``details`` names the queue (added in 0.1.0)
+    QUEUE_TIMEOUT = "QUEUE_TIMEOUT"
 
 
 class ErrorInfo(_Model):

@@ -45,6 +45,8 @@ with, and also subclasses the builtin it behaves like::
     ├── ExecutionWaiting                          execution_waiting      1
     ├── WaitTimedOut (TimeoutError)               wait_timed_out         1
     ├── ReaskRefused (ValueError)                 reask_refused          2
+    ├── InvalidQueue (ValueError)                 invalid_queue          2
+    ├── UnknownQueue (LookupError)                unknown_queue          2
     └── ServiceError                              service_error          1
         ├── ServiceUnavailable (ConnectionError)  service_unavailable    1
         ├── Unauthorized (PermissionError)        unauthorized           1
@@ -85,6 +87,7 @@ __all__ = [
     "IntentusNetError",
     "InvalidExecutionId",
     "InvalidIdempotencyKey",
+    "InvalidQueue",
     "InvalidRerunOption",
     "InvalidResolution",
     "InvalidSignal",
@@ -119,6 +122,7 @@ __all__ = [
     "SigningKeyError",
     "StoreError",
     "Unauthorized",
+    "UnknownQueue",
     "UnsupportedSchemaVersion",
     "WaitTimedOut",
 ]
@@ -1042,6 +1046,41 @@ class ReaskRefused(IntentusNetError, ValueError):
 
     code: ClassVar[str] = "reask_refused"
     exit_code: ClassVar[int] = 2
+
+
+class InvalidQueue(IntentusNetError, ValueError):
+    """A queue cannot be declared as asked; nothing was declared.
+
+    The message names the argument: a name that is not 1 to 64 of
+    ``A-Z a-z 0-9 _ . -``, a limit that is not a whole number of 1 or more, a
+    rate that is not ``COUNT/PERIOD`` (``60/min``, ``100/s``, ``5/2h``), a
+    queue declared twice, an intent put on two queues. Added in 0.1.0.
+    """
+
+    code: ClassVar[str] = "invalid_queue"
+    exit_code: ClassVar[int] = 2
+
+
+class UnknownQueue(IntentusNetError, LookupError):
+    """An agent or intent names a queue the router has not declared.
+
+    Declare it first with ``router.queue(NAME, ...)``; nothing was
+    registered. Added in 0.1.0.
+
+    Attributes:
+        queue: the name given.
+    """
+
+    code: ClassVar[str] = "unknown_queue"
+    exit_code: ClassVar[int] = 2
+
+    def __init__(self, queue: str, known: Sequence[str]) -> None:
+        self.queue = queue
+        listed = ", ".join(repr(name) for name in known) or "none"
+        super().__init__(
+            f"no queue {queue!r} is declared (declared: {listed}); "
+            "declare it with router.queue(name, ...) first"
+        )
 
 
 class ExecutionPending(IntentusNetError, TimeoutError):

@@ -32,6 +32,7 @@ STATUSES = (
     "needs_attention",
     "cancelled",
     "waiting",
+    "queued",
 )
 _F = TypeVar("_F", bound=Callable[..., object])
 

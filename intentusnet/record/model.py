@@ -70,6 +70,11 @@ class EventType(StrEnum):
     #: signal with no timeout). Recovery resumes it when due or signalled
     #: (added in 0.1.0)
     EXECUTION_WAITING = "EXECUTION_WAITING"
+    #: an asynchronous submit found its queue full: its process closed the
+    #: record unfinished, and any router with the queue starts it when its
+    #: turn comes, as a resume (``queue``, ``priority``, ``tenant``; added in
+    #: 0.1.0)
+    EXECUTION_QUEUED = "EXECUTION_QUEUED"
 
 
 class RecordStatus(StrEnum):
@@ -92,6 +97,10 @@ class RecordStatus(StrEnum):
     #: event says for what and until when); recovery resumes it when due or
     #: signalled (added in 0.1.0)
     WAITING = "waiting"
+    #: submitted asynchronously and waiting for its queue's turn: an
+    #: ``EXECUTION_QUEUED`` event, and its record closed unfinished; the
+    #: resume that starts it is the chain's next record (added in 0.1.0)
+    QUEUED = "queued"
 
 
 def status_filter(status: str | None) -> RecordStatus | None:

@@ -221,6 +221,8 @@ def _header(
         status = RecordStatus.IN_PROGRESS
     elif any(e.type is EventType.EXECUTION_WAITING for e in events):
         status = RecordStatus.WAITING
+    elif any(e.type is EventType.EXECUTION_QUEUED for e in events):
+        status = RecordStatus.QUEUED
     else:
         status = RecordStatus.INCOMPLETE
     kinds = {event.type for event in events}

@@ -40,6 +40,7 @@ from .cancel import CancelWatch
 from .config import configuration
 from .execution import Execution
 from .observing import Observers
+from .queues import Queue, Queues, make_queue
 from .recorder import Recorder
 from .redact import Redaction, Redactor
 from .seams import (
@@ -124,6 +125,7 @@ class IntentRouter:
         redactor: Redactor | None = None,
     ) -> None:
         self.registry = registry if registry is not None else AgentRegistry()
+        self._queues = Queues()
         self.store = store  # (a property: the store's abilities are read once)
         self.cache = cache
         self.redactor = redactor
@@ -159,6 +161,7 @@ class IntentRouter:
         if old is not None:
             old.close()
         self._cancels = CancelWatch(store) if isinstance(store, CancelStore) else None
+        self._queues.bind(store, self.resume)
 
     @property
     def durable_store(self) -> DurableStore | None:
@@ -179,6 +182,7 @@ class IntentRouter:
         version: str = "1.0",
         priority: int = 100,
         description: str | None = None,
+        queue: str | None = None,
     ) -> Callable[[_H], _H]:
         """Register the decorated function (or class instance) as an agent.
 
@@ -189,7 +193,15 @@ class IntentRouter:
             version: the agent's version.
             priority: lower runs first.
             description: free text.
+            queue: put its intents on this declared queue (``router.queue``);
+                added in 0.1.0.
+
+        Raises:
+            UnknownQueue: ``queue`` is not declared (nothing is registered).
+            InvalidQueue: an intent of it is on another queue.
         """
+        if queue is not None:
+            self._queues.check(queue)
 
         def register(handler: _H) -> _H:
             agent_name = name or str(
@@ -202,10 +214,65 @@ class IntentRouter:
                 priority=priority,
                 description=description,
             )
+            if queue is not None:
+                for ref in definition.intents:
+                    self._queues.assign(ref.name, queue)
             self.registry.register(definition, handler)  # type: ignore[arg-type]
             return handler
 
         return register
+
+    def queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        per_tenant: int | None = None,
+        per_worker: int | None = None,
+        rate: str | None = None,
+        priority: bool = False,
+        intents: Sequence[str] = (),
+        run_queued: bool = True,
+    ) -> Queue:
+        """Declare a queue: limits on its intents' executions (docs/flow-control.md).
+
+        Every router sharing the store counts ``concurrency``, ``per_tenant``
+        and ``rate`` together; a limit left ``None`` does not apply.
+
+        Args:
+            name: 1 to 64 of ``A-Z a-z 0-9 _ . -``.
+            concurrency: at most this many of its executions run at once.
+            per_tenant: at most this many of one tenant's (the envelope's
+                ``context.tenant``; none is one tenant) run at once.
+            per_worker: at most this many run at once in this router.
+            rate: at most ``COUNT/PERIOD`` start (``"60/min"``, ``"100/s"``).
+            priority: the waiting start by ``context.priority``, lower first,
+                instead of in the order they came.
+            intents: intents to put on it (``@router.agent(queue=)`` does too).
+            run_queued: this router starts the queue's queued executions (an
+                asynchronous submit's); ``False`` for one that only submits.
+
+        Raises:
+            InvalidQueue: a bad name, limit or rate, or a name declared twice;
+                nothing is declared.
+
+        Added in 0.1.0.
+        """
+        made = make_queue(
+            name,
+            concurrency=concurrency,
+            per_tenant=per_tenant,
+            per_worker=per_worker,
+            rate=rate,
+            priority=priority,
+            run_queued=run_queued,
+        )
+        return self._queues.declare(made, intents)
+
+    @property
+    def queues(self) -> Mapping[str, Queue]:
+        """The declared queues, by name (``router.queue``). Added in 0.1.0."""
+        return self._queues.declared
 
     def register(
         self, definition: AgentDefinition, handler: AgentHandler | Agent
@@ -562,6 +629,7 @@ class IntentRouter:
         keep: _Keep | None = None,
     ) -> AgentResponse:
         ex, steps = self._begin(env, options, shown)
+        steps = self._queues.gate(env, options, ex, steps)  # waits for its turn
         try:
             run = next(steps)
             while True:
@@ -581,6 +649,7 @@ class IntentRouter:
     ) -> AgentResponse:
         ex, steps = self._begin(env, options, shown)
         try:
+            steps = await self._queues.agate(env, options, ex, steps)  # its turn
             run = next(steps)
             while True:
                 run = steps.send(await self._run_async(run, env, ex))
@@ -731,6 +800,7 @@ class IntentRouter:
         """
         if ex.recorder is not None:
             ex.recorder.abandon()
+        self._queues.abandon(ex)
         self._unwatch(ex)
         if ex.observed is not None:
             answer = interrupted(ex, exc)
@@ -994,6 +1064,7 @@ class IntentRouter:
         """Stop the background loop and the worker threads (idempotent)."""
         if self._cancels is not None:
             self._cancels.close()
+        self._queues.close()
         with self._loop_lock:
             loop, self._loop = self._loop, None
             thread, self._loop_thread = self._loop_thread, None

@@ -502,6 +502,21 @@ def interrupted(ex: Execution, exc: BaseException) -> AgentResponse:
     return _answer(ex, decision, [], None, error)
 
 
+def queue_timed_out(ex: Execution, queue: str, waited_ms: float) -> AgentResponse:
+    """The answer of an execution whose queue gave it no turn in its time."""
+    error = _error(
+        ErrorCode.QUEUE_TIMEOUT,
+        f"queue {queue!r} had no free turn within {waited_ms:.0f} ms (the "
+        "envelope's timeoutMs); no agent ran",
+        retryable=True,
+        details={"queue": queue, "waitedMs": round(waited_ms, 3)},
+    )
+    decision = RoutingDecision(
+        strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
+    )
+    return _answer(ex, decision, [], None, error)
+
+
 def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
     """The answer when IntentusNet itself fails mid-execution: data, with the trace."""
     if ex.recorder is not None:

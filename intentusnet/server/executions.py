@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import RecordNotFound
 from ..routing.durable import FINISHED, chain_head
+from ..routing.queued import ExecutionQueued
 from ..store.durable import DurableStore
 
 if TYPE_CHECKING:
@@ -74,14 +75,23 @@ async def submit(start: Start) -> AgentResponse | str:
     task = start(tell)
     either: set[asyncio.Future[object]] = {task, opened}  # type: ignore[arg-type]
     await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
+    if task.done() and not _queued(task):
         return task.result()
     task.add_done_callback(_log_failure)
+    if not opened.done():  # queued: told from a worker thread, on its way
+        await opened
     return opened.result()
+
+
+def _queued(task: asyncio.Future[AgentResponse]) -> bool:
+    """Whether the execution was queued in the store (its record reads queued)."""
+    return not task.cancelled() and isinstance(task.exception(), ExecutionQueued)
 
 
 def _log_failure(task: asyncio.Future[AgentResponse]) -> None:
     """An execution answered 202 that raised: its caller reads the record."""
+    if _queued(task):
+        return  # a router sharing the store starts it when its turn comes
     if not task.cancelled() and (exc := task.exception()) is not None:
         _log.warning("an execution submitted asynchronously raised: %s", exc)
 

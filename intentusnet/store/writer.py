@@ -70,7 +70,11 @@ _ATTENTION: Final = EventType.ATTENTION_NEEDED
 _CANCELLED: Final = RecordStatus.CANCELLED.value
 _DECISION: Final = EventType.OPERATOR_DECISION
 _INCOMPLETE: Final = RecordStatus.INCOMPLETE.value
-_WAITING: Final = EventType.EXECUTION_WAITING
+#: events that close a record unfinished on purpose, and the status they give it
+_UNFINISHED_AS: Final = {
+    EventType.EXECUTION_WAITING: RecordStatus.WAITING.value,
+    EventType.EXECUTION_QUEUED: RecordStatus.QUEUED.value,
+}
 _EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
 _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
@@ -104,7 +108,8 @@ class ChainWriter:
         self._recording_failed = False
         self._attention = False  # a parked execution (needs_attention)
         self._cancelled = False  # an execution an operator cancelled
-        self._waiting = False  # closed unfinished to wait (waiting)
+        # the status of a record closed unfinished: waiting, queued, else incomplete
+        self._unfinished_as: str | None = None
         #: sealed lines waiting for the next write (see append_soon), their
         #: event types, and the (seq, hash) of the last line on disk
         self._held: list[bytes] = []
@@ -264,8 +269,8 @@ class ChainWriter:
             self._attention = True
         elif kind is _DECISION and data.get("action") == "cancel":
             self._cancelled = True
-        elif kind is _WAITING:
-            self._waiting = True
+        elif kind in _UNFINISHED_AS:
+            self._unfinished_as = _UNFINISHED_AS[kind]
 
     def _sign(self, signer: SigningKey) -> None:
         """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
@@ -336,7 +341,7 @@ class ChainWriter:
 
     def _unfinished(self) -> str:
         """The catalog's status of a record closed unfinished by its process."""
-        return RecordStatus.WAITING.value if self._waiting else _INCOMPLETE
+        return self._unfinished_as or _INCOMPLETE
 
     def _reason(self) -> str | None:
         """Why the record is not replayable, as far as this writer knows."""

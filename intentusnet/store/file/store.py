@@ -60,6 +60,7 @@ from . import durable, files, waits
 from .files import cut_from, headerless, verify_file
 from .layout import CATALOG_NAME, has_records, relative_path, walk_ids
 from .loaded import LoadedRecords
+from .queues import FileQueues, FileSlot
 from .writer import FileRecordWriter
 
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
@@ -395,6 +396,30 @@ class FileExecutionStore:
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return durable.resumed_by(self._root, check_id(execution_id))
+
+    def try_queue_slot(self, scope: str, count: int) -> FileSlot | None:
+        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
+        return self._queues.take_queue_token(scope, rate, burst)
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note a queued execution (see ``store.queues.QueueStore``)."""
+        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The queued executions to start (see ``store.queues.QueueStore``)."""
+        return self._queues.queued_executions(queue, limit)
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget a queued execution (see ``store.queues.QueueStore``)."""
+        self._queues.dequeue_execution(queue, check_id(execution_id))
+
+    @cached_property
+    def _queues(self) -> FileQueues:
+        return FileQueues(self.root, fsync=self._fsync)
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
         """Write a chain's cancel request (see ``store.durable.CancelStore``)."""

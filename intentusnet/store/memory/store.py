@@ -43,6 +43,7 @@ from ..step_index import StepRef, ended_steps
 from ..verification import Progress, StoreVerification, verify_each
 from ..writer import ChainWriter, wire_object
 from .durable import MemoryDurable, MemoryKeyClaim, MemoryRecordHold
+from .queues import MemoryQueues, MemorySlot
 
 __all__ = [
     "MemoryExecutionStore",
@@ -103,6 +104,9 @@ class MemoryExecutionStore:
         self._durable = MemoryDurable(
             lambda i: i in self._data, lambda i: i in self._writing
         )
+        self._queues = MemoryQueues(
+            lambda i: i in self._writing or i in self._durable.held_records
+        )
 
     def open(
         self,
@@ -131,6 +135,28 @@ class MemoryExecutionStore:
             self._data[execution_id] = bytearray(line)
             self._writing.add(execution_id)
         return MemoryRecordWriter(self, execution_id, digest)
+
+    # -- queues (added in 0.1.0) --------------------------------------------------
+
+    def try_queue_slot(self, scope: str, count: int) -> MemorySlot | None:
+        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
+        return self._queues.take_queue_token(scope, rate, burst)
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note a queued execution (see ``store.queues.QueueStore``)."""
+        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The queued executions to start (see ``store.queues.QueueStore``)."""
+        return self._queues.queued_executions(queue, limit)
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget a queued execution (see ``store.queues.QueueStore``)."""
+        self._queues.dequeue_execution(queue, execution_id)
 
     # -- durable executions (added in 0.1.0) ---------------------------------------
 

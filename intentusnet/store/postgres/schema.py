@@ -130,6 +130,22 @@ SCHEMA: Final = (
         PRIMARY KEY (execution_id, due_us))""",
     """CREATE INDEX IF NOT EXISTS intentusnet_wakeups_due
         ON intentusnet_wakeups (due_us)""",
+    # Queue rate limits (store/postgres/queues.py): a token bucket per queue,
+    # counted by the server's clock (added in 0.1.0).
+    """CREATE TABLE IF NOT EXISTS intentusnet_queue_buckets (
+        scope text PRIMARY KEY,
+        tokens double precision NOT NULL,
+        counted timestamptz NOT NULL)""",
+    # Executions submitted asynchronously waiting for their queue's turn
+    # (store/postgres/queues.py); gone with their record (added in 0.1.0).
+    """CREATE TABLE IF NOT EXISTS intentusnet_queued (
+        execution_id text PRIMARY KEY
+            REFERENCES intentusnet_records ON DELETE CASCADE,
+        queue text NOT NULL,
+        priority bigint NOT NULL,
+        created_us bigint NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS intentusnet_queued_order
+        ON intentusnet_queued (queue, priority, created_us)""",
     # A record's key goes with it (prune, delete): found by the execution.
     """CREATE INDEX IF NOT EXISTS intentusnet_keys_execution
         ON intentusnet_keys (execution_id)""",

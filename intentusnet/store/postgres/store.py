@@ -15,6 +15,7 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -46,10 +47,11 @@ from ..ids import check_id
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..verification import Progress, StoreVerification, verify_each
-from . import catalog, durable, steps, waits
+from . import catalog, durable, queues, steps, waits
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
 from .hits import PostgresHitJournal
+from .queues import PostgresQueues, PostgresSlot
 from .schema import HELD, flight_key, lock_key
 from .writer import (
     PostgresRecordWriter,
@@ -126,6 +128,7 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.durability: Final = durability
         self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
+        self._queues = PostgresQueues(self._db)
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
         #: the log's pace, or None: no log (no key, or turned off)
@@ -564,6 +567,26 @@ class PostgresExecutionStore(PostgresHitJournal):
     def resumed_by(self, execution_id: str) -> str | None:
         """The execution that resumed this one, if any."""
         return durable.resumed_by(self._db, check_id(execution_id))
+
+    def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
+        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
+        return self._queues.take_queue_token(scope, rate, burst)
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note a queued execution (see ``store.queues.QueueStore``)."""
+        queues.enqueue(self._db, queue, check_id(execution_id), priority)
+
+    def queued_executions(self, queue: str, limit: int) -> builtins.list[str]:
+        """The queued executions to start (see ``store.queues.QueueStore``)."""
+        return queues.queued(self._db, queue, limit)
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget a queued execution (see ``store.queues.QueueStore``)."""
+        queues.dequeue(self._db, check_id(execution_id))
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
         """Write a chain's cancel request (see ``store.durable.CancelStore``)."""

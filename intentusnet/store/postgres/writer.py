@@ -332,7 +332,9 @@ class PostgresRecordWriter(ChainWriter):
         with self._db.lock:
             try:
                 if self._db.session() is self._session:
-                    if self._waiting:  # the row says so before the lock goes
+                    if (
+                        self._unfinished_as is not None
+                    ):  # the row says so before the lock goes
                         self._db.run(
                             "UPDATE intentusnet_records SET status = %s "
                             "WHERE execution_id = %s",
