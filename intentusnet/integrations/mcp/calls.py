@@ -328,6 +328,11 @@ class RecordedCalls:
         session = self._sessions.get(source)
         return [] if session is None else session.sent(step.number)
 
+    def detail(self, source: str, step: RecordedStep) -> JSONObject:
+        """The HTTP status and ``data`` ``step``'s recorded error came with, if any."""
+        session = self._sessions.get(source)
+        return {} if session is None else session.detail(step)
+
     def unanswered(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
         """A recorded call with these arguments that got no answer, if any.
 

@@ -17,7 +17,9 @@ Two checks MCP's streamable HTTP transport asks of a server:
   MCP's base64 form, and, when its ``_meta`` names a revision (a stateless
   request), its ``MCP-Protocol-Version`` that revision. A header that is sent
   is checked whatever the revision; a stateless request must send all those
-  that apply. A mismatch is ``400`` with JSON-RPC error ``-32020``.
+  that apply. A mismatch is ``400`` with JSON-RPC error ``-32020``. So is a
+  ``tools/call`` whose ``Mcp-Param-*`` headers do not mirror the arguments
+  the tool's listed input schema marks ``x-mcp-header`` (:func:`param_mismatch`).
 """
 
 from __future__ import annotations
@@ -32,10 +34,19 @@ from urllib.parse import urlsplit
 from ..._util.jsonvalue import JSONValue
 from .jsonrpc import is_request, request_version
 
-__all__ = ["HEADER_MISMATCH", "allowed_hosts", "header_mismatch", "rebinding"]
+__all__ = [
+    "HEADER_MISMATCH",
+    "PARAM_PREFIX",
+    "allowed_hosts",
+    "header_mismatch",
+    "param_mismatch",
+    "rebinding",
+]
 
 #: The JSON-RPC error of a header that does not match the body (2026-07-28).
 HEADER_MISMATCH: Final = -32020
+#: The custom headers mirroring a tool's arguments (``x-mcp-header``), lower case.
+PARAM_PREFIX: Final = "mcp-param-"
 _LOOPBACK: Final = ("localhost", "127.0.0.1", "[::1]")
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _ENCODED: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
@@ -116,3 +127,54 @@ def _decoded(value: str) -> str | None:
         return base64.b64decode(found.group(1), validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
         return None
+
+
+def param_mismatch(
+    headers: Mapping[str, str], message: JSONValue, schema: JSONValue
+) -> str | None:
+    """Why a ``tools/call``'s ``Mcp-Param-*`` headers do not match its arguments.
+
+    ``schema``: the tool's listed ``inputSchema``; each property it marks
+    ``x-mcp-header: NAME`` is mirrored in the header ``Mcp-Param-NAME``
+    (2026-07-28, SEP-2243). An argument that is given needs its header, equal
+    to its value (a string as it is, a number or a boolean as JSON writes
+    it) once decoded from MCP's base64 form and trimmed; a header whose
+    argument is not given is a mismatch too. None if they match (or the
+    schema names no such header).
+    """
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    params = message.get("params") if isinstance(message, dict) else None
+    given = params.get("arguments") if isinstance(params, dict) else None
+    arguments = given if isinstance(given, dict) else {}
+    if not isinstance(properties, dict):
+        return None
+    for name, spec in properties.items():
+        header = spec.get("x-mcp-header") if isinstance(spec, dict) else None
+        if not isinstance(header, str) or not header:
+            continue
+        field = PARAM_PREFIX + header.lower()
+        value = arguments.get(name)
+        sent = headers.get(field)
+        if sent is None:
+            if value is not None:
+                return f"Header mismatch: {field} header is missing"
+            continue
+        decoded = _decoded(sent.strip())
+        if decoded is None:
+            return f"Header mismatch: {field} header value {sent!r} is malformed"
+        expected = _header_text(value)
+        if decoded.strip() != expected:
+            return (
+                f"Header mismatch: {field} header value {decoded!r} "
+                f"does not match body value {expected!r}"
+            )
+    return None
+
+
+def _header_text(value: JSONValue) -> str | None:
+    """An argument as its ``Mcp-Param-*`` header carries it."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

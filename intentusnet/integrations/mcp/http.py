@@ -7,8 +7,10 @@ and both feed one queue that the session reads. The routing headers MCP asks
 for (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Mcp-Method``,
 ``Mcp-Name``) are taken from the messages themselves, but for a request whose
 client sent its own ``MCP-Protocol-Version`` (on ``--listen``): that one is
-passed on. Headers the user gives (``--header``, credentials included) are sent
-and never recorded.
+passed on, and so are its ``Mcp-Param-*`` headers (a tool's arguments the
+server may check them against). The HTTP error status a request was refused
+with is kept for the session (``status_of``), which records it. Headers the
+user gives (``--header``, credentials included) are sent and never recorded.
 
 Once the session is initialized, a ``GET`` holds the server's event stream
 open for the messages that belong to no request (a list change, a log line, a
@@ -40,6 +42,8 @@ _SAFE: Final = re.compile(r"[\x20-\x7E]*")
 _GET_TRIES: Final = 3
 #: The pause before the GET stream is asked for again.
 _GET_PAUSE: Final = 1.0
+#: The error statuses held for the session to ask for (the oldest dropped).
+_REFUSED_HELD: Final = 1000
 
 
 def _initialized(message: JSONValue) -> bool:
@@ -65,8 +69,8 @@ class HttpUpstream:
         url: the server's MCP endpoint.
         headers: sent with every request (an ``Authorization``, say).
         transport: an httpx transport (tests); the network by default.
-        versions: the ``MCP-Protocol-Version`` header the client sent with a
-            request, by its id (``ListenSession.version_of``), passed on.
+        passed: the headers the client sent with a request that go on as
+            they are, by its id (``ListenSession.passed_on``).
         statuses: told the HTTP status each request was answered with, by
             its id (``ListenSession.status``), before its answer is queued.
     """
@@ -77,13 +81,15 @@ class HttpUpstream:
         headers: Mapping[str, str] | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        versions: Callable[[JSONValue], str | None] | None = None,
+        passed: Callable[[JSONValue], Mapping[str, str]] | None = None,
         statuses: Callable[[JSONValue, int], None] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
-        self._versions = versions
+        self._passed = passed
         self._statuses = statuses
+        #: the HTTP error statuses of requests not asked for yet (``status_of``)
+        self._refused: dict[bytes, int] = {}
         self.session_id: str | None = None
         self.version: str | None = None
         self._transport = transport
@@ -124,12 +130,14 @@ class HttpUpstream:
         params = parsed.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
-        if self._versions is not None and is_request(parsed):
-            version = self._versions(parsed.get("id")) or version
+        passed = {}
+        if self._passed is not None and is_request(parsed):
+            passed = dict(self._passed(parsed.get("id")))
         if isinstance(version, str):
             headers["mcp-protocol-version"] = version
         elif self.version is not None and method != "initialize":
             headers["mcp-protocol-version"] = self.version
+        headers.update(passed)  # the client's own, as it sent them
         if isinstance(method, str):
             headers["mcp-method"] = method
             key = _NAMED.get(method)
@@ -154,9 +162,15 @@ class HttpUpstream:
                 found = response.headers.get("mcp-session-id")
                 if found:
                     self.session_id = found
-                if self._statuses is not None and is_request(parsed):
+                if is_request(parsed):
                     assert isinstance(parsed, dict)
-                    self._statuses(parsed.get("id"), response.status_code)
+                    if response.status_code >= 400:
+                        if len(self._refused) >= _REFUSED_HELD:  # never asked for
+                            del self._refused[next(iter(self._refused))]
+                        key = orjson.dumps(parsed.get("id"))
+                        self._refused[key] = response.status_code
+                    if self._statuses is not None:
+                        self._statuses(parsed.get("id"), response.status_code)
                 kind = response.headers.get("content-type", "").partition(";")[0]
                 if kind.strip() == "text/event-stream":
                     await self._events(response, parsed)
@@ -171,6 +185,10 @@ class HttpUpstream:
         except httpx.HTTPError as exc:
             if is_request(parsed):
                 self._failed(parsed, f"{type(exc).__name__}: {exc}")
+
+    def status_of(self, request_id: JSONValue) -> int | None:
+        """The HTTP error status the request ``request_id`` was refused with, once."""
+        return self._refused.pop(orjson.dumps(request_id), None)
 
     def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> None:
         """Queue the messages of ``body``, the server's answer to ``sent``.

@@ -15,6 +15,7 @@ import orjson
 from ..._util.jsonvalue import JSONObject, JSONValue
 
 __all__ = [
+    "ANSWERED_WITH",
     "ASKED_BY",
     "CALL_METHODS",
     "FROM_SERVER",
@@ -55,6 +56,12 @@ PROGRESS: Final = "mcp:notifications/progress"
 #: The step nested in a forwarded call that says in which protocol revision it
 #: was asked (and by which client), where the session does not say it.
 ASKED_BY: Final = "mcp:asked-by"
+#: The step nested in a call the server answered with a JSON-RPC error that
+#: says what the step's failure does not: the HTTP status it came with (an
+#: HTTP upstream's ``4xx``) and the error's ``data``.
+ANSWERED_WITH: Final = "mcp:answered-with"
+#: Requests that are never steps: a stream of notifications, not an answer.
+STREAMS: Final = frozenset({"subscriptions/listen"})
 #: Where a request of the stateless 2026-07-28 revision names its revision.
 VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 #: Requests recorded too, so that a replayed session can start and list its
@@ -174,9 +181,10 @@ def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
     ``tools/call`` is ``mcp:tools/call:TOOL`` keyed by the tool's arguments,
     ``prompts/get`` is ``mcp:prompts/get:PROMPT`` keyed by the prompt's,
     ``resources/read`` is ``mcp:resources/read`` keyed by ``{"uri": ...}``, and
-    the listing methods, ``completion/complete`` and ``tasks/*`` are
-    ``mcp:METHOD`` keyed by their parameters less ``_meta``. ``None`` for a
-    request that is not recorded (a ping, say).
+    any other request (the listings, ``completion/complete``, ``tasks/*``,
+    ``ping``, ``logging/setLevel``, a method this module does not know) is
+    ``mcp:METHOD`` keyed by its parameters less ``_meta``. ``None`` for
+    ``subscriptions/listen``: a stream, not an answer.
     """
     given = params if isinstance(params, dict) else {}
     if method in ("tools/call", "prompts/get"):
@@ -188,9 +196,23 @@ def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
         )
     if method == "resources/read":
         return "mcp:resources/read", {"uri": given.get("uri")}
-    if method in LISTED_METHODS or method in CALL_METHODS:
-        return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
-    return None
+    if method in STREAMS:
+        return None
+    return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
+
+
+def is_other(method: str) -> bool:
+    """A request recorded as a step that is neither a call nor a listing.
+
+    A replay answers it from the record when it can, as it was answered
+    without one otherwise (``ping``: an empty result; anything else: the
+    method is not found).
+    """
+    return (
+        method not in LISTED_METHODS
+        and method not in CALL_METHODS
+        and method not in ("tools/call", "prompts/get", "resources/read")
+    )
 
 
 def destructive_tools(listing: JSONValue) -> set[str]:

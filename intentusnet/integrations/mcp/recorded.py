@@ -21,7 +21,7 @@ from ..._util.jsonvalue import JSONObject, JSONValue
 from ..._util.time import parse_utc
 from ...record.model import ExecutionRecord
 from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import ASKED_BY, OUTDATES
+from .jsonrpc import ANSWERED_WITH, ASKED_BY, OUTDATES
 
 #: The steps of notifications the server sent (during a call, or outdating).
 NOTIFICATIONS: Final = "mcp:notifications/"
@@ -114,6 +114,8 @@ class RecordedSession:
         self._sent: dict[int, list[tuple[str, JSONObject]]] = defaultdict(list)
         #: each call's ``mcp:asked-by`` (its revision, its client), if any
         self._asked_by: dict[int, JSONObject] = {}
+        #: each error answer's ``mcp:answered-with`` (its status, its data)
+        self._detail: dict[int, JSONObject] = {}
         #: the revision the session negotiated (its ``initialize``'s answer)
         self.version: str | None = None
         for step in record_steps(record):
@@ -123,6 +125,8 @@ class RecordedSession:
                     self._sent[step.parent].append((step.name, step.args))
                 elif step.name == ASKED_BY and isinstance(step.args, dict):
                     self._asked_by[step.parent] = step.args
+                elif step.name == ANSWERED_WITH and isinstance(step.args, dict):
+                    self._detail[step.parent] = step.args
             elif step.name in OUTDATES:
                 self._notices.append((step.number, step.name, step.args))
             elif step.name == "mcp:initialize" and self.version is None:
@@ -165,6 +169,10 @@ class RecordedSession:
         if self.version is not None:
             return self.version, False
         return None, None
+
+    def detail(self, step: RecordedStep) -> JSONObject:
+        """What ``step``'s error answer came with: ``status``, ``data`` (or ``{}``)."""
+        return self._detail.get(step.number, {})
 
     def client(self, step: RecordedStep) -> str | None:
         """The client ``step`` was asked by (see :class:`Asker`); ``None``: local."""

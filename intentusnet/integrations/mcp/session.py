@@ -30,6 +30,7 @@ from ...routing.redact import Redaction, Redactor
 from ...steps.view import RecordedStep
 from .calls import ASKER, Asker, RecordedCalls, is_call
 from .jsonrpc import (
+    ANSWERED_WITH,
     ASKED_BY,
     FROM_SERVER,
     INVALID_REQUEST,
@@ -45,6 +46,7 @@ from .jsonrpc import (
     error,
     error_from_text,
     is_notification,
+    is_other,
     is_request,
     is_response,
     parse,
@@ -84,6 +86,25 @@ class Identifies(Protocol):
 
     def client_of(self, request_id: JSONValue) -> str:
         """The client of the request ``request_id`` (``Asker.client``)."""
+
+
+@runtime_checkable
+class Refuses(Protocol):
+    """An upstream that says the HTTP status a request was refused with."""
+
+    def status_of(self, request_id: JSONValue) -> int | None:
+        """The HTTP error status of the request ``request_id``, if it had one."""
+
+
+@runtime_checkable
+class Answers(Protocol):
+    """A client side that answers over HTTP (``--listen``)."""
+
+    def status(self, request_id: JSONValue, status: int) -> None:
+        """Answer the request ``request_id`` with the HTTP status ``status``."""
+
+    def listed(self, listing: JSONValue) -> None:
+        """A ``tools/list`` answer the client got: its tools' input schemas."""
 
 
 #: ``ctx.astep``: ``await run_step(name, args, fn, side_effect=...)``.
@@ -268,6 +289,7 @@ class Session:
             if "error" in answer:
                 body = answer["error"]
                 body = body if isinstance(body, dict) else {}
+                await self._answered_with(request_id, body)
                 code = body.get("code")
                 raise UpstreamError(
                     code if isinstance(code, int) else -32603,
@@ -287,7 +309,8 @@ class Session:
                     elif token is not None:  # progress: if the client asked
                         await self._answer(_progress(token, params))
                 if not found.ok:
-                    raise RuntimeError(found.error_text)
+                    await self._recorded_error(request_id, source, found)
+                    return
                 value = found.output
         except ClientCancelled:
             return  # no answer after a cancellation (MCP)
@@ -296,6 +319,10 @@ class Session:
             await self._answer(error(request_id, UPSTREAM_GONE, str(exc)))
             return
         except _NotRecorded as exc:
+            if self.run_step is None and is_other(method):
+                self.requests -= 1  # answered as it is without a record
+                await self._plain(request_id, method, line)
+                return
             self.refused += 1
             await self._answer(error(request_id, NOT_RECORDED, str(exc), exc.data))
             return
@@ -311,6 +338,8 @@ class Session:
             if isinstance(found_version, str):
                 self.version = found_version
         if method == "tools/list":
+            if isinstance(self.client, Answers):
+                self.client.listed(value)
             self.side_effects |= destructive_tools(value)
             if not isinstance(value, dict) or value.get("nextCursor") is None:
                 self._tools_listed = True  # the last page: every tool is known
@@ -318,6 +347,32 @@ class Session:
             await self.client.send(orjson.dumps(live[0]))
         else:
             await self._answer(result(request_id, value))
+
+    async def _answered_with(self, request_id: JSONValue, body: JSONObject) -> None:
+        """Record what a live error answer's failure does not keep, if anything.
+
+        The HTTP status the upstream refused the request with, and the
+        error's ``data`` (``mcp:answered-with``, nested in the call).
+        """
+        status = None
+        if isinstance(self.upstream, Refuses):
+            status = self.upstream.status_of(request_id)
+        data = body.get("data")
+        if self.run_step is not None and (status is not None or data is not None):
+            detail: JSONObject = {"status": status, "data": data}
+            await self.run_step(ANSWERED_WITH, detail, _nothing)
+
+    async def _recorded_error(
+        self, request_id: JSONValue, source: str, step: RecordedStep
+    ) -> None:
+        """Answer a recorded error as it came: its status and data too."""
+        assert self.calls is not None
+        code, text = error_from_text(step.error_text)
+        detail = self.calls.detail(source, step)
+        status = detail.get("status")
+        if isinstance(status, int) and isinstance(self.client, Answers):
+            self.client.status(request_id, status)
+        await self._answer(error(request_id, code, text, detail.get("data")))
 
     def _asker(self, message: JSONObject) -> Asker:
         """Who asks ``message``: the revision it names, else the session's.
