@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
+import orjson
+
 from ..._util.jsonvalue import JSONValue
 from .jsonrpc import is_request, request_version
 
@@ -38,6 +40,7 @@ __all__ = [
     "HEADER_MISMATCH",
     "PARAM_PREFIX",
     "allowed_hosts",
+    "binding_status",
     "header_mismatch",
     "param_mismatch",
     "rebinding",
@@ -47,6 +50,17 @@ __all__ = [
 HEADER_MISMATCH: Final = -32020
 #: The custom headers mirroring a tool's arguments (``x-mcp-header``), lower case.
 PARAM_PREFIX: Final = "mcp-param-"
+#: The HTTP status of a sessionless (2026-07-28) request answered with one
+#: of these JSON-RPC errors, as the revision's HTTP transport says.
+ERROR_STATUS: Final = {
+    -32700: 400,  # parse error
+    -32600: 400,  # invalid request
+    -32602: 400,  # invalid params (a malformed _meta among them)
+    HEADER_MISMATCH: 400,
+    -32021: 400,  # a client capability the request needs is missing
+    -32022: 400,  # unsupported protocol version
+    -32601: 404,  # method not found (initialize, ping, ... in 2026-07-28)
+}
 _LOOPBACK: Final = ("localhost", "127.0.0.1", "[::1]")
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _ENCODED: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
@@ -178,3 +192,14 @@ def _header_text(value: JSONValue) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def binding_status(answer: bytes | None) -> int | None:
+    """The HTTP status a sessionless request's error ``answer`` goes with, if any."""
+    try:
+        message = orjson.loads(answer or b"")
+    except orjson.JSONDecodeError:
+        return None
+    body = message.get("error") if isinstance(message, dict) else None
+    code = body.get("code") if isinstance(body, dict) else None
+    return ERROR_STATUS.get(code) if isinstance(code, int) else None

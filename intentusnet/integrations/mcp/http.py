@@ -31,7 +31,7 @@ import httpx
 import orjson
 
 from ..._util.jsonvalue import JSONValue
-from .jsonrpc import UPSTREAM_GONE, error, is_request, parse
+from .jsonrpc import UPSTREAM_GONE, error, is_request, is_response, parse
 
 __all__ = ["HttpUpstream"]
 
@@ -173,7 +173,14 @@ class HttpUpstream:
                         self._statuses(parsed.get("id"), response.status_code)
                 kind = response.headers.get("content-type", "").partition(";")[0]
                 if kind.strip() == "text/event-stream":
-                    await self._events(response, parsed)
+                    cursor: dict[str, str] = {}
+                    answered = await self._events(response, parsed, cursor)
+                    if answered or not is_request(parsed):
+                        pass
+                    elif "id" in cursor:  # resumable: the server closed it early
+                        await self._resume(parsed, cursor)
+                    else:
+                        self._failed(parsed, "its event stream ended before its answer")
                 elif kind.strip() == "application/json":
                     refused = response.status_code >= 400 and is_request(parsed)
                     self._answer(await response.aread(), parsed, refused)
@@ -190,8 +197,8 @@ class HttpUpstream:
         """The HTTP error status the request ``request_id`` was refused with, once."""
         return self._refused.pop(orjson.dumps(request_id), None)
 
-    def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> None:
-        """Queue the messages of ``body``, the server's answer to ``sent``.
+    def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> bool:
+        """Queue the messages of ``body``; whether one answers ``sent``.
 
         ``refused``: the server refused the request ``sent`` with an HTTP error
         status; its JSON-RPC error with ``id: null`` (it may not have read the
@@ -200,7 +207,8 @@ class HttpUpstream:
         try:
             value = parse(body)
         except ValueError:
-            return
+            return False
+        answered = False
         for one in value if isinstance(value, list) else [value]:
             if (
                 refused
@@ -221,7 +229,14 @@ class HttpUpstream:
                 )
                 if isinstance(version, str):
                     self.version = version
+            answered = answered or (
+                is_response(one)
+                and isinstance(one, dict)
+                and isinstance(sent, dict)
+                and one.get("id") == sent.get("id")
+            )
             self._queue.put_nowait(orjson.dumps(one))
+        return answered
 
     def _listen(self) -> None:
         """Open the GET event stream (once): messages outside any request."""
@@ -236,7 +251,7 @@ class HttpUpstream:
         message read goes to the session like an answer to a POST.
         """
         assert self._client is not None
-        last: list[str] = []
+        last: dict[str, str] = {}
         failures = 0
         while failures < _GET_TRIES:
             headers = {**self.headers, "accept": "text/event-stream"}
@@ -244,8 +259,8 @@ class HttpUpstream:
                 headers["mcp-session-id"] = self.session_id
             if self.version is not None:
                 headers["mcp-protocol-version"] = self.version
-            if last:
-                headers["last-event-id"] = last[-1]
+            if "id" in last:
+                headers["last-event-id"] = last["id"]
             try:
                 async with self._client.stream(
                     "GET", self.url, headers=headers
@@ -266,21 +281,64 @@ class HttpUpstream:
             await asyncio.sleep(_GET_PAUSE)
 
     async def _events(
-        self, response: httpx.Response, sent: JSONValue, ids: list[str] | None = None
-    ) -> None:
+        self, response: httpx.Response, sent: JSONValue, cursor: dict[str, str]
+    ) -> bool:
+        """Queue the messages of an event stream; whether ``sent``'s answer came.
+
+        ``cursor`` is kept up to date with the stream's last event ``id`` and
+        its ``retry`` (milliseconds), for a reconnection.
+        """
         data: list[str] = []
+        answered = False
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
-            elif line.startswith("id:") and ids is not None:
-                ids[:] = [line[3:].strip()]
+            elif line.startswith(("id:", "retry:")):
+                field, _, value = line.partition(":")
+                cursor[field] = value.strip()
             elif not line and data:
                 text = "\n".join(data)
                 data.clear()
                 if text.strip():
-                    self._answer(text.encode(), sent)
+                    answered = self._answer(text.encode(), sent) or answered
         if data:
-            self._answer("\n".join(data).encode(), sent)
+            answered = self._answer("\n".join(data).encode(), sent) or answered
+        return answered
+
+    async def _resume(self, sent: JSONValue, cursor: dict[str, str]) -> None:
+        """Resume a request's event stream the server closed before its answer.
+
+        As a client does (2025-11-25): ``GET`` with ``Last-Event-ID`` after the
+        stream's ``retry``, again while events come and no answer, until
+        ``_GET_TRIES`` tries in a row bring nothing; then the request is
+        answered with an error.
+        """
+        assert self._client is not None
+        failures = 0
+        while failures < _GET_TRIES:
+            retry = cursor.get("retry", "")
+            pause = int(retry) / 1000 if retry.isdigit() else _GET_PAUSE
+            await asyncio.sleep(min(pause, _GET_PAUSE))
+            seen = cursor.get("id")
+            headers = {**self.headers, "accept": "text/event-stream"}
+            if self.session_id is not None:
+                headers["mcp-session-id"] = self.session_id
+            if self.version is not None:
+                headers["mcp-protocol-version"] = self.version
+            headers["last-event-id"] = cursor["id"]
+            try:
+                async with self._client.stream(
+                    "GET", self.url, headers=headers
+                ) as response:
+                    if response.status_code == 200:
+                        if await self._events(response, sent, cursor):
+                            return
+                    else:
+                        await response.aread()
+            except httpx.HTTPError:
+                pass
+            failures = 0 if cursor.get("id") != seen else failures + 1
+        self._failed(sent, "its event stream ended before its answer")
 
     def _failed(self, request: JSONValue, why: str) -> None:
         request_id = request.get("id") if isinstance(request, dict) else None

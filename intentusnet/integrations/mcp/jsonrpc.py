@@ -23,6 +23,7 @@ __all__ = [
     "OUTDATES",
     "PROGRESS",
     "ClientError",
+    "continuation",
     "error",
     "is_notification",
     "is_request",
@@ -31,6 +32,7 @@ __all__ = [
     "progress_token",
     "request_version",
     "step_of",
+    "subscription_of",
 ]
 
 #: The calls keyed by their exact arguments: never served by another call's answer.
@@ -62,6 +64,8 @@ ASKED_BY: Final = "mcp:asked-by"
 ANSWERED_WITH: Final = "mcp:answered-with"
 #: Requests that are never steps: a stream of notifications, not an answer.
 STREAMS: Final = frozenset({"subscriptions/listen"})
+#: Where a notification on a ``subscriptions/listen`` stream names its request.
+SUBSCRIPTION_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 #: Where a request of the stateless 2026-07-28 revision names its revision.
 VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 #: Requests recorded too, so that a replayed session can start and list its
@@ -256,3 +260,31 @@ def progress_token(message: JSONValue) -> JSONValue:
         return params.get("progressToken")
     meta = params.get("_meta")
     return meta.get("progressToken") if isinstance(meta, dict) else None
+
+
+def subscription_of(message: JSONValue) -> JSONValue:
+    """The ``subscriptions/listen`` request a notification was sent for, if any.
+
+    Its id, as the notification's ``_meta`` names it (2026-07-28).
+    """
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
+
+
+def continuation(message: JSONValue) -> JSONObject | None:
+    """What a later round of a multi-round-trip request answers, if it is one.
+
+    A request retried with the client's ``inputResponses`` to an
+    ``InputRequiredResult`` and the server's ``requestState`` (2026-07-28):
+    those two, as given. ``None`` for a first round (or any other request).
+    """
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict):
+        return None
+    found: JSONObject = {k: params[k] for k in _ROUNDS if k in params}
+    return found or None
+
+
+#: The parameters a later round of a multi-round-trip request carries.
+_ROUNDS: Final = ("inputResponses", "requestState")

@@ -62,6 +62,7 @@ from .checks import (
     HEADER_MISMATCH,
     PARAM_PREFIX,
     allowed_hosts,
+    binding_status,
     header_mismatch,
     param_mismatch,
     rebinding,
@@ -75,6 +76,7 @@ from .jsonrpc import (
     parse,
     progress_token,
     request_version,
+    subscription_of,
 )
 from .recorded import ANONYMOUS
 
@@ -255,6 +257,11 @@ class ListenSession:
             token = progress_token(parsed)
             owner = self._tokens.get(_key(token)) if token is not None else None
             stream = self._streams.get(owner) if owner is not None else None
+            listener = subscription_of(parsed)
+            if listener is not None:  # a subscriptions/listen stream's (2026)
+                stream = self._streams.get(_key(listener))
+                if stream is None:
+                    return  # that stream has ended: no other asked for it
         if stream is None and self._streams:
             stream = self._streams[next(reversed(self._streams))]
         if stream is not None:
@@ -600,6 +607,8 @@ class Listener:
             return JSONResponse(problem, status_code=503)
         session = known
         opens = message.get("method") == "initialize"
+        # the revision the body names: a stdio server tells eras by the body
+        # alone, the first request deciding (a header would not reach it)
         era = request_version(message)
         stateless = self._stateless.get(era)
         if session is None and not opens and stateless is not None:
@@ -630,14 +639,17 @@ class Listener:
             if name == "mcp-protocol-version" or name.startswith(PARAM_PREFIX)
         }
         stream = session.request(body, message, client, passed)
-        if session.upstream_statuses:  # an error status is passed on, as it is
-            await stream.started()
-            if stream.status is not None and stream.status >= 400:
+        if session.upstream_statuses or session.session_id is None:
+            await stream.started()  # an error status is passed on, as it is
+            status = stream.status
+            if status is None and session.session_id is None and stream.done:
+                status = binding_status(stream.last())  # the 2026-07-28 table
+            if status is not None and status >= 400:
                 await stream.finished()
                 answer = stream.last() or b""
                 return Response(
                     answer,
-                    status_code=stream.status,
+                    status_code=status,
                     media_type="application/json",
                     headers=headers,
                 )

@@ -42,6 +42,7 @@ from .jsonrpc import (
     UPSTREAM_GONE,
     ClientError,
     UpstreamError,
+    continuation,
     destructive_tools,
     error,
     error_from_text,
@@ -61,6 +62,8 @@ __all__ = ["Endpoint", "Session", "StepRunner", "UpstreamExited"]
 #: How long calls still in flight when the client leaves may take to finish
 #: (their steps are recorded), before they are cancelled.
 DRAIN_SECONDS: Final = 5.0
+#: How long a replay waits for the client's answer to a server's request.
+ASK_SECONDS: Final = 60.0
 #: Requests a replayed session answers although they are not recorded.
 _ALWAYS: Final[dict[str, JSONObject]] = {
     "ping": {},
@@ -176,6 +179,8 @@ class Session:
         self._notes: set[asyncio.Task[None]] = set()
         #: the protocol revision the session negotiated (``initialize``)
         self.version: str | None = None
+        #: the server's requests a replay asked the client again, so far
+        self._asks = 0
 
     async def run(self) -> JSONObject:
         """Pump until the client leaves; return what the session did.
@@ -304,7 +309,9 @@ class Session:
                 source, found = self._replayed(name, args, asker)
                 assert self.calls is not None  # a replay's
                 for sent, params in self.calls.sent(source, found):
-                    if sent != PROGRESS:
+                    if sent.startswith(FROM_SERVER):
+                        await self._ask_client(sent, params)
+                    elif sent != PROGRESS:
                         await self._answer(_notification(sent, params))
                     elif token is not None:  # progress: if the client asked
                         await self._answer(_progress(token, params))
@@ -348,6 +355,26 @@ class Session:
         else:
             await self._answer(result(request_id, value))
 
+    async def _ask_client(self, name: str, params: JSONObject) -> None:
+        """Ask the client a recorded request of the server's own, in a replay.
+
+        So that the client sees what it saw (its sampling or elicitation
+        callback runs); its answer is not used: the call's recorded answer
+        holds what came of it. Waits ``ASK_SECONDS`` at most.
+        """
+        self._asks += 1
+        request_id = f"intentusnet-replay:{self._asks}"
+        waiting: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
+        self._asked[_key(request_id)] = waiting
+        method = name.removeprefix(FROM_SERVER)
+        await self._answer(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        )
+        try:
+            await asyncio.wait_for(waiting, ASK_SECONDS)
+        except TimeoutError:
+            self._asked.pop(_key(request_id), None)
+
     async def _answered_with(self, request_id: JSONValue, body: JSONObject) -> None:
         """Record what a live error answer's failure does not keep, if anything.
 
@@ -382,14 +409,16 @@ class Session:
         client = None
         if isinstance(self.client, Identifies):
             client = self.client.client_of(message.get("id"))
+        given = continuation(message)
+        continues = None if given is None else jsonish(given)[1]
         named = request_version(message)
         if named is not None:
-            return Asker(named, stateless=True, client=client)
+            return Asker(named, stateless=True, client=client, continues=continues)
         if message.get("method") == "initialize":
             params = message.get("params")
             asked = params.get("protocolVersion") if isinstance(params, dict) else None
             return Asker(asked if isinstance(asked, str) else None, client=client)
-        return Asker(self.version, client=client)
+        return Asker(self.version, client=client, continues=continues)
 
     async def _mark(self, method: str, message: JSONObject, asker: Asker) -> None:
         """Record a forwarded call's revision, where its session does not say it.
@@ -408,6 +437,9 @@ class Session:
             asked["protocolVersion"] = asker.version
         if asker.client is not None:
             asked["client"] = asker.client
+        given = continuation(message)
+        if given is not None:  # a round of a multi-round-trip exchange
+            asked["continues"] = given
         if asked:
             await self.run_step(ASKED_BY, asked, _nothing)
 

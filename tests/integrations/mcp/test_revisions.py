@@ -56,13 +56,17 @@ HANDSHAKE = [
 
 
 def exchange(
-    store: Path, mode: str, messages: list[dict[str, Any]], calls: Path
+    store: Path,
+    mode: str,
+    messages: list[dict[str, Any]],
+    calls: Path,
+    upstream: list[str] = UPSTREAM,
 ) -> list[dict[str, Any]]:
     """Send ``messages`` one at a time through a proxy; the answers to the requests."""
     argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
     argv += ["--store", str(store), "--mode", mode]
     if mode != "replay":
-        argv += ["--", *UPSTREAM]
+        argv += ["--", *upstream]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_TEST_CALLS": str(calls)}
     answers = []
     with subprocess.Popen(
@@ -142,3 +146,40 @@ def test_a_cache_session_forwards_a_call_recorded_in_another_revision(
     (served,) = exchange(store, "cache", [_counter(7, META)], calls)
     assert served == fresh
     assert _counted(calls) == 2
+
+
+CONFORMANCE = [sys.executable, str(Path(__file__).with_name("conformance_server.py"))]
+
+
+def _round(request_id: int, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A round of the conformance server's three-round tool (``given``: its inputs)."""
+    params: dict[str, Any] = {
+        "name": "test_input_required_result_multi_round",
+        "arguments": {},
+        "_meta": META,
+        **(given or {}),
+    }
+    return _request(request_id, "tools/call", params)
+
+
+def test_each_round_of_a_multi_round_request_gets_its_own_answer(
+    tmp_path: Path,
+) -> None:
+    """Replayed in reverse order, each round still gets the answer it got."""
+    store, calls = tmp_path / "store", tmp_path / "calls.txt"
+    (first,) = exchange(store, "record", [_round(1)], calls, CONFORMANCE)
+    asked = first["result"]
+    assert asked["resultType"] == "input_required"
+    name = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
+    second_round = _round(
+        2, {"inputResponses": name, "requestState": asked["requestState"]}
+    )
+    (second,) = exchange(store, "record", [second_round], calls, CONFORMANCE)
+    state = second["result"]["requestState"]
+    color = {"step2": {"action": "accept", "content": {"color": "blue"}}}
+    third_round = _round(3, {"inputResponses": color, "requestState": state})
+    (third,) = exchange(store, "record", [third_round], calls, CONFORMANCE)
+    assert third["result"]["content"][0]["text"] == "Ada likes blue."
+    rounds = [third_round, second_round, _round(1)]
+    replayed = exchange(store, "replay", rounds, calls)
+    assert replayed == [third, second, first]
