@@ -55,6 +55,7 @@ from .jsonrpc import (
     request_version,
     result,
     step_of,
+    subscription_of,
 )
 
 __all__ = ["Endpoint", "Session", "StepRunner", "UpstreamExited"]
@@ -582,8 +583,8 @@ class Session:
         one call in flight if there is exactly one. A notification that
         outdates earlier answers (a list change, a resource update) is a step
         of the session; any other the server sends on its own (a log message)
-        is a step of the one call in flight, if exactly one is; otherwise it
-        is only forwarded.
+        is a step of the one call in flight, if exactly one is; otherwise it,
+        and any sent on a ``subscriptions/listen`` stream, is only forwarded.
         """
         method = message.get("method")
         params = message.get("params")
@@ -613,6 +614,7 @@ class Session:
             is_notification(message)
             and str(method).startswith("notifications/")
             and method != "notifications/cancelled"
+            and subscription_of(message) is None  # a listen stream's: not the call's
             and len(self._open) == 1
         ):
             # sent on its own (a log message, say): a step of the one call

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from intentusnet import FileExecutionStore, record_steps
+
 pytest.importorskip("mcp")
 
 # each test starts the proxy and the SDK's server: seconds each
@@ -183,3 +185,56 @@ def test_each_round_of_a_multi_round_request_gets_its_own_answer(
     rounds = [third_round, second_round, _round(1)]
     replayed = exchange(store, "replay", rounds, calls)
     assert replayed == [third, second, first]
+
+
+def test_a_listen_streams_notifications_are_not_recorded_in_a_call(
+    tmp_path: Path,
+) -> None:
+    """The ack of a subscriptions/listen sent during a call is not the call's."""
+    store = tmp_path / "store"
+    argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
+    argv += ["--store", str(store), "--", *CONFORMANCE]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    progress = {
+        "name": "test_tool_with_progress",
+        "arguments": {},
+        "_meta": {**META, "progressToken": "p"},
+    }
+    listen = {"notifications": {"toolsListChanged": True}, "_meta": META}
+    seen = []
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        timer = threading.Timer(LIMIT, proxy.kill)  # every read below is bounded
+        timer.start()
+        try:
+            assert proxy.stdin is not None
+            assert proxy.stdout is not None
+            for message in (
+                _request(1, "tools/call", progress),  # runs for 0.1 s
+                _request(2, "subscriptions/listen", listen),  # acked meanwhile
+            ):
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            while not any(m.get("id") == 1 and "result" in m for m in seen):
+                line = proxy.stdout.readline()
+                assert line, "the proxy ended without an answer"
+                seen.append(json.loads(line))
+            proxy.stdin.close()
+            proxy.wait(timeout=LIMIT)
+        finally:
+            timer.cancel()
+            proxy.kill()
+    methods = {m.get("method") for m in seen}
+    assert "notifications/subscriptions/acknowledged" in methods  # passed through
+    recorded = FileExecutionStore(store)
+    (session,) = recorded.list()
+    steps = record_steps(recorded.load(session.execution_id))
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:test_tool_with_progress"]
+    nested = {s.name for s in steps if s.parent == call.number}
+    assert nested == {"mcp:notifications/progress", "mcp:asked-by"}
+    recorded.close()
