@@ -62,7 +62,8 @@ ASKED_BY: Final = "mcp:asked-by"
 #: says what the step's failure does not: the HTTP status it came with (an
 #: HTTP upstream's ``4xx``) and the error's ``data``.
 ANSWERED_WITH: Final = "mcp:answered-with"
-#: Requests that are never steps: a stream of notifications, not an answer.
+#: Requests answered by a stream of notifications rather than a result: their
+#: step ends when the client leaves, holding the notifications as its steps.
 STREAMS: Final = frozenset({"subscriptions/listen"})
 #: Where a notification on a ``subscriptions/listen`` stream names its request.
 SUBSCRIPTION_KEY: Final = "io.modelcontextprotocol/subscriptionId"
@@ -179,16 +180,16 @@ def error_from_text(text: str) -> tuple[int, str]:
     return int(found.group(1)), found.group(2)
 
 
-def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
+def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject]:
     """The step a request becomes: its name and the arguments it is keyed by.
 
     ``tools/call`` is ``mcp:tools/call:TOOL`` keyed by the tool's arguments,
     ``prompts/get`` is ``mcp:prompts/get:PROMPT`` keyed by the prompt's,
     ``resources/read`` is ``mcp:resources/read`` keyed by ``{"uri": ...}``, and
     any other request (the listings, ``completion/complete``, ``tasks/*``,
-    ``ping``, ``logging/setLevel``, a method this module does not know) is
-    ``mcp:METHOD`` keyed by its parameters less ``_meta``. ``None`` for
-    ``subscriptions/listen``: a stream, not an answer.
+    ``ping``, ``logging/setLevel``, ``subscriptions/listen``, a method this
+    module does not know) is ``mcp:METHOD`` keyed by its parameters less
+    ``_meta``.
     """
     given = params if isinstance(params, dict) else {}
     if method in ("tools/call", "prompts/get"):
@@ -200,8 +201,6 @@ def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
         )
     if method == "resources/read":
         return "mcp:resources/read", {"uri": given.get("uri")}
-    if method in STREAMS:
-        return None
     return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
 
 

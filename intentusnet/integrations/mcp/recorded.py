@@ -127,6 +127,8 @@ class RecordedSession:
         self.version: str | None = None
         for step in record_steps(record):
             self.steps[step.number] = step
+            if step.name in OUTDATES:  # of the session, or on a listen stream
+                self._notices.append((step.number, step.name, step.args))
             if step.parent is not None:  # what the server sent during a call
                 if step.name.startswith(_SENT) and isinstance(step.args, dict):
                     self._sent[step.parent].append((step.name, step.args))
@@ -134,8 +136,6 @@ class RecordedSession:
                     self._asked_by[step.parent] = step.args
                 elif step.name == ANSWERED_WITH and isinstance(step.args, dict):
                     self._detail[step.parent] = step.args
-            elif step.name in OUTDATES:
-                self._notices.append((step.number, step.name, step.args))
             elif step.name == "mcp:initialize" and self.version is None:
                 output = step.output if step.ok else None
                 found = output.get("protocolVersion") if isinstance(output, dict) else 0

@@ -39,6 +39,8 @@ from .jsonrpc import (
     OUTDATES,
     PARSE_ERROR,
     PROGRESS,
+    STREAMS,
+    SUBSCRIPTION_KEY,
     UPSTREAM_GONE,
     ClientError,
     UpstreamError,
@@ -182,6 +184,10 @@ class Session:
         self.version: str | None = None
         #: the server's requests a replay asked the client again, so far
         self._asks = 0
+        #: the ``subscriptions/listen`` requests forwarded and still open
+        self._listens: set[bytes] = set()
+        #: the client has left: open listen streams end without an answer
+        self._ending = False
 
     async def run(self) -> JSONObject:
         """Pump until the client leaves; return what the session did.
@@ -196,6 +202,7 @@ class Session:
             pumps.append(asyncio.create_task(self._from_upstream()))
         try:
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            self._end_listens()
             # One side is done: the calls in flight may still finish (the
             # upstream's answers keep coming in while they do).
             if self._tasks:
@@ -261,12 +268,8 @@ class Session:
     async def _request(self, message: JSONObject, line: bytes) -> None:
         request_id = message.get("id")
         method = str(message.get("method"))
-        step = step_of(method, message.get("params"))
-        if step is None:
-            await self._plain(request_id, method, line)
-            return
+        name, args = step_of(method, message.get("params"))
         self.requests += 1
-        name, args = step
         asker = self._asker(message)
         ASKER.set(asker)  # this request's own task: its cassette's decisions
         tool = name.removeprefix("mcp:tools/call:") if is_call(name) else None
@@ -283,12 +286,15 @@ class Session:
             self._open[key] = contextvars.copy_context()
             if token is not None:
                 self._tokens[_key(token)] = key
+            if method in STREAMS:
+                self._listens.add(key)
             try:
                 self.forwarded += 1
                 await self._mark(method, message, asker)
                 answer = await self._call_upstream(request_id, line)
             finally:
                 self._open.pop(key, None)
+                self._listens.discard(key)
                 if token is not None:
                     self._tokens.pop(_key(token), None)
             live.append(answer)
@@ -312,6 +318,9 @@ class Session:
                 for sent, params in self.calls.sent(source, found):
                     if sent.startswith(FROM_SERVER):
                         await self._ask_client(sent, params)
+                    elif method in STREAMS:  # on this stream: tagged as its own
+                        tagged = {**params, "_meta": {SUBSCRIPTION_KEY: request_id}}
+                        await self._answer(_notification(sent, tagged))
                     elif sent != PROGRESS:
                         await self._answer(_notification(sent, params))
                     elif token is not None:  # progress: if the client asked
@@ -319,6 +328,8 @@ class Session:
                 if not found.ok:
                     await self._recorded_error(request_id, source, found)
                     return
+                if method in STREAMS:
+                    return  # the stream stays open, as a server's does
                 value = found.output
         except ClientCancelled:
             return  # no answer after a cancellation (MCP)
@@ -341,6 +352,8 @@ class Session:
             code, text = error_from_text(str(exc))
             await self._answer(error(request_id, code, text))
             return
+        if method in STREAMS and self._ending:
+            return  # its client has left: the stream just ends
         if method == "initialize" and isinstance(value, dict):
             found_version = value.get("protocolVersion")
             if isinstance(found_version, str):
@@ -596,8 +609,9 @@ class Session:
             waiting = asyncio.get_running_loop().create_future()
             self._asked[_key(message.get("id"))] = waiting
             fn = self._client_answer(waiting)
-            if len(self._open) == 1:
-                context = next(iter(self._open.values()))
+            calls = self._in_flight()
+            if len(calls) == 1:
+                context = calls[0]
         elif method == "notifications/progress":
             owner = self._tokens.get(_key(progress_token(message)))
             context = None if owner is None else self._open.get(owner)
@@ -606,6 +620,12 @@ class Session:
             name = PROGRESS
             args = {k: v for k, v in given.items() if k not in _VOLATILE}
             fn = _nothing
+        elif (listening := self._listening(message)) is not None:
+            # on a subscriptions/listen stream: a step of that stream's
+            name = f"mcp:{method}"
+            args = {k: v for k, v in given.items() if k != "_meta"}
+            fn = _nothing
+            context = listening
         elif f"mcp:{method}" in OUTDATES:
             name = f"mcp:{method}"
             args = {k: v for k, v in given.items() if k != "_meta"}
@@ -615,14 +635,14 @@ class Session:
             and str(method).startswith("notifications/")
             and method != "notifications/cancelled"
             and subscription_of(message) is None  # a listen stream's: not the call's
-            and len(self._open) == 1
+            and len(self._in_flight()) == 1
         ):
             # sent on its own (a log message, say): a step of the one call
             # in flight, replayed with it in order
             name = f"mcp:{method}"
             args = {k: v for k, v in given.items() if k != "_meta"}
             fn = _nothing
-            context = next(iter(self._open.values()))
+            context = self._in_flight()[0]
         else:
             return
         assert self.run_step is not None
@@ -630,6 +650,29 @@ class Session:
         task = asyncio.get_running_loop().create_task(_recorded(step), context=context)
         self._notes.add(task)
         task.add_done_callback(self._notes.discard)
+
+    def _in_flight(self) -> list[contextvars.Context]:
+        """The contexts of the calls forwarded and not answered (listens aside)."""
+        return [c for k, c in self._open.items() if k not in self._listens]
+
+    def _listening(self, message: JSONObject) -> contextvars.Context | None:
+        """The context of the open listen stream ``message`` was sent on, if any."""
+        found = subscription_of(message)
+        key = None if found is None else _key(found)
+        return self._open.get(key) if key in self._listens else None
+
+    def _end_listens(self) -> None:
+        """The client has left: its open listen streams end, recorded as answered.
+
+        A ``subscriptions/listen`` is answered by its stream, not by a result:
+        its step ends (output ``null``) with the notifications it carried.
+        """
+        self._ending = True
+        for key in list(self._listens):
+            waiting = self._pending.pop(key, None)
+            if waiting is not None and not waiting.done():
+                ended = {"jsonrpc": "2.0", "id": orjson.loads(key), "result": None}
+                waiting.set_result(ended)
 
     @staticmethod
     def _client_answer(

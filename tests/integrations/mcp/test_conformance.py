@@ -38,12 +38,6 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[kit.Tally, str]] = {
         kit.Tally(2, 0),
         "as recording",
     ),
-    ("replay", "2026-07-28", "server-stateless"): (
-        kit.Tally(25, 3),
-        "subscriptions/listen is passed through live but not recorded: a replay "
-        "answers it -32601, so the three listen-stream checks fail and the two "
-        "that need a notification from the stream are not made",
-    ),
 }
 
 

@@ -238,3 +238,76 @@ def test_a_listen_streams_notifications_are_not_recorded_in_a_call(
     nested = {s.name for s in steps if s.parent == call.number}
     assert nested == {"mcp:notifications/progress", "mcp:asked-by"}
     recorded.close()
+
+
+def _stream(
+    store: Path, mode: str, messages: list[dict[str, Any]], until: Any
+) -> list[dict[str, Any]]:
+    """Send ``messages`` at once through a proxy; what it says until ``until``."""
+    argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
+    argv += ["--store", str(store), "--mode", mode]
+    if mode != "replay":
+        argv += ["--", *CONFORMANCE]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen: list[dict[str, Any]] = []
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        timer = threading.Timer(LIMIT, proxy.kill)  # every read below is bounded
+        timer.start()
+        try:
+            assert proxy.stdin is not None
+            assert proxy.stdout is not None
+            for message in messages:
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            while not until(seen):
+                line = proxy.stdout.readline()
+                assert line, "the proxy ended before it said what was awaited"
+                seen.append(json.loads(line))
+            proxy.stdin.close()
+            proxy.wait(timeout=LIMIT)
+        finally:
+            timer.cancel()
+            proxy.kill()
+    return seen
+
+
+def _tagged(seen: list[dict[str, Any]], method: str, stream: int) -> bool:
+    key = "io.modelcontextprotocol/subscriptionId"
+    return any(
+        m.get("method") == method and m["params"].get("_meta", {}).get(key) == stream
+        for m in seen
+    )
+
+
+def test_a_listen_stream_is_replayed_with_its_notifications(tmp_path: Path) -> None:
+    """subscriptions/listen recorded with what its stream carried, replayed in order."""
+    store = tmp_path / "store"
+    listen = {"notifications": {"toolsListChanged": True}, "_meta": META}
+    trigger = {"name": "test_trigger_tool_change", "arguments": {}, "_meta": META}
+    changed = "notifications/tools/list_changed"
+    # the tool changes the list: the stream says so, once acknowledged
+    recorded = _stream(
+        store,
+        "record",
+        [
+            _request(1, "subscriptions/listen", listen),
+            _request(2, "tools/call", trigger),
+        ],
+        lambda seen: _tagged(seen, changed, 1),
+    )
+    assert _tagged(recorded, "notifications/subscriptions/acknowledged", 1)
+    replayed = _stream(
+        store,
+        "replay",
+        [_request(7, "subscriptions/listen", listen)],
+        lambda seen: _tagged(seen, changed, 7),
+    )
+    methods = [m["method"] for m in replayed]
+    assert methods == ["notifications/subscriptions/acknowledged", changed]
+    assert all("id" not in m for m in replayed)  # the stream stays open
