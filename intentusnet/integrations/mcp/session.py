@@ -5,13 +5,13 @@ a request becomes a task, a notification or a response is forwarded as read
 (its bytes unchanged). Nothing waits on a notification, so progress reports,
 log messages and cancellations flow while calls are in flight.
 
-Requests that are steps (:func:`~.jsonrpc.step_of`) go through ``run_step``
-(the agent context's ``astep`` while recording) or, in a replay, are answered
-from the recorded calls alone (with their recorded progress sent again); any
-other request is forwarded, or in a replay answered when it can be (a ping)
-and refused when it cannot. While recording, what the server sends during a
-call (its progress, its own requests and the client's answers) is recorded as
-steps nested in the call's step.
+Every request is a step (:func:`~.jsonrpc.step_of`): it goes through
+``run_step`` (the agent context's ``astep`` while recording) or, in a replay,
+is answered from the recorded calls alone (with what the server sent during it
+sent again); a request no record holds is refused, or answered as a server
+without a record would (a ping). While recording, what the server sends during
+a call (its progress, its own requests and the client's answers, a listen
+stream's notifications) is recorded as steps nested in the call's step.
 """
 
 from __future__ import annotations
@@ -340,7 +340,7 @@ class Session:
         except _NotRecorded as exc:
             if self.run_step is None and is_other(method):
                 self.requests -= 1  # answered as it is without a record
-                await self._plain(request_id, method, line)
+                await self._unrecorded(request_id, method)
                 return
             self.refused += 1
             await self._answer(error(request_id, NOT_RECORDED, str(exc), exc.data))
@@ -529,11 +529,8 @@ class Session:
             raise _NotRecorded(name, self.calls.execution_id, nearest)
         return found
 
-    async def _plain(self, request_id: JSONValue, method: str, line: bytes) -> None:
-        """A request that is not a step: forwarded, or answered by a replay."""
-        if self.upstream is not None:
-            await self._forward(line)  # the upstream's answer goes straight back
-            return
+    async def _unrecorded(self, request_id: JSONValue, method: str) -> None:
+        """A replay's answer to a request no record holds: a server's without one."""
         if method in _ALWAYS:
             await self._answer(result(request_id, _ALWAYS[method]))
             return
