@@ -42,6 +42,7 @@ __all__ = [
     "allowed_hosts",
     "binding_status",
     "header_mismatch",
+    "not_stateless",
     "param_mismatch",
     "rebinding",
 ]
@@ -61,6 +62,8 @@ ERROR_STATUS: Final = {
     -32022: 400,  # unsupported protocol version
     -32601: 404,  # method not found (initialize, ping, ... in 2026-07-28)
 }
+#: The first revision whose requests carry their revision in ``_meta``.
+STATELESS: Final = "2026-07-28"
 _LOOPBACK: Final = ("localhost", "127.0.0.1", "[::1]")
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _ENCODED: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
@@ -203,3 +206,32 @@ def binding_status(answer: bytes | None) -> int | None:
     body = message.get("error") if isinstance(message, dict) else None
     code = body.get("code") if isinstance(body, dict) else None
     return ERROR_STATUS.get(code) if isinstance(code, int) else None
+
+
+def not_stateless(
+    headers: Mapping[str, str], message: JSONValue, in_session: bool
+) -> tuple[int, int, str] | None:
+    """Why a sessionless request its header dates 2026-07-28 or later is not one.
+
+    Its ``MCP-Protocol-Version`` header says it is a stateless request, so its
+    ``_meta`` must name its revision (else ``400``, ``-32602``: invalid
+    params), and it cannot be ``initialize``, which the revision removed
+    (``404``, ``-32601``). The HTTP status, the JSON-RPC code and the message;
+    None when it may go on. Said by the proxy itself: a stdio server sees no
+    header, and would take the request for one of the handshake era.
+    """
+    header = headers.get("mcp-protocol-version", "").strip()
+    if in_session or header < STATELESS or not is_request(message):
+        return None
+    assert isinstance(message, dict)
+    if message.get("method") == "initialize":
+        return 404, -32601, f"Method not found: initialize (there is none in {header})"
+    if request_version(message) is None:
+        return (
+            400,
+            -32602,
+            "Invalid params: _meta names no protocol version "
+            "(io.modelcontextprotocol/protocolVersion), as a request of "
+            f"{header} must",
+        )
+    return None

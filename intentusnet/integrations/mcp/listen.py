@@ -64,6 +64,7 @@ from .checks import (
     allowed_hosts,
     binding_status,
     header_mismatch,
+    not_stateless,
     param_mismatch,
     rebinding,
 )
@@ -602,6 +603,11 @@ class Listener:
         if mismatch is not None:
             problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
             return JSONResponse(problem, status_code=400)
+        unfit = not_stateless(request.headers, message, given is not None)
+        if unfit is not None:
+            refusal, code, why = unfit
+            problem = error(message.get("id"), code, why)
+            return JSONResponse(problem, status_code=refusal)
         if self._stopped.is_set():
             problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")
             return JSONResponse(problem, status_code=503)

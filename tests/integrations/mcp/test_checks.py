@@ -13,6 +13,7 @@ from intentusnet.integrations.mcp.checks import (
     allowed_hosts,
     binding_status,
     header_mismatch,
+    not_stateless,
     param_mismatch,
     rebinding,
 )
@@ -177,3 +178,31 @@ def test_a_sessionless_error_gets_the_revisions_status(
     assert binding_status(json.dumps(answer).encode()) == status
     assert binding_status(b'{"jsonrpc": "2.0", "id": 1, "result": {}}') is None
     assert binding_status(b"not json") is None
+
+
+@pytest.mark.parametrize(
+    ("header", "method", "meta", "in_session", "refused"),
+    [
+        ("2026-07-28", "tools/list", META, False, None),
+        ("2026-07-28", "tools/list", None, False, (400, -32602)),  # no _meta
+        ("2026-07-28", "tools/list", {}, False, (400, -32602)),  # no revision in it
+        ("2026-07-28", "initialize", None, False, (404, -32601)),  # removed
+        ("2027-01-01", "tools/list", None, False, (400, -32602)),  # a later one
+        ("2025-11-25", "tools/list", None, False, None),  # the handshake era
+        (None, "tools/list", None, False, None),  # no header: the body decides
+        ("2026-07-28", "tools/list", None, True, None),  # in a session
+    ],
+)
+def test_a_request_its_header_dates_stateless_must_be_one(
+    header: str | None,
+    method: str,
+    meta: dict[str, Any] | None,
+    in_session: bool,
+    refused: tuple[int, int] | None,
+) -> None:
+    """A sessionless 2026 request names its revision in _meta and is no initialize."""
+    headers = {} if header is None else {"mcp-protocol-version": header}
+    params = {} if meta is None else {"_meta": meta}
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    found = not_stateless(headers, message, in_session)
+    assert (found if found is None else found[:2]) == refused
