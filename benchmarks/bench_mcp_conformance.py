@@ -1,194 +1,103 @@
 """The official MCP conformance suite: directly, through the proxy, then replayed.
 
-Run: ``python benchmarks/bench_mcp_conformance.py [--node PATH] [--keep]``.
+Run: ``python benchmarks/bench_mcp_conformance.py [--keep]``.
 
-Installs ``@modelcontextprotocol/conformance`` and the reference server
-``@modelcontextprotocol/server-everything`` with npm into a temporary folder,
-starts the server (streamable HTTP), and runs ``conformance server --url ...``
-three times:
+Installs ``@modelcontextprotocol/conformance`` 0.2 with npm into a temporary
+folder (and a Node 22 from the npm registry when the ``node`` on the PATH is
+older), and runs the server scenarios of both requirement sets
+(``--requirements 2025-11-25`` and ``2026-07-28``) against
+``tests/integrations/mcp/conformance_server.py`` (the official Python SDK,
+speaking both revisions):
 
-1. directly against the server;
-2. through ``intentusnet mcp proxy --mode record --listen ... --upstream-url ...``;
-3. through one ``--mode replay --listen`` proxy, with the server stopped.
+1. directly, the server over streamable HTTP;
+2. through ``intentusnet mcp proxy --mode record --listen`` with the server
+   as a stdio upstream (``-- python conformance_server.py``);
+3. the same with the server over HTTP (``--upstream-url``);
+4. through one ``--mode replay --listen`` proxy per store of 2 and 3, the
+   server stopped: each answers both requirement sets.
 
-Then prints each scenario's result side by side (a scenario passes when none
-of its checks failed) and the counts. The suite needs Node 22 or newer: with
-an older ``node`` on the PATH the script says so and stops; ``--node`` names
-another (``npm install --prefix /tmp/node22 node@22`` puts one, from the npm
-registry, at ``/tmp/node22/node_modules/node/bin/node``).
+Then prints each scenario's checks passed and failed side by side, and the
+totals: checks passed / scenarios with no check failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-PACKAGES = (
-    "@modelcontextprotocol/conformance",
-    "@modelcontextprotocol/server-everything",
-)
-NODE_MAJOR = 22
-LIMIT = 60.0
-_STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d\-.:Z]+$")
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests" / "integrations" / "mcp"))
+
+import conformancekit as kit
+
+COLUMNS = ("direct", "record stdio", "record http", "replay stdio", "replay http")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_port(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + LIMIT
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if process.poll() is not None:
-                sys.exit(f"{process.args} exited with {process.returncode}")
-            if time.monotonic() > deadline:
-                sys.exit(f"nothing listens on port {port}")
-            time.sleep(0.1)
-
-
-def _node_major(node: str) -> int:
-    shown = subprocess.run([node, "--version"], capture_output=True, text=True)
-    return int(shown.stdout.strip().lstrip("v").split(".")[0])
-
-
-def _bin(work: Path, package: str) -> Path:
-    """The executable an installed package declares (its first ``bin``)."""
-    manifest = json.loads(
-        (work / "node_modules" / package / "package.json").read_text()
-    )
-    declared = manifest["bin"]
-    name = (
-        next(iter(declared)) if isinstance(declared, dict) else package.split("/")[-1]
-    )
-    return work / "node_modules" / ".bin" / name
-
-
-def _conformance(
-    suite: Path, url: str, where: Path, env: dict[str, str]
-) -> dict[str, bool]:
-    """Run every server scenario against ``url``; each scenario's pass or fail."""
-    where.mkdir(parents=True)
-    subprocess.run(
-        [str(suite), "server", "--url", url, "--output-dir", str(where / "results")],
-        cwd=where,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=1800,
-        check=False,
-    )
-    results: dict[str, bool] = {}
-    for checks in sorted(where.glob("results/*/checks.json")):
-        name = _STAMP.sub("", checks.parent.name)
-        name = name.removeprefix("server-").removesuffix("-server")
-        found = json.loads(checks.read_text())
-        results[name] = not any(c.get("status") == "FAILURE" for c in found)
-    return results
-
-
-def _proxy(work: Path, mode: str, upstream: str, port: int) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
-    args += ["--store", str(work / "records"), "--mode", mode]
-    args += ["--listen", f"127.0.0.1:{port}", "--upstream-url", upstream]
-    log = open(work / f"proxy-{mode}.log", "wb")  # noqa: SIM115 - the proxy's to close
-    proxy = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log)
-    _wait_port(port, proxy)
-    return proxy
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
+def _recorded(
+    suite: Path, env: dict[str, str], work: Path, kind: str, upstream: list[str]
+) -> dict[str, dict[str, kit.Tally]]:
+    """Both sets through one recording proxy of ``kind``; each set's results."""
+    port = kit.free_port()
+    store, log = work / f"store-{kind}", work / "proxy.log"
+    proxy = kit.proxy(store, "record", port, log, upstream)
     try:
-        process.wait(timeout=LIMIT)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        return {
+            each: kit.run(suite, env, _url(port), each, work / f"record-{kind}-{each}")
+            for each in kit.REQUIREMENTS
+        }
+    finally:
+        kit.stop(proxy)
+
+
+def _replayed(
+    suite: Path, env: dict[str, str], work: Path, kind: str
+) -> dict[str, dict[str, kit.Tally]]:
+    """Both sets through one replay proxy of the store ``kind`` recorded."""
+    port = kit.free_port()
+    proxy = kit.proxy(work / f"store-{kind}", "replay", port, work / "proxy.log")
+    try:
+        return {
+            each: kit.run(suite, env, _url(port), each, work / f"replay-{kind}-{each}")
+            for each in kit.REQUIREMENTS
+        }
+    finally:
+        kit.stop(proxy)
+
+
+def _url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/mcp"
 
 
 def main() -> None:
-    """Install, run the three passes, print the side-by-side results."""
+    """Install, run the passes, print the side-by-side results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--node", default=shutil.which("node") or "node")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     options = parser.parse_args()
-    node = str(Path(options.node).resolve()) if os.sep in options.node else options.node
-    try:
-        major = _node_major(node)
-    except (OSError, ValueError):
-        sys.exit(
-            f"no usable node at {options.node!r} (Node {NODE_MAJOR} or newer needed)"
-        )
-    if major < NODE_MAJOR:
-        sys.exit(
-            f"the conformance suite needs Node {NODE_MAJOR} or newer; {node} is "
-            f"Node {major}. Install one from the npm registry "
-            f"(npm install --prefix /tmp/node22 node@{NODE_MAJOR}) and run again with "
-            f"--node /tmp/node22/node_modules/node/bin/node"
-        )
     work = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
-    env = dict(os.environ)
-    if os.sep in node:  # the chosen node first, for npm and the packages' scripts
-        env["PATH"] = f"{Path(node).parent}{os.pathsep}{env.get('PATH', '')}"
     try:
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--prefix",
-                str(work),
-                "--no-audit",
-                "--no-fund",
-                *PACKAGES,
-            ],
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        suite = _bin(work, PACKAGES[0])
-        port = _free_port()
-        server = subprocess.Popen(
-            [str(_bin(work, PACKAGES[1])), "streamableHttp"],
-            env={**env, "PORT": str(port)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        upstream = f"http://127.0.0.1:{port}/mcp"
+        suite, env = kit.install(work)
+        port = kit.free_port()
+        server = kit.server(port, work / "server.log")
         try:
-            _wait_port(port, server)
-            direct = _conformance(suite, upstream, work / "direct", env)
-            listen = _free_port()
-            proxy = _proxy(work, "record", upstream, listen)
-            try:
-                url = f"http://127.0.0.1:{listen}/mcp"
-                recorded = _conformance(suite, url, work / "record", env)
-            finally:
-                _stop(proxy)
+            direct = {
+                each: kit.run(suite, env, _url(port), each, work / f"direct-{each}")
+                for each in kit.REQUIREMENTS
+            }
+            stdio = _recorded(suite, env, work, "stdio", kit.stdio_upstream())
+            http = _recorded(suite, env, work, "http", ["--upstream-url", _url(port)])
         finally:
-            _stop(server)
-        listen = _free_port()
-        proxy = _proxy(work, "replay", upstream, listen)  # the server is stopped
-        try:
-            url = f"http://127.0.0.1:{listen}/mcp"
-            replayed = _conformance(suite, url, work / "replay", env)
-        finally:
-            _stop(proxy)
-        _report(direct, recorded, replayed)
+            kit.stop(server)
+        passes = [
+            direct,
+            stdio,
+            http,
+            _replayed(suite, env, work, "stdio"),
+            _replayed(suite, env, work, "http"),
+        ]
+        for each in kit.REQUIREMENTS:
+            _report(each, [p[each] for p in passes])
     finally:
         if options.keep:
             print(f"kept: {work}")
@@ -196,30 +105,23 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _report(
-    direct: dict[str, bool], recorded: dict[str, bool], replayed: dict[str, bool]
-) -> None:
-    names = sorted({*direct, *recorded, *replayed})
+def _report(requirements: str, passes: list[dict[str, kit.Tally]]) -> None:
+    names = sorted({n for p in passes for n in p})
     width = max((len(n) for n in names), default=8)
-
-    def shown(results: dict[str, bool], name: str) -> str:
-        return {True: "pass", False: "FAIL", None: "-"}[results.get(name)]
-
-    print(f"{'scenario':<{width}}  direct  record  replay")
+    print(f"\n--requirements {requirements} (checks passed/failed)")
+    print(f"{'scenario':<{width}}  " + "  ".join(f"{c:<12}" for c in COLUMNS))
     for name in names:
-        row = [shown(r, name) for r in (direct, recorded, replayed)]
-        print(f"{name:<{width}}  {row[0]:<6}  {row[1]:<6}  {row[2]:<6}")
-    counts = [sum(r.values()) for r in (direct, recorded, replayed)]
+        cells = []
+        for results in passes:
+            found = results.get(name)
+            cells.append("-" if found is None else f"{found.passed}/{found.failed}")
+        marker = "" if len(set(cells)) == 1 else "  *"
+        print(f"{name:<{width}}  " + "  ".join(f"{c:<12}" for c in cells) + marker)
+    shown = [kit.totals(p) for p in passes]
     print(
-        f"{'passed':<{width}}  {counts[0]:<6}  {counts[1]:<6}  {counts[2]:<6}"
-        f"  (of {len(names)})"
-    )
-    live = {n for n, ok in direct.items() if ok}
-    lost = sorted(n for n in live if not replayed.get(n))
-    print(
-        "replay passes every scenario the server passes"
-        if not lost
-        else f"replay fails: {', '.join(lost)}"
+        f"{'checks / clean':<{width}}  "
+        + "  ".join(f"{f'{c} / {s}':<12}" for c, s in shown)
+        + f"  (of {len(names)} scenarios)"
     )
 
 

@@ -240,11 +240,11 @@ def proxy(
             if url is not None:
                 from ..integrations.mcp.http import HttpUpstream
 
-                versions = statuses = None
+                passed = statuses = None
                 if isinstance(client, ListenSession):  # its headers, passed on
-                    versions = client.version_of
+                    passed = client.passed_on
                     statuses = client.status  # and the upstream's error statuses
-                server = HttpUpstream(url, sent, versions=versions, statuses=statuses)
+                server = HttpUpstream(url, sent, passed=passed, statuses=statuses)
             else:
                 server = UpstreamProcess(upstream)
             try:
@@ -299,7 +299,7 @@ def proxy(
                 listening=listening,
                 allow_hosts=allow_hosts,
                 deadlines=limits,
-                upstream_statuses=url is not None,
+                upstream_statuses=url is not None or mode == "replay",
             )
             await listener.open()
             loop = asyncio.get_running_loop()

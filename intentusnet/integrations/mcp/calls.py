@@ -204,7 +204,7 @@ class RecordedCalls:
         return None
 
     def _fits(self, session: RecordedSession, step: RecordedStep, asker: Asker) -> bool:
-        """``step``'s answer may be given to ``asker``: its revision, its client.
+        """``step``'s answer may be given to ``asker``: its round, revision, client.
 
         A step a cache session served is judged by the step it was served
         from (its session's revision may not say). An old record that names
@@ -212,6 +212,8 @@ class RecordedCalls:
         ``private`` answer goes only to the client it was given to.
         """
         source = self._answered_by(session, step) or (session, step)
+        if source[0].continues(source[1]) != asker.continues:
+            return False  # another round of a multi-round-trip exchange
         version, named = source[0].revision(source[1])
         if named is None:
             fits = asker.stateless
@@ -321,12 +323,17 @@ class RecordedCalls:
         return session is not None and session.outdated(step)
 
     def sent(self, source: str, step: RecordedStep) -> list[tuple[str, JSONObject]]:
-        """The notifications the server sent during ``step``, in order.
+        """The notifications and requests the server sent during ``step``, in order.
 
         Each is its step name and parameters (``RecordedSession.sent``).
         """
         session = self._sessions.get(source)
         return [] if session is None else session.sent(step.number)
+
+    def detail(self, source: str, step: RecordedStep) -> JSONObject:
+        """The HTTP status and ``data`` ``step``'s recorded error came with, if any."""
+        session = self._sessions.get(source)
+        return {} if session is None else session.detail(step)
 
     def unanswered(self, name: str, args_hash: str) -> tuple[str, RecordedStep] | None:
         """A recorded call with these arguments that got no answer, if any.

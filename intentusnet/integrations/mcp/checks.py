@@ -17,7 +17,9 @@ Two checks MCP's streamable HTTP transport asks of a server:
   MCP's base64 form, and, when its ``_meta`` names a revision (a stateless
   request), its ``MCP-Protocol-Version`` that revision. A header that is sent
   is checked whatever the revision; a stateless request must send all those
-  that apply. A mismatch is ``400`` with JSON-RPC error ``-32020``.
+  that apply. A mismatch is ``400`` with JSON-RPC error ``-32020``. So is a
+  ``tools/call`` whose ``Mcp-Param-*`` headers do not mirror the arguments
+  the tool's listed input schema marks ``x-mcp-header`` (:func:`param_mismatch`).
 """
 
 from __future__ import annotations
@@ -29,13 +31,39 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
+import orjson
+
 from ..._util.jsonvalue import JSONValue
 from .jsonrpc import is_request, request_version
 
-__all__ = ["HEADER_MISMATCH", "allowed_hosts", "header_mismatch", "rebinding"]
+__all__ = [
+    "HEADER_MISMATCH",
+    "PARAM_PREFIX",
+    "allowed_hosts",
+    "binding_status",
+    "header_mismatch",
+    "not_stateless",
+    "param_mismatch",
+    "rebinding",
+]
 
 #: The JSON-RPC error of a header that does not match the body (2026-07-28).
 HEADER_MISMATCH: Final = -32020
+#: The custom headers mirroring a tool's arguments (``x-mcp-header``), lower case.
+PARAM_PREFIX: Final = "mcp-param-"
+#: The HTTP status of a sessionless (2026-07-28) request answered with one
+#: of these JSON-RPC errors, as the revision's HTTP transport says.
+ERROR_STATUS: Final = {
+    -32700: 400,  # parse error
+    -32600: 400,  # invalid request
+    -32602: 400,  # invalid params (a malformed _meta among them)
+    HEADER_MISMATCH: 400,
+    -32021: 400,  # a client capability the request needs is missing
+    -32022: 400,  # unsupported protocol version
+    -32601: 404,  # method not found (initialize, ping, ... in 2026-07-28)
+}
+#: The first revision whose requests carry their revision in ``_meta``.
+STATELESS: Final = "2026-07-28"
 _LOOPBACK: Final = ("localhost", "127.0.0.1", "[::1]")
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _ENCODED: Final = re.compile(r"=\?base64\?(.*)\?=", re.DOTALL)
@@ -116,3 +144,94 @@ def _decoded(value: str) -> str | None:
         return base64.b64decode(found.group(1), validate=True).decode()
     except (binascii.Error, UnicodeDecodeError):
         return None
+
+
+def param_mismatch(
+    headers: Mapping[str, str], message: JSONValue, schema: JSONValue
+) -> str | None:
+    """Why a ``tools/call``'s ``Mcp-Param-*`` headers do not match its arguments.
+
+    ``schema``: the tool's listed ``inputSchema``; each property it marks
+    ``x-mcp-header: NAME`` is mirrored in the header ``Mcp-Param-NAME``
+    (2026-07-28, SEP-2243). An argument that is given needs its header, equal
+    to its value (a string as it is, a number or a boolean as JSON writes
+    it) once decoded from MCP's base64 form and trimmed; a header whose
+    argument is not given is a mismatch too. None if they match (or the
+    schema names no such header).
+    """
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    params = message.get("params") if isinstance(message, dict) else None
+    given = params.get("arguments") if isinstance(params, dict) else None
+    arguments = given if isinstance(given, dict) else {}
+    if not isinstance(properties, dict):
+        return None
+    for name, spec in properties.items():
+        header = spec.get("x-mcp-header") if isinstance(spec, dict) else None
+        if not isinstance(header, str) or not header:
+            continue
+        field = PARAM_PREFIX + header.lower()
+        value = arguments.get(name)
+        sent = headers.get(field)
+        if sent is None:
+            if value is not None:
+                return f"Header mismatch: {field} header is missing"
+            continue
+        decoded = _decoded(sent.strip())
+        if decoded is None:
+            return f"Header mismatch: {field} header value {sent!r} is malformed"
+        expected = _header_text(value)
+        if decoded.strip() != expected:
+            return (
+                f"Header mismatch: {field} header value {decoded!r} "
+                f"does not match body value {expected!r}"
+            )
+    return None
+
+
+def _header_text(value: JSONValue) -> str | None:
+    """An argument as its ``Mcp-Param-*`` header carries it."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def binding_status(answer: bytes | None) -> int | None:
+    """The HTTP status a sessionless request's error ``answer`` goes with, if any."""
+    try:
+        message = orjson.loads(answer or b"")
+    except orjson.JSONDecodeError:
+        return None
+    body = message.get("error") if isinstance(message, dict) else None
+    code = body.get("code") if isinstance(body, dict) else None
+    return ERROR_STATUS.get(code) if isinstance(code, int) else None
+
+
+def not_stateless(
+    headers: Mapping[str, str], message: JSONValue, in_session: bool
+) -> tuple[int, int, str] | None:
+    """Why a sessionless request its header dates 2026-07-28 or later is not one.
+
+    Its ``MCP-Protocol-Version`` header says it is a stateless request, so its
+    ``_meta`` must name its revision (else ``400``, ``-32602``: invalid
+    params), and it cannot be ``initialize``, which the revision removed
+    (``404``, ``-32601``). The HTTP status, the JSON-RPC code and the message;
+    None when it may go on. Said by the proxy itself: a stdio server sees no
+    header, and would take the request for one of the handshake era.
+    """
+    header = headers.get("mcp-protocol-version", "").strip()
+    if in_session or header < STATELESS or not is_request(message):
+        return None
+    assert isinstance(message, dict)
+    if message.get("method") == "initialize":
+        return 404, -32601, f"Method not found: initialize (there is none in {header})"
+    if request_version(message) is None:
+        return (
+            400,
+            -32602,
+            "Invalid params: _meta names no protocol version "
+            "(io.modelcontextprotocol/protocolVersion), as a request of "
+            f"{header} must",
+        )
+    return None

@@ -127,9 +127,7 @@ class RecordingClient:
         ctx = current_context()
         if ctx is None:
             return await call()
-        found = step_of(method, params)
-        assert found is not None
-        name, args = found
+        name, args = step_of(method, params)
 
         async def recorded(**_: object) -> JSONValue:
             return _json(await call())

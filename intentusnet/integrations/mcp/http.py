@@ -7,8 +7,10 @@ and both feed one queue that the session reads. The routing headers MCP asks
 for (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``Mcp-Method``,
 ``Mcp-Name``) are taken from the messages themselves, but for a request whose
 client sent its own ``MCP-Protocol-Version`` (on ``--listen``): that one is
-passed on. Headers the user gives (``--header``, credentials included) are sent
-and never recorded.
+passed on, and so are its ``Mcp-Param-*`` headers (a tool's arguments the
+server may check them against). The HTTP error status a request was refused
+with is kept for the session (``status_of``), which records it. Headers the
+user gives (``--header``, credentials included) are sent and never recorded.
 
 Once the session is initialized, a ``GET`` holds the server's event stream
 open for the messages that belong to no request (a list change, a log line, a
@@ -29,7 +31,7 @@ import httpx
 import orjson
 
 from ..._util.jsonvalue import JSONValue
-from .jsonrpc import UPSTREAM_GONE, error, is_request, parse
+from .jsonrpc import UPSTREAM_GONE, error, is_request, is_response, parse
 
 __all__ = ["HttpUpstream"]
 
@@ -40,6 +42,8 @@ _SAFE: Final = re.compile(r"[\x20-\x7E]*")
 _GET_TRIES: Final = 3
 #: The pause before the GET stream is asked for again.
 _GET_PAUSE: Final = 1.0
+#: The error statuses held for the session to ask for (the oldest dropped).
+_REFUSED_HELD: Final = 1000
 
 
 def _initialized(message: JSONValue) -> bool:
@@ -65,8 +69,8 @@ class HttpUpstream:
         url: the server's MCP endpoint.
         headers: sent with every request (an ``Authorization``, say).
         transport: an httpx transport (tests); the network by default.
-        versions: the ``MCP-Protocol-Version`` header the client sent with a
-            request, by its id (``ListenSession.version_of``), passed on.
+        passed: the headers the client sent with a request that go on as
+            they are, by its id (``ListenSession.passed_on``).
         statuses: told the HTTP status each request was answered with, by
             its id (``ListenSession.status``), before its answer is queued.
     """
@@ -77,13 +81,15 @@ class HttpUpstream:
         headers: Mapping[str, str] | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        versions: Callable[[JSONValue], str | None] | None = None,
+        passed: Callable[[JSONValue], Mapping[str, str]] | None = None,
         statuses: Callable[[JSONValue, int], None] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
-        self._versions = versions
+        self._passed = passed
         self._statuses = statuses
+        #: the HTTP error statuses of requests not asked for yet (``status_of``)
+        self._refused: dict[bytes, int] = {}
         self.session_id: str | None = None
         self.version: str | None = None
         self._transport = transport
@@ -124,12 +130,14 @@ class HttpUpstream:
         params = parsed.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
-        if self._versions is not None and is_request(parsed):
-            version = self._versions(parsed.get("id")) or version
+        passed = {}
+        if self._passed is not None and is_request(parsed):
+            passed = dict(self._passed(parsed.get("id")))
         if isinstance(version, str):
             headers["mcp-protocol-version"] = version
         elif self.version is not None and method != "initialize":
             headers["mcp-protocol-version"] = self.version
+        headers.update(passed)  # the client's own, as it sent them
         if isinstance(method, str):
             headers["mcp-method"] = method
             key = _NAMED.get(method)
@@ -154,12 +162,25 @@ class HttpUpstream:
                 found = response.headers.get("mcp-session-id")
                 if found:
                     self.session_id = found
-                if self._statuses is not None and is_request(parsed):
+                if is_request(parsed):
                     assert isinstance(parsed, dict)
-                    self._statuses(parsed.get("id"), response.status_code)
+                    if response.status_code >= 400:
+                        if len(self._refused) >= _REFUSED_HELD:  # never asked for
+                            del self._refused[next(iter(self._refused))]
+                        key = orjson.dumps(parsed.get("id"))
+                        self._refused[key] = response.status_code
+                    if self._statuses is not None:
+                        self._statuses(parsed.get("id"), response.status_code)
                 kind = response.headers.get("content-type", "").partition(";")[0]
                 if kind.strip() == "text/event-stream":
-                    await self._events(response, parsed)
+                    cursor: dict[str, str] = {}
+                    answered = await self._events(response, parsed, cursor)
+                    if answered or not is_request(parsed):
+                        pass
+                    elif "id" in cursor:  # resumable: the server closed it early
+                        await self._resume(parsed, cursor)
+                    else:
+                        self._failed(parsed, "its event stream ended before its answer")
                 elif kind.strip() == "application/json":
                     refused = response.status_code >= 400 and is_request(parsed)
                     self._answer(await response.aread(), parsed, refused)
@@ -172,8 +193,12 @@ class HttpUpstream:
             if is_request(parsed):
                 self._failed(parsed, f"{type(exc).__name__}: {exc}")
 
-    def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> None:
-        """Queue the messages of ``body``, the server's answer to ``sent``.
+    def status_of(self, request_id: JSONValue) -> int | None:
+        """The HTTP error status the request ``request_id`` was refused with, once."""
+        return self._refused.pop(orjson.dumps(request_id), None)
+
+    def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> bool:
+        """Queue the messages of ``body``; whether one answers ``sent``.
 
         ``refused``: the server refused the request ``sent`` with an HTTP error
         status; its JSON-RPC error with ``id: null`` (it may not have read the
@@ -182,7 +207,8 @@ class HttpUpstream:
         try:
             value = parse(body)
         except ValueError:
-            return
+            return False
+        answered = False
         for one in value if isinstance(value, list) else [value]:
             if (
                 refused
@@ -203,7 +229,14 @@ class HttpUpstream:
                 )
                 if isinstance(version, str):
                     self.version = version
+            answered = answered or (
+                is_response(one)
+                and isinstance(one, dict)
+                and isinstance(sent, dict)
+                and one.get("id") == sent.get("id")
+            )
             self._queue.put_nowait(orjson.dumps(one))
+        return answered
 
     def _listen(self) -> None:
         """Open the GET event stream (once): messages outside any request."""
@@ -218,7 +251,7 @@ class HttpUpstream:
         message read goes to the session like an answer to a POST.
         """
         assert self._client is not None
-        last: list[str] = []
+        last: dict[str, str] = {}
         failures = 0
         while failures < _GET_TRIES:
             headers = {**self.headers, "accept": "text/event-stream"}
@@ -226,8 +259,8 @@ class HttpUpstream:
                 headers["mcp-session-id"] = self.session_id
             if self.version is not None:
                 headers["mcp-protocol-version"] = self.version
-            if last:
-                headers["last-event-id"] = last[-1]
+            if "id" in last:
+                headers["last-event-id"] = last["id"]
             try:
                 async with self._client.stream(
                     "GET", self.url, headers=headers
@@ -248,21 +281,64 @@ class HttpUpstream:
             await asyncio.sleep(_GET_PAUSE)
 
     async def _events(
-        self, response: httpx.Response, sent: JSONValue, ids: list[str] | None = None
-    ) -> None:
+        self, response: httpx.Response, sent: JSONValue, cursor: dict[str, str]
+    ) -> bool:
+        """Queue the messages of an event stream; whether ``sent``'s answer came.
+
+        ``cursor`` is kept up to date with the stream's last event ``id`` and
+        its ``retry`` (milliseconds), for a reconnection.
+        """
         data: list[str] = []
+        answered = False
         async for line in response.aiter_lines():
             if line.startswith("data:"):
                 data.append(line[5:].removeprefix(" "))
-            elif line.startswith("id:") and ids is not None:
-                ids[:] = [line[3:].strip()]
+            elif line.startswith(("id:", "retry:")):
+                field, _, value = line.partition(":")
+                cursor[field] = value.strip()
             elif not line and data:
                 text = "\n".join(data)
                 data.clear()
                 if text.strip():
-                    self._answer(text.encode(), sent)
+                    answered = self._answer(text.encode(), sent) or answered
         if data:
-            self._answer("\n".join(data).encode(), sent)
+            answered = self._answer("\n".join(data).encode(), sent) or answered
+        return answered
+
+    async def _resume(self, sent: JSONValue, cursor: dict[str, str]) -> None:
+        """Resume a request's event stream the server closed before its answer.
+
+        As a client does (2025-11-25): ``GET`` with ``Last-Event-ID`` after the
+        stream's ``retry``, again while events come and no answer, until
+        ``_GET_TRIES`` tries in a row bring nothing; then the request is
+        answered with an error.
+        """
+        assert self._client is not None
+        failures = 0
+        while failures < _GET_TRIES:
+            retry = cursor.get("retry", "")
+            pause = int(retry) / 1000 if retry.isdigit() else _GET_PAUSE
+            await asyncio.sleep(min(pause, _GET_PAUSE))
+            seen = cursor.get("id")
+            headers = {**self.headers, "accept": "text/event-stream"}
+            if self.session_id is not None:
+                headers["mcp-session-id"] = self.session_id
+            if self.version is not None:
+                headers["mcp-protocol-version"] = self.version
+            headers["last-event-id"] = cursor["id"]
+            try:
+                async with self._client.stream(
+                    "GET", self.url, headers=headers
+                ) as response:
+                    if response.status_code == 200:
+                        if await self._events(response, sent, cursor):
+                            return
+                    else:
+                        await response.aread()
+            except httpx.HTTPError:
+                pass
+            failures = 0 if cursor.get("id") != seen else failures + 1
+        self._failed(sent, "its event stream ended before its answer")
 
     def _failed(self, request: JSONValue, why: str) -> None:
         request_id = request.get("id") if isinstance(request, dict) else None

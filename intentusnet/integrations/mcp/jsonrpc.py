@@ -15,6 +15,7 @@ import orjson
 from ..._util.jsonvalue import JSONObject, JSONValue
 
 __all__ = [
+    "ANSWERED_WITH",
     "ASKED_BY",
     "CALL_METHODS",
     "FROM_SERVER",
@@ -22,6 +23,7 @@ __all__ = [
     "OUTDATES",
     "PROGRESS",
     "ClientError",
+    "continuation",
     "error",
     "is_notification",
     "is_request",
@@ -30,6 +32,7 @@ __all__ = [
     "progress_token",
     "request_version",
     "step_of",
+    "subscription_of",
 ]
 
 #: The calls keyed by their exact arguments: never served by another call's answer.
@@ -55,6 +58,15 @@ PROGRESS: Final = "mcp:notifications/progress"
 #: The step nested in a forwarded call that says in which protocol revision it
 #: was asked (and by which client), where the session does not say it.
 ASKED_BY: Final = "mcp:asked-by"
+#: The step nested in a call the server answered with a JSON-RPC error that
+#: says what the step's failure does not: the HTTP status it came with (an
+#: HTTP upstream's ``4xx``) and the error's ``data``.
+ANSWERED_WITH: Final = "mcp:answered-with"
+#: Requests answered by a stream of notifications rather than a result: their
+#: step ends when the client leaves, holding the notifications as its steps.
+STREAMS: Final = frozenset({"subscriptions/listen"})
+#: Where a notification on a ``subscriptions/listen`` stream names its request.
+SUBSCRIPTION_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 #: Where a request of the stateless 2026-07-28 revision names its revision.
 VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 #: Requests recorded too, so that a replayed session can start and list its
@@ -168,15 +180,16 @@ def error_from_text(text: str) -> tuple[int, str]:
     return int(found.group(1)), found.group(2)
 
 
-def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
+def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject]:
     """The step a request becomes: its name and the arguments it is keyed by.
 
     ``tools/call`` is ``mcp:tools/call:TOOL`` keyed by the tool's arguments,
     ``prompts/get`` is ``mcp:prompts/get:PROMPT`` keyed by the prompt's,
     ``resources/read`` is ``mcp:resources/read`` keyed by ``{"uri": ...}``, and
-    the listing methods, ``completion/complete`` and ``tasks/*`` are
-    ``mcp:METHOD`` keyed by their parameters less ``_meta``. ``None`` for a
-    request that is not recorded (a ping, say).
+    any other request (the listings, ``completion/complete``, ``tasks/*``,
+    ``ping``, ``logging/setLevel``, ``subscriptions/listen``, a method this
+    module does not know) is ``mcp:METHOD`` keyed by its parameters less
+    ``_meta``.
     """
     given = params if isinstance(params, dict) else {}
     if method in ("tools/call", "prompts/get"):
@@ -188,9 +201,21 @@ def step_of(method: str, params: JSONValue) -> tuple[str, JSONObject] | None:
         )
     if method == "resources/read":
         return "mcp:resources/read", {"uri": given.get("uri")}
-    if method in LISTED_METHODS or method in CALL_METHODS:
-        return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
-    return None
+    return f"mcp:{method}", {k: v for k, v in given.items() if k != "_meta"}
+
+
+def is_other(method: str) -> bool:
+    """A request recorded as a step that is neither a call nor a listing.
+
+    A replay answers it from the record when it can, as it was answered
+    without one otherwise (``ping``: an empty result; anything else: the
+    method is not found).
+    """
+    return (
+        method not in LISTED_METHODS
+        and method not in CALL_METHODS
+        and method not in ("tools/call", "prompts/get", "resources/read")
+    )
 
 
 def destructive_tools(listing: JSONValue) -> set[str]:
@@ -234,3 +259,31 @@ def progress_token(message: JSONValue) -> JSONValue:
         return params.get("progressToken")
     meta = params.get("_meta")
     return meta.get("progressToken") if isinstance(meta, dict) else None
+
+
+def subscription_of(message: JSONValue) -> JSONValue:
+    """The ``subscriptions/listen`` request a notification was sent for, if any.
+
+    Its id, as the notification's ``_meta`` names it (2026-07-28).
+    """
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta.get(SUBSCRIPTION_KEY) if isinstance(meta, dict) else None
+
+
+def continuation(message: JSONValue) -> JSONObject | None:
+    """What a later round of a multi-round-trip request answers, if it is one.
+
+    A request retried with the client's ``inputResponses`` to an
+    ``InputRequiredResult`` and the server's ``requestState`` (2026-07-28):
+    those two, as given. ``None`` for a first round (or any other request).
+    """
+    params = message.get("params") if isinstance(message, dict) else None
+    if not isinstance(params, dict):
+        return None
+    found: JSONObject = {k: params[k] for k in _ROUNDS if k in params}
+    return found or None
+
+
+#: The parameters a later round of a multi-round-trip request carries.
+_ROUNDS: Final = ("inputResponses", "requestState")

@@ -9,7 +9,10 @@ that the caller runs as one session: one record, one upstream.
 - A POST with a known id goes to that session; an unknown (or ended) one is
   answered 404, as MCP asks, so that the client starts again.
 - A POST with neither (a client of the stateless 2026 revision, which has no
-  ``initialize``) goes to the one *stateless* session, opened on demand.
+  ``initialize``) goes to the *stateless* session of the revision its
+  ``_meta`` names (or of none), opened on demand: each revision's requests
+  have their own upstream (a process of their own with a stdio upstream), so
+  a request of one era never sets the server's era for another's.
 - ``DELETE`` with a session's id ends it; so does ``idle_seconds`` with no
   request open and no message from its client, and SIGINT or SIGTERM ends them
   all.
@@ -55,7 +58,16 @@ import orjson
 
 from ..._util.deadlines import Deadlines
 from ..._util.jsonvalue import JSONValue
-from .checks import HEADER_MISMATCH, allowed_hosts, header_mismatch, rebinding
+from .checks import (
+    HEADER_MISMATCH,
+    PARAM_PREFIX,
+    allowed_hosts,
+    binding_status,
+    header_mismatch,
+    not_stateless,
+    param_mismatch,
+    rebinding,
+)
 from .jsonrpc import (
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -64,6 +76,8 @@ from .jsonrpc import (
     is_request,
     parse,
     progress_token,
+    request_version,
+    subscription_of,
 )
 from .recorded import ANONYMOUS
 
@@ -196,7 +210,10 @@ class ListenSession:
         self.read_only = read_only
         self.ended = False
         self.last_seen = time.monotonic()
-        self.upstream_statuses = upstream_statuses
+        # a read-only session is a replay: its answers may have statuses too
+        self.upstream_statuses = upstream_statuses or read_only
+        #: the input schemas of the tools a ``tools/list`` answer listed
+        self._schemas: dict[str, JSONValue] = {}
         self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         #: the streams of the requests not answered yet, by request id
         self._streams: dict[bytes, Stream] = {}
@@ -206,8 +223,9 @@ class ListenSession:
         self._tokens: dict[bytes, bytes] = {}
         #: the client of each open request (its credential's digest)
         self._clients: dict[bytes, str] = {}
-        #: the ``MCP-Protocol-Version`` header each open request came with
-        self._versions: dict[bytes, str] = {}
+        #: the headers each open request came with that go on to an HTTP
+        #: upstream as they are (``MCP-Protocol-Version``, ``Mcp-Param-*``)
+        self._passed: dict[bytes, dict[str, str]] = {}
 
     @property
     def resumable(self) -> bool:
@@ -240,6 +258,11 @@ class ListenSession:
             token = progress_token(parsed)
             owner = self._tokens.get(_key(token)) if token is not None else None
             stream = self._streams.get(owner) if owner is not None else None
+            listener = subscription_of(parsed)
+            if listener is not None:  # a subscriptions/listen stream's (2026)
+                stream = self._streams.get(_key(listener))
+                if stream is None:
+                    return  # that stream has ended: no other asked for it
         if stream is None and self._streams:
             stream = self._streams[next(reversed(self._streams))]
         if stream is not None:
@@ -253,13 +276,25 @@ class ListenSession:
         stream.finish()
         self.last_seen = time.monotonic()  # idle from its last answer
         self._clients.pop(key, None)
-        self._versions.pop(key, None)
+        self._passed.pop(key, None)
         for token, owner in list(self._tokens.items()):
             if owner == key:
                 del self._tokens[token]
         answered = [n for n, held in self._held.items() if held.done]
         for number in answered[: max(0, len(answered) - HELD_STREAMS)]:
             del self._held[number]
+
+    def listed(self, listing: JSONValue) -> None:
+        """A ``tools/list`` answer the client got: its tools' input schemas."""
+        tools = listing.get("tools") if isinstance(listing, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if isinstance(tool, dict) and isinstance(name, str):
+                self._schemas[name] = tool.get("inputSchema")
+
+    def schema_of(self, tool: JSONValue) -> JSONValue:
+        """The input schema a ``tools/list`` this session answered gave ``tool``."""
+        return self._schemas.get(tool) if isinstance(tool, str) else None
 
     def status(self, request_id: JSONValue, status: int) -> None:
         """The upstream answered the open request ``request_id`` with ``status``."""
@@ -309,22 +344,28 @@ class ListenSession:
         """The client of the open request ``request_id`` (see ``request``)."""
         return self._clients.get(_key(request_id), ANONYMOUS)
 
-    def version_of(self, request_id: JSONValue) -> str | None:
-        """The ``MCP-Protocol-Version`` header the open request came with, if any."""
-        return self._versions.get(_key(request_id))
+    def passed_on(self, request_id: JSONValue) -> dict[str, str]:
+        """The headers of the open request ``request_id`` that go on upstream."""
+        return self._passed.get(_key(request_id), {})
+
+    def headers_of(self, request_id: JSONValue) -> Mapping[str, str]:
+        """The ``Mcp-Param-*`` headers the open request came with (lower case)."""
+        found = self._passed.get(_key(request_id), {})
+        return {k: v for k, v in found.items() if k.startswith(PARAM_PREFIX)}
 
     def request(
         self,
         body: bytes,
         message: dict[str, JSONValue],
         client: str = ANONYMOUS,
-        version: str | None = None,
+        passed: Mapping[str, str] | None = None,
     ) -> Stream:
         """A request from ``client``: the stream that answers it.
 
         ``client``: ``sha256:HEX`` of the credential it came with, else
         ``anonymous`` (who may get a ``cacheScope: "private"`` answer).
-        ``version``: its ``MCP-Protocol-Version`` header, passed on upstream.
+        ``passed``: its headers that go on upstream as they are
+        (``MCP-Protocol-Version``, ``Mcp-Param-*``; names in lower case).
         """
         self.last_seen = time.monotonic()
         key = _key(message.get("id"))
@@ -334,8 +375,8 @@ class ListenSession:
         if self.resumable:
             self._held[stream.number] = stream
         self._clients[key] = client
-        if version is not None:
-            self._versions[key] = version
+        if passed:
+            self._passed[key] = dict(passed)
         token = progress_token(message)
         if token is not None:
             self._tokens[_key(token)] = key
@@ -403,7 +444,8 @@ class Listener:
         self._deadlines = deadlines or Deadlines()
         self._run = run
         self._sessions: dict[str, ListenSession] = {}
-        self._stateless: ListenSession | None = None
+        #: the stateless sessions, by the revision their requests name
+        self._stateless: dict[str | None, ListenSession] = {}
         self._runners: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
         self._server: object = None
@@ -476,14 +518,15 @@ class Listener:
 
     def _open_sessions(self) -> list[ListenSession]:
         found = [s for s in self._sessions.values() if not s.ended]
-        if self._stateless is not None and not self._stateless.ended:
-            found.append(self._stateless)
+        found += [s for s in self._stateless.values() if not s.ended]
         return found
 
-    def _start(self, session_id: str | None, read_only: bool) -> ListenSession:
+    def _start(
+        self, session_id: str | None, read_only: bool, era: str | None = None
+    ) -> ListenSession:
         session = ListenSession(session_id, read_only, self._upstream_statuses)
         if session_id is None:
-            self._stateless = session
+            self._stateless[era] = session
         else:
             self._sessions[session_id] = session
         runner = asyncio.create_task(self._running(session))
@@ -560,37 +603,59 @@ class Listener:
         if mismatch is not None:
             problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
             return JSONResponse(problem, status_code=400)
+        unfit = not_stateless(request.headers, message, given is not None)
+        if unfit is not None:
+            refusal, code, why = unfit
+            problem = error(message.get("id"), code, why)
+            return JSONResponse(problem, status_code=refusal)
         if self._stopped.is_set():
             problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")
             return JSONResponse(problem, status_code=503)
         session = known
         opens = message.get("method") == "initialize"
-        stateless = self._stateless
+        # the revision the body names: a stdio server tells eras by the body
+        # alone, the first request deciding (a header would not reach it)
+        era = request_version(message)
+        stateless = self._stateless.get(era)
         if session is None and not opens and stateless is not None:
             session = None if stateless.ended else stateless
         if session is not None and read_only and not session.read_only:
             return _read_only_refused()
         if session is None:
-            session = self._start(secrets.token_hex(16) if opens else None, read_only)
+            opened = secrets.token_hex(16) if opens else None
+            session = self._start(opened, read_only, era)
         headers = {} if session.session_id is None else {_HEADER: session.session_id}
         if not is_request(message):
             session.accept(body)
             return Response(status_code=202, headers=headers)
+        if message.get("method") == "tools/call":
+            params = message.get("params")
+            tool = params.get("name") if isinstance(params, dict) else None
+            mismatch = param_mismatch(request.headers, message, session.schema_of(tool))
+            if mismatch is not None:
+                problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
+                return JSONResponse(problem, status_code=400, headers=headers)
         credential = request.headers.get("authorization")
         client = ANONYMOUS
         if credential:  # recorded as its digest, never as itself
             client = "sha256:" + hashlib.sha256(credential.encode()).hexdigest()
-        stream = session.request(
-            body, message, client, request.headers.get("mcp-protocol-version")
-        )
-        if session.upstream_statuses:  # an error status is passed on, as it is
-            await stream.started()
-            if stream.status is not None and stream.status >= 400:
+        passed = {
+            name: value
+            for name, value in request.headers.items()
+            if name == "mcp-protocol-version" or name.startswith(PARAM_PREFIX)
+        }
+        stream = session.request(body, message, client, passed)
+        if session.upstream_statuses or session.session_id is None:
+            await stream.started()  # an error status is passed on, as it is
+            status = stream.status
+            if status is None and session.session_id is None and stream.done:
+                status = binding_status(stream.last())  # the 2026-07-28 table
+            if status is not None and status >= 400:
                 await stream.finished()
                 answer = stream.last() or b""
                 return Response(
                     answer,
-                    status_code=stream.status,
+                    status_code=status,
                     media_type="application/json",
                     headers=headers,
                 )

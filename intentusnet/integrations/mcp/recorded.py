@@ -20,14 +20,17 @@ from typing import Final
 from ..._util.jsonvalue import JSONObject, JSONValue
 from ..._util.time import parse_utc
 from ...record.model import ExecutionRecord
+from ...routing.execution import jsonish
 from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import ASKED_BY, OUTDATES
+from .jsonrpc import ANSWERED_WITH, ASKED_BY, FROM_SERVER, OUTDATES
 
 #: The steps of notifications the server sent (during a call, or outdating).
 NOTIFICATIONS: Final = "mcp:notifications/"
 
 __all__ = ["ANONYMOUS", "Asker", "RecordedSession", "answered", "outdated", "private"]
 
+#: The steps nested in a call that a replay sends the client again, in order.
+_SENT: Final = (NOTIFICATIONS, FROM_SERVER)
 #: Seconds since the epoch, now: ``time.time`` (a test's own clock).
 Clock = Callable[[], float]
 _TTL: Final = "ttlMs"
@@ -47,11 +50,15 @@ class Asker:
             store itself), on ``--listen`` the SHA-256 of the credential its
             request came with (``sha256:HEX``), or ``"anonymous"`` (every
             request with none: one client to the proxy, as to the upstream).
+        continues: for a later round of a multi-round-trip request, the
+            canonical hash of its ``inputResponses`` and ``requestState``
+            (:func:`~.jsonrpc.continuation`); ``None`` for a first round.
     """
 
     version: str | None = None
     stateless: bool = False
     client: str | None = None
+    continues: str | None = None
 
 
 #: The client of a ``--listen`` request that came with no credential.
@@ -114,17 +121,21 @@ class RecordedSession:
         self._sent: dict[int, list[tuple[str, JSONObject]]] = defaultdict(list)
         #: each call's ``mcp:asked-by`` (its revision, its client), if any
         self._asked_by: dict[int, JSONObject] = {}
+        #: each error answer's ``mcp:answered-with`` (its status, its data)
+        self._detail: dict[int, JSONObject] = {}
         #: the revision the session negotiated (its ``initialize``'s answer)
         self.version: str | None = None
         for step in record_steps(record):
             self.steps[step.number] = step
+            if step.name in OUTDATES:  # of the session, or on a listen stream
+                self._notices.append((step.number, step.name, step.args))
             if step.parent is not None:  # what the server sent during a call
-                if step.name.startswith(NOTIFICATIONS) and isinstance(step.args, dict):
+                if step.name.startswith(_SENT) and isinstance(step.args, dict):
                     self._sent[step.parent].append((step.name, step.args))
                 elif step.name == ASKED_BY and isinstance(step.args, dict):
                     self._asked_by[step.parent] = step.args
-            elif step.name in OUTDATES:
-                self._notices.append((step.number, step.name, step.args))
+                elif step.name == ANSWERED_WITH and isinstance(step.args, dict):
+                    self._detail[step.parent] = step.args
             elif step.name == "mcp:initialize" and self.version is None:
                 output = step.output if step.ok else None
                 found = output.get("protocolVersion") if isinstance(output, dict) else 0
@@ -166,6 +177,15 @@ class RecordedSession:
             return self.version, False
         return None, None
 
+    def detail(self, step: RecordedStep) -> JSONObject:
+        """What ``step``'s error answer came with: ``status``, ``data`` (or ``{}``)."""
+        return self._detail.get(step.number, {})
+
+    def continues(self, step: RecordedStep) -> str | None:
+        """The round ``step`` was asked in (``Asker.continues``): None for a first."""
+        given = self._asked_by.get(step.number, {}).get("continues")
+        return None if given is None else jsonish(given)[1]
+
     def client(self, step: RecordedStep) -> str | None:
         """The client ``step`` was asked by (see :class:`Asker`); ``None``: local."""
         found = self._asked_by.get(step.number, {}).get("client")
@@ -206,9 +226,11 @@ class RecordedSession:
         return None
 
     def sent(self, number: int) -> list[tuple[str, JSONObject]]:
-        """The notifications recorded during step ``number``, in order.
+        """The notifications and requests the server sent during step ``number``.
 
-        Each is its step name (``mcp:notifications/progress``, ...) and its
-        recorded parameters (a progress notification's less its token).
+        In order; each is its step name (``mcp:notifications/progress``,
+        ``mcp:from-server:sampling/createMessage``, ...) and its recorded
+        parameters (a progress notification's less its token, a request's
+        less its ``_meta``).
         """
         return self._sent.get(number, [])

@@ -5,13 +5,13 @@ a request becomes a task, a notification or a response is forwarded as read
 (its bytes unchanged). Nothing waits on a notification, so progress reports,
 log messages and cancellations flow while calls are in flight.
 
-Requests that are steps (:func:`~.jsonrpc.step_of`) go through ``run_step``
-(the agent context's ``astep`` while recording) or, in a replay, are answered
-from the recorded calls alone (with their recorded progress sent again); any
-other request is forwarded, or in a replay answered when it can be (a ping)
-and refused when it cannot. While recording, what the server sends during a
-call (its progress, its own requests and the client's answers) is recorded as
-steps nested in the call's step.
+Every request is a step (:func:`~.jsonrpc.step_of`): it goes through
+``run_step`` (the agent context's ``astep`` while recording) or, in a replay,
+is answered from the recorded calls alone (with what the server sent during it
+sent again); a request no record holds is refused, or answered as a server
+without a record would (a ping). While recording, what the server sends during
+a call (its progress, its own requests and the client's answers, a listen
+stream's notifications) is recorded as steps nested in the call's step.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ...routing.redact import Redaction, Redactor
 from ...steps.view import RecordedStep
 from .calls import ASKER, Asker, RecordedCalls, is_call
 from .jsonrpc import (
+    ANSWERED_WITH,
     ASKED_BY,
     FROM_SERVER,
     INVALID_REQUEST,
@@ -38,13 +39,17 @@ from .jsonrpc import (
     OUTDATES,
     PARSE_ERROR,
     PROGRESS,
+    STREAMS,
+    SUBSCRIPTION_KEY,
     UPSTREAM_GONE,
     ClientError,
     UpstreamError,
+    continuation,
     destructive_tools,
     error,
     error_from_text,
     is_notification,
+    is_other,
     is_request,
     is_response,
     parse,
@@ -52,6 +57,7 @@ from .jsonrpc import (
     request_version,
     result,
     step_of,
+    subscription_of,
 )
 
 __all__ = ["Endpoint", "Session", "StepRunner", "UpstreamExited"]
@@ -59,6 +65,8 @@ __all__ = ["Endpoint", "Session", "StepRunner", "UpstreamExited"]
 #: How long calls still in flight when the client leaves may take to finish
 #: (their steps are recorded), before they are cancelled.
 DRAIN_SECONDS: Final = 5.0
+#: How long a replay waits for the client's answer to a server's request.
+ASK_SECONDS: Final = 60.0
 #: Requests a replayed session answers although they are not recorded.
 _ALWAYS: Final[dict[str, JSONObject]] = {
     "ping": {},
@@ -84,6 +92,25 @@ class Identifies(Protocol):
 
     def client_of(self, request_id: JSONValue) -> str:
         """The client of the request ``request_id`` (``Asker.client``)."""
+
+
+@runtime_checkable
+class Refuses(Protocol):
+    """An upstream that says the HTTP status a request was refused with."""
+
+    def status_of(self, request_id: JSONValue) -> int | None:
+        """The HTTP error status of the request ``request_id``, if it had one."""
+
+
+@runtime_checkable
+class Answers(Protocol):
+    """A client side that answers over HTTP (``--listen``)."""
+
+    def status(self, request_id: JSONValue, status: int) -> None:
+        """Answer the request ``request_id`` with the HTTP status ``status``."""
+
+    def listed(self, listing: JSONValue) -> None:
+        """A ``tools/list`` answer the client got: its tools' input schemas."""
 
 
 #: ``ctx.astep``: ``await run_step(name, args, fn, side_effect=...)``.
@@ -155,6 +182,12 @@ class Session:
         self._notes: set[asyncio.Task[None]] = set()
         #: the protocol revision the session negotiated (``initialize``)
         self.version: str | None = None
+        #: the server's requests a replay asked the client again, so far
+        self._asks = 0
+        #: the ``subscriptions/listen`` requests forwarded and still open
+        self._listens: set[bytes] = set()
+        #: the client has left: open listen streams end without an answer
+        self._ending = False
 
     async def run(self) -> JSONObject:
         """Pump until the client leaves; return what the session did.
@@ -169,6 +202,7 @@ class Session:
             pumps.append(asyncio.create_task(self._from_upstream()))
         try:
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            self._end_listens()
             # One side is done: the calls in flight may still finish (the
             # upstream's answers keep coming in while they do).
             if self._tasks:
@@ -234,12 +268,8 @@ class Session:
     async def _request(self, message: JSONObject, line: bytes) -> None:
         request_id = message.get("id")
         method = str(message.get("method"))
-        step = step_of(method, message.get("params"))
-        if step is None:
-            await self._plain(request_id, method, line)
-            return
+        name, args = step_of(method, message.get("params"))
         self.requests += 1
-        name, args = step
         asker = self._asker(message)
         ASKER.set(asker)  # this request's own task: its cassette's decisions
         tool = name.removeprefix("mcp:tools/call:") if is_call(name) else None
@@ -256,18 +286,22 @@ class Session:
             self._open[key] = contextvars.copy_context()
             if token is not None:
                 self._tokens[_key(token)] = key
+            if method in STREAMS:
+                self._listens.add(key)
             try:
                 self.forwarded += 1
                 await self._mark(method, message, asker)
                 answer = await self._call_upstream(request_id, line)
             finally:
                 self._open.pop(key, None)
+                self._listens.discard(key)
                 if token is not None:
                     self._tokens.pop(_key(token), None)
             live.append(answer)
             if "error" in answer:
                 body = answer["error"]
                 body = body if isinstance(body, dict) else {}
+                await self._answered_with(request_id, body)
                 code = body.get("code")
                 raise UpstreamError(
                     code if isinstance(code, int) else -32603,
@@ -282,12 +316,20 @@ class Session:
                 source, found = self._replayed(name, args, asker)
                 assert self.calls is not None  # a replay's
                 for sent, params in self.calls.sent(source, found):
-                    if sent != PROGRESS:
+                    if sent.startswith(FROM_SERVER):
+                        await self._ask_client(sent, params)
+                    elif method in STREAMS:  # on this stream: tagged as its own
+                        tagged = {**params, "_meta": {SUBSCRIPTION_KEY: request_id}}
+                        await self._answer(_notification(sent, tagged))
+                    elif sent != PROGRESS:
                         await self._answer(_notification(sent, params))
                     elif token is not None:  # progress: if the client asked
                         await self._answer(_progress(token, params))
                 if not found.ok:
-                    raise RuntimeError(found.error_text)
+                    await self._recorded_error(request_id, source, found)
+                    return
+                if method in STREAMS:
+                    return  # the stream stays open, as a server's does
                 value = found.output
         except ClientCancelled:
             return  # no answer after a cancellation (MCP)
@@ -296,6 +338,10 @@ class Session:
             await self._answer(error(request_id, UPSTREAM_GONE, str(exc)))
             return
         except _NotRecorded as exc:
+            if self.run_step is None and is_other(method):
+                self.requests -= 1  # answered as it is without a record
+                await self._unrecorded(request_id, method)
+                return
             self.refused += 1
             await self._answer(error(request_id, NOT_RECORDED, str(exc), exc.data))
             return
@@ -306,11 +352,15 @@ class Session:
             code, text = error_from_text(str(exc))
             await self._answer(error(request_id, code, text))
             return
+        if method in STREAMS and self._ending:
+            return  # its client has left: the stream just ends
         if method == "initialize" and isinstance(value, dict):
             found_version = value.get("protocolVersion")
             if isinstance(found_version, str):
                 self.version = found_version
         if method == "tools/list":
+            if isinstance(self.client, Answers):
+                self.client.listed(value)
             self.side_effects |= destructive_tools(value)
             if not isinstance(value, dict) or value.get("nextCursor") is None:
                 self._tools_listed = True  # the last page: every tool is known
@@ -318,6 +368,52 @@ class Session:
             await self.client.send(orjson.dumps(live[0]))
         else:
             await self._answer(result(request_id, value))
+
+    async def _ask_client(self, name: str, params: JSONObject) -> None:
+        """Ask the client a recorded request of the server's own, in a replay.
+
+        So that the client sees what it saw (its sampling or elicitation
+        callback runs); its answer is not used: the call's recorded answer
+        holds what came of it. Waits ``ASK_SECONDS`` at most.
+        """
+        self._asks += 1
+        request_id = f"intentusnet-replay:{self._asks}"
+        waiting: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
+        self._asked[_key(request_id)] = waiting
+        method = name.removeprefix(FROM_SERVER)
+        await self._answer(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        )
+        try:
+            await asyncio.wait_for(waiting, ASK_SECONDS)
+        except TimeoutError:
+            self._asked.pop(_key(request_id), None)
+
+    async def _answered_with(self, request_id: JSONValue, body: JSONObject) -> None:
+        """Record what a live error answer's failure does not keep, if anything.
+
+        The HTTP status the upstream refused the request with, and the
+        error's ``data`` (``mcp:answered-with``, nested in the call).
+        """
+        status = None
+        if isinstance(self.upstream, Refuses):
+            status = self.upstream.status_of(request_id)
+        data = body.get("data")
+        if self.run_step is not None and (status is not None or data is not None):
+            detail: JSONObject = {"status": status, "data": data}
+            await self.run_step(ANSWERED_WITH, detail, _nothing)
+
+    async def _recorded_error(
+        self, request_id: JSONValue, source: str, step: RecordedStep
+    ) -> None:
+        """Answer a recorded error as it came: its status and data too."""
+        assert self.calls is not None
+        code, text = error_from_text(step.error_text)
+        detail = self.calls.detail(source, step)
+        status = detail.get("status")
+        if isinstance(status, int) and isinstance(self.client, Answers):
+            self.client.status(request_id, status)
+        await self._answer(error(request_id, code, text, detail.get("data")))
 
     def _asker(self, message: JSONObject) -> Asker:
         """Who asks ``message``: the revision it names, else the session's.
@@ -327,14 +423,16 @@ class Session:
         client = None
         if isinstance(self.client, Identifies):
             client = self.client.client_of(message.get("id"))
+        given = continuation(message)
+        continues = None if given is None else jsonish(given)[1]
         named = request_version(message)
         if named is not None:
-            return Asker(named, stateless=True, client=client)
+            return Asker(named, stateless=True, client=client, continues=continues)
         if message.get("method") == "initialize":
             params = message.get("params")
             asked = params.get("protocolVersion") if isinstance(params, dict) else None
             return Asker(asked if isinstance(asked, str) else None, client=client)
-        return Asker(self.version, client=client)
+        return Asker(self.version, client=client, continues=continues)
 
     async def _mark(self, method: str, message: JSONObject, asker: Asker) -> None:
         """Record a forwarded call's revision, where its session does not say it.
@@ -353,6 +451,9 @@ class Session:
             asked["protocolVersion"] = asker.version
         if asker.client is not None:
             asked["client"] = asker.client
+        given = continuation(message)
+        if given is not None:  # a round of a multi-round-trip exchange
+            asked["continues"] = given
         if asked:
             await self.run_step(ASKED_BY, asked, _nothing)
 
@@ -428,11 +529,8 @@ class Session:
             raise _NotRecorded(name, self.calls.execution_id, nearest)
         return found
 
-    async def _plain(self, request_id: JSONValue, method: str, line: bytes) -> None:
-        """A request that is not a step: forwarded, or answered by a replay."""
-        if self.upstream is not None:
-            await self._forward(line)  # the upstream's answer goes straight back
-            return
+    async def _unrecorded(self, request_id: JSONValue, method: str) -> None:
+        """A replay's answer to a request no record holds: a server's without one."""
         if method in _ALWAYS:
             await self._answer(result(request_id, _ALWAYS[method]))
             return
@@ -495,8 +593,8 @@ class Session:
         one call in flight if there is exactly one. A notification that
         outdates earlier answers (a list change, a resource update) is a step
         of the session; any other the server sends on its own (a log message)
-        is a step of the one call in flight, if exactly one is; otherwise it
-        is only forwarded.
+        is a step of the one call in flight, if exactly one is; otherwise it,
+        and any sent on a ``subscriptions/listen`` stream, is only forwarded.
         """
         method = message.get("method")
         params = message.get("params")
@@ -508,8 +606,9 @@ class Session:
             waiting = asyncio.get_running_loop().create_future()
             self._asked[_key(message.get("id"))] = waiting
             fn = self._client_answer(waiting)
-            if len(self._open) == 1:
-                context = next(iter(self._open.values()))
+            calls = self._in_flight()
+            if len(calls) == 1:
+                context = calls[0]
         elif method == "notifications/progress":
             owner = self._tokens.get(_key(progress_token(message)))
             context = None if owner is None else self._open.get(owner)
@@ -518,6 +617,12 @@ class Session:
             name = PROGRESS
             args = {k: v for k, v in given.items() if k not in _VOLATILE}
             fn = _nothing
+        elif (listening := self._listening(message)) is not None:
+            # on a subscriptions/listen stream: a step of that stream's
+            name = f"mcp:{method}"
+            args = {k: v for k, v in given.items() if k != "_meta"}
+            fn = _nothing
+            context = listening
         elif f"mcp:{method}" in OUTDATES:
             name = f"mcp:{method}"
             args = {k: v for k, v in given.items() if k != "_meta"}
@@ -526,14 +631,15 @@ class Session:
             is_notification(message)
             and str(method).startswith("notifications/")
             and method != "notifications/cancelled"
-            and len(self._open) == 1
+            and subscription_of(message) is None  # a listen stream's: not the call's
+            and len(self._in_flight()) == 1
         ):
             # sent on its own (a log message, say): a step of the one call
             # in flight, replayed with it in order
             name = f"mcp:{method}"
             args = {k: v for k, v in given.items() if k != "_meta"}
             fn = _nothing
-            context = next(iter(self._open.values()))
+            context = self._in_flight()[0]
         else:
             return
         assert self.run_step is not None
@@ -541,6 +647,29 @@ class Session:
         task = asyncio.get_running_loop().create_task(_recorded(step), context=context)
         self._notes.add(task)
         task.add_done_callback(self._notes.discard)
+
+    def _in_flight(self) -> list[contextvars.Context]:
+        """The contexts of the calls forwarded and not answered (listens aside)."""
+        return [c for k, c in self._open.items() if k not in self._listens]
+
+    def _listening(self, message: JSONObject) -> contextvars.Context | None:
+        """The context of the open listen stream ``message`` was sent on, if any."""
+        found = subscription_of(message)
+        key = None if found is None else _key(found)
+        return self._open.get(key) if key in self._listens else None
+
+    def _end_listens(self) -> None:
+        """The client has left: its open listen streams end, recorded as answered.
+
+        A ``subscriptions/listen`` is answered by its stream, not by a result:
+        its step ends (output ``null``) with the notifications it carried.
+        """
+        self._ending = True
+        for key in list(self._listens):
+            waiting = self._pending.pop(key, None)
+            if waiting is not None and not waiting.done():
+                ended = {"jsonrpc": "2.0", "id": orjson.loads(key), "result": None}
+                waiting.set_result(ended)
 
     @staticmethod
     def _client_answer(

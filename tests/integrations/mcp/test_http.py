@@ -341,3 +341,37 @@ def test_an_upstream_session_ended_is_404_for_the_client(tmp_path: Path) -> None
     assert after[:2] == (404, "application/json")
     assert after[2]["id"] == 2
     assert "error" in after[2]
+
+
+def test_a_stream_the_server_closes_mid_call_is_resumed(tmp_path: Path) -> None:
+    """The server ends a call's event stream early: the proxy resumes it."""
+    from . import conformancekit as kit
+
+    port = kit.free_port()
+    server = kit.server(port, tmp_path / "server.log")
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def body(client: Client) -> str:
+        # test_reconnection closes its stream after one log line (resumable:
+        # a 2025 session), then logs again and answers
+        return (await client.call_tool("test_reconnection", {})).content[0].text
+
+    def run(mode: str) -> str:
+        args = ["-m", "intentusnet.cli", "mcp", "proxy", "--store", str(tmp_path)]
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[*args, "--mode", mode, "--upstream-url", url],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+        async def session() -> str:
+            async with Client(params, read_timeout_seconds=LIMIT, mode="legacy") as c:
+                return await body(c)
+
+        return asyncio.run(asyncio.wait_for(session(), LIMIT))
+
+    try:
+        assert run("record") == "Reconnection test completed"
+    finally:
+        kit.stop(server)
+    assert run("replay") == "Reconnection test completed"

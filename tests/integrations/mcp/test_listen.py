@@ -669,3 +669,57 @@ def test_a_cancelled_requests_stream_ends_and_its_session_can_go_idle(
     )
     assert events == [{"id": "2-0", "retry": "1000", "data": ""}]  # no answer
     assert len(records) == 1  # the session went idle and its record closed
+
+
+V2026 = "2026-07-28"
+META_2026 = {
+    "io.modelcontextprotocol/protocolVersion": V2026,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+}
+
+
+def _stateless(url: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:
+    """POST one request with no session, its revision's headers if it names one."""
+    import httpx
+
+    headers = {"accept": "application/json, text/event-stream", "mcp-method": method}
+    if "_meta" in params:
+        headers["mcp-protocol-version"] = V2026
+    if "name" in params:
+        headers["mcp-name"] = params["name"]
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    answer = httpx.post(url, json=message, headers=headers, timeout=LIMIT)
+    data = [
+        line.removeprefix("data: ")
+        for line in answer.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    return answer.status_code, json.loads(data[-1]) if data else answer.json()
+
+
+def test_each_revisions_stateless_requests_have_an_upstream_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """A request naming no revision first no longer sets a stdio server's era."""
+    counter = {"name": "counter", "arguments": {}, "_meta": META_2026}
+
+    def body(url: str) -> list[tuple[int, Any]]:
+        return [
+            _stateless(url, "server/discover", {}),  # a 2025-style first request
+            _stateless(url, "tools/call", counter),
+            _stateless(url, "ping", {"_meta": META_2026}),  # no ping in 2026
+        ]
+
+    upstream = ("--", sys.executable, str(SERVER))
+    recorded, _ = _serve_url(tmp_path, "record", body, *upstream)
+    status, answer = recorded[1]
+    assert status == 200
+    assert answer["result"]["content"][0]["text"] == "1"  # not -32600 (era)
+    assert recorded[2][0] == 404  # the revision's status for -32601
+    assert recorded[2][1]["error"]["code"] == -32601
+    store = FileExecutionStore(tmp_path / "store")
+    assert len(store.list()) == 2  # a session (and a process) per revision
+    store.close()
+    replayed, _ = _serve_url(tmp_path, "replay", body)
+    assert replayed == recorded

@@ -225,30 +225,38 @@ def test_replay_miss_names_the_tool_and_the_nearest_call(toured: Toured) -> None
 
 
 def test_a_request_of_the_servers_own_is_a_step_of_its_call(tmp_path: Path) -> None:
-    """roots/list asked by the server mid-call: recorded with the client's answer."""
+    """roots/list asked mid-call: recorded with the answer, asked again in a replay."""
+    asked_for: list[str] = []
 
     async def on_roots(context: Any) -> Any:
         from mcp_types import ListRootsResult, Root
 
+        asked_for.append("roots")
         return ListRootsResult(roots=[Root(uri="file:///work", name="work")])
 
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=_proxy(tmp_path / "store", "record"),
-        env=_env(tmp_path / "calls.txt"),
-    )
+    def run(mode: str) -> str:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=_proxy(tmp_path / "store", mode),
+            env=_env(tmp_path / "calls.txt"),
+        )
 
-    async def run() -> str:
-        # the initialize handshake: server requests need its back-channel
-        async with Client(
-            params,
-            read_timeout_seconds=LIMIT,
-            list_roots_callback=on_roots,
-            mode="legacy",
-        ) as client:
-            return (await client.call_tool("roots", {})).content[0].text
+        async def session() -> str:
+            # the initialize handshake: server requests need its back-channel
+            async with Client(
+                params,
+                read_timeout_seconds=LIMIT,
+                list_roots_callback=on_roots,
+                mode="legacy",
+            ) as client:
+                return (await client.call_tool("roots", {})).content[0].text
 
-    assert asyncio.run(asyncio.wait_for(run(), LIMIT)) == "file:///work"
+        return asyncio.run(asyncio.wait_for(session(), LIMIT))
+
+    assert run("record") == "file:///work"
+    assert asked_for == ["roots"]
+    assert run("replay") == "file:///work"  # the recorded answer
+    assert asked_for == ["roots", "roots"]  # and the client was asked again
     store = _store(tmp_path)
     steps = record_steps(store.load(store.list()[0].execution_id))
     (call,) = [s for s in steps if s.name == "mcp:tools/call:roots"]

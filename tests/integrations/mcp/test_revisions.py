@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from intentusnet import FileExecutionStore, record_steps
+
 pytest.importorskip("mcp")
 
 # each test starts the proxy and the SDK's server: seconds each
@@ -56,13 +58,17 @@ HANDSHAKE = [
 
 
 def exchange(
-    store: Path, mode: str, messages: list[dict[str, Any]], calls: Path
+    store: Path,
+    mode: str,
+    messages: list[dict[str, Any]],
+    calls: Path,
+    upstream: list[str] = UPSTREAM,
 ) -> list[dict[str, Any]]:
     """Send ``messages`` one at a time through a proxy; the answers to the requests."""
     argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
     argv += ["--store", str(store), "--mode", mode]
     if mode != "replay":
-        argv += ["--", *UPSTREAM]
+        argv += ["--", *upstream]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_TEST_CALLS": str(calls)}
     answers = []
     with subprocess.Popen(
@@ -142,3 +148,166 @@ def test_a_cache_session_forwards_a_call_recorded_in_another_revision(
     (served,) = exchange(store, "cache", [_counter(7, META)], calls)
     assert served == fresh
     assert _counted(calls) == 2
+
+
+CONFORMANCE = [sys.executable, str(Path(__file__).with_name("conformance_server.py"))]
+
+
+def _round(request_id: int, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A round of the conformance server's three-round tool (``given``: its inputs)."""
+    params: dict[str, Any] = {
+        "name": "test_input_required_result_multi_round",
+        "arguments": {},
+        "_meta": META,
+        **(given or {}),
+    }
+    return _request(request_id, "tools/call", params)
+
+
+def test_each_round_of_a_multi_round_request_gets_its_own_answer(
+    tmp_path: Path,
+) -> None:
+    """Replayed in reverse order, each round still gets the answer it got."""
+    store, calls = tmp_path / "store", tmp_path / "calls.txt"
+    (first,) = exchange(store, "record", [_round(1)], calls, CONFORMANCE)
+    asked = first["result"]
+    assert asked["resultType"] == "input_required"
+    name = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
+    second_round = _round(
+        2, {"inputResponses": name, "requestState": asked["requestState"]}
+    )
+    (second,) = exchange(store, "record", [second_round], calls, CONFORMANCE)
+    state = second["result"]["requestState"]
+    color = {"step2": {"action": "accept", "content": {"color": "blue"}}}
+    third_round = _round(3, {"inputResponses": color, "requestState": state})
+    (third,) = exchange(store, "record", [third_round], calls, CONFORMANCE)
+    assert third["result"]["content"][0]["text"] == "Ada likes blue."
+    rounds = [third_round, second_round, _round(1)]
+    replayed = exchange(store, "replay", rounds, calls)
+    assert replayed == [third, second, first]
+
+
+def test_a_listen_streams_notifications_are_not_recorded_in_a_call(
+    tmp_path: Path,
+) -> None:
+    """The ack of a subscriptions/listen sent during a call is not the call's."""
+    store = tmp_path / "store"
+    argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
+    argv += ["--store", str(store), "--", *CONFORMANCE]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    progress = {
+        "name": "test_tool_with_progress",
+        "arguments": {},
+        "_meta": {**META, "progressToken": "p"},
+    }
+    listen = {"notifications": {"toolsListChanged": True}, "_meta": META}
+    seen = []
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        timer = threading.Timer(LIMIT, proxy.kill)  # every read below is bounded
+        timer.start()
+        try:
+            assert proxy.stdin is not None
+            assert proxy.stdout is not None
+            for message in (
+                _request(1, "tools/call", progress),  # runs for 0.1 s
+                _request(2, "subscriptions/listen", listen),  # acked meanwhile
+            ):
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            while not any(m.get("id") == 1 and "result" in m for m in seen):
+                line = proxy.stdout.readline()
+                assert line, "the proxy ended without an answer"
+                seen.append(json.loads(line))
+            proxy.stdin.close()
+            proxy.wait(timeout=LIMIT)
+        finally:
+            timer.cancel()
+            proxy.kill()
+    methods = {m.get("method") for m in seen}
+    assert "notifications/subscriptions/acknowledged" in methods  # passed through
+    recorded = FileExecutionStore(store)
+    (session,) = recorded.list()
+    steps = record_steps(recorded.load(session.execution_id))
+    (call,) = [s for s in steps if s.name == "mcp:tools/call:test_tool_with_progress"]
+    nested = {s.name for s in steps if s.parent == call.number}
+    assert nested == {"mcp:notifications/progress", "mcp:asked-by"}
+    recorded.close()
+
+
+def _stream(
+    store: Path, mode: str, messages: list[dict[str, Any]], until: Any
+) -> list[dict[str, Any]]:
+    """Send ``messages`` at once through a proxy; what it says until ``until``."""
+    argv = [sys.executable, "-m", "intentusnet.cli", "mcp", "proxy"]
+    argv += ["--store", str(store), "--mode", mode]
+    if mode != "replay":
+        argv += ["--", *CONFORMANCE]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    seen: list[dict[str, Any]] = []
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    ) as proxy:
+        timer = threading.Timer(LIMIT, proxy.kill)  # every read below is bounded
+        timer.start()
+        try:
+            assert proxy.stdin is not None
+            assert proxy.stdout is not None
+            for message in messages:
+                proxy.stdin.write(json.dumps(message).encode() + b"\n")
+            proxy.stdin.flush()
+            while not until(seen):
+                line = proxy.stdout.readline()
+                assert line, "the proxy ended before it said what was awaited"
+                seen.append(json.loads(line))
+            proxy.stdin.close()
+            proxy.wait(timeout=LIMIT)
+        finally:
+            timer.cancel()
+            proxy.kill()
+    return seen
+
+
+def _tagged(seen: list[dict[str, Any]], method: str, stream: int) -> bool:
+    key = "io.modelcontextprotocol/subscriptionId"
+    return any(
+        m.get("method") == method and m["params"].get("_meta", {}).get(key) == stream
+        for m in seen
+    )
+
+
+def test_a_listen_stream_is_replayed_with_its_notifications(tmp_path: Path) -> None:
+    """subscriptions/listen recorded with what its stream carried, replayed in order."""
+    store = tmp_path / "store"
+    listen = {"notifications": {"toolsListChanged": True}, "_meta": META}
+    trigger = {"name": "test_trigger_tool_change", "arguments": {}, "_meta": META}
+    changed = "notifications/tools/list_changed"
+    # the tool changes the list: the stream says so, once acknowledged
+    recorded = _stream(
+        store,
+        "record",
+        [
+            _request(1, "subscriptions/listen", listen),
+            _request(2, "tools/call", trigger),
+        ],
+        lambda seen: _tagged(seen, changed, 1),
+    )
+    assert _tagged(recorded, "notifications/subscriptions/acknowledged", 1)
+    replayed = _stream(
+        store,
+        "replay",
+        [_request(7, "subscriptions/listen", listen)],
+        lambda seen: _tagged(seen, changed, 7),
+    )
+    methods = [m["method"] for m in replayed]
+    assert methods == ["notifications/subscriptions/acknowledged", changed]
+    assert all("id" not in m for m in replayed)  # the stream stays open
