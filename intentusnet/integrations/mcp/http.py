@@ -12,6 +12,11 @@ server may check them against). The HTTP error status a request was refused
 with is kept for the session (``status_of``), which records it. Headers the
 user gives (``--header``, credentials included) are sent and never recorded.
 
+A request's event stream the server closes before its answer, after an event
+id (a server polling its clients, SEP-1699), is resumed as a client would:
+``GET`` with ``Last-Event-ID`` after its ``retry``; the session is told of
+each such close, in order with the server's messages (``stream_closed``).
+
 Once the session is initialized, a ``GET`` holds the server's event stream
 open for the messages that belong to no request (a list change, a log line, a
 request of the server's own); it is asked for again when the server ends it,
@@ -31,7 +36,14 @@ import httpx
 import orjson
 
 from ..._util.jsonvalue import JSONValue
-from .jsonrpc import UPSTREAM_GONE, error, is_request, is_response, parse
+from .jsonrpc import (
+    UPSTREAM_GONE,
+    error,
+    is_request,
+    is_response,
+    parse,
+    stream_closed,
+)
 
 __all__ = ["HttpUpstream"]
 
@@ -178,6 +190,7 @@ class HttpUpstream:
                     if answered or not is_request(parsed):
                         pass
                     elif "id" in cursor:  # resumable: the server closed it early
+                        self._closed(parsed, cursor)
                         await self._resume(parsed, cursor)
                     else:
                         self._failed(parsed, "its event stream ended before its answer")
@@ -333,12 +346,24 @@ class HttpUpstream:
                     if response.status_code == 200:
                         if await self._events(response, sent, cursor):
                             return
+                        self._closed(sent, cursor)  # closed early again
                     else:
                         await response.aread()
             except httpx.HTTPError:
                 pass
             failures = 0 if cursor.get("id") != seen else failures + 1
         self._failed(sent, "its event stream ended before its answer")
+
+    def _closed(self, request: JSONValue, cursor: dict[str, str]) -> None:
+        """Tell the session the server closed ``request``'s stream before its answer.
+
+        In order with the messages queued before; the session closes its
+        client's stream there too (``stream_closed``), with the ``retry``.
+        """
+        retry = cursor.get("retry", "")
+        request_id = request.get("id") if isinstance(request, dict) else None
+        closed = stream_closed(request_id, int(retry) if retry.isdigit() else None)
+        self._queue.put_nowait(orjson.dumps(closed))
 
     def _failed(self, request: JSONValue, why: str) -> None:
         request_id = request.get("id") if isinstance(request, dict) else None

@@ -22,7 +22,9 @@ __all__ = [
     "LISTED_METHODS",
     "OUTDATES",
     "PROGRESS",
+    "STREAM_CLOSED",
     "ClientError",
+    "closed_stream",
     "continuation",
     "error",
     "is_notification",
@@ -32,6 +34,7 @@ __all__ = [
     "progress_token",
     "request_version",
     "step_of",
+    "stream_closed",
     "subscription_of",
 ]
 
@@ -62,6 +65,13 @@ ASKED_BY: Final = "mcp:asked-by"
 #: says what the step's failure does not: the HTTP status it came with (an
 #: HTTP upstream's ``4xx``) and the error's ``data``.
 ANSWERED_WITH: Final = "mcp:answered-with"
+#: The step nested in a call whose event stream an HTTP upstream closed before
+#: its answer (SEP-1699 polling), in order with what the server sent: its
+#: arguments are the ``retry`` (milliseconds) the server asked for, or null.
+STREAM_CLOSED: Final = "mcp:stream-closed"
+#: The message an HTTP upstream queues for the session when the server closes
+#: a request's event stream before its answer: the proxy's own, never sent on.
+_CLOSED_METHOD: Final = "intentusnet/stream-closed"
 #: Requests answered by a stream of notifications rather than a result: their
 #: step ends when the client leaves, holding the notifications as its steps.
 STREAMS: Final = frozenset({"subscriptions/listen"})
@@ -287,3 +297,25 @@ def continuation(message: JSONValue) -> JSONObject | None:
 
 #: The parameters a later round of a multi-round-trip request carries.
 _ROUNDS: Final = ("inputResponses", "requestState")
+
+
+def stream_closed(request_id: JSONValue, retry_ms: int | None) -> JSONObject:
+    """The upstream's word that it closed ``request_id``'s event stream early.
+
+    An HTTP upstream queues it in order with the server's messages; the
+    session records it (``STREAM_CLOSED``) and closes its client's stream
+    there too, and never forwards it.
+    """
+    params: JSONObject = {"requestId": request_id, "retry": retry_ms}
+    return {"jsonrpc": "2.0", "method": _CLOSED_METHOD, "params": params}
+
+
+def closed_stream(message: JSONValue) -> tuple[JSONValue, int | None] | None:
+    """The request and ``retry`` of a ``stream_closed`` message; None for others."""
+    if not isinstance(message, dict) or message.get("method") != _CLOSED_METHOD:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    retry = params.get("retry")
+    return params.get("requestId"), retry if type(retry) is int else None

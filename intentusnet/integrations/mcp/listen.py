@@ -32,7 +32,11 @@ The streams of a session (one with an ``Mcp-Session-Id``) are resumable, as
 the 2025-11-25 revision describes: each event has an id (``STREAM-N``), the
 first (no data) says ``retry``, and a client whose connection broke sends
 ``GET`` with its ``Mcp-Session-Id`` and ``Last-Event-ID``: it gets the events
-of that stream after that id, then the rest as they come. What is held is
+of that stream after that id, then the rest as they come. Where an HTTP
+upstream closed the request's stream before its answer (a server polling its
+clients), or where the record says it did, the client's stream is closed
+there too, with an event of no data giving its id and the server's ``retry``:
+the client resumes it the same way. What is held is
 bounded (``HELD_EVENTS``, ``HELD_STREAMS``). The stateless revision has no
 resumption: its streams carry no ids. ``GET`` without ``Last-Event-ID`` is not
 offered (405), so a message from the server that belongs to no open request
@@ -121,7 +125,9 @@ class Stream:
     """One request's event stream, held for a client that reconnects.
 
     Its events are numbered from 1 (0 is the first, data-less one that says
-    ``retry``); the newest ``HELD_EVENTS`` are held.
+    ``retry``); the newest ``HELD_EVENTS`` are held. An event may be a close
+    (:meth:`close`): a connection that reaches it ends there, with an event of
+    no data that gives its id and ``retry``, and the client resumes after it.
 
     Attributes:
         number: the stream's number in its session (its event ids' prefix).
@@ -134,14 +140,22 @@ class Stream:
         self.number = number
         self.status: int | None = None
         self.done = False
-        self._events: deque[tuple[int, bytes]] = deque(maxlen=HELD_EVENTS)
+        #: each event: its number, and its message or, for a close, its retry
+        self._events: deque[tuple[int, bytes | int]] = deque(maxlen=HELD_EVENTS)
         self._count = 0
         self._changed = asyncio.Event()
 
     def add(self, message: bytes) -> None:
         """One more event."""
+        self._append(message)
+
+    def close(self, retry_ms: int) -> None:
+        """Close the connections here: their client resumes after ``retry_ms``."""
+        self._append(retry_ms)
+
+    def _append(self, event: bytes | int) -> None:
         self._count += 1
-        self._events.append((self._count, message))
+        self._events.append((self._count, event))
         self._changed.set()
 
     def finish(self) -> None:
@@ -171,13 +185,27 @@ class Stream:
             self._changed.clear()
             await self._changed.wait()
 
-    async def after(self, seen: int) -> AsyncIterator[tuple[int, bytes]]:
-        """The events numbered after ``seen``, then those to come, to the answer."""
+    async def after(
+        self, seen: int, resuming: bool = False
+    ) -> AsyncIterator[tuple[int, bytes | int]]:
+        """The events numbered after ``seen``, then those to come, to the answer.
+
+        A close (its ``retry``, an int) ends them; but for ``resuming`` (a
+        client reconnecting), one that comes before any message is passed
+        over: the client resumed from the message before it.
+        """
+        start = seen
         while True:
-            for number, message in list(self._events):
-                if number > seen:
-                    seen = number
-                    yield number, message
+            for number, event in list(self._events):
+                if number <= seen:
+                    continue
+                seen = number
+                if isinstance(event, int) and resuming and number == start + 1:
+                    start = number  # the close it reconnected after: go on
+                    continue
+                yield number, event
+                if isinstance(event, int):
+                    return
             if self.done and seen >= self._count:
                 return
             self._changed.clear()
@@ -185,8 +213,9 @@ class Stream:
                 await self._changed.wait()
 
     def last(self) -> bytes | None:
-        """The newest event (once done: the answer)."""
-        return self._events[-1][1] if self._events else None
+        """The newest message (once done: the answer)."""
+        found = [event for _, event in self._events if isinstance(event, bytes)]
+        return found[-1] if found else None
 
 
 class ListenSession:
@@ -312,6 +341,17 @@ class ListenSession:
             return None
         return stream, int(seen)
 
+    def closed(self, request_id: JSONValue, retry_ms: int | None) -> None:
+        """The upstream closed the open request's stream early: close it here too.
+
+        Only a resumable stream: its client resumes it with ``GET`` and
+        ``Last-Event-ID`` after ``retry_ms`` (``RETRY_MS`` if None), and gets
+        what came meanwhile. A stateless request's stream stays open.
+        """
+        stream = self._streams.get(_key(request_id))
+        if stream is not None and self.resumable:
+            stream.close(RETRY_MS if retry_ms is None else retry_ms)
+
     def idle(self, now: float) -> float:
         """How long the session has been idle: nothing asked and nothing open."""
         return 0.0 if self._streams else now - self.last_seen
@@ -383,8 +423,13 @@ class ListenSession:
         self._inbox.put_nowait(body)
         return stream
 
-    async def events(self, stream: Stream, seen: int = 0) -> AsyncIterator[bytes]:
+    async def events(
+        self, stream: Stream, seen: int = 0, resuming: bool = False
+    ) -> AsyncIterator[bytes]:
         """``stream``'s events after number ``seen``, as SSE (ids if resumable).
+
+        ``resuming``: for a client's ``GET`` with ``Last-Event-ID``
+        (:meth:`Stream.after`).
 
         A resumable stream's connection starts with an event of no data that
         gives its id and the ``retry`` a reconnecting client waits.
@@ -392,9 +437,12 @@ class ListenSession:
         if self.resumable:
             first = f"id: {stream.number}-{seen}\nretry: {RETRY_MS}\ndata: \n\n"
             yield first.encode()
-        async for number, message in stream.after(seen):
+        async for number, event in stream.after(seen, resuming):
             head = f"id: {stream.number}-{number}\n" if self.resumable else ""
-            yield head.encode() + b"event: message\ndata: " + message + b"\n\n"
+            if isinstance(event, int):  # a close: resume after this event
+                yield f"{head}retry: {event}\ndata: \n\n".encode()
+            else:
+                yield head.encode() + b"event: message\ndata: " + event + b"\n\n"
 
 
 #: Runs one session to its end (records or replays it).
@@ -584,7 +632,9 @@ class Listener:
             if held is None:
                 why = f"the events after {resuming} are not held (any more)"
                 return JSONResponse(error(None, INVALID_REQUEST, why), status_code=404)
-            return _event_stream(known.events(*held), {_HEADER: known.session_id})
+            stream, seen = held
+            events = known.events(stream, seen, resuming=True)
+            return _event_stream(events, {_HEADER: known.session_id})
         if request.method == "DELETE":
             if known is None:
                 return Response(status_code=400)

@@ -22,15 +22,16 @@ from ..._util.time import parse_utc
 from ...record.model import ExecutionRecord
 from ...routing.execution import jsonish
 from ...steps.view import RecordedStep, record_steps
-from .jsonrpc import ANSWERED_WITH, ASKED_BY, FROM_SERVER, OUTDATES
+from .jsonrpc import ANSWERED_WITH, ASKED_BY, FROM_SERVER, OUTDATES, STREAM_CLOSED
 
 #: The steps of notifications the server sent (during a call, or outdating).
 NOTIFICATIONS: Final = "mcp:notifications/"
 
 __all__ = ["ANONYMOUS", "Asker", "RecordedSession", "answered", "outdated", "private"]
 
-#: The steps nested in a call that a replay sends the client again, in order.
-_SENT: Final = (NOTIFICATIONS, FROM_SERVER)
+#: The steps nested in a call that a replay sends the client again, in order
+#: (and where the server closed the call's event stream, to close it there too).
+_SENT: Final = (NOTIFICATIONS, FROM_SERVER, STREAM_CLOSED)
 #: Seconds since the epoch, now: ``time.time`` (a test's own clock).
 Clock = Callable[[], float]
 _TTL: Final = "ttlMs"

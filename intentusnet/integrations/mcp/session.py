@@ -11,7 +11,8 @@ is answered from the recorded calls alone (with what the server sent during it
 sent again); a request no record holds is refused, or answered as a server
 without a record would (a ping). While recording, what the server sends during
 a call (its progress, its own requests and the client's answers, a listen
-stream's notifications) is recorded as steps nested in the call's step.
+stream's notifications, where an HTTP upstream closed its event stream early)
+is recorded as steps nested in the call's step.
 """
 
 from __future__ import annotations
@@ -39,11 +40,13 @@ from .jsonrpc import (
     OUTDATES,
     PARSE_ERROR,
     PROGRESS,
+    STREAM_CLOSED,
     STREAMS,
     SUBSCRIPTION_KEY,
     UPSTREAM_GONE,
     ClientError,
     UpstreamError,
+    closed_stream,
     continuation,
     destructive_tools,
     error,
@@ -60,7 +63,7 @@ from .jsonrpc import (
     subscription_of,
 )
 
-__all__ = ["Endpoint", "Session", "StepRunner", "UpstreamExited"]
+__all__ = ["Endpoint", "Resumes", "Session", "StepRunner", "UpstreamExited"]
 
 #: How long calls still in flight when the client leaves may take to finish
 #: (their steps are recorded), before they are cancelled.
@@ -111,6 +114,17 @@ class Answers(Protocol):
 
     def listed(self, listing: JSONValue) -> None:
         """A ``tools/list`` answer the client got: its tools' input schemas."""
+
+
+@runtime_checkable
+class Resumes(Protocol):
+    """A client side whose clients resume a request's event stream (``--listen``)."""
+
+    def closed(self, request_id: JSONValue, retry_ms: int | None) -> None:
+        """Close the request's event stream here, for its client to resume.
+
+        ``retry_ms``: how long the client waits before it does (the server's).
+        """
 
 
 #: ``ctx.astep``: ``await run_step(name, args, fn, side_effect=...)``.
@@ -316,7 +330,10 @@ class Session:
                 source, found = self._replayed(name, args, asker)
                 assert self.calls is not None  # a replay's
                 for sent, params in self.calls.sent(source, found):
-                    if sent.startswith(FROM_SERVER):
+                    if sent == STREAM_CLOSED:  # where the server closed it
+                        retry = params.get("retry")
+                        self._close(request_id, retry if type(retry) is int else None)
+                    elif sent.startswith(FROM_SERVER):
                         await self._ask_client(sent, params)
                     elif method in STREAMS:  # on this stream: tagged as its own
                         tagged = {**params, "_meta": {SUBSCRIPTION_KEY: request_id}}
@@ -560,6 +577,10 @@ class Session:
                 message = parse(line)
             except ValueError:
                 continue  # not ours to answer: the server wrote a bad line
+            closed = closed_stream(message)
+            if closed is not None:  # the upstream's word, never sent on
+                self._stream_closed(*closed)
+                continue
             if is_response(message):
                 assert isinstance(message, dict)
                 key = _key(message.get("id"))
@@ -583,6 +604,28 @@ class Session:
                 waiting.set_exception(gone)
         self._pending.clear()
         raise gone
+
+    def _stream_closed(self, request_id: JSONValue, retry_ms: int | None) -> None:
+        """The server closed the call ``request_id``'s event stream before its answer.
+
+        Recorded as a step of the call (``STREAM_CLOSED``), in order with what
+        the server sent during it, so that a replay closes it there too; and
+        the client's stream is closed there (``Resumes``).
+        """
+        context = self._open.get(_key(request_id))
+        if self.run_step is not None and context is not None:
+            step = self.run_step(STREAM_CLOSED, {"retry": retry_ms}, _nothing)
+            task = asyncio.get_running_loop().create_task(
+                _recorded(step), context=context
+            )
+            self._notes.add(task)
+            task.add_done_callback(self._notes.discard)
+        self._close(request_id, retry_ms)
+
+    def _close(self, request_id: JSONValue, retry_ms: int | None) -> None:
+        """Close the client's event stream of ``request_id``, if it has such streams."""
+        if isinstance(self.client, Resumes):
+            self.client.closed(request_id, retry_ms)
 
     def _note(self, message: JSONObject) -> None:
         """Record what the server sent that is not an answer, as a step.

@@ -4,10 +4,11 @@
 own folder) runs against ``conformance_server.py`` (the official Python SDK,
 speaking 2025-11-25 and 2026-07-28) directly, through ``mcp proxy --listen``
 recording (an HTTP upstream), and through ONE replay proxy with the server
-stopped. The whole 2026-07-28 requirement set runs; of the 2025-11-25 set, three
+stopped. The whole 2026-07-28 requirement set runs; of the 2025-11-25 set, four
 scenarios whose traffic the 2026 set does not have (the handshake, a server's
-own request mid-call, log lines). ``benchmarks/bench_mcp_conformance.py`` runs every
-scenario of both sets, with a stdio upstream too.
+own request mid-call, log lines, a stream the server closes mid-call).
+``benchmarks/bench_mcp_conformance.py`` runs every scenario of both sets, with a
+stdio upstream too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ pytest.importorskip("mcp")
 pytestmark = pytest.mark.slow
 
 #: The 2025-11-25 scenarios run (each a suite run of its own).
-SCENARIOS_2025 = ("server-initialize", "tools-call-with-logging", "tools-call-sampling")
+SCENARIOS_2025 = (
+    "server-initialize",
+    "tools-call-with-logging",
+    "tools-call-sampling",
+    "server-sse-polling",
+)
 #: Where the proxy's checks differ from the server's, and why.
 DIFFERENCES: dict[tuple[str, str, str], tuple[kit.Tally, str]] = {
     ("record", "2026-07-28", "server-sse-multiple-streams"): (

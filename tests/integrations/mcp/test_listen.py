@@ -579,6 +579,26 @@ def test_a_stream_holds_its_newest_events_only() -> None:
     assert asyncio.run(rest()) == [HELD_EVENTS, HELD_EVENTS + 1]
 
 
+def test_a_close_ends_a_connection_and_a_resumption_passes_over_it() -> None:
+    """A close ends the connection reaching it, not one resuming just before it."""
+    from intentusnet.integrations.mcp.listen import Stream
+
+    stream = Stream(1)
+    stream.add(b"a")
+    stream.close(100)
+    stream.add(b"b")
+    stream.finish()
+
+    async def events(seen: int, resuming: bool) -> list[tuple[int, bytes | int]]:
+        return [event async for event in stream.after(seen, resuming)]
+
+    assert asyncio.run(events(0, False)) == [(1, b"a"), (2, 100)]
+    assert asyncio.run(events(2, True)) == [(3, b"b")]  # after the close
+    assert asyncio.run(events(1, True)) == [(3, b"b")]  # the message before it
+    assert asyncio.run(events(0, True)) == [(1, b"a"), (2, 100)]
+    assert stream.last() == b"b"
+
+
 def test_the_sdk_client_resumes_a_cut_stream(tmp_path: Path) -> None:
     """The SDK client, its connection cut mid-call, reconnects and gets every event."""
     relay_port = _free_port()
@@ -723,3 +743,70 @@ def test_each_revisions_stateless_requests_have_an_upstream_of_their_own(
     store.close()
     replayed, _ = _serve_url(tmp_path, "replay", body)
     assert replayed == recorded
+
+
+def _polled(url: str) -> dict[str, Any]:
+    """A call whose server closes its stream mid-call; then resumed by GET."""
+    import httpx
+
+    call = {"name": "test_reconnection", "arguments": {}}
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}
+    with httpx.Client(timeout=LIMIT, headers=ACCEPT) as http:
+        session = _opened(http, url)
+        posted = http.post(url, json=message, headers=session)  # to its close
+        first = list(_sse(posted.text.splitlines()))
+        again = {**session, "last-event-id": first[-1]["id"]}
+        resumed = http.get(url, headers=again)
+        rest = list(_sse(resumed.text.splitlines()))
+        # a client that resumes from the message before the close: the same
+        before = {**session, "last-event-id": first[-2]["id"]}
+        also = list(_sse(http.get(url, headers=before).text.splitlines()))
+    return {"first": first, "rest": rest, "also": also}
+
+
+def _check_polled(seen: dict[str, Any]) -> None:
+    first, rest = seen["first"], seen["rest"]
+    assert first[0] == {"id": "2-0", "retry": "1000", "data": ""}
+    # closed as the server closed it: no answer, an id and the server's retry
+    closed = first[-1]["id"]
+    assert first[-1] == {"id": closed, "retry": "100", "data": ""}
+    assert rest[0] == {"id": closed, "retry": "1000", "data": ""}
+    events = [e for e in first[1:-1] + rest[1:] if e.get("data")]
+    messages = [json.loads(e["data"]) for e in events]
+    assert "result" not in str(first)  # the answer came after the close only
+    assert [m["params"]["data"] for m in messages[:2]] == [
+        "Before disconnect",
+        "After reconnect",
+    ]
+    assert messages[2]["id"] == 7
+    assert messages[2]["result"]["content"][0]["text"] == "Reconnection test completed"
+    assert len(messages) == 3
+    assert seen["also"][1:] == rest[1:]  # passed over the close it resumed after
+
+
+def test_a_stream_the_server_closes_mid_call_closes_and_resumes_replayed_too(
+    tmp_path: Path,
+) -> None:
+    """SEP-1699: the client's stream closes where the server's did; GET resumes it."""
+    from . import conformancekit as kit
+
+    port = kit.free_port()
+    server = kit.server(port, tmp_path / "server.log")
+    try:
+        upstream = ("--upstream-url", f"http://127.0.0.1:{port}/mcp")
+        recorded, _ = _serve_url(tmp_path, "record", _polled, *upstream)
+    finally:
+        kit.stop(server)
+    _check_polled(recorded)
+    replayed, err = _serve_url(tmp_path, "replay", _polled)  # the server is gone
+    _check_polled(replayed)
+    assert "replayed from exec-" in err
+    store = FileExecutionStore(tmp_path / "store")
+    (summary,) = store.list()
+    steps = list(record_steps(store.load(summary.execution_id)))
+    store.close()
+    assert replayed == recorded  # the same events, ids and close
+    call = next(s for s in steps if s.name == "mcp:tools/call:test_reconnection")
+    (closed,) = [s for s in steps if s.name == "mcp:stream-closed"]
+    assert closed.parent == call.number
+    assert closed.args == {"retry": 100}
