@@ -161,19 +161,24 @@ class QueuedStarter:
         others leave it out of their lists, or find it held and pass on.
         """
         taken: list[QueuedHold] = []
-        for execution_id in self._store.queued_executions(queue, room + len(skip)):
-            if execution_id in skip:
-                continue
-            try:
-                hold = self._store.hold_record(execution_id)
-            except RecordNotFound:  # deleted meanwhile: nothing to start
-                self._store.dequeue_execution(queue, execution_id)
-                continue
-            if hold is None:  # another router took it first
-                continue
-            taken.append(QueuedHold(execution_id, hold))
-            if len(taken) >= room:
-                break
+        try:
+            for execution_id in self._store.queued_executions(queue, room + len(skip)):
+                if execution_id in skip:
+                    continue
+                try:
+                    hold = self._store.hold_record(execution_id)
+                except RecordNotFound:  # deleted meanwhile: nothing to start
+                    self._store.dequeue_execution(queue, execution_id)
+                    continue
+                if hold is None:  # another router took it first
+                    continue
+                taken.append(QueuedHold(execution_id, hold))
+                if len(taken) >= room:
+                    break
+        except BaseException:  # the store went away: none is kept from the others
+            for held in taken:
+                held.hold.release()
+            raise
         return taken
 
     def _start_one(self, queue: str, held: QueuedHold) -> None:
@@ -182,22 +187,9 @@ class QueuedStarter:
         The entry goes before the hold, so no router finds it unheld once
         its execution ended.
         """
-        execution_id, done = held.execution_id, True
+        execution_id = held.execution_id
         try:
-            self._resume(execution_id, held.hold)
-        except ResumeRefused as refused:
-            if refused.reason == "owned":
-                done = False  # its newest record is another router's
-            elif refused.reason != "complete":  # it cannot run here: say so once
-                _log.warning("queued execution %s: %s", execution_id, refused)
-                with self._lock:
-                    self._refused.add(execution_id)
-                done = False
-        except IntentusNetError as exc:  # the store is away: taken again later
-            _log.warning("queued execution %s: %s", execution_id, exc)
-            done = False
-        try:
-            if done:
+            if self._ran(execution_id, held.hold):
                 self._store.dequeue_execution(queue, execution_id)
         except IntentusNetError as exc:  # its resume link says it started
             _log.warning("queued execution %s: %s", execution_id, exc)
@@ -206,3 +198,20 @@ class QueuedStarter:
             with self._lock:
                 self._started.get(queue, set()).discard(execution_id)
             self._wake.set()
+
+    def _ran(self, execution_id: str, hold: RecordHold) -> bool:
+        """Resume it under ``hold``; whether its entry is done with."""
+        try:
+            self._resume(execution_id, hold)
+        except ResumeRefused as refused:
+            if refused.reason == "owned":
+                return False  # its newest record is another router's
+            if refused.reason != "complete":  # it cannot run here: say so once
+                _log.warning("queued execution %s: %s", execution_id, refused)
+                with self._lock:
+                    self._refused.add(execution_id)
+                return False
+        except IntentusNetError as exc:  # the store is away: taken again later
+            _log.warning("queued execution %s: %s", execution_id, exc)
+            return False
+        return True
