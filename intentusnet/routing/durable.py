@@ -372,8 +372,18 @@ def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
     )
 
 
-def resume(router: Routing, execution_id: str, *, force: bool = False) -> AgentResponse:
+def resume(
+    router: Routing,
+    execution_id: str,
+    *,
+    force: bool = False,
+    held: RecordHold | None = None,
+) -> AgentResponse:
     """Resume the newest record of ``execution_id``'s chain; return its answer.
+
+    ``held``: the caller's hold of ``execution_id``'s record (a queued
+    execution its starter took), used while that record is the chain's
+    newest; the caller keeps it and lets it go.
 
     Raises:
         ResumeRefused: complete, owned by a live process, no agent, changed
@@ -385,13 +395,17 @@ def resume(router: Routing, execution_id: str, *, force: bool = False) -> AgentR
         head = chain_head(router, execution_id)
         record = _load(router, head)
         _refuse_finished(record, execution_id)
-        hold = store.hold_record(head)
-        if hold is None:
+        if held is not None and head == execution_id:
+            hold = held  # held before it was read: nothing to look at again
+            break
+        taken = store.hold_record(head)
+        if taken is None:
             raise ResumeRefused(
                 "owned",
                 head,
                 "a live process is writing or resuming it; it is not interrupted",
             )
+        hold = taken
         # Held: nobody else can start resuming it now. Look again: it may have
         # finished, or been resumed, before the hold was taken.
         if chain_head(router, head) != head:
@@ -420,7 +434,8 @@ def resume(router: Routing, execution_id: str, *, force: bool = False) -> AgentR
         env, options = _resumption(router, record, force, opened=hold.link)
         return router.route(env, options)
     finally:
-        hold.release()
+        if hold is not held:
+            hold.release()
 
 
 def resolve(

@@ -11,10 +11,12 @@ unfinished; it reads ``queued`` and the routing call raises
 Every router that declares the queue, on a store that keeps the list, runs a
 :class:`QueuedStarter`: a thread that takes the first queued executions of
 its queues (by priority, then age; those a live process holds are left out)
-and starts each, on a thread of its own, as a resume of its record
-(``router.resume``): the resume holds the queued record's owner lock, so one
-router starts it, and waits for its queue's turn like any execution. The
-entry is removed once that execution has ended; a router killed while
+by holding their records (``hold_record``, the owner lock), before reading
+any, so one router starts each and the others pass on to the next, and
+starts each, on a thread of its own, as a resume of its record under that
+hold (``durable.resume(held=)``), which waits for its queue's turn like any
+execution. The entry is removed once that execution has ended, before the
+hold goes, so no router finds an ended one unheld; a router killed while
 running it leaves the entry, and the next router to take it resumes the
 chain from its newest record. At most ``per_worker`` (else ``concurrency``,
 else 8) are started at a time per router and queue.
@@ -26,9 +28,11 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, Protocol
 
-from ..errors import IntentusNetError, ResumeRefused
+from ..errors import IntentusNetError, RecordNotFound, ResumeRefused
+from ..store.durable import DurableStore, RecordHold
 from ..store.queues import QueueStore
 
 __all__ = ["PICK_S", "ExecutionQueued", "QueuedStarter"]
@@ -54,19 +58,32 @@ class ExecutionQueued(BaseException):
         super().__init__(f"execution {execution_id} waits in queue {queue!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedHold:
+    """A queued execution's record, held by the router that starts it."""
+
+    execution_id: str
+    hold: RecordHold
+
+
+class StartingStore(QueueStore, DurableStore, Protocol):
+    """A store keeping queued executions whose records a router can hold."""
+
+
 class QueuedStarter:
     """Starts a router's queued executions, from the store.
 
     Args:
         store: the store keeping the list of queued executions.
-        resume: the router's ``resume`` (it waits for the queue's turn).
+        resume: resumes a held execution (the router's ``resume``, with the
+            hold taken here; it waits for the queue's turn).
         limits: how many to start at a time, by queue name (read each pass).
     """
 
     def __init__(
         self,
-        store: QueueStore,
-        resume: Callable[[str], object],
+        store: StartingStore,
+        resume: Callable[[str, RecordHold], object],
         limits: Callable[[], Mapping[str, int]],
     ) -> None:
         self._store = store
@@ -116,7 +133,7 @@ class QueuedStarter:
                 self._wake.clear()
 
     def _pass(self) -> int:
-        """Start what there is room for; how many were started."""
+        """Take and start what there is room for; how many were started."""
         count = 0
         for queue, limit in self._limits().items():
             with self._lock:
@@ -125,45 +142,76 @@ class QueuedStarter:
                 if room <= 0:
                     continue
                 skip = started | self._refused
-            for execution_id in self._store.queued_executions(queue, room + len(skip)):
-                if execution_id in skip:
-                    continue
+            for hold in self._take(queue, room, skip):
                 with self._lock:
-                    started.add(execution_id)
+                    started.add(hold.execution_id)
                 threading.Thread(
                     target=self._start_one,
-                    args=(queue, execution_id),
+                    args=(queue, hold),
                     name="intentusnet-queued-run",
                     daemon=True,
                 ).start()
                 count += 1
-                room -= 1
-                if room <= 0:
-                    break
         return count
 
-    def _start_one(self, queue: str, execution_id: str) -> None:
-        """Resume one queued execution to its end; then drop its entry."""
-        done = True
+    def _take(self, queue: str, room: int, skip: set[str]) -> list[QueuedHold]:
+        """Hold up to ``room`` of the first queued executions no one holds.
+
+        Held here, before any is read, so each is started by one router: the
+        others leave it out of their lists, or find it held and pass on.
+        """
+        taken: list[QueuedHold] = []
         try:
-            self._resume(execution_id)
-        except ResumeRefused as refused:
-            if refused.reason == "owned":
-                done = False  # another router starts it
-            elif refused.reason != "complete":  # it cannot run here: say so once
-                _log.warning("queued execution %s: %s", execution_id, refused)
-                with self._lock:
-                    self._refused.add(execution_id)
-                done = False
-        except IntentusNetError as exc:  # the store is away: taken again later
+            for execution_id in self._store.queued_executions(queue, room + len(skip)):
+                if execution_id in skip:
+                    continue
+                try:
+                    hold = self._store.hold_record(execution_id)
+                except RecordNotFound:  # deleted meanwhile: nothing to start
+                    self._store.dequeue_execution(queue, execution_id)
+                    continue
+                if hold is None:  # another router took it first
+                    continue
+                taken.append(QueuedHold(execution_id, hold))
+                if len(taken) >= room:
+                    break
+        except BaseException:  # the store went away: none is kept from the others
+            for held in taken:
+                held.hold.release()
+            raise
+        return taken
+
+    def _start_one(self, queue: str, held: QueuedHold) -> None:
+        """Resume one held queued execution to its end; then drop its entry.
+
+        The entry goes before the hold, so no router finds it unheld once
+        its execution ended.
+        """
+        execution_id = held.execution_id
+        try:
+            if self._ran(execution_id, held.hold):
+                self._store.dequeue_execution(queue, execution_id)
+        except IntentusNetError as exc:  # its resume link says it started
             _log.warning("queued execution %s: %s", execution_id, exc)
-            done = False
         finally:
+            held.hold.release()
             with self._lock:
                 self._started.get(queue, set()).discard(execution_id)
             self._wake.set()
-        if done:
-            try:
-                self._store.dequeue_execution(queue, execution_id)
-            except IntentusNetError as exc:  # its resume link says it started
-                _log.warning("queued execution %s: %s", execution_id, exc)
+
+    def _ran(self, execution_id: str, hold: RecordHold) -> bool:
+        """Resume it under ``hold``; whether its entry is done with."""
+        try:
+            self._resume(execution_id, hold)
+        except ResumeRefused as refused:
+            if refused.reason == "owned":
+                return False  # its newest record is another router's
+            if refused.reason != "complete":  # it cannot run here: say so once
+                _log.warning("queued execution %s: %s", execution_id, refused)
+                with self._lock:
+                    self._refused.add(execution_id)
+                return False
+        except IntentusNetError as exc:  # the store is away: taken again later
+            _log.warning("queued execution %s: %s", execution_id, exc)
+            return False
+        return True

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..errors import IntentusNetError, InvalidQueue, UnknownQueue
 from ..record.model import EventType
-from ..store.durable import DurableStore
+from ..store.durable import DurableStore, RecordHold
 from ..store.memory.queues import MemoryQueues
 from ..store.queues import QueueSlot, QueueStore
 from .queued import DEFAULT_STARTED, ExecutionQueued, QueuedStarter
@@ -435,15 +435,15 @@ class Queues:
         if name not in self._declared:
             raise UnknownQueue(name, sorted(self._declared))
 
-    def bind(self, store: object, resume: Callable[[str], object]) -> None:
+    def bind(self, store: object, resume: Callable[[str, RecordHold], object]) -> None:
         """Count slots in ``store`` when it shares them, else in this process.
 
         A store that also keeps resume links gets a starter of the queued
-        executions of these queues (``resume`` starts one).
+        executions of these queues (``resume`` starts one it holds).
         """
         shared = store if isinstance(store, QueueStore) else None
         starter = None
-        if shared is not None and isinstance(store, DurableStore):
+        if shared is not None and isinstance(shared, DurableStore):
             starter = QueuedStarter(shared, resume, self._limits)
         with self._lock:
             self._store = shared

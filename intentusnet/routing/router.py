@@ -161,7 +161,12 @@ class IntentRouter:
         if old is not None:
             old.close()
         self._cancels = CancelWatch(store) if isinstance(store, CancelStore) else None
-        self._queues.bind(store, self.resume)
+        self._queues.bind(
+            store,
+            lambda execution_id, hold: durable.resume(
+                self._routing(), execution_id, held=hold
+            ),
+        )
 
     @property
     def durable_store(self) -> DurableStore | None:

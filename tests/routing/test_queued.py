@@ -30,7 +30,9 @@ from intentusnet import (
     MemoryExecutionStore,
     PostgresExecutionStore,
     RecordStatus,
+    ResumeRefused,
 )
+from intentusnet.routing import durable
 from intentusnet.routing.durable import chain_head
 from intentusnet.routing.queued import ExecutionQueued
 from intentusnet.routing.seams import ExecutionOptions
@@ -126,6 +128,66 @@ def test_a_submit_is_queued_and_started_in_priority_order(store: object) -> None
         while router.store.queued_executions("llm", 10):  # entries go once ended
             assert time.monotonic() < deadline
             time.sleep(0.01)
+
+
+def test_a_resume_given_the_hold_runs_under_it_and_keeps_it(store: object) -> None:
+    """resume(held=): the caller's hold is used, not taken again, and stays held."""
+    with IntentRouter(store=store) as router:  # type: ignore[arg-type]
+        router.queue("llm", concurrency=1, run_queued=False)
+
+        @router.agent("work", queue="llm")
+        def work(envelope, ctx):  # type: ignore[no-untyped-def]
+            return {"n": envelope.payload["n"]}
+
+        first, queued = _submit(router, 0)
+        assert queued
+        routing = durable.Routing(
+            router.store,
+            router.durable_store,
+            router.registry,
+            lambda env, options: router.route_intent(env, options=options),
+        )
+        hold = router.durable_store.hold_record(first)
+        assert hold is not None
+        with pytest.raises(ResumeRefused) as refused:  # held: not this caller's
+            durable.resume(routing, first)
+        assert refused.value.reason == "owned"
+        answer = durable.resume(routing, first, held=hold)
+        assert answer.status == "success"
+        assert answer.payload == {"n": 0}
+        head = chain_head(router, first)
+        assert head != first
+        assert router.store.resumed_by(first) == head  # linked through the hold
+        assert router.durable_store.hold_record(first) is None  # still held
+        hold.release()
+        again = router.durable_store.hold_record(first)
+        assert again is not None
+        again.release()
+
+
+def test_an_entry_whose_record_was_deleted_is_dropped(store: object) -> None:
+    """A queued execution deleted before its turn: its entry goes, nothing runs."""
+    ran: list[object] = []
+    for run_queued in (False, True):
+        router = IntentRouter(store=store)  # type: ignore[arg-type]
+        router.queue("llm", concurrency=1, run_queued=run_queued)
+
+        @router.agent("work", queue="llm")
+        def work(envelope, ctx):  # type: ignore[no-untyped-def]
+            ran.append(envelope.payload["n"])
+            return {}
+
+        if not run_queued:
+            first, queued = _submit(router, 0)
+            assert queued
+            router.store.delete(first)
+            router.close()
+    deadline = time.monotonic() + 10
+    while router.store.queued_executions("llm", 10):
+        assert time.monotonic() < deadline, "the entry stayed"
+        time.sleep(0.01)
+    router.close()
+    assert ran == []
 
 
 def test_processes_start_the_queued_and_survive_a_kill(tmp_path: Path) -> None:

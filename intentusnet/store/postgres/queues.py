@@ -2,8 +2,9 @@
 
 A slot is a session advisory lock of the two-key form, ``(scope key, n)`` (a
 key space apart from the one-key locks of records, flights and idempotency
-keys), taken with ``pg_try_advisory_lock`` on the store's session connection:
-the server drops it the moment that connection ends, so a router killed while
+keys), taken with ``pg_try_advisory_lock`` on the store's queue connection (its
+own, so waiting routers asking for slots hold up no record's write): the
+server drops it the moment that connection ends, so a router killed while
 it runs an execution gives its slot back. One statement tries the free slots
 in order and stops at the first it gets. A session takes a lock it holds
 again without waiting (counting it twice), so the slots this process holds are
@@ -75,7 +76,7 @@ _DEQUEUE: Final = "DELETE FROM intentusnet_queued WHERE execution_id = %s"
 
 
 class PostgresSlot:
-    """A held slot: its advisory lock on the store's session."""
+    """A held slot: its advisory lock on the store's queue connection."""
 
     __slots__ = ("_queues", "key", "n")
 

@@ -91,7 +91,8 @@ class PostgresExecutionStore(PostgresHitJournal):
             (and its synchronous standbys) before the call returns.
         pool_size: connections in the read pool (psycopg_pool), opened on the
             first read. Writes and advisory locks go through one more
-            connection, the store's session.
+            connection, the store's session; queue slots and buckets
+            through another, opened when a queue first asks.
         signing_key: as for ``FileExecutionStore``: records are signed by the
             same code (added in 0.1.0).
         log_cadence, log_witnesses: as for ``FileExecutionStore``: with a
@@ -128,7 +129,6 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.durability: Final = durability
         self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
-        self._queues = PostgresQueues(self._db)
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
         #: the log's pace, or None: no log (no key, or turned off)
@@ -181,6 +181,15 @@ class PostgresExecutionStore(PostgresHitJournal):
         if leaves:
             self._sequencer.append_now(leaves)
 
+    @cached_property
+    def _queues(self) -> PostgresQueues:
+        # Queue slots and buckets on their own connection, opened on first use:
+        # a router waiting for a turn asks for a slot every few milliseconds,
+        # which would otherwise queue the records' writes behind it.
+        made = PostgresQueues(Connection(self._dsn, self.durability, 1))
+        queues: PostgresQueues = self.__dict__.setdefault("_queues", made)
+        return queues
+
     def log_connection(self) -> Connection:
         """The connection of the store's transparency log (``intentusnet log``)."""
         return self._log_db
@@ -227,6 +236,8 @@ class PostgresExecutionStore(PostgresHitJournal):
             self._sequencer.close()
         if "_log_db" in self.__dict__:
             self._log_db.close()
+        if "_queues" in self.__dict__:
+            self._queues.db.close()
         self._db.close()
 
     # -- writing ------------------------------------------------------------------
