@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DIR_MODE", "FILE_MODE", "fsync_dir", "make_dirs"]
+from .ids import uuid7_hex
+
+__all__ = ["DIR_MODE", "FILE_MODE", "fsync_dir", "make_dirs", "write_whole"]
 
 #: Records and caches hold what callers sent: only their owner reads them.
 DIR_MODE: Final = 0o700
@@ -38,3 +40,26 @@ def fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_whole(directory: Path, target: str, data: bytes, fsync: bool) -> None:
+    """Write ``data`` to a dot file in ``directory``, then rename it to ``target``.
+
+    A reader sees the whole file or none; ``directory`` and its parents are
+    made as needed.
+
+    Raises:
+        OSError: it could not be written.
+    """
+    make_dirs(directory)
+    hidden = f"{directory}/.{uuid7_hex()}"
+    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.write(fd, data)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(hidden, target)
+    if fsync:
+        fsync_dir(str(directory))

@@ -48,10 +48,9 @@ from .retries import (
     Backoff,
     Retrying,
     RetryOn,
-    arun_retried,
     check_retries,
     exponential,
-    run_retried,
+    retried,
 )
 from .seams import ExecutionObserver
 from .waits import sleep, wait_for
@@ -300,12 +299,15 @@ class AgentContext:
             retrying = self._retrying(
                 name, side_effect, idempotent, retries, backoff, retry_on
             )
-            return run_retried(
-                retrying,
-                lambda: self.step(
-                    name, args, fn, side_effect=side_effect, idempotent=idempotent
-                ),
+            once = partial(
+                self.step,
+                name,
+                args,
+                fn,
+                side_effect=side_effect,
+                idempotent=idempotent,
             )
+            return cast(_T, drive(retried(retrying, once, time.sleep)))
         kwargs = dict(args) if args else {}
         call = self._call(name, fn, kwargs, side_effect)
         ex, agent, attempt = self._execution, self.agent, self.attempt
@@ -334,12 +336,17 @@ class AgentContext:
             retrying = self._retrying(
                 name, side_effect, idempotent, retries, backoff, retry_on
             )
-            return await arun_retried(
-                retrying,
-                lambda: self.astep(
-                    name, args, fn, side_effect=side_effect, idempotent=idempotent
-                ),
+            import asyncio  # loaded by async agents only
+
+            aonce = partial(
+                self.astep,
+                name,
+                args,
+                fn,
+                side_effect=side_effect,
+                idempotent=idempotent,
             )
+            return cast(_T, await adrive(retried(retrying, aonce, asyncio.sleep)))
         kwargs = dict(args) if args else {}
         call = self._call(name, fn, kwargs, side_effect)
         ex, agent, attempt = self._execution, self.agent, self.attempt

@@ -21,11 +21,12 @@ say), whichever is longer.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
-from .._util.flow import drive
+from .._util.flow import Flow, drive
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_text
 from ..errors import (
@@ -46,9 +47,8 @@ __all__ = [
     "Backoff",
     "RetryOn",
     "Retrying",
-    "arun_retried",
     "exponential",
-    "run_retried",
+    "retried",
 ]
 
 _T = TypeVar("_T")
@@ -209,8 +209,15 @@ class Retrying:
         return in_place(ex, decision, "retry", self.name)
 
 
-def run_retried(retrying: Retrying, attempt_step: Callable[[], _T]) -> _T:
-    """Run ``attempt_step`` (one recorded attempt) until it succeeds or gives up.
+def retried(
+    retrying: Retrying,
+    attempt_step: Callable[[], object],
+    pause: Callable[[float], object],
+) -> Flow[object]:
+    """Make ``attempt_step`` (one recorded attempt) until it succeeds or gives up.
+
+    A flow (``_util.flow``): ``ctx.step`` drives it with ``time.sleep`` for
+    ``pause``, ``ctx.astep`` awaits each attempt and ``asyncio.sleep``.
 
     Raises:
         The last attempt's error, or the first one ``retry_on`` does not retry.
@@ -219,27 +226,11 @@ def run_retried(retrying: Retrying, attempt_step: Callable[[], _T]) -> _T:
     tries = 0
     while True:
         try:
-            return attempt_step()
+            return (yield attempt_step)
         except BaseException as exc:
             tries += 1
-            pause = retrying.after(exc, tries)
-        time.sleep(pause)
-
-
-async def arun_retried(
-    retrying: Retrying, attempt_step: Callable[[], Awaitable[_T]]
-) -> _T:
-    """The async ``run_retried``: awaits each attempt, and each wait in place."""
-    import asyncio  # loaded by async agents only (a sync route never loads it)
-
-    tries = 0
-    while True:
-        try:
-            return await attempt_step()
-        except BaseException as exc:
-            tries += 1
-            pause = retrying.after(exc, tries)
-        await asyncio.sleep(pause)
+            wait = retrying.after(exc, tries)
+        yield partial(pause, wait)
 
 
 def _decision(error: BaseException, delay: float) -> JSONObject:

@@ -57,7 +57,6 @@ from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
 from ..routing.durable import FINISHED
-from ..routing.signals import signal
 from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
@@ -701,13 +700,10 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
     ) -> Response:
         service.authorize(request, Access.ROUTE)
         payload = await read_json(request, service.max_body_bytes)
-        router = service.router
-        if service.store is not router.store:
-            raise MalformedRequest("this service reads another store than it routes")
         who = service.who(request)
 
         def send() -> str:
-            return signal(router, execution_id, name, payload, by=who, via="http")
+            return levers.signal(execution_id, name, payload, by=who, via="http")
 
         sent = await run_in_threadpool(send)
         return _json({"executionId": execution_id, "name": name, "signal": sent})

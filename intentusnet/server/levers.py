@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import MalformedRequest
 from ..routing.durable import cancel, resolve
+from ..routing.signals import signal
 from ..steps.fork import fork
 
 if TYPE_CHECKING:
@@ -81,6 +82,13 @@ class Levers:
         """Cancel an execution: closed now, or stopped at its next step."""
         self._check()
         return cancel(self.router, execution_id, by=by, via=via)
+
+    def signal(
+        self, execution_id: str, name: str, payload: JSONValue, *, by: str, via: str
+    ) -> str:
+        """Send signal ``name`` to an execution; the id the signal is kept by."""
+        self._check()
+        return signal(self.router, execution_id, name, payload, by=by, via=via)
 
     def fork(self, execution_id: str, from_step: StepRef) -> JSONObject:
         """Fork an execution from ``from_step`` with today's code; its answer."""

@@ -33,16 +33,24 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from ..errors import LogError
+from ..errors import (
+    LogError,
+    RecordIntegrityError,
+    RecordNotFound,
+    UnsupportedSchemaVersion,
+)
 from .cadence import DEFAULT_CADENCE, LogCadence
 from .index import LeafIndex, LeafLookup
 from .leaf import LogLeaf
 from .log import TileLog
 from .publish import Published
 
-__all__ = ["LogCadence", "LogSequencer", "append_leaves"]
+if TYPE_CHECKING:
+    from ..record.model import ExecutionRecord
+
+__all__ = ["LogCadence", "LogSequencer", "append_leaves", "log_deletions"]
 
 #: Records changed this long before the last scan started are scanned again:
 #: file times are coarse, and clocks of hosts sharing a store differ.
@@ -320,3 +328,29 @@ def _at_exit() -> None:
 
 os.register_at_fork(after_in_child=_after_fork)
 atexit.register(_at_exit)
+
+
+def log_deletions(
+    sequencer: LogSequencer,
+    load: Callable[[str], ExecutionRecord],
+    ids: Iterable[str],
+    key_id: str,
+) -> None:
+    """Append the deletion leaf of each record ``ids`` names, and wait for it.
+
+    A store calls this before it deletes the records. A record that cannot be
+    read (damaged) gets none: its absence is then reported ``deleted``, as for
+    one removed by hand.
+
+    Raises:
+        LogError: the log cannot be appended to (the store deletes nothing).
+    """
+    leaves = []
+    for execution_id in ids:
+        try:
+            head = load(execution_id).header.chain_head
+        except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
+            continue
+        leaves.append(LogLeaf(execution_id, head, key_id, True))
+    if leaves:
+        sequencer.append_now(leaves)

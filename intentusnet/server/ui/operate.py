@@ -25,6 +25,7 @@ from ...errors import (
     Forbidden,
     IntentusNetError,
     InvalidResolution,
+    InvalidSignal,
     RecordNotFound,
     RequestInvalid,
     StoreError,
@@ -219,6 +220,20 @@ def operate_router(gate: Gate, operator: Operator) -> APIRouter:
         def do(request: Request, fields: dict[str, str], who: str) -> str:
             start = _from_step(fields.get("from", ""))
             return str(levers.fork(execution_id(request), start)["executionId"])
+
+        return await act(request, do)
+
+    @pages.post("/ui/executions/{execution_id}/signal")
+    async def send_signal(request: Request) -> Response:
+        def do(request: Request, fields: dict[str, str], who: str) -> str:
+            text = fields.get("payload", "").strip() or "null"
+            try:
+                payload = orjson.loads(text)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidSignal(f"the payload is not JSON: {exc}") from None
+            name = fields.get("name", "")
+            levers.signal(execution_id(request), name, payload, by=who, via="ui")
+            return execution_id(request)
 
         return await act(request, do)
 

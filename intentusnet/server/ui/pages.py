@@ -23,11 +23,9 @@ from ...cache.seams import CacheHitJournal
 from ...errors import (
     Forbidden,
     InvalidExecutionId,
-    InvalidSignal,
     RecordIntegrityError,
     RecordNotFound,
     RequestInvalid,
-    SignalRefused,
     StoreError,
     Unauthorized,
 )
@@ -35,8 +33,6 @@ from ...http.problem import status_for
 from ...integrations.mcp.view import is_session
 from ...record.model import RecordStatus, VerifyReport
 from ...record.signing import KeyRing, SignatureStatus
-from ...routing.durable import StoreOnly
-from ...routing.signals import signal
 from ...steps.diff import diff_records
 from ...steps.explain import explain
 from ...store.durable import durable_links
@@ -304,6 +300,7 @@ def ui_router(
             hits=hits,
             can_invalidate=record.header.replayable and gate.may_invalidate(request),
             can_signal=record.header.status is RecordStatus.WAITING
+            and operator is not None
             and gate.may_invalidate(request),
             mcp=is_session(record),
             app_ref=app_ref or "MODULE:ATTR",
@@ -354,47 +351,6 @@ def ui_router(
             except Unauthorized:
                 return login_redirect(request)
             except (StoreError, RequestInvalid, Forbidden) as exc:
-                message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
-                return render(
-                    "error.html",
-                    request,
-                    status=status_for(exc),
-                    code=exc.code,
-                    message=message,
-                )
-            return RedirectResponse(f"/ui/executions/{execution_id}", status_code=303)
-
-    if gate.invalidation:  # a key that may route may also send a signal
-
-        @pages.post("/ui/executions/{execution_id}/signal")
-        async def send_signal(request: Request, execution_id: str) -> Response:
-            try:
-                same_origin(request)
-                authorize(request, Access.ROUTE)
-                if gate.key_access is None:
-                    raise Forbidden("signalling from a page needs an API key")
-                fields = await form(request)
-                text = fields.get("payload", "").strip() or "null"
-                try:
-                    payload = orjson.loads(text)
-                except orjson.JSONDecodeError as exc:
-                    raise InvalidSignal(f"the payload is not JSON: {exc}") from None
-                holder = StoreOnly(need_store())
-                name = fields.get("name", "")
-                await run_in_threadpool(
-                    lambda: signal(
-                        holder, execution_id, name, payload, by="explorer", via="ui"
-                    )
-                )
-            except Unauthorized:
-                return login_redirect(request)
-            except (
-                StoreError,
-                RequestInvalid,
-                Forbidden,
-                InvalidSignal,
-                SignalRefused,
-            ) as exc:
                 message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
                 return render(
                     "error.html",

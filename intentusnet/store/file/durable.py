@@ -35,7 +35,7 @@ from typing import Final
 
 import orjson
 
-from ..._util.files import FILE_MODE, fsync_dir, make_dirs
+from ..._util.files import FILE_MODE, fsync_dir, make_dirs, write_whole
 from ..._util.ids import uuid7_hex
 from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
@@ -96,7 +96,7 @@ class FileRecordHold:
         directory = Path(self._root, RESUMES_DIR, relative_path(self.execution_id)[:2])
         target = f"{directory}/{self.execution_id}.next"
         try:
-            _write_whole(directory, target, resumed_by.encode(), self._fsync)
+            write_whole(directory, target, resumed_by.encode(), self._fsync)
         except OSError as exc:
             raise StoreError(
                 f"record {self.execution_id}: cannot write its resume link: {exc}"
@@ -108,22 +108,6 @@ class FileRecordHold:
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _write_whole(directory: Path, target: str, data: bytes, fsync: bool) -> None:
-    """Write ``data`` to a dot file beside ``target`` and rename it into place."""
-    make_dirs(directory)
-    hidden = f"{directory}/.{uuid7_hex()}"
-    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-    try:
-        os.write(fd, data)
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(hidden, target)
-    if fsync:
-        fsync_dir(str(directory))
 
 
 def _key_path(root: str, key: str) -> tuple[str, str]:

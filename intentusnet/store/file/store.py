@@ -32,7 +32,6 @@ from ...errors import (
     RecordIntegrityError,
     RecordNotFound,
     StoreError,
-    UnsupportedSchemaVersion,
 )
 from ...record.format import header_line
 from ...record.keys import SigningKey, load_signing_key
@@ -352,26 +351,16 @@ class FileExecutionStore:
         self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
 
     def _log_deletions(self, ids: Iterable[str]) -> None:
-        """With a log, put each record's deletion leaf in it before it is deleted.
-
-        A record that cannot be read (damaged) gets none: its absence is then
-        reported ``deleted``, as for one removed by hand.
+        """With a log, log each record's deletion before it is deleted.
 
         Raises:
             LogError: the log cannot be appended to (nothing is deleted).
         """
-        if self._cadence is None:
-            return
-        assert self._signer is not None
-        leaves = []
-        for execution_id in ids:
-            try:
-                head = self.load(execution_id).header.chain_head
-            except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
-                continue
-            leaves.append(LogLeaf(execution_id, head, self._signer.key_id, True))
-        if leaves:
-            self._sequencer.append_now(leaves)
+        if self._cadence is not None:
+            from ...tlog.sequencer import log_deletions
+
+            assert self._signer is not None
+            log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
 
     # -- durable executions (added in 0.1.0) ---------------------------------------
 

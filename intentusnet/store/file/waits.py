@@ -29,7 +29,7 @@ from typing import Final
 
 import orjson
 
-from ..._util.files import FILE_MODE, fsync_dir, make_dirs
+from ..._util.files import FILE_MODE, fsync_dir, make_dirs, write_whole
 from ..._util.ids import uuid7_hex
 from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
@@ -59,19 +59,7 @@ def add_signal(
         if len(kept) >= cap:
             return False
         name = f"{time.time_ns():020d}-{uuid7_hex()}"  # sorts by when it came
-        hidden = f"{directory}/.{name}"
-        fd = os.open(
-            hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE
-        )
-        try:
-            os.write(fd, orjson.dumps(signal))
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(hidden, f"{directory}/{name}.json")
-        if fsync:
-            fsync_dir(str(directory))
+        write_whole(directory, f"{directory}/{name}.json", orjson.dumps(signal), fsync)
     except OSError as exc:
         raise StoreError(f"execution {origin}: cannot keep its signal: {exc}") from exc
     return True

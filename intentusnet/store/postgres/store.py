@@ -31,7 +31,6 @@ from ...errors import (
     RecordIntegrityError,
     RecordNotFound,
     StoreError,
-    UnsupportedSchemaVersion,
 )
 from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
@@ -40,7 +39,7 @@ from ...record.verify import verify_bytes
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from ...tlog.leaf import LogLeaf
 from ...tlog.publish import LogWitnesses, witnesses_from_env
-from ...tlog.sequencer import LogSequencer
+from ...tlog.sequencer import LogSequencer, log_deletions
 from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
 from ..filters import ListFilters
 from ..ids import check_id
@@ -163,23 +162,14 @@ class PostgresExecutionStore(PostgresHitJournal):
         return db
 
     def _log_deletions(self, ids: Iterable[str]) -> None:
-        """With a log, put each record's deletion leaf in it before it is deleted.
+        """With a log, log each record's deletion before it is deleted.
 
         Raises:
             LogError: the log cannot be appended to (nothing is deleted).
         """
-        if self._cadence is None:
-            return
-        assert self._signer is not None
-        leaves = []
-        for execution_id in ids:
-            try:
-                head = self.load(execution_id).header.chain_head
-            except (RecordNotFound, RecordIntegrityError, UnsupportedSchemaVersion):
-                continue
-            leaves.append(LogLeaf(execution_id, head, self._signer.key_id, True))
-        if leaves:
-            self._sequencer.append_now(leaves)
+        if self._cadence is not None:
+            assert self._signer is not None
+            log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
 
     @cached_property
     def _queues(self) -> PostgresQueues:

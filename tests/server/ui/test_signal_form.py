@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def test_a_read_key_sees_the_wait_but_no_form(
 def test_a_route_key_sends_the_signal_from_the_page(
     waiting: tuple[TestClient, IntentRouter, str],
 ) -> None:
-    """The form keeps the signal (not JSON: 422, nothing kept); recovery resumes."""
+    """The form keeps the signal by the key's name (not JSON: 422); recovery resumes."""
     client, router, execution_id = waiting
     _login(client, ROUTE_KEY)
     page = client.get(f"/ui/executions/{execution_id}").text
@@ -68,6 +69,8 @@ def test_a_route_key_sends_the_signal_from_the_page(
     assert sent.status_code == 303
     [signal] = router.store.signals(execution_id)  # type: ignore[union-attr]
     assert (signal["payload"], signal["via"]) == ({"ok": True}, "ui")
+    key_name = hashlib.sha256(ROUTE_KEY.encode()).hexdigest()[:12]
+    assert key_name in str(signal["by"])
     [woken] = Recovery(router, grace=0).run_once().resumed
     final = router.store.load(woken.resumed_as)
     assert final.header.status is RecordStatus.COMPLETED
