@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -20,6 +20,7 @@ from pydantic import (
     PlainSerializer,
     PlainValidator,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
@@ -32,6 +33,7 @@ from .errors import EnvelopeValidationError
 from .hashing import hash_parts, view
 
 __all__ = [
+    "JSON_CHECKED",
     "AgentResponse",
     "AttemptInfo",
     "CacheDirective",
@@ -49,10 +51,18 @@ __all__ = [
 ]
 
 
-def _json_object(value: object) -> JSONObject:
+#: The validation context of a model built from JSON objects that were checked
+#: where they entered (``check_json``): its JSON object fields then check that
+#: they are dicts, without walking them a second time. The router builds its
+#: answers so (``routing/strategies.py``), from an agent's checked answer.
+JSON_CHECKED: Final = object()
+
+
+def _json_object(value: object, info: ValidationInfo) -> JSONObject:
     if type(value) is not dict:
         raise ValueError(f"must be a JSON object (dict), got {type(value).__name__}")
-    check_json(value)
+    if info.context is not JSON_CHECKED:
+        check_json(value)
     return value
 
 

@@ -527,3 +527,18 @@ def test_priority_beyond_2_53_is_refused_with_the_same_error(value):
         ).context.priority
         == 2**53 - 1
     )
+
+
+def test_json_checked_context_skips_only_the_walk():
+    """With JSON_CHECKED an answer's payload is not walked, but must be a dict."""
+    from intentusnet import AgentResponse
+    from intentusnet.envelope import JSON_CHECKED
+
+    nan = {"x": float("nan")}
+    with pytest.raises(ValueError, match="NaN"):
+        AgentResponse.model_validate({"payload": nan})
+    with pytest.raises(ValueError, match="JSON object"):
+        AgentResponse.model_validate({"payload": [1]}, context=JSON_CHECKED)
+    checked = {"x": 1}
+    answer = AgentResponse.model_validate({"payload": checked}, context=JSON_CHECKED)
+    assert answer.payload is checked

@@ -630,7 +630,7 @@ class Execution:
         self.observed: ObservedExecution | None = None
         self._attempt_scopes: tuple[scopes.Scope, ...] = ()
         self._step_scopes: tuple[scopes.Scope, ...] = ()
-        if observers:
+        if observers.members:
             self._attempt_scopes = observers.scopes(scopes.ATTEMPT_SCOPE)
             self._step_scopes = observers.scopes(scopes.STEP_SCOPE)
         self._lock = threading.Lock()
@@ -645,6 +645,11 @@ class Execution:
         """What the execution redacts, if anything (it is the recorder's)."""
         recorder = self.recorder
         return None if recorder is None else recorder.redaction
+
+    @property
+    def has_attempt_scopes(self) -> bool:
+        """Whether an observer enters a scope around each attempt's agent call."""
+        return bool(self._attempt_scopes)
 
     def attempt_scope(self, attempt: int) -> AbstractContextManager[object]:
         """What the observers enter around attempt ``attempt``'s agent call.

@@ -758,7 +758,7 @@ class IntentRouter:
             except BaseException:
                 ex.recorder.abandon()  # no agent runs: it reads incomplete
                 raise
-        if ex.observers:
+        if ex.observers.members:
             self._observe(ex, env, options)
         return ex, plan(env, decision, decision_wire, order, ex)
 
@@ -1095,6 +1095,8 @@ def _call(
     agent: RegisteredAgent, env: IntentEnvelope, ctx: AgentContext, ex: Execution
 ) -> object:
     """Call ``agent`` inside its observers' attempt scopes, in this thread."""
+    if not ex.has_attempt_scopes:
+        return agent.call(env, ctx)
     with ex.attempt_scope(ctx.attempt):
         return agent.call(env, ctx)
 

@@ -15,12 +15,11 @@ from typing import Literal, TypeAlias
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from .._util.time import ms_since
 from ..envelope import (
+    JSON_CHECKED,
     AgentResponse,
-    AttemptInfo,
     ErrorCode,
     ErrorInfo,
     IntentEnvelope,
-    ResponseMetadata,
     RoutingDecision,
     RoutingStrategy,
 )
@@ -291,15 +290,17 @@ def _record_attempts(
     The outcomes of a ``race`` come in the order the agents finished; each is
     recorded and told under the number its attempt started with.
     """
-    numbers = {agent.name: n for n, agent in enumerate(race, first_attempt)}
     observers = ex.observers
+    recorder = ex.recorder
+    if recorder is None and not observers.members:
+        return  # nobody to tell
+    numbers = {agent.name: n for n, agent in enumerate(race, first_attempt)}
     for index, out in enumerate(outcomes, first_attempt):
         number = numbers.get(out.agent, index)
-        if observers:
+        if observers.members:
             observers.attempt_ended(
                 ex.execution_id, out.agent, number, out.outcome, out.error
             )
-        recorder = ex.recorder
         if recorder is not None:
             recorder.event(
                 "AGENT_ATTEMPT_END",
@@ -420,7 +421,7 @@ def _start(
     race: bool,
     first_attempt: int,
 ) -> Run:
-    if ex.observers:
+    if ex.observers.members:
         for number, agent in enumerate(agents, first_attempt):
             ex.observers.attempt_started(ex.execution_id, agent.name, number)
     recorder = ex.recorder
@@ -452,35 +453,35 @@ def _answer(
 ) -> AgentResponse:
     if error is not None and agent is None:
         agent = error.agent
-    metadata = ResponseMetadata(
-        execution_id=ex.execution_id,
-        agent=agent,
-        strategy=decision.strategy,
-        decision=decision,
-        attempts=[
-            AttemptInfo(
-                agent=o.agent,
-                outcome=o.outcome,
-                duration_ms=o.duration_ms,
-                error_code=None if o.error is None else o.error.code,
-            )
-            for o in outcomes
-        ],
-        duration_ms=ms_since(ex.started),
-        envelope_hash=ex.envelope_hash,
-        from_replay=False,
-        original_execution_id=None,
-        recording_error=None,
-    )
-    # ``model_construct``: every value was checked already, the payload where
-    # it entered (by ``from_result``, the agent's own ``AgentResponse``, or
-    # ``check_json`` for a broadcast), the error and metadata as validated
-    # models. Validating again would walk the payload a second time per route.
-    return AgentResponse.model_construct(
-        status="error" if error is not None else "success",
-        payload=payload,
-        error=error,
-        metadata=metadata,
+    # One validation builds the answer, its metadata and its attempts. The
+    # payload was checked where it entered (by ``from_result``, the agent's own
+    # ``AgentResponse``, or ``check_json`` for a broadcast), and the error and
+    # decision are validated models: ``JSON_CHECKED`` says so, so the payload
+    # is not walked a second time per route.
+    return AgentResponse.model_validate(
+        {
+            "status": "error" if error is not None else "success",
+            "payload": payload,
+            "error": error,
+            "metadata": {
+                "executionId": ex.execution_id,
+                "agent": agent,
+                "strategy": decision.strategy,
+                "decision": decision,
+                "attempts": [
+                    {
+                        "agent": o.agent,
+                        "outcome": o.outcome,
+                        "durationMs": o.duration_ms,
+                        "errorCode": None if o.error is None else o.error.code,
+                    }
+                    for o in outcomes
+                ],
+                "durationMs": ms_since(ex.started),
+                "envelopeHash": ex.envelope_hash,
+            },
+        },
+        context=JSON_CHECKED,
     )
 
 

@@ -580,3 +580,33 @@ def test_parallel_attempt_ends_are_recorded_under_their_start_numbers():
     }
     assert starts == {("first", 1), ("second", 2)}
     assert ends == {("first", 1, "cancelled"), ("second", 2, "success")}
+
+
+def test_an_answer_is_checked_once_and_built_in_one_validation(router, monkeypatch):
+    """The agent's answer is walked once; the answer's models are validated."""
+    import intentusnet.envelope as envelope_module
+    import intentusnet.routing.strategies as strategies_module
+
+    walks = []
+    real = envelope_module.check_json
+
+    def counting(value, path=""):
+        walks.append(path)
+        return real(value, path)
+
+    monkeypatch.setattr(envelope_module, "check_json", counting)
+    monkeypatch.setattr(strategies_module, "check_json", counting)
+
+    @router.agent("work", name="good")
+    def good(e, ctx):
+        return {"nested": {"list": [1, 2.5, "x"]}}
+
+    prebuilt = env(a=1)
+    walks.clear()
+    resp = router.route_intent(prebuilt)
+    assert walks == ["payload"]  # from_result's check of the agent's answer
+    assert resp.payload == {"nested": {"list": [1, 2.5, "x"]}}
+    assert resp.metadata.attempts[0].agent == "good"
+    assert resp.metadata.decision is not None
+    assert resp.metadata.decision.candidates == ["good"]
+    assert AgentResponse.model_validate(resp.to_wire()) == resp
