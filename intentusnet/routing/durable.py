@@ -21,7 +21,6 @@ Both are synchronous; the router's async twins run them on a worker thread
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +71,8 @@ from .seams import ExecutionOptions
 from .waiting import waiting_answer, waiting_of
 
 if TYPE_CHECKING:
+    import logging
+
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
     from .agents import AgentRegistry
@@ -154,7 +155,13 @@ FINISHED: Final = frozenset(
 )
 _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
-_log = logging.getLogger("intentusnet.durable")
+
+
+def _log() -> logging.Logger:
+    """The ``intentusnet.durable`` logger, imported once there is a failure to say."""
+    import logging
+
+    return logging.getLogger("intentusnet.durable")
 
 
 def count_decision(router: StoreHolder, action: str, record: str) -> None:
@@ -169,7 +176,7 @@ def count_decision(router: StoreHolder, action: str, record: str) -> None:
     try:
         store.note_decision(action, record)
     except StoreError as exc:
-        _log.warning("the %s decision %s was not counted: %s", action, record, exc)
+        _log().warning("the %s decision %s was not counted: %s", action, record, exc)
 
 
 def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore:

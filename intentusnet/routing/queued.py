@@ -24,16 +24,18 @@ else 8) are started at a time per router and queue.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..errors import IntentusNetError, RecordNotFound, ResumeRefused
 from ..store.durable import DurableStore, RecordHold
 from ..store.queues import QueueStore
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = ["PICK_S", "ExecutionQueued", "QueuedStarter"]
 
@@ -41,7 +43,13 @@ __all__ = ["PICK_S", "ExecutionQueued", "QueuedStarter"]
 PICK_S: Final = 0.05
 #: Started at a time per router and queue when the queue sets no limit.
 DEFAULT_STARTED: Final = 8
-_log = logging.getLogger("intentusnet.queues")
+
+
+def _log() -> logging.Logger:
+    """The ``intentusnet.queues`` logger, imported once there is a failure to say."""
+    import logging
+
+    return logging.getLogger("intentusnet.queues")
 
 
 class ExecutionQueued(BaseException):
@@ -123,10 +131,10 @@ class QueuedStarter:
             try:
                 started = self._pass()
             except IntentusNetError as exc:  # the store is away: looked again
-                _log.warning("queued executions: %s", exc)
+                _log().warning("queued executions: %s", exc)
                 started = 0
             except Exception:  # a bug of ours: said, and the thread goes on
-                _log.exception("queued executions: starting them failed")
+                _log().exception("queued executions: starting them failed")
                 started = 0
             if not started:
                 self._wake.wait(PICK_S)
@@ -192,7 +200,7 @@ class QueuedStarter:
             if self._ran(execution_id, held.hold):
                 self._store.dequeue_execution(queue, execution_id)
         except IntentusNetError as exc:  # its resume link says it started
-            _log.warning("queued execution %s: %s", execution_id, exc)
+            _log().warning("queued execution %s: %s", execution_id, exc)
         finally:
             held.hold.release()
             with self._lock:
@@ -207,11 +215,11 @@ class QueuedStarter:
             if refused.reason == "owned":
                 return False  # its newest record is another router's
             if refused.reason != "complete":  # it cannot run here: say so once
-                _log.warning("queued execution %s: %s", execution_id, refused)
+                _log().warning("queued execution %s: %s", execution_id, refused)
                 with self._lock:
                     self._refused.add(execution_id)
                 return False
         except IntentusNetError as exc:  # the store is away: taken again later
-            _log.warning("queued execution %s: %s", execution_id, exc)
+            _log().warning("queued execution %s: %s", execution_id, exc)
             return False
         return True

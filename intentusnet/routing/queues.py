@@ -23,10 +23,8 @@ Child intents (``ctx.route``) run in their parent's turn.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
-import logging
 import os
 import re
 import threading
@@ -38,13 +36,16 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from ..errors import IntentusNetError, InvalidQueue, UnknownQueue
 from ..record.model import EventType
 from ..store.durable import DurableStore, RecordHold
-from ..store.memory.queues import MemoryQueues
 from ..store.queues import QueueSlot, QueueStore
 from .queued import DEFAULT_STARTED, ExecutionQueued, QueuedStarter
 from .strategies import queue_timed_out
 
 if TYPE_CHECKING:
+    import asyncio
+    import logging
+
     from ..envelope import AgentResponse, IntentEnvelope
+    from ..store.memory.queues import MemoryQueues
     from .execution import Execution
     from .seams import ExecutionOptions
     from .strategies import Outcome, Run
@@ -67,7 +68,15 @@ _UNITS: Final[dict[str, float]] = {
     "d": 86400.0,
     "day": 86400.0,
 }
-_log = logging.getLogger("intentusnet.queues")
+
+
+def _log() -> logging.Logger:
+    """The ``intentusnet.queues`` logger, imported once there is a failure to say."""
+    import logging
+
+    return logging.getLogger("intentusnet.queues")
+
+
 _T = TypeVar("_T")
 _Plan = Generator["Run", "list[Outcome]", "AgentResponse"]
 
@@ -222,7 +231,7 @@ def _release(slots: Iterable[QueueSlot]) -> None:
         try:
             slot.release()
         except IntentusNetError as exc:  # its lock goes with the connection anyway
-            _log.warning("a queue slot could not be given back: %s", exc)
+            _log().warning("a queue slot could not be given back: %s", exc)
 
 
 class _Line:
@@ -304,7 +313,7 @@ class _Line:
             try:
                 pause = self._round(waiting) if waiting else POLL_S
             except Exception:  # a bug of ours: said, and the thread goes on
-                _log.exception("queue %r: handing out turns failed", self.queue.name)
+                _log().exception("queue %r: handing out turns failed", self.queue.name)
                 pause = POLL_S * 20
 
     def _round(self, waiting: list[_Waiter]) -> float:
@@ -319,7 +328,7 @@ class _Line:
             try:
                 slots, wait = self._try(waiter.tenant)
             except IntentusNetError as exc:  # the store is away: asked again soon
-                _log.warning("queue %r: %s", queue.name, exc)
+                _log().warning("queue %r: %s", queue.name, exc)
                 return POLL_S * 20
             if slots is None:
                 if wait is None:  # the tenant's share is full: the next one may go
@@ -379,7 +388,7 @@ class Queues:
         self._intents: dict[str, str] = {}
         self._lines: dict[str, _Line] = {}
         self._store: QueueStore | None = None
-        self._local = MemoryQueues()
+        self._local: MemoryQueues | None = None  # made with the first local line
         self._lock = threading.Lock()
         self._held: dict[str, _Turn] = {}
         self._starter: QueuedStarter | None = None
@@ -486,6 +495,8 @@ class Queues:
             return plan
         started = time.monotonic()
         self._submitted(line, envelope, options, ex)
+        import asyncio
+
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         waiter = line.join(envelope, future, loop)
@@ -578,6 +589,10 @@ class Queues:
                 line = self._lines.get(name)
                 if line is None:
                     store = self._store if self._store is not None else self._local
+                    if store is None:
+                        from ..store.memory.queues import MemoryQueues
+
+                        store = self._local = MemoryQueues()
                     line = self._lines[name] = _Line(self._declared[name], store)
         return line
 

@@ -1,5 +1,7 @@
 import asyncio
 import datetime as dt
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -610,3 +612,19 @@ def test_an_answer_is_checked_once_and_built_in_one_validation(router, monkeypat
     assert resp.metadata.decision is not None
     assert resp.metadata.decision.candidates == ["good"]
     assert AgentResponse.model_validate(resp.to_wire()) == resp
+
+
+def test_a_first_sync_route_imports_only_what_it_runs():
+    """A sync route of a sync agent loads no asyncio, logging or queue store."""
+    probe = (
+        "import sys\n"
+        "from intentusnet import IntentRouter\n"
+        "router = IntentRouter()\n"
+        "router.agent('echo', name='echo')(lambda env, ctx: {'x': 1})\n"
+        "answer = router.route_intent({'intent': {'name': 'echo'}})\n"
+        "assert answer.status == 'success', answer\n"
+        "loaded = {'asyncio', 'logging', 'concurrent.futures',\n"
+        "          'intentusnet.store.memory'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
