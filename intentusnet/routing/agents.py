@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import (
+    TYPE_CHECKING,
     Annotated,
     Final,
     Protocol,
@@ -44,16 +45,12 @@ from .execution import (
 )
 from .guard import AttemptGuard
 from .observing import Observers
-from .retries import (
-    Backoff,
-    Retrying,
-    RetryOn,
-    check_retries,
-    exponential,
-    retried,
-)
 from .seams import ExecutionObserver
 from .waits import sleep, wait_for
+
+if TYPE_CHECKING:
+    # imported by the steps that retry: a route that retries none never loads them
+    from .retries import Backoff, Retrying, RetryOn
 
 __all__ = [
     "NOW_STEP",
@@ -307,6 +304,8 @@ class AgentContext:
                 side_effect=side_effect,
                 idempotent=idempotent,
             )
+            from .retries import retried
+
             return cast(_T, drive(retried(retrying, once, time.sleep)))
         kwargs = dict(args) if args else {}
         call = self._call(name, fn, kwargs, side_effect)
@@ -346,6 +345,8 @@ class AgentContext:
                 side_effect=side_effect,
                 idempotent=idempotent,
             )
+            from .retries import retried
+
             return cast(_T, await adrive(retried(retrying, aonce, asyncio.sleep)))
         kwargs = dict(args) if args else {}
         call = self._call(name, fn, kwargs, side_effect)
@@ -382,6 +383,8 @@ class AgentContext:
         retry_on: RetryOn | None,
     ) -> Retrying:
         """A step's retry options, checked (``step``, ``astep``)."""
+        from .retries import Retrying, check_retries, exponential
+
         check_retries(retries, side_effect, idempotent, retry_on)
         return Retrying(
             self._execution,

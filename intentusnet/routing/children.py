@@ -20,7 +20,6 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
 from ..hashing import hashed_view
 from .execution import Execution, OpenStep, StepSession, enter_step, leave_step
-from .journal import Journal
 from .seams import Cassette, ExecutionOptions
 
 if TYPE_CHECKING:
@@ -90,6 +89,8 @@ class _ChildRoute:
         origin = None
         #: the newest record of the child's chain, held while a resume continues it
         self.hold: RecordHold | None = None
+        from .journal import Journal  # imported by a first child route, not at start
+
         if isinstance(cassette, Journal):  # a resumed parent: resume the child too
             received, origin = cassette.resumption(), cassette.origin
             self.hold = cassette.continue_as(child_id)

@@ -25,7 +25,6 @@ from ..envelope import AgentResponse, CacheDirective, IntentEnvelope, IntentRef
 from ..hashing import compute_hash
 from ..record.model import EventType
 from ..store.durable import CancelStore, DurableStore, check_idempotency_key
-from . import durable
 from .agents import (
     CURRENT,
     Agent,
@@ -49,7 +48,6 @@ from .seams import (
     ObservedExecution,
     ResponseCache,
 )
-from .signals import signal
 from .strategies import (
     Outcome,
     Plan,
@@ -70,7 +68,9 @@ if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
     from ..envelope import RoutingDecision, RoutingStrategy
+    from ..store.durable import RecordHold
     from ..store.protocol import ExecutionStore
+    from .durable import Routing
 
 __all__ = ["CallNext", "IntentRouter", "Middleware"]
 
@@ -161,12 +161,13 @@ class IntentRouter:
         if old is not None:
             old.close()
         self._cancels = CancelWatch(store) if isinstance(store, CancelStore) else None
-        self._queues.bind(
-            store,
-            lambda execution_id, hold: durable.resume(
-                self._routing(), execution_id, held=hold
-            ),
-        )
+        self._queues.bind(store, self._resume_held)
+
+    def _resume_held(self, execution_id: str, hold: RecordHold) -> None:
+        """Resume a queued execution whose record ``hold`` holds (its turn came)."""
+        from . import durable
+
+        durable.resume(self._routing(), execution_id, held=hold)
 
     @property
     def durable_store(self) -> DurableStore | None:
@@ -438,6 +439,8 @@ class IntentRouter:
                 ``configuration_changed`` or ``no_store``.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
+        from . import durable
+
         return durable.resume(self._routing(), execution_id, force=force)
 
     def resolve(
@@ -482,6 +485,8 @@ class IntentRouter:
         import getpass
 
         who = by if by is not None else getpass.getuser()
+        from . import durable
+
         return durable.resolve(
             self,
             execution_id,
@@ -520,6 +525,8 @@ class IntentRouter:
         import getpass
 
         who = by if by is not None else getpass.getuser()
+        from . import durable
+
         return durable.cancel(self, execution_id, by=who, via="python")
 
     def signal(
@@ -555,6 +562,8 @@ class IntentRouter:
         import getpass
 
         who = by if by is not None else getpass.getuser()
+        from .signals import signal
+
         return signal(self, execution_id, name, payload, by=who, via="python")
 
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
@@ -563,19 +572,23 @@ class IntentRouter:
 
         return await asyncio.to_thread(self.resume, execution_id, force=force)
 
-    def _routing(self) -> durable.Routing:
+    def _routing(self) -> Routing:
         """What resuming and keyed routing need of this router."""
 
         def route(env: IntentEnvelope, options: ExecutionOptions) -> AgentResponse:
             return self.route_intent(env, options=options)
 
-        return durable.Routing(self.store, self._durable, self.registry, route)
+        from .durable import Routing
+
+        return Routing(self.store, self._durable, self.registry, route)
 
     def _route_with_key(
         self, env: IntentEnvelope, key: str, opened: Callable[[str], None] | None
     ) -> AgentResponse:
         envelope_hash = self.envelope_hash(env)
-        return durable.route_with_key(self._routing(), env, key, envelope_hash, opened)
+        from .durable import route_with_key
+
+        return route_with_key(self._routing(), env, key, envelope_hash, opened)
 
     def envelope_hash(self, envelope: IntentEnvelope) -> str:
         """The hash ``envelope`` is recorded and looked up under (redacted if so).
@@ -831,12 +844,16 @@ class IntentRouter:
             if cancel.observed and cancel.request is not None:
                 # stopped at a step boundary: recorded as its cancellation
                 request = cancel.request
+                from . import durable
+
                 recorder.event(EventType.OPERATOR_DECISION, durable.cancelling(request))
                 response = durable.cancelled(response, request)
                 attention = waiting = None
         if attention is not None:  # a resumed execution its journal parked
+            from .durable import parked
+
             recorder.event(EventType.ATTENTION_NEEDED, attention)
-            response = durable.parked(response, attention)
+            response = parked(response, attention)
         elif waiting is not None:  # it waits: its process lets it go
             return close_waiting(ex.store, recorder, ex.execution_id, waiting)
         recorded = recorder.complete(response)

@@ -615,7 +615,7 @@ def test_an_answer_is_checked_once_and_built_in_one_validation(router, monkeypat
 
 
 def test_a_first_sync_route_imports_only_what_it_runs():
-    """A sync route of a sync agent loads no asyncio, logging or queue store."""
+    """A sync route of a sync agent loads neither asyncio nor what it does not run."""
     probe = (
         "import sys\n"
         "from intentusnet import IntentRouter\n"
@@ -624,7 +624,9 @@ def test_a_first_sync_route_imports_only_what_it_runs():
         "answer = router.route_intent({'intent': {'name': 'echo'}})\n"
         "assert answer.status == 'success', answer\n"
         "loaded = {'asyncio', 'logging', 'concurrent.futures',\n"
-        "          'intentusnet.store.memory'} & set(sys.modules)\n"
+        "          'intentusnet.store.memory', 'intentusnet.routing.durable',\n"
+        "          'intentusnet.routing.journal', 'intentusnet.routing.retries',\n"
+        "          'intentusnet.routing.signals'} & set(sys.modules)\n"
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
