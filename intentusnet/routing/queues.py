@@ -37,7 +37,6 @@ from ..errors import IntentusNetError, InvalidQueue, UnknownQueue
 from ..record.model import EventType
 from ..store.durable import DurableStore, RecordHold
 from ..store.queues import QueueSlot, QueueStore
-from .queued import DEFAULT_STARTED, ExecutionQueued, QueuedStarter
 from .strategies import queue_timed_out
 
 if TYPE_CHECKING:
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from ..envelope import AgentResponse, IntentEnvelope
     from ..store.memory.queues import MemoryQueues
     from .execution import Execution
+    from .queued import QueuedStarter
     from .seams import ExecutionOptions
     from .strategies import Outcome, Run
 
@@ -453,6 +453,8 @@ class Queues:
         shared = store if isinstance(store, QueueStore) else None
         starter = None
         if shared is not None and isinstance(shared, DurableStore):
+            from .queued import QueuedStarter  # a store that keeps queued ones
+
             starter = QueuedStarter(shared, resume, self._limits)
         with self._lock:
             self._store = shared
@@ -528,6 +530,8 @@ class Queues:
 
     def _limits(self) -> dict[str, int]:
         """How many queued executions to start at a time, by queue with intents."""
+        from .queued import DEFAULT_STARTED
+
         on = set(self._intents.values())
         return {
             name: queue.per_worker or queue.concurrency or DEFAULT_STARTED
@@ -568,6 +572,8 @@ class Queues:
             now=True,
         )
         starter.wake()  # this router may start it at once
+        from .queued import ExecutionQueued
+
         raise ExecutionQueued(ex.execution_id, queue.name)
 
     def _line(

@@ -623,10 +623,11 @@ def test_a_first_sync_route_imports_only_what_it_runs():
         "router.agent('echo', name='echo')(lambda env, ctx: {'x': 1})\n"
         "answer = router.route_intent({'intent': {'name': 'echo'}})\n"
         "assert answer.status == 'success', answer\n"
-        "loaded = {'asyncio', 'logging', 'concurrent.futures',\n"
+        "loaded = ({'asyncio', 'logging', 'concurrent.futures',\n"
         "          'intentusnet.store.memory', 'intentusnet.routing.durable',\n"
         "          'intentusnet.routing.journal', 'intentusnet.routing.retries',\n"
-        "          'intentusnet.routing.signals'} & set(sys.modules)\n"
+        "          'intentusnet.routing.signals', 'intentusnet.routing.queued'}\n"
+        "         & set(sys.modules))\n"
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
