@@ -17,7 +17,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 from orjson import OPT_SORT_KEYS, JSONEncodeError, dumps
 
@@ -151,11 +151,15 @@ def compute_hash(envelope: HashableEnvelope | Mapping[str, JSONValue]) -> str:
             message names its path. (A model refused such values when it was
             built.)
     """
-    if isinstance(envelope, Mapping):
-        view = hashed_view(envelope if type(envelope) is dict else dict(envelope))
-        return hash_bytes(_encode(view, plain=_check_view(view)))
-    parts: tuple[bytes, bytes, bool] | None = getattr(envelope, "hash_parts", None)
+    # A model is asked for its parts first: whether an object is a Mapping is
+    # an ABC check, which costs a model's hash as much as a tenth of its time.
+    parts: tuple[bytes, bytes, bool] | None = (
+        None if isinstance(envelope, dict) else getattr(envelope, "hash_parts", None)
+    )
     if parts is None:
+        if isinstance(envelope, Mapping):
+            view = hashed_view(envelope if type(envelope) is dict else dict(envelope))
+            return hash_bytes(_encode(view, plain=_check_view(view)))
         raise EnvelopeValidationError(
             "an envelope must be a JSON object (a dict) or an IntentEnvelope, "
             f"not {type(envelope).__name__}"
@@ -165,7 +169,8 @@ def compute_hash(envelope: HashableEnvelope | Mapping[str, JSONValue]) -> str:
     # payload is encoded per call.
     prefix, suffix, plain = parts
     digest = hashlib.sha256(prefix)
-    digest.update(_encode(envelope.payload, plain=plain))
+    model = cast(HashableEnvelope, envelope)  # it has the parts
+    digest.update(_encode(model.payload, plain=plain))
     digest.update(suffix)
     return HASH_PREFIX + digest.hexdigest()
 
