@@ -10,7 +10,7 @@ timeouts a client would set are set on the request.
 A request's tenant is made of the credentials the client sent (headers,
 ``Proxy-Authorization`` and ``Cookie`` included, and query parameters; never
 the gateway's own key) and handed to the transport with the request, so any
-number of credentials share the clients: memory does not grow with them. The
+number of credentials share the transports: memory does not grow with them. The
 transports share one ``ReplayCache``, so the gateway hashes, redacts, records
 and answers requests exactly as a Python client with the same transport does:
 a request recorded through one is answered through the other.
