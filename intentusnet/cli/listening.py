@@ -77,7 +77,10 @@ def listening_socket(host: str, port: int, hint: str) -> socket.socket:
         CliFailure: the address cannot be listened on (exit 2).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets
+    # that say they are TCP, and without it a response written in two parts
+    # (head, then body) waits for the client's delayed ACK, about 40 ms.
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         # as uvicorn binds: a port left in TIME_WAIT by a stopped server is free
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

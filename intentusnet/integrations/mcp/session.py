@@ -170,6 +170,13 @@ class Session:
         self.redaction = None if redactor is None else Redaction(redactor)
         self.client = client
         self.upstream = upstream
+        # What either side can do beyond sending and receiving, read once: a
+        # runtime-checkable Protocol's isinstance walks the class each time
+        # (about 20 us on Python 3.11), and _asker asks for every request.
+        self._identifies = client if isinstance(client, Identifies) else None
+        self._answers = client if isinstance(client, Answers) else None
+        self._resumes = client if isinstance(client, Resumes) else None
+        self._refuses = upstream if isinstance(upstream, Refuses) else None
         self.calls = calls
         self.run_step = run_step
         self.side_effects = set(side_effects)
@@ -376,8 +383,8 @@ class Session:
             if isinstance(found_version, str):
                 self.version = found_version
         if method == "tools/list":
-            if isinstance(self.client, Answers):
-                self.client.listed(value)
+            if self._answers is not None:
+                self._answers.listed(value)
             self.side_effects |= destructive_tools(value)
             if not isinstance(value, dict) or value.get("nextCursor") is None:
                 self._tools_listed = True  # the last page: every tool is known
@@ -413,8 +420,8 @@ class Session:
         error's ``data`` (``mcp:answered-with``, nested in the call).
         """
         status = None
-        if isinstance(self.upstream, Refuses):
-            status = self.upstream.status_of(request_id)
+        if self._refuses is not None:
+            status = self._refuses.status_of(request_id)
         data = body.get("data")
         if self.run_step is not None and (status is not None or data is not None):
             detail: JSONObject = {"status": status, "data": data}
@@ -428,8 +435,8 @@ class Session:
         code, text = error_from_text(step.error_text)
         detail = self.calls.detail(source, step)
         status = detail.get("status")
-        if isinstance(status, int) and isinstance(self.client, Answers):
-            self.client.status(request_id, status)
+        if isinstance(status, int) and self._answers is not None:
+            self._answers.status(request_id, status)
         await self._answer(error(request_id, code, text, detail.get("data")))
 
     def _asker(self, message: JSONObject) -> Asker:
@@ -437,9 +444,8 @@ class Session:
 
         An ``initialize`` asks for the revision in its ``protocolVersion``.
         """
-        client = None
-        if isinstance(self.client, Identifies):
-            client = self.client.client_of(message.get("id"))
+        identifies = self._identifies
+        client = None if identifies is None else identifies.client_of(message.get("id"))
         given = continuation(message)
         continues = None if given is None else jsonish(given)[1]
         named = request_version(message)
@@ -624,8 +630,8 @@ class Session:
 
     def _close(self, request_id: JSONValue, retry_ms: int | None) -> None:
         """Close the client's event stream of ``request_id``, if it has such streams."""
-        if isinstance(self.client, Resumes):
-            self.client.closed(request_id, retry_ms)
+        if self._resumes is not None:
+            self._resumes.closed(request_id, retry_ms)
 
     def _note(self, message: JSONObject) -> None:
         """Record what the server sent that is not an answer, as a step.

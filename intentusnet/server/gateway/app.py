@@ -295,23 +295,27 @@ def _access(request: Request, settings: GatewaySettings) -> Access | Response:
 
 async def _body(request: Request, limit: int) -> bytes | Response:
     """The request's body, or a 413 once it is larger than ``limit`` bytes."""
-    too_large = error(
-        413,
-        "body_too_large",
-        f"the request body is larger than the gateway's limit of {limit} bytes",
-        limit=limit,
-    )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        return too_large
+        return _too_large(limit)
     parts: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            return too_large
+            return _too_large(limit)
         parts.append(chunk)
     return b"".join(parts)
+
+
+def _too_large(limit: int) -> Response:
+    """The 413 of a body over ``limit`` bytes."""
+    return error(
+        413,
+        "body_too_large",
+        f"the request body is larger than the gateway's limit of {limit} bytes",
+        limit=limit,
+    )
 
 
 async def _answer(
