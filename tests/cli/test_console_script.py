@@ -162,12 +162,15 @@ NEVER = frozenset(
     }
 )
 #: ``replay ID`` reads a record: it routes nothing, opens no server and, writing
-#: no record, publishes nothing to the transparency log.
+#: no record, publishes nothing to the transparency log, signs nothing (without
+#: ``--key``) and passes no crash test's fault point.
 REPLAY_NEVER = NEVER | {
     "intentusnet.server",
     "intentusnet.http",
     "intentusnet.tlog.leaf",
     "intentusnet.tlog.publish",
+    "intentusnet.record.signing",
+    "signal",
 }
 #: ``--help`` needs no record, store or hash.
 HELP_NEVER = NEVER | {
