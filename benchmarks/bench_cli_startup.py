@@ -7,10 +7,12 @@ Beside a bare Python start, three rows depend on the package: ``intentusnet
 
 Each command runs as a fresh subprocess; the figure is the median wall-clock
 time over RUNS runs, after two warm-up runs that fill the OS file cache and
-write the bytecode cache. Bytecode caching is on, as for any user, even if
-this shell sets PYTHONDONTWRITEBYTECODE (else every run would recompile the
-package and measure the compiler). The record replayed is a real one, routed
-into a temporary store first.
+write the bytecode cache; beside it, the median CPU time (user + system) of
+the same runs, which a busy machine moves far less, a command's given over
+that of ``python -c "import click, orjson"``. Bytecode caching is on, as for
+any user, even if this shell sets PYTHONDONTWRITEBYTECODE (else every run
+would recompile the package and measure the compiler). The record replayed
+is a real one, routed into a temporary store first.
 
 By default this times the installed console script and the installed package.
 ``--checkout DIR`` times the same script with the package of the source
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -72,14 +75,21 @@ def console_script() -> list[str]:
     return [found] if found else [sys.executable, "-m", "intentusnet.cli"]
 
 
-def wall_ms(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Wall-clock milliseconds of running ``argv`` to completion."""
+def run_ms(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall-clock and CPU (user + system) milliseconds of running ``argv``.
+
+    The CPU time is the child's own, which other work on a busy machine
+    changes far less than the wall clock.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=False)
     elapsed = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{argv} failed: {done.stderr.decode()}")
-    return elapsed
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return elapsed, cpu * 1000
 
 
 def record_one(root: Path) -> str:
@@ -184,6 +194,7 @@ def main() -> None:
             ("first routed intent", lambda t: [t.python, "-c", FIRST_ROUTE]),
         ]
         samples: dict[tuple[int, str], list[float]] = {}
+        cpu: dict[tuple[int, str], list[float]] = {}
         # Two warm-up rounds, then RUNS rounds; each round runs every command
         # once per target, so no target gets a quieter stretch of time.
         # The runs start in the temporary directory: ``python -c`` puts the
@@ -196,23 +207,31 @@ def main() -> None:
                 for i, target in enumerate(targets)
             ]
             for index, label, command in runs:
-                elapsed = wall_ms(command, targets[index].env, Path(tmp))
+                elapsed, used = run_ms(command, targets[index].env, Path(tmp))
                 if round_ >= 2:
                     samples.setdefault((index, label), []).append(elapsed)
+                    cpu.setdefault((index, label), []).append(used)
     how = "fresh venvs, pip install" if options.venv else " ".join(targets[0].script)
     print(f"median wall-clock of {options.runs} runs each ({how})")
     print(f"  (<store+replay> = {floor})")
+    print("  CPU: median user + system time; for the commands, over the floor's")
     base = statistics.median(samples[0, "python -c pass"])
+    floor_cpu = statistics.median(cpu[0, "python -c 'import click, orjson'"])
     for label, _ in shared:
         value = statistics.median(samples[0, label])
         extra = "" if label == "python -c pass" else f"  (+{value - base:.1f} ms)"
-        print(f"  {label:<28} {value:7.1f} ms{extra}")
+        used = statistics.median(cpu[0, label])
+        print(f"  {label:<28} {value:7.1f} ms{extra}  CPU {used:.1f} ms")
     for index, target in enumerate(targets):
         if target.label is not None:
             print(f"checkout {target.label}")
         for label, _ in own:
             value = statistics.median(samples[index, label])
-            print(f"  {label:<28} {value:7.1f} ms  (+{value - base:.1f} ms)")
+            used = statistics.median(cpu[index, label])
+            print(
+                f"  {label:<28} {value:7.1f} ms  (+{value - base:.1f} ms)"
+                f"  CPU {used:.1f} ms (+{used - floor_cpu:.1f} over click, orjson)"
+            )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from .output import colour, one_line
 USAGE: Final = 2
 #: Envelope files larger than this are refused rather than read into memory.
 MAX_JSON_FILE_BYTES: Final = 64 * 1024 * 1024
+#: How similar a name must be to be suggested (difflib's default cutoff).
+_CLOSE: Final = 0.6
 
 _UNITS: Final = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 # Patterns, not compiled ones: ``re`` compiles (and caches) them on first use, so
@@ -86,10 +88,22 @@ def close_names(given: str, known: Iterable[str]) -> list[str]:
     Leading dashes are not compared: every long option has them, and counted
     they made ``--sort`` look close to ``--json``.
     """
+    word = given.lstrip("-")
+    bare = {name.lstrip("-"): name for name in known}
+    # difflib's similarity of two strings is at most 2 * the shorter length
+    # over both lengths (its ``real_quick_ratio``), so a name that cannot reach
+    # the cutoff by length alone is not compared; when none can (an execution
+    # id beside ``last``), difflib is not even imported.
+    near = [
+        name
+        for name in bare
+        if 2 * min(len(name), len(word)) >= _CLOSE * (len(name) + len(word))
+    ]
+    if not near:
+        return []
     import difflib  # only for a mistake: no command needs it
 
-    bare = {name.lstrip("-"): name for name in known}
-    close = difflib.get_close_matches(given.lstrip("-"), bare, n=3)
+    close = difflib.get_close_matches(word, near, n=3, cutoff=_CLOSE)
     return [bare[name] for name in close]
 
 

@@ -68,6 +68,13 @@ _SIGNATURE: Final = r"[A-Za-z0-9+/]{86}=="
 #: What a signature's message starts with (see :func:`signed_message`).
 SIGNED_PREFIX: Final = b"intentusnet record signature v1\n"
 _MIN_LINE: Final = TAIL + PREV_TAIL + 2
+#: Where a line's body (the bytes its hash covers) holds ``,"prevHash":"sha256:``,
+#: its hex and the closing quote, counted from the line's end.
+_PREV_START: Final = -TAIL - PREV_TAIL
+_PREV_HEX: Final = -TAIL - 65
+_BODY_END: Final = -TAIL - 1
+_QUOTE: Final = ord('"')
+_NUMBER: Final = (int, float)
 TYPES: Final = {t.value: t for t in EventType}
 _HEADER_KEYS: Final = (
     "executionId",
@@ -275,21 +282,21 @@ def check_line(line: bytes, prev_hex: bytes | None) -> str | None:
 
     ``prev_hex`` is the hex hash of the line before, or ``None`` to skip the link.
     """
-    if len(line) < TAIL + PREV_TAIL + 2 or line[-TAIL:-66] != _HASH_TAG:
+    if len(line) < _MIN_LINE or line[-TAIL:-66] != _HASH_TAG:
         return "not a sealed record line: it does not end with its hash field"
     if line[-2:] != b'"}':
         return "not a sealed record line: bytes after its hash field"
-    body = line[:-TAIL]
-    computed = sha256(body).hexdigest().encode()
-    if computed != line[-66:-2]:
+    stated = line[-66:-2]
+    computed = sha256(line[:-TAIL]).hexdigest().encode()
+    if computed != stated:
         return (
             "hash mismatch, the line was changed: it says sha256:"
-            f"{line[-66:-2].decode(errors='replace')[:16]}..., its bytes hash to "
+            f"{stated.decode(errors='replace')[:16]}..., its bytes hash to "
             f"sha256:{computed.decode()[:16]}..."
         )
-    if body[-PREV_TAIL:-65] != PREV_TAG or body[-1:] != b'"':
+    if line[_PREV_START:_PREV_HEX] != PREV_TAG or line[_BODY_END] != _QUOTE:
         return "not a sealed record line: no prevHash field before its hash"
-    if prev_hex is not None and body[-65:-1] != prev_hex:
+    if prev_hex is not None and line[_PREV_HEX:_BODY_END] != prev_hex:
         return (
             "chain broken: prevHash does not match the hash of the line before "
             "(lines removed, reordered or inserted)"
@@ -331,11 +338,12 @@ def check_header(line: bytes, execution_id: str) -> JSONObject:
     for key in _HEADER_KEYS:
         if key not in header:
             raise RecordIntegrityError(f"header lacks {key!r}", execution_id, 1)
-    key_id = header.get("keyId", "ed25519:0000000000000000")
-    if not isinstance(key_id, str) or re.fullmatch(KEY_ID, key_id) is None:
-        raise RecordIntegrityError(
-            f"header names no valid keyId (found {key_id!r})", execution_id, 1
-        )
+    if "keyId" in header:  # an unsigned record's header has no keyId at all
+        key_id = header["keyId"]
+        if not isinstance(key_id, str) or re.fullmatch(KEY_ID, key_id) is None:
+            raise RecordIntegrityError(
+                f"header names no valid keyId (found {key_id!r})", execution_id, 1
+            )
     if header["executionId"] != execution_id:
         raise RecordIntegrityError(
             f"header names execution {header['executionId']!r}, not this file's id",
@@ -379,7 +387,7 @@ def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent
     event_type = TYPES.get(kind) if isinstance(kind, str) else None
     if event_type is None:
         raise RecordIntegrityError(f"unknown event type {kind!r}", execution_id, number)
-    if not isinstance(at_ms, int | float) or not isinstance(data, dict):
+    if not isinstance(at_ms, _NUMBER) or not isinstance(data, dict):
         raise RecordIntegrityError(
             "event lacks a numeric atMs or a data object", execution_id, number
         )

@@ -200,15 +200,16 @@ def _header(
     agent: str | None = None
     duration: float | None = None
     completed: str | None = None
+    kinds = {event.type for event in events}
     if final_event is not None and final is not None:
         status = (
             RecordStatus.FAILED
             if final.get("status") == "error"
             else RecordStatus.COMPLETED
         )
-        if any(e.type is EventType.ATTENTION_NEEDED for e in events):
+        if EventType.ATTENTION_NEEDED in kinds:
             status = RecordStatus.NEEDS_ATTENTION
-        if any(
+        if EventType.OPERATOR_DECISION in kinds and any(
             e.type is EventType.OPERATOR_DECISION and e.data.get("action") == "cancel"
             for e in events
         ):
@@ -219,13 +220,12 @@ def _header(
             completed = utc_text(start + round(final_event.at_ms * 1000))
     elif owner_alive(owner_d):
         status = RecordStatus.IN_PROGRESS
-    elif any(e.type is EventType.EXECUTION_WAITING for e in events):
+    elif EventType.EXECUTION_WAITING in kinds:
         status = RecordStatus.WAITING
-    elif any(e.type is EventType.EXECUTION_QUEUED for e in events):
+    elif EventType.EXECUTION_QUEUED in kinds:
         status = RecordStatus.QUEUED
     else:
         status = RecordStatus.INCOMPLETE
-    kinds = {event.type for event in events}
     reason = derive_reason(
         envelope_ok=_envelope_hash_ok(fields, line_hash),
         invalidated=EventType.INVALIDATED in kinds,

@@ -19,7 +19,6 @@ from ..errors import StoreError
 from ..record.format import seal
 from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
-from ..record.signing import signature_data
 from .rows import CatalogRow
 from .step_index import StepKey, ended_step
 
@@ -274,6 +273,10 @@ class ChainWriter:
 
     def _sign(self, signer: SigningKey) -> None:
         """Write a ``SIGNATURE`` over the last line (held lines go with it)."""
+        # Loaded by the first record signed: a store that reads, or writes
+        # unsigned records, never needs the signing module.
+        from ..record.signing import signature_data
+
         data = signature_data(signer, self.execution_id, self._seq, self._prev)
         self._write(_SIGNATURE, data, False)
 

@@ -161,8 +161,17 @@ NEVER = frozenset(
         "intentusnet.store.protocol",
     }
 )
-#: ``replay ID`` reads a record: it routes nothing and opens no server.
-REPLAY_NEVER = NEVER | {"intentusnet.server", "intentusnet.http"}
+#: ``replay ID`` reads a record: it routes nothing, opens no server and, writing
+#: no record, publishes nothing to the transparency log, signs nothing (without
+#: ``--key``) and passes no crash test's fault point.
+REPLAY_NEVER = NEVER | {
+    "intentusnet.server",
+    "intentusnet.http",
+    "intentusnet.tlog.leaf",
+    "intentusnet.tlog.publish",
+    "intentusnet.record.signing",
+    "signal",
+}
 #: ``--help`` needs no record, store or hash.
 HELP_NEVER = NEVER | {
     "hashlib",

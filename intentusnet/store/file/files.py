@@ -13,7 +13,6 @@ from ..._util.time import utc_now
 from ...errors import RecordExists, RecordNotFound, StoreError
 from ...record.model import RecordStatus, VerifyReport
 from ...record.reader import parse_record
-from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
 from ..rows import catalog_mismatch, cross_check
 
@@ -190,6 +189,9 @@ def append_invalidated(
         StoreError: a process is still writing it, or the write failed.
         SigningKeyError: the record is signed and there is no ``signer``.
     """
+    # The signing module: loaded to invalidate, never to read a record.
+    from ...record.signing import invalidated, invalidated_lines
+
     fd = open_existing(path, execution_id, os.O_RDWR | os.O_APPEND)
     try:
         try:

@@ -38,8 +38,6 @@ from ...record.keys import SigningKey, load_signing_key
 from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyReport
 from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
-from ...tlog.leaf import LogLeaf
-from ...tlog.publish import LogWitnesses, witnesses_from_env
 from .. import logger
 from ..durable import (
     DECISION_ACTIONS,
@@ -65,7 +63,9 @@ from .writer import FileRecordWriter
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
 # journal load when first used, so that reading one record (``intentusnet
 # replay ID``) imports neither (the writer's rows are ``rows.CatalogRow``).
+# The transparency log's modules load only for a store that signs (so logs).
 if TYPE_CHECKING:
+    from ...tlog.publish import LogWitnesses
     from ...tlog.sequencer import LogSequencer
     from ..hits import CacheHit, Hit
     from ..verification import Progress, StoreVerification
@@ -179,6 +179,8 @@ class FileExecutionStore:
         #: the log's pace, or None: no log (no key, or turned off)
         self._cadence = None if self._signer is None else log_cadence
         if self._cadence is not None and log_witnesses is None:
+            from ...tlog.publish import witnesses_from_env
+
             log_witnesses = witnesses_from_env()
         self._witnesses = log_witnesses
         self._made = time.time()  # records closed since are queued by this store
@@ -347,6 +349,8 @@ class FileExecutionStore:
         self._log_leaf(row.id, row.chain_head)
 
     def _log_leaf(self, execution_id: str, chain_head: str) -> None:
+        from ...tlog.leaf import LogLeaf
+
         assert self._signer is not None
         self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
 
