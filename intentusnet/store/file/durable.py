@@ -9,11 +9,11 @@ Layout under the store's root::
 
 A key is claimed by creating its file as a symbolic link whose text is the
 claim (``1 <execution id> <envelope hash>``, format 1): ``symlink()``
-creates the name and its text in one system call, and fails if the name exists, so of
-callers racing one key exactly one creates the claim, and no claim is ever
-seen half written. Every later caller reads the claim (``readlink``) and may
-act on it: who runs the key's execution is decided by its record, whose
-creation is exclusive (``O_CREAT|O_EXCL``; a second creator gets
+creates the name and its text in one system call, and fails if the name
+exists, so of callers racing one key exactly one creates the claim, and no
+claim is ever seen half written. Every later caller reads the claim
+(``readlink``) and may act on it: who runs the key's execution is decided by
+its record, whose creation is exclusive (``O_CREAT|O_EXCL``; a second creator gets
 ``RecordExists`` and waits for the first), and who resumes it by the
 record's owner lock. So a crash leaves the key unclaimed (before the link)
 or claimed by an execution whose record is missing (the next caller runs it
@@ -170,14 +170,20 @@ def _claimed(
             raise StoreError(
                 f"cannot read the idempotency key file {path}: {exc}"
             ) from exc
-        claim = {"key": key, "executionId": execution_id, "envelopeHash": envelope_hash}
-        return _claim_older(path, directory, orjson.dumps(claim), fsync)
+        return _claim_older(path, directory, key, execution_id, envelope_hash, fsync)
     if found is None:  # not a claim of this store's: nothing to act on
         raise StoreError(f"the idempotency key file {path} holds no claim")
     return FileKeyClaim(*found, created=False)
 
 
-def _claim_older(path: str, directory: str, claim: bytes, fsync: bool) -> FileKeyClaim:
+def _claim_older(
+    path: str,
+    directory: str,
+    key: str,
+    execution_id: str,
+    envelope_hash: str,
+    fsync: bool,
+) -> FileKeyClaim:
     """The claim of a key file written before claims were links, under its lock.
 
     Such a file with no whole claim in it whose lock is free was left by a
@@ -205,14 +211,19 @@ def _claim_older(path: str, directory: str, claim: bytes, fsync: bool) -> FileKe
                     os.close(fd)
                     return FileKeyClaim(*found, created=False)
                 if held:
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, claim, 0)
+                    claim = {
+                        "key": key,
+                        "executionId": execution_id,
+                        "envelopeHash": envelope_hash,
+                    }
+                    os.ftruncate(fd, 0)  # empty, or half written by the dead
+                    os.pwrite(fd, orjson.dumps(claim), 0)
                     if fsync:
                         os.fsync(fd)
                         fsync_dir(directory)
-                    mine = _parse(claim)
-                    assert mine is not None
-                    return FileKeyClaim(*mine, created=True, fd=fd)
+                    return FileKeyClaim(
+                        execution_id, envelope_hash, created=True, fd=fd
+                    )
                 if time.monotonic() >= deadline:
                     raise StoreError(
                         f"the idempotency key file {path}: a live process locked "
@@ -223,6 +234,8 @@ def _claim_older(path: str, directory: str, claim: bytes, fsync: bool) -> FileKe
             with contextlib.suppress(OSError):
                 os.close(fd)
             raise
+    except StoreError:
+        raise
     except OSError as exc:
         raise StoreError(
             f"cannot claim the idempotency key file {path}: {exc}"
