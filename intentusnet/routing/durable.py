@@ -44,6 +44,7 @@ from ..errors import (
     IdempotencyTimeout,
     InvalidIdempotencyKey,
     InvalidResolution,
+    RecordExists,
     RecordNotFound,
     ResolveRefused,
     ResumeRefused,
@@ -885,14 +886,15 @@ def _act(
         envelope_hash=envelope_hash,  # hashed once, to claim the key
     )
     if claim.created:
-        return router.route(env, fresh)
+        return _run(router, env, fresh)
     try:
         head = chain_head(router, execution_id)
         record = _load(router, head)
     except RecordNotFound:
-        # Its claimer died between the claim and opening the record: nothing
-        # was done, so it runs now, under the claimed id.
-        return router.route(env, fresh)
+        # Its claimer died between the claim and opening the record (or, on
+        # the file store, is about to open it): nothing was done, so it runs
+        # under the claimed id, here or there (the record's creation decides).
+        return _run(router, env, fresh)
     status = record.header.status
     if status in FINISHED:
         return recorded_answer(record)
@@ -907,3 +909,13 @@ def _act(
         if refused.reason in ("owned", "complete"):
             return None  # another resumer got there first: its answer comes
         raise
+
+
+def _run(
+    router: Routing, env: IntentEnvelope, fresh: ExecutionOptions
+) -> AgentResponse | None:
+    """Run the key's execution; ``None``: another caller opened its record first."""
+    try:
+        return router.route(env, fresh)
+    except RecordExists:
+        return None  # the record's exclusive creation chose the other: wait

@@ -2,7 +2,9 @@
 
 A recorder never raises into routing: the first write that fails marks the
 execution as not recorded, leaves a ``RECORDING_FAILURE`` event if the store
-can still take one, and the caller still gets the answer.
+can still take one, and the caller still gets the answer. The one exception
+is a record that exists already under the id it was given (``RecordExists``):
+that execution is another caller's, and nothing runs.
 
 With a ``Redaction``, every event's data passes through it before it is
 written, and the final response is recorded redacted (``complete`` returns the
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 from .._util import faults
 from .._util.jsonvalue import JSONObject, JSONValue
-from ..errors import IntentusNetError
+from ..errors import IntentusNetError, RecordExists
 from ..record.fingerprint import PATH_EVENTS, fingerprint, path_entry
 
 if TYPE_CHECKING:
@@ -93,6 +95,11 @@ class Recorder:
                 # only when there is one: stores written before 0.1.0 lack it
                 **({} if configuration is None else {"configuration": configuration}),
             )
+        except RecordExists:
+            # Another caller opened this id's record first (a keyed execution
+            # both found claimed and unopened): it runs there, not unrecorded
+            # a second time here.
+            raise
         except (OSError, IntentusNetError) as exc:
             self.error = f"could not open the record: {exc}"
             self.execution_id = execution_id

@@ -113,6 +113,8 @@ class Cassette:
         chain: ``record``'s resume chain, oldest first (``record`` last): its
             steps are the chain's, merged (``view.chain_record_steps``), each
             served from the record holding it (a fork).
+        steps: ``record``'s steps (``view.record_steps(record)``) when the
+            caller has them already; not with ``chain`` (added in 0.1.0).
 
     Attributes:
         runs: how each step call ended, in that order.
@@ -129,6 +131,7 @@ class Cassette:
         source_store: ExecutionStore | None = None,
         misses: list[CassetteMiss] | None = None,
         chain: Sequence[ExecutionRecord] = (),
+        steps: tuple[RecordedStep, ...] | None = None,
     ) -> None:
         self.spec = spec if spec is not None else RerunSpec(allow_live=allow_live)
         self.execution_id = record.execution_id
@@ -144,7 +147,7 @@ class Cassette:
         if len(chain) > 1:
             self.steps, self._holders = chain_record_steps(chain)
         else:
-            self.steps = record_steps(record)
+            self.steps = record_steps(record) if steps is None else steps
         self._lock = threading.Lock()
         self._queues: dict[tuple[str, str], list[RecordedStep]] = defaultdict(list)
         self._by_name: dict[str, list[RecordedStep]] = defaultdict(list)

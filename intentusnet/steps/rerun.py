@@ -29,7 +29,7 @@ from .cassette import Cassette
 from .diff import RecordDiff, diff_records
 from .options import RerunOptions
 from .selection import resolve
-from .view import StepRun, chain_record_steps
+from .view import StepRun, chain_record_steps, record_steps
 
 if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
@@ -51,8 +51,9 @@ class RerunResult:
             (added in 0.1.0).
         allow_live: steps without a recording were allowed to run live.
         steps: how each step call was answered, in the order they ended.
-        record: the re-run's record, loaded (``None`` if it was not recorded).
-        diff: the re-run's record against the original.
+        record: the re-run's record, loaded (``None`` if it was not recorded,
+            or not asked for: ``compare=False``).
+        diff: the re-run's record against the original (``None`` likewise).
     """
 
     response: AgentResponse
@@ -111,6 +112,7 @@ def rerun(
     *,
     store: ExecutionStore | None = None,
     chain: Sequence[ExecutionRecord] = (),
+    compare: bool = True,
 ) -> RerunResult:
     """Run a record's envelope again with today's agents, steps from the record.
 
@@ -133,6 +135,10 @@ def rerun(
             last (a fork, ``intentusnet.fork``): the steps of every record of
             it answer, each from the record holding its end; the re-run's
             ``INTENT_RECEIVED`` names them (``rerunChain``).
+        compare: load the re-run's record and diff it against the original
+            (``record``, ``diff``); ``False`` leaves both ``None``, for a
+            caller that compares answers first and diffs only those that
+            differ (``rerun --all``; added in 0.1.0).
 
     Side-effect steps that succeeded are served in every case: an e-mail is
     never sent twice.
@@ -151,10 +157,16 @@ def rerun(
     """
     record = engine.record
     merged = chain_record_steps(chain)[0] if len(chain) > 1 else None
-    spec = resolve(record, options, engine.store, steps=merged)
+    # The record's steps, listed once for the options and the cassette.
+    steps = record_steps(record) if merged is None else merged
+    spec = resolve(record, options, engine.store, steps=steps)
     target = store or router.store or MemoryExecutionStore()
     cassette = Cassette(
-        record, spec=spec, source_store=engine.store or target, chain=chain
+        record,
+        spec=spec,
+        source_store=engine.store or target,
+        chain=chain,
+        steps=None if merged is not None else steps,
     )
     env = IntentEnvelope.model_validate(record.envelope)
     # Recorded as a re-run asks: never answered from the cache.
@@ -176,7 +188,7 @@ def rerun(
         miss.rerun_execution_id = execution_id
         raise miss
     new_record: ExecutionRecord | None = None
-    if execution_id is not None:
+    if execution_id is not None and compare:
         try:
             new_record = target.load(execution_id)
         except RecordNotFound:

@@ -7,8 +7,11 @@ the router asks to make an execution durable (docs/durability.md):
   idempotency key names. The first caller's claim is written, atomically and
   durably, *before* its record opens; every later caller gets that claim.
   A claim is *held* by the process acting on it (running, waiting on or
-  resuming its execution) until it lets go; a caller gets ``held=True`` only
-  when no live process holds it, so exactly one acts at a time.
+  resuming its execution) until it lets go; in the memory and PostgreSQL
+  stores a caller gets ``held=True`` only when no live process holds it, so
+  exactly one acts at a time. The file store gives every caller the claim
+  held: there, opening the key's record (exclusive: ``RecordExists`` for the
+  second) and the record's owner lock decide who runs or resumes it.
 - ``hold_record(execution_id)``: take a record's owner lock, which its
   writer holds until it completes or closes (the file store's ``flock``):
   ``None`` while a live process writes or resumes it. A resumer holds the
@@ -116,7 +119,7 @@ class KeyClaim(Protocol):
 
     @property
     def held(self) -> bool:
-        """This caller holds the claim (no live process did) until ``release``."""
+        """This caller may act on the claim until ``release`` (see the module)."""
         ...
 
     def release(self) -> None:

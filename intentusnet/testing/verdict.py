@@ -28,10 +28,12 @@ from ..errors import (
     IntentusNetError,
     NondeterminismError,
     RecordIntegrityError,
+    RecordNotFound,
 )
 from ..integrations.network import block_network
 from ..replay import ReplayEngine
 from ..routing.router import IntentRouter
+from ..steps.diff import RecordDiff, diff_records
 from ..steps.rerun import RerunResult, rerun
 from ..steps.view import record_steps
 from ..store.memory import MemoryExecutionStore
@@ -130,7 +132,8 @@ def check_record(
     scratch = MemoryExecutionStore()
     try:
         with block_network(allowed_hosts) as block:
-            result = rerun(engine, router, store=scratch)
+            # Compared by answer first: only an answer that differs is diffed.
+            result = rerun(engine, router, store=scratch, compare=False)
     except CassetteMiss as miss:
         return _diverged(execution_id, intent, miss, scratch)
     except Exception as exc:  # the new code raised outside any agent
@@ -139,11 +142,15 @@ def check_record(
     if block.refused:
         why = f"connected to {block.refused[0]} (the network is blocked)"
         return RecordVerdict(execution_id, intent, "error", why)
-    return _compare(execution_id, intent, engine, result)
+    return _compare(execution_id, intent, engine, result, scratch)
 
 
 def _compare(
-    execution_id: str, intent: str, engine: ReplayEngine, result: RerunResult
+    execution_id: str,
+    intent: str,
+    engine: ReplayEngine,
+    result: RerunResult,
+    scratch: ExecutionStore,
 ) -> RecordVerdict:
     """``same``, ``changed`` or ``error``: the re-run's answer against the record's."""
     recorded = engine.record.final_response or {}
@@ -155,7 +162,7 @@ def _compare(
     if error is not None:
         why = f"{error.code}: {error.message}"
         return RecordVerdict(execution_id, intent, "error", why)
-    diff = result.diff
+    diff = _diff(engine, result, scratch)
     point = None if diff is None else diff.deviation_point
     deviation = None if point is None else f"{point.name} ({point.kind})"
     paths: tuple[str, ...] = ()
@@ -175,6 +182,18 @@ def _compare(
         recorded=recorded.get("payload"),
         answer=answer.get("payload"),
     )
+
+
+def _diff(
+    engine: ReplayEngine, result: RerunResult, scratch: ExecutionStore
+) -> RecordDiff | None:
+    """The re-run's record (in ``scratch``) against the original, if recorded."""
+    if result.execution_id is None:
+        return None
+    try:
+        return diff_records(engine.record, scratch.load(result.execution_id))
+    except RecordNotFound:
+        return None
 
 
 def _diverged(

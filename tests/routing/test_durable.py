@@ -32,6 +32,7 @@ from intentusnet import (
     Recovery,
     ResolveRefused,
     ResumeRefused,
+    open_store,
 )
 from intentusnet.record.durable import resume_of
 
@@ -230,6 +231,45 @@ def test_eight_processes_with_one_key_run_the_agent_once(
     payloads = {orjson.loads(out)["payload"]["ran"] for out in outputs}
     assert len(_named(_runs(tmp_path), "slow")) == 1
     assert len(payloads) == 1
+
+
+def test_racers_on_a_key_whose_claimer_died_unopened_run_it_once(
+    tmp_path: Path, where: str
+) -> None:
+    """A claimer killed before its record opened: eight racing retries run it once."""
+    start = tmp_path / "go"
+    start.write_text("")
+    # Fault point 1 is just before the record's header: the key is claimed,
+    # nothing of its execution is open.
+    killed = subprocess.run(
+        [sys.executable, str(KIT), "slow", "race", str(start)],
+        env=_env(tmp_path, where, INTENTUSNET_KILL_AT="1"),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert killed.returncode == -9
+    with open_store(where) as store:
+        claimed = store.find_by_idempotency_key("race")  # type: ignore[attr-defined]
+        assert claimed is not None
+        assert not store.exists(claimed)
+    start.unlink()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(KIT), "slow", "race", str(start)],
+            env=_env(tmp_path, where),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    start.write_text("")
+    outputs = [proc.communicate(timeout=60)[0] for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    payloads = {orjson.loads(out)["payload"]["ran"] for out in outputs}
+    runs = _named(_runs(tmp_path), "slow")
+    assert len(runs) == 1
+    assert payloads == {runs[0].split(":")[2]} == {claimed}
 
 
 def test_random_kills_lose_nothing_and_repeat_nothing(shopkit: ModuleType) -> None:

@@ -386,3 +386,27 @@ def test_a_cancelled_routing_call_closes_its_record_incomplete(
 
     asyncio.run(asyncio.wait_for(cancelled(), 10))
     router.close()
+
+
+def test_an_id_whose_record_exists_runs_nothing(store: FileExecutionStore) -> None:
+    """Routing under an id already recorded raises RecordExists; no agent runs."""
+    from intentusnet.errors import RecordExists
+    from intentusnet.routing.seams import ExecutionOptions
+
+    router = IntentRouter(store=store)
+    ran: list[int] = []
+
+    @router.agent("work")
+    def work(env: IntentEnvelope, ctx: object) -> dict[str, object]:
+        ran.append(1)
+        return {"ok": True}
+
+    first = router.route_intent({"intent": {"name": "work"}})
+    taken = first.metadata.execution_id
+    assert taken is not None
+    with pytest.raises(RecordExists):
+        router.route_intent(
+            {"intent": {"name": "work"}}, options=ExecutionOptions(execution_id=taken)
+        )
+    assert ran == [1]
+    assert store.load(taken).header.status is RecordStatus.COMPLETED

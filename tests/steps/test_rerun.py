@@ -118,6 +118,19 @@ def test_strict_rerun_serves_every_step_and_calls_nothing(
     assert ends[0]["servedFrom"] == {"executionId": original, "step": 1}
 
 
+def test_a_rerun_without_compare_answers_and_leaves_its_record_unloaded(
+    router: IntentRouter, store: MemoryExecutionStore
+) -> None:
+    """compare=False: the same answer and steps, no record loaded, no diff."""
+    original = _run(router)
+    result = rerun(_engine(store, original), router, compare=False)
+    assert result.response.payload == {"score": 20}
+    assert [s.name for s in result.served] == ["crm.lookup", "mail.send", "model.score"]
+    assert (result.record, result.diff) == (None, None)
+    assert result.execution_id is not None
+    assert store.load(result.execution_id).replay_of == original  # still recorded
+
+
 class _Hello(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = b'{"weather": "sunny"}'

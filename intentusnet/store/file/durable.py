@@ -2,22 +2,26 @@
 
 Layout under the store's root::
 
-    idempotency/<2 hex>/<sha256 of the key>.json  {"key", "executionId", "envelopeHash"}
-    resumes/<2 hex>/<execution id>.next           the id of the execution resuming it
+    idempotency/<2 hex>/<sha256 of the key>.json  a link: "1 <execution id> <hash>"
+    resumes/<2 hex>/<execution id>.next           the execution resuming it
     cancels/<2 hex>/<origin id>.json              a cancel request of a resume chain
     decisions/<action>/<execution id>             an operator's decision, counted
 
-A key is claimed in its file's ``flock``: a caller opens the key file
-(creating it if missing) and takes its lock without waiting. The one that
-gets the lock of a file with no claim in it (new, or left empty or half
-written by a claimer that died before its claim was whole) writes its own
-claim (fsynced, with the directory, with ``durability="fsync"``) and has
-created it; whoever finds a whole claim gets it, held if the lock was free.
-A file locked by another process with no claim in it yet is being written:
-the caller looks again shortly. The claimer keeps the lock until it lets go
-of the claim; the kernel drops it however the process dies, so a key file
-nobody locks belongs to no live process, and the next caller to lock it
-holds it. Three system calls for a new key (open, lock, write) and the close.
+A key is claimed by creating its file as a symbolic link whose text is the
+claim (``1 <execution id> <envelope hash>``, format 1): ``symlink()``
+creates the name and its text in one system call, and fails if the name
+exists, so of callers racing one key exactly one creates the claim, and no
+claim is ever seen half written. Every later caller reads the claim
+(``readlink``) and may act on it: who runs the key's execution is decided by
+its record, whose creation is exclusive (``O_CREAT|O_EXCL``; a second creator gets
+``RecordExists`` and waits for the first), and who resumes it by the
+record's owner lock. So a crash leaves the key unclaimed (before the link)
+or claimed by an execution whose record is missing (the next caller runs it
+under the claimed id) or open (a resumer finishes it). One system call for a
+new key, none at its release. A key file of an earlier build (a regular
+file holding the claim, written under its ``flock``) is read as before and,
+if its claimer died before writing the claim, claimed in place under that
+lock.
 
 A record is held with an exclusive non-blocking ``flock`` on its file, the
 lock its writer holds until the record completes or closes.
@@ -26,6 +30,7 @@ lock its writer holds until the record completes or closes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -46,17 +51,23 @@ KEYS_DIR: Final = "idempotency"
 RESUMES_DIR: Final = "resumes"
 CANCELS_DIR: Final = "cancels"
 DECISIONS_DIR: Final = "decisions"
-#: Seconds to wait for the claim of a key file a live process has locked.
+#: The first word of a key link's text: ``1 <execution id> <envelope hash>``.
+_LINK_FORMAT: Final = "1"
+#: Seconds to wait for the claim of an older key file a live process has locked.
 _CLAIM_WAIT_S: Final = 5.0
 
 
 class FileKeyClaim:
-    """A key's claim as read from its file; ``held`` while ``fd`` holds the lock."""
+    """A key's claim as read from its file; every caller holds it (see the module).
+
+    ``_fd`` is the lock of an older key file claimed in place, kept until
+    ``release``; -1 otherwise.
+    """
 
     __slots__ = ("_fd", "created", "envelope_hash", "execution_id")
 
     def __init__(
-        self, execution_id: str, envelope_hash: str, fd: int, *, created: bool
+        self, execution_id: str, envelope_hash: str, *, created: bool, fd: int = -1
     ) -> None:
         self.execution_id = execution_id
         self.envelope_hash = envelope_hash
@@ -65,11 +76,11 @@ class FileKeyClaim:
 
     @property
     def held(self) -> bool:
-        """This caller holds the claim until ``release``."""
-        return self._fd >= 0
+        """Always: the record's exclusive creation and owner lock decide who acts."""
+        return True
 
     def release(self) -> None:
-        """Let go of the claim's lock (idempotent)."""
+        """Let go of an older key file's lock, if one was taken (idempotent)."""
         fd, self._fd = self._fd, -1
         if fd >= 0:
             with contextlib.suppress(OSError):
@@ -119,84 +130,131 @@ def _key_path(root: str, key: str) -> tuple[str, str]:
 def claim_key(
     root: str, key: str, envelope_hash: str, execution_id: str, *, fsync: bool
 ) -> FileKeyClaim:
-    """Claim ``key`` for ``execution_id``, or read (and maybe hold) its claim.
+    """Claim ``key`` for ``execution_id``, or read its claim.
 
     Raises:
-        StoreError: the claim could not be written or read, or a live process
-            locked the key file and wrote no claim in it in time.
+        StoreError: the claim could not be written or read, or an older key
+            file is locked by a live process that wrote no claim in it in time.
     """
     directory, path = _key_path(root, key)
-    deadline = time.monotonic() + _CLAIM_WAIT_S
-    try:
-        while True:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            except FileNotFoundError:
-                make_dirs(Path(directory))
-                continue
-            found = _claim_in(fd, directory, key, envelope_hash, execution_id, fsync)
-            if found is not None:
-                return found
-            if time.monotonic() >= deadline:
-                raise StoreError(
-                    f"idempotency key {key!r}: a live process locked its key file "
-                    f"but wrote no claim in it within {_CLAIM_WAIT_S:g} s"
-                )
-            time.sleep(0.001)  # its claimer is between creating and writing it
-    except OSError as exc:
-        raise StoreError(f"idempotency key {key!r}: cannot claim: {exc}") from exc
-
-
-def _claim_in(
-    fd: int,
-    directory: str,
-    key: str,
-    envelope_hash: str,
-    execution_id: str,
-    fsync: bool,
-) -> FileKeyClaim | None:
-    """The claim in the key file ``fd``; None while a live claimer writes it.
-
-    Takes ``fd``'s lock if it is free: the claim found is then held. A file
-    with no whole claim in it whose lock was free belongs to no live process
-    (it is new, or its claimer died before writing it): nothing was run under
-    it, so the claim is written here, this caller's.
-    """
+    # Short enough to live in the link's inode on tmpfs (under 128 bytes).
+    claim = f"{_LINK_FORMAT} {execution_id} {envelope_hash}"
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            held = True
-        except BlockingIOError:
-            held = False
-        data = os.pread(fd, 65536, 0)
-        found = _parse(data)
-        if found is None and held:
-            claim = {
-                "key": key,
-                "executionId": execution_id,
-                "envelopeHash": envelope_hash,
-            }
-            if data:
-                os.ftruncate(fd, 0)  # a claimer died half-way through writing
-            os.pwrite(fd, orjson.dumps(claim), 0)
-            if fsync:
-                os.fsync(fd)
-                fsync_dir(directory)  # the file's name, if it was created now
-            return FileKeyClaim(execution_id, envelope_hash, fd, created=True)
-    except BaseException:
-        os.close(fd)
+            os.symlink(claim, path)
+        except FileNotFoundError:
+            make_dirs(Path(directory))
+            os.symlink(claim, path)
+    except FileExistsError:
+        return _claimed(path, directory, key, execution_id, envelope_hash, fsync)
+    except OSError as exc:
+        raise StoreError(f"idempotency key {key!r}: cannot claim: {exc}") from exc
+    if fsync:
+        fsync_dir(directory)
+    return FileKeyClaim(execution_id, envelope_hash, created=True)
+
+
+def _claimed(
+    path: str,
+    directory: str,
+    key: str,
+    execution_id: str,
+    envelope_hash: str,
+    fsync: bool,
+) -> FileKeyClaim:
+    """The claim found in the existing key file ``path``."""
+    try:
+        found = _parse_link(os.readlink(path))
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise StoreError(
+                f"cannot read the idempotency key file {path}: {exc}"
+            ) from exc
+        return _claim_older(path, directory, key, execution_id, envelope_hash, fsync)
+    if found is None:  # not a claim of this store's: nothing to act on
+        raise StoreError(f"the idempotency key file {path} holds no claim")
+    return FileKeyClaim(*found, created=False)
+
+
+def _claim_older(
+    path: str,
+    directory: str,
+    key: str,
+    execution_id: str,
+    envelope_hash: str,
+    fsync: bool,
+) -> FileKeyClaim:
+    """The claim of a key file written before claims were links, under its lock.
+
+    Such a file with no whole claim in it whose lock is free was left by a
+    claimer that died before writing it: nothing ran under it, so the claim
+    is written in it here, this caller's. Locked, it is being written: the
+    caller looks again shortly.
+
+    Raises:
+        StoreError: it could not be read or written, or a live process keeps
+            it locked without a claim for longer than the wait.
+    """
+    deadline = time.monotonic() + _CLAIM_WAIT_S
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held = True
+                except BlockingIOError:
+                    held = False
+                data = os.pread(fd, 65536, 0)
+                found = _parse(data)
+                if found is not None:
+                    os.close(fd)
+                    return FileKeyClaim(*found, created=False)
+                if held:
+                    claim = {
+                        "key": key,
+                        "executionId": execution_id,
+                        "envelopeHash": envelope_hash,
+                    }
+                    os.ftruncate(fd, 0)  # empty, or half written by the dead
+                    os.pwrite(fd, orjson.dumps(claim), 0)
+                    if fsync:
+                        os.fsync(fd)
+                        fsync_dir(directory)
+                    return FileKeyClaim(
+                        execution_id, envelope_hash, created=True, fd=fd
+                    )
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"the idempotency key file {path}: a live process locked "
+                        f"it but wrote no claim in it within {_CLAIM_WAIT_S:g} s"
+                    )
+                time.sleep(0.001)  # its claimer is between creating and writing it
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            raise
+    except StoreError:
         raise
-    if found is None or not held:
-        os.close(fd)
-    if found is None:
+    except OSError as exc:
+        raise StoreError(
+            f"cannot claim the idempotency key file {path}: {exc}"
+        ) from exc
+
+
+def _parse_link(text: str) -> tuple[str, str] | None:
+    """``(execution id, envelope hash)`` of a key link's text; None if not a claim."""
+    version, _, rest = text.partition(" ")
+    execution_id, _, envelope_hash = rest.partition(" ")
+    if version != _LINK_FORMAT or not envelope_hash:
         return None
-    return FileKeyClaim(*found, fd if held else -1, created=False)
+    return execution_id, envelope_hash
 
 
 def _parse(data: bytes) -> tuple[str, str] | None:
-    """``(executionId, envelopeHash)`` of a whole claim; None if there is none."""
+    """``(executionId, envelopeHash)`` of an older key file's whole claim, if any."""
     if not data:
-        return None  # a new file (the common case: no exception raised)
+        return None  # an older key file, new or left empty
     try:
         claim = orjson.loads(data)
         return str(claim["executionId"]), str(claim["envelopeHash"])
@@ -345,6 +403,15 @@ def keyed_execution(root: str, key: str) -> str | None:
 
 def _read_claim(path: str) -> tuple[str, str] | None:
     try:
+        return _parse_link(os.readlink(path))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise StoreError(
+                f"cannot read the idempotency key file {path}: {exc}"
+            ) from exc
+    try:  # a regular file: written before claims were links
         with open(path, "rb") as handle:
             return _parse(handle.read())
     except FileNotFoundError:
