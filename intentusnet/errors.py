@@ -827,6 +827,10 @@ class IdempotencyConflict(IntentusNetError, ValueError):
 class IdempotencyTimeout(IntentusNetError, TimeoutError):
     """The execution a key names was still running when the wait ran out.
 
+    Also raised, saying so, when that execution can never start: its record
+    file (file store) was created by a process stopped before it wrote the
+    first line, so the id cannot be opened again until the file is removed.
+
     Added in 0.1.0.
 
     Attributes:
@@ -837,13 +841,23 @@ class IdempotencyTimeout(IntentusNetError, TimeoutError):
     code: ClassVar[str] = "idempotency_timeout"
     exit_code: ClassVar[int] = 1
 
-    def __init__(self, key: str, execution_id: str, waited_s: float) -> None:
+    def __init__(
+        self, key: str, execution_id: str, waited_s: float, never_written: str = ""
+    ) -> None:
         self.key = key
         self.execution_id = execution_id
-        super().__init__(
-            f"idempotency key {key!r}: execution {execution_id} is still running "
-            f"after {waited_s:g} s; ask again later"
-        )
+        if never_written:
+            message = (
+                f"idempotency key {key!r}: execution {execution_id} never started "
+                f"(waited {waited_s:g} s): {never_written}; nothing ran under it, "
+                "and the key answers once the file is removed"
+            )
+        else:
+            message = (
+                f"idempotency key {key!r}: execution {execution_id} is still "
+                f"running after {waited_s:g} s; ask again later"
+            )
+        super().__init__(message)
 
 
 class ResumeRefused(IntentusNetError):

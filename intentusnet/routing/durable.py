@@ -846,9 +846,35 @@ def route_with_key(
         elif told.pending and _has_record(router, claim.execution_id):
             told(claim.execution_id)  # a live process runs it
         if time.monotonic() >= deadline:
-            raise IdempotencyTimeout(key, claim.execution_id, waited)
+            raise IdempotencyTimeout(
+                key, claim.execution_id, waited, _never_written(router, claim)
+            )
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX_S)
+
+
+def _never_written(router: Routing, claim: KeyClaim) -> str:
+    """Why the key's execution cannot start, if its record can never load; else "".
+
+    A record file that exists, that no process holds, and that holds nothing
+    to load was left by a process stopped between creating it and writing its
+    first line: nothing ran, and the id cannot be opened again until the file
+    is removed (the store's own message says how).
+    """
+    store = require_durable(router, claim.execution_id)
+    try:
+        hold = store.hold_record(claim.execution_id)
+    except RecordNotFound:
+        return ""
+    if hold is None:
+        return ""  # a live process writes it: still running
+    try:
+        _load(router, claim.execution_id)
+    except RecordNotFound as exc:
+        return str(exc)
+    finally:
+        hold.release()
+    return ""
 
 
 class _Once:

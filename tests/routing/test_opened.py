@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from intentusnet import (
     FileExecutionStore,
+    IdempotencyTimeout,
+    IntentEnvelope,
     IntentRouter,
     MemoryExecutionStore,
     RecordStatus,
+    compute_hash,
 )
 from intentusnet.routing.seams import ExecutionOptions
+from intentusnet.store.file.layout import relative_path
 
 ORDER = {"intent": {"name": "order"}, "payload": {"n": 1}}
 
@@ -134,3 +141,44 @@ def test_a_key_allows_no_other_option() -> None:
         router.route_intent(
             ORDER, options=ExecutionOptions(execution_id="x"), idempotency_key="k"
         )
+
+
+# A process that creates a record file exclusively, as the file store does, and is
+# killed before it writes the header: the state a crash (or a power loss before the
+# file's data reached the disk) leaves between a record's creation and its first line.
+_KILLED_CREATING = """
+import os, signal, sys
+path = sys.argv[1]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_key_whose_record_was_never_written_says_so(tmp_path: Path) -> None:
+    """A key's record left empty by a killed creator: a plain error, nothing run."""
+    ran: list[str] = []
+    keyed = {**ORDER, "routing": {"timeoutMs": 300}}
+    envelope_hash = compute_hash(IntentEnvelope.model_validate(keyed))
+    with FileExecutionStore(tmp_path) as store, _router(store, ran) as router:
+        claim = store.claim_key("order-9", envelope_hash, "exec-" + "a" * 32)
+        claim.release()
+        killed = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _KILLED_CREATING,
+                str(tmp_path / relative_path(claim.execution_id)),
+            ],
+            check=False,
+            timeout=30,
+        )
+        assert killed.returncode == -9
+        with pytest.raises(IdempotencyTimeout, match="never started") as raised:
+            router.route_intent(keyed, idempotency_key="order-9")
+        assert "intentusnet prune" in str(raised.value)
+        assert ran == []
+        store.prune(timedelta(days=1))
+        answer = router.route_intent(keyed, idempotency_key="order-9")
+    assert answer.payload == {"n": 1}
+    assert ran == ["agent"]
