@@ -24,6 +24,7 @@ import orjson
 import pytest
 
 from intentusnet import (
+    AgentResponse,
     CancelRefused,
     IntentRouter,
     InvalidResolution,
@@ -128,6 +129,23 @@ def shop(shopkit: ModuleType) -> IntentRouter:
     return router
 
 
+def _resume(shop: IntentRouter, execution_id: str) -> AgentResponse:
+    """Resume a killed process's execution once its store has seen the process die.
+
+    A file store's lock goes with the process; PostgreSQL ends a dead client's
+    session (and its locks) when the server notices, a moment later, so until
+    then a resume is refused as ``owned``, as it would be for a live one.
+    """
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return shop.resume(execution_id)
+        except ResumeRefused as refused:
+            if refused.reason != "owned" or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
+
+
 def test_killed_after_the_email_is_finished_by_another_process(
     tmp_path: Path, where: str, shop: IntentRouter
 ) -> None:
@@ -137,7 +155,7 @@ def test_killed_after_the_email_is_finished_by_another_process(
     [interrupted] = shop.store.list()
     assert interrupted.status is RecordStatus.INCOMPLETE
 
-    answer = shop.resume(interrupted.execution_id)
+    answer = _resume(shop, interrupted.execution_id)
 
     assert answer.status == "success"
     assert answer.payload == {"total": 20}
@@ -158,7 +176,7 @@ def test_side_effect_in_doubt_parks_the_execution(
     assert _route(tmp_path, where, SHOP_KILL="in:email").returncode == -9
     [interrupted] = shop.store.list()
 
-    answer = shop.resume(interrupted.execution_id)
+    answer = _resume(shop, interrupted.execution_id)
 
     assert answer.status == "error"
     assert answer.error is not None
@@ -185,7 +203,7 @@ def test_idempotent_side_effect_in_doubt_runs_again_with_the_same_key(
     )
     [interrupted] = shop.store.list()
 
-    answer = shop.resume(interrupted.execution_id)
+    answer = _resume(shop, interrupted.execution_id)
 
     assert answer.status == "success"
     emails = _named(_runs(tmp_path), "email")
@@ -334,7 +352,7 @@ def _parked_on_the_email(tmp_path: Path, where: str, shop: IntentRouter) -> str:
     """An order killed inside its e-mail, resumed and parked: the parked record."""
     assert _route(tmp_path, where, SHOP_KILL="in:email").returncode == -9
     [interrupted] = shop.store.list()
-    answer = shop.resume(interrupted.execution_id)
+    answer = _resume(shop, interrupted.execution_id)
     assert answer.error is not None
     assert answer.error.details["reason"] == "side_effect_in_doubt"
     assert answer.error.details["step"] == 2
@@ -444,7 +462,7 @@ def test_a_resume_killed_inside_a_step_resolved_as_not_happened_parks_again(
     )  # fmt: skip
     assert killed.returncode == -9
 
-    answer = shop.resume(origin)
+    answer = _resume(shop, origin)
 
     assert answer.error is not None
     assert answer.error.details["reason"] == "side_effect_in_doubt"
