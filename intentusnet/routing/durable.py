@@ -847,13 +847,13 @@ def route_with_key(
             told(claim.execution_id)  # a live process runs it
         if time.monotonic() >= deadline:
             raise IdempotencyTimeout(
-                key, claim.execution_id, waited, _never_written(router, claim)
+                key, claim.execution_id, waited, _never_written(router, store, claim)
             )
         time.sleep(delay)
         delay = min(delay * 2, _POLL_MAX_S)
 
 
-def _never_written(router: Routing, claim: KeyClaim) -> str:
+def _never_written(router: Routing, store: DurableStore, claim: KeyClaim) -> str:
     """Why the key's execution cannot start, if its record can never load; else "".
 
     A record file that exists, that no process holds, and that holds nothing
@@ -861,7 +861,6 @@ def _never_written(router: Routing, claim: KeyClaim) -> str:
     first line: nothing ran, and the id cannot be opened again until the file
     is removed (the store's own message says how).
     """
-    store = require_durable(router, claim.execution_id)
     try:
         hold = store.hold_record(claim.execution_id)
     except RecordNotFound:

@@ -229,11 +229,8 @@ def test_a_repeated_key_resumes_the_interrupted_execution(
     assert [len(_named(runs, n)) for n in ("fetch", "email", "charge")] == [1, 1, 1]
 
 
-def test_eight_processes_with_one_key_run_the_agent_once(
-    tmp_path: Path, where: str
-) -> None:
-    """Eight racing processes sending one key: one run, one answer for all."""
-    start = tmp_path / "go"
+def _race(tmp_path: Path, where: str, start: Path) -> set[str]:
+    """Eight processes sending key ``race`` once ``start`` exists: what each ran."""
     procs = [
         subprocess.Popen(
             [sys.executable, str(KIT), "slow", "race", str(start)],
@@ -246,7 +243,15 @@ def test_eight_processes_with_one_key_run_the_agent_once(
     start.write_text("")
     outputs = [proc.communicate(timeout=60)[0] for proc in procs]
     assert all(proc.returncode == 0 for proc in procs)
-    payloads = {orjson.loads(out)["payload"]["ran"] for out in outputs}
+    return {orjson.loads(out)["payload"]["ran"] for out in outputs}
+
+
+def test_eight_processes_with_one_key_run_the_agent_once(
+    tmp_path: Path, where: str
+) -> None:
+    """Eight racing processes sending one key: one run, one answer for all."""
+    start = tmp_path / "go"
+    payloads = _race(tmp_path, where, start)
     assert len(_named(_runs(tmp_path), "slow")) == 1
     assert len(payloads) == 1
 
@@ -272,19 +277,7 @@ def test_racers_on_a_key_whose_claimer_died_unopened_run_it_once(
         assert claimed is not None
         assert not store.exists(claimed)
     start.unlink()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(KIT), "slow", "race", str(start)],
-            env=_env(tmp_path, where),
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(8)
-    ]
-    start.write_text("")
-    outputs = [proc.communicate(timeout=60)[0] for proc in procs]
-    assert all(proc.returncode == 0 for proc in procs)
-    payloads = {orjson.loads(out)["payload"]["ran"] for out in outputs}
+    payloads = _race(tmp_path, where, start)
     runs = _named(_runs(tmp_path), "slow")
     assert len(runs) == 1
     assert payloads == {runs[0].split(":")[2]} == {claimed}
