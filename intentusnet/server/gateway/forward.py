@@ -53,6 +53,9 @@ KEY_HEADER: Final = "x-intentusnet-key"
 #: The request extension that carries a request's tenant to the transport.
 _TENANT: Final = "intentusnet_tenant"
 _CONNECT_TIMEOUT: Final = 10.0
+#: Parsed URLs kept (dropped all at once beyond), and the longest one kept.
+URLS_KEPT: Final = 256
+_URL_KEPT_CHARS: Final = 2048
 
 
 class _Extended(Protocol):
@@ -96,6 +99,8 @@ class Forwarder:
         self._timeout = httpx.Timeout(
             settings.timeout, connect=_CONNECT_TIMEOUT
         ).as_dict()
+        #: parsed URLs, by the URL as sent (immutable: shared safely)
+        self._urls: dict[str, httpx.URL] = {}
         #: every recording transport (instrumented for spans)
         self.transports: list[AsyncRecordingTransport] = []
         #: one transport per upstream, whatever the number of credentials
@@ -164,16 +169,26 @@ class Forwarder:
             httpx.TimeoutException, httpx.TransportError: the upstream did not
                 answer.
         """
-        url = self.settings.upstreams[name].url + target
         transport = (self.replaying if replay_only else self.sending)[name]
         request = httpx.Request(
             method,
-            url,
+            self._url(self.settings.upstreams[name].url + target),
             headers=forwarded(headers),
             content=body,
             extensions={_TENANT: tenant, "timeout": self._timeout},
         )
         return await transport.handle_async_request(request)
+
+    def _url(self, text: str) -> httpx.URL:
+        """``text`` parsed (and checked) by httpx, once while it is kept."""
+        url = self._urls.get(text)
+        if url is None:
+            url = httpx.URL(text)  # raises on a URL httpx refuses: never kept
+            if len(text) <= _URL_KEPT_CHARS:
+                if len(self._urls) >= URLS_KEPT:
+                    self._urls.clear()
+                self._urls[text] = url
+        return url
 
     async def aclose(self) -> None:
         """Close every transport (writing the cache's counts), its pool, the cache."""
