@@ -89,9 +89,13 @@ class GatewayMetrics:
         for name in (*upstreams, ""):
             for kind in UPSTREAM_ERRORS:
                 self._upstream_errors.labels(upstream=name, kind=kind)
-        for cache in CACHE_STATES:
-            self._head.labels(cache=cache)
-            self._whole.labels(cache=cache)
+        #: each cache state's two histograms, and the requests' counters by
+        #: their labels as first used: looked up by labels once, not per request
+        self._times = {
+            cache: (self._head.labels(cache=cache), self._whole.labels(cache=cache))
+            for cache in CACHE_STATES
+        }
+        self._counted: dict[tuple[str, str, int], Counter] = {}
 
     def watch(self, report: Callable[[], SavingsReport]) -> None:
         """Expose what caching saved, as ``report`` reads it from the store."""
@@ -106,11 +110,16 @@ class GatewayMetrics:
     ) -> None:
         """Count one request answered: its upstream, cache state, status, times."""
         self._in_flight.dec()
-        self._requests.labels(
-            upstream=upstream, cache=cache, status=f"{status // 100}xx"
-        ).inc()
-        self._head.labels(cache=cache).observe(head)
-        self._whole.labels(cache=cache).observe(whole)
+        key = (upstream, cache, status // 100)
+        counted = self._counted.get(key)
+        if counted is None:
+            counted = self._counted[key] = self._requests.labels(
+                upstream=upstream, cache=cache, status=f"{status // 100}xx"
+            )
+        counted.inc()
+        head_seconds, seconds = self._times[cache]  # one of CACHE_STATES
+        head_seconds.observe(head)
+        seconds.observe(whole)
 
     def error(self, kind: str) -> None:
         """Count one request the gateway answered with its own error."""
