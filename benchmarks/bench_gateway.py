@@ -19,7 +19,9 @@ It prints:
     forwarded and recorded), straight to the upstream and through the gateway,
     taking turns: the difference of the p50 latencies;
   * streaming time to first byte: the same for event streams, to the first
-    body byte.
+    body byte;
+  * with each, the gateway process's CPU time per request (user + system, from
+    /proc; Linux only), less noisy than latency on a loaded machine.
 
 The load generator speaks minimal HTTP/1.1 on asyncio streams, so the client
 costs little next to the servers; it shares the machine with them.
@@ -137,6 +139,12 @@ def _one(http: httpx.Client, url: str, text: str, *, stream: bool) -> float:
     return first if stream else time.perf_counter() - started
 
 
+def _cpu(pid: int) -> float:
+    """Seconds of CPU process ``pid`` has used (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _overhead(
     direct: str, gateway: str, calls: int, *, stream: bool
 ) -> tuple[float, float]:
@@ -209,12 +217,16 @@ def main() -> None:
             first = http.post(gateway + PATH, json=_ask("the same question"))
             assert first.headers["x-intentusnet-cache"] == "miss", first.headers
         print(f"gateway hits, {args.clients} connections, {args.requests} requests")
+        pid = processes[2].pid
         hits: list[tuple[float, list[float]]] = []
         bare: list[tuple[float, list[float]]] = []
+        used = 0.0
         for _ in range(args.rounds):
+            before = _cpu(pid)
             hits.append(
                 _load(ports["gateway"], "/up" + PATH, args.clients, args.requests)
             )
+            used += _cpu(pid) - before
             bare.append(_load(ports["bare"], PATH, args.clients, args.requests))
         for label, rounds in (("gateway hit", hits), ("bare uvicorn app", bare)):
             rate, latencies = sorted(rounds, key=lambda r: r[0])[len(rounds) // 2]
@@ -227,26 +239,34 @@ def main() -> None:
             r for r, _ in bare
         )
         print(f"  hit throughput: {ratio:.2f}x the bare app (median rounds)")
+        served = sum(len(latencies) for _, latencies in hits)
+        print(f"  gateway CPU per hit under load: {used / served * 1e6:.0f} us")
         for label, port, path in (
             ("gateway hit", ports["gateway"], "/up" + PATH),
             ("bare uvicorn app", ports["bare"], PATH),
         ):
+            before = _cpu(pid)
             _, alone = _load(port, path, 1, min(args.requests, 1000))
+            cpu = ""
+            if port == ports["gateway"]:
+                cpu = f", gateway CPU {(_cpu(pid) - before) / len(alone) * 1e6:.0f} us"
             print(
                 f"  {label}, one connection: p50 {pct_ms(alone, 0.5):.2f} ms, "
-                f"p99 {pct_ms(alone, 0.99):.2f} ms"
+                f"p99 {pct_ms(alone, 0.99):.2f} ms{cpu}"
             )
         for label, stream in (
             ("miss, whole answer", False),
             ("stream, first byte", True),
         ):
+            before = _cpu(pid)
             straight, through = _overhead(
                 url["upstream"], gateway, args.calls, stream=stream
             )
+            cpu = (_cpu(pid) - before) / (args.calls + 1) * 1e6  # a warm-up call too
             print(
                 f"{label} ({args.calls} calls, upstream {args.delay_ms:g} ms): "
                 f"direct p50 {straight:.2f} ms, gateway p50 {through:.2f} ms, "
-                f"overhead {through - straight:.2f} ms"
+                f"overhead {through - straight:.2f} ms, gateway CPU {cpu:.0f} us"
             )
     finally:
         for process in processes:
