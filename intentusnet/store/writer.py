@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from types import TracebackType
 from typing import Final
 
 from .._util import faults
@@ -210,12 +209,7 @@ class ChainWriter:
     def __enter__(self) -> ChainWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- for subclasses ------------------------------------------------------------

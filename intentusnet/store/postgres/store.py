@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
-from types import TracebackType
 from typing import Final, TypeAlias
 
 from ..._util.jsonvalue import JSONObject
@@ -209,12 +208,7 @@ class PostgresExecutionStore(PostgresHitJournal):
     def __enter__(self) -> PostgresExecutionStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
