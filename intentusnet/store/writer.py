@@ -15,7 +15,7 @@ from typing import Final
 from .._util import faults
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import StoreError
-from ..record.format import seal
+from ..record.format import event_line
 from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from .rows import CatalogRow
@@ -278,15 +278,8 @@ class ChainWriter:
         self, kind: EventType, data: JSONObject, seq: int, prev: str
     ) -> tuple[bytes, str]:
         try:
-            return seal(
-                {
-                    "seq": seq,
-                    "type": kind,  # a str; orjson writes its value
-                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
-                    "data": data,
-                    "prevHash": prev,
-                }
-            )
+            at_ms = (_now_ns() - self._t0) // 1000 / 1000
+            return event_line(seq, kind, at_ms, data, prev)
         except TypeError as exc:
             raise StoreError(
                 f"record {self.execution_id}: {kind} data is not JSON ({exc})"
