@@ -39,18 +39,19 @@ from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from ...tlog.leaf import LogLeaf
 from ...tlog.publish import LogWitnesses, witnesses_from_env
 from ...tlog.sequencer import LogSequencer, log_deletions
-from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
 from ..filters import ListFilters
 from ..ids import check_id
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..verification import Progress, StoreVerification, verify_each
-from . import catalog, durable, queues, steps, waits
+from . import catalog, queues, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
+from .durable import PgDurable
 from .hits import PostgresHitJournal
 from .queues import PostgresQueues, PostgresSlot
 from .schema import HELD, flight_key, lock_key
+from .waits import PgWaits
 from .writer import (
     PostgresRecordWriter,
     append_invalidated,
@@ -71,12 +72,10 @@ _FORGET_KEYS: Final = """DELETE FROM intentusnet_keys
     WHERE execution_id IN (SELECT execution_id FROM gone)"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
-_Signals: TypeAlias = list[JSONObject]
-_Wakeups: TypeAlias = list[tuple[str, int]]
 _StepRefs: TypeAlias = list[StepRef]
 
 
-class PostgresExecutionStore(PostgresHitJournal):
+class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits):
     """An :class:`ExecutionStore` and :class:`CacheHitJournal` in PostgreSQL.
 
     Args:
@@ -537,31 +536,7 @@ class PostgresExecutionStore(PostgresHitJournal):
 
         return probe
 
-    # -- durable executions (added in 0.1.0) ---------------------------------------
-
-    def claim_key(
-        self, key: str, envelope_hash: str, execution_id: str
-    ) -> durable.PgKeyClaim:
-        """Claim an idempotency key (see ``store.durable.DurableStore``).
-
-        One statement takes the key's advisory lock and inserts its row if new,
-        committed before this returns; the lock is held until ``release``.
-        """
-        return durable.claim_key(
-            self._db, self._holding, key, envelope_hash, execution_id
-        )
-
-    def hold_record(self, execution_id: str) -> durable.PgRecordHold | None:
-        """Take a record's writer lock (see ``store.durable.DurableStore``).
-
-        The advisory lock its writer held: ``None`` while a session on any
-        host holds it.
-        """
-        return durable.hold_record(self._db, self._writing, check_id(execution_id))
-
-    def resumed_by(self, execution_id: str) -> str | None:
-        """The execution that resumed this one, if any."""
-        return durable.resumed_by(self._db, check_id(execution_id))
+    # -- queues and durable executions (added in 0.1.0) -------------------------
 
     def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
         """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
@@ -582,51 +557,6 @@ class PostgresExecutionStore(PostgresHitJournal):
     def dequeue_execution(self, queue: str, execution_id: str) -> None:
         """Forget a queued execution (see ``store.queues.QueueStore``)."""
         queues.dequeue(self._db, check_id(execution_id))
-
-    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
-        """Write a chain's cancel request (see ``store.durable.CancelStore``)."""
-        return durable.request_cancel(self._db, check_id(origin), data)
-
-    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
-        """The cancel requests of these chains, in one query (``CancelStore``)."""
-        return durable.cancel_requests(self._db, list(origins))
-
-    def note_decision(self, action: str, record: str) -> None:
-        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
-        durable.note_decision(self._db, check_action(action), check_id(record))
-
-    def decision_counts(self) -> dict[str, int]:
-        """The decisions counted, by action, in one query (``DecisionTally``)."""
-        found = durable.decision_counts(self._db)
-        return {action: found.get(action, 0) for action in DECISION_ACTIONS}
-
-    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
-        return waits.add_signal(self._db, check_id(origin), signal, cap=cap)
-
-    def signals(self, origin: str) -> _Signals:
-        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
-        return waits.signals(self._db, check_id(origin))
-
-    def add_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Keep a wake-up (see ``store.durable.WaitStore``)."""
-        waits.add_wakeup(self._db, check_id(execution_id), due_us)
-
-    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
-        """The wake-ups due, in one indexed query (``WaitStore``)."""
-        return waits.due_wakeups(self._db, until_us, limit)
-
-    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Forget a wake-up (see ``store.durable.WaitStore``)."""
-        waits.clear_wakeup(self._db, check_id(execution_id), due_us)
-
-    def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
-        return durable.keyed_execution(self._db, check_idempotency_key(key))
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``), in one query.
