@@ -44,6 +44,7 @@ from ..durable import (
 from ..filters import ListFilters
 from ..ids import check_id, new_record_id
 from ..owner import current_owner, owner_alive
+from ..queues import KeepsQueues
 from ..rows import CatalogRow
 from ..step_index import StepKey, StepRef, ended_steps
 from ..urls import is_url, public_url
@@ -54,7 +55,7 @@ from .durable import FileDurable
 from .files import cut_from, headerless, verify_file
 from .layout import CATALOG_NAME, has_records, relative_path, walk_ids
 from .loaded import LoadedRecords
-from .queues import FileQueues, FileSlot
+from .queues import FileQueues
 from .waits import FileWaits
 from .writer import FileRecordWriter
 
@@ -101,7 +102,7 @@ def _url_refused(url: str, from_env: bool) -> str:
     )
 
 
-class FileExecutionStore(FileDurable, FileWaits):
+class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
     """Execution records as files on a local disk, safe for several processes.
 
     Args:
@@ -172,6 +173,7 @@ class FileExecutionStore(FileDurable, FileWaits):
         self._connected = False
         self._owner: tuple[JSONObject, str] | None = None
         self._loaded = LoadedRecords()
+        self._queues = FileQueues(self.root, fsync=self._fsync)
         #: the log's pace, or None: no log (no key, or turned off)
         self._cadence = None if self._signer is None else log_cadence
         if self._cadence is not None and log_witnesses is None:
@@ -358,30 +360,6 @@ class FileExecutionStore(FileDurable, FileWaits):
             log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
 
     # -- queues and durable executions (added in 0.1.0) -------------------------
-
-    def try_queue_slot(self, scope: str, count: int) -> FileSlot | None:
-        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
-        return self._queues.try_queue_slot(scope, count)
-
-    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
-        return self._queues.take_queue_token(scope, rate, burst)
-
-    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
-        """Note a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
-
-    def queued_executions(self, queue: str, limit: int) -> list[str]:
-        """The queued executions to start (see ``store.queues.QueueStore``)."""
-        return self._queues.queued_executions(queue, limit)
-
-    def dequeue_execution(self, queue: str, execution_id: str) -> None:
-        """Forget a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.dequeue_execution(queue, check_id(execution_id))
-
-    @cached_property
-    def _queues(self) -> FileQueues:
-        return FileQueues(self.root, fsync=self._fsync)
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``)."""

@@ -34,11 +34,12 @@ from ..filters import ListFilters
 from ..hits import CacheHit, Hit, hit_line, parse_hits, select
 from ..ids import check_id, new_record_id
 from ..owner import current_owner
+from ..queues import KeepsQueues
 from ..step_index import StepRef, ended_steps
 from ..verification import Progress, StoreVerification, verify_each
 from ..writer import ChainWriter, wire_object
 from .durable import MemoryDurable
-from .queues import MemoryQueues, MemorySlot
+from .queues import MemoryQueues
 
 __all__ = [
     "MemoryExecutionStore",
@@ -74,7 +75,7 @@ class MemoryRecordWriter(ChainWriter):
         self._store._writing.discard(self.execution_id)
 
 
-class MemoryExecutionStore(MemoryDurable):
+class MemoryExecutionStore(MemoryDurable, KeepsQueues):
     """An :class:`ExecutionStore` in memory; nothing survives the process.
 
     Args:
@@ -128,26 +129,6 @@ class MemoryExecutionStore(MemoryDurable):
         return MemoryRecordWriter(self, execution_id, digest)
 
     # -- queues (added in 0.1.0) --------------------------------------------------
-
-    def try_queue_slot(self, scope: str, count: int) -> MemorySlot | None:
-        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
-        return self._queues.try_queue_slot(scope, count)
-
-    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
-        return self._queues.take_queue_token(scope, rate, burst)
-
-    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
-        """Note a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
-
-    def queued_executions(self, queue: str, limit: int) -> list[str]:
-        """The queued executions to start (see ``store.queues.QueueStore``)."""
-        return self._queues.queued_executions(queue, limit)
-
-    def dequeue_execution(self, queue: str, execution_id: str) -> None:
-        """Forget a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.dequeue_execution(queue, execution_id)
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``)."""

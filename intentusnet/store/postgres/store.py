@@ -15,7 +15,6 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -41,15 +40,16 @@ from ...tlog.publish import LogWitnesses, witnesses_from_env
 from ...tlog.sequencer import LogSequencer, log_deletions
 from ..filters import ListFilters
 from ..ids import check_id
+from ..queues import KeepsQueues
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..verification import Progress, StoreVerification, verify_each
-from . import catalog, queues, steps
+from . import catalog, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
 from .durable import PgDurable
 from .hits import PostgresHitJournal
-from .queues import PostgresQueues, PostgresSlot
+from .queues import PostgresQueues
 from .schema import HELD, flight_key, lock_key
 from .waits import PgWaits
 from .writer import (
@@ -75,7 +75,7 @@ _Summaries: TypeAlias = list[RecordSummary]
 _StepRefs: TypeAlias = list[StepRef]
 
 
-class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits):
+class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues):
     """An :class:`ExecutionStore` and :class:`CacheHitJournal` in PostgreSQL.
 
     Args:
@@ -134,6 +134,11 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits):
             log_witnesses = witnesses_from_env()
         self._witnesses = log_witnesses
         self._dsn = dsn
+        # Queue slots and buckets on their own connection, opened on first use:
+        # a router waiting for a turn asks for a slot every few milliseconds,
+        # which would otherwise queue the records' writes behind it.
+        self._queue_db = Connection(dsn, durability, 1)
+        self._queues = PostgresQueues(self._queue_db, self._db)
 
     @cached_property
     def _sequencer(self) -> LogSequencer:
@@ -168,15 +173,6 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits):
         if self._cadence is not None:
             assert self._signer is not None
             log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
-
-    @cached_property
-    def _queues(self) -> PostgresQueues:
-        # Queue slots and buckets on their own connection, opened on first use:
-        # a router waiting for a turn asks for a slot every few milliseconds,
-        # which would otherwise queue the records' writes behind it.
-        made = PostgresQueues(Connection(self._dsn, self.durability, 1))
-        queues: PostgresQueues = self.__dict__.setdefault("_queues", made)
-        return queues
 
     def log_connection(self) -> Connection:
         """The connection of the store's transparency log (``intentusnet log``)."""
@@ -219,8 +215,7 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits):
             self._sequencer.close()
         if "_log_db" in self.__dict__:
             self._log_db.close()
-        if "_queues" in self.__dict__:
-            self._queues.db.close()
+        self._queue_db.close()
         self._db.close()
 
     # -- writing ------------------------------------------------------------------
@@ -537,26 +532,6 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits):
         return probe
 
     # -- queues and durable executions (added in 0.1.0) -------------------------
-
-    def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
-        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
-        return self._queues.try_queue_slot(scope, count)
-
-    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
-        return self._queues.take_queue_token(scope, rate, burst)
-
-    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
-        """Note a queued execution (see ``store.queues.QueueStore``)."""
-        queues.enqueue(self._db, queue, check_id(execution_id), priority)
-
-    def queued_executions(self, queue: str, limit: int) -> builtins.list[str]:
-        """The queued executions to start (see ``store.queues.QueueStore``)."""
-        return queues.queued(self._db, queue, limit)
-
-    def dequeue_execution(self, queue: str, execution_id: str) -> None:
-        """Forget a queued execution (see ``store.queues.QueueStore``)."""
-        queues.dequeue(self._db, check_id(execution_id))
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``), in one query.
