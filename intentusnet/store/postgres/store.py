@@ -133,11 +133,12 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         if self._cadence is not None and log_witnesses is None:
             log_witnesses = witnesses_from_env()
         self._witnesses = log_witnesses
-        self._dsn = dsn
         # Queue slots and buckets on their own connection, opened on first use:
         # a router waiting for a turn asks for a slot every few milliseconds,
         # which would otherwise queue the records' writes behind it.
         self._queue_db = Connection(dsn, durability, 1)
+        # The log's own connection: an append's transaction holds up no write.
+        self._log_db = Connection(dsn, durability, 1)
         self._queues = PostgresQueues(self._queue_db, self._db)
 
     @cached_property
@@ -156,13 +157,6 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         """Queue a closed record's leaf for the log (nothing written here)."""
         assert self._signer is not None
         self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
-
-    @cached_property
-    def _log_db(self) -> Connection:
-        # The log's own connection: an append's transaction holds up no write.
-        made = Connection(self._dsn, self.durability, 1)
-        db: Connection = self.__dict__.setdefault("_log_db", made)
-        return db
 
     def _log_deletions(self, ids: Iterable[str]) -> None:
         """With a log, log each record's deletion before it is deleted.
@@ -213,8 +207,7 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         """
         if "_sequencer" in self.__dict__:
             self._sequencer.close()
-        if "_log_db" in self.__dict__:
-            self._log_db.close()
+        self._log_db.close()
         self._queue_db.close()
         self._db.close()
 
