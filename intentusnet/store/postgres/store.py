@@ -126,6 +126,13 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         self.durability: Final = durability
         self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
+        #: ``:memory:``: no local directory (a replay cache over the store keeps
+        #: its disk tier in a temporary directory)
+        self.root = Path(":memory:")
+        #: ``PostgreSQL at host:port/dbname`` (never the password)
+        self.where: Final = f"PostgreSQL at {self._db.where}"
+        #: None: the records are in the database, in no local directory
+        self.directory: Final[Path | None] = None
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
         #: the log's pace, or None: no log (no key, or turned off)
@@ -171,24 +178,6 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
     def log_connection(self) -> Connection:
         """The connection of the store's transparency log (``intentusnet log``)."""
         return self._log_db
-
-    @property
-    def root(self) -> Path:
-        """``:memory:``: the store has no local directory.
-
-        A replay cache over it keeps its disk tier in a temporary directory.
-        """
-        return Path(":memory:")
-
-    @property
-    def where(self) -> str:
-        """``PostgreSQL at host:port/dbname`` (never the password)."""
-        return f"PostgreSQL at {self._db.where}"
-
-    @property
-    def directory(self) -> Path | None:
-        """None: the records are in the database, in no local directory."""
-        return None
 
     def __repr__(self) -> str:
         where = self._db.where
