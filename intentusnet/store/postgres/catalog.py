@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import groupby
+from operator import itemgetter
 from typing import Final
 
 from ...record.model import (
@@ -206,7 +207,7 @@ def reindex(
         )
         updates = []
         indexed: list[tuple[str, list[StepKey]]] = []
-        for key, lines in groupby(rows, key=_first):
+        for key, lines in groupby(rows, key=itemgetter(0)):
             execution_id = str(key)
             data = b"".join(bytes(r[1]) for r in lines)
             found = derived_row(data, execution_id, not_running)
