@@ -75,7 +75,6 @@ class Catalog:
         path: Path,
         *,
         is_empty: Callable[[], bool] = lambda: False,
-        timeout_s: float = 30.0,
     ) -> None:
         from .sqlite import Database
 
@@ -88,7 +87,6 @@ class Catalog:
             ready=self._ready,
             functions={SEAL_FUNCTION: crc},
             on_reset=self._forget_complete,
-            timeout_s=timeout_s,
         )
 
     @property
