@@ -102,10 +102,6 @@ class Catalog:
         """Record that a record is opening (one small commit)."""
         self._db.run(lambda db: db.execute(_sql.ADD_LIVE, sealed_values(row)))
 
-    def upsert(self, row: CatalogRow) -> None:
-        """Insert a record's row, or move an existing one forward."""
-        self.upsert_many([row])
-
     def upsert_many(
         self,
         rows: Sequence[CatalogRow],
