@@ -46,13 +46,17 @@ def wire_object(value: object) -> JSONObject:
     return result
 
 
-def _refusal(event_type: object) -> ValueError:
-    """Why ``append`` does not take ``event_type``."""
+def _appendable(event_type: EventType | str) -> EventType:
+    """The event type ``append`` takes for ``event_type``, or ValueError why not."""
+    try:
+        return _APPENDABLE[event_type]
+    except (KeyError, TypeError):  # not an event type's name, or unhashable
+        pass
     if event_type == _FINAL:
-        return ValueError("FINAL_RESPONSE is written by complete(response)")
+        raise ValueError("FINAL_RESPONSE is written by complete(response)")
     if event_type == _SIGNATURE:
-        return ValueError("SIGNATURE lines are written when the record is closed")
-    return ValueError(f"{event_type!r} is not a valid EventType")
+        raise ValueError("SIGNATURE lines are written when the record is closed")
+    raise ValueError(f"{event_type!r} is not a valid EventType")
 
 
 #: What a completed record's catalog row says beyond the row it opened with:
@@ -127,10 +131,7 @@ class ChainWriter:
             StoreError: the record is closed, ``data`` is not JSON, or the write
                 failed (the record is left as it was before the call).
         """
-        try:
-            kind = _APPENDABLE[event_type]
-        except (KeyError, TypeError):  # not an event type's name, or unhashable
-            raise _refusal(event_type) from None
+        kind = _appendable(event_type)
         with self._lock:
             self._write(kind, data, False)
 
@@ -145,10 +146,7 @@ class ChainWriter:
             ValueError, StoreError: as for :meth:`append` (but the write's own
                 failure is raised by the call that writes the line).
         """
-        try:
-            kind = _APPENDABLE[event_type]
-        except (KeyError, TypeError):
-            raise _refusal(event_type) from None
+        kind = _appendable(event_type)
         with self._lock:
             self._write(kind, data, True)
 
