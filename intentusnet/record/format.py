@@ -16,9 +16,8 @@ from typing import Final
 from orjson import JSONDecodeError, dumps, loads
 
 from .._util.jsonvalue import JSONObject
-from .._util.time import parse_utc
 from ..errors import RecordIntegrityError, UnsupportedSchemaVersion
-from .model import SCHEMA_VERSION, EventType, ExecutionEvent, ExecutionRecord
+from .model import SCHEMA_VERSION, EventType, ExecutionEvent
 
 __all__ = [
     "AFTER_FINAL",
@@ -36,14 +35,13 @@ __all__ = [
     "check_header",
     "check_line",
     "check_schema",
+    "event_line",
     "event_of_line",
     "header_line",
-    "invalidated_line",
     "key_id_of",
     "load_json",
     "newline_replaced",
     "seal",
-    "signature_line",
     "signed_message",
     "split_lines",
 ]
@@ -146,19 +144,13 @@ def header_line(
     return seal(fields)
 
 
-def invalidated_line(record: ExecutionRecord, reason: str, now_us: int) -> bytes:
-    """Seal the ``INVALIDATED`` line that continues ``record``'s chain."""
-    created_us = parse_utc(record.header.created_utc) or now_us
-    line, _digest = seal(
-        {
-            "seq": len(record.events) + 1,
-            "type": EventType.INVALIDATED.value,
-            "atMs": round((now_us - created_us) / 1000, 3),
-            "data": {"reason": reason},
-            "prevHash": record.header.chain_head,
-        }
+def event_line(
+    seq: int, kind: EventType, at_ms: float, data: JSONObject, prev_hash: str
+) -> tuple[bytes, str]:
+    """Seal event line ``seq`` of ``kind`` holding ``data``, after ``prev_hash``."""
+    return seal(
+        {"seq": seq, "type": kind, "atMs": at_ms, "data": data, "prevHash": prev_hash}
     )
-    return line
 
 
 def signed_message(execution_id: str, seq: int, chain_head: str) -> bytes:
@@ -169,20 +161,6 @@ def signed_message(execution_id: str, seq: int, chain_head: str) -> bytes:
     execution id included; naming them makes the statement stand alone.
     """
     return SIGNED_PREFIX + f"{execution_id}\n{seq}\n{chain_head}".encode()
-
-
-def signature_line(seq: int, at_ms: float, data: JSONObject, prev_hash: str) -> bytes:
-    """Seal the ``SIGNATURE`` line ``seq`` holding ``data``, after ``prev_hash``."""
-    line, _digest = seal(
-        {
-            "seq": seq,
-            "type": EventType.SIGNATURE.value,
-            "atMs": at_ms,
-            "data": data,
-            "prevHash": prev_hash,
-        }
-    )
-    return line
 
 
 def key_id_of(header: JSONObject) -> str | None:

@@ -26,7 +26,7 @@ from typing import Final, NamedTuple
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import parse_utc
 from ..errors import SignatureError, SigningKeyError
-from .format import invalidated_line, signature_line, signed_message
+from .format import event_line, signed_message
 from .keys import PublicKey, SigningKey
 from .model import EventType, ExecutionEvent, ExecutionRecord, VerifyReport
 
@@ -271,7 +271,12 @@ def invalidated_lines(
         SigningKeyError: the record is signed and ``key`` is None: its
             closing line must be signed too, or it would read as tampered.
     """
-    line = invalidated_line(record, reason, now_us)
+    seq = len(record.events) + 1
+    created_us = parse_utc(record.header.created_utc) or now_us
+    at_ms = round((now_us - created_us) / 1000, 3)
+    line, head = event_line(
+        seq, EventType.INVALIDATED, at_ms, {"reason": reason}, record.header.chain_head
+    )
     if record.header.key_id is None:
         return line
     if key is None:
@@ -280,13 +285,8 @@ def invalidated_lines(
             "the INVALIDATED line must be signed too; give the store a signing key "
             "(signing_key=, or intentusnet --signing-key FILE)"
         )
-    seq = len(record.events) + 1
-    head = "sha256:" + line[-67:-3].decode()
-    created_us = parse_utc(record.header.created_utc) or now_us
     data = signature_data(key, record.execution_id, seq, head)
-    return line + signature_line(
-        seq + 1, round((now_us - created_us) / 1000, 3), data, head
-    )
+    return line + event_line(seq + 1, EventType.SIGNATURE, at_ms, data, head)[0]
 
 
 def invalidated(record: ExecutionRecord) -> bool:

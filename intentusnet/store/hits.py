@@ -14,7 +14,6 @@ format every store shares; ``file/hits.py`` keeps the file store's day files and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from hashlib import sha256
@@ -35,8 +34,6 @@ HITS_DIR: Final = "cache-hits"
 HITS_VERSION: Final = 1
 _HASH_TAG: Final = b',"hash":"sha256:'
 _TAIL: Final = len(_HASH_TAG) + 64 + 2
-_OPEN: Final = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-_SUFFIX: Final = ".jsonl"
 
 
 class Hit(NamedTuple):

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["QueueSlot", "QueueStore"]
+from .ids import check_id
+
+__all__ = ["KeepsQueues", "QueueSlot", "QueueStore"]
 
 
 class QueueSlot(Protocol):
@@ -65,3 +67,33 @@ class QueueStore(Protocol):
     def dequeue_execution(self, queue: str, execution_id: str) -> None:
         """Forget that ``execution_id`` waits (it started and ended); idempotent."""
         ...
+
+
+class KeepsQueues:
+    """The :class:`QueueStore` methods of a store, over the queues it keeps.
+
+    A base of every store here: each sets ``_queues`` to its backend's queues,
+    which take the ids checked here.
+    """
+
+    _queues: QueueStore
+
+    def try_queue_slot(self, scope: str, count: int) -> QueueSlot | None:
+        """Take one of ``count`` slots of ``scope`` if one is free; never waits."""
+        return self._queues.try_queue_slot(scope, count)
+
+    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
+        """Take a token of ``scope``'s bucket: ``0.0``, or the seconds to wait."""
+        return self._queues.take_queue_token(scope, rate, burst)
+
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note, durably, that ``execution_id`` waits for a turn of ``queue``."""
+        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
+
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The first ``limit`` executions waiting for ``queue``, in starting order."""
+        return self._queues.queued_executions(queue, limit)
+
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget that ``execution_id`` waits (it started and ended); idempotent."""
+        self._queues.dequeue_execution(queue, check_id(execution_id))

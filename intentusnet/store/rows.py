@@ -13,10 +13,22 @@ from typing import NamedTuple
 import orjson
 
 from .._util.time import parse_utc
+from ..errors import RecordIntegrityError, UnsupportedSchemaVersion
 from ..record.model import ExecutionHeader, VerifyReport
+from ..record.reader import OwnerAlive, parse_record
+from ..record.verify import salvage_header
 from . import logger
+from .step_index import StepKey, ended_steps
+from .usage import usage_text
 
-__all__ = ["CatalogRow", "catalog_mismatch", "cross_check", "report_changed", "row_for"]
+__all__ = [
+    "CatalogRow",
+    "catalog_mismatch",
+    "cross_check",
+    "derived_row",
+    "report_changed",
+    "row_for",
+]
 
 
 class CatalogRow(NamedTuple):
@@ -141,3 +153,31 @@ def row_for(
         header.chain_head,
         usage,
     )
+
+
+def derived_row(
+    data: bytes, execution_id: str, owner_alive: OwnerAlive
+) -> tuple[CatalogRow, list[StepKey]] | None:
+    """The catalog row of a record's bytes, and its ended steps; None if left out.
+
+    A damaged record is indexed as ``integrity_failure`` where line 1 can be
+    read, with no steps; a newer format or an unreadable header is logged and
+    left out.
+    """
+    lines = data.count(b"\n")
+    try:
+        record = parse_record(data, execution_id, owner_alive)
+        # Every event is parsed: a row is only written as sound for a record
+        # whose every line is (else integrity_failure).
+        steps = ended_steps(record)
+        usage = usage_text(record.final_response)
+        return row_for(record.header, lines, len(data), usage), steps
+    except UnsupportedSchemaVersion as exc:
+        logger.warning("not indexed: %s", exc)
+        return None
+    except RecordIntegrityError as exc:
+        header = salvage_header(data, execution_id)
+        if header is None:
+            logger.warning("not indexed, unreadable: %s", exc)
+            return None
+        return row_for(header, lines, len(data)), []

@@ -10,13 +10,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from types import TracebackType
 from typing import Final
 
 from .._util import faults
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import StoreError
-from ..record.format import seal
+from ..record.format import event_line
 from ..record.keys import SigningKey
 from ..record.model import EventType, RecordStatus, ReplayableReason
 from .rows import CatalogRow
@@ -47,13 +46,17 @@ def wire_object(value: object) -> JSONObject:
     return result
 
 
-def _refusal(event_type: object) -> ValueError:
-    """Why ``append`` does not take ``event_type``."""
+def _appendable(event_type: EventType | str) -> EventType:
+    """The event type ``append`` takes for ``event_type``, or ValueError why not."""
+    try:
+        return _APPENDABLE[event_type]
+    except (KeyError, TypeError):  # not an event type's name, or unhashable
+        pass
     if event_type == _FINAL:
-        return ValueError("FINAL_RESPONSE is written by complete(response)")
+        raise ValueError("FINAL_RESPONSE is written by complete(response)")
     if event_type == _SIGNATURE:
-        return ValueError("SIGNATURE lines are written when the record is closed")
-    return ValueError(f"{event_type!r} is not a valid EventType")
+        raise ValueError("SIGNATURE lines are written when the record is closed")
+    raise ValueError(f"{event_type!r} is not a valid EventType")
 
 
 #: What a completed record's catalog row says beyond the row it opened with:
@@ -128,10 +131,7 @@ class ChainWriter:
             StoreError: the record is closed, ``data`` is not JSON, or the write
                 failed (the record is left as it was before the call).
         """
-        try:
-            kind = _APPENDABLE[event_type]
-        except (KeyError, TypeError):  # not an event type's name, or unhashable
-            raise _refusal(event_type) from None
+        kind = _appendable(event_type)
         with self._lock:
             self._write(kind, data, False)
 
@@ -146,10 +146,7 @@ class ChainWriter:
             ValueError, StoreError: as for :meth:`append` (but the write's own
                 failure is raised by the call that writes the line).
         """
-        try:
-            kind = _APPENDABLE[event_type]
-        except (KeyError, TypeError):
-            raise _refusal(event_type) from None
+        kind = _appendable(event_type)
         with self._lock:
             self._write(kind, data, True)
 
@@ -210,12 +207,7 @@ class ChainWriter:
     def __enter__(self) -> ChainWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # -- for subclasses ------------------------------------------------------------
@@ -284,15 +276,8 @@ class ChainWriter:
         self, kind: EventType, data: JSONObject, seq: int, prev: str
     ) -> tuple[bytes, str]:
         try:
-            return seal(
-                {
-                    "seq": seq,
-                    "type": kind,  # a str; orjson writes its value
-                    "atMs": (_now_ns() - self._t0) // 1000 / 1000,
-                    "data": data,
-                    "prevHash": prev,
-                }
-            )
+            at_ms = (_now_ns() - self._t0) // 1000 / 1000
+            return event_line(seq, kind, at_ms, data, prev)
         except TypeError as exc:
             raise StoreError(
                 f"record {self.execution_id}: {kind} data is not JSON ({exc})"

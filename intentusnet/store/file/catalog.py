@@ -75,7 +75,6 @@ class Catalog:
         path: Path,
         *,
         is_empty: Callable[[], bool] = lambda: False,
-        timeout_s: float = 30.0,
     ) -> None:
         from .sqlite import Database
 
@@ -88,7 +87,6 @@ class Catalog:
             ready=self._ready,
             functions={SEAL_FUNCTION: crc},
             on_reset=self._forget_complete,
-            timeout_s=timeout_s,
         )
 
     @property
@@ -103,10 +101,6 @@ class Catalog:
     def add_live(self, row: CatalogRow) -> None:
         """Record that a record is opening (one small commit)."""
         self._db.run(lambda db: db.execute(_sql.ADD_LIVE, sealed_values(row)))
-
-    def upsert(self, row: CatalogRow) -> None:
-        """Insert a record's row, or move an existing one forward."""
-        self.upsert_many([row])
 
     def upsert_many(
         self,
@@ -282,12 +276,16 @@ class Catalog:
         return self._db.run(run)
 
     def rows(self, ids: Sequence[str]) -> dict[str, CatalogRow]:
-        """The ``records`` rows of ``ids`` that exist, by id."""
+        """The ``records`` rows of ``ids`` that exist, by id, in one snapshot.
+
+        Asked by primary key, a few hundred ids a query; each row is read whole
+        and checked against its seal.
+        """
 
         def run(db: sqlite3.Connection) -> dict[str, CatalogRow]:
             found: dict[str, CatalogRow] = {}
-            for start in range(0, len(ids), 500):  # SQLite's limit on parameters
-                part = ids[start : start + 500]
+            for start in range(0, len(ids), _sql.IDS_A_QUERY):
+                part = ids[start : start + _sql.IDS_A_QUERY]
                 marks = ", ".join("?" * len(part))
                 sql = f"SELECT {_sql.COLUMNS}, seal FROM records WHERE id IN ({marks})"
                 for values in db.execute(sql, part):
@@ -295,7 +293,7 @@ class Catalog:
                     found[row.id] = row
             return found
 
-        return self._db.run(run)
+        return self._db.read(run)
 
     def settled_ids(self, after: str, limit: int) -> list[str]:
         """Ids of settled records' rows after ``after``, in id order (a page)."""
@@ -422,29 +420,14 @@ class Catalog:
         return self._db.read(run)
 
     def usage_of(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """(id, usage) of those of ``ids`` that are completed and carry usage.
-
-        Asked by primary key, a few hundred ids a query; each row is read whole
-        and checked against its seal.
-        """
-
-        def run(db: sqlite3.Connection) -> list[tuple[str, str]]:
-            found = []
-            for start in range(0, len(ids), _sql.IDS_A_QUERY):
-                chunk = ids[start : start + _sql.IDS_A_QUERY]
-                # By id alone: the primary key answers it (a condition on
-                # status would let SQLite walk that index instead).
-                sql = (
-                    f"SELECT {_sql.COLUMNS}, seal FROM records WHERE id IN "
-                    f"({', '.join('?' * len(chunk))})"
-                )
-                for values in db.execute(sql, chunk):
-                    row = _checked(values)
-                    if row.status == "completed" and row.usage is not None:
-                        found.append((row.id, row.usage))
-            return found
-
-        return self._db.read(run)
+        """(id, usage) of those of ``ids`` that are completed and carry usage."""
+        # By id alone: the primary key answers it (a condition on status would
+        # let SQLite walk that index instead).
+        return [
+            (row.id, row.usage)
+            for row in self.rows(ids).values()
+            if row.status == "completed" and row.usage is not None
+        ]
 
     def find_steps(
         self,

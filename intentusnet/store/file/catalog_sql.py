@@ -143,5 +143,5 @@ SETTLED_IDS: Final = (
     "SELECT id FROM records WHERE id > ? AND status != 'in_progress' "
     "ORDER BY id LIMIT ?"
 )
-#: Ids asked in one query of :meth:`Catalog.usage_of` (SQLite allows 32,766).
+#: Ids asked in one query of :meth:`Catalog.rows` (SQLite allows 32,766).
 IDS_A_QUERY: Final = 500

@@ -96,22 +96,12 @@ class CatalogWriter:
 
     def write(self, row: CatalogRow, steps: list[StepKey] | None = None) -> None:
         """Upsert a row now (with the rows queued so far), and its ended steps."""
-        with self._lock:
-            self._queued()
-            self._pending[row.id] = row
-            if steps:
-                self._steps[row.id] = steps
+        self._queue(row, steps)
         self.flush()
 
     def write_later(self, row: CatalogRow, steps: list[StepKey] | None = None) -> None:
         """Queue a row and its ended steps; they are written with the next batch."""
-        with self._lock:
-            self._queued()
-            self._pending[row.id] = row
-            if steps:
-                self._steps[row.id] = steps
-            due = self._due()
-        if due:
+        if self._queue(row, steps):
             self.flush()
 
     def flush(self) -> None:
@@ -157,6 +147,15 @@ class CatalogWriter:
             logger.warning("catalog could not forget %s (%s)", ", ".join(ids), exc)
 
     # -- internals -----------------------------------------------------------------
+
+    def _queue(self, row: CatalogRow, steps: list[StepKey] | None) -> bool:
+        """Queue a row and its ended steps; whether a batch is due now."""
+        with self._lock:
+            self._queued()
+            self._pending[row.id] = row
+            if steps:
+                self._steps[row.id] = steps
+            return self._due()
 
     def _queued(self) -> None:
         if not self._pending and not self._opened:

@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -44,6 +45,8 @@ from ..._util.files import FILE_MODE, fsync_dir, make_dirs, write_whole
 from ..._util.ids import uuid7_hex
 from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
+from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
+from ..ids import check_id
 from .files import open_existing
 from .layout import relative_path
 
@@ -121,37 +124,177 @@ class FileRecordHold:
                 os.close(fd)
 
 
+class FileDurable:
+    """The durable-execution half of ``FileExecutionStore``, one of its bases.
+
+    Keys, holds, resume links, cancel requests and decisions as files under
+    the store's root (see the module); the store supplies ``_root`` and
+    ``_fsync``.
+    """
+
+    _root: str
+    _fsync: bool
+
+    def claim_key(
+        self, key: str, envelope_hash: str, execution_id: str
+    ) -> FileKeyClaim:
+        """Claim ``key`` for ``execution_id``, or read its claim.
+
+        The claim file is on disk (fsynced with ``durability="fsync"``)
+        before this returns.
+
+        Raises:
+            StoreError: the claim could not be written or read, or an older key
+                file is locked by a live process that wrote no claim in it in
+                time.
+        """
+        directory, path = _key_path(self._root, key)
+        # Short enough to live in the link's inode on tmpfs (under 128 bytes).
+        claim = f"{_LINK_FORMAT} {execution_id} {envelope_hash}"
+        fsync = self._fsync
+        try:
+            try:
+                os.symlink(claim, path)
+            except FileNotFoundError:
+                make_dirs(Path(directory))
+                os.symlink(claim, path)
+        except FileExistsError:
+            return _claimed(path, directory, key, execution_id, envelope_hash, fsync)
+        except OSError as exc:
+            raise StoreError(f"idempotency key {key!r}: cannot claim: {exc}") from exc
+        if fsync:
+            fsync_dir(directory)
+        return FileKeyClaim(execution_id, envelope_hash, created=True)
+
+    def hold_record(self, execution_id: str) -> FileRecordHold | None:
+        """Lock a record no process writes; None while another holds its lock.
+
+        Raises:
+            RecordNotFound: there is no such record.
+        """
+        path = f"{self._root}/{relative_path(check_id(execution_id))}"
+        fd = open_existing(path, execution_id)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return FileRecordHold(self._root, execution_id, fd, self._fsync)
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The id in ``execution_id``'s resume link, if it has one."""
+        shard = relative_path(check_id(execution_id))[:2]
+        path = f"{self._root}/{RESUMES_DIR}/{shard}/{execution_id}.next"
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read().decode("ascii", "replace").strip()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(
+                f"record {execution_id}: cannot read its resume link: {exc}"
+            ) from exc
+        return text or None
+
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Write the chain's cancel request, once; the request made before, if any.
+
+        Written whole under a hidden name, then hard-linked into place: the link
+        fails if a request is there, so of two requests at once one is written.
+
+        Raises:
+            StoreError: it could not be written.
+        """
+        directory, target = _cancel_path(self._root, check_id(origin))
+        try:
+            make_dirs(directory)
+            hidden = f"{directory}/.{uuid7_hex()}"
+            fd = os.open(
+                hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE
+            )
+            try:
+                os.write(fd, orjson.dumps(data))
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(hidden, target)
+            except FileExistsError:
+                return _cancel_request(self._root, origin) or {}
+            finally:
+                os.unlink(hidden)
+            if self._fsync:
+                fsync_dir(str(directory))
+        except OSError as exc:
+            raise StoreError(
+                f"execution {origin}: cannot write its cancel request: {exc}"
+            ) from exc
+        return None
+
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains (see ``store.durable.CancelStore``)."""
+        found: dict[str, JSONObject] = {}
+        for origin in origins:
+            request = _cancel_request(self._root, check_id(origin))
+            if request is not None:
+                found[origin] = request
+        return found
+
+    def note_decision(self, action: str, record: str) -> None:
+        """Count a decision: an empty file named for the record that holds it.
+
+        Raises:
+            ValueError: ``action`` is not a decision.
+            StoreError: it could not be written.
+        """
+        directory = Path(self._root, DECISIONS_DIR, check_action(action))
+        path = f"{directory}/{check_id(record)}"
+        try:
+            make_dirs(directory)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            os.close(fd)
+            if self._fsync:
+                fsync_dir(str(directory))
+        except OSError as exc:
+            raise StoreError(
+                f"record {record}: cannot count its decision: {exc}"
+            ) from exc
+
+    def decision_counts(self) -> dict[str, int]:
+        """How many of each decision were counted (the files of its directory).
+
+        Raises:
+            StoreError: a directory could not be read.
+        """
+        counts: dict[str, int] = {}
+        for action in DECISION_ACTIONS:
+            try:
+                with os.scandir(Path(self._root, DECISIONS_DIR, action)) as entries:
+                    counts[action] = sum(1 for _ in entries)
+            except FileNotFoundError:
+                counts[action] = 0
+            except OSError as exc:
+                raise StoreError(f"cannot count the {action} decisions: {exc}") from exc
+        return counts
+
+    def find_by_idempotency_key(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed (added in 0.1.0).
+
+        Read only: nothing is created or locked.
+
+        Raises:
+            InvalidIdempotencyKey: the key is malformed.
+            StoreError: the key file could not be read.
+        """
+        found = _read_claim(_key_path(self._root, check_idempotency_key(key))[1])
+        return None if found is None else found[0]
+
+
 def _key_path(root: str, key: str) -> tuple[str, str]:
     digest = hashlib.sha256(key.encode("ascii")).hexdigest()
     directory = f"{root}/{KEYS_DIR}/{digest[:2]}"
     return directory, f"{directory}/{digest}.json"
-
-
-def claim_key(
-    root: str, key: str, envelope_hash: str, execution_id: str, *, fsync: bool
-) -> FileKeyClaim:
-    """Claim ``key`` for ``execution_id``, or read its claim.
-
-    Raises:
-        StoreError: the claim could not be written or read, or an older key
-            file is locked by a live process that wrote no claim in it in time.
-    """
-    directory, path = _key_path(root, key)
-    # Short enough to live in the link's inode on tmpfs (under 128 bytes).
-    claim = f"{_LINK_FORMAT} {execution_id} {envelope_hash}"
-    try:
-        try:
-            os.symlink(claim, path)
-        except FileNotFoundError:
-            make_dirs(Path(directory))
-            os.symlink(claim, path)
-    except FileExistsError:
-        return _claimed(path, directory, key, execution_id, envelope_hash, fsync)
-    except OSError as exc:
-        raise StoreError(f"idempotency key {key!r}: cannot claim: {exc}") from exc
-    if fsync:
-        fsync_dir(directory)
-    return FileKeyClaim(execution_id, envelope_hash, created=True)
 
 
 def _claimed(
@@ -262,81 +405,12 @@ def _parse(data: bytes) -> tuple[str, str] | None:
         return None
 
 
-def hold_record(root: str, execution_id: str, *, fsync: bool) -> FileRecordHold | None:
-    """Lock the record file; None while another open file description locks it.
-
-    Raises:
-        RecordNotFound: there is no such record.
-    """
-    fd = open_existing(f"{root}/{relative_path(execution_id)}", execution_id)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return FileRecordHold(root, execution_id, fd, fsync)
-
-
-def resumed_by(root: str, execution_id: str) -> str | None:
-    """The id in ``execution_id``'s resume link, if it has one."""
-    path = f"{root}/{RESUMES_DIR}/{relative_path(execution_id)[:2]}/{execution_id}.next"
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("ascii", "replace").strip()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StoreError(
-            f"record {execution_id}: cannot read its resume link: {exc}"
-        ) from exc
-    return text or None
-
-
 def _cancel_path(root: str, origin: str) -> tuple[Path, str]:
     directory = Path(root, CANCELS_DIR, relative_path(origin)[:2])
     return directory, f"{directory}/{origin}.json"
 
 
-def request_cancel(
-    root: str, origin: str, data: JSONObject, *, fsync: bool
-) -> JSONObject | None:
-    """Write the chain's cancel request, once; the request made before, if any.
-
-    Written whole under a hidden name, then hard-linked into place: the link
-    fails if a request is there, so of two requests at once one is written.
-
-    Raises:
-        StoreError: it could not be written.
-    """
-    directory, target = _cancel_path(root, origin)
-    try:
-        make_dirs(directory)
-        hidden = f"{directory}/.{uuid7_hex()}"
-        fd = os.open(
-            hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE
-        )
-        try:
-            os.write(fd, orjson.dumps(data))
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(hidden, target)
-        except FileExistsError:
-            return cancel_request(root, origin) or {}
-        finally:
-            os.unlink(hidden)
-        if fsync:
-            fsync_dir(str(directory))
-    except OSError as exc:
-        raise StoreError(
-            f"execution {origin}: cannot write its cancel request: {exc}"
-        ) from exc
-    return None
-
-
-def cancel_request(root: str, origin: str) -> JSONObject | None:
+def _cancel_request(root: str, origin: str) -> JSONObject | None:
     """The chain's cancel request, if one was made.
 
     Raises:
@@ -352,53 +426,6 @@ def cancel_request(root: str, origin: str) -> JSONObject | None:
             f"execution {origin}: cannot read its cancel request: {exc}"
         ) from exc
     return found if isinstance(found, dict) else {}
-
-
-def note_decision(root: str, action: str, record: str, *, fsync: bool) -> None:
-    """Count a decision: an empty file named for the record that holds it.
-
-    Raises:
-        StoreError: it could not be written.
-    """
-    directory = Path(root, DECISIONS_DIR, action)
-    try:
-        make_dirs(directory)
-        fd = os.open(
-            f"{directory}/{record}", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE
-        )
-        os.close(fd)
-        if fsync:
-            fsync_dir(str(directory))
-    except OSError as exc:
-        raise StoreError(f"record {record}: cannot count its decision: {exc}") from exc
-
-
-def decision_count(root: str, action: str) -> int:
-    """How many decisions ``action`` were counted (the files of its directory).
-
-    Raises:
-        StoreError: the directory could not be read.
-    """
-    try:
-        with os.scandir(Path(root, DECISIONS_DIR, action)) as entries:
-            return sum(1 for _ in entries)
-    except FileNotFoundError:
-        return 0
-    except OSError as exc:
-        raise StoreError(f"cannot count the {action} decisions: {exc}") from exc
-
-
-def keyed_execution(root: str, key: str) -> str | None:
-    """The execution whose claim ``key``'s file holds; None if it holds none.
-
-    Read only: nothing is created or locked.
-
-    Raises:
-        StoreError: the key file could not be read.
-    """
-    _directory, path = _key_path(root, key)
-    found = _read_claim(path)
-    return None if found is None else found[0]
 
 
 def _read_claim(path: str) -> tuple[str, str] | None:

@@ -120,15 +120,13 @@ class HitJournal:
                 total += os.stat(f"{self._dir}/{day}{_SUFFIX}").st_size
         return total
 
-    def prune(self, cutoff: datetime, *, dry_run: bool = False) -> list[str]:
-        """Delete day files holding only hits older than ``cutoff``; their days."""
+    def prune(self, cutoff: datetime) -> None:
+        """Delete the day files holding only hits older than ``cutoff``."""
         cutoff_us = micros_of(cutoff)
-        gone = [day for day in self.days() if _day_end_us(day) <= cutoff_us]
-        if not dry_run:
-            for day in gone:
+        for day in self.days():
+            if _day_end_us(day) <= cutoff_us:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{self._dir}/{day}{_SUFFIX}")
-        return gone
 
     def _read_day(self, day: str) -> bytes:
         try:

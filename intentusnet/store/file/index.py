@@ -274,7 +274,9 @@ class StoreIndex:
         """The catalog's row for one record, or None (also if no catalog)."""
         try:
             self.writes.flush()
-            return self.catalog.get(execution_id) if self._exists() else None
+            return (
+                self.catalog.get(execution_id) if self.catalog.path.exists() else None
+            )
         except sqlite3.Error:
             return None
 
@@ -325,9 +327,6 @@ class StoreIndex:
         return indexed
 
     # -- helpers ------------------------------------------------------------------
-
-    def _exists(self) -> bool:
-        return self.catalog.path.exists()
 
     def _ask(self, question: Callable[[Catalog], _T]) -> _T:
         """Run a query on a complete, sound catalog, rebuilding it first if needed.

@@ -22,19 +22,15 @@ import orjson
 
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_text
-from ...errors import RecordIntegrityError, RecordNotFound, UnsupportedSchemaVersion
+from ...errors import RecordIntegrityError, RecordNotFound
 from ...record.model import (
     RecordStatus,
     ReplayableReason,
     VerifyReport,
 )
-from ...record.reader import parse_record
-from ...record.verify import salvage_header
-from .. import logger
 from ..owner import opener_alive, owner_alive
-from ..rows import CatalogRow, catalog_mismatch, row_for
-from ..step_index import StepKey, StepRow, ended_steps, step_rows
-from ..usage import usage_text
+from ..rows import CatalogRow, catalog_mismatch, derived_row
+from ..step_index import StepKey, StepRow, step_rows
 from ..verification import Tally, tally, unjudged
 from . import files
 from .catalog import Catalog, SealedRow, sealed_values
@@ -85,27 +81,10 @@ def data_row(
     if headerless(data):
         row = _headerless_row(path, execution_id, len(data), lookup(execution_id))
         return None if row is None else (row, [])
-    lines = data.count(b"\n")
-    try:
-        record = parse_record(
-            data, execution_id, lambda owner: owner_alive(path, owner)
-        )
-        # Every event is parsed: a row is only written as sound for a record
-        # whose every line is (else integrity_failure).
-        steps = ended_steps(record)
-        row = row_for(
-            record.header, lines, len(data), usage_text(record.final_response)
-        )
-        return row._replace(inode=_inode(path)), steps
-    except UnsupportedSchemaVersion as exc:
-        logger.warning("not indexed: %s", exc)
+    found = derived_row(data, execution_id, lambda owner: owner_alive(path, owner))
+    if found is None:
         return None
-    except RecordIntegrityError as exc:
-        header = salvage_header(data, execution_id)
-        if header is None:
-            logger.warning("not indexed, unreadable: %s", exc)
-            return None
-        return row_for(header, lines, len(data))._replace(inode=_inode(path)), []
+    return found[0]._replace(inode=_inode(path)), found[1]
 
 
 def _inode(path: str) -> int | None:

@@ -20,12 +20,14 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from ..._util.sqlite import says_damaged
 from .. import logger
 
 _T = TypeVar("_T")
+#: How long a writer waits for another process's lock, in seconds.
+_TIMEOUT_S: Final = 30.0
 _OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
 
 #: Creates or updates the schema of a database, inside a write transaction;
@@ -55,7 +57,6 @@ class Database:
         functions: SQL functions every connection has (the schema's triggers
             may call them).
         on_reset: called after a corrupt database was moved aside.
-        timeout_s: how long a writer waits for another process's lock.
     """
 
     def __init__(
@@ -66,14 +67,12 @@ class Database:
         ready: Ready = lambda db: False,
         functions: Mapping[str, Callable[..., int]] | None = None,
         on_reset: Callable[[], None] = lambda: None,
-        timeout_s: float = 30.0,
     ) -> None:
         self.path = path
         self._setup = setup
         self._ready = ready
         self._functions = dict(functions or {})
         self._on_reset = on_reset
-        self._timeout = timeout_s
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
@@ -152,7 +151,7 @@ class Database:
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         return sqlite3.connect(
             self.path,
-            timeout=self._timeout,
+            timeout=_TIMEOUT_S,
             isolation_level=None,  # transactions are explicit
             check_same_thread=False,  # threads share it under self._lock
         )
@@ -166,7 +165,7 @@ class Database:
             db = sqlite3.connect(
                 f"{uri}?mode=ro",
                 uri=True,
-                timeout=self._timeout,
+                timeout=_TIMEOUT_S,
                 isolation_level=None,
                 check_same_thread=False,
             )

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from orjson import dumps
@@ -40,24 +39,24 @@ from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from .. import logger
 from ..durable import (
-    DECISION_ACTIONS,
-    check_action,
-    check_idempotency_key,
     not_resumed,
 )
 from ..filters import ListFilters
 from ..ids import check_id, new_record_id
 from ..owner import current_owner, owner_alive
+from ..queues import KeepsQueues
 from ..rows import CatalogRow
 from ..step_index import StepKey, StepRef, ended_steps
 from ..urls import is_url, public_url
 from ..usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from ..writer import wire_object
 from . import durable, files, waits
+from .durable import FileDurable
 from .files import cut_from, headerless, verify_file
 from .layout import CATALOG_NAME, has_records, relative_path, walk_ids
 from .loaded import LoadedRecords
-from .queues import FileQueues, FileSlot
+from .queues import FileQueues
+from .waits import FileWaits
 from .writer import FileRecordWriter
 
 # The catalog's queries and upkeep (and with them sqlite3) and the cache-hit
@@ -83,8 +82,6 @@ __all__ = [
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
-_Signals: TypeAlias = list[JSONObject]
-_Wakeups: TypeAlias = list[tuple[str, int]]
 _Ids: TypeAlias = list[str]
 _StepRefs: TypeAlias = list[StepRef]
 
@@ -105,7 +102,7 @@ def _url_refused(url: str, from_env: bool) -> str:
     )
 
 
-class FileExecutionStore:
+class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
     """Execution records as files on a local disk, safe for several processes.
 
     Args:
@@ -176,6 +173,7 @@ class FileExecutionStore:
         self._connected = False
         self._owner: tuple[JSONObject, str] | None = None
         self._loaded = LoadedRecords()
+        self._queues = FileQueues(self.root, fsync=self._fsync)
         #: the log's pace, or None: no log (no key, or turned off)
         self._cadence = None if self._signer is None else log_cadence
         if self._cadence is not None and log_witnesses is None:
@@ -230,12 +228,7 @@ class FileExecutionStore:
     def __enter__(self) -> FileExecutionStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -366,108 +359,7 @@ class FileExecutionStore:
             assert self._signer is not None
             log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
 
-    # -- durable executions (added in 0.1.0) ---------------------------------------
-
-    def claim_key(
-        self, key: str, envelope_hash: str, execution_id: str
-    ) -> durable.FileKeyClaim:
-        """Claim an idempotency key (see ``store.durable.DurableStore``).
-
-        The claim file is on disk (fsynced with ``durability="fsync"``)
-        before this returns.
-        """
-        return durable.claim_key(
-            self._root, key, envelope_hash, execution_id, fsync=self._fsync
-        )
-
-    def hold_record(self, execution_id: str) -> durable.FileRecordHold | None:
-        """Lock a record no process writes (see ``store.durable.DurableStore``)."""
-        return durable.hold_record(
-            self._root, check_id(execution_id), fsync=self._fsync
-        )
-
-    def resumed_by(self, execution_id: str) -> str | None:
-        """The execution that resumed this one, if any."""
-        return durable.resumed_by(self._root, check_id(execution_id))
-
-    def try_queue_slot(self, scope: str, count: int) -> FileSlot | None:
-        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
-        return self._queues.try_queue_slot(scope, count)
-
-    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
-        return self._queues.take_queue_token(scope, rate, burst)
-
-    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
-        """Note a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
-
-    def queued_executions(self, queue: str, limit: int) -> list[str]:
-        """The queued executions to start (see ``store.queues.QueueStore``)."""
-        return self._queues.queued_executions(queue, limit)
-
-    def dequeue_execution(self, queue: str, execution_id: str) -> None:
-        """Forget a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.dequeue_execution(queue, check_id(execution_id))
-
-    @cached_property
-    def _queues(self) -> FileQueues:
-        return FileQueues(self.root, fsync=self._fsync)
-
-    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
-        """Write a chain's cancel request (see ``store.durable.CancelStore``)."""
-        return durable.request_cancel(
-            self._root, check_id(origin), data, fsync=self._fsync
-        )
-
-    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
-        """The cancel requests of these chains (see ``store.durable.CancelStore``)."""
-        found: dict[str, JSONObject] = {}
-        for origin in origins:
-            request = durable.cancel_request(self._root, check_id(origin))
-            if request is not None:
-                found[origin] = request
-        return found
-
-    def note_decision(self, action: str, record: str) -> None:
-        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
-        durable.note_decision(
-            self._root, check_action(action), check_id(record), fsync=self._fsync
-        )
-
-    def decision_counts(self) -> dict[str, int]:
-        """The decisions counted, by action (``DecisionTally``)."""
-        return {a: durable.decision_count(self._root, a) for a in DECISION_ACTIONS}
-
-    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
-        return waits.add_signal(
-            self._root, check_id(origin), signal, cap=cap, fsync=self._fsync
-        )
-
-    def signals(self, origin: str) -> _Signals:
-        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
-        return waits.signals(self._root, check_id(origin))
-
-    def add_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Keep a wake-up (see ``store.durable.WaitStore``)."""
-        waits.add_wakeup(self._root, check_id(execution_id), due_us, fsync=self._fsync)
-
-    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
-        """The wake-ups due (see ``store.durable.WaitStore``)."""
-        return waits.due_wakeups(self._root, until_us, limit)
-
-    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Forget a wake-up (see ``store.durable.WaitStore``)."""
-        waits.clear_wakeup(self._root, check_id(execution_id), due_us)
-
-    def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Read only. Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
-        return durable.keyed_execution(self._root, check_idempotency_key(key))
+    # -- queues and durable executions (added in 0.1.0) -------------------------
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``)."""

@@ -33,6 +33,7 @@ from ..._util.files import FILE_MODE, fsync_dir, make_dirs, write_whole
 from ..._util.ids import uuid7_hex
 from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
+from ..ids import check_id
 from .layout import relative_path
 
 SIGNALS_DIR: Final = "signals"
@@ -44,48 +45,136 @@ def _signals_dir(root: str, origin: str) -> Path:
     return Path(root, SIGNALS_DIR, relative_path(origin)[:2], origin)
 
 
-def add_signal(
-    root: str, origin: str, signal: JSONObject, *, cap: int, fsync: bool
-) -> bool:
-    """Write ``signal`` for the chain unless it holds ``cap`` signals already.
+def _wakeup_path(root: str, execution_id: str, due_us: int) -> tuple[Path, str]:
+    directory = Path(root, WAKEUPS_DIR, f"{max(0, due_us) // _MINUTE_US:012d}")
+    return directory, f"{directory}/{max(0, due_us):017d}.{execution_id}"
 
-    Raises:
-        StoreError: it could not be written.
+
+class FileWaits:
+    """The signals and wake-ups of ``FileExecutionStore``, one of its bases.
+
+    The store supplies ``_root`` and ``_fsync`` (see the module's layout).
     """
-    directory = _signals_dir(root, origin)
-    try:
-        make_dirs(directory)
-        kept = [n for n in os.listdir(directory) if not n.startswith(".")]
-        if len(kept) >= cap:
-            return False
-        name = f"{time.time_ns():020d}-{uuid7_hex()}"  # sorts by when it came
-        write_whole(directory, f"{directory}/{name}.json", orjson.dumps(signal), fsync)
-    except OSError as exc:
-        raise StoreError(f"execution {origin}: cannot keep its signal: {exc}") from exc
-    return True
 
+    _root: str
+    _fsync: bool
 
-def signals(root: str, origin: str) -> list[JSONObject]:
-    """The chain's signals, oldest first.
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Write ``signal`` for the chain unless it holds ``cap`` signals already.
 
-    Raises:
-        StoreError: they could not be read.
-    """
-    directory = _signals_dir(root, origin)
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
-    except FileNotFoundError:
-        return []
-    found: list[JSONObject] = []
-    try:
-        for name in names:
-            with open(directory / name, "rb") as handle:
-                signal = orjson.loads(handle.read())
-            if isinstance(signal, dict):
-                found.append(signal)
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise StoreError(f"execution {origin}: cannot read its signals: {exc}") from exc
-    return found
+        Raises:
+            StoreError: it could not be written.
+        """
+        directory = _signals_dir(self._root, check_id(origin))
+        try:
+            make_dirs(directory)
+            kept = [n for n in os.listdir(directory) if not n.startswith(".")]
+            if len(kept) >= cap:
+                return False
+            name = f"{time.time_ns():020d}-{uuid7_hex()}"  # sorts by when it came
+            data = orjson.dumps(signal)
+            write_whole(directory, f"{directory}/{name}.json", data, self._fsync)
+        except OSError as exc:
+            raise StoreError(
+                f"execution {origin}: cannot keep its signal: {exc}"
+            ) from exc
+        return True
+
+    def signals(self, origin: str) -> list[JSONObject]:
+        """The chain's signals, oldest first.
+
+        Raises:
+            StoreError: they could not be read.
+        """
+        directory = _signals_dir(self._root, check_id(origin))
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        found: list[JSONObject] = []
+        try:
+            for name in names:
+                with open(directory / name, "rb") as handle:
+                    signal = orjson.loads(handle.read())
+                if isinstance(signal, dict):
+                    found.append(signal)
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise StoreError(
+                f"execution {origin}: cannot read its signals: {exc}"
+            ) from exc
+        return found
+
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Create the wake-up's file (nothing if it is there).
+
+        Raises:
+            StoreError: it could not be written.
+        """
+        directory, path = _wakeup_path(self._root, check_id(execution_id), due_us)
+        try:
+            for last_try in (False, True):
+                make_dirs(directory)
+                try:
+                    fd = os.open(
+                        path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE
+                    )
+                except FileNotFoundError:
+                    if last_try:
+                        raise
+                    continue  # a scan removed the emptied minute meanwhile
+                os.close(fd)
+                break
+            if self._fsync:
+                fsync_dir(str(directory))
+        except OSError as exc:
+            raise StoreError(
+                f"execution {execution_id}: cannot write its wake-up: {exc}"
+            ) from exc
+
+    def due_wakeups(self, until_us: int, limit: int) -> list[tuple[str, int]]:
+        """The wake-ups due by ``until_us``, soonest first, at most ``limit``."""
+        top = Path(self._root, WAKEUPS_DIR)
+        last = f"{max(0, until_us) // _MINUTE_US:012d}"
+        stale = f"{max(0, until_us) // _MINUTE_US - 2:012d}"
+        try:
+            minutes = sorted(m for m in os.listdir(top) if m <= last)
+        except FileNotFoundError:
+            return []
+        found: list[tuple[str, int]] = []
+        for minute in minutes:
+            try:
+                names = sorted(os.listdir(top / minute))
+            except FileNotFoundError:
+                continue
+            if not names:
+                if minute < stale:  # no wake-up is made for a past minute any more
+                    with contextlib.suppress(OSError):
+                        os.rmdir(top / minute)
+                continue
+            for name in names:
+                due, _, execution_id = name.partition(".")
+                if not due.isdigit() or not execution_id or int(due) > until_us:
+                    continue
+                found.append((execution_id, int(due)))
+                if len(found) >= limit:
+                    return found
+        return found
+
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Delete the wake-up's file (nothing if it is gone).
+
+        Raises:
+            StoreError: it could not be deleted.
+        """
+        path = _wakeup_path(self._root, check_id(execution_id), due_us)[1]
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreError(
+                f"execution {execution_id}: cannot delete its wake-up: {exc}"
+            ) from exc
 
 
 def forget_signals(root: str, origin: str) -> None:
@@ -97,81 +186,3 @@ def forget_signals(root: str, origin: str) -> None:
                 os.unlink(directory / name)
         with contextlib.suppress(OSError):
             os.rmdir(directory)
-
-
-def _wakeup_path(root: str, execution_id: str, due_us: int) -> tuple[Path, str]:
-    directory = Path(root, WAKEUPS_DIR, f"{max(0, due_us) // _MINUTE_US:012d}")
-    return directory, f"{directory}/{max(0, due_us):017d}.{execution_id}"
-
-
-def add_wakeup(root: str, execution_id: str, due_us: int, *, fsync: bool) -> None:
-    """Create the wake-up's file (nothing if it is there).
-
-    Raises:
-        StoreError: it could not be written.
-    """
-    directory, path = _wakeup_path(root, execution_id, due_us)
-    try:
-        for last_try in (False, True):
-            make_dirs(directory)
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            except FileNotFoundError:
-                if last_try:
-                    raise
-                continue  # a scan removed the emptied minute meanwhile
-            os.close(fd)
-            break
-        if fsync:
-            fsync_dir(str(directory))
-    except OSError as exc:
-        raise StoreError(
-            f"execution {execution_id}: cannot write its wake-up: {exc}"
-        ) from exc
-
-
-def due_wakeups(root: str, until_us: int, limit: int) -> list[tuple[str, int]]:
-    """The wake-ups due by ``until_us``, soonest first, at most ``limit``."""
-    top = Path(root, WAKEUPS_DIR)
-    last = f"{max(0, until_us) // _MINUTE_US:012d}"
-    stale = f"{max(0, until_us) // _MINUTE_US - 2:012d}"
-    try:
-        minutes = sorted(m for m in os.listdir(top) if m <= last)
-    except FileNotFoundError:
-        return []
-    found: list[tuple[str, int]] = []
-    for minute in minutes:
-        try:
-            names = sorted(os.listdir(top / minute))
-        except FileNotFoundError:
-            continue
-        if not names:
-            if minute < stale:  # no wake-up is made for a past minute any more
-                with contextlib.suppress(OSError):
-                    os.rmdir(top / minute)
-            continue
-        for name in names:
-            due, _, execution_id = name.partition(".")
-            if not due.isdigit() or not execution_id or int(due) > until_us:
-                continue
-            found.append((execution_id, int(due)))
-            if len(found) >= limit:
-                return found
-    return found
-
-
-def clear_wakeup(root: str, execution_id: str, due_us: int) -> None:
-    """Delete the wake-up's file (nothing if it is gone).
-
-    Raises:
-        StoreError: it could not be deleted.
-    """
-    path = _wakeup_path(root, execution_id, due_us)[1]
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise StoreError(
-            f"execution {execution_id}: cannot delete its wake-up: {exc}"
-        ) from exc

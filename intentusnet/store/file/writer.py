@@ -35,7 +35,7 @@ class FileRecordWriter(ChainWriter):
         header_hash: str,
         size: int,
         fsync: bool,
-        row: CatalogRow | None,
+        row: CatalogRow,
         on_complete: Callable[[CatalogRow, list[StepKey]], None],
         signer: SigningKey | None = None,
     ) -> None:
@@ -44,7 +44,7 @@ class FileRecordWriter(ChainWriter):
         self._fsync = fsync
         self._row = row
         self._on_complete = on_complete
-        self.index_steps = row is not None and indexed(row.intent)
+        self.index_steps = indexed(row.intent)
 
     def _emit(self, line: bytes) -> None:
         fd = self._fd
@@ -81,48 +81,46 @@ class FileRecordWriter(ChainWriter):
                 pass
 
     def _completed(self, response: JSONObject) -> None:
-        row = self._row
-        if row is not None:  # the row as opened, with what completing changed
-            self._on_complete(
-                CatalogRow(
-                    *row[:6],
-                    *self._outcome(response),
-                    row.parent_id,
-                    row.owner,
-                    self._seq + 1,
-                    self._size,
-                    self._prev,
-                    usage_text(response),
-                    row.inode,
-                ),
-                self.ended_steps,
-            )
+        row = self._row  # as opened, with what completing changed
+        self._on_complete(
+            CatalogRow(
+                *row[:6],
+                *self._outcome(response),
+                row.parent_id,
+                row.owner,
+                self._seq + 1,
+                self._size,
+                self._prev,
+                usage_text(response),
+                row.inode,
+            ),
+            self.ended_steps,
+        )
 
     def _closed(self) -> None:
         # Stopped unfinished by its own process: incomplete from now on, and
         # the row says so (readers need not find out; only a killed process's
         # row is left "in_progress" for them to settle).
         row = self._row
-        if row is not None:
-            seq, head = self._written
-            self._on_complete(
-                CatalogRow(
-                    *row[:6],
-                    self._unfinished(),
-                    0,
-                    self._reason() or _EXECUTION_INCOMPLETE,
-                    None,
-                    None,
-                    row.parent_id,
-                    row.owner,
-                    seq + 1,
-                    self._size,
-                    head,
-                    None,
-                    row.inode,
-                ),
-                self.ended_steps,
-            )
+        seq, head = self._written
+        self._on_complete(
+            CatalogRow(
+                *row[:6],
+                self._unfinished(),
+                0,
+                self._reason() or _EXECUTION_INCOMPLETE,
+                None,
+                None,
+                row.parent_id,
+                row.owner,
+                seq + 1,
+                self._size,
+                head,
+                None,
+                row.inode,
+            ),
+            self.ended_steps,
+        )
 
     def __del__(self) -> None:
         # A writer dropped without close() must not keep its lock for the life

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final, TypeAlias
@@ -29,21 +29,17 @@ from ...record.model import (
 from ...record.reader import parse_record
 from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
-from ..durable import (
-    DECISION_ACTIONS,
-    check_action,
-    check_idempotency_key,
-    not_resumed,
-)
+from ..durable import not_resumed
 from ..filters import ListFilters
 from ..hits import CacheHit, Hit, hit_line, parse_hits, select
 from ..ids import check_id, new_record_id
 from ..owner import current_owner
+from ..queues import KeepsQueues
 from ..step_index import StepRef, ended_steps
 from ..verification import Progress, StoreVerification, verify_each
 from ..writer import ChainWriter, wire_object
-from .durable import MemoryDurable, MemoryKeyClaim, MemoryRecordHold
-from .queues import MemoryQueues, MemorySlot
+from .durable import MemoryDurable
+from .queues import MemoryQueues
 
 __all__ = [
     "MemoryExecutionStore",
@@ -52,8 +48,6 @@ __all__ = [
 
 # ``list`` is also a method name below; these keep annotations unambiguous.
 _Summaries: TypeAlias = list[RecordSummary]
-_Signals: TypeAlias = list[JSONObject]
-_Wakeups: TypeAlias = list[tuple[str, int]]
 _Ids: TypeAlias = list[str]
 _Records: TypeAlias = list[ExecutionRecord]
 _Hits: TypeAlias = list[CacheHit]
@@ -81,7 +75,7 @@ class MemoryRecordWriter(ChainWriter):
         self._store._writing.discard(self.execution_id)
 
 
-class MemoryExecutionStore:
+class MemoryExecutionStore(MemoryDurable, KeepsQueues):
     """An :class:`ExecutionStore` in memory; nothing survives the process.
 
     Args:
@@ -101,11 +95,9 @@ class MemoryExecutionStore:
         self._writing: set[str] = set()
         self._lock = threading.RLock()
         self._hits = bytearray()
-        self._durable = MemoryDurable(
-            lambda i: i in self._data, lambda i: i in self._writing
-        )
+        MemoryDurable.__init__(self)
         self._queues = MemoryQueues(
-            lambda i: i in self._writing or i in self._durable.held_records
+            lambda i: i in self._writing or i in self.held_records
         )
 
     def open(
@@ -137,86 +129,6 @@ class MemoryExecutionStore:
         return MemoryRecordWriter(self, execution_id, digest)
 
     # -- queues (added in 0.1.0) --------------------------------------------------
-
-    def try_queue_slot(self, scope: str, count: int) -> MemorySlot | None:
-        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
-        return self._queues.try_queue_slot(scope, count)
-
-    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
-        return self._queues.take_queue_token(scope, rate, burst)
-
-    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
-        """Note a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.enqueue_execution(queue, check_id(execution_id), priority)
-
-    def queued_executions(self, queue: str, limit: int) -> list[str]:
-        """The queued executions to start (see ``store.queues.QueueStore``)."""
-        return self._queues.queued_executions(queue, limit)
-
-    def dequeue_execution(self, queue: str, execution_id: str) -> None:
-        """Forget a queued execution (see ``store.queues.QueueStore``)."""
-        self._queues.dequeue_execution(queue, execution_id)
-
-    # -- durable executions (added in 0.1.0) ---------------------------------------
-
-    def claim_key(
-        self, key: str, envelope_hash: str, execution_id: str
-    ) -> MemoryKeyClaim:
-        """Claim an idempotency key (see ``store.durable.DurableStore``)."""
-        return self._durable.claim_key(key, envelope_hash, execution_id)
-
-    def hold_record(self, execution_id: str) -> MemoryRecordHold | None:
-        """Hold a record no one writes (see ``store.durable.DurableStore``)."""
-        return self._durable.hold_record(check_id(execution_id))
-
-    def resumed_by(self, execution_id: str) -> str | None:
-        """The execution that resumed this one, if any."""
-        return self._durable.resumed_by(execution_id)
-
-    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
-        """Keep a chain's cancel request (see ``store.durable.CancelStore``)."""
-        return self._durable.request_cancel(check_id(origin), data)
-
-    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
-        """The cancel requests of these chains (see ``store.durable.CancelStore``)."""
-        return self._durable.cancel_requests(origins)
-
-    def note_decision(self, action: str, record: str) -> None:
-        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
-        self._durable.note_decision(check_action(action), check_id(record))
-
-    def decision_counts(self) -> dict[str, int]:
-        """The decisions counted, by action (``DecisionTally``)."""
-        return {a: self._durable.decision_count(a) for a in DECISION_ACTIONS}
-
-    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
-        return self._durable.add_signal(check_id(origin), signal, cap=cap)
-
-    def signals(self, origin: str) -> _Signals:
-        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
-        return self._durable.signals_of(origin)
-
-    def add_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Keep a wake-up (see ``store.durable.WaitStore``)."""
-        self._durable.add_wakeup(check_id(execution_id), due_us)
-
-    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
-        """The wake-ups due (see ``store.durable.WaitStore``)."""
-        return self._durable.due_wakeups(until_us, limit)
-
-    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Forget a wake-up (see ``store.durable.WaitStore``)."""
-        self._durable.clear_wakeup(execution_id, due_us)
-
-    def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
-        return self._durable.keyed_execution(check_idempotency_key(key))
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``)."""
@@ -317,7 +229,7 @@ class MemoryExecutionStore:
         with self._lock:
             if self._data.pop(check_id(execution_id), None) is None:
                 raise RecordNotFound(f"no record {execution_id}")
-        self._durable.forget({execution_id})
+        self._forget({execution_id})
 
     def prune(
         self,
@@ -349,7 +261,7 @@ class MemoryExecutionStore:
                     for hit in parse_hits(line)
                     if (parse_utc(hit.created_utc) or 0) >= cutoff
                 )
-            self._durable.forget(set(ids))
+            self._forget(set(ids))
             if on_progress is not None:
                 on_progress(len(ids), len(ids))
         return ids

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import groupby
+from operator import itemgetter
 from typing import Final
 
-from ...errors import RecordIntegrityError, UnsupportedSchemaVersion
 from ...record.model import (
     ExecutionHeader,
     ExecutionRecord,
@@ -21,12 +21,9 @@ from ...record.model import (
     ReplayableReason,
     StoreStats,
 )
-from ...record.reader import parse_record
-from ...record.verify import salvage_header
-from .. import logger
 from ..filters import ListFilters
-from ..rows import CatalogRow, catalog_mismatch, report_changed, row_for
-from ..step_index import StepKey, ended_steps
+from ..rows import CatalogRow, catalog_mismatch, derived_row, report_changed
+from ..step_index import StepKey
 from . import steps
 from .connection import Connection, Row
 from .schema import HELD, lock_key
@@ -210,10 +207,12 @@ def reindex(
         )
         updates = []
         indexed: list[tuple[str, list[StepKey]]] = []
-        for key, lines in groupby(rows, key=_first):
+        for key, lines in groupby(rows, key=itemgetter(0)):
             execution_id = str(key)
             data = b"".join(bytes(r[1]) for r in lines)
-            values, ended = _derived(execution_id, data)
+            found = derived_row(data, execution_id, not_running)
+            values = None if found is None else row_values(found[0])
+            ended = [] if found is None else found[1]
             problem = catalog_mismatch(data, *seen[execution_id])
             if problem is not None:
                 report_changed(execution_id, problem, on_changed)
@@ -238,28 +237,3 @@ def reindex(
 
 def _first(row: Row) -> object:
     return row[0]
-
-
-def _derived(
-    execution_id: str, data: bytes
-) -> tuple[list[object] | None, list[StepKey]]:
-    """The catalog columns of one record's bytes (None to leave its row as is).
-
-    With its ended steps, for the step index. Damaged records are indexed as
-    ``integrity_failure`` where line 1 can be read, with no steps; records of
-    a newer format are left as they are (and logged).
-    """
-    try:
-        record = parse_record(data, execution_id, not_running)
-        steps = ended_steps(record)  # every line parsed, and so checked
-        lines = data.count(b"\n")
-        return row_values(row_for(record.header, lines, len(data))), steps
-    except UnsupportedSchemaVersion:
-        logger.warning("record %s is of a newer format; left out", execution_id)
-        return None, []
-    except RecordIntegrityError:
-        header = salvage_header(data, execution_id)
-        if header is None:
-            logger.warning("record %s has no readable header", execution_id)
-            return None, []
-        return row_values(row_for(header, data.count(b"\n"), len(data))), []

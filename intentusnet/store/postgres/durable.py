@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+from collections.abc import Iterable
 from typing import Final
 
 import orjson
@@ -31,6 +32,8 @@ import orjson
 from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_now
 from ...errors import RecordNotFound, StoreError
+from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
+from ..ids import check_id
 from .connection import Connection
 from .schema import key_lock, lock_key
 
@@ -128,152 +131,158 @@ class PgRecordHold:
                 _unlock(self._db, lock_key(self.execution_id))
 
 
-def claim_key(
-    db: Connection,
-    holding: set[str],
-    key: str,
-    envelope_hash: str,
-    execution_id: str,
-) -> PgKeyClaim:
-    """Claim ``key`` for ``execution_id``, or read (and maybe hold) its claim.
+class PgDurable:
+    """The durable-execution half of ``PostgresExecutionStore``, one of its bases.
 
-    ``holding`` is the set of key hashes this store's session holds.
-
-    Raises:
-        StoreError: the database could not be reached, or a claim another
-            session is making did not appear in time.
-    """
-    digest = key_hash(key)
-    lock = key_lock(digest)
-    params = [lock, digest, key, execution_id, envelope_hash, utc_now()[1], digest]
-    deadline = time.monotonic() + _CLAIM_WAIT_S
-    while True:
-        with db.lock:
-            ((held, created, found_id, found_hash),) = db.run(
-                _CLAIM, params, doing=f"idempotency key {key!r}: cannot claim"
-            )
-            if held and (digest in holding or found_id is None):
-                # ours already (session locks count up), or no claim to hold
-                _unlock(db, lock)
-                held = False
-            if held:
-                holding.add(digest)
-        if found_id is not None:
-            return PgKeyClaim(
-                db,
-                holding if held else None,
-                (digest, str(found_id), str(found_hash)),
-                created=bool(created),
-            )
-        if time.monotonic() >= deadline:
-            raise StoreError(
-                f"idempotency key {key!r}: another session took its lock but its "
-                f"claim did not appear within {_CLAIM_WAIT_S:g} s"
-            )
-        time.sleep(0.001)  # another session is committing its new claim
-
-
-def hold_record(
-    db: Connection, writing: set[str], execution_id: str
-) -> PgRecordHold | None:
-    """Take the record's writer lock; None while any session holds it.
-
-    ``writing`` is the set of ids whose lock this store's session holds (its
+    The store supplies ``_db``, its session, and the sets of what that session
+    holds: ``_holding`` (key hashes) and ``_writing`` (record ids, its
     writers' and holds').
-
-    Raises:
-        RecordNotFound: there is no such record.
     """
-    with db.lock:
-        rows = db.run(
-            _HOLD, [execution_id], doing=f"record {execution_id}: cannot hold"
+
+    _db: Connection
+    _holding: set[str]
+    _writing: set[str]
+
+    def claim_key(self, key: str, envelope_hash: str, execution_id: str) -> PgKeyClaim:
+        """Claim ``key`` for ``execution_id``, or read (and maybe hold) its claim.
+
+        One statement takes the key's advisory lock and inserts its row if new,
+        committed before this returns; the lock is held until ``release``.
+
+        Raises:
+            StoreError: the database could not be reached, or a claim another
+                session is making did not appear in time.
+        """
+        db, holding = self._db, self._holding
+        digest = key_hash(key)
+        lock = key_lock(digest)
+        params = [lock, digest, key, execution_id, envelope_hash, utc_now()[1], digest]
+        deadline = time.monotonic() + _CLAIM_WAIT_S
+        while True:
+            with db.lock:
+                ((held, created, found_id, found_hash),) = db.run(
+                    _CLAIM, params, doing=f"idempotency key {key!r}: cannot claim"
+                )
+                if held and (digest in holding or found_id is None):
+                    # ours already (session locks count up), or no claim to hold
+                    _unlock(db, lock)
+                    held = False
+                if held:
+                    holding.add(digest)
+            if found_id is not None:
+                return PgKeyClaim(
+                    db,
+                    holding if held else None,
+                    (digest, str(found_id), str(found_hash)),
+                    created=bool(created),
+                )
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"idempotency key {key!r}: another session took its lock but its "
+                    f"claim did not appear within {_CLAIM_WAIT_S:g} s"
+                )
+            time.sleep(0.001)  # another session is committing its new claim
+
+    def hold_record(self, execution_id: str) -> PgRecordHold | None:
+        """Take the record's writer lock; None while any session holds it.
+
+        Raises:
+            RecordNotFound: there is no such record.
+        """
+        db, writing = self._db, self._writing
+        check_id(execution_id)
+        with db.lock:
+            rows = db.run(
+                _HOLD, [execution_id], doing=f"record {execution_id}: cannot hold"
+            )
+            if not rows:
+                raise RecordNotFound(f"no record {execution_id}")
+            if not rows[0][0]:
+                return None
+            if execution_id in writing:
+                _unlock(db, lock_key(execution_id))  # ours already: undo the count
+                return None
+            writing.add(execution_id)
+        return PgRecordHold(db, writing, execution_id)
+
+    def resumed_by(self, execution_id: str) -> str | None:
+        """The id in ``execution_id``'s resume link, if it has one."""
+        rows = self._db.read(
+            "SELECT resumed_by FROM intentusnet_resumes WHERE execution_id = %s",
+            [check_id(execution_id)],
+            doing=f"record {execution_id}: cannot read its resume link",
         )
-        if not rows:
-            raise RecordNotFound(f"no record {execution_id}")
-        if not rows[0][0]:
+        return str(rows[0][0]) if rows else None
+
+    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
+        """Insert the chain's cancel request, once; the request made before, if any.
+
+        Raises:
+            StoreError: it could not be written (or the chain's first record is
+                gone).
+        """
+        rows = self._db.run(
+            "INSERT INTO intentusnet_cancels (origin, data) VALUES (%s, %s) "
+            "ON CONFLICT DO NOTHING RETURNING origin",
+            [check_id(origin), orjson.dumps(data).decode()],
+            doing=f"execution {origin}: cannot write its cancel request",
+        )
+        if rows:
             return None
-        if execution_id in writing:
-            _unlock(db, lock_key(execution_id))  # ours already: undo the count
-            return None
-        writing.add(execution_id)
-    return PgRecordHold(db, writing, execution_id)
+        return self.cancel_requests([origin]).get(origin, {})
 
+    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
+        """The cancel requests of these chains, by first execution, in one query."""
+        wanted = list(origins)
+        if not wanted:
+            return {}
+        rows = self._db.read(
+            "SELECT origin, data FROM intentusnet_cancels WHERE origin = ANY(%s)",
+            [wanted],
+            doing="cannot read cancel requests",
+        )
+        found: dict[str, JSONObject] = {}
+        for origin, data in rows:
+            parsed = orjson.loads(data)
+            found[str(origin)] = parsed if isinstance(parsed, dict) else {}
+        return found
 
-def resumed_by(db: Connection, execution_id: str) -> str | None:
-    """The id in ``execution_id``'s resume link, if it has one."""
-    rows = db.read(
-        "SELECT resumed_by FROM intentusnet_resumes WHERE execution_id = %s",
-        [execution_id],
-        doing=f"record {execution_id}: cannot read its resume link",
-    )
-    return str(rows[0][0]) if rows else None
+    def note_decision(self, action: str, record: str) -> None:
+        """Count an operator's decision, once per record.
 
+        Raises:
+            ValueError: ``action`` is not a decision.
+            StoreError: it could not be written.
+        """
+        self._db.run(
+            "INSERT INTO intentusnet_decisions (action, execution_id) VALUES (%s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [check_action(action), check_id(record)],
+            doing=f"record {record}: cannot count its decision",
+        )
 
-def request_cancel(db: Connection, origin: str, data: JSONObject) -> JSONObject | None:
-    """Insert the chain's cancel request, once; the request made before, if any.
+    def decision_counts(self) -> dict[str, int]:
+        """The decisions counted, by action, in one query (``DecisionTally``)."""
+        rows = self._db.read(
+            "SELECT action, count(*) FROM intentusnet_decisions GROUP BY action",
+            [],
+            doing="cannot count operators' decisions",
+        )
+        found = {str(action): int(count) for action, count in rows}
+        return {action: found.get(action, 0) for action in DECISION_ACTIONS}
 
-    Raises:
-        StoreError: it could not be written (or the chain's first record is gone).
-    """
-    rows = db.run(
-        "INSERT INTO intentusnet_cancels (origin, data) VALUES (%s, %s) "
-        "ON CONFLICT DO NOTHING RETURNING origin",
-        [origin, orjson.dumps(data).decode()],
-        doing=f"execution {origin}: cannot write its cancel request",
-    )
-    if rows:
-        return None
-    return cancel_requests(db, [origin]).get(origin, {})
+    def find_by_idempotency_key(self, key: str) -> str | None:
+        """The execution ``key`` names, if it was claimed (added in 0.1.0).
 
-
-def cancel_requests(db: Connection, origins: list[str]) -> dict[str, JSONObject]:
-    """The cancel requests of these chains, by their first execution."""
-    if not origins:
-        return {}
-    rows = db.read(
-        "SELECT origin, data FROM intentusnet_cancels WHERE origin = ANY(%s)",
-        [origins],
-        doing="cannot read cancel requests",
-    )
-    found: dict[str, JSONObject] = {}
-    for origin, data in rows:
-        parsed = orjson.loads(data)
-        found[str(origin)] = parsed if isinstance(parsed, dict) else {}
-    return found
-
-
-def note_decision(db: Connection, action: str, record: str) -> None:
-    """Count an operator's decision, once per record.
-
-    Raises:
-        StoreError: it could not be written.
-    """
-    db.run(
-        "INSERT INTO intentusnet_decisions (action, execution_id) VALUES (%s, %s) "
-        "ON CONFLICT DO NOTHING",
-        [action, record],
-        doing=f"record {record}: cannot count its decision",
-    )
-
-
-def decision_counts(db: Connection) -> dict[str, int]:
-    """The decisions counted, by action, in one query."""
-    rows = db.read(
-        "SELECT action, count(*) FROM intentusnet_decisions GROUP BY action",
-        [],
-        doing="cannot count operators' decisions",
-    )
-    return {str(action): int(count) for action, count in rows}
-
-
-def keyed_execution(db: Connection, key: str) -> str | None:
-    """The execution ``key``'s row names, if the key was claimed."""
-    rows = db.read(
-        "SELECT execution_id FROM intentusnet_keys WHERE key_hash = %s",
-        [key_hash(key)],
-        doing=f"idempotency key {key!r}: cannot read",
-    )
-    return str(rows[0][0]) if rows else None
+        Raises:
+            InvalidIdempotencyKey: the key is malformed.
+        """
+        rows = self._db.read(
+            "SELECT execution_id FROM intentusnet_keys WHERE key_hash = %s",
+            [key_hash(check_idempotency_key(key))],
+            doing=f"idempotency key {key!r}: cannot read",
+        )
+        return str(rows[0][0]) if rows else None
 
 
 def _unlock(db: Connection, key: int) -> None:

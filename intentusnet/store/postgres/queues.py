@@ -31,9 +31,6 @@ from .schema import HELD
 __all__ = [
     "PostgresQueues",
     "PostgresSlot",
-    "dequeue",
-    "enqueue",
-    "queued",
     "scope_key",
 ]
 
@@ -96,10 +93,15 @@ class PostgresSlot:
 
 
 class PostgresQueues:
-    """The queue slots this process holds, and the bucket rows it made sure of."""
+    """The queue slots this process holds, and the bucket rows it made sure of.
 
-    def __init__(self, db: Connection) -> None:
+    Slots and buckets go through ``db``, a connection of their own; queued
+    executions through ``session``, the store's.
+    """
+
+    def __init__(self, db: Connection, session: Connection) -> None:
         self.db = db
+        self._session = session
         self.lock = threading.Lock()
         #: slot numbers held by this process, by scope key
         self.held: dict[int, set[int]] = {}
@@ -137,21 +139,22 @@ class PostgresQueues:
         available = float(rows[0][0]) if rows else float(burst)
         return 0.0 if available >= 1 else (1 - available) / rate
 
+    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
+        """Note that ``execution_id`` waits for a turn of ``queue``."""
+        self._session.run(
+            _ENQUEUE, [execution_id, queue, priority], doing="queue an execution"
+        )
 
-def enqueue(db: Connection, queue: str, execution_id: str, priority: int) -> None:
-    """Note that ``execution_id`` waits for a turn of ``queue``."""
-    db.run(_ENQUEUE, [execution_id, queue, priority], doing="queue an execution")
+    def queued_executions(self, queue: str, limit: int) -> list[str]:
+        """The first ``limit`` waiting for ``queue`` whose record no session holds."""
+        rows = self._session.read(
+            _QUEUED, [queue, limit], doing="list queued executions"
+        )
+        return [str(row[0]) for row in rows]
 
-
-def queued(db: Connection, queue: str, limit: int) -> list[str]:
-    """The first ``limit`` waiting for ``queue`` whose record no session holds."""
-    rows = db.read(_QUEUED, [queue, limit], doing="list queued executions")
-    return [str(row[0]) for row in rows]
-
-
-def dequeue(db: Connection, execution_id: str) -> None:
-    """Forget that ``execution_id`` waits."""
-    db.run(_DEQUEUE, [execution_id], doing="dequeue an execution")
+    def dequeue_execution(self, queue: str, execution_id: str) -> None:
+        """Forget that ``execution_id`` waits."""
+        self._session.run(_DEQUEUE, [execution_id], doing="dequeue an execution")
 
 
 def scope_key(scope: str) -> int:

@@ -15,14 +15,12 @@ docs/store.md, "PostgreSQL". Needs the ``postgres`` extra (psycopg 3).
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
-from types import TracebackType
 from typing import Final, TypeAlias
 
 from ..._util.jsonvalue import JSONObject
@@ -40,18 +38,20 @@ from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from ...tlog.leaf import LogLeaf
 from ...tlog.publish import LogWitnesses, witnesses_from_env
 from ...tlog.sequencer import LogSequencer, log_deletions
-from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
 from ..filters import ListFilters
 from ..ids import check_id
+from ..queues import KeepsQueues
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..verification import Progress, StoreVerification, verify_each
-from . import catalog, durable, queues, steps, waits
+from . import catalog, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
+from .durable import PgDurable
 from .hits import PostgresHitJournal
-from .queues import PostgresQueues, PostgresSlot
+from .queues import PostgresQueues
 from .schema import HELD, flight_key, lock_key
+from .waits import PgWaits
 from .writer import (
     PostgresRecordWriter,
     append_invalidated,
@@ -72,12 +72,10 @@ _FORGET_KEYS: Final = """DELETE FROM intentusnet_keys
     WHERE execution_id IN (SELECT execution_id FROM gone)"""
 _Ids: TypeAlias = list[str]
 _Summaries: TypeAlias = list[RecordSummary]
-_Signals: TypeAlias = list[JSONObject]
-_Wakeups: TypeAlias = list[tuple[str, int]]
 _StepRefs: TypeAlias = list[StepRef]
 
 
-class PostgresExecutionStore(PostgresHitJournal):
+class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues):
     """An :class:`ExecutionStore` and :class:`CacheHitJournal` in PostgreSQL.
 
     Args:
@@ -128,6 +126,13 @@ class PostgresExecutionStore(PostgresHitJournal):
         self.durability: Final = durability
         self._signer = load_signing_key(signing_key)
         self._db = Connection(dsn, durability, pool_size)
+        #: ``:memory:``: no local directory (a replay cache over the store keeps
+        #: its disk tier in a temporary directory)
+        self.root = Path(":memory:")
+        #: ``PostgreSQL at host:port/dbname`` (never the password)
+        self.where: Final = f"PostgreSQL at {self._db.where}"
+        #: None: the records are in the database, in no local directory
+        self.directory: Final[Path | None] = None
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
         #: the log's pace, or None: no log (no key, or turned off)
@@ -135,7 +140,13 @@ class PostgresExecutionStore(PostgresHitJournal):
         if self._cadence is not None and log_witnesses is None:
             log_witnesses = witnesses_from_env()
         self._witnesses = log_witnesses
-        self._dsn = dsn
+        # Queue slots and buckets on their own connection, opened on first use:
+        # a router waiting for a turn asks for a slot every few milliseconds,
+        # which would otherwise queue the records' writes behind it.
+        self._queue_db = Connection(dsn, durability, 1)
+        # The log's own connection: an append's transaction holds up no write.
+        self._log_db = Connection(dsn, durability, 1)
+        self._queues = PostgresQueues(self._queue_db, self._db)
 
     @cached_property
     def _sequencer(self) -> LogSequencer:
@@ -154,13 +165,6 @@ class PostgresExecutionStore(PostgresHitJournal):
         assert self._signer is not None
         self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
 
-    @cached_property
-    def _log_db(self) -> Connection:
-        # The log's own connection: an append's transaction holds up no write.
-        made = Connection(self._dsn, self.durability, 1)
-        db: Connection = self.__dict__.setdefault("_log_db", made)
-        return db
-
     def _log_deletions(self, ids: Iterable[str]) -> None:
         """With a log, log each record's deletion before it is deleted.
 
@@ -171,36 +175,9 @@ class PostgresExecutionStore(PostgresHitJournal):
             assert self._signer is not None
             log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
 
-    @cached_property
-    def _queues(self) -> PostgresQueues:
-        # Queue slots and buckets on their own connection, opened on first use:
-        # a router waiting for a turn asks for a slot every few milliseconds,
-        # which would otherwise queue the records' writes behind it.
-        made = PostgresQueues(Connection(self._dsn, self.durability, 1))
-        queues: PostgresQueues = self.__dict__.setdefault("_queues", made)
-        return queues
-
     def log_connection(self) -> Connection:
         """The connection of the store's transparency log (``intentusnet log``)."""
         return self._log_db
-
-    @property
-    def root(self) -> Path:
-        """``:memory:``: the store has no local directory.
-
-        A replay cache over it keeps its disk tier in a temporary directory.
-        """
-        return Path(":memory:")
-
-    @property
-    def where(self) -> str:
-        """``PostgreSQL at host:port/dbname`` (never the password)."""
-        return f"PostgreSQL at {self._db.where}"
-
-    @property
-    def directory(self) -> Path | None:
-        """None: the records are in the database, in no local directory."""
-        return None
 
     def __repr__(self) -> str:
         where = self._db.where
@@ -209,12 +186,7 @@ class PostgresExecutionStore(PostgresHitJournal):
     def __enter__(self) -> PostgresExecutionStore:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -224,10 +196,8 @@ class PostgresExecutionStore(PostgresHitJournal):
         """
         if "_sequencer" in self.__dict__:
             self._sequencer.close()
-        if "_log_db" in self.__dict__:
-            self._log_db.close()
-        if "_queues" in self.__dict__:
-            self._queues.db.close()
+        self._log_db.close()
+        self._queue_db.close()
         self._db.close()
 
     # -- writing ------------------------------------------------------------------
@@ -543,96 +513,7 @@ class PostgresExecutionStore(PostgresHitJournal):
 
         return probe
 
-    # -- durable executions (added in 0.1.0) ---------------------------------------
-
-    def claim_key(
-        self, key: str, envelope_hash: str, execution_id: str
-    ) -> durable.PgKeyClaim:
-        """Claim an idempotency key (see ``store.durable.DurableStore``).
-
-        One statement takes the key's advisory lock and inserts its row if new,
-        committed before this returns; the lock is held until ``release``.
-        """
-        return durable.claim_key(
-            self._db, self._holding, key, envelope_hash, execution_id
-        )
-
-    def hold_record(self, execution_id: str) -> durable.PgRecordHold | None:
-        """Take a record's writer lock (see ``store.durable.DurableStore``).
-
-        The advisory lock its writer held: ``None`` while a session on any
-        host holds it.
-        """
-        return durable.hold_record(self._db, self._writing, check_id(execution_id))
-
-    def resumed_by(self, execution_id: str) -> str | None:
-        """The execution that resumed this one, if any."""
-        return durable.resumed_by(self._db, check_id(execution_id))
-
-    def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
-        """Take a queue slot if one is free (see ``store.queues.QueueStore``)."""
-        return self._queues.try_queue_slot(scope, count)
-
-    def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a queue's rate token (see ``store.queues.QueueStore``)."""
-        return self._queues.take_queue_token(scope, rate, burst)
-
-    def enqueue_execution(self, queue: str, execution_id: str, priority: int) -> None:
-        """Note a queued execution (see ``store.queues.QueueStore``)."""
-        queues.enqueue(self._db, queue, check_id(execution_id), priority)
-
-    def queued_executions(self, queue: str, limit: int) -> builtins.list[str]:
-        """The queued executions to start (see ``store.queues.QueueStore``)."""
-        return queues.queued(self._db, queue, limit)
-
-    def dequeue_execution(self, queue: str, execution_id: str) -> None:
-        """Forget a queued execution (see ``store.queues.QueueStore``)."""
-        queues.dequeue(self._db, check_id(execution_id))
-
-    def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
-        """Write a chain's cancel request (see ``store.durable.CancelStore``)."""
-        return durable.request_cancel(self._db, check_id(origin), data)
-
-    def cancel_requests(self, origins: Iterable[str]) -> dict[str, JSONObject]:
-        """The cancel requests of these chains, in one query (``CancelStore``)."""
-        return durable.cancel_requests(self._db, list(origins))
-
-    def note_decision(self, action: str, record: str) -> None:
-        """Count an operator's decision (see ``store.durable.DecisionTally``)."""
-        durable.note_decision(self._db, check_action(action), check_id(record))
-
-    def decision_counts(self) -> dict[str, int]:
-        """The decisions counted, by action, in one query (``DecisionTally``)."""
-        found = durable.decision_counts(self._db)
-        return {action: found.get(action, 0) for action in DECISION_ACTIONS}
-
-    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Keep a chain's signal (see ``store.durable.WaitStore``)."""
-        return waits.add_signal(self._db, check_id(origin), signal, cap=cap)
-
-    def signals(self, origin: str) -> _Signals:
-        """A chain's signals, oldest first (see ``store.durable.WaitStore``)."""
-        return waits.signals(self._db, check_id(origin))
-
-    def add_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Keep a wake-up (see ``store.durable.WaitStore``)."""
-        waits.add_wakeup(self._db, check_id(execution_id), due_us)
-
-    def due_wakeups(self, until_us: int, limit: int) -> _Wakeups:
-        """The wake-ups due, in one indexed query (``WaitStore``)."""
-        return waits.due_wakeups(self._db, until_us, limit)
-
-    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
-        """Forget a wake-up (see ``store.durable.WaitStore``)."""
-        waits.clear_wakeup(self._db, check_id(execution_id), due_us)
-
-    def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
-        return durable.keyed_execution(self._db, check_idempotency_key(key))
+    # -- queues and durable executions (added in 0.1.0) -------------------------
 
     def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
         """Records to recover (see ``store.durable.DurableStore``), in one query.

@@ -70,7 +70,6 @@ class PostgresTileLog(TileLog):
         )
         self._db = db
         self._tx: psycopg.Connection[Any] | None = None
-        self._appended: list[tuple[int, list[bytes]]] = []
 
     def __repr__(self) -> str:
         return f"PostgresTileLog({self._db.where!r}, origin={self.origin!r})"

@@ -14,6 +14,7 @@ from typing import Final
 import orjson
 
 from ..._util.jsonvalue import JSONObject
+from ..ids import check_id
 from .connection import Connection
 
 _ADD_SIGNAL: Final = """INSERT INTO intentusnet_signals (origin, data)
@@ -22,56 +23,62 @@ _ADD_SIGNAL: Final = """INSERT INTO intentusnet_signals (origin, data)
     RETURNING seq"""
 
 
-def add_signal(db: Connection, origin: str, signal: JSONObject, *, cap: int) -> bool:
-    """Insert ``signal`` for the chain unless it holds ``cap`` signals already.
+class PgWaits:
+    """The signals and wake-ups of ``PostgresExecutionStore``, one of its bases.
 
-    Raises:
-        StoreError: it could not be written (or the chain's first record is gone).
+    The store supplies ``_db``, its session.
     """
-    rows = db.run(
-        _ADD_SIGNAL,
-        [origin, orjson.dumps(signal).decode(), origin, cap],
-        doing=f"execution {origin}: cannot keep its signal",
-    )
-    return bool(rows)
 
+    _db: Connection
 
-def signals(db: Connection, origin: str) -> list[JSONObject]:
-    """The chain's signals, oldest first."""
-    rows = db.read(
-        "SELECT data FROM intentusnet_signals WHERE origin = %s ORDER BY seq",
-        [origin],
-        doing=f"execution {origin}: cannot read its signals",
-    )
-    found = [orjson.loads(data) for (data,) in rows]
-    return [signal for signal in found if isinstance(signal, dict)]
+    def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
+        """Insert ``signal`` for the chain unless it holds ``cap`` signals already.
 
+        Raises:
+            StoreError: it could not be written (or the chain's first record is
+                gone).
+        """
+        check_id(origin)
+        rows = self._db.run(
+            _ADD_SIGNAL,
+            [origin, orjson.dumps(signal).decode(), origin, cap],
+            doing=f"execution {origin}: cannot keep its signal",
+        )
+        return bool(rows)
 
-def add_wakeup(db: Connection, execution_id: str, due_us: int) -> None:
-    """Insert the wake-up (nothing if it is there)."""
-    db.run(
-        "INSERT INTO intentusnet_wakeups (execution_id, due_us) VALUES (%s, %s) "
-        "ON CONFLICT DO NOTHING",
-        [execution_id, due_us],
-        doing=f"execution {execution_id}: cannot write its wake-up",
-    )
+    def signals(self, origin: str) -> list[JSONObject]:
+        """The chain's signals, oldest first."""
+        rows = self._db.read(
+            "SELECT data FROM intentusnet_signals WHERE origin = %s ORDER BY seq",
+            [check_id(origin)],
+            doing=f"execution {origin}: cannot read its signals",
+        )
+        found = [orjson.loads(data) for (data,) in rows]
+        return [signal for signal in found if isinstance(signal, dict)]
 
+    def add_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Insert the wake-up (nothing if it is there)."""
+        self._db.run(
+            "INSERT INTO intentusnet_wakeups (execution_id, due_us) VALUES (%s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [check_id(execution_id), due_us],
+            doing=f"execution {execution_id}: cannot write its wake-up",
+        )
 
-def due_wakeups(db: Connection, until_us: int, limit: int) -> list[tuple[str, int]]:
-    """The wake-ups due by ``until_us``, soonest first, at most ``limit``."""
-    rows = db.read(
-        "SELECT execution_id, due_us FROM intentusnet_wakeups WHERE due_us <= %s "
-        "ORDER BY due_us LIMIT %s",
-        [until_us, limit],
-        doing="cannot read wake-ups",
-    )
-    return [(str(e), int(d)) for e, d in rows]
+    def due_wakeups(self, until_us: int, limit: int) -> list[tuple[str, int]]:
+        """The wake-ups due by ``until_us``, soonest first, in one indexed query."""
+        rows = self._db.read(
+            "SELECT execution_id, due_us FROM intentusnet_wakeups WHERE due_us <= %s "
+            "ORDER BY due_us LIMIT %s",
+            [until_us, limit],
+            doing="cannot read wake-ups",
+        )
+        return [(str(e), int(d)) for e, d in rows]
 
-
-def clear_wakeup(db: Connection, execution_id: str, due_us: int) -> None:
-    """Delete the wake-up (nothing if it is gone)."""
-    db.run(
-        "DELETE FROM intentusnet_wakeups WHERE execution_id = %s AND due_us = %s",
-        [execution_id, due_us],
-        doing=f"execution {execution_id}: cannot delete its wake-up",
-    )
+    def clear_wakeup(self, execution_id: str, due_us: int) -> None:
+        """Delete the wake-up (nothing if it is gone)."""
+        self._db.run(
+            "DELETE FROM intentusnet_wakeups WHERE execution_id = %s AND due_us = %s",
+            [check_id(execution_id), due_us],
+            doing=f"execution {execution_id}: cannot delete its wake-up",
+        )

@@ -151,7 +151,7 @@ def test_stale_row_is_corrected_when_seen(store: FileExecutionStore) -> None:
     store.close()
     # As another process that had not seen the invalidation would write it.
     stale = Catalog(_catalog(store))
-    stale.upsert(row._replace(lines=row.lines + 1))
+    stale.upsert_many([row._replace(lines=row.lines + 1)])
     stale.close()
     assert store.find_by_hash(env_hash) is None
     (summary,) = store.list()
@@ -165,7 +165,7 @@ def test_older_row_never_replaces_newer(tmp_path: Path) -> None:
     catalog = Catalog(tmp_path / "records" / "catalog.sqlite3")
     row = catalog.get(execution_id)
     assert row is not None
-    catalog.upsert(row._replace(lines=1, status="in_progress"))
+    catalog.upsert_many([row._replace(lines=1, status="in_progress")])
     newer = catalog.get(execution_id)
     assert newer == row
     catalog.close()
