@@ -860,7 +860,26 @@ class IdempotencyTimeout(IntentusNetError, TimeoutError):
         super().__init__(message)
 
 
-class ResumeRefused(IntentusNetError):
+class _Refused(IntentusNetError):
+    """An operation on an execution was refused; ``reason`` says why, in a stable word.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+        detail: what was found, one sentence.
+    """
+
+    exit_code: ClassVar[int] = 4
+    _verb: ClassVar[str]
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot {self._verb} {execution_id} ({reason}): {detail}")
+
+
+class ResumeRefused(_Refused):
     """An execution cannot be resumed; ``reason`` says why, in a stable word.
 
     Reasons: ``complete`` (it finished), ``owned`` (a live process is writing
@@ -871,23 +890,13 @@ class ResumeRefused(IntentusNetError):
     ``chain_broken`` (a record of its resume chain is gone), ``abandoned`` (a
     resume record whose resumer died before linking it: nothing ran in it).
     Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "resume_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "resume"
 
 
-class ResolveRefused(IntentusNetError):
+class ResolveRefused(_Refused):
     """A parked execution cannot be resolved as asked; nothing was written.
 
     Reasons: ``not_parked`` (the newest record of its chain is not parked
@@ -898,42 +907,22 @@ class ResolveRefused(IntentusNetError):
     (another operator is deciding about it now), ``resolved`` (another
     operator's decision came first), ``no_store`` (the store keeps no resume
     links). Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "resolve_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot resolve {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "resolve"
 
 
-class CancelRefused(IntentusNetError):
+class CancelRefused(_Refused):
     """An execution cannot be cancelled; nothing was written.
 
     Reasons: ``finished`` (it completed, failed or was cancelled: naming
     which), ``cancelled`` (another cancel request came first, naming who and
     when), ``no_store`` (the store keeps no cancel requests). Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "cancel_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot cancel {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "cancel"
 
 
 class ExecutionCancelled(IntentusNetError):
@@ -1005,27 +994,17 @@ class WaitTimedOut(IntentusNetError, TimeoutError):
         super().__init__(f"no signal {name!r} came before {due}")
 
 
-class SignalRefused(IntentusNetError):
+class SignalRefused(_Refused):
     """A signal cannot be delivered; nothing was written.
 
     Reasons: ``finished`` (the execution completed, failed, was parked or
     cancelled: naming which), ``full`` (the execution keeps the most signals
     it may, ``MAX_SIGNALS``), ``no_store`` (the store keeps no signals).
     Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "signal_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot signal {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "signal"
 
 
 class InvalidSignal(IntentusNetError, ValueError):
