@@ -74,15 +74,17 @@ def _shown(page_function: _Page) -> _Page:
         except Unauthorized:
             return login_redirect(request)
         except (StoreError, RequestInvalid, Forbidden) as exc:
-            return render(
-                "error.html",
-                request,
-                status=status_for(exc),
-                code=exc.code,
-                message=str(exc) if not isinstance(exc, StoreError) else _quiet(exc),
-            )
+            return _error(request, exc)
 
     return guarded
+
+
+def _error(request: Request, exc: StoreError | RequestInvalid | Forbidden) -> Response:
+    """The error page of a refusal, a store's error without its directory."""
+    message = str(exc) if not isinstance(exc, StoreError) else _quiet(exc)
+    return render(
+        "error.html", request, status=status_for(exc), code=exc.code, message=message
+    )
 
 
 def _quiet(exc: StoreError) -> str:
@@ -351,14 +353,7 @@ def ui_router(
             except Unauthorized:
                 return login_redirect(request)
             except (StoreError, RequestInvalid, Forbidden) as exc:
-                message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
-                return render(
-                    "error.html",
-                    request,
-                    status=status_for(exc),
-                    code=exc.code,
-                    message=message,
-                )
+                return _error(request, exc)
             return RedirectResponse(f"/ui/executions/{execution_id}", status_code=303)
 
     @pages.get("/ui/diff")
