@@ -2,7 +2,8 @@
 
 Every error a user can catch derives from :class:`IntentusNetError`. Each class has
 a stable ``code`` (snake_case, never reused) and the ``exit_code`` the CLI exits
-with, and also subclasses the builtin it behaves like::
+with (its parent's, unless it sets another), and also subclasses the builtin it
+behaves like::
 
     IntentusNetError
     ├── EnvelopeValidationError (ValueError)      envelope_invalid       2
@@ -163,7 +164,6 @@ class StoreError(IntentusNetError, OSError):
     """The execution store failed to read or write."""
 
     code: ClassVar[str] = "store_error"
-    exit_code: ClassVar[int] = 1
 
 
 class InvalidExecutionId(StoreError, ValueError):
@@ -188,7 +188,6 @@ class RecordExists(StoreError, FileExistsError):
     """A record with that execution id already exists; records are never rewritten."""
 
     code: ClassVar[str] = "record_exists"
-    exit_code: ClassVar[int] = 1
 
 
 class RecordIntegrityError(StoreError, ValueError):
@@ -225,7 +224,6 @@ class SignatureError(RecordIntegrityError):
     """
 
     code: ClassVar[str] = "signature_failure"
-    exit_code: ClassVar[int] = 6
 
     def __init__(self, status: str, detail: str, execution_id: str = "") -> None:
         self.status = status
@@ -237,14 +235,12 @@ class UnsupportedSchemaVersion(RecordIntegrityError):
     """A record was written in a format version this release cannot read."""
 
     code: ClassVar[str] = "unsupported_schema"
-    exit_code: ClassVar[int] = 6
 
 
 class ReplayError(IntentusNetError):
     """Replay could not produce a result."""
 
     code: ClassVar[str] = "replay_error"
-    exit_code: ClassVar[int] = 1
 
 
 class ReplayNotAllowed(ReplayError):
@@ -347,7 +343,6 @@ class SideEffectMismatch(CassetteMiss):
     """
 
     code: ClassVar[str] = "side_effect_mismatch"
-    exit_code: ClassVar[int] = 7
 
 
 class ReplayedStepError(ReplayError, RuntimeError):
@@ -367,7 +362,6 @@ class ReplayedStepError(ReplayError, RuntimeError):
     """
 
     code: ClassVar[str] = "replayed_step_error"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, name: str, error_type: str, message: str) -> None:
         self.name = name
@@ -390,7 +384,6 @@ class ServiceError(IntentusNetError):
     """
 
     code: ClassVar[str] = "service_error"
-    exit_code: ClassVar[int] = 1
 
     def __init__(
         self,
@@ -408,21 +401,18 @@ class ServiceUnavailable(ServiceError, ConnectionError):
     """The service could not be reached, timed out, or is shutting down."""
 
     code: ClassVar[str] = "service_unavailable"
-    exit_code: ClassVar[int] = 1
 
 
 class Unauthorized(ServiceError, PermissionError):
     """The request carried no API key, or one the service does not know."""
 
     code: ClassVar[str] = "unauthorized"
-    exit_code: ClassVar[int] = 1
 
 
 class Forbidden(ServiceError, PermissionError):
     """The API key may not do this (a read-only key cannot route intents)."""
 
     code: ClassVar[str] = "forbidden"
-    exit_code: ClassVar[int] = 1
 
 
 class RequestTooLarge(ServiceError, ValueError):
@@ -443,7 +433,6 @@ class MalformedRequest(RequestInvalid):
     """The request body is not a JSON document of the expected shape."""
 
     code: ClassVar[str] = "malformed_request"
-    exit_code: ClassVar[int] = 2
 
 
 class ClientDisconnected(ServiceError, ConnectionError):
@@ -454,7 +443,6 @@ class ClientDisconnected(ServiceError, ConnectionError):
     """
 
     code: ClassVar[str] = "client_disconnected"
-    exit_code: ClassVar[int] = 1
 
 
 class CacheMiss(ReplayError, LookupError):
@@ -500,7 +488,6 @@ class RequestNotRecorded(CacheMiss):
     """
 
     code: ClassVar[str] = "request_not_recorded"
-    exit_code: ClassVar[int] = 3
 
     def __init__(
         self, request: str, envelope_hash: str, cassette: str, record_mode: str
@@ -541,7 +528,6 @@ class CachedCallError(ReplayError, RuntimeError):
     """
 
     code: ClassVar[str] = "cached_call_error"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, error: Mapping[str, object], execution_id: str = "") -> None:
         self.error = dict(error)
@@ -558,7 +544,6 @@ class CacheError(IntentusNetError, OSError):
     """
 
     code: ClassVar[str] = "cache_error"
-    exit_code: ClassVar[int] = 1
 
 
 class NotCacheable(IntentusNetError, TypeError):
@@ -611,7 +596,6 @@ class SideEffectRefused(IntentusNetError, RuntimeError):
     """
 
     code: ClassVar[str] = "side_effect_refused"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, name: str, why: str) -> None:
         self.name = name
@@ -640,7 +624,6 @@ class LogError(IntentusNetError, OSError):
     """
 
     code: ClassVar[str] = "log_error"
-    exit_code: ClassVar[int] = 1
 
 
 class LogIntegrityError(LogError, ValueError):
@@ -729,7 +712,6 @@ class NondeterminismError(CassetteMiss):
     """
 
     code: ClassVar[str] = "nondeterminism"
-    exit_code: ClassVar[int] = 7
 
     def __init__(
         self,
@@ -770,7 +752,6 @@ class SideEffectInDoubt(CassetteMiss):
     """
 
     code: ClassVar[str] = "side_effect_in_doubt"
-    exit_code: ClassVar[int] = 7
 
     def __init__(self, position: int, name: str, args_hash: str, execution_id: str):
         self.position = position
@@ -839,7 +820,6 @@ class IdempotencyTimeout(IntentusNetError, TimeoutError):
     """
 
     code: ClassVar[str] = "idempotency_timeout"
-    exit_code: ClassVar[int] = 1
 
     def __init__(
         self, key: str, execution_id: str, waited_s: float, never_written: str = ""
@@ -938,7 +918,6 @@ class ExecutionCancelled(IntentusNetError):
     """
 
     code: ClassVar[str] = "execution_cancelled"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, execution_id: str, request: Mapping[str, object]) -> None:
         self.execution_id = execution_id
@@ -963,7 +942,6 @@ class ExecutionWaiting(IntentusNetError):
     """
 
     code: ClassVar[str] = "execution_waiting"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, execution_id: str, waiting: Mapping[str, object]) -> None:
         self.execution_id = execution_id
@@ -987,7 +965,6 @@ class WaitTimedOut(IntentusNetError, TimeoutError):
     """
 
     code: ClassVar[str] = "wait_timed_out"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, name: str, due: str) -> None:
         self.name = name
@@ -1089,7 +1066,6 @@ class ExecutionPending(IntentusNetError, TimeoutError):
     """
 
     code: ClassVar[str] = "execution_pending"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, execution_id: str, status: str, waited_s: float) -> None:
         self.execution_id = execution_id
