@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from functools import wraps
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-import orjson
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -43,13 +42,12 @@ from .access import Gate, form, login_redirect, same_origin
 from .jsondiff import entry_rows
 from .operate import Operator, page_levers
 from .overview import DAYS, ROWS, window
-from .render import HEADERS, render, render_text
+from .render import HEADERS, pretty_json, render, render_text
 from .rows import load_rows, row_details
 from .search import SCAN_LIMIT, scan, value_query
 from .spans import drawn
 
 if TYPE_CHECKING:
-    from ..._util.jsonvalue import JSONValue
     from ...cache.prices import PriceTable
     from ...record.model import ExecutionRecord
     from ...store import ExecutionStore
@@ -94,10 +92,6 @@ def _quiet(exc: StoreError) -> str:
     if isinstance(exc, InvalidExecutionId):
         return "not a valid execution id"
     return exc.code.replace("_", " ")
-
-
-def _pretty(value: JSONValue) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
 def _when(text: str | None) -> datetime | None:
@@ -278,10 +272,10 @@ def ui_router(
         why = explain(record, where)
         timeline, spans = drawn(where, record, prices)
         sections = {
-            "Payload": _pretty(record.envelope.get("payload")),
-            "Envelope": _pretty(record.envelope),
-            "Response": _pretty(record.final_response),
-            "Header": _pretty(record.header.to_json()),
+            "Payload": pretty_json(record.envelope.get("payload")),
+            "Envelope": pretty_json(record.envelope),
+            "Response": pretty_json(record.final_response),
+            "Header": pretty_json(record.header.to_json()),
         }
         application = app_ref or "MODULE:ATTR"
         durable = durable_links(where, record, application)
