@@ -49,7 +49,6 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, ErrorCode, IntentEnvelope
 from ..errors import (
     MalformedRequest,
-    RequestInvalid,
 )
 from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
@@ -243,7 +242,7 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         try:
             return model.model_validate({} if body is None else body)
         except ValidationError as exc:
-            raise _invalid(exc) from None
+            raise invalid_request(exc.errors(include_url=False), "body.") from None
 
     @app.post(
         "/v1/intents",
@@ -734,15 +733,3 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         service.authorize(request, Access.READ)
         report = await run_in_threadpool(service.savings)
         return _json(report.to_json())
-
-
-def _invalid(exc: ValidationError) -> RequestInvalid:
-    errors: list[JSONValue] = []
-    summaries: list[str] = []
-    for error in exc.errors(include_url=False):
-        where = "body." + ".".join(str(part) for part in error["loc"])
-        extra = error["type"] == "extra_forbidden"
-        message = "unknown field" if extra else error["msg"]
-        errors.append({"location": where, "message": message, "type": error["type"]})
-        summaries.append(f"{where}: {message}")
-    return invalid_request(errors, summaries)
