@@ -167,13 +167,7 @@ def ui_router(
 ) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
-    ``signature_keys``, the trusted public keys, checks each record's
-    signatures on its page (without them a signed record's key is named, not
-    checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
-    into the commands a record's page shows; ``prices`` prices its LLM calls,
-    and those of the list and the overview. ``operator``, under ``serve``:
-    an execution's page offers its levers as buttons to a write key
-    (``operate.py``). Added in 0.1.0.
+    The other arguments are :func:`~intentusnet.server.ui.add_ui`'s. Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
