@@ -128,7 +128,7 @@ def run_all(
     store = open_store()
     ids = select(
         store,
-        last_intent(),
+        intent=last_intent(),
         since=options.since,
         until=options.until,
         status=options.status,

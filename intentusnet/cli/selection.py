@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -78,28 +78,20 @@ def selection_options(command: _F) -> _F:
 
 def select(
     store: ExecutionStore,
-    intent: str | None,
     *,
-    since: datetime | None,
     until: datetime | None,
-    status: str | None,
-    limit: int | None,
     sample: int | None,
     seed: int,
+    **filters: Any,
 ) -> Callable[[], Iterator[str]]:
     """The selection, as a function yielding its ids (newest first) each time.
 
-    Each call walks the same records: without ``--until``, the selection ends
-    at the moment this is called.
+    ``filters``: the other fields of ``ListFilters`` (``intent``, ``since``,
+    ``status``, ``limit``). Each call walks the same records: without
+    ``--until``, the selection ends at the moment this is called.
     """
     from ..store.filters import ListFilters
     from ..testing.bulk import select_ids
 
-    filters = ListFilters(
-        intent=intent,
-        status=status,
-        since=since,
-        until=until or datetime.now(UTC),
-        limit=limit,
-    )
-    return partial(select_ids, store, filters, sample=sample, seed=seed)
+    selected = ListFilters(until=until or datetime.now(UTC), **filters)
+    return partial(select_ids, store, selected, sample=sample, seed=seed)
