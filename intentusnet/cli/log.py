@@ -14,14 +14,14 @@ import base64
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from .context import ExecutionId, Settings, open_store
 from .log_host import LogHost
 from .output import emit_json
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, options
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,7 +47,6 @@ def log() -> None:
 #: ``unwitnessed``).
 UNWITNESSED: Final = 17
 
-_F = TypeVar("_F", bound=Callable[..., object])
 _LOG_KEY = click.option(
     "--key",
     "key_file",
@@ -57,9 +56,17 @@ _LOG_KEY = click.option(
 )
 
 
-def witness_options(command: _F) -> _F:
-    """Add ``--witness URL=VKEY`` (repeatable) and ``--witness-quorum K``."""
-    command = click.option(
+#: ``--witness [URL=]VKEY`` (repeatable) and ``--witness-quorum K``.
+witness_options = options(
+    click.option(
+        "--witness",
+        "witnesses",
+        multiple=True,
+        metavar="[URL=]VKEY",
+        help="A witness: its add-checkpoint URL prefix (log publish) and its "
+        "verifier key, as `intentusnet witness` prints it (repeatable).",
+    ),
+    click.option(
         "--witness-quorum",
         "quorum",
         type=click.IntRange(min=1),
@@ -67,15 +74,8 @@ def witness_options(command: _F) -> _F:
         metavar="K",
         help="How many of the --witness witnesses must have cosigned "
         "[default: all of them].",
-    )(command)
-    return click.option(
-        "--witness",
-        "witnesses",
-        multiple=True,
-        metavar="[URL=]VKEY",
-        help="A witness: its add-checkpoint URL prefix (log publish) and its "
-        "verifier key, as `intentusnet witness` prints it (repeatable).",
-    )(command)
+    ),
+)
 
 
 def _witness_entries(entries: tuple[str, ...]) -> list[tuple[str, Cosigner]]:
