@@ -47,9 +47,7 @@ from .. import __version__
 from .._util.ids import ID_PART_PATTERN
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, ErrorCode, IntentEnvelope
-from ..errors import (
-    MalformedRequest,
-)
+from ..errors import MalformedRequest
 from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
@@ -548,7 +546,6 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
     async def resolve_execution(request: Request, execution_id: _ID) -> Response:
         service.authorize(request, Access.ROUTE)
         wanted = await _read(request, ResolutionRequest)
-
         decided = await run_in_threadpool(
             levers.resolve,
             execution_id,
