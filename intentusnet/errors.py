@@ -2,7 +2,8 @@
 
 Every error a user can catch derives from :class:`IntentusNetError`. Each class has
 a stable ``code`` (snake_case, never reused) and the ``exit_code`` the CLI exits
-with, and also subclasses the builtin it behaves like::
+with (its parent's, unless it sets another), and also subclasses the builtin it
+behaves like::
 
     IntentusNetError
     ├── EnvelopeValidationError (ValueError)      envelope_invalid       2
@@ -163,7 +164,6 @@ class StoreError(IntentusNetError, OSError):
     """The execution store failed to read or write."""
 
     code: ClassVar[str] = "store_error"
-    exit_code: ClassVar[int] = 1
 
 
 class InvalidExecutionId(StoreError, ValueError):
@@ -188,7 +188,6 @@ class RecordExists(StoreError, FileExistsError):
     """A record with that execution id already exists; records are never rewritten."""
 
     code: ClassVar[str] = "record_exists"
-    exit_code: ClassVar[int] = 1
 
 
 class RecordIntegrityError(StoreError, ValueError):
@@ -225,7 +224,6 @@ class SignatureError(RecordIntegrityError):
     """
 
     code: ClassVar[str] = "signature_failure"
-    exit_code: ClassVar[int] = 6
 
     def __init__(self, status: str, detail: str, execution_id: str = "") -> None:
         self.status = status
@@ -237,14 +235,12 @@ class UnsupportedSchemaVersion(RecordIntegrityError):
     """A record was written in a format version this release cannot read."""
 
     code: ClassVar[str] = "unsupported_schema"
-    exit_code: ClassVar[int] = 6
 
 
 class ReplayError(IntentusNetError):
     """Replay could not produce a result."""
 
     code: ClassVar[str] = "replay_error"
-    exit_code: ClassVar[int] = 1
 
 
 class ReplayNotAllowed(ReplayError):
@@ -347,7 +343,6 @@ class SideEffectMismatch(CassetteMiss):
     """
 
     code: ClassVar[str] = "side_effect_mismatch"
-    exit_code: ClassVar[int] = 7
 
 
 class ReplayedStepError(ReplayError, RuntimeError):
@@ -367,7 +362,6 @@ class ReplayedStepError(ReplayError, RuntimeError):
     """
 
     code: ClassVar[str] = "replayed_step_error"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, name: str, error_type: str, message: str) -> None:
         self.name = name
@@ -390,7 +384,6 @@ class ServiceError(IntentusNetError):
     """
 
     code: ClassVar[str] = "service_error"
-    exit_code: ClassVar[int] = 1
 
     def __init__(
         self,
@@ -408,21 +401,18 @@ class ServiceUnavailable(ServiceError, ConnectionError):
     """The service could not be reached, timed out, or is shutting down."""
 
     code: ClassVar[str] = "service_unavailable"
-    exit_code: ClassVar[int] = 1
 
 
 class Unauthorized(ServiceError, PermissionError):
     """The request carried no API key, or one the service does not know."""
 
     code: ClassVar[str] = "unauthorized"
-    exit_code: ClassVar[int] = 1
 
 
 class Forbidden(ServiceError, PermissionError):
     """The API key may not do this (a read-only key cannot route intents)."""
 
     code: ClassVar[str] = "forbidden"
-    exit_code: ClassVar[int] = 1
 
 
 class RequestTooLarge(ServiceError, ValueError):
@@ -443,7 +433,6 @@ class MalformedRequest(RequestInvalid):
     """The request body is not a JSON document of the expected shape."""
 
     code: ClassVar[str] = "malformed_request"
-    exit_code: ClassVar[int] = 2
 
 
 class ClientDisconnected(ServiceError, ConnectionError):
@@ -454,7 +443,6 @@ class ClientDisconnected(ServiceError, ConnectionError):
     """
 
     code: ClassVar[str] = "client_disconnected"
-    exit_code: ClassVar[int] = 1
 
 
 class CacheMiss(ReplayError, LookupError):
@@ -500,7 +488,6 @@ class RequestNotRecorded(CacheMiss):
     """
 
     code: ClassVar[str] = "request_not_recorded"
-    exit_code: ClassVar[int] = 3
 
     def __init__(
         self, request: str, envelope_hash: str, cassette: str, record_mode: str
@@ -541,7 +528,6 @@ class CachedCallError(ReplayError, RuntimeError):
     """
 
     code: ClassVar[str] = "cached_call_error"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, error: Mapping[str, object], execution_id: str = "") -> None:
         self.error = dict(error)
@@ -558,7 +544,6 @@ class CacheError(IntentusNetError, OSError):
     """
 
     code: ClassVar[str] = "cache_error"
-    exit_code: ClassVar[int] = 1
 
 
 class NotCacheable(IntentusNetError, TypeError):
@@ -611,7 +596,6 @@ class SideEffectRefused(IntentusNetError, RuntimeError):
     """
 
     code: ClassVar[str] = "side_effect_refused"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, name: str, why: str) -> None:
         self.name = name
@@ -640,7 +624,6 @@ class LogError(IntentusNetError, OSError):
     """
 
     code: ClassVar[str] = "log_error"
-    exit_code: ClassVar[int] = 1
 
 
 class LogIntegrityError(LogError, ValueError):
@@ -729,7 +712,6 @@ class NondeterminismError(CassetteMiss):
     """
 
     code: ClassVar[str] = "nondeterminism"
-    exit_code: ClassVar[int] = 7
 
     def __init__(
         self,
@@ -770,7 +752,6 @@ class SideEffectInDoubt(CassetteMiss):
     """
 
     code: ClassVar[str] = "side_effect_in_doubt"
-    exit_code: ClassVar[int] = 7
 
     def __init__(self, position: int, name: str, args_hash: str, execution_id: str):
         self.position = position
@@ -839,7 +820,6 @@ class IdempotencyTimeout(IntentusNetError, TimeoutError):
     """
 
     code: ClassVar[str] = "idempotency_timeout"
-    exit_code: ClassVar[int] = 1
 
     def __init__(
         self, key: str, execution_id: str, waited_s: float, never_written: str = ""
@@ -860,7 +840,26 @@ class IdempotencyTimeout(IntentusNetError, TimeoutError):
         super().__init__(message)
 
 
-class ResumeRefused(IntentusNetError):
+class _Refused(IntentusNetError):
+    """An operation on an execution was refused; ``reason`` says why, in a stable word.
+
+    Attributes:
+        reason: the stable reason word.
+        execution_id: the execution concerned.
+        detail: what was found, one sentence.
+    """
+
+    exit_code: ClassVar[int] = 4
+    _verb: ClassVar[str]
+
+    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
+        self.reason = reason
+        self.execution_id = execution_id
+        self.detail = detail
+        super().__init__(f"cannot {self._verb} {execution_id} ({reason}): {detail}")
+
+
+class ResumeRefused(_Refused):
     """An execution cannot be resumed; ``reason`` says why, in a stable word.
 
     Reasons: ``complete`` (it finished), ``owned`` (a live process is writing
@@ -871,23 +870,13 @@ class ResumeRefused(IntentusNetError):
     ``chain_broken`` (a record of its resume chain is gone), ``abandoned`` (a
     resume record whose resumer died before linking it: nothing ran in it).
     Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "resume_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot resume {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "resume"
 
 
-class ResolveRefused(IntentusNetError):
+class ResolveRefused(_Refused):
     """A parked execution cannot be resolved as asked; nothing was written.
 
     Reasons: ``not_parked`` (the newest record of its chain is not parked
@@ -898,42 +887,22 @@ class ResolveRefused(IntentusNetError):
     (another operator is deciding about it now), ``resolved`` (another
     operator's decision came first), ``no_store`` (the store keeps no resume
     links). Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "resolve_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot resolve {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "resolve"
 
 
-class CancelRefused(IntentusNetError):
+class CancelRefused(_Refused):
     """An execution cannot be cancelled; nothing was written.
 
     Reasons: ``finished`` (it completed, failed or was cancelled: naming
     which), ``cancelled`` (another cancel request came first, naming who and
     when), ``no_store`` (the store keeps no cancel requests). Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "cancel_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot cancel {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "cancel"
 
 
 class ExecutionCancelled(IntentusNetError):
@@ -949,7 +918,6 @@ class ExecutionCancelled(IntentusNetError):
     """
 
     code: ClassVar[str] = "execution_cancelled"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, execution_id: str, request: Mapping[str, object]) -> None:
         self.execution_id = execution_id
@@ -974,7 +942,6 @@ class ExecutionWaiting(IntentusNetError):
     """
 
     code: ClassVar[str] = "execution_waiting"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, execution_id: str, waiting: Mapping[str, object]) -> None:
         self.execution_id = execution_id
@@ -998,34 +965,23 @@ class WaitTimedOut(IntentusNetError, TimeoutError):
     """
 
     code: ClassVar[str] = "wait_timed_out"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, name: str, due: str) -> None:
         self.name = name
         super().__init__(f"no signal {name!r} came before {due}")
 
 
-class SignalRefused(IntentusNetError):
+class SignalRefused(_Refused):
     """A signal cannot be delivered; nothing was written.
 
     Reasons: ``finished`` (the execution completed, failed, was parked or
     cancelled: naming which), ``full`` (the execution keeps the most signals
     it may, ``MAX_SIGNALS``), ``no_store`` (the store keeps no signals).
     Added in 0.1.0.
-
-    Attributes:
-        reason: the stable reason word.
-        execution_id: the execution concerned.
     """
 
     code: ClassVar[str] = "signal_refused"
-    exit_code: ClassVar[int] = 4
-
-    def __init__(self, reason: str, execution_id: str, detail: str) -> None:
-        self.reason = reason
-        self.execution_id = execution_id
-        self.detail = detail
-        super().__init__(f"cannot signal {execution_id} ({reason}): {detail}")
+    _verb: ClassVar[str] = "signal"
 
 
 class InvalidSignal(IntentusNetError, ValueError):
@@ -1110,7 +1066,6 @@ class ExecutionPending(IntentusNetError, TimeoutError):
     """
 
     code: ClassVar[str] = "execution_pending"
-    exit_code: ClassVar[int] = 1
 
     def __init__(self, execution_id: str, status: str, waited_s: float) -> None:
         self.execution_id = execution_id

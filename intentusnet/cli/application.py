@@ -13,12 +13,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import click
 
-from .context import open_named
+from .context import named_store, open_named
 from .params import USAGE, CliFailure
 
 #: The variable ``--app`` is read from when not given (as ``INTENTUSNET_STORE`` is
@@ -137,6 +138,18 @@ def open_app(
         "IntentRouter(store=intentusnet.open_store()) so that it follows them",
         USAGE,
     )
+
+
+@contextmanager
+def running_app(ref: str) -> Iterator[IntentRouter]:
+    """The router of ``ref`` over the named store (:func:`open_app`), closed after."""
+    router, given = open_app(ref, named_store())
+    try:
+        yield router
+    finally:
+        router.close()
+        if given is not None:
+            given.close()
 
 
 def _place(store: ExecutionStore) -> str:

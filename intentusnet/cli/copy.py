@@ -90,11 +90,7 @@ def copy(
                 copy_one(source, target, execution_id, tally)
             if advance is not None:
                 advance(done)
-    report(tally, as_json)
-    if tally.counts["failed"]:
-        ctx.exit(INTEGRITY_EXIT)
-    if tally.counts["conflict"]:
-        ctx.exit(CONFLICT_EXIT)
+    report(ctx, tally, as_json)
 
 
 def copy_one(
@@ -139,8 +135,8 @@ def copy_one(
         return
 
 
-def report(tally: Tally, as_json: bool) -> None:
-    """Print what happened to the records: notes, then the counts."""
+def report(ctx: click.Context, tally: Tally, as_json: bool) -> None:
+    """Print what happened to the records (notes, then the counts), and exit so."""
     counts = tally.counts
     if as_json:
         notes: list[JSONValue] = [
@@ -156,10 +152,14 @@ def report(tally: Tally, as_json: bool) -> None:
                 "notes": notes,
             }
         )
-        return
-    for execution_id, outcome, why in tally.notes:
-        click.echo(f"{execution_id}: {outcome}: {why}")
-    click.echo(
-        f"Copied {counts['copied']}, skipped {counts['skipped']}, "
-        f"{counts['conflict']} conflicts, {counts['failed']} failed."
-    )
+    else:
+        for execution_id, outcome, why in tally.notes:
+            click.echo(f"{execution_id}: {outcome}: {why}")
+        click.echo(
+            f"Copied {counts['copied']}, skipped {counts['skipped']}, "
+            f"{counts['conflict']} conflicts, {counts['failed']} failed."
+        )
+    if counts["failed"]:
+        ctx.exit(INTEGRITY_EXIT)
+    if counts["conflict"]:
+        ctx.exit(CONFLICT_EXIT)

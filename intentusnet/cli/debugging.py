@@ -19,7 +19,7 @@ import click
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import CassetteMiss, NetworkBlocked
-from .application import APP_ENV, app_option, load_router, open_app
+from .application import APP_ENV, app_option, load_router, running_app
 from .context import (
     ExecutionId,
     check_last_intent,
@@ -299,19 +299,15 @@ def fork(execution_id: str, from_step: str, app_ref: str, as_json: bool) -> None
     """
     from ..steps.fork import fork as fork_execution
 
-    router, given = open_app(app_ref, named_store())
     try:
-        result = fork_execution(router, execution_id, from_step)
+        with running_app(app_ref) as router:
+            result = fork_execution(router, execution_id, from_step)
     except CassetteMiss as exc:
         raise CliFailure(
             f"{exc} (the fork's record: {exc.rerun_execution_id})",
             exc.exit_code,
             cause=exc,
         ) from exc
-    finally:
-        router.close()
-        if given is not None:
-            given.close()
     if as_json:
         emit_json(result.to_json())
     else:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
-from .application import app_option, open_app
-from .context import named_store, open_store
+from .application import app_option, running_app
+from .context import open_store
 from .output import emit_json
 from .params import USAGE, CliFailure
-
-if TYPE_CHECKING:
-    pass
 
 _APP = app_option("The IntentRouter whose agents finish the execution.")
 
@@ -36,13 +31,8 @@ def resume(execution_id: str, app_ref: str, force: bool, as_json: bool) -> None:
     changed (unless --force). A side-effect step in doubt parks the execution
     needs_attention: the response is a NEEDS_ATTENTION error (exit 0).
     """
-    router, given = open_app(app_ref, named_store())
-    try:
+    with running_app(app_ref) as router:
         response = router.resume(execution_id, force=force)
-    finally:
-        router.close()
-        if given is not None:
-            given.close()
     emit_json(response.to_wire(), compact=as_json)
 
 
@@ -80,13 +70,8 @@ def recover(
     """
     from ..routing.recovery import Recovery
 
-    router, given = open_app(app_ref, named_store())
-    try:
+    with running_app(app_ref) as router:
         report = Recovery(router, grace=grace, max_attempts=max_attempts).run_once()
-    finally:
-        router.close()
-        if given is not None:
-            given.close()
     if as_json:
         emit_json(report.to_json(), compact=True)
         return

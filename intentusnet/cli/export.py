@@ -10,15 +10,14 @@ record holds what a ``Redactor`` let through when it was made.
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import IntentusNetError
 from .context import open_named, open_store
-from .copy import CONFLICT_EXIT, INTEGRITY_EXIT, Tally, copy_one, report
+from .copy import Tally, copy_one, report
 from .selection import select
 
 if TYPE_CHECKING:
@@ -28,41 +27,20 @@ __all__ = ["export_records"]
 
 
 def export_records(
-    ctx: click.Context,
-    directory: Path,
-    *,
-    intent: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    status: str | None,
-    limit: int | None,
-    sample: int | None,
-    seed: int,
-    as_json: bool,
+    ctx: click.Context, directory: Path, *, as_json: bool, **selection: Any
 ) -> None:
-    """Copy the selection and the records it links to into the store ``directory``."""
+    """Copy the selection and the records it links to into the store ``directory``.
+
+    ``selection``: the arguments of :func:`.selection.select` but the store.
+    """
     source = open_store()
-    selected = select(
-        source,
-        intent,
-        since=since,
-        until=until,
-        status=status,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-    )
-    chosen = list(selected())
+    chosen = list(select(source, **selection)())
     target = open_named(str(directory), create=True)
     ctx.call_on_close(target.close)
     tally = Tally()
     for execution_id in _with_children(source, chosen):
         copy_one(source, target, execution_id, tally)
-    report(tally, as_json)
-    if tally.counts["failed"]:
-        ctx.exit(INTEGRITY_EXIT)
-    if tally.counts["conflict"]:
-        ctx.exit(CONFLICT_EXIT)
+    report(ctx, tally, as_json)
 
 
 def _with_children(source: NamedStore, ids: list[str]) -> list[str]:

@@ -1,7 +1,7 @@
 """``intentusnet keys``, and the options that give commands public keys to check with.
 
 ``keys generate`` makes an Ed25519 key pair for signing records. ``verify`` and
-``replay`` take :func:`key_options` (``--key``, ``--keys``,
+``replay`` take :data:`key_options` (``--key``, ``--keys``,
 ``--require-signature``) and turn them into a ``KeyRing`` with
 :func:`key_ring`. A key file that cannot be used is a ``SigningKeyError``:
 one line, exit 2.
@@ -10,17 +10,16 @@ one line, exit 2.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from .output import emit_json
+from .params import options
 
 if TYPE_CHECKING:
     from ..record.signing import KeyRing
 
-_F = TypeVar("_F", bound=Callable[..., object])
 #: Where ``keys generate`` writes when not told (beside the default store).
 DEFAULT_KEY_DIR: Final = ".intentusnet/keys"
 
@@ -61,27 +60,28 @@ def generate(directory: str, as_json: bool) -> None:
     click.echo(f"Public key:  {public}  (share it: it checks signatures)")
 
 
-def key_options(command: _F) -> _F:
-    """Add ``--key``, ``--keys`` and ``--require-signature`` to a command."""
-    command = click.option(
-        "--require-signature",
-        is_flag=True,
-        help="Fail an unsigned record too (needs --key or --keys).",
-    )(command)
-    command = click.option(
-        "--keys",
-        "key_dirs",
-        multiple=True,
-        metavar="DIR",
-        help="Check signatures with every *.pub key in DIR (repeatable).",
-    )(command)
-    return click.option(
+#: ``--key``, ``--keys`` and ``--require-signature``.
+key_options = options(
+    click.option(
         "--key",
         "key_files",
         multiple=True,
         metavar="FILE",
         help="Check signatures with this public key (repeatable: old keys too).",
-    )(command)
+    ),
+    click.option(
+        "--keys",
+        "key_dirs",
+        multiple=True,
+        metavar="DIR",
+        help="Check signatures with every *.pub key in DIR (repeatable).",
+    ),
+    click.option(
+        "--require-signature",
+        is_flag=True,
+        help="Fail an unsigned record too (needs --key or --keys).",
+    ),
+)
 
 
 def key_ring(

@@ -6,15 +6,13 @@ a port in use (or an address this machine does not have) is one line and exit
 
 Every listening command (``serve``, ``gateway``, ``ui``, ``mcp proxy
 --listen``) takes the same ``--body-timeout``, ``--keep-alive`` and
-``--max-connections`` (:func:`deadline_options`).
+``--max-connections`` (:data:`deadline_options`).
 """
 
 from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Callable
-from typing import TypeVar
 
 import click
 
@@ -24,32 +22,14 @@ from .._util.deadlines import (
     MAX_CONNECTIONS,
     Deadlines,
 )
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, options
 
 __all__ = ["deadline_options", "deadlines", "listen_address", "listening_socket"]
 
-_F = TypeVar("_F", bound=Callable[..., object])
 
-
-def deadline_options(command: _F) -> _F:
-    """Add ``--body-timeout``, ``--keep-alive`` and ``--max-connections``."""
-    command = click.option(
-        "--max-connections",
-        type=click.IntRange(min=2),
-        default=MAX_CONNECTIONS,
-        show_default=True,
-        metavar="N",
-        help="With N connections open, answer a request 503.",
-    )(command)
-    command = click.option(
-        "--keep-alive",
-        type=click.IntRange(min=1),
-        default=KEEP_ALIVE_SECONDS,
-        show_default=True,
-        metavar="SECONDS",
-        help="Close a connection idle this long between requests.",
-    )(command)
-    return click.option(
+#: ``--body-timeout``, ``--keep-alive`` and ``--max-connections``.
+deadline_options = options(
+    click.option(
         "--body-timeout",
         type=click.FloatRange(min=0, min_open=True),
         default=BODY_SECONDS,
@@ -57,11 +37,28 @@ def deadline_options(command: _F) -> _F:
         metavar="SECONDS",
         help="A request body must arrive within this long after its headers "
         "(408 and the connection closed).",
-    )(command)
+    ),
+    click.option(
+        "--keep-alive",
+        type=click.IntRange(min=1),
+        default=KEEP_ALIVE_SECONDS,
+        show_default=True,
+        metavar="SECONDS",
+        help="Close a connection idle this long between requests.",
+    ),
+    click.option(
+        "--max-connections",
+        type=click.IntRange(min=2),
+        default=MAX_CONNECTIONS,
+        show_default=True,
+        metavar="N",
+        help="With N connections open, answer a request 503.",
+    ),
+)
 
 
 def deadlines(body_timeout: float, keep_alive: int, max_connections: int) -> Deadlines:
-    """The :class:`Deadlines` of the options :func:`deadline_options` adds."""
+    """The :class:`Deadlines` of the options :data:`deadline_options` adds."""
     return Deadlines(body_timeout, keep_alive, max_connections)
 
 

@@ -14,14 +14,14 @@ import base64
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import click
 
 from .context import ExecutionId, Settings, open_store
 from .log_host import LogHost
 from .output import emit_json
-from .params import USAGE, CliFailure
+from .params import USAGE, CliFailure, options
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,12 +47,26 @@ def log() -> None:
 #: ``unwitnessed``).
 UNWITNESSED: Final = 17
 
-_F = TypeVar("_F", bound=Callable[..., object])
+_LOG_KEY = click.option(
+    "--key",
+    "key_file",
+    required=True,
+    metavar="PUB",
+    help="The log's public key file (the store's signing key's .pub).",
+)
 
 
-def witness_options(command: _F) -> _F:
-    """Add ``--witness URL=VKEY`` (repeatable) and ``--witness-quorum K``."""
-    command = click.option(
+#: ``--witness [URL=]VKEY`` (repeatable) and ``--witness-quorum K``.
+witness_options = options(
+    click.option(
+        "--witness",
+        "witnesses",
+        multiple=True,
+        metavar="[URL=]VKEY",
+        help="A witness: its add-checkpoint URL prefix (log publish) and its "
+        "verifier key, as `intentusnet witness` prints it (repeatable).",
+    ),
+    click.option(
         "--witness-quorum",
         "quorum",
         type=click.IntRange(min=1),
@@ -60,15 +74,8 @@ def witness_options(command: _F) -> _F:
         metavar="K",
         help="How many of the --witness witnesses must have cosigned "
         "[default: all of them].",
-    )(command)
-    return click.option(
-        "--witness",
-        "witnesses",
-        multiple=True,
-        metavar="[URL=]VKEY",
-        help="A witness: its add-checkpoint URL prefix (log publish) and its "
-        "verifier key, as `intentusnet witness` prints it (repeatable).",
-    )(command)
+    ),
+)
 
 
 def _witness_entries(entries: tuple[str, ...]) -> list[tuple[str, Cosigner]]:
@@ -88,10 +95,6 @@ def _witness_entries(entries: tuple[str, ...]) -> list[tuple[str, Cosigner]]:
     return found
 
 
-def _cosigners(entries: tuple[str, ...]) -> list[Cosigner]:
-    return [cosigner for _, cosigner in _witness_entries(entries)]
-
-
 def _quorum(quorum: int | None, witnesses: int) -> int:
     """The quorum asked for (all by default), checked against the witnesses given."""
     if quorum is None:
@@ -106,13 +109,7 @@ def _quorum(quorum: int | None, witnesses: int) -> int:
 
 
 @log.command()
-@click.option(
-    "--key",
-    "key_file",
-    required=True,
-    metavar="PUB",
-    help="The log's public key file (the store's signing key's .pub).",
-)
+@_LOG_KEY
 @witness_options
 @click.option(
     "--timeout",
@@ -324,13 +321,7 @@ def backfill(as_json: bool) -> None:
 
 
 @log.command("verify")
-@click.option(
-    "--key",
-    "key_file",
-    required=True,
-    metavar="PUB",
-    help="The log's public key file (the store's signing key's .pub).",
-)
+@_LOG_KEY
 @click.option(
     "--state",
     "state_file",
@@ -408,7 +399,7 @@ def verify_log(
         if found is None:
             raise CliFailure(f"no checkpoint file {name}", USAGE)
         trusted.append((f"--trusted {name}", found))
-    cosigners = _cosigners(witnesses)
+    cosigners = [cosigner for _, cosigner in _witness_entries(witnesses)]
     need = _quorum(quorum, len(cosigners))
 
     def check() -> LogAudit:
@@ -422,7 +413,10 @@ def verify_log(
             raise CliFailure(f"the store {host.where} has no transparency log", 3)
         if audit.history_holds and audit.note is not None:
             _remember(state, audit.note)
-        _report(audit, as_json, compact=follow)  # followed: one JSON line each
+        if as_json:  # followed: one JSON line each
+            emit_json(log_json(audit), compact=follow)
+        else:
+            show_audit(audit)
         if audit.findings:
             ctx.exit(max(finding.exit_code for finding in audit.findings))
         return audit
@@ -567,13 +561,6 @@ def show_findings(audit: LogAudit) -> None:
             f"{click.style(finding.name, fg='red')}: "
             f"{finding.execution_id or 'log'}: {finding.detail}"
         )
-
-
-def _report(audit: LogAudit, as_json: bool, *, compact: bool = False) -> None:
-    if as_json:
-        emit_json(log_json(audit), compact=compact)
-    else:
-        show_audit(audit)
 
 
 def _host() -> LogHost:

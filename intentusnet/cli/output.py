@@ -2,7 +2,7 @@
 
 Data goes to stdout; warnings, notes and errors go to stderr, so a pipe carries
 only data. Colour and progress appear only on a terminal: ``click.echo`` strips
-colour when its stream is not one, and ``progress`` hides its bar likewise;
+colour when its stream is not one, and ``progress_counter`` hides its line likewise;
 ``NO_COLOR`` turns colour off everywhere (see :func:`colour`).
 """
 
@@ -12,15 +12,13 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Final, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final, Protocol
 
 import click
 import orjson
 
 from .._util.jsonvalue import JSONValue
-
-_T = TypeVar("_T")
 
 #: Colours of record states in people's output.
 STATUS_COLOURS: Final = {
@@ -103,24 +101,6 @@ def working(message: str) -> None:
     """Say on stderr, only on a terminal, that a long step without steps started."""
     if sys.stderr.isatty():
         click.echo(message, err=True)
-
-
-def progress(
-    items: Iterable[_T], *, label: str, length: int | None = None
-) -> Iterator[_T]:
-    """Iterate ``items``, drawing a progress bar on stderr when it is a terminal."""
-    if not sys.stderr.isatty():
-        yield from items
-        return
-    with click.progressbar(
-        items,
-        length=length,
-        label=label,
-        file=sys.stderr,
-        show_pos=True,
-        show_eta=length is not None,
-    ) as bar:
-        yield from bar
 
 
 #: Seconds between two redraws of a progress line: a few a second, not one a record.

@@ -11,7 +11,7 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import click
 
@@ -31,6 +31,7 @@ _UNITS: Final = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 # commands that take no duration do not pay for compiling them at start-up.
 _DURATION: Final = r"(?:(\d+(?:\.\d+)?)([wdhms]))+"
 _PART: Final = r"(\d+(?:\.\d+)?)([wdhms])"
+_F = TypeVar("_F", bound="Callable[..., object]")
 
 
 if TYPE_CHECKING:
@@ -280,6 +281,17 @@ def keyed_redactor(key_file: str | None, make: Callable[[bytes], Redactor]) -> R
         return make(key)
     except (TypeError, ValueError) as exc:
         raise CliFailure(f"--redact: {exc}", USAGE) from None
+
+
+def options(*added: Callable[[_F], _F]) -> Callable[[_F], _F]:
+    """One decorator adding the options ``added``, in that order in ``--help``."""
+
+    def add(command: _F) -> _F:
+        for option in reversed(added):
+            command = option(command)
+        return command
+
+    return add
 
 
 def prices_option(purpose: str) -> Callable[[Callable[..., None]], Callable[..., None]]:

@@ -9,8 +9,7 @@ new answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -18,6 +17,7 @@ from .._util.jsonvalue import JSONValue
 from ..errors import ReaskRefused
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, table
+from .params import options
 
 if TYPE_CHECKING:
     from ..integrations.reask import ReaskAnswer, ReaskResult
@@ -30,7 +30,6 @@ else:  # click < 8.2 has no generic ParamType
 
 #: Exit code when an ask got no answer or an HTTP error (as a failed re-run).
 ASK_FAILED: Final = 8
-_F = TypeVar("_F", bound=Callable[..., object])
 
 
 class _Edit(_EditType):
@@ -50,31 +49,26 @@ class _Edit(_EditType):
             self.fail(str(exc), param, ctx)
 
 
-def edit_options(command: _F) -> _F:
-    """``--set``, ``--model`` and ``--key-env``, shared by ``reask`` and ``rerun``."""
-    for option in reversed(
-        [
-            click.option(
-                "--set",
-                "edits",
-                metavar="PATH=JSON",
-                multiple=True,
-                type=_Edit(),
-                help="Set this value in the recorded request's JSON body before "
-                "sending it, e.g. temperature=0.2 or messages[0].content='\"Hi\"' "
-                "(repeatable).",
-            ),
-            click.option("--model", metavar="M", help="Ask model M instead."),
-            click.option(
-                "--key-env",
-                metavar="VAR",
-                help="Read the API key from VAR instead of OPENAI_API_KEY or "
-                "ANTHROPIC_API_KEY.",
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
+#: ``--set``, ``--model`` and ``--key-env``, shared by ``reask`` and ``rerun``.
+edit_options = options(
+    click.option(
+        "--set",
+        "edits",
+        metavar="PATH=JSON",
+        multiple=True,
+        type=_Edit(),
+        help="Set this value in the recorded request's JSON body before "
+        "sending it, e.g. temperature=0.2 or messages[0].content='\"Hi\"' "
+        "(repeatable).",
+    ),
+    click.option("--model", metavar="M", help="Ask model M instead."),
+    click.option(
+        "--key-env",
+        metavar="VAR",
+        help="Read the API key from VAR instead of OPENAI_API_KEY or "
+        "ANTHROPIC_API_KEY.",
+    ),
+)
 
 
 def reasked_override(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,39 +73,22 @@ def records() -> None:
     "--intent, --since and --limit).",
 )
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
-def list_records(
-    intent: str | None,
-    status: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    replayable: bool | None,
-    id_prefix: str | None,
-    envelope_hash: str | None,
-    limit: int | None,
-    hits: bool,
-    as_json: bool,
-) -> None:
+def list_records(hits: bool, as_json: bool, **given: Any) -> None:
     """List records (and cache hits), newest first."""
     from ..record.model import RecordSummary
     from ..store.filters import ListFilters
     from .resumes import resumed_rows
 
     store = open_store()
-    filters = ListFilters(
-        intent=intent,
-        status=status,
-        since=since,
-        until=until,
-        replayable=replayable,
-        id_prefix=id_prefix,
-        envelope_hash=envelope_hash,
-        limit=limit,
-    )
+    filters = ListFilters(**given)  # the filter options are its fields
     found: list[RecordSummary | CacheHit] = list(store.list(filters))
     # The hit journal is asked by --intent, --since and --limit only; with any
     # other filter the list holds records alone.
     if hits and not filters.record_only:
-        served = store.cache_hits(intent=intent, since=since, limit=limit)
+        limit = filters.limit
+        served = store.cache_hits(
+            intent=filters.intent, since=filters.since, limit=limit
+        )
         if served:
             found = sorted([*found, *served], key=_created, reverse=True)[:limit]
     resumed = resumed_rows(store, found)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -26,7 +26,7 @@ from .._util.jsonvalue import JSONObject, JSONValue
 from .application import load_router
 from .context import last_intent, named_store, open_store
 from .output import emit_json, progress_counter, table
-from .params import USAGE, Choice, CliFailure
+from .params import USAGE, Choice, CliFailure, options
 from .selection import select, selection_options
 
 if TYPE_CHECKING:
@@ -52,53 +52,49 @@ _SINGLE: Final = {
     "model": "--model",
     "key_env": "--key-env",
 }
-_F = TypeVar("_F", bound=Callable[..., object])
 
 
-def rerun_all_options(command: _F) -> _F:
-    """Add ``--all`` and the options that go with it to ``rerun``."""
-    options = [
-        click.option(
-            "--all",
-            "run_all",
-            is_flag=True,
-            help="Re-run every selected record strictly (--intent, --since, "
-            "--until, --status, --limit, --sample select); list those not the same.",
-        ),
-        click.option(
-            "--jobs",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            help="With --all: worker processes.",
-        ),
-        click.option(
-            "--junit",
-            type=click.Path(dir_okay=False, path_type=Path),
-            metavar="FILE",
-            help="With --all: write a JUnit XML report, one test case per record.",
-        ),
-        click.option(
-            "--allow",
-            "allowed",
-            type=Choice(["changed"]),
-            multiple=True,
-            help="With --all: exit 0 although records changed.",
-        ),
-        click.option(
-            "--progress",
-            is_flag=True,
-            help="With --all: show progress on stderr even when it is not a terminal.",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return selection_options(command)
+#: ``--all`` and the options that go with it, the selection's first, for ``rerun``.
+rerun_all_options = options(
+    selection_options,
+    click.option(
+        "--all",
+        "run_all",
+        is_flag=True,
+        help="Re-run every selected record strictly (--intent, --since, "
+        "--until, --status, --limit, --sample select); list those not the same.",
+    ),
+    click.option(
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="With --all: worker processes.",
+    ),
+    click.option(
+        "--junit",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help="With --all: write a JUnit XML report, one test case per record.",
+    ),
+    click.option(
+        "--allow",
+        "allowed",
+        type=Choice(["changed"]),
+        multiple=True,
+        help="With --all: exit 0 although records changed.",
+    ),
+    click.option(
+        "--progress",
+        is_flag=True,
+        help="With --all: show progress on stderr even when it is not a terminal.",
+    ),
+)
 
 
 @dataclass(frozen=True)
 class AllOptions:
-    """What :func:`rerun_all_options` adds to ``rerun``, as one value."""
+    """What :data:`rerun_all_options` adds to ``rerun``, as one value."""
 
     run_all: bool
     since: datetime | None
@@ -128,7 +124,7 @@ def run_all(
     store = open_store()
     ids = select(
         store,
-        last_intent(),
+        intent=last_intent(),
         since=options.since,
         until=options.until,
         status=options.status,

@@ -6,8 +6,7 @@ from typing import Final
 
 import click
 
-from .application import app_option, open_app
-from .context import named_store
+from .application import app_option, running_app
 from .output import emit_json
 from .params import read_json_object
 
@@ -29,13 +28,8 @@ def run(app_ref: str, envelope_file: str, as_json: bool) -> None:
     failed (its status is error) the command exits 8.
     """
     envelope = read_json_object(envelope_file)
-    router, given = open_app(app_ref, named_store())
-    try:
+    with running_app(app_ref) as router:
         response = router.route_intent(envelope)
-    finally:
-        router.close()
-        if given is not None:
-            given.close()
     emit_json(response.to_wire(), compact=as_json)
     if response.status == "error":
         raise click.exceptions.Exit(EXECUTION_FAILED)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .params import Choice, Since
+from .params import Choice, Since, options
 
 if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
@@ -34,72 +34,59 @@ STATUSES = (
     "waiting",
     "queued",
 )
-_F = TypeVar("_F", bound=Callable[..., object])
 
 
-def selection_options(command: _F) -> _F:
-    """Add the selection options: ``--since`` to ``--seed``."""
-    options = [
-        click.option(
-            "--since",
-            type=Since(),
-            help="Records created at or after this time (ISO 8601, or e.g. 7d).",
-        ),
-        click.option(
-            "--until",
-            type=Since(),
-            help="Records created before this time (exclusive).",
-        ),
-        click.option("--status", type=Choice(STATUSES), help="Records in this state."),
-        click.option(
-            "--limit",
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="The newest N records.",
-        ),
-        click.option(
-            "--sample",
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="N of the selected records, drawn at random.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=0,
-            show_default=True,
-            help="With --sample: the seed of the draw (equal seeds, equal draws).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+#: The selection options: ``--since`` to ``--seed``.
+selection_options = options(
+    click.option(
+        "--since",
+        type=Since(),
+        help="Records created at or after this time (ISO 8601, or e.g. 7d).",
+    ),
+    click.option(
+        "--until",
+        type=Since(),
+        help="Records created before this time (exclusive).",
+    ),
+    click.option("--status", type=Choice(STATUSES), help="Records in this state."),
+    click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="The newest N records.",
+    ),
+    click.option(
+        "--sample",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="N of the selected records, drawn at random.",
+    ),
+    click.option(
+        "--seed",
+        type=int,
+        default=0,
+        show_default=True,
+        help="With --sample: the seed of the draw (equal seeds, equal draws).",
+    ),
+)
 
 
 def select(
     store: ExecutionStore,
-    intent: str | None,
     *,
-    since: datetime | None,
     until: datetime | None,
-    status: str | None,
-    limit: int | None,
     sample: int | None,
     seed: int,
+    **filters: Any,
 ) -> Callable[[], Iterator[str]]:
     """The selection, as a function yielding its ids (newest first) each time.
 
-    Each call walks the same records: without ``--until``, the selection ends
-    at the moment this is called.
+    ``filters``: the other fields of ``ListFilters`` (``intent``, ``since``,
+    ``status``, ``limit``). Each call walks the same records: without
+    ``--until``, the selection ends at the moment this is called.
     """
     from ..store.filters import ListFilters
     from ..testing.bulk import select_ids
 
-    filters = ListFilters(
-        intent=intent,
-        status=status,
-        since=since,
-        until=until or datetime.now(UTC),
-        limit=limit,
-    )
-    return partial(select_ids, store, filters, sample=sample, seed=seed)
+    selected = ListFilters(until=until or datetime.now(UTC), **filters)
+    return partial(select_ids, store, selected, sample=sample, seed=seed)

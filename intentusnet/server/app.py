@@ -29,17 +29,16 @@ waiting for an answer are in ``server/executions.py``.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import orjson
 from fastapi import FastAPI, Path, Query
 from fastapi_offline import FastAPIOffline
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,10 +47,7 @@ from .. import __version__
 from .._util.ids import ID_PART_PATTERN
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, ErrorCode, IntentEnvelope
-from ..errors import (
-    MalformedRequest,
-    RequestInvalid,
-)
+from ..errors import MalformedRequest
 from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
 from ..record.model import RecordStatus
@@ -71,7 +67,7 @@ from .executions import (
 from .headers import IDEMPOTENCY_KEY, idempotency_key, prefers_async
 from .levers import Levers
 from .metrics import CONTENT_TYPE
-from .openapi import build_openapi, ok, problem, ref
+from .openapi import body, build_openapi, ok, problem, ref
 from .pagination import MAX_LIMIT, Cursor, page
 from .problems import install_handlers, invalid_request
 from .schemas import ForkRequest, ReplayRequest, ResolutionRequest
@@ -89,7 +85,7 @@ if TYPE_CHECKING:
 
 __all__ = ["create_app"]
 
-_log = logging.getLogger("intentusnet.server")
+_Body = TypeVar("_Body", bound=BaseModel)
 _ID = Annotated[str, Path(description="The execution id.", max_length=256)]
 #: ``?wait=``: how long getExecution and getExecutionByKey may hold the answer.
 _Wait = Annotated[
@@ -238,6 +234,14 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         403: problem("Not allowed."),
     }
 
+    async def _read(request: Request, model: type[_Body]) -> _Body:
+        """The JSON body (``{}`` when empty) as ``model``, or a 422 problem."""
+        body = await read_json(request, service.max_body_bytes)
+        try:
+            return model.model_validate({} if body is None else body)
+        except ValidationError as exc:
+            raise invalid_request(exc.errors(include_url=False), "body.") from None
+
     @app.post(
         "/v1/intents",
         tags=["intents"],
@@ -295,14 +299,7 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
                     "schema": {"type": "string"},
                 },
             ],
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/IntentEnvelope"}
-                    }
-                },
-            },
+            "requestBody": body("IntentEnvelope"),
         },
     )
     async def route_intent(request: Request) -> Response:
@@ -507,24 +504,11 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
             413: problem("The body is too large."),
             422: problem("Invalid body, or the envelope does not hash as recorded."),
         },
-        openapi_extra={
-            "requestBody": {
-                "required": False,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/ReplayRequest"}
-                    }
-                },
-            }
-        },
+        openapi_extra={"requestBody": body("ReplayRequest", required=False)},
     )
     async def replay_execution(request: Request, execution_id: _ID) -> Response:
         service.authorize(request, Access.READ)
-        body = await read_json(request, service.max_body_bytes)
-        try:
-            wanted = ReplayRequest.model_validate({} if body is None else body)
-        except ValidationError as exc:
-            raise _invalid(exc) from None
+        wanted = await _read(request, ReplayRequest)
         envelope = (
             None
             if wanted.envelope is None
@@ -557,36 +541,20 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
             413: problem("The body is too large."),
             422: problem("Invalid body: no step, happened not a boolean, ..."),
         },
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/ResolutionRequest"}
-                    }
-                },
-            }
-        },
+        openapi_extra={"requestBody": body("ResolutionRequest")},
     )
     async def resolve_execution(request: Request, execution_id: _ID) -> Response:
         service.authorize(request, Access.ROUTE)
-        body = await read_json(request, service.max_body_bytes)
-        try:
-            wanted = ResolutionRequest.model_validate({} if body is None else body)
-        except ValidationError as exc:
-            raise _invalid(exc) from None
-
-        def decide() -> str:
-            return levers.resolve(
-                execution_id,
-                step=wanted.step,
-                happened=wanted.happened,
-                output=cast(JSONValue, wanted.output),
-                by=service.who(request),
-                via="http",
-            )
-
-        decided = await run_in_threadpool(decide)
+        wanted = await _read(request, ResolutionRequest)
+        decided = await run_in_threadpool(
+            levers.resolve,
+            execution_id,
+            step=wanted.step,
+            happened=wanted.happened,
+            output=cast(JSONValue, wanted.output),
+            by=service.who(request),
+            via="http",
+        )
         return _json({"executionId": execution_id, "decision": decided})
 
     @app.post(
@@ -606,12 +574,9 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
     )
     async def cancel_execution(request: Request, execution_id: _ID) -> Response:
         service.authorize(request, Access.ROUTE)
-        who = service.who(request)
-
-        def stop() -> tuple[str, bool]:
-            return levers.cancel(execution_id, by=who, via="http")
-
-        record, closed = await run_in_threadpool(stop)
+        record, closed = await run_in_threadpool(
+            levers.cancel, execution_id, by=service.who(request), via="http"
+        )
         return _json({"executionId": execution_id, "record": record, "closed": closed})
 
     @app.post(
@@ -634,24 +599,11 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
                 "was written."
             ),
         },
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/ForkRequest"}
-                    }
-                },
-            }
-        },
+        openapi_extra={"requestBody": body("ForkRequest")},
     )
     async def fork_execution(request: Request, execution_id: _ID) -> Response:
         service.authorize(request, Access.ROUTE)
-        body = await read_json(request, service.max_body_bytes)
-        try:
-            wanted = ForkRequest.model_validate({} if body is None else body)
-        except ValidationError as exc:
-            raise _invalid(exc) from None
+        wanted = await _read(request, ForkRequest)
         answer = await run_in_threadpool(levers.fork, execution_id, wanted.from_step)
         return _json(answer, headers={"Location": location(str(answer["executionId"]))})
 
@@ -700,12 +652,14 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
     ) -> Response:
         service.authorize(request, Access.ROUTE)
         payload = await read_json(request, service.max_body_bytes)
-        who = service.who(request)
-
-        def send() -> str:
-            return levers.signal(execution_id, name, payload, by=who, via="http")
-
-        sent = await run_in_threadpool(send)
+        sent = await run_in_threadpool(
+            levers.signal,
+            execution_id,
+            name,
+            payload,
+            by=service.who(request),
+            via="http",
+        )
         return _json({"executionId": execution_id, "name": name, "signal": sent})
 
     @app.get(
@@ -733,14 +687,7 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         operation_id="health",
         responses={
             200: ok("Health", "Taking work."),
-            503: {
-                "description": "Shutting down.",
-                "content": {
-                    "application/json": {
-                        "schema": {"$ref": "#/components/schemas/Health"}
-                    }
-                },
-            },
+            503: ok("Health", "Shutting down."),
         },
     )
     async def health() -> Response:
@@ -783,15 +730,3 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         service.authorize(request, Access.READ)
         report = await run_in_threadpool(service.savings)
         return _json(report.to_json())
-
-
-def _invalid(exc: ValidationError) -> RequestInvalid:
-    errors: list[JSONValue] = []
-    summaries: list[str] = []
-    for error in exc.errors(include_url=False):
-        where = "body." + ".".join(str(part) for part in error["loc"])
-        extra = error["type"] == "extra_forbidden"
-        message = "unknown field" if extra else error["msg"]
-        errors.append({"location": where, "message": message, "type": error["type"]})
-        summaries.append(f"{where}: {message}")
-    return invalid_request(errors, summaries)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from .._util.jsonvalue import JSONObject
 
-__all__ = ["SECURITY_SCHEME", "build_openapi", "ok", "problem", "ref"]
+__all__ = ["SECURITY_SCHEME", "body", "build_openapi", "ok", "problem", "ref"]
 
 #: The API key as the OpenAPI document names it: a bearer token.
 SECURITY_SCHEME: Final = "HTTPBearer"
@@ -84,6 +84,14 @@ def ok(name: str, description: str) -> JSONObject:
     """An OpenAPI JSON response whose body is the component ``name``."""
     return {
         "description": description,
+        "content": {"application/json": {"schema": ref(name)}},
+    }
+
+
+def body(name: str, *, required: bool = True) -> JSONObject:
+    """An OpenAPI JSON request body that is the component ``name``."""
+    return {
+        "required": required,
         "content": {"application/json": {"schema": ref(name)}},
     }
 

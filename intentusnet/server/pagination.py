@@ -74,10 +74,8 @@ class Cursor:
             "not a cursor from this service; pass nextCursor from the previous "
             "page unchanged"
         )
-        where = "query.cursor"
         raise invalid_request(
-            [{"location": where, "message": message, "type": "cursor"}],
-            [f"{where}: {message}"],
+            [{"loc": ("query", "cursor"), "msg": message, "type": "cursor"}]
         )
 
     def moment(self) -> datetime:

@@ -11,7 +11,7 @@ that hangs up before its body is read is not unexpected: it is counted as
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -56,25 +56,29 @@ def problem_response(
     )
 
 
-def invalid_request(errors: list[JSONValue], summaries: list[str]) -> RequestInvalid:
-    """A ``RequestInvalid`` listing every invalid parameter or field."""
+def invalid_request(
+    errors: Iterable[Mapping[str, object]], prefix: str = ""
+) -> RequestInvalid:
+    """A ``RequestInvalid`` listing every invalid parameter or field.
+
+    ``errors`` are as pydantic lists them (``loc``, ``msg``, ``type``);
+    ``prefix`` goes before each location (``body.`` for a body's fields).
+    """
+    listed: list[JSONValue] = []
+    summaries: list[str] = []
+    for error in errors:
+        loc = error["loc"]
+        assert isinstance(loc, tuple | list)
+        where = prefix + ".".join(str(part) for part in loc)
+        kind = str(error["type"])
+        message = "unknown field" if kind == "extra_forbidden" else str(error["msg"])
+        listed.append({"location": where, "message": message, "type": kind})
+        summaries.append(f"{where}: {message}")
     more = f" (and {len(summaries) - 1} more)" if len(summaries) > 1 else ""
     first = summaries[0] if summaries else "not valid"
     invalid = RequestInvalid(f"invalid request: {first}{more}")
-    invalid.problem = {"errors": errors}
+    invalid.problem = {"errors": listed}
     return invalid
-
-
-def _from_validation(exc: RequestValidationError) -> RequestInvalid:
-    errors: list[JSONValue] = []
-    summaries: list[str] = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ()))
-        message = str(error.get("msg", ""))
-        kind = str(error.get("type", ""))
-        errors.append({"location": where, "message": message, "type": kind})
-        summaries.append(f"{where}: {message}")
-    return invalid_request(errors, summaries)
 
 
 def public_detail(
@@ -120,7 +124,7 @@ def install_handlers(
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return await on_library_error(request, _from_validation(exc))
+        return await on_library_error(request, invalid_request(exc.errors()))
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from functools import wraps
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-import orjson
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -43,13 +42,12 @@ from .access import Gate, form, login_redirect, same_origin
 from .jsondiff import entry_rows
 from .operate import Operator, page_levers
 from .overview import DAYS, ROWS, window
-from .render import HEADERS, render, render_text
+from .render import HEADERS, pretty_json, render, render_text
 from .rows import load_rows, row_details
 from .search import SCAN_LIMIT, scan, value_query
 from .spans import drawn
 
 if TYPE_CHECKING:
-    from ..._util.jsonvalue import JSONValue
     from ...cache.prices import PriceTable
     from ...record.model import ExecutionRecord
     from ...store import ExecutionStore
@@ -74,15 +72,17 @@ def _shown(page_function: _Page) -> _Page:
         except Unauthorized:
             return login_redirect(request)
         except (StoreError, RequestInvalid, Forbidden) as exc:
-            return render(
-                "error.html",
-                request,
-                status=status_for(exc),
-                code=exc.code,
-                message=str(exc) if not isinstance(exc, StoreError) else _quiet(exc),
-            )
+            return _error(request, exc)
 
     return guarded
+
+
+def _error(request: Request, exc: StoreError | RequestInvalid | Forbidden) -> Response:
+    """The error page of a refusal, a store's error without its directory."""
+    message = str(exc) if not isinstance(exc, StoreError) else _quiet(exc)
+    return render(
+        "error.html", request, status=status_for(exc), code=exc.code, message=message
+    )
 
 
 def _quiet(exc: StoreError) -> str:
@@ -92,10 +92,6 @@ def _quiet(exc: StoreError) -> str:
     if isinstance(exc, InvalidExecutionId):
         return "not a valid execution id"
     return exc.code.replace("_", " ")
-
-
-def _pretty(value: JSONValue) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
 def _when(text: str | None) -> datetime | None:
@@ -171,13 +167,7 @@ def ui_router(
 ) -> APIRouter:
     """The explorer's routes, reading ``store``; ``gate`` guards each page.
 
-    ``signature_keys``, the trusted public keys, checks each record's
-    signatures on its page (without them a signed record's key is named, not
-    checked). ``app_ref``, the application's ``MODULE:ATTR`` when known, goes
-    into the commands a record's page shows; ``prices`` prices its LLM calls,
-    and those of the list and the overview. ``operator``, under ``serve``:
-    an execution's page offers its levers as buttons to a write key
-    (``operate.py``). Added in 0.1.0.
+    The other arguments are :func:`~intentusnet.server.ui.add_ui`'s. Added in 0.1.0.
     """
     authorize = gate.authorize
     pages = APIRouter(include_in_schema=False)
@@ -276,10 +266,10 @@ def ui_router(
         why = explain(record, where)
         timeline, spans = drawn(where, record, prices)
         sections = {
-            "Payload": _pretty(record.envelope.get("payload")),
-            "Envelope": _pretty(record.envelope),
-            "Response": _pretty(record.final_response),
-            "Header": _pretty(record.header.to_json()),
+            "Payload": pretty_json(record.envelope.get("payload")),
+            "Envelope": pretty_json(record.envelope),
+            "Response": pretty_json(record.final_response),
+            "Header": pretty_json(record.header.to_json()),
         }
         application = app_ref or "MODULE:ATTR"
         durable = durable_links(where, record, application)
@@ -351,14 +341,7 @@ def ui_router(
             except Unauthorized:
                 return login_redirect(request)
             except (StoreError, RequestInvalid, Forbidden) as exc:
-                message = _quiet(exc) if isinstance(exc, StoreError) else str(exc)
-                return render(
-                    "error.html",
-                    request,
-                    status=status_for(exc),
-                    code=exc.code,
-                    message=message,
-                )
+                return _error(request, exc)
             return RedirectResponse(f"/ui/executions/{execution_id}", status_code=303)
 
     @pages.get("/ui/diff")

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import orjson
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ..._util.jsonvalue import JSONValue
 from ...errors import (
     Forbidden,
     IntentusNetError,
@@ -34,7 +32,7 @@ from ...integrations.reask import MAX_TIMES, ReaskResult, reask
 from ...steps.reask import RecordedCall, parse_edit, recorded_call
 from ..auth import Access
 from .access import Gate, form, login_redirect, same_origin
-from .render import render
+from .render import pretty_json, render
 
 if TYPE_CHECKING:
     from ...store import ExecutionStore
@@ -51,10 +49,6 @@ _REFUSALS = (
     RequestTooLarge,
     StoreError,
 )
-
-
-def _pretty(value: JSONValue) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
 def reask_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
@@ -75,7 +69,7 @@ def reask_router(store: ExecutionStore | None, gate: Gate) -> APIRouter:
             request,
             status=status,
             call=call,
-            body=_pretty(call.body),
+            body=pretty_json(call.body),
             recorded=call.response,
             fields=fields,
             result=result,

@@ -15,13 +15,23 @@ from functools import cache
 from typing import Final
 from urllib.parse import urlencode
 
+import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from ... import __version__
+from ..._util.jsonvalue import JSONValue
 
-__all__ = ["HEADERS", "NONE", "duration_text", "money", "render", "render_text"]
+__all__ = [
+    "HEADERS",
+    "NONE",
+    "duration_text",
+    "money",
+    "pretty_json",
+    "render",
+    "render_text",
+]
 
 #: What every page shows for "none": one dash.
 NONE: Final = "\u2013"
@@ -47,6 +57,11 @@ def _query(values: dict[str, str], **changes: str) -> str:
     merged = {**values, **changes}
     kept = {k: v for k, v in merged.items() if v}
     return "?" + urlencode(kept) if kept else ""
+
+
+def pretty_json(value: JSONValue) -> str:
+    """A recorded value as every page shows it: indented JSON."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
 def duration_text(value: float | None) -> str:

@@ -14,11 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import orjson
-
 from ...errors import StoreError
 from ...integrations.usage import recorded_call_usage
-from .render import duration_text, money
+from .render import duration_text, money, pretty_json
 from .timeline import attempts, draw
 
 if TYPE_CHECKING:
@@ -55,10 +53,6 @@ class SpanDetail:
     links: tuple[tuple[str, str], ...]  # (what, execution id)
     sections: tuple[tuple[str, str], ...]  # (title, text as recorded)
     llm: LLMCall | None = None
-
-
-def _pretty(value: JSONValue) -> str:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
 
 
 def _timing(bar: Bar) -> list[tuple[str, str]]:
@@ -140,15 +134,15 @@ def _attempt(
         ("Outcome", bar.outcome),
         *_timing(bar),
     ]
-    sections: list[tuple[str, str]] = [("Input (the payload)", _pretty(payload))]
+    sections: list[tuple[str, str]] = [("Input (the payload)", pretty_json(payload))]
     if end is not None:
         own = end.get("durationMs")
         if isinstance(own, int | float) and not isinstance(own, bool):
             facts.append(("Agent's own measure", duration_text(float(own))))
         if end.get("error") is not None:
-            sections.append(("Error", _pretty(end.get("error"))))
+            sections.append(("Error", pretty_json(end.get("error"))))
         else:
-            sections.append(("Output", _pretty(end.get("output"))))
+            sections.append(("Output", pretty_json(end.get("output"))))
         traceback = end.get("traceback")
         if isinstance(traceback, str):
             sections.append(("Traceback", traceback))
@@ -189,11 +183,11 @@ def _step(
         links.append((what, step.child_execution_id))
     if step.served_from:
         links.append(("served from", step.served_from))
-    sections = [("Arguments", _pretty(step.args))]
+    sections = [("Arguments", pretty_json(step.args))]
     if step.error is not None:
-        sections.append(("Error", _pretty(step.error)))
+        sections.append(("Error", pretty_json(step.error)))
     else:
-        sections.append(("Output", _pretty(step.output)))
+        sections.append(("Output", pretty_json(step.output)))
     if step.traceback:
         sections.append(("Traceback", step.traceback))
     return SpanDetail(

@@ -19,7 +19,7 @@ length; an agent's or a step's own measure of itself is in its detail.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ...integrations.mcp.view import call_view, is_session
 from ...record.model import EventType
@@ -49,9 +49,9 @@ class Bar:
     end_ms: float | None  # None: never ended (the record is incomplete)
     duration_ms: float | None  # end - start: what the bar draws and says
     outcome: str
-    depth: int
     left: float  # percent of the whole
     width: float  # percent of the whole
+    depth: int = 0
     error: str | None = None
     traceback: str | None = None
     child_execution_id: str | None = None
@@ -273,38 +273,20 @@ def _percent(ms: float, total: float) -> float:
 def _bar(
     total: float,
     *,
-    span: str,
-    kind: str,
-    label: str,
     start: float,
     end: float | None,
     outcome: str | None,
-    depth: int = 0,
-    error: str | None = None,
-    traceback: str | None = None,
-    child_execution_id: str | None = None,
-    detail: str | None = None,
-    side_effect: bool = False,
-    number: int | None = None,
+    **fields: Any,  # the rest of Bar's fields, as they are
 ) -> Bar:
     left = _percent(start, total)
     right = _percent(total if end is None else end, total)
     return Bar(
-        span=span,
-        kind=kind,
-        label=label,
         start_ms=round(start, 3),
         end_ms=None if end is None else round(end, 3),
         duration_ms=None if end is None else round(end - start, 3),
         outcome=outcome or ("running" if end is None else "?"),
-        depth=depth,
         left=left,
         # a zero-length bar would be invisible: draw at least a sliver
         width=max(round(right - left, 3), 0.4),
-        error=error,
-        traceback=traceback,
-        child_execution_id=child_execution_id,
-        detail=detail,
-        side_effect=side_effect,
-        number=number,
+        **fields,
     )
