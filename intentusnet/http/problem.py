@@ -13,6 +13,7 @@ from typing import Final, cast
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..errors import (
+    CancelRefused,
     EnvelopeValidationError,
     IdempotencyConflict,
     IdempotencyTimeout,
@@ -20,12 +21,24 @@ from ..errors import (
     RecordIntegrityError,
     ReplayHashMismatch,
     ReplayNotAllowed,
+    ResolveRefused,
+    ResumeRefused,
     ServiceError,
+    SignalRefused,
 )
 
-__all__ = ["MEDIA_TYPE", "STATUS_BY_CODE", "document", "from_error", "status_for"]
+__all__ = [
+    "MEDIA_TYPE",
+    "REFUSALS",
+    "STATUS_BY_CODE",
+    "document",
+    "from_error",
+    "status_for",
+]
 
 MEDIA_TYPE: Final = "application/problem+json"
+#: The operators' refusals: each says why in ``reason``, for ``execution_id``.
+REFUSALS: Final = (ResumeRefused, ResolveRefused, CancelRefused, SignalRefused)
 
 #: Error code -> HTTP status; a subclass without its own entry takes its
 #: parent's. Codes neither here nor inherited answer 500.
@@ -108,7 +121,7 @@ def from_error(exc: IntentusNetError, instance: str | None = None) -> JSONObject
 def _members(exc: IntentusNetError) -> JSONObject:
     if isinstance(exc, EnvelopeValidationError):
         return {"path": exc.path}
-    if isinstance(exc, ReplayNotAllowed):
+    if isinstance(exc, (ReplayNotAllowed, *REFUSALS)):
         return {"reason": exc.reason, "executionId": exc.execution_id}
     if isinstance(exc, ReplayHashMismatch):
         paths: list[JSONValue] = list(exc.paths)

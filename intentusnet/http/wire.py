@@ -45,6 +45,7 @@ from ..record.model import (
 from ..replay import ReplayResult
 from ..store.durable import check_idempotency_key
 from ..store.filters import ListFilters
+from .problem import REFUSALS
 
 __all__ = [
     "ExecutionPage",
@@ -358,7 +359,14 @@ def _build(
         )
     if issubclass(cls, IdempotencyTimeout):
         return cls(str(problem.get("key")), execution_id, 0.0)
-    return cls(detail)
+    if issubclass(cls, REFUSALS):
+        return cls(str(problem.get("reason") or "unknown"), execution_id, detail)
+    try:
+        return cls(detail)
+    except (TypeError, ValueError):
+        # A class made from more than a message, which no branch above reads
+        # from a problem document: the service's error as it came, code kept.
+        return ServiceError(detail, status=status, problem=problem)
 
 
 def transport_error(exc: httpx.HTTPError, base_url: str) -> ServiceUnavailable:

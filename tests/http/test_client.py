@@ -23,13 +23,16 @@ from intentusnet import (
 )
 from intentusnet.errors import (
     Forbidden,
+    IntentusNetError,
     RequestInvalid,
     RequestTooLarge,
+    ResumeRefused,
     ServiceError,
     ServiceUnavailable,
     Unauthorized,
 )
 from intentusnet.http.client import AsyncIntentusClient, IntentusClient
+from intentusnet.http.problem import REFUSALS, from_error
 from intentusnet.replay import ReplayEngine
 from intentusnet.store import FileExecutionStore
 
@@ -207,6 +210,51 @@ def test_answers_that_are_not_problems() -> None:
         with pytest.raises(ServiceError, match="short and stout") as odd:
             client.list_executions()
         assert odd.value.status == 418
+
+
+def _error_tree() -> list[type[IntentusNetError]]:
+    found, pending = [], [IntentusNetError]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+@pytest.mark.parametrize("cls", _error_tree(), ids=lambda cls: cls.__name__)
+def test_every_error_code_comes_back_as_an_error(cls: type[IntentusNetError]) -> None:
+    """Every code of the tree is raised as its class, or a ServiceError keeping it."""
+    body = {"code": cls.code, "detail": "what happened", "executionId": "x"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(409, json={**body, "reason": "owned"})
+
+    transport = httpx.MockTransport(handler)
+    client = IntentusClient("http://service.test", transport=transport)
+    with client, pytest.raises(IntentusNetError) as raised:
+        client.list_executions()
+    assert str(raised.value) == "what happened"
+    if type(raised.value) is not cls:
+        assert type(raised.value) is ServiceError
+        assert raised.value.problem["code"] == cls.code
+        assert raised.value.status == 409
+
+
+@pytest.mark.parametrize("cls", REFUSALS, ids=lambda cls: cls.__name__)
+def test_a_refusal_keeps_its_reason_over_http(cls: type[ResumeRefused]) -> None:
+    """An operator's refusal arrives as its class, with its reason and execution id."""
+    refusal = cls("owned", "0" * 32, "another process holds it")
+    problem = from_error(refusal)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(409, json=problem)
+
+    transport = httpx.MockTransport(handler)
+    client = IntentusClient("http://service.test", transport=transport)
+    with client, pytest.raises(cls) as raised:
+        client.list_executions()
+    assert (raised.value.reason, raised.value.execution_id) == ("owned", "0" * 32)
+    assert str(raised.value) == str(refusal)
 
 
 def test_async_client(live: LiveServer, root: Path) -> None:
