@@ -154,6 +154,8 @@ FINISHED: Final = frozenset(
         RecordStatus.CANCELLED,
     }
 )
+#: The statuses of an execution that nothing can cancel any more.
+_ENDED: Final = FINISHED - {RecordStatus.NEEDS_ATTENTION}
 _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
 
@@ -318,7 +320,7 @@ def cancel(
 
 def _refuse_ended(record: ExecutionRecord, asked: str) -> None:
     status = record.header.status
-    if status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION:
+    if status in _ENDED:
         raise CancelRefused(
             "finished",
             asked,
@@ -351,20 +353,24 @@ def close_cancelled(
         return None
     try:
         record = _load(router, head)
-        status = record.header.status
-        ended = status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION
-        if ended or chain_head(router, head) != head:
+        if record.header.status in _ENDED or chain_head(router, head) != head:
             return None
-        return _close(
-            router,
-            record,
-            hold,
-            EventType.OPERATOR_DECISION,
-            cancelling(request),
-            lambda answer: cancelled(answer, request),
-        )
+        return _close_cancelled(router, record, hold, request)
     finally:
         hold.release()
+
+
+def _close_cancelled(
+    router: StoreHolder, record: ExecutionRecord, hold: RecordHold, request: JSONObject
+) -> str:
+    return _close(
+        router,
+        record,
+        hold,
+        EventType.OPERATOR_DECISION,
+        cancelling(request),
+        lambda answer: cancelled(answer, request),
+    )
 
 
 def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
@@ -426,14 +432,7 @@ def resume(
         _refuse_abandoned(router, store, record)
         request = cancel_request(router, record)
         if request is not None:  # cancelled: closed, never run again
-            closed = _close(
-                router,
-                record,
-                hold,
-                EventType.OPERATOR_DECISION,
-                cancelling(request),
-                lambda answer: cancelled(answer, request),
-            )
+            closed = _close_cancelled(router, record, hold, request)
             return recorded_answer(_load(router, closed))
         # Linked once the new record says what it resumes (its INTENT_RECEIVED
         # on disk), before its agent runs: a record the chain links to always
@@ -505,27 +504,9 @@ def resolve(
             )
         record = _load(router, head)
         _in_doubt(record, execution_id, step, happened)
-        new_id = new_execution_id()
-        attempt = resume_attempt(record) + 1
-        recorder = Recorder(
-            router.store,  # type: ignore[arg-type]  # require_durable checked it
-            record.envelope,
-            record.header.envelope_hash,
-            _request_id(record),
-            execution_id=new_id,
-            parent_execution_id=record.header.parent_execution_id,
-            received={
-                "resumeOf": head,
-                "resumeOrigin": resume_origin(record),
-                "resumeAttempt": attempt,
-                "attemptsFrom": attempt,
-            },
-            configuration=record.header.configuration,
-            announce=True,
+        recorder, new_id = _next_record(
+            router, record, hold, "resolve", attempts_from=True
         )
-        if recorder.error is not None:
-            raise StoreError(f"could not resolve {head}: {recorder.error}")
-        hold.link(new_id)  # once the record names what it resumes, as resume
         decision: JSONObject = {"action": "retry"}
         if step is not None:  # a side effect in doubt
             chain = chain_of(router, record)
@@ -685,8 +666,37 @@ def _close(
     Raises:
         StoreError: the record could not be written.
     """
-    head = record.execution_id
-    new_id = new_execution_id()
+    recorder, new_id = _next_record(router, record, hold, "close")
+    recorder.event(event, data)
+    recorder.complete(
+        answer(AgentResponse(metadata=ResponseMetadata(execution_id=new_id)))
+    )
+    if recorder.error is not None:
+        raise StoreError(f"could not close {record.execution_id}: {recorder.error}")
+    return new_id
+
+
+def _next_record(
+    router: StoreHolder,
+    record: ExecutionRecord,
+    hold: RecordHold,
+    doing: str,
+    *,
+    attempts_from: bool = False,
+) -> tuple[Recorder, str]:
+    """Open and link the next record of ``record``'s held chain (``resumeOf`` it).
+
+    ``attempts_from``: its attempts are counted again from it (a retry).
+    """
+    head, new_id = record.execution_id, new_execution_id()
+    attempt = resume_attempt(record) + 1
+    received: JSONObject = {
+        "resumeOf": head,
+        "resumeOrigin": resume_origin(record),
+        "resumeAttempt": attempt,
+    }
+    if attempts_from:
+        received["attemptsFrom"] = attempt
     recorder = Recorder(
         router.store,  # type: ignore[arg-type]  # require_durable checked it
         record.envelope,
@@ -694,24 +704,14 @@ def _close(
         _request_id(record),
         execution_id=new_id,
         parent_execution_id=record.header.parent_execution_id,
-        received={
-            "resumeOf": head,
-            "resumeOrigin": resume_origin(record),
-            "resumeAttempt": resume_attempt(record) + 1,
-        },
+        received=received,
         configuration=record.header.configuration,
         announce=True,
     )
     if recorder.error is not None:
-        raise StoreError(f"could not close {head}: {recorder.error}")
+        raise StoreError(f"could not {doing} {head}: {recorder.error}")
     hold.link(new_id)  # once the record names what it resumes, as resume
-    recorder.event(event, data)
-    recorder.complete(
-        answer(AgentResponse(metadata=ResponseMetadata(execution_id=new_id)))
-    )
-    if recorder.error is not None:
-        raise StoreError(f"could not close {head}: {recorder.error}")
-    return new_id
+    return recorder, new_id
 
 
 def _request_id(record: ExecutionRecord) -> str:
