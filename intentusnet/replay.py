@@ -314,37 +314,32 @@ class ReplayEngine:
             "durationMs": None if last is None else last.at_ms,
             "agent": None,
         }
+        payload: JSONObject | None = None
+        error: JSONObject | None = None
         if done is None:
             warnings.append("no agent finished before the record ends; payload is None")
-            return ReplayResult(
-                payload=None,
-                metadata=metadata,
-                status="error",
-                error={
-                    "code": "CANCELLED",
-                    "message": "the execution stopped before any agent finished",
-                    "agent": None,
-                    "retryable": False,
-                    "details": {"executionId": record.execution_id},
-                },
-                original_execution_id=record.execution_id,
-                forced=forced,
-                partial=True,
-                warnings=tuple(warnings),
+            error = {
+                "code": "CANCELLED",
+                "message": "the execution stopped before any agent finished",
+                "agent": None,
+                "retryable": False,
+                "details": {"executionId": record.execution_id},
+            }
+        else:
+            output = done.data.get("output")
+            agent = done.data.get("agent")
+            metadata["agent"] = agent
+            warnings.append(
+                f"partial result: the output of agent {agent!r} (attempt "
+                f"{done.data.get('attempt')}, event {done.seq}), the last agent "
+                "that finished successfully"
             )
-        output = done.data.get("output")
-        agent = done.data.get("agent")
-        metadata["agent"] = agent
-        warnings.append(
-            f"partial result: the output of agent {agent!r} (attempt "
-            f"{done.data.get('attempt')}, event {done.seq}), the last agent that "
-            "finished successfully"
-        )
+            payload = output if isinstance(output, dict) else None
         return ReplayResult(
-            payload=output if isinstance(output, dict) else None,
+            payload=payload,
             metadata=metadata,
-            status="success",
-            error=None,
+            status="error" if done is None else "success",
+            error=error,
             original_execution_id=record.execution_id,
             forced=forced,
             partial=True,

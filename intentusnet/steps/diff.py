@@ -277,20 +277,22 @@ def diff_records(
     # A run with steps served from a record took no comparable time.
     served = any(s.source == "record" for s in (*steps_a, *steps_b))
     tail = _outcome_entries(a, b, slower, compare_duration=not served)
+    branches: tuple[BranchDiff, ...] = ()
     if _branched(decision_a) or _branched(decision_b):
-        return _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
-    steps = _step_entries(steps_a, steps_b, slower)
-    entries = [*head, *steps, *tail]
-    for index, entry in enumerate(entries):
-        if entry.kind not in _CONTEXT:
-            entries[index] = replace(entry, deviation_point=True)
-            break
+        entries, branches = _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
+    else:
+        entries = [*head, *_step_entries(steps_a, steps_b, slower), *tail]
+        for index, entry in enumerate(entries):
+            if entry.kind not in _CONTEXT:
+                entries[index] = replace(entry, deviation_point=True)
+                break
     return RecordDiff(
         a=a.execution_id,
         b=b.execution_id,
         a_fingerprint=a.fingerprint,
         b_fingerprint=b.fingerprint,
         entries=tuple(entries),
+        branches=branches,
         a_configuration=_config_fingerprint(a),
         b_configuration=_config_fingerprint(b),
     )
@@ -374,7 +376,7 @@ def _branched_diff(
     steps_a: tuple[RecordedStep, ...],
     steps_b: tuple[RecordedStep, ...],
     slower: _Slower,
-) -> RecordDiff:
+) -> tuple[list[DiffEntry], tuple[BranchDiff, ...]]:
     """Diff each agent's branch on its own; each branch gets its deviation point."""
     ends_a, ends_b = _attempt_ends(a), _attempt_ends(b)
     named = [*ends_b, *ends_a, *(s.agent for s in (*steps_b, *steps_a))]
@@ -430,16 +432,7 @@ def _branched_diff(
         )
         entries.extend(mine)
     entries.extend(mark(tail))
-    return RecordDiff(
-        a=a.execution_id,
-        b=b.execution_id,
-        a_fingerprint=a.fingerprint,
-        b_fingerprint=b.fingerprint,
-        entries=tuple(entries),
-        branches=tuple(kept),
-        a_configuration=_config_fingerprint(a),
-        b_configuration=_config_fingerprint(b),
-    )
+    return entries, tuple(kept)
 
 
 def _first(entries: list[DiffEntry]) -> DiffEntry | None:
