@@ -301,18 +301,9 @@ class Journal:
                 and never ended, not declared idempotent.
         """
         with self._lock:
-            if self._stop is not None:
-                raise self._stop  # parked: nothing more runs
-            steps = self._steps
-            while self._cursor < len(steps) and (
-                steps[self._cursor].number in self._consumed
-            ):
-                self._cursor += 1
-            if self._cursor >= len(steps):
-                position, self._next = self._next, self._next + 1
-                self.ran.append(position)
-                return JournalDecision(LIVE, None, position)
-            recorded = steps[self._cursor]
+            recorded = self._at_cursor()
+            if recorded is None:
+                return self._after_record()
             self._cursor += 1
             if recorded.name != name or recorded.args_hash != args_hash:
                 self._park(
@@ -356,20 +347,9 @@ class Journal:
         step's. No recorded step is left: live when ``new``, else ``None``.
         """
         with self._lock:
-            if self._stop is not None:
-                raise self._stop  # parked: nothing more runs
-            steps = self._steps
-            while self._cursor < len(steps) and (
-                steps[self._cursor].number in self._consumed
-            ):
-                self._cursor += 1
-            if self._cursor >= len(steps):
-                if not new:
-                    return None
-                position, self._next = self._next, self._next + 1
-                self.ran.append(position)
-                return JournalDecision(LIVE, None, position)
-            recorded = steps[self._cursor]
+            recorded = self._at_cursor()
+            if recorded is None:
+                return self._after_record() if new else None
             if recorded.name != marker or recorded.args_hash != args_hash:
                 return None  # the record went on without the patch
             self._cursor += 1
@@ -383,6 +363,23 @@ class Journal:
                 return None
             self.ran.append(recorded.number)
             return JournalDecision(LIVE, recorded, recorded.number)
+
+    def _at_cursor(self) -> JournalStep | None:
+        """The recorded step at this position (``None``: the record ended)."""
+        if self._stop is not None:
+            raise self._stop  # parked: nothing more runs
+        steps = self._steps
+        while (
+            self._cursor < len(steps) and steps[self._cursor].number in self._consumed
+        ):
+            self._cursor += 1
+        return steps[self._cursor] if self._cursor < len(steps) else None
+
+    def _after_record(self) -> JournalDecision:
+        """Run live, numbered after every step of the chain."""
+        position, self._next = self._next, self._next + 1
+        self.ran.append(position)
+        return JournalDecision(LIVE, None, position)
 
     def _park(self, reason: str, recorded: JournalStep, error: CassetteMiss) -> None:
         self._stop = error
