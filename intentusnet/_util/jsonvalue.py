@@ -6,6 +6,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
+import orjson
+
 from ..errors import EnvelopeValidationError
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ __all__ = [
     "JSONObject",
     "JSONValue",
     "check_json",
+    "copy_json",
     "parse_json",
     "render_path",
 ]
@@ -220,3 +223,11 @@ def _check_utf8(text: str, where: _Path) -> None:
             "string holds a lone surrogate and cannot be encoded as UTF-8",
             render_path(where),
         ) from exc
+
+
+def copy_json(value: JSONValue) -> JSONValue:
+    """A deep copy of ``value``, sharing nothing with it."""
+    if isinstance(value, dict | list):
+        copied: JSONValue = orjson.loads(orjson.dumps(value))
+        return copied
+    return value

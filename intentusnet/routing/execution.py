@@ -27,10 +27,8 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
-import orjson
-
 from .._util.flow import Flow
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, copy_json
 from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
 from ..hashing import canonical_json, hash_bytes
@@ -104,14 +102,6 @@ def jsonish(value: object) -> tuple[JSONValue, str, str | None]:
             text = text[: MAX_REPR - 3] + "..."
         return text, hash_bytes(canonical_json(text)), f"not JSON ({exc})"
     return cast(JSONValue, value), hash_bytes(data), None
-
-
-def _copy(value: JSONValue) -> JSONValue:
-    # Served values must not alias the loaded record, which the re-run diffs.
-    if isinstance(value, dict | list):
-        copied: JSONValue = orjson.loads(orjson.dumps(value))
-        return copied
-    return value
 
 
 def _redacted(
@@ -422,7 +412,7 @@ class StepSession:
         if decision.overridden:
             data["overridden"] = True
         self._write_end(step, data, recorded.outcome)
-        return _copy(recorded.output)
+        return copy_json(recorded.output)  # the re-run diffs the record: no alias
 
     def succeeded(
         self, step: OpenStep, value: object, *, child: str | None = None

@@ -33,9 +33,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
-import orjson
-
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, copy_json
 from ..errors import (
     CassetteMiss,
     IntentusNetError,
@@ -282,7 +280,7 @@ class Cassette:
         self.ended(StepEnd(number, name, args_hash, "record", decision, found.outcome))
         if decision.action == REPLAY_ERROR:
             raise replayed_error(name, found.error)
-        return _copy(found.output)
+        return copy_json(found.output)  # never an alias of the loaded record
 
     def _miss(
         self,
@@ -522,11 +520,3 @@ class Cassette:
                 f"{step.name} (step {step.number}, args differ at {differ})"
             )
         return described
-
-
-def _copy(value: JSONValue) -> JSONValue:
-    # Served values must not alias the loaded record.
-    if isinstance(value, dict | list):
-        copied: JSONValue = orjson.loads(orjson.dumps(value))
-        return copied
-    return value
