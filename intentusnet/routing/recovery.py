@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, wire_form
 from .._util.time import parse_utc
 from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
@@ -78,12 +78,7 @@ class RecoveryOutcome:
 
     def to_json(self) -> JSONObject:
         """The camelCase wire form."""
-        return {
-            "executionId": self.execution_id,
-            "action": self.action,
-            "reason": self.reason,
-            "resumedAs": self.resumed_as,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)

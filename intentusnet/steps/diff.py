@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, wire_form
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord
 from ..replay import diff_paths
 from .view import RecordedStep, record_steps
@@ -112,20 +112,7 @@ class DiffEntry:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "kind": self.kind,
-            "scope": self.scope,
-            "name": self.name,
-            "a": None if self.a is None else self.a.to_json(),
-            "b": None if self.b is None else self.b.to_json(),
-            "changes": list(self.changes),
-            "paths": list(self.paths),
-            "before": self.before,
-            "after": self.after,
-            "deviationPoint": self.deviation_point,
-            "detail": self.detail,
-            "branch": self.branch,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)

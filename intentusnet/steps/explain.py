@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, wire_form
 from ..errors import IntentusNetError
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord, RecordStatus
 from .view import UNFINISHED, RecordedStep, record_steps
@@ -76,21 +76,7 @@ class Explanation:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "executionId": self.execution_id,
-            "status": self.status,
-            "failed": self.failed,
-            "agent": self.agent,
-            "attempt": self.attempt,
-            "step": None if self.step is None else self.step.to_json(),
-            "error": self.error,
-            "traceback": self.traceback,
-            "rootCause": None if self.root_cause is None else self.root_cause.to_json(),
-            "summary": self.summary,
-            "evidence": list(self.evidence),
-            "failureSeq": self.failure_seq,
-            "child": None if self.child is None else self.child.to_json(),
-        }
+        return wire_form(self)
 
 
 def explain(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, wire_form
 from ..record.model import EventType, ExecutionRecord
 
 __all__ = ["RecordedStep", "StepRun", "chain_record_steps", "record_steps"]
@@ -91,30 +91,7 @@ class RecordedStep:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "number": self.number,
-            "name": self.name,
-            "agent": self.agent,
-            "attempt": self.attempt,
-            "parent": self.parent,
-            "args": self.args,
-            "argsHash": self.args_hash,
-            "sideEffect": self.side_effect,
-            "output": self.output,
-            "outputHash": self.output_hash,
-            "outcome": self.outcome,
-            "error": self.error,
-            "traceback": self.traceback,
-            "durationMs": self.duration_ms,
-            "replayable": self.replayable,
-            "reason": self.reason,
-            "source": self.source,
-            "servedFrom": self.served_from,
-            "liveMiss": self.live_miss,
-            "childExecutionId": self.child_execution_id,
-            "startSeq": self.start_seq,
-            "endSeq": self.end_seq,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +124,7 @@ class StepRun:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "number": self.number,
-            "name": self.name,
-            "argsHash": self.args_hash,
-            "source": self.source,
-            "recorded": self.recorded,
-            "miss": self.miss,
-            "outcome": self.outcome,
-            "overridden": self.overridden,
-        }
+        return wire_form(self)
 
 
 def _str(value: JSONValue | None) -> str | None:
