@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SAFE_INT",
     "JSONObject",
     "JSONValue",
+    "as_str",
     "check_json",
     "copy_json",
     "parse_json",
@@ -262,3 +263,8 @@ def _wire(value: object) -> JSONValue:
     if isinstance(value, tuple):
         return [_wire(item) for item in value]
     return cast(JSONValue, value)
+
+
+def as_str(value: JSONValue | None) -> str | None:
+    """``value`` if it is a string, else ``None``."""
+    return value if isinstance(value, str) else None

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_str
 from ..errors import (
     CassetteMiss,
     IntentusNetError,
@@ -151,12 +151,14 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
                 ended=end is not None,
                 outcome=str(done.get("outcome", "unfinished")),
                 output=done.get("output"),
-                output_hash=_text(done.get("outputHash")),
+                output_hash=as_str(done.get("outputHash")),
                 error=error if isinstance(error, dict) else None,
-                traceback=_text(done.get("traceback")),
-                child_execution_id=_text(child),
+                traceback=as_str(done.get("traceback")),
+                child_execution_id=as_str(child),
                 record=record.execution_id,
-                children=tuple(c for c in (_text(start.get("childExecutionId")),) if c),
+                children=tuple(
+                    c for c in (as_str(start.get("childExecutionId")),) if c
+                ),
             )
         )
     steps += [_resolution(data, record.execution_id) for data in resolved]
@@ -177,7 +179,7 @@ def _resolution(data: JSONObject, record: str) -> JournalStep:
         ended=happened,
         outcome="success" if happened else "unfinished",
         output=data.get("output") if happened else None,
-        output_hash=_text(data.get("outputHash")) if happened else None,
+        output_hash=as_str(data.get("outputHash")) if happened else None,
         error=None,
         traceback=None,
         child_execution_id=None,
@@ -235,10 +237,6 @@ def _end_kept(known: JournalStep, later: JournalStep) -> JournalStep:
     if not known.ended or (_servable(later) and not _servable(known)):
         return later
     return known
-
-
-def _text(value: JSONValue) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 class Journal:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue, wire_form
+from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
 from ..errors import IntentusNetError
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord, RecordStatus
 from .view import UNFINISHED, RecordedStep, record_steps
@@ -105,7 +105,7 @@ def _explain(
     attempt: int | None = None
     for event in (attempt_end, attempt_start):
         if event is not None:
-            agent = _str(event.data.get("agent"))
+            agent = as_str(event.data.get("agent"))
             number = event.data.get("attempt")
             attempt = number if type(number) is int else None
     failing = _failing_step(steps, agent, attempt, only_theirs=stopped)
@@ -136,7 +136,7 @@ def _explain(
         tb, seq = failing.traceback, failing.end_seq or failing.start_seq
     elif attempt_end is not None:
         error = _attempt_error(attempt_end.data)
-        tb, seq = _str(attempt_end.data.get("traceback")), attempt_end.seq
+        tb, seq = as_str(attempt_end.data.get("traceback")), attempt_end.seq
     elif attempt_start is not None:
         error = {
             "type": UNFINISHED,
@@ -187,10 +187,6 @@ def _explain(
         failure_seq=seq,
         child=child,
     )
-
-
-def _str(value: JSONValue | None) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _failed_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
