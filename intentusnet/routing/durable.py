@@ -93,6 +93,7 @@ __all__ = [
     "chain_of",
     "close_cancelled",
     "count_decision",
+    "load_record",
     "park",
     "parked",
     "recorded_answer",
@@ -200,15 +201,16 @@ def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore
     return store
 
 
-def _load(router: StoreHolder, execution_id: str) -> ExecutionRecord:
+def load_record(router: StoreHolder, execution_id: str) -> ExecutionRecord:
+    """Load ``execution_id`` from the router's store, which its caller checked."""
     store = router.store
-    assert store is not None  # require_durable checked it
+    assert store is not None  # require_durable (or a WaitStore) checked it
     return store.load(execution_id)
 
 
 def _has_record(router: StoreHolder, execution_id: str) -> bool:
     try:
-        _load(router, execution_id)
+        load_record(router, execution_id)
     except RecordNotFound:
         return False  # its resumer died before its record opened
     return True
@@ -239,7 +241,7 @@ def chain_of(router: StoreHolder, record: ExecutionRecord) -> list[ExecutionReco
     while (previous := resume_of(chain[-1])) is not None and previous not in seen:
         seen.add(previous)
         try:
-            chain.append(_load(router, previous))
+            chain.append(load_record(router, previous))
         except RecordNotFound:
             raise ResumeRefused(
                 "chain_broken",
@@ -303,7 +305,7 @@ def cancel(
             "no_store", execution_id, "the store keeps no cancel requests"
         )
     head = chain_head(router, execution_id)
-    record = _load(router, head)
+    record = load_record(router, head)
     _refuse_ended(record, execution_id)
     request: JSONObject = {"by": by, "via": via, "atUtc": utc_now()[0]}
     earlier = store.request_cancel(resume_origin(record), request)
@@ -352,7 +354,7 @@ def close_cancelled(
     if hold is None:
         return None
     try:
-        record = _load(router, head)
+        record = load_record(router, head)
         if record.header.status in _ENDED or chain_head(router, head) != head:
             return None
         return _close_cancelled(router, record, hold, request)
@@ -407,7 +409,7 @@ def resume(
     store = require_durable(router, execution_id)
     while True:
         head = chain_head(router, execution_id)
-        record = _load(router, head)
+        record = load_record(router, head)
         _refuse_finished(record, execution_id)
         if held is not None and head == execution_id:
             hold = held  # held before it was read: nothing to look at again
@@ -425,7 +427,7 @@ def resume(
         if chain_head(router, head) != head:
             hold.release()
             continue
-        record = _load(router, head)
+        record = load_record(router, head)
         break
     try:
         _refuse_finished(record, execution_id)
@@ -433,7 +435,7 @@ def resume(
         request = cancel_request(router, record)
         if request is not None:  # cancelled: closed, never run again
             closed = _close_cancelled(router, record, hold, request)
-            return recorded_answer(_load(router, closed))
+            return recorded_answer(load_record(router, closed))
         # Linked once the new record says what it resumes (its INTENT_RECEIVED
         # on disk), before its agent runs: a record the chain links to always
         # names the record before it, so its chain can be read back to the
@@ -490,7 +492,7 @@ def resolve(
         raise InvalidResolution(f"the output is not JSON: {exc}") from None
     store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
-    attention = _in_doubt(_load(router, head), execution_id, step, happened)
+    attention = _in_doubt(load_record(router, head), execution_id, step, happened)
     hold = store.hold_record(head)
     if hold is None:
         raise ResolveRefused(
@@ -498,11 +500,11 @@ def resolve(
         )
     try:
         if (newest := chain_head(router, head)) != head:
-            _in_doubt(_load(router, newest), execution_id, step, happened)  # why
+            _in_doubt(load_record(router, newest), execution_id, step, happened)  # why
             raise ResolveRefused(
                 "resolved", execution_id, f"another decision came first: {newest}"
             )
-        record = _load(router, head)
+        record = load_record(router, head)
         _in_doubt(record, execution_id, step, happened)
         recorder, new_id = _next_record(
             router, record, hold, "resolve", attempts_from=True
@@ -621,13 +623,13 @@ def park(router: StoreHolder, execution_id: str, reason: str, message: str) -> s
     """
     store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
-    record = _load(router, head)
+    record = load_record(router, head)
     _refuse_finished(record, execution_id)
     hold = store.hold_record(head)
     if hold is None:
         raise ResumeRefused("owned", head, "a live process is writing or resuming it")
     try:
-        record = _load(router, head)
+        record = load_record(router, head)
         _refuse_finished(record, execution_id)
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
@@ -868,7 +870,7 @@ def _never_written(router: Routing, store: DurableStore, claim: KeyClaim) -> str
     if hold is None:
         return ""  # a live process writes it: still running
     try:
-        _load(router, claim.execution_id)
+        load_record(router, claim.execution_id)
     except RecordNotFound as exc:
         return str(exc)
     finally:
@@ -914,7 +916,7 @@ def _act(
         return _run(router, env, fresh)
     try:
         head = chain_head(router, execution_id)
-        record = _load(router, head)
+        record = load_record(router, head)
     except RecordNotFound:
         # Its claimer died between the claim and opening the record (or, on
         # the file store, is about to open it): nothing was done, so it runs

@@ -40,7 +40,7 @@ from ..errors import IntentusNetError, ResumeRefused
 from ..record.durable import attempts_from, resume_attempt
 from ..record.model import RecordStatus
 from ..store.durable import WaitStore
-from .durable import chain_head, park, require_durable
+from .durable import chain_head, load_record, park, require_durable
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
@@ -200,9 +200,8 @@ class Recovery:
         self, store: WaitStore, ours: set[tuple[str, str]], execution_id: str
     ) -> RecoveryOutcome:
         router = self.router
-        assert router.store is not None
         try:
-            record = router.store.load(execution_id)
+            record = load_record(router, execution_id)
         except IntentusNetError as exc:
             return RecoveryOutcome(execution_id, "skipped", exc.code)
         header = record.header
@@ -227,11 +226,9 @@ class Recovery:
 
     def _recover(self, execution_id: str) -> RecoveryOutcome:
         router = self.router
-        store = router.store
-        assert store is not None
         try:
             head = chain_head(router, execution_id)
-            record = store.load(head)
+            record = load_record(router, head)
         except IntentusNetError as exc:
             return RecoveryOutcome(execution_id, "skipped", exc.code)
         if not record.events:
