@@ -482,9 +482,6 @@ class IntentRouter:
                 did not happen.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        import getpass
-
-        who = by if by is not None else getpass.getuser()
         from . import durable
 
         return durable.resolve(
@@ -493,7 +490,7 @@ class IntentRouter:
             step=step,
             happened=happened,
             output=output,
-            by=who,
+            by=_who(by),
             via="python",
         )
 
@@ -522,12 +519,9 @@ class IntentRouter:
                 ``no_store``; nothing was written.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        import getpass
-
-        who = by if by is not None else getpass.getuser()
         from . import durable
 
-        return durable.cancel(self, execution_id, by=who, via="python")
+        return durable.cancel(self, execution_id, by=_who(by), via="python")
 
     def signal(
         self,
@@ -559,12 +553,9 @@ class IntentRouter:
                 ``no_store``; nothing was written.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        import getpass
-
-        who = by if by is not None else getpass.getuser()
         from .signals import signal
 
-        return signal(self, execution_id, name, payload, by=who, via="python")
+        return signal(self, execution_id, name, payload, by=_who(by), via="python")
 
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
@@ -1202,6 +1193,13 @@ def _keyed(key: str, options: ExecutionOptions | None) -> Callable[[str], None] 
             "an idempotency key is for callers: with one, options may carry only opened"
         )
     return options.opened
+
+
+def _who(by: str | None) -> str:
+    """Who an operator's call is by: ``by``, else the OS user."""
+    import getpass
+
+    return by if by is not None else getpass.getuser()
 
 
 def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:
