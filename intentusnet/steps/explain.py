@@ -16,6 +16,7 @@ This reads only the record; it is a heuristic, and says what it rests on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -99,7 +100,8 @@ def _explain(
     # Killed or crashed: it failed where it stopped, not where it recovered.
     stopped = status is RecordStatus.INCOMPLETE
     steps = record_steps(record)
-    attempt_end = None if stopped else _failed_attempt(record.events)
+    # the first failed attempt: where things first went wrong
+    attempt_end = None if stopped else next(_failed_attempts(record.events), None)
     attempt_start = _open_attempt(record.events) if stopped else None
     agent: str | None = None
     attempt: int | None = None
@@ -189,15 +191,14 @@ def _explain(
     )
 
 
-def _failed_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
-    """The first failed attempt: where things first went wrong."""
-    for event in events:
-        if (
-            event.type is EventType.AGENT_ATTEMPT_END
-            and event.data.get("outcome") != "success"
-        ):
-            return event
-    return None
+def _failed_attempts(events: tuple[ExecutionEvent, ...]) -> Iterator[ExecutionEvent]:
+    """The ends of the attempts that failed, in order."""
+    return (
+        event
+        for event in events
+        if event.type is EventType.AGENT_ATTEMPT_END
+        and event.data.get("outcome") != "success"
+    )
 
 
 def _open_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
@@ -218,17 +219,13 @@ def _open_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
 def _handled_failures(events: tuple[ExecutionEvent, ...]) -> list[str]:
     """Failed attempts before a stop: the router handled them and went on."""
     found: list[str] = []
-    for event in events:
-        if (
-            event.type is EventType.AGENT_ATTEMPT_END
-            and event.data.get("outcome") != "success"
-        ):
-            error = _error_text(_attempt_error(event.data))
-            found.append(
-                f"before that, attempt {event.data.get('attempt')} (agent "
-                f"{event.data.get('agent')}) failed with {error}; the router "
-                "handled it and went on"
-            )
+    for event in _failed_attempts(events):
+        error = _error_text(_attempt_error(event.data))
+        found.append(
+            f"before that, attempt {event.data.get('attempt')} (agent "
+            f"{event.data.get('agent')}) failed with {error}; the router "
+            "handled it and went on"
+        )
     return found
 
 
