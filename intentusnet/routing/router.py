@@ -1150,31 +1150,21 @@ class _Serving:
 
     def answer(self, answer: AgentResponse) -> AgentResponse:
         """What the caller gets for the cache's answer; a hit is observed."""
-        live, kept = self.live, self.kept
-        if self.observers and not live:
-            _tell_hit(self.observers, self.env, answer, self.started)
+        live, kept, observers = self.live, self.kept, self.observers
+        if observers and not live:  # served by the cache: no attempts ran
+            metadata, intent = answer.metadata, self.env.intent
+            observed = ObservedExecution(
+                metadata.original_execution_id or metadata.execution_id or "",
+                None,
+                intent.name,
+                intent.version,
+                metadata.envelope_hash,
+                "hit",
+                self.started,
+            )
+            observers.execution_started(observed)
+            observers.execution_ended(observed, answer)
         return live[0] if kept and answer is kept[0] else answer
-
-
-def _tell_hit(
-    observers: Observers,
-    env: IntentEnvelope,
-    answer: AgentResponse,
-    started: int,
-) -> None:
-    """Tell ``observers`` of an answer the cache served (no attempts ran)."""
-    metadata = answer.metadata
-    observed = ObservedExecution(
-        metadata.original_execution_id or metadata.execution_id or "",
-        None,
-        env.intent.name,
-        env.intent.version,
-        metadata.envelope_hash,
-        "hit",
-        started,
-    )
-    observers.execution_started(observed)
-    observers.execution_ended(observed, answer)
 
 
 def _failed(response: AgentResponse, error: str) -> AgentResponse:
