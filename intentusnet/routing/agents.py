@@ -41,6 +41,7 @@ from .execution import (
     PendingStep,
     active_step,
     open_pending,
+    record_value,
     stepping,
 )
 from .guard import AttemptGuard
@@ -532,9 +533,7 @@ class AgentContext:
     def _value_step(self, name: str, read: Callable[[], JSONValue]) -> JSONValue:
         """Record ``read()`` as step ``name`` (no arguments); a re-run serves it."""
         ex, agent, attempt = self._execution, self.agent, self.attempt
-        return cast(
-            JSONValue, drive(stepping(ex, agent, attempt, name, {}, read, False))
-        )
+        return cast(JSONValue, record_value(ex, agent, attempt, name, {}, read))
 
     def route(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]

@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
-from .._util.flow import Flow
+from .._util.flow import Flow, drive
 from .._util.jsonvalue import JSONObject, JSONValue, copy_json
 from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
@@ -64,6 +64,7 @@ __all__ = [
     "jsonish",
     "leave_step",
     "open_pending",
+    "record_value",
     "replayed_error",
     "stepping",
 ]
@@ -830,3 +831,15 @@ def stepping(
         leave_step(token)
     session.succeeded(opened, value)
     return value
+
+
+def record_value(
+    ex: Execution | None,
+    agent: str,
+    attempt: int,
+    name: str,
+    args: object,
+    read: Callable[[], object],
+) -> object:
+    """Make ``read`` step ``name`` of ``ex`` (no side effect); a re-run serves it."""
+    return drive(stepping(ex, agent, attempt, name, args, read, False))
