@@ -696,13 +696,6 @@ def leave_step(token: Token[_Active]) -> None:
     _ACTIVE.reset(token)
 
 
-def _replayed(step: OpenStep) -> ReplayedStepError:
-    """The recorded failure of a step, to raise again in a strict re-run."""
-    decision = step.decision
-    recorded = None if decision is None else decision.recorded
-    return replayed_error(step.name, None if recorded is None else recorded.error)
-
-
 def replayed_error(name: str, error: JSONObject | None) -> ReplayedStepError:
     """The recorded failure ``error`` (``{"type", "message"}``) of step ``name``."""
     error = error or {}
@@ -734,8 +727,10 @@ def _replayed_type(kind: str) -> type[ReplayedStepError]:
 def _served(session: StepSession, opened: OpenStep) -> object:
     """Return a served step's recorded output, or raise its recorded error."""
     output = session.serve(opened)
-    if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
-        raise _replayed(opened)
+    decision = opened.decision
+    if decision is not None and decision.action == REPLAY_ERROR:
+        recorded = decision.recorded
+        raise replayed_error(opened.name, None if recorded is None else recorded.error)
     return output
 
 

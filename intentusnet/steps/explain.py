@@ -279,10 +279,6 @@ def _error_text(error: JSONObject) -> str:
     return f"{kind}: {message}" if message else str(kind)
 
 
-def _empty(value: JSONValue) -> bool:
-    return value is None or value in ({}, [], "")
-
-
 def _contains(haystack: JSONValue, needle: JSONValue) -> bool:
     """Whether ``needle`` is ``haystack`` or a value inside it."""
     pending = [haystack]
@@ -329,7 +325,7 @@ def _suspicion(
     step: RecordedStep, failing: RecordedStep | None, kind: str
 ) -> tuple[int, list[str]]:
     output = step.output
-    empty = _empty(output)
+    empty = output is None or output in ({}, [], "")
     linked = failing is not None and _contains(failing.args, output)
     why: list[str] = []
     if empty:
