@@ -519,7 +519,7 @@ class AgentContext:
         Recorded as the step ``intentusnet.uuid4`` (the output is the UUID's
         text), so a re-run mints the recorded ids again. Added in 0.1.0.
         """
-        return uuid.UUID(str(self._value_step(UUID4_STEP, _uuid4_text)))
+        return uuid.UUID(str(self._value_step(UUID4_STEP, lambda: str(uuid.uuid4()))))
 
     def random(self) -> float:
         """A random float in ``[0.0, 1.0)`` (``random.random()``), as a step.
@@ -602,10 +602,6 @@ def _patch_name(name: object) -> str:
     if not name.strip():
         raise ValueError(f"a patch name must not be empty or blank: {name!r}")
     return name
-
-
-def _uuid4_text() -> str:
-    return str(uuid.uuid4())
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,8 +72,6 @@ from .seams import ExecutionOptions
 from .waiting import waiting_answer, waiting_of
 
 if TYPE_CHECKING:
-    import logging
-
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
     from .agents import AgentRegistry
@@ -161,13 +159,6 @@ _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
 
 
-def _log() -> logging.Logger:
-    """The ``intentusnet.durable`` logger, imported once there is a failure to say."""
-    import logging
-
-    return logging.getLogger("intentusnet.durable")
-
-
 def count_decision(router: StoreHolder, action: str, record: str) -> None:
     """Count an operator's decision in the store, for ``/metrics``.
 
@@ -180,7 +171,11 @@ def count_decision(router: StoreHolder, action: str, record: str) -> None:
     try:
         store.note_decision(action, record)
     except StoreError as exc:
-        _log().warning("the %s decision %s was not counted: %s", action, record, exc)
+        import logging  # imported once there is a failure to say
+
+        logging.getLogger("intentusnet.durable").warning(
+            "the %s decision %s was not counted: %s", action, record, exc
+        )
 
 
 def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore:
