@@ -251,7 +251,11 @@ class ReplayEngine:
         if not ok and not force:
             raise ReplayNotAllowed(reason or "unknown", header.execution_id)
         if env is not None:
-            self._check_envelope(env if isinstance(env, dict) else env.to_wire())
+            wire = env if isinstance(env, dict) else env.to_wire()
+            expected, actual = header.envelope_hash, compute_hash(wire)
+            if actual != expected:
+                paths = diff_paths(hashed_view(record.envelope), hashed_view(wire))
+                raise ReplayHashMismatch(expected, actual, paths)
         warnings: list[str] = []
         if not ok:
             warnings.append(
@@ -275,13 +279,6 @@ class ReplayEngine:
             forced=not ok,
             warnings=tuple(warnings),
         )
-
-    def _check_envelope(self, wire: JSONObject) -> None:
-        expected = self.record.header.envelope_hash
-        actual = compute_hash(wire)
-        if actual != expected:
-            paths = diff_paths(hashed_view(self.record.envelope), hashed_view(wire))
-            raise ReplayHashMismatch(expected, actual, paths)
 
     def _partial(self, warnings: list[str], *, forced: bool) -> ReplayResult:
         record = self.record
