@@ -301,7 +301,14 @@ def cancel(
         )
     head = chain_head(router, execution_id)
     record = load_record(router, head)
-    _refuse_ended(record, execution_id)
+    status = record.header.status
+    if status in _ENDED:
+        raise CancelRefused(
+            "finished",
+            execution_id,
+            f"record {head}, the newest of its chain, is {status.value}: there is "
+            "nothing to cancel",
+        )
     request: JSONObject = {"by": by, "via": via, "atUtc": utc_now()[0]}
     earlier = store.request_cancel(resume_origin(record), request)
     if earlier is not None:
@@ -313,17 +320,6 @@ def cancel(
     count_decision(router, "cancel", resume_origin(record))
     closed = close_cancelled(router, head, request)
     return (head, False) if closed is None else (closed, True)
-
-
-def _refuse_ended(record: ExecutionRecord, asked: str) -> None:
-    status = record.header.status
-    if status in _ENDED:
-        raise CancelRefused(
-            "finished",
-            asked,
-            f"record {record.execution_id}, the newest of its chain, is "
-            f"{status.value}: there is nothing to cancel",
-        )
 
 
 def cancel_request(router: StoreHolder, record: ExecutionRecord) -> JSONObject | None:
