@@ -251,7 +251,11 @@ class ReplayEngine:
         if not ok and not force:
             raise ReplayNotAllowed(reason or "unknown", header.execution_id)
         if env is not None:
-            self._check_envelope(env if isinstance(env, dict) else env.to_wire())
+            wire = env if isinstance(env, dict) else env.to_wire()
+            expected, actual = header.envelope_hash, compute_hash(wire)
+            if actual != expected:
+                paths = diff_paths(hashed_view(record.envelope), hashed_view(wire))
+                raise ReplayHashMismatch(expected, actual, paths)
         warnings: list[str] = []
         if not ok:
             warnings.append(
@@ -275,13 +279,6 @@ class ReplayEngine:
             forced=not ok,
             warnings=tuple(warnings),
         )
-
-    def _check_envelope(self, wire: JSONObject) -> None:
-        expected = self.record.header.envelope_hash
-        actual = compute_hash(wire)
-        if actual != expected:
-            paths = diff_paths(hashed_view(self.record.envelope), hashed_view(wire))
-            raise ReplayHashMismatch(expected, actual, paths)
 
     def _partial(self, warnings: list[str], *, forced: bool) -> ReplayResult:
         record = self.record
@@ -314,37 +311,32 @@ class ReplayEngine:
             "durationMs": None if last is None else last.at_ms,
             "agent": None,
         }
+        payload: JSONObject | None = None
+        error: JSONObject | None = None
         if done is None:
             warnings.append("no agent finished before the record ends; payload is None")
-            return ReplayResult(
-                payload=None,
-                metadata=metadata,
-                status="error",
-                error={
-                    "code": "CANCELLED",
-                    "message": "the execution stopped before any agent finished",
-                    "agent": None,
-                    "retryable": False,
-                    "details": {"executionId": record.execution_id},
-                },
-                original_execution_id=record.execution_id,
-                forced=forced,
-                partial=True,
-                warnings=tuple(warnings),
+            error = {
+                "code": "CANCELLED",
+                "message": "the execution stopped before any agent finished",
+                "agent": None,
+                "retryable": False,
+                "details": {"executionId": record.execution_id},
+            }
+        else:
+            output = done.data.get("output")
+            agent = done.data.get("agent")
+            metadata["agent"] = agent
+            warnings.append(
+                f"partial result: the output of agent {agent!r} (attempt "
+                f"{done.data.get('attempt')}, event {done.seq}), the last agent "
+                "that finished successfully"
             )
-        output = done.data.get("output")
-        agent = done.data.get("agent")
-        metadata["agent"] = agent
-        warnings.append(
-            f"partial result: the output of agent {agent!r} (attempt "
-            f"{done.data.get('attempt')}, event {done.seq}), the last agent that "
-            "finished successfully"
-        )
+            payload = output if isinstance(output, dict) else None
         return ReplayResult(
-            payload=output if isinstance(output, dict) else None,
+            payload=payload,
             metadata=metadata,
-            status="success",
-            error=None,
+            status="error" if done is None else "success",
+            error=error,
             original_execution_id=record.execution_id,
             forced=forced,
             partial=True,

@@ -1,15 +1,20 @@
-"""The JSON value type and the one check that a Python value is JSON."""
+"""The JSON value type, the one check that a Python value is JSON, wire forms."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
+import orjson
+
 from ..errors import EnvelopeValidationError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable
+
+    from _typeshed import DataclassInstance
 
     JSONValue: TypeAlias = (
         dict[str, "JSONValue"] | list["JSONValue"] | str | int | float | bool | None
@@ -26,9 +31,12 @@ __all__ = [
     "MAX_SAFE_INT",
     "JSONObject",
     "JSONValue",
+    "as_str",
     "check_json",
+    "copy_json",
     "parse_json",
     "render_path",
+    "wire_form",
 ]
 
 #: Integers JSON numbers carry exactly in every language (IEEE 754 doubles).
@@ -220,3 +228,43 @@ def _check_utf8(text: str, where: _Path) -> None:
             "string holds a lone surrogate and cannot be encoded as UTF-8",
             render_path(where),
         ) from exc
+
+
+def copy_json(value: JSONValue) -> JSONValue:
+    """A deep copy of ``value``, sharing nothing with it."""
+    if isinstance(value, dict | list):
+        copied: JSONValue = orjson.loads(orjson.dumps(value))
+        return copied
+    return value
+
+
+def wire_form(value: DataclassInstance, *, skip: Collection[str] = ()) -> JSONObject:
+    """The camelCase wire form of a dataclass: its fields in order, but ``skip``.
+
+    A field holding a value with a wire form of its own (``to_json``) gives
+    that; a tuple gives a list.
+    """
+    return {
+        _camel(field.name): _wire(getattr(value, field.name))
+        for field in dataclasses.fields(value)
+        if field.name not in skip
+    }
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+def _wire(value: object) -> JSONValue:
+    to_json = getattr(value, "to_json", None)
+    if to_json is not None:
+        return cast(JSONValue, to_json())
+    if isinstance(value, tuple):
+        return [_wire(item) for item in value]
+    return cast(JSONValue, value)
+
+
+def as_str(value: JSONValue | None) -> str | None:
+    """``value`` if it is a string, else ``None``."""
+    return value if isinstance(value, str) else None

@@ -31,16 +31,17 @@ from typing import (
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .._util.flow import adrive, drive
+from .._util.flow import Flow, adrive, drive
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from ..envelope import AgentResponse, IntentEnvelope, IntentRef
 from ..errors import AgentRegistrationError
-from .children import Router, aroute_child, route_child
+from .children import Router, child_route
 from .execution import (
     Execution,
     PendingStep,
     active_step,
     open_pending,
+    record_value,
     stepping,
 )
 from .guard import AttemptGuard
@@ -307,11 +308,7 @@ class AgentContext:
             from .retries import retried
 
             return cast(_T, drive(retried(retrying, once, time.sleep)))
-        kwargs = dict(args) if args else {}
-        call = self._call(name, fn, kwargs, side_effect)
-        ex, agent, attempt = self._execution, self.agent, self.attempt
-        flow = stepping(ex, agent, attempt, name, kwargs, call, side_effect, idempotent)
-        run = partial(drive, flow)
+        run = partial(drive, self._stepping(name, args, fn, side_effect, idempotent))
         return cast(_T, self.guard.run(name, run) if side_effect else run())
 
     async def astep(
@@ -348,30 +345,29 @@ class AgentContext:
             from .retries import retried
 
             return cast(_T, await adrive(retried(retrying, aonce, asyncio.sleep)))
-        kwargs = dict(args) if args else {}
-        call = self._call(name, fn, kwargs, side_effect)
-        ex, agent, attempt = self._execution, self.agent, self.attempt
-        flow = stepping(ex, agent, attempt, name, kwargs, call, side_effect, idempotent)
-        run = partial(adrive, flow)
+        run = partial(adrive, self._stepping(name, args, fn, side_effect, idempotent))
         return cast(_T, await (self.guard.arun(name, run) if side_effect else run()))
 
-    def _call(
+    def _stepping(
         self,
         name: str,
-        fn: Callable[..., _T],
-        kwargs: dict[str, object],
+        args: Mapping[str, object] | None,
+        fn: Callable[..., object],
         side_effect: bool,
-    ) -> Callable[[], _T]:
-        """The call of step ``name``; a side effect is refused in a stopped attempt."""
-        if not side_effect:
-            return lambda: fn(**kwargs)
-        guard = self.guard  # never cut in half by a timeout or a lost race
+        idempotent: bool,
+    ) -> Flow[object]:
+        """Step ``name``'s flow; a side effect is refused in a stopped attempt."""
+        kwargs = dict(args) if args else {}
+        # a side effect is never cut in half by a timeout or a lost race
+        guard = self.guard if side_effect else None
 
-        def call() -> _T:
-            guard.check(name)
+        def call() -> object:
+            if guard is not None:
+                guard.check(name)
             return fn(**kwargs)
 
-        return call
+        ex, agent, attempt = self._execution, self.agent, self.attempt
+        return stepping(ex, agent, attempt, name, kwargs, call, side_effect, idempotent)
 
     def _retrying(
         self,
@@ -523,7 +519,7 @@ class AgentContext:
         Recorded as the step ``intentusnet.uuid4`` (the output is the UUID's
         text), so a re-run mints the recorded ids again. Added in 0.1.0.
         """
-        return uuid.UUID(str(self._value_step(UUID4_STEP, _uuid4_text)))
+        return uuid.UUID(str(self._value_step(UUID4_STEP, lambda: str(uuid.uuid4()))))
 
     def random(self) -> float:
         """A random float in ``[0.0, 1.0)`` (``random.random()``), as a step.
@@ -537,9 +533,7 @@ class AgentContext:
     def _value_step(self, name: str, read: Callable[[], JSONValue]) -> JSONValue:
         """Record ``read()`` as step ``name`` (no arguments); a re-run serves it."""
         ex, agent, attempt = self._execution, self.agent, self.attempt
-        return cast(
-            JSONValue, drive(stepping(ex, agent, attempt, name, {}, read, False))
-        )
+        return cast(JSONValue, record_value(ex, agent, attempt, name, {}, read))
 
     def route(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]
@@ -550,26 +544,26 @@ class AgentContext:
         names the child (a ``route:INTENT`` step). Blocking: from a coroutine
         use :meth:`aroute`. Added in 0.1.0.
         """
-        return route_child(
-            self.router,
-            self._execution,
-            self.agent,
-            self.attempt,
-            self.execution_id,
-            envelope,
-        )
+        return drive(self._child(envelope, blocking=True))
 
     async def aroute(
         self, envelope: IntentEnvelope | Mapping[str, JSONValue]
     ) -> AgentResponse:
         """Route a child intent: the async ``route``. Added in 0.1.0."""
-        return await aroute_child(
+        return await adrive(self._child(envelope, blocking=False))
+
+    def _child(
+        self, envelope: IntentEnvelope | Mapping[str, JSONValue], *, blocking: bool
+    ) -> Flow[AgentResponse]:
+        ex, agent, attempt = self._execution, self.agent, self.attempt
+        return child_route(
             self.router,
-            self._execution,
-            self.agent,
-            self.attempt,
+            ex,
+            agent,
+            attempt,
             self.execution_id,
             envelope,
+            blocking=blocking,
         )
 
 
@@ -608,10 +602,6 @@ def _patch_name(name: object) -> str:
     if not name.strip():
         raise ValueError(f"a patch name must not be empty or blank: {name!r}")
     return name
-
-
-def _uuid4_text() -> str:
-    return str(uuid.uuid4())
 
 
 @dataclass(frozen=True, slots=True)

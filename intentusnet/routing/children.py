@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, cast
 
-from .._util.flow import Flow, adrive, drive
+from .._util.flow import Flow
 from .._util.ids import new_execution_id
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
@@ -25,7 +25,7 @@ from .seams import Cassette, ExecutionOptions
 if TYPE_CHECKING:
     from ..store.durable import RecordHold
 
-__all__ = ["Router", "aroute_child", "route_child"]
+__all__ = ["Router", "child_route"]
 
 
 class Router(Protocol):
@@ -173,35 +173,27 @@ def _served_response(opened: OpenStep, output: JSONValue) -> AgentResponse:
     )
 
 
-def route_child(
+def child_route(
     router: Router,
     ex: Execution | None,
     agent: str,
     attempt: int,
     parent_id: str,
     envelope: IntentEnvelope | Mapping[str, JSONValue],
-) -> AgentResponse:
-    """Route a child intent from inside an agent, as a step of the parent."""
-    if _in_a_coroutine():
+    *,
+    blocking: bool,
+) -> Flow[AgentResponse]:
+    """Route a child intent from inside an agent, as a step of the parent.
+
+    ``blocking``: by ``route_intent`` (``ctx.route``), else by ``route``.
+    """
+    if blocking and _in_a_coroutine():
         raise RuntimeError(
             "ctx.route() blocks and cannot run inside a coroutine; "
             "use `await ctx.aroute(envelope)`"
         )
     child = _ChildRoute(ex, agent, attempt, parent_id, envelope)
-    return drive(child.routing(router.route_intent))
-
-
-async def aroute_child(
-    router: Router,
-    ex: Execution | None,
-    agent: str,
-    attempt: int,
-    parent_id: str,
-    envelope: IntentEnvelope | Mapping[str, JSONValue],
-) -> AgentResponse:
-    """The async ``route_child``."""
-    child = _ChildRoute(ex, agent, attempt, parent_id, envelope)
-    return await adrive(child.routing(router.route))
+    return child.routing(router.route_intent if blocking else router.route)
 
 
 def _in_a_coroutine() -> bool:

@@ -72,8 +72,6 @@ from .seams import ExecutionOptions
 from .waiting import waiting_answer, waiting_of
 
 if TYPE_CHECKING:
-    import logging
-
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
     from .agents import AgentRegistry
@@ -93,6 +91,7 @@ __all__ = [
     "chain_of",
     "close_cancelled",
     "count_decision",
+    "load_record",
     "park",
     "parked",
     "recorded_answer",
@@ -154,15 +153,10 @@ FINISHED: Final = frozenset(
         RecordStatus.CANCELLED,
     }
 )
+#: The statuses of an execution that nothing can cancel any more.
+_ENDED: Final = FINISHED - {RecordStatus.NEEDS_ATTENTION}
 _POLL_FIRST_S: Final = 0.005
 _POLL_MAX_S: Final = 0.1
-
-
-def _log() -> logging.Logger:
-    """The ``intentusnet.durable`` logger, imported once there is a failure to say."""
-    import logging
-
-    return logging.getLogger("intentusnet.durable")
 
 
 def count_decision(router: StoreHolder, action: str, record: str) -> None:
@@ -177,7 +171,11 @@ def count_decision(router: StoreHolder, action: str, record: str) -> None:
     try:
         store.note_decision(action, record)
     except StoreError as exc:
-        _log().warning("the %s decision %s was not counted: %s", action, record, exc)
+        import logging  # imported once there is a failure to say
+
+        logging.getLogger("intentusnet.durable").warning(
+            "the %s decision %s was not counted: %s", action, record, exc
+        )
 
 
 def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore:
@@ -198,15 +196,16 @@ def require_durable(router: StoreHolder, execution_id: str = "") -> DurableStore
     return store
 
 
-def _load(router: StoreHolder, execution_id: str) -> ExecutionRecord:
+def load_record(router: StoreHolder, execution_id: str) -> ExecutionRecord:
+    """Load ``execution_id`` from the router's store, which its caller checked."""
     store = router.store
-    assert store is not None  # require_durable checked it
+    assert store is not None  # require_durable (or a WaitStore) checked it
     return store.load(execution_id)
 
 
 def _has_record(router: StoreHolder, execution_id: str) -> bool:
     try:
-        _load(router, execution_id)
+        load_record(router, execution_id)
     except RecordNotFound:
         return False  # its resumer died before its record opened
     return True
@@ -237,7 +236,7 @@ def chain_of(router: StoreHolder, record: ExecutionRecord) -> list[ExecutionReco
     while (previous := resume_of(chain[-1])) is not None and previous not in seen:
         seen.add(previous)
         try:
-            chain.append(_load(router, previous))
+            chain.append(load_record(router, previous))
         except RecordNotFound:
             raise ResumeRefused(
                 "chain_broken",
@@ -301,8 +300,15 @@ def cancel(
             "no_store", execution_id, "the store keeps no cancel requests"
         )
     head = chain_head(router, execution_id)
-    record = _load(router, head)
-    _refuse_ended(record, execution_id)
+    record = load_record(router, head)
+    status = record.header.status
+    if status in _ENDED:
+        raise CancelRefused(
+            "finished",
+            execution_id,
+            f"record {head}, the newest of its chain, is {status.value}: there is "
+            "nothing to cancel",
+        )
     request: JSONObject = {"by": by, "via": via, "atUtc": utc_now()[0]}
     earlier = store.request_cancel(resume_origin(record), request)
     if earlier is not None:
@@ -314,17 +320,6 @@ def cancel(
     count_decision(router, "cancel", resume_origin(record))
     closed = close_cancelled(router, head, request)
     return (head, False) if closed is None else (closed, True)
-
-
-def _refuse_ended(record: ExecutionRecord, asked: str) -> None:
-    status = record.header.status
-    if status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION:
-        raise CancelRefused(
-            "finished",
-            asked,
-            f"record {record.execution_id}, the newest of its chain, is "
-            f"{status.value}: there is nothing to cancel",
-        )
 
 
 def cancel_request(router: StoreHolder, record: ExecutionRecord) -> JSONObject | None:
@@ -350,21 +345,25 @@ def close_cancelled(
     if hold is None:
         return None
     try:
-        record = _load(router, head)
-        status = record.header.status
-        ended = status in FINISHED and status is not RecordStatus.NEEDS_ATTENTION
-        if ended or chain_head(router, head) != head:
+        record = load_record(router, head)
+        if record.header.status in _ENDED or chain_head(router, head) != head:
             return None
-        return _close(
-            router,
-            record,
-            hold,
-            EventType.OPERATOR_DECISION,
-            cancelling(request),
-            lambda answer: cancelled(answer, request),
-        )
+        return _close_cancelled(router, record, hold, request)
     finally:
         hold.release()
+
+
+def _close_cancelled(
+    router: StoreHolder, record: ExecutionRecord, hold: RecordHold, request: JSONObject
+) -> str:
+    return _close(
+        router,
+        record,
+        hold,
+        EventType.OPERATOR_DECISION,
+        cancelling(request),
+        lambda answer: cancelled(answer, request),
+    )
 
 
 def parked(response: AgentResponse, attention: JSONObject) -> AgentResponse:
@@ -401,7 +400,7 @@ def resume(
     store = require_durable(router, execution_id)
     while True:
         head = chain_head(router, execution_id)
-        record = _load(router, head)
+        record = load_record(router, head)
         _refuse_finished(record, execution_id)
         if held is not None and head == execution_id:
             hold = held  # held before it was read: nothing to look at again
@@ -419,22 +418,15 @@ def resume(
         if chain_head(router, head) != head:
             hold.release()
             continue
-        record = _load(router, head)
+        record = load_record(router, head)
         break
     try:
         _refuse_finished(record, execution_id)
         _refuse_abandoned(router, store, record)
         request = cancel_request(router, record)
         if request is not None:  # cancelled: closed, never run again
-            closed = _close(
-                router,
-                record,
-                hold,
-                EventType.OPERATOR_DECISION,
-                cancelling(request),
-                lambda answer: cancelled(answer, request),
-            )
-            return recorded_answer(_load(router, closed))
+            closed = _close_cancelled(router, record, hold, request)
+            return recorded_answer(load_record(router, closed))
         # Linked once the new record says what it resumes (its INTENT_RECEIVED
         # on disk), before its agent runs: a record the chain links to always
         # names the record before it, so its chain can be read back to the
@@ -491,7 +483,7 @@ def resolve(
         raise InvalidResolution(f"the output is not JSON: {exc}") from None
     store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
-    attention = _in_doubt(_load(router, head), execution_id, step, happened)
+    attention = _in_doubt(load_record(router, head), execution_id, step, happened)
     hold = store.hold_record(head)
     if hold is None:
         raise ResolveRefused(
@@ -499,33 +491,15 @@ def resolve(
         )
     try:
         if (newest := chain_head(router, head)) != head:
-            _in_doubt(_load(router, newest), execution_id, step, happened)  # why
+            _in_doubt(load_record(router, newest), execution_id, step, happened)  # why
             raise ResolveRefused(
                 "resolved", execution_id, f"another decision came first: {newest}"
             )
-        record = _load(router, head)
+        record = load_record(router, head)
         _in_doubt(record, execution_id, step, happened)
-        new_id = new_execution_id()
-        attempt = resume_attempt(record) + 1
-        recorder = Recorder(
-            router.store,  # type: ignore[arg-type]  # require_durable checked it
-            record.envelope,
-            record.header.envelope_hash,
-            _request_id(record),
-            execution_id=new_id,
-            parent_execution_id=record.header.parent_execution_id,
-            received={
-                "resumeOf": head,
-                "resumeOrigin": resume_origin(record),
-                "resumeAttempt": attempt,
-                "attemptsFrom": attempt,
-            },
-            configuration=record.header.configuration,
-            announce=True,
+        recorder, new_id = _next_record(
+            router, record, hold, "resolve", attempts_from=True
         )
-        if recorder.error is not None:
-            raise StoreError(f"could not resolve {head}: {recorder.error}")
-        hold.link(new_id)  # once the record names what it resumes, as resume
         decision: JSONObject = {"action": "retry"}
         if step is not None:  # a side effect in doubt
             chain = chain_of(router, record)
@@ -640,13 +614,13 @@ def park(router: StoreHolder, execution_id: str, reason: str, message: str) -> s
     """
     store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
-    record = _load(router, head)
+    record = load_record(router, head)
     _refuse_finished(record, execution_id)
     hold = store.hold_record(head)
     if hold is None:
         raise ResumeRefused("owned", head, "a live process is writing or resuming it")
     try:
-        record = _load(router, head)
+        record = load_record(router, head)
         _refuse_finished(record, execution_id)
         if chain_head(router, head) != head:
             raise ResumeRefused("owned", head, "another process resumed it meanwhile")
@@ -685,8 +659,37 @@ def _close(
     Raises:
         StoreError: the record could not be written.
     """
-    head = record.execution_id
-    new_id = new_execution_id()
+    recorder, new_id = _next_record(router, record, hold, "close")
+    recorder.event(event, data)
+    recorder.complete(
+        answer(AgentResponse(metadata=ResponseMetadata(execution_id=new_id)))
+    )
+    if recorder.error is not None:
+        raise StoreError(f"could not close {record.execution_id}: {recorder.error}")
+    return new_id
+
+
+def _next_record(
+    router: StoreHolder,
+    record: ExecutionRecord,
+    hold: RecordHold,
+    doing: str,
+    *,
+    attempts_from: bool = False,
+) -> tuple[Recorder, str]:
+    """Open and link the next record of ``record``'s held chain (``resumeOf`` it).
+
+    ``attempts_from``: its attempts are counted again from it (a retry).
+    """
+    head, new_id = record.execution_id, new_execution_id()
+    attempt = resume_attempt(record) + 1
+    received: JSONObject = {
+        "resumeOf": head,
+        "resumeOrigin": resume_origin(record),
+        "resumeAttempt": attempt,
+    }
+    if attempts_from:
+        received["attemptsFrom"] = attempt
     recorder = Recorder(
         router.store,  # type: ignore[arg-type]  # require_durable checked it
         record.envelope,
@@ -694,24 +697,14 @@ def _close(
         _request_id(record),
         execution_id=new_id,
         parent_execution_id=record.header.parent_execution_id,
-        received={
-            "resumeOf": head,
-            "resumeOrigin": resume_origin(record),
-            "resumeAttempt": resume_attempt(record) + 1,
-        },
+        received=received,
         configuration=record.header.configuration,
         announce=True,
     )
     if recorder.error is not None:
-        raise StoreError(f"could not close {head}: {recorder.error}")
+        raise StoreError(f"could not {doing} {head}: {recorder.error}")
     hold.link(new_id)  # once the record names what it resumes, as resume
-    recorder.event(event, data)
-    recorder.complete(
-        answer(AgentResponse(metadata=ResponseMetadata(execution_id=new_id)))
-    )
-    if recorder.error is not None:
-        raise StoreError(f"could not close {head}: {recorder.error}")
-    return new_id
+    return recorder, new_id
 
 
 def _request_id(record: ExecutionRecord) -> str:
@@ -868,7 +861,7 @@ def _never_written(router: Routing, store: DurableStore, claim: KeyClaim) -> str
     if hold is None:
         return ""  # a live process writes it: still running
     try:
-        _load(router, claim.execution_id)
+        load_record(router, claim.execution_id)
     except RecordNotFound as exc:
         return str(exc)
     finally:
@@ -914,7 +907,7 @@ def _act(
         return _run(router, env, fresh)
     try:
         head = chain_head(router, execution_id)
-        record = _load(router, head)
+        record = load_record(router, head)
     except RecordNotFound:
         # Its claimer died between the claim and opening the record (or, on
         # the file store, is about to open it): nothing was done, so it runs

@@ -27,10 +27,8 @@ from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
-import orjson
-
-from .._util.flow import Flow
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.flow import Flow, drive
+from .._util.jsonvalue import JSONObject, JSONValue, copy_json
 from .._util.time import ms_since
 from ..errors import CassetteMiss, EnvelopeValidationError, ReplayedStepError
 from ..hashing import canonical_json, hash_bytes
@@ -66,6 +64,7 @@ __all__ = [
     "jsonish",
     "leave_step",
     "open_pending",
+    "record_value",
     "replayed_error",
     "stepping",
 ]
@@ -104,14 +103,6 @@ def jsonish(value: object) -> tuple[JSONValue, str, str | None]:
             text = text[: MAX_REPR - 3] + "..."
         return text, hash_bytes(canonical_json(text)), f"not JSON ({exc})"
     return cast(JSONValue, value), hash_bytes(data), None
-
-
-def _copy(value: JSONValue) -> JSONValue:
-    # Served values must not alias the loaded record, which the re-run diffs.
-    if isinstance(value, dict | list):
-        copied: JSONValue = orjson.loads(orjson.dumps(value))
-        return copied
-    return value
 
 
 def _redacted(
@@ -422,7 +413,7 @@ class StepSession:
         if decision.overridden:
             data["overridden"] = True
         self._write_end(step, data, recorded.outcome)
-        return _copy(recorded.output)
+        return copy_json(recorded.output)  # the re-run diffs the record: no alias
 
     def succeeded(
         self, step: OpenStep, value: object, *, child: str | None = None
@@ -705,13 +696,6 @@ def leave_step(token: Token[_Active]) -> None:
     _ACTIVE.reset(token)
 
 
-def _replayed(step: OpenStep) -> ReplayedStepError:
-    """The recorded failure of a step, to raise again in a strict re-run."""
-    decision = step.decision
-    recorded = None if decision is None else decision.recorded
-    return replayed_error(step.name, None if recorded is None else recorded.error)
-
-
 def replayed_error(name: str, error: JSONObject | None) -> ReplayedStepError:
     """The recorded failure ``error`` (``{"type", "message"}``) of step ``name``."""
     error = error or {}
@@ -743,8 +727,10 @@ def _replayed_type(kind: str) -> type[ReplayedStepError]:
 def _served(session: StepSession, opened: OpenStep) -> object:
     """Return a served step's recorded output, or raise its recorded error."""
     output = session.serve(opened)
-    if opened.decision is not None and opened.decision.action == REPLAY_ERROR:
-        raise _replayed(opened)
+    decision = opened.decision
+    if decision is not None and decision.action == REPLAY_ERROR:
+        recorded = decision.recorded
+        raise replayed_error(opened.name, None if recorded is None else recorded.error)
     return output
 
 
@@ -840,3 +826,15 @@ def stepping(
         leave_step(token)
     session.succeeded(opened, value)
     return value
+
+
+def record_value(
+    ex: Execution | None,
+    agent: str,
+    attempt: int,
+    name: str,
+    args: object,
+    read: Callable[[], object],
+) -> object:
+    """Make ``read`` step ``name`` of ``ex`` (no side effect); a re-run serves it."""
+    return drive(stepping(ex, agent, attempt, name, args, read, False))

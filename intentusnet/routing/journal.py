@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_str
 from ..errors import (
     CassetteMiss,
     IntentusNetError,
@@ -151,12 +151,14 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
                 ended=end is not None,
                 outcome=str(done.get("outcome", "unfinished")),
                 output=done.get("output"),
-                output_hash=_text(done.get("outputHash")),
+                output_hash=as_str(done.get("outputHash")),
                 error=error if isinstance(error, dict) else None,
-                traceback=_text(done.get("traceback")),
-                child_execution_id=_text(child),
+                traceback=as_str(done.get("traceback")),
+                child_execution_id=as_str(child),
                 record=record.execution_id,
-                children=tuple(c for c in (_text(start.get("childExecutionId")),) if c),
+                children=tuple(
+                    c for c in (as_str(start.get("childExecutionId")),) if c
+                ),
             )
         )
     steps += [_resolution(data, record.execution_id) for data in resolved]
@@ -177,7 +179,7 @@ def _resolution(data: JSONObject, record: str) -> JournalStep:
         ended=happened,
         outcome="success" if happened else "unfinished",
         output=data.get("output") if happened else None,
-        output_hash=_text(data.get("outputHash")) if happened else None,
+        output_hash=as_str(data.get("outputHash")) if happened else None,
         error=None,
         traceback=None,
         child_execution_id=None,
@@ -235,10 +237,6 @@ def _end_kept(known: JournalStep, later: JournalStep) -> JournalStep:
     if not known.ended or (_servable(later) and not _servable(known)):
         return later
     return known
-
-
-def _text(value: JSONValue) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 class Journal:
@@ -301,18 +299,9 @@ class Journal:
                 and never ended, not declared idempotent.
         """
         with self._lock:
-            if self._stop is not None:
-                raise self._stop  # parked: nothing more runs
-            steps = self._steps
-            while self._cursor < len(steps) and (
-                steps[self._cursor].number in self._consumed
-            ):
-                self._cursor += 1
-            if self._cursor >= len(steps):
-                position, self._next = self._next, self._next + 1
-                self.ran.append(position)
-                return JournalDecision(LIVE, None, position)
-            recorded = steps[self._cursor]
+            recorded = self._at_cursor()
+            if recorded is None:
+                return self._after_record()
             self._cursor += 1
             if recorded.name != name or recorded.args_hash != args_hash:
                 self._park(
@@ -356,20 +345,9 @@ class Journal:
         step's. No recorded step is left: live when ``new``, else ``None``.
         """
         with self._lock:
-            if self._stop is not None:
-                raise self._stop  # parked: nothing more runs
-            steps = self._steps
-            while self._cursor < len(steps) and (
-                steps[self._cursor].number in self._consumed
-            ):
-                self._cursor += 1
-            if self._cursor >= len(steps):
-                if not new:
-                    return None
-                position, self._next = self._next, self._next + 1
-                self.ran.append(position)
-                return JournalDecision(LIVE, None, position)
-            recorded = steps[self._cursor]
+            recorded = self._at_cursor()
+            if recorded is None:
+                return self._after_record() if new else None
             if recorded.name != marker or recorded.args_hash != args_hash:
                 return None  # the record went on without the patch
             self._cursor += 1
@@ -383,6 +361,23 @@ class Journal:
                 return None
             self.ran.append(recorded.number)
             return JournalDecision(LIVE, recorded, recorded.number)
+
+    def _at_cursor(self) -> JournalStep | None:
+        """The recorded step at this position (``None``: the record ended)."""
+        if self._stop is not None:
+            raise self._stop  # parked: nothing more runs
+        steps = self._steps
+        while (
+            self._cursor < len(steps) and steps[self._cursor].number in self._consumed
+        ):
+            self._cursor += 1
+        return steps[self._cursor] if self._cursor < len(steps) else None
+
+    def _after_record(self) -> JournalDecision:
+        """Run live, numbered after every step of the chain."""
+        position, self._next = self._next, self._next + 1
+        self.ran.append(position)
+        return JournalDecision(LIVE, None, position)
 
     def _park(self, reason: str, recorded: JournalStep, error: CassetteMiss) -> None:
         self._stop = error

@@ -12,7 +12,7 @@ or context manager raises is left out, and the code runs without it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -165,13 +165,15 @@ class _GuardedScope:
         try:
             made = self._scope(execution_id, number)
         except Exception:
-            self._errors.failed(_owner(self._scope), _name(self._scope))
+            self.failed()
             return None
         return None if made is None else _GuardedContext(made, self)
 
     def failed(self) -> None:
-        """Count the exception being handled, raised by the scope's context."""
-        self._errors.failed(_owner(self._scope), _name(self._scope))
+        """Count the exception being handled, raised by the scope or its context."""
+        scope = self._scope
+        observer = getattr(scope, "__self__", scope)  # a bound method's observer
+        self._errors.failed(observer, str(getattr(scope, "__name__", "scope")))
 
 
 class _GuardedContext:
@@ -207,12 +209,3 @@ class _GuardedContext:
         except Exception as raised:
             if raised is not exc:  # the code's own exception, passed on, is not
                 self._scope.failed()
-
-
-def _owner(scope: Callable[..., object]) -> object:
-    """The observer a bound scope method belongs to."""
-    return getattr(scope, "__self__", scope)
-
-
-def _name(scope: Callable[..., object]) -> str:
-    return str(getattr(scope, "__name__", "scope"))

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, wire_form
 from .._util.time import parse_utc
 from ..envelope import ErrorCode
 from ..errors import IntentusNetError, ResumeRefused
 from ..record.durable import attempts_from, resume_attempt
 from ..record.model import RecordStatus
 from ..store.durable import WaitStore
-from .durable import chain_head, park, require_durable
+from .durable import chain_head, load_record, park, require_durable
 
 if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
@@ -78,12 +78,7 @@ class RecoveryOutcome:
 
     def to_json(self) -> JSONObject:
         """The camelCase wire form."""
-        return {
-            "executionId": self.execution_id,
-            "action": self.action,
-            "reason": self.reason,
-            "resumedAs": self.resumed_as,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,9 +200,8 @@ class Recovery:
         self, store: WaitStore, ours: set[tuple[str, str]], execution_id: str
     ) -> RecoveryOutcome:
         router = self.router
-        assert router.store is not None
         try:
-            record = router.store.load(execution_id)
+            record = load_record(router, execution_id)
         except IntentusNetError as exc:
             return RecoveryOutcome(execution_id, "skipped", exc.code)
         header = record.header
@@ -232,11 +226,9 @@ class Recovery:
 
     def _recover(self, execution_id: str) -> RecoveryOutcome:
         router = self.router
-        store = router.store
-        assert store is not None
         try:
             head = chain_head(router, execution_id)
-            record = store.load(head)
+            record = load_record(router, head)
         except IntentusNetError as exc:
             return RecoveryOutcome(execution_id, "skipped", exc.code)
         if not record.events:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
-from .._util.flow import Flow, drive
+from .._util.flow import Flow
 from .._util.jsonvalue import JSONObject
 from .._util.time import utc_text
 from ..errors import (
@@ -36,7 +36,7 @@ from ..errors import (
     ReplayedStepError,
     SideEffectRefused,
 )
-from .execution import Execution, stepping
+from .execution import Execution, record_value
 from .waits import in_place
 
 if TYPE_CHECKING:
@@ -193,16 +193,13 @@ class Retrying:
             raise error
         decided = _decision(error, self.backoff.delay(tries))
         ex = self.ex
-        decision = drive(
-            stepping(
-                ex,
-                self.agent,
-                self.attempt,
-                RETRY_PREFIX + self.name,
-                {"attempt": tries},
-                lambda: decided,
-                False,
-            )
+        decision = record_value(
+            ex,
+            self.agent,
+            self.attempt,
+            RETRY_PREFIX + self.name,
+            {"attempt": tries},
+            lambda: decided,
         )
         if ex is None or ex.steps() is None:
             return float(decided["delayS"])  # type: ignore[arg-type]

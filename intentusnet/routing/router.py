@@ -482,9 +482,6 @@ class IntentRouter:
                 did not happen.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        import getpass
-
-        who = by if by is not None else getpass.getuser()
         from . import durable
 
         return durable.resolve(
@@ -493,7 +490,7 @@ class IntentRouter:
             step=step,
             happened=happened,
             output=output,
-            by=who,
+            by=_who(by),
             via="python",
         )
 
@@ -522,12 +519,9 @@ class IntentRouter:
                 ``no_store``; nothing was written.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        import getpass
-
-        who = by if by is not None else getpass.getuser()
         from . import durable
 
-        return durable.cancel(self, execution_id, by=who, via="python")
+        return durable.cancel(self, execution_id, by=_who(by), via="python")
 
     def signal(
         self,
@@ -559,12 +553,9 @@ class IntentRouter:
                 ``no_store``; nothing was written.
             RecordNotFound, InvalidExecutionId: there is no such record.
         """
-        import getpass
-
-        who = by if by is not None else getpass.getuser()
         from .signals import signal
 
-        return signal(self, execution_id, name, payload, by=who, via="python")
+        return signal(self, execution_id, name, payload, by=_who(by), via="python")
 
     async def aresume(self, execution_id: str, *, force: bool = False) -> AgentResponse:
         """The async ``resume`` (it runs on a worker thread). Added in 0.1.0."""
@@ -1159,31 +1150,21 @@ class _Serving:
 
     def answer(self, answer: AgentResponse) -> AgentResponse:
         """What the caller gets for the cache's answer; a hit is observed."""
-        live, kept = self.live, self.kept
-        if self.observers and not live:
-            _tell_hit(self.observers, self.env, answer, self.started)
+        live, kept, observers = self.live, self.kept, self.observers
+        if observers and not live:  # served by the cache: no attempts ran
+            metadata, intent = answer.metadata, self.env.intent
+            observed = ObservedExecution(
+                metadata.original_execution_id or metadata.execution_id or "",
+                None,
+                intent.name,
+                intent.version,
+                metadata.envelope_hash,
+                "hit",
+                self.started,
+            )
+            observers.execution_started(observed)
+            observers.execution_ended(observed, answer)
         return live[0] if kept and answer is kept[0] else answer
-
-
-def _tell_hit(
-    observers: Observers,
-    env: IntentEnvelope,
-    answer: AgentResponse,
-    started: int,
-) -> None:
-    """Tell ``observers`` of an answer the cache served (no attempts ran)."""
-    metadata = answer.metadata
-    observed = ObservedExecution(
-        metadata.original_execution_id or metadata.execution_id or "",
-        None,
-        env.intent.name,
-        env.intent.version,
-        metadata.envelope_hash,
-        "hit",
-        started,
-    )
-    observers.execution_started(observed)
-    observers.execution_ended(observed, answer)
 
 
 def _failed(response: AgentResponse, error: str) -> AgentResponse:
@@ -1202,6 +1183,13 @@ def _keyed(key: str, options: ExecutionOptions | None) -> Callable[[str], None] 
             "an idempotency key is for callers: with one, options may carry only opened"
         )
     return options.opened
+
+
+def _who(by: str | None) -> str:
+    """Who an operator's call is by: ``by``, else the OS user."""
+    import getpass
+
+    return by if by is not None else getpass.getuser()
 
 
 def _as_envelope(envelope: IntentEnvelope | Mapping[str, JSONValue]) -> IntentEnvelope:

@@ -20,7 +20,7 @@ from ..hashing import canonical_json
 from ..record.durable import resume_origin
 from ..record.model import RecordStatus
 from ..store.durable import WaitStore
-from .durable import FINISHED, StoreHolder, chain_head
+from .durable import FINISHED, StoreHolder, chain_head, load_record
 from .waiting import waiting_of
 from .waits import MAX_SIGNAL_BYTES, MAX_SIGNALS, check_signal_name
 
@@ -66,7 +66,7 @@ def signal(
     if not isinstance(store, WaitStore):
         raise SignalRefused("no_store", execution_id, "the store keeps no signals")
     head = chain_head(router, execution_id)
-    record = _load(router, head)
+    record = load_record(router, head)
     status = record.header.status
     if status in FINISHED:
         raise SignalRefused(
@@ -93,12 +93,6 @@ def signal(
     if _wakes(record, name):
         store.add_wakeup(head, micros)
     return str(sent["id"])
-
-
-def _load(router: StoreHolder, execution_id: str) -> ExecutionRecord:
-    store = router.store
-    assert store is not None  # a WaitStore is a store
-    return store.load(execution_id)
 
 
 def _wakes(record: ExecutionRecord, name: str) -> bool:

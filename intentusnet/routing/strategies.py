@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Generator
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from .._util.time import ms_since
@@ -81,6 +81,10 @@ Run: TypeAlias = (
 )
 
 Plan: TypeAlias = Generator[Run, list["Outcome"], AgentResponse]
+#: The decision of an answer given before any agent was chosen (never changed).
+_UNDECIDED: Final = RoutingDecision(
+    strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
+)
 
 
 def _error(
@@ -497,10 +501,7 @@ def interrupted(ex: Execution, exc: BaseException) -> AgentResponse:
         f"the routing call was cancelled or interrupted ({type(exc).__name__}) "
         "before an answer; its record is incomplete",
     )
-    decision = RoutingDecision(
-        strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
-    )
-    return _answer(ex, decision, [], None, error)
+    return _answer(ex, _UNDECIDED, [], None, error)
 
 
 def queue_timed_out(ex: Execution, queue: str, waited_ms: float) -> AgentResponse:
@@ -512,10 +513,7 @@ def queue_timed_out(ex: Execution, queue: str, waited_ms: float) -> AgentRespons
         retryable=True,
         details={"queue": queue, "waitedMs": round(waited_ms, 3)},
     )
-    decision = RoutingDecision(
-        strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
-    )
-    return _answer(ex, decision, [], None, error)
+    return _answer(ex, _UNDECIDED, [], None, error)
 
 
 def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
@@ -531,10 +529,4 @@ def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
         "please report it with the traceback in details",
         details={"traceback": "".join(traceback.format_exception(exc))},
     )
-    decision = RoutingDecision(
-        strategy=RoutingStrategy.DIRECT,
-        candidates=[],
-        skipped={},
-        reason="",
-    )
-    return _answer(ex, decision, [], None, error)
+    return _answer(ex, _UNDECIDED, [], None, error)

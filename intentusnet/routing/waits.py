@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from .._util.flow import drive
 from .._util.jsonvalue import JSONObject, JSONValue
 from .._util.time import utc_text
 from ..errors import (
@@ -35,11 +34,8 @@ from ..errors import (
     WaitTimedOut,
 )
 from ..store.durable import WaitStore
-from .execution import Execution, stepping
+from .execution import Execution, record_value
 from .waiting import DURABLE_WAIT_S
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "MAX_SIGNALS",
@@ -151,16 +147,8 @@ def sleep(
     seconds = seconds_of(duration, "a sleep")
     if ex is None or ex.steps() is None:
         return seconds  # nothing is recorded: a plain sleep
-    due = drive(
-        stepping(
-            ex,
-            agent,
-            attempt,
-            SLEEP_STEP,
-            {"seconds": seconds},
-            lambda: _due(seconds),
-            False,
-        )
+    due = record_value(
+        ex, agent, attempt, SLEEP_STEP, {"seconds": seconds}, lambda: _due(seconds)
     )
     return in_place(ex, due, "sleep", "sleep")
 
@@ -192,16 +180,13 @@ def wait_for(
             "waiting for a signal needs a router whose store keeps signals "
             "(the file, memory and PostgreSQL stores do)",
         )
-    due = drive(
-        stepping(
-            ex,
-            agent,
-            attempt,
-            WAIT_STEP,
-            {"name": name, "timeoutS": seconds},
-            lambda: _due(seconds) if seconds is not None else {"dueUtc": None},
-            False,
-        )
+    due = record_value(
+        ex,
+        agent,
+        attempt,
+        WAIT_STEP,
+        {"name": name, "timeoutS": seconds},
+        lambda: _due(seconds) if seconds is not None else {"dueUtc": None},
     )
     due_us = due.get("dueUs") if isinstance(due, dict) else None
     taken = ex.waits.taken
@@ -224,16 +209,13 @@ def wait_for(
                 "dueUs": due_us,
             },
         )
-    answer = drive(
-        stepping(
-            ex,
-            agent,
-            attempt,
-            SIGNAL_STEP,
-            {"name": name},
-            lambda: {"signal": found} if found is not None else {"timedOut": True},
-            False,
-        )
+    answer = record_value(
+        ex,
+        agent,
+        attempt,
+        SIGNAL_STEP,
+        {"name": name},
+        lambda: {"signal": found} if found is not None else {"timedOut": True},
     )
     taken_signal = answer.get("signal") if isinstance(answer, dict) else None
     if isinstance(taken_signal, dict):

@@ -33,9 +33,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
-import orjson
-
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, copy_json
 from ..errors import (
     CassetteMiss,
     IntentusNetError,
@@ -282,7 +280,7 @@ class Cassette:
         self.ended(StepEnd(number, name, args_hash, "record", decision, found.outcome))
         if decision.action == REPLAY_ERROR:
             raise replayed_error(name, found.error)
-        return _copy(found.output)
+        return copy_json(found.output)  # never an alias of the loaded record
 
     def _miss(
         self,
@@ -329,7 +327,54 @@ class Cassette:
     ) -> Decision:
         """``decide``; ``in_order``: the calls come in the code's order (a re-run)."""
         try:
-            return self._match(name, args, args_hash, side_effect, in_order)
+            with self._lock:
+                key = (name, args_hash)
+                self._calls[key] += 1
+                occurrence = self._calls[key]
+                named = self._by_name.get(name, ())
+                side = side_effect or any(s.side_effect for s in named)
+                recorded = self._unserved(key)
+                if recorded is not None:
+                    self._consume(recorded)
+                    return self._recorded(recorded, side, args, occurrence)
+                if side:
+                    waiting = [s for s in named if s.number not in self._used and s.ok]
+                    if waiting:
+                        raise SideEffectMismatch(
+                            name,
+                            args_hash,
+                            occurrence=occurrence,
+                            candidates=self._describe(waiting, args),
+                            execution_id=self.execution_id,
+                            why="it has side effects and the record holds a call "
+                            "of it with other arguments, not yet served; it is "
+                            "not run again",
+                        )
+                if name.startswith(SNAPSHOT_PREFIX):
+                    return Decision(LIVE)  # a new snapshot: it just returns its state
+                if self.spec.lenient or self._forked:
+                    return Decision(LIVE, None, miss=True)
+                expected = next(
+                    (s for s in self.steps if s.number not in self._used), None
+                )
+                if in_order and expected is not None:
+                    # the record holds another step where this one is asked for
+                    raise NondeterminismError(
+                        expected.number,
+                        (expected.name, expected.args_hash),
+                        (name, args_hash),
+                        execution_id=self.execution_id,
+                        parked=False,
+                        occurrence=occurrence,
+                        candidates=self.nearest(name, args),
+                    )
+                raise CassetteMiss(
+                    name,
+                    args_hash,
+                    occurrence=occurrence,
+                    candidates=self.nearest(name, args),
+                    execution_id=self.execution_id,
+                )
         except CassetteMiss as miss:
             with self._lock:
                 self.misses.append(miss)
@@ -346,10 +391,7 @@ class Cassette:
         with self._lock:
             key = (marker, args_hash)
             self._calls[key] += 1
-            recorded = next(
-                (s for s in self._queues.get(key, ()) if s.number not in self._used),
-                None,
-            )
+            recorded = self._unserved(key)
             if recorded is not None:
                 self._consume(recorded)
                 if recorded.ok and classify(recorded, self.spec)[0] == SERVED:
@@ -396,63 +438,10 @@ class Cassette:
             misses=self.misses,
         )
 
-    def _match(
-        self,
-        name: str,
-        args: JSONValue,
-        args_hash: str,
-        side_effect: bool,
-        in_order: bool,
-    ) -> Decision:
-        with self._lock:
-            key = (name, args_hash)
-            self._calls[key] += 1
-            occurrence = self._calls[key]
-            named = self._by_name.get(name, ())
-            side = side_effect or any(s.side_effect for s in named)
-            recorded = next(
-                (s for s in self._queues.get(key, ()) if s.number not in self._used),
-                None,
-            )
-            if recorded is not None:
-                self._consume(recorded)
-                return self._recorded(recorded, side, args, occurrence)
-            if side:
-                waiting = [s for s in named if s.number not in self._used and s.ok]
-                if waiting:
-                    raise SideEffectMismatch(
-                        name,
-                        args_hash,
-                        occurrence=occurrence,
-                        candidates=self._describe(waiting, args),
-                        execution_id=self.execution_id,
-                        why="it has side effects and the record holds a call "
-                        "of it with other arguments, not yet served; it is "
-                        "not run again",
-                    )
-            if name.startswith(SNAPSHOT_PREFIX):
-                return Decision(LIVE)  # a new snapshot: it just returns its state
-            if self.spec.lenient or self._forked:
-                return Decision(LIVE, None, miss=True)
-            expected = next((s for s in self.steps if s.number not in self._used), None)
-            if in_order and expected is not None:
-                # the record holds another step where this one is asked for
-                raise NondeterminismError(
-                    expected.number,
-                    (expected.name, expected.args_hash),
-                    (name, args_hash),
-                    execution_id=self.execution_id,
-                    parked=False,
-                    occurrence=occurrence,
-                    candidates=self.nearest(name, args),
-                )
-            raise CassetteMiss(
-                name,
-                args_hash,
-                occurrence=occurrence,
-                candidates=self.nearest(name, args),
-                execution_id=self.execution_id,
-            )
+    def _unserved(self, key: tuple[str, str]) -> RecordedStep | None:
+        """The first recorded call of ``key`` not served yet (under the lock)."""
+        queue = self._queues.get(key, ())
+        return next((s for s in queue if s.number not in self._used), None)
 
     def _recorded(
         self, recorded: RecordedStep, side: bool, args: JSONValue, occurrence: int
@@ -522,11 +511,3 @@ class Cassette:
                 f"{step.name} (step {step.number}, args differ at {differ})"
             )
         return described
-
-
-def _copy(value: JSONValue) -> JSONValue:
-    # Served values must not alias the loaded record.
-    if isinstance(value, dict | list):
-        copied: JSONValue = orjson.loads(orjson.dumps(value))
-        return copied
-    return value

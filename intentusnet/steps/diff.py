@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, wire_form
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord
 from ..replay import diff_paths
 from .view import RecordedStep, record_steps
@@ -112,20 +112,7 @@ class DiffEntry:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "kind": self.kind,
-            "scope": self.scope,
-            "name": self.name,
-            "a": None if self.a is None else self.a.to_json(),
-            "b": None if self.b is None else self.b.to_json(),
-            "changes": list(self.changes),
-            "paths": list(self.paths),
-            "before": self.before,
-            "after": self.after,
-            "deviationPoint": self.deviation_point,
-            "detail": self.detail,
-            "branch": self.branch,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,20 +264,22 @@ def diff_records(
     # A run with steps served from a record took no comparable time.
     served = any(s.source == "record" for s in (*steps_a, *steps_b))
     tail = _outcome_entries(a, b, slower, compare_duration=not served)
+    branches: tuple[BranchDiff, ...] = ()
     if _branched(decision_a) or _branched(decision_b):
-        return _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
-    steps = _step_entries(steps_a, steps_b, slower)
-    entries = [*head, *steps, *tail]
-    for index, entry in enumerate(entries):
-        if entry.kind not in _CONTEXT:
-            entries[index] = replace(entry, deviation_point=True)
-            break
+        entries, branches = _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
+    else:
+        entries = [*head, *_step_entries(steps_a, steps_b, slower), *tail]
+        for index, entry in enumerate(entries):
+            if entry.kind not in _CONTEXT:
+                entries[index] = replace(entry, deviation_point=True)
+                break
     return RecordDiff(
         a=a.execution_id,
         b=b.execution_id,
         a_fingerprint=a.fingerprint,
         b_fingerprint=b.fingerprint,
         entries=tuple(entries),
+        branches=branches,
         a_configuration=_config_fingerprint(a),
         b_configuration=_config_fingerprint(b),
     )
@@ -374,7 +363,7 @@ def _branched_diff(
     steps_a: tuple[RecordedStep, ...],
     steps_b: tuple[RecordedStep, ...],
     slower: _Slower,
-) -> RecordDiff:
+) -> tuple[list[DiffEntry], tuple[BranchDiff, ...]]:
     """Diff each agent's branch on its own; each branch gets its deviation point."""
     ends_a, ends_b = _attempt_ends(a), _attempt_ends(b)
     named = [*ends_b, *ends_a, *(s.agent for s in (*steps_b, *steps_a))]
@@ -430,16 +419,7 @@ def _branched_diff(
         )
         entries.extend(mine)
     entries.extend(mark(tail))
-    return RecordDiff(
-        a=a.execution_id,
-        b=b.execution_id,
-        a_fingerprint=a.fingerprint,
-        b_fingerprint=b.fingerprint,
-        entries=tuple(entries),
-        branches=tuple(kept),
-        a_configuration=_config_fingerprint(a),
-        b_configuration=_config_fingerprint(b),
-    )
+    return entries, tuple(kept)
 
 
 def _first(entries: list[DiffEntry]) -> DiffEntry | None:

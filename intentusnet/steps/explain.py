@@ -16,12 +16,13 @@ This reads only the record; it is a heuristic, and says what it rests on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
 from ..errors import IntentusNetError
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord, RecordStatus
 from .view import UNFINISHED, RecordedStep, record_steps
@@ -76,21 +77,7 @@ class Explanation:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "executionId": self.execution_id,
-            "status": self.status,
-            "failed": self.failed,
-            "agent": self.agent,
-            "attempt": self.attempt,
-            "step": None if self.step is None else self.step.to_json(),
-            "error": self.error,
-            "traceback": self.traceback,
-            "rootCause": None if self.root_cause is None else self.root_cause.to_json(),
-            "summary": self.summary,
-            "evidence": list(self.evidence),
-            "failureSeq": self.failure_seq,
-            "child": None if self.child is None else self.child.to_json(),
-        }
+        return wire_form(self)
 
 
 def explain(
@@ -113,13 +100,14 @@ def _explain(
     # Killed or crashed: it failed where it stopped, not where it recovered.
     stopped = status is RecordStatus.INCOMPLETE
     steps = record_steps(record)
-    attempt_end = None if stopped else _failed_attempt(record.events)
+    # the first failed attempt: where things first went wrong
+    attempt_end = None if stopped else next(_failed_attempts(record.events), None)
     attempt_start = _open_attempt(record.events) if stopped else None
     agent: str | None = None
     attempt: int | None = None
     for event in (attempt_end, attempt_start):
         if event is not None:
-            agent = _str(event.data.get("agent"))
+            agent = as_str(event.data.get("agent"))
             number = event.data.get("attempt")
             attempt = number if type(number) is int else None
     failing = _failing_step(steps, agent, attempt, only_theirs=stopped)
@@ -150,7 +138,7 @@ def _explain(
         tb, seq = failing.traceback, failing.end_seq or failing.start_seq
     elif attempt_end is not None:
         error = _attempt_error(attempt_end.data)
-        tb, seq = _str(attempt_end.data.get("traceback")), attempt_end.seq
+        tb, seq = as_str(attempt_end.data.get("traceback")), attempt_end.seq
     elif attempt_start is not None:
         error = {
             "type": UNFINISHED,
@@ -203,19 +191,14 @@ def _explain(
     )
 
 
-def _str(value: JSONValue | None) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _failed_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
-    """The first failed attempt: where things first went wrong."""
-    for event in events:
-        if (
-            event.type is EventType.AGENT_ATTEMPT_END
-            and event.data.get("outcome") != "success"
-        ):
-            return event
-    return None
+def _failed_attempts(events: tuple[ExecutionEvent, ...]) -> Iterator[ExecutionEvent]:
+    """The ends of the attempts that failed, in order."""
+    return (
+        event
+        for event in events
+        if event.type is EventType.AGENT_ATTEMPT_END
+        and event.data.get("outcome") != "success"
+    )
 
 
 def _open_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
@@ -236,17 +219,13 @@ def _open_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
 def _handled_failures(events: tuple[ExecutionEvent, ...]) -> list[str]:
     """Failed attempts before a stop: the router handled them and went on."""
     found: list[str] = []
-    for event in events:
-        if (
-            event.type is EventType.AGENT_ATTEMPT_END
-            and event.data.get("outcome") != "success"
-        ):
-            error = _error_text(_attempt_error(event.data))
-            found.append(
-                f"before that, attempt {event.data.get('attempt')} (agent "
-                f"{event.data.get('agent')}) failed with {error}; the router "
-                "handled it and went on"
-            )
+    for event in _failed_attempts(events):
+        error = _error_text(_attempt_error(event.data))
+        found.append(
+            f"before that, attempt {event.data.get('attempt')} (agent "
+            f"{event.data.get('agent')}) failed with {error}; the router "
+            "handled it and went on"
+        )
     return found
 
 
@@ -300,10 +279,6 @@ def _error_text(error: JSONObject) -> str:
     return f"{kind}: {message}" if message else str(kind)
 
 
-def _empty(value: JSONValue) -> bool:
-    return value is None or value in ({}, [], "")
-
-
 def _contains(haystack: JSONValue, needle: JSONValue) -> bool:
     """Whether ``needle`` is ``haystack`` or a value inside it."""
     pending = [haystack]
@@ -350,7 +325,7 @@ def _suspicion(
     step: RecordedStep, failing: RecordedStep | None, kind: str
 ) -> tuple[int, list[str]]:
     output = step.output
-    empty = _empty(output)
+    empty = output is None or output in ({}, [], "")
     linked = failing is not None and _contains(failing.args, output)
     why: list[str] = []
     if empty:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, wire_form
 from ..replay import ReplayEngine
 from .options import RerunOptions
 from .selection import INSIDE, LIVE, MISS, classify, resolve
@@ -51,13 +51,7 @@ class PlannedStep:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "number": self.number,
-            "name": self.name,
-            "action": self.action,
-            "why": self.why,
-            "sideEffect": self.side_effect,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +79,7 @@ class RerunPlan:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form (``intentusnet rerun --dry-run --json``)."""
-        steps: list[JSONValue] = [s.to_json() for s in self.steps]
-        return {
-            "executionId": self.execution_id,
-            "mode": self.mode,
-            "fromStep": self.from_step,
-            "allowLive": self.allow_live,
-            "steps": steps,
-        }
+        return wire_form(self)
 
 
 def plan_rerun(

@@ -210,7 +210,7 @@ def resolve(
         snapshot = _snapshot(steps, from_snapshot)
     live_from: int | None = None
     if start is not None:
-        start = _outermost(start, by_number)
+        start = _ancestry(start, by_number)[-1]  # the top-level step it is in
         live_from = start.start_seq
     elif snapshot is not None:
         live_from = snapshot.start_seq + 1  # the snapshot itself is served
@@ -317,13 +317,6 @@ def _root_cause(record: ExecutionRecord, store: ExecutionStore | None) -> Record
             "from_root_cause",
         )
     return found.root_cause
-
-
-def _outermost(
-    step: RecordedStep, by_number: Mapping[int, RecordedStep]
-) -> RecordedStep:
-    """The top-level step ``step`` was called in (itself if not nested)."""
-    return _ancestry(step, by_number)[-1]
 
 
 def _ancestry(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Collection
-from typing import TypeVar, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 from ..routing.agents import current_context
 from .cassette import active_cassette
@@ -55,59 +55,43 @@ def _decorate(
     params = list(signature.parameters)
     skip = exclude | (frozenset(params[:1]) & _SELF_NAMES)
 
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def async_wrapper(*args: object, **kwargs: object) -> object:
-            ctx = current_context()
-            cassette = None if ctx is not None else active_cassette()
-            recorded = None
-            if ctx is not None or cassette is not None:
-                recorded = _recorded_args(signature, skip, args, kwargs)
-            if recorded is None:
-                return await fn(*args, **kwargs)
-            if cassette is not None:
-                return await cassette.acall(
-                    label,
-                    recorded,
-                    lambda **_: fn(*args, **kwargs),
-                    side_effect=side_effect,
-                )
-            assert ctx is not None
-            return await ctx.astep(
-                label,
-                recorded,
-                lambda **_: fn(*args, **kwargs),
-                side_effect=side_effect,
-                idempotent=idempotent,
-            )
-
-        return cast(_F, async_wrapper)
-
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> object:
+    def call(args: tuple[object, ...], kwargs: dict[str, object]) -> Callable[[], Any]:
+        """The call to make: plain, answered by the active cassette, or a step."""
         ctx = current_context()
         cassette = None if ctx is not None else active_cassette()
         recorded = None
         if ctx is not None or cassette is not None:
             recorded = _recorded_args(signature, skip, args, kwargs)
         if recorded is None:
-            return fn(*args, **kwargs)
+            return functools.partial(fn, *args, **kwargs)
+        record: Callable[..., Any]
         if cassette is not None:
-            return cassette.call(
-                label,
-                recorded,
-                lambda **_: fn(*args, **kwargs),
-                side_effect=side_effect,
+            record = functools.partial(
+                cassette.acall if is_async else cassette.call, side_effect=side_effect
             )
-        assert ctx is not None
-        return ctx.step(
-            label,
-            recorded,
-            lambda **_: fn(*args, **kwargs),
-            side_effect=side_effect,
-            idempotent=idempotent,
+        else:
+            assert ctx is not None
+            record = functools.partial(
+                ctx.astep if is_async else ctx.step,
+                side_effect=side_effect,
+                idempotent=idempotent,
+            )
+        return functools.partial(
+            record, label, recorded, lambda **_: fn(*args, **kwargs)
         )
+
+    is_async = inspect.iscoroutinefunction(fn)
+    if is_async:
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: object, **kwargs: object) -> object:
+            return await call(args, kwargs)()
+
+        return cast(_F, async_wrapper)
+
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        return call(args, kwargs)()
 
     return cast(_F, wrapper)
 

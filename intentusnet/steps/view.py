@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
 from ..record.model import EventType, ExecutionRecord
 
 __all__ = ["RecordedStep", "StepRun", "chain_record_steps", "record_steps"]
@@ -91,30 +91,7 @@ class RecordedStep:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "number": self.number,
-            "name": self.name,
-            "agent": self.agent,
-            "attempt": self.attempt,
-            "parent": self.parent,
-            "args": self.args,
-            "argsHash": self.args_hash,
-            "sideEffect": self.side_effect,
-            "output": self.output,
-            "outputHash": self.output_hash,
-            "outcome": self.outcome,
-            "error": self.error,
-            "traceback": self.traceback,
-            "durationMs": self.duration_ms,
-            "replayable": self.replayable,
-            "reason": self.reason,
-            "source": self.source,
-            "servedFrom": self.served_from,
-            "liveMiss": self.live_miss,
-            "childExecutionId": self.child_execution_id,
-            "startSeq": self.start_seq,
-            "endSeq": self.end_seq,
-        }
+        return wire_form(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,20 +124,7 @@ class StepRun:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form."""
-        return {
-            "number": self.number,
-            "name": self.name,
-            "argsHash": self.args_hash,
-            "source": self.source,
-            "recorded": self.recorded,
-            "miss": self.miss,
-            "outcome": self.outcome,
-            "overridden": self.overridden,
-        }
-
-
-def _str(value: JSONValue | None) -> str | None:
-    return value if isinstance(value, str) else None
+        return wire_form(self)
 
 
 def _int(value: JSONValue | None) -> int | None:
@@ -238,34 +202,34 @@ def _step(
     replayable = start.get("replayable") is not False and (
         end is not None and done.get("replayable") is not False
     )
-    reason = _str(done.get("reason")) or _str(start.get("reason"))
+    reason = as_str(done.get("reason")) or as_str(start.get("reason"))
     if end is None:
         reason = reason or "the step never finished"
     served = done.get("servedFrom")
     return RecordedStep(
         number=number,
         name=str(start.get("name") or ""),
-        agent=_str(start.get("agent")),
+        agent=as_str(start.get("agent")),
         attempt=_int(start.get("attempt")),
         parent=_int(start.get("parent")),
         args=start.get("args"),
         args_hash=str(start.get("argsHash") or ""),
         side_effect=start.get("sideEffect") is True,
         output=done.get("output"),
-        output_hash=_str(done.get("outputHash")),
-        outcome=_str(done.get("outcome")) or UNFINISHED,
+        output_hash=as_str(done.get("outputHash")),
+        outcome=as_str(done.get("outcome")) or UNFINISHED,
         error=error if isinstance(error, dict) else None,
-        traceback=_str(done.get("traceback")),
+        traceback=as_str(done.get("traceback")),
         duration_ms=float(duration) if isinstance(duration, int | float) else None,
         replayable=replayable,
         reason=None if replayable else reason,
-        source=_str(done.get("source")) or "live",
-        served_from=_str(served.get("executionId"))
+        source=as_str(done.get("source")) or "live",
+        served_from=as_str(served.get("executionId"))
         if isinstance(served, dict)
         else None,
         live_miss=done.get("liveMiss") is True,
-        child_execution_id=_str(start.get("childExecutionId"))
-        or _str(done.get("childExecutionId")),
+        child_execution_id=as_str(start.get("childExecutionId"))
+        or as_str(done.get("childExecutionId")),
         start_seq=start_seq,
         end_seq=end_seq,
     )

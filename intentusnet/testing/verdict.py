@@ -22,7 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, wire_form
 from ..errors import (
     CassetteMiss,
     IntentusNetError,
@@ -81,17 +81,7 @@ class RecordVerdict:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase wire form (a row of ``rerun --all --json``)."""
-        paths: list[JSONValue] = list(self.paths)
-        return {
-            "executionId": self.execution_id,
-            "intent": self.intent,
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "deviation": self.deviation,
-            "paths": paths,
-            "step": self.step,
-            "position": self.position,
-        }
+        return wire_form(self, skip=("recorded", "answer"))
 
 
 def check_record(

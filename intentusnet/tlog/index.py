@@ -111,12 +111,7 @@ class LeafIndex:
                 done = 0
             if done == size:
                 return size
-            rows = []
-            for at, data in enumerate(self.log.leaves(done, size), done):
-                leaf = parse_leaf(data)
-                rows.append((at, leaf.execution_id, leaf.indexed_head))
-            db.executemany("INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)", rows)
-            db.execute("UPDATE state SET size = ?", (size,))
+            _put(db, done, [parse_leaf(data) for data in self.log.leaves(done, size)])
         return size
 
     def add(self, start: int, leaves: Sequence[LogLeaf]) -> None:
@@ -128,14 +123,7 @@ class LeafIndex:
         with self._transaction() as db:
             (done,) = db.execute("SELECT size FROM state").fetchone()
             if done == start:
-                db.executemany(
-                    "INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)",
-                    [
-                        (at, leaf.execution_id, leaf.indexed_head)
-                        for at, leaf in enumerate(leaves, start)
-                    ],
-                )
-                db.execute("UPDATE state SET size = ?", (start + len(leaves),))
+                _put(db, start, leaves)
                 return
         self.catch_up(start + len(leaves))
 
@@ -199,3 +187,15 @@ class LeafIndex:
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise LogError(f"the log's index {self.path}: {exc}") from exc
+
+
+def _put(db: sqlite3.Connection, start: int, leaves: Sequence[LogLeaf]) -> None:
+    """Index ``leaves``, the log's from ``start`` on, and the size they end at."""
+    db.executemany(
+        "INSERT OR REPLACE INTO leaves VALUES (?, ?, ?)",
+        [
+            (at, leaf.execution_id, leaf.indexed_head)
+            for at, leaf in enumerate(leaves, start)
+        ],
+    )
+    db.execute("UPDATE state SET size = ?", (start + len(leaves),))

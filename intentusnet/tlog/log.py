@@ -167,12 +167,11 @@ class TileLog:
         if not 0 <= index < size:
             raise LogIntegrityError(f"leaf {index} is not in a log of {size} leaves")
         bundle, at = divmod(index, TILE_WIDTH)
-        return self._bundle_leaves(bundle, min(size - bundle * TILE_WIDTH, TILE_WIDTH))[
-            at
-        ]
+        return self._bundle_leaves(bundle, size)[at]
 
-    def _bundle_leaves(self, bundle: int, width: int) -> list[bytes]:
-        """The first ``width`` leaves of entry bundle ``bundle``."""
+    def _bundle_leaves(self, bundle: int, size: int) -> list[bytes]:
+        """The leaves of entry bundle ``bundle`` in the tree of ``size``."""
+        width = min(size - bundle * TILE_WIDTH, TILE_WIDTH)
         path = bundle_path(bundle, width)
         data = self._read(path)
         if data is None and width < TILE_WIDTH:
@@ -194,9 +193,7 @@ class TileLog:
         if not 0 <= start <= size:
             raise LogIntegrityError(f"no leaves from {start} in a log of {size}")
         for bundle in range(start // TILE_WIDTH, (size + TILE_WIDTH - 1) // TILE_WIDTH):
-            found = self._bundle_leaves(
-                bundle, min(size - bundle * TILE_WIDTH, TILE_WIDTH)
-            )
+            found = self._bundle_leaves(bundle, size)
             yield from found[max(start - bundle * TILE_WIDTH, 0) :]
 
     def tile(self, level: int, index: int, width: int) -> bytes | None:
@@ -214,9 +211,7 @@ class TileLog:
         """
         size = self.size
         for bundle in range((size - 1) // TILE_WIDTH, -1, -1):
-            leaves = self._bundle_leaves(
-                bundle, min(size - bundle * TILE_WIDTH, TILE_WIDTH)
-            )
+            leaves = self._bundle_leaves(bundle, size)
             for at in range(len(leaves) - 1, -1, -1):
                 if leaf_of(leaves[at]):
                     return bundle * TILE_WIDTH + at
@@ -238,7 +233,7 @@ class TileLog:
     def root(self, size: int | None = None) -> bytes:
         """The root of the first ``size`` leaves (default: all), from the tiles."""
         size = self._size(size)
-        return subtree_hash(0, size, _TileHashes(self._read, self.size).perfect)
+        return subtree_hash(0, size, _TileHashes(self.tile, self.size).perfect)
 
     def prove_inclusion(self, index: int, size: int | None = None) -> list[bytes]:
         """The inclusion proof of leaf ``index`` in the tree of ``size`` leaves.
@@ -249,7 +244,7 @@ class TileLog:
         size = self._size(size)
         if not 0 <= index < size:
             raise LogIntegrityError(f"leaf {index} is not in a log of {size} leaves")
-        return inclusion_proof(index, size, _TileHashes(self._read, self.size).perfect)
+        return inclusion_proof(index, size, _TileHashes(self.tile, self.size).perfect)
 
     def prove_consistency(
         self, old_size: int, new_size: int | None = None
@@ -265,7 +260,7 @@ class TileLog:
                 f"no consistency proof from {old_size} leaves to {new_size} leaves"
             )
         return consistency_proof(
-            old_size, new_size, _TileHashes(self._read, self.size).perfect
+            old_size, new_size, _TileHashes(self.tile, self.size).perfect
         )
 
     # -- appending ----------------------------------------------------------
@@ -291,11 +286,7 @@ class TileLog:
         """
         if self.origin is None or self._key is None:
             raise LogError("appending to a log needs its origin and signing key")
-        for leaf in leaves:
-            if len(leaf) > MAX_LEAF:
-                raise LogIntegrityError(
-                    f"a leaf of {len(leaf)} bytes; at most {MAX_LEAF}"
-                )
+        _check_leaves(leaves)
         try:
             make_dirs(self.path)
             with self._locked():
@@ -317,12 +308,7 @@ class TileLog:
         head = self.tree_head(key.public_key)
         size = head.size
         if select is not None:
-            leaves = select(size)
-            for leaf in leaves:
-                if len(leaf) > MAX_LEAF:
-                    raise LogIntegrityError(
-                        f"a leaf of {len(leaf)} bytes; at most {MAX_LEAF}"
-                    )
+            leaves = _check_leaves(select(size))
         self._discard_after(size)
         edge = self._edge(size)
         if subtree_hash(0, size, _EdgeHashes(edge, size).perfect) != head.root:
@@ -347,7 +333,7 @@ class TileLog:
         """
         edge: list[list[bytes]] = []
         width = size % TILE_WIDTH
-        edge.append(self._bundle_leaves(size // TILE_WIDTH, width) if width else [])
+        edge.append(self._bundle_leaves(size // TILE_WIDTH, size) if width else [])
         level, count = 0, size
         while count:
             width = count % TILE_WIDTH
@@ -469,6 +455,13 @@ class TileLog:
             os.close(fd)
 
 
+def _check_leaves(leaves: Sequence[bytes]) -> Sequence[bytes]:
+    for leaf in leaves:
+        if len(leaf) > MAX_LEAF:
+            raise LogIntegrityError(f"a leaf of {len(leaf)} bytes; at most {MAX_LEAF}")
+    return leaves
+
+
 def _size_of(note: bytes) -> int:
     """The size line of a checkpoint note (written by this log: unchecked)."""
     try:
@@ -540,7 +533,9 @@ class _EdgeHashes:
 class _TileHashes:
     """Complete subtrees of the log read from its tiles, for a log of ``size``."""
 
-    def __init__(self, read: Callable[[str], bytes | None], size: int) -> None:
+    def __init__(
+        self, read: Callable[[int, int, int], bytes | None], size: int
+    ) -> None:
         self._read, self._size = read, size
         self._tiles: dict[tuple[int, int], bytes] = {}
 
@@ -567,11 +562,9 @@ class _TileHashes:
             return found
         hashes = self._size // TILE_WIDTH**level
         width = min(hashes - index * TILE_WIDTH, TILE_WIDTH)
-        path = tile_path(level, index, width)
-        data = self._read(path)
-        if data is None and width < TILE_WIDTH:
-            data = self._read(tile_path(level, index))
+        data = self._read(level, index, width)
         if data is None or len(data) < width * HASH_SIZE:
+            path = tile_path(level, index, width)
             raise LogIntegrityError(f"the log's tile {path} is missing or short")
         self._tiles[(level, index)] = data
         return data
