@@ -388,11 +388,6 @@ class ListenSession:
         """The headers of the open request ``request_id`` that go on upstream."""
         return self._passed.get(_key(request_id), {})
 
-    def headers_of(self, request_id: JSONValue) -> Mapping[str, str]:
-        """The ``Mcp-Param-*`` headers the open request came with (lower case)."""
-        found = self._passed.get(_key(request_id), {})
-        return {k: v for k, v in found.items() if k.startswith(PARAM_PREFIX)}
-
     def request(
         self,
         body: bytes,
