@@ -218,28 +218,27 @@ class Instrumentation:
         if execution.cache == "hit":
             return
         parent = self._children.pop(execution.execution_id, None)
+        span = self._execution_span(execution, parent)
+        self._executions[execution.execution_id] = span
+
+    def _execution_span(
+        self, execution: ObservedExecution, parent: Span | None
+    ) -> Span:
         name, attributes = _spans.execution_span(execution)
-        span = self._tracer.start_span(
+        return self._tracer.start_span(
             name,
             context=None if parent is None else _context(parent),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=execution.started_ns,
         )
-        self._executions[execution.execution_id] = span
 
     def execution_ended(
         self, execution: ObservedExecution, response: AgentResponse
     ) -> None:
         """End the execution's span with the answer's status and agent."""
         if execution.cache == "hit":
-            name, attributes = _spans.execution_span(execution)
-            span = self._tracer.start_span(
-                name,
-                kind=SpanKind.INTERNAL,
-                attributes=attributes,
-                start_time=execution.started_ns,
-            )
+            span = self._execution_span(execution, None)
         else:
             found = self._executions.pop(execution.execution_id, None)
             if found is None:  # started before this instrumentation was added
@@ -261,18 +260,18 @@ class Instrumentation:
         A routing call that is cancelled or interrupted ends without its steps
         and attempts ending; their spans end with the execution's, failed.
         """
+
+        def end(span: Span | None) -> None:
+            if span is not None:
+                if response.error is not None:
+                    _failed(span, response.error)
+                span.end()
+
         for key in [k for k in list(self._steps) if k[0] == execution_id]:
             step = self._steps.pop(key, None)
-            if step is not None:
-                if response.error is not None:
-                    _failed(step.span, response.error)
-                step.span.end()
+            end(None if step is None else step.span)
         for key in [k for k in list(self._attempts) if k[0] == execution_id]:
-            attempt = self._attempts.pop(key, None)
-            if attempt is not None:
-                if response.error is not None:
-                    _failed(attempt, response.error)
-                attempt.end()
+            end(self._attempts.pop(key, None))
             self._calls.attempt_ended(key)
 
     # -- attempts -----------------------------------------------------------------
