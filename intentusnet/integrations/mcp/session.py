@@ -34,6 +34,7 @@ from .jsonrpc import (
     ANSWERED_WITH,
     ASKED_BY,
     FROM_SERVER,
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NOT_RECORDED,
@@ -323,11 +324,7 @@ class Session:
                 body = answer["error"]
                 body = body if isinstance(body, dict) else {}
                 await self._answered_with(request_id, body)
-                code = body.get("code")
-                raise UpstreamError(
-                    code if isinstance(code, int) else -32603,
-                    str(body.get("message", "")),
-                )
+                raise UpstreamError.of(body)
             return answer.get("result")
 
         try:
@@ -523,7 +520,7 @@ class Session:
                 await self._mark("tools/list", request, ASKER.get())
                 answer = await self._call_upstream(request["id"], line)
                 if "error" in answer:
-                    raise UpstreamError(-32603, "tools/list failed")
+                    raise UpstreamError(INTERNAL_ERROR, "tools/list failed")
                 return answer.get("result")
 
             try:
@@ -727,13 +724,7 @@ class Session:
         async def answer(**_: object) -> JSONValue:
             message = await waiting
             if "error" in message:
-                body = message["error"]
-                body = body if isinstance(body, dict) else {}
-                code = body.get("code")
-                raise ClientError(
-                    code if isinstance(code, int) else -32603,
-                    str(body.get("message", "")),
-                )
+                raise ClientError.of(message["error"])
             return message.get("result")
 
         return answer
