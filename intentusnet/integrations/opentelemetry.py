@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 try:
     from opentelemetry import trace
-    from opentelemetry.context import Context, attach, detach
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError as exc:  # the extra is not installed
     raise ImportError(
@@ -57,8 +57,6 @@ from . import _spans
 from ._waiting import OpenStep, WaitingCalls
 
 if TYPE_CHECKING:
-    from contextvars import Token
-
     from ..cache.prices import PriceTable
     from ..envelope import AgentResponse, ErrorInfo
     from ..record.model import ExecutionRecord
@@ -145,25 +143,13 @@ def _context(span: Span) -> Context:
     return trace.set_span_in_context(span)
 
 
-class _Current:
+def _current(span: Span) -> AbstractContextManager[object]:
     """``span`` as the current span, in this thread or task, until left.
 
     Its status and events stay the router's to set: an exception leaving the
     block is the attempt's or step's failure, told to the observer as such.
     """
-
-    __slots__ = ("_span", "_token")
-
-    def __init__(self, span: Span) -> None:
-        self._span = span
-        self._token: Token[Context] | None = None
-
-    def __enter__(self) -> None:
-        self._token = attach(_context(self._span))
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._token is not None:
-            detach(self._token)
+    return trace.use_span(span, record_exception=False, set_status_on_exception=False)
 
 
 class Instrumentation:
@@ -312,7 +298,7 @@ class Instrumentation:
         Spans the agent's own code starts (with any tracer) nest in it.
         """
         span = self._attempts.get((execution_id, attempt))
-        return None if span is None else _Current(span)
+        return None if span is None else _current(span)
 
     # -- steps --------------------------------------------------------------------
 
@@ -375,7 +361,7 @@ class Instrumentation:
     ) -> AbstractContextManager[object] | None:
         """Make the step's span current while its function runs."""
         found = self._steps.get((execution_id, step))
-        return None if found is None else _Current(found.span)
+        return None if found is None else _current(found.span)
 
     # -- HTTP calls ---------------------------------------------------------------
 
