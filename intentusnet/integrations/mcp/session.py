@@ -645,10 +645,12 @@ class Session:
         method = message.get("method")
         params = message.get("params")
         given = params if isinstance(params, dict) else {}
+        name = f"mcp:{method}"
+        args = {k: v for k, v in given.items() if k != "_meta"}
+        fn: Callable[..., Awaitable[JSONValue]] = _nothing
         context: contextvars.Context | None = None
         if is_request(message):
             name = f"{FROM_SERVER}{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
             waiting = asyncio.get_running_loop().create_future()
             self._asked[_key(message.get("id"))] = waiting
             fn = self._client_answer(waiting)
@@ -662,32 +664,21 @@ class Session:
                 return  # no call of this session's asked for it
             name = PROGRESS
             args = {k: v for k, v in given.items() if k not in _VOLATILE}
-            fn = _nothing
         elif (listening := self._listening(message)) is not None:
-            # on a subscriptions/listen stream: a step of that stream's
-            name = f"mcp:{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
-            fn = _nothing
-            context = listening
-        elif f"mcp:{method}" in OUTDATES:
-            name = f"mcp:{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
-            fn = _nothing
-        elif (
-            is_notification(message)
-            and str(method).startswith("notifications/")
-            and method != "notifications/cancelled"
-            and subscription_of(message) is None  # a listen stream's: not the call's
-            and len(self._in_flight()) == 1
-        ):
+            context = listening  # on a subscriptions/listen stream: its step's
+        elif name not in OUTDATES:
+            if not (
+                is_notification(message)
+                and str(method).startswith("notifications/")
+                and method != "notifications/cancelled"
+                and subscription_of(message)
+                is None  # a listen stream's: not the call's
+                and len(self._in_flight()) == 1
+            ):
+                return
             # sent on its own (a log message, say): a step of the one call
             # in flight, replayed with it in order
-            name = f"mcp:{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
-            fn = _nothing
             context = self._in_flight()[0]
-        else:
-            return
         assert self.run_step is not None
         step = self.run_step(name, args, fn)
         task = asyncio.get_running_loop().create_task(_recorded(step), context=context)
