@@ -227,8 +227,6 @@ class Response(NamedTuple):
     cache: str
     #: the record it was answered from, or recorded as
     record: str | None
-    #: inside an agent: the step of the agent's execution it is recorded as
-    step: int | None = None
     #: a live body passed through as it arrives (``content`` is empty then)
     tee: Tee | AsyncTee | None = None
     #: a hit's ``headers`` in its transport's library's type, made once
@@ -298,7 +296,7 @@ def _response(
         "intentusnet_event_ms": event_ms,
     }
     return Response(
-        status, tuple(headers), content, chunks, extensions, cache, record, step, tee
+        status, tuple(headers), content, chunks, extensions, cache, record, tee
     )
 
 
