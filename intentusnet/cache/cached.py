@@ -147,10 +147,6 @@ def cached(
                 async def job() -> JobResult:
                     return _wrap(label, await coroutine_fn(*args, **kwargs))
 
-                if not use_cache:
-                    return result(
-                        await calls.arun(payload, job, tenant=tenant), ran=True
-                    )
                 ran = False
 
                 def execute() -> Awaitable[AgentResponse]:
@@ -158,8 +154,8 @@ def cached(
                     ran = True
                     return calls.arun(payload, job, tenant=tenant)
 
-                answer = await the_cache.aanswer(key, execute)
-                return result(answer, ran=ran)
+                cached = the_cache.aanswer(key, execute) if use_cache else execute()
+                return result(await cached, ran=ran)
 
             wrapper: Callable[..., object] = call_async
         else:
@@ -171,8 +167,6 @@ def cached(
                 def job() -> JobResult:
                     return _wrap(label, fn(*args, **kwargs))
 
-                if not use_cache:
-                    return result(calls.run(payload, job, tenant=tenant), ran=True)
                 ran = False
 
                 def execute() -> AgentResponse:
@@ -180,7 +174,7 @@ def cached(
                     ran = True
                     return calls.run(payload, job, tenant=tenant)
 
-                answer = the_cache.answer(key, execute)
+                answer = the_cache.answer(key, execute) if use_cache else execute()
                 return result(answer, ran=ran)
 
             wrapper = call

@@ -117,19 +117,15 @@ class DiskTier:
         #: owner rebuilds it (``on_reset`` is for later resets)
         self.was_reset = False
         try:
-            self._cache = self._open()
-        except sqlite3.DatabaseError as exc:
-            if not says_damaged(exc):
-                raise CacheError(f"cache {directory} cannot be opened: {exc}") from exc
-            self._quarantine(exc)
             try:
                 self._cache = self._open()
-            except (sqlite3.Error, OSError) as again:
-                raise CacheError(
-                    f"cache {directory} cannot be opened: {again}"
-                ) from again
-            self.was_reset = True
-        except OSError as exc:
+            except sqlite3.DatabaseError as exc:
+                if not says_damaged(exc):
+                    raise
+                self._quarantine(exc)
+                self._cache = self._open()
+                self.was_reset = True
+        except (sqlite3.Error, OSError) as exc:
             raise CacheError(f"cache {directory} cannot be opened: {exc}") from exc
 
     def _open(self) -> diskcache.Cache:
@@ -204,15 +200,13 @@ class DiskTier:
             return default
         try:
             return operation(cache)
-        except sqlite3.DatabaseError as exc:
-            if says_damaged(exc):
+        except (sqlite3.Error, diskcache.Timeout, OSError) as exc:
+            if isinstance(exc, sqlite3.DatabaseError) and says_damaged(exc):
                 self._reset(cache, exc)
             else:
                 _log.warning(
                     "cache %s: %s; carrying on without it", self.directory, exc
                 )
-        except (sqlite3.Error, diskcache.Timeout, OSError) as exc:
-            _log.warning("cache %s: %s; carrying on without it", self.directory, exc)
         return default
 
     def _reset(self, broken: diskcache.Cache, exc: BaseException) -> None:

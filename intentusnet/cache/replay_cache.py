@@ -464,24 +464,19 @@ class ReplayCache:
     # -- looking up ---------------------------------------------------------------
 
     def _find(self, envelope_hash: str) -> Entry | None:
-        entry = self._memory.get(envelope_hash)
+        entry = self._find_in_memory(envelope_hash)
         if entry is not None:
-            if entry.probe() == entry.version and self._clock() < entry.deadline:
-                return entry
-            # The record changed (invalidated, deleted, edited) or the entry is
-            # too old: check it again from the start.
-            self._memory.pop(envelope_hash, None)
+            return entry
+        # The record changed (invalidated, deleted, edited) or the entry is
+        # too old: check it again from the start.
+        self._memory.pop(envelope_hash, None)
         return self._find_slow(envelope_hash)
 
     def _find_in_memory(self, envelope_hash: str) -> Entry | None:
         entry = self._memory.get(envelope_hash)
-        if (
-            entry is not None
-            and entry.probe() == entry.version
-            and self._clock() < entry.deadline
-        ):
-            return entry
-        return None
+        if entry is None or entry.probe() != entry.version:
+            return None
+        return entry if self._clock() < entry.deadline else None
 
     def _find_slow(self, envelope_hash: str) -> Entry | None:
         disk = self._disk
@@ -613,8 +608,7 @@ class ReplayCache:
         version = probe()
         if version is None:
             return response
-        expires = self._expiry()
-        deadline = math.inf if expires is None else expires
+        deadline = math.inf if self.ttl is None else self._clock() + self.ttl
         if self.policy.max_age is not None:
             deadline = min(deadline, self._clock() + self.policy.max_age)
         entry = Entry(execution_id, response, probe, version, deadline)
@@ -634,9 +628,6 @@ class ReplayCache:
                 now=self._clock(),
             )
             disk.set(self._prefix + envelope_hash, value, expire)
-
-    def _expiry(self) -> float | None:
-        return None if self.ttl is None else self._clock() + self.ttl
 
     def _trace(self, execution_id: str, key: CacheKey) -> None:
         store = self._store
@@ -675,7 +666,7 @@ class ReplayCache:
         store, disk = self._store, self._disk
         if store is None or disk is None:
             return 0
-        self._clear_entries()
+        self.clear()
         written: set[str] = set()
         try:
             summaries = store.list()
@@ -699,9 +690,6 @@ class ReplayCache:
 
     def clear(self) -> None:
         """Forget every answer of this namespace (the records stay)."""
-        self._clear_entries()
-
-    def _clear_entries(self) -> None:
         with self._lock:
             self._memory.clear()
         disk = self._disk

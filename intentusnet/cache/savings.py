@@ -30,7 +30,6 @@ from ..store.usage import RecordedUsage, UsageTotal, recorded_usage
 from .seams import UsageIndex
 
 if TYPE_CHECKING:
-    from ..store.hits import CacheHit
     from ..store.protocol import ExecutionStore
     from .prices import PriceTable
     from .seams import CacheHitJournal
@@ -203,7 +202,9 @@ class UsageLedger:
 
     def report(self, prices: PriceTable | None = None) -> SavingsReport:
         """Add up calls, tokens and (with ``prices``) costs; see the module."""
-        served = Counter(hit.source_execution_id for hit in _hits(self.store))
+        # Every store keeps a hit journal (the file, memory and PostgreSQL ones).
+        hits = cast("CacheHitJournal", self.store).cache_hits()
+        served = Counter(hit.source_execution_id for hit in hits)
         with self._lock:  # one reader of new records at a time
             totals, sources = self._usage(served)
         tallies: dict[tuple[str, str | None], _Tally] = {}
@@ -265,11 +266,6 @@ class UsageLedger:
             now[execution_id] = recorded_usage(record.final_response)
         self._known = now
         return now
-
-
-def _hits(store: ExecutionStore) -> list[CacheHit]:
-    # Every store keeps a hit journal (the file, memory and PostgreSQL ones).
-    return cast("CacheHitJournal", store).cache_hits()
 
 
 def savings_report(

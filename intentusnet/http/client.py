@@ -25,7 +25,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import httpx
 
@@ -55,7 +55,63 @@ def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, 
 _JSON = {"Content-Type": "application/json"}
 
 
-class IntentusClient:
+_C = TypeVar("_C", httpx.Client, httpx.AsyncClient)
+
+
+class _Requests(Generic[_C]):
+    """What both clients send: the request of each call."""
+
+    base_url: str
+    _timeout: float
+    _http: _C
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        waits: float = 0.0,
+    ) -> httpx.Request:
+        """The request to send.
+
+        ``waits``: seconds the service may take beyond the client's timeout
+        (a long poll).
+        """
+        return self._http.build_request(
+            method,
+            url,
+            content=content,
+            params=params,
+            headers={**(_JSON if content is not None else {}), **(headers or {})},
+            timeout=self._timeout + waits,
+        )
+
+    def _intent(
+        self, envelope: _Envelope, idempotency_key: str | None, respond_async: bool
+    ) -> httpx.Request:
+        """A ``POST /v1/intents`` request."""
+        body = wire.envelope_body(envelope)
+        headers = intent_headers(idempotency_key, respond_async=respond_async)
+        return self._request("POST", "/v1/intents", content=body, headers=headers)
+
+    def _poll_request(self, execution_id: str, wait: float) -> httpx.Request:
+        """The newest record of an execution, waiting up to ``wait`` s for its end."""
+        path = wire.execution_path(execution_id)
+        params = {"wait": f"{wait:.3f}"}
+        return self._request("GET", path, params=params, waits=wait)
+
+
+def _answered(response: httpx.Response) -> httpx.Response:
+    """A success answer; else its error raised."""
+    if not response.is_success:
+        raise wire.error_from(response)
+    return response
+
+
+class IntentusClient(_Requests[httpx.Client]):
     """A blocking client of the IntentusNet HTTP service.
 
     Args:
@@ -97,35 +153,13 @@ class IntentusClient:
         """Close the connections."""
         self._http.close()
 
-    def _send(
-        self,
-        method: str,
-        url: str,
-        *,
-        content: bytes | None = None,
-        params: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-        waits: float = 0.0,
-    ) -> httpx.Response:
-        """Send; return a success answer, else raise its error.
-
-        ``waits``: seconds the service may take beyond the client's timeout
-        (a long poll).
-        """
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send; return a success answer, else raise its error."""
         try:
-            response = self._http.request(
-                method,
-                url,
-                content=content,
-                params=params,
-                headers={**(_JSON if content is not None else {}), **(headers or {})},
-                timeout=self._timeout + waits,
-            )
+            response = self._http.send(request)
         except httpx.HTTPError as exc:
             raise wire.transport_error(exc, self.base_url) from exc
-        if not response.is_success:
-            raise wire.error_from(response)
-        return response
+        return _answered(response)
 
     def _call(
         self,
@@ -135,7 +169,8 @@ class IntentusClient:
         content: bytes | None = None,
         params: dict[str, str] | None = None,
     ) -> JSONObject:
-        return wire.json_object(self._send(method, url, content=content, params=params))
+        request = self._request(method, url, content=content, params=params)
+        return wire.json_object(self._send(request))
 
     def route(
         self, envelope: _Envelope, *, idempotency_key: str | None = None
@@ -156,9 +191,7 @@ class IntentusClient:
             IdempotencyTimeout: the key's execution still ran after the wait.
             ServiceError: the service refused the request or was unreachable.
         """
-        body = wire.envelope_body(envelope)
-        headers = intent_headers(idempotency_key, respond_async=False)
-        response = self._send("POST", "/v1/intents", content=body, headers=headers)
+        response = self._send(self._intent(envelope, idempotency_key, False))
         return wire.agent_response(wire.json_object(response))
 
     def submit(
@@ -174,9 +207,7 @@ class IntentusClient:
         Raises:
             As :meth:`route`.
         """
-        body = wire.envelope_body(envelope)
-        headers = intent_headers(idempotency_key, respond_async=True)
-        response = self._send("POST", "/v1/intents", content=body, headers=headers)
+        response = self._send(self._intent(envelope, idempotency_key, True))
         data = wire.json_object(response)
         if response.status_code == 202:
             return Submission(accepted(data), self._poll)
@@ -184,11 +215,7 @@ class IntentusClient:
         return Submission(answer.metadata.execution_id, self._poll, answer)
 
     def _poll(self, execution_id: str, wait: float) -> JSONObject:
-        """The newest record of an execution, waiting up to ``wait`` s for its end."""
-        path = wire.execution_path(execution_id)
-        params = {"wait": f"{wait:.3f}"}
-        response = self._send("GET", path, params=params, waits=wait)
-        return wire.json_object(response)
+        return wire.json_object(self._send(self._poll_request(execution_id, wait)))
 
     def get_execution(self, execution_id: str) -> ExecutionRecord:
         """Load one record, verified by the service.
@@ -271,7 +298,7 @@ class IntentusClient:
         return self._call("GET", "/healthz")
 
 
-class AsyncIntentusClient:
+class AsyncIntentusClient(_Requests[httpx.AsyncClient]):
     """The asyncio twin of :class:`IntentusClient`: same methods, awaited."""
 
     def __init__(
@@ -304,31 +331,13 @@ class AsyncIntentusClient:
         """Close the connections."""
         await self._http.aclose()
 
-    async def _send(
-        self,
-        method: str,
-        url: str,
-        *,
-        content: bytes | None = None,
-        params: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-        waits: float = 0.0,
-    ) -> httpx.Response:
+    async def _send(self, request: httpx.Request) -> httpx.Response:
         """Send (see ``IntentusClient._send``)."""
         try:
-            response = await self._http.request(
-                method,
-                url,
-                content=content,
-                params=params,
-                headers={**(_JSON if content is not None else {}), **(headers or {})},
-                timeout=self._timeout + waits,
-            )
+            response = await self._http.send(request)
         except httpx.HTTPError as exc:
             raise wire.transport_error(exc, self.base_url) from exc
-        if not response.is_success:
-            raise wire.error_from(response)
-        return response
+        return _answered(response)
 
     async def _call(
         self,
@@ -338,29 +347,21 @@ class AsyncIntentusClient:
         content: bytes | None = None,
         params: dict[str, str] | None = None,
     ) -> JSONObject:
-        response = await self._send(method, url, content=content, params=params)
-        return wire.json_object(response)
+        request = self._request(method, url, content=content, params=params)
+        return wire.json_object(await self._send(request))
 
     async def route(
         self, envelope: _Envelope, *, idempotency_key: str | None = None
     ) -> AgentResponse:
         """Route an intent (see ``IntentusClient.route``)."""
-        body = wire.envelope_body(envelope)
-        headers = intent_headers(idempotency_key, respond_async=False)
-        response = await self._send(
-            "POST", "/v1/intents", content=body, headers=headers
-        )
+        response = await self._send(self._intent(envelope, idempotency_key, False))
         return wire.agent_response(wire.json_object(response))
 
     async def submit(
         self, envelope: _Envelope, idempotency_key: str | None = None
     ) -> AsyncSubmission:
         """Submit an intent (see ``IntentusClient.submit``). Added in 0.1.0."""
-        body = wire.envelope_body(envelope)
-        headers = intent_headers(idempotency_key, respond_async=True)
-        response = await self._send(
-            "POST", "/v1/intents", content=body, headers=headers
-        )
+        response = await self._send(self._intent(envelope, idempotency_key, True))
         data = wire.json_object(response)
         if response.status_code == 202:
             return AsyncSubmission(accepted(data), self._poll)
@@ -368,11 +369,8 @@ class AsyncIntentusClient:
         return AsyncSubmission(answer.metadata.execution_id, self._poll, answer)
 
     async def _poll(self, execution_id: str, wait: float) -> JSONObject:
-        """The newest record of an execution, waiting up to ``wait`` s for its end."""
-        path = wire.execution_path(execution_id)
-        params = {"wait": f"{wait:.3f}"}
-        response = await self._send("GET", path, params=params, waits=wait)
-        return wire.json_object(response)
+        request = self._poll_request(execution_id, wait)
+        return wire.json_object(await self._send(request))
 
     async def get_execution(self, execution_id: str) -> ExecutionRecord:
         """Load one record (see ``IntentusClient.get_execution``)."""

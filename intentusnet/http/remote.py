@@ -332,19 +332,12 @@ class RemoteAgent:
         return answer
 
     def _status_error(self, status: int, data: bytes) -> AgentResponse:
-        details: JSONObject = {"status": status, "body": _excerpt(data)}
-        if status in (408, 504):
-            return self._fail(
-                ErrorCode.AGENT_TIMEOUT,
-                f"answered HTTP {status}",
-                retryable=True,
-                details=details,
-            )
+        timeout = status in (408, 504)
         return self._fail(
-            ErrorCode.AGENT_UNAVAILABLE,
+            ErrorCode.AGENT_TIMEOUT if timeout else ErrorCode.AGENT_UNAVAILABLE,
             f"answered HTTP {status}",
-            retryable=status >= 500 or status == 429,
-            details=details,
+            retryable=timeout or status >= 500 or status == 429,
+            details={"status": status, "body": _excerpt(data)},
         )
 
     def _fail(

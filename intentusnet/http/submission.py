@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from .._util.jsonvalue import JSONObject
 from ..envelope import AgentResponse
@@ -83,17 +83,11 @@ class _Wait:
         self.timeout = timeout
         self._deadline = None if timeout is None else time.monotonic() + timeout
 
-    def next(self) -> float:
-        """Seconds the next poll may wait."""
+    def at_most(self, seconds: float) -> float:
+        """``seconds``, or what is left of the time if less (0: the time is up)."""
         if self._deadline is None:
-            return MAX_WAIT_S
-        return max(0.0, min(MAX_WAIT_S, self._deadline - time.monotonic()))
-
-    def retry(self) -> float:
-        """Seconds to pause before polling again; 0: the time is up."""
-        if self._deadline is None:
-            return RETRY_S
-        return max(0.0, min(RETRY_S, self._deadline - time.monotonic()))
+            return seconds
+        return max(0.0, min(seconds, self._deadline - time.monotonic()))
 
     def answer(self, execution_id: str, record: JSONObject) -> AgentResponse | None:
         """The answer in ``record`` once finished; ``None``: poll again.
@@ -111,7 +105,26 @@ class _Wait:
         return None
 
 
-class Submission:
+_P = TypeVar("_P", Poll, AsyncPoll)
+
+
+class _Handle(Generic[_P]):
+    """An execution submitted, its way to poll, and its answer once known."""
+
+    __slots__ = ("_answer", "_poll", "execution_id")
+
+    def __init__(
+        self, execution_id: str | None, poll: _P, answer: AgentResponse | None = None
+    ) -> None:
+        self.execution_id = execution_id
+        self._poll: _P = poll
+        self._answer = answer
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.execution_id!r})"
+
+
+class Submission(_Handle[Poll]):
     """An execution submitted with ``IntentusClient.submit``. Added in 0.1.0.
 
     Attributes:
@@ -120,17 +133,7 @@ class Submission:
             records nothing.
     """
 
-    __slots__ = ("_answer", "_poll", "execution_id")
-
-    def __init__(
-        self, execution_id: str | None, poll: Poll, answer: AgentResponse | None = None
-    ) -> None:
-        self.execution_id = execution_id
-        self._poll = poll
-        self._answer = answer
-
-    def __repr__(self) -> str:
-        return f"Submission({self.execution_id!r})"
+    __slots__ = ()
 
     def result(self, timeout: float | None = None) -> AgentResponse:
         """Wait for the execution's answer (agent faults are data).
@@ -148,9 +151,9 @@ class Submission:
         while self._answer is None:
             assert self.execution_id is not None  # a 202 names it
             try:
-                record = self._poll(self.execution_id, wait.next())
+                record = self._poll(self.execution_id, wait.at_most(MAX_WAIT_S))
             except ServiceUnavailable:
-                if not (pause := wait.retry()):
+                if not (pause := wait.at_most(RETRY_S)):
                     raise
                 time.sleep(pause)
                 continue
@@ -158,27 +161,14 @@ class Submission:
         return self._answer
 
 
-class AsyncSubmission:
+class AsyncSubmission(_Handle[AsyncPoll]):
     """The asyncio twin of :class:`Submission`. Added in 0.1.0.
 
     Attributes:
         execution_id: the execution's id (``None`` as for ``Submission``).
     """
 
-    __slots__ = ("_answer", "_poll", "execution_id")
-
-    def __init__(
-        self,
-        execution_id: str | None,
-        poll: AsyncPoll,
-        answer: AgentResponse | None = None,
-    ) -> None:
-        self.execution_id = execution_id
-        self._poll = poll
-        self._answer = answer
-
-    def __repr__(self) -> str:
-        return f"AsyncSubmission({self.execution_id!r})"
+    __slots__ = ()
 
     async def result(self, timeout: float | None = None) -> AgentResponse:
         """Wait for the execution's answer (see ``Submission.result``)."""
@@ -186,9 +176,9 @@ class AsyncSubmission:
         while self._answer is None:
             assert self.execution_id is not None  # a 202 names it
             try:
-                record = await self._poll(self.execution_id, wait.next())
+                record = await self._poll(self.execution_id, wait.at_most(MAX_WAIT_S))
             except ServiceUnavailable:
-                if not (pause := wait.retry()):
+                if not (pause := wait.at_most(RETRY_S)):
                     raise
                 await asyncio.sleep(pause)
                 continue

@@ -195,23 +195,13 @@ def page(data: JSONObject) -> ExecutionPage:
 def record(data: JSONObject) -> ExecutionRecord:
     """Read an ``ExecutionRecord`` from its ``to_json()`` form."""
     head = _object(data["header"])
-    intent = _object(head["intent"])
-    reason = head["replayableReason"]
     owner = head.get("owner")
     header = ExecutionHeader(
+        # The header's JSON holds a summary's fields under the same names.
+        **summary(head)._asdict(),
         schema_version=int(str(head["schemaVersion"])),
-        execution_id=str(head["executionId"]),
-        created_utc=str(head["createdUtc"]),
         completed_utc=_text(head["completedUtc"]),
-        envelope_hash=str(head["envelopeHash"]),
-        intent_name=str(intent["name"]),
-        intent_version=str(intent["version"]),
-        status=RecordStatus(str(head["status"])),
-        replayable=bool(head["replayable"]),
-        replayable_reason=None if reason is None else ReplayableReason(str(reason)),
         parent_execution_id=_text(head["parentExecutionId"]),
-        agent=_text(head["agent"]),
-        duration_ms=_float(head["durationMs"]),
         chain_head=str(head["chainHead"]),
         owner=owner if isinstance(owner, dict) else None,
         key_id=_text(head.get("keyId")),

@@ -8,12 +8,10 @@ the paths where two answers differ.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import orjson
 
 from .._util.jsonvalue import JSONObject, JSONValue
-from .usage import Usage, event_data, read_usage
+from .usage import event_data, recorded_content_type
 
 
 def _body_text(response: JSONObject) -> str:
@@ -23,16 +21,8 @@ def _body_text(response: JSONObject) -> str:
     return body if response.get("bodyEncoding") == "utf-8" else f"(base64) {body}"
 
 
-def _content_type(response: JSONObject) -> str | None:
-    pairs = response.get("headers")
-    for pair in pairs if isinstance(pairs, list) else []:
-        if isinstance(pair, list) and str(pair[0]).lower() == "content-type":
-            return str(pair[1])
-    return None
-
-
 def _streamed(response: JSONObject) -> bool:
-    return (_content_type(response) or "").startswith("text/event-stream")
+    return (recorded_content_type(response) or "").startswith("text/event-stream")
 
 
 def answer_body(response: JSONObject) -> JSONValue:
@@ -52,17 +42,6 @@ def answer_text(response: JSONObject) -> str:
         body = answer_body(response)
         found = _whole(body) if isinstance(body, dict) else ""
     return found or text
-
-
-def answer_usage(request: JSONObject, response: JSONObject) -> Usage | None:
-    """The tokens the answer reports, read as the transports read them."""
-    url, sent = request.get("url"), request.get("json")
-    return read_usage(
-        urlsplit(url).path if isinstance(url, str) else "",
-        b"" if sent is None else orjson.dumps(sent),
-        _body_text(response).encode("utf-8"),
-        _content_type(response),
-    )
 
 
 def _whole(body: JSONObject) -> str:

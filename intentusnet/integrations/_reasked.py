@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..replay import diff_paths
-from ._answers import answer_body, answer_text, answer_usage
+from ._answers import answer_body, answer_text
+from .usage import recorded_call_usage
 
 if TYPE_CHECKING:
     from ..cache.prices import PriceTable
@@ -74,7 +75,7 @@ def answer_of(
     return ReaskAnswer(
         status=status if isinstance(status, int) else None,
         text=answer_text(response),
-        usage=answer_usage(request, response),
+        usage=recorded_call_usage(request, response),
         response=response,
         record=record,
         error=error,

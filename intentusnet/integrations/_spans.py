@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ._answers import answer_body
 from .usage import Usage, api_of, read_usage, requested_model
 
 if TYPE_CHECKING:
@@ -208,7 +209,8 @@ def content_of_call(record: ExecutionRecord) -> Attributes:
         payload = {}
     request = payload.get("request") or record.envelope.get("payload")
     sent = request.get("json") if isinstance(request, dict) else None
-    got = _body(payload.get("response"))
+    response = payload.get("response")
+    got = answer_body(response) if isinstance(response, dict) else None
     attributes: Attributes = {}
     if isinstance(sent, dict):
         attributes.update(_value("input", sent))
@@ -232,17 +234,6 @@ def _value(which: str, value: JSONValue | None) -> Attributes:
     if value is None:
         return {}
     return {f"{which}.value": _json(value), f"{which}.mime_type": "application/json"}
-
-
-def _body(response: JSONValue | None) -> JSONValue | None:
-    """A recorded response's body, parsed, when it is JSON text."""
-    if not isinstance(response, dict) or response.get("bodyEncoding") != "utf-8":
-        return None
-    body = response.get("body")
-    try:
-        return orjson.loads(body) if isinstance(body, str) else None
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _json(value: object) -> str:

@@ -294,23 +294,12 @@ class HTTPCassette:
         through = _Through(original)
         # The transports call only handle_request / handle_async_request and
         # close / aclose on what they wrap, which _Through has for both libraries.
-        factory: Any
+        via: Any
         if library == "httpx":
-            from . import httpx as via_httpx
-
-            factory = (
-                via_httpx.AsyncRecordingTransport
-                if is_async
-                else via_httpx.RecordingTransport
-            )
+            from . import httpx as via
         else:
-            from . import httpx2 as via_httpx2
-
-            factory = (
-                via_httpx2.AsyncRecordingTransport
-                if is_async
-                else via_httpx2.RecordingTransport
-            )
+            from . import httpx2 as via
+        factory = via.AsyncRecordingTransport if is_async else via.RecordingTransport
         made: object = factory(
             self.store,
             self.transport_mode,

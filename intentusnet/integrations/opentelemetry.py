@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 try:
     from opentelemetry import trace
-    from opentelemetry.context import Context, attach, detach
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError as exc:  # the extra is not installed
     raise ImportError(
@@ -57,8 +57,6 @@ from . import _spans
 from ._waiting import OpenStep, WaitingCalls
 
 if TYPE_CHECKING:
-    from contextvars import Token
-
     from ..cache.prices import PriceTable
     from ..envelope import AgentResponse, ErrorInfo
     from ..record.model import ExecutionRecord
@@ -145,25 +143,13 @@ def _context(span: Span) -> Context:
     return trace.set_span_in_context(span)
 
 
-class _Current:
+def _current(span: Span) -> AbstractContextManager[object]:
     """``span`` as the current span, in this thread or task, until left.
 
     Its status and events stay the router's to set: an exception leaving the
     block is the attempt's or step's failure, told to the observer as such.
     """
-
-    __slots__ = ("_span", "_token")
-
-    def __init__(self, span: Span) -> None:
-        self._span = span
-        self._token: Token[Context] | None = None
-
-    def __enter__(self) -> None:
-        self._token = attach(_context(self._span))
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._token is not None:
-            detach(self._token)
+    return trace.use_span(span, record_exception=False, set_status_on_exception=False)
 
 
 class Instrumentation:
@@ -218,28 +204,27 @@ class Instrumentation:
         if execution.cache == "hit":
             return
         parent = self._children.pop(execution.execution_id, None)
+        span = self._execution_span(execution, parent)
+        self._executions[execution.execution_id] = span
+
+    def _execution_span(
+        self, execution: ObservedExecution, parent: Span | None
+    ) -> Span:
         name, attributes = _spans.execution_span(execution)
-        span = self._tracer.start_span(
+        return self._tracer.start_span(
             name,
             context=None if parent is None else _context(parent),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=execution.started_ns,
         )
-        self._executions[execution.execution_id] = span
 
     def execution_ended(
         self, execution: ObservedExecution, response: AgentResponse
     ) -> None:
         """End the execution's span with the answer's status and agent."""
         if execution.cache == "hit":
-            name, attributes = _spans.execution_span(execution)
-            span = self._tracer.start_span(
-                name,
-                kind=SpanKind.INTERNAL,
-                attributes=attributes,
-                start_time=execution.started_ns,
-            )
+            span = self._execution_span(execution, None)
         else:
             found = self._executions.pop(execution.execution_id, None)
             if found is None:  # started before this instrumentation was added
@@ -261,18 +246,18 @@ class Instrumentation:
         A routing call that is cancelled or interrupted ends without its steps
         and attempts ending; their spans end with the execution's, failed.
         """
+
+        def end(span: Span | None) -> None:
+            if span is not None:
+                if response.error is not None:
+                    _failed(span, response.error)
+                span.end()
+
         for key in [k for k in list(self._steps) if k[0] == execution_id]:
             step = self._steps.pop(key, None)
-            if step is not None:
-                if response.error is not None:
-                    _failed(step.span, response.error)
-                step.span.end()
+            end(None if step is None else step.span)
         for key in [k for k in list(self._attempts) if k[0] == execution_id]:
-            attempt = self._attempts.pop(key, None)
-            if attempt is not None:
-                if response.error is not None:
-                    _failed(attempt, response.error)
-                attempt.end()
+            end(self._attempts.pop(key, None))
             self._calls.attempt_ended(key)
 
     # -- attempts -----------------------------------------------------------------
@@ -313,7 +298,7 @@ class Instrumentation:
         Spans the agent's own code starts (with any tracer) nest in it.
         """
         span = self._attempts.get((execution_id, attempt))
-        return None if span is None else _Current(span)
+        return None if span is None else _current(span)
 
     # -- steps --------------------------------------------------------------------
 
@@ -376,7 +361,7 @@ class Instrumentation:
     ) -> AbstractContextManager[object] | None:
         """Make the step's span current while its function runs."""
         found = self._steps.get((execution_id, step))
-        return None if found is None else _Current(found.span)
+        return None if found is None else _current(found.span)
 
     # -- HTTP calls ---------------------------------------------------------------
 

@@ -134,23 +134,22 @@ def recorded_call_usage(request: JSONObject, response: JSONObject) -> Usage | No
     body = response.get("body")
     if response.get("bodyEncoding") != "utf-8" or not isinstance(body, str):
         return None
-    url = request.get("url")
-    pairs = response.get("headers")
-    content_type = next(
-        (
-            str(pair[1])
-            for pair in (pairs if isinstance(pairs, list) else [])
-            if isinstance(pair, list) and str(pair[0]).lower() == "content-type"
-        ),
-        None,
-    )
-    sent = request.get("json")
+    url, sent = request.get("url"), request.get("json")
     return read_usage(
         urlsplit(url).path if isinstance(url, str) else "",
         b"" if sent is None else orjson.dumps(sent),
         body.encode("utf-8"),
-        content_type,
+        recorded_content_type(response),
     )
+
+
+def recorded_content_type(response: JSONObject) -> str | None:
+    """The content type a recorded response's headers name, if any."""
+    pairs = response.get("headers")
+    for pair in pairs if isinstance(pairs, list) else []:
+        if isinstance(pair, list) and str(pair[0]).lower() == "content-type":
+            return str(pair[1])
+    return None
 
 
 class _Found:

@@ -119,19 +119,35 @@ def header_mismatch(headers: Mapping[str, str], message: JSONValue) -> str | Non
         expected["mcp-name"] = named if isinstance(named, str) else None
     required = stateless is not None and is_request(message)
     for header, value in expected.items():
-        sent = headers.get(header)
-        if sent is None:
-            if required and value is not None:
-                return f"Header mismatch: {header} header is missing"
-            continue
-        decoded = _decoded(sent)
-        if decoded is None:
-            return f"Header mismatch: {header} header value {sent!r} is malformed"
-        if decoded != value:
-            return (
-                f"Header mismatch: {header} header value {decoded!r} "
-                f"does not match body value {value!r}"
-            )
+        why = _mismatch(header, headers.get(header), value, required=required)
+        if why is not None:
+            return why
+    return None
+
+
+def _mismatch(
+    header: str,
+    sent: str | None,
+    value: str | None,
+    *,
+    required: bool,
+    trim: bool = False,
+) -> str | None:
+    """Why header ``header`` (``sent``) does not carry ``value``; None if it does.
+
+    ``trim``: white space around the value, sent or decoded, does not count.
+    """
+    if sent is None:
+        missing = required and value is not None
+        return f"Header mismatch: {header} header is missing" if missing else None
+    decoded = _decoded(sent.strip() if trim else sent)
+    if decoded is None:
+        return f"Header mismatch: {header} header value {sent!r} is malformed"
+    if (decoded.strip() if trim else decoded) != value:
+        return (
+            f"Header mismatch: {header} header value {decoded!r} "
+            f"does not match body value {value!r}"
+        )
     return None
 
 
@@ -170,21 +186,10 @@ def param_mismatch(
         if not isinstance(header, str) or not header:
             continue
         field = PARAM_PREFIX + header.lower()
-        value = arguments.get(name)
-        sent = headers.get(field)
-        if sent is None:
-            if value is not None:
-                return f"Header mismatch: {field} header is missing"
-            continue
-        decoded = _decoded(sent.strip())
-        if decoded is None:
-            return f"Header mismatch: {field} header value {sent!r} is malformed"
-        expected = _header_text(value)
-        if decoded.strip() != expected:
-            return (
-                f"Header mismatch: {field} header value {decoded!r} "
-                f"does not match body value {expected!r}"
-            )
+        expected = _header_text(arguments.get(name))
+        why = _mismatch(field, headers.get(field), expected, required=True, trim=True)
+        if why is not None:
+            return why
     return None
 
 

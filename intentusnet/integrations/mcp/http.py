@@ -223,31 +223,21 @@ class HttpUpstream:
             return False
         answered = False
         for one in value if isinstance(value, list) else [value]:
-            if (
-                refused
-                and isinstance(one, dict)
-                and isinstance(sent, dict)
-                and one.get("id") is None
-                and "error" in one
-            ):
-                one = {**one, "id": sent.get("id")}
-            if (
-                isinstance(one, dict)
-                and isinstance(sent, dict)
-                and sent.get("method") == "initialize"
-            ):
-                found = one.get("result")
-                version = (
-                    found.get("protocolVersion") if isinstance(found, dict) else None
+            if isinstance(one, dict) and isinstance(sent, dict):
+                if refused and one.get("id") is None and "error" in one:
+                    one = {**one, "id": sent.get("id")}
+                if sent.get("method") == "initialize":
+                    found = one.get("result")
+                    version = (
+                        found.get("protocolVersion")
+                        if isinstance(found, dict)
+                        else None
+                    )
+                    if isinstance(version, str):
+                        self.version = version
+                answered = answered or (
+                    is_response(one) and one.get("id") == sent.get("id")
                 )
-                if isinstance(version, str):
-                    self.version = version
-            answered = answered or (
-                is_response(one)
-                and isinstance(one, dict)
-                and isinstance(sent, dict)
-                and one.get("id") == sent.get("id")
-            )
             self._queue.put_nowait(orjson.dumps(one))
         return answered
 
@@ -267,13 +257,7 @@ class HttpUpstream:
         last: dict[str, str] = {}
         failures = 0
         while failures < _GET_TRIES:
-            headers = {**self.headers, "accept": "text/event-stream"}
-            if self.session_id is not None:
-                headers["mcp-session-id"] = self.session_id
-            if self.version is not None:
-                headers["mcp-protocol-version"] = self.version
-            if "id" in last:
-                headers["last-event-id"] = last["id"]
+            headers = self._get_headers(last.get("id"))
             try:
                 async with self._client.stream(
                     "GET", self.url, headers=headers
@@ -292,6 +276,17 @@ class HttpUpstream:
             except httpx.HTTPError:
                 failures += 1
             await asyncio.sleep(_GET_PAUSE)
+
+    def _get_headers(self, last_event_id: str | None) -> dict[str, str]:
+        """The headers of a GET for an event stream, resumed after an event id."""
+        headers = {**self.headers, "accept": "text/event-stream"}
+        if self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        if self.version is not None:
+            headers["mcp-protocol-version"] = self.version
+        if last_event_id is not None:
+            headers["last-event-id"] = last_event_id
+        return headers
 
     async def _events(
         self, response: httpx.Response, sent: JSONValue, cursor: dict[str, str]
@@ -333,15 +328,9 @@ class HttpUpstream:
             pause = int(retry) / 1000 if retry.isdigit() else _GET_PAUSE
             await asyncio.sleep(min(pause, _GET_PAUSE))
             seen = cursor.get("id")
-            headers = {**self.headers, "accept": "text/event-stream"}
-            if self.session_id is not None:
-                headers["mcp-session-id"] = self.session_id
-            if self.version is not None:
-                headers["mcp-protocol-version"] = self.version
-            headers["last-event-id"] = cursor["id"]
             try:
                 async with self._client.stream(
-                    "GET", self.url, headers=headers
+                    "GET", self.url, headers=self._get_headers(seen)
                 ) as response:
                     if response.status_code == 200:
                         if await self._events(response, sent, cursor):

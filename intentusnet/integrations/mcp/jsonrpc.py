@@ -8,7 +8,7 @@ newer protocol revision passes through unchanged.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, Self
 
 import orjson
 
@@ -116,22 +116,31 @@ UPSTREAM_GONE: Final = -32002
 _ERROR_TEXT: Final = re.compile(r"JSON-RPC error (-?\d+): (.*)", re.DOTALL)
 
 
-class UpstreamError(Exception):
+class _AnsweredError(Exception):
+    """A JSON-RPC error answer, raised (its text is what ``error_from_text`` reads)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"JSON-RPC error {code}: {message}")
+        self.code = code
+        self.message = message
+
+    @classmethod
+    def of(cls, body: JSONValue) -> Self:
+        """The exception of an answer's ``error`` member."""
+        given = body if isinstance(body, dict) else {}
+        code = given.get("code")
+        return cls(
+            code if isinstance(code, int) else INTERNAL_ERROR,
+            str(given.get("message", "")),
+        )
+
+
+class UpstreamError(_AnsweredError):
     """The upstream answered a call with a JSON-RPC error (recorded as the step's)."""
 
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"JSON-RPC error {code}: {message}")
-        self.code = code
-        self.message = message
 
-
-class ClientError(Exception):
+class ClientError(_AnsweredError):
     """The client answered a server's request with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"JSON-RPC error {code}: {message}")
-        self.code = code
-        self.message = message
 
 
 def parse(line: bytes) -> JSONValue:

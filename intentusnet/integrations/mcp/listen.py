@@ -388,11 +388,6 @@ class ListenSession:
         """The headers of the open request ``request_id`` that go on upstream."""
         return self._passed.get(_key(request_id), {})
 
-    def headers_of(self, request_id: JSONValue) -> Mapping[str, str]:
-        """The ``Mcp-Param-*`` headers the open request came with (lower case)."""
-        found = self._passed.get(_key(request_id), {})
-        return {k: v for k, v in found.items() if k.startswith(PARAM_PREFIX)}
-
     def request(
         self,
         body: bytes,
@@ -594,24 +589,20 @@ class Listener:
 
     async def _endpoint(self, request: object) -> object:
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
+        from starlette.responses import Response
 
         assert isinstance(request, Request)
         refused = rebinding(request.headers, self._allowed)
         if refused is not None:  # DNS rebinding: a web page's request
             why = "intentusnet mcp proxy: Host or Origin not allowed (--allow-host)"
-            return JSONResponse(error(None, INVALID_REQUEST, why), status_code=refused)
+            return _refused(refused, INVALID_REQUEST, why)
         allowed = Allowed.ALL
         if self.gate is not None:
             found = self.gate(request.headers.get("authorization"))
             if found is None:
-                problem = error(
-                    None,
-                    INVALID_REQUEST,
-                    "this proxy needs an API key: send 'Authorization: Bearer <key>'",
-                )
-                return JSONResponse(
-                    problem, status_code=401, headers={"www-authenticate": "Bearer"}
+                why = "this proxy needs an API key: send 'Authorization: Bearer <key>'"
+                return _refused(
+                    401, INVALID_REQUEST, why, {"www-authenticate": "Bearer"}
                 )
             allowed = found
         given = request.headers.get(_HEADER)
@@ -620,8 +611,8 @@ class Listener:
             return Response(status_code=405, headers={"allow": "POST, DELETE"})
         known = self._sessions.get(given) if given else None
         if given and (known is None or known.ended):
-            problem = error(None, INVALID_REQUEST, f"unknown or ended session {given}")
-            return JSONResponse(problem, status_code=404)
+            why = f"unknown or ended session {given}"
+            return _refused(404, INVALID_REQUEST, why)
         read_only = allowed is Allowed.READ
         if read_only and known is not None and not known.read_only:
             return _read_only_refused()
@@ -631,7 +622,7 @@ class Listener:
             held = known.resumed(resuming)
             if held is None:
                 why = f"the events after {resuming} are not held (any more)"
-                return JSONResponse(error(None, INVALID_REQUEST, why), status_code=404)
+                return _refused(404, INVALID_REQUEST, why)
             stream, seen = held
             events = known.events(stream, seen, resuming=True)
             return _event_stream(events, {_HEADER: known.session_id})
@@ -644,23 +635,19 @@ class Listener:
         try:
             message = parse(body)
         except ValueError as exc:
-            problem = error(None, PARSE_ERROR, f"Parse error: {exc}")
-            return JSONResponse(problem, status_code=400)
+            return _refused(400, PARSE_ERROR, f"Parse error: {exc}")
         if isinstance(message, list) or not isinstance(message, dict):
-            problem = error(None, INVALID_REQUEST, "Invalid Request: one message")
-            return JSONResponse(problem, status_code=400)
+            return _refused(400, INVALID_REQUEST, "Invalid Request: one message")
+        request_id = message.get("id")
         mismatch = header_mismatch(request.headers, message)
         if mismatch is not None:
-            problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
-            return JSONResponse(problem, status_code=400)
+            return _refused(400, HEADER_MISMATCH, mismatch, request_id=request_id)
         unfit = not_stateless(request.headers, message, given is not None)
         if unfit is not None:
-            refusal, code, why = unfit
-            problem = error(message.get("id"), code, why)
-            return JSONResponse(problem, status_code=refusal)
+            return _refused(*unfit, request_id=request_id)
         if self._stopped.is_set():
-            problem = error(message.get("id"), UPSTREAM_GONE, "the proxy is stopping")
-            return JSONResponse(problem, status_code=503)
+            why = "the proxy is stopping"
+            return _refused(503, UPSTREAM_GONE, why, request_id=request_id)
         session = known
         opens = message.get("method") == "initialize"
         # the revision the body names: a stdio server tells eras by the body
@@ -683,8 +670,7 @@ class Listener:
             tool = params.get("name") if isinstance(params, dict) else None
             mismatch = param_mismatch(request.headers, message, session.schema_of(tool))
             if mismatch is not None:
-                problem = error(message.get("id"), HEADER_MISMATCH, mismatch)
-                return JSONResponse(problem, status_code=400, headers=headers)
+                return _refused(400, HEADER_MISMATCH, mismatch, headers, request_id)
         credential = request.headers.get("authorization")
         client = ANONYMOUS
         if credential:  # recorded as its digest, never as itself
@@ -729,13 +715,20 @@ def _event_stream(
     )
 
 
-def _read_only_refused() -> object:
-    """403: a read-only key asked to use a session a full key opened."""
+def _refused(
+    status: int,
+    code: int,
+    why: str,
+    headers: Mapping[str, str] | None = None,
+    request_id: JSONValue = None,
+) -> object:
+    """A JSON-RPC error answer with the HTTP error ``status``."""
     from starlette.responses import JSONResponse
 
-    problem = error(
-        None,
-        INVALID_REQUEST,
-        "this API key is read-only: it may not use a session a full key opened",
-    )
-    return JSONResponse(problem, status_code=403)
+    return JSONResponse(error(request_id, code, why), status, headers=headers)
+
+
+def _read_only_refused() -> object:
+    """403: a read-only key asked to use a session a full key opened."""
+    why = "this API key is read-only: it may not use a session a full key opened"
+    return _refused(403, INVALID_REQUEST, why)

@@ -34,6 +34,7 @@ from .jsonrpc import (
     ANSWERED_WITH,
     ASKED_BY,
     FROM_SERVER,
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NOT_RECORDED,
@@ -323,11 +324,7 @@ class Session:
                 body = answer["error"]
                 body = body if isinstance(body, dict) else {}
                 await self._answered_with(request_id, body)
-                code = body.get("code")
-                raise UpstreamError(
-                    code if isinstance(code, int) else -32603,
-                    str(body.get("message", "")),
-                )
+                raise UpstreamError.of(body)
             return answer.get("result")
 
         try:
@@ -523,7 +520,7 @@ class Session:
                 await self._mark("tools/list", request, ASKER.get())
                 answer = await self._call_upstream(request["id"], line)
                 if "error" in answer:
-                    raise UpstreamError(-32603, "tools/list failed")
+                    raise UpstreamError(INTERNAL_ERROR, "tools/list failed")
                 return answer.get("result")
 
             try:
@@ -648,10 +645,12 @@ class Session:
         method = message.get("method")
         params = message.get("params")
         given = params if isinstance(params, dict) else {}
+        name = f"mcp:{method}"
+        args = {k: v for k, v in given.items() if k != "_meta"}
+        fn: Callable[..., Awaitable[JSONValue]] = _nothing
         context: contextvars.Context | None = None
         if is_request(message):
             name = f"{FROM_SERVER}{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
             waiting = asyncio.get_running_loop().create_future()
             self._asked[_key(message.get("id"))] = waiting
             fn = self._client_answer(waiting)
@@ -665,32 +664,21 @@ class Session:
                 return  # no call of this session's asked for it
             name = PROGRESS
             args = {k: v for k, v in given.items() if k not in _VOLATILE}
-            fn = _nothing
         elif (listening := self._listening(message)) is not None:
-            # on a subscriptions/listen stream: a step of that stream's
-            name = f"mcp:{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
-            fn = _nothing
-            context = listening
-        elif f"mcp:{method}" in OUTDATES:
-            name = f"mcp:{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
-            fn = _nothing
-        elif (
-            is_notification(message)
-            and str(method).startswith("notifications/")
-            and method != "notifications/cancelled"
-            and subscription_of(message) is None  # a listen stream's: not the call's
-            and len(self._in_flight()) == 1
-        ):
+            context = listening  # on a subscriptions/listen stream: its step's
+        elif name not in OUTDATES:
+            if not (
+                is_notification(message)
+                and str(method).startswith("notifications/")
+                and method != "notifications/cancelled"
+                and subscription_of(message)
+                is None  # a listen stream's: not the call's
+                and len(self._in_flight()) == 1
+            ):
+                return
             # sent on its own (a log message, say): a step of the one call
             # in flight, replayed with it in order
-            name = f"mcp:{method}"
-            args = {k: v for k, v in given.items() if k != "_meta"}
-            fn = _nothing
             context = self._in_flight()[0]
-        else:
-            return
         assert self.run_step is not None
         step = self.run_step(name, args, fn)
         task = asyncio.get_running_loop().create_task(_recorded(step), context=context)
@@ -727,13 +715,7 @@ class Session:
         async def answer(**_: object) -> JSONValue:
             message = await waiting
             if "error" in message:
-                body = message["error"]
-                body = body if isinstance(body, dict) else {}
-                code = body.get("code")
-                raise ClientError(
-                    code if isinstance(code, int) else -32603,
-                    str(body.get("message", "")),
-                )
+                raise ClientError.of(message["error"])
             return message.get("result")
 
         return answer

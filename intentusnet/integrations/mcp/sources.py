@@ -9,6 +9,7 @@ is the same. Every one of them answers, through the store's step index
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from ...errors import RecordNotFound, ReplayNotAllowed
@@ -80,16 +81,7 @@ def recorded_calls(
                 store, envelope_hash or "", "", clock=clock, replay=required
             )
         newest, reason = found[0].execution_id, found[0].replayable_reason
-        ok = bool(
-            store.list(
-                ListFilters(
-                    intent=INTENT,
-                    envelope_hash=envelope_hash,
-                    replayable=True,
-                    limit=1,
-                )
-            )
-        )
+        ok = bool(store.list(replace(sessions, replayable=True)))
     if required and not ok and not force:
         why = "not replayable" if reason is None else reason.value
         raise ReplayNotAllowed(why, newest)

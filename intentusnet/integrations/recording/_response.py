@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Callable, Iterator
+from itertools import pairwise
 from typing import Final, NamedTuple, Protocol, TypeAlias, cast
 
 import orjson
@@ -131,9 +132,9 @@ class Responses:
         if self.with_request:
             answer = {"request": request, "response": shown}
         if status < 400:
-            usage = _usage(request, shown)
+            usage = recorded_call_usage(request, shown)
             if usage is not None:
-                answer["usage"] = usage
+                answer["usage"] = cast("JSONObject", usage.as_json())
             return data, answer
         # Not cached unless the policy serves errors: a 401 or a 429 is not
         # the answer to this request next time.
@@ -199,19 +200,11 @@ class Responses:
         return shown
 
 
-def _usage(request: JSONObject, shown: JSONObject) -> JSONObject | None:
-    """The token usage an LLM API's recorded answer reports (see ``usage``)."""
-    found = recorded_call_usage(request, shown)
-    return None if found is None else cast("JSONObject", found.as_json())
-
-
 def passes(response: HTTPResponse) -> bool:
     """Whether a live response is passed through as it arrives: an event stream."""
-    kind = next(
-        (v for k, v in response.headers.multi_items() if k.lower() == "content-type"),
-        "",
+    return response.status_code < 400 and _is_event_stream(
+        response.headers.multi_items()
     )
-    return response.status_code < 400 and kind.startswith("text/event-stream")
 
 
 class Response(NamedTuple):
@@ -234,8 +227,6 @@ class Response(NamedTuple):
     cache: str
     #: the record it was answered from, or recorded as
     record: str | None
-    #: inside an agent: the step of the agent's execution it is recorded as
-    step: int | None = None
     #: a live body passed through as it arrives (``content`` is empty then)
     tee: Tee | AsyncTee | None = None
     #: a hit's ``headers`` in its transport's library's type, made once
@@ -305,7 +296,7 @@ def _response(
         "intentusnet_event_ms": event_ms,
     }
     return Response(
-        status, tuple(headers), content, chunks, extensions, cache, record, step, tee
+        status, tuple(headers), content, chunks, extensions, cache, record, tee
     )
 
 
@@ -317,12 +308,8 @@ def record_of(answer: AgentResponse) -> str | None:
 
 def _events(content: bytes) -> tuple[bytes, ...]:
     """Split a server-sent event stream after each event (a blank line)."""
-    start = 0
-    chunks: list[bytes] = []
-    for end in _event_ends(content):
-        chunks.append(content[start:end])
-        start = end
-    return tuple(chunks)
+    ends = _event_ends(content)
+    return tuple(content[start:end] for start, end in pairwise([0, *ends]))
 
 
 def _event_ends(content: bytes) -> list[int]:

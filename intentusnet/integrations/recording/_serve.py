@@ -197,14 +197,23 @@ class RecordingCore:
         """
         directive = self.asked(request)
         key, made = self.keys.keyed(request, body, directive)
-        if current_context() is None:
+        ctx = current_context()
+        if ctx is None:
             return key, made, None
         made = made or self.keys.payload(request, body, directive)
         payload, key, redacted, _, _ = made
-        step = opened_step(
-            request, payload, lambda: self.secrets.of_request(request, redacted)
-        )
-        return key, made, step
+        # Its step's arguments are the envelope payload; its name ``http METHOD
+        # HOST[:PORT]PATH`` has no scheme, no query (the arguments hold the
+        # whole URL), the port only when the URL names one.
+        url = request.url
+        path = url.raw_path.partition(b"?")[0].decode("ascii")
+        name = f"http {request.method} {authority(url)}{path}"
+        pending = open_step(ctx, name, payload)
+        if pending is None:  # its execution records no steps
+            return key, made, None
+        if not pending.served:  # a request being made: its keys are secrets
+            add_secrets(ctx, self.secrets.of_request(request, redacted))
+        return key, made, AgentStep(ctx.execution_id, pending)
 
     def asked(self, request: HTTPRequest) -> CacheDirective:
         """The directive for this request: the transport's, or what its header asks.
@@ -313,10 +322,29 @@ class RecordingCore:
         started: int,
         observed: Observed,
     ) -> Response:
-        """``served``, once the observers are told about the call (if any observe)."""
-        if observed[0]:
-            call = (request.method, self.secrets.url(request.url), body)
-            tell_call(call, served, started, observed)
+        """``served``, once the observers of ``observed`` are told about the call."""
+        observers, execution_id, attempt = observed
+        if not observers:
+            return served
+        content_type = next(
+            (v for k, v in served.headers if k.lower() == "content-type"), None
+        )
+        call = ObservedCall(
+            record_id=served.record,
+            execution_id=execution_id,
+            attempt=attempt,
+            method=request.method,
+            url=self.secrets.url(request.url),
+            status=served.status,
+            content_type=content_type,
+            request_body=body,
+            response_body=served.content,
+            cache=served.cache,
+            started_ns=started,
+            ended_ns=time.time_ns(),
+        )
+        for told in observers:
+            told.call_made(call)
         return served
 
     def close(self) -> None:
@@ -600,43 +628,6 @@ class AgentStep:
             self.pending.failed(exc)
 
 
-def opened_step(
-    request: HTTPRequest,
-    payload: JSONObject,
-    secrets: Callable[[], list[str]],
-) -> AgentStep | None:
-    """The step this request opens in the running agent's execution.
-
-    ``None`` outside an agent, or when its execution records no steps. The
-    step's arguments are the request's envelope payload; ``secrets`` gives
-    the request's keys, which the agent's record keeps out when the request
-    is being made.
-
-    Raises:
-        CassetteMiss: a re-run's record does not hold the request.
-    """
-    ctx = current_context()
-    if ctx is None:
-        return None
-    step = open_step(ctx, step_name(request), payload)
-    if step is None:
-        return None
-    if not step.served:  # a request being made: its keys are secrets
-        add_secrets(ctx, secrets())
-    return AgentStep(ctx.execution_id, step)
-
-
-def step_name(request: HTTPRequest) -> str:
-    """The step a request made inside an agent is recorded as.
-
-    ``http METHOD HOST[:PORT]PATH``: no scheme, no query (the arguments
-    hold the whole URL), the port only when the URL names one.
-    """
-    url = request.url
-    path = url.raw_path.partition(b"?")[0].decode("ascii")
-    return f"http {request.method} {authority(url)}{path}"
-
-
 #: Who to tell about a call (the transport's observers, then the running
 #: router's), and the execution and attempt of the agent making it.
 Observed: TypeAlias = tuple[tuple[observing.Observers, ...], str | None, int | None]
@@ -655,35 +646,3 @@ def observers_of_call(own: observing.Observers) -> Observed:
         return ((own,) if own else ()), None, None
     told = (own, theirs.removing(*own.members))
     return tuple(o for o in told if o), ctx.execution_id, ctx.attempt
-
-
-def tell_call(
-    request: tuple[str, str, bytes],
-    response: Response,
-    started_ns: int,
-    observed: Observed,
-) -> None:
-    """Tell the observers of ``observed`` about a call and the response served.
-
-    ``request`` is its method, its URL as recorded and its body.
-    """
-    observers, execution_id, attempt = observed
-    method, url, body = request
-    headers = response.headers
-    content_type = next((v for k, v in headers if k.lower() == "content-type"), None)
-    call = ObservedCall(
-        record_id=response.record,
-        execution_id=execution_id,
-        attempt=attempt,
-        method=method,
-        url=url,
-        status=response.status,
-        content_type=content_type,
-        request_body=body,
-        response_body=response.content,
-        cache=response.cache,
-        started_ns=started_ns,
-        ended_ns=time.time_ns(),
-    )
-    for told in observers:
-        told.call_made(call)
