@@ -13,7 +13,7 @@ hash lookups and listings. ``counts`` holds records and bytes per status and int
 ``records``, kept by triggers in the same transactions, so counting a large
 store reads a few rows.
 
-Every row carries a checksum of its values (``seal``, see :func:`row_seal`),
+Every row carries a checksum of its values (``seal``, see ``catalog_seal``),
 written with it (the rows of ``counts``, kept by triggers, are sealed in SQL).
 Every row read back is checked against it, a listing's order as well, and a
 whole listing's length against ``counts``: a flipped bit in the file is found
@@ -23,7 +23,6 @@ whole listing's length against ``counts``: a flipped bit in the file is found
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,30 +32,13 @@ from ..step_index import StepRef, StepRow
 from ..usage import UsageTotal
 from . import catalog_sql as _sql
 from . import catalog_steps, catalog_usage
+from .catalog_seal import SEAL_FUNCTION, crc, parts_seal, row_seal, seal_sql
 from .catalog_sql import CATALOG_SCHEMA as CATALOG_SCHEMA
-from .catalog_sql import SEAL_FUNCTION as SEAL_FUNCTION
 
 # A record's writer builds CatalogRow; only a Catalog needs the database, so
 # sqlite3 loads when the first Catalog is made.
 if TYPE_CHECKING:
     import sqlite3
-
-
-def crc(text: str) -> int:
-    """The CRC-32 of ``text``: the checksum of a row (:data:`SEAL_FUNCTION`).
-
-    Enough to find any flipped bit, and cheap: the catalog guards against
-    damage, not forgery (the record files, sealed with SHA-256, are the truth).
-    """
-    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
-
-
-def row_seal(values: Sequence[object]) -> int:
-    """The seal of a row's 18 values: the checksum of their ``repr``.
-
-    The values are those the row is read back as (see :func:`sealed_values`).
-    """
-    return crc(repr(tuple(values)))
 
 
 #: A row's values and its seal, as written (see :func:`sealed_values`).
@@ -216,7 +198,7 @@ class Catalog:
             db.execute("DELETE FROM counts")
             db.execute(
                 "INSERT INTO counts SELECT status, intent, count(*), sum(size), "
-                + _sql.count_seal("status", "intent", "count(*)", "sum(size)")
+                + seal_sql("status", "intent", "count(*)", "sum(size)")
                 + " FROM records GROUP BY status, intent"
             )
             catalog_usage.recount(db)
@@ -538,7 +520,7 @@ def _sealed_counts(
         sql += " WHERE " + " AND ".join(where)
     found: list[tuple[str, str, int, int]] = []
     for status, intent, records, size, seal in db.execute(sql, params):
-        if crc(f"{status}\x1f{intent}\x1f{records}\x1f{size}") != seal:
+        if parts_seal(status, intent, records, size) != seal:
             raise _corrupt(f"the counts of {status} {intent!r} do not match")
         found.append((status, intent, records, size))
     return found
