@@ -38,9 +38,7 @@ from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyRe
 from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from .. import logger
-from ..durable import (
-    not_resumed,
-)
+from ..durable import ListsInterrupted
 from ..filters import ListFilters
 from ..ids import check_id, new_record_id
 from ..owner import current_owner, owner_alive
@@ -103,7 +101,9 @@ def _url_refused(url: str, from_env: bool) -> str:
     )
 
 
-class FileExecutionStore(FileDurable, FileWaits, KeepsQueues, KeepsLog):
+class FileExecutionStore(
+    ListsInterrupted, FileDurable, FileWaits, KeepsQueues, KeepsLog
+):
     """Execution records as files on a local disk, safe for several processes.
 
     Args:
@@ -330,11 +330,6 @@ class FileExecutionStore(FileDurable, FileWaits, KeepsQueues, KeepsLog):
         self._log_leaf(row.id, row.chain_head)
 
     # -- queues and durable executions (added in 0.1.0) -------------------------
-
-    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
-        """Records to recover (see ``store.durable.DurableStore``)."""
-        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
-        return not_resumed(found, self.resumed_by, self.exists, limit)
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a PostgreSQL store's), verified.

@@ -29,7 +29,7 @@ from ...record.model import (
 from ...record.reader import parse_record
 from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
-from ..durable import not_resumed
+from ..durable import ListsInterrupted
 from ..filters import ListFilters
 from ..hits import CacheHit, Hit, hit_line, parse_hits, select
 from ..ids import check_id, new_record_id
@@ -75,7 +75,7 @@ class MemoryRecordWriter(ChainWriter):
         self._store._writing.discard(self.execution_id)
 
 
-class MemoryExecutionStore(MemoryDurable, KeepsQueues):
+class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues):
     """An :class:`ExecutionStore` in memory; nothing survives the process.
 
     Args:
@@ -129,11 +129,6 @@ class MemoryExecutionStore(MemoryDurable, KeepsQueues):
         return MemoryRecordWriter(self, execution_id, digest)
 
     # -- queues (added in 0.1.0) --------------------------------------------------
-
-    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
-        """Records to recover (see ``store.durable.DurableStore``)."""
-        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
-        return not_resumed(found, self.resumed_by, self.exists, limit)
 
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, exactly as a file would hold them."""
