@@ -36,7 +36,7 @@ from ..ids import check_id, new_record_id
 from ..owner import current_owner
 from ..queues import KeepsQueues
 from ..step_index import StepRef, ended_steps
-from ..verification import Progress, StoreVerification, verify_each
+from ..verification import Progress, VerifiesEach
 from ..writer import ChainWriter, wire_object
 from .durable import MemoryDurable
 from .queues import MemoryQueues
@@ -75,7 +75,7 @@ class MemoryRecordWriter(ChainWriter):
         self._store._writing.discard(self.execution_id)
 
 
-class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues):
+class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, VerifiesEach):
     """An :class:`ExecutionStore` in memory; nothing survives the process.
 
     Args:
@@ -264,21 +264,6 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues):
     def verify(self, execution_id: str) -> VerifyReport:
         """Check one record line by line."""
         return verify_bytes(self.raw(execution_id), execution_id)
-
-    def verify_all(
-        self,
-        *,
-        each: bool = False,
-        processes: int = 1,
-        on_progress: Progress | None = None,
-    ) -> StoreVerification:
-        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
-
-        ``processes`` is not used: the records are in this process.
-        """
-        return StoreVerification(
-            verify_each(self.verify, self.iter_ids(), each=each), on_progress
-        )
 
     def reindex(
         self,

@@ -42,7 +42,7 @@ from ..queues import KeepsQueues
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
 from ..translog import KeepsLog
-from ..verification import Progress, StoreVerification, verify_each
+from ..verification import Progress, VerifiesEach
 from . import catalog, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
@@ -75,7 +75,7 @@ _StepRefs: TypeAlias = list[StepRef]
 
 
 class PostgresExecutionStore(
-    PostgresHitJournal, PgDurable, PgWaits, KeepsQueues, KeepsLog
+    PostgresHitJournal, PgDurable, PgWaits, KeepsQueues, KeepsLog, VerifiesEach
 ):
     """An :class:`ExecutionStore` and :class:`CacheHitJournal` in PostgreSQL.
 
@@ -311,22 +311,6 @@ class PostgresExecutionStore(
         if on_progress is not None:
             on_progress(len(rows), len(rows))
         return sorted(str(row[0]) for row in rows)
-
-    def verify_all(
-        self,
-        *,
-        each: bool = False,
-        processes: int = 1,
-        on_progress: Progress | None = None,
-    ) -> StoreVerification:
-        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
-
-        Each record is read with its row, in this process (``processes`` is
-        not used).
-        """
-        return StoreVerification(
-            verify_each(self.verify, self.iter_ids(), each=each), on_progress
-        )
 
     def reindex(
         self,
