@@ -329,8 +329,6 @@ class FileExecutionStore(
         self._index.writes.write_later(row, ended)
         self._log_leaf(row.id, row.chain_head)
 
-    # -- queues and durable executions (added in 0.1.0) -------------------------
-
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a PostgreSQL store's), verified.
 

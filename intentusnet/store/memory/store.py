@@ -128,8 +128,6 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
             self._writing.add(execution_id)
         return MemoryRecordWriter(self, execution_id, digest)
 
-    # -- queues (added in 0.1.0) --------------------------------------------------
-
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, exactly as a file would hold them."""
         with self._lock:
