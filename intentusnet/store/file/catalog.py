@@ -94,8 +94,9 @@ class Catalog:
         """Upsert rows into ``records`` (leaving ``live``), in one transaction.
 
         ``opened`` rows, of records still being written, are added to ``live``
-        in the same transaction (see :meth:`add_opened`), and ``steps`` to
-        the step index.
+        in the same transaction, except records already indexed (rows copied
+        from a log of opened records may be older than the row the record has
+        by now; they never replace it), and ``steps`` to the step index.
         """
 
         def run(db: sqlite3.Connection) -> None:
@@ -113,16 +114,6 @@ class Catalog:
 
         if rows or opened or steps:
             self._db.transaction(run)
-
-    def add_opened(self, rows: Sequence[CatalogRow]) -> None:
-        """Add rows of opened records to ``live``, except records already indexed.
-
-        Rows copied from a log of opened records may be older than the row the
-        record has by now; they never replace it.
-        """
-        self._db.transaction(
-            lambda db: db.executemany(_sql.ADD_OPENED, map(sealed_values, rows))
-        )
 
     def remove(self, ids: Sequence[str]) -> None:
         """Forget records (their files were deleted, or never made)."""
