@@ -32,7 +32,7 @@ from ..step_index import StepRef, StepRow
 from ..usage import UsageTotal
 from . import catalog_sql as _sql
 from . import catalog_steps, catalog_usage
-from .catalog_seal import SEAL_FUNCTION, crc, parts_seal, row_seal, seal_sql
+from .catalog_seal import SEAL_FUNCTION, DamagedRow, crc, parts_seal, row_seal, seal_sql
 from .catalog_sql import CATALOG_SCHEMA as CATALOG_SCHEMA
 
 # A record's writer builds CatalogRow; only a Catalog needs the database, so
@@ -321,8 +321,6 @@ class Catalog:
         """
         where: list[str] = []
         params: list[object] = []
-        count_where: list[str] = []
-        count_params: list[object] = []
         if intent is not None:
             where.append("intent = ?")
             params.append(intent)
@@ -387,7 +385,7 @@ class Catalog:
         def run(db: sqlite3.Connection) -> list[UsageTotal]:
             try:
                 return catalog_usage.totals(db)
-            except catalog_usage.DamagedRow as exc:
+            except DamagedRow as exc:
                 raise _corrupt(f"{exc} do not match their checksum") from exc
 
         return self._db.read(run)
@@ -414,7 +412,7 @@ class Catalog:
         def run(db: sqlite3.Connection) -> list[StepRef]:
             try:
                 return catalog_steps.find(db, envelope_hash, name, args_hash, limit)
-            except catalog_steps.DamagedRow as exc:
+            except DamagedRow as exc:
                 raise _corrupt(str(exc)) from None
 
         return self._db.read(run)

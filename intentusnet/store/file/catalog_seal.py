@@ -14,6 +14,10 @@ from typing import Final
 SEAL_FUNCTION: Final = "intentusnet_seal"
 
 
+class DamagedRow(ValueError):
+    """A row of a catalog table does not match its checksum."""
+
+
 def crc(text: str) -> int:
     """The CRC-32 of ``text``: what :data:`SEAL_FUNCTION` computes in SQL."""
     return zlib.crc32(text.encode("utf-8", "surrogatepass"))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from ..step_index import StepRef, StepRow
-from .catalog_seal import row_seal
+from .catalog_seal import DamagedRow, row_seal
 
 if TYPE_CHECKING:
     import sqlite3
@@ -34,10 +34,6 @@ _FIND: Final = (
     "WHERE envelope_hash = ? AND name = ?"
 )
 _ORDER: Final = " ORDER BY created_us DESC, id DESC, step"
-
-
-class DamagedRow(ValueError):
-    """A row of the table does not match its checksum."""
 
 
 def add(db: sqlite3.Connection, rows: Sequence[StepRow]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..usage import UsageTotal
-from .catalog_seal import parts_seal, seal_sql
+from .catalog_seal import DamagedRow, parts_seal, seal_sql
 
 if TYPE_CHECKING:
     import sqlite3
@@ -91,10 +91,6 @@ TRIGGERS: Final = (
 )
 #: The table, its index and the four triggers keeping it.
 DDL: Final = (*TABLE, *TRIGGERS)
-
-
-class DamagedRow(ValueError):
-    """A row of the table does not match its checksum."""
 
 
 def recount(db: sqlite3.Connection) -> None:
