@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from .._util.jsonvalue import JSONObject
 from ..errors import InvalidIdempotencyKey
@@ -53,6 +53,10 @@ from ..record.durable import (
     resume_of,
 )
 from ..record.model import EventType, ExecutionRecord, RecordStatus, RecordSummary
+from .filters import ListFilters
+
+# ``list`` is also a method name below; this keeps annotations unambiguous.
+_Summaries: TypeAlias = list[RecordSummary]
 
 __all__ = [
     "DECISION_ACTIONS",
@@ -61,12 +65,12 @@ __all__ = [
     "DecisionTally",
     "DurableStore",
     "KeyClaim",
+    "ListsInterrupted",
     "RecordHold",
     "WaitStore",
     "check_action",
     "check_idempotency_key",
     "durable_links",
-    "not_resumed",
 ]
 
 #: The longest idempotency key accepted, in characters.
@@ -289,25 +293,27 @@ class WaitStore(Protocol):
         ...
 
 
-def not_resumed(
-    found: Iterable[RecordSummary],
-    resumed_by: Callable[[str], str | None],
-    exists: Callable[[str], bool],
-    limit: int,
-) -> list[RecordSummary]:
-    """The first ``limit`` of ``found`` that no existing record resumes.
+class ListsInterrupted:
+    """``interrupted`` answered from the store's listing: the file and memory stores'.
 
-    How the file and memory stores answer ``interrupted`` from their
-    listing: a resume link and the record it names are two cheap lookups.
+    A resume link and the record it names are two cheap lookups.
     """
-    kept: list[RecordSummary] = []
-    for summary in found:
-        if len(kept) >= limit:
-            break
-        following = resumed_by(summary.execution_id)
-        if following is None or not exists(following):
-            kept.append(summary)
-    return kept
+
+    list: Callable[[ListFilters], _Summaries]
+    resumed_by: Callable[[str], str | None]
+    exists: Callable[[str], bool]
+
+    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
+        """Records to recover (see :class:`DurableStore`)."""
+        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
+        kept: _Summaries = []
+        for summary in found:
+            if len(kept) >= limit:
+                break
+            following = self.resumed_by(summary.execution_id)
+            if following is None or not self.exists(following):
+                kept.append(summary)
+        return kept
 
 
 def durable_links(

@@ -19,6 +19,7 @@ __all__ = [
     "Progress",
     "StoreVerification",
     "Tally",
+    "VerifiesEach",
     "tally",
     "unjudged",
     "verify_each",
@@ -110,3 +111,25 @@ class StoreVerification:
             if self._on_progress is not None:
                 self._on_progress(self.records)
             yield from shown
+
+
+class VerifiesEach:
+    """``verify_all`` one record at a time: the memory and PostgreSQL stores'."""
+
+    verify: Callable[[str], VerifyReport]
+    iter_ids: Callable[[], Iterator[str]]
+
+    def verify_all(
+        self,
+        *,
+        each: bool = False,
+        processes: int = 1,
+        on_progress: Progress | None = None,
+    ) -> StoreVerification:
+        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
+
+        ``processes`` is not used: each record is read in this process.
+        """
+        return StoreVerification(
+            verify_each(self.verify, self.iter_ids(), each=each), on_progress
+        )

@@ -13,7 +13,7 @@ hash lookups and listings. ``counts`` holds records and bytes per status and int
 ``records``, kept by triggers in the same transactions, so counting a large
 store reads a few rows.
 
-Every row carries a checksum of its values (``seal``, see :func:`row_seal`),
+Every row carries a checksum of its values (``seal``, see ``catalog_seal``),
 written with it (the rows of ``counts``, kept by triggers, are sealed in SQL).
 Every row read back is checked against it, a listing's order as well, and a
 whole listing's length against ``counts``: a flipped bit in the file is found
@@ -23,7 +23,6 @@ whole listing's length against ``counts``: a flipped bit in the file is found
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,30 +32,13 @@ from ..step_index import StepRef, StepRow
 from ..usage import UsageTotal
 from . import catalog_sql as _sql
 from . import catalog_steps, catalog_usage
+from .catalog_seal import SEAL_FUNCTION, DamagedRow, crc, parts_seal, row_seal, seal_sql
 from .catalog_sql import CATALOG_SCHEMA as CATALOG_SCHEMA
-from .catalog_sql import SEAL_FUNCTION as SEAL_FUNCTION
 
 # A record's writer builds CatalogRow; only a Catalog needs the database, so
 # sqlite3 loads when the first Catalog is made.
 if TYPE_CHECKING:
     import sqlite3
-
-
-def crc(text: str) -> int:
-    """The CRC-32 of ``text``: the checksum of a row (:data:`SEAL_FUNCTION`).
-
-    Enough to find any flipped bit, and cheap: the catalog guards against
-    damage, not forgery (the record files, sealed with SHA-256, are the truth).
-    """
-    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
-
-
-def row_seal(values: Sequence[object]) -> int:
-    """The seal of a row's 18 values: the checksum of their ``repr``.
-
-    The values are those the row is read back as (see :func:`sealed_values`).
-    """
-    return crc(repr(tuple(values)))
 
 
 #: A row's values and its seal, as written (see :func:`sealed_values`).
@@ -112,8 +94,9 @@ class Catalog:
         """Upsert rows into ``records`` (leaving ``live``), in one transaction.
 
         ``opened`` rows, of records still being written, are added to ``live``
-        in the same transaction (see :meth:`add_opened`), and ``steps`` to
-        the step index.
+        in the same transaction, except records already indexed (rows copied
+        from a log of opened records may be older than the row the record has
+        by now; they never replace it), and ``steps`` to the step index.
         """
 
         def run(db: sqlite3.Connection) -> None:
@@ -131,16 +114,6 @@ class Catalog:
 
         if rows or opened or steps:
             self._db.transaction(run)
-
-    def add_opened(self, rows: Sequence[CatalogRow]) -> None:
-        """Add rows of opened records to ``live``, except records already indexed.
-
-        Rows copied from a log of opened records may be older than the row the
-        record has by now; they never replace it.
-        """
-        self._db.transaction(
-            lambda db: db.executemany(_sql.ADD_OPENED, map(sealed_values, rows))
-        )
 
     def remove(self, ids: Sequence[str]) -> None:
         """Forget records (their files were deleted, or never made)."""
@@ -216,7 +189,7 @@ class Catalog:
             db.execute("DELETE FROM counts")
             db.execute(
                 "INSERT INTO counts SELECT status, intent, count(*), sum(size), "
-                + _sql.count_seal("status", "intent", "count(*)", "sum(size)")
+                + seal_sql("status", "intent", "count(*)", "sum(size)")
                 + " FROM records GROUP BY status, intent"
             )
             catalog_usage.recount(db)
@@ -348,8 +321,6 @@ class Catalog:
         """
         where: list[str] = []
         params: list[object] = []
-        count_where: list[str] = []
-        count_params: list[object] = []
         if intent is not None:
             where.append("intent = ?")
             params.append(intent)
@@ -414,7 +385,7 @@ class Catalog:
         def run(db: sqlite3.Connection) -> list[UsageTotal]:
             try:
                 return catalog_usage.totals(db)
-            except catalog_usage.DamagedRow as exc:
+            except DamagedRow as exc:
                 raise _corrupt(f"{exc} do not match their checksum") from exc
 
         return self._db.read(run)
@@ -441,7 +412,7 @@ class Catalog:
         def run(db: sqlite3.Connection) -> list[StepRef]:
             try:
                 return catalog_steps.find(db, envelope_hash, name, args_hash, limit)
-            except catalog_steps.DamagedRow as exc:
+            except DamagedRow as exc:
                 raise _corrupt(str(exc)) from None
 
         return self._db.read(run)
@@ -538,7 +509,7 @@ def _sealed_counts(
         sql += " WHERE " + " AND ".join(where)
     found: list[tuple[str, str, int, int]] = []
     for status, intent, records, size, seal in db.execute(sql, params):
-        if crc(f"{status}\x1f{intent}\x1f{records}\x1f{size}") != seal:
+        if parts_seal(status, intent, records, size) != seal:
             raise _corrupt(f"the counts of {status} {intent!r} do not match")
         found.append((status, intent, records, size))
     return found

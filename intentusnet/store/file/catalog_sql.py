@@ -2,8 +2,8 @@
 
 The layout (see ``catalog`` for what each table holds) and every statement
 ``Catalog`` runs, in one place; ``CATALOG_SCHEMA`` is bumped when the layout
-changes. Rows are sealed in Python (``catalog.row_seal``); the rows of
-``counts``, kept by triggers, are sealed in SQL by :data:`SEAL_FUNCTION`.
+changes. Rows are sealed in Python (``catalog_seal.row_seal``); the rows of
+``counts``, kept by triggers, are sealed in SQL (``catalog_seal.seal_sql``).
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Final
 
 from . import catalog_steps, catalog_usage
+from .catalog_seal import seal_sql
 
 #: Bumped when the table layout changes; an older catalog is rebuilt, not migrated.
 CATALOG_SCHEMA: Final = "8"
-#: The SQL function computing a checksum of text (see ``catalog.crc``).
-SEAL_FUNCTION: Final = "intentusnet_seal"
 COLUMNS: Final = (
     "id, created_us, created_utc, intent, intent_version, envelope_hash, status, "
     "replayable, reason, agent, duration_ms, parent_id, owner, lines, size, "
@@ -23,15 +22,6 @@ COLUMNS: Final = (
 )
 NAMES: Final = COLUMNS.split(", ")
 PARAMS: Final = ", ".join("?" * 19)  # a row's values and its seal
-
-
-def count_seal(status: str, intent: str, records: str, size: str) -> str:
-    """SQL of the seal of a ``counts`` row: the same text in SQL and Python."""
-    # Each part in parentheses: || binds tighter than + in SQL.
-    text = " || char(31) || ".join(
-        f"({part})" for part in (status, intent, records, size)
-    )
-    return f"{SEAL_FUNCTION}({text})"
 
 
 FIELDS: Final = (
@@ -46,16 +36,16 @@ TABLE: Final = f"(id TEXT PRIMARY KEY, {FIELDS})"
 # Counted by an update, or a new row (its seal is only computed then).
 COUNT_NEW: Final = (
     "UPDATE counts SET records = records + 1, bytes = bytes + new.size, seal = "
-    + count_seal("status", "intent", "records + 1", "bytes + new.size")
+    + seal_sql("status", "intent", "records + 1", "bytes + new.size")
     + " WHERE status = new.status AND intent = new.intent; "
     "INSERT INTO counts SELECT new.status, new.intent, 1, new.size, "
-    + count_seal("new.status", "new.intent", "1", "new.size")
+    + seal_sql("new.status", "new.intent", "1", "new.size")
     + " WHERE NOT EXISTS (SELECT 1 FROM counts "
     "WHERE status = new.status AND intent = new.intent);"
 )
 UNCOUNT_OLD: Final = (
     "UPDATE counts SET records = records - 1, bytes = bytes - old.size, seal = "
-    + count_seal("status", "intent", "records - 1", "bytes - old.size")
+    + seal_sql("status", "intent", "records - 1", "bytes - old.size")
     + " WHERE status = old.status AND intent = old.intent;"
 )
 RECORDS: Final = f"CREATE TABLE IF NOT EXISTS records {TABLE}"

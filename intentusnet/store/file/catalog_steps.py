@@ -9,11 +9,11 @@ checked when read (a damaged catalog is rebuilt, never answered from).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from ..step_index import StepRef, StepRow
+from .catalog_seal import DamagedRow, row_seal
 
 if TYPE_CHECKING:
     import sqlite3
@@ -36,17 +36,9 @@ _FIND: Final = (
 _ORDER: Final = " ORDER BY created_us DESC, id DESC, step"
 
 
-class DamagedRow(ValueError):
-    """A row of the table does not match its checksum."""
-
-
-def _seal(row: StepRow) -> int:
-    return zlib.crc32(repr(row).encode("utf-8", "surrogatepass"))
-
-
 def add(db: sqlite3.Connection, rows: Sequence[StepRow]) -> None:
     """Add rows (a row there already is left as it is: records only grow)."""
-    db.executemany(_ADD, [(*row, _seal(row)) for row in rows])
+    db.executemany(_ADD, [(*row, row_seal(row)) for row in rows])
 
 
 def drop(db: sqlite3.Connection, ids: Sequence[str]) -> None:
@@ -78,7 +70,7 @@ def find(
     found = []
     for *values, seal in db.execute(sql, [*params, *more]):
         row: StepRow = (*values,)
-        if _seal(row) != seal:
+        if row_seal(row) != seal:
             raise DamagedRow(f"a step row does not match its checksum ({row[4]!r})")
         found.append(StepRef(row[4], row[5]))
     return found

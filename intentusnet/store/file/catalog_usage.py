@@ -13,43 +13,30 @@ NULL model is one row like any other.
 
 from __future__ import annotations
 
-import zlib
 from typing import TYPE_CHECKING, Final
 
 from ..usage import UsageTotal
+from .catalog_seal import DamagedRow, parts_seal, seal_sql
 
 if TYPE_CHECKING:
     import sqlite3
 
-_SEAL_FUNCTION: Final = "intentusnet_seal"  # catalog.SEAL_FUNCTION, registered there
-_SEP: Final = "\x1f"
 _NO_MODEL: Final = "\x00"  # a NULL model in the seal's text
 
 
 def _seal_sql(provider: str, model: str, calls: str, tokens_in: str, out: str) -> str:
-    """SQL of a row's seal: the same text :func:`_seal_text` makes in Python."""
-    model = f"ifnull({model}, char(0))"
-    text = " || char(31) || ".join(
-        f"({part})" for part in (provider, model, calls, tokens_in, out)
-    )
-    return f"{_SEAL_FUNCTION}({text})"
+    """SQL of a row's seal: the same text :func:`_seal` seals in Python."""
+    return seal_sql(provider, f"ifnull({model}, char(0))", calls, tokens_in, out)
 
 
-def _crc(text: str) -> int:
-    """The checksum the catalog's seal function computes (``catalog.crc``)."""
-    return zlib.crc32(text.encode("utf-8", "surrogatepass"))
-
-
-def _seal_text(total: UsageTotal) -> str:
+def _seal(total: UsageTotal) -> int:
     model = _NO_MODEL if total.model is None else total.model
-    return _SEP.join(
-        (
-            total.provider,
-            model,
-            str(total.calls),
-            str(total.input_tokens),
-            str(total.output_tokens),
-        )
+    return parts_seal(
+        total.provider,
+        model,
+        total.calls,
+        total.input_tokens,
+        total.output_tokens,
     )
 
 
@@ -106,10 +93,6 @@ TRIGGERS: Final = (
 DDL: Final = (*TABLE, *TRIGGERS)
 
 
-class DamagedRow(ValueError):
-    """A row of the table does not match its checksum."""
-
-
 def recount(db: sqlite3.Connection) -> None:
     """Derive the totals from ``records`` again (after a rebuild)."""
     db.execute("DELETE FROM usage_totals")
@@ -134,7 +117,7 @@ def totals(db: sqlite3.Connection) -> list[UsageTotal]:
         "FROM usage_totals WHERE calls > 0 ORDER BY provider, model"
     ):
         total = UsageTotal(*values)
-        if _crc(_seal_text(total)) != seal:
+        if _seal(total) != seal:
             raise DamagedRow(f"the usage totals of {total.provider} {total.model}")
         found.append(total)
     return found

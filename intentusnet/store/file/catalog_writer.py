@@ -126,7 +126,7 @@ class CatalogWriter:
             self.unsaved.update((row.id, row) for row in rows)
             return
         if rows:
-            self.catalog.add_opened(rows)
+            self.catalog.upsert_many((), opened=rows)
         for path in dead:  # their rows are committed now
             with contextlib.suppress(OSError):
                 os.unlink(path)

@@ -75,12 +75,12 @@ class StoreIndex:
         catalog: Catalog,
         root: str,
         load: Callable[[str], ExecutionRecord],
-        derived: str | None = None,
+        derived: str,
     ) -> None:
         self.catalog = catalog
         self._root = root
         #: the directory of the logs of opened records (the store's catalog_dir)
-        self._derived = root if derived is None else derived
+        self._derived = derived
         self._load = load
         self.writes = CatalogWriter(catalog, self._derived)
         #: the store's own catalog is not used (see :meth:`_answer_from_files`)

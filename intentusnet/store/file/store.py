@@ -38,15 +38,14 @@ from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyRe
 from ...record.reader import parse_record
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
 from .. import logger
-from ..durable import (
-    not_resumed,
-)
+from ..durable import ListsInterrupted
 from ..filters import ListFilters
 from ..ids import check_id, new_record_id
 from ..owner import current_owner, owner_alive
 from ..queues import KeepsQueues
 from ..rows import CatalogRow
 from ..step_index import StepKey, StepRef, ended_steps
+from ..translog import KeepsLog
 from ..urls import is_url, public_url
 from ..usage import RecordedUsage, UsageTotal, usage_from_text, usage_text
 from ..writer import wire_object
@@ -102,7 +101,9 @@ def _url_refused(url: str, from_env: bool) -> str:
     )
 
 
-class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
+class FileExecutionStore(
+    ListsInterrupted, FileDurable, FileWaits, KeepsQueues, KeepsLog
+):
     """Execution records as files on a local disk, safe for several processes.
 
     Args:
@@ -155,7 +156,7 @@ class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
                 f"durability must be 'flush' or 'fsync', not {durability!r}"
             )
         from_env = root is None
-        self._signer = load_signing_key(signing_key)
+        signer = load_signing_key(signing_key)
         if root is None:
             root = os.environ.get("INTENTUSNET_STORE") or DEFAULT_ROOT
         if is_url(root):
@@ -174,13 +175,7 @@ class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
         self._owner: tuple[JSONObject, str] | None = None
         self._loaded = LoadedRecords()
         self._queues = FileQueues(self.root, fsync=self._fsync)
-        #: the log's pace, or None: no log (no key, or turned off)
-        self._cadence = None if self._signer is None else log_cadence
-        if self._cadence is not None and log_witnesses is None:
-            from ...tlog.publish import witnesses_from_env
-
-            log_witnesses = witnesses_from_env()
-        self._witnesses = log_witnesses
+        self._keep_log(signer, log_cadence, log_witnesses)
         self._made = time.time()  # records closed since are queued by this store
 
     # The catalog and the hit journal are made on first use. Threads racing to
@@ -203,17 +198,10 @@ class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
         index: StoreIndex = self.__dict__.setdefault("_index", made)
         return index
 
-    @cached_property
-    def _sequencer(self) -> LogSequencer:
+    def _open_sequencer(self, key: SigningKey, cadence: LogCadence) -> LogSequencer:
         from .translog import open_sequencer
 
-        assert self._signer is not None
-        assert self._cadence is not None
-        made = open_sequencer(
-            self._root, self._signer, self._cadence, self._made, self._witnesses
-        )
-        sequencer: LogSequencer = self.__dict__.setdefault("_sequencer", made)
-        return sequencer
+        return open_sequencer(self._root, key, cadence, self._made, self._witnesses)
 
     @cached_property
     def _hits(self) -> HitJournal:
@@ -341,31 +329,6 @@ class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
         self._index.writes.write_later(row, ended)
         self._log_leaf(row.id, row.chain_head)
 
-    def _log_leaf(self, execution_id: str, chain_head: str) -> None:
-        from ...tlog.leaf import LogLeaf
-
-        assert self._signer is not None
-        self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
-
-    def _log_deletions(self, ids: Iterable[str]) -> None:
-        """With a log, log each record's deletion before it is deleted.
-
-        Raises:
-            LogError: the log cannot be appended to (nothing is deleted).
-        """
-        if self._cadence is not None:
-            from ...tlog.sequencer import log_deletions
-
-            assert self._signer is not None
-            log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
-
-    # -- queues and durable executions (added in 0.1.0) -------------------------
-
-    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
-        """Records to recover (see ``store.durable.DurableStore``)."""
-        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
-        return not_resumed(found, self.resumed_by, self.exists, limit)
-
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
         """Store a record's bytes as they are (e.g. a PostgreSQL store's), verified.
 
@@ -424,8 +387,7 @@ class FileExecutionStore(FileDurable, FileWaits, KeepsQueues):
             signer=self._signer,
         )
         self._index.refresh(execution_id)
-        if self._cadence is not None:  # closed again, at a new chain head
-            self._log_leaf(execution_id, self.load(execution_id).header.chain_head)
+        self._log_closed_again(execution_id)
 
     def delete(self, execution_id: str) -> None:
         """Delete a record's file and its catalog row (its key and resume link too).

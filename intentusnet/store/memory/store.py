@@ -29,14 +29,14 @@ from ...record.model import (
 from ...record.reader import parse_record
 from ...record.signing import invalidated, invalidated_lines
 from ...record.verify import verify_bytes
-from ..durable import not_resumed
+from ..durable import ListsInterrupted
 from ..filters import ListFilters
 from ..hits import CacheHit, Hit, hit_line, parse_hits, select
 from ..ids import check_id, new_record_id
 from ..owner import current_owner
 from ..queues import KeepsQueues
 from ..step_index import StepRef, ended_steps
-from ..verification import Progress, StoreVerification, verify_each
+from ..verification import Progress, VerifiesEach
 from ..writer import ChainWriter, wire_object
 from .durable import MemoryDurable
 from .queues import MemoryQueues
@@ -75,7 +75,7 @@ class MemoryRecordWriter(ChainWriter):
         self._store._writing.discard(self.execution_id)
 
 
-class MemoryExecutionStore(MemoryDurable, KeepsQueues):
+class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, VerifiesEach):
     """An :class:`ExecutionStore` in memory; nothing survives the process.
 
     Args:
@@ -127,13 +127,6 @@ class MemoryExecutionStore(MemoryDurable, KeepsQueues):
             self._data[execution_id] = bytearray(line)
             self._writing.add(execution_id)
         return MemoryRecordWriter(self, execution_id, digest)
-
-    # -- queues (added in 0.1.0) --------------------------------------------------
-
-    def interrupted(self, intent: str, *, until: datetime, limit: int) -> _Summaries:
-        """Records to recover (see ``store.durable.DurableStore``)."""
-        found = self.list(ListFilters(intent=intent, status="incomplete", until=until))
-        return not_resumed(found, self.resumed_by, self.exists, limit)
 
     def raw(self, execution_id: str) -> bytes:
         """The record's bytes, exactly as a file would hold them."""
@@ -269,21 +262,6 @@ class MemoryExecutionStore(MemoryDurable, KeepsQueues):
     def verify(self, execution_id: str) -> VerifyReport:
         """Check one record line by line."""
         return verify_bytes(self.raw(execution_id), execution_id)
-
-    def verify_all(
-        self,
-        *,
-        each: bool = False,
-        processes: int = 1,
-        on_progress: Progress | None = None,
-    ) -> StoreVerification:
-        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
-
-        ``processes`` is not used: the records are in this process.
-        """
-        return StoreVerification(
-            verify_each(self.verify, self.iter_ids(), each=each), on_progress
-        )
 
     def reindex(
         self,

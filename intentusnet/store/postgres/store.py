@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from pathlib import Path
 from typing import Final, TypeAlias
 
@@ -35,15 +34,15 @@ from ...record.model import ExecutionRecord, RecordSummary, StoreStats, VerifyRe
 from ...record.reader import parse_record
 from ...record.verify import verify_bytes
 from ...tlog.cadence import DEFAULT_CADENCE, LogCadence
-from ...tlog.leaf import LogLeaf
-from ...tlog.publish import LogWitnesses, witnesses_from_env
-from ...tlog.sequencer import LogSequencer, log_deletions
+from ...tlog.publish import LogWitnesses
+from ...tlog.sequencer import LogSequencer
 from ..filters import ListFilters
 from ..ids import check_id
 from ..queues import KeepsQueues
 from ..rows import CatalogRow, cross_check
 from ..step_index import StepRef
-from ..verification import Progress, StoreVerification, verify_each
+from ..translog import KeepsLog
+from ..verification import Progress, VerifiesEach
 from . import catalog, steps
 from .catalog import COLUMNS, STATUS
 from .connection import POOL_SIZE, Connection, Durability
@@ -75,7 +74,9 @@ _Summaries: TypeAlias = list[RecordSummary]
 _StepRefs: TypeAlias = list[StepRef]
 
 
-class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues):
+class PostgresExecutionStore(
+    PostgresHitJournal, PgDurable, PgWaits, KeepsQueues, KeepsLog, VerifiesEach
+):
     """An :class:`ExecutionStore` and :class:`CacheHitJournal` in PostgreSQL.
 
     Args:
@@ -124,7 +125,7 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         ):
             raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self.durability: Final = durability
-        self._signer = load_signing_key(signing_key)
+        self._keep_log(load_signing_key(signing_key), log_cadence, log_witnesses)
         self._db = Connection(dsn, durability, pool_size)
         #: ``:memory:``: no local directory (a replay cache over the store keeps
         #: its disk tier in a temporary directory)
@@ -135,11 +136,6 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         self.directory: Final[Path | None] = None
         self._writing: set[str] = set()  # ids whose lock our session holds
         self._holding: set[str] = set()  # key hashes whose claim it holds
-        #: the log's pace, or None: no log (no key, or turned off)
-        self._cadence = None if self._signer is None else log_cadence
-        if self._cadence is not None and log_witnesses is None:
-            log_witnesses = witnesses_from_env()
-        self._witnesses = log_witnesses
         # Queue slots and buckets on their own connection, opened on first use:
         # a router waiting for a turn asks for a slot every few milliseconds,
         # which would otherwise queue the records' writes behind it.
@@ -148,32 +144,10 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         self._log_db = Connection(dsn, durability, 1)
         self._queues = PostgresQueues(self._queue_db, self._db)
 
-    @cached_property
-    def _sequencer(self) -> LogSequencer:
+    def _open_sequencer(self, key: SigningKey, cadence: LogCadence) -> LogSequencer:
         from .translog import open_sequencer
 
-        assert self._signer is not None
-        assert self._cadence is not None
-        made = open_sequencer(
-            self._log_db, self.load, self._signer, self._cadence, self._witnesses
-        )
-        sequencer: LogSequencer = self.__dict__.setdefault("_sequencer", made)
-        return sequencer
-
-    def _log_leaf(self, execution_id: str, chain_head: str) -> None:
-        """Queue a closed record's leaf for the log (nothing written here)."""
-        assert self._signer is not None
-        self._sequencer.queue(LogLeaf(execution_id, chain_head, self._signer.key_id))
-
-    def _log_deletions(self, ids: Iterable[str]) -> None:
-        """With a log, log each record's deletion before it is deleted.
-
-        Raises:
-            LogError: the log cannot be appended to (nothing is deleted).
-        """
-        if self._cadence is not None:
-            assert self._signer is not None
-            log_deletions(self._sequencer, self.load, ids, self._signer.key_id)
+        return open_sequencer(self._log_db, self.load, key, cadence, self._witnesses)
 
     def log_connection(self) -> Connection:
         """The connection of the store's transparency log (``intentusnet log``)."""
@@ -271,8 +245,7 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
                 )
             finally:
                 unlock(self._db, execution_id)
-        if self._cadence is not None:  # closed again, at a new chain head
-            self._log_leaf(execution_id, self.load(execution_id).header.chain_head)
+        self._log_closed_again(execution_id)
 
     def delete(self, execution_id: str) -> None:
         """Delete one record (its lines, row, key and resume link, in one statement).
@@ -338,22 +311,6 @@ class PostgresExecutionStore(PostgresHitJournal, PgDurable, PgWaits, KeepsQueues
         if on_progress is not None:
             on_progress(len(rows), len(rows))
         return sorted(str(row[0]) for row in rows)
-
-    def verify_all(
-        self,
-        *,
-        each: bool = False,
-        processes: int = 1,
-        on_progress: Progress | None = None,
-    ) -> StoreVerification:
-        """Verify every record, one at a time (see ``ExecutionStore.verify_all``).
-
-        Each record is read with its row, in this process (``processes`` is
-        not used).
-        """
-        return StoreVerification(
-            verify_each(self.verify, self.iter_ids(), each=each), on_progress
-        )
 
     def reindex(
         self,
