@@ -329,8 +329,9 @@ class RecordingCore:
         content_type = next(
             (v for k, v in served.headers if k.lower() == "content-type"), None
         )
+        extensions = served.extensions
         call = ObservedCall(
-            record_id=served.record,
+            record_id=cast("str | None", extensions["intentusnet_record"]),
             execution_id=execution_id,
             attempt=attempt,
             method=request.method,
@@ -339,7 +340,7 @@ class RecordingCore:
             content_type=content_type,
             request_body=body,
             response_body=served.content,
-            cache=served.cache,
+            cache=str(extensions["intentusnet_cache"]),
             started_ns=started,
             ended_ns=time.time_ns(),
         )
@@ -507,8 +508,8 @@ class Call:
         """
         self.passed = True
         number = None if self.step is None else self.step.number
-        served = (_state(self.key.directive), running_execution.get(), number)
-        hand(self.core.responses.passed(response, tee, served))
+        state, execution_id = _state(self.key.directive), running_execution.get()
+        hand(self.core.responses.passed(response, tee, state, execution_id, number))
         return tee
 
     def _secrets(self) -> list[str]:
