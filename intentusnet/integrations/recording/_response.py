@@ -115,10 +115,7 @@ class Responses:
         except UnicodeDecodeError:
             text = None
         data: JSONObject = {
-            "status": response.status_code,
-            "reasonPhrase": response.reason_phrase,
-            "httpVersion": response.http_version,
-            "headers": [[name, value] for name, value in self.headers(response)],
+            **self.head(response),
             "body": text if text is not None else base64.b64encode(body).decode(),
             "bodyEncoding": "utf-8" if text is not None else "base64",
         }
@@ -148,14 +145,22 @@ class Responses:
             ),
         )
 
-    def headers(self, response: HTTPResponse) -> list[tuple[str, str]]:
-        """A response's headers as recorded and served: no credentials, no framing."""
+    def head(self, response: HTTPResponse) -> JSONObject:
+        """A response's status line and headers as recorded and served.
+
+        No credential headers, no framing headers (the body recorded is decoded).
+        """
         is_secret = self.secrets.is_secret
-        return [
-            (name, value)
-            for name, value in response.headers.multi_items()
-            if name not in _WIRE_HEADERS and not is_secret(name)
-        ]
+        return {
+            "status": response.status_code,
+            "reasonPhrase": response.reason_phrase,
+            "httpVersion": response.http_version,
+            "headers": [
+                [name, value]
+                for name, value in response.headers.multi_items()
+                if name not in _WIRE_HEADERS and not is_secret(name)
+            ],
+        }
 
     def passed(
         self,
@@ -166,13 +171,7 @@ class Responses:
         step: int | None,
     ) -> Response:
         """A live event stream's head, served before its body comes through ``tee``."""
-        head: JSONObject = {
-            "status": response.status_code,
-            "reasonPhrase": response.reason_phrase,
-            "httpVersion": response.http_version,
-            "headers": [[name, value] for name, value in self.headers(response)],
-        }
-        return response_of(head, cache, record, step, tee)
+        return response_of(self.head(response), cache, record, step, tee)
 
     def _redacted(self, data: JSONObject, text: str | None) -> JSONObject:
         """Recorded data of a response: named headers as markers, body redacted."""
