@@ -416,7 +416,7 @@ class Call:
         core, key = self.core, self.key
 
         def route() -> AgentResponse:
-            with self._routing():
+            with self.failing(once_passed=True):
                 answer = core.cache.answer(
                     key,
                     lambda: core.calls.run(self.payload, job, *self._routed()),
@@ -462,7 +462,7 @@ class Call:
         core, key = self.core, self.key
 
         async def route() -> AgentResponse:
-            with self._routing():
+            with self.failing(once_passed=True):
                 answer = await core.cache.aanswer(
                     key,
                     lambda: core.calls.arun(self.payload, job, *self._routed()),
@@ -488,16 +488,6 @@ class Call:
     def _routed(self) -> tuple[list[str], CacheDirective, str | None, str | None]:
         """How ``calls`` routes the call, after its payload and job."""
         return self._secrets(), self.key.directive, self.parent, self.tenant
-
-    @contextmanager
-    def _routing(self) -> Iterator[None]:
-        """Around the routing: once the client has the response, it fails the step."""
-        try:
-            yield
-        except BaseException as exc:
-            if self.passed:
-                self.failed(exc)
-            raise
 
     def _pass(
         self, response: HTTPResponse, tee: _T, hand: Callable[[Response], object]
@@ -565,12 +555,17 @@ class Call:
             self.step.failed(exc)
 
     @contextmanager
-    def failing(self) -> Iterator[None]:
-        """Around the call: what it raises fails its step (unless it has ended)."""
+    def failing(self, *, once_passed: bool = False) -> Iterator[None]:
+        """Around the call: what it raises fails its step (unless it has ended).
+
+        ``once_passed``: around the routing, only once the client has the
+        response (before that, the call's own ``failing`` does it).
+        """
         try:
             yield
         except BaseException as exc:
-            self.failed(exc)
+            if self.passed or not once_passed:
+                self.failed(exc)
             raise
 
 
