@@ -25,7 +25,7 @@ from typing import Final, TypeVar
 import diskcache  # type: ignore[import-untyped]  # ships no types
 
 from .._util.files import make_dirs
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, wire_form
 from .._util.sqlite import says_damaged
 from ..errors import CacheError
 
@@ -78,14 +78,7 @@ class CacheStats:
 
     def to_json(self) -> JSONObject:
         """Return the camelCase form ``intentusnet stats --json`` prints."""
-        return {
-            "namespace": self.namespace,
-            "hits": self.hits,
-            "misses": self.misses,
-            "entries": self.entries,
-            "bytes": self.bytes,
-            "directory": self.directory,
-        }
+        return wire_form(self)
 
 
 class DiskTier:

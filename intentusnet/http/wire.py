@@ -8,10 +8,8 @@ behaves the same in-process and over HTTP.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
 from urllib.parse import quote
 
 import httpx
@@ -24,7 +22,6 @@ from ..errors import (
     IdempotencyConflict,
     IdempotencyTimeout,
     IntentusNetError,
-    InvalidExecutionId,
     RecordIntegrityError,
     ReplayHashMismatch,
     ReplayNotAllowed,
@@ -45,6 +42,7 @@ from ..record.model import (
 from ..replay import ReplayResult
 from ..store.durable import check_idempotency_key
 from ..store.filters import ListFilters
+from ..store.ids import check_id
 from .problem import REFUSALS
 
 __all__ = [
@@ -54,8 +52,6 @@ __all__ = [
     "list_params",
     "transport_error",
 ]
-
-_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +106,7 @@ def execution_path(execution_id: str, suffix: str = "") -> str:
     Raises:
         InvalidExecutionId: as ``FileExecutionStore`` would, before any request.
     """
-    if _ID.fullmatch(execution_id) is None or execution_id.startswith("."):
-        shown = repr(execution_id)
-        if len(shown) > 60:
-            shown = shown[:40] + "..." + shown[-10:]
-        raise InvalidExecutionId(
-            f"invalid execution id {shown}: use 1-128 characters of A-Z a-z 0-9 _ . "
-            "-, not starting with a dot"
-        )
-    return f"/v1/executions/{quote(execution_id, safe='')}{suffix}"
+    return f"/v1/executions/{quote(check_id(execution_id), safe='')}{suffix}"
 
 
 def list_params(filters: ListFilters, cursor: str | None = None) -> dict[str, str]:

@@ -212,16 +212,15 @@ def content_of_call(record: ExecutionRecord) -> Attributes:
     response = payload.get("response")
     got = answer_body(response) if isinstance(response, dict) else None
     attributes: Attributes = {}
-    if isinstance(sent, dict):
-        attributes.update(_value("input", sent))
-        messages = _input_messages(sent)
-        if messages:
-            attributes["gen_ai.input.messages"] = _json(messages)
-    if isinstance(got, dict):
-        attributes.update(_value("output", got))
-        messages = _output_messages(got)
-        if messages:
-            attributes["gen_ai.output.messages"] = _json(messages)
+    for side, body, read in (
+        ("input", sent, _input_messages),
+        ("output", got, _output_messages),
+    ):
+        if isinstance(body, dict):
+            attributes.update(_value(side, body))
+            messages = read(body)
+            if messages:
+                attributes[f"gen_ai.{side}.messages"] = _json(messages)
     return attributes
 
 

@@ -103,12 +103,6 @@ class HTTPInteraction(NamedTuple):
     record: str | None
 
 
-class _Transport(Protocol):
-    """What the cassette needs of a sync recording transport once the test ends."""
-
-    def close(self) -> None: ...
-
-
 def cassette_name(test_name: str, class_name: str | None = None) -> str:
     """A test's cassette directory name: safe on every file system.
 
@@ -318,7 +312,7 @@ class HTTPCassette:
             if key.endswith(":async"):
                 asyncio.run(cast("_Async", transport).aclose())
             else:
-                cast(_Transport, transport).close()
+                cast("_Sync", transport).close()
         if self._cache is not None:
             self._cache.close()
         self._files.close()
@@ -377,6 +371,7 @@ class _Response(Protocol):
 
 class _Sync(Protocol):
     def handle_request(self, request: object) -> object: ...
+    def close(self) -> None: ...
 
 
 class _Async(Protocol):

@@ -13,12 +13,12 @@ the counts it found, or ``None``: usage is reporting, never a reason to fail.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 from urllib.parse import urlsplit
 
 import orjson
 
-from .._util.jsonvalue import JSONObject
+from .._util.jsonvalue import JSONObject, wire_form
 
 __all__ = [
     "Usage",
@@ -61,14 +61,7 @@ class Usage:
 
     def as_json(self) -> dict[str, str | int | None]:
         """The usage as a JSON object (the form records and reports carry)."""
-        return {
-            "provider": self.provider,
-            "operation": self.operation,
-            "model": self.model,
-            "responseModel": self.response_model,
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-        }
+        return cast("dict[str, str | int | None]", wire_form(self))
 
 
 def read_usage(

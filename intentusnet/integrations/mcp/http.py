@@ -39,6 +39,7 @@ from ..._util.jsonvalue import JSONValue
 from .jsonrpc import (
     UPSTREAM_GONE,
     error,
+    id_key,
     is_request,
     is_response,
     parse,
@@ -179,8 +180,7 @@ class HttpUpstream:
                     if response.status_code >= 400:
                         if len(self._refused) >= _REFUSED_HELD:  # never asked for
                             del self._refused[next(iter(self._refused))]
-                        key = orjson.dumps(parsed.get("id"))
-                        self._refused[key] = response.status_code
+                        self._refused[id_key(parsed.get("id"))] = response.status_code
                     if self._statuses is not None:
                         self._statuses(parsed.get("id"), response.status_code)
                 kind = response.headers.get("content-type", "").partition(";")[0]
@@ -208,7 +208,7 @@ class HttpUpstream:
 
     def status_of(self, request_id: JSONValue) -> int | None:
         """The HTTP error status the request ``request_id`` was refused with, once."""
-        return self._refused.pop(orjson.dumps(request_id), None)
+        return self._refused.pop(id_key(request_id), None)
 
     def _answer(self, body: bytes, sent: JSONValue, refused: bool = False) -> bool:
         """Queue the messages of ``body``; whether one answers ``sent``.

@@ -27,6 +27,7 @@ __all__ = [
     "closed_stream",
     "continuation",
     "error",
+    "id_key",
     "is_notification",
     "is_request",
     "is_response",
@@ -328,3 +329,8 @@ def closed_stream(message: JSONValue) -> tuple[JSONValue, int | None] | None:
         return None
     retry = params.get("retry")
     return params.get("requestId"), retry if type(retry) is int else None
+
+
+def id_key(request_id: JSONValue) -> bytes:
+    """A request id as a dict key: 1 and "1" are different ids, keyed by JSON text."""
+    return orjson.dumps(request_id)

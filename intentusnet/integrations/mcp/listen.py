@@ -77,6 +77,7 @@ from .jsonrpc import (
     PARSE_ERROR,
     UPSTREAM_GONE,
     error,
+    id_key,
     is_request,
     parse,
     progress_token,
@@ -115,10 +116,6 @@ class Allowed(Enum):
 #: ``gate(authorization) -> allowed``: what a request's ``Authorization``
 #: header lets it do, ``None`` for nothing (no key, or an unknown one).
 Gate: TypeAlias = Callable[[str | None], Allowed | None]
-
-
-def _key(value: JSONValue) -> bytes:
-    return orjson.dumps(value)
 
 
 class Stream:
@@ -280,16 +277,16 @@ class ListenSession:
         stream = None
         if isinstance(parsed, dict):
             if "method" not in parsed and "id" in parsed:  # an answer
-                key = _key(parsed.get("id"))
+                key = id_key(parsed.get("id"))
                 if key in self._streams:
                     self._answered(key, message)
                     return
             token = progress_token(parsed)
-            owner = self._tokens.get(_key(token)) if token is not None else None
+            owner = self._tokens.get(id_key(token)) if token is not None else None
             stream = self._streams.get(owner) if owner is not None else None
             listener = subscription_of(parsed)
             if listener is not None:  # a subscriptions/listen stream's (2026)
-                stream = self._streams.get(_key(listener))
+                stream = self._streams.get(id_key(listener))
                 if stream is None:
                     return  # that stream has ended: no other asked for it
         if stream is None and self._streams:
@@ -327,7 +324,7 @@ class ListenSession:
 
     def status(self, request_id: JSONValue, status: int) -> None:
         """The upstream answered the open request ``request_id`` with ``status``."""
-        stream = self._streams.get(_key(request_id))
+        stream = self._streams.get(id_key(request_id))
         if stream is not None:
             stream.answered_with(status)
 
@@ -348,7 +345,7 @@ class ListenSession:
         ``Last-Event-ID`` after ``retry_ms`` (``RETRY_MS`` if None), and gets
         what came meanwhile. A stateless request's stream stays open.
         """
-        stream = self._streams.get(_key(request_id))
+        stream = self._streams.get(id_key(request_id))
         if stream is not None and self.resumable:
             stream.close(RETRY_MS if retry_ms is None else retry_ms)
 
@@ -376,17 +373,17 @@ class ListenSession:
         ):
             params = message.get("params")
             found = params.get("requestId") if isinstance(params, dict) else None
-            if _key(found) in self._streams:
-                self._answered(_key(found), None)
+            if id_key(found) in self._streams:
+                self._answered(id_key(found), None)
         self._inbox.put_nowait(body)
 
     def client_of(self, request_id: JSONValue) -> str:
         """The client of the open request ``request_id`` (see ``request``)."""
-        return self._clients.get(_key(request_id), ANONYMOUS)
+        return self._clients.get(id_key(request_id), ANONYMOUS)
 
     def passed_on(self, request_id: JSONValue) -> dict[str, str]:
         """The headers of the open request ``request_id`` that go on upstream."""
-        return self._passed.get(_key(request_id), {})
+        return self._passed.get(id_key(request_id), {})
 
     def request(
         self,
@@ -403,7 +400,7 @@ class ListenSession:
         (``MCP-Protocol-Version``, ``Mcp-Param-*``; names in lower case).
         """
         self.last_seen = time.monotonic()
-        key = _key(message.get("id"))
+        key = id_key(message.get("id"))
         self._numbered += 1
         stream = Stream(self._numbered)
         self._streams[key] = stream
@@ -414,7 +411,7 @@ class ListenSession:
             self._passed[key] = dict(passed)
         token = progress_token(message)
         if token is not None:
-            self._tokens[_key(token)] = key
+            self._tokens[id_key(token)] = key
         self._inbox.put_nowait(body)
         return stream
 

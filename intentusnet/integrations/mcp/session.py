@@ -52,6 +52,7 @@ from .jsonrpc import (
     destructive_tools,
     error,
     error_from_text,
+    id_key,
     is_notification,
     is_other,
     is_request,
@@ -269,7 +270,7 @@ class Session:
                 await self._forward(line)
             elif is_response(message):
                 assert isinstance(message, dict)
-                asked = self._asked.pop(_key(message.get("id")), None)
+                asked = self._asked.pop(id_key(message.get("id")), None)
                 if asked is not None and not asked.done():
                     asked.set_result(message)
                 await self._forward(line)  # the answer to a server's request
@@ -281,8 +282,8 @@ class Session:
 
     def _cancelled(self, params: JSONValue) -> None:
         found = params.get("requestId") if isinstance(params, dict) else None
-        self._cancelled_ids.add(_key(found))
-        waiting = self._pending.pop(_key(found), None)
+        self._cancelled_ids.add(id_key(found))
+        waiting = self._pending.pop(id_key(found), None)
         if waiting is not None and not waiting.done():
             reason = params.get("reason") if isinstance(params, dict) else None
             waiting.set_exception(ClientCancelled(str(reason or "cancelled")))
@@ -299,7 +300,7 @@ class Session:
             await self._know_tools(message)
         side = tool is not None and tool in self.side_effects
         live: list[JSONObject] = []
-        key = _key(request_id)
+        key = id_key(request_id)
         token = progress_token(message)
 
         async def call(**_: object) -> JSONValue:
@@ -307,7 +308,7 @@ class Session:
             # requests of its own) is recorded as steps nested in this one
             self._open[key] = contextvars.copy_context()
             if token is not None:
-                self._tokens[_key(token)] = key
+                self._tokens[id_key(token)] = key
             if method in STREAMS:
                 self._listens.add(key)
             try:
@@ -318,7 +319,7 @@ class Session:
                 self._open.pop(key, None)
                 self._listens.discard(key)
                 if token is not None:
-                    self._tokens.pop(_key(token), None)
+                    self._tokens.pop(id_key(token), None)
             live.append(answer)
             if "error" in answer:
                 body = answer["error"]
@@ -400,7 +401,7 @@ class Session:
         self._asks += 1
         request_id = f"intentusnet-replay:{self._asks}"
         waiting: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
-        self._asked[_key(request_id)] = waiting
+        self._asked[id_key(request_id)] = waiting
         method = name.removeprefix(FROM_SERVER)
         await self._answer(
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
@@ -408,7 +409,7 @@ class Session:
         try:
             await asyncio.wait_for(waiting, ASK_SECONDS)
         except TimeoutError:
-            self._asked.pop(_key(request_id), None)
+            self._asked.pop(id_key(request_id), None)
 
     async def _answered_with(self, request_id: JSONValue, body: JSONObject) -> None:
         """Record what a live error answer's failure does not keep, if anything.
@@ -567,7 +568,7 @@ class Session:
         if self.upstream is None:
             raise UpstreamExited("no upstream")
         waiting: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
-        self._pending[_key(request_id)] = waiting
+        self._pending[id_key(request_id)] = waiting
         await self.upstream.send(line)
         return await waiting
 
@@ -586,7 +587,7 @@ class Session:
                 continue
             if is_response(message):
                 assert isinstance(message, dict)
-                key = _key(message.get("id"))
+                key = id_key(message.get("id"))
                 if key in self._cancelled_ids:
                     self._cancelled_ids.discard(key)
                     continue  # the client no longer waits for it
@@ -615,7 +616,7 @@ class Session:
         the server sent during it, so that a replay closes it there too; and
         the client's stream is closed there (``Resumes``).
         """
-        context = self._open.get(_key(request_id))
+        context = self._open.get(id_key(request_id))
         if self.run_step is not None and context is not None:
             step = self.run_step(STREAM_CLOSED, {"retry": retry_ms}, _nothing)
             task = asyncio.get_running_loop().create_task(
@@ -652,13 +653,13 @@ class Session:
         if is_request(message):
             name = f"{FROM_SERVER}{method}"
             waiting = asyncio.get_running_loop().create_future()
-            self._asked[_key(message.get("id"))] = waiting
+            self._asked[id_key(message.get("id"))] = waiting
             fn = self._client_answer(waiting)
             calls = self._in_flight()
             if len(calls) == 1:
                 context = calls[0]
         elif method == "notifications/progress":
-            owner = self._tokens.get(_key(progress_token(message)))
+            owner = self._tokens.get(id_key(progress_token(message)))
             context = None if owner is None else self._open.get(owner)
             if context is None:
                 return  # no call of this session's asked for it
@@ -692,7 +693,7 @@ class Session:
     def _listening(self, message: JSONObject) -> contextvars.Context | None:
         """The context of the open listen stream ``message`` was sent on, if any."""
         found = subscription_of(message)
-        key = None if found is None else _key(found)
+        key = None if found is None else id_key(found)
         return self._open.get(key) if key in self._listens else None
 
     def _end_listens(self) -> None:
@@ -797,8 +798,3 @@ def _progress(token: JSONValue, note: JSONObject) -> JSONObject:
     """A recorded progress notification, for the replayed call's ``token``."""
     params: JSONObject = {**note, "progressToken": token}
     return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
-
-
-def _key(request_id: JSONValue) -> bytes:
-    # 1 and "1" are different ids: keyed by their JSON text
-    return orjson.dumps(request_id)

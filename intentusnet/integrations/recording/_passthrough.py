@@ -36,7 +36,7 @@ class Interrupted(RuntimeError):
 
 
 class Arrivals:
-    """The parts of a body as they came, and when (to replay it at its pace)."""
+    """The parts of a body as they came, when (to replay it at its pace), its end."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -44,6 +44,10 @@ class Arrivals:
         #: (bytes received so far, milliseconds since the head) per part
         self._arrived: list[tuple[int, int]] = []
         self._size = 0
+        self.complete = False
+        #: reading the body failed (the upstream broke off); else, when not
+        #: complete, the client stopped reading it
+        self.failed = False
 
     def add(self, part: bytes) -> None:
         """Keep one part of the body, noting when it came."""
@@ -68,10 +72,6 @@ class Outcome(Arrivals):
 
     def __init__(self) -> None:
         super().__init__()
-        self.complete = False
-        #: reading the body failed (the upstream broke off); else, when not
-        #: complete, the client stopped reading it
-        self.failed = False
         self.done = threading.Event()
 
     def body(self) -> bytes | None:
@@ -85,8 +85,6 @@ class AsyncOutcome(Arrivals):
 
     def __init__(self) -> None:
         super().__init__()
-        self.complete = False
-        self.failed = False
         #: a read was cancelled: its reader (the client) gave up waiting
         self.stopped = False
         self.done = asyncio.Event()

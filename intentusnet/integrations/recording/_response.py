@@ -115,10 +115,7 @@ class Responses:
         except UnicodeDecodeError:
             text = None
         data: JSONObject = {
-            "status": response.status_code,
-            "reasonPhrase": response.reason_phrase,
-            "httpVersion": response.http_version,
-            "headers": [[name, value] for name, value in self.headers(response)],
+            **self.head(response),
             "body": text if text is not None else base64.b64encode(body).decode(),
             "bodyEncoding": "utf-8" if text is not None else "base64",
         }
@@ -148,34 +145,33 @@ class Responses:
             ),
         )
 
-    def headers(self, response: HTTPResponse) -> list[tuple[str, str]]:
-        """A response's headers as recorded and served: no credentials, no framing."""
+    def head(self, response: HTTPResponse) -> JSONObject:
+        """A response's status line and headers as recorded and served.
+
+        No credential headers, no framing headers (the body recorded is decoded).
+        """
         is_secret = self.secrets.is_secret
-        return [
-            (name, value)
-            for name, value in response.headers.multi_items()
-            if name not in _WIRE_HEADERS and not is_secret(name)
-        ]
+        return {
+            "status": response.status_code,
+            "reasonPhrase": response.reason_phrase,
+            "httpVersion": response.http_version,
+            "headers": [
+                [name, value]
+                for name, value in response.headers.multi_items()
+                if name not in _WIRE_HEADERS and not is_secret(name)
+            ],
+        }
 
     def passed(
         self,
         response: HTTPResponse,
         tee: Tee | AsyncTee,
-        served: tuple[str, str | None, int | None],
+        cache: str,
+        record: str | None,
+        step: int | None,
     ) -> Response:
-        """A live response's head, served before its body has come through ``tee``.
-
-        ``served`` is its cache state, its record and its step.
-        """
-        return _response(
-            response.status_code,
-            [(str(k), str(v)) for k, v in self.headers(response)],
-            b"",
-            (),
-            (response.http_version, response.reason_phrase),
-            (*served, ()),
-            tee,
-        )
+        """A live event stream's head, served before its body comes through ``tee``."""
+        return response_of(self.head(response), cache, record, step, tee)
 
     def _redacted(self, data: JSONObject, text: str | None) -> JSONObject:
         """Recorded data of a response: named headers as markers, body redacted."""
@@ -221,12 +217,9 @@ class Response(NamedTuple):
     #: the body split into server-sent events when it is an event stream
     #: (replayed event by event), else empty
     chunks: tuple[bytes, ...]
+    #: the cache state (``intentusnet_cache``: ``hit``, ``miss`` or ``bypass``),
+    #: the record and the step, beside the library's own
     extensions: dict[str, object]
-    #: ``hit`` (from a record), ``miss`` (called and recorded) or ``bypass``
-    #: (called and recorded without reading the cache)
-    cache: str
-    #: the record it was answered from, or recorded as
-    record: str | None
     #: a live body passed through as it arrives (``content`` is empty then)
     tee: Tee | AsyncTee | None = None
     #: a hit's ``headers`` in its transport's library's type, made once
@@ -234,9 +227,16 @@ class Response(NamedTuple):
 
 
 def response_of(
-    data: JSONObject, cache: str, record: str | None, step: int | None = None
+    data: JSONObject,
+    cache: str,
+    record: str | None,
+    step: int | None = None,
+    tee: Tee | AsyncTee | None = None,
 ) -> Response:
-    """What a response's recorded data becomes, to be served."""
+    """What a response's recorded data (or a live stream's head) becomes, to serve.
+
+    Its headers and extensions say the cache state, the record and the step.
+    """
     body = data.get("body") or ""
     content = (
         base64.b64decode(str(body))
@@ -253,51 +253,22 @@ def response_of(
     event_ms: tuple[int, ...] = ()
     if isinstance(times, list) and len(times) == len(chunks):
         event_ms = tuple(t if isinstance(t, int) else 0 for t in times)
-    return _response(
-        int(cast("int", data.get("status") or 200)),
-        headers,
-        content,
-        chunks,
-        (
-            str(data.get("httpVersion") or "HTTP/1.1"),
-            str(data.get("reasonPhrase") or ""),
-        ),
-        (cache, record, step, event_ms),
-    )
-
-
-def _response(
-    status: int,
-    headers: list[tuple[str, str]],
-    content: bytes,
-    chunks: tuple[bytes, ...],
-    line: tuple[str, str],
-    served: tuple[str, str | None, int | None, tuple[int, ...]],
-    tee: Tee | AsyncTee | None = None,
-) -> Response:
-    """A response with the headers and extensions that say how it is served.
-
-    ``line`` is its HTTP version and reason phrase; ``served`` its cache
-    state, record, step and when each recorded event had come (empty when
-    not recorded: ``intentusnet_event_ms``).
-    """
-    cache, record, step, event_ms = served
     headers.append((CACHE_HEADER, cache))
     if record is not None:
         headers.append((RECORD_HEADER, record))
     if step is not None:
         headers.append((STEP_HEADER, str(step)))
     extensions: dict[str, object] = {
-        "http_version": line[0].encode(),
-        "reason_phrase": line[1].encode(),
+        "http_version": str(data.get("httpVersion") or "HTTP/1.1").encode(),
+        "reason_phrase": str(data.get("reasonPhrase") or "").encode(),
         "intentusnet_cache": cache,
         "intentusnet_record": record,
         "intentusnet_step": step,
+        # when each recorded event had come; empty when not recorded
         "intentusnet_event_ms": event_ms,
     }
-    return Response(
-        status, tuple(headers), content, chunks, extensions, cache, record, tee
-    )
+    status = int(cast("int", data.get("status") or 200))
+    return Response(status, tuple(headers), content, chunks, extensions, tee)
 
 
 def record_of(answer: AgentResponse) -> str | None:

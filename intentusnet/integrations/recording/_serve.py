@@ -329,8 +329,9 @@ class RecordingCore:
         content_type = next(
             (v for k, v in served.headers if k.lower() == "content-type"), None
         )
+        extensions = served.extensions
         call = ObservedCall(
-            record_id=served.record,
+            record_id=cast("str | None", extensions["intentusnet_record"]),
             execution_id=execution_id,
             attempt=attempt,
             method=request.method,
@@ -339,7 +340,7 @@ class RecordingCore:
             content_type=content_type,
             request_body=body,
             response_body=served.content,
-            cache=served.cache,
+            cache=str(extensions["intentusnet_cache"]),
             started_ns=started,
             ended_ns=time.time_ns(),
         )
@@ -415,7 +416,7 @@ class Call:
         core, key = self.core, self.key
 
         def route() -> AgentResponse:
-            with self._routing():
+            with self.failing(once_passed=True):
                 answer = core.cache.answer(
                     key,
                     lambda: core.calls.run(self.payload, job, *self._routed()),
@@ -461,7 +462,7 @@ class Call:
         core, key = self.core, self.key
 
         async def route() -> AgentResponse:
-            with self._routing():
+            with self.failing(once_passed=True):
                 answer = await core.cache.aanswer(
                     key,
                     lambda: core.calls.arun(self.payload, job, *self._routed()),
@@ -488,16 +489,6 @@ class Call:
         """How ``calls`` routes the call, after its payload and job."""
         return self._secrets(), self.key.directive, self.parent, self.tenant
 
-    @contextmanager
-    def _routing(self) -> Iterator[None]:
-        """Around the routing: once the client has the response, it fails the step."""
-        try:
-            yield
-        except BaseException as exc:
-            if self.passed:
-                self.failed(exc)
-            raise
-
     def _pass(
         self, response: HTTPResponse, tee: _T, hand: Callable[[Response], object]
     ) -> _T:
@@ -507,8 +498,8 @@ class Call:
         """
         self.passed = True
         number = None if self.step is None else self.step.number
-        served = (_state(self.key.directive), running_execution.get(), number)
-        hand(self.core.responses.passed(response, tee, served))
+        state, execution_id = _state(self.key.directive), running_execution.get()
+        hand(self.core.responses.passed(response, tee, state, execution_id, number))
         return tee
 
     def _secrets(self) -> list[str]:
@@ -564,12 +555,17 @@ class Call:
             self.step.failed(exc)
 
     @contextmanager
-    def failing(self) -> Iterator[None]:
-        """Around the call: what it raises fails its step (unless it has ended)."""
+    def failing(self, *, once_passed: bool = False) -> Iterator[None]:
+        """Around the call: what it raises fails its step (unless it has ended).
+
+        ``once_passed``: around the routing, only once the client has the
+        response (before that, the call's own ``failing`` does it).
+        """
         try:
             yield
         except BaseException as exc:
-            self.failed(exc)
+            if self.passed or not once_passed:
+                self.failed(exc)
             raise
 
 
