@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._util.jsonvalue import as_str
 from ...integrations.mcp.view import call_view, is_session
 from ...record.model import EventType
 from ...steps.view import record_steps
@@ -92,10 +93,6 @@ def _number(value: JSONValue | None) -> float | None:
     return float(value)
 
 
-def _text(value: JSONValue | None) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _error_text(error: JSONValue | None) -> str | None:
     if not isinstance(error, dict):
         return None
@@ -147,9 +144,9 @@ def draw(record: ExecutionRecord) -> Timeline:
                 label=f"{data.get('agent')} · attempt {data.get('attempt')}",
                 start=shift + start.at_ms,
                 end=None if end is None else shift + end.at_ms,
-                outcome=None if end is None else _text(end.data.get("outcome")),
+                outcome=None if end is None else as_str(end.data.get("outcome")),
                 error=None if end is None else _error_text(end.data.get("error")),
-                traceback=None if end is None else _text(end.data.get("traceback")),
+                traceback=None if end is None else as_str(end.data.get("traceback")),
                 number=place,
             )
         )
