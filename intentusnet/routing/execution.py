@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
 from .._util.flow import Flow, drive
@@ -122,36 +123,18 @@ def _format(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+@dataclass(slots=True, eq=False)
 class OpenStep:
     """A step call between its ``STEP_START`` and ``STEP_END`` lines."""
 
-    __slots__ = (
-        "args_hash",
-        "child",
-        "decision",
-        "name",
-        "number",
-        "observed",
-        "start",
-    )
-
-    def __init__(
-        self,
-        number: int,
-        name: str,
-        args_hash: str,
-        decision: StepDecision | None,
-        child: str | None,
-        observed: ObservedStep | None = None,
-    ) -> None:
-        self.number = number
-        self.name = name
-        self.args_hash = args_hash
-        self.decision = decision
-        self.child = child
-        #: what its observers were told it is (None: it has none)
-        self.observed = observed
-        self.start = time.perf_counter()
+    number: int
+    name: str
+    args_hash: str
+    decision: StepDecision | None
+    child: str | None
+    #: what its observers were told it is (None: it has none)
+    observed: ObservedStep | None = None
+    start: float = field(default_factory=time.perf_counter, init=False)
 
     @property
     def served(self) -> bool:
