@@ -20,6 +20,7 @@ from .listening import (
     deadlines,
     listen_address,
     listening_socket,
+    need_server,
 )
 from .params import (
     LOG_LEVELS,
@@ -238,12 +239,7 @@ def gateway(**given: Any) -> None:  # the options: typed by GatewayOptions
     transports do, into the same store. Runs until SIGINT or SIGTERM.
     """
     options = GatewayOptions(**given)
-    missing = [m for m in ("starlette", "uvicorn") if not importlib.util.find_spec(m)]
-    if missing:
-        raise CliFailure(
-            f"gateway needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server("gateway", "starlette", "uvicorn")
     if options.otel and not _have(_OTEL_MODULES):
         raise CliFailure(
             "--otel needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "

@@ -12,6 +12,7 @@ Every listening command (``serve``, ``gateway``, ``ui``, ``mcp proxy
 from __future__ import annotations
 
 import errno
+import importlib.util
 import socket
 
 import click
@@ -24,7 +25,22 @@ from .._util.deadlines import (
 )
 from .params import USAGE, CliFailure, options
 
-__all__ = ["deadline_options", "deadlines", "listen_address", "listening_socket"]
+__all__ = [
+    "deadline_options",
+    "deadlines",
+    "listen_address",
+    "listening_socket",
+    "need_server",
+]
+
+
+def need_server(command: str, *modules: str) -> None:
+    """Exit 2 naming those of ``modules`` (the ``server`` extra's) not installed."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        needs = " and ".join(missing)
+        hint = "pip install 'intentusnet[server]'"
+        raise CliFailure(f"{command} needs {needs}: {hint}", USAGE)
 
 
 #: ``--body-timeout``, ``--keep-alive`` and ``--max-connections``.

@@ -7,7 +7,6 @@ nothing remote. Needs the ``server`` extra.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Final
 
 import click
@@ -15,8 +14,8 @@ import click
 from .application import app_option
 from .context import open_store
 from .keys import key_options, key_ring
-from .listening import deadline_options, deadlines, listening_socket
-from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option
+from .listening import deadline_options, deadlines, listening_socket, need_server
+from .params import LOG_LEVELS, Choice, CliFailure, prices_option
 
 #: The explorer's port unless --port says otherwise: not ``serve``'s (8765),
 #: nor the one the docs' example agent listens on (8766).
@@ -65,16 +64,7 @@ def ui(
     --app the commands the pages show name the application.
     Added in 0.1.0.
     """
-    missing = [
-        m
-        for m in ("fastapi", "uvicorn", "jinja2")
-        if importlib.util.find_spec(m) is None
-    ]
-    if missing:
-        raise CliFailure(
-            f"ui needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server("ui", "fastapi", "uvicorn", "jinja2")
     ring = key_ring(key_files, key_dirs, require_signature)
     limits = deadlines(body_timeout, keep_alive, max_connections)
     from ..cache.prices import price_table

@@ -7,12 +7,17 @@ Speaks C2SP tlog-witness ``add-checkpoint`` for the logs given with
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import click
 
-from .listening import deadline_options, deadlines, listen_address, listening_socket
+from .listening import (
+    deadline_options,
+    deadlines,
+    listen_address,
+    listening_socket,
+    need_server,
+)
 from .params import USAGE, CliFailure
 
 
@@ -80,12 +85,7 @@ def witness(
     (give it to `log publish --witness` and `log verify --witness`). Runs
     until stopped (Ctrl-C, SIGTERM).
     """
-    missing = [m for m in ("starlette", "uvicorn") if not importlib.util.find_spec(m)]
-    if missing:
-        raise CliFailure(
-            f"witness needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server("witness", "starlette", "uvicorn")
     from ..errors import LogError
     from ..record.keys import PublicKey, SigningKey
     from ..server.auth import is_loopback
