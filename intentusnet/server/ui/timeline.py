@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..._util.jsonvalue import as_str
+from ..._util.jsonvalue import as_float, as_str
 from ...integrations.mcp.view import call_view, is_session
 from ...record.model import EventType
 from ...steps.view import record_steps
@@ -87,12 +87,6 @@ class Timeline:
     steps: tuple[RecordedStep, ...] = ()  # the record's steps, read once
 
 
-def _number(value: JSONValue | None) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
 def _error_text(error: JSONValue | None) -> str | None:
     if not isinstance(error, dict):
         return None
@@ -122,7 +116,7 @@ def opened_after(record: ExecutionRecord) -> float | None:
     """How long the routing call ran before its record was open, if recorded."""
     for event in record.events:
         if event.type is EventType.INTENT_RECEIVED:
-            return _number(event.data.get("openedAfterMs"))
+            return as_float(event.data.get("openedAfterMs"))
     return None
 
 
