@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SAFE_INT",
     "JSONObject",
     "JSONValue",
+    "as_float",
     "as_str",
     "check_json",
     "copy_json",
@@ -268,3 +269,10 @@ def _wire(value: object) -> JSONValue:
 def as_str(value: JSONValue | None) -> str | None:
     """``value`` if it is a string, else ``None``."""
     return value if isinstance(value, str) else None
+
+
+def as_float(value: JSONValue | None) -> float | None:
+    """``value`` as a float if it is a number (not a boolean), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)

@@ -20,6 +20,8 @@ from .listening import (
     deadlines,
     listen_address,
     listening_socket,
+    need_server,
+    serve_on,
 )
 from .params import (
     LOG_LEVELS,
@@ -32,11 +34,6 @@ from .params import (
 )
 
 if TYPE_CHECKING:
-    from socket import socket
-
-    from starlette.applications import Starlette
-
-    from .._util.deadlines import Deadlines
     from ..routing.redact import Redactor
     from ..server.gateway.traffic import AccessLog
 
@@ -238,12 +235,7 @@ def gateway(**given: Any) -> None:  # the options: typed by GatewayOptions
     transports do, into the same store. Runs until SIGINT or SIGTERM.
     """
     options = GatewayOptions(**given)
-    missing = [m for m in ("starlette", "uvicorn") if not importlib.util.find_spec(m)]
-    if missing:
-        raise CliFailure(
-            f"gateway needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server("gateway", "starlette", "uvicorn")
     if options.otel and not _have(_OTEL_MODULES):
         raise CliFailure(
             "--otel needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
@@ -345,13 +337,16 @@ def gateway(**given: Any) -> None:  # the options: typed by GatewayOptions
                 }
             },
         )
-        _run(
-            app,
+        serve_on(
             listening,
-            logging_config,
-            options.log_level,
-            options.shutdown_timeout,
+            app,
             limits,
+            "the gateway could not start (see the log above)",
+            log_config=logging_config,
+            log_level=options.log_level,
+            access_log=False,  # a URL's query may hold a key: never logged
+            date_header=False,  # the upstream's (or the record's) is served
+            timeout_graceful_shutdown=options.shutdown_timeout,
         )
 
 
@@ -365,34 +360,6 @@ def _have(modules: tuple[str, ...]) -> bool:
         return all(importlib.util.find_spec(m) is not None for m in modules)
     except ModuleNotFoundError:  # a parent package is missing
         return False
-
-
-def _run(
-    app: Starlette,
-    listening: socket,
-    logging_config: dict[str, Any],
-    log_level: str,
-    drain: int,
-    limits: Deadlines,
-) -> None:
-    """Serve ``app`` until SIGINT or SIGTERM, then finish what is in flight."""
-    import uvicorn
-
-    config = uvicorn.Config(
-        limits.guard(app),
-        log_config=logging_config,
-        log_level=log_level,
-        access_log=False,  # a URL's query may hold a key: never logged
-        server_header=False,
-        date_header=False,  # the upstream's (or the record's) is served
-        proxy_headers=False,
-        timeout_graceful_shutdown=drain,
-        **limits.uvicorn_settings(),
-    )
-    server = uvicorn.Server(config)
-    server.run(sockets=[listening])
-    if not server.started:
-        raise CliFailure("the gateway could not start (see the log above)", 1)
 
 
 def _access_log(target: str, stack: ExitStack) -> AccessLog | None:

@@ -12,7 +12,9 @@ Every listening command (``serve``, ``gateway``, ``ui``, ``mcp proxy
 from __future__ import annotations
 
 import errno
+import importlib.util
 import socket
+from typing import Any
 
 import click
 
@@ -24,7 +26,23 @@ from .._util.deadlines import (
 )
 from .params import USAGE, CliFailure, options
 
-__all__ = ["deadline_options", "deadlines", "listen_address", "listening_socket"]
+__all__ = [
+    "deadline_options",
+    "deadlines",
+    "listen_address",
+    "listening_socket",
+    "need_server",
+    "serve_on",
+]
+
+
+def need_server(command: str, *modules: str) -> None:
+    """Exit 2 naming those of ``modules`` (the ``server`` extra's) not installed."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        needs = " and ".join(missing)
+        hint = "pip install 'intentusnet[server]'"
+        raise CliFailure(f"{command} needs {needs}: {hint}", USAGE)
 
 
 #: ``--body-timeout``, ``--keep-alive`` and ``--max-connections``.
@@ -104,3 +122,30 @@ def listen_address(text: str) -> tuple[str, int]:
     if not port.isdigit() or int(port) > 65535:
         raise CliFailure(f"--listen takes HOST:PORT, not {text!r}", USAGE)
     return (host.strip("[]") if colon and host else "127.0.0.1"), int(port)
+
+
+def serve_on(
+    listening: socket.socket, app: Any, limits: Deadlines, failed: str, **settings: Any
+) -> None:
+    """Serve ``app`` on ``listening`` with uvicorn until stopped (Ctrl-C, SIGTERM).
+
+    No ``Server`` header is sent and no proxy header trusted; ``settings`` are
+    the other ``uvicorn.Config`` arguments.
+
+    Raises:
+        CliFailure: the server never started (``failed``, exit 1).
+    """
+    import uvicorn
+
+    config = uvicorn.Config(
+        limits.guard(app),
+        server_header=False,
+        proxy_headers=False,
+        **settings,
+        **limits.uvicorn_settings(),
+    )
+    server = uvicorn.Server(config)
+    with listening:
+        server.run(sockets=[listening])
+    if not server.started:
+        raise CliFailure(failed, 1)

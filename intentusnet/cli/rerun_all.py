@@ -160,7 +160,8 @@ def run_all(
         summary: JSONObject = {"selected": selected, **counts, "records": listed}
         emit_json(summary)
     elif selected:
-        _print_summary(counts)
+        click.echo()
+        table(["OUTCOME", "RECORDS"], [[k, str(v)] for k, v in counts.items()])
     else:
         click.echo("No records match the selection: nothing to re-run.", err=True)
     if failing:
@@ -217,8 +218,3 @@ def _print_row(verdict: RecordVerdict) -> None:
         click.style(f"{verdict.outcome:<9}", fg=colour)
         + f" {verdict.execution_id}  {verdict.intent or '-'}  {verdict.reason}"
     )
-
-
-def _print_summary(counts: dict[str, int]) -> None:
-    click.echo()
-    table(["OUTCOME", "RECORDS"], [[key, str(value)] for key, value in counts.items()])

@@ -13,7 +13,6 @@ so several workers, on several hosts, may scan one store.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import tempfile
@@ -26,7 +25,7 @@ import click
 from .application import app_option, open_app
 from .context import named_store
 from .keys import key_options, key_ring
-from .listening import deadline_options, deadlines
+from .listening import deadline_options, deadlines, need_server
 from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option, size_param
 
 if TYPE_CHECKING:
@@ -128,13 +127,9 @@ def serve(
     does. With --key or --keys the explorer's record pages say whether each
     record's signatures verify with those public keys.
     """
-    needed = ("fastapi", "uvicorn", "jinja2", "prometheus_client", "fastapi_offline")
-    missing = [m for m in needed if importlib.util.find_spec(m) is None]
-    if missing:
-        raise CliFailure(
-            f"serve needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server(
+        "serve", "fastapi", "uvicorn", "jinja2", "prometheus_client", "fastapi_offline"
+    )
     from ..cache.prices import PriceTable
     from ..server.auth import KeyRing, check_bind
 

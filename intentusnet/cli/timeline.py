@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_float
 from .output import emit_json, ms, status_text
 
 if TYPE_CHECKING:
@@ -23,12 +23,6 @@ _OUTCOME_COLOURS = {"success": "green", "error": "red", "timeout": "red"}
 def _text(data: JSONObject, key: str) -> str | None:
     value = data.get(key)
     return None if value is None else str(value)
-
-
-def _number(data: JSONObject, key: str) -> float | None:
-    value = data.get(key)
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if is_number else None  # type: ignore[arg-type]
 
 
 def _object(data: JSONObject, key: str) -> JSONObject | None:
@@ -53,7 +47,7 @@ def _detail(event: ExecutionEvent) -> str | None:
     if kind == "INVALIDATED":
         return _text(data, "reason")
     if kind == "SIGNATURE":
-        seq = _number(data, "seq")
+        seq = as_float(data.get("seq"))
         line = "?" if seq is None else f"{seq + 1:.0f}"
         return f"{data.get('keyId')} signs lines 1-{line}"
     if kind == "RECORDING_FAILURE":
@@ -84,7 +78,7 @@ def timeline_row(event: ExecutionEvent) -> JSONObject:
         "offsetMs": event.at_ms,
         "type": event.type.value,
         "agent": _text(data, "agent"),
-        "durationMs": _number(data, "durationMs"),
+        "durationMs": as_float(data.get("durationMs")),
         "outcome": _text(data, "outcome"),
         "detail": _detail(event),
         "error": _object(data, "error"),

@@ -7,7 +7,6 @@ nothing remote. Needs the ``server`` extra.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Final
 
 import click
@@ -15,8 +14,14 @@ import click
 from .application import app_option
 from .context import open_store
 from .keys import key_options, key_ring
-from .listening import deadline_options, deadlines, listening_socket
-from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option
+from .listening import (
+    deadline_options,
+    deadlines,
+    listening_socket,
+    need_server,
+    serve_on,
+)
+from .params import LOG_LEVELS, Choice, prices_option
 
 #: The explorer's port unless --port says otherwise: not ``serve``'s (8765),
 #: nor the one the docs' example agent listens on (8766).
@@ -65,23 +70,12 @@ def ui(
     --app the commands the pages show name the application.
     Added in 0.1.0.
     """
-    missing = [
-        m
-        for m in ("fastapi", "uvicorn", "jinja2")
-        if importlib.util.find_spec(m) is None
-    ]
-    if missing:
-        raise CliFailure(
-            f"ui needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server("ui", "fastapi", "uvicorn", "jinja2")
     ring = key_ring(key_files, key_dirs, require_signature)
     limits = deadlines(body_timeout, keep_alive, max_connections)
     from ..cache.prices import price_table
 
     prices = price_table(prices_file)  # bad: exit 2
-    import uvicorn
-
     from ..server.ui import create_ui_app
 
     store = open_store()
@@ -89,20 +83,14 @@ def ui(
         "127.0.0.1", port, "choose another with --port (0: any free port)"
     )
     port = listening.getsockname()[1]  # the one picked, for --port 0
-    config = uvicorn.Config(
-        limits.guard(
-            create_ui_app(store, signature_keys=ring, app_ref=app_ref, prices=prices)
-        ),
+    app = create_ui_app(store, signature_keys=ring, app_ref=app_ref, prices=prices)
+    click.echo(f"Explorer of {store.root} on http://127.0.0.1:{port}/ui (Ctrl-C stops)")
+    serve_on(
+        listening,
+        app,
+        limits,
+        f"the explorer could not start on 127.0.0.1:{port}",
         host="127.0.0.1",
         port=port,
         log_level=log_level,
-        server_header=False,
-        proxy_headers=False,
-        **limits.uvicorn_settings(),
     )
-    server = uvicorn.Server(config)
-    click.echo(f"Explorer of {store.root} on http://127.0.0.1:{port}/ui (Ctrl-C stops)")
-    with listening:
-        server.run(sockets=[listening])
-    if not server.started:
-        raise CliFailure(f"the explorer could not start on 127.0.0.1:{port}", 1)

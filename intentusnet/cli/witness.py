@@ -7,12 +7,18 @@ Speaks C2SP tlog-witness ``add-checkpoint`` for the logs given with
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import click
 
-from .listening import deadline_options, deadlines, listen_address, listening_socket
+from .listening import (
+    deadline_options,
+    deadlines,
+    listen_address,
+    listening_socket,
+    need_server,
+    serve_on,
+)
 from .params import USAGE, CliFailure
 
 
@@ -80,12 +86,7 @@ def witness(
     (give it to `log publish --witness` and `log verify --witness`). Runs
     until stopped (Ctrl-C, SIGTERM).
     """
-    missing = [m for m in ("starlette", "uvicorn") if not importlib.util.find_spec(m)]
-    if missing:
-        raise CliFailure(
-            f"witness needs {' and '.join(missing)}: pip install 'intentusnet[server]'",
-            USAGE,
-        )
+    need_server("witness", "starlette", "uvicorn")
     from ..errors import LogError
     from ..record.keys import PublicKey, SigningKey
     from ..server.auth import is_loopback
@@ -114,32 +115,25 @@ def witness(
         server_witness = Witness(name, key, known, Path(state_dir))
     except LogError as exc:
         raise CliFailure(str(exc), USAGE) from None
-    import uvicorn
-
     from ..server.witness import create_witness_app
 
     try:
         listening = listening_socket(host, port, "choose another with --listen")
         port = listening.getsockname()[1]
-        config = uvicorn.Config(
-            limits.guard(create_witness_app(server_witness)),
-            log_level="warning",
-            server_header=False,
-            proxy_headers=False,
-            **limits.uvicorn_settings(),
-        )
-        server = uvicorn.Server(config)
         shown = f"[{host}]" if ":" in host else host
         click.echo(
             f"Witness {Cosigner(name, key.public_key).vkey()} on "
             f"http://{shown}:{port} ({len(known)} logs; Ctrl-C stops)",
         )
-        with listening:
-            server.run(sockets=[listening])
+        serve_on(
+            listening,
+            create_witness_app(server_witness),
+            limits,
+            f"the witness could not start on {shown}:{port}",
+            log_level="warning",
+        )
     finally:
         server_witness.close()
-    if not server.started:
-        raise CliFailure(f"the witness could not start on {shown}:{port}", 1)
 
 
 def _is_key_name(name: str) -> bool:

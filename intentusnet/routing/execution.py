@@ -25,6 +25,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar, cast
 
 from .._util.flow import Flow, drive
@@ -122,36 +123,18 @@ def _format(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+@dataclass(slots=True, eq=False)
 class OpenStep:
     """A step call between its ``STEP_START`` and ``STEP_END`` lines."""
 
-    __slots__ = (
-        "args_hash",
-        "child",
-        "decision",
-        "name",
-        "number",
-        "observed",
-        "start",
-    )
-
-    def __init__(
-        self,
-        number: int,
-        name: str,
-        args_hash: str,
-        decision: StepDecision | None,
-        child: str | None,
-        observed: ObservedStep | None = None,
-    ) -> None:
-        self.number = number
-        self.name = name
-        self.args_hash = args_hash
-        self.decision = decision
-        self.child = child
-        #: what its observers were told it is (None: it has none)
-        self.observed = observed
-        self.start = time.perf_counter()
+    number: int
+    name: str
+    args_hash: str
+    decision: StepDecision | None
+    child: str | None
+    #: what its observers were told it is (None: it has none)
+    observed: ObservedStep | None = None
+    start: float = field(default_factory=time.perf_counter, init=False)
 
     @property
     def served(self) -> bool:
@@ -160,54 +143,31 @@ class OpenStep:
         return decision is not None and decision.action != LIVE
 
 
+@dataclass(slots=True, eq=False)
 class StepSession:
     """Numbers, records and (in a re-run) serves the steps of one execution.
 
-    Args:
+    Attributes:
         recorder: where events go, or ``None`` when nothing is recorded.
         cassette: the record being re-run, if any.
         execution_id: the execution's id, as its observers are told it.
         observers: told when each step starts and ends.
         step_scopes: the observers' ``step_scope`` methods (``scopes.scopes_of``).
+        cancel: set when an operator cancels the execution (checked at each step).
+        waits: set when the execution starts waiting (checked at each step).
     """
 
-    __slots__ = (
-        "_count",
-        "_lock",
-        "_patches",
-        "cancel",
-        "cassette",
-        "execution_id",
-        "observers",
-        "recorder",
-        "step_scopes",
-        "waits",
-    )
-
-    def __init__(
-        self,
-        recorder: Recorder | None,
-        cassette: Cassette | None = None,
-        *,
-        execution_id: str = "",
-        observers: Observers = _NO_OBSERVERS,
-        step_scopes: tuple[scopes.Scope, ...] = (),
-        cancel: CancelFlag | None = None,
-        waits: WaitState | None = None,
-    ) -> None:
-        self.recorder = recorder
-        self.cassette = cassette
-        #: set when the execution starts waiting (checked at each step)
-        self.waits = waits
-        #: set when an operator cancels the execution (checked at each step)
-        self.cancel = cancel
-        self.execution_id = execution_id
-        self.observers = observers
-        self.step_scopes = step_scopes
-        self._count = 0
-        self._lock = threading.Lock()
-        #: what ``ctx.patched`` answered, by patch name
-        self._patches: dict[str, bool] = {}
+    recorder: Recorder | None
+    cassette: Cassette | None
+    execution_id: str
+    observers: Observers
+    step_scopes: tuple[scopes.Scope, ...]
+    cancel: CancelFlag | None
+    waits: WaitState | None
+    _count: int = field(default=0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    #: what ``ctx.patched`` answered, by patch name
+    _patches: dict[str, bool] = field(default_factory=dict, init=False)
 
     def open(
         self,

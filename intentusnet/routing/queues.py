@@ -178,23 +178,15 @@ def make_queue(
     )
 
 
+@dataclass(slots=True, eq=False)
 class _Waiter:
     """One execution waiting for its turn."""
 
-    __slots__ = ("loop", "order", "signal", "tenant", "turn")
-
-    def __init__(
-        self,
-        order: tuple[int, int],
-        tenant: str,
-        signal: threading.Event | asyncio.Future[None],
-        loop: asyncio.AbstractEventLoop | None,
-    ) -> None:
-        self.order = order
-        self.tenant = tenant
-        self.turn: _Turn | None = None
-        self.signal = signal  # set (or its loop told) once the turn is given
-        self.loop = loop
+    order: tuple[int, int]
+    tenant: str
+    signal: threading.Event | asyncio.Future[None]  # set (or its loop told) at its turn
+    loop: asyncio.AbstractEventLoop | None
+    turn: _Turn | None = None
 
     def wake(self) -> None:
         signal = self.signal

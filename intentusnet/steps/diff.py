@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
-from .._util.jsonvalue import JSONObject, JSONValue, wire_form
+from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord
 from ..replay import diff_paths
 from .view import RecordedStep, record_steps
@@ -290,8 +290,7 @@ def diff_records(
 
 def _config_fingerprint(record: ExecutionRecord) -> str | None:
     configuration = record.header.configuration
-    found = None if configuration is None else configuration.get("fingerprint")
-    return found if isinstance(found, str) else None
+    return None if configuration is None else as_str(configuration.get("fingerprint"))
 
 
 def configuration_changes(before: JSONValue, after: JSONValue) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..._util.jsonvalue import as_float
 from ...errors import StoreError
 from ...integrations.usage import recorded_call_usage
 from .render import duration_text, money, pretty_json
@@ -136,9 +137,9 @@ def _attempt(
     ]
     sections: list[tuple[str, str]] = [("Input (the payload)", pretty_json(payload))]
     if end is not None:
-        own = end.get("durationMs")
-        if isinstance(own, int | float) and not isinstance(own, bool):
-            facts.append(("Agent's own measure", duration_text(float(own))))
+        own = as_float(end.get("durationMs"))
+        if own is not None:
+            facts.append(("Agent's own measure", duration_text(own)))
         if end.get("error") is not None:
             sections.append(("Error", pretty_json(end.get("error"))))
         else:

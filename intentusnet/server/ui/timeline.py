@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._util.jsonvalue import as_float, as_str
 from ...integrations.mcp.view import call_view, is_session
 from ...record.model import EventType
 from ...steps.view import record_steps
@@ -86,16 +87,6 @@ class Timeline:
     steps: tuple[RecordedStep, ...] = ()  # the record's steps, read once
 
 
-def _number(value: JSONValue | None) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _text(value: JSONValue | None) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _error_text(error: JSONValue | None) -> str | None:
     if not isinstance(error, dict):
         return None
@@ -125,7 +116,7 @@ def opened_after(record: ExecutionRecord) -> float | None:
     """How long the routing call ran before its record was open, if recorded."""
     for event in record.events:
         if event.type is EventType.INTENT_RECEIVED:
-            return _number(event.data.get("openedAfterMs"))
+            return as_float(event.data.get("openedAfterMs"))
     return None
 
 
@@ -147,9 +138,9 @@ def draw(record: ExecutionRecord) -> Timeline:
                 label=f"{data.get('agent')} · attempt {data.get('attempt')}",
                 start=shift + start.at_ms,
                 end=None if end is None else shift + end.at_ms,
-                outcome=None if end is None else _text(end.data.get("outcome")),
+                outcome=None if end is None else as_str(end.data.get("outcome")),
                 error=None if end is None else _error_text(end.data.get("error")),
-                traceback=None if end is None else _text(end.data.get("traceback")),
+                traceback=None if end is None else as_str(end.data.get("traceback")),
                 number=place,
             )
         )
