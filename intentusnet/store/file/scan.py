@@ -65,18 +65,28 @@ def file_row(root: str, execution_id: str, lookup: Lookup) -> Indexed | None:
     """
     path = f"{root}/{relative_path(execution_id)}"
     try:
-        data = files.read(path, execution_id)
+        data, inode = _read(path, execution_id)
     except RecordNotFound:
         return None
-    return data_row(path, execution_id, data, lookup)
+    return data_row(path, execution_id, data, inode, lookup)
+
+
+def _read(path: str, execution_id: str) -> tuple[bytes, int]:
+    """A record file's bytes and the inode of the file they were read from."""
+    fd = files.open_existing(path, execution_id)
+    try:
+        return files.read_all(fd), os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
 
 
 def data_row(
-    path: str, execution_id: str, data: bytes, lookup: Lookup
+    path: str, execution_id: str, data: bytes, inode: int, lookup: Lookup
 ) -> Indexed | None:
     """The catalog row of a record file's bytes ``data``, read from ``path``.
 
-    With the ended steps of a sound record (none of a damaged one).
+    With the ended steps of a sound record (none of a damaged one); ``inode``
+    is the file's the bytes came from.
     """
     if headerless(data):
         row = _headerless_row(path, execution_id, len(data), lookup(execution_id))
@@ -84,15 +94,7 @@ def data_row(
     found = derived_row(data, execution_id, lambda owner: owner_alive(path, owner))
     if found is None:
         return None
-    return found[0]._replace(inode=_inode(path)), found[1]
-
-
-def _inode(path: str) -> int | None:
-    """The inode of the file at ``path`` (None if it is gone meanwhile)."""
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None
+    return found[0]._replace(inode=inode), found[1]
 
 
 def _headerless_row(
@@ -175,10 +177,10 @@ def index_chunk(
     for execution_id in ids:
         path = f"{root}/{relative_path(execution_id)}"
         try:
-            data = files.read(path, execution_id)
+            data, inode = _read(path, execution_id)
         except RecordNotFound:
             continue
-        found = data_row(path, execution_id, data, catalog.get)
+        found = data_row(path, execution_id, data, inode, catalog.get)
         row, ended = (None, []) if found is None else found
         seen = known.get(execution_id)
         if seen is not None:
