@@ -248,6 +248,7 @@ if TYPE_CHECKING:
     from .errors import RequestInvalid as RequestInvalid
     from .errors import RequestNotRecorded as RequestNotRecorded
     from .errors import RequestTooLarge as RequestTooLarge
+    from .errors import RerunWorkerError as RerunWorkerError
     from .errors import ResolveRefused as ResolveRefused
     from .errors import ResumeRefused as ResumeRefused
     from .errors import ServiceError as ServiceError

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -224,3 +227,35 @@ def test_unknown_name_is_an_attribute_error() -> None:
     """A misspelt name fails as any module attribute does."""
     with pytest.raises(AttributeError, match="no attribute 'IntentRuoter'"):
         intentusnet.IntentRuoter  # noqa: B018
+
+
+def _type_checking_imports(source: str) -> dict[str, str]:
+    """The ``from .module import Name as Name`` lines under ``if TYPE_CHECKING:``."""
+    found: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for line in node.body:
+                if not isinstance(line, ast.ImportFrom):
+                    continue  # a check for mypy (``_conforms``), not an export
+                assert line.level == 1, ast.unparse(line)
+                for alias in line.names:
+                    assert alias.asname == alias.name, ast.unparse(line)
+                    found[alias.name] = str(line.module)
+    return found
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "intentusnet",
+        "intentusnet.store",
+        "intentusnet.server",
+        "intentusnet.server.gateway",
+    ],
+)
+def test_the_lazy_map_and_the_typed_imports_name_the_same(package: str) -> None:
+    """Each lazy export's module is the one its TYPE_CHECKING import names."""
+    module = importlib.import_module(package)
+    assert module.__file__ is not None
+    typed = _type_checking_imports(Path(module.__file__).read_text())
+    assert typed == module._EXPORTS
