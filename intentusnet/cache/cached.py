@@ -154,8 +154,8 @@ def cached(
                     ran = True
                     return calls.arun(payload, job, tenant=tenant)
 
-                cached = the_cache.aanswer(key, execute) if use_cache else execute()
-                return result(await cached, ran=ran)
+                answering = the_cache.aanswer(key, execute) if use_cache else execute()
+                return result(await answering, ran=ran)
 
             wrapper: Callable[..., object] = call_async
         else:

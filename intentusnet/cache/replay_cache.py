@@ -467,9 +467,10 @@ class ReplayCache:
         entry = self._find_in_memory(envelope_hash)
         if entry is not None:
             return entry
-        # The record changed (invalidated, deleted, edited) or the entry is
-        # too old: check it again from the start.
-        self._memory.pop(envelope_hash, None)
+        if envelope_hash in self._memory:
+            # The record changed (invalidated, deleted, edited) or the entry is
+            # too old: check it again from the start.
+            self._memory.pop(envelope_hash, None)
         return self._find_slow(envelope_hash)
 
     def _find_in_memory(self, envelope_hash: str) -> Entry | None:

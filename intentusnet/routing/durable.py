@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeAlias
 
@@ -42,6 +43,7 @@ from ..errors import (
     EnvelopeValidationError,
     IdempotencyConflict,
     IdempotencyTimeout,
+    IntentusNetError,
     InvalidIdempotencyKey,
     InvalidResolution,
     RecordExists,
@@ -98,6 +100,7 @@ __all__ = [
     "resolve",
     "resume",
     "route_with_key",
+    "unfinished_head",
 ]
 
 
@@ -225,6 +228,29 @@ def chain_head(router: StoreHolder, execution_id: str) -> str:
         current = following
 
 
+def unfinished_head(
+    router: StoreHolder,
+    execution_id: str,
+    refused: Callable[[str, str, str], IntentusNetError],
+    ended: AbstractSet[RecordStatus],
+    nothing: str,
+) -> tuple[str, ExecutionRecord]:
+    """The newest record of the chain and its id; ``refused`` ``finished`` if ended.
+
+    ``nothing`` ends the refusal's detail: what an ended execution leaves to do.
+    """
+    head = chain_head(router, execution_id)
+    record = load_record(router, head)
+    status = record.header.status
+    if status in ended:
+        raise refused(
+            "finished",
+            execution_id,
+            f"record {head}, the newest of its chain, is {status.value}: {nothing}",
+        )
+    return head, record
+
+
 def chain_of(router: StoreHolder, record: ExecutionRecord) -> list[ExecutionRecord]:
     """``record`` and the records it resumes, back to the first: oldest first.
 
@@ -299,16 +325,9 @@ def cancel(
         raise CancelRefused(
             "no_store", execution_id, "the store keeps no cancel requests"
         )
-    head = chain_head(router, execution_id)
-    record = load_record(router, head)
-    status = record.header.status
-    if status in _ENDED:
-        raise CancelRefused(
-            "finished",
-            execution_id,
-            f"record {head}, the newest of its chain, is {status.value}: there is "
-            "nothing to cancel",
-        )
+    head, record = unfinished_head(
+        router, execution_id, CancelRefused, _ENDED, "there is nothing to cancel"
+    )
     request: JSONObject = {"by": by, "via": via, "atUtc": utc_now()[0]}
     earlier = store.request_cancel(resume_origin(record), request)
     if earlier is not None:

@@ -20,7 +20,7 @@ from ..hashing import canonical_json
 from ..record.durable import resume_origin
 from ..record.model import RecordStatus
 from ..store.durable import WaitStore
-from .durable import FINISHED, StoreHolder, chain_head, load_record
+from .durable import FINISHED, StoreHolder, unfinished_head
 from .waiting import waiting_of
 from .waits import MAX_SIGNAL_BYTES, MAX_SIGNALS, check_signal_name
 
@@ -65,16 +65,9 @@ def signal(
     store = router.durable_store
     if not isinstance(store, WaitStore):
         raise SignalRefused("no_store", execution_id, "the store keeps no signals")
-    head = chain_head(router, execution_id)
-    record = load_record(router, head)
-    status = record.header.status
-    if status in FINISHED:
-        raise SignalRefused(
-            "finished",
-            execution_id,
-            f"record {head}, the newest of its chain, is {status.value}: nothing "
-            "waits for a signal",
-        )
+    head, record = unfinished_head(
+        router, execution_id, SignalRefused, FINISHED, "nothing waits for a signal"
+    )
     at, micros = utc_now()
     sent: JSONObject = {
         "id": f"sig-{uuid7_hex()}",

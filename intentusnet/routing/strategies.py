@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Generator
-from typing import Final, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 from .._util.jsonvalue import JSONObject, JSONValue, check_json
 from .._util.time import ms_since
@@ -81,10 +81,16 @@ Run: TypeAlias = (
 )
 
 Plan: TypeAlias = Generator[Run, list["Outcome"], AgentResponse]
-#: The decision of an answer given before any agent was chosen (never changed).
-_UNDECIDED: Final = RoutingDecision(
-    strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
-)
+
+
+def _undecided() -> RoutingDecision:
+    """The decision of an answer given before any agent was chosen.
+
+    A new one each time: a caller may change the answer it gets.
+    """
+    return RoutingDecision(
+        strategy=RoutingStrategy.DIRECT, candidates=[], skipped={}, reason=""
+    )
 
 
 def _error(
@@ -501,7 +507,7 @@ def interrupted(ex: Execution, exc: BaseException) -> AgentResponse:
         f"the routing call was cancelled or interrupted ({type(exc).__name__}) "
         "before an answer; its record is incomplete",
     )
-    return _answer(ex, _UNDECIDED, [], None, error)
+    return _answer(ex, _undecided(), [], None, error)
 
 
 def queue_timed_out(ex: Execution, queue: str, waited_ms: float) -> AgentResponse:
@@ -513,7 +519,7 @@ def queue_timed_out(ex: Execution, queue: str, waited_ms: float) -> AgentRespons
         retryable=True,
         details={"queue": queue, "waitedMs": round(waited_ms, 3)},
     )
-    return _answer(ex, _UNDECIDED, [], None, error)
+    return _answer(ex, _undecided(), [], None, error)
 
 
 def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
@@ -529,4 +535,4 @@ def internal_error(ex: Execution, exc: Exception) -> AgentResponse:
         "please report it with the traceback in details",
         details={"traceback": "".join(traceback.format_exception(exc))},
     )
-    return _answer(ex, _UNDECIDED, [], None, error)
+    return _answer(ex, _undecided(), [], None, error)

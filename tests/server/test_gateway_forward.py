@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,11 +18,13 @@ from intentusnet.server.gateway.metrics import GatewayMetrics
 from intentusnet.store import FileExecutionStore
 
 
-class Upstream302:
-    """An upstream answering every POST with a redirect that sets a cookie."""
+class FakeUpstream:
+    """An upstream answering every POST with one answer; it notes what reached it."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
         self.seen: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self.connections = 0
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -30,13 +33,17 @@ class Upstream302:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # quiet
 
+            def setup(self) -> None:
+                owner.connections += 1
+                super().setup()
+
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 owner.seen.append({k.lower(): v for k, v in self.headers.items()})
-                body = b'{"moved": true}'
-                self.send_response(302)
-                self.send_header("location", "/elsewhere")
-                self.send_header("set-cookie", "session=upstream-secret; Path=/")
+                owner.paths.append(self.path)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -44,23 +51,36 @@ class Upstream302:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @classmethod
+    @contextlib.contextmanager
+    def serving(
+        cls, status: int, headers: dict[str, str], body: bytes
+    ) -> Iterator[FakeUpstream]:
+        """One on an ephemeral loopback port, stopped after."""
+        made = cls(status, headers, body)
+        thread = threading.Thread(target=made.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield made
+        finally:
+            made.server.shutdown()
+            made.server.server_close()
 
 
 @pytest.fixture
-def upstream() -> Iterator[Upstream302]:
-    """The redirecting upstream, on an ephemeral loopback port."""
-    made = Upstream302()
-    made.thread.start()
-    try:
+def upstream() -> Iterator[FakeUpstream]:
+    """An upstream answering with a redirect that sets a cookie."""
+    redirect = {
+        "location": "/elsewhere",
+        "set-cookie": "session=upstream-secret; Path=/",
+    }
+    with FakeUpstream.serving(302, redirect, b'{"moved": true}') as made:
         yield made
-    finally:
-        made.server.shutdown()
-        made.server.server_close()
 
 
 def test_a_redirect_is_passed_on_and_no_upstream_cookie_is_kept(
-    upstream: Upstream302, tmp_path: Path
+    upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     """The gateway follows no redirect and sends no cookie an upstream set."""
     store = FileExecutionStore(tmp_path / "records")
@@ -97,53 +117,15 @@ def test_a_redirect_is_passed_on_and_no_upstream_cookie_is_kept(
     assert "cookie" not in upstream.seen[1]
 
 
-class CountingUpstream:
-    """An upstream answering every POST with JSON; it counts its connections."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.paths: list[str] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # quiet
-
-            def setup(self) -> None:
-                owner.connections += 1
-                super().setup()
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                owner.paths.append(self.path)
-                body = b'{"ok": true}'
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-
 @pytest.fixture
-def counting() -> Iterator[CountingUpstream]:
-    """The counting upstream, on an ephemeral loopback port."""
-    made = CountingUpstream()
-    made.thread.start()
-    try:
+def counting() -> Iterator[FakeUpstream]:
+    """An upstream answering with JSON, counting its connections."""
+    with FakeUpstream.serving(200, {}, b'{"ok": true}') as made:
         yield made
-    finally:
-        made.server.shutdown()
-        made.server.server_close()
 
 
 def _misses(
-    upstream: CountingUpstream, tmp_path: Path, targets: list[str]
+    upstream: FakeUpstream, tmp_path: Path, targets: list[str]
 ) -> list[httpx.Response]:
     """One new request per target through a gateway over ``upstream``."""
     store = FileExecutionStore(tmp_path / "records")
@@ -170,7 +152,7 @@ def _misses(
 
 
 def test_misses_reuse_one_upstream_connection(
-    counting: CountingUpstream, tmp_path: Path
+    counting: FakeUpstream, tmp_path: Path
 ) -> None:
     """Misses one after another go over one kept-alive upstream connection."""
     answers = _misses(counting, tmp_path, ["/v1/x"] * 5)
@@ -180,7 +162,7 @@ def test_misses_reuse_one_upstream_connection(
 
 
 def test_each_request_reaches_its_own_url_beyond_the_urls_kept(
-    counting: CountingUpstream, tmp_path: Path
+    counting: FakeUpstream, tmp_path: Path
 ) -> None:
     """URLs parsed once are kept per URL: each request keeps its path and query."""
     targets = [f"/v1/x{n % 3}?q={n}" for n in range(URLS_KEPT + 5)]
