@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from ..._util.jsonvalue import JSONObject
 from ...errors import RecordNotFound
@@ -82,6 +82,7 @@ class MemoryDurable:
     """
 
     _writing: set[str]
+    exists: Callable[[str], bool]
 
     def __init__(self) -> None:
         self._durable_lock = threading.Lock()
@@ -94,10 +95,6 @@ class MemoryDurable:
         self._signals: dict[str, list[JSONObject]] = {}
         #: (due_us, execution_id), soonest first
         self._wakeups: list[tuple[int, str]] = []
-
-    def exists(self, execution_id: str) -> bool:
-        """Whether a record with this id exists (the store's)."""
-        raise NotImplementedError
 
     def claim_key(
         self, key: str, envelope_hash: str, execution_id: str
