@@ -111,11 +111,7 @@ class MemoryDurable:
         return MemoryKeyClaim(self, key, found, created=created, held=held)
 
     def hold_record(self, execution_id: str) -> MemoryRecordHold | None:
-        """Hold a record no one writes; None while it is written or held.
-
-        Raises:
-            RecordNotFound: there is no such record.
-        """
+        """Hold a record no one writes; None while it is written or held."""
         if not self.exists(execution_id):
             raise RecordNotFound(f"no record {execution_id}")
         with self._durable_lock:
@@ -188,11 +184,7 @@ class MemoryDurable:
             self._wakeups.remove((due_us, execution_id))
 
     def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
+        """The execution ``key`` names, if it was claimed."""
         check_idempotency_key(key)
         with self._durable_lock:
             found = self._keys.get(key)

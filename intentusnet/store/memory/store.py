@@ -185,11 +185,7 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
         *,
         limit: int | None = None,
     ) -> _StepRefs:
-        """Ended steps of records with this envelope hash, by name and arguments.
-
-        See ``store.step_index.StepIndex``: read from every record, newest
-        first. Added in 0.1.0.
-        """
+        """Ended steps, read from every record (see ``StepIndex``)."""
         found: _StepRefs = []
         for record in self._newest_first():
             if record.header.envelope_hash != envelope_hash:
@@ -202,10 +198,7 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
         return found if limit is None else found[:limit]
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Append an ``INVALIDATED`` event to a record no one is writing.
-
-        A record invalidated already is left as it is.
-        """
+        """Append an ``INVALIDATED`` event to a record no one is writing."""
         with self._lock:
             if execution_id in self._writing:
                 raise StoreError(f"record {execution_id} is still being written")
