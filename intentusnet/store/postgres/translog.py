@@ -36,7 +36,7 @@ from ...record.model import ExecutionRecord
 from ...record.signing import KeyRing
 from ...tlog.audit import RecordState, log_origin, record_state
 from ...tlog.cadence import LogCadence
-from ...tlog.leaf import LogLeaf, parse_leaf
+from ...tlog.leaf import LogLeaf
 from ...tlog.log import TileLog
 from ...tlog.publish import LogWitnesses, publish_checkpoint
 from ...tlog.sequencer import LogSequencer
@@ -335,7 +335,7 @@ def _leaf_rows(origin: str, start: int, leaves: list[bytes]) -> list[list[object
     rows: list[list[object]] = []
     for at, data in enumerate(leaves, start):
         try:
-            leaf = parse_leaf(data)
+            leaf = LogLeaf.from_bytes(data)
         except LogIntegrityError:
             continue  # not a record's leaf: nothing to index
         rows.append([origin, at, leaf.execution_id, leaf.indexed_head])
