@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -261,11 +262,7 @@ def open_sequencer(
 
     publish = None
     if witnesses is not None:
-
-        def publish_newest() -> Any:
-            return publish_checkpoint(log, key.public_key, witnesses)
-
-        publish = publish_newest
+        publish = partial(publish_checkpoint, log, key.public_key, witnesses)
     return LogSequencer(log, cadence, pending, None, publish, index)
 
 
