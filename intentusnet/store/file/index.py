@@ -26,9 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeVar
 
-import orjson
-
-from ..._util.jsonvalue import JSONObject
 from ..._util.time import micros_of
 from ...errors import RecordIntegrityError, RecordNotFound, StoreError
 from ...errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
@@ -451,12 +448,7 @@ class StoreIndex:
         return rows
 
     def _alive(self, row: CatalogRow) -> bool:
-        return owner_alive(f"{self._root}/{relative_path(row.id)}", self._owner(row))
-
-    @staticmethod
-    def _owner(row: CatalogRow) -> JSONObject | None:
-        found = orjson.loads(row.owner) if row.owner else None
-        return found if isinstance(found, dict) else None
+        return owner_alive(f"{self._root}/{relative_path(row.id)}", row.owner_object())
 
     def _settled(self, row: CatalogRow) -> CatalogRow | None:
         """The row, re-read from its file if its writer is gone; None if no file.
@@ -482,7 +474,7 @@ class StoreIndex:
         if not os.path.exists(path):
             # Opening (the file comes next), or its process died before making
             # it: either way, nothing to list; a dead one's row is dropped.
-            if not opener_alive(path, self._owner(row)):
+            if not opener_alive(path, row.owner_object()):
                 self.writes.forget([row.id])
             return None
         if self._alive(row):
