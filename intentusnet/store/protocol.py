@@ -191,8 +191,9 @@ class ExecutionStore(Protocol):
     ) -> _Ids:
         """Delete records older than ``older_than``; return their ids.
 
-        ``on_progress(done, total)`` is called as records are deleted: how many
-        so far, and how many go in all (added in 0.1.0).
+        With ``dry_run`` nothing is deleted. ``on_progress(done, total)`` is
+        called as records are deleted: how many so far, and how many go in all
+        (added in 0.1.0).
         """
         ...
 

@@ -290,7 +290,7 @@ class PostgresExecutionStore(
         on_progress: Progress | None = None,
         on_changed: Callable[[str, str], None] | None = None,
     ) -> int:
-        """Rebuild every catalog row from the stored lines, as files are reindexed.
+        """Rebuild every row from the stored lines, as ``FileExecutionStore`` does.
 
         Records are read a batch at a time, in this process (``processes`` is
         not used); ``on_progress`` is called after each batch.
