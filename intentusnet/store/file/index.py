@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import tempfile
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -224,24 +225,18 @@ class StoreIndex:
     def stats(self, extra_bytes: int) -> StoreStats:
         """Counts over the store: a few rows of the catalog's counts table."""
         writing = self.settle()  # opened rows, which are not counted yet
-        statuses: dict[str, int] = {}
-        intents: dict[str, int] = {}
+        statuses: Counter[str] = Counter()
+        intents: Counter[str] = Counter()
         size = extra_bytes
-        counted = self._ask(lambda cat: cat.counts())
-        for status, intent, records, total in counted:
-            statuses[status] = statuses.get(status, 0) + records
-            intents[intent] = intents.get(intent, 0) + records
+        for status, intent, records, total in self._ask(lambda cat: cat.counts()):
+            statuses[status] += records
+            intents[intent] += records
             size += total
         for row in writing:
-            statuses[_IN_PROGRESS] = statuses.get(_IN_PROGRESS, 0) + 1
-            intents[row.intent] = intents.get(row.intent, 0) + 1
+            statuses[_IN_PROGRESS] += 1
+            intents[row.intent] += 1
             size += row.size
-        return StoreStats(
-            records=sum(statuses.values()),
-            by_status=statuses,
-            by_intent=intents,
-            bytes_on_disk=size,
-        )
+        return StoreStats(statuses.total(), dict(statuses), dict(intents), size)
 
     def usage_totals(self) -> list[UsageTotal]:
         """The LLM usage of the completed records per provider and model."""
