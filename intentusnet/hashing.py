@@ -246,10 +246,6 @@ def _string(text: str) -> str:
     return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
 
 
-def _utf16_key(key: str) -> bytes:
-    return key.encode("utf-16-be")
-
-
 def _number(value: int | float) -> str:
     if type(value) is int:
         return str(value)
@@ -299,6 +295,6 @@ def _reference(value: JSONValue) -> str:
             raise ValueError("non-finite float")  # unreachable after check_json
         return _number(value)
     if isinstance(value, dict):
-        items = sorted(value.items(), key=lambda kv: _utf16_key(kv[0]))
+        items = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16-be"))
         return "{" + ",".join(f"{_string(k)}:{_reference(v)}" for k, v in items) + "}"
     return "[" + ",".join(_reference(v) for v in value) + "]"

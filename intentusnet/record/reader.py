@@ -92,7 +92,8 @@ def parse_record(
             execution_id,
             len(lines) + 1,
         )
-    if torn and order.closed and not owner_alive(_owner(header)):
+    owner = _object_or_none(header, "owner")
+    if torn and order.closed and not owner_alive(owner):
         # Its writer still holding it, the last write may be partly visible.
         raise RecordIntegrityError(
             bytes_after_close(torn, completed=order.final),
@@ -100,7 +101,7 @@ def parse_record(
             len(lines) + 1,
         )
     problem = order.end_problem()
-    if problem is not None and not (torn and owner_alive(_owner(header))):
+    if problem is not None and not (torn and owner_alive(owner)):
         raise RecordIntegrityError(problem, execution_id, len(lines))
     return ExecutionRecord(
         _header(
@@ -142,7 +143,8 @@ def parsed_again(record: ExecutionRecord, data: bytes) -> ExecutionRecord:
         )
     )
     header = record.header._replace(
-        owner=_owner(fields), configuration=_configuration(fields)
+        owner=_object_or_none(fields, "owner"),
+        configuration=_object_or_none(fields, "configuration"),
     )
     return ExecutionRecord(
         header, _object(fields["envelope"]), events, final, record.fingerprint
@@ -196,7 +198,7 @@ def _header(
 
     ``line_hash`` is line 1's own hash, already checked against its bytes.
     """
-    created, owner_d = fields["createdUtc"], _owner(fields)
+    created, owner_d = fields["createdUtc"], _object_or_none(fields, "owner")
     agent: str | None = None
     duration: float | None = None
     completed: str | None = None
@@ -232,8 +234,7 @@ def _header(
         recording_failed=EventType.RECORDING_FAILURE in kinds,
         finished=final is not None,
     )
-    intent, parent = fields["intent"], fields.get("parentExecutionId")
-    intent_d = intent if isinstance(intent, dict) else {}
+    intent_d, parent = _object(fields["intent"]), fields.get("parentExecutionId")
     return ExecutionHeader(
         SCHEMA_VERSION,
         str(fields["executionId"]),
@@ -251,14 +252,8 @@ def _header(
         chain_head,
         owner_d,
         key_id_of(fields),
-        _configuration(fields),
+        _object_or_none(fields, "configuration"),
     )
-
-
-def _configuration(fields: JSONObject) -> JSONObject | None:
-    """Line 1's router configuration, if it has one (added in 0.1.0)."""
-    configuration = fields.get("configuration")
-    return configuration if isinstance(configuration, dict) else None
 
 
 def derive_reason(
@@ -312,9 +307,9 @@ def _answered_by(final: JSONObject, at_ms: float) -> tuple[str | None, float]:
     )
 
 
-def _owner(header: JSONObject) -> JSONObject | None:
-    owner = header.get("owner")
-    return owner if isinstance(owner, dict) else None
+def _object_or_none(fields: JSONObject, name: str) -> JSONObject | None:
+    value = fields.get(name)
+    return value if isinstance(value, dict) else None
 
 
 def _object(value: object) -> JSONObject:

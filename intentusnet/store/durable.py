@@ -139,6 +139,9 @@ class RecordHold(Protocol):
 
         A link written earlier (by a resumer that died before its record
         opened) is replaced.
+
+        Raises:
+            StoreError: it could not be written.
         """
         ...
 
@@ -209,6 +212,9 @@ class CancelStore(Protocol):
 
         Returns ``None`` when this call wrote it, else the request made
         before (of two requests at once, one is written).
+
+        Raises:
+            StoreError: it could not be written.
         """
         ...
 
@@ -236,6 +242,10 @@ class DecisionTally(Protocol):
         """Count decision ``action`` (of ``DECISION_ACTIONS``), held by ``record``.
 
         Noting the same record twice counts it once.
+
+        Raises:
+            ValueError: ``action`` is not a decision.
+            StoreError: it could not be written.
         """
         ...
 
@@ -269,7 +279,11 @@ class WaitStore(Protocol):
     """
 
     def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Keep ``signal`` for the chain, durably; False if it holds ``cap`` already."""
+        """Keep ``signal`` for the chain, durably; False if it holds ``cap`` already.
+
+        Raises:
+            StoreError: it could not be written.
+        """
         ...
 
     def signals(self, origin: str) -> list[JSONObject]:

@@ -115,13 +115,31 @@ class ExecutionStore(Protocol):
     ) -> RecordWriter:
         """Create a record and write its header, before any agent runs.
 
-        ``configuration`` (the router's, for the intent) goes into the header
-        when given (added in 0.1.0).
+        Args:
+            envelope: the envelope in wire form (or an object with ``to_wire()``).
+            envelope_hash: its hash, as computed by ``compute_hash``.
+            execution_id: the record's id; a new time-sortable id if ``None``.
+            parent_execution_id: the execution this one belongs to, if any.
+            configuration: the router's configuration for the intent, with its
+                fingerprint, for the header (added in 0.1.0).
+
+        Raises:
+            InvalidExecutionId: a given id is not allowed (nothing was touched).
+            RecordExists: a record with this id exists; records are never rewritten.
+            StoreError: the record could not be created or written.
         """
         ...
 
     def load(self, execution_id: str) -> ExecutionRecord:
-        """Read and verify one record."""
+        """Read and verify one record.
+
+        Raises:
+            InvalidExecutionId: the id is not allowed (nothing was touched).
+            RecordNotFound: no such record.
+            UnsupportedSchemaVersion: the record is of a newer format.
+            RecordIntegrityError: the record is damaged (other than a torn last
+                line, which makes it incomplete); the message names the line.
+        """
         ...
 
     def exists(self, execution_id: str) -> bool:
@@ -139,13 +157,24 @@ class ExecutionStore(Protocol):
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True
     ) -> ExecutionRecord | None:
-        """The newest record made from an envelope with this hash."""
+        """The newest record made from an envelope with this hash, or None.
+
+        With ``replayable_only`` (default) only replayable records count. The
+        record is loaded and verified before it is returned.
+        """
         ...
 
     def invalidate(self, execution_id: str, reason: str) -> None:
         """Mark a record not replayable (appends an ``INVALIDATED`` event).
 
         A record invalidated already is left as it is (its first reason stands).
+        A signed record's ``INVALIDATED`` line is signed too, by the store's key.
+
+        Raises:
+            InvalidExecutionId, RecordNotFound: as for :meth:`load`.
+            RecordIntegrityError: the record is damaged.
+            StoreError: a process is still writing the record.
+            SigningKeyError: the record is signed and this store has no key.
         """
         ...
 
@@ -162,8 +191,9 @@ class ExecutionStore(Protocol):
     ) -> _Ids:
         """Delete records older than ``older_than``; return their ids.
 
-        ``on_progress(done, total)`` is called as records are deleted: how many
-        so far, and how many go in all (added in 0.1.0).
+        With ``dry_run`` nothing is deleted. ``on_progress(done, total)`` is
+        called as records are deleted: how many so far, and how many go in all
+        (added in 0.1.0).
         """
         ...
 

@@ -43,13 +43,20 @@ class QueueStore(Protocol):
     """A store whose routers share queue slots and rate limits (added in 0.1.0)."""
 
     def try_queue_slot(self, scope: str, count: int) -> QueueSlot | None:
-        """Take one of ``count`` slots of ``scope`` if one is free; never waits."""
+        """Take one of ``count`` slots of ``scope`` if one is free; never waits.
+
+        Raises:
+            StoreError: a slot could not be asked for.
+        """
         ...
 
     def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
         """Take a token of ``scope``'s bucket: ``0.0``, or the seconds to wait.
 
         The bucket starts full (``burst`` tokens) and gains ``rate`` a second.
+
+        Raises:
+            StoreError: the bucket could not be read or written.
         """
         ...
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import orjson
 
+from .._util.jsonvalue import JSONObject
 from .._util.time import parse_utc
 from ..errors import RecordIntegrityError, UnsupportedSchemaVersion
 from ..record.model import ExecutionHeader, VerifyReport
@@ -62,6 +63,11 @@ class CatalogRow(NamedTuple):
     chain_head: str
     usage: str | None = None
     inode: int | None = None
+
+    def owner_object(self) -> JSONObject | None:
+        """The process the row names as the record's writer, or None."""
+        found = orjson.loads(self.owner) if self.owner else None
+        return found if isinstance(found, dict) else None
 
 
 def cross_check(

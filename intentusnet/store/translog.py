@@ -28,6 +28,8 @@ class KeepsLog:
     _cadence: LogCadence | None
     _witnesses: LogWitnesses | None
     load: Callable[[str], ExecutionRecord]
+    #: each backend opens its own
+    _open_sequencer: Callable[[SigningKey, LogCadence], LogSequencer]
 
     def _keep_log(
         self,
@@ -42,9 +44,6 @@ class KeepsLog:
 
             witnesses = witnesses_from_env()
         self._witnesses = witnesses
-
-    def _open_sequencer(self, key: SigningKey, cadence: LogCadence) -> LogSequencer:
-        raise NotImplementedError  # each backend opens its own
 
     # Threads racing to make the sequencer may both build it, but
     # ``setdefault`` hands every thread the first one stored.

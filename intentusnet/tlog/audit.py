@@ -28,9 +28,9 @@ from ..errors import LogIntegrityError
 from ..record.keys import PublicKey
 from ..record.model import ExecutionRecord, RecordStatus
 from ..record.signing import KeyRing, SignatureStatus
-from .checkpoint import LogCheckpoint, open_checkpoint
+from .checkpoint import LogCheckpoint
 from .cosignature import Cosigner, count_cosigners
-from .leaf import parse_leaf
+from .leaf import LogLeaf
 from .log import TileLog
 from .merkle import HASH_SIZE, fold_perfect, leaf_hash, subtree_hash
 from .tiles import TILE_WIDTH, tile_path
@@ -193,7 +193,7 @@ def audit_log(
             findings.append(LogFinding("unwitnessed", None, problem))
         elif cosigned is not None:
             olds.append(
-                ("the cosigned checkpoint", open_checkpoint(cosigned, origin, key))
+                ("the cosigned checkpoint", LogCheckpoint.open(cosigned, origin, key))
             )
     note = log.checkpoint_note()
     if note is None:
@@ -208,11 +208,11 @@ def audit_log(
                 )
         return LogAudit(None, None, findings, 0, 0)
     try:
-        head = open_checkpoint(note, origin, key)
+        head = LogCheckpoint.open(note, origin, key)
         leaves = list(log.leaves(0, head.size))
         hashes = [leaf_hash(leaf) for leaf in leaves]
         _check_tiles(log, head, hashes)
-        parsed = [parse_leaf(leaf) for leaf in leaves]
+        parsed = [LogLeaf.from_bytes(leaf) for leaf in leaves]
     except LogIntegrityError as exc:
         findings.append(LogFinding("log-damaged", None, str(exc)))
         return LogAudit(None, note, findings, 0, 0)
@@ -268,7 +268,7 @@ def open_known(note: bytes, origin: str, key: PublicKey, name: str) -> LogCheckp
         LogIntegrityError: it is not a checkpoint of ``origin`` signed by ``key``.
     """
     try:
-        return open_checkpoint(note, origin, key)
+        return LogCheckpoint.open(note, origin, key)
     except LogIntegrityError as exc:
         raise LogIntegrityError(f"{name}: {exc}") from None
 
@@ -284,7 +284,7 @@ def _unwitnessed(
     if note is None:
         return "the log has published no cosigned checkpoint"
     try:
-        open_checkpoint(note, origin, key)
+        LogCheckpoint.open(note, origin, key)
     except LogIntegrityError as exc:
         return f"the cosigned checkpoint: {exc}"
     count, problems = count_cosigners(note, witnesses)

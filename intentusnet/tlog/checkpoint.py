@@ -19,7 +19,7 @@ from ..record.keys import PublicKey, SigningKey
 from .merkle import HASH_SIZE, leaf_hash, verify_consistency, verify_inclusion
 from .note import check_key_name, open_note, sign_note
 
-__all__ = ["LogCheckpoint", "open_checkpoint", "parse_checkpoint"]
+__all__ = ["LogCheckpoint", "parse_checkpoint"]
 
 _SIZE: Final = re.compile(r"0|[1-9][0-9]*")
 
@@ -42,12 +42,18 @@ class LogCheckpoint(NamedTuple):
 
     @classmethod
     def open(cls, note: bytes, origin: str, key: PublicKey) -> LogCheckpoint:
-        """The checkpoint in a signed note, checked (see :func:`open_checkpoint`).
+        """The checkpoint in a signed note, checked against the log's key and origin.
 
         Raises:
-            LogIntegrityError: the note fails, or is not a checkpoint of ``origin``.
+            LogIntegrityError: the note fails (see ``note.open_note``), or its
+                body is not a checkpoint of ``origin``.
         """
-        return open_checkpoint(note, origin, key)
+        checkpoint = parse_checkpoint(open_note(note, origin, key))
+        if checkpoint.origin != origin:
+            raise LogIntegrityError(
+                f"the checkpoint is of log {checkpoint.origin[:60]!r}, not {origin!r}"
+            )
+        return checkpoint
 
     def proves_inclusion(self, leaf: bytes, index: int, proof: Sequence[bytes]) -> bool:
         """Whether ``proof`` shows the bytes ``leaf`` are leaf ``index`` here."""
@@ -82,18 +88,3 @@ def parse_checkpoint(text: str) -> LogCheckpoint:
     if len(digest) != HASH_SIZE:
         raise LogIntegrityError(f"a checkpoint's root is {len(digest)} bytes, not 32")
     return LogCheckpoint(check_key_name(origin), int(size), digest)
-
-
-def open_checkpoint(data: bytes, origin: str, key: PublicKey) -> LogCheckpoint:
-    """The checkpoint in a signed note, checked against the log's key and origin.
-
-    Raises:
-        LogIntegrityError: the note fails (see ``note.open_note``), or its
-            body is not a checkpoint of ``origin``.
-    """
-    checkpoint = parse_checkpoint(open_note(data, origin, key))
-    if checkpoint.origin != origin:
-        raise LogIntegrityError(
-            f"the checkpoint is of log {checkpoint.origin[:60]!r}, not {origin!r}"
-        )
-    return checkpoint

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from ..errors import LogError
-from .leaf import LogLeaf, parse_leaf
+from .leaf import LogLeaf
 from .log import TileLog
 
 __all__ = ["INDEX_NAME", "LeafIndex", "LeafLookup"]
@@ -111,7 +111,8 @@ class LeafIndex:
                 done = 0
             if done == size:
                 return size
-            _put(db, done, [parse_leaf(data) for data in self.log.leaves(done, size)])
+            leaves = [LogLeaf.from_bytes(d) for d in self.log.leaves(done, size)]
+            _put(db, done, leaves)
         return size
 
     def add(self, start: int, leaves: Sequence[LogLeaf]) -> None:

@@ -25,7 +25,7 @@ from typing import Final, NamedTuple
 from .._util.ids import ID_PART_PATTERN
 from ..errors import LogIntegrityError
 
-__all__ = ["DELETION_PREFIX", "LEAF_PREFIX", "UNSIGNED", "LogLeaf", "parse_leaf"]
+__all__ = ["DELETION_PREFIX", "LEAF_PREFIX", "UNSIGNED", "LogLeaf"]
 
 LEAF_PREFIX: Final = b"intentusnet log leaf v1\n"
 DELETION_PREFIX: Final = b"intentusnet log deletion v1\n"
@@ -71,35 +71,28 @@ class LogLeaf(NamedTuple):
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LogLeaf:
-        """Read a leaf's bytes (see :func:`parse_leaf`).
+        """Read a leaf's bytes; exactly the bytes :meth:`to_bytes` makes.
 
         Raises:
             LogIntegrityError: not a version 1 leaf, or a field not of its form.
         """
-        return parse_leaf(data)
-
-
-def parse_leaf(data: bytes) -> LogLeaf:
-    """Read a leaf's bytes; exactly the bytes :meth:`LogLeaf.to_bytes` makes.
-
-    Raises:
-        LogIntegrityError: not a version 1 leaf, or a field not of its form.
-    """
-    deleted = data.startswith(DELETION_PREFIX)
-    if not deleted and not data.startswith(LEAF_PREFIX):
-        raise LogIntegrityError("not an intentusnet log leaf (version 1)")
-    prefix = DELETION_PREFIX if deleted else LEAF_PREFIX
-    try:
-        text = data[len(prefix) :].decode("ascii")
-    except UnicodeDecodeError:
-        raise LogIntegrityError("a log leaf holds non-ASCII bytes") from None
-    lines = text.split("\n")
-    if len(lines) != 4 or lines[3] != "":
-        raise LogIntegrityError("a log leaf has four lines, each ending in a newline")
-    execution_id, head, key = lines[:3]
-    leaf = LogLeaf(execution_id, head, None if key == UNSIGNED else key, deleted)
-    _check(leaf)
-    return leaf
+        deleted = data.startswith(DELETION_PREFIX)
+        if not deleted and not data.startswith(LEAF_PREFIX):
+            raise LogIntegrityError("not an intentusnet log leaf (version 1)")
+        prefix = DELETION_PREFIX if deleted else LEAF_PREFIX
+        try:
+            text = data[len(prefix) :].decode("ascii")
+        except UnicodeDecodeError:
+            raise LogIntegrityError("a log leaf holds non-ASCII bytes") from None
+        lines = text.split("\n")
+        if len(lines) != 4 or lines[3] != "":
+            raise LogIntegrityError(
+                "a log leaf has four lines, each ending in a newline"
+            )
+        execution_id, head, key = lines[:3]
+        leaf = cls(execution_id, head, None if key == UNSIGNED else key, deleted)
+        _check(leaf)
+        return leaf
 
 
 def _check(leaf: LogLeaf) -> None:

@@ -31,7 +31,7 @@ from typing import Final
 from .._util.files import FILE_MODE, fsync_dir, make_dirs
 from ..errors import LogError, LogIntegrityError
 from ..record.keys import PublicKey, SigningKey
-from .checkpoint import LogCheckpoint, open_checkpoint, parse_checkpoint
+from .checkpoint import LogCheckpoint, parse_checkpoint
 from .merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
@@ -142,7 +142,7 @@ class TileLog:
         if key is not None:
             if self.origin is None:
                 raise LogIntegrityError("checking a checkpoint needs the log's origin")
-            return open_checkpoint(note, self.origin, key)
+            return LogCheckpoint.open(note, self.origin, key)
         text, blank, _signatures = note.rpartition(b"\n\n")
         if not blank:
             raise LogIntegrityError("the checkpoint has no signature block")

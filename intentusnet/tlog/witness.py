@@ -30,7 +30,7 @@ from typing import Final, NamedTuple
 from .._util.files import FILE_MODE, fsync_dir, make_dirs
 from ..errors import LogError, LogIntegrityError
 from ..record.keys import PublicKey, SigningKey
-from .checkpoint import LogCheckpoint, open_checkpoint
+from .checkpoint import LogCheckpoint
 from .cosignature import Cosigner, cosign, count_cosigners
 from .log import TileLog
 from .merkle import EMPTY_ROOT, HASH_SIZE
@@ -160,7 +160,7 @@ class Witness:
         if log_key is None:
             return WitnessAnswer(404, f"unknown log {request.origin[:80]!r}\n")
         try:
-            new = open_checkpoint(request.note, request.origin, log_key)
+            new = LogCheckpoint.open(request.note, request.origin, log_key)
         except LogIntegrityError as exc:
             return WitnessAnswer(403, f"{exc}\n")
         if request.old > new.size:
@@ -191,7 +191,7 @@ class Witness:
             raise LogError(
                 f"cannot read the witness state: {exc.strerror or exc}"
             ) from None
-        return open_checkpoint(data, origin, self._logs[origin])
+        return LogCheckpoint.open(data, origin, self._logs[origin])
 
     def _persist(self, origin: str, note: bytes) -> None:
         path = self._path(origin)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from intentusnet.errors import LogIntegrityError
-from intentusnet.tlog.leaf import LogLeaf, parse_leaf
+from intentusnet.tlog.leaf import LogLeaf
 
 HEAD = "sha256:" + "ab" * 32
 
@@ -27,8 +27,8 @@ def test_a_deletion_leaf_has_its_own_version_line() -> None:
     leaf = LogLeaf("exec-1", HEAD, "ed25519:0123456789abcdef", deleted=True)
     data = leaf.to_bytes()
     assert data.startswith(b"intentusnet log deletion v1\nexec-1\n")
-    assert parse_leaf(data) == leaf
-    assert parse_leaf(LogLeaf("exec-1", HEAD, None).to_bytes()).deleted is False
+    assert LogLeaf.from_bytes(data) == leaf
+    assert LogLeaf.from_bytes(LogLeaf("exec-1", HEAD, None).to_bytes()).deleted is False
     assert leaf.indexed_head != leaf.chain_head
 
 
@@ -36,7 +36,7 @@ def test_an_unsigned_record_names_no_key() -> None:
     """An unsigned record's key line reads ``unsigned`` and parses back to None."""
     data = LogLeaf("exec-1", HEAD, None).to_bytes()
     assert data.endswith(b"\nunsigned\n")
-    assert parse_leaf(data).key_id is None
+    assert LogLeaf.from_bytes(data).key_id is None
 
 
 @given(
@@ -48,7 +48,7 @@ def test_an_unsigned_record_names_no_key() -> None:
 def test_leaves_round_trip(execution_id: str, head: str, key: str | None) -> None:
     """Every valid leaf parses back to itself."""
     leaf = LogLeaf(execution_id, head, key)
-    assert parse_leaf(leaf.to_bytes()) == leaf
+    assert LogLeaf.from_bytes(leaf.to_bytes()) == leaf
     assert LogLeaf.from_bytes(leaf.to_bytes()) == leaf
 
 
@@ -72,7 +72,7 @@ def test_leaves_round_trip(execution_id: str, head: str, key: str | None) -> Non
 def test_malformed_leaves_are_refused(data: bytes) -> None:
     """A leaf not exactly of the version 1 form raises LogIntegrityError."""
     with pytest.raises(LogIntegrityError):
-        parse_leaf(data)
+        LogLeaf.from_bytes(data)
 
 
 def test_a_bad_field_is_refused_when_made() -> None:

@@ -10,7 +10,7 @@ from tlogkit import aics_tlog
 
 from intentusnet.errors import LogIntegrityError
 from intentusnet.record.keys import PublicKey, SigningKey
-from intentusnet.tlog.checkpoint import LogCheckpoint, open_checkpoint, parse_checkpoint
+from intentusnet.tlog.checkpoint import LogCheckpoint, parse_checkpoint
 from intentusnet.tlog.note import note_key_id, open_note, sign_note, verifier_key
 
 # The example of c2sp.org/signed-note ("Verifier keys", "Example").
@@ -66,7 +66,7 @@ def test_we_verify_aics_tlog_checkpoints() -> None:
     private = Ed25519PrivateKey.generate()
     note = oracle.sign_checkpoint(oracle.Checkpoint(ORIGIN, 77, ROOT), private, ORIGIN)
     public = SigningKey(private).public_key
-    assert open_checkpoint(note.to_bytes(), ORIGIN, public) == LogCheckpoint(
+    assert LogCheckpoint.open(note.to_bytes(), ORIGIN, public) == LogCheckpoint(
         ORIGIN, 77, ROOT
     )
 
@@ -167,4 +167,4 @@ def test_a_checkpoint_of_another_origin_is_refused(key: SigningKey) -> None:
     body = LogCheckpoint("example.com/other", 5, ROOT).body()
     note = sign_note(body, ORIGIN, key)
     with pytest.raises(LogIntegrityError, match=r"of log 'example\.com/other'"):
-        open_checkpoint(note, ORIGIN, key.public_key)
+        LogCheckpoint.open(note, ORIGIN, key.public_key)

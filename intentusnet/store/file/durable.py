@@ -102,11 +102,7 @@ class FileRecordHold:
         self._fsync = fsync
 
     def link(self, resumed_by: str) -> None:
-        """Write ``resumes/<2 hex>/<id>.next`` naming ``resumed_by`` (replaced whole).
-
-        Raises:
-            StoreError: it could not be written.
-        """
+        """Write ``resumes/<2 hex>/<id>.next`` naming ``resumed_by``, whole."""
         directory = Path(self._root, RESUMES_DIR, relative_path(self.execution_id)[:2])
         target = f"{directory}/{self.execution_id}.next"
         try:
@@ -167,11 +163,7 @@ class FileDurable:
         return FileKeyClaim(execution_id, envelope_hash, created=True)
 
     def hold_record(self, execution_id: str) -> FileRecordHold | None:
-        """Lock a record no process writes; None while another holds its lock.
-
-        Raises:
-            RecordNotFound: there is no such record.
-        """
+        """Lock a record no process writes; None while another holds its lock."""
         path = f"{self._root}/{relative_path(check_id(execution_id))}"
         fd = open_existing(path, execution_id)
         try:
@@ -201,9 +193,6 @@ class FileDurable:
 
         Written whole under a hidden name, then hard-linked into place: the link
         fails if a request is there, so of two requests at once one is written.
-
-        Raises:
-            StoreError: it could not be written.
         """
         directory, target = _cancel_path(self._root, check_id(origin))
         try:
@@ -242,12 +231,7 @@ class FileDurable:
         return found
 
     def note_decision(self, action: str, record: str) -> None:
-        """Count a decision: an empty file named for the record that holds it.
-
-        Raises:
-            ValueError: ``action`` is not a decision.
-            StoreError: it could not be written.
-        """
+        """Count a decision: an empty file named for the record that holds it."""
         directory = Path(self._root, DECISIONS_DIR, check_action(action))
         path = f"{directory}/{check_id(record)}"
         try:
@@ -279,14 +263,7 @@ class FileDurable:
         return counts
 
     def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Read only: nothing is created or locked.
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-            StoreError: the key file could not be read.
-        """
+        """The execution ``key`` names, from its key file (StoreError: unreadable)."""
         found = _read_claim(_key_path(self._root, check_idempotency_key(key))[1])
         return None if found is None else found[0]
 

@@ -21,14 +21,12 @@ import shutil
 import sqlite3
 import tempfile
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Final, TypeVar
 
-import orjson
-
-from ..._util.jsonvalue import JSONObject
 from ..._util.time import micros_of
 from ...errors import RecordIntegrityError, RecordNotFound, StoreError
 from ...errors import UnsupportedSchemaVersion as UnsupportedSchemaVersion
@@ -227,24 +225,18 @@ class StoreIndex:
     def stats(self, extra_bytes: int) -> StoreStats:
         """Counts over the store: a few rows of the catalog's counts table."""
         writing = self.settle()  # opened rows, which are not counted yet
-        statuses: dict[str, int] = {}
-        intents: dict[str, int] = {}
+        statuses: Counter[str] = Counter()
+        intents: Counter[str] = Counter()
         size = extra_bytes
-        counted = self._ask(lambda cat: cat.counts())
-        for status, intent, records, total in counted:
-            statuses[status] = statuses.get(status, 0) + records
-            intents[intent] = intents.get(intent, 0) + records
+        for status, intent, records, total in self._ask(lambda cat: cat.counts()):
+            statuses[status] += records
+            intents[intent] += records
             size += total
         for row in writing:
-            statuses[_IN_PROGRESS] = statuses.get(_IN_PROGRESS, 0) + 1
-            intents[row.intent] = intents.get(row.intent, 0) + 1
+            statuses[_IN_PROGRESS] += 1
+            intents[row.intent] += 1
             size += row.size
-        return StoreStats(
-            records=sum(statuses.values()),
-            by_status=statuses,
-            by_intent=intents,
-            bytes_on_disk=size,
-        )
+        return StoreStats(statuses.total(), dict(statuses), dict(intents), size)
 
     def usage_totals(self) -> list[UsageTotal]:
         """The LLM usage of the completed records per provider and model."""
@@ -451,12 +443,7 @@ class StoreIndex:
         return rows
 
     def _alive(self, row: CatalogRow) -> bool:
-        return owner_alive(f"{self._root}/{relative_path(row.id)}", self._owner(row))
-
-    @staticmethod
-    def _owner(row: CatalogRow) -> JSONObject | None:
-        found = orjson.loads(row.owner) if row.owner else None
-        return found if isinstance(found, dict) else None
+        return owner_alive(f"{self._root}/{relative_path(row.id)}", row.owner_object())
 
     def _settled(self, row: CatalogRow) -> CatalogRow | None:
         """The row, re-read from its file if its writer is gone; None if no file.
@@ -482,7 +469,7 @@ class StoreIndex:
         if not os.path.exists(path):
             # Opening (the file comes next), or its process died before making
             # it: either way, nothing to list; a dead one's row is dropped.
-            if not opener_alive(path, self._owner(row)):
+            if not opener_alive(path, row.owner_object()):
                 self.writes.forget([row.id])
             return None
         if self._alive(row):

@@ -129,11 +129,7 @@ class FileQueues:
             return []
 
     def try_queue_slot(self, scope: str, count: int) -> FileSlot | None:
-        """Take one of ``count`` slots of ``scope``; ``None`` if all are taken.
-
-        Raises:
-            StoreError: a slot file cannot be created or opened.
-        """
+        """Take one of ``count`` slot files of ``scope``; ``None`` if all are taken."""
         folder = self._folder(scope)
         with self.lock:
             for n in range(count):
@@ -158,9 +154,6 @@ class FileQueues:
 
         A bucket file that cannot be read (never written, or cut by a crash
         mid-write) is a full bucket.
-
-        Raises:
-            StoreError: the bucket file cannot be created, locked or written.
         """
         path = os.path.join(self._folder(scope), "bucket")
         fd = _open(path)

@@ -18,9 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
-import orjson
-
-from ..._util.jsonvalue import JSONObject
 from ..._util.time import utc_text
 from ...errors import RecordIntegrityError, RecordNotFound
 from ...record.model import (
@@ -100,11 +97,7 @@ def data_row(
 def _headerless_row(
     path: str, execution_id: str, size: int, known: CatalogRow | None
 ) -> CatalogRow | None:
-    owner: JSONObject | None = None
-    if known is not None and known.owner:
-        found = orjson.loads(known.owner)
-        owner = found if isinstance(found, dict) else None
-    if opener_alive(path, owner):
+    if opener_alive(path, None if known is None else known.owner_object()):
         return known  # about to write its header
     if known is not None and saw_header(known):
         # The catalog saw this record settled, header and all: its lines were

@@ -245,21 +245,7 @@ class FileExecutionStore(
         parent_execution_id: str | None = None,
         configuration: JSONObject | None = None,
     ) -> FileRecordWriter:
-        """Create a record and write its header line; return its writer.
-
-        Args:
-            envelope: the envelope in wire form (or an object with ``to_wire()``).
-            envelope_hash: its hash, as computed by ``compute_hash``.
-            execution_id: the record's id; a new time-sortable id if ``None``.
-            parent_execution_id: the execution this one belongs to, if any.
-            configuration: the router's configuration for the intent, with its
-                fingerprint, for the header (added in 0.1.0).
-
-        Raises:
-            InvalidExecutionId: a given id is not allowed (nothing was touched).
-            RecordExists: a record with this id exists; records are never rewritten.
-            StoreError: the file could not be created or written.
-        """
+        """Create a record's file and write its header line; return its writer."""
         execution_id = new_record_id(execution_id, parent_execution_id)
         created_utc, created_us = utc_now()
         owner, owner_text = self._owner_fields()
@@ -362,21 +348,10 @@ class FileExecutionStore(
         return record
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Mark a record not replayable by appending an ``INVALIDATED`` event.
+        """Append an ``INVALIDATED`` line to the file, never rewritten.
 
-        The record is not rewritten; a torn last line left by a crash is cut off
-        first, so that the new line continues the chain. Invalidating a record
-        that is invalidated already changes nothing: it keeps its first
-        ``INVALIDATED`` event and reason.
-
-        A signed record's ``INVALIDATED`` line is signed too, by this store's
-        key.
-
-        Raises:
-            InvalidExecutionId, RecordNotFound: as for :meth:`load`.
-            RecordIntegrityError: the record is damaged.
-            StoreError: a process is still writing the record.
-            SigningKeyError: the record is signed and this store has no key.
+        A torn last line left by a crash is cut off first, so that the new line
+        continues the chain.
         """
         check_id(execution_id)
         files.append_invalidated(
@@ -413,11 +388,6 @@ class FileExecutionStore(
         """Read, verify and assemble a record.
 
         Raises:
-            InvalidExecutionId: the id is not allowed (nothing was touched).
-            RecordNotFound: no such record.
-            UnsupportedSchemaVersion: the record is of a newer format.
-            RecordIntegrityError: the record is damaged (other than a torn last
-                line, which makes it incomplete); the message names the line.
             RecordNotFound: also for a file with no complete first line (status
                 ``recording_failure``): there is no record in it to load.
             RecordIntegrityError: also for a file with no complete first line
@@ -483,18 +453,11 @@ class FileExecutionStore(
     ) -> StoreVerification:
         """Verify every record file, one shard directory at a time.
 
-        Iterate the result for the reports with failures or notes (every
-        report with ``each``); its totals count every record checked so far.
         Memory does not grow with the store. A file of a newer format is a
-        failure here (it cannot be judged). Added in 0.1.0.
-
-        Args:
-            each: yield every report, not only those with failures or notes.
-            processes: worker processes for a store of 20,000 records or more
-                (multiprocessing "forkserver": a script calling this with more
-                than 1 must guard its main code with ``if __name__ ==
-                "__main__":``, as multiprocessing requires).
-            on_progress: called with the number of files checked so far.
+        failure here (it cannot be judged). ``processes`` are used for a store
+        of 20,000 records or more (multiprocessing "forkserver": a script
+        calling this with more than 1 must guard its main code with ``if
+        __name__ == "__main__":``). Added in 0.1.0.
         """
         from ..verification import StoreVerification
         from .scan import over_shards, rows_without_files, verify_chunk
@@ -530,11 +493,7 @@ class FileExecutionStore(
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True
     ) -> ExecutionRecord | None:
-        """The newest record made from an envelope with this hash, or None.
-
-        With ``replayable_only`` (default) only replayable records count. The
-        record is loaded and verified before it is returned.
-        """
+        """The newest record with this envelope hash, found by the catalog."""
         if not os.path.isdir(self._root):
             return None
         return self._index.find(envelope_hash, replayable_only)
@@ -547,10 +506,7 @@ class FileExecutionStore(
         *,
         limit: int | None = None,
     ) -> _StepRefs:
-        """Ended steps of records with this envelope hash, by name and arguments.
-
-        See ``store.step_index.StepIndex``: newest record first, from the
-        catalog's step index; load the record to use one. Added in 0.1.0.
+        """Ended steps, from the catalog's step index (see ``StepIndex``).
 
         Raises:
             StoreError: the catalog cannot be read or rebuilt.
@@ -572,10 +528,7 @@ class FileExecutionStore(
         key file whose claim names it) and resume link go with it: the key is
         new again (added in 0.1.0). Files with no complete first line
         (status ``recording_failure``: nothing was recorded in them) are deleted
-        whatever their age, once their process is gone. With ``dry_run``
-        nothing is deleted. ``on_progress(done, total)`` is called as records
-        are deleted: how many so far, and how many are to go in all (added in
-        0.1.0).
+        whatever their age, once their process is gone.
         """
         if older_than < timedelta(0):
             raise ValueError("older_than must not be negative")
@@ -627,14 +580,6 @@ class FileExecutionStore(
         fails it, and says ``integrity_failure``; it is logged and passed to
         ``on_changed``. A catalog that was deleted remembers nothing: only a
         signature then tells (docs/records.md, "Signatures").
-
-        Args:
-            processes: worker processes reading the files of a store of 20,000
-                records or more, as for :meth:`verify_all` (added in 0.1.0).
-            on_progress: called with the number of files read so far (added in
-                0.1.0).
-            on_changed: called with the id of each record changed since the
-                catalog saw it and how it differs (added in 0.1.0).
         """
         if not os.path.isdir(self._root):
             return 0
@@ -685,13 +630,7 @@ class FileExecutionStore(
     # -- cache hits (see store/hits.py) -------------------------------------------
 
     def record_cache_hit(self, hit: Hit) -> str:
-        """Note that a cached answer (``hit.source_execution_id``'s) was served.
-
-        One line appended to the day's hit journal; no record file is made.
-        Added in 0.1.0.
-
-        Returns:
-            The hit's id (``hit-...``).
+        """Append the hit to the day's journal (no record file); return its id.
 
         Raises:
             StoreError: the journal could not be written.

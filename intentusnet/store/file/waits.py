@@ -60,11 +60,7 @@ class FileWaits:
     _fsync: bool
 
     def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Write ``signal`` for the chain unless it holds ``cap`` signals already.
-
-        Raises:
-            StoreError: it could not be written.
-        """
+        """Write ``signal`` for the chain unless it holds ``cap`` signals already."""
         directory = _signals_dir(self._root, check_id(origin))
         try:
             make_dirs(directory)

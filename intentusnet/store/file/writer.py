@@ -101,26 +101,16 @@ class FileRecordWriter(ChainWriter):
         # Stopped unfinished by its own process: incomplete from now on, and
         # the row says so (readers need not find out; only a killed process's
         # row is left "in_progress" for them to settle).
-        row = self._row
         seq, head = self._written
-        self._on_complete(
-            CatalogRow(
-                *row[:6],
-                self._unfinished(),
-                0,
-                self._reason() or _EXECUTION_INCOMPLETE,
-                None,
-                None,
-                row.parent_id,
-                row.owner,
-                seq + 1,
-                self._size,
-                head,
-                None,
-                row.inode,
-            ),
-            self.ended_steps,
+        row = self._row._replace(  # as opened: no agent, duration or usage
+            status=self._unfinished(),
+            replayable=0,
+            reason=self._reason() or _EXECUTION_INCOMPLETE,
+            lines=seq + 1,
+            size=self._size,
+            chain_head=head,
         )
+        self._on_complete(row, self.ended_steps)
 
     def __del__(self) -> None:
         # A writer dropped without close() must not keep its lock for the life

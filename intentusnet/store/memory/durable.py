@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from ..._util.jsonvalue import JSONObject
 from ...errors import RecordNotFound
@@ -82,6 +82,7 @@ class MemoryDurable:
     """
 
     _writing: set[str]
+    exists: Callable[[str], bool]
 
     def __init__(self) -> None:
         self._durable_lock = threading.Lock()
@@ -94,10 +95,6 @@ class MemoryDurable:
         self._signals: dict[str, list[JSONObject]] = {}
         #: (due_us, execution_id), soonest first
         self._wakeups: list[tuple[int, str]] = []
-
-    def exists(self, execution_id: str) -> bool:
-        """Whether a record with this id exists (the store's)."""
-        raise NotImplementedError
 
     def claim_key(
         self, key: str, envelope_hash: str, execution_id: str
@@ -114,11 +111,7 @@ class MemoryDurable:
         return MemoryKeyClaim(self, key, found, created=created, held=held)
 
     def hold_record(self, execution_id: str) -> MemoryRecordHold | None:
-        """Hold a record no one writes; None while it is written or held.
-
-        Raises:
-            RecordNotFound: there is no such record.
-        """
+        """Hold a record no one writes; None while it is written or held."""
         if not self.exists(execution_id):
             raise RecordNotFound(f"no record {execution_id}")
         with self._durable_lock:
@@ -191,11 +184,7 @@ class MemoryDurable:
             self._wakeups.remove((due_us, execution_id))
 
     def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
+        """The execution ``key`` names, if it was claimed."""
         check_idempotency_key(key)
         with self._durable_lock:
             found = self._keys.get(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,6 +53,7 @@ _Ids: TypeAlias = list[str]
 _Records: TypeAlias = list[ExecutionRecord]
 _Hits: TypeAlias = list[CacheHit]
 _StepRefs: TypeAlias = list[StepRef]
+_SUMMARY: Final = RecordSummary._fields
 
 
 class MemoryRecordWriter(ChainWriter):
@@ -163,7 +165,8 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
             if f.fixed_match(
                 h.execution_id, h.intent_name, created_us, h.envelope_hash
             ) and f.state_match(h.status, h.replayable):
-                found.append(_summary(record))
+                # a summary's fields are the header's, by name
+                found.append(RecordSummary._make(getattr(h, n) for n in _SUMMARY))
         return found if f.limit is None else found[: f.limit]
 
     def find_by_hash(
@@ -185,11 +188,7 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
         *,
         limit: int | None = None,
     ) -> _StepRefs:
-        """Ended steps of records with this envelope hash, by name and arguments.
-
-        See ``store.step_index.StepIndex``: read from every record, newest
-        first. Added in 0.1.0.
-        """
+        """Ended steps, read from every record (see ``StepIndex``)."""
         found: _StepRefs = []
         for record in self._newest_first():
             if record.header.envelope_hash != envelope_hash:
@@ -202,10 +201,7 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
         return found if limit is None else found[:limit]
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Append an ``INVALIDATED`` event to a record no one is writing.
-
-        A record invalidated already is left as it is.
-        """
+        """Append an ``INVALIDATED`` event to a record no one is writing."""
         with self._lock:
             if execution_id in self._writing:
                 raise StoreError(f"record {execution_id} is still being written")
@@ -281,16 +277,12 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
 
     def stats(self) -> StoreStats:
         """Counts per status and intent, and bytes held."""
-        by_status: dict[str, int] = {}
-        by_intent: dict[str, int] = {}
-        for record in self._newest_first():
-            status = record.header.status.value
-            by_status[status] = by_status.get(status, 0) + 1
-            intent = record.header.intent_name
-            by_intent[intent] = by_intent.get(intent, 0) + 1
+        headers = [record.header for record in self._newest_first()]
+        by_status = Counter(header.status.value for header in headers)
+        by_intent = Counter(header.intent_name for header in headers)
         with self._lock:
             size = sum(len(data) for data in self._data.values())
-        return StoreStats(len(self._data), by_status, by_intent, size)
+        return StoreStats(len(self._data), dict(by_status), dict(by_intent), size)
 
     def record_cache_hit(self, hit: Hit) -> str:
         """Append one hit to the in-memory journal; return its id."""
@@ -335,19 +327,3 @@ class MemoryExecutionStore(ListsInterrupted, MemoryDurable, KeepsQueues, Verifie
         records = [self.load(i) for i in ids]
         records.sort(key=lambda r: (r.header.created_utc, r.execution_id), reverse=True)
         return records
-
-
-def _summary(record: ExecutionRecord) -> RecordSummary:
-    h = record.header
-    return RecordSummary(
-        execution_id=h.execution_id,
-        created_utc=h.created_utc,
-        intent_name=h.intent_name,
-        intent_version=h.intent_version,
-        envelope_hash=h.envelope_hash,
-        status=h.status,
-        replayable=h.replayable,
-        replayable_reason=h.replayable_reason,
-        agent=h.agent,
-        duration_ms=h.duration_ms,
-    )

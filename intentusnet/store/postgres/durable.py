@@ -111,11 +111,7 @@ class PgRecordHold:
         self.execution_id = execution_id
 
     def link(self, resumed_by: str) -> None:
-        """Write (or replace) the row saying ``resumed_by`` resumes the record.
-
-        Raises:
-            StoreError: it could not be written.
-        """
+        """Write (or replace) the row saying ``resumed_by`` resumes the record."""
         self._db.run(
             _LINK,
             [self.execution_id, resumed_by],
@@ -184,11 +180,7 @@ class PgDurable:
             time.sleep(0.001)  # another session is committing its new claim
 
     def hold_record(self, execution_id: str) -> PgRecordHold | None:
-        """Take the record's writer lock; None while any session holds it.
-
-        Raises:
-            RecordNotFound: there is no such record.
-        """
+        """Take the record's writer lock; None while any session holds it."""
         db, writing = self._db, self._writing
         check_id(execution_id)
         with db.lock:
@@ -215,12 +207,7 @@ class PgDurable:
         return str(rows[0][0]) if rows else None
 
     def request_cancel(self, origin: str, data: JSONObject) -> JSONObject | None:
-        """Insert the chain's cancel request, once; the request made before, if any.
-
-        Raises:
-            StoreError: it could not be written (or the chain's first record is
-                gone).
-        """
+        """Insert the chain's cancel request, once (StoreError: its origin is gone)."""
         rows = self._db.run(
             "INSERT INTO intentusnet_cancels (origin, data) VALUES (%s, %s) "
             "ON CONFLICT DO NOTHING RETURNING origin",
@@ -248,12 +235,7 @@ class PgDurable:
         return found
 
     def note_decision(self, action: str, record: str) -> None:
-        """Count an operator's decision, once per record.
-
-        Raises:
-            ValueError: ``action`` is not a decision.
-            StoreError: it could not be written.
-        """
+        """Count an operator's decision, once per record."""
         self._db.run(
             "INSERT INTO intentusnet_decisions (action, execution_id) VALUES (%s, %s) "
             "ON CONFLICT DO NOTHING",
@@ -272,11 +254,7 @@ class PgDurable:
         return {action: found.get(action, 0) for action in DECISION_ACTIONS}
 
     def find_by_idempotency_key(self, key: str) -> str | None:
-        """The execution ``key`` names, if it was claimed (added in 0.1.0).
-
-        Raises:
-            InvalidIdempotencyKey: the key is malformed.
-        """
+        """The execution ``key`` names, if it was claimed (its row)."""
         rows = self._db.read(
             "SELECT execution_id FROM intentusnet_keys WHERE key_hash = %s",
             [key_hash(check_idempotency_key(key))],

@@ -108,11 +108,7 @@ class PostgresQueues:
         self._buckets: set[str] = set()
 
     def try_queue_slot(self, scope: str, count: int) -> PostgresSlot | None:
-        """Take one of ``count`` slots of ``scope``; ``None`` if all are taken.
-
-        Raises:
-            StoreError: the server cannot be reached.
-        """
+        """Take one of ``count`` slot locks of ``scope``; ``None`` if all are taken."""
         key = scope_key(scope)
         with self.lock:  # one taker at a time: the exclusions stay true
             held = self.held.setdefault(key, set())
@@ -127,11 +123,7 @@ class PostgresQueues:
         return PostgresSlot(self, key, n)
 
     def take_queue_token(self, scope: str, rate: float, burst: int) -> float:
-        """Take a token of ``scope``'s bucket: ``0.0``, or the seconds to wait.
-
-        Raises:
-            StoreError: the server cannot be reached.
-        """
+        """Take a token of ``scope``'s bucket row: ``0.0``, or the seconds to wait."""
         if scope not in self._buckets:
             self.db.run(_CREATE, [scope, float(burst)], doing="queue bucket")
             self._buckets.add(scope)

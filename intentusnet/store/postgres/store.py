@@ -185,16 +185,7 @@ class PostgresExecutionStore(
         parent_execution_id: str | None = None,
         configuration: JSONObject | None = None,
     ) -> PostgresRecordWriter:
-        """Create a record and write its header line; return its writer.
-
-        The header row, the catalog row and the record's lock are taken before
-        this returns: the record is listed at once, ``in_progress``.
-
-        Raises:
-            InvalidExecutionId: a given id is not allowed (nothing was sent).
-            RecordExists: a record with this id exists.
-            StoreError: the database could not be reached or written.
-        """
+        """Create a record: its header and catalog rows and its lock, at once."""
         writer = open_record(
             self._db,
             self._writing,
@@ -210,31 +201,11 @@ class PostgresExecutionStore(
         return writer
 
     def import_raw(self, execution_id: str, data: bytes) -> ExecutionRecord:
-        """Store a record's bytes as they are (e.g. a file store's), verified first.
-
-        The lines are kept byte for byte, so the record verifies and replays
-        here as it did where it came from. An unfinished record arrives
-        ``incomplete`` (no one here is writing it). Added in 0.1.0.
-
-        Raises:
-            InvalidExecutionId: the id is not allowed.
-            RecordIntegrityError, UnsupportedSchemaVersion: the bytes do not
-                hold a sound record of this id (a torn last line is left out).
-            RecordExists: a record with this id exists here.
-        """
+        """As ``FileExecutionStore.import_raw``: one row per line, byte for byte."""
         return import_record(self._db, check_id(execution_id), data)
 
     def invalidate(self, execution_id: str, reason: str) -> None:
-        """Append an ``INVALIDATED`` event to a record no one is writing.
-
-        A record invalidated already is left as it is (its first reason stands).
-
-        Raises:
-            InvalidExecutionId, RecordNotFound: as for :meth:`load`.
-            RecordIntegrityError: the record is damaged.
-            StoreError: a process (on any host) is still writing the record.
-            SigningKeyError: the record is signed and this store has no key.
-        """
+        """Append an ``INVALIDATED`` event to a record no session on any host writes."""
         check_id(execution_id)
         with self._db.lock:
             if not lock_record(self._db, execution_id, self._writing):
@@ -319,18 +290,10 @@ class PostgresExecutionStore(
         on_progress: Progress | None = None,
         on_changed: Callable[[str, str], None] | None = None,
     ) -> int:
-        """Rebuild every catalog row from the record's stored lines.
+        """Rebuild every row from the stored lines, as ``FileExecutionStore`` does.
 
-        Damaged records are indexed as ``integrity_failure`` where line 1 can be
-        read; records of a newer format are left as they are (and logged).
-        Returns the number of records indexed. Records are read a batch at a
-        time, so memory does not grow with the store. A record whose lines no
-        longer hold the last line its row saw is not accepted: as for
-        ``FileExecutionStore.reindex``, its row keeps the old chain head, it is
-        logged and passed to ``on_changed`` (added in 0.1.0).
-        ``on_progress(n)`` is called after each batch with the records
-        rebuilt so far (added in 0.1.0). The rows are read in this process
-        (``processes`` is not used).
+        Records are read a batch at a time, in this process (``processes`` is
+        not used); ``on_progress`` is called after each batch.
         """
         return catalog.reindex(self._db, on_changed=on_changed, on_progress=on_progress)
 
@@ -344,11 +307,7 @@ class PostgresExecutionStore(
         *,
         limit: int | None = None,
     ) -> _StepRefs:
-        """Ended steps of records with this envelope hash, by name and arguments.
-
-        See ``store.step_index.StepIndex``: newest record first, from
-        ``intentusnet_steps`` (one indexed query). Added in 0.1.0.
-        """
+        """Ended steps, from ``intentusnet_steps`` in one query (see ``StepIndex``)."""
         return steps.find(self._db, envelope_hash, name, args_hash, limit)
 
     def raw(self, execution_id: str) -> bytes:
@@ -366,12 +325,7 @@ class PostgresExecutionStore(
         return b"".join(bytes(row[0]) for row in rows)
 
     def load(self, execution_id: str) -> ExecutionRecord:
-        """Read, verify and assemble a record (the one reader, as for files).
-
-        Raises:
-            InvalidExecutionId, RecordNotFound, UnsupportedSchemaVersion,
-            RecordIntegrityError, StoreError (the database).
-        """
+        """Read, verify and assemble a record (the one reader, as for files)."""
         return self._parse(execution_id, self.raw(execution_id))
 
     def exists(self, execution_id: str) -> bool:
@@ -416,13 +370,11 @@ class PostgresExecutionStore(
     def find_by_hash(
         self, envelope_hash: str, replayable_only: bool = True
     ) -> ExecutionRecord | None:
-        """The newest record made from an envelope with this hash, or None.
+        """The newest record with this envelope hash that verifies.
 
-        With ``replayable_only`` (default) only replayable records count. The
-        record is loaded and verified before it is returned. The newest
-        candidate's lines come with the query that finds it (one round trip
-        in the usual case); if they do not verify, the next candidates are
-        read one at a time (up to 20 in all).
+        The newest candidate's lines come with the query that finds it (one
+        round trip in the usual case); if they do not verify, the next
+        candidates are read one at a time (up to 20 in all).
         """
         params = [envelope_hash, replayable_only]
         newest = self._db.read(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,7 +37,7 @@ from ...record.model import ExecutionRecord
 from ...record.signing import KeyRing
 from ...tlog.audit import RecordState, log_origin, record_state
 from ...tlog.cadence import LogCadence
-from ...tlog.leaf import LogLeaf, parse_leaf
+from ...tlog.leaf import LogLeaf
 from ...tlog.log import TileLog
 from ...tlog.publish import LogWitnesses, publish_checkpoint
 from ...tlog.sequencer import LogSequencer
@@ -261,11 +262,7 @@ def open_sequencer(
 
     publish = None
     if witnesses is not None:
-
-        def publish_newest() -> Any:
-            return publish_checkpoint(log, key.public_key, witnesses)
-
-        publish = publish_newest
+        publish = partial(publish_checkpoint, log, key.public_key, witnesses)
     return LogSequencer(log, cadence, pending, None, publish, index)
 
 
@@ -335,7 +332,7 @@ def _leaf_rows(origin: str, start: int, leaves: list[bytes]) -> list[list[object
     rows: list[list[object]] = []
     for at, data in enumerate(leaves, start):
         try:
-            leaf = parse_leaf(data)
+            leaf = LogLeaf.from_bytes(data)
         except LogIntegrityError:
             continue  # not a record's leaf: nothing to index
         rows.append([origin, at, leaf.execution_id, leaf.indexed_head])

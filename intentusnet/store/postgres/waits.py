@@ -32,12 +32,7 @@ class PgWaits:
     _db: Connection
 
     def add_signal(self, origin: str, signal: JSONObject, *, cap: int) -> bool:
-        """Insert ``signal`` for the chain unless it holds ``cap`` signals already.
-
-        Raises:
-            StoreError: it could not be written (or the chain's first record is
-                gone).
-        """
+        """Insert ``signal`` unless the chain holds ``cap`` (StoreError: no origin)."""
         check_id(origin)
         rows = self._db.run(
             _ADD_SIGNAL,

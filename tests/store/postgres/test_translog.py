@@ -33,7 +33,7 @@ from intentusnet.store.postgres.translog import (
 )
 from intentusnet.tlog.audit import audit_log, log_origin
 from intentusnet.tlog.cadence import LogCadence
-from intentusnet.tlog.leaf import LogLeaf, parse_leaf
+from intentusnet.tlog.leaf import LogLeaf
 from intentusnet.tlog.log import TileLog
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -115,7 +115,7 @@ def test_a_signed_store_logs_each_close_and_the_commands_work(
     store.invalidate(ids[0], "wrong")
     store.close()
     log = store_log(db, key.key_id)
-    parsed = [parse_leaf(leaf) for leaf in log.leaves()]
+    parsed = [LogLeaf.from_bytes(leaf) for leaf in log.leaves()]
     # One leaf a close and one more for the invalidation, at a new chain head.
     # Leaves a pending scan finds come in the order the records were created
     # (docs/log.md), so the invalidation's may come before a later close's.
@@ -228,7 +228,7 @@ def test_two_processes_appending_at_once_never_fork_the_log(
         child.stdout.close()
     log = store_log(db, key.key_id)
     leaves = list(log.leaves())
-    ids = [parse_leaf(leaf).execution_id for leaf in leaves]
+    ids = [LogLeaf.from_bytes(leaf).execution_id for leaf in leaves]
     assert len(ids) == len(set(ids)) == 80
     dumped = dump(pg_dsn, log_origin(key.key_id), tmp_path / "dumped")
     assert disagreeing_files(dumped, leaves) == []
@@ -355,7 +355,7 @@ def test_leaves_queued_by_a_killed_router_are_appended_by_the_next(
     store = PostgresExecutionStore(pg_dsn, signing_key=key, log_cadence=FAST)
     last = finished(store, "next")
     store.close()
-    ids = [parse_leaf(leaf).execution_id for leaf in log.leaves()]
+    ids = [LogLeaf.from_bytes(leaf).execution_id for leaf in log.leaves()]
     assert len(ids) == len(set(ids)) == 6
     assert last in ids
 
@@ -373,7 +373,7 @@ def test_deletions_by_the_store_are_logged_and_not_reported(
     store.delete(ids[0])
     assert sorted(store.prune(timedelta(0))) == sorted(ids[1:])
     log = store_log(db, key.key_id)
-    deleted = [parse_leaf(leaf) for leaf in log.leaves()]
+    deleted = [LogLeaf.from_bytes(leaf) for leaf in log.leaves()]
     assert sorted(leaf.execution_id for leaf in deleted if leaf.deleted) == sorted(ids)
 
     def findings() -> list[tuple[str, str | None]]:
