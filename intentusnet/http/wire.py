@@ -173,7 +173,6 @@ def page(data: JSONObject) -> ExecutionPage:
 def record(data: JSONObject) -> ExecutionRecord:
     """Read an ``ExecutionRecord`` from its ``to_json()`` form."""
     head = _object(data["header"])
-    owner = head.get("owner")
     header = ExecutionHeader(
         # The header's JSON holds a summary's fields under the same names.
         **summary(head)._asdict(),
@@ -181,15 +180,14 @@ def record(data: JSONObject) -> ExecutionRecord:
         completed_utc=_text(head["completedUtc"]),
         parent_execution_id=_text(head["parentExecutionId"]),
         chain_head=str(head["chainHead"]),
-        owner=owner if isinstance(owner, dict) else None,
+        owner=_maybe_object(head.get("owner")),
         key_id=_text(head.get("keyId")),
         configuration=_maybe_object(head.get("configuration")),
     )
     items = data["events"]
     assert isinstance(items, list)
     events = tuple(_event(_object(event)) for event in items)
-    final = data["finalResponse"]
-    final_response = final if isinstance(final, dict) else None
+    final_response = _maybe_object(data["finalResponse"])
     return ExecutionRecord(
         header=header,
         envelope=_object(data["envelope"]),
@@ -227,12 +225,11 @@ def verify_report(data: JSONObject) -> VerifyReport:
 
 def replay_result(data: JSONObject) -> ReplayResult:
     """Read a ``ReplayResult``."""
-    payload, error = data["payload"], data["error"]
     return ReplayResult(
-        payload=payload if isinstance(payload, dict) else None,
+        payload=_maybe_object(data["payload"]),
         metadata=_object(data["metadata"]),
         status=str(data["status"]),
-        error=error if isinstance(error, dict) else None,
+        error=_maybe_object(data["error"]),
         original_execution_id=str(data["originalExecutionId"]),
         from_replay=bool(data["fromReplay"]),
         forced=bool(data["forced"]),
