@@ -109,7 +109,9 @@ def list_records(hits: bool, as_json: bool, **given: Any) -> None:
             intent=filters.intent, since=filters.since, limit=limit
         )
         if served:
-            found = sorted([*found, *served], key=_created, reverse=True)[:limit]
+            found = sorted(
+                [*found, *served], key=lambda row: row.created_utc, reverse=True
+            )[:limit]
     resumed = resumed_rows(store, found)
     if as_json:
         emit_json(
@@ -143,10 +145,6 @@ def list_records(hits: bool, as_json: bool, **given: Any) -> None:
             for row in found
         ],
     )
-
-
-def _created(row: RecordSummary | CacheHit) -> str:
-    return row.created_utc
 
 
 def _hit_row(hit: CacheHit) -> list[str]:
