@@ -42,35 +42,30 @@ if TYPE_CHECKING:
     from ..store.protocol import ExecutionStore
 
 _JSON_HELP = "Print JSON instead of text."
-if TYPE_CHECKING:
-    _OverrideType = click.ParamType[tuple[str, JSONValue]]
-else:  # click < 8.2 has no generic ParamType
-    _OverrideType = click.ParamType
 #: Exit code of a re-run that ran and whose execution failed (docs/cli.md).
 RERUN_FAILED: Final = 8
 
 
-class _Override(_OverrideType):
-    """``STEP=JSON``: a step (number or name) and the output to serve for it."""
+def _overrides(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[tuple[str, JSONValue], ...]:
+    """``STEP=JSON``s: a step (number or name) and the output to serve for it."""
+    import orjson
 
-    name = "step=json"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> tuple[str, JSONValue]:
-        """Return ``(step, output)``."""
-        import orjson
-
-        step, sep, text = str(value).partition("=")
+    pairs: list[tuple[str, JSONValue]] = []
+    for value in values:
+        step, sep, text = value.partition("=")
         if not sep or not step.strip():
-            self.fail(
-                f"{value!r} is not STEP=JSON (e.g. 1='{{\"id\": 7}}')", param, ctx
+            raise click.BadParameter(
+                f"{value!r} is not STEP=JSON (e.g. 1='{{\"id\": 7}}')", ctx, param
             )
         try:
-            output: JSONValue = orjson.loads(text)
+            pairs.append((step.strip(), orjson.loads(text)))
         except orjson.JSONDecodeError as exc:
-            self.fail(f"the output for step {step!r} is not JSON: {exc}", param, ctx)
-        return step.strip(), output
+            raise click.BadParameter(
+                f"the output for step {step!r} is not JSON: {exc}", ctx, param
+            ) from None
+    return tuple(pairs)
 
 
 @click.command()
@@ -114,7 +109,7 @@ class _Override(_OverrideType):
     "overrides",
     metavar="STEP=JSON",
     multiple=True,
-    type=_Override(),
+    callback=_overrides,
     help="Serve STEP with this output instead (repeatable); what follows runs as "
     "it must.",
 )

@@ -16,8 +16,8 @@ import click
 
 from .context import named_store, open_named
 from .listening import (
+    Deadlines,
     deadline_options,
-    deadlines,
     listen_address,
     listening_socket,
     need_server,
@@ -248,7 +248,7 @@ def gateway(**given: Any) -> None:  # the options: typed by GatewayOptions
     from ..server.gateway.upstream import upstreams_of
 
     host, port = listen_address(options.listen)
-    limits = deadlines(
+    limits = Deadlines(
         options.body_timeout, options.keep_alive, options.max_connections
     )
     redactor = _redactor(options)

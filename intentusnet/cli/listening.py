@@ -27,8 +27,8 @@ from .._util.deadlines import (
 from .params import USAGE, CliFailure, options
 
 __all__ = [
+    "Deadlines",
     "deadline_options",
-    "deadlines",
     "listen_address",
     "listening_socket",
     "need_server",
@@ -73,11 +73,6 @@ deadline_options = options(
         help="With N connections open, answer a request 503.",
     ),
 )
-
-
-def deadlines(body_timeout: float, keep_alive: int, max_connections: int) -> Deadlines:
-    """The :class:`Deadlines` of the options :data:`deadline_options` adds."""
-    return Deadlines(body_timeout, keep_alive, max_connections)
 
 
 def listening_socket(host: str, port: int, hint: str) -> socket.socket:

@@ -13,8 +13,8 @@ import click
 
 from .context import LAST, named_store, open_named
 from .listening import (
+    Deadlines,
     deadline_options,
-    deadlines,
     listen_address,
     listening_socket,
 )
@@ -191,7 +191,7 @@ def proxy(
     sent = _headers(headers)
     address = None if listen is None else listen_address(listen)
     gate = None if address is None else _gate(address[0], api_keys_file)
-    limits = deadlines(body_timeout, keep_alive, max_connections)
+    limits = Deadlines(body_timeout, keep_alive, max_connections)
     redactor = _redactor(redact, redact_key_file)
     envelope = None
     if url is not None:

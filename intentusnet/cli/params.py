@@ -41,10 +41,9 @@ if TYPE_CHECKING:
 
     _DurationType = click.ParamType[timedelta]
     _TimeType = click.ParamType[datetime]
-    _TextType = click.ParamType[str]
     _ChoiceType = click.Choice[str]
 else:  # click < 8.2 has no generic ParamType
-    _DurationType = _TimeType = _TextType = click.ParamType
+    _DurationType = _TimeType = click.ParamType
     _ChoiceType = click.Choice
 
 
@@ -196,40 +195,6 @@ class Since(_TimeType):
             )
         # A time without a zone is read as UTC, the zone records are written in.
         return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-class IdPrefix(_TextType):
-    """A click parameter for the start of an execution id."""
-
-    name = "prefix"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> str:
-        """Accept 1-128 of the characters an execution id holds."""
-        from ..store.filters import check_id_prefix  # only when the option is given
-
-        try:
-            return check_id_prefix(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class EnvelopeHash(_TextType):
-    """A click parameter for a whole envelope hash (``sha256:`` + 64 hex digits)."""
-
-    name = "sha256:hex"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> str:
-        """Accept a whole hash as records hold it (lowercase hex)."""
-        from ..store.filters import check_envelope_hash  # only when given
-
-        try:
-            return check_envelope_hash(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 def read_json_object(name: str, what: str = "envelope file") -> JSONObject:

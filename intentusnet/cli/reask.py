@@ -24,29 +24,20 @@ if TYPE_CHECKING:
     from ..record.model import ExecutionRecord
     from ..store.protocol import ExecutionStore
 
-    _EditType = click.ParamType[tuple[str, JSONValue]]
-else:  # click < 8.2 has no generic ParamType
-    _EditType = click.ParamType
-
 #: Exit code when an ask got no answer or an HTTP error (as a failed re-run).
 ASK_FAILED: Final = 8
 
 
-class _Edit(_EditType):
-    """``PATH=JSON``: a request body path and the value to set there."""
+def _edits(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[tuple[str, JSONValue], ...]:
+    """``PATH=JSON``s: a request body path and the value to set there."""
+    from ..steps.reask import parse_edit
 
-    name = "path=json"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> tuple[str, JSONValue]:
-        """Return ``(path, value)``."""
-        from ..steps.reask import parse_edit
-
-        try:
-            return parse_edit(str(value))
-        except ReaskRefused as exc:
-            self.fail(str(exc), param, ctx)
+    try:
+        return tuple(parse_edit(value) for value in values)
+    except ReaskRefused as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 #: ``--set``, ``--model`` and ``--key-env``, shared by ``reask`` and ``rerun``.
@@ -56,7 +47,7 @@ edit_options = options(
         "edits",
         metavar="PATH=JSON",
         multiple=True,
-        type=_Edit(),
+        callback=_edits,
         help="Set this value in the recorded request's JSON body before "
         "sending it, e.g. temperature=0.2 or messages[0].content='\"Hi\"' "
         "(repeatable).",

@@ -10,7 +10,7 @@ import click
 from .._util.yamltext import yaml_text
 from .context import ExecutionId, check_last_intent, last_intent_option, open_store
 from .output import emit_json, ms, status_text, table
-from .params import Choice, EnvelopeHash, IdPrefix, Since
+from .params import Choice, Since
 from .record_text import FORMATS, markdown_text
 from .selection import STATUSES, selection_options
 from .timeline import print_inspection, timeline_json
@@ -20,6 +20,25 @@ if TYPE_CHECKING:
     from ..store.hits import CacheHit
 
 _JSON_HELP = "Print JSON instead of a table."
+
+
+def _filter_param(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> str | None:
+    """``--id-prefix`` or ``--hash``, checked as ``ListFilters`` checks it."""
+    if value is None:
+        return None
+    from ..store import filters  # only when the option is given
+
+    check = (
+        filters.check_id_prefix
+        if param.name == "id_prefix"
+        else filters.check_envelope_hash
+    )
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 @click.group()
@@ -51,14 +70,14 @@ def records() -> None:
 )
 @click.option(
     "--id-prefix",
-    type=IdPrefix(),
+    callback=_filter_param,
     metavar="PREFIX",
     help="Only records whose execution id starts with PREFIX.",
 )
 @click.option(
     "--hash",
     "envelope_hash",
-    type=EnvelopeHash(),
+    callback=_filter_param,
     metavar="sha256:HEX",
     help="Only records made from an envelope with this whole hash.",
 )
@@ -90,7 +109,9 @@ def list_records(hits: bool, as_json: bool, **given: Any) -> None:
             intent=filters.intent, since=filters.since, limit=limit
         )
         if served:
-            found = sorted([*found, *served], key=_created, reverse=True)[:limit]
+            found = sorted(
+                [*found, *served], key=lambda row: row.created_utc, reverse=True
+            )[:limit]
     resumed = resumed_rows(store, found)
     if as_json:
         emit_json(
@@ -124,10 +145,6 @@ def list_records(hits: bool, as_json: bool, **given: Any) -> None:
             for row in found
         ],
     )
-
-
-def _created(row: RecordSummary | CacheHit) -> str:
-    return row.created_utc
 
 
 def _hit_row(hit: CacheHit) -> list[str]:

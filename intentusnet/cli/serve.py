@@ -25,7 +25,7 @@ import click
 from .application import app_option, open_app
 from .context import named_store
 from .keys import key_options, key_ring
-from .listening import deadline_options, deadlines, need_server
+from .listening import Deadlines, deadline_options, need_server
 from .params import LOG_LEVELS, USAGE, Choice, CliFailure, prices_option, size_param
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def serve(
     except (ValueError, OSError) as exc:
         raise CliFailure(str(exc), USAGE) from exc
     key_ring(key_files, key_dirs, require_signature)  # refuse bad keys here
-    limits = deadlines(body_timeout, keep_alive, max_connections)
+    limits = Deadlines(body_timeout, keep_alive, max_connections)
     settings = {  # what worker_app builds the app from, in every worker
         "app": app_ref,
         "keysFile": api_keys_file,

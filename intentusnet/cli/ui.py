@@ -15,8 +15,8 @@ from .application import app_option
 from .context import open_store
 from .keys import key_options, key_ring
 from .listening import (
+    Deadlines,
     deadline_options,
-    deadlines,
     listening_socket,
     need_server,
     serve_on,
@@ -72,7 +72,7 @@ def ui(
     """
     need_server("ui", "fastapi", "uvicorn", "jinja2")
     ring = key_ring(key_files, key_dirs, require_signature)
-    limits = deadlines(body_timeout, keep_alive, max_connections)
+    limits = Deadlines(body_timeout, keep_alive, max_connections)
     from ..cache.prices import price_table
 
     prices = price_table(prices_file)  # bad: exit 2

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from .listening import (
+    Deadlines,
     deadline_options,
-    deadlines,
     listen_address,
     listening_socket,
     need_server,
@@ -110,7 +110,7 @@ def witness(
     name = name or f"intentusnet-witness/{key.key_id.partition(':')[2]}"
     if not _is_key_name(name):
         raise CliFailure(f"--name {name!r}: no spaces or '+'", USAGE)
-    limits = deadlines(body_timeout, keep_alive, max_connections)
+    limits = Deadlines(body_timeout, keep_alive, max_connections)
     try:
         server_witness = Witness(name, key, known, Path(state_dir))
     except LogError as exc:

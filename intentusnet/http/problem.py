@@ -8,10 +8,11 @@ attributes, so a client can raise the very class the library raises.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Final, cast
+from typing import Final, TypeAlias, cast
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject
 from ..errors import (
     CancelRefused,
     EnvelopeValidationError,
@@ -28,6 +29,7 @@ from ..errors import (
 )
 
 __all__ = [
+    "CARRIED",
     "MEDIA_TYPE",
     "REFUSALS",
     "STATUS_BY_CODE",
@@ -39,6 +41,20 @@ __all__ = [
 MEDIA_TYPE: Final = "application/problem+json"
 #: The operators' refusals: each says why in ``reason``, for ``execution_id``.
 REFUSALS: Final = (ResumeRefused, ResolveRefused, CancelRefused, SignalRefused)
+
+_Kind: TypeAlias = type[IntentusNetError] | tuple[type[IntentusNetError], ...]
+#: The members a problem document carries of an error, in the order its class's
+#: constructor takes them, so the client rebuilds it from them (``wire``):
+#: ``detail`` is the document's own, ``waited`` is not carried (0 s).
+CARRIED: Final[tuple[tuple[_Kind, tuple[str, ...]], ...]] = (
+    (EnvelopeValidationError, ("detail", "path")),
+    (ReplayNotAllowed, ("reason", "executionId")),
+    (ReplayHashMismatch, ("expected", "actual", "paths")),
+    (RecordIntegrityError, ("detail", "executionId", "line")),
+    (IdempotencyConflict, ("key", "recordedHash", "givenHash", "executionId")),
+    (IdempotencyTimeout, ("key", "executionId", "waited")),
+    (REFUSALS, ("reason", "executionId", "detail")),
+)
 
 #: Error code -> HTTP status; a subclass without its own entry takes its
 #: parent's. Codes neither here nor inherited answer 500.
@@ -119,24 +135,13 @@ def from_error(exc: IntentusNetError, instance: str | None = None) -> JSONObject
 
 
 def _members(exc: IntentusNetError) -> JSONObject:
-    if isinstance(exc, EnvelopeValidationError):
-        return {"path": exc.path}
-    if isinstance(exc, (ReplayNotAllowed, *REFUSALS)):
-        return {"reason": exc.reason, "executionId": exc.execution_id}
-    if isinstance(exc, ReplayHashMismatch):
-        paths: list[JSONValue] = list(exc.paths)
-        return {"expected": exc.expected, "actual": exc.actual, "paths": paths}
-    if isinstance(exc, RecordIntegrityError):
-        return {"executionId": exc.execution_id, "line": exc.line}
-    if isinstance(exc, IdempotencyConflict):
-        return {
-            "key": exc.key,
-            "recordedHash": exc.recorded_hash,
-            "givenHash": exc.given_hash,
-            "executionId": exc.execution_id,
-        }
-    if isinstance(exc, IdempotencyTimeout):
-        return {"key": exc.key, "executionId": exc.execution_id}
     if isinstance(exc, ServiceError):
         return cast("JSONObject", dict(exc.problem))
+    for kind, names in CARRIED:
+        if isinstance(exc, kind):
+            return {
+                name: getattr(exc, re.sub("([A-Z])", r"_\1", name).lower())
+                for name in names
+                if name not in ("detail", "waited")
+            }
     return {}

@@ -17,17 +17,7 @@ import orjson
 
 from .._util.jsonvalue import JSONObject, JSONValue
 from ..envelope import AgentResponse, IntentEnvelope
-from ..errors import (
-    EnvelopeValidationError,
-    IdempotencyConflict,
-    IdempotencyTimeout,
-    IntentusNetError,
-    RecordIntegrityError,
-    ReplayHashMismatch,
-    ReplayNotAllowed,
-    ServiceError,
-    ServiceUnavailable,
-)
+from ..errors import IntentusNetError, ServiceError, ServiceUnavailable
 from ..record.fingerprint import record_fingerprint
 from ..record.model import (
     EventType,
@@ -43,7 +33,7 @@ from ..replay import ReplayResult
 from ..store.durable import check_idempotency_key
 from ..store.filters import ListFilters
 from ..store.ids import check_id
-from .problem import REFUSALS
+from .problem import CARRIED
 
 __all__ = [
     "ExecutionPage",
@@ -183,7 +173,6 @@ def page(data: JSONObject) -> ExecutionPage:
 def record(data: JSONObject) -> ExecutionRecord:
     """Read an ``ExecutionRecord`` from its ``to_json()`` form."""
     head = _object(data["header"])
-    owner = head.get("owner")
     header = ExecutionHeader(
         # The header's JSON holds a summary's fields under the same names.
         **summary(head)._asdict(),
@@ -191,15 +180,14 @@ def record(data: JSONObject) -> ExecutionRecord:
         completed_utc=_text(head["completedUtc"]),
         parent_execution_id=_text(head["parentExecutionId"]),
         chain_head=str(head["chainHead"]),
-        owner=owner if isinstance(owner, dict) else None,
+        owner=_maybe_object(head.get("owner")),
         key_id=_text(head.get("keyId")),
         configuration=_maybe_object(head.get("configuration")),
     )
     items = data["events"]
     assert isinstance(items, list)
     events = tuple(_event(_object(event)) for event in items)
-    final = data["finalResponse"]
-    final_response = final if isinstance(final, dict) else None
+    final_response = _maybe_object(data["finalResponse"])
     return ExecutionRecord(
         header=header,
         envelope=_object(data["envelope"]),
@@ -237,12 +225,11 @@ def verify_report(data: JSONObject) -> VerifyReport:
 
 def replay_result(data: JSONObject) -> ReplayResult:
     """Read a ``ReplayResult``."""
-    payload, error = data["payload"], data["error"]
     return ReplayResult(
-        payload=payload if isinstance(payload, dict) else None,
+        payload=_maybe_object(data["payload"]),
         metadata=_object(data["metadata"]),
         status=str(data["status"]),
-        error=error if isinstance(error, dict) else None,
+        error=_maybe_object(data["error"]),
         original_execution_id=str(data["originalExecutionId"]),
         from_replay=bool(data["fromReplay"]),
         forced=bool(data["forced"]),
@@ -311,40 +298,32 @@ def error_from(response: httpx.Response) -> IntentusNetError:
 def _build(
     cls: type[IntentusNetError], problem: JSONObject, detail: str, status: int
 ) -> IntentusNetError:
-    execution_id = str(problem.get("executionId") or "")
     if issubclass(cls, ServiceError):
         return cls(detail, status=status, problem=problem)
-    if issubclass(cls, EnvelopeValidationError):
-        return cls(detail, str(problem.get("path") or ""))
-    if issubclass(cls, ReplayNotAllowed):
-        return cls(str(problem.get("reason") or "unknown"), execution_id)
-    if issubclass(cls, ReplayHashMismatch):
-        paths = problem.get("paths")
-        return cls(
-            str(problem.get("expected")),
-            str(problem.get("actual")),
-            [str(p) for p in paths] if isinstance(paths, list) else [],
-        )
-    if issubclass(cls, RecordIntegrityError):
-        line = problem.get("line")
-        return cls(detail, execution_id, line if isinstance(line, int) else None)
-    if issubclass(cls, IdempotencyConflict):
-        return cls(
-            str(problem.get("key")),
-            str(problem.get("recordedHash")),
-            str(problem.get("givenHash")),
-            execution_id,
-        )
-    if issubclass(cls, IdempotencyTimeout):
-        return cls(str(problem.get("key")), execution_id, 0.0)
-    if issubclass(cls, REFUSALS):
-        return cls(str(problem.get("reason") or "unknown"), execution_id, detail)
+    for kind, names in CARRIED:
+        if issubclass(cls, kind):
+            return cls(*(_argument(problem, name, detail) for name in names))
     try:
         return cls(detail)
     except (TypeError, ValueError):
-        # A class made from more than a message, which no branch above reads
+        # A class made from more than a message, which CARRIED does not rebuild
         # from a problem document: the service's error as it came, code kept.
         return ServiceError(detail, status=status, problem=problem)
+
+
+def _argument(problem: JSONObject, name: str, detail: str) -> object:
+    value = problem.get(name)
+    if name == "detail":
+        return detail
+    if name == "waited":
+        return 0.0
+    if name == "line":
+        return value if isinstance(value, int) else None
+    if name == "paths":
+        return [str(p) for p in value] if isinstance(value, list) else []
+    if name in ("path", "executionId"):
+        return str(value or "")
+    return str(value or "unknown") if name == "reason" else str(value)
 
 
 def transport_error(exc: httpx.HTTPError, base_url: str) -> ServiceUnavailable:

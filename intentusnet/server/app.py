@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import orjson
-from fastapi import FastAPI, Path, Query
+from fastapi import APIRouter, FastAPI, Path, Query
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -330,9 +330,10 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         where = location(answer.metadata.execution_id or "")
         return _json(answer.to_wire(), 202, {"Location": where})
 
-    @app.get(
+    executions = APIRouter(tags=["executions"])
+
+    @executions.get(
         "/v1/executions",
-        tags=["executions"],
         summary="List execution records, newest first",
         operation_id="listExecutions",
         responses={
@@ -422,9 +423,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
             headers["Retry-After"] = "1"
         return _json(record.to_json(), headers=headers)
 
-    @app.get(
+    @executions.get(
         "/v1/executions/{execution_id}",
-        tags=["executions"],
         summary="Show an execution: its newest record, optionally waiting for it",
         operation_id="getExecution",
         responses={
@@ -455,9 +455,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         service.authorize(request, Access.READ)
         return await _newest(execution_id, follow=follow, wait=wait)
 
-    @app.get(
+    @executions.get(
         "/v1/idempotency-keys/{key:path}",
-        tags=["executions"],
         summary="Show the execution an idempotency key names: its newest record",
         operation_id="getExecutionByKey",
         responses={
@@ -490,9 +489,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         execution_id = await run_in_threadpool(keyed_execution, store, key)
         return await _newest(execution_id, follow=True, wait=wait, named=False)
 
-    @app.post(
+    @executions.post(
         "/v1/executions/{execution_id}/replay",
-        tags=["executions"],
         summary="Replay an execution: its recorded answer, without running agents",
         operation_id="replayExecution",
         responses={
@@ -524,9 +522,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         service.metrics.replayed()
         return _json(result)
 
-    @app.post(
+    @executions.post(
         "/v1/executions/{execution_id}/resolution",
-        tags=["executions"],
         summary="Resolve a parked execution's side effect in doubt",
         operation_id="resolveExecution",
         responses={
@@ -557,9 +554,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         )
         return _json({"executionId": execution_id, "decision": decided})
 
-    @app.post(
+    @executions.post(
         "/v1/executions/{execution_id}/cancel",
-        tags=["executions"],
         summary="Cancel an execution: closed now, or stopped at its next step",
         operation_id="cancelExecution",
         responses={
@@ -579,9 +575,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         )
         return _json({"executionId": execution_id, "record": record, "closed": closed})
 
-    @app.post(
+    @executions.post(
         "/v1/executions/{execution_id}/fork",
-        tags=["executions"],
         summary="Fork an execution: today's code from a step on, as a new execution",
         operation_id="forkExecution",
         responses={
@@ -607,9 +602,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         answer = await run_in_threadpool(levers.fork, execution_id, wanted.from_step)
         return _json(answer, headers={"Location": location(str(answer["executionId"]))})
 
-    @app.post(
+    @executions.post(
         "/v1/executions/{execution_id}/resume",
-        tags=["executions"],
         summary="Resume an interrupted execution now, in this service",
         operation_id="resumeExecution",
         responses={
@@ -627,9 +621,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         answer = await run_in_threadpool(levers.resume, execution_id)
         return _json(answer.to_wire())
 
-    @app.post(
+    @executions.post(
         "/v1/executions/{execution_id}/signals/{name}",
-        tags=["executions"],
         summary="Send a signal (a JSON body) to an execution that waits for it",
         operation_id="signalExecution",
         responses={
@@ -662,9 +655,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         )
         return _json({"executionId": execution_id, "name": name, "signal": sent})
 
-    @app.get(
+    @executions.get(
         "/v1/executions/{execution_id}/verify",
-        tags=["executions"],
         summary="Verify the hash chain of an execution record",
         operation_id="verifyExecution",
         responses={
@@ -679,6 +671,8 @@ def _add_routes(app: FastAPI, service: Service, levers: Levers) -> None:
         store = service.require_store()
         report = await run_in_threadpool(store.verify, execution_id)
         return _json(report.to_json())
+
+    app.include_router(executions)
 
     @app.get(
         "/healthz",

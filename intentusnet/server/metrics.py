@@ -29,6 +29,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -99,43 +100,38 @@ class Metrics:
     def __init__(self, multiprocess_dir: str | None = None) -> None:
         self._dir = multiprocess_dir or os.environ.get(MULTIPROCESS_ENV) or None
         registry = self.registry = CollectorRegistry()
-        self._routed = Counter(
+        counter = partial(Counter, registry=registry)
+        self._routed = counter(
             "intentusnet_intents_routed",
             "Intents routed, by the status of the answer.",
             ["status"],
-            registry=registry,
         )
         # Bound once: the answer's status takes one of these two values.
         self._routed_as = {
             status: self._routed.labels(status=status)
             for status in ("success", "error")
         }
-        self._intent_errors = Counter(
+        self._intent_errors = counter(
             "intentusnet_intent_errors",
             "Routed intents answered with an error, by ErrorInfo code.",
             ["code"],
-            registry=registry,
         )
-        self._problems = Counter(
+        self._problems = counter(
             "intentusnet_http_problems",
             "Requests refused with a problem document, by problem code.",
             ["code"],
-            registry=registry,
         )
-        self._hits = Counter(
+        self._hits = counter(
             "intentusnet_cache_hits",
             "Intents answered from an earlier record instead of running agents.",
-            registry=registry,
         )
-        self._misses = Counter(
+        self._misses = counter(
             "intentusnet_cache_misses",
             "Intents answered by running agents.",
-            registry=registry,
         )
-        self._replays = Counter(
+        self._replays = counter(
             "intentusnet_replays",
             "Executions replayed through the API.",
-            registry=registry,
         )
         self._in_flight_gauge = Gauge(
             "intentusnet_intents_in_flight",
@@ -149,15 +145,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self._resumed = Counter(
+        self._resumed = counter(
             "intentusnet_executions_resumed",
             "Interrupted executions finished by this service's recovery.",
-            registry=registry,
         )
-        self._parked = Counter(
+        self._parked = counter(
             "intentusnet_executions_parked",
             "Interrupted executions recovery parked needs_attention.",
-            registry=registry,
         )
         self._recovery = Histogram(
             "intentusnet_recovery_seconds",

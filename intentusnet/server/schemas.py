@@ -85,21 +85,12 @@ class ExecutionPage(_Wire):
     )
 
 
-class ExecutionHeader(_Wire):
-    """A record's identity and derived state (``ExecutionHeader.to_json()``)."""
+class ExecutionHeader(ExecutionSummary):
+    """A summary's fields and the rest of a record's header (its ``to_json()``)."""
 
     schema_version: int
-    execution_id: str
-    created_utc: str
     completed_utc: str | None
-    envelope_hash: str
-    intent: IntentName
-    status: RecordStatus
-    replayable: bool
-    replayable_reason: ReplayableReason | None
     parent_execution_id: str | None
-    agent: str | None
-    duration_ms: float | None
     chain_head: str
     owner: _Object | None
     key_id: str | None = Field(

@@ -66,11 +66,6 @@ class RowUsage(NamedTuple):
     hits: int
 
 
-def _count(count: int) -> str:
-    """A token count with thousands separators."""
-    return f"{count:,}"
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
@@ -116,7 +111,7 @@ def _detail(usage: RowUsage, prices: PriceTable | None) -> RowDetail:
         return RowDetail(NONE, why, NONE, why, None)
     spent_in = sum(c.input_tokens for c in calls)
     spent_out = sum(c.output_tokens for c in calls)
-    counts = f"{_count(spent_in)} input + {_count(spent_out)} output tokens"
+    counts = f"{spent_in:,} input + {spent_out:,} output tokens"
     included = 0 if usage.own is not None else len(calls)
     tokens_title = f"{counts} in this LLM call"
     if included:
@@ -124,7 +119,7 @@ def _detail(usage: RowUsage, prices: PriceTable | None) -> RowDetail:
             f"{counts} in the {_plural(included, 'LLM call')} it made, "
             f"each counted on its own row (http.request)"
         )
-    tokens = _count(spent_in + spent_out)
+    tokens = f"{spent_in + spent_out:,}"
     if prices is None:
         return RowDetail(
             tokens,

@@ -98,17 +98,14 @@ def attempts(
     record: ExecutionRecord,
 ) -> list[tuple[ExecutionEvent, ExecutionEvent | None]]:
     """Each attempt's start event and its end event (``None`` if it never ended)."""
-    ends: dict[tuple[str, str], ExecutionEvent] = {}
-    for event in record.events:
-        if event.type is EventType.AGENT_ATTEMPT_END:
-            ends[(str(event.data.get("agent")), str(event.data.get("attempt")))] = event
+
+    def key(event: ExecutionEvent) -> tuple[str, str]:
+        return str(event.data.get("agent")), str(event.data.get("attempt"))
+
+    events = record.events
+    ends = {key(e): e for e in events if e.type is EventType.AGENT_ATTEMPT_END}
     return [
-        (
-            event,
-            ends.get((str(event.data.get("agent")), str(event.data.get("attempt")))),
-        )
-        for event in record.events
-        if event.type is EventType.AGENT_ATTEMPT_START
+        (e, ends.get(key(e))) for e in events if e.type is EventType.AGENT_ATTEMPT_START
     ]
 
 
