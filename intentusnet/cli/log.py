@@ -253,10 +253,10 @@ def verify_proof(
     """Check a tlog-proof FILE offline: signed by PUB, and its leaf under the root."""
     from ..record.keys import PublicKey
     from ..tlog.leaf import LogLeaf
-    from ..tlog.proof import parse_proof
+    from ..tlog.proof import LogProof
 
     key = PublicKey.load(key_file)
-    proof = parse_proof(_read(proof_file))
+    proof = LogProof.from_bytes(_read(proof_file))
     checkpoint = proof.verify(key, origin)
     leaf = LogLeaf.from_bytes(proof.leaf)
     if as_json:

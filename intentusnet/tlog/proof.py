@@ -28,7 +28,7 @@ from ..record.keys import PublicKey
 from .checkpoint import LogCheckpoint, parse_checkpoint
 from .merkle import HASH_SIZE
 
-__all__ = ["PROOF_HEADER", "LogProof", "parse_proof"]
+__all__ = ["PROOF_HEADER", "LogProof"]
 
 PROOF_HEADER: Final = "c2sp.org/tlog-proof@v1"
 _INDEX: Final = re.compile(r"index (0|[1-9][0-9]*)")
@@ -65,12 +65,39 @@ class LogProof(NamedTuple):
 
     @classmethod
     def from_bytes(cls, data: bytes) -> LogProof:
-        """Read a proof file (see :func:`parse_proof`).
+        """Read a proof file (not yet checked: see :meth:`verify`).
 
         Raises:
             LogIntegrityError: not a tlog-proof of this form, or without the leaf.
         """
-        return parse_proof(data)
+        head, blank, checkpoint = data.partition(b"\n\n")
+        if not blank:
+            raise LogIntegrityError(
+                "a proof file has an empty line before its checkpoint"
+            )
+        try:
+            lines = head.decode("ascii").split("\n")
+        except UnicodeDecodeError:
+            raise LogIntegrityError("a proof file's head is not ASCII") from None
+        if lines[0] != PROOF_HEADER:
+            raise LogIntegrityError(
+                f"not a proof file: it does not begin {PROOF_HEADER}"
+            )
+        if len(lines) < 3 or not lines[1].startswith("extra "):
+            raise LogIntegrityError("the proof file carries no leaf (its extra line)")
+        index = _INDEX.fullmatch(lines[2])
+        if index is None:
+            raise LogIntegrityError(
+                "the proof file's third line is not 'index <decimal>'"
+            )
+        hashes = lines[3:]
+        if len(hashes) > _MAX_PATH:
+            raise LogIntegrityError(f"a proof file with more than {_MAX_PATH} hashes")
+        path = tuple(_base64(line, "a hash of the proof") for line in hashes)
+        if any(len(h) != HASH_SIZE for h in path):
+            raise LogIntegrityError("a hash of the proof is not 32 bytes")
+        leaf = _base64(lines[1][len("extra ") :], "the leaf")
+        return cls(leaf, int(index.group(1)), path, checkpoint)
 
     def verify(self, key: PublicKey, origin: str | None = None) -> LogCheckpoint:
         """The checkpoint, once ``key`` signed it and the proof holds under it.
@@ -93,36 +120,6 @@ class LogProof(NamedTuple):
                 f"{self.leaf_index} of {checkpoint.origin} at size {checkpoint.size}"
             )
         return checkpoint
-
-
-def parse_proof(data: bytes) -> LogProof:
-    """Read a proof file (not yet checked: see :meth:`LogProof.verify`).
-
-    Raises:
-        LogIntegrityError: not a tlog-proof of this form, or without the leaf.
-    """
-    head, blank, checkpoint = data.partition(b"\n\n")
-    if not blank:
-        raise LogIntegrityError("a proof file has an empty line before its checkpoint")
-    try:
-        lines = head.decode("ascii").split("\n")
-    except UnicodeDecodeError:
-        raise LogIntegrityError("a proof file's head is not ASCII") from None
-    if lines[0] != PROOF_HEADER:
-        raise LogIntegrityError(f"not a proof file: it does not begin {PROOF_HEADER}")
-    if len(lines) < 3 or not lines[1].startswith("extra "):
-        raise LogIntegrityError("the proof file carries no leaf (its extra line)")
-    index = _INDEX.fullmatch(lines[2])
-    if index is None:
-        raise LogIntegrityError("the proof file's third line is not 'index <decimal>'")
-    hashes = lines[3:]
-    if len(hashes) > _MAX_PATH:
-        raise LogIntegrityError(f"a proof file with more than {_MAX_PATH} hashes")
-    path = tuple(_base64(line, "a hash of the proof") for line in hashes)
-    if any(len(h) != HASH_SIZE for h in path):
-        raise LogIntegrityError("a hash of the proof is not 32 bytes")
-    leaf = _base64(lines[1][len("extra ") :], "the leaf")
-    return LogProof(leaf, int(index.group(1)), path, checkpoint)
 
 
 def _base64(text: str, what: str) -> bytes:

@@ -10,7 +10,7 @@ import pytest
 from intentusnet.errors import LogIntegrityError
 from intentusnet.record.keys import SigningKey
 from intentusnet.tlog.log import TileLog
-from intentusnet.tlog.proof import LogProof, parse_proof
+from intentusnet.tlog.proof import LogProof
 
 ORIGIN = "example.com/proofs"
 
@@ -32,7 +32,7 @@ def log(tmp_path: Path, key: SigningKey) -> TileLog:
 def test_a_proof_round_trips_and_verifies(log: TileLog, key: SigningKey) -> None:
     """A proof file reads back equal, and verifies under its own origin by default."""
     proof = log.proof_of(13)
-    assert parse_proof(proof.to_bytes()) == proof
+    assert LogProof.from_bytes(proof.to_bytes()) == proof
     assert LogProof.from_bytes(proof.to_bytes()) == proof
     checkpoint = proof.verify(key.public_key)
     assert (checkpoint.origin, checkpoint.size) == (ORIGIN, 20)
@@ -78,7 +78,7 @@ def test_a_proof_under_the_wrong_leaf_fails(log: TileLog, key: SigningKey) -> No
 def test_malformed_proof_files_are_refused(data: bytes) -> None:
     """A file not of the tlog-proof form raises LogIntegrityError."""
     with pytest.raises(LogIntegrityError):
-        parse_proof(data)
+        LogProof.from_bytes(data)
 
 
 def test_a_proof_with_no_signed_checkpoint_is_refused(key: SigningKey) -> None:
