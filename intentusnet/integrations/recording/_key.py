@@ -406,7 +406,7 @@ class RequestKeys:
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
         """A request body with ignored paths blanked and the redactor's applied."""
         if self.ignored:
-            body = rewrite(body, self.ignored, _ignore, whole=False)
+            body = rewrite(body, self.ignored, lambda _: IGNORED, whole=False)
         redactor = self.secrets.redactor
         if redactor is None:
             return body
@@ -420,10 +420,6 @@ def _boundary(content_type: bytes) -> tuple[bytes, bytes]:
         return b"", content_type
     normal = match.group(1) + match.group(2) + _BOUNDARY + match.group(4)
     return match.group(3), content_type.replace(match.group(0), normal)
-
-
-def _ignore(value: JSONValue) -> JSONValue:
-    return IGNORED
 
 
 #: The newest recorded requests whose tenants are tried.
