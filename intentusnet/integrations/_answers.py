@@ -8,7 +8,7 @@ the paths where two answers differ.
 
 from __future__ import annotations
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_str
 from .usage import event_data, loaded, recorded_content_type
 
 
@@ -69,8 +69,7 @@ def _delta(event: JSONValue) -> str | None:
 
 def _text_at(value: JSONValue, key: str) -> str | None:
     """``value[key]`` when ``value`` is an object and that is a text."""
-    found = value.get(key) if isinstance(value, dict) else None
-    return found if isinstance(found, str) else None
+    return as_str(value.get(key)) if isinstance(value, dict) else None
 
 
 def _items(value: JSONValue) -> list[JSONObject]:

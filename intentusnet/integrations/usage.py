@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue, wire_form
+from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
 
 __all__ = [
     "Usage",
@@ -112,8 +112,7 @@ def api_of(path: str) -> tuple[str, str] | None:
 def requested_model(request_body: bytes) -> str | None:
     """The model a JSON request body asks for, if it names one."""
     request = _object(request_body)
-    model = request.get("model") if request is not None else None
-    return model if isinstance(model, str) else None
+    return None if request is None else as_str(request.get("model"))
 
 
 def recorded_call_usage(request: JSONObject, response: JSONObject) -> Usage | None:
