@@ -346,7 +346,8 @@ class Session:
                     elif sent != PROGRESS:
                         await self._answer(_notification(sent, params))
                     elif token is not None:  # progress: if the client asked
-                        await self._answer(_progress(token, params))
+                        progress = {**params, "progressToken": token}
+                        await self._answer(_notification(sent, progress))
                 if not found.ok:
                     await self._recorded_error(request_id, source, found)
                     return
@@ -792,9 +793,3 @@ def _notification(name: str, params: JSONObject) -> JSONObject:
     """A recorded notification (its step ``name``), sent again as it was."""
     method = name.removeprefix("mcp:")
     return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
-def _progress(token: JSONValue, note: JSONObject) -> JSONObject:
-    """A recorded progress notification, for the replayed call's ``token``."""
-    params: JSONObject = {**note, "progressToken": token}
-    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
