@@ -12,7 +12,7 @@ from typing import Final, Self
 
 import orjson
 
-from ..._util.jsonvalue import JSONObject, JSONValue, as_str
+from ..._util.jsonvalue import JSONObject, JSONValue, as_int, as_str
 
 __all__ = [
     "ANSWERED_WITH",
@@ -326,8 +326,7 @@ def closed_stream(message: JSONValue) -> tuple[JSONValue, int | None] | None:
     params = message.get("params")
     if not isinstance(params, dict):
         return None
-    retry = params.get("retry")
-    return params.get("requestId"), retry if type(retry) is int else None
+    return params.get("requestId"), as_int(params.get("retry"))
 
 
 def id_key(request_id: JSONValue) -> bytes:

@@ -25,7 +25,7 @@ from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
-from ..._util.jsonvalue import JSONObject, JSONValue
+from ..._util.jsonvalue import JSONObject, JSONValue, as_int
 from ...routing.execution import jsonish
 from ...routing.redact import Redaction, Redactor
 from ...steps.view import RecordedStep
@@ -336,8 +336,7 @@ class Session:
                 assert self.calls is not None  # a replay's
                 for sent, params in self.calls.sent(source, found):
                     if sent == STREAM_CLOSED:  # where the server closed it
-                        retry = params.get("retry")
-                        self._close(request_id, retry if type(retry) is int else None)
+                        self._close(request_id, as_int(params.get("retry")))
                     elif sent.startswith(FROM_SERVER):
                         await self._ask_client(sent, params)
                     elif method in STREAMS:  # on this stream: tagged as its own
