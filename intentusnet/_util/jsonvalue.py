@@ -32,6 +32,7 @@ __all__ = [
     "JSONObject",
     "JSONValue",
     "as_float",
+    "as_int",
     "as_str",
     "check_json",
     "copy_json",
@@ -269,6 +270,11 @@ def _wire(value: object) -> JSONValue:
 def as_str(value: JSONValue | None) -> str | None:
     """``value`` if it is a string, else ``None``."""
     return value if isinstance(value, str) else None
+
+
+def as_int(value: JSONValue | None) -> int | None:
+    """``value`` if it is an int (not a boolean), else ``None``."""
+    return value if type(value) is int else None
 
 
 def as_float(value: JSONValue | None) -> float | None:

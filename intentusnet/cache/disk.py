@@ -224,7 +224,10 @@ class DiskTier:
                     again,
                 )
                 return
-        self._notify()
+        try:
+            self._on_reset()
+        except Exception:  # a failed rebuild leaves an empty cache, which is correct
+            _log.exception("rebuilding cache %s failed", self.directory)
 
     def _quarantine(self, exc: BaseException) -> None:
         aside = f"{self.directory}.corrupt-{time.time_ns()}"
@@ -240,12 +243,6 @@ class DiskTier:
             exc,
             aside,
         )
-
-    def _notify(self) -> None:
-        try:
-            self._on_reset()
-        except Exception:  # a failed rebuild leaves an empty cache, which is correct
-            _log.exception("rebuilding cache %s failed", self.directory)
 
 
 def counter_key(namespace: str, what: str) -> str:

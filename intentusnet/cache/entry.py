@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import orjson
 from pydantic import ValidationError
 
-from .._util.jsonvalue import JSONObject, JSONValue
+from .._util.jsonvalue import JSONObject, JSONValue, as_float
 from .._util.time import parse_utc
 from ..envelope import AgentResponse
 from ..errors import IntentusNetError
@@ -136,16 +136,11 @@ def decode(raw: bytes) -> Stored | None:
         return None
     if value.get("v") != ENTRY_VERSION or not isinstance(execution_id, str):
         return None
-    if not isinstance(expires, int | float) or isinstance(expires, bool):
-        expires = None
-    max_age = value.get("maxAge")
-    if not isinstance(max_age, int | float) or isinstance(max_age, bool):
-        max_age = None
     return Stored(
         execution_id,
-        None if expires is None else float(expires),
+        as_float(expires),
         value.get("recordVersion"),
-        max_age,
+        as_float(value.get("maxAge")),
         value.get("response"),
     )
 

@@ -8,10 +8,8 @@ the paths where two answers differ.
 
 from __future__ import annotations
 
-import orjson
-
-from .._util.jsonvalue import JSONObject, JSONValue
-from .usage import event_data, recorded_content_type
+from .._util.jsonvalue import JSONObject, JSONValue, as_str
+from .usage import event_data, loaded, recorded_content_type
 
 
 def _body_text(response: JSONObject) -> str:
@@ -29,14 +27,14 @@ def answer_body(response: JSONObject) -> JSONValue:
     """The response body as JSON, ``None`` when it is not (a stream, say)."""
     if _streamed(response):
         return None
-    return _json(_body_text(response).encode("utf-8"))
+    return loaded(_body_text(response).encode("utf-8"))
 
 
 def answer_text(response: JSONObject) -> str:
     """The text the model answered, or the body as recorded when none is found."""
     text = _body_text(response)
     if _streamed(response):
-        parts = [_delta(_json(data)) for data in event_data(text.encode("utf-8"))]
+        parts = [_delta(loaded(data)) for data in event_data(text.encode("utf-8"))]
         found = "".join(p for p in parts if p)
     else:
         body = answer_body(response)
@@ -71,16 +69,7 @@ def _delta(event: JSONValue) -> str | None:
 
 def _text_at(value: JSONValue, key: str) -> str | None:
     """``value[key]`` when ``value`` is an object and that is a text."""
-    found = value.get(key) if isinstance(value, dict) else None
-    return found if isinstance(found, str) else None
-
-
-def _json(data: bytes) -> JSONValue:
-    try:
-        parsed: JSONValue = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return parsed
+    return as_str(value.get(key)) if isinstance(value, dict) else None
 
 
 def _items(value: JSONValue) -> list[JSONObject]:

@@ -29,13 +29,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from hashlib import sha256
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeAlias, cast
 
 from .._util.choices import choice
 from ..errors import CacheMiss, RequestNotRecorded
 from ..store.file import CATALOG_NAME, FileExecutionStore
 from ..store.memory import MemoryExecutionStore
-from .recording import TransportMode
+from .recording import AsyncTransport, SyncTransport, TransportMode
 
 if TYPE_CHECKING:
     from ..cache.replay_cache import ReplayCache
@@ -60,6 +60,8 @@ TRANSPORT_OPTIONS: Final = frozenset(
 )
 #: Longest cassette name kept whole; longer ones are cut and given a hash.
 _NAME_KEPT: Final = 120
+#: A recording transport a cassette made (for httpx or httpx2, sync or async).
+_Transport: TypeAlias = "SyncTransport[Any, Any] | AsyncTransport[Any, Any]"
 
 
 class RecordMode(StrEnum):
@@ -182,7 +184,7 @@ class HTTPCassette:
         #: replay and nothing may be recorded: no directory is made)
         self.store: ExecutionStore = MemoryExecutionStore() if empty else files
         self._cache: ReplayCache | None = None
-        self._transports: dict[str, object] = {}
+        self._transports: dict[str, _Transport] = {}
         self._through: dict[str, _Through] = {}
 
     def __repr__(self) -> str:
@@ -224,7 +226,7 @@ class HTTPCassette:
         recorder, through = self._recorder(library, original, is_async=False)
         through.requests[id(request)] = transport
         try:
-            response = cast("_Sync", recorder).handle_request(request)
+            response = cast("SyncTransport[Any, Any]", recorder).handle_request(request)
         except CacheMiss as exc:
             raise self._refused(exc) from None
         finally:
@@ -244,7 +246,9 @@ class HTTPCassette:
         recorder, through = self._recorder(library, original, is_async=True)
         through.requests[id(request)] = transport
         try:
-            response = await cast("_Async", recorder).handle_async_request(request)
+            response = await cast(
+                "AsyncTransport[Any, Any]", recorder
+            ).handle_async_request(request)
         except CacheMiss as exc:
             raise self._refused(exc) from None
         finally:
@@ -257,9 +261,9 @@ class HTTPCassette:
             exc.request, exc.envelope_hash, str(self.path), self.record_mode.value
         )
 
-    def _note(self, request: object, response: object) -> None:
+    def _note(self, request: object, response: Any) -> None:
         asked = cast("_Request", request)
-        extensions = cast("_Response", response).extensions
+        extensions: Mapping[str, object] = response.extensions
         self.interactions.append(
             HTTPInteraction(
                 asked.method,
@@ -271,7 +275,7 @@ class HTTPCassette:
 
     def _recorder(
         self, library: str, original: Callable[..., object], *, is_async: bool
-    ) -> tuple[object, _Through]:
+    ) -> tuple[_Transport, _Through]:
         """The recording transport for one library, sync or async (made once)."""
         key = f"{library}:{'async' if is_async else 'sync'}"
         found = self._transports.get(key)
@@ -294,7 +298,7 @@ class HTTPCassette:
         else:
             from . import httpx2 as via
         factory = via.AsyncRecordingTransport if is_async else via.RecordingTransport
-        made: object = factory(
+        made: _Transport = factory(
             self.store,
             self.transport_mode,
             through,
@@ -308,11 +312,11 @@ class HTTPCassette:
     def close(self) -> None:
         """Close the cassette's transports, cache and store (the test is over)."""
         transports, self._transports = self._transports, {}
-        for key, transport in transports.items():
-            if key.endswith(":async"):
-                asyncio.run(cast("_Async", transport).aclose())
+        for transport in transports.values():
+            if isinstance(transport, AsyncTransport):
+                asyncio.run(transport.aclose())
             else:
-                cast("_Sync", transport).close()
+                transport.close()
         if self._cache is not None:
             self._cache.close()
         self._files.close()
@@ -362,18 +366,3 @@ class _Request(Protocol):
     def method(self) -> str: ...
     @property
     def url(self) -> object: ...
-
-
-class _Response(Protocol):
-    @property
-    def extensions(self) -> Mapping[str, object]: ...
-
-
-class _Sync(Protocol):
-    def handle_request(self, request: object) -> object: ...
-    def close(self) -> None: ...
-
-
-class _Async(Protocol):
-    async def handle_async_request(self, request: object) -> object: ...
-    async def aclose(self) -> None: ...

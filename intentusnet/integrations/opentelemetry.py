@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 try:
     from opentelemetry import trace
-    from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 except ImportError as exc:  # the extra is not installed
     raise ImportError(
@@ -139,10 +138,6 @@ def instrument(
     return instrumentation
 
 
-def _context(span: Span) -> Context:
-    return trace.set_span_in_context(span)
-
-
 def _current(span: Span) -> AbstractContextManager[object]:
     """``span`` as the current span, in this thread or task, until left.
 
@@ -213,7 +208,7 @@ class Instrumentation:
         name, attributes = _spans.execution_span(execution)
         return self._tracer.start_span(
             name,
-            context=None if parent is None else _context(parent),
+            context=None if parent is None else trace.set_span_in_context(parent),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=execution.started_ns,
@@ -269,7 +264,7 @@ class Instrumentation:
             return
         name, attributes = _spans.attempt_span(execution_id, agent, attempt)
         self._attempts[execution_id, attempt] = self._tracer.start_span(
-            name, context=_context(parent), attributes=attributes
+            name, context=trace.set_span_in_context(parent), attributes=attributes
         )
 
     def attempt_ended(
@@ -330,7 +325,7 @@ class Instrumentation:
                 del attributes[key]
         span = self._tracer.start_span(
             span_name,
-            context=_context(outer),
+            context=trace.set_span_in_context(outer),
             kind=SpanKind.CLIENT if http else SpanKind.INTERNAL,
             attributes=attributes,
         )
@@ -392,7 +387,7 @@ class Instrumentation:
                 outer = self._attempts.get((call.execution_id, call.attempt))
             span = self._tracer.start_span(
                 _spans.call_name(call, usage),
-                context=None if outer is None else _context(outer),
+                context=None if outer is None else trace.set_span_in_context(outer),
                 kind=SpanKind.CLIENT,
                 attributes=attributes,
                 start_time=call.started_ns,

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, wire_form
+from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
 
 __all__ = [
     "Usage",
@@ -112,8 +112,7 @@ def api_of(path: str) -> tuple[str, str] | None:
 def requested_model(request_body: bytes) -> str | None:
     """The model a JSON request body asks for, if it names one."""
     request = _object(request_body)
-    model = request.get("model") if request is not None else None
-    return model if isinstance(model, str) else None
+    return None if request is None else as_str(request.get("model"))
 
 
 def recorded_call_usage(request: JSONObject, response: JSONObject) -> Usage | None:
@@ -153,7 +152,7 @@ class _Found:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
 
-    def read(self, answer: dict[str, object]) -> None:
+    def read(self, answer: JSONObject) -> None:
         # Anthropic's message_start and OpenAI's response.* events wrap the
         # message or response they describe; the rest are the answer itself.
         for key in ("message", "response"):
@@ -176,11 +175,17 @@ class _Found:
                     setattr(self, attr, count)
 
 
-def _object(body: bytes) -> dict[str, object] | None:
+def loaded(data: bytes) -> JSONValue:
+    """``data`` as JSON, ``None`` when it is not JSON."""
     try:
-        value = orjson.loads(body)
+        parsed: JSONValue = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
+    return parsed
+
+
+def _object(body: bytes) -> JSONObject | None:
+    value = loaded(body)
     return value if isinstance(value, dict) else None
 
 

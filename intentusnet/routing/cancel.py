@@ -5,7 +5,7 @@ store, keyed by the first execution of the resume chain, so that it reaches
 whichever record of the chain runs now or later, on any host. A router
 running an execution does not ask the store at each step: it keeps a
 :class:`CancelFlag` per execution, which a :class:`CancelWatch` thread sets
-when it finds a request, polling the store every ``interval`` seconds for the
+when it finds a request, polling the store every ``POLL_S`` seconds for the
 executions the router runs (one query for all of them on PostgreSQL, one
 ``stat`` each on the file store). At its next step boundary the execution
 finds the flag set (an attribute read), raises :class:`ExecutionCancelled` and
@@ -63,9 +63,8 @@ class CancelWatch:
     child) and stops with :meth:`close`.
     """
 
-    def __init__(self, store: CancelStore, interval: float = POLL_S) -> None:
+    def __init__(self, store: CancelStore) -> None:
         self._store = store
-        self._interval = interval
         self._running: dict[str, list[CancelFlag]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -105,7 +104,7 @@ class CancelWatch:
         self._thread.start()
 
     def _poll(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stop.wait(POLL_S):
             with self._lock:
                 origins = list(self._running)
             if not origins:

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .._util.jsonvalue import JSONObject, JSONValue, as_str
+from .._util.jsonvalue import JSONObject, JSONValue, as_int, as_str
 from ..errors import (
     CassetteMiss,
     IntentusNetError,
@@ -145,7 +145,7 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
                 number=number,
                 name=str(start.get("name", "")),
                 args_hash=str(start.get("argsHash", "")),
-                parent=parent if type(parent) is int else None,
+                parent=as_int(parent),
                 side_effect=start.get("sideEffect") is True,
                 idempotent=start.get("idempotent") is True,
                 ended=end is not None,
@@ -167,13 +167,12 @@ def journal_steps(record: ExecutionRecord) -> list[JournalStep]:
 
 def _resolution(data: JSONObject, record: str) -> JournalStep:
     """The view of a step in doubt an operator's resolution gives."""
-    number, parent = data.get("step"), data.get("parent")
     happened = data.get("happened") is True
     return JournalStep(
-        number=number if type(number) is int else 0,
+        number=as_int(data.get("step")) or 0,
         name=str(data.get("name", "")),
         args_hash=str(data.get("argsHash", "")),
-        parent=parent if type(parent) is int else None,
+        parent=as_int(data.get("parent")),
         side_effect=True,
         idempotent=False,
         ended=happened,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import orjson
 
-from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
+from .._util.jsonvalue import JSONObject, JSONValue, as_int, as_str, wire_form
 from ..errors import IntentusNetError
 from ..record.model import EventType, ExecutionEvent, ExecutionRecord, RecordStatus
 from .view import UNFINISHED, RecordedStep, record_steps
@@ -108,8 +108,7 @@ def _explain(
     for event in (attempt_end, attempt_start):
         if event is not None:
             agent = as_str(event.data.get("agent"))
-            number = event.data.get("attempt")
-            attempt = number if type(number) is int else None
+            attempt = as_int(event.data.get("attempt"))
     failing = _failing_step(steps, agent, attempt, only_theirs=stopped)
     if not failed:
         summary = "the execution completed: nothing failed"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CassetteMiss
 from ..replay import ReplayEngine
-from ..routing.durable import chain_head, chain_of, count_decision
+from ..routing.durable import chain_head, chain_of, count_decision, load_record
 from .options import RerunOptions, StepRef
 from .rerun import RerunResult, rerun
 
@@ -60,14 +60,12 @@ def fork(
         RecordNotFound, InvalidExecutionId: no such record.
         CassetteMiss, SideEffectMismatch: as for ``rerun``.
     """
-    head = chain_head(router, execution_id)
-    store = router.store
-    assert store is not None  # chain_head checked it
-    record = store.load(head)
+    record = load_record(router, chain_head(router, execution_id))
     chain = chain_of(router, record)
     options = RerunOptions(from_step=from_step, allow_live=allow_live)
+    engine = ReplayEngine(record, store=router.store)
     try:
-        result = rerun(ReplayEngine(record, store=store), router, options, chain=chain)
+        result = rerun(engine, router, options, chain=chain)
     except CassetteMiss as miss:  # it ran, and stopped: a fork all the same
         if miss.rerun_execution_id is not None:
             count_decision(router, "fork", miss.rerun_execution_id)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from .._util.jsonvalue import JSONObject, JSONValue, as_str, wire_form
+from .._util.jsonvalue import JSONObject, JSONValue, as_int, as_str, wire_form
 from ..record.model import EventType, ExecutionRecord
 
 __all__ = ["RecordedStep", "StepRun", "chain_record_steps", "record_steps"]
@@ -127,10 +127,6 @@ class StepRun:
         return wire_form(self)
 
 
-def _int(value: JSONValue | None) -> int | None:
-    return value if type(value) is int else None
-
-
 def record_steps(record: ExecutionRecord) -> tuple[RecordedStep, ...]:
     """Return the steps of a record in the order they started. Added in 0.1.0."""
     starts: dict[int, tuple[int, JSONObject]] = {}
@@ -210,8 +206,8 @@ def _step(
         number=number,
         name=str(start.get("name") or ""),
         agent=as_str(start.get("agent")),
-        attempt=_int(start.get("attempt")),
-        parent=_int(start.get("parent")),
+        attempt=as_int(start.get("attempt")),
+        parent=as_int(start.get("parent")),
         args=start.get("args"),
         args_hash=str(start.get("argsHash") or ""),
         side_effect=start.get("sideEffect") is True,

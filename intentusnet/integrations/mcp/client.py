@@ -81,26 +81,21 @@ class RecordingClient:
     ) -> mcp_types.CallToolResult:
         """Call tool ``name`` as the step ``mcp:tools/call:NAME``."""
         given = dict(arguments or {})
-
-        async def call() -> mcp_types.CallToolResult:
-            return await self.client.call_tool(name, given)
-
         return await self._step(
             "tools/call",
             {"name": name, "arguments": given},
-            call,
+            lambda: self.client.call_tool(name, given),
             mcp_types.CallToolResult,
             side_effect=name in self.side_effects,
         )
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
         """Read resource ``uri`` as the step ``mcp:resources/read``."""
-
-        async def call() -> mcp_types.ReadResourceResult:
-            return await self.client.read_resource(uri)
-
         return await self._step(
-            "resources/read", {"uri": uri}, call, mcp_types.ReadResourceResult
+            "resources/read",
+            {"uri": uri},
+            lambda: self.client.read_resource(uri),
+            mcp_types.ReadResourceResult,
         )
 
     async def get_prompt(
@@ -108,12 +103,13 @@ class RecordingClient:
     ) -> mcp_types.GetPromptResult:
         """Get prompt ``name`` as the step ``mcp:prompts/get:NAME``."""
         given = dict(arguments or {})
-
-        async def call() -> mcp_types.GetPromptResult:
-            return await self.client.get_prompt(name, given)
-
         params: JSONObject = {"name": name, "arguments": dict(given)}
-        return await self._step("prompts/get", params, call, mcp_types.GetPromptResult)
+        return await self._step(
+            "prompts/get",
+            params,
+            lambda: self.client.get_prompt(name, given),
+            mcp_types.GetPromptResult,
+        )
 
     async def _step(
         self,

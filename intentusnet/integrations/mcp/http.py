@@ -43,13 +43,13 @@ from .jsonrpc import (
     is_request,
     is_response,
     parse,
+    request_version,
     stream_closed,
 )
 
 __all__ = ["HttpUpstream"]
 
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 _SAFE: Final = re.compile(r"[\x20-\x7E]*")
 #: Failed GETs in a row after which the GET stream is given up.
 _GET_TRIES: Final = 3
@@ -141,12 +141,11 @@ class HttpUpstream:
             return headers
         method = parsed.get("method")
         params = parsed.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
+        version = request_version(parsed)
         passed = {}
         if self._passed is not None and is_request(parsed):
             passed = dict(self._passed(parsed.get("id")))
-        if isinstance(version, str):
+        if version is not None:
             headers["mcp-protocol-version"] = version
         elif self.version is not None and method != "initialize":
             headers["mcp-protocol-version"] = self.version

@@ -12,7 +12,7 @@ from typing import Final, Self
 
 import orjson
 
-from ..._util.jsonvalue import JSONObject, JSONValue
+from ..._util.jsonvalue import JSONObject, JSONValue, as_int, as_str
 
 __all__ = [
     "ANSWERED_WITH",
@@ -264,8 +264,7 @@ def request_version(message: JSONValue) -> str | None:
     """The protocol revision a request names in its ``_meta`` (2026-07-28), if any."""
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
-    return version if isinstance(version, str) else None
+    return as_str(meta.get(VERSION_KEY)) if isinstance(meta, dict) else None
 
 
 def progress_token(message: JSONValue) -> JSONValue:
@@ -327,8 +326,7 @@ def closed_stream(message: JSONValue) -> tuple[JSONValue, int | None] | None:
     params = message.get("params")
     if not isinstance(params, dict):
         return None
-    retry = params.get("retry")
-    return params.get("requestId"), retry if type(retry) is int else None
+    return params.get("requestId"), as_int(params.get("retry"))
 
 
 def id_key(request_id: JSONValue) -> bytes:

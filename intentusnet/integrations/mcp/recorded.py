@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ..._util.jsonvalue import JSONObject, JSONValue
+from ..._util.jsonvalue import JSONObject, JSONValue, as_str
 from ..._util.time import parse_utc
 from ...record.model import ExecutionRecord
 from ...routing.execution import jsonish
@@ -139,8 +139,8 @@ class RecordedSession:
                     self._detail[step.parent] = step.args
             elif step.name == "mcp:initialize" and self.version is None:
                 output = step.output if step.ok else None
-                found = output.get("protocolVersion") if isinstance(output, dict) else 0
-                self.version = found if isinstance(found, str) else None
+                if isinstance(output, dict):
+                    self.version = as_str(output.get("protocolVersion"))
         created_us = parse_utc(record.header.created_utc) or 0
         self._opened = created_us / 1e6
         self._events = {event.seq: event for event in record.events}
@@ -189,8 +189,7 @@ class RecordedSession:
 
     def client(self, step: RecordedStep) -> str | None:
         """The client ``step`` was asked by (see :class:`Asker`); ``None``: local."""
-        found = self._asked_by.get(step.number, {}).get("client")
-        return found if isinstance(found, str) else None
+        return as_str(self._asked_by.get(step.number, {}).get("client"))
 
     def outdated(self, step: RecordedStep) -> bool:
         """The server outdated ``step``'s answer later in this session."""

@@ -25,7 +25,7 @@ from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
-from ..._util.jsonvalue import JSONObject, JSONValue
+from ..._util.jsonvalue import JSONObject, JSONValue, as_int
 from ...routing.execution import jsonish
 from ...routing.redact import Redaction, Redactor
 from ...steps.view import RecordedStep
@@ -336,8 +336,7 @@ class Session:
                 assert self.calls is not None  # a replay's
                 for sent, params in self.calls.sent(source, found):
                     if sent == STREAM_CLOSED:  # where the server closed it
-                        retry = params.get("retry")
-                        self._close(request_id, retry if type(retry) is int else None)
+                        self._close(request_id, as_int(params.get("retry")))
                     elif sent.startswith(FROM_SERVER):
                         await self._ask_client(sent, params)
                     elif method in STREAMS:  # on this stream: tagged as its own
@@ -346,7 +345,8 @@ class Session:
                     elif sent != PROGRESS:
                         await self._answer(_notification(sent, params))
                     elif token is not None:  # progress: if the client asked
-                        await self._answer(_progress(token, params))
+                        progress = {**params, "progressToken": token}
+                        await self._answer(_notification(sent, progress))
                 if not found.ok:
                     await self._recorded_error(request_id, source, found)
                     return
@@ -792,9 +792,3 @@ def _notification(name: str, params: JSONObject) -> JSONObject:
     """A recorded notification (its step ``name``), sent again as it was."""
     method = name.removeprefix("mcp:")
     return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
-def _progress(token: JSONValue, note: JSONObject) -> JSONObject:
-    """A recorded progress notification, for the replayed call's ``token``."""
-    params: JSONObject = {**note, "progressToken": token}
-    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}

@@ -10,20 +10,18 @@ is the same. Every one of them answers, through the store's step index
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from ...errors import RecordNotFound, ReplayNotAllowed
 from ...store.filters import ListFilters
 from .calls import RecordedCalls
 from .recorded import Clock
+from .view import SESSION_INTENT as INTENT
 
 if TYPE_CHECKING:
     from ...store.protocol import ExecutionStore
 
 __all__ = ["INTENT", "recorded_calls"]
-
-#: The intent of every MCP session record.
-INTENT: Final = "mcp.session"
 
 
 def recorded_calls(

@@ -32,8 +32,7 @@ __all__ = [
     "session_calls",
 ]
 
-#: The intent of an MCP session record (``proxy.INTENT``; not imported from
-#: there, which imports the router).
+#: The intent of every MCP session record (``proxy.INTENT``).
 SESSION_INTENT: Final = "mcp.session"
 #: How many characters of a call's arguments are shown.
 ARGS_WIDTH: Final = 80

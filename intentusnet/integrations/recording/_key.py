@@ -146,10 +146,6 @@ class Secrets:
             tuple[str, bytes, int | None, bytes], tuple[str, tuple[str, ...]]
         ] = {}
 
-    def is_secret(self, name: str) -> bool:
-        """Whether a header carries a credential (it is never hashed nor stored)."""
-        return self.rule(name)
-
     def of_request(self, request: HTTPRequest, redacted: list[str]) -> list[str]:
         """The secrets of a request that is being made (not needed for a hit).
 
@@ -161,7 +157,7 @@ class Secrets:
         marked = self.marked
         for raw_name, raw_value in request.headers.raw:
             name = raw_name.decode("latin-1").lower()
-            if name in marked or self.is_secret(name):
+            if name in marked or self.rule(name):
                 found.extend(_credential_parts(raw_value.decode("latin-1")))
         found.extend(self.url_and_secrets(request.url)[1])
         return found
@@ -262,9 +258,7 @@ class RequestKeys:
         self.secrets = secrets
         hashed = tuple(dict.fromkeys(name.lower() for name in hash_headers))
         refused = [
-            name
-            for name in hashed
-            if secrets.is_secret(name) and name not in secrets.marked
+            name for name in hashed if secrets.rule(name) and name not in secrets.marked
         ]
         if refused:
             raise ValueError(
@@ -412,7 +406,7 @@ class RequestKeys:
     def _body(self, body: JSONValue, found: dict[str, str]) -> JSONValue:
         """A request body with ignored paths blanked and the redactor's applied."""
         if self.ignored:
-            body = rewrite(body, self.ignored, _ignore, whole=False)
+            body = rewrite(body, self.ignored, lambda _: IGNORED, whole=False)
         redactor = self.secrets.redactor
         if redactor is None:
             return body
@@ -426,10 +420,6 @@ def _boundary(content_type: bytes) -> tuple[bytes, bytes]:
         return b"", content_type
     normal = match.group(1) + match.group(2) + _BOUNDARY + match.group(4)
     return match.group(3), content_type.replace(match.group(0), normal)
-
-
-def _ignore(value: JSONValue) -> JSONValue:
-    return IGNORED
 
 
 #: The newest recorded requests whose tenants are tried.

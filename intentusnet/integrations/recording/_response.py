@@ -150,7 +150,7 @@ class Responses:
 
         No credential headers, no framing headers (the body recorded is decoded).
         """
-        is_secret = self.secrets.is_secret
+        is_secret = self.secrets.rule
         return {
             "status": response.status_code,
             "reasonPhrase": response.reason_phrase,

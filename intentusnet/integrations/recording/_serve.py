@@ -487,7 +487,8 @@ class Call:
 
     def _routed(self) -> tuple[list[str], CacheDirective, str | None, str | None]:
         """How ``calls`` routes the call, after its payload and job."""
-        return self._secrets(), self.key.directive, self.parent, self.tenant
+        secrets = self.core.secrets.of_request(self.request, self.redacted)
+        return secrets, self.key.directive, self.parent, self.tenant
 
     def _pass(
         self, response: HTTPResponse, tee: _T, hand: Callable[[Response], object]
@@ -501,9 +502,6 @@ class Call:
         state, execution_id = _state(self.key.directive), running_execution.get()
         hand(self.core.responses.passed(response, tee, state, execution_id, number))
         return tee
-
-    def _secrets(self) -> list[str]:
-        return self.core.secrets.of_request(self.request, self.redacted)
 
     def _read(
         self, response: HTTPResponse, content: bytes, arrivals: Arrivals | None = None
