@@ -502,7 +502,11 @@ def resolve(
         raise InvalidResolution(f"the output is not JSON: {exc}") from None
     store = require_durable(router, execution_id)
     head = chain_head(router, execution_id)
-    attention = _in_doubt(load_record(router, head), execution_id, step, happened)
+    found = load_record(router, head)
+    parked = _deciding(router, found)
+    if parked is not None:  # another operator's record, its decision being written
+        head, found = parked.execution_id, parked
+    attention = _in_doubt(found, execution_id, step, happened)
     hold = store.hold_record(head)
     if hold is None:
         raise ResolveRefused(
@@ -549,6 +553,20 @@ def resolve(
         return new_id
     finally:
         hold.release()
+
+
+def _deciding(router: StoreHolder, record: ExecutionRecord) -> ExecutionRecord | None:
+    """The parked record ``record`` decides about, while it is being written.
+
+    Another ``resolve`` (or ``cancel``) links its record into the chain before it
+    writes its decision, holding the parked record all the while: to a second
+    operator that record is a decision being made, not a running execution.
+    """
+    resumed = resume_of(record)
+    if record.header.status is not RecordStatus.IN_PROGRESS or resumed is None:
+        return None
+    parked = load_record(router, resumed)
+    return parked if parked.header.status is RecordStatus.NEEDS_ATTENTION else None
 
 
 def _in_doubt(

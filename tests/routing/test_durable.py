@@ -35,7 +35,9 @@ from intentusnet import (
     ResumeRefused,
     open_store,
 )
+from intentusnet._util.jsonvalue import JSONObject
 from intentusnet.record.durable import resume_of
+from intentusnet.routing.recorder import Recorder
 
 KIT = Path(__file__).with_name("shopkit.py")
 pytestmark = pytest.mark.slow
@@ -532,6 +534,47 @@ def test_two_operators_resolving_at_once_one_wins(
     again = _cli(tmp_path, where, "resolve", origin, "--step", "2", "--happened")
     assert again.returncode == 4
     assert "(resolved)" in again.stderr
+
+
+def test_a_resolution_linked_but_not_yet_written_is_owned_not_running(
+    tmp_path: Path,
+    where: str,
+    shop: IntentRouter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between linking its record and writing its decision, the first resolve owns it.
+
+    A second operator asking in that window is told ``owned`` (not ``not_parked``:
+    the chain's newest record is a decision being made, not a running execution),
+    and ``resolved`` once the first is written.
+    """
+    origin = _parked_on_the_email(tmp_path, where, shop)
+    linked, go_on = threading.Event(), threading.Event()
+    write_event = Recorder.event
+
+    def event(
+        self: Recorder, event_type: str, data: JSONObject, *, now: bool = False
+    ) -> None:
+        if event_type == "OPERATOR_DECISION" and not go_on.is_set():
+            linked.set()  # the first resolve, its record linked: wait here
+            assert go_on.wait(30)
+        write_event(self, event_type, data, now=now)
+
+    monkeypatch.setattr(Recorder, "event", event)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(shop.resolve, origin, step=2, happened=True)
+        assert linked.wait(30)
+        assert _chain_newest(shop, origin) != origin  # its record is linked
+        with pytest.raises(ResolveRefused) as refused:
+            shop.resolve(origin, step=2, happened=False)
+        assert refused.value.reason == "owned"
+        go_on.set()
+        won = first.result(timeout=30)
+    with pytest.raises(ResolveRefused) as refused:
+        shop.resolve(origin, step=2, happened=False)
+    assert refused.value.reason == "resolved"
+    assert won in str(refused.value)
+    assert _chain_newest(shop, origin) == won
 
 
 # -- cancel ---------------------------------------------------------------------------
