@@ -58,7 +58,6 @@ _CHECKPOINT: Final = "checkpoint"
 #: The newest checkpoint a quorum of witnesses cosigned (``log publish``).
 _COSIGNED: Final = "checkpoint.cosigned"
 _TMP: Final = ".tmp"
-_FULL: Final = TILE_WIDTH * HASH_SIZE
 
 
 class TileLog:
