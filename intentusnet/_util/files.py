@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Final
@@ -25,11 +26,9 @@ def make_dirs(path: Path) -> bool:
         path = path.parent
     made = False
     for directory in reversed(missing):
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIR_MODE)
             made = True
-        except FileExistsError:
-            pass
     return made
 
 
