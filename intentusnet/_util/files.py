@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Final
@@ -25,11 +26,9 @@ def make_dirs(path: Path) -> bool:
         path = path.parent
     made = False
     for directory in reversed(missing):
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(directory, DIR_MODE)
             made = True
-        except FileExistsError:
-            pass
     return made
 
 
@@ -42,13 +41,17 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_whole(directory: Path, target: str, data: bytes, fsync: bool) -> None:
+def write_whole(
+    directory: Path, target: str, data: bytes, fsync: bool, *, exclusive: bool = False
+) -> None:
     """Write ``data`` to a dot file in ``directory``, then rename it to ``target``.
 
     A reader sees the whole file or none; ``directory`` and its parents are
-    made as needed.
+    made as needed. With ``exclusive`` the file is hard-linked into place
+    instead, which fails if ``target`` exists.
 
     Raises:
+        FileExistsError: ``exclusive`` and ``target`` exists.
         OSError: it could not be written.
     """
     make_dirs(directory)
@@ -60,6 +63,12 @@ def write_whole(directory: Path, target: str, data: bytes, fsync: bool) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.rename(hidden, target)
+    if exclusive:
+        try:
+            os.link(hidden, target)
+        finally:
+            os.unlink(hidden)
+    else:
+        os.rename(hidden, target)
     if fsync:
         fsync_dir(str(directory))

@@ -52,11 +52,9 @@ def _text(value: JSONValue | None) -> str:
 def path_entry(kind: str, data: JSONObject) -> list[JSONValue]:
     """Return the fingerprint entry of one event of a type in ``PATH_EVENTS``."""
     if kind == "STEP_END":  # once per step while recording: kept cheap
-        name, args, output = (
-            data.get("name"),
-            data.get("argsHash"),
-            data.get("outputHash"),
-        )
+        name = data.get("name")
+        args = data.get("argsHash")
+        output = data.get("outputHash")
         error = data.get("error")
         error_type = error.get("type") if type(error) is dict else None
         return [

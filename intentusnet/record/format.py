@@ -232,11 +232,9 @@ class EventOrder:
 
     def _signature_problem(self, event: ExecutionEvent) -> str | None:
         data = event.data
-        key_id, seq, signature = (
-            data.get("keyId"),
-            data.get("seq"),
-            data.get("signature"),
-        )
+        key_id = data.get("keyId")
+        seq = data.get("seq")
+        signature = data.get("signature")
         if self._key_id is None:
             return "a SIGNATURE line in a record whose header names no signing key"
         if not isinstance(key_id, str) or re.fullmatch(KEY_ID, key_id) is None:
@@ -352,12 +350,10 @@ def event_of_line(line: bytes, number: int, execution_id: str) -> ExecutionEvent
             atMs or data is not what line ``number`` must hold.
     """
     fields = load_json(line, execution_id, number)
-    seq, kind, at_ms, data = (
-        fields.get("seq"),
-        fields.get("type"),
-        fields.get("atMs"),
-        fields.get("data"),
-    )
+    seq = fields.get("seq")
+    kind = fields.get("type")
+    at_ms = fields.get("atMs")
+    data = fields.get("data")
     if seq != number - 1 or type(seq) is not int:
         raise RecordIntegrityError(
             f"seq is {seq!r}, expected {number - 1}", execution_id, number

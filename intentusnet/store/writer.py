@@ -77,7 +77,6 @@ _UNFINISHED_AS: Final = {
     EventType.EXECUTION_WAITING: RecordStatus.WAITING.value,
     EventType.EXECUTION_QUEUED: RecordStatus.QUEUED.value,
 }
-_EXECUTION_INCOMPLETE: Final = ReplayableReason.EXECUTION_INCOMPLETE.value
 _MANUALLY_INVALIDATED: Final = ReplayableReason.MANUALLY_INVALIDATED.value
 _RECORDING_FAILURE: Final = ReplayableReason.RECORDING_FAILURE.value
 

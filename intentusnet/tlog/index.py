@@ -138,13 +138,10 @@ class LeafIndex:
 
     def newest(self, execution_id: str) -> int | None:
         """The index of the record's newest leaf, or None."""
-        (found,) = (
-            self._connect()
-            .execute(
-                "SELECT max(leaf) FROM leaves WHERE execution_id = ?", (execution_id,)
-            )
-            .fetchone()
+        rows = self._connect().execute(
+            "SELECT max(leaf) FROM leaves WHERE execution_id = ?", (execution_id,)
         )
+        (found,) = rows.fetchone()
         return None if found is None else int(found)
 
     def scanned(self) -> float:

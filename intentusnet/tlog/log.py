@@ -58,7 +58,6 @@ _CHECKPOINT: Final = "checkpoint"
 #: The newest checkpoint a quorum of witnesses cosigned (``log publish``).
 _COSIGNED: Final = "checkpoint.cosigned"
 _TMP: Final = ".tmp"
-_FULL: Final = TILE_WIDTH * HASH_SIZE
 
 
 class TileLog:
@@ -509,11 +508,9 @@ def _grow(
                 (tile_path(level, new_count // TILE_WIDTH, len(rest)), b"".join(rest))
             )
         new_edge.append(rest)
-        level, old_count, new_count = (
-            level + 1,
-            old_count // TILE_WIDTH,
-            new_count // TILE_WIDTH,
-        )
+        level += 1
+        old_count //= TILE_WIDTH
+        new_count //= TILE_WIDTH
     return writes, new_edge, new_size
 
 

@@ -151,10 +151,9 @@ def verify_inclusion(
             return False
         if fn & 1 or fn == sn:  # 4b
             r = node_hash(p, r)
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             r = node_hash(r, p)
         fn >>= 1  # 4c
@@ -203,10 +202,9 @@ def verify_consistency(
         if fn & 1 or fn == sn:  # 6b
             fr = node_hash(c, fr)
             sr = node_hash(c, sr)
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while not fn & 1 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             sr = node_hash(sr, c)
         fn >>= 1  # 6c

@@ -149,9 +149,8 @@ def publish_checkpoint(
     with httpx.Client(timeout=witnesses.timeout, trust_env=False) as http:
 
         def ask(at: int, url: str, cosigner: Cosigner) -> None:
-            post = _poster(http, url)
             answers[at] = request_cosignature(
-                post, cosigner, log, note, head.size, start
+                _poster(http, url), cosigner, log, note, head.size, start
             )
 
         # all at once: n witnesses cost one (bounded) round, not n

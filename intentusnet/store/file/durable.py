@@ -42,7 +42,6 @@ from typing import Final
 import orjson
 
 from ..._util.files import FILE_MODE, fsync_dir, make_dirs, write_whole
-from ..._util.ids import uuid7_hex
 from ..._util.jsonvalue import JSONObject
 from ...errors import StoreError
 from ..durable import DECISION_ACTIONS, check_action, check_idempotency_key
@@ -195,26 +194,12 @@ class FileDurable:
         fails if a request is there, so of two requests at once one is written.
         """
         directory, target = _cancel_path(self._root, check_id(origin))
+        text = orjson.dumps(data)
         try:
-            make_dirs(directory)
-            hidden = f"{directory}/.{uuid7_hex()}"
-            fd = os.open(
-                hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE
-            )
             try:
-                os.write(fd, orjson.dumps(data))
-                if self._fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(hidden, target)
+                write_whole(directory, target, text, self._fsync, exclusive=True)
             except FileExistsError:
                 return _cancel_request(self._root, origin) or {}
-            finally:
-                os.unlink(hidden)
-            if self._fsync:
-                fsync_dir(str(directory))
         except OSError as exc:
             raise StoreError(
                 f"execution {origin}: cannot write its cancel request: {exc}"

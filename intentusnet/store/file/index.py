@@ -393,11 +393,9 @@ class StoreIndex:
         catalog = Catalog(
             Path(directory, CATALOG_NAME), is_empty=lambda: not has_records(root)
         )
-        self.catalog, self.writes, self.private = (
-            catalog,
-            CatalogWriter(catalog, self._derived),
-            True,
-        )
+        self.catalog = catalog
+        self.writes = CatalogWriter(catalog, self._derived)
+        self.private = True
 
     def _rows(
         self,

@@ -74,11 +74,8 @@ class FileRecordWriter(ChainWriter):
                 f"record {self.execution_id}: fsync failed: {exc.strerror or exc}"
             ) from exc
         finally:
-            # Once per record: not contextlib.suppress, an object and two calls.
-            try:  # noqa: SIM105
+            with contextlib.suppress(OSError):
                 os.close(fd)  # also releases the flock
-            except OSError:
-                pass
 
     def _completed(self, response: JSONObject) -> None:
         row = self._row  # as opened, with what completing changed

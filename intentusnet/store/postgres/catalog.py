@@ -25,7 +25,7 @@ from ..filters import ListFilters
 from ..rows import CatalogRow, catalog_mismatch, derived_row, report_changed
 from ..step_index import StepKey
 from . import steps
-from .connection import Connection, Row
+from .connection import Connection
 from .schema import HELD, lock_key
 
 COLUMNS: Final = (
@@ -233,7 +233,3 @@ def reindex(
         read += len(ids)
         if on_progress is not None:
             on_progress(read)
-
-
-def _first(row: Row) -> object:
-    return row[0]

@@ -329,17 +329,13 @@ class PostgresRecordWriter(ChainWriter):
             self.on_closed(self.execution_id, self._written[1])
         if completed:
             return  # the statement that completed the record released its lock
-        with self._db.lock:
-            try:
-                if self._db.session() is self._session:
-                    if (
-                        self._unfinished_as is not None
-                    ):  # the row says so before the lock goes
-                        self._db.run(
-                            "UPDATE intentusnet_records SET status = %s "
-                            "WHERE execution_id = %s",
-                            [self._unfinished(), self.execution_id],
-                        )
-                    unlock(self._db, self.execution_id)
-            except StoreError:
-                pass  # the connection is gone, and the lock with it
+        # A StoreError: the connection is gone, and the lock with it.
+        with self._db.lock, contextlib.suppress(StoreError):
+            if self._db.session() is self._session:
+                if self._unfinished_as is not None:  # said before the lock goes
+                    self._db.run(
+                        "UPDATE intentusnet_records SET status = %s "
+                        "WHERE execution_id = %s",
+                        [self._unfinished(), self.execution_id],
+                    )
+                unlock(self._db, self.execution_id)
