@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .._util.jsonvalue import JSONObject, JSONValue
+    from ..record.keys import PublicKey
     from ..tlog.audit import LogAudit
     from ..tlog.cosignature import Cosigner
     from ..tlog.log import TileLog
@@ -190,13 +191,15 @@ def prove(execution_id: str, out: str) -> None:
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
     host = _host()
-    found = None
-    logs = host.logs()
-    for tlog in logs:  # one log per signing key the store has had
-        index = _newest_leaf(host, tlog, execution_id)
-        if index is not None:
-            found = (tlog, index)
-            break
+    logs = host.logs()  # one log per signing key the store has had
+    found = next(
+        (
+            (tlog, index)
+            for tlog in logs
+            if (index := _newest_leaf(host, tlog, execution_id)) is not None
+        ),
+        None,
+    )
     if found is None:
         raise CliFailure(
             f"record {execution_id} has no leaf in the logs of "
@@ -460,17 +463,15 @@ def _follow(
 
 def run_audit(
     host: LogHost,
-    key: object,
+    key: PublicKey,
     known: list[tuple[str, bytes]],
     grace: float,
     witnesses: Sequence[Cosigner] = (),
     quorum: int = 0,
 ) -> LogAudit:
     """Audit the store's log and records with the log's public ``key``."""
-    from ..record.keys import PublicKey
     from ..tlog.audit import audit_log
 
-    assert isinstance(key, PublicKey)
     host.store.close()  # what this process queued is in the log
     return audit_log(
         host.log(key.key_id),
@@ -541,7 +542,11 @@ def log_json(audit: LogAudit) -> JSONObject:
 
 def show_audit(audit: LogAudit) -> None:
     """The findings, then one line: the log, its size, the verdict."""
-    show_findings(audit)
+    for finding in audit.findings:
+        click.echo(
+            f"{click.style(finding.name, fg='red')}: "
+            f"{finding.execution_id or 'log'}: {finding.detail}"
+        )
     head = audit.checkpoint
     verdict = (
         click.style("VALID", fg="green")
@@ -552,15 +557,6 @@ def show_audit(audit: LogAudit) -> None:
     click.echo(
         f"Log: {named}, {audit.leaves} leaves, {audit.records} records - {verdict}"
     )
-
-
-def show_findings(audit: LogAudit) -> None:
-    """Each finding on a line: its name, the record (or the log), what."""
-    for finding in audit.findings:
-        click.echo(
-            f"{click.style(finding.name, fg='red')}: "
-            f"{finding.execution_id or 'log'}: {finding.detail}"
-        )
 
 
 def _host() -> LogHost:
