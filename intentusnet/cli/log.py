@@ -144,7 +144,7 @@ def publish(
     if not entries or any(not url for url, _ in entries):
         raise CliFailure("log publish needs each --witness as URL=VKEY", USAGE)
     need = _quorum(quorum, len(entries))
-    host = _host()
+    host = LogHost(open_store())
     host.store.close()  # what this process queued is in the log
     tlog = host.log(key.key_id)
     if tlog.checkpoint_note() is None:
@@ -190,7 +190,7 @@ def prove(execution_id: str, out: str) -> None:
     The proof holds the leaf, its index, its inclusion proof and the log's
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
-    host = _host()
+    host = LogHost(open_store())
     logs = host.logs()  # one log per signing key the store has had
     found = next(
         (
@@ -298,7 +298,7 @@ def backfill(as_json: bool) -> None:
     from ..record.keys import load_signing_key
     from ..tlog.sequencer import append_leaves
 
-    host = _host()
+    host = LogHost(open_store())
     settings = click.get_current_context().find_object(Settings)
     key = load_signing_key(settings.signing_key if settings else None)
     if key is None:
@@ -393,7 +393,7 @@ def verify_log(
     from ..tlog.audit import log_origin
 
     key = PublicKey.load(key_file)
-    host = _host()
+    host = LogHost(open_store())
     origin = log_origin(key.key_id)
     state = Path(state_file) if state_file else _state_path(origin)
     trusted = []
@@ -557,11 +557,6 @@ def show_audit(audit: LogAudit) -> None:
     click.echo(
         f"Log: {named}, {audit.leaves} leaves, {audit.records} records - {verdict}"
     )
-
-
-def _host() -> LogHost:
-    """The logs of the store ``--store`` names (a folder or a PostgreSQL URL)."""
-    return LogHost(open_store())
 
 
 def _state_path(origin: str) -> Path:
