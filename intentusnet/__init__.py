@@ -352,7 +352,7 @@ if TYPE_CHECKING:
     from .tlog.proof import LogProof as LogProof
     from .tlog.publish import LogWitnesses as LogWitnesses
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__ = lazy_exports(__name__, _EXPORTS, globals())[0]
 
 
 def __dir__() -> list[str]:

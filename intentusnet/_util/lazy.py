@@ -12,12 +12,13 @@ __all__ = [
 
 def lazy_exports(
     package: str, exports: Mapping[str, str], namespace: MutableMapping[str, object]
-) -> Callable[[str], object]:
-    """Return a module ``__getattr__`` that imports ``exports[name]`` on first use.
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """Return a module's ``__getattr__`` and ``__dir__`` for names loaded on first use.
 
-    ``exports`` maps each name to the submodule of ``package`` that defines it; the
-    value found is stored in ``namespace`` (the package's globals), so later
-    lookups do not come back here.
+    ``__getattr__`` imports ``exports[name]``: ``exports`` maps each name to the
+    submodule of ``package`` that defines it; the value found is stored in
+    ``namespace`` (the package's globals), so later lookups do not come back here.
+    ``__dir__`` lists ``namespace`` and the names not loaded yet.
     """
 
     def __getattr__(name: str) -> object:
@@ -28,4 +29,7 @@ def lazy_exports(
         namespace[name] = value
         return value
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return [*namespace, *exports]
+
+    return __getattr__, __dir__

@@ -7,6 +7,7 @@ an internal error (exit 1). ``--debug`` prints the traceback as well.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -174,12 +175,10 @@ def _suggest_options(exc: click.NoSuchOption) -> None:
 
 def _stdout_to_devnull() -> None:
     """Point stdout at /dev/null, so that flushing it at exit cannot fail again."""
-    try:
+    with contextlib.suppress(OSError, ValueError):  # no fd in a test's runner
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # no file descriptor (a test's runner)
-        pass
 
 
 def internal_error(exc: Exception, debug: bool) -> CliFailure:

@@ -76,12 +76,14 @@ def load_router(ref: str, store_name: str | None = None) -> IntentRouter:
         sys.path.insert(0, os.getcwd())
     try:
         target: object = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and _names_module(module_name, exc.name):
-            raise CliFailure(f"cannot import {module_name!r}: {exc}", USAGE) from exc
-        raise _import_failed(module_name, exc) from exc
     except Exception as exc:
-        raise _import_failed(module_name, exc) from exc
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        # The module, or a package above it, is missing: a usage error.
+        if missing is not None and f"{module_name}.".startswith(f"{missing}."):
+            raise CliFailure(f"cannot import {module_name!r}: {exc}", USAGE) from exc
+        # The module exists but its own code failed: not a usage error.
+        message = f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        raise CliFailure(message, 1, cause=exc) from exc
     for attr in attr_path.split("."):
         try:
             target = getattr(target, attr)
@@ -160,14 +162,3 @@ def _place(store: ExecutionStore) -> str:
     """
     directory = store.directory
     return store.where if directory is None else str(directory.resolve())
-
-
-def _import_failed(module_name: str, exc: Exception) -> CliFailure:
-    # The module exists but its own code failed: not a usage error.
-    message = f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-    return CliFailure(message, 1, cause=exc)
-
-
-def _names_module(module_name: str, missing: str) -> bool:
-    """Whether ``missing`` is ``module_name`` or one of its parent packages."""
-    return module_name == missing or module_name.startswith(missing + ".")

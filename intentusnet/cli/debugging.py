@@ -458,7 +458,12 @@ def debug(execution_id: str, as_json: bool) -> None:
     store = open_store()
     record = store.load(execution_id)
     found = explain(record, store)
-    rows = _rows_until(record, found.failure_seq)
+    until = found.failure_seq
+    rows: list[JSONValue] = [
+        timeline_row(event)
+        for event in record.events
+        if until is None or event.seq <= until
+    ]
     resume = None
     # An MCP proxy's session ran no app's agents: there is nothing to re-run.
     proxied = record.header.intent_name == SESSION_INTENT
@@ -572,14 +577,6 @@ def _print_drift(drift: JSONObject) -> None:
         line = f"CHANGED since {other} ({why}): {listed}"
     click.secho("\nConfiguration", bold=True)
     click.secho(f"  {line}", fg="yellow" if same is False else None)
-
-
-def _rows_until(record: ExecutionRecord, seq: int | None) -> list[JSONValue]:
-    return [
-        timeline_row(event)
-        for event in record.events
-        if seq is None or event.seq <= seq
-    ]
 
 
 def _resume_command(execution_id: str, start: str) -> str:

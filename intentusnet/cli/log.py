@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .._util.jsonvalue import JSONObject, JSONValue
+    from ..record.keys import PublicKey
     from ..tlog.audit import LogAudit
     from ..tlog.cosignature import Cosigner
     from ..tlog.log import TileLog
@@ -143,7 +144,7 @@ def publish(
     if not entries or any(not url for url, _ in entries):
         raise CliFailure("log publish needs each --witness as URL=VKEY", USAGE)
     need = _quorum(quorum, len(entries))
-    host = _host()
+    host = LogHost(open_store())
     host.store.close()  # what this process queued is in the log
     tlog = host.log(key.key_id)
     if tlog.checkpoint_note() is None:
@@ -189,14 +190,16 @@ def prove(execution_id: str, out: str) -> None:
     The proof holds the leaf, its index, its inclusion proof and the log's
     current signed checkpoint: `log verify-proof` checks it with no store.
     """
-    host = _host()
-    found = None
-    logs = host.logs()
-    for tlog in logs:  # one log per signing key the store has had
-        index = _newest_leaf(host, tlog, execution_id)
-        if index is not None:
-            found = (tlog, index)
-            break
+    host = LogHost(open_store())
+    logs = host.logs()  # one log per signing key the store has had
+    found = next(
+        (
+            (tlog, index)
+            for tlog in logs
+            if (index := _newest_leaf(host, tlog, execution_id)) is not None
+        ),
+        None,
+    )
     if found is None:
         raise CliFailure(
             f"record {execution_id} has no leaf in the logs of "
@@ -295,7 +298,7 @@ def backfill(as_json: bool) -> None:
     from ..record.keys import load_signing_key
     from ..tlog.sequencer import append_leaves
 
-    host = _host()
+    host = LogHost(open_store())
     settings = click.get_current_context().find_object(Settings)
     key = load_signing_key(settings.signing_key if settings else None)
     if key is None:
@@ -390,7 +393,7 @@ def verify_log(
     from ..tlog.audit import log_origin
 
     key = PublicKey.load(key_file)
-    host = _host()
+    host = LogHost(open_store())
     origin = log_origin(key.key_id)
     state = Path(state_file) if state_file else _state_path(origin)
     trusted = []
@@ -460,17 +463,15 @@ def _follow(
 
 def run_audit(
     host: LogHost,
-    key: object,
+    key: PublicKey,
     known: list[tuple[str, bytes]],
     grace: float,
     witnesses: Sequence[Cosigner] = (),
     quorum: int = 0,
 ) -> LogAudit:
     """Audit the store's log and records with the log's public ``key``."""
-    from ..record.keys import PublicKey
     from ..tlog.audit import audit_log
 
-    assert isinstance(key, PublicKey)
     host.store.close()  # what this process queued is in the log
     return audit_log(
         host.log(key.key_id),
@@ -541,7 +542,11 @@ def log_json(audit: LogAudit) -> JSONObject:
 
 def show_audit(audit: LogAudit) -> None:
     """The findings, then one line: the log, its size, the verdict."""
-    show_findings(audit)
+    for finding in audit.findings:
+        click.echo(
+            f"{click.style(finding.name, fg='red')}: "
+            f"{finding.execution_id or 'log'}: {finding.detail}"
+        )
     head = audit.checkpoint
     verdict = (
         click.style("VALID", fg="green")
@@ -552,20 +557,6 @@ def show_audit(audit: LogAudit) -> None:
     click.echo(
         f"Log: {named}, {audit.leaves} leaves, {audit.records} records - {verdict}"
     )
-
-
-def show_findings(audit: LogAudit) -> None:
-    """Each finding on a line: its name, the record (or the log), what."""
-    for finding in audit.findings:
-        click.echo(
-            f"{click.style(finding.name, fg='red')}: "
-            f"{finding.execution_id or 'log'}: {finding.detail}"
-        )
-
-
-def _host() -> LogHost:
-    """The logs of the store ``--store`` names (a folder or a PostgreSQL URL)."""
-    return LogHost(open_store())
 
 
 def _state_path(origin: str) -> Path:

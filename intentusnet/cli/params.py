@@ -7,6 +7,7 @@ stderr and the exit code of DESIGN §8.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -180,10 +181,8 @@ class Since(_TimeType):
         if isinstance(value, datetime):
             return value
         text = str(value).strip()
-        try:
+        with contextlib.suppress(ValueError):
             return datetime.now(UTC) - parse_duration(text)
-        except ValueError:
-            pass
         try:
             when = datetime.fromisoformat(text)
         except ValueError:

@@ -36,7 +36,7 @@ __all__ = [
     "intent_headers",
 ]
 
-#: The longest wait one request asks the service for (its own limit).
+#: The longest ``?wait=`` the service accepts, in seconds; one request asks no more.
 MAX_WAIT_S: Final = 60.0
 #: Seconds between polls that got no answer.
 RETRY_S: Final = 0.5

@@ -28,8 +28,4 @@ if TYPE_CHECKING:
     from .auth import KeyRing as KeyRing
     from .bodies import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
-
-
-def __dir__() -> list[str]:
-    return [*globals(), *__all__]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

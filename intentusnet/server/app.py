@@ -50,6 +50,7 @@ from ..envelope import AgentResponse, ErrorCode, IntentEnvelope
 from ..errors import MalformedRequest
 from ..hashing import HASH_PATTERN
 from ..http.remote import aclose_pools
+from ..http.submission import MAX_WAIT_S
 from ..record.model import RecordStatus
 from ..replay import ReplayEngine
 from ..routing.durable import FINISHED
@@ -57,13 +58,7 @@ from ..store.durable import MAX_KEY_LENGTH
 from ..store.filters import ListFilters
 from .auth import Access, KeyRing
 from .bodies import DEFAULT_MAX_BODY, read_json
-from .executions import (
-    MAX_WAIT_S,
-    keyed_execution,
-    location,
-    newest_record,
-    submit,
-)
+from .executions import keyed_execution, location, newest_record, submit
 from .headers import IDEMPOTENCY_KEY, idempotency_key, prefers_async
 from .levers import Levers
 from .metrics import CONTENT_TYPE

@@ -36,10 +36,8 @@ if TYPE_CHECKING:
     from ..routing.router import IntentRouter
     from ..store import ExecutionStore
 
-__all__ = ["MAX_WAIT_S", "keyed_execution", "location", "newest_record", "submit"]
+__all__ = ["keyed_execution", "location", "newest_record", "submit"]
 
-#: The longest ``?wait=`` accepted, in seconds.
-MAX_WAIT_S: Final = 60.0
 _POLL_FIRST_S: Final = 0.02
 _POLL_MAX_S: Final = 0.25
 _log = logging.getLogger("intentusnet.server")

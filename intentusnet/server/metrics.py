@@ -345,10 +345,6 @@ class DecisionCollector(Collector):
         yield family
 
 
-def _constant(pid: int) -> Callable[[], int]:
-    return lambda: pid
-
-
 class _WorkerProcesses(Collector):
     """``process_*`` metrics of every live worker, labelled by ``pid``."""
 
@@ -366,7 +362,7 @@ class _WorkerProcesses(Collector):
     def collect(self) -> Iterator[Metric]:
         families: dict[str, Metric] = {}
         for pid in self._pids():
-            collector = ProcessCollector(pid=_constant(pid), registry=None)
+            collector = ProcessCollector(pid=partial(int, pid), registry=None)
             for family in collector.collect():
                 merged = families.setdefault(
                     family.name,

@@ -63,8 +63,4 @@ if TYPE_CHECKING:
         )
 
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
-
-
-def __dir__() -> list[str]:
-    return [*globals(), *__all__]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -30,8 +30,4 @@ if TYPE_CHECKING:
     from .settings import tenant_of as tenant_of
     from .upstream import Upstream as Upstream
 
-__getattr__ = lazy_exports(__name__, _EXPORTS, globals())
-
-
-def __dir__() -> list[str]:
-    return [*globals(), *__all__]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -149,7 +149,7 @@ def operate_router(gate: Gate, operator: Operator) -> APIRouter:
     levers = operator.levers
 
     async def act(
-        request: Request, do: Callable[[Request, dict[str, str], str], str]
+        request: Request, do: Callable[[str, dict[str, str], str], str]
     ) -> Response:
         """Check origin and key, run ``do`` on a worker thread, show its record."""
         try:
@@ -159,7 +159,8 @@ def operate_router(gate: Gate, operator: Operator) -> APIRouter:
                 raise Forbidden("acting from a page needs an API key")
             fields = await form(request)
             who = operator.who(request, request.cookies.get(COOKIE))
-            shown = await run_in_threadpool(do, request, fields, who)
+            execution = str(request.path_params["execution_id"])
+            shown = await run_in_threadpool(do, execution, fields, who)
         except Unauthorized:
             return login_redirect(request)
         except IntentusNetError as exc:
@@ -175,20 +176,16 @@ def operate_router(gate: Gate, operator: Operator) -> APIRouter:
             )
         return RedirectResponse(f"/ui/executions/{shown}", status_code=303)
 
-    def execution_id(request: Request) -> str:
-        return str(request.path_params["execution_id"])
-
     @pages.post("/ui/executions/{execution_id}/resume")
     async def resume(request: Request) -> Response:
-        def do(request: Request, fields: dict[str, str], who: str) -> str:
-            answer = levers.resume(execution_id(request))
-            return answer.metadata.execution_id or execution_id(request)
+        def do(execution: str, fields: dict[str, str], who: str) -> str:
+            return levers.resume(execution).metadata.execution_id or execution
 
         return await act(request, do)
 
     @pages.post("/ui/executions/{execution_id}/resolve")
     async def resolve(request: Request) -> Response:
-        def do(request: Request, fields: dict[str, str], who: str) -> str:
+        def do(execution: str, fields: dict[str, str], who: str) -> str:
             happened = fields.get("happened") == "yes"
             step = fields.get("step", "")
             if step and not step.isdigit():
@@ -197,7 +194,7 @@ def operate_router(gate: Gate, operator: Operator) -> APIRouter:
             if not happened and output is not None:
                 raise InvalidResolution("an output goes with a step that happened")
             return levers.resolve(
-                execution_id(request),
+                execution,
                 step=int(step) if step else None,
                 happened=happened,
                 output=output,
@@ -209,31 +206,31 @@ def operate_router(gate: Gate, operator: Operator) -> APIRouter:
 
     @pages.post("/ui/executions/{execution_id}/cancel")
     async def cancel(request: Request) -> Response:
-        def do(request: Request, fields: dict[str, str], who: str) -> str:
-            record, _ = levers.cancel(execution_id(request), by=who, via="ui")
+        def do(execution: str, fields: dict[str, str], who: str) -> str:
+            record, _ = levers.cancel(execution, by=who, via="ui")
             return record
 
         return await act(request, do)
 
     @pages.post("/ui/executions/{execution_id}/fork")
     async def fork(request: Request) -> Response:
-        def do(request: Request, fields: dict[str, str], who: str) -> str:
+        def do(execution: str, fields: dict[str, str], who: str) -> str:
             start = _from_step(fields.get("from", ""))
-            return str(levers.fork(execution_id(request), start)["executionId"])
+            return str(levers.fork(execution, start)["executionId"])
 
         return await act(request, do)
 
     @pages.post("/ui/executions/{execution_id}/signal")
     async def send_signal(request: Request) -> Response:
-        def do(request: Request, fields: dict[str, str], who: str) -> str:
+        def do(execution: str, fields: dict[str, str], who: str) -> str:
             text = fields.get("payload", "").strip() or "null"
             try:
                 payload = orjson.loads(text)
             except orjson.JSONDecodeError as exc:
                 raise InvalidSignal(f"the payload is not JSON: {exc}") from None
             name = fields.get("name", "")
-            levers.signal(execution_id(request), name, payload, by=who, via="ui")
-            return execution_id(request)
+            levers.signal(execution, name, payload, by=who, via="ui")
+            return execution
 
         return await act(request, do)
 

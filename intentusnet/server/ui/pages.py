@@ -149,11 +149,9 @@ def _signature(report: VerifyReport, keys: KeyRing | None) -> _Signature:
 def _exact_record(store: ExecutionStore, query: str) -> str | None:
     """The id a search names outright, so the page can open it directly."""
     try:
-        if store.exists(query):
-            return query
+        return query if store.exists(query) else None
     except InvalidExecutionId:
         return None
-    return None
 
 
 def ui_router(
@@ -293,7 +291,7 @@ def ui_router(
             and operator is not None
             and gate.may_invalidate(request),
             mcp=is_session(record),
-            app_ref=app_ref or "MODULE:ATTR",
+            app_ref=application,
             timeline=timeline,
             spans=spans,
         )
