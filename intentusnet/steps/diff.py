@@ -268,11 +268,9 @@ def diff_records(
     if _branched(decision_a) or _branched(decision_b):
         entries, branches = _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
     else:
-        entries = [*head, *_step_entries(steps_a, steps_b, slower), *tail]
-        for index, entry in enumerate(entries):
-            if entry.kind not in _CONTEXT:
-                entries[index] = replace(entry, deviation_point=True)
-                break
+        found = [*head, *_step_entries(steps_a, steps_b, slower), *tail]
+        first = _first(found)
+        entries = [replace(e, deviation_point=True) if e is first else e for e in found]
     return RecordDiff(
         a=a.execution_id,
         b=b.execution_id,
