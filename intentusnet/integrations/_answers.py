@@ -44,11 +44,10 @@ def answer_text(response: JSONObject) -> str:
 
 def _whole(body: JSONObject) -> str:
     """The text of a whole answer: OpenAI's choices or output, Anthropic's content."""
-    texts: list[str | None] = []
-    for choice in _items(body.get("choices")):
-        texts.append(
-            _text_at(choice.get("message"), "content") or _text_at(choice, "text")
-        )
+    texts = [
+        _text_at(choice.get("message"), "content") or _text_at(choice, "text")
+        for choice in _items(body.get("choices"))
+    ]
     for item in _items(body.get("output")):
         texts += [_text_at(c, "text") for c in _items(item.get("content"))]
     texts += [_text_at(c, "text") for c in _items(body.get("content"))]

@@ -313,7 +313,7 @@ class Journal:
                         execution_id=self.execution_id,
                     ),
                 )
-            if recorded.ended and recorded.outcome in ("success", "error"):
+            if _servable(recorded):
                 self._consume(recorded.number)
                 self.served += 1
                 action = SERVE if recorded.outcome == "success" else REPLAY_ERROR

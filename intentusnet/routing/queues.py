@@ -507,8 +507,7 @@ class Queues:
         """A routing call interrupted: give back the turn ``ex`` holds, if any."""
         with self._lock:
             turn = self._held.pop(ex.execution_id, None)
-        if turn is not None:
-            turn.release()
+        _give_back(turn)
 
     def close(self) -> None:
         """Stop handing out turns (the waiting ones time out) and starting."""

@@ -139,17 +139,14 @@ class Recorder:
                 return
         soon = event_type in _FOLLOWED and not now
         write = writer.append_soon if soon else writer.append
-        if event_type not in PATH_EVENTS:
-            try:
-                write(event_type, data)
-            except (OSError, IntentusNetError) as exc:
-                self._fail(f"could not append {event_type}: {exc}")
-            return
-        entry = path_entry(event_type, data)
+        entry = path_entry(event_type, data) if event_type in PATH_EVENTS else None
         try:
-            with self._lock:  # agents on several threads: keep the file's order
+            if entry is None:
                 write(event_type, data)
-                self._path.append(entry)
+            else:
+                with self._lock:  # agents on several threads: keep the file's order
+                    write(event_type, data)
+                    self._path.append(entry)
         except (OSError, IntentusNetError) as exc:
             self._fail(f"could not append {event_type}: {exc}")
 

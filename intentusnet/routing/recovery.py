@@ -108,10 +108,8 @@ class RecoveryReport:
 
     def to_json(self) -> JSONObject:
         """The wire form: a list of outcomes per action."""
-        found: JSONObject = {}
-        for action in ("resumed", "parked", "cancelled", "waiting", "skipped"):
-            found[action] = [o.to_json() for o in self.of(action)]
-        return found
+        actions = ("resumed", "parked", "cancelled", "waiting", "skipped")
+        return {action: [o.to_json() for o in self.of(action)] for action in actions}
 
 
 @dataclass

@@ -393,9 +393,7 @@ def _rewrite(
             _collect(redactor, node, found)
         return marker
 
-    pick = None
-    if hook is not None:
-        pick = functools.partial(hook, where)
+    pick = None if hook is None else functools.partial(hook, where)
     return rewrite(value, rules, replace, pick, whole=whole)
 
 
@@ -502,8 +500,6 @@ def _table(rules: object, name: str) -> _Table:
 
 
 def _for_step(table: _Table, step: str) -> tuple[Path, ...]:
-    if not table:
-        return ()
     return table.get(step, ()) + table.get("*", ())
 
 

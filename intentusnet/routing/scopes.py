@@ -42,12 +42,8 @@ def scopes_of(
 
     Observers without it are left out: the method is optional.
     """
-    found: list[Scope] = []
-    for observer in observers:
-        scope = getattr(observer, method, None)
-        if callable(scope):
-            found.append(scope)
-    return tuple(found)
+    found = (getattr(observer, method, None) for observer in observers)
+    return tuple(scope for scope in found if callable(scope))
 
 
 def enter(

@@ -268,11 +268,9 @@ def diff_records(
     if _branched(decision_a) or _branched(decision_b):
         entries, branches = _branched_diff(a, b, head, tail, steps_a, steps_b, slower)
     else:
-        entries = [*head, *_step_entries(steps_a, steps_b, slower), *tail]
-        for index, entry in enumerate(entries):
-            if entry.kind not in _CONTEXT:
-                entries[index] = replace(entry, deviation_point=True)
-                break
+        found = [*head, *_step_entries(steps_a, steps_b, slower), *tail]
+        first = _first(found)
+        entries = [replace(e, deviation_point=True) if e is first else e for e in found]
     return RecordDiff(
         a=a.execution_id,
         b=b.execution_id,
@@ -515,36 +513,16 @@ def _step_entries(
             placed.append((float(j), 1, entry))
     for j in added:
         step = steps_b[j]
-        placed.append(
-            (
-                float(j),
-                1,
-                DiffEntry(
-                    "step_added",
-                    "step",
-                    step.name,
-                    b=step,
-                    detail=f"{step.name} (step {step.number}) added",
-                ),
-            )
-        )
+        detail = f"{step.name} (step {step.number}) added"
+        entry = DiffEntry("step_added", "step", step.name, b=step, detail=detail)
+        placed.append((float(j), 1, entry))
     for i in removed:
         step = steps_a[i]
         stretch = bisect.bisect_left(anchor_a, i)
         at = anchor_b[stretch - 1] + 0.5 if stretch else -0.5
-        placed.append(
-            (
-                at,
-                0,
-                DiffEntry(
-                    "step_removed",
-                    "step",
-                    step.name,
-                    a=step,
-                    detail=f"{step.name} (step {step.number}) removed",
-                ),
-            )
-        )
+        detail = f"{step.name} (step {step.number}) removed"
+        entry = DiffEntry("step_removed", "step", step.name, a=step, detail=detail)
+        placed.append((at, 0, entry))
     placed.sort(key=lambda item: (item[0], item[1]))
     return [entry for _, _, entry in placed]
 

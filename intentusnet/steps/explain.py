@@ -217,15 +217,12 @@ def _open_attempt(events: tuple[ExecutionEvent, ...]) -> ExecutionEvent | None:
 
 def _handled_failures(events: tuple[ExecutionEvent, ...]) -> list[str]:
     """Failed attempts before a stop: the router handled them and went on."""
-    found: list[str] = []
-    for event in _failed_attempts(events):
-        error = _error_text(_attempt_error(event.data))
-        found.append(
-            f"before that, attempt {event.data.get('attempt')} (agent "
-            f"{event.data.get('agent')}) failed with {error}; the router "
-            "handled it and went on"
-        )
-    return found
+    return [
+        f"before that, attempt {event.data.get('attempt')} (agent "
+        f"{event.data.get('agent')}) failed with "
+        f"{_error_text(_attempt_error(event.data))}; the router handled it and went on"
+        for event in _failed_attempts(events)
+    ]
 
 
 def _failing_step(
@@ -310,14 +307,10 @@ def _root_cause(
             s for s in steps if s.ok and s.agent == agent and s.attempt == attempt
         ]
         kind = ""
-    best: tuple[int, RecordedStep, list[str]] | None = None
-    for step in reversed(before):  # nearest first: it wins a tie
-        score, why = _suspicion(step, failing, kind)
-        if score and (best is None or score > best[0]):
-            best = (score, step, why)
-    if best is None:
-        return None, []
-    return best[1], best[2]
+    # nearest first: max keeps the first of equals, so it wins a tie
+    scored = [(*_suspicion(step, failing, kind), step) for step in reversed(before)]
+    score, why, best = max(scored, key=lambda s: s[0], default=(0, [], None))
+    return (best, why) if score else (None, [])
 
 
 def _suspicion(

@@ -176,8 +176,8 @@ def rerun(
         "replayOf": record.execution_id,
         "rerunMode": spec.mode,
         "allowLive": options.allow_live,
+        **spec.to_json(),
     }
-    received.update(spec.to_json())
     if merged is not None:
         received["rerunChain"] = [r.execution_id for r in chain]
     execution = ExecutionOptions(received=received, store=target, cassette=cassette)

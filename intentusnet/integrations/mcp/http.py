@@ -142,14 +142,13 @@ class HttpUpstream:
         method = parsed.get("method")
         params = parsed.get("params")
         version = request_version(parsed)
-        passed = {}
-        if self._passed is not None and is_request(parsed):
-            passed = dict(self._passed(parsed.get("id")))
         if version is not None:
             headers["mcp-protocol-version"] = version
         elif self.version is not None and method != "initialize":
             headers["mcp-protocol-version"] = self.version
-        headers.update(passed)  # the client's own, as it sent them
+        if self._passed is not None and is_request(parsed):
+            # the client's own, as it sent them
+            headers.update(self._passed(parsed.get("id")))
         if isinstance(method, str):
             headers["mcp-method"] = method
             key = _NAMED.get(method)

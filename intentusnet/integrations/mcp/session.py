@@ -417,9 +417,8 @@ class Session:
         The HTTP status the upstream refused the request with, and the
         error's ``data`` (``mcp:answered-with``, nested in the call).
         """
-        status = None
-        if self._refuses is not None:
-            status = self._refuses.status_of(request_id)
+        refuses = self._refuses
+        status = None if refuses is None else refuses.status_of(request_id)
         data = body.get("data")
         if self.run_step is not None and (status is not None or data is not None):
             detail: JSONObject = {"status": status, "data": data}
