@@ -161,6 +161,7 @@ def test_misses_reuse_one_upstream_connection(
     assert counting.connections == 1
 
 
+@pytest.mark.slow  # 261 misses through the gateway: about 13 s
 def test_each_request_reaches_its_own_url_beyond_the_urls_kept(
     counting: FakeUpstream, tmp_path: Path
 ) -> None:
