@@ -328,21 +328,27 @@ class Catalog:
             where.append(f"status IN ({', '.join('?' * len(statuses))})")
             params.extend(statuses)
         count_where, count_params = list(where), list(params)
-        # An id prefix is read along the newest-first index, which holds the
-        # id: a prefix many ids share ends the scan at once, one no id has
-        # costs one pass over that index (and no row: see below).
-        prefix = id_prefix or ""
-        for present, condition, values in (
-            (since_us is not None, "created_us >= ?", [since_us]),
-            (before_us is not None, "created_us < ?", [before_us]),
-            (replayable is not None, "replayable = ?", [replayable]),
-            (id_prefix is not None, "substr(id, 1, ?) = ?", [len(prefix), prefix]),
-            (envelope_hash is not None, "envelope_hash = ?", [envelope_hash]),
-            (settled, "status != ?", [_sql.UNFINISHED]),
-        ):
-            if present:
-                where.append(condition)
-                params.extend(values)
+        if since_us is not None:
+            where.append("created_us >= ?")
+            params.append(since_us)
+        if before_us is not None:
+            where.append("created_us < ?")
+            params.append(before_us)
+        if replayable is not None:
+            where.append("replayable = ?")
+            params.append(int(replayable))
+        if id_prefix is not None:
+            # Read along the newest-first index, which holds the id: a prefix
+            # many ids share ends the scan at once, one no id has costs one
+            # pass over that index (and no row: see below).
+            where.append("substr(id, 1, ?) = ?")
+            params.extend((len(id_prefix), id_prefix))
+        if envelope_hash is not None:
+            where.append("envelope_hash = ?")
+            params.append(envelope_hash)
+        if settled:
+            where.append("status != ?")
+            params.append(_sql.UNFINISHED)
         whole = not live and len(where) == len(count_where) and limit is None
         chosen = f"FROM {'live' if live else 'records'}"
         if where:
