@@ -536,31 +536,45 @@ def test_two_operators_resolving_at_once_one_wins(
     assert "(resolved)" in again.stderr
 
 
+@pytest.mark.parametrize("pause", ["before its decision", "before its close"])
 def test_a_resolution_linked_but_not_yet_written_is_owned_not_running(
     tmp_path: Path,
     where: str,
     shop: IntentRouter,
     monkeypatch: pytest.MonkeyPatch,
+    pause: str,
 ) -> None:
-    """Between linking its record and writing its decision, the first resolve owns it.
+    """While the first resolve writes its linked record, it owns the execution.
 
-    A second operator asking in that window is told ``owned`` (not ``not_parked``:
-    the chain's newest record is a decision being made, not a running execution),
-    and ``resolved`` once the first is written.
+    Both points of that window are walked: the record linked before its decision
+    is written, and the decision written before the record is closed. A second
+    operator asking there is told ``owned`` (not ``not_parked``: the chain's newest
+    record is a decision being made, not a running execution), and ``resolved``
+    once the first is closed.
     """
     origin = _parked_on_the_email(tmp_path, where, shop)
     linked, go_on = threading.Event(), threading.Event()
-    write_event = Recorder.event
+    write_event, close = Recorder.event, Recorder.abandon
+
+    def wait_here() -> None:
+        if not go_on.is_set():
+            linked.set()  # the first resolve, its record linked: wait here
+            assert go_on.wait(30)
 
     def event(
         self: Recorder, event_type: str, data: JSONObject, *, now: bool = False
     ) -> None:
-        if event_type == "OPERATOR_DECISION" and not go_on.is_set():
-            linked.set()  # the first resolve, its record linked: wait here
-            assert go_on.wait(30)
+        if event_type == "OPERATOR_DECISION" and pause == "before its decision":
+            wait_here()
         write_event(self, event_type, data, now=now)
 
+    def abandon(self: Recorder) -> None:
+        if pause == "before its close":
+            wait_here()
+        close(self)
+
     monkeypatch.setattr(Recorder, "event", event)
+    monkeypatch.setattr(Recorder, "abandon", abandon)
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(shop.resolve, origin, step=2, happened=True)
         assert linked.wait(30)
